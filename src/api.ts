@@ -1,0 +1,320 @@
+import { randomUUID } from "node:crypto";
+import { IttyRouter } from "itty-router";
+import { assertKeyPlan, assertScope, authenticate, type Credential, storageSessions } from "./auth.js";
+import type { ApiSettings, AuthedContext, HandlerContext, Ports } from "./context.js";
+import type { AuditEvent } from "./domain/model.js";
+import { ApiError } from "./errors.js";
+import { checkDeclaredLength, isJsonType, parseJsonObject, readLimited } from "./http/body.js";
+import { parseQuery, type RawQuery } from "./http/query.js";
+import { Reply } from "./http/reply.js";
+import type { ApiReply, ApiRequest, ReplyBody } from "./http/types.js";
+import { createMemoryCache } from "./memory/cache.js";
+import { systemClock } from "./memory/clock.js";
+import { createMemoryRateLimiter } from "./memory/rate-limiter.js";
+import { createMemoryStorage } from "./memory/storage.js";
+import type { ConnectorRegistry } from "./ports/connector.js";
+import type { SessionAuthenticator } from "./ports/session.js";
+import type { Storage } from "./ports/storage.js";
+import { resolveClientAddress } from "./proxy.js";
+import type { RouteDef } from "./routing.js";
+import { defaultConnectors, mounts } from "./routes.js";
+
+export interface DataApiOptions extends Partial<ApiSettings> {
+  /** Where everything is persisted. Default: a fresh in-memory store. */
+  storage?: Storage;
+  cache?: Ports["cache"];
+  clock?: Ports["clock"];
+  rateLimiter?: Ports["rateLimiter"];
+  /** Upstream connectors by connection type, merged over the built-in ones. */
+  connectors?: ConnectorRegistry;
+  /** Resolves session tokens. Default: sessions held in storage (the fixture's). */
+  sessions?: SessionAuthenticator;
+  /** Where unexpected errors go. Default: console.error. */
+  logger?: (message: string, error?: unknown) => void;
+}
+
+/** What the transport reports about the client. */
+export interface RequestContext {
+  clientAddress?: string | null;
+}
+
+export interface DataApi {
+  /** The Web-standard entry point: any runtime, any framework. */
+  fetch(request: Request, context?: RequestContext): Promise<Response>;
+  /** The lean entry point adapters use to skip building a Request/Response. */
+  handle(request: ApiRequest): Promise<ApiReply>;
+  readonly ports: Ports;
+  readonly settings: ApiSettings;
+  /** Every route, for documentation and tests. */
+  readonly routes: ReadonlyArray<{ mount: string; route: RouteDef }>;
+}
+
+export const DEFAULT_SETTINGS: ApiSettings = {
+  appUrl: "http://127.0.0.1:8787",
+  viewUrl: "http://127.0.0.1:8787",
+  maxBodyBytes: 1024 * 1024,
+  auditLagSeconds: 5,
+  webhookRatePerSecond: 50,
+  webhookRetainRows: 10_000,
+  trustedProxies: [],
+};
+
+const CORS_HEADERS: Record<string, string> = {
+  "access-control-allow-origin": "*",
+  "access-control-expose-headers":
+    "X-Request-Id, Retry-After, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Idempotent-Replayed, WWW-Authenticate",
+};
+
+const PREFLIGHT_HEADERS: Record<string, string> = {
+  "access-control-allow-methods": "GET, POST, PATCH, DELETE, OPTIONS",
+  "access-control-allow-headers":
+    "Content-Type, Authorization, Idempotency-Key, Cache-Control, X-Webhook-Signature, X-Hub-Signature-256, Webhook-Id, Webhook-Timestamp, Webhook-Signature",
+  "access-control-max-age": "86400",
+};
+
+interface RouteGroup {
+  mount: string;
+  pattern: string;
+  byMethod: Map<string, RouteDef>;
+  allow: string;
+}
+
+export function createDataApi(options: DataApiOptions = {}): DataApi {
+  const settings: ApiSettings = { ...DEFAULT_SETTINGS };
+  for (const key of Object.keys(DEFAULT_SETTINGS) as (keyof ApiSettings)[]) {
+    if (options[key] !== undefined) (settings as unknown as Record<string, unknown>)[key] = options[key];
+  }
+  if (options.viewUrl === undefined && options.appUrl !== undefined) settings.viewUrl = options.appUrl;
+  settings.appUrl = settings.appUrl.replace(/\/+$/, "");
+  settings.viewUrl = settings.viewUrl.replace(/\/+$/, "");
+
+  const clock = options.clock ?? systemClock;
+  const storage = options.storage ?? createMemoryStorage();
+  const ports: Ports = {
+    storage,
+    clock,
+    cache: options.cache ?? createMemoryCache({ clock }),
+    rateLimiter: options.rateLimiter ?? createMemoryRateLimiter(),
+    connectors: { ...defaultConnectors(), ...options.connectors },
+  };
+  const sessions = options.sessions ?? storageSessions(storage);
+  const log = options.logger ?? ((message: string, error?: unknown) => console.error(`[dataport] ${message}`, error ?? ""));
+
+  const router = IttyRouter();
+  const groups = new Map<string, RouteGroup>();
+  const allRoutes: Array<{ mount: string; route: RouteDef }> = [];
+  for (const { base, routes } of mounts) {
+    for (const route of routes) {
+      allRoutes.push({ mount: base, route });
+      const key = base + route.path;
+      let group = groups.get(key);
+      if (!group) {
+        group = { mount: base, pattern: route.path, byMethod: new Map(), allow: "" };
+        groups.set(key, group);
+        const found = group;
+        router.all(key, () => found);
+      }
+      group.byMethod.set(route.method, route);
+      group.allow = [...group.byMethod.keys(), "OPTIONS"].join(", ");
+    }
+  }
+
+  function recordAudit(event: Omit<AuditEvent, "id" | "time"> & { time?: string }): void {
+    const now = clock.now();
+    const full: AuditEvent = { id: `evt_${randomUUID()}`, time: event.time ?? new Date(now).toISOString(), ...event } as AuditEvent;
+    storage.appendAuditEvent(full, now).catch((error: unknown) => log("could not store an audit event", error));
+  }
+
+  async function handle(req: ApiRequest): Promise<ApiReply> {
+    const requestId = randomUUID();
+    const startedAt = performance.now();
+    let group: RouteGroup | undefined;
+    let route: RouteDef | undefined;
+    let credential: Credential | undefined;
+    let reply: ApiReply;
+    try {
+      const probe = { method: "GET", url: req.url } as { method: string; url: string; params?: Record<string, string>; query?: RawQuery };
+      group = (await router.fetch(probe)) as RouteGroup | undefined;
+      if (req.method === "OPTIONS") {
+        reply = { status: 204, headers: { ...PREFLIGHT_HEADERS }, body: null };
+      } else {
+        if (!group) throw new ApiError(404, "not_found", "no such endpoint");
+        route = group.byMethod.get(req.method);
+        if (!route) {
+          throw new ApiError(405, "method_not_allowed", `${req.method} is not allowed here`, { headers: { allow: group.allow } });
+        }
+        const params = decodeParams(probe.params ?? {});
+        const base: HandlerContext = {
+          ...ports,
+          settings,
+          requestId,
+          clientAddress: resolveClientAddress(req.clientAddress, req.headers.get("x-forwarded-for"), settings.trustedProxies),
+          userAgent: req.headers.get("user-agent"),
+          log,
+          audit: recordAudit,
+        };
+        let ctx: HandlerContext = base;
+        if (route.auth === "bearer") {
+          credential = await authenticate(req.headers.get("authorization"), storage, sessions);
+          assertKeyPlan(credential);
+          assertScope(credential, route.scope);
+          ctx = { ...base, credential } as AuthedContext;
+        }
+        const query = route.query ? parseQuery(route.query, probe.query ?? {}) : {};
+        const body = route.body ? await readBody(req, route.body.kind, settings.maxBodyBytes) : undefined;
+        const result = await (route.handle as (input: unknown, ctx: HandlerContext) => Promise<unknown>)(
+          { params, query, body, headers: req.headers },
+          ctx,
+        );
+        reply = result instanceof Reply ? toApiReply(result) : toApiReply(Reply.json(200, result));
+      }
+    } catch (error) {
+      reply = errorReply(error, requestId, log);
+      if (reply.status >= 500) {
+        recordAudit({
+          teamId: credential ? teamOf(credential) : "",
+          category: "error",
+          action: "api.error",
+          actor: null,
+          target: route ? { type: "route", id: `${req.method} ${group!.mount}${route.path}` } : null,
+          outcome: "failure",
+          ip: req.clientAddress,
+          userAgent: req.headers.get("user-agent"),
+          details: { requestId, status: reply.status },
+        });
+      }
+    }
+    Object.assign(reply.headers, CORS_HEADERS);
+    reply.headers["x-request-id"] = requestId;
+    if (route && route.logged !== false && group) {
+      const call = {
+        at: new Date(clock.now()).toISOString(),
+        teamId: credential ? teamOf(credential) : null,
+        credentialKind: credential ? credential.kind : ("anonymous" as const),
+        credentialId: credential ? (credential.kind === "api-key" ? credential.key.id : credential.user.id) : null,
+        credentialName: credential ? (credential.kind === "api-key" ? credential.key.name : credential.user.email) : null,
+        method: req.method,
+        route: group.mount + route.path,
+        status: reply.status,
+        latencyMs: Math.round(performance.now() - startedAt),
+      };
+      // Off the critical path: a failing usage log never fails or slows the request.
+      try {
+        storage.recordApiCall(call).catch((error: unknown) => log("could not record an API call", error));
+      } catch (error) {
+        log("could not record an API call", error);
+      }
+    }
+    return reply;
+  }
+
+  return {
+    handle,
+    async fetch(request, context = {}) {
+      const reply = await handle(fromWebRequest(request, context.clientAddress ?? null));
+      return toWebResponse(reply);
+    },
+    ports,
+    settings,
+    routes: allRoutes,
+  };
+}
+
+function teamOf(credential: Credential): string {
+  return credential.kind === "api-key" ? credential.team.id : (credential.memberships[0]?.teamId ?? "");
+}
+
+function decodeParams(params: Record<string, string>): Record<string, string> {
+  const out: Record<string, string> = Object.create(null);
+  for (const [key, value] of Object.entries(params)) {
+    try {
+      out[key] = decodeURIComponent(value);
+    } catch {
+      throw new ApiError(404, "not_found", "no such endpoint");
+    }
+  }
+  return out;
+}
+
+async function readBody(req: ApiRequest, kind: "json-object" | "raw", limit: number) {
+  checkDeclaredLength(req.headers.get("content-length"), limit);
+  const contentType = req.headers.get("content-type");
+  if (kind === "raw") return { bytes: await req.readBody(limit), contentType };
+  if (!isJsonType(contentType)) {
+    throw new ApiError(415, "unsupported_media_type", "send the body as application/json");
+  }
+  return parseJsonObject(await req.readBody(limit));
+}
+
+function toApiReply(reply: Reply): ApiReply {
+  return { status: reply.status, headers: { ...reply.headers }, body: reply.body };
+}
+
+function errorReply(error: unknown, requestId: string, log: (message: string, error?: unknown) => void): ApiReply {
+  let status = 500;
+  let payload: Record<string, unknown>;
+  let headers: Record<string, string> = {};
+  if (error instanceof ApiError) {
+    status = error.status;
+    payload = { code: error.code, message: error.message };
+    if (error.details) payload.details = error.details;
+    headers = { ...error.headers };
+  } else {
+    log(`unexpected error (request ${requestId})`, error);
+    payload = { code: "internal", message: "internal error" };
+  }
+  payload.requestId = requestId;
+  return {
+    status,
+    headers: { "content-type": "application/json; charset=utf-8", ...headers },
+    body: JSON.stringify({ error: payload }),
+  };
+}
+
+/** Wrap a Web Request as an ApiRequest. */
+export function fromWebRequest(request: Request, clientAddress: string | null): ApiRequest {
+  return {
+    method: request.method,
+    url: request.url,
+    headers: request.headers,
+    signal: request.signal,
+    clientAddress,
+    async readBody(limit) {
+      if (!request.body) return new Uint8Array(0);
+      const reader = request.body.getReader();
+      const chunks = {
+        async *[Symbol.asyncIterator]() {
+          for (;;) {
+            const { done, value } = await reader.read();
+            if (done) return;
+            yield value;
+          }
+        },
+      };
+      return readLimited(chunks, limit, () => void reader.cancel().catch(() => {}));
+    },
+  };
+}
+
+const encoder = new TextEncoder();
+
+/** Turn an ApiReply into a Web Response; a streamed body becomes a ReadableStream that stops its source on cancel. */
+export function toWebResponse(reply: ApiReply): Response {
+  return new Response(toBodyInit(reply.body), { status: reply.status, headers: reply.headers });
+}
+
+function toBodyInit(body: ReplyBody): BodyInit | null {
+  if (body === null || typeof body === "string") return body;
+  if (body instanceof Uint8Array) return body as Uint8Array<ArrayBuffer>;
+  const iterator = body[Symbol.asyncIterator]();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const { done, value } = await iterator.next();
+      if (done) controller.close();
+      else controller.enqueue(encoder.encode(value));
+    },
+    async cancel() {
+      await iterator.return?.();
+    },
+  });
+}

@@ -1,0 +1,81 @@
+import { sha256Hex } from "./domain/crypto.js";
+import type { Actor, ApiKeyRecord, Membership, Scope, Team, User } from "./domain/model.js";
+import { ApiError } from "./errors.js";
+import type { SessionAuthenticator } from "./ports/session.js";
+import type { Storage } from "./ports/storage.js";
+
+export interface ApiKeyCredential {
+  kind: "api-key";
+  key: ApiKeyRecord;
+  team: Team;
+  /** The user who created the key (null if since deleted). */
+  creator: User | null;
+}
+
+export interface SessionCredential {
+  kind: "session-token";
+  user: User;
+  memberships: Membership[];
+}
+
+export type Credential = ApiKeyCredential | SessionCredential;
+
+const unauthorized = (message: string) =>
+  new ApiError(401, "unauthorized", message, { headers: { "www-authenticate": "Bearer" } });
+
+/** Resolve `Authorization: Bearer <token>` to a credential, or throw 401. */
+export async function authenticate(
+  authorization: string | null,
+  storage: Storage,
+  sessions: SessionAuthenticator,
+): Promise<Credential> {
+  if (!authorization) throw unauthorized("missing Authorization header");
+  const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization);
+  if (!match) throw unauthorized("Authorization must be 'Bearer <token>'");
+  const token = match[1]!;
+
+  const key = await storage.findApiKeyByHash(sha256Hex(token));
+  if (key) {
+    if (key.revokedAt !== null) throw unauthorized("invalid or revoked token");
+    const [team, creator] = await Promise.all([storage.getTeam(key.teamId), storage.getUser(key.createdBy)]);
+    if (!team) throw unauthorized("invalid or revoked token");
+    return { kind: "api-key", key, team, creator };
+  }
+  const session = await sessions(token);
+  if (session) {
+    const [user, memberships] = await Promise.all([storage.getUser(session.userId), storage.listMemberships(session.userId)]);
+    if (user) return { kind: "session-token", user, memberships };
+  }
+  throw unauthorized("invalid or revoked token");
+}
+
+/** The default session authenticator: the token's SHA-256 looked up in storage. */
+export function storageSessions(storage: Storage): SessionAuthenticator {
+  return async (token) => {
+    const userId = await storage.findSessionUser(sha256Hex(token));
+    return userId ? { userId } : null;
+  };
+}
+
+export function planRequired(message = "the Data Access API needs the Pro, Team or Business plan"): ApiError {
+  return new ApiError(403, "plan_required", message);
+}
+
+/** Keys of a Free-plan team are refused on every call. */
+export function assertKeyPlan(credential: Credential): void {
+  if (credential.kind === "api-key" && credential.team.plan === "free") throw planRequired();
+}
+
+export function assertScope(credential: Credential, scope: Scope | null): void {
+  if (scope === null || credential.kind === "session-token") return;
+  if (!credential.key.scopes.includes(scope)) {
+    throw new ApiError(403, "insufficient_scope", `this key lacks the ${scope} scope`, { details: { required: scope } });
+  }
+}
+
+/** Who a write is recorded against: the key (by name) or the signed-in user; never anonymous. */
+export function actorOf(credential: Credential): Actor {
+  return credential.kind === "api-key"
+    ? { type: "api-key", id: credential.key.id, name: credential.key.name }
+    : { type: "user", id: credential.user.id, email: credential.user.email };
+}

@@ -1,0 +1,69 @@
+import type { Column, ColumnType, Row } from "./model.js";
+
+const DATE = /^\d{4}-\d{2}-\d{2}$/;
+const DATETIME = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$/;
+
+/** The column type of one JSON value; null for null/undefined (no evidence). */
+export function typeOfValue(value: unknown): ColumnType | null {
+  if (value === null || value === undefined) return null;
+  switch (typeof value) {
+    case "number":
+      return "number";
+    case "boolean":
+      return "boolean";
+    case "string":
+      if (DATE.test(value)) return "date";
+      if (DATETIME.test(value)) return "datetime";
+      return "string";
+    default:
+      return "json";
+  }
+}
+
+/** The narrowest type that holds both (null = no evidence yet). */
+export function widenType(a: ColumnType | null, b: ColumnType | null): ColumnType | null {
+  if (a === null) return b;
+  if (b === null || a === b) return a;
+  if ((a === "date" && b === "datetime") || (a === "datetime" && b === "date")) return "datetime";
+  if (a === "json" || b === "json") return "json";
+  return "string";
+}
+
+/** Whether a value may be stored in a column of the declared type. null always may. */
+export function valueFitsType(value: unknown, type: ColumnType | null): boolean {
+  if (type === null || value === null) return true;
+  const actual = typeOfValue(value);
+  if (actual === type) return true;
+  if (type === "string") return typeof value === "string";
+  if (type === "datetime") return actual === "date";
+  if (type === "json") return true;
+  return false;
+}
+
+/** Merge `incoming` into `columns` (in place order: existing first, new appended), widening types. */
+export function mergeColumns(columns: readonly Column[], incoming: readonly Column[]): Column[] {
+  const out = columns.map((c) => ({ ...c }));
+  const index = new Map(out.map((c, i) => [c.name, i] as const));
+  for (const col of incoming) {
+    const i = index.get(col.name);
+    if (i === undefined) {
+      index.set(col.name, out.length);
+      out.push({ ...col });
+    } else {
+      const existing = out[i]!;
+      existing.type = widenType(existing.type, col.type);
+    }
+  }
+  return out;
+}
+
+/** Columns of a set of rows, in first-seen order, types widened over every row. */
+export function inferColumns(rows: Iterable<Row>): Column[] {
+  const types = new Map<string, ColumnType | null>();
+  for (const row of rows) {
+    for (const key of Object.keys(row)) {
+      types.set(key, widenType(types.get(key) ?? null, typeOfValue(row[key])));
+    }
+  }
+  return [...types].map(([name, type]) => ({ name, type }));
+}

@@ -1,0 +1,45 @@
+import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+
+/** Hex SHA-256 of a UTF-8 string: how tokens are stored and looked up. */
+export function sha256Hex(value: string): string {
+  return createHash("sha256").update(value).digest("hex");
+}
+
+/** HMAC-SHA256 of raw bytes. */
+export function hmacSha256(secret: string | Uint8Array, data: Uint8Array | string): Buffer {
+  return createHmac("sha256", secret).update(data).digest();
+}
+
+/**
+ * Constant-time equality of two byte strings. Never throws: inputs of
+ * different lengths compare false after a comparison of equal cost.
+ */
+export function safeEqual(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) {
+    timingSafeEqual(a, a);
+    return false;
+  }
+  return timingSafeEqual(a, b);
+}
+
+/** A random id: prefix + 20 base62 characters (~119 bits). */
+export function randomId(prefix: string, length = 20): string {
+  return prefix + base62(randomBytes(length * 2), length);
+}
+
+const ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/** Unbiased base62 from random bytes (rejection sampling on values >= 248). */
+export function base62(bytes: Uint8Array, length: number): string {
+  let out = "";
+  let i = 0;
+  while (out.length < length) {
+    if (i >= bytes.length) {
+      bytes = randomBytes(length * 2);
+      i = 0;
+    }
+    const b = bytes[i++]!;
+    if (b < 248) out += ALPHABET[b % 62];
+  }
+  return out;
+}

@@ -1,0 +1,56 @@
+import type { Row, TableRecord, DatasetRecord } from "./model.js";
+
+/** JSON equality of a stored value and a filter value. */
+export function jsonEquals(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (a === null || b === null || typeof a !== "object" || typeof b !== "object") return false;
+  return canonicalJson(a) === canonicalJson(b);
+}
+
+/** JSON text with object keys sorted, for equality and fingerprints. */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null";
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  const keys = Object.keys(value).sort();
+  return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(",")}}`;
+}
+
+/** Whether a row matches every exact-match filter. */
+export function matchesFilters(row: Row, filters: Record<string, unknown> | null): boolean {
+  if (!filters) return true;
+  for (const key of Object.keys(filters)) {
+    const stored = Object.hasOwn(row, key) ? row[key] : null;
+    if (!jsonEquals(stored, filters[key])) return false;
+  }
+  return true;
+}
+
+/**
+ * The selected columns of a row, in order, missing ones as null. Built on a
+ * null-prototype object: a column named `__proto__` is plain data.
+ */
+export function selectColumns(row: Row, columns: readonly string[] | null): Row {
+  const out: Row = Object.create(null);
+  if (columns === null) {
+    for (const key of Object.keys(row)) out[key] = row[key];
+    return out;
+  }
+  for (const column of columns) out[column] = Object.hasOwn(row, column) ? row[column] : null;
+  return out;
+}
+
+/** An input table seen as a dataset (type `input_table`). */
+export function tableAsDataset(table: TableRecord): DatasetRecord {
+  return {
+    id: table.id,
+    teamId: table.teamId,
+    name: table.name,
+    type: "input_table",
+    connectionId: null,
+    source: null,
+    columns: table.columns,
+    rowCount: table.rowCount,
+    lastRefreshedAt: null,
+    updatedAt: table.updatedAt,
+  };
+}

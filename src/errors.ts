@@ -1,0 +1,53 @@
+/** Error codes of the error envelope (see README, "Errors"). */
+export type ErrorCode =
+  | "invalid_parameter"
+  | "invalid_body"
+  | "team_required"
+  | "unauthorized"
+  | "invalid_signature"
+  | "plan_required"
+  | "insufficient_scope"
+  | "forbidden"
+  | "not_found"
+  | "method_not_allowed"
+  | "conflict"
+  | "idempotency_key_in_use"
+  | "payload_too_large"
+  | "unsupported_media_type"
+  | "validation_failed"
+  | "idempotency_key_reused"
+  | "rate_limited"
+  | "upstream_unavailable"
+  | "internal";
+
+/**
+ * The one error type: thrown anywhere, turned into the envelope
+ * `{ error: { code, message, details?, requestId } }` in exactly one place (api.ts).
+ */
+export class ApiError extends Error {
+  readonly status: number;
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown> | undefined;
+  readonly headers: Record<string, string> | undefined;
+
+  constructor(
+    status: number,
+    code: ErrorCode,
+    message: string,
+    extra: { details?: Record<string, unknown>; headers?: Record<string, string> } = {},
+  ) {
+    super(message);
+    this.name = "ApiError";
+    this.status = status;
+    this.code = code;
+    this.details = extra.details;
+    this.headers = extra.headers;
+  }
+}
+
+export const invalidParameter = (parameter: string, message: string, details: Record<string, unknown> = {}) =>
+  new ApiError(400, "invalid_parameter", message, { details: { parameter, ...details } });
+
+export const notFound = (what = "resource") => new ApiError(404, "not_found", `${what} not found`);
+
+export const invalidBody = (message: string) => new ApiError(400, "invalid_body", message);

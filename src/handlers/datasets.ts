@@ -1,0 +1,97 @@
+import { reachable, resolveTeam } from "../access.js";
+import type { AuthedContext } from "../context.js";
+import type { ConnectionRecord, DatasetRecord } from "../domain/model.js";
+import { invalidParameter } from "../errors.js";
+import { jsonRowsBody } from "../http/json-stream.js";
+import { Reply } from "../http/reply.js";
+
+/** A dataset as the API shows it. */
+export function datasetView(dataset: DatasetRecord, connection: ConnectionRecord | null) {
+  return {
+    id: dataset.id,
+    name: dataset.name,
+    type: dataset.type,
+    rowCount: dataset.rowCount,
+    columns: dataset.columns,
+    connectionId: dataset.connectionId,
+    connectionType: connection?.type ?? null,
+    lastRefreshedAt: dataset.lastRefreshedAt,
+    updatedAt: dataset.updatedAt,
+  };
+}
+
+/** GET /datasets: a key sees exactly what its allowlist names; a session sees its team. */
+export async function listDatasets(ctx: AuthedContext, teamId: string | undefined) {
+  const { credential, storage } = ctx;
+  const team = await resolveTeam(credential, teamId, storage);
+  const ids = credential.kind === "api-key" ? [...credential.key.allowlist.datasets, ...credential.key.allowlist.tables] : undefined;
+  const [datasets, connections] = await Promise.all([
+    storage.listDatasets(ids ? { teamId: team.id, ids } : { teamId: team.id }),
+    storage.listConnections(team.id),
+  ]);
+  const byId = new Map(connections.map((c) => [c.id, c]));
+  return { datasets: datasets.map((d) => datasetView(d, d.connectionId ? (byId.get(d.connectionId) ?? null) : null)) };
+}
+
+/** A dataset the credential may reach, or the same 404 as an unknown id. */
+export async function reachableDataset(ctx: AuthedContext, id: string): Promise<DatasetRecord> {
+  const dataset = await ctx.storage.getDataset(id);
+  const kinds = dataset?.type === "input_table" ? (["tables", "datasets"] as const) : (["datasets"] as const);
+  return reachable(ctx.credential, kinds, dataset, "dataset", ctx.storage);
+}
+
+/** GET /datasets/{id} */
+export async function getDataset(ctx: AuthedContext, id: string) {
+  const dataset = await reachableDataset(ctx, id);
+  const connection = dataset.connectionId ? await ctx.storage.getConnection(dataset.connectionId) : null;
+  return { ...datasetView(dataset, connection), writable: dataset.type === "input_table" };
+}
+
+export interface RowsQuery {
+  maxRows?: number;
+  offset: number;
+  columns?: string[];
+  filters?: Record<string, unknown>;
+}
+
+/** GET /datasets/{id}/rows: paging, columns and filters pushed down to storage; large reads stream. */
+export async function readDatasetRows(ctx: AuthedContext, id: string, query: RowsQuery): Promise<Reply> {
+  const dataset = await reachableDataset(ctx, id);
+  if (dataset.type === "input_table") {
+    throw invalidParameter("id", `dataset ${id} is an input table; read its rows with GET /api/v1/tables/${id}/rows`);
+  }
+  const known = new Set(dataset.columns.map((c) => c.name));
+  const unknownColumns = (query.columns ?? []).filter((c) => !known.has(c));
+  if (unknownColumns.length > 0) {
+    throw invalidParameter("columns", `unknown column ${unknownColumns[0]}`, { unknownColumns });
+  }
+  const unknownFilters = Object.keys(query.filters ?? {}).filter((c) => !known.has(c));
+  if (unknownFilters.length > 0) {
+    throw invalidParameter("filters", `unknown column ${unknownFilters[0]} in filters`, { unknownColumns: unknownFilters });
+  }
+  const page = await ctx.storage.readDatasetRows(id, {
+    offset: query.offset,
+    limit: query.maxRows ?? null,
+    columns: query.columns ?? null,
+    filters: query.filters ?? null,
+  });
+  const available = Math.max(0, page.totalRows - query.offset);
+  const returnedRows = Math.min(available, query.maxRows ?? available);
+  const names = query.columns ?? dataset.columns.map((c) => c.name);
+  const types = new Map(dataset.columns.map((c) => [c.name, c.type]));
+  const columnTypes: Record<string, string | null> = Object.create(null);
+  for (const name of names) columnTypes[name] = types.get(name) ?? null;
+  const metadata = {
+    datasetId: dataset.id,
+    datasetName: dataset.name,
+    totalRows: page.totalRows,
+    returnedRows,
+    offset: query.offset,
+    hasMore: query.offset + returnedRows < page.totalRows,
+    columns: names,
+    columnTypes,
+    lastUpdated: dataset.lastRefreshedAt ?? dataset.updatedAt,
+  };
+  const body = await jsonRowsBody('{"success":true,"data":[', page.rows, `],"metadata":${JSON.stringify(metadata)}}`);
+  return typeof body === "string" ? Reply.jsonText(200, body) : Reply.jsonStream(body);
+}

@@ -1,0 +1,27 @@
+import type { ReplyBody } from "./types.js";
+
+/**
+ * What a handler returns when a plain 200 JSON body is not enough: another
+ * status, extra headers, or a streamed body. Handlers never build Responses.
+ */
+export class Reply {
+  constructor(
+    readonly status: number,
+    readonly body: ReplyBody,
+    readonly headers: Record<string, string> = {},
+  ) {}
+
+  static json(status: number, value: unknown, headers: Record<string, string> = {}): Reply {
+    return new Reply(status, JSON.stringify(value), { "content-type": "application/json; charset=utf-8", ...headers });
+  }
+
+  /** JSON already serialised. */
+  static jsonText(status: number, text: string, headers: Record<string, string> = {}): Reply {
+    return new Reply(status, text, { "content-type": "application/json; charset=utf-8", ...headers });
+  }
+
+  /** A JSON document produced piece by piece (large row reads). */
+  static jsonStream(chunks: AsyncIterable<string>, headers: Record<string, string> = {}): Reply {
+    return new Reply(200, chunks, { "content-type": "application/json; charset=utf-8", ...headers });
+  }
+}

@@ -1,0 +1,36 @@
+/**
+ * The lean request/response pair the core runs on. `api.fetch` wraps a Web
+ * `Request` into an ApiRequest; the Node adapter builds one straight from
+ * `IncomingMessage`, so no WHATWG Request or Response is materialised on
+ * Node's hot path.
+ */
+export interface HeaderReader {
+  /** Case-insensitive; null when absent. Repeated headers are joined with ", ". */
+  get(name: string): string | null;
+}
+
+export interface ApiRequest {
+  method: string;
+  /** Absolute URL (scheme and host may be nominal). */
+  url: string;
+  headers: HeaderReader;
+  /**
+   * Read the whole body, refusing more than `limit` bytes with 413 (the
+   * reader stops as soon as the limit is crossed). An empty body is an
+   * empty array.
+   */
+  readBody(limit: number): Promise<Uint8Array>;
+  /** Aborted when the client goes away. */
+  signal?: AbortSignal;
+  /** The peer address as the runtime reports it. */
+  clientAddress: string | null;
+}
+
+export type ReplyBody = string | Uint8Array | AsyncIterable<string> | null;
+
+export interface ApiReply {
+  status: number;
+  /** Lower-case header names. */
+  headers: Record<string, string>;
+  body: ReplyBody;
+}

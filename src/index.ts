@@ -1,0 +1,15 @@
+export { createDataApi, DEFAULT_SETTINGS, type DataApi, type DataApiOptions, type RequestContext } from "./api.js";
+export { ApiError, type ErrorCode } from "./errors.js";
+export { createAdmin, type Admin } from "./admin.js";
+export { parseFixture, readFixtureFile, FixtureError, type FixtureFs } from "./fixture/load.js";
+export type { SeedSpace } from "./fixture/space.js";
+export type { ApiRequest, ApiReply, HeaderReader } from "./http/types.js";
+export type * from "./domain/model.js";
+export type * from "./ports/storage.js";
+export type { Cache } from "./ports/cache.js";
+export type { Clock } from "./ports/clock.js";
+export type { RateLimiter, RateLimit, RateDecision } from "./ports/rate-limiter.js";
+export type { SessionAuthenticator } from "./ports/session.js";
+export type { Connector, ConnectorQuery, ConnectorResult, ConnectorRegistry } from "./ports/connector.js";
+export type { ApiSettings, Ports } from "./context.js";
+export { generateApiKeyToken, isWellFormedApiKeyToken } from "./domain/tokens.js";

@@ -1,0 +1,65 @@
+import type { SeedSpace } from "../fixture/space.js";
+import type { Storage } from "../ports/storage.js";
+import { memoryAnalytics } from "./storage/analytics.js";
+import { memoryAudit } from "./storage/audit.js";
+import { memoryCatalog } from "./storage/catalog.js";
+import { memoryIdentity } from "./storage/identity.js";
+import { cloneJson, createMemoryState, type MemoryState } from "./storage/state.js";
+import { memoryTables } from "./storage/tables.js";
+import { memoryWebhooks } from "./storage/webhooks.js";
+
+export interface MemoryStorage extends Storage {
+  /** Escape hatch for tests: the live state. */
+  readonly state: MemoryState;
+}
+
+/** The reference store: Maps and arrays in this process. Nothing survives a restart. */
+export function createMemoryStorage(): MemoryStorage {
+  const state = createMemoryState();
+  return {
+    ...memoryIdentity(state),
+    ...memoryCatalog(state),
+    ...memoryTables(state),
+    ...memoryWebhooks(state),
+    ...memoryAudit(state),
+    ...memoryAnalytics(state),
+    async seed(space) {
+      if (state.seeded) return "kept";
+      load(state, cloneJson(space));
+      state.seeded = true;
+      return "loaded";
+    },
+    async close() {},
+    state,
+  };
+}
+
+function load(state: MemoryState, space: SeedSpace): void {
+  const put = <T extends { id: string }>(map: Map<string, T>, items: T[]) => items.forEach((i) => map.set(i.id, i));
+  put(state.businesses, space.businesses);
+  put(state.teams, space.teams);
+  put(state.users, space.users);
+  for (const m of space.memberships) state.memberships.set(m.userId, [...(state.memberships.get(m.userId) ?? []), m]);
+  for (const s of space.sessions) state.sessions.set(s.tokenHash, s.userId);
+  for (const k of space.apiKeys) {
+    state.apiKeys.set(k.id, k);
+    state.apiKeyIdsByHash.set(k.tokenHash, k.id);
+  }
+  put(state.connections, space.connections);
+  for (const { rows, ...dataset } of space.datasets) {
+    state.datasets.set(dataset.id, dataset);
+    state.datasetRows.set(dataset.id, rows);
+  }
+  for (const { rows, ...table } of space.tables) {
+    state.tables.set(table.id, table);
+    state.tableRows.set(table.id, rows);
+  }
+  put(state.dashboards, space.dashboards);
+  state.dashboardViews.push(...space.dashboardViews);
+  state.refreshRuns.push(...space.refreshRuns);
+  state.creditUsage.push(...space.creditUsage);
+  // Fixture events are stored in file order, all at the start of time.
+  for (const event of space.auditEvents) {
+    state.auditLog.push({ position: String(state.auditLog.length + 1), storedAt: 0, event });
+  }
+}

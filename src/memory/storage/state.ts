@@ -1,0 +1,74 @@
+import type {
+  ApiCallRecord,
+  ApiKeyRecord,
+  Business,
+  ConnectionRecord,
+  CreditUsage,
+  DashboardRecord,
+  DashboardView,
+  DatasetRecord,
+  Membership,
+  RefreshRun,
+  Row,
+  TableRecord,
+  Team,
+  User,
+} from "../../domain/model.js";
+import type { StoredAuditEvent } from "../../ports/storage/audit.js";
+
+/**
+ * Everything the memory store holds, on Maps and arrays. Each area module
+ * (identity, catalog, tables, webhooks, audit, analytics) reads and writes its part.
+ */
+export interface MemoryState {
+  seeded: boolean;
+  businesses: Map<string, Business>;
+  teams: Map<string, Team>;
+  users: Map<string, User>;
+  memberships: Map<string, Membership[]>;
+  sessions: Map<string, string>;
+  apiKeys: Map<string, ApiKeyRecord>;
+  apiKeyIdsByHash: Map<string, string>;
+  connections: Map<string, ConnectionRecord>;
+  datasets: Map<string, DatasetRecord>;
+  /** Rows of upload/connection datasets in stored order. */
+  datasetRows: Map<string, Row[]>;
+  tables: Map<string, TableRecord>;
+  /** Input-table rows by table id, in creation order. */
+  tableRows: Map<string, Row[]>;
+  dashboards: Map<string, DashboardRecord>;
+  dashboardViews: DashboardView[];
+  refreshRuns: RefreshRun[];
+  creditUsage: CreditUsage[];
+  apiCalls: ApiCallRecord[];
+  auditLog: StoredAuditEvent[];
+}
+
+export function createMemoryState(): MemoryState {
+  return {
+    seeded: false,
+    businesses: new Map(),
+    teams: new Map(),
+    users: new Map(),
+    memberships: new Map(),
+    sessions: new Map(),
+    apiKeys: new Map(),
+    apiKeyIdsByHash: new Map(),
+    connections: new Map(),
+    datasets: new Map(),
+    datasetRows: new Map(),
+    tables: new Map(),
+    tableRows: new Map(),
+    dashboards: new Map(),
+    dashboardViews: [],
+    refreshRuns: [],
+    creditUsage: [],
+    apiCalls: [],
+    auditLog: [],
+  };
+}
+
+/** A deep copy of a JSON value, so callers never hold references into the store. */
+export function cloneJson<T>(value: T): T {
+  return structuredClone(value);
+}

@@ -1,0 +1,23 @@
+import { memoryConnector } from "./connectors/memory.js";
+import type { ConnectorRegistry } from "./ports/connector.js";
+import type { RouteDef } from "./routing.js";
+import { datasetRoutes } from "./routes/datasets.js";
+import { identityRoutes } from "./routes/identity.js";
+
+/**
+ * The route table. Each mount is a prefix; a future `/api/v2` mounts its
+ * own list beside `/api/v1`. The webhook receiver has no version prefix.
+ */
+export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes];
+
+export const webhookRoutes: RouteDef[] = [];
+
+export const mounts: ReadonlyArray<{ base: string; routes: readonly RouteDef[] }> = [
+  { base: "/api/v1", routes: apiV1Routes },
+  { base: "/api", routes: webhookRoutes },
+];
+
+/** Connectors available without configuration. */
+export function defaultConnectors(): ConnectorRegistry {
+  return { memory: memoryConnector() };
+}

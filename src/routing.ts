@@ -1,0 +1,69 @@
+import type { z } from "zod";
+import type { AuthedContext, HandlerContext } from "./context.js";
+import type { Scope } from "./domain/model.js";
+import type { Reply } from "./http/reply.js";
+import type { HeaderReader } from "./http/types.js";
+
+export type Method = "GET" | "POST" | "PATCH" | "DELETE";
+
+/** Parsed, typed input of a handler. */
+export interface RouteInput<Query, Body> {
+  /** Path parameters, percent-decoded. */
+  params: Record<string, string>;
+  query: Query;
+  body: Body;
+  headers: HeaderReader;
+}
+
+/** How a route takes its body. */
+export type BodySpec =
+  /** A JSON object (400 invalid_body otherwise), optionally checked by a schema. */
+  | { kind: "json-object" }
+  /** The raw bytes and content type, for handlers that must see the exact body (webhook signatures). */
+  | { kind: "raw" };
+
+export interface RawBody {
+  bytes: Uint8Array;
+  contentType: string | null;
+}
+
+interface RouteBase<Query> {
+  method: Method;
+  /** itty-router pattern relative to the mount (`/datasets/:id/rows`). */
+  path: string;
+  summary: string;
+  /** OpenAPI tag. */
+  tag: string;
+  /** Query parameters, validated and typed at the edge (400 invalid_parameter on failure). */
+  query?: z.ZodType<Query>;
+  body?: BodySpec;
+  /** Response body schemas by status, for the OpenAPI document. */
+  responses?: Record<number, z.ZodType>;
+  /** Whether this call is written to the API usage log (default true). */
+  logged?: boolean;
+}
+
+export interface AuthedRoute<Query = unknown, Body = unknown> extends RouteBase<Query> {
+  auth: "bearer";
+  /** The scope an API key needs; null for none. */
+  scope: Scope | null;
+  handle(input: RouteInput<Query, Body>, ctx: AuthedContext): Promise<unknown>;
+}
+
+export interface PublicRoute<Query = unknown, Body = unknown> extends RouteBase<Query> {
+  auth: "none";
+  handle(input: RouteInput<Query, Body>, ctx: HandlerContext): Promise<unknown>;
+}
+
+export type RouteDef = AuthedRoute<any, any> | PublicRoute<any, any>;
+
+/** Handlers return a plain value (200 JSON) or a Reply. */
+export type HandlerResult = unknown | Reply;
+
+/** Typed helpers so each route infers its input from its schemas. */
+export function authed<Query = Record<string, never>, Body = undefined>(route: AuthedRoute<Query, Body>): AuthedRoute<Query, Body> {
+  return route;
+}
+export function open<Query = Record<string, never>, Body = undefined>(route: PublicRoute<Query, Body>): PublicRoute<Query, Body> {
+  return route;
+}

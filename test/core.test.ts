@@ -1,0 +1,298 @@
+import { describe, expect, it } from "vitest";
+import { setup } from "./support/api.js";
+import { TOKENS } from "./support/fixture.js";
+
+describe("edge: CORS, request ids, routing", () => {
+  it("answers a preflight with 204 and the allowed headers named explicitly", async () => {
+    const { call } = await setup();
+    for (const path of ["/api/v1/datasets", "/api/webhooks/anything"]) {
+      const res = await call("OPTIONS", path);
+      expect(res.status).toBe(204);
+      expect(res.headers.get("access-control-allow-origin")).toBe("*");
+      expect(res.headers.get("access-control-allow-methods")).toBe("GET, POST, PATCH, DELETE, OPTIONS");
+      const allowed = res.headers.get("access-control-allow-headers")!.split(", ");
+      expect(allowed).toEqual(expect.arrayContaining(["Content-Type", "Authorization", "Idempotency-Key"]));
+    }
+  });
+
+  it("puts CORS and a request id on every response, errors included", async () => {
+    const { call } = await setup();
+    const ok = await call("GET", "/api/v1/me", { token: TOKENS.sync });
+    const bad = await call("GET", "/api/v1/me");
+    for (const res of [ok, bad]) {
+      expect(res.headers.get("access-control-allow-origin")).toBe("*");
+      expect(res.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
+    }
+    expect(bad.json.error.requestId).toBe(bad.headers.get("x-request-id"));
+  });
+
+  it("404s an unknown route and 405s a wrong method with Allow", async () => {
+    const { call } = await setup();
+    const missing = await call("GET", "/api/v1/nope", { token: TOKENS.sync });
+    expect(missing.status).toBe(404);
+    expect(missing.json.error.code).toBe("not_found");
+    const wrong = await call("DELETE", "/api/v1/datasets", { token: TOKENS.sync });
+    expect(wrong.status).toBe(405);
+    expect(wrong.json.error.code).toBe("method_not_allowed");
+    expect(wrong.headers.get("allow")).toBe("GET, OPTIONS");
+    expect(wrong.headers.get("content-type")).toMatch(/^application\/json/);
+  });
+});
+
+describe("authentication", () => {
+  it("401s a missing, malformed, unknown or revoked token with WWW-Authenticate", async () => {
+    const { call } = await setup();
+    const cases = [
+      await call("GET", "/api/v1/me"),
+      await call("GET", "/api/v1/me", { headers: { authorization: `Basic ${TOKENS.sync}` } }),
+      await call("GET", "/api/v1/me", { token: "dp_live_not_a_key_at_all_0000" }),
+      await call("GET", "/api/v1/me", { token: TOKENS.revoked }),
+    ];
+    for (const res of cases) {
+      expect(res.status).toBe(401);
+      expect(res.json.error.code).toBe("unauthorized");
+      expect(res.headers.get("www-authenticate")).toBe("Bearer");
+    }
+  });
+
+  it("refuses every call from a Free-plan key with 403 plan_required", async () => {
+    const { call } = await setup();
+    const res = await call("GET", "/api/v1/me", { token: TOKENS.freeTeam });
+    expect(res.status).toBe(403);
+    expect(res.json.error.code).toBe("plan_required");
+  });
+
+  it("403s a key without the endpoint's scope, naming it", async () => {
+    const { call } = await setup();
+    const res = await call("GET", "/api/v1/datasets", { token: TOKENS.readOnly });
+    expect(res.status).toBe(403);
+    expect(res.json.error).toMatchObject({ code: "insufficient_scope", details: { required: "data:read" } });
+  });
+});
+
+describe("GET /me", () => {
+  it("describes an API key", async () => {
+    const { call } = await setup();
+    const res = await call("GET", "/api/v1/me", { token: TOKENS.sync });
+    expect(res.status).toBe(200);
+    expect(res.json).toEqual({
+      kind: "api-key",
+      name: "Warehouse sync",
+      scopes: ["data:read", "tables:write", "dashboards:read", "audit:read"],
+      teams: [{ id: "team_ops", name: "Operations" }],
+      allowlist: { datasets: ["ds_orders", "ds_stores"], connections: ["conn_retail"], tables: ["tbl_targets"] },
+    });
+  });
+
+  it("describes a session token with every space of the person", async () => {
+    const { call } = await setup();
+    const res = await call("GET", "/api/v1/me", { token: TOKENS.sessionAda });
+    expect(res.json).toEqual({
+      kind: "session-token",
+      teams: [
+        { id: "team_free", name: "Hobby", isPersonal: true, role: "owner" },
+        { id: "team_ops", name: "Operations", isPersonal: false, role: "owner" },
+      ],
+    });
+  });
+});
+
+describe("GET /datasets", () => {
+  it("lists exactly the datasets and tables a key's allowlist names", async () => {
+    const { call } = await setup();
+    const res = await call("GET", "/api/v1/datasets", { token: TOKENS.sync });
+    expect(res.status).toBe(200);
+    expect(res.json.datasets.map((d: { id: string }) => d.id)).toEqual(["ds_orders", "tbl_targets", "ds_stores"]);
+    expect(res.json.datasets[0]).toEqual({
+      id: "ds_orders",
+      name: "Orders 2026",
+      type: "upload",
+      rowCount: 5,
+      columns: [
+        { name: "order_id", type: "string" },
+        { name: "amount", type: "number" },
+        { name: "region", type: "string" },
+      ],
+      connectionId: null,
+      connectionType: null,
+      lastRefreshedAt: null,
+      updatedAt: "2026-10-02T10:00:00Z",
+    });
+    expect(res.json.datasets[2]).toMatchObject({ id: "ds_stores", type: "connection", connectionId: "conn_retail", connectionType: "memory" });
+    expect(res.json.datasets[1]).toMatchObject({ id: "tbl_targets", type: "input_table", connectionId: null, rowCount: 1 });
+  });
+
+  it("needs teamId from a session token and a membership", async () => {
+    const { call } = await setup();
+    const missing = await call("GET", "/api/v1/datasets", { token: TOKENS.sessionAda });
+    expect(missing.status).toBe(400);
+    expect(missing.json.error.code).toBe("team_required");
+    const other = await call("GET", "/api/v1/datasets?teamId=team_mkt", { token: TOKENS.sessionAda });
+    expect(other.status).toBe(404);
+    const free = await call("GET", "/api/v1/datasets?teamId=team_free", { token: TOKENS.sessionAda });
+    expect(free.status).toBe(403);
+    expect(free.json.error.code).toBe("plan_required");
+    const mine = await call("GET", "/api/v1/datasets?teamId=team_ops", { token: TOKENS.sessionAda });
+    expect(mine.json.datasets.map((d: { id: string }) => d.id)).toEqual(["ds_orders", "ds_secret", "tbl_targets", "ds_stores"]);
+  });
+
+  it("404s a key sending another team's id", async () => {
+    const { call } = await setup();
+    const res = await call("GET", "/api/v1/datasets?teamId=team_mkt", { token: TOKENS.sync });
+    expect(res.status).toBe(404);
+    const own = await call("GET", "/api/v1/datasets?teamId=team_ops", { token: TOKENS.sync });
+    expect(own.status).toBe(200);
+  });
+});
+
+describe("GET /datasets/{id}", () => {
+  it("returns the dataset with writable", async () => {
+    const { call } = await setup();
+    const upload = await call("GET", "/api/v1/datasets/ds_orders", { token: TOKENS.sync });
+    expect(upload.json).toMatchObject({ id: "ds_orders", writable: false, rowCount: 5 });
+    const table = await call("GET", "/api/v1/datasets/tbl_targets", { token: TOKENS.sync });
+    expect(table.json).toMatchObject({ id: "tbl_targets", type: "input_table", writable: true });
+  });
+
+  it("answers an id outside the allowlist exactly like an unknown id", async () => {
+    const { call } = await setup();
+    const outside = await call("GET", "/api/v1/datasets/ds_secret", { token: TOKENS.sync });
+    const unknown = await call("GET", "/api/v1/datasets/ds_nope", { token: TOKENS.sync });
+    const otherTeam = await call("GET", "/api/v1/datasets/ds_campaigns", { token: TOKENS.sync });
+    for (const res of [outside, unknown, otherTeam]) {
+      expect(res.status).toBe(404);
+      expect(res.json.error.code).toBe("not_found");
+      expect(res.json.error.message).toBe("dataset not found");
+    }
+  });
+});
+
+describe("GET /datasets/{id}/rows", () => {
+  it("pages with offset and maxRows and reports metadata", async () => {
+    const { call } = await setup();
+    const res = await call("GET", "/api/v1/datasets/ds_orders/rows?maxRows=2&offset=1", { token: TOKENS.sync });
+    expect(res.status).toBe(200);
+    expect(res.json).toEqual({
+      success: true,
+      data: [
+        { order_id: "A-2", amount: 30, region: "AMER" },
+        { order_id: "A-3", amount: 7.25, region: "EMEA" },
+      ],
+      metadata: {
+        datasetId: "ds_orders",
+        datasetName: "Orders 2026",
+        totalRows: 5,
+        returnedRows: 2,
+        offset: 1,
+        hasMore: true,
+        columns: ["order_id", "amount", "region"],
+        columnTypes: { order_id: "string", amount: "number", region: "string" },
+        lastUpdated: "2026-10-02T10:00:00Z",
+      },
+    });
+  });
+
+  it("returns everything without maxRows, and hasMore false on the last page", async () => {
+    const { call } = await setup();
+    const all = await call("GET", "/api/v1/datasets/ds_orders/rows", { token: TOKENS.sync });
+    expect(all.json.data).toHaveLength(5);
+    expect(all.json.metadata).toMatchObject({ returnedRows: 5, hasMore: false });
+    const last = await call("GET", "/api/v1/datasets/ds_orders/rows?offset=4&maxRows=10", { token: TOKENS.sync });
+    expect(last.json.data).toEqual([{ order_id: "A-5", amount: 1, region: "EMEA" }]);
+    expect(last.json.metadata).toMatchObject({ returnedRows: 1, hasMore: false });
+    const beyond = await call("GET", "/api/v1/datasets/ds_orders/rows?offset=50", { token: TOKENS.sync });
+    expect(beyond.json.data).toEqual([]);
+    expect(beyond.json.metadata).toMatchObject({ totalRows: 5, returnedRows: 0, hasMore: false });
+  });
+
+  it("selects columns and filters by JSON equality; totalRows counts matches", async () => {
+    const { call } = await setup();
+    const filters = encodeURIComponent(JSON.stringify({ region: "EMEA" }));
+    const res = await call("GET", `/api/v1/datasets/ds_orders/rows?columns=amount,order_id&filters=${filters}&maxRows=2`, {
+      token: TOKENS.sync,
+    });
+    expect(res.json.data).toEqual([
+      { amount: 12.5, order_id: "A-1" },
+      { amount: 7.25, order_id: "A-3" },
+    ]);
+    expect(res.json.metadata).toMatchObject({
+      totalRows: 3,
+      returnedRows: 2,
+      hasMore: true,
+      columns: ["amount", "order_id"],
+      columnTypes: { amount: "number", order_id: "string" },
+    });
+    const numeric = encodeURIComponent(JSON.stringify({ amount: "30" }));
+    const none = await call("GET", `/api/v1/datasets/ds_orders/rows?filters=${numeric}`, { token: TOKENS.sync });
+    expect(none.json.metadata.totalRows).toBe(0);
+  });
+
+  it("refuses malformed parameters with 400 invalid_parameter naming them", async () => {
+    const { call } = await setup();
+    const cases: Array<[string, string]> = [
+      ["maxRows=-1", "maxRows"],
+      ["maxRows=abc", "maxRows"],
+      ["offset=abc", "offset"],
+      ["offset=-3", "offset"],
+      [`filters=${encodeURIComponent("[1]")}`, "filters"],
+      [`filters=${encodeURIComponent("{oops")}`, "filters"],
+      [`filters=${encodeURIComponent('{"nope":1}')}`, "filters"],
+      ["columns=order_id,nope", "columns"],
+      ["columns=", "columns"],
+    ];
+    for (const [query, parameter] of cases) {
+      const res = await call("GET", `/api/v1/datasets/ds_orders/rows?${query}`, { token: TOKENS.sync });
+      expect({ query, status: res.status, code: res.json.error.code, parameter: res.json.error.details.parameter }).toEqual({
+        query,
+        status: 400,
+        code: "invalid_parameter",
+        parameter,
+      });
+    }
+  });
+
+  it("points input tables to /tables/{id}/rows", async () => {
+    const { call } = await setup();
+    const res = await call("GET", "/api/v1/datasets/tbl_targets/rows", { token: TOKENS.sync });
+    expect(res.status).toBe(400);
+    expect(res.json.error.code).toBe("invalid_parameter");
+    expect(res.json.error.message).toContain("/tables/tbl_targets/rows");
+  });
+
+  it("keeps payload keys like __proto__ as plain columns", async () => {
+    const fixture = (await import("./support/fixture.js")).testFixture();
+    const orders = fixture.datasets[0]!;
+    orders.columns.push({ name: "__proto__", type: "json" });
+    orders.rows = [JSON.parse('{"order_id":"P","amount":1,"region":"X","__proto__":{"polluted":true}}')];
+    const { call } = await setup({ fixture });
+    const res = await call("GET", "/api/v1/datasets/ds_orders/rows?columns=order_id,__proto__", { token: TOKENS.sync });
+    expect(res.status).toBe(200);
+    expect(res.text).toContain('"__proto__":{"polluted":true}');
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it("streams a large read as chunks and still produces valid JSON", async () => {
+    const fixture = (await import("./support/fixture.js")).testFixture();
+    const rows = Array.from({ length: 20_000 }, (_, i) => ({ order_id: `B-${i}`, amount: i, region: "EMEA" }));
+    fixture.datasets[0]!.rows = rows;
+    const { api } = await setup({ fixture });
+    const response = await api.fetch(
+      new Request("http://x/api/v1/datasets/ds_orders/rows", { headers: { authorization: `Bearer ${TOKENS.sync}` } }),
+    );
+    const reader = response.body!.getReader();
+    let chunks = 0;
+    let text = "";
+    const decoder = new TextDecoder();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks++;
+      text += decoder.decode(value, { stream: true });
+    }
+    expect(chunks).toBeGreaterThan(5);
+    const body = JSON.parse(text);
+    expect(body.data).toHaveLength(20_000);
+    expect(body.data[19_999]).toEqual({ order_id: "B-19999", amount: 19_999, region: "EMEA" });
+    expect(body.metadata).toMatchObject({ totalRows: 20_000, returnedRows: 20_000, hasMore: false });
+  });
+});
