@@ -1,6 +1,6 @@
 export { createDataApi, DEFAULT_SETTINGS, type DataApi, type DataApiOptions, type RequestContext } from "./api.js";
 export { ApiError, type ErrorCode } from "./errors.js";
-export { createAdmin, type Admin } from "./admin.js";
+export { createAdmin, type Admin } from "./admin/index.js";
 export { parseFixture, readFixtureFile, FixtureError, type FixtureFs } from "./fixture/load.js";
 export type { SeedSpace } from "./fixture/space.js";
 export type { ApiRequest, ApiReply, HeaderReader } from "./http/types.js";

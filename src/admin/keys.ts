@@ -1,20 +1,17 @@
-import { planRequired } from "./auth.js";
-import type { DataApi } from "./api.js";
-import { randomId, sha256Hex } from "./domain/crypto.js";
-import type { Allowlist, ApiKeyRecord, AuditEvent, Scope } from "./domain/model.js";
-import { SCOPES } from "./domain/model.js";
-import { generateApiKeyToken } from "./domain/tokens.js";
-import { ApiError, notFound } from "./errors.js";
-import { parseFixture } from "./fixture/load.js";
+import { planRequired } from "../auth.js";
+import type { Ports } from "../context.js";
+import { randomId, sha256Hex } from "../domain/crypto.js";
+import type { Allowlist, ApiKeyRecord, AuditEvent, Scope } from "../domain/model.js";
+import { SCOPES } from "../domain/model.js";
+import { generateApiKeyToken } from "../domain/tokens.js";
+import { ApiError, notFound } from "../errors.js";
+import { parseFixture } from "../fixture/load.js";
 
 /** An API key as the host sees it: never the hash, never the token. */
 export type ApiKeyInfo = Omit<ApiKeyRecord, "tokenHash">;
 
-/**
- * The host's administration functions (plain functions, not HTTP): what the
- * application's settings pages call. Each change is an audit event.
- */
-export interface Admin {
+/** Seeding, API keys and host-written audit events. */
+export interface KeyAdmin {
   /** Load a fixture (JSON value) into an empty store; `kept` when the store already holds a space. */
   seed(fixture: unknown, options?: { env?: Record<string, string | undefined> }): Promise<"loaded" | "kept">;
   /**
@@ -34,8 +31,8 @@ export interface Admin {
   recordAuditEvent(event: Omit<AuditEvent, "id" | "time"> & { id?: string; time?: string }): Promise<AuditEvent>;
 }
 
-export function createAdmin(api: Pick<DataApi, "ports">): Admin {
-  const { storage, clock } = api.ports;
+export function keyAdmin(ports: Ports): KeyAdmin {
+  const { storage, clock } = ports;
   const isoNow = () => new Date(clock.now()).toISOString();
 
   async function recordAuditEvent(input: Omit<AuditEvent, "id" | "time"> & { id?: string; time?: string }): Promise<AuditEvent> {

@@ -1,0 +1,16 @@
+import type { DataApi } from "../api.js";
+import { type KeyAdmin, keyAdmin } from "./keys.js";
+
+export type { ApiKeyInfo, KeyAdmin } from "./keys.js";
+
+/**
+ * The host's administration functions (plain functions, not HTTP): what the
+ * application's settings pages call. Every change is an audit event.
+ */
+export interface Admin extends KeyAdmin {}
+
+export function createAdmin(api: Pick<DataApi, "ports" | "settings">): Admin {
+  return {
+    ...keyAdmin(api.ports),
+  };
+}

@@ -1,0 +1,21 @@
+import type { Storage } from "../ports/storage.js";
+import { describeCatalogConformance } from "./conformance/catalog.js";
+import { describeIdentityConformance } from "./conformance/identity.js";
+
+export type { ConformanceOptions, StorageFactory } from "./conformance/harness.js";
+import type { ConformanceOptions, StorageFactory } from "./conformance/harness.js";
+
+/**
+ * The storage conformance suite, for vitest. Every store Dataport ships runs
+ * it; a host that writes its own store runs it too:
+ *
+ *   runStorageConformance("my store", async () => createMyStore());
+ *
+ * The factory must return a fresh, EMPTY store on every call.
+ */
+export function runStorageConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
+  describeIdentityConformance(name, factory, options);
+  describeCatalogConformance(name, factory, options);
+}
+
+export type { Storage };
