@@ -1,0 +1,104 @@
+import type { PoolClient } from "pg";
+import type { AuditEvent } from "../domain/model.js";
+import type { AuditStore, StoredAuditEvent } from "../ports/storage/audit.js";
+import type { Db } from "./db.js";
+import { json, num } from "./db.js";
+
+/**
+ * The audit log on PostgreSQL. A position is (xid, seq): the id of the
+ * transaction that stored the event (`pg_current_xact_id()`) and a sequence
+ * within the table. Transactions commit out of order, so a read returns only
+ * events whose xid is below `pg_snapshot_xmin(pg_current_snapshot())` — the
+ * oldest transaction still running anywhere in the cluster. Every
+ * transaction below it has finished, so no event can later appear before a
+ * position already handed out. Pages are keyset reads on the (xid, seq)
+ * primary key, so their cost does not grow with the log.
+ */
+export function postgresAudit(db: Db, options: { visibilityWaitMs?: number } = {}): AuditStore {
+  const { t } = db;
+  const waitMs = options.visibilityWaitMs ?? 50;
+  return {
+    async appendAuditEvent(event, storedAt) {
+      await appendAudit(db.pool, t, event, storedAt);
+    },
+    async readAuditEvents(query) {
+      if (query.teamIds.length === 0 || query.categories.length === 0 || query.limit <= 0) return { events: [], hasMore: false };
+      const after = query.after === null ? null : parsePosition(query.after);
+      if (query.after !== null && after === null) throw new RangeError("not an audit position");
+      const since = query.since === null ? null : Date.parse(query.since);
+      const params: unknown[] = [[...query.teamIds], [...query.categories], after?.xid ?? "0", after?.seq ?? "0", query.limit + 1];
+      let where = `team_id = any($1) and category = any($2) and (xid, seq) > ($3::xid8, $4::bigint)`;
+      if (since !== null && Number.isFinite(since)) where += ` and time_ms >= $${params.push(since)}`;
+      const sql = `with horizon as (select pg_snapshot_xmin(pg_current_snapshot()) as xmin)
+        select xid::text as xid, seq, stored_at, event, xid < (select xmin from horizon) as visible
+          from ${t("audit_events")} where ${where}
+          order by xid, seq limit $5`;
+      // A committed event can sit behind a transaction still running
+      // elsewhere; wait briefly for such short transactions to finish.
+      const deadline = Date.now() + waitMs;
+      for (;;) {
+        const rows = await db.query<AuditRow>(sql, params);
+        const page = toPage(rows, query.limit, query.storedBefore);
+        if (!page.heldBack || Date.now() >= deadline) return { events: page.events, hasMore: page.hasMore };
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    },
+    isAuditPosition(position) {
+      return parsePosition(position) !== null;
+    },
+  };
+}
+
+interface AuditRow {
+  xid: string;
+  seq: string;
+  stored_at: string;
+  event: AuditEvent;
+  visible: boolean;
+}
+
+/**
+ * The page from rows in position order. The horizon (`storedBefore`) and the
+ * xid gate both cut the feed as a prefix: the page stops at the first event
+ * that is not yet readable, so a later read never returns an event below a
+ * position already returned.
+ */
+function toPage(rows: AuditRow[], limit: number, storedBefore: number): { events: StoredAuditEvent[]; hasMore: boolean; heldBack: boolean } {
+  const events: StoredAuditEvent[] = [];
+  for (const row of rows) {
+    const storedAt = num(row.stored_at);
+    if (storedAt > storedBefore) return { events, hasMore: false, heldBack: false };
+    if (!row.visible) return { events, hasMore: false, heldBack: events.length < limit };
+    if (events.length === limit) return { events, hasMore: true, heldBack: false };
+    events.push({ position: formatPosition(row.xid, row.seq), storedAt, event: row.event });
+  }
+  return { events, hasMore: false, heldBack: false };
+}
+
+/** Store one event in the transaction of `client` (or on its own through the pool). */
+export async function appendAudit(client: PoolClient | Db["pool"], t: Db["t"], event: AuditEvent, storedAt: number): Promise<void> {
+  const time = Date.parse(event.time);
+  await client.query(`insert into ${t("audit_events")} (team_id, category, time_ms, stored_at, event) values ($1, $2, $3, $4, $5)`, [
+    event.teamId,
+    event.category,
+    Number.isFinite(time) ? time : null,
+    storedAt,
+    json(event),
+  ]);
+}
+
+const MAX_U64 = (1n << 64n) - 1n;
+const MAX_I64 = (1n << 63n) - 1n;
+
+/** `<xid>.<seq>`, both decimal. */
+function formatPosition(xid: string, seq: string): string {
+  return `${xid}.${seq}`;
+}
+
+function parsePosition(position: string): { xid: string; seq: string } | null {
+  const match = /^(0|[1-9]\d{0,19})\.([1-9]\d{0,18})$/.exec(position);
+  if (!match) return null;
+  const [, xid, seq] = match as unknown as [string, string, string];
+  if (BigInt(xid) > MAX_U64 || BigInt(seq) > MAX_I64) return null;
+  return { xid, seq };
+}

@@ -1,0 +1,67 @@
+import type { Pool, PoolClient, QueryResultRow } from "pg";
+
+/**
+ * What every area module gets: the pool, the schema-qualified name of each
+ * table, and helpers for one-shot queries and transactions.
+ */
+export interface Db {
+  pool: Pool;
+  /** The quoted schema, e.g. `"dataport"`. */
+  schema: string;
+  /** A schema-qualified table name: `t("teams")` → `"dataport".teams`. */
+  t(table: string): string;
+  query<R extends QueryResultRow = QueryResultRow>(sql: string, params?: readonly unknown[]): Promise<R[]>;
+  /** Runs `work` in one transaction (READ COMMITTED), committing on success and rolling back on a throw. */
+  transaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T>;
+}
+
+export function createDb(pool: Pool, schemaName: string): Db {
+  const schema = quoteIdent(schemaName);
+  return {
+    pool,
+    schema,
+    t: (table) => `${schema}.${table}`,
+    async query<R extends QueryResultRow>(sql: string, params: readonly unknown[] = []) {
+      const result = await pool.query<R>(sql, params as unknown[]);
+      return result.rows;
+    },
+    async transaction(work) {
+      const client = await pool.connect();
+      try {
+        await client.query("BEGIN");
+        const result = await work(client);
+        await client.query("COMMIT");
+        return result;
+      } catch (error) {
+        await client.query("ROLLBACK").catch(() => {});
+        throw error;
+      } finally {
+        client.release();
+      }
+    },
+  };
+}
+
+/** A PostgreSQL identifier in double quotes. */
+export function quoteIdent(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+/**
+ * A JSON text for a `json`/`jsonb` parameter. `pg` would turn a JS array into
+ * a PostgreSQL array literal, so every JSON value is stringified here.
+ */
+export function json(value: unknown): string {
+  return JSON.stringify(value ?? null);
+}
+
+/** int8/numeric columns arrive as strings; counts fit in a double. */
+export function num(value: unknown): number {
+  return value === null || value === undefined ? 0 : Number(value);
+}
+
+/** The UTC day (YYYY-MM-DD) of an ISO instant. */
+export function dayOf(iso: string): string {
+  const ms = Date.parse(iso);
+  return Number.isFinite(ms) ? new Date(ms).toISOString().slice(0, 10) : iso.slice(0, 10);
+}

@@ -1,0 +1,163 @@
+import type { Pool } from "pg";
+import { quoteIdent } from "./db.js";
+
+export interface Migration {
+  version: number;
+  name: string;
+  /** SQL with `{s}` standing for the quoted schema. */
+  sql: string;
+}
+
+/**
+ * Versioned migrations, applied in order at start. Never edit a released
+ * migration; add the next version. Timestamps are kept as the ISO strings
+ * the API serves (text), plus epoch-ms or day columns where a query sorts,
+ * filters or groups by time. Dataset and table rows are `json` (not
+ * `jsonb`): `json` keeps the row's key order, `jsonb` would sort it.
+ */
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: "initial",
+    sql: `
+create table {s}.meta (key text primary key, value text not null);
+
+create table {s}.businesses (id text primary key, name text not null);
+create table {s}.teams (
+  id text primary key, name text not null, plan text not null,
+  business_id text, is_personal boolean not null
+);
+create index teams_business on {s}.teams (business_id, id collate "C");
+create table {s}.users (id text primary key, email text not null, name text not null, business_admin boolean not null);
+create table {s}.memberships (user_id text not null, team_id text not null, role text not null, primary key (user_id, team_id));
+create table {s}.sessions (token_hash text primary key, user_id text not null);
+create table {s}.api_keys (
+  id text primary key, name text not null, team_id text not null,
+  token_hash text not null unique, created_by text not null,
+  scopes jsonb not null, allowlist jsonb not null,
+  created_at text not null, created_ms bigint not null, revoked_at text
+);
+create index api_keys_team on {s}.api_keys (team_id, created_ms desc);
+
+create table {s}.connections (
+  id text primary key, team_id text not null, name text not null, type text not null,
+  config json not null, created_at text not null,
+  endpoint_id text unique
+);
+create index connections_team on {s}.connections (team_id, id collate "C");
+create table {s}.datasets (
+  id text primary key, team_id text not null, name text not null, type text not null,
+  connection_id text, source text, columns json not null, row_count bigint not null,
+  last_refreshed_at text, updated_at text not null
+);
+create index datasets_team on {s}.datasets (team_id);
+create index datasets_connection on {s}.datasets (connection_id);
+-- Rows of upload, connection and webhook datasets. pos is contiguous within a
+-- dataset (appends take max+1, trimming removes the lowest), so an offset is
+-- a position: deep pages are an index seek, not a scan.
+create table {s}.dataset_rows (
+  dataset_id text not null, pos bigint not null, row json not null, dedup_key text,
+  primary key (dataset_id, pos)
+);
+create unique index dataset_rows_dedup on {s}.dataset_rows (dataset_id, dedup_key) where dedup_key is not null;
+
+create table {s}.input_tables (
+  id text primary key, team_id text not null, name text not null, columns json not null,
+  row_count bigint not null, updated_at text not null
+);
+create index input_tables_team on {s}.input_tables (team_id);
+create table {s}.table_rows (
+  table_id text not null, row_id text not null, pos bigint not null, row json not null,
+  updated_ms bigint not null,
+  primary key (table_id, row_id)
+);
+create unique index table_rows_pos on {s}.table_rows (table_id, pos);
+create table {s}.edit_log (
+  seq bigint generated always as identity primary key,
+  table_id text not null, row_id text not null, op text not null,
+  actor jsonb not null, at text not null, before json, after json
+);
+create index edit_log_table on {s}.edit_log (table_id, seq);
+create table {s}.idempotency_keys (
+  scope text not null, key text not null, fingerprint text not null,
+  claimed_ms bigint not null, response json,
+  primary key (scope, key)
+);
+
+-- The audit log. xid is the writing transaction; a read only returns events
+-- whose xid is below the oldest transaction still running, so an event that
+-- commits late can never appear before a position already handed out.
+create table {s}.audit_events (
+  xid xid8 not null default pg_current_xact_id(),
+  seq bigint generated always as identity,
+  team_id text not null, category text not null, time_ms bigint,
+  stored_at bigint not null, event json not null,
+  primary key (xid, seq)
+);
+
+create table {s}.dashboards (
+  id text primary key, team_id text not null, name text not null, description text,
+  versions json not null, dataset_ids json not null
+);
+create index dashboards_team on {s}.dashboards (team_id);
+create table {s}.dashboard_views (
+  seq bigint generated always as identity primary key,
+  dashboard_id text not null, at text not null, day text not null,
+  visitor_id text not null, user_id text, editor boolean not null
+);
+create index dashboard_views_day on {s}.dashboard_views (dashboard_id, day);
+create table {s}.refresh_runs (
+  seq bigint generated always as identity primary key,
+  dataset_id text not null, started_at text not null, started_ms bigint not null, day text not null,
+  duration_ms double precision not null, rows_processed bigint not null, error text
+);
+create index refresh_runs_day on {s}.refresh_runs (dataset_id, day);
+create table {s}.credit_usage (
+  seq bigint generated always as identity primary key,
+  team_id text not null, at text not null, day text not null, category text not null,
+  credits double precision not null, user_id text
+);
+create index credit_usage_day on {s}.credit_usage (team_id, day);
+create table {s}.api_calls (
+  seq bigint generated always as identity primary key,
+  at text not null, day text not null, team_id text, credential_kind text not null,
+  credential_id text, credential_name text, method text not null, route text not null,
+  status integer not null, latency_ms double precision not null
+);
+create index api_calls_day on {s}.api_calls (team_id, day);
+`,
+  },
+];
+
+/**
+ * Create the schema if missing and apply the migrations it lacks, in one
+ * transaction under an advisory lock on the schema's name: instances that
+ * start together apply each migration exactly once.
+ */
+export async function migrate(pool: Pool, schemaName: string): Promise<number[]> {
+  const s = quoteIdent(schemaName);
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [`dataport:migrate:${schemaName}`]);
+    await client.query(`create schema if not exists ${s}`);
+    await client.query(
+      `create table if not exists ${s}.schema_migrations (version integer primary key, name text not null, applied_at timestamptz not null default now())`,
+    );
+    const done = new Set((await client.query<{ version: number }>(`select version from ${s}.schema_migrations`)).rows.map((r) => r.version));
+    const applied: number[] = [];
+    for (const migration of MIGRATIONS) {
+      if (done.has(migration.version)) continue;
+      await client.query(migration.sql.replaceAll("{s}", s));
+      await client.query(`insert into ${s}.schema_migrations (version, name) values ($1, $2)`, [migration.version, migration.name]);
+      applied.push(migration.version);
+    }
+    await client.query("COMMIT");
+    return applied;
+  } catch (error) {
+    await client.query("ROLLBACK").catch(() => {});
+    throw error;
+  } finally {
+    client.release();
+  }
+}

@@ -1,0 +1,132 @@
+import type { PoolClient } from "pg";
+import type { SeedSpace } from "../fixture/space.js";
+import { insertDatasetRows } from "./catalog.js";
+import { type Db, dayOf, json } from "./db.js";
+import { apiKeyParams, millis } from "./identity.js";
+
+/**
+ * Load a space into an empty store in one transaction. The `seeded` marker
+ * is claimed first with ON CONFLICT: of instances seeding at once, one loads
+ * and the others wait for it and then keep what it loaded.
+ */
+export async function seedSpace(db: Db, space: SeedSpace): Promise<"loaded" | "kept"> {
+  const { t } = db;
+  return db.transaction(async (client) => {
+    const claimed = await client.query(`insert into ${t("meta")} (key, value) values ('seeded', now()::text) on conflict (key) do nothing returning key`);
+    if (claimed.rowCount === 0) return "kept";
+    await load(client, t, space);
+    return "loaded";
+  });
+}
+
+/** Insert `items` through one `json_to_recordset` statement. */
+async function bulk(client: PoolClient, sql: string, items: readonly unknown[], ...extra: unknown[]): Promise<void> {
+  if (items.length === 0) return;
+  await client.query(sql, [json(items), ...extra]);
+}
+
+async function load(client: PoolClient, t: Db["t"], space: SeedSpace): Promise<void> {
+  await bulk(client, `insert into ${t("businesses")} (id, name) select id, name from json_to_recordset($1) as x(id text, name text)`, space.businesses);
+  await bulk(
+    client,
+    `insert into ${t("teams")} (id, name, plan, business_id, is_personal)
+     select id, name, plan, "businessId", "isPersonal" from json_to_recordset($1) as x(id text, name text, plan text, "businessId" text, "isPersonal" boolean)`,
+    space.teams,
+  );
+  await bulk(
+    client,
+    `insert into ${t("users")} (id, email, name, business_admin)
+     select id, email, name, "businessAdmin" from json_to_recordset($1) as x(id text, email text, name text, "businessAdmin" boolean)`,
+    space.users,
+  );
+  await bulk(
+    client,
+    `insert into ${t("memberships")} (user_id, team_id, role)
+     select "userId", "teamId", role from json_to_recordset($1) as x("userId" text, "teamId" text, role text)`,
+    space.memberships,
+  );
+  await bulk(
+    client,
+    `insert into ${t("sessions")} (token_hash, user_id) select "tokenHash", "userId" from json_to_recordset($1) as x("tokenHash" text, "userId" text)`,
+    space.sessions,
+  );
+  for (const key of space.apiKeys) {
+    await client.query(
+      `insert into ${t("api_keys")} (id, name, team_id, token_hash, created_by, scopes, allowlist, created_at, revoked_at, created_ms)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+      apiKeyParams(key),
+    );
+  }
+  for (const c of space.connections) {
+    const endpointId = c.type === "webhook" && typeof c.config.endpointId === "string" ? c.config.endpointId : null;
+    await client.query(
+      `insert into ${t("connections")} (id, team_id, name, type, config, created_at, endpoint_id) values ($1, $2, $3, $4, $5, $6, $7)`,
+      [c.id, c.teamId, c.name, c.type, json(c.config), c.createdAt, endpointId],
+    );
+  }
+  for (const { rows, ...d } of space.datasets) {
+    await client.query(
+      `insert into ${t("datasets")} (id, team_id, name, type, connection_id, source, columns, row_count, last_refreshed_at, updated_at)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+      [d.id, d.teamId, d.name, d.type, d.connectionId, d.source, json(d.columns), rows.length, d.lastRefreshedAt, d.updatedAt],
+    );
+    await insertDatasetRows(client, t, d.id, rows, 1);
+  }
+  for (const { rows, ...table } of space.tables) {
+    await client.query(
+      `insert into ${t("input_tables")} (id, team_id, name, columns, row_count, updated_at) values ($1, $2, $3, $4, $5, $6)`,
+      [table.id, table.teamId, table.name, json(table.columns), rows.length, table.updatedAt],
+    );
+    const items = rows.map((row, i) => ({
+      rowId: String(row._id),
+      pos: i + 1,
+      row,
+      updatedMs: millis(String(row._updatedAt ?? row._createdAt ?? "")),
+    }));
+    await bulk(
+      client,
+      `insert into ${t("table_rows")} (table_id, row_id, pos, row, updated_ms)
+       select $2, "rowId", pos, row, "updatedMs" from json_to_recordset($1) as x("rowId" text, pos bigint, row json, "updatedMs" bigint)`,
+      items,
+      table.id,
+    );
+  }
+  await bulk(
+    client,
+    `insert into ${t("dashboards")} (id, team_id, name, description, versions, dataset_ids)
+     select id, "teamId", name, description, versions, "datasetIds" from json_to_recordset($1) as x(id text, "teamId" text, name text, description text, versions json, "datasetIds" json)`,
+    space.dashboards,
+  );
+  await bulk(
+    client,
+    `insert into ${t("dashboard_views")} (dashboard_id, at, day, visitor_id, user_id, editor)
+     select "dashboardId", at, day, "visitorId", "userId", editor from json_to_recordset($1) with ordinality
+       as x("dashboardId" text, at text, day text, "visitorId" text, "userId" text, editor boolean, ord bigint) order by ord`,
+    space.dashboardViews.map((v) => ({ ...v, day: dayOf(v.at) })),
+  );
+  await bulk(
+    client,
+    `insert into ${t("refresh_runs")} (dataset_id, started_at, started_ms, day, duration_ms, rows_processed, error)
+     select "datasetId", "startedAt", ms, day, "durationMs", "rowsProcessed", error from json_to_recordset($1)
+       as x("datasetId" text, "startedAt" text, ms bigint, day text, "durationMs" double precision, "rowsProcessed" bigint, error text)`,
+    space.refreshRuns.map((r) => ({ ...r, ms: millis(r.startedAt), day: dayOf(r.startedAt) })),
+  );
+  await bulk(
+    client,
+    `insert into ${t("credit_usage")} (team_id, at, day, category, credits, user_id)
+     select "teamId", at, day, category, credits, "userId" from json_to_recordset($1)
+       as x("teamId" text, at text, day text, category text, credits double precision, "userId" text)`,
+    space.creditUsage.map((c) => ({ ...c, day: dayOf(c.at) })),
+  );
+  // Fixture events are stored in file order, all at the start of time, in
+  // this one transaction (one xid), so their sequence keeps the file order.
+  for (const event of space.auditEvents) {
+    const time = Date.parse(event.time);
+    await client.query(`insert into ${t("audit_events")} (team_id, category, time_ms, stored_at, event) values ($1, $2, $3, 0, $4)`, [
+      event.teamId,
+      event.category,
+      Number.isFinite(time) ? time : null,
+      json(event),
+    ]);
+  }
+}

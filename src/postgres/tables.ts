@@ -1,0 +1,177 @@
+import type { PoolClient } from "pg";
+import type { Actor, AuditEvent, Column, Row, TableRecord } from "../domain/model.js";
+import type { EditLogEntry, EditOp, IdempotencyClaim, StoredResponse, TableStore } from "../ports/storage/tables.js";
+import { appendAudit } from "./audit.js";
+import { type Db, json, num } from "./db.js";
+import { millis } from "./identity.js";
+
+export function postgresTables(db: Db): TableStore {
+  const { t } = db;
+
+  /** The row locked for this transaction, or null. */
+  const lockRow = async (client: PoolClient, tableId: string, rowId: string) => {
+    const found = await client.query<{ row: Row; updated_ms: string }>(
+      `select row, updated_ms from ${t("table_rows")} where table_id = $1 and row_id = $2 for update`,
+      [tableId, rowId],
+    );
+    return found.rows[0] ?? null;
+  };
+
+  const log = (client: PoolClient, entry: EditLogEntry) =>
+    client.query(`insert into ${t("edit_log")} (table_id, row_id, op, actor, at, before, after) values ($1, $2, $3, $4, $5, $6, $7)`, [
+      entry.tableId,
+      entry.rowId,
+      entry.op,
+      json(entry.actor),
+      entry.at,
+      entry.before === null ? null : json(entry.before),
+      entry.after === null ? null : json(entry.after),
+    ]);
+
+  /** Edit log, audit event and the table's rowCount/updatedAt, in the caller's transaction. */
+  const record = async (
+    client: PoolClient,
+    input: { tableId: string; rowId: string; actor: Actor; now: number; auditEvent: AuditEvent },
+    op: EditOp,
+    at: string,
+    before: Row | null,
+    after: Row | null,
+  ) => {
+    await log(client, { tableId: input.tableId, rowId: input.rowId, op, actor: input.actor, at, before, after });
+    const delta = op === "create" ? 1 : op === "delete" ? -1 : 0;
+    await client.query(`update ${t("input_tables")} set row_count = row_count + $2, updated_at = $3 where id = $1`, [input.tableId, delta, at]);
+    await appendAudit(client, t, input.auditEvent, input.now);
+  };
+
+  return {
+    async getTable(id) {
+      const [row] = await db.query<TableRow>(`select * from ${t("input_tables")} where id = $1`, [id]);
+      return row ? toTable(row) : null;
+    },
+    async listTableRows(tableId, page) {
+      const [count] = await db.query<{ n: string }>(`select count(*) as n from ${t("table_rows")} where table_id = $1`, [tableId]);
+      const rows = await db.query<{ row: Row }>(
+        `select row from ${t("table_rows")} where table_id = $1 order by pos offset $2 limit $3`,
+        [tableId, page.offset, page.limit],
+      );
+      return { totalRows: num(count?.n), rows: rows.map((r) => r.row) };
+    },
+    async insertTableRow(input) {
+      return db.transaction(async (client) => {
+        const table = await client.query(`select id from ${t("input_tables")} where id = $1 for update`, [input.tableId]);
+        if (table.rowCount === 0) throw new Error(`unknown table ${input.tableId}`);
+        const stamp = new Date(input.now).toISOString();
+        const row: Row = Object.create(null);
+        row._id = input.rowId;
+        for (const key of Object.keys(input.values)) row[key] = input.values[key];
+        row._createdAt = stamp;
+        row._updatedAt = stamp;
+        await client.query(
+          `insert into ${t("table_rows")} (table_id, row_id, pos, row, updated_ms)
+           values ($1, $2, (select coalesce(max(pos), 0) + 1 from ${t("table_rows")} where table_id = $1), $3, $4)`,
+          [input.tableId, input.rowId, json(row), input.now],
+        );
+        await record(client, input, "create", stamp, null, row);
+        return row;
+      });
+    },
+    async updateTableRow(input) {
+      return db.transaction(async (client) => {
+        // The row lock makes check-and-write one step: a concurrent update
+        // waits here and then sees this one's `_updatedAt`.
+        const found = await lockRow(client, input.tableId, input.rowId);
+        if (!found) return { status: "not_found" } as const;
+        const current = found.row;
+        const currentMs = num(found.updated_ms);
+        if (input.expectedUpdatedAt !== null && currentMs > millis(input.expectedUpdatedAt)) {
+          return { status: "conflict", current } as const;
+        }
+        // Strictly increasing even within one millisecond: at least 1 ms past the last write.
+        const nextMs = Math.max(input.now, currentMs + 1);
+        const stamp = new Date(nextMs).toISOString();
+        const row: Row = Object.create(null);
+        for (const key of Object.keys(current)) row[key] = current[key];
+        for (const key of Object.keys(input.patch)) row[key] = input.patch[key];
+        row._updatedAt = stamp;
+        await client.query(`update ${t("table_rows")} set row = $3, updated_ms = $4 where table_id = $1 and row_id = $2`, [
+          input.tableId,
+          input.rowId,
+          json(row),
+          nextMs,
+        ]);
+        await record(client, input, "update", stamp, current, row);
+        return { status: "ok", row } as const;
+      });
+    },
+    async deleteTableRow(input) {
+      return db.transaction(async (client) => {
+        const found = await lockRow(client, input.tableId, input.rowId);
+        if (!found) return { status: "not_found" } as const;
+        await client.query(`delete from ${t("table_rows")} where table_id = $1 and row_id = $2`, [input.tableId, input.rowId]);
+        await record(client, input, "delete", new Date(input.now).toISOString(), found.row, null);
+        return { status: "ok", row: found.row } as const;
+      });
+    },
+    async listEditLog(tableId, page) {
+      const rows = await db.query<LogRow>(
+        `select table_id, row_id, op, actor, at, before, after from ${t("edit_log")} where table_id = $1 order by seq offset $2 limit $3`,
+        [tableId, page?.offset ?? 0, page?.limit ?? null],
+      );
+      return rows.map(
+        (r): EditLogEntry => ({ tableId: r.table_id, rowId: r.row_id, op: r.op, actor: r.actor, at: r.at, before: r.before, after: r.after }),
+      );
+    },
+    async claimIdempotencyKey({ scope, key, fingerprint, now, ttlMs }) {
+      // One statement claims a free or expired key; ON CONFLICT serialises
+      // concurrent claims on the unique (scope, key), so exactly one wins.
+      for (;;) {
+        const claimed = await db.query(
+          `insert into ${t("idempotency_keys")} as k (scope, key, fingerprint, claimed_ms, response) values ($1, $2, $3, $4, null)
+           on conflict (scope, key) do update set fingerprint = excluded.fingerprint, claimed_ms = excluded.claimed_ms, response = null
+             where $4 - k.claimed_ms > $5
+           returning 1`,
+          [scope, key, fingerprint, now, ttlMs],
+        );
+        if (claimed.length > 0) return { state: "claimed" };
+        const [held] = await db.query<{ fingerprint: string; response: StoredResponse | null }>(
+          `select fingerprint, response from ${t("idempotency_keys")} where scope = $1 and key = $2`,
+          [scope, key],
+        );
+        // Released between the two statements: try to claim again.
+        if (!held) continue;
+        return held.response === null
+          ? { state: "in_progress", fingerprint: held.fingerprint }
+          : ({ state: "completed", fingerprint: held.fingerprint, response: held.response } satisfies IdempotencyClaim);
+      }
+    },
+    async completeIdempotencyKey({ scope, key, response }) {
+      await db.query(`update ${t("idempotency_keys")} set response = $3 where scope = $1 and key = $2`, [scope, key, json(response)]);
+    },
+    async releaseIdempotencyKey({ scope, key }) {
+      await db.query(`delete from ${t("idempotency_keys")} where scope = $1 and key = $2 and response is null`, [scope, key]);
+    },
+  };
+}
+
+interface TableRow {
+  id: string;
+  team_id: string;
+  name: string;
+  columns: Column[];
+  row_count: string;
+  updated_at: string;
+}
+
+interface LogRow {
+  table_id: string;
+  row_id: string;
+  op: EditOp;
+  actor: Actor;
+  at: string;
+  before: Row | null;
+  after: Row | null;
+}
+
+export function toTable(r: TableRow): TableRecord {
+  return { id: r.id, teamId: r.team_id, name: r.name, columns: r.columns, rowCount: num(r.row_count), updatedAt: r.updated_at };
+}

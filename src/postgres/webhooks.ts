@@ -1,0 +1,122 @@
+import { mergeColumns } from "../domain/columns.js";
+import type { Column } from "../domain/model.js";
+import type { WebhookEndpoint, WebhookStore } from "../ports/storage/webhooks.js";
+import { type Db, json } from "./db.js";
+
+/** Rows kept per webhook connection when its config does not say. */
+export const DEFAULT_RETAIN_ROWS = 10_000;
+
+export function postgresWebhooks(db: Db): WebhookStore {
+  const { t } = db;
+  const endpointSql = `select c.id, c.team_id, c.name, c.config,
+      (select d.id from ${t("datasets")} d where d.connection_id = c.id order by d.id collate "C" limit 1) as dataset_id
+    from ${t("connections")} c`;
+
+  return {
+    async getWebhookEndpoint(endpointId) {
+      const [row] = await db.query<EndpointRow>(`${endpointSql} where c.endpoint_id = $1 and c.type = 'webhook'`, [endpointId]);
+      return row ? toEndpoint(row) : null;
+    },
+    async ingestWebhookRow(input) {
+      return db.transaction(async (client) => {
+        // Locking the dataset row serialises ingests of one dataset (across
+        // instances too): positions stay contiguous, columns merge without
+        // lost updates, and trimming sees every row before it.
+        const locked = await client.query<{ columns: Column[] }>(`select columns from ${t("datasets")} where id = $1 for update`, [
+          input.datasetId,
+        ]);
+        const dataset = locked.rows[0];
+        if (!dataset) throw new Error(`unknown dataset ${input.datasetId}`);
+        const inserted = await client.query<{ pos: string }>(
+          `insert into ${t("dataset_rows")} (dataset_id, pos, row, dedup_key)
+           values ($1, (select coalesce(max(pos), 0) + 1 from ${t("dataset_rows")} where dataset_id = $1), $2, $3)
+           on conflict (dataset_id, dedup_key) where dedup_key is not null do nothing
+           returning pos`,
+          [input.datasetId, json(input.row), input.dedupKey],
+        );
+        const pos = inserted.rows[0]?.pos;
+        if (pos === undefined) {
+          const first = await client.query<{ id: string }>(
+            `select row ->> '_id' as id from ${t("dataset_rows")} where dataset_id = $1 and dedup_key = $2`,
+            [input.datasetId, input.dedupKey],
+          );
+          return { id: first.rows[0]?.id ?? "", duplicate: true };
+        }
+        const retain = Math.max(1, Math.floor(input.retainRows));
+        await client.query(`delete from ${t("dataset_rows")} where dataset_id = $1 and pos <= $2::bigint - $3::bigint`, [
+          input.datasetId,
+          pos,
+          retain,
+        ]);
+        await client.query(
+          `update ${t("datasets")} set columns = $2, updated_at = $3,
+             row_count = (select max(pos) - min(pos) + 1 from ${t("dataset_rows")} where dataset_id = $1)
+           where id = $1`,
+          [input.datasetId, json(mergeColumns(dataset.columns, input.columns)), input.receivedAt],
+        );
+        return { id: String(input.row._id ?? ""), duplicate: false };
+      });
+    },
+    async updateWebhookSettings(connectionId, settings) {
+      return db.transaction(async (client) => {
+        const found = await client.query<{ config: Record<string, unknown> }>(
+          `select config from ${t("connections")} where id = $1 and type = 'webhook' for update`,
+          [connectionId],
+        );
+        const current = found.rows[0];
+        if (!current) return null;
+        const config = { ...current.config };
+        if (settings.signingSecret !== undefined) config.signingSecret = settings.signingSecret;
+        if (settings.retainRows !== undefined) config.retainRows = settings.retainRows;
+        await client.query(`update ${t("connections")} set config = $2 where id = $1`, [connectionId, json(config)]);
+        const result = await client.query<EndpointRow>(`${endpointSql} where c.id = $1`, [connectionId]);
+        return result.rows[0] ? toEndpoint(result.rows[0]) : null;
+      });
+    },
+    async createWebhookConnection({ connection, endpoint, dataset }) {
+      return db.transaction(async (client) => {
+        const config = { endpointId: endpoint.endpointId, signingSecret: endpoint.signingSecret, retainRows: endpoint.retainRows };
+        await client.query(
+          `insert into ${t("connections")} (id, team_id, name, type, config, created_at, endpoint_id) values ($1, $2, $3, 'webhook', $4, $5, $6)`,
+          [connection.id, connection.teamId, connection.name, json(config), connection.createdAt, endpoint.endpointId],
+        );
+        await client.query(
+          `insert into ${t("datasets")} (id, team_id, name, type, connection_id, source, columns, row_count, last_refreshed_at, updated_at)
+           values ($1, $2, $3, 'connection', $4, null, '[]', 0, null, $5)`,
+          [dataset.id, connection.teamId, dataset.name, connection.id, connection.createdAt],
+        );
+        return {
+          connectionId: connection.id,
+          teamId: connection.teamId,
+          name: connection.name,
+          datasetId: dataset.id,
+          endpointId: endpoint.endpointId,
+          signingSecret: endpoint.signingSecret,
+          retainRows: endpoint.retainRows,
+        };
+      });
+    },
+  };
+}
+
+interface EndpointRow {
+  id: string;
+  team_id: string;
+  name: string;
+  config: Record<string, unknown>;
+  dataset_id: string | null;
+}
+
+function toEndpoint(r: EndpointRow): WebhookEndpoint {
+  const { endpointId, signingSecret, retainRows } = r.config;
+  return {
+    connectionId: r.id,
+    teamId: r.team_id,
+    name: r.name,
+    datasetId: r.dataset_id ?? "",
+    endpointId: String(endpointId),
+    signingSecret: typeof signingSecret === "string" ? signingSecret : null,
+    retainRows: typeof retainRows === "number" ? retainRows : DEFAULT_RETAIN_ROWS,
+  };
+}
+
