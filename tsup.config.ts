@@ -8,6 +8,8 @@ export default defineConfig({
     index: "src/index.ts",
     "memory/index": "src/memory/index.ts",
     "testing/index": "src/testing/index.ts",
+    "postgres/index": "src/postgres/index.ts",
+    "redis/index": "src/redis/index.ts",
     "adapters/node": "adapters/node.ts",
     "adapters/bun": "adapters/bun.ts",
     "adapters/deno": "adapters/deno.ts",

@@ -19,3 +19,6 @@ export function runStorageConformance(name: string, factory: StorageFactory, opt
 }
 
 export type { Storage };
+
+export { runCacheConformance, type CacheConformanceOptions, type CacheFactory } from "./conformance/cache.js";
+export { runRateLimiterConformance, type RateLimiterConformanceOptions, type RateLimiterFactory } from "./conformance/rate-limiter.js";
