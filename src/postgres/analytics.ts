@@ -28,12 +28,13 @@ export function postgresAnalytics(db: Db, log: (message: string, error: unknown)
     },
     async viewsByViewer(dashboardId, window) {
       const rows = await db.query<{ day: string; viewer_id: string | null; viewer: string; views: string }>(
-        `select v.day, v.user_id as viewer_id, case when v.user_id is null then 'Anonymous' else coalesce(u.email, v.user_id) end as viewer,
-                count(*) as views
-           from ${t("dashboard_views")} v left join ${t("users")} u on u.id = v.user_id
-          where v.dashboard_id = $1 and not v.editor and v.day between $2 and $3
-          group by v.day, v.user_id, u.email
-          order by v.day, viewer collate "C", v.user_id collate "C" nulls first`,
+        `select * from (
+           select v.day, v.user_id as viewer_id, case when v.user_id is null then 'Anonymous' else coalesce(u.email, v.user_id) end as viewer,
+                  count(*) as views
+             from ${t("dashboard_views")} v left join ${t("users")} u on u.id = v.user_id
+            where v.dashboard_id = $1 and not v.editor and v.day between $2 and $3
+            group by v.day, v.user_id, u.email) x
+          order by day, viewer collate "C", viewer_id collate "C" nulls first`,
         [dashboardId, window.fromDay, window.toDay],
       );
       return rows.map((r) => ({ day: r.day, viewerId: r.viewer_id, viewer: r.viewer, views: num(r.views) }));

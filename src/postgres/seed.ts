@@ -100,8 +100,8 @@ async function load(client: PoolClient, t: Db["t"], space: SeedSpace): Promise<v
   await bulk(
     client,
     `insert into ${t("dashboard_views")} (dashboard_id, at, day, visitor_id, user_id, editor)
-     select "dashboardId", at, day, "visitorId", "userId", editor from json_to_recordset($1) with ordinality
-       as x("dashboardId" text, at text, day text, "visitorId" text, "userId" text, editor boolean, ord bigint) order by ord`,
+     select "dashboardId", at, day, "visitorId", "userId", editor from json_to_recordset($1)
+       as x("dashboardId" text, at text, day text, "visitorId" text, "userId" text, editor boolean)`,
     space.dashboardViews.map((v) => ({ ...v, day: dayOf(v.at) })),
   );
   await bulk(
