@@ -2,6 +2,7 @@ import { z } from "zod";
 import { dashboardViews, listDashboards } from "../handlers/dashboards.js";
 import { spaceActivity } from "../handlers/space.js";
 import { intParam } from "../http/query.js";
+import { SPACE_OBJECTS, type SpaceObject } from "../ports/storage/analytics.js";
 import { authed } from "../routing.js";
 import { columnSchema, isoTimestamp, teamIdParam } from "../schemas/common.js";
 
@@ -42,7 +43,7 @@ const spaceQuery = z.object({
 });
 
 const spaceResponse = z.object({
-  object: z.enum(["dashboard-usage", "refresh-history", "credit-usage", "api-usage", "dataset-usage"]),
+  object: z.enum(SPACE_OBJECTS as [SpaceObject, ...SpaceObject[]]),
   days: z.number().int(),
   columns: z.array(columnSchema),
   rows: z.array(z.record(z.string(), z.unknown())),

@@ -18,7 +18,7 @@ import { cloneJson, type MemoryState } from "./state.js";
 
 /** Dashboards, view statistics and the space aggregates, computed over the state's arrays. */
 export function memoryAnalytics(state: MemoryState): AnalyticsStore {
-  /** Non-editor views of one dashboard within the window, with their UTC day. */
+  /** Non-editor views of the dashboards within the window, with their UTC day. */
   const viewsOf = (dashboardIds: ReadonlySet<string>, window: DayWindow) =>
     state.dashboardViews.flatMap((view) => {
       if (view.editor || !dashboardIds.has(view.dashboardId)) return [];
