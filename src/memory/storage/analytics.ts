@@ -138,36 +138,22 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore {
     },
 
     async spaceApiUsage({ teamId, ...window }) {
-      const calls = state.apiCalls.flatMap((call) => {
-        if (call.teamId !== teamId) return [];
-        const day = utcDay(call.at);
-        return day >= window.fromDay && day <= window.toDay ? [{ call, day }] : [];
-      });
-      const key = ({ call, day }: { call: ApiCallRecord; day: string }) => [
-        day,
-        call.method,
-        call.route,
-        call.credentialKind,
-        call.credentialId,
-        call.credentialName,
-      ];
-      return [...groupBy(calls, key).values()]
-        .map((group): ApiUsageRow => {
-          const { call, day } = group[0]!;
-          const statuses = group.map((g) => g.call.status);
-          return {
-            day,
-            method: call.method,
-            route: call.route,
-            credential_kind: call.credentialKind,
-            credential_id: call.credentialId,
-            credential: call.credentialName,
-            calls: group.length,
-            errors: statuses.filter((s) => s >= 400).length,
-            server_errors: statuses.filter((s) => s >= 500).length,
-            avg_latency_ms: Math.round(sum(group.map((g) => g.call.latencyMs)) / group.length),
-          };
-        })
+      return [...state.apiUsage.values()]
+        .filter((u) => u.teamId === teamId && u.day >= window.fromDay && u.day <= window.toDay)
+        .map(
+          (u): ApiUsageRow => ({
+            day: u.day,
+            method: u.method,
+            route: u.route,
+            credential_kind: u.credentialKind,
+            credential_id: u.credentialId,
+            credential: u.credentialName,
+            calls: u.calls,
+            errors: u.errors,
+            server_errors: u.serverErrors,
+            avg_latency_ms: Math.round(u.latencySum / u.calls),
+          }),
+        )
         .sort(
           (a, b) =>
             compare(b.day, a.day) ||
@@ -181,12 +167,6 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore {
 
     async spaceDatasetUsage({ teamId }) {
       const dashboards = [...state.dashboards.values()].filter((d) => d.teamId === teamId);
-      const reads = groupBy(
-        state.apiCalls.filter(
-          (c) => c.method === "GET" && c.status >= 200 && c.status <= 299 && c.objectId && DATASET_READ_ROUTES.includes(c.route),
-        ),
-        (c) => [c.objectId!],
-      );
       const latestRun = new Map<string, { startedAt: number; error: string | null }>();
       for (const run of state.refreshRuns) {
         const startedAt = Date.parse(run.startedAt);
@@ -197,8 +177,7 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore {
         ...[...state.datasets.values()].filter((d) => d.teamId === teamId),
         ...[...state.tables.values()].filter((t) => t.teamId === teamId).map(tableAsDataset),
       ].map((d): DatasetUsageRow => {
-        const calls = reads.get(JSON.stringify([d.id])) ?? [];
-        const lastRead = calls.reduce<string | null>((latest, c) => (latest && Date.parse(latest) >= Date.parse(c.at) ? latest : c.at), null);
+        const reads = state.datasetReads.get(d.id);
         return {
           dataset_id: d.id,
           dataset: d.name,
@@ -213,8 +192,8 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore {
             .filter((b) => b.datasetIds.includes(d.id))
             .map((b) => b.name)
             .sort(compare),
-          api_reads: calls.length,
-          last_api_read_at: lastRead,
+          api_reads: reads?.count ?? 0,
+          last_api_read_at: reads?.lastAt ?? null,
         };
       });
       return rows.sort((a, b) => compare(a.dataset, b.dataset) || compare(a.dataset_id, b.dataset_id));
@@ -224,8 +203,38 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore {
       state.refreshRuns.push(cloneJson(run));
     },
 
+    // The log is kept as per-day counters (what api-usage and dataset-usage
+    // report), so a long-running memory store does not grow with every call.
     async recordApiCall(call) {
-      state.apiCalls.push({ ...call });
+      const day = utcDay(call.at);
+      const key = JSON.stringify([day, call.teamId, call.method, call.route, call.credentialKind, call.credentialId, call.credentialName]);
+      let usage = state.apiUsage.get(key);
+      if (!usage) {
+        usage = {
+          day,
+          teamId: call.teamId,
+          method: call.method,
+          route: call.route,
+          credentialKind: call.credentialKind,
+          credentialId: call.credentialId,
+          credentialName: call.credentialName,
+          calls: 0,
+          errors: 0,
+          serverErrors: 0,
+          latencySum: 0,
+        };
+        state.apiUsage.set(key, usage);
+      }
+      usage.calls++;
+      if (call.status >= 400) usage.errors++;
+      if (call.status >= 500) usage.serverErrors++;
+      usage.latencySum += call.latencyMs;
+      if (call.method === "GET" && call.status >= 200 && call.status <= 299 && call.objectId && DATASET_READ_ROUTES.includes(call.route)) {
+        const reads = state.datasetReads.get(call.objectId) ?? { count: 0, lastAt: null };
+        reads.count++;
+        if (reads.lastAt === null || Date.parse(call.at) >= Date.parse(reads.lastAt)) reads.lastAt = call.at;
+        state.datasetReads.set(call.objectId, reads);
+      }
     },
   };
 }
