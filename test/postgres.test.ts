@@ -288,7 +288,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
         { day: "2026-10-20", viewerId: "usr_ada", viewer: "ada@northwind.test", views: 1 },
         { day: "2026-10-22", viewerId: "usr_ada", viewer: "ada@northwind.test", views: 1 },
       ]);
-      expect(await s.spaceRows("refresh-history", { teamId: "team_ops", ...window })).toEqual([
+      expect(await s.spaceRefreshHistory({ teamId: "team_ops", ...window })).toEqual([
         {
           dataset_id: "ds_stores",
           dataset: "Stores",
@@ -312,7 +312,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
         status: 500,
         latencyMs: 12,
       });
-      expect(await s.spaceRows("api-usage", { teamId: "team_ops", ...window })).toMatchObject([
+      expect(await s.spaceApiUsage({ teamId: "team_ops", ...window })).toMatchObject([
         { day: "2026-10-30", route: "/api/v1/datasets", credential: "Warehouse sync", calls: 1, errors: 1 },
       ]);
       expect((await s.listDashboards(["team_ops"])).map((d) => d.id)).toEqual(["dash_sales"]);

@@ -59,9 +59,3 @@ export function json(value: unknown): string {
 export function num(value: unknown): number {
   return value === null || value === undefined ? 0 : Number(value);
 }
-
-/** The UTC day (YYYY-MM-DD) of an ISO instant. */
-export function dayOf(iso: string): string {
-  const ms = Date.parse(iso);
-  return Number.isFinite(ms) ? new Date(ms).toISOString().slice(0, 10) : iso.slice(0, 10);
-}

@@ -120,11 +120,12 @@ create table {s}.credit_usage (
 create index credit_usage_day on {s}.credit_usage (team_id, day);
 create table {s}.api_calls (
   seq bigint generated always as identity primary key,
-  at text not null, day text not null, team_id text, credential_kind text not null,
-  credential_id text, credential_name text, method text not null, route text not null,
+  at text not null, at_ms bigint not null, day text not null, team_id text, credential_kind text not null,
+  credential_id text, credential_name text, method text not null, route text not null, object_id text,
   status integer not null, latency_ms double precision not null
 );
 create index api_calls_day on {s}.api_calls (team_id, day);
+create index api_calls_object on {s}.api_calls (object_id) where object_id is not null;
 `,
   },
 ];

@@ -1,7 +1,8 @@
 import type { PoolClient } from "pg";
 import type { SeedSpace } from "../fixture/space.js";
 import { insertDatasetRows } from "./catalog.js";
-import { type Db, dayOf, json } from "./db.js";
+import { utcDay } from "../domain/days.js";
+import { type Db, json } from "./db.js";
 import { apiKeyParams, millis } from "./identity.js";
 
 /**
@@ -102,21 +103,21 @@ async function load(client: PoolClient, t: Db["t"], space: SeedSpace): Promise<v
     `insert into ${t("dashboard_views")} (dashboard_id, at, day, visitor_id, user_id, editor)
      select "dashboardId", at, day, "visitorId", "userId", editor from json_to_recordset($1)
        as x("dashboardId" text, at text, day text, "visitorId" text, "userId" text, editor boolean)`,
-    space.dashboardViews.map((v) => ({ ...v, day: dayOf(v.at) })),
+    space.dashboardViews.map((v) => ({ ...v, day: utcDay(v.at) })),
   );
   await bulk(
     client,
     `insert into ${t("refresh_runs")} (dataset_id, started_at, started_ms, day, duration_ms, rows_processed, error)
      select "datasetId", "startedAt", ms, day, "durationMs", "rowsProcessed", error from json_to_recordset($1)
        as x("datasetId" text, "startedAt" text, ms bigint, day text, "durationMs" double precision, "rowsProcessed" bigint, error text)`,
-    space.refreshRuns.map((r) => ({ ...r, ms: millis(r.startedAt), day: dayOf(r.startedAt) })),
+    space.refreshRuns.map((r) => ({ ...r, ms: millis(r.startedAt), day: utcDay(r.startedAt) })),
   );
   await bulk(
     client,
     `insert into ${t("credit_usage")} (team_id, at, day, category, credits, user_id)
      select "teamId", at, day, category, credits, "userId" from json_to_recordset($1)
        as x("teamId" text, at text, day text, category text, credits double precision, "userId" text)`,
-    space.creditUsage.map((c) => ({ ...c, day: dayOf(c.at) })),
+    space.creditUsage.map((c) => ({ ...c, day: utcDay(c.at) })),
   );
   // Fixture events are stored in file order, all at the start of time, in
   // this one transaction (one xid), so their sequence keeps the file order.
