@@ -29,16 +29,24 @@ export function postgresAudit(db: Db, options: { visibilityWaitMs?: number } = {
       const params: unknown[] = [[...query.teamIds], [...query.categories], after?.xid ?? "0", after?.seq ?? "0", query.limit + 1];
       let where = `team_id = any($1) and category = any($2) and (xid, seq) > ($3::xid8, $4::bigint)`;
       if (since !== null && Number.isFinite(since)) where += ` and time_ms >= $${params.push(since)}`;
-      const sql = `with horizon as (select pg_snapshot_xmin(pg_current_snapshot()) as xmin)
+      // The horizon cuts the log as a prefix: the first event after `after`
+      // stored later than `storedBefore`, of ANY team or category, ends the
+      // read. Only recent events can be past the horizon, so that search
+      // goes through the stored_at index.
+      params.push(query.storedBefore);
+      const sql = `with horizon as (select pg_snapshot_xmin(pg_current_snapshot()) as xmin),
+        recent as materialized (select xid, seq from ${t("audit_events")} where stored_at > $${params.length}),
+        cut as (select xid, seq from recent where (xid, seq) > ($3::xid8, $4::bigint) order by xid, seq limit 1)
         select xid::text as xid, seq, stored_at, event, xid < (select xmin from horizon) as visible
-          from ${t("audit_events")} where ${where}
-          order by xid, seq limit $5`;
+          from ${t("audit_events")}
+         where ${where} and ((select count(*) from cut) = 0 or (xid, seq) < (select xid, seq from cut))
+         order by xid, seq limit $5`;
       // A committed event can sit behind a transaction still running
       // elsewhere; wait briefly for such short transactions to finish.
       const deadline = Date.now() + waitMs;
       for (;;) {
         const rows = await db.query<AuditRow>(sql, params);
-        const page = toPage(rows, query.limit, query.storedBefore);
+        const page = toPage(rows, query.limit);
         if (!page.heldBack || Date.now() >= deadline) return { events: page.events, hasMore: page.hasMore };
         await new Promise((resolve) => setTimeout(resolve, 5));
       }
@@ -58,19 +66,17 @@ interface AuditRow {
 }
 
 /**
- * The page from rows in position order. The horizon (`storedBefore`) and the
- * xid gate both cut the feed as a prefix: the page stops at the first event
- * that is not yet readable, so a later read never returns an event below a
- * position already returned.
+ * The page from rows in position order (already cut at the horizon). The
+ * xid gate is a prefix too: every event of a transaction below xmin is
+ * positioned before every event of one at or above it. `heldBack` says a
+ * committed-or-running event stopped the page early.
  */
-function toPage(rows: AuditRow[], limit: number, storedBefore: number): { events: StoredAuditEvent[]; hasMore: boolean; heldBack: boolean } {
+function toPage(rows: AuditRow[], limit: number): { events: StoredAuditEvent[]; hasMore: boolean; heldBack: boolean } {
   const events: StoredAuditEvent[] = [];
   for (const row of rows) {
-    const storedAt = num(row.stored_at);
-    if (storedAt > storedBefore) return { events, hasMore: false, heldBack: false };
     if (!row.visible) return { events, hasMore: false, heldBack: events.length < limit };
     if (events.length === limit) return { events, hasMore: true, heldBack: false };
-    events.push({ position: formatPosition(row.xid, row.seq), storedAt, event: row.event });
+    events.push({ position: formatPosition(row.xid, row.seq), storedAt: num(row.stored_at), event: row.event });
   }
   return { events, hasMore: false, heldBack: false };
 }

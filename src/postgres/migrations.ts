@@ -83,6 +83,7 @@ create table {s}.idempotency_keys (
   claimed_ms bigint not null, response json,
   primary key (scope, key)
 );
+create index idempotency_keys_age on {s}.idempotency_keys (claimed_ms);
 
 -- The audit log. xid is the writing transaction; a read only returns events
 -- whose xid is below the oldest transaction still running, so an event that
@@ -94,6 +95,7 @@ create table {s}.audit_events (
   stored_at bigint not null, event json not null,
   primary key (xid, seq)
 );
+create index audit_events_stored on {s}.audit_events (stored_at);
 
 create table {s}.dashboards (
   id text primary key, team_id text not null, name text not null, description text,

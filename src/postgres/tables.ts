@@ -5,8 +5,10 @@ import { appendAudit } from "./audit.js";
 import { type Db, json, num } from "./db.js";
 import { millis } from "./identity.js";
 
-export function postgresTables(db: Db): TableStore {
+/** `getTableRow` joins the port with the input-tables branch; it is part of the TableStore there. */
+export function postgresTables(db: Db): TableStore & { getTableRow(tableId: string, rowId: string): Promise<Row | null> } {
   const { t } = db;
+  let claims = 0;
 
   /** The row locked for this transaction, or null. */
   const lockRow = async (client: PoolClient, tableId: string, rowId: string) => {
@@ -28,18 +30,22 @@ export function postgresTables(db: Db): TableStore {
       entry.after === null ? null : json(entry.after),
     ]);
 
-  /** Edit log, audit event and the table's rowCount/updatedAt, in the caller's transaction. */
+  /**
+   * Edit log (at the call's `now`), audit event and the table's
+   * rowCount/updatedAt (the row's stamp), in the caller's transaction.
+   */
   const record = async (
     client: PoolClient,
     input: { tableId: string; rowId: string; actor: Actor; now: number; auditEvent: AuditEvent },
     op: EditOp,
     at: string,
+    stamp: string,
     before: Row | null,
     after: Row | null,
   ) => {
     await log(client, { tableId: input.tableId, rowId: input.rowId, op, actor: input.actor, at, before, after });
     const delta = op === "create" ? 1 : op === "delete" ? -1 : 0;
-    await client.query(`update ${t("input_tables")} set row_count = row_count + $2, updated_at = $3 where id = $1`, [input.tableId, delta, at]);
+    await client.query(`update ${t("input_tables")} set row_count = row_count + $2, updated_at = $3 where id = $1`, [input.tableId, delta, stamp]);
     await appendAudit(client, t, input.auditEvent, input.now);
   };
 
@@ -56,6 +62,10 @@ export function postgresTables(db: Db): TableStore {
       );
       return { totalRows: num(count?.n), rows: rows.map((r) => r.row) };
     },
+    async getTableRow(tableId, rowId) {
+      const [found] = await db.query<{ row: Row }>(`select row from ${t("table_rows")} where table_id = $1 and row_id = $2`, [tableId, rowId]);
+      return found?.row ?? null;
+    },
     async insertTableRow(input) {
       return db.transaction(async (client) => {
         const table = await client.query(`select id from ${t("input_tables")} where id = $1 for update`, [input.tableId]);
@@ -71,7 +81,7 @@ export function postgresTables(db: Db): TableStore {
            values ($1, $2, (select coalesce(max(pos), 0) + 1 from ${t("table_rows")} where table_id = $1), $3, $4)`,
           [input.tableId, input.rowId, json(row), input.now],
         );
-        await record(client, input, "create", stamp, null, row);
+        await record(client, input, "create", stamp, stamp, null, row);
         return row;
       });
     },
@@ -99,7 +109,7 @@ export function postgresTables(db: Db): TableStore {
           json(row),
           nextMs,
         ]);
-        await record(client, input, "update", stamp, current, row);
+        await record(client, input, "update", new Date(input.now).toISOString(), stamp, current, row);
         return { status: "ok", row } as const;
       });
     },
@@ -108,7 +118,8 @@ export function postgresTables(db: Db): TableStore {
         const found = await lockRow(client, input.tableId, input.rowId);
         if (!found) return { status: "not_found" } as const;
         await client.query(`delete from ${t("table_rows")} where table_id = $1 and row_id = $2`, [input.tableId, input.rowId]);
-        await record(client, input, "delete", new Date(input.now).toISOString(), found.row, null);
+        const at = new Date(input.now).toISOString();
+        await record(client, input, "delete", at, at, found.row, null);
         return { status: "ok", row: found.row } as const;
       });
     },
@@ -122,13 +133,15 @@ export function postgresTables(db: Db): TableStore {
       );
     },
     async claimIdempotencyKey({ scope, key, fingerprint, now, ttlMs }) {
+      // Expired claims are swept now and then (indexed by claimed_ms).
+      if (++claims % 256 === 1) await db.query(`delete from ${t("idempotency_keys")} where claimed_ms <= $1::bigint - $2::bigint`, [now, ttlMs]);
       // One statement claims a free or expired key; ON CONFLICT serialises
       // concurrent claims on the unique (scope, key), so exactly one wins.
       for (;;) {
         const claimed = await db.query(
           `insert into ${t("idempotency_keys")} as k (scope, key, fingerprint, claimed_ms, response) values ($1, $2, $3, $4, null)
            on conflict (scope, key) do update set fingerprint = excluded.fingerprint, claimed_ms = excluded.claimed_ms, response = null
-             where $4 - k.claimed_ms > $5
+             where $4 - k.claimed_ms >= $5
            returning 1`,
           [scope, key, fingerprint, now, ttlMs],
         );

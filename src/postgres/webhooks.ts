@@ -3,9 +3,6 @@ import type { Column } from "../domain/model.js";
 import type { WebhookEndpoint, WebhookStore } from "../ports/storage/webhooks.js";
 import { type Db, json } from "./db.js";
 
-/** Rows kept per webhook connection when its config does not say. */
-export const DEFAULT_RETAIN_ROWS = 10_000;
-
 export function postgresWebhooks(db: Db): WebhookStore {
   const { t } = db;
   const endpointSql = `select c.id, c.team_id, c.name, c.config,
@@ -70,11 +67,27 @@ export function postgresWebhooks(db: Db): WebhookStore {
         if (settings.retainRows !== undefined) config.retainRows = settings.retainRows;
         await client.query(`update ${t("connections")} set config = $2 where id = $1`, [connectionId, json(config)]);
         const result = await client.query<EndpointRow>(`${endpointSql} where c.id = $1`, [connectionId]);
-        return result.rows[0] ? toEndpoint(result.rows[0]) : null;
+        const endpoint = result.rows[0] ? toEndpoint(result.rows[0]) : null;
+        if (endpoint && typeof settings.retainRows === "number" && endpoint.datasetId) {
+          // Lowering retention trims at once, in this transaction.
+          await client.query(`select 1 from ${t("datasets")} where id = $1 for update`, [endpoint.datasetId]);
+          await client.query(
+            `delete from ${t("dataset_rows")} where dataset_id = $1
+               and pos <= (select max(pos) from ${t("dataset_rows")} where dataset_id = $1) - $2::bigint`,
+            [endpoint.datasetId, Math.max(1, Math.floor(settings.retainRows))],
+          );
+          await client.query(
+            `update ${t("datasets")} set row_count = coalesce((select max(pos) - min(pos) + 1 from ${t("dataset_rows")} where dataset_id = $1), 0) where id = $1`,
+            [endpoint.datasetId],
+          );
+        }
+        return endpoint;
       });
     },
     async createWebhookConnection({ connection, endpoint, dataset }) {
       return db.transaction(async (client) => {
+        const table = await client.query(`select 1 from ${t("input_tables")} where id = $1`, [dataset.id]);
+        if (table.rowCount) throw new Error(`dataset ${dataset.id} exists`);
         const config = { endpointId: endpoint.endpointId, signingSecret: endpoint.signingSecret, retainRows: endpoint.retainRows };
         await client.query(
           `insert into ${t("connections")} (id, team_id, name, type, config, created_at, endpoint_id) values ($1, $2, $3, 'webhook', $4, $5, $6)`,
@@ -107,16 +120,21 @@ interface EndpointRow {
   dataset_id: string | null;
 }
 
+/**
+ * A missing or empty secret reads as none; a missing or invalid retention as
+ * null, the host's default (the webhook branch widens the port's
+ * `retainRows` to `number | null`; hence the cast until it is merged).
+ */
 function toEndpoint(r: EndpointRow): WebhookEndpoint {
   const { endpointId, signingSecret, retainRows } = r.config;
-  return {
+  return <WebhookEndpoint>{
     connectionId: r.id,
     teamId: r.team_id,
     name: r.name,
     datasetId: r.dataset_id ?? "",
     endpointId: String(endpointId),
-    signingSecret: typeof signingSecret === "string" ? signingSecret : null,
-    retainRows: typeof retainRows === "number" ? retainRows : DEFAULT_RETAIN_ROWS,
+    signingSecret: typeof signingSecret === "string" && signingSecret !== "" ? signingSecret : null,
+    retainRows: typeof retainRows === "number" && Number.isInteger(retainRows) && retainRows >= 1 ? retainRows : null,
   };
 }
 
