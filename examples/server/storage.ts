@@ -5,6 +5,7 @@ import type { Clock } from "../../src/ports/clock.js";
 import type { Storage } from "../../src/ports/storage.js";
 import type { ServerConfig } from "./cli.js";
 import { UsageError } from "./cli.js";
+import { openPostgres, openRedisPorts } from "./shared.js";
 
 export interface OpenedPorts {
   storage: Storage;
@@ -17,17 +18,24 @@ export interface OpenedPorts {
 export async function openStorage(
   config: ServerConfig,
   fs: { mkdirSync(path: string, options: { recursive: true }): unknown },
-  _clock: Clock,
+  clock: Clock,
 ): Promise<OpenedPorts> {
   let storage: Storage;
   if (config.db === ":memory:") {
     storage = createMemoryStorage();
   } else if (/^postgres(ql)?:\/\//.test(config.db)) {
-    throw new UsageError("PostgreSQL storage is not available in this build yet");
+    storage = await openPostgres(config.db);
   } else {
     fs.mkdirSync(dirname(config.db), { recursive: true });
     throw new UsageError("SQLite storage is not available in this build yet; use --db :memory:");
   }
-  if (config.redis) throw new UsageError("--redis is not available in this build yet");
-  return { storage, options: { storage }, close: () => storage.close() };
+  const shared = config.redis ? openRedisPorts(config.redis, clock) : null;
+  return {
+    storage,
+    options: { storage, ...shared?.options },
+    async close() {
+      await storage.close();
+      await shared?.close();
+    },
+  };
 }
