@@ -1,3 +1,4 @@
+import type { StandardSchemaV1 } from "@standard-schema/spec";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAdmin } from "../src/admin/index.js";
@@ -294,6 +295,36 @@ describe("host-supplied Standard Schema validators", () => {
     const cleared = await patch("tbl_targets", "row_1", { region: null });
     expect(cleared.status).toBe(422);
     expect(cleared.json.error.details.invalidColumns).toEqual(["region"]);
+  });
+
+  it("accepts any Standard Schema implementation, async and with path segments", async () => {
+    const budget: StandardSchemaV1 = {
+      "~standard": {
+        version: 1,
+        vendor: "handmade",
+        async validate(value) {
+          const row = value as { target?: number; region?: string };
+          if (row.region === "EMEA" && (row.target ?? 0) > 1_000_000) {
+            return { issues: [{ message: "EMEA targets are capped", path: [{ key: "target" }] }, { message: "ask finance" }] };
+          }
+          return { value };
+        },
+      },
+    };
+    const { post } = await tables({ tableSchemas: { tbl_targets: { row: budget } } });
+    const res = await post("tbl_targets", { region: "EMEA", target: 2_000_000 });
+    expect(res.status).toBe(422);
+    expect(res.json.error).toMatchObject({
+      message: 'invalid value for column "target": EMEA targets are capped',
+      details: {
+        invalidColumns: ["target"],
+        issues: [
+          { column: "target", path: [], message: "EMEA targets are capped" },
+          { path: [], message: "ask finance" },
+        ],
+      },
+    });
+    expect((await post("tbl_targets", { region: "EMEA", target: 10 })).status).toBe(201);
   });
 
   it("leaves tables the options do not name alone", async () => {
