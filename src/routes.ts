@@ -4,12 +4,13 @@ import type { RouteDef } from "./routing.js";
 import { dashboardRoutes } from "./routes/dashboards.js";
 import { datasetRoutes } from "./routes/datasets.js";
 import { identityRoutes } from "./routes/identity.js";
+import { tableRoutes } from "./routes/tables.js";
 
 /**
  * The route table. Each mount is a prefix; a future `/api/v2` mounts its
  * own list beside `/api/v1`. The webhook receiver has no version prefix.
  */
-export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...dashboardRoutes];
+export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...dashboardRoutes, ...tableRoutes];
 
 export const webhookRoutes: RouteDef[] = [];
 
