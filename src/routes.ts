@@ -3,6 +3,7 @@ import type { ConnectorRegistry } from "./ports/connector.js";
 import type { RouteDef } from "./routing.js";
 import { datasetRoutes } from "./routes/datasets.js";
 import { identityRoutes } from "./routes/identity.js";
+import { webhookReceiverRoutes } from "./routes/webhooks.js";
 
 /**
  * The route table. Each mount is a prefix; a future `/api/v2` mounts its
@@ -10,7 +11,7 @@ import { identityRoutes } from "./routes/identity.js";
  */
 export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes];
 
-export const webhookRoutes: RouteDef[] = [];
+export const webhookRoutes: RouteDef[] = [...webhookReceiverRoutes];
 
 export const mounts: ReadonlyArray<{ base: string; routes: readonly RouteDef[] }> = [
   { base: "/api/v1", routes: apiV1Routes },
