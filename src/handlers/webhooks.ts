@@ -1,6 +1,6 @@
+import { randomUUID } from "node:crypto";
 import type { HandlerContext } from "../context.js";
 import { typeOfValue } from "../domain/columns.js";
-import { randomId } from "../domain/crypto.js";
 import { dedupKeyOf } from "../domain/dedup.js";
 import { flattenPayload } from "../domain/flatten.js";
 import type { Column, Row } from "../domain/model.js";
@@ -29,7 +29,8 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
   }
   const payload = parsePayload(body);
   const receivedAt = new Date(now).toISOString();
-  const id = randomId("whr_");
+  // randomUUID draws from a cached entropy pool: cheaper per request than randomBytes.
+  const id = `whr_${randomUUID().replaceAll("-", "")}`;
   const row: Row = Object.create(null);
   row._id = id;
   row._receivedAt = receivedAt;
