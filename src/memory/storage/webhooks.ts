@@ -49,11 +49,11 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
     const rows = state.datasetRows.get(datasetId);
     if (!rows || rows.length <= retainRows) return;
     const index = indexOf(datasetId);
+    // In place: at capacity every delivery trims one row, and `shift` is cheap
+    // where copying the array (copy-on-write) would cost O(retainRows) per delivery.
     const excess = rows.length - retainRows;
-    // Copy rather than splice: a read streaming the old array keeps a consistent snapshot.
-    state.datasetRows.set(datasetId, rows.slice(excess));
-    for (let i = 0; i < excess; i++) {
-      const old = rows[i]!;
+    const removed = excess === 1 ? [rows.shift()!] : rows.splice(0, excess);
+    for (const old of removed) {
       const id = old._id as string;
       const key = index.keyByRowId.get(id);
       if (key === undefined) continue;
