@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createAdmin } from "../src/admin/index.js";
+import { dedupKeyOf } from "../src/domain/dedup.js";
 import { MAX_FLATTEN_DEPTH } from "../src/domain/flatten.js";
 import { signHex, signStandard, verifyWebhookSignature } from "../src/domain/signatures.js";
 import type { MemoryStorage } from "../src/memory/storage.js";
@@ -82,6 +83,13 @@ describe("POST /api/webhooks/{id}: payloads into rows", () => {
       [1, "absent"],
       ["one", false],
     ]);
+  });
+
+  it("keeps the metadata columns when a payload carries fields of the same names", async () => {
+    const api = await setup();
+    const res = await api.call("POST", "/api/webhooks/hook-open", { body: { _id: "mine", _sourceIp: "10.0.0.1", _receivedAt: "1999-01-01", x: 1 } });
+    const [row] = await rows(api, "ds_conn_hook_open");
+    expect(row).toEqual({ _id: res.json.id, _receivedAt: NOW, _sourceIp: "198.51.100.7", x: 1 });
   });
 
   it("accepts form-encoded bodies, including GitHub's `payload=` form", async () => {
@@ -211,6 +219,23 @@ describe("de-duplication", () => {
     const stored = await rows(api, "ds_conn_hook_open");
     expect(stored).toHaveLength(1);
     expect(new Set(results.map((r) => r.json.id))).toEqual(new Set([stored[0]!._id]));
+  });
+});
+
+describe("dedupKeyOf", () => {
+  it("prefers headers, namespaces payload ids by type and bounds long keys", () => {
+    const headers = (init: Record<string, string>) => new Headers(init);
+    expect(dedupKeyOf(headers({ "x-github-delivery": "g", "idempotency-key": "k" }), { id: "p" })).toBe("h:k");
+    expect(dedupKeyOf(headers({ "X-Acme-Delivery": "a" }), {})).toBe("h:a");
+    expect(dedupKeyOf(headers({}), { id: 7 })).toBe("b:7");
+    expect(dedupKeyOf(headers({}), { id: "7" })).toBe('b:"7"');
+    expect(dedupKeyOf(headers({}), { id: "", event_id: "e" })).toBe('b:"e"');
+    expect(dedupKeyOf(headers({}), { id: { nested: 1 }, event_id: true })).toBeNull();
+    const long = dedupKeyOf(headers({ "idempotency-key": "k".repeat(500) }), {})!;
+    expect(long).toMatch(/^h:sha256:[0-9a-f]{64}$/);
+    // A header reader without keys() still sees the headers it can name.
+    const bare = { get: (name: string) => (name === "x-github-delivery" ? "g" : null) };
+    expect(dedupKeyOf(bare, {})).toBe("h:g");
   });
 });
 
