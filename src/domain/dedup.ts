@@ -2,7 +2,7 @@ import { sha256Hex } from "./crypto.js";
 import type { HeaderReader } from "../http/types.js";
 
 /** Delivery headers that identify an event, most specific first. */
-const DELIVERY_HEADERS = ["idempotency-key", "webhook-id", "svix-id", "x-github-delivery", "x-gitlab-event-uuid"];
+const DELIVERY_HEADERS = ["idempotency-key", "webhook-id", "svix-id", "x-github-delivery"];
 
 /** Any `X-<vendor>-Delivery` header (`X-Gitea-Delivery`, `X-Bitbucket-Delivery`, …). */
 const VENDOR_DELIVERY = /^x-[a-z0-9-]+-delivery$/;
