@@ -5,6 +5,7 @@ import { dashboardRoutes } from "./routes/dashboards.js";
 import { datasetRoutes } from "./routes/datasets.js";
 import { identityRoutes } from "./routes/identity.js";
 import { tableRoutes } from "./routes/tables.js";
+import { webhookReceiverRoutes } from "./routes/webhooks.js";
 
 /**
  * The route table. Each mount is a prefix; a future `/api/v2` mounts its
@@ -12,7 +13,7 @@ import { tableRoutes } from "./routes/tables.js";
  */
 export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...dashboardRoutes, ...tableRoutes];
 
-export const webhookRoutes: RouteDef[] = [];
+export const webhookRoutes: RouteDef[] = [...webhookReceiverRoutes];
 
 export const mounts: ReadonlyArray<{ base: string; routes: readonly RouteDef[] }> = [
   { base: "/api/v1", routes: apiV1Routes },

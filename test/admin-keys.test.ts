@@ -3,6 +3,7 @@ import { createAdmin } from "../src/admin/index.js";
 import { ApiError } from "../src/errors.js";
 import { sha256Hex } from "../src/domain/crypto.js";
 import { generateApiKeyToken, isWellFormedApiKeyToken } from "../src/domain/tokens.js";
+import type { MemoryStorage } from "../src/memory/storage.js";
 import { NOW, setup } from "./support/api.js";
 
 describe("admin: API keys", () => {
@@ -39,7 +40,7 @@ describe("admin: API keys", () => {
     const rows = await call("GET", "/api/v1/datasets/ds_stores", { token });
     expect(rows.status).toBe(404);
 
-    const events = storage.state.auditLog.map((e) => e.event).filter((e) => e.action === "api_key.created");
+    const events = (storage as MemoryStorage).state.auditLog.map((e) => e.event).filter((e) => e.action === "api_key.created");
     expect(events).toHaveLength(1);
     expect(events[0]).toMatchObject({ teamId: "team_ops", category: "audit", target: { type: "api_key", id: key.id }, actor: { type: "user", id: "usr_ada" } });
   });
@@ -72,7 +73,7 @@ describe("admin: API keys", () => {
     const after = await call("GET", "/api/v1/me", { token });
     expect(after.status).toBe(401);
     expect(after.json.error.code).toBe("unauthorized");
-    expect(storage.state.auditLog.map((e) => e.event.action)).toContain("api_key.revoked");
+    expect((storage as MemoryStorage).state.auditLog.map((e) => e.event.action)).toContain("api_key.revoked");
     await expect(admin.revokeApiKey("key_missing")).rejects.toMatchObject({ status: 404 });
   });
 

@@ -3,6 +3,7 @@ import { describeAnalyticsConformance } from "./conformance/analytics.js";
 import { describeCatalogConformance } from "./conformance/catalog.js";
 import { describeIdentityConformance } from "./conformance/identity.js";
 import { describeTablesConformance } from "./conformance/tables.js";
+import { describeWebhookConformance } from "./conformance/webhooks.js";
 
 export type { ConformanceOptions, StorageFactory } from "./conformance/harness.js";
 import type { ConformanceOptions, StorageFactory } from "./conformance/harness.js";
@@ -20,6 +21,7 @@ export function runStorageConformance(name: string, factory: StorageFactory, opt
   describeCatalogConformance(name, factory, options);
   describeAnalyticsConformance(name, factory, options);
   describeTablesConformance(name, factory, options);
+  describeWebhookConformance(name, factory, options);
 }
 
 export type { Storage };
