@@ -53,6 +53,7 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
     // where copying the array (copy-on-write) would cost O(retainRows) per delivery.
     const excess = rows.length - retainRows;
     const removed = excess === 1 ? [rows.shift()!] : rows.splice(0, excess);
+    state.datasetRowsTrimmed.set(datasetId, (state.datasetRowsTrimmed.get(datasetId) ?? 0) + excess);
     for (const old of removed) {
       const id = old._id as string;
       const key = index.keyByRowId.get(id);
