@@ -56,8 +56,8 @@ export function tablePage(rows: readonly Row[], query: ConnectorQuery): Connecto
   let matching = query.filters ? rows.filter((row) => matchesFilters(row, query.filters)) : [...rows];
   if (query.orderBy !== null) {
     const column = query.orderBy;
-    const sign = query.orderDirection === "DESC" ? -1 : 1;
-    matching = matching.sort((a, b) => sign * compareValues(valueOf(a, column), valueOf(b, column)));
+    const descending = query.orderDirection === "DESC";
+    matching = matching.sort((a, b) => compareValues(valueOf(a, column), valueOf(b, column), descending));
   }
   const page = matching.slice(query.offset, query.offset + query.limit).map((row) => selectColumns(row, null));
   return { kind: "rows", rows: page, hasMore: query.offset + page.length < matching.length };
@@ -109,16 +109,17 @@ function valueOf(row: Row, column: string): unknown {
   return Object.hasOwn(row, column) ? row[column] : null;
 }
 
-/** Order of two JSON values: nulls last, numbers numerically, then by type name, then by text. */
-export function compareValues(a: unknown, b: unknown): number {
+/** Order of two JSON values: nulls last either way, numbers numerically, then by type name, then by text. */
+export function compareValues(a: unknown, b: unknown, descending = false): number {
   const aNull = a === null || a === undefined;
   const bNull = b === null || b === undefined;
   if (aNull || bNull) return aNull === bNull ? 0 : aNull ? 1 : -1;
-  if (typeof a === "number" && typeof b === "number") return a - b;
-  if (typeof a !== typeof b) return typeof a < typeof b ? -1 : 1;
+  const sign = descending ? -1 : 1;
+  if (typeof a === "number" && typeof b === "number") return sign * (a - b);
+  if (typeof a !== typeof b) return sign * (typeof a < typeof b ? -1 : 1);
   const x = typeof a === "string" ? a : JSON.stringify(a);
   const y = typeof b === "string" ? b : JSON.stringify(b);
-  return x < y ? -1 : x > y ? 1 : 0;
+  return sign * (x < y ? -1 : x > y ? 1 : 0);
 }
 
 function nonNegativeInt(value: unknown): number | null {

@@ -106,7 +106,7 @@ async function datasetOf(ctx: AuthedContext, connection: ConnectionRecord, datas
   if (datasets.length === 1) return datasets[0]!;
   if (datasets.length === 0) throw invalidParameter("datasetId", `connection ${connection.id} has no dataset to query`);
   throw invalidParameter("datasetId", `connection ${connection.id} carries ${datasets.length} datasets; send datasetId`, {
-    datasetIds: datasets.map((d) => d.id),
+    datasetIds: datasets.map((d) => d.id).sort(),
   });
 }
 
