@@ -54,7 +54,7 @@ export function createGuard(ports: { cache: Cache; rateLimiter: RateLimiter; clo
     const settings = guardSettings(request.connection, request.connector);
     const key = queryKey(request);
     if (!request.noCache) {
-      const fresh = await ports.cache.get<GuardedResult>(`dp:conn:fresh:${key}`);
+      const fresh = await cacheGet(`dp:conn:fresh:${key}`);
       if (fresh) return { result: fresh, cached: true, stale: false };
     }
     const running = inFlight.get(key);
@@ -79,14 +79,14 @@ export function createGuard(ports: { cache: Cache; rateLimiter: RateLimiter; clo
     }
     const stored: GuardedResult = { ...result, fetchedAt: ports.clock.now() };
     await Promise.all([
-      ports.cache.set(`dp:conn:fresh:${key}`, stored, settings.cacheTtlSeconds),
-      ports.cache.set(`dp:conn:stale:${key}`, stored, settings.staleTtlSeconds),
+      cacheSet(`dp:conn:fresh:${key}`, stored, settings.cacheTtlSeconds),
+      cacheSet(`dp:conn:stale:${key}`, stored, settings.staleTtlSeconds),
     ]);
     return { result: stored, cached: false, stale: false };
   }
 
   async function lastGood(key: string, settings: GuardSettings, retryAfterSeconds: number, reason: string): Promise<GuardAnswer> {
-    const previous = await ports.cache.get<GuardedResult>(`dp:conn:stale:${key}`);
+    const previous = await cacheGet(`dp:conn:stale:${key}`);
     if (previous) return { result: previous, cached: true, stale: true };
     const retryAfter = Math.max(1, Math.ceil(retryAfterSeconds));
     throw new ApiError(429, "rate_limited", `${reason}; retry later`, {
@@ -98,6 +98,22 @@ export function createGuard(ports: { cache: Cache; rateLimiter: RateLimiter; clo
         "ratelimit-reset": String(retryAfter),
       },
     });
+  }
+
+  // A cache that fails (a shared cache going away) is a miss, never a failed query.
+  async function cacheGet(key: string): Promise<GuardedResult | undefined> {
+    try {
+      return await ports.cache.get<GuardedResult>(key);
+    } catch {
+      return undefined;
+    }
+  }
+  async function cacheSet(key: string, value: GuardedResult, ttlSeconds: number): Promise<void> {
+    try {
+      await ports.cache.set(key, value, ttlSeconds);
+    } catch {
+      // The answer is still good; it just will not be reused.
+    }
   }
 
   return { query };

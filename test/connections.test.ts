@@ -341,6 +341,18 @@ describe("the guard", () => {
     expect(ctl.calls).toBe(1);
   });
 
+  it("treats a failing cache as a miss, never as a failed query", async () => {
+    const ctl = controlled();
+    const broken = { get: async () => Promise.reject(new Error("down")), set: async () => Promise.reject(new Error("down")), delete: async () => {} };
+    const { call } = await setup({ fixture: fixture(), cache: broken, connectors: { controlled: ctl.connector } });
+    for (let i = 0; i < 2; i++) {
+      const res = await call("GET", "/api/v1/connections/conn_slow/query", { token: TOKENS.sync });
+      expect(res.status).toBe(200);
+      expect(res.json.cached).toBe(false);
+    }
+    expect(ctl.state.calls).toBe(2);
+  });
+
   it("makes one upstream call for 20 concurrent identical queries", async () => {
     const { q, ctl } = await start();
     let open!: () => void;
