@@ -121,19 +121,20 @@ export function createGuard(ports: { cache: Cache; rateLimiter: RateLimiter; clo
 
 export type Guard = ReturnType<typeof createGuard>;
 
-const guards = new WeakMap<Cache, Guard>();
+const guards = new WeakMap<Cache, WeakMap<RateLimiter, WeakMap<Clock, Guard>>>();
 
 /**
- * The guard of an API instance, made on first use: one per cache port, so
- * the single-flight table lives as long as the API and is never shared
- * between two APIs with different caches.
+ * The guard of an API instance, made on first use and kept for its ports,
+ * so the single-flight table lives as long as the API and two APIs share one
+ * only when they share cache, rate limiter and clock.
  */
 export function guardFor(ports: { cache: Cache; rateLimiter: RateLimiter; clock: Clock }): Guard {
-  let guard = guards.get(ports.cache);
-  if (!guard) {
-    guard = createGuard(ports);
-    guards.set(ports.cache, guard);
-  }
+  let byLimiter = guards.get(ports.cache);
+  if (!byLimiter) guards.set(ports.cache, (byLimiter = new WeakMap()));
+  let byClock = byLimiter.get(ports.rateLimiter);
+  if (!byClock) byLimiter.set(ports.rateLimiter, (byClock = new WeakMap()));
+  let guard = byClock.get(ports.clock);
+  if (!guard) byClock.set(ports.clock, (guard = createGuard(ports)));
   return guard;
 }
 
