@@ -16,4 +16,5 @@ export { memoryConnector } from "./connectors/memory.js";
 export { postgresConnector, type PostgresConnectorOptions } from "./connectors/postgres.js";
 export { arcgisConnector, type ArcgisConnectorOptions } from "./connectors/arcgis.js";
 export type { ApiSettings, Ports } from "./context.js";
+export type { TableSchemas, ValidationIssue } from "./domain/validation.js";
 export { generateApiKeyToken, isWellFormedApiKeyToken } from "./domain/tokens.js";

@@ -4,14 +4,16 @@ import { postgresConnector } from "./connectors/postgres.js";
 import type { ConnectorRegistry } from "./ports/connector.js";
 import type { RouteDef } from "./routing.js";
 import { connectionRoutes } from "./routes/connections.js";
+import { dashboardRoutes } from "./routes/dashboards.js";
 import { datasetRoutes } from "./routes/datasets.js";
 import { identityRoutes } from "./routes/identity.js";
+import { tableRoutes } from "./routes/tables.js";
 
 /**
  * The route table. Each mount is a prefix; a future `/api/v2` mounts its
  * own list beside `/api/v1`. The webhook receiver has no version prefix.
  */
-export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...connectionRoutes];
+export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...connectionRoutes, ...dashboardRoutes, ...tableRoutes];
 
 export const webhookRoutes: RouteDef[] = [];
 

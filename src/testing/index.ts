@@ -1,6 +1,8 @@
 import type { Storage } from "../ports/storage.js";
+import { describeAnalyticsConformance } from "./conformance/analytics.js";
 import { describeCatalogConformance } from "./conformance/catalog.js";
 import { describeIdentityConformance } from "./conformance/identity.js";
+import { describeTablesConformance } from "./conformance/tables.js";
 
 export type { ConformanceOptions, StorageFactory } from "./conformance/harness.js";
 import type { ConformanceOptions, StorageFactory } from "./conformance/harness.js";
@@ -16,6 +18,8 @@ import type { ConformanceOptions, StorageFactory } from "./conformance/harness.j
 export function runStorageConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
   describeIdentityConformance(name, factory, options);
   describeCatalogConformance(name, factory, options);
+  describeAnalyticsConformance(name, factory, options);
+  describeTablesConformance(name, factory, options);
 }
 
 export type { Storage };
