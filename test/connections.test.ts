@@ -405,6 +405,26 @@ describe("refreshDataset", () => {
     expect(storage.state.refreshRuns.at(-1)).toMatchObject({ datasetId: "ds_missing", rowsProcessed: 0, error: "source nope does not exist" });
   });
 
+  it("shows real runs in GET /space/refresh-history", async () => {
+    const { api, call, clock } = await start();
+    const admin = createAdmin(api);
+    await admin.refreshDataset("ds_stores");
+    clock.advance(60_000);
+    await admin.refreshDataset("ds_stores", { maxRows: 1 });
+    const res = await call("GET", "/api/v1/space/refresh-history?days=1", { token: TOKENS.sync });
+    expect(res.status).toBe(200);
+    const row = res.json.rows.find((r: any) => r.dataset_id === "ds_stores");
+    expect(row).toMatchObject({
+      dataset: "Stores",
+      connection: "Retail warehouse",
+      day: NOW.slice(0, 10),
+      runs: 2,
+      failures: 1,
+      rows_processed: 4,
+      last_error: "the source holds more than 1 rows",
+    });
+  });
+
   it("fails a run over maxRows without touching the rows, and refuses datasets without a queryable connection", async () => {
     const { api, storage } = await start();
     const admin = createAdmin(api);
