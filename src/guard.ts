@@ -12,8 +12,8 @@ import type { RateLimiter } from "./ports/rate-limiter.js";
 export const DEFAULT_GUARD_SETTINGS: GuardSettings = {
   cacheTtlSeconds: 60,
   staleTtlSeconds: 24 * 60 * 60,
-  ratePerSecond: 10,
-  burst: 20,
+  ratePerSecond: 20,
+  burst: 40,
 };
 
 /** A connector result as the guard stores and answers it. `fetchedAt`: epoch ms of the upstream call. */

@@ -341,6 +341,13 @@ describe("the guard", () => {
     expect(ctl.calls).toBe(1);
   });
 
+  it("does not throttle in-process memory sources by default: 50 distinct queries all reach the source", async () => {
+    const { q, memory } = await start();
+    const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => q(`conn_retail/query?datasetId=ds_stores&offset=${i}`)));
+    expect(answers.map((r) => r.status)).toEqual(Array(50).fill(200));
+    expect(memory.calls).toBe(50);
+  });
+
   it("treats a failing cache as a miss, never as a failed query", async () => {
     const ctl = controlled();
     const broken = { get: async () => Promise.reject(new Error("down")), set: async () => Promise.reject(new Error("down")), delete: async () => {} };

@@ -26,6 +26,8 @@ interface MemoryLayer {
  */
 export function memoryConnector(): Connector {
   return {
+    // In-process data has no upstream to protect; a connection's config can still set a limit (to try stale serving).
+    guardDefaults: { ratePerSecond: 1000, burst: 1000 },
     isSpatial(connection, source) {
       return source !== null && layerOf(connection, source) !== null;
     },
