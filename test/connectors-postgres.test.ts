@@ -41,6 +41,8 @@ beforeAll(async () => {
     (2, 'Books', 'Paris', '["a"]', 'y'),
     (3, 'Cafe', 'Lyon', null, 'z'),
     (4, 'Deli', null, '{"k":2}', 'w')`);
+  await admin.query(`CREATE TABLE "${SCHEMA}".events (at timestamptz, day date, local timestamp, raw bytea, big bigint)`);
+  await admin.query(`INSERT INTO "${SCHEMA}".events VALUES ('2026-10-31T23:30:00-02:00', '2026-11-01', '2026-11-01 08:15:00', '\\x6869', 9007199254740993)`);
   await admin.query(`CREATE TABLE "${SCHEMA}".canary (alive boolean)`);
   await admin.query(`INSERT INTO "${SCHEMA}".canary VALUES (true)`);
   await admin.query(`CREATE VIEW "${SCHEMA}".slow AS SELECT pg_sleep(2)::text AS nap`);
@@ -68,7 +70,7 @@ async function start() {
     lastRefreshedAt: null, updatedAt: "2026-10-03T00:00:00Z",
   });
   // ds_places declares no columns, so the connector's own checks are what stands between a request and the SQL.
-  f.datasets.push(ds("ds_places", `${SCHEMA}.places`), ds("ds_slow", `${SCHEMA}.slow`), ds("ds_absent", `${SCHEMA}.absent`), ds("ds_sneaky", `${SCHEMA}.sneaky`));
+  f.datasets.push(ds("ds_places", `${SCHEMA}.places`), ds("ds_slow", `${SCHEMA}.slow`), ds("ds_absent", `${SCHEMA}.absent`), ds("ds_sneaky", `${SCHEMA}.sneaky`), ds("ds_events", `${SCHEMA}.events`));
   f.apiKeys[0].allowlist.connections.push("conn_pg");
   const storage = createMemoryStorage();
   const env = await setup({ fixture: f, storage, connectors: { postgres: connector } });
@@ -176,6 +178,22 @@ describe.skipIf(!hasPg)("postgres connector", () => {
       .catch((e: Error) => e);
     expect(error).toMatchObject({ name: "UpstreamUnavailableError", message: "cannot reach the database" });
     await lonely.close?.();
+  });
+
+  it("answers dates, instants, bytes and big integers as JSON values whose types infer correctly", async () => {
+    const { q, api, storage } = await start();
+    const res = await q("ds_events", { filters: { day: "2026-11-01" } });
+    expect(res.json.data).toEqual([
+      { at: "2026-11-01T01:30:00.000Z", day: "2026-11-01", local: "2026-11-01T08:15:00", raw: "aGk=", big: "9007199254740993" },
+    ]);
+    await createAdmin(api).refreshDataset("ds_events");
+    expect(storage.state.datasets.get("ds_events")!.columns).toEqual([
+      { name: "at", type: "datetime" },
+      { name: "day", type: "date" },
+      { name: "local", type: "datetime" },
+      { name: "raw", type: "string" },
+      { name: "big", type: "string" },
+    ]);
   });
 
   it("refreshes a dataset from the table", async () => {

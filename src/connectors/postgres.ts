@@ -110,15 +110,39 @@ async function selectPage(client: pg.PoolClient, source: string, query: Connecto
     `SELECT * FROM ${schema === null ? "" : `${quoteIdent(schema)}.`}${quoteIdent(table)}` +
     (conditions.length > 0 ? ` WHERE ${conditions.join(" AND ")}` : "") +
     `${order} LIMIT $${values.length - 1} OFFSET $${values.length}`;
-  const result = await client.query<unknown[]>({ text, values, rowMode: "array" });
+  const result = await client.query<unknown[]>({ text, values, rowMode: "array", types: JSON_TYPES });
   const names = result.fields.map((f) => f.name);
   const rows = result.rows.slice(0, query.limit).map((cells) => {
     // Null-prototype rows: a column named __proto__ is plain data.
     const row: Row = Object.create(null);
-    names.forEach((name, i) => (row[name] = cells[i] ?? null));
+    names.forEach((name, i) => (row[name] = jsonValue(cells[i])));
     return row;
   });
   return { kind: "rows", rows, hasMore: result.rows.length > query.limit };
+}
+
+const DATE_OID = 1082;
+const TIMESTAMP_OID = 1114;
+
+/**
+ * pg's parsers, except for values JSON cannot carry: a `date` stays
+ * `YYYY-MM-DD` and a `timestamp` (no zone) stays wall-clock time
+ * `YYYY-MM-DDTHH:MM:SS`, instead of Dates shifted by the server's zone.
+ */
+const JSON_TYPES = {
+  getTypeParser(oid: number, format?: "text" | "binary") {
+    if (oid === DATE_OID) return (value: string) => value;
+    if (oid === TIMESTAMP_OID) return (value: string) => value.replace(" ", "T");
+    return pg.types.getTypeParser(oid, format as "text");
+  },
+} as pg.CustomTypesConfig;
+
+/** A cell as JSON: an instant (`timestamptz`) as ISO 8601 UTC, bytes (`bytea`) as base64. */
+function jsonValue(cell: unknown): unknown {
+  if (cell === undefined || cell === null) return null;
+  if (cell instanceof Date) return Number.isNaN(cell.getTime()) ? null : cell.toISOString();
+  if (Buffer.isBuffer(cell)) return cell.toString("base64");
+  return cell;
 }
 
 /** JSON equality pushed down: json columns compare as jsonb, others let PostgreSQL cast the parameter. */
