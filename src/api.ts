@@ -57,6 +57,8 @@ export const DEFAULT_SETTINGS: ApiSettings = {
   webhookRatePerSecond: 50,
   webhookRetainRows: 10_000,
   trustedProxies: [],
+  tableSchemas: {},
+  idempotencyWaitMs: 2000,
 };
 
 const CORS_HEADERS: Record<string, string> = {

@@ -9,7 +9,7 @@ export function createMemoryCache(options: { max?: number; clock?: Clock } = {})
   const lru = new LRUCache<string, { value: unknown }>({
     max: options.max ?? 5_000,
     ttlAutopurge: false,
-    // lru-cache caches "now" for ttlResolution ms of real time; an injected clock must be read on every check.
+    // Read the injected clock on every check: lru-cache otherwise reuses one reading for 1 ms of real time.
     ttlResolution: 0,
     perf: { now: () => clock.now() },
   });

@@ -2,6 +2,8 @@ import type { Storage } from "../ports/storage.js";
 import { describeAnalyticsConformance } from "./conformance/analytics.js";
 import { describeCatalogConformance } from "./conformance/catalog.js";
 import { describeIdentityConformance } from "./conformance/identity.js";
+import { describeTablesConformance } from "./conformance/tables.js";
+import { describeWebhookConformance } from "./conformance/webhooks.js";
 
 export type { ConformanceOptions, StorageFactory } from "./conformance/harness.js";
 import type { ConformanceOptions, StorageFactory } from "./conformance/harness.js";
@@ -18,6 +20,8 @@ export function runStorageConformance(name: string, factory: StorageFactory, opt
   describeIdentityConformance(name, factory, options);
   describeCatalogConformance(name, factory, options);
   describeAnalyticsConformance(name, factory, options);
+  describeTablesConformance(name, factory, options);
+  describeWebhookConformance(name, factory, options);
 }
 
 export type { Storage };

@@ -47,6 +47,12 @@ export interface MemoryState {
   datasets: Map<string, DatasetRecord>;
   /** Rows of upload/connection datasets in stored order. */
   datasetRows: Map<string, Row[]>;
+  /**
+   * Rows trimmed from the front of `datasetRows` so far (retention): a row's
+   * absolute position is its index plus this, so a streaming read survives a
+   * trim that shifts the array under it.
+   */
+  datasetRowsTrimmed: Map<string, number>;
   tables: Map<string, TableRecord>;
   /** Input-table rows by table id, in creation order. */
   tableRows: Map<string, Row[]>;
@@ -74,6 +80,7 @@ export function createMemoryState(): MemoryState {
     connections: new Map(),
     datasets: new Map(),
     datasetRows: new Map(),
+    datasetRowsTrimmed: new Map(),
     tables: new Map(),
     tableRows: new Map(),
     dashboards: new Map(),
