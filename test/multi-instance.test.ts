@@ -188,17 +188,18 @@ describe.skipIf(!!skip)("two instances on one PostgreSQL and one Redis", () => {
   });
 
   it.skipIf(!features.webhooks)("shares the webhook rate limit between the instances", async () => {
-    const statuses: number[] = [];
-    for (let n = 0; n < 8; n++) {
-      const target = n % 2 ? b : a;
-      const reply = await fetch(`${target.url}/api/webhooks/mi-rate`, {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ n }),
-      });
-      statuses.push(reply.status);
-      await reply.arrayBuffer();
-    }
+    // Eight distinct deliveries at once, four to each instance.
+    const statuses = await Promise.all(
+      Array.from({ length: 8 }, async (_, n) => {
+        const reply = await fetch(`${(n % 2 ? b : a).url}/api/webhooks/mi-rate`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ n }),
+        });
+        await reply.arrayBuffer();
+        return reply.status;
+      }),
+    );
     const allowed = statuses.filter((s) => s === 200).length;
     // Burst 2 shared: 2 pass (a third if a token refilled meanwhile); two
     // separate in-process limiters would have let 4 through.
