@@ -81,6 +81,19 @@ describe.skipIf(!!skip)("postgres storage", () => {
     expect((await instances[3]!.listDatasets({ teamId: "team_ops" })).length).toBe(4);
   });
 
+  it("reopens an existing schema without re-applying migrations, keeping what was written", async () => {
+    const schema = testSchema();
+    const first = await store(schema);
+    await first.appendAuditEvent(event("evt_kept", "2026-10-01T00:00:00Z"), NOW - 10_000);
+    await first.close();
+    const again = await store(schema, false);
+    expect(await again.seed(parseFixture(conformanceFixture()))).toBe("kept");
+    const applied = await again.db.query<{ version: number }>(`select version from ${again.db.t("schema_migrations")}`);
+    expect(applied.map((r) => r.version)).toEqual([1]);
+    const feed = await again.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: NOW, limit: 10 });
+    expect(feed.events.map((e) => e.event.id)).toEqual(["evt_fx_1", "evt_fx_2", "evt_fx_3", "evt_kept"]);
+  });
+
   describe("input tables", () => {
     const base = { tableId: "tbl_targets", actor };
     const audit = (action: string) => event(`evt_${action}_${Math.random()}`, new Date(NOW).toISOString());
