@@ -288,6 +288,49 @@ describe.skipIf(!!skip)("postgres storage", () => {
     });
   });
 
+  describe("audit feed under concurrent writers", () => {
+    it("delivers every event exactly once to a poller while transactions commit out of order", async () => {
+      const s = await store();
+      const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+      const written: string[] = [];
+      const writer = async (w: number) => {
+        const client = new pg.Client({ connectionString: POSTGRES_URL });
+        await client.connect();
+        try {
+          for (let i = 0; i < 15; i++) {
+            const id = `evt_w${w}_${i}`;
+            await client.query("BEGIN");
+            await client.query(`insert into ${s.db.t("audit_events")} (team_id, category, time_ms, stored_at, event) values ('team_ops', 'audit', 0, 0, $1)`, [
+              JSON.stringify(event(id, "2026-10-01T00:00:00Z")),
+            ]);
+            // Hold the transaction open a while so later xids commit first.
+            await sleep((w * 7 + i * 3) % 11);
+            await client.query("COMMIT");
+            written.push(id);
+          }
+        } finally {
+          await client.end();
+        }
+      };
+      const seen: string[] = [];
+      let after: string | null = null;
+      let writing = true;
+      const poller = (async () => {
+        while (writing || seen.length < written.length + 3) {
+          const page = await s.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after, since: null, storedBefore: NOW, limit: 7 });
+          seen.push(...page.events.map((e) => e.event.id));
+          if (page.events.length > 0) after = page.events.at(-1)!.position;
+          else await sleep(2);
+        }
+      })();
+      await Promise.all([0, 1, 2, 3, 4].map(writer));
+      writing = false;
+      await poller;
+      expect(new Set(seen).size).toBe(seen.length);
+      expect([...seen].sort()).toEqual([...written, "evt_fx_1", "evt_fx_2", "evt_fx_3"].sort());
+    });
+  });
+
   describe("analytics", () => {
     it("aggregates views, refresh runs and the API usage log in SQL", async () => {
       const s = await store();
