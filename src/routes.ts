@@ -1,6 +1,7 @@
 import { memoryConnector } from "./connectors/memory.js";
 import type { ConnectorRegistry } from "./ports/connector.js";
 import type { RouteDef } from "./routing.js";
+import { auditRoutes } from "./routes/audit.js";
 import { datasetRoutes } from "./routes/datasets.js";
 import { identityRoutes } from "./routes/identity.js";
 
@@ -8,7 +9,7 @@ import { identityRoutes } from "./routes/identity.js";
  * The route table. Each mount is a prefix; a future `/api/v2` mounts its
  * own list beside `/api/v1`. The webhook receiver has no version prefix.
  */
-export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes];
+export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...auditRoutes];
 
 export const webhookRoutes: RouteDef[] = [];
 
