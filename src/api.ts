@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { IttyRouter } from "itty-router";
-import { assertKeyPlan, assertScope, authenticate, type Credential, storageSessions } from "./auth.js";
+import { actorOf, assertKeyPlan, assertScope, authenticate, type Credential, storageSessions } from "./auth.js";
 import type { ApiSettings, AuthedContext, HandlerContext, Ports } from "./context.js";
 import type { AuditEvent } from "./domain/model.js";
 import { ApiError } from "./errors.js";
@@ -170,15 +170,17 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
       }
     } catch (error) {
       reply = errorReply(error, requestId, log);
-      if (reply.status >= 500) {
+      // The API's own 5xx reach the business feed (category error). Without a
+      // credential no business can be named, so only the log above keeps it.
+      if (reply.status >= 500 && credential) {
         recordAudit({
-          teamId: credential ? teamOf(credential) : "",
+          teamId: errorTeamOf(credential, req.url),
           category: "error",
           action: "api.error",
-          actor: null,
+          actor: actorOf(credential),
           target: route ? { type: "route", id: `${req.method} ${group!.mount}${route.path}` } : null,
           outcome: "failure",
-          ip: req.clientAddress,
+          ip: resolveClientAddress(req.clientAddress, req.headers.get("x-forwarded-for"), settings.trustedProxies),
           userAgent: req.headers.get("user-agent"),
           details: { requestId, status: reply.status },
         });
@@ -218,6 +220,14 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     settings,
     routes: allRoutes,
   };
+}
+
+/** The team a failed request is recorded against: the key's, or the session's `teamId` when it is one of the person's teams. */
+function errorTeamOf(credential: Credential, url: string): string {
+  if (credential.kind === "api-key") return credential.team.id;
+  const asked = new URL(url).searchParams.get("teamId");
+  if (asked && credential.memberships.some((m) => m.teamId === asked)) return asked;
+  return teamOf(credential);
 }
 
 function teamOf(credential: Credential): string {
