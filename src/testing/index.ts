@@ -1,4 +1,5 @@
 import type { Storage } from "../ports/storage.js";
+import { describeAuditConformance } from "./conformance/audit.js";
 import { describeCatalogConformance } from "./conformance/catalog.js";
 import { describeIdentityConformance } from "./conformance/identity.js";
 
@@ -16,6 +17,7 @@ import type { ConformanceOptions, StorageFactory } from "./conformance/harness.j
 export function runStorageConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
   describeIdentityConformance(name, factory, options);
   describeCatalogConformance(name, factory, options);
+  describeAuditConformance(name, factory, options);
 }
 
 export type { Storage };
