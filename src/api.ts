@@ -121,7 +121,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
 
   function recordAudit(event: Omit<AuditEvent, "id" | "time"> & { time?: string }): void {
     const now = clock.now();
-    const full: AuditEvent = { id: `evt_${randomUUID()}`, time: event.time ?? new Date(now).toISOString(), ...event } as AuditEvent;
+    const full: AuditEvent = { ...event, id: `evt_${randomUUID()}`, time: event.time ?? new Date(now).toISOString() };
     storage.appendAuditEvent(full, now).catch((error: unknown) => log("could not store an audit event", error));
   }
 
