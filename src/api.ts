@@ -57,6 +57,8 @@ export const DEFAULT_SETTINGS: ApiSettings = {
   webhookRatePerSecond: 50,
   webhookRetainRows: 10_000,
   trustedProxies: [],
+  tableSchemas: {},
+  idempotencyWaitMs: 2000,
 };
 
 const CORS_HEADERS: Record<string, string> = {
@@ -131,9 +133,10 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     let group: RouteGroup | undefined;
     let route: RouteDef | undefined;
     let credential: Credential | undefined;
+    let params: Record<string, string> | undefined;
     let reply: ApiReply;
+    const probe = { method: "GET", url: req.url } as { method: string; url: string; params?: Record<string, string>; query?: RawQuery };
     try {
-      const probe = { method: "GET", url: req.url } as { method: string; url: string; params?: Record<string, string>; query?: RawQuery };
       group = (await router.fetch(probe)) as RouteGroup | undefined;
       if (req.method === "OPTIONS") {
         reply = { status: 204, headers: { ...PREFLIGHT_HEADERS }, body: null };
@@ -143,7 +146,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
         if (!route) {
           throw new ApiError(405, "method_not_allowed", `${req.method} is not allowed here`, { headers: { allow: group.allow } });
         }
-        const params = decodeParams(probe.params ?? {});
+        params = decodeParams(probe.params ?? {});
         const base: HandlerContext = {
           ...ports,
           settings,
@@ -174,7 +177,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
       // credential no business can be named, so only the log above keeps it.
       if (reply.status >= 500 && credential) {
         recordAudit({
-          teamId: errorTeamOf(credential, req.url),
+          teamId: teamOf(credential, probe.query?.teamId),
           category: "error",
           action: "api.error",
           actor: actorOf(credential),
@@ -191,12 +194,13 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     if (route && route.logged !== false && group) {
       const call = {
         at: new Date(clock.now()).toISOString(),
-        teamId: credential ? teamOf(credential) : null,
+        teamId: credential ? teamOf(credential, probe.query?.teamId) : null,
         credentialKind: credential ? credential.kind : ("anonymous" as const),
         credentialId: credential ? (credential.kind === "api-key" ? credential.key.id : credential.user.id) : null,
         credentialName: credential ? (credential.kind === "api-key" ? credential.key.name : credential.user.email) : null,
         method: req.method,
         route: group.mount + route.path,
+        objectId: params?.id ?? null,
         status: reply.status,
         latencyMs: Math.round(performance.now() - startedAt),
       };
@@ -222,16 +226,11 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
   };
 }
 
-/** The team a failed request is recorded against: the key's, or the session's `teamId` when it is one of the person's teams. */
-function errorTeamOf(credential: Credential, url: string): string {
+/** The team a call is counted for: a key's own team; for a session, the `teamId` it sent when it is a member, else its first team. */
+function teamOf(credential: Credential, requestedTeamId?: string | string[]): string {
   if (credential.kind === "api-key") return credential.team.id;
-  const asked = new URL(url).searchParams.get("teamId");
-  if (asked && credential.memberships.some((m) => m.teamId === asked)) return asked;
-  return teamOf(credential);
-}
-
-function teamOf(credential: Credential): string {
-  return credential.kind === "api-key" ? credential.team.id : (credential.memberships[0]?.teamId ?? "");
+  const requested = typeof requestedTeamId === "string" ? credential.memberships.find((m) => m.teamId === requestedTeamId) : undefined;
+  return requested?.teamId ?? credential.memberships[0]?.teamId ?? "";
 }
 
 function decodeParams(params: Record<string, string>): Record<string, string> {
