@@ -519,9 +519,13 @@ describe("OCSF schema", () => {
     await admin.recordDashboardError({ dashboardId: "dash_x", message: "boom" });
     await record({ teamId: "team_mkt", actor: null, target: null, ip: null, outcome: "denied", action: "weird" });
     await record({ teamId: "team_ops", actor: { type: "system", id: "cron", name: "nightly" }, time: "not a time" });
+    const row = await call("POST", "/api/v1/tables/tbl_targets/rows", { token: TOKENS.sync, body: { region: "APAC", target: 5 } });
+    expect(row.status).toBe(201);
+    await call("PATCH", `/api/v1/tables/tbl_targets/rows/${row.json._id}`, { token: TOKENS.sync, body: { target: 6 } });
+    await call("DELETE", `/api/v1/tables/tbl_targets/rows/${row.json._id}`, { token: TOKENS.sync });
     clock.advance(LAG_MS);
     const res = await feed({ category: ["data_access", "error"] });
-    expect(res.json.events.length).toBe(8);
+    expect(res.json.events.length).toBe(11);
     for (const mapped of res.json.events) {
       const check = ocsfApiActivitySchema.safeParse(mapped);
       expect(check.success, JSON.stringify(check.error?.issues)).toBe(true);
@@ -529,6 +533,7 @@ describe("OCSF schema", () => {
       expect(Number.isInteger(mapped.time)).toBe(true);
     }
     const byOp = Object.fromEntries(res.json.events.map((e: { api: { operation: string } }) => [e.api.operation, e]));
+    expect(["table.row.created", "table.row.updated", "table.row.deleted"].map((op) => byOp[op].type_uid)).toEqual([600301, 600303, 600304]);
     expect(byOp["dataset.rows.read"]).toMatchObject({ activity_id: 2, actor: { user: { uid: "key_sync", type: "API Key" } } });
     expect(byOp["dashboard.error"]).toMatchObject({ activity_id: 99, severity_id: 3, status_id: 2, src_endpoint: { name: "unknown" } });
     expect(byOp["weird"]).toMatchObject({ activity_id: 99, status_id: 99, status_detail: "denied", actor: { app_name: "Dataport" } });

@@ -21,7 +21,7 @@ type StatusId = keyof typeof STATUS_NAMES;
 const VERBS: ReadonlyArray<[ActivityId, RegExp]> = [
   [1, /^(create|created|add|added|insert|inserted|invite|invited)$/],
   [2, /^(read|get|list|listed|query|queried|view|viewed|export|exported|download|downloaded)$/],
-  [3, /^(update|updated|change|changed|edit|edited|publish|published|unpublish|unpublished|rotate|rotated|set|rename|renamed)$/],
+  [3, /^(update|updated|change|changed|edit|edited|publish|published|unpublish|unpublished|rotate|rotated|set|rename|renamed|refresh|refreshed)$/],
   [4, /^(delete|deleted|remove|removed|revoke|revoked|destroy|destroyed)$/],
 ];
 
