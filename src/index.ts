@@ -13,3 +13,4 @@ export type { SessionAuthenticator } from "./ports/session.js";
 export type { Connector, ConnectorQuery, ConnectorResult, ConnectorRegistry } from "./ports/connector.js";
 export type { ApiSettings, Ports } from "./context.js";
 export { generateApiKeyToken, isWellFormedApiKeyToken } from "./domain/tokens.js";
+export { createOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from "./openapi.js";

@@ -3,12 +3,13 @@ import type { ConnectorRegistry } from "./ports/connector.js";
 import type { RouteDef } from "./routing.js";
 import { datasetRoutes } from "./routes/datasets.js";
 import { identityRoutes } from "./routes/identity.js";
+import { openapiRoutes } from "./routes/openapi.js";
 
 /**
  * The route table. Each mount is a prefix; a future `/api/v2` mounts its
  * own list beside `/api/v1`. The webhook receiver has no version prefix.
  */
-export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes];
+export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...openapiRoutes];
 
 export const webhookRoutes: RouteDef[] = [];
 
