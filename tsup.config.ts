@@ -12,6 +12,7 @@ export default defineConfig({
     "adapters/node": "adapters/node.ts",
     "adapters/bun": "adapters/bun.ts",
     "adapters/deno": "adapters/deno.ts",
+    "client/index": "src/client/index.ts",
   },
   format: ["esm"],
   target: "node20",
