@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { serveBun } from "../../adapters/bun.js";
 import { FixtureError } from "../../src/fixture/load.js";
-import { createExampleApi, parseExampleArgs, UsageError } from "../runtime/options.js";
+import { createExampleApi, parseExampleArgs, UsageError } from "../shared/options.js";
 
 const demoFixture = fileURLToPath(new URL("../demo/space.json", import.meta.url));
 

@@ -5,7 +5,7 @@
  */
 import { serveDeno } from "../../adapters/deno.js";
 import { FixtureError } from "../../src/fixture/load.js";
-import { createExampleApi, parseExampleArgs, UsageError } from "../runtime/options.js";
+import { createExampleApi, parseExampleArgs, UsageError } from "../shared/options.js";
 
 /** The part of the `Deno` namespace this example uses (the project compiles without Deno's types). */
 declare const Deno: {

@@ -5,7 +5,7 @@ import { createOffsetClock } from "../../src/memory/clock.js";
 import { createMemoryStorage } from "../../src/memory/storage.js";
 
 /**
- * What the Bun and Deno example servers share: the command line of
+ * What the example servers share: the command line of
  * `shared/fixture-format.md` (less `--db` and `--redis`: these examples run
  * on the in-memory store, which needs no native module on any runtime) and
  * an API over the memory ports with the fixture loaded.
