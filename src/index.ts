@@ -12,5 +12,6 @@ export type { RateLimiter, RateLimit, RateDecision } from "./ports/rate-limiter.
 export type { SessionAuthenticator } from "./ports/session.js";
 export type { Connector, ConnectorQuery, ConnectorResult, ConnectorRegistry } from "./ports/connector.js";
 export type { ApiSettings, Ports } from "./context.js";
+export type { TableSchemas, ValidationIssue } from "./domain/validation.js";
 export { generateApiKeyToken, isWellFormedApiKeyToken } from "./domain/tokens.js";
 export { createOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from "./openapi.js";

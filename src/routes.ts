@@ -1,17 +1,20 @@
 import { memoryConnector } from "./connectors/memory.js";
 import type { ConnectorRegistry } from "./ports/connector.js";
 import type { RouteDef } from "./routing.js";
+import { dashboardRoutes } from "./routes/dashboards.js";
 import { datasetRoutes } from "./routes/datasets.js";
 import { identityRoutes } from "./routes/identity.js";
 import { openapiRoutes } from "./routes/openapi.js";
+import { tableRoutes } from "./routes/tables.js";
+import { webhookReceiverRoutes } from "./routes/webhooks.js";
 
 /**
  * The route table. Each mount is a prefix; a future `/api/v2` mounts its
  * own list beside `/api/v1`. The webhook receiver has no version prefix.
  */
-export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...openapiRoutes];
+export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...dashboardRoutes, ...tableRoutes, ...openapiRoutes];
 
-export const webhookRoutes: RouteDef[] = [];
+export const webhookRoutes: RouteDef[] = [...webhookReceiverRoutes];
 
 export const mounts: ReadonlyArray<{ base: string; routes: readonly RouteDef[] }> = [
   { base: "/api/v1", routes: apiV1Routes },
