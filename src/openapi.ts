@@ -223,11 +223,27 @@ function headerParameters(route: RouteDef): OpenApiParameter[] {
 
 function requestBody(route: RouteDef): NonNullable<OpenApiOperation["requestBody"]> {
   const declared = (route.body as { schema?: z.ZodType } | undefined)?.schema;
-  const schema: JsonSchema = declared ? toJsonSchema(declared, "input") : { type: "object" };
+  const schema: JsonSchema = declared ? toJsonSchema(declared, "input") : bodyByConvention(route);
   if (route.body?.kind === "raw") {
     return { required: true, content: { "application/json": { schema }, "application/x-www-form-urlencoded": { schema } } };
   }
   return { required: true, content: json(schema) };
+}
+
+/** Bodies are payloads (rows, webhook events) that never pass through a schema; describe what the API expects of them. */
+function bodyByConvention(route: RouteDef): JsonSchema {
+  if (route.body?.kind === "raw") {
+    return { type: "object", description: "One event, stored as one row: nested objects flatten to dot-separated columns, arrays are kept as JSON strings." };
+  }
+  const values = "Column values; only declared columns (any, when the table declares none), no `_`-prefixed names.";
+  if (route.method === "PATCH") {
+    return {
+      type: "object",
+      description: `${values} With \`expectedUpdatedAt\`, a row changed since then is refused with 409.`,
+      properties: { expectedUpdatedAt: { type: "string", format: "date-time" } },
+    };
+  }
+  return { type: "object", description: values };
 }
 
 function successResponses(route: RouteDef): OpenApiOperation["responses"] {

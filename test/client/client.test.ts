@@ -94,6 +94,38 @@ describe("client against the API (api.fetch, no network)", () => {
     expect(spy.requests[0]!.headers.get("authorization")).toBeNull();
   });
 
+  it("pages /tables/{id}/rows and writes rows through the API", async () => {
+    const { api } = await setup();
+    const dp = createClient({ baseUrl: BASE, token: TOKENS.sync, fetch: api.fetch });
+    for (const region of ["AMER", "APAC", "LATAM"]) await dp.tables.insert("tbl_targets", { region, target: 1 });
+    const regions: unknown[] = [];
+    for await (const row of dp.tables.iterateRows("tbl_targets", { pageSize: 2 })) regions.push(row.region);
+    expect(regions).toEqual(["EMEA", "AMER", "APAC", "LATAM"]);
+    const updated = await dp.tables.update("tbl_targets", "row_1", { target: 5 }, { expectedUpdatedAt: "2026-10-01T00:00:00.000Z" });
+    expect(updated).toMatchObject({ _id: "row_1", target: 5 });
+    const stale = await dp.tables
+      .update("tbl_targets", "row_1", { target: 6 }, { expectedUpdatedAt: "2026-10-01T00:00:00.000Z" })
+      .catch((e: DataportError) => e);
+    expect(stale).toMatchObject({ status: 409, code: "conflict" });
+    await expect(dp.tables.delete("tbl_targets", "row_1")).resolves.toEqual({ deleted: true });
+  });
+
+  it("stores a POST once when its answer is lost and the retry reuses the Idempotency-Key", async () => {
+    const { api } = await setup();
+    const { sleep } = fakeSleep();
+    // The first attempt reaches the API, but its answer is lost on the way back.
+    const lossy = fakeFetch(async (request, i) => {
+      const response = await api.fetch(request);
+      return i === 0 ? json(503, envelope("internal")) : response;
+    });
+    const dp = createClient({ baseUrl: BASE, token: TOKENS.sync, fetch: lossy.fetch, sleep });
+    const row = await dp.tables.insert("tbl_targets", { region: "NORDICS", target: 3 });
+    expect(row).toMatchObject({ region: "NORDICS", target: 3 });
+    expect(lossy.requests).toHaveLength(2);
+    const page = await createClient({ baseUrl: BASE, token: TOKENS.sync, fetch: api.fetch }).tables.rows("tbl_targets");
+    expect(page.data.filter((r) => r.region === "NORDICS").map((r) => r._id)).toEqual([row._id]);
+  });
+
   it("types Dataset as the route's response schema does", () => {
     expectTypeOf<Dataset>().toEqualTypeOf<z.output<typeof datasetSchema>>();
   });
