@@ -143,7 +143,8 @@ function operation(route: RouteDef): OpenApiOperation {
     operationId: operationId(route),
     summary: route.summary,
     tags: [route.tag],
-    security: route.auth === "bearer" ? [{ bearerAuth: [] }] : [],
+    // OpenAPI 3.1 lets a non-OAuth requirement list role names: the scope an API key needs (session tokens need none).
+    security: route.auth === "bearer" ? [{ bearerAuth: route.scope ? [route.scope] : [] }] : [],
     "x-scope": route.auth === "bearer" ? route.scope : null,
     parameters,
     responses: successResponses(route),

@@ -17,7 +17,7 @@ describe("OpenAPI document", () => {
       expect(operation!.tags).toEqual([route.tag]);
       if (route.auth === "bearer") {
         expect(operation!["x-scope"]).toBe(route.scope);
-        expect(operation!.security).toEqual([{ bearerAuth: [] }]);
+        expect(operation!.security).toEqual([{ bearerAuth: route.scope ? [route.scope] : [] }]);
         expect(Object.keys(operation!.responses)).toEqual(expect.arrayContaining(["401", "403", "500"]));
       } else {
         expect(operation!.security).toEqual([]);

@@ -3,6 +3,7 @@
  *
  *   npx deno run --allow-net --allow-read --allow-env examples/deno/server.ts [--fixture FILE] [--port 8787] [--host 127.0.0.1]
  */
+import { fileURLToPath } from "node:url";
 import { serveDeno } from "../../adapters/deno.js";
 import { FixtureError } from "../../src/fixture/load.js";
 import { createExampleApi, parseExampleArgs, UsageError } from "../shared/options.js";
@@ -16,7 +17,7 @@ declare const Deno: {
   version: { deno: string };
 };
 
-const demoFixture = new URL("../demo/space.json", import.meta.url).pathname;
+const demoFixture = fileURLToPath(new URL("../demo/space.json", import.meta.url));
 
 try {
   const options = parseExampleArgs(Deno.args, demoFixture);
