@@ -76,7 +76,8 @@ export interface ConnectionQuery {
   orderBy?: string;
   orderDirection?: "ASC" | "DESC";
   datasetId?: string;
-  format?: "geojson";
+  /** `json` (tabular, the default) or `geojson` for spatial sources. */
+  format?: "json" | "geojson";
   /** Upstream query parameters (GeoJSON only), passed to the source unchanged. */
   params?: Record<string, unknown>;
   /** Skip a fresh cache entry (`Cache-Control: no-cache`). */

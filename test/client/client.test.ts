@@ -126,6 +126,18 @@ describe("client against the API (api.fetch, no network)", () => {
     expect(page.data.filter((r) => r.region === "NORDICS").map((r) => r._id)).toEqual([row._id]);
   });
 
+  it("queries a connection with paging, ordering and filters", async () => {
+    const { api } = await setup();
+    const spy = fakeFetch((request) => api.fetch(request));
+    const dp = createClient({ baseUrl: BASE, token: TOKENS.sync, fetch: spy.fetch });
+    const result = await dp.connections.query("conn_retail", { filters: { city: "Lyon" }, orderBy: "store_id", orderDirection: "DESC", limit: 10, noCache: true });
+    expect(result).toMatchObject({ success: true, data: [{ store_id: "S1", city: "Lyon" }], cached: false });
+    expect(new URL(spy.requests[0]!.url).search).toBe(
+      `?limit=10&filters=${encodeURIComponent('{"city":"Lyon"}')}&orderBy=store_id&orderDirection=DESC`,
+    );
+    expect(spy.requests[0]!.headers.get("cache-control")).toBe("no-cache");
+  });
+
   it("types Dataset as the route's response schema does", () => {
     expectTypeOf<Dataset>().toEqualTypeOf<z.output<typeof datasetSchema>>();
   });
