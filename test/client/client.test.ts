@@ -4,6 +4,7 @@ import type { z } from "zod";
 import { createClient, DataportError, parseRetryAfter } from "../../src/client/index.js";
 import type { Dataset } from "../../src/client/index.js";
 import type { datasetSchema } from "../../src/routes/datasets.js";
+import { auditFixture } from "../../src/testing/conformance/audit.js";
 import { setup } from "../support/api.js";
 import { TOKENS } from "../support/fixture.js";
 
@@ -306,6 +307,29 @@ describe("audit poller", () => {
     };
     expect(await run(500)).toEqual([2000, 2000]);
     expect(await run(30_000)).toEqual([30_000, 30_000]);
+  });
+
+  it("delivers the real feed exactly once, including an event that lands while it waits", async () => {
+    const { api, clock } = await setup({ fixture: auditFixture() });
+    const controller = new AbortController();
+    const writer = createClient({ baseUrl: BASE, token: TOKENS.sync, fetch: api.fetch });
+    const waits: number[] = [];
+    // Waiting moves the API's clock, so the feed's lag horizon moves with it.
+    const sleep = async (ms: number) => {
+      waits.push(ms);
+      if (waits.length === 1) await writer.tables.insert("tbl_targets", { region: "POLL", target: 1 });
+      clock.advance(ms + 1);
+      if (waits.length === 4) controller.abort();
+    };
+    const dp = createClient({ baseUrl: BASE, token: TOKENS.sync, fetch: api.fetch, sleep });
+    const events: Array<{ id: string; action: string }> = [];
+    for await (const page of dp.audit.poll<{ id: string; action: string }>({ format: "raw", category: ["data_access"], limit: 1, signal: controller.signal })) {
+      expect(page.events).toHaveLength(1);
+      events.push(...page.events);
+    }
+    expect(events.slice(0, 2).map((e) => e.id).sort()).toEqual(["evt_f1", "evt_f3"]);
+    expect(events.slice(2).map((e) => e.action)).toEqual(["table.row.created"]);
+    expect(waits).toEqual([5000, 5000, 5000, 5000]);
   });
 
   it("raises a feed error instead of polling on", async () => {
