@@ -1,12 +1,11 @@
 import type { PoolClient } from "pg";
 import type { Actor, AuditEvent, Column, Row, TableRecord } from "../domain/model.js";
 import type { EditLogEntry, EditOp, IdempotencyClaim, StoredResponse, TableStore } from "../ports/storage/tables.js";
+import { changedSince, newRow, nextUpdatedAt, patchedRow } from "../domain/table-rows.js";
 import { appendAudit } from "./audit.js";
 import { type Db, json, num } from "./db.js";
-import { millis } from "./identity.js";
 
-/** `getTableRow` joins the port with the input-tables branch; it is part of the TableStore there. */
-export function postgresTables(db: Db): TableStore & { getTableRow(tableId: string, rowId: string): Promise<Row | null> } {
+export function postgresTables(db: Db): TableStore {
   const { t } = db;
   let claims = 0;
 
@@ -71,11 +70,7 @@ export function postgresTables(db: Db): TableStore & { getTableRow(tableId: stri
         const table = await client.query(`select id from ${t("input_tables")} where id = $1 for update`, [input.tableId]);
         if (table.rowCount === 0) throw new Error(`unknown table ${input.tableId}`);
         const stamp = new Date(input.now).toISOString();
-        const row: Row = Object.create(null);
-        row._id = input.rowId;
-        for (const key of Object.keys(input.values)) row[key] = input.values[key];
-        row._createdAt = stamp;
-        row._updatedAt = stamp;
+        const row = newRow(input.rowId, input.values, stamp);
         await client.query(
           `insert into ${t("table_rows")} (table_id, row_id, pos, row, updated_ms)
            values ($1, $2, (select coalesce(max(pos), 0) + 1 from ${t("table_rows")} where table_id = $1), $3, $4)`,
@@ -92,17 +87,13 @@ export function postgresTables(db: Db): TableStore & { getTableRow(tableId: stri
         const found = await lockRow(client, input.tableId, input.rowId);
         if (!found) return { status: "not_found" } as const;
         const current = found.row;
-        const currentMs = num(found.updated_ms);
-        if (input.expectedUpdatedAt !== null && currentMs > millis(input.expectedUpdatedAt)) {
+        if (input.expectedUpdatedAt !== null && changedSince(current, input.expectedUpdatedAt)) {
           return { status: "conflict", current } as const;
         }
         // Strictly increasing even within one millisecond: at least 1 ms past the last write.
-        const nextMs = Math.max(input.now, currentMs + 1);
-        const stamp = new Date(nextMs).toISOString();
-        const row: Row = Object.create(null);
-        for (const key of Object.keys(current)) row[key] = current[key];
-        for (const key of Object.keys(input.patch)) row[key] = input.patch[key];
-        row._updatedAt = stamp;
+        const stamp = nextUpdatedAt(typeof current._updatedAt === "string" ? current._updatedAt : null, input.now);
+        const nextMs = Date.parse(stamp);
+        const row = patchedRow(current, input.patch, stamp);
         await client.query(`update ${t("table_rows")} set row = $3, updated_ms = $4 where table_id = $1 and row_id = $2`, [
           input.tableId,
           input.rowId,

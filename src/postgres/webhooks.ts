@@ -1,4 +1,5 @@
-import { mergeColumns } from "../domain/columns.js";
+import { widenColumns } from "../domain/columns.js";
+import { endpointFromConnection } from "../domain/webhook-config.js";
 import type { Column } from "../domain/model.js";
 import type { WebhookEndpoint, WebhookStore } from "../ports/storage/webhooks.js";
 import { type Db, json } from "./db.js";
@@ -45,11 +46,13 @@ export function postgresWebhooks(db: Db): WebhookStore {
           pos,
           retain,
         ]);
+        // The schema only changes when a payload brings a new column or type.
+        const widened = widenColumns(dataset.columns, input.columns);
         await client.query(
-          `update ${t("datasets")} set columns = $2, updated_at = $3,
+          `update ${t("datasets")} set columns = coalesce($2, columns), updated_at = $3,
              row_count = (select max(pos) - min(pos) + 1 from ${t("dataset_rows")} where dataset_id = $1)
            where id = $1`,
-          [input.datasetId, json(mergeColumns(dataset.columns, input.columns)), input.receivedAt],
+          [input.datasetId, widened === null ? null : json(widened), input.receivedAt],
         );
         return { id: String(input.row._id ?? ""), duplicate: false };
       });
@@ -120,21 +123,11 @@ interface EndpointRow {
   dataset_id: string | null;
 }
 
-/**
- * A missing or empty secret reads as none; a missing or invalid retention as
- * null, the host's default (the webhook branch widens the port's
- * `retainRows` to `number | null`; hence the cast until it is merged).
- */
+/** The endpoint view of the connection's config (the same rule as every store: `endpointFromConnection`). */
 function toEndpoint(r: EndpointRow): WebhookEndpoint {
-  const { endpointId, signingSecret, retainRows } = r.config;
-  return <WebhookEndpoint>{
-    connectionId: r.id,
-    teamId: r.team_id,
-    name: r.name,
-    datasetId: r.dataset_id ?? "",
-    endpointId: String(endpointId),
-    signingSecret: typeof signingSecret === "string" && signingSecret !== "" ? signingSecret : null,
-    retainRows: typeof retainRows === "number" && Number.isInteger(retainRows) && retainRows >= 1 ? retainRows : null,
-  };
+  return endpointFromConnection(
+    { id: r.id, teamId: r.team_id, name: r.name, type: "webhook", config: r.config, createdAt: "" },
+    r.dataset_id ?? "",
+  );
 }
 
