@@ -18,7 +18,9 @@ const EXPECTED: Record<string, string[]> = {
   "./deno": ["toDenoHandler", "serveDeno"],
   "./client": ["createClient", "DataportError"],
   "./memory": ["createMemoryStorage", "createFixedClock"],
-  "./testing": ["runStorageConformance"],
+  "./testing": ["runStorageConformance", "runRateLimiterConformance", "runCacheConformance"],
+  "./postgres": ["createPostgresStorage"],
+  "./redis": ["createRedisRateLimiter", "createRedisCache"],
 };
 
 describe("the published package (built with tsup)", () => {
