@@ -7,6 +7,7 @@ export default defineConfig({
   entry: {
     index: "src/index.ts",
     "memory/index": "src/memory/index.ts",
+    "sqlite/index": "src/sqlite/index.ts",
     "testing/index": "src/testing/index.ts",
     "adapters/node": "adapters/node.ts",
     "adapters/bun": "adapters/bun.ts",
