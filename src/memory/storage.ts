@@ -4,7 +4,7 @@ import { memoryAnalytics } from "./storage/analytics.js";
 import { memoryAudit } from "./storage/audit.js";
 import { memoryCatalog } from "./storage/catalog.js";
 import { memoryIdentity } from "./storage/identity.js";
-import { cloneJson, createMemoryState, type MemoryState } from "./storage/state.js";
+import { cloneJson, createMemoryState, frozenCopy, type MemoryState } from "./storage/state.js";
 import { memoryTables } from "./storage/tables.js";
 import { memoryWebhooks } from "./storage/webhooks.js";
 
@@ -26,12 +26,21 @@ export function createMemoryStorage(): MemoryStorage {
     async seed(space) {
       if (state.seeded) return "kept";
       load(state, cloneJson(space));
+      freezeIdentity(state);
       state.seeded = true;
       return "loaded";
     },
     async close() {},
     state,
   };
+}
+
+/** Identity records are handed out as they are (see memoryIdentity), so they are frozen once here. */
+function freezeIdentity(state: MemoryState): void {
+  for (const map of [state.businesses, state.teams, state.users, state.apiKeys] as Map<string, object>[]) {
+    for (const [id, value] of map) map.set(id, frozenCopy(value));
+  }
+  for (const [userId, list] of state.memberships) state.memberships.set(userId, frozenCopy(list));
 }
 
 function load(state: MemoryState, space: SeedSpace): void {

@@ -72,3 +72,16 @@ export function createMemoryState(): MemoryState {
 export function cloneJson<T>(value: T): T {
   return structuredClone(value);
 }
+
+/** A deep copy, deeply frozen: safe to hand out without further copies. */
+export function frozenCopy<T>(value: T): T {
+  return deepFreeze(structuredClone(value));
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const key of Object.keys(value)) deepFreeze((value as Record<string, unknown>)[key]);
+  }
+  return value;
+}

@@ -1,0 +1,127 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { DataApi } from "../src/api.js";
+import { readLimited } from "../src/http/body.js";
+import type { ApiReply, ApiRequest, HeaderReader } from "../src/http/types.js";
+
+export interface NodeHandlerOptions {
+  /**
+   * Paths this handler answers; others go to `next()` when used as
+   * Express/Connect middleware (and 404 otherwise). Default: `/api/`.
+   */
+  prefix?: string;
+}
+
+type Next = (error?: unknown) => void;
+
+/**
+ * A Node `http` request listener (and Express/Connect middleware) for a
+ * Dataport API. It never materialises a WHATWG Request or Response: the
+ * request is read lazily straight from `IncomingMessage`, and the reply is
+ * written straight to `ServerResponse` (strings and buffers in one write,
+ * streams chunk by chunk with back-pressure, stopped when the client goes away).
+ *
+ *   http.createServer(toNodeHandler(api)).listen(8787)
+ *   app.use(toNodeHandler(api))            // Express
+ */
+export function toNodeHandler(
+  api: Pick<DataApi, "handle">,
+  options: NodeHandlerOptions = {},
+): (req: IncomingMessage, res: ServerResponse, next?: Next) => void {
+  const prefix = options.prefix ?? "/api/";
+  const { handle } = api;
+  return (req, res, next) => {
+    // Express rewrites req.url under a mount path; originalUrl is what the client asked for.
+    const path = (req as IncomingMessage & { originalUrl?: string }).originalUrl ?? req.url ?? "/";
+    if (next && !path.startsWith(prefix)) return next();
+    handle(toApiRequest(req, res, path)).then(
+      (reply) => writeReply(reply, res),
+      (error: unknown) => {
+        if (next) return next(error);
+        if (!res.headersSent) res.writeHead(500, { "content-type": "application/json; charset=utf-8" });
+        res.end('{"error":{"code":"internal","message":"internal error","requestId":""}}');
+      },
+    );
+  };
+}
+
+class NodeHeaders implements HeaderReader {
+  constructor(private readonly raw: IncomingMessage["headers"]) {}
+  get(name: string): string | null {
+    const value = this.raw[name.toLowerCase()];
+    if (value === undefined) return null;
+    return Array.isArray(value) ? value.join(", ") : value;
+  }
+}
+
+function toApiRequest(req: IncomingMessage, res: ServerResponse, path: string): ApiRequest {
+  let controller: AbortController | undefined;
+  return {
+    method: req.method ?? "GET",
+    // The origin is nominal: routing reads only the path and query, and a hostile Host header cannot break URL parsing.
+    url: `http://localhost${path.startsWith("/") ? path : `/${path}`}`,
+    headers: new NodeHeaders(req.headers),
+    clientAddress: req.socket.remoteAddress ?? null,
+    get signal() {
+      if (!controller) {
+        const ctl = new AbortController();
+        controller = ctl;
+        res.once("close", () => {
+          if (!res.writableFinished) ctl.abort();
+        });
+      }
+      return controller.signal;
+    },
+    readBody(limit) {
+      return readLimited(req, limit, () => {
+        // Stop buffering; discard the rest so the 413 can still be written.
+        req.resume();
+      });
+    },
+  };
+}
+
+async function writeReply(reply: ApiReply, res: ServerResponse): Promise<void> {
+  const { body } = reply;
+  if (body === null) {
+    res.writeHead(reply.status, reply.headers);
+    res.end();
+    return;
+  }
+  if (typeof body === "string" || body instanceof Uint8Array) {
+    reply.headers["content-length"] = String(typeof body === "string" ? Buffer.byteLength(body) : body.byteLength);
+    res.writeHead(reply.status, reply.headers);
+    res.end(body);
+    return;
+  }
+  res.writeHead(reply.status, reply.headers);
+  let closed = false;
+  const onClose = () => {
+    closed = true;
+  };
+  res.once("close", onClose);
+  try {
+    for await (const chunk of body) {
+      if (closed) break; // leaving the loop closes the source (iterator.return)
+      if (!res.write(chunk)) await drainOrClose(res);
+    }
+  } catch {
+    // A failing source mid-stream: the status is already sent; cut the connection so the client sees a broken body.
+    res.destroy();
+    return;
+  } finally {
+    res.off("close", onClose);
+  }
+  if (!closed) res.end();
+}
+
+function drainOrClose(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off("drain", done);
+      res.off("close", done);
+      resolve();
+    };
+    res.on("drain", done);
+    res.on("close", done);
+  });
+}

@@ -1,0 +1,137 @@
+/**
+ * npm run bench — each scenario runs a Dataport server and a bare baseline
+ * server as separate processes on 127.0.0.1, drives each with autocannon
+ * from this process for BENCH_SECONDS (default 10), and prints the ratio.
+ *
+ *   npm run bench                 # every scenario
+ *   npm run bench -- me webhook   # scenarios whose name contains a word
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import autocannon from "autocannon";
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const CONNECTIONS = 50;
+const TOKEN = "dp_demo_full_access_0000000000001";
+const PAYLOAD_1KB = JSON.stringify({
+  event: "order.created",
+  order: { id: "NW-9999", region: "EMEA", items: [{ sku: "LATTE", qty: 2 }], customer: { name: "Ada", tier: "gold" } },
+  note: "x".repeat(820),
+});
+
+interface Side {
+  server: string;
+  env?: Record<string, string>;
+  request: autocannon.Options["requests"];
+  url: string;
+}
+
+interface Scenario {
+  name: string;
+  goal: number;
+  dataport: Side;
+  baseline: Side;
+  /** Run before measuring, e.g. to capture the bytes the baseline must answer. */
+  prepare?: (url: string) => Promise<Record<string, string>>;
+}
+
+const scenarios: Scenario[] = [
+  {
+    name: "me: GET /api/v1/me, Node adapter vs bare node:http",
+    goal: 0.7,
+    dataport: { server: "me-dataport", url: "/api/v1/me", request: [{ method: "GET", headers: { authorization: `Bearer ${TOKEN}` } }] },
+    baseline: { server: "me-baseline", url: "/api/v1/me", request: [{ method: "GET" }] },
+    prepare: async (url) => ({ BODY: await (await fetch(`${url}/api/v1/me`, { headers: { authorization: `Bearer ${TOKEN}` } })).text() }),
+  },
+  {
+    name: "webhook-memory: POST 1 KB JSON to /api/webhooks/{id} on the memory store vs bare node:http JSON.parse",
+    goal: 0.6,
+    dataport: {
+      server: "me-dataport",
+      url: "/api/webhooks/wh_demo_shop_events",
+      request: [{ method: "POST", headers: { "content-type": "application/json" }, body: PAYLOAD_1KB }],
+    },
+    baseline: {
+      server: "webhook-baseline",
+      url: "/",
+      request: [{ method: "POST", headers: { "content-type": "application/json" }, body: PAYLOAD_1KB }],
+    },
+  },
+  {
+    name: "webhook-sqlite: POST 1 KB JSON on SQLite (200 after commit) vs bare node:http + better-sqlite3 insert per request",
+    goal: 1.0,
+    dataport: {
+      server: "webhook-sqlite-dataport",
+      url: "/api/webhooks/wh_demo_shop_events",
+      request: [{ method: "POST", headers: { "content-type": "application/json" }, body: PAYLOAD_1KB }],
+    },
+    baseline: {
+      server: "sqlite-baseline",
+      url: "/",
+      request: [{ method: "POST", headers: { "content-type": "application/json" }, body: PAYLOAD_1KB }],
+    },
+  },
+];
+
+async function start(name: string, port: number, env: Record<string, string> = {}): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ["--import", "tsx", `bench/servers/${name}.ts`], {
+    env: { ...process.env, ...env, PORT: String(port) },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${name} did not start`)), 30_000);
+    child.stdout!.on("data", (d: Buffer) => {
+      if (d.toString().includes("ready")) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.on("exit", (code) => reject(new Error(`${name} exited with ${code}`)));
+  });
+  return child;
+}
+
+async function measure(side: Side, port: number, env: Record<string, string> = {}): Promise<number> {
+  const child = await start(side.server, port, { ...env, ...side.env });
+  try {
+    const url = `http://127.0.0.1:${port}${side.url}`;
+    await autocannon({ url, connections: CONNECTIONS, duration: 1, requests: side.request }); // warm-up
+    const result = await autocannon({ url, connections: CONNECTIONS, duration: SECONDS, requests: side.request });
+    if (result.non2xx > 0) console.log(`  ! ${side.server}: ${result.non2xx} non-2xx responses`);
+    return result.requests.average;
+  } finally {
+    child.kill("SIGTERM");
+    await new Promise((r) => child.once("exit", r));
+  }
+}
+
+const filters = process.argv.slice(2);
+let port = 18_700;
+for (const scenario of scenarios) {
+  if (filters.length > 0 && !filters.some((f) => scenario.name.includes(f))) continue;
+  const missing = [scenario.dataport.server, scenario.baseline.server].filter((s) => !existsSync(`bench/servers/${s}.ts`));
+  if (missing.length > 0) {
+    console.log(`- ${scenario.name}: skipped (no bench/servers/${missing.join(", ")}.ts)`);
+    continue;
+  }
+  let env: Record<string, string> = {};
+  if (scenario.prepare) {
+    const probe = await start(scenario.dataport.server, ++port);
+    env = await scenario.prepare(`http://127.0.0.1:${port}`);
+    probe.kill("SIGTERM");
+    await new Promise((r) => probe.once("exit", r));
+  }
+  const baseline = await measure(scenario.baseline, ++port, env);
+  const dataport = await measure(scenario.dataport, ++port, env);
+  const ratio = dataport / baseline;
+  console.log(
+    `- ${scenario.name}\n  baseline ${baseline.toFixed(0)} req/s, dataport ${dataport.toFixed(0)} req/s, ratio ${ratio.toFixed(2)}x (goal >= ${scenario.goal}x) ${ratio >= scenario.goal ? "OK" : "BELOW GOAL"}`,
+  );
+}
+
+for (const script of ["bench/sqlite-reads.ts"]) {
+  if (filters.length > 0 && !filters.some((f) => script.includes(f))) continue;
+  if (!existsSync(script)) continue;
+  const child = spawn(process.execPath, ["--import", "tsx", "--expose-gc", script], { stdio: "inherit" });
+  await new Promise((r) => child.once("exit", r));
+}

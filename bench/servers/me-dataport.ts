@@ -1,0 +1,12 @@
+/** Dataport through the Node adapter on the memory store with the demo fixture. */
+import { createServer } from "node:http";
+import { readFileSync } from "node:fs";
+import { toNodeHandler } from "../../adapters/node.js";
+import { createDataApi } from "../../src/api.js";
+import { parseFixture } from "../../src/fixture/load.js";
+import { createMemoryStorage } from "../../src/memory/storage.js";
+
+const storage = createMemoryStorage();
+await storage.seed(parseFixture(JSON.parse(readFileSync(new URL("../../examples/demo/space.json", import.meta.url), "utf8"))));
+const api = createDataApi({ storage, webhookRatePerSecond: 1e9 });
+createServer(toNodeHandler(api)).listen(Number(process.env.PORT), "127.0.0.1", () => console.log("ready"));

@@ -1,0 +1,105 @@
+import { parseArgs } from "node:util";
+
+/** A bad flag: printed, exit code 2. */
+export class UsageError extends Error {
+  override name = "UsageError";
+}
+
+export interface ServerConfig {
+  fixture: string;
+  port: number;
+  host: string;
+  /** A SQLite file path, `:memory:`, or a postgres:// URL. */
+  db: string;
+  redis: string | null;
+  /** Epoch ms the clock starts at, or null for the real time. */
+  now: number | null;
+  auditLagSeconds: number;
+  webhookRatePerSecond: number;
+  appUrl: string;
+  viewUrl: string;
+}
+
+export const USAGE = `usage: npm start -- [--fixture FILE] [--port 8787] [--host 127.0.0.1]
+                    [--db PATH | :memory: | postgres://...] [--redis redis://...]
+                    [--now ISO_INSTANT] [--audit-lag SECONDS] [--webhook-rate PER_SECOND]
+                    [--app-url URL] [--view-url URL]`;
+
+/** Parse the example server's flags (see README, "The example server"). Throws UsageError. */
+export function parseServerArgs(argv: readonly string[], defaults: { fixture: string; db: string }): ServerConfig {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: [...argv],
+      strict: true,
+      allowPositionals: false,
+      options: {
+        fixture: { type: "string" },
+        port: { type: "string" },
+        host: { type: "string" },
+        db: { type: "string" },
+        redis: { type: "string" },
+        now: { type: "string" },
+        "audit-lag": { type: "string" },
+        "webhook-rate": { type: "string" },
+        "app-url": { type: "string" },
+        "view-url": { type: "string" },
+        help: { type: "boolean" },
+      },
+    }));
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  if (values.help) throw new UsageError("help requested");
+  const str = (name: string) => values[name] as string | undefined;
+
+  const port = integer("--port", str("port") ?? "8787", 0, 65535);
+  const host = str("host") ?? "127.0.0.1";
+  if (host === "") throw new UsageError("--host must not be empty");
+  const now = str("now");
+  let nowMs: number | null = null;
+  if (now !== undefined) {
+    nowMs = Date.parse(now);
+    if (!/^\d{4}-\d{2}-\d{2}T/.test(now) || Number.isNaN(nowMs)) throw new UsageError(`--now must be an ISO 8601 instant, got ${now}`);
+  }
+  const db = str("db") ?? defaults.db;
+  if (db === "") throw new UsageError("--db must not be empty");
+  const redis = str("redis") ?? null;
+  if (redis !== null && !/^rediss?:\/\//.test(redis)) throw new UsageError(`--redis must be a redis:// URL, got ${redis}`);
+  const appUrl = url("--app-url", str("app-url") ?? `http://${host.includes(":") ? `[${host}]` : host}:${port}`);
+  return {
+    fixture: str("fixture") ?? defaults.fixture,
+    port,
+    host,
+    db,
+    redis,
+    now: nowMs,
+    auditLagSeconds: integer("--audit-lag", str("audit-lag") ?? "5", 0, 3600),
+    webhookRatePerSecond: number("--webhook-rate", str("webhook-rate") ?? "50"),
+    appUrl,
+    viewUrl: url("--view-url", str("view-url") ?? appUrl),
+  };
+}
+
+function integer(flag: string, text: string, min: number, max: number): number {
+  if (!/^\d+$/.test(text)) throw new UsageError(`${flag} must be an integer, got ${text}`);
+  const value = Number(text);
+  if (value < min || value > max) throw new UsageError(`${flag} must be between ${min} and ${max}, got ${text}`);
+  return value;
+}
+
+function number(flag: string, text: string): number {
+  const value = Number(text);
+  if (text.trim() === "" || !Number.isFinite(value) || value <= 0) throw new UsageError(`${flag} must be a positive number, got ${text}`);
+  return value;
+}
+
+function url(flag: string, text: string): string {
+  try {
+    const parsed = new URL(text);
+    if (parsed.protocol !== "http:" && parsed.protocol !== "https:") throw new Error("not http(s)");
+    return text.replace(/\/+$/, "");
+  } catch {
+    throw new UsageError(`${flag} must be an http(s) URL, got ${text}`);
+  }
+}

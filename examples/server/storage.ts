@@ -1,0 +1,33 @@
+import { dirname } from "node:path";
+import type { DataApiOptions } from "../../src/api.js";
+import { createMemoryStorage } from "../../src/memory/storage.js";
+import type { Clock } from "../../src/ports/clock.js";
+import type { Storage } from "../../src/ports/storage.js";
+import type { ServerConfig } from "./cli.js";
+import { UsageError } from "./cli.js";
+
+export interface OpenedPorts {
+  storage: Storage;
+  /** Ports beyond storage (a shared cache and rate limiter with --redis). */
+  options: DataApiOptions;
+  close(): Promise<void>;
+}
+
+/** `--db`: `:memory:`, a postgres:// URL, or a SQLite file (its folder is created). */
+export async function openStorage(
+  config: ServerConfig,
+  fs: { mkdirSync(path: string, options: { recursive: true }): unknown },
+  _clock: Clock,
+): Promise<OpenedPorts> {
+  let storage: Storage;
+  if (config.db === ":memory:") {
+    storage = createMemoryStorage();
+  } else if (/^postgres(ql)?:\/\//.test(config.db)) {
+    throw new UsageError("PostgreSQL storage is not available in this build yet");
+  } else {
+    fs.mkdirSync(dirname(config.db), { recursive: true });
+    throw new UsageError("SQLite storage is not available in this build yet; use --db :memory:");
+  }
+  if (config.redis) throw new UsageError("--redis is not available in this build yet");
+  return { storage, options: { storage }, close: () => storage.close() };
+}

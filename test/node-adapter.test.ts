@@ -1,0 +1,115 @@
+import { once } from "node:events";
+import http, { type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
+import { toNodeHandler } from "../adapters/node.js";
+import type { Row } from "../src/domain/model.js";
+import { setup } from "./support/api.js";
+import { testFixture, TOKENS } from "./support/fixture.js";
+
+const servers: http.Server[] = [];
+afterEach(async () => {
+  await Promise.all(servers.splice(0).map((s) => new Promise((r) => s.close(r))));
+});
+
+async function listen(handler: (req: IncomingMessage, res: ServerResponse) => void): Promise<string> {
+  const server = http.createServer(handler);
+  servers.push(server);
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+function raw(url: string, path: string, headers: Record<string, string>): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${url}${path}`, { headers }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (d) => (body += d));
+      res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+    });
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+describe("Node adapter over a real socket", () => {
+  it("answers with status, CORS, request id and an exact content-length", async () => {
+    const { api } = await setup();
+    const url = await listen(toNodeHandler(api));
+    const res = await raw(url, "/api/v1/me", { authorization: `Bearer ${TOKENS.sync}` });
+    expect(res.status).toBe(200);
+    expect(res.headers["access-control-allow-origin"]).toBe("*");
+    expect(res.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
+    expect(res.headers["content-length"]).toBe(String(Buffer.byteLength(res.body)));
+    expect(JSON.parse(res.body).name).toBe("Warehouse sync");
+  });
+
+  it("is not confused by a hostile Host header", async () => {
+    const { api } = await setup();
+    const url = await listen(toNodeHandler(api));
+    const res = await raw(url, "/api/v1/me", { authorization: `Bearer ${TOKENS.sync}`, host: "%%%:not a host" });
+    expect(res.status).toBe(200);
+  });
+
+  it("streams a large read chunked and the body is complete JSON", async () => {
+    const fixture = testFixture();
+    fixture.datasets[0]!.rows = Array.from({ length: 30_000 }, (_, i) => ({ order_id: `C-${i}`, amount: i, region: "AMER" }));
+    const { api } = await setup({ fixture });
+    const url = await listen(toNodeHandler(api));
+    const res = await raw(url, "/api/v1/datasets/ds_orders/rows", { authorization: `Bearer ${TOKENS.sync}` });
+    expect(res.headers["transfer-encoding"]).toBe("chunked");
+    const body = JSON.parse(res.body);
+    expect(body.data).toHaveLength(30_000);
+    expect(body.data[29_999]).toEqual({ order_id: "C-29999", amount: 29_999, region: "AMER" });
+  });
+
+  it("stops reading from storage when the client goes away mid-stream", async () => {
+    const fixture = testFixture();
+    fixture.datasets[0]!.rows = Array.from({ length: 200_000 }, (_, i) => ({ order_id: `D-${i}`, amount: i, region: "APAC" }));
+    const { api, storage } = await setup({ fixture });
+    let produced = 0;
+    let closed = false;
+    const read = storage.readDatasetRows.bind(storage);
+    storage.readDatasetRows = async (id, query) => {
+      const page = await read(id, query);
+      async function* counted(): AsyncGenerator<Row> {
+        try {
+          for await (const row of page.rows) {
+            produced++;
+            yield row;
+          }
+        } finally {
+          closed = true;
+        }
+      }
+      return { totalRows: page.totalRows, rows: counted() };
+    };
+    const url = await listen(toNodeHandler(api));
+    await new Promise<void>((resolve) => {
+      const req = http.request(`${url}/api/v1/datasets/ds_orders/rows`, { headers: { authorization: `Bearer ${TOKENS.sync}` } }, (res) => {
+        res.once("data", () => {
+          req.destroy();
+          resolve();
+        });
+      });
+      req.end();
+    });
+    for (let i = 0; i < 100 && !closed; i++) await new Promise((r) => setTimeout(r, 20));
+    expect(closed).toBe(true);
+    expect(produced).toBeLessThan(200_000);
+  });
+
+  it("passes other paths to next() as Express/Connect middleware", async () => {
+    const { api } = await setup();
+    const handler = toNodeHandler(api);
+    const url = await listen((req, res) =>
+      handler(req, res, () => {
+        res.writeHead(200, { "content-type": "text/plain" });
+        res.end("from the host app");
+      }),
+    );
+    expect((await raw(url, "/dashboard", {})).body).toBe("from the host app");
+    expect((await raw(url, "/api/v1/me", {})).status).toBe(401);
+  });
+});
