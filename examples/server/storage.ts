@@ -3,6 +3,7 @@ import type { DataApiOptions } from "../../src/api.js";
 import { createMemoryStorage } from "../../src/memory/storage.js";
 import type { Clock } from "../../src/ports/clock.js";
 import type { Storage } from "../../src/ports/storage.js";
+import { createSqliteStorage } from "../../src/sqlite/index.js";
 import type { ServerConfig } from "./cli.js";
 import { UsageError } from "./cli.js";
 
@@ -26,7 +27,7 @@ export async function openStorage(
     throw new UsageError("PostgreSQL storage is not available in this build yet");
   } else {
     fs.mkdirSync(dirname(config.db), { recursive: true });
-    throw new UsageError("SQLite storage is not available in this build yet; use --db :memory:");
+    storage = createSqliteStorage({ path: config.db });
   }
   if (config.redis) throw new UsageError("--redis is not available in this build yet");
   return { storage, options: { storage }, close: () => storage.close() };
