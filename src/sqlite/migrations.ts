@@ -107,7 +107,7 @@ export const MIGRATIONS: readonly Migration[] = [
         seq INTEGER PRIMARY KEY, dashboard_id TEXT NOT NULL, day TEXT NOT NULL, at TEXT NOT NULL,
         visitor_id TEXT NOT NULL, user_id TEXT, editor INTEGER NOT NULL
       );
-      CREATE INDEX dashboard_views_by_day ON dashboard_views (dashboard_id, day) WHERE editor = 0;
+      CREATE INDEX dashboard_views_by_day ON dashboard_views (dashboard_id, day, user_id, visitor_id) WHERE editor = 0;
       CREATE TABLE refresh_runs (
         seq INTEGER PRIMARY KEY, dataset_id TEXT NOT NULL, day TEXT NOT NULL, started_at TEXT NOT NULL,
         started_ms INTEGER NOT NULL, duration_ms INTEGER NOT NULL, rows_processed INTEGER NOT NULL, error TEXT
