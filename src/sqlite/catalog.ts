@@ -2,7 +2,7 @@ import type Database from "better-sqlite3";
 import { matchesFilters, selectColumns } from "../domain/rows.js";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
 import type { CatalogStore, RowQuery } from "../ports/storage/catalog.js";
-import { parseJson, type SqliteHandle } from "./db.js";
+import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
 
 /** Rows fetched per step of a streamed read. */
 const BATCH = 500;
@@ -185,7 +185,7 @@ async function* streamRows(handle: SqliteHandle, plan: ReadPlan, query: RowQuery
     }
   } finally {
     if (reader) {
-      if (reader.inTransaction) reader.exec("COMMIT");
+      if (reader.open && reader.inTransaction) reader.exec("COMMIT");
       handle.returnReader(reader);
     }
   }
@@ -253,7 +253,7 @@ function replaceRowsTransaction(db: Database.Database) {
   const update = db.prepare(
     `UPDATE datasets SET columns = ?, last_refreshed_at = ?, updated_at = ?, first_position = ?, next_position = ? WHERE seq = ?`,
   );
-  return db.transaction((datasetId: string, data: { rows: Row[]; columns: Column[]; refreshedAt: string }) => {
+  return writeTransaction(db, (datasetId: string, data: { rows: Row[]; columns: Column[]; refreshedAt: string }) => {
     const at = positions.get(datasetId);
     if (!at) throw new Error(`unknown dataset ${datasetId}`);
     clear.run(at.seq);

@@ -51,6 +51,7 @@ export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
     },
     returnReader(reader) {
       lent.delete(reader);
+      if (!reader.open) return;
       if (idle.length < IDLE_READERS && db.open) idle.push(reader);
       else reader.close();
     },
@@ -86,4 +87,14 @@ export function parseJsonOrNull<T>(text: string | null): T | null {
 export function utcDay(iso: string): string {
   const ms = Date.parse(iso);
   return Number.isNaN(ms) ? iso.slice(0, 10) : new Date(ms).toISOString().slice(0, 10);
+}
+
+/**
+ * A write transaction that takes SQLite's write lock at BEGIN (IMMEDIATE):
+ * when another process holds it, this one waits up to the busy timeout
+ * instead of failing on a read-to-write lock upgrade.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export function writeTransaction<F extends (...args: any[]) => any>(db: Database.Database, fn: F): F {
+  return db.transaction(fn).immediate as unknown as F;
 }

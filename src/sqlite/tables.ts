@@ -2,7 +2,7 @@ import type Database from "better-sqlite3";
 import type { Actor, AuditEvent, Column, Row, TableRecord } from "../domain/model.js";
 import type { EditLogEntry, EditOp, IdempotencyClaim, RowWriteResult, StoredResponse, TableStore } from "../ports/storage/tables.js";
 import { appendAuditStatement } from "./audit.js";
-import { parseJson, parseJsonOrNull, type SqliteHandle } from "./db.js";
+import { parseJson, parseJsonOrNull, type SqliteHandle, writeTransaction } from "./db.js";
 
 interface TableRow {
   id: string;
@@ -102,7 +102,7 @@ function rowWrites(db: Database.Database) {
     audit(event, now);
   };
 
-  const insert = db.transaction(
+  const insert = writeTransaction(db, 
     (input: { tableId: string; rowId: string; values: Row; actor: Actor; now: number; auditEvent: AuditEvent }): Row => {
       const stamp = new Date(input.now).toISOString();
       const row: Row = Object.create(null);
@@ -117,7 +117,7 @@ function rowWrites(db: Database.Database) {
     },
   );
 
-  const update = db.transaction(
+  const update = writeTransaction(db, 
     (input: {
       tableId: string;
       rowId: string;
@@ -147,7 +147,7 @@ function rowWrites(db: Database.Database) {
     },
   );
 
-  const remove = db.transaction(
+  const remove = writeTransaction(db, 
     (input: { tableId: string; rowId: string; actor: Actor; now: number; auditEvent: AuditEvent }): RowWriteResult => {
       const found = current.get(input.tableId, input.rowId);
       if (!found) return { status: "not_found" };
@@ -176,7 +176,7 @@ function idempotencyClaim(db: Database.Database) {
      RETURNING claimed_at`,
   );
   const existing = db.prepare<[string, string], ClaimRow>("SELECT fingerprint, claimed_at, response FROM idempotency_keys WHERE scope = ? AND key = ?");
-  return db.transaction((input: { scope: string; key: string; fingerprint: string; now: number; ttlMs: number }): IdempotencyClaim => {
+  return writeTransaction(db, (input: { scope: string; key: string; fingerprint: string; now: number; ttlMs: number }): IdempotencyClaim => {
     const won = claim.get(input.scope, input.key, input.fingerprint, input.now, input.now - input.ttlMs);
     if (won) return { state: "claimed" };
     const held = existing.get(input.scope, input.key)!;

@@ -2,7 +2,7 @@ import type Database from "better-sqlite3";
 import { mergeColumns } from "../domain/columns.js";
 import type { Column, Row } from "../domain/model.js";
 import type { WebhookEndpoint, WebhookStore } from "../ports/storage/webhooks.js";
-import { parseJson, type SqliteHandle } from "./db.js";
+import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
 
 /** Rows kept per webhook connection when its config does not say. */
 export const DEFAULT_RETAIN_ROWS = 10_000;
@@ -44,7 +44,7 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
   );
   const ingestBatch = ingestTransaction(db);
 
-  const updateSettings = db.transaction((connectionId: string, settings: { signingSecret?: string | null; retainRows?: number }) => {
+  const updateSettings = writeTransaction(db, (connectionId: string, settings: { signingSecret?: string | null; retainRows?: number }) => {
     const row = byConnection.get(connectionId);
     if (!row) return null;
     const config = parseJson<Record<string, unknown>>(row.config);
@@ -54,7 +54,7 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
     return toEndpoint({ ...row, config: JSON.stringify(config) });
   });
 
-  const create = db.transaction((input: Parameters<WebhookStore["createWebhookConnection"]>[0]): WebhookEndpoint => {
+  const create = writeTransaction(db, (input: Parameters<WebhookStore["createWebhookConnection"]>[0]): WebhookEndpoint => {
     const { connection, endpoint, dataset } = input;
     const config = { endpointId: endpoint.endpointId, signingSecret: endpoint.signingSecret, retainRows: endpoint.retainRows };
     insertConnection.run(connection.id, connection.teamId, connection.name, JSON.stringify(config), connection.createdAt, endpoint.endpointId);
@@ -142,7 +142,7 @@ function ingestTransaction(db: Database.Database) {
     "UPDATE datasets SET columns = ?, updated_at = ?, first_position = ?, next_position = ? WHERE seq = ?",
   );
 
-  return db.transaction((inputs: readonly IngestInput[]): IngestResult[] => {
+  return writeTransaction(db, (inputs: readonly IngestInput[]): IngestResult[] => {
     const datasets = new Map<string, DatasetState>();
     const state = (id: string): DatasetState => {
       let found = datasets.get(id);
