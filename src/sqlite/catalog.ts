@@ -146,8 +146,12 @@ function pageParams(plan: ReadPlan, after: number, limit: number, offset: number
   return [plan.at.seq, after, plan.at.next_position, ...plan.params, limit, offset];
 }
 
+/** Rows parsed from JSON text are fresh objects, owned by the caller; `__proto__` in them is an own data key. */
 async function* fromBatch(batch: readonly { data: string }[], columns: string[] | null): AsyncGenerator<Row> {
-  for (const r of batch) yield selectColumns(parseJson(r.data), columns);
+  for (const r of batch) {
+    const row = parseJson<Row>(r.data);
+    yield columns === null ? row : selectColumns(row, columns);
+  }
 }
 
 /**
@@ -178,7 +182,7 @@ async function* streamRows(handle: SqliteHandle, plan: ReadPlan, query: RowQuery
           skip--;
           continue;
         }
-        yield selectColumns(row, query.columns);
+        yield query.columns === null ? row : selectColumns(row, query.columns);
         if (--remaining <= 0) break;
       }
       if (batch.length < BATCH) break;

@@ -128,6 +128,23 @@ describe("sqlite: dataset rows", () => {
     expect(streamed.at(-1)).toEqual({ i: 2499 });
   });
 
+  it("keeps __proto__ and constructor columns as plain data on every read path", async () => {
+    const s = await seeded();
+    const hostile = JSON.parse('{"__proto__": {"polluted": 1}, "constructor": "c", "a": 1}') as Row;
+    await s.replaceDatasetRows("ds_stores", { rows: Array.from({ length: 1500 }, () => hostile), columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
+    const small = await collect((await s.readDatasetRows("ds_stores", { offset: 0, limit: 1, columns: null, filters: null })).rows);
+    const streamed = await collect((await s.readDatasetRows("ds_stores", { offset: 1499, limit: null, columns: null, filters: null })).rows);
+    const picked = await collect((await s.readDatasetRows("ds_stores", { offset: 0, limit: 1, columns: ["__proto__"], filters: { constructor: "c" } })).rows);
+    for (const row of [...small, ...streamed, ...picked]) {
+      expect(Object.hasOwn(row, "__proto__")).toBe(true);
+      expect(Object.getOwnPropertyDescriptor(row, "__proto__")?.value).toEqual({ polluted: 1 });
+    }
+    expect(small).toHaveLength(1);
+    expect(streamed).toHaveLength(1);
+    expect(picked).toHaveLength(1);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
   it("a streamed read sees one snapshot although a refresh commits in the middle", async () => {
     const s = await seeded();
     const old = Array.from({ length: 1200 }, (_, i) => ({ v: "old", i }));
