@@ -51,6 +51,10 @@ class NodeHeaders implements HeaderReader {
     if (value === undefined) return null;
     return Array.isArray(value) ? value.join(", ") : value;
   }
+  /** Lower-case names of the headers sent (Node lower-cases them). */
+  keys(): Iterable<string> {
+    return Object.keys(this.raw);
+  }
 }
 
 function toApiRequest(req: IncomingMessage, res: ServerResponse, path: string): ApiRequest {

@@ -57,6 +57,8 @@ export const DEFAULT_SETTINGS: ApiSettings = {
   webhookRatePerSecond: 50,
   webhookRetainRows: 10_000,
   trustedProxies: [],
+  tableSchemas: {},
+  idempotencyWaitMs: 2000,
 };
 
 const CORS_HEADERS: Record<string, string> = {
@@ -131,9 +133,10 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     let group: RouteGroup | undefined;
     let route: RouteDef | undefined;
     let credential: Credential | undefined;
+    let params: Record<string, string> | undefined;
     let reply: ApiReply;
+    const probe = { method: "GET", url: req.url } as { method: string; url: string; params?: Record<string, string>; query?: RawQuery };
     try {
-      const probe = { method: "GET", url: req.url } as { method: string; url: string; params?: Record<string, string>; query?: RawQuery };
       group = (await router.fetch(probe)) as RouteGroup | undefined;
       if (req.method === "OPTIONS") {
         reply = { status: 204, headers: { ...PREFLIGHT_HEADERS }, body: null };
@@ -143,7 +146,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
         if (!route) {
           throw new ApiError(405, "method_not_allowed", `${req.method} is not allowed here`, { headers: { allow: group.allow } });
         }
-        const params = decodeParams(probe.params ?? {});
+        params = decodeParams(probe.params ?? {});
         const base: HandlerContext = {
           ...ports,
           settings,
@@ -189,12 +192,13 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     if (route && route.logged !== false && group) {
       const call = {
         at: new Date(clock.now()).toISOString(),
-        teamId: credential ? teamOf(credential) : null,
+        teamId: credential ? teamOf(credential, probe.query?.teamId) : null,
         credentialKind: credential ? credential.kind : ("anonymous" as const),
         credentialId: credential ? (credential.kind === "api-key" ? credential.key.id : credential.user.id) : null,
         credentialName: credential ? (credential.kind === "api-key" ? credential.key.name : credential.user.email) : null,
         method: req.method,
         route: group.mount + route.path,
+        objectId: params?.id ?? null,
         status: reply.status,
         latencyMs: Math.round(performance.now() - startedAt),
       };
@@ -220,8 +224,11 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
   };
 }
 
-function teamOf(credential: Credential): string {
-  return credential.kind === "api-key" ? credential.team.id : (credential.memberships[0]?.teamId ?? "");
+/** The team a call is counted for: a key's own team; for a session, the `teamId` it sent when it is a member, else its first team. */
+function teamOf(credential: Credential, requestedTeamId?: string | string[]): string {
+  if (credential.kind === "api-key") return credential.team.id;
+  const requested = typeof requestedTeamId === "string" ? credential.memberships.find((m) => m.teamId === requestedTeamId) : undefined;
+  return requested?.teamId ?? credential.memberships[0]?.teamId ?? "";
 }
 
 function decodeParams(params: Record<string, string>): Record<string, string> {

@@ -1,5 +1,6 @@
 import type { Credential } from "./auth.js";
 import type { AuditEvent } from "./domain/model.js";
+import type { TableSchemas } from "./domain/validation.js";
 import type { Cache } from "./ports/cache.js";
 import type { Clock } from "./ports/clock.js";
 import type { ConnectorRegistry } from "./ports/connector.js";
@@ -25,6 +26,18 @@ export interface ApiSettings {
    * (the default) means the adapter's peer address is used as is.
    */
   trustedProxies: readonly string[];
+  /**
+   * Standard Schema validators (zod, valibot, arktype…) by input-table id,
+   * per column and/or for the whole row; their issues answer 422
+   * `validation_failed`. Default: none.
+   */
+  tableSchemas: Readonly<Record<string, TableSchemas>>;
+  /**
+   * How long a POST whose `Idempotency-Key` is held by a request still
+   * running waits for that request to finish (and replays its response)
+   * before answering 409 `idempotency_key_in_use`, in ms (default 2000).
+   */
+  idempotencyWaitMs: number;
 }
 
 /** The ports every handler receives. */

@@ -1,16 +1,22 @@
+import { arcgisConnector } from "./connectors/arcgis.js";
 import { memoryConnector } from "./connectors/memory.js";
+import { postgresConnector } from "./connectors/postgres.js";
 import type { ConnectorRegistry } from "./ports/connector.js";
 import type { RouteDef } from "./routing.js";
+import { connectionRoutes } from "./routes/connections.js";
+import { dashboardRoutes } from "./routes/dashboards.js";
 import { datasetRoutes } from "./routes/datasets.js";
 import { identityRoutes } from "./routes/identity.js";
+import { tableRoutes } from "./routes/tables.js";
+import { webhookReceiverRoutes } from "./routes/webhooks.js";
 
 /**
  * The route table. Each mount is a prefix; a future `/api/v2` mounts its
  * own list beside `/api/v1`. The webhook receiver has no version prefix.
  */
-export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes];
+export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...connectionRoutes, ...dashboardRoutes, ...tableRoutes];
 
-export const webhookRoutes: RouteDef[] = [];
+export const webhookRoutes: RouteDef[] = [...webhookReceiverRoutes];
 
 export const mounts: ReadonlyArray<{ base: string; routes: readonly RouteDef[] }> = [
   { base: "/api/v1", routes: apiV1Routes },
@@ -19,5 +25,5 @@ export const mounts: ReadonlyArray<{ base: string; routes: readonly RouteDef[] }
 
 /** Connectors available without configuration. */
 export function defaultConnectors(): ConnectorRegistry {
-  return { memory: memoryConnector() };
+  return { memory: memoryConnector(), postgres: postgresConnector(), arcgis: arcgisConnector() };
 }

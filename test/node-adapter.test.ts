@@ -100,6 +100,26 @@ describe("Node adapter over a real socket", () => {
     expect(produced).toBeLessThan(200_000);
   });
 
+  it("receives a webhook with the peer address and de-duplicates on any X-<vendor>-Delivery header", async () => {
+    const { webhookFixture } = await import("../src/testing/conformance/webhooks.js");
+    const { api } = await setup({ fixture: webhookFixture() });
+    const url = await listen(toNodeHandler(api));
+    const post = () =>
+      fetch(`${url}/api/webhooks/hook-open`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-acme-delivery": "delivery-42" },
+        body: JSON.stringify({ event: "ping" }),
+      }).then(async (r) => ({ status: r.status, body: await r.json() }));
+    const first = await post();
+    const second = await post();
+    expect(first).toEqual({ status: 200, body: { ok: true, id: first.body.id, duplicate: false } });
+    expect(second).toEqual({ status: 200, body: { ok: true, id: first.body.id, duplicate: true } });
+    const rows = await fetch(`${url}/api/v1/datasets/ds_conn_hook_open/rows`, { headers: { authorization: `Bearer ${TOKENS.sessionAda}` } });
+    const body = await rows.json();
+    expect(body.data).toHaveLength(1);
+    expect(body.data[0]).toMatchObject({ _id: first.body.id, _sourceIp: "127.0.0.1", event: "ping" });
+  });
+
   it("passes other paths to next() as Express/Connect middleware", async () => {
     const { api } = await setup();
     const handler = toNodeHandler(api);

@@ -67,3 +67,37 @@ export function inferColumns(rows: Iterable<Row>): Column[] {
   }
   return [...types].map(([name, type]) => ({ name, type }));
 }
+
+/** Most columns a dataset's inferred schema holds; later names still land in rows, not in the schema. */
+export const MAX_DATASET_COLUMNS = 1000;
+
+/**
+ * `mergeColumns` for schemas that grow on every write (webhook datasets):
+ * returns null when `incoming` changes nothing (the common case costs no
+ * copy), and never grows past `maxColumns`.
+ */
+export function widenColumns(
+  columns: readonly Column[],
+  incoming: readonly Column[],
+  maxColumns = MAX_DATASET_COLUMNS,
+): Column[] | null {
+  let index: Map<string, number> | null = null;
+  let out: Column[] | null = null;
+  for (const col of incoming) {
+    index ??= new Map(columns.map((c, i) => [c.name, i] as const));
+    const i = index.get(col.name);
+    if (i === undefined) {
+      if ((out ?? columns).length >= maxColumns) continue;
+      out ??= columns.map((c) => ({ ...c }));
+      index.set(col.name, out.length);
+      out.push({ name: col.name, type: col.type });
+      continue;
+    }
+    const existing = (out ?? columns)[i]!;
+    const widened = widenType(existing.type, col.type);
+    if (widened === existing.type) continue;
+    out ??= columns.map((c) => ({ ...c }));
+    out[i]!.type = widened;
+  }
+  return out;
+}

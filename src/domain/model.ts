@@ -186,6 +186,8 @@ export interface ApiCallRecord {
   method: string;
   /** Route template, never the concrete URL: `/api/v1/datasets/:id/rows`. */
   route: string;
+  /** The route's `:id` path parameter (the dataset, table, connection or dashboard called), when it has one. */
+  objectId?: string | null;
   status: number;
   latencyMs: number;
 }

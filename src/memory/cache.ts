@@ -9,6 +9,8 @@ export function createMemoryCache(options: { max?: number; clock?: Clock } = {})
   const lru = new LRUCache<string, { value: unknown }>({
     max: options.max ?? 5_000,
     ttlAutopurge: false,
+    // Read the injected clock on every check: lru-cache otherwise reuses one reading for 1 ms of real time.
+    ttlResolution: 0,
     perf: { now: () => clock.now() },
   });
   return {

@@ -6,7 +6,19 @@ import type { IdentityStore } from "./storage/identity.js";
 import type { TableStore } from "./storage/tables.js";
 import type { WebhookStore } from "./storage/webhooks.js";
 
-export type { AnalyticsStore, DayViews, DayWindow, SpaceObject, ViewerDayViews } from "./storage/analytics.js";
+export type {
+  AnalyticsStore,
+  ApiUsageRow,
+  CreditUsageRow,
+  DashboardUsageRow,
+  DatasetUsageRow,
+  DayViews,
+  DayWindow,
+  RefreshHistoryRow,
+  SpaceObject,
+  SpaceQuery,
+  ViewerDayViews,
+} from "./storage/analytics.js";
 export type { AuditStore, StoredAuditEvent } from "./storage/audit.js";
 export type { CatalogStore, RowPage, RowQuery } from "./storage/catalog.js";
 export type { IdentityStore } from "./storage/identity.js";

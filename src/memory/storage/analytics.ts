@@ -1,22 +1,274 @@
-import type { AnalyticsStore } from "../../ports/storage/analytics.js";
+import { utcDay } from "../../domain/days.js";
+import { tableAsDataset } from "../../domain/rows.js";
+import { currentVersion } from "../../domain/dashboards.js";
+import type { ApiCallRecord, DashboardView } from "../../domain/model.js";
+import {
+  type AnalyticsStore,
+  type ApiUsageRow,
+  type CreditUsageRow,
+  DATASET_READ_ROUTES,
+  type DashboardUsageRow,
+  type DatasetUsageRow,
+  type DayViews,
+  type DayWindow,
+  type RefreshHistoryRow,
+  type ViewerDayViews,
+} from "../../ports/storage/analytics.js";
 import { cloneJson, type MemoryState } from "./state.js";
 
-// TODO(issue 3): dashboards, views and space aggregates.
+/** Dashboards, view statistics and the space aggregates, computed over the state's arrays. */
 export function memoryAnalytics(state: MemoryState): AnalyticsStore {
-  const pending = (): never => {
-    throw new Error("dashboards and space activity are not implemented yet");
+  /** Non-editor views of the dashboards within the window, with their UTC day. */
+  const viewsOf = (dashboardIds: ReadonlySet<string>, window: DayWindow) =>
+    state.dashboardViews.flatMap((view) => {
+      if (view.editor || !dashboardIds.has(view.dashboardId)) return [];
+      const day = utcDay(view.at);
+      return day >= window.fromDay && day <= window.toDay ? [{ view, day }] : [];
+    });
+  const teamDatasets = (teamId: string) => {
+    const out = new Map<string, { name: string; connectionId: string | null }>();
+    for (const d of state.datasets.values()) if (d.teamId === teamId) out.set(d.id, d);
+    for (const t of state.tables.values()) if (t.teamId === teamId) out.set(t.id, tableAsDataset(t));
+    return out;
   };
+  const connectionName = (id: string | null) => (id ? (state.connections.get(id)?.name ?? null) : null);
+
   return {
-    listDashboards: pending,
-    getDashboard: pending,
-    viewsByDay: pending,
-    viewsByViewer: pending,
-    spaceRows: pending,
+    async listDashboards(teamIds) {
+      const teams = new Set(teamIds);
+      return [...state.dashboards.values()].filter((d) => teams.has(d.teamId)).map((d) => cloneJson(d));
+    },
+
+    async getDashboard(id) {
+      const dashboard = state.dashboards.get(id);
+      return dashboard ? cloneJson(dashboard) : null;
+    },
+
+    async viewsByDay(dashboardId, window) {
+      const days = groupBy(viewsOf(new Set([dashboardId]), window), ({ day }) => [day]);
+      return [...days.values()]
+        .map((group): DayViews => ({ day: group[0]!.day, views: group.length, uniqueVisitors: distinct(group, ({ view }) => view.visitorId) }))
+        .sort((a, b) => compare(a.day, b.day));
+    },
+
+    async viewsByViewer(dashboardId, window) {
+      const groups = groupBy(viewsOf(new Set([dashboardId]), window), ({ view, day }) => [day, view.userId]);
+      return [...groups.values()]
+        .map((group): ViewerDayViews => {
+          const { view, day } = group[0]!;
+          const viewer = view.userId === null ? "Anonymous" : (state.users.get(view.userId)?.email ?? view.userId);
+          return { day, viewerId: view.userId, viewer, views: group.length };
+        })
+        .sort((a, b) => compare(a.day, b.day) || compare(a.viewer, b.viewer) || compare(a.viewerId, b.viewerId));
+    },
+
+    async spaceDashboardUsage({ teamId, ...window }) {
+      const dashboards = new Map([...state.dashboards.values()].filter((d) => d.teamId === teamId).map((d) => [d.id, d]));
+      const groups = groupBy(viewsOf(new Set(dashboards.keys()), window), ({ view, day }) => [day, view.dashboardId]);
+      return [...groups.values()]
+        .map((group): DashboardUsageRow => {
+          const { view, day } = group[0]!;
+          const dashboard = dashboards.get(view.dashboardId)!;
+          const views = group.map((g) => g.view);
+          return {
+            day,
+            dashboard_id: dashboard.id,
+            dashboard: dashboard.name,
+            published: currentVersion(dashboard).published,
+            views: views.length,
+            unique_visitors: distinct(views, (v) => v.visitorId),
+            signed_in_viewers: distinct(
+              views.filter((v) => v.userId !== null),
+              (v) => v.userId,
+            ),
+            anonymous_views: views.filter((v: DashboardView) => v.userId === null).length,
+          };
+        })
+        .sort((a, b) => compare(b.day, a.day) || compare(a.dashboard, b.dashboard) || compare(a.dashboard_id, b.dashboard_id));
+    },
+
+    async spaceRefreshHistory({ teamId, ...window }) {
+      const datasets = teamDatasets(teamId);
+      const runs = state.refreshRuns.flatMap((run, position) => {
+        if (!datasets.has(run.datasetId)) return [];
+        const day = utcDay(run.startedAt);
+        return day >= window.fromDay && day <= window.toDay ? [{ run, day, position }] : [];
+      });
+      return [...groupBy(runs, ({ run, day }) => [day, run.datasetId]).values()]
+        .map((group): RefreshHistoryRow => {
+          const { run, day } = group[0]!;
+          const dataset = datasets.get(run.datasetId)!;
+          const failed = group.filter((g) => g.run.error !== null);
+          const last = failed.reduce<(typeof failed)[number] | null>((latest, g) => (latest && later(latest, g) ? latest : g), null);
+          return {
+            dataset_id: run.datasetId,
+            dataset: dataset.name,
+            connection: connectionName(dataset.connectionId),
+            day,
+            runs: group.length,
+            failures: failed.length,
+            rows_processed: sum(group.map((g) => g.run.rowsProcessed)),
+            avg_duration_ms: Math.round(sum(group.map((g) => g.run.durationMs)) / group.length),
+            last_error: last?.run.error ?? null,
+          };
+        })
+        .sort((a, b) => compare(b.day, a.day) || compare(a.dataset, b.dataset) || compare(a.dataset_id, b.dataset_id));
+    },
+
+    async spaceCreditUsage({ teamId, ...window }) {
+      const uses = state.creditUsage.flatMap((use) => {
+        if (use.teamId !== teamId) return [];
+        const day = utcDay(use.at);
+        return day >= window.fromDay && day <= window.toDay ? [{ use, day }] : [];
+      });
+      return [...groupBy(uses, ({ use, day }) => [day, use.category]).values()]
+        .map(
+          (group): CreditUsageRow => ({
+            day: group[0]!.day,
+            category: group[0]!.use.category,
+            credits: sum(group.map((g) => g.use.credits)),
+            uses: group.length,
+            users: distinct(
+              group.filter((g) => g.use.userId !== null),
+              (g) => g.use.userId,
+            ),
+          }),
+        )
+        .sort((a, b) => compare(b.day, a.day) || compare(a.category, b.category));
+    },
+
+    async spaceApiUsage({ teamId, ...window }) {
+      return [...state.apiUsage.values()]
+        .filter((u) => u.teamId === teamId && u.day >= window.fromDay && u.day <= window.toDay)
+        .map(
+          (u): ApiUsageRow => ({
+            day: u.day,
+            method: u.method,
+            route: u.route,
+            credential_kind: u.credentialKind,
+            credential_id: u.credentialId,
+            credential: u.credentialName,
+            calls: u.calls,
+            errors: u.errors,
+            server_errors: u.serverErrors,
+            avg_latency_ms: Math.round(u.latencySum / u.calls),
+          }),
+        )
+        .sort(
+          (a, b) =>
+            compare(b.day, a.day) ||
+            compare(a.route, b.route) ||
+            compare(a.method, b.method) ||
+            compare(a.credential_kind, b.credential_kind) ||
+            compare(a.credential, b.credential) ||
+            compare(a.credential_id, b.credential_id),
+        );
+    },
+
+    async spaceDatasetUsage({ teamId }) {
+      const dashboards = [...state.dashboards.values()].filter((d) => d.teamId === teamId);
+      const latestRun = new Map<string, { startedAt: number; error: string | null }>();
+      for (const run of state.refreshRuns) {
+        const startedAt = Date.parse(run.startedAt);
+        const seen = latestRun.get(run.datasetId);
+        if (!seen || startedAt >= seen.startedAt) latestRun.set(run.datasetId, { startedAt, error: run.error });
+      }
+      const rows = [
+        ...[...state.datasets.values()].filter((d) => d.teamId === teamId),
+        ...[...state.tables.values()].filter((t) => t.teamId === teamId).map(tableAsDataset),
+      ].map((d): DatasetUsageRow => {
+        const reads = state.datasetReads.get(d.id);
+        return {
+          dataset_id: d.id,
+          dataset: d.name,
+          type: d.type,
+          connection: connectionName(d.connectionId),
+          row_count: d.rowCount,
+          column_count: d.columns.length,
+          last_refreshed_at: d.lastRefreshedAt,
+          updated_at: d.updatedAt,
+          last_refresh_error: latestRun.get(d.id)?.error ?? null,
+          dashboards: dashboards
+            .filter((b) => b.datasetIds.includes(d.id))
+            .map((b) => b.name)
+            .sort(compare),
+          api_reads: reads?.count ?? 0,
+          last_api_read_at: reads?.lastAt ?? null,
+        };
+      });
+      return rows.sort((a, b) => compare(a.dataset, b.dataset) || compare(a.dataset_id, b.dataset_id));
+    },
+
     async recordRefreshRun(run) {
       state.refreshRuns.push(cloneJson(run));
     },
+
+    // The log is kept as per-day counters (what api-usage and dataset-usage
+    // report), so a long-running memory store does not grow with every call.
     async recordApiCall(call) {
-      state.apiCalls.push(call);
+      const day = utcDay(call.at);
+      const key = JSON.stringify([day, call.teamId, call.method, call.route, call.credentialKind, call.credentialId, call.credentialName]);
+      let usage = state.apiUsage.get(key);
+      if (!usage) {
+        usage = {
+          day,
+          teamId: call.teamId,
+          method: call.method,
+          route: call.route,
+          credentialKind: call.credentialKind,
+          credentialId: call.credentialId,
+          credentialName: call.credentialName,
+          calls: 0,
+          errors: 0,
+          serverErrors: 0,
+          latencySum: 0,
+        };
+        state.apiUsage.set(key, usage);
+      }
+      usage.calls++;
+      if (call.status >= 400) usage.errors++;
+      if (call.status >= 500) usage.serverErrors++;
+      usage.latencySum += call.latencyMs;
+      if (call.method === "GET" && call.status >= 200 && call.status <= 299 && call.objectId && DATASET_READ_ROUTES.includes(call.route)) {
+        const reads = state.datasetReads.get(call.objectId) ?? { count: 0, lastAt: null };
+        reads.count++;
+        if (reads.lastAt === null || Date.parse(call.at) >= Date.parse(reads.lastAt)) reads.lastAt = call.at;
+        state.datasetReads.set(call.objectId, reads);
+      }
     },
   };
+}
+
+/** Group items by a composite key, keeping first-seen order inside each group. */
+function groupBy<T>(items: readonly T[], key: (item: T) => unknown[]): Map<string, T[]> {
+  const groups = new Map<string, T[]>();
+  for (const item of items) {
+    const k = JSON.stringify(key(item));
+    const group = groups.get(k);
+    if (group) group.push(item);
+    else groups.set(k, [item]);
+  }
+  return groups;
+}
+
+function distinct<T>(items: readonly T[], key: (item: T) => unknown): number {
+  return new Set(items.map(key)).size;
+}
+
+function sum(values: readonly number[]): number {
+  return values.reduce((a, b) => a + b, 0);
+}
+
+/** Whether run `a` is later than `b` (by start, then by stored position). */
+function later(a: { run: { startedAt: string }; position: number }, b: { run: { startedAt: string }; position: number }): boolean {
+  const diff = Date.parse(a.run.startedAt) - Date.parse(b.run.startedAt);
+  return diff !== 0 ? diff > 0 : a.position > b.position;
+}
+
+/** Binary (code unit) order, null first. */
+function compare(a: string | null, b: string | null): number {
+  if (a === b) return 0;
+  if (a === null) return -1;
+  if (b === null) return 1;
+  return a < b ? -1 : 1;
 }

@@ -33,12 +33,13 @@ export function memoryCatalog(state: MemoryState): CatalogStore {
     async readDatasetRows(datasetId, query) {
       const rows = state.datasetRows.get(datasetId) ?? [];
       const totalRows = query.filters ? rows.reduce((n, r) => n + (matchesFilters(r, query.filters) ? 1 : 0), 0) : rows.length;
-      return { totalRows, rows: pageOf(rows, query) };
+      return { totalRows, rows: pageOf(rows, query, () => state.datasetRowsTrimmed.get(datasetId) ?? 0) };
     },
     async replaceDatasetRows(datasetId, data) {
       const found = state.datasets.get(datasetId);
       if (!found) throw new Error(`unknown dataset ${datasetId}`);
       state.datasetRows.set(datasetId, data.rows.map(cloneJson));
+      state.datasetRowsTrimmed.delete(datasetId);
       Object.assign(found, {
         columns: cloneJson(data.columns),
         rowCount: data.rows.length,
@@ -49,13 +50,20 @@ export function memoryCatalog(state: MemoryState): CatalogStore {
   };
 }
 
-/** The page as a lazy sequence over a snapshot of the row array. */
-async function* pageOf(rows: readonly Row[], query: RowQuery): AsyncGenerator<Row> {
+/**
+ * The page as a lazy sequence over the live row array. Positions are
+ * absolute (index + rows trimmed so far), so retention trimming the front
+ * while a read is under way neither repeats nor skips a retained row.
+ */
+async function* pageOf(rows: readonly Row[], query: RowQuery, trimmed: () => number): AsyncGenerator<Row> {
   let skipped = 0;
   let returned = 0;
   const limit = query.limit ?? Number.POSITIVE_INFINITY;
   if (limit <= 0) return;
-  for (let i = query.filters ? 0 : query.offset; i < rows.length; i++) {
+  for (let position = trimmed() + (query.filters ? 0 : query.offset); ; position++) {
+    const i = Math.max(0, position - trimmed());
+    position = i + trimmed();
+    if (i >= rows.length) return;
     const row = rows[i]!;
     if (query.filters) {
       if (!matchesFilters(row, query.filters)) continue;

@@ -16,6 +16,20 @@ import type {
 } from "../../domain/model.js";
 import type { StoredAuditEvent } from "../../ports/storage/audit.js";
 
+export interface ApiUsageCounter {
+  day: string;
+  teamId: string | null;
+  method: string;
+  route: string;
+  credentialKind: ApiCallRecord["credentialKind"];
+  credentialId: string | null;
+  credentialName: string | null;
+  calls: number;
+  errors: number;
+  serverErrors: number;
+  latencySum: number;
+}
+
 /**
  * Everything the memory store holds, on Maps and arrays. Each area module
  * (identity, catalog, tables, webhooks, audit, analytics) reads and writes its part.
@@ -33,6 +47,12 @@ export interface MemoryState {
   datasets: Map<string, DatasetRecord>;
   /** Rows of upload/connection datasets in stored order. */
   datasetRows: Map<string, Row[]>;
+  /**
+   * Rows trimmed from the front of `datasetRows` so far (retention): a row's
+   * absolute position is its index plus this, so a streaming read survives a
+   * trim that shifts the array under it.
+   */
+  datasetRowsTrimmed: Map<string, number>;
   tables: Map<string, TableRecord>;
   /** Input-table rows by table id, in creation order. */
   tableRows: Map<string, Row[]>;
@@ -40,7 +60,10 @@ export interface MemoryState {
   dashboardViews: DashboardView[];
   refreshRuns: RefreshRun[];
   creditUsage: CreditUsage[];
-  apiCalls: ApiCallRecord[];
+  /** The API usage log as per-day counters, keyed by (day, team, method, route, credential). */
+  apiUsage: Map<string, ApiUsageCounter>;
+  /** Successful row reads per dataset or table id. */
+  datasetReads: Map<string, { count: number; lastAt: string | null }>;
   auditLog: StoredAuditEvent[];
 }
 
@@ -57,13 +80,15 @@ export function createMemoryState(): MemoryState {
     connections: new Map(),
     datasets: new Map(),
     datasetRows: new Map(),
+    datasetRowsTrimmed: new Map(),
     tables: new Map(),
     tableRows: new Map(),
     dashboards: new Map(),
     dashboardViews: [],
     refreshRuns: [],
     creditUsage: [],
-    apiCalls: [],
+    apiUsage: new Map(),
+    datasetReads: new Map(),
     auditLog: [],
   };
 }

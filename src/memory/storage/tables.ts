@@ -1,26 +1,137 @@
-import type { TableStore } from "../../ports/storage/tables.js";
-import type { MemoryState } from "./state.js";
+import type { Row } from "../../domain/model.js";
+import { changedSince, newRow, nextUpdatedAt, patchedRow } from "../../domain/table-rows.js";
+import type { EditLogEntry, StoredResponse, TableStore } from "../../ports/storage/tables.js";
+import { memoryAudit } from "./audit.js";
+import { cloneJson, type MemoryState } from "./state.js";
 
-// TODO(issue 4): input-table writes, edit log and idempotency claims.
+interface Claim {
+  fingerprint: string;
+  claimedAt: number;
+  response: StoredResponse | null;
+}
+
+/** How often (by the clock) expired idempotency claims are swept. */
+const SWEEP_EVERY_MS = 60 * 60 * 1000;
+
+/**
+ * Input tables on the shared state. Every write runs without an `await`
+ * between its check and its change, which is what makes it atomic in one
+ * process: the row, the edit-log entry and the audit event land together.
+ */
 export function memoryTables(state: MemoryState): TableStore {
-  const pending = (): never => {
-    throw new Error("input-table writes are not implemented yet");
-  };
+  const audit = memoryAudit(state);
+  const editLogs = new Map<string, EditLogEntry[]>();
+  const claims = new Map<string, Claim>();
+  let lastSweep = -Infinity;
+
+  function logEdit(entry: EditLogEntry): void {
+    const log = editLogs.get(entry.tableId) ?? [];
+    log.push(cloneJson(entry));
+    editLogs.set(entry.tableId, log);
+  }
+
+  function touchTable(tableId: string, rowDelta: number, stamp: string): void {
+    const table = state.tables.get(tableId);
+    if (!table) return;
+    table.rowCount += rowDelta;
+    table.updatedAt = stamp;
+  }
+
+  function sweep(now: number, ttlMs: number): void {
+    if (now - lastSweep < SWEEP_EVERY_MS) return;
+    lastSweep = now;
+    for (const [id, claim] of claims) if (now - claim.claimedAt >= ttlMs) claims.delete(id);
+  }
+
   return {
     async getTable(id) {
       const table = state.tables.get(id);
-      return table ? structuredClone(table) : null;
+      return table ? cloneJson(table) : null;
     },
+
     async listTableRows(tableId, page) {
       const rows = state.tableRows.get(tableId) ?? [];
-      return { totalRows: rows.length, rows: rows.slice(page.offset, page.offset + page.limit).map((r) => structuredClone(r)) };
+      return { totalRows: rows.length, rows: rows.slice(page.offset, page.offset + page.limit).map(cloneJson) };
     },
-    insertTableRow: pending,
-    updateTableRow: pending,
-    deleteTableRow: pending,
-    listEditLog: pending,
-    claimIdempotencyKey: pending,
-    completeIdempotencyKey: pending,
-    releaseIdempotencyKey: pending,
+
+    async getTableRow(tableId, rowId) {
+      const row = (state.tableRows.get(tableId) ?? []).find((r) => r._id === rowId);
+      return row ? cloneJson(row) : null;
+    },
+
+    async insertTableRow({ tableId, rowId, values, actor, now, auditEvent }) {
+      const stamp = nextUpdatedAt(null, now);
+      const row = newRow(rowId, values, stamp);
+      const rows = state.tableRows.get(tableId) ?? [];
+      rows.push(row);
+      state.tableRows.set(tableId, rows);
+      touchTable(tableId, 1, stamp);
+      logEdit({ tableId, rowId, op: "create", actor, at: new Date(now).toISOString(), before: null, after: row });
+      await audit.appendAuditEvent(auditEvent, now);
+      return cloneJson(row);
+    },
+
+    async updateTableRow({ tableId, rowId, patch, expectedUpdatedAt, actor, now, auditEvent }) {
+      const rows = state.tableRows.get(tableId) ?? [];
+      const index = rows.findIndex((r) => r._id === rowId);
+      const current = rows[index];
+      if (!current) return { status: "not_found" };
+      if (expectedUpdatedAt !== null && changedSince(current, expectedUpdatedAt)) {
+        return { status: "conflict", current: cloneJson(current) };
+      }
+      const stamp = nextUpdatedAt(String(current._updatedAt), now);
+      const row = patchedRow(current, patch, stamp);
+      rows[index] = row;
+      touchTable(tableId, 0, stamp);
+      logEdit({ tableId, rowId, op: "update", actor, at: new Date(now).toISOString(), before: current, after: row });
+      await audit.appendAuditEvent(auditEvent, now);
+      return { status: "ok", row: cloneJson(row) };
+    },
+
+    async deleteTableRow({ tableId, rowId, actor, now, auditEvent }) {
+      const rows = state.tableRows.get(tableId) ?? [];
+      const index = rows.findIndex((r) => r._id === rowId);
+      const current: Row | undefined = rows[index];
+      if (!current) return { status: "not_found" };
+      rows.splice(index, 1);
+      const at = new Date(now).toISOString();
+      touchTable(tableId, -1, at);
+      logEdit({ tableId, rowId, op: "delete", actor, at, before: current, after: null });
+      await audit.appendAuditEvent(auditEvent, now);
+      return { status: "ok", row: cloneJson(current) };
+    },
+
+    async listEditLog(tableId, page) {
+      const log = editLogs.get(tableId) ?? [];
+      const slice = page ? log.slice(page.offset, page.offset + page.limit) : log;
+      return slice.map(cloneJson);
+    },
+
+    async claimIdempotencyKey({ scope, key, fingerprint, now, ttlMs }) {
+      sweep(now, ttlMs);
+      const id = claimId(scope, key);
+      const existing = claims.get(id);
+      if (existing && now - existing.claimedAt < ttlMs) {
+        return existing.response
+          ? { state: "completed", fingerprint: existing.fingerprint, response: cloneJson(existing.response) }
+          : { state: "in_progress", fingerprint: existing.fingerprint };
+      }
+      claims.set(id, { fingerprint, claimedAt: now, response: null });
+      return { state: "claimed" };
+    },
+
+    async completeIdempotencyKey({ scope, key, response }) {
+      const claim = claims.get(claimId(scope, key));
+      if (claim) claim.response = cloneJson(response);
+    },
+
+    async releaseIdempotencyKey({ scope, key }) {
+      const id = claimId(scope, key);
+      if (claims.get(id)?.response === null) claims.delete(id);
+    },
   };
+}
+
+function claimId(scope: string, key: string): string {
+  return JSON.stringify([scope, key]);
 }

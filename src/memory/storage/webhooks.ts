@@ -1,17 +1,167 @@
+import { widenColumns, widenType } from "../../domain/columns.js";
+import type { Column, ColumnType, ConnectionRecord, Row } from "../../domain/model.js";
+import { endpointFromConnection as endpointOf } from "../../domain/webhook-config.js";
 import type { WebhookStore } from "../../ports/storage/webhooks.js";
 import type { MemoryState } from "./state.js";
 
-// TODO(issue 5): webhook ingest, de-duplication and retention.
-export function memoryWebhooks(_state: MemoryState): WebhookStore {
-  const pending = (): never => {
-    throw new Error("the webhook receiver is not implemented yet");
-  };
+/** Per webhook dataset: dedup keys of retained rows, and a name→type view of its columns. */
+interface DatasetIndex {
+  rowIdByKey: Map<string, string>;
+  keyByRowId: Map<string, string>;
+  /** The `columns` array `types` was built from; rebuilt when the dataset's columns are replaced. */
+  columnsSeen: readonly Column[] | null;
+  types: Map<string, ColumnType | null>;
+}
+
+/**
+ * Webhook ingest on the shared state. The webhook dataset is an ordinary
+ * entry of `state.datasets` / `state.datasetRows`, so the catalog serves it.
+ * Every method body runs without an `await` before its last write, so each
+ * call is atomic in one process.
+ */
+export function memoryWebhooks(state: MemoryState): WebhookStore {
+  const indexes = new Map<string, DatasetIndex>();
+  // endpointId → connection id, rebuilt when connections or datasets are added (seed, create).
+  let endpoints = new Map<string, { connectionId: string; datasetId: string }>();
+  let builtAt = { connections: -1, datasets: -1 };
+
+  function lookup(endpointId: string): { connection: ConnectionRecord; datasetId: string } | null {
+    if (builtAt.connections !== state.connections.size || builtAt.datasets !== state.datasets.size) {
+      endpoints = buildEndpointIndex(state);
+      builtAt = { connections: state.connections.size, datasets: state.datasets.size };
+    }
+    const found = endpoints.get(endpointId);
+    const connection = found ? state.connections.get(found.connectionId) : undefined;
+    if (!found || !connection || connection.config.endpointId !== endpointId) return null;
+    return { connection, datasetId: found.datasetId };
+  }
+
+  function indexOf(datasetId: string): DatasetIndex {
+    let index = indexes.get(datasetId);
+    if (!index) {
+      index = { rowIdByKey: new Map(), keyByRowId: new Map(), columnsSeen: null, types: new Map() };
+      indexes.set(datasetId, index);
+    }
+    return index;
+  }
+
+  function trim(datasetId: string, retainRows: number): void {
+    const rows = state.datasetRows.get(datasetId);
+    if (!rows || rows.length <= retainRows) return;
+    const index = indexOf(datasetId);
+    // In place: at capacity every delivery trims one row, and `shift` is cheap
+    // where copying the array (copy-on-write) would cost O(retainRows) per delivery.
+    const excess = rows.length - retainRows;
+    const removed = excess === 1 ? [rows.shift()!] : rows.splice(0, excess);
+    state.datasetRowsTrimmed.set(datasetId, (state.datasetRowsTrimmed.get(datasetId) ?? 0) + excess);
+    for (const old of removed) {
+      const id = old._id as string;
+      const key = index.keyByRowId.get(id);
+      if (key === undefined) continue;
+      index.keyByRowId.delete(id);
+      index.rowIdByKey.delete(key);
+    }
+    state.datasets.get(datasetId)!.rowCount = retainRows;
+  }
+
   return {
-    async getWebhookEndpoint() {
-      return null;
+    async getWebhookEndpoint(endpointId) {
+      const found = lookup(endpointId);
+      return found ? endpointOf(found.connection, found.datasetId) : null;
     },
-    ingestWebhookRow: pending,
-    updateWebhookSettings: pending,
-    createWebhookConnection: pending,
+
+    async ingestWebhookRow({ datasetId, dedupKey, row, columns, retainRows, receivedAt }) {
+      const dataset = state.datasets.get(datasetId);
+      if (!dataset) throw new Error(`unknown dataset ${datasetId}`);
+      const index = indexOf(datasetId);
+      if (dedupKey !== null) {
+        const first = index.rowIdByKey.get(dedupKey);
+        if (first !== undefined) return { id: first, duplicate: true };
+      }
+      const id = row._id as string;
+      const stored: Row = Object.create(null);
+      for (const key of Object.keys(row)) stored[key] = row[key];
+      let rows = state.datasetRows.get(datasetId);
+      if (!rows) state.datasetRows.set(datasetId, (rows = []));
+      rows.push(stored);
+      if (dedupKey !== null) {
+        index.rowIdByKey.set(dedupKey, id);
+        index.keyByRowId.set(id, dedupKey);
+      }
+      if (index.columnsSeen !== dataset.columns) {
+        index.types = new Map(dataset.columns.map((c) => [c.name, c.type] as const));
+        index.columnsSeen = dataset.columns;
+      }
+      // Fast path: a payload of a known shape changes no column.
+      const changes = columns.some((c) => !index.types.has(c.name) || widenType(index.types.get(c.name)!, c.type) !== index.types.get(c.name));
+      if (changes) {
+        const widened = widenColumns(dataset.columns, columns);
+        if (widened) dataset.columns = widened;
+      }
+      dataset.rowCount = rows.length;
+      dataset.updatedAt = receivedAt;
+      trim(datasetId, Math.max(1, retainRows));
+      return { id, duplicate: false };
+    },
+
+    async updateWebhookSettings(connectionId, settings) {
+      const connection = state.connections.get(connectionId);
+      if (!connection || connection.type !== "webhook") return null;
+      const datasetId = datasetOf(state, connectionId);
+      if (datasetId === null) return null;
+      const config = { ...connection.config };
+      if (settings.signingSecret !== undefined) config.signingSecret = settings.signingSecret;
+      if (settings.retainRows !== undefined) config.retainRows = settings.retainRows;
+      connection.config = config;
+      if (typeof settings.retainRows === "number") trim(datasetId, Math.max(1, settings.retainRows));
+      return endpointOf(connection, datasetId);
+    },
+
+    async createWebhookConnection({ connection, endpoint, dataset }) {
+      if (state.connections.has(connection.id)) throw new Error(`connection ${connection.id} exists`);
+      if (state.datasets.has(dataset.id) || state.tables.has(dataset.id)) throw new Error(`dataset ${dataset.id} exists`);
+      if (lookup(endpoint.endpointId)) throw new Error("endpointId is taken");
+      const record: ConnectionRecord = {
+        ...connection,
+        type: "webhook",
+        config: { endpointId: endpoint.endpointId, signingSecret: endpoint.signingSecret, retainRows: endpoint.retainRows },
+      };
+      state.connections.set(record.id, record);
+      state.datasets.set(dataset.id, {
+        id: dataset.id,
+        teamId: connection.teamId,
+        name: dataset.name,
+        type: "connection",
+        connectionId: connection.id,
+        source: null,
+        columns: [],
+        rowCount: 0,
+        lastRefreshedAt: null,
+        updatedAt: connection.createdAt,
+      });
+      state.datasetRows.set(dataset.id, []);
+      return endpointOf(record, dataset.id);
+    },
   };
+}
+
+function buildEndpointIndex(state: MemoryState): Map<string, { connectionId: string; datasetId: string }> {
+  const datasetByConnection = new Map<string, string>();
+  for (const d of state.datasets.values()) {
+    if (d.connectionId !== null && !datasetByConnection.has(d.connectionId)) datasetByConnection.set(d.connectionId, d.id);
+  }
+  const out = new Map<string, { connectionId: string; datasetId: string }>();
+  for (const c of state.connections.values()) {
+    const endpointId = c.config.endpointId;
+    const datasetId = datasetByConnection.get(c.id);
+    if (c.type === "webhook" && typeof endpointId === "string" && endpointId !== "" && datasetId) {
+      out.set(endpointId, { connectionId: c.id, datasetId });
+    }
+  }
+  return out;
+}
+
+function datasetOf(state: MemoryState, connectionId: string): string | null {
+  for (const d of state.datasets.values()) if (d.connectionId === connectionId) return d.id;
+  return null;
 }

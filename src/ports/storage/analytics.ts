@@ -1,14 +1,24 @@
-import type { ApiCallRecord, DashboardRecord, RefreshRun, Row } from "../../domain/model.js";
+import type { ApiCallRecord, DashboardRecord, RefreshRun } from "../../domain/model.js";
 
-/** An inclusive window of UTC days, `YYYY-MM-DD`. */
+/**
+ * An inclusive window of UTC days, `YYYY-MM-DD`. An event belongs to the
+ * UTC day of its instant: a timestamp written with an offset
+ * (`2026-10-31T23:30:00-02:00`) counts on its UTC day (`2026-11-01`).
+ */
 export interface DayWindow {
   fromDay: string;
   toDay: string;
 }
 
+/** A team's window, the query of every day-based space object. */
+export interface SpaceQuery extends DayWindow {
+  teamId: string;
+}
+
 export interface DayViews {
   day: string;
   views: number;
+  /** Distinct `visitorId`s that day. */
   uniqueVisitors: number;
 }
 
@@ -23,23 +33,142 @@ export interface ViewerDayViews {
 
 /** The space objects of GET /space/{object}. */
 export type SpaceObject = "dashboard-usage" | "refresh-history" | "credit-usage" | "api-usage" | "dataset-usage";
+export const SPACE_OBJECTS: readonly SpaceObject[] = ["dashboard-usage", "refresh-history", "credit-usage", "api-usage", "dataset-usage"];
+
+/** `dashboard-usage`: one row per dashboard of the team per UTC day with at least one (non-editor) view. */
+export interface DashboardUsageRow {
+  day: string;
+  dashboard_id: string;
+  /** The dashboard's name. */
+  dashboard: string;
+  /** Whether the dashboard's current (highest) version is published now. */
+  published: boolean;
+  views: number;
+  /** Distinct `visitorId`s that day. */
+  unique_visitors: number;
+  /** Distinct non-null `userId`s that day. */
+  signed_in_viewers: number;
+  /** Views with `userId` null (public-link visitors). */
+  anonymous_views: number;
+}
+
+/** `refresh-history`: one row per dataset of the team per UTC day of the runs' `startedAt`. */
+export interface RefreshHistoryRow {
+  dataset_id: string;
+  dataset: string;
+  /** The dataset's connection name; null for a dataset without a connection. */
+  connection: string | null;
+  day: string;
+  runs: number;
+  /** Runs whose `error` is not null. */
+  failures: number;
+  /** Sum of `rowsProcessed` over the day's runs. */
+  rows_processed: number;
+  /** Mean `durationMs` of the day's runs, rounded half up to an integer. */
+  avg_duration_ms: number;
+  /** `error` of the day's latest failed run (greatest `startedAt`; on a tie the one stored last); null when none failed. */
+  last_error: string | null;
+}
+
+/** `credit-usage`: one row per category per UTC day of the team's credit usage records. */
+export interface CreditUsageRow {
+  day: string;
+  category: string;
+  /** Sum of `credits`. */
+  credits: number;
+  /** Number of usage records. */
+  uses: number;
+  /** Distinct non-null `userId`s. */
+  users: number;
+}
+
+/**
+ * `api-usage`: one row per UTC day, route template, method and credential
+ * (kind, id, name) among the team's API calls (`ApiCallRecord.teamId`).
+ */
+export interface ApiUsageRow {
+  day: string;
+  method: string;
+  /** Route template, e.g. `/api/v1/datasets/:id/rows`. */
+  route: string;
+  credential_kind: ApiCallRecord["credentialKind"];
+  /** Key id or user id. */
+  credential_id: string | null;
+  /** Key name or user email. */
+  credential: string | null;
+  calls: number;
+  /** Calls answered with a status of 400 or more. */
+  errors: number;
+  /** Calls answered with a status of 500 or more (counted in `errors` too). */
+  server_errors: number;
+  /** Mean `latencyMs`, rounded half up to an integer. */
+  avg_latency_ms: number;
+}
+
+/** `dataset-usage`: one row per dataset of the team (input tables included): its current state. */
+export interface DatasetUsageRow {
+  dataset_id: string;
+  dataset: string;
+  /** `upload`, `connection` or `input_table`. */
+  type: string;
+  /** The connection's name; null without one. */
+  connection: string | null;
+  row_count: number;
+  column_count: number;
+  last_refreshed_at: string | null;
+  updated_at: string;
+  /** `error` of the dataset's latest refresh run (greatest `startedAt`) when that run failed; else null (also without runs). */
+  last_refresh_error: string | null;
+  /** Names of the team's dashboards whose `datasetIds` include the dataset, sorted (binary order). */
+  dashboards: string[];
+  /**
+   * API calls that read its rows: method GET, a route in
+   * {@link DATASET_READ_ROUTES}, `objectId` equal to the dataset id, status
+   * 200–299. All recorded time (dataset-usage has no window).
+   */
+  api_reads: number;
+  /** `at` of the latest such call, as recorded (api.ts records `toISOString()` form); null without one. */
+  last_api_read_at: string | null;
+}
+
+/** Route templates whose successful GETs count as API reads of the dataset named by `objectId`. */
+export const DATASET_READ_ROUTES: readonly string[] = ["/api/v1/datasets/:id/rows", "/api/v1/tables/:id/rows"];
 
 /**
  * Dashboards, view statistics, refresh runs, credit usage and the API usage
  * log. Every aggregate is computed by storage (GROUP BY in SQL stores); the
- * handlers never pull raw events to count them. Editor views are excluded
- * from every view figure.
+ * handlers never pull raw events to count them. Editor views
+ * (`editor: true`) are excluded from every view figure.
+ *
+ * Ordering: where rows tie on `day` (or have none) they are ordered by the
+ * named text fields in binary (code unit) order — `COLLATE "C"` in
+ * PostgreSQL, the default BINARY collation in SQLite — with null before
+ * any string.
  */
 export interface AnalyticsStore {
-  /** Dashboards of the teams with all versions. */
+  /** Dashboards of the teams with all versions, in no particular order. */
   listDashboards(teamIds: readonly string[]): Promise<DashboardRecord[]>;
+  /** One dashboard with all versions, or null. */
   getDashboard(id: string): Promise<DashboardRecord | null>;
-  /** Only days that have views, oldest first. */
+  /** Only days of the window that have views, oldest first. */
   viewsByDay(dashboardId: string, window: DayWindow): Promise<DayViews[]>;
-  /** Only rows with views, oldest day first, then by viewer. */
+  /**
+   * Only rows with views, oldest day first, then by `viewer` (binary order),
+   * then `viewerId`. A signed-in viewer is grouped by `userId` and named by
+   * the user's email (the user id when the user is unknown); all views with
+   * `userId` null form one `Anonymous` row per day.
+   */
   viewsByViewer(dashboardId: string, window: DayWindow): Promise<ViewerDayViews[]>;
-  /** Rows of a space object, sorted by day descending where there is a day. */
-  spaceRows(object: SpaceObject, query: { teamId: string } & DayWindow): Promise<Row[]>;
+  /** `dashboard-usage` rows: day descending, then `dashboard`, then `dashboard_id`. */
+  spaceDashboardUsage(query: SpaceQuery): Promise<DashboardUsageRow[]>;
+  /** `refresh-history` rows of the team's datasets: day descending, then `dataset`, then `dataset_id`. */
+  spaceRefreshHistory(query: SpaceQuery): Promise<RefreshHistoryRow[]>;
+  /** `credit-usage` rows: day descending, then `category`. */
+  spaceCreditUsage(query: SpaceQuery): Promise<CreditUsageRow[]>;
+  /** `api-usage` rows: day descending, then `route`, `method`, `credential_kind`, `credential`, `credential_id`. */
+  spaceApiUsage(query: SpaceQuery): Promise<ApiUsageRow[]>;
+  /** `dataset-usage` rows: by `dataset`, then `dataset_id`. */
+  spaceDatasetUsage(query: { teamId: string }): Promise<DatasetUsageRow[]>;
   recordRefreshRun(run: RefreshRun): Promise<void>;
   /** Append to the API usage log. Never throws into a request (the caller does not await it on the critical path). */
   recordApiCall(call: ApiCallRecord): Promise<void>;

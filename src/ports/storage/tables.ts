@@ -8,8 +8,11 @@ export interface EditLogEntry {
   rowId: string;
   op: EditOp;
   actor: Actor;
+  /** ISO 8601 time of the write (the clock's `now` of the call). */
   at: string;
+  /** The stored row before the write; null for `create`. */
   before: Row | null;
+  /** The stored row after the write; null for `delete`. */
   after: Row | null;
 }
 
@@ -33,23 +36,39 @@ export type RowWriteResult =
   /** `expectedUpdatedAt` was older than the row's `_updatedAt`. */
   | { status: "conflict"; current: Row };
 
-/** Input-table rows, their edit log and Idempotency-Key claims. */
+/**
+ * Input-table rows, their edit log and Idempotency-Key claims.
+ *
+ * A stored row is flat: the column values plus `_id`, `_createdAt` and
+ * `_updatedAt` (ISO 8601 with milliseconds, `toISOString()` form, for rows
+ * written through this interface). Column names are arbitrary strings, including
+ * `__proto__` and `constructor`: they are data and MUST round-trip as own
+ * properties. Returned rows are copies the caller may keep.
+ * `src/domain/table-rows.ts` has the stamp and merge rules as pure functions.
+ */
 export interface TableStore {
   getTable(id: string): Promise<TableRecord | null>;
-  /** Stored order (creation order). */
+  /** Stored order (creation order); `totalRows` counts the whole table. */
   listTableRows(tableId: string, page: { offset: number; limit: number }): Promise<{ totalRows: number; rows: Row[] }>;
+  /** One row by `_id`, or null. */
+  getTableRow(tableId: string, rowId: string): Promise<Row | null>;
   /**
    * Insert a row (values already validated; `_id` chosen by the caller) with
    * `_createdAt` = `_updatedAt` = the stamp for `now`; append the edit-log
-   * entry and `auditEvent` in the SAME transaction.
+   * entry and `auditEvent` (stored at `now`, at the next audit position) in
+   * the SAME transaction. The table's `rowCount` grows by one and its
+   * `updatedAt` becomes the stamp. Returns the stored row.
    */
   insertTableRow(input: { tableId: string; rowId: string; values: Row; actor: Actor; now: number; auditEvent: AuditEvent }): Promise<Row>;
   /**
    * MUST be atomic (compare-and-set): when `expectedUpdatedAt` is given and
-   * the row's `_updatedAt` is later, nothing is written and `conflict` is
-   * returned. `_updatedAt` MUST strictly increase on every write to a row,
-   * even two writes in the same millisecond. Appends the edit log entry and
-   * `auditEvent` in the same transaction.
+   * the row's `_updatedAt` is a later instant (compare instants, not strings),
+   * nothing is written and `conflict` is returned with the current row.
+   * Otherwise the patch's keys replace the row's values (other columns are
+   * kept) and `_updatedAt` becomes `max(now, previous _updatedAt + 1 ms)`
+   * (`nextUpdatedAt`), so it strictly increases on every write to a row, even
+   * two writes in the same millisecond. Appends the edit log entry and
+   * `auditEvent` in the same transaction; the table's `updatedAt` follows.
    */
   updateTableRow(input: {
     tableId: string;
@@ -60,17 +79,22 @@ export interface TableStore {
     now: number;
     auditEvent: AuditEvent;
   }): Promise<RowWriteResult>;
-  /** Deletes; appends edit log entry and `auditEvent` in the same transaction. */
+  /**
+   * Deletes and returns the deleted row as `ok`; appends edit log entry and
+   * `auditEvent` in the same transaction; `rowCount` shrinks by one. Nothing
+   * is logged for an unknown row (`not_found`).
+   */
   deleteTableRow(input: { tableId: string; rowId: string; actor: Actor; now: number; auditEvent: AuditEvent }): Promise<RowWriteResult>;
-  /** The table's edit log, oldest first. */
+  /** The table's edit log, oldest first (all of it when `page` is omitted). */
   listEditLog(tableId: string, page?: { offset: number; limit: number }): Promise<EditLogEntry[]>;
   /**
    * MUST be atomic: of concurrent claims of one (scope, key) exactly one gets
    * `claimed`. A claim older than `ttlMs` (by `now`) is expired and may be
    * claimed afresh. `scope` already includes the credential and the table.
+   * The store does not compare fingerprints; it returns the stored one.
    */
   claimIdempotencyKey(input: { scope: string; key: string; fingerprint: string; now: number; ttlMs: number }): Promise<IdempotencyClaim>;
-  /** Store the final response of a claimed key. */
+  /** Store the final response of a claimed key (kept until the claim expires). */
   completeIdempotencyKey(input: { scope: string; key: string; response: StoredResponse }): Promise<void>;
   /** Drop a claim whose request failed without a response worth replaying. */
   releaseIdempotencyKey(input: { scope: string; key: string }): Promise<void>;

@@ -1,6 +1,11 @@
 import type { Column, Row } from "../../domain/model.js";
 
-/** A webhook connection as the receiver needs it. */
+/**
+ * A webhook connection as the receiver needs it. It is read from a
+ * connection of type `webhook` whose config is
+ * `{ endpointId, signingSecret, retainRows }`, and the dataset whose
+ * `connectionId` is that connection.
+ */
 export interface WebhookEndpoint {
   connectionId: string;
   teamId: string;
@@ -9,21 +14,40 @@ export interface WebhookEndpoint {
   datasetId: string;
   /** The path segment of /api/webhooks/{endpointId}. */
   endpointId: string;
+  /** null (or an empty/absent config value) means unsigned requests are accepted. */
   signingSecret: string | null;
-  /** Most recent rows kept; older rows are trimmed. */
-  retainRows: number;
+  /**
+   * Most recent rows kept; older rows are trimmed. null (absent in the
+   * connection config) means the host's default, `settings.webhookRetainRows`.
+   */
+  retainRows: number | null;
 }
 
 export interface WebhookStore {
+  /** The endpoint with this path segment, or null. Called on every delivery: keep it an indexed lookup. */
   getWebhookEndpoint(endpointId: string): Promise<WebhookEndpoint | null>;
   /**
-   * MUST be atomic: when `dedupKey` is non-null and a retained row of this
-   * dataset was stored with it, nothing is written and that row's `_id` is
-   * returned with `duplicate: true` — 20 concurrent calls with one key store
-   * exactly one row. Otherwise the row is appended (its `_id` is in `row`),
-   * the dataset's columns widen by `columns`, rowCount/updatedAt move, and the
-   * oldest rows beyond `retainRows` are trimmed (their dedup keys with them).
-   * Resolves only once the row is durable.
+   * Store one delivery. MUST be ONE atomic operation (a transaction or a
+   * single statement), because it is the whole of de-duplication:
+   *
+   * - when `dedupKey` is non-null and a retained row of this dataset was
+   *   stored with that key, nothing is written and that row's `_id` is
+   *   returned with `duplicate: true` — 20 concurrent calls with one key
+   *   store exactly one row and all return its `_id`;
+   * - otherwise `row` is appended after every retained row (its `_id` is in
+   *   `row`; read order is arrival order) and `{ id: row._id, duplicate: false }`
+   *   is returned;
+   * - the dataset's columns become `widenColumns(current, columns)` (see
+   *   `src/domain/columns.ts`: new names appended, types widened, at most
+   *   MAX_DATASET_COLUMNS; the schema never narrows), `rowCount` becomes the
+   *   retained row count and `updatedAt` becomes `receivedAt`;
+   * - the oldest rows beyond `retainRows` (>= 1) are deleted with their dedup
+   *   keys, so a key is remembered exactly as long as its row is retained.
+   *
+   * `row` is flat: every value is a string, number, boolean or null, and
+   * keys such as `__proto__` are ordinary column names. Dedup keys are at
+   * most 200 characters. Resolves only once the row is durable. Throws when
+   * the dataset does not exist.
    */
   ingestWebhookRow(input: {
     datasetId: string;
@@ -33,15 +57,27 @@ export interface WebhookStore {
     retainRows: number;
     receivedAt: string;
   }): Promise<{ id: string; duplicate: boolean }>;
-  /** Change signing secret and/or retention of a webhook connection. Returns null when unknown. */
+  /**
+   * Change the signing secret (null removes it) and/or the retention (null:
+   * back to the host's default) of a webhook connection; absent fields are
+   * left alone. Lowering `retainRows` below the stored row count trims the
+   * oldest rows (and their dedup keys) at once, atomically with the change.
+   * Returns the updated endpoint, or null when no webhook connection has this id.
+   */
   updateWebhookSettings(
     connectionId: string,
-    settings: { signingSecret?: string | null; retainRows?: number },
+    settings: { signingSecret?: string | null; retainRows?: number | null },
   ): Promise<WebhookEndpoint | null>;
-  /** Create a webhook connection and its (empty) dataset in one transaction. */
+  /**
+   * Create a webhook connection (type `webhook`, config
+   * `{ endpointId, signingSecret, retainRows }`) and its empty dataset (type
+   * `connection`, no source, no columns, rowCount 0, lastRefreshedAt null,
+   * updatedAt = createdAt) in one transaction. Throws when the connection id,
+   * dataset id or endpointId is already taken.
+   */
   createWebhookConnection(input: {
     connection: { id: string; teamId: string; name: string; createdAt: string };
-    endpoint: { endpointId: string; signingSecret: string | null; retainRows: number };
+    endpoint: { endpointId: string; signingSecret: string | null; retainRows: number | null };
     dataset: { id: string; name: string };
   }): Promise<WebhookEndpoint>;
 }

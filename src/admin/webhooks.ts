@@ -1,0 +1,193 @@
+import { randomBytes } from "node:crypto";
+import type { ApiSettings, Ports } from "../context.js";
+import { randomId } from "../domain/crypto.js";
+import type { Actor } from "../domain/model.js";
+import { ApiError, notFound } from "../errors.js";
+import type { WebhookEndpoint } from "../ports/storage/webhooks.js";
+
+/** A webhook connection as the host sees it. The secret itself is never echoed. */
+export interface WebhookConnectionInfo {
+  connectionId: string;
+  datasetId: string;
+  teamId: string;
+  name: string;
+  endpointId: string;
+  /** Where the sender POSTs: `{appUrl}/api/webhooks/{endpointId}`. */
+  url: string;
+  /** Whether deliveries must be signed. */
+  signed: boolean;
+  /** Rows kept (the host default when the connection sets none). */
+  retainRows: number;
+}
+
+/** Who made a change: a user of the host, or the host itself. */
+export type ChangedBy = { userId: string } | undefined;
+
+export interface WebhookAdmin {
+  /**
+   * Create a webhook connection and its empty dataset. Its endpoint id is
+   * random and high-entropy (~190 bits): an unsigned endpoint is protected
+   * by nothing else. `signingSecret` is optional (see setWebhookSecret).
+   */
+  createWebhookConnection(input: {
+    teamId: string;
+    name: string;
+    signingSecret?: string | null;
+    retainRows?: number;
+    createdBy?: ChangedBy;
+  }): Promise<WebhookConnectionInfo>;
+  getWebhookConnection(connectionId: string): Promise<WebhookConnectionInfo>;
+  /** Require signatures made with this secret (1–1024 characters; a `whsec_` secret must carry base64 key bytes). */
+  setWebhookSecret(connectionId: string, secret: string, by?: ChangedBy): Promise<WebhookConnectionInfo>;
+  /** Replace the secret by a new random `whsec_` secret, returned once. Deliveries signed with the old one fail from now on. */
+  rotateWebhookSecret(connectionId: string, by?: ChangedBy): Promise<{ connection: WebhookConnectionInfo; secret: string }>;
+  /** Accept unsigned deliveries again. */
+  removeWebhookSecret(connectionId: string, by?: ChangedBy): Promise<WebhookConnectionInfo>;
+  /** Keep the most recent `retainRows` rows (1–1,000,000); lowering it trims at once. */
+  setWebhookRetention(connectionId: string, retainRows: number, by?: ChangedBy): Promise<WebhookConnectionInfo>;
+}
+
+export const MAX_RETAIN_ROWS = 1_000_000;
+
+export function webhookAdmin(ports: Ports, settings: ApiSettings): WebhookAdmin {
+  const { storage, clock } = ports;
+  const isoNow = () => new Date(clock.now()).toISOString();
+
+  const info = (endpoint: WebhookEndpoint): WebhookConnectionInfo => ({
+    connectionId: endpoint.connectionId,
+    datasetId: endpoint.datasetId,
+    teamId: endpoint.teamId,
+    name: endpoint.name,
+    endpointId: endpoint.endpointId,
+    url: `${settings.appUrl}/api/webhooks/${encodeURIComponent(endpoint.endpointId)}`,
+    signed: endpoint.signingSecret !== null,
+    retainRows: endpoint.retainRows ?? settings.webhookRetainRows,
+  });
+
+  async function actorOf(by: ChangedBy): Promise<Actor> {
+    const user = by ? await storage.getUser(by.userId) : null;
+    if (by && !user) throw notFound("user");
+    return user ? { type: "user", id: user.id, email: user.email } : { type: "system", id: "host", name: "host application" };
+  }
+
+  async function endpointOf(connectionId: string): Promise<WebhookEndpoint> {
+    const connection = await storage.getConnection(connectionId);
+    const endpointId = connection?.type === "webhook" ? connection.config.endpointId : undefined;
+    const endpoint = typeof endpointId === "string" ? await storage.getWebhookEndpoint(endpointId) : null;
+    if (!endpoint || endpoint.connectionId !== connectionId) throw notFound("webhook connection");
+    return endpoint;
+  }
+
+  /** Apply a settings change and write its audit event (never the secret). */
+  async function change(
+    connectionId: string,
+    update: { signingSecret?: string | null; retainRows?: number },
+    action: string,
+    by: ChangedBy,
+    details: Record<string, unknown> = {},
+  ): Promise<WebhookConnectionInfo> {
+    const actor = await actorOf(by);
+    const updated = await storage.updateWebhookSettings(connectionId, update);
+    if (!updated) throw notFound("webhook connection");
+    await storage.appendAuditEvent(
+      {
+        id: randomId("evt_"),
+        time: isoNow(),
+        teamId: updated.teamId,
+        category: "audit",
+        action,
+        actor,
+        target: { type: "connection", id: connectionId },
+        outcome: "success",
+        ip: null,
+        userAgent: null,
+        details,
+      },
+      clock.now(),
+    );
+    return info(updated);
+  }
+
+  return {
+    async createWebhookConnection(input) {
+      const team = await storage.getTeam(input.teamId);
+      if (!team) throw notFound("team");
+      const name = input.name.trim();
+      if (name === "" || name.length > 200) throw invalid("name", "a webhook connection needs a name of 1 to 200 characters");
+      const secret = input.signingSecret ?? null;
+      if (secret !== null) checkSecret(secret);
+      if (input.retainRows !== undefined) checkRetention(input.retainRows);
+      const actor = await actorOf(input.createdBy);
+      const connectionId = randomId("conn_");
+      const createdAt = isoNow();
+      const endpoint = await storage.createWebhookConnection({
+        connection: { id: connectionId, teamId: team.id, name, createdAt },
+        endpoint: { endpointId: randomId("whk_", 32), signingSecret: secret, retainRows: input.retainRows ?? null },
+        dataset: { id: `ds_${connectionId}`, name },
+      });
+      await storage.appendAuditEvent(
+        {
+          id: randomId("evt_"),
+          time: createdAt,
+          teamId: team.id,
+          category: "audit",
+          action: "webhook.created",
+          actor,
+          target: { type: "connection", id: connectionId },
+          outcome: "success",
+          ip: null,
+          userAgent: null,
+          details: { name, signed: secret !== null, datasetId: endpoint.datasetId },
+        },
+        clock.now(),
+      );
+      return info(endpoint);
+    },
+
+    async getWebhookConnection(connectionId) {
+      return info(await endpointOf(connectionId));
+    },
+
+    async setWebhookSecret(connectionId, secret, by) {
+      checkSecret(secret);
+      return change(connectionId, { signingSecret: secret }, "webhook.secret.set", by);
+    },
+
+    async rotateWebhookSecret(connectionId, by) {
+      const secret = generateWebhookSecret();
+      const connection = await change(connectionId, { signingSecret: secret }, "webhook.secret.rotated", by);
+      return { connection, secret };
+    },
+
+    async removeWebhookSecret(connectionId, by) {
+      return change(connectionId, { signingSecret: null }, "webhook.secret.removed", by);
+    },
+
+    async setWebhookRetention(connectionId, retainRows, by) {
+      checkRetention(retainRows);
+      return change(connectionId, { retainRows }, "webhook.retention.changed", by, { retainRows });
+    },
+  };
+}
+
+/** A Standard Webhooks secret: `whsec_` + base64 of 32 random bytes. Works for the hex scheme too (keyed by the whole string). */
+export function generateWebhookSecret(): string {
+  return `whsec_${randomBytes(32).toString("base64")}`;
+}
+
+const invalid = (parameter: string, message: string) => new ApiError(400, "invalid_parameter", message, { details: { parameter } });
+
+function checkSecret(secret: string): void {
+  if (typeof secret !== "string" || secret.trim() === "" || secret.length > 1024) {
+    throw invalid("signingSecret", "a signing secret is 1 to 1024 characters");
+  }
+  if (secret.startsWith("whsec_") && !/^[A-Za-z0-9+/]+={0,2}$/.test(secret.slice(6))) {
+    throw invalid("signingSecret", "a whsec_ secret carries its key in base64 after the prefix");
+  }
+}
+
+function checkRetention(retainRows: number): void {
+  if (!Number.isInteger(retainRows) || retainRows < 1 || retainRows > MAX_RETAIN_ROWS) {
+    throw invalid("retainRows", `retainRows is an integer from 1 to ${MAX_RETAIN_ROWS}`);
+  }
+}

@@ -1,0 +1,29 @@
+import type { DayWindow } from "../ports/storage/analytics.js";
+
+const DAY_MS = 86_400_000;
+
+/** The UTC day (`YYYY-MM-DD`) of an instant given in epoch ms or as an ISO 8601 string (any offset). */
+export function utcDay(at: number | string): string {
+  const ms = typeof at === "number" ? at : Date.parse(at);
+  return new Date(ms).toISOString().slice(0, 10);
+}
+
+/** The window of `days` UTC days ending today (by `nowMs`): `days=1` is today alone. */
+export function dayWindow(nowMs: number, days: number): DayWindow {
+  const today = Math.floor(nowMs / DAY_MS) * DAY_MS;
+  return { fromDay: utcDay(today - (days - 1) * DAY_MS), toDay: utcDay(today) };
+}
+
+/** Every day of a window, oldest first. */
+export function daysOf(window: DayWindow): string[] {
+  const out: string[] = [];
+  const end = Date.parse(`${window.toDay}T00:00:00Z`);
+  for (let ms = Date.parse(`${window.fromDay}T00:00:00Z`); ms <= end; ms += DAY_MS) out.push(utcDay(ms));
+  return out;
+}
+
+/** Whether an instant falls on a day of the window. */
+export function inWindow(at: string, window: DayWindow): boolean {
+  const day = utcDay(at);
+  return day >= window.fromDay && day <= window.toDay;
+}

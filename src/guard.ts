@@ -1,0 +1,175 @@
+import { z } from "zod";
+import { sha256Hex } from "./domain/crypto.js";
+import type { ConnectionRecord } from "./domain/model.js";
+import { canonicalJson } from "./domain/rows.js";
+import { ApiError } from "./errors.js";
+import type { Cache } from "./ports/cache.js";
+import type { Clock } from "./ports/clock.js";
+import type { Connector, ConnectorQuery, ConnectorResult, GuardSettings } from "./ports/connector.js";
+import { UpstreamThrottledError } from "./ports/connector.js";
+import type { RateLimiter } from "./ports/rate-limiter.js";
+
+export const DEFAULT_GUARD_SETTINGS: GuardSettings = {
+  cacheTtlSeconds: 60,
+  staleTtlSeconds: 24 * 60 * 60,
+  ratePerSecond: 20,
+  burst: 40,
+};
+
+/** A connector result as the guard stores and answers it. `fetchedAt`: epoch ms of the upstream call. */
+export type GuardedResult = ConnectorResult & { fetchedAt: number };
+
+export interface GuardAnswer {
+  result: GuardedResult;
+  /** Answered from the cache, without an upstream call. */
+  cached: boolean;
+  /** The upstream (or the guard) refused; this is the last good result for the query. */
+  stale: boolean;
+}
+
+export interface GuardedQuery {
+  connection: ConnectionRecord;
+  connector: Connector;
+  /** Which dataset asked, part of the cache key. */
+  datasetId: string;
+  query: Omit<ConnectorQuery, "signal">;
+  /** `Cache-Control: no-cache`: skip a fresh entry and ask the upstream (still rate-limited). */
+  noCache: boolean;
+}
+
+/**
+ * The guard in front of every connector: a cache answering `cached: true`,
+ * single-flight so identical concurrent queries make one upstream call, a
+ * per-connection upstream rate limit, and the last good result served
+ * `stale: true` when the upstream throttles or the limit refuses. With no
+ * last good result: 429 `rate_limited` with `Retry-After`.
+ *
+ * Cache and rate limiter are ports (shared between instances when they are
+ * Redis-backed); single-flight is per process.
+ */
+export function createGuard(ports: { cache: Cache; rateLimiter: RateLimiter; clock: Clock }) {
+  const inFlight = new Map<string, Promise<GuardAnswer>>();
+
+  async function query(request: GuardedQuery): Promise<GuardAnswer> {
+    const settings = guardSettings(request.connection, request.connector);
+    const key = queryKey(request);
+    if (!request.noCache) {
+      const fresh = await cacheGet(`dp:conn:fresh:${key}`);
+      if (fresh) return { result: fresh, cached: true, stale: false };
+    }
+    const running = inFlight.get(key);
+    if (running) return running;
+    const call = callUpstream(request, key, settings).finally(() => inFlight.delete(key));
+    inFlight.set(key, call);
+    return call;
+  }
+
+  async function callUpstream(request: GuardedQuery, key: string, settings: GuardSettings): Promise<GuardAnswer> {
+    const limit = { ratePerSecond: settings.ratePerSecond, burst: settings.burst };
+    const decision = await ports.rateLimiter.take(`dp:conn:upstream:${request.connection.id}`, limit, ports.clock.now());
+    if (!decision.allowed) return lastGood(key, settings, decision.retryAfterSeconds, "the upstream rate limit of this connection is reached");
+    let result: ConnectorResult;
+    try {
+      result = await request.connector.query(request.connection, request.query);
+    } catch (error) {
+      if (error instanceof UpstreamThrottledError) {
+        return lastGood(key, settings, error.retryAfterSeconds ?? 1, "the upstream is throttling requests");
+      }
+      throw error;
+    }
+    const stored: GuardedResult = { ...result, fetchedAt: ports.clock.now() };
+    await Promise.all([
+      cacheSet(`dp:conn:fresh:${key}`, stored, settings.cacheTtlSeconds),
+      cacheSet(`dp:conn:stale:${key}`, stored, settings.staleTtlSeconds),
+    ]);
+    return { result: stored, cached: false, stale: false };
+  }
+
+  async function lastGood(key: string, settings: GuardSettings, retryAfterSeconds: number, reason: string): Promise<GuardAnswer> {
+    const previous = await cacheGet(`dp:conn:stale:${key}`);
+    if (previous) return { result: previous, cached: true, stale: true };
+    const retryAfter = Math.max(1, Math.ceil(retryAfterSeconds));
+    throw new ApiError(429, "rate_limited", `${reason}; retry later`, {
+      details: { retryAfterSeconds: retryAfter },
+      headers: {
+        "retry-after": String(retryAfter),
+        "ratelimit-limit": String(settings.burst),
+        "ratelimit-remaining": "0",
+        "ratelimit-reset": String(retryAfter),
+      },
+    });
+  }
+
+  // A cache that fails (a shared cache going away) is a miss, never a failed query.
+  async function cacheGet(key: string): Promise<GuardedResult | undefined> {
+    try {
+      return await ports.cache.get<GuardedResult>(key);
+    } catch {
+      return undefined;
+    }
+  }
+  async function cacheSet(key: string, value: GuardedResult, ttlSeconds: number): Promise<void> {
+    try {
+      await ports.cache.set(key, value, ttlSeconds);
+    } catch {
+      // The answer is still good; it just will not be reused.
+    }
+  }
+
+  return { query };
+}
+
+export type Guard = ReturnType<typeof createGuard>;
+
+const guards = new WeakMap<Cache, WeakMap<RateLimiter, WeakMap<Clock, Guard>>>();
+
+/**
+ * The guard of an API instance, made on first use and kept for its ports,
+ * so the single-flight table lives as long as the API and two APIs share one
+ * only when they share cache, rate limiter and clock.
+ */
+export function guardFor(ports: { cache: Cache; rateLimiter: RateLimiter; clock: Clock }): Guard {
+  let byLimiter = guards.get(ports.cache);
+  if (!byLimiter) guards.set(ports.cache, (byLimiter = new WeakMap()));
+  let byClock = byLimiter.get(ports.rateLimiter);
+  if (!byClock) byLimiter.set(ports.rateLimiter, (byClock = new WeakMap()));
+  let guard = byClock.get(ports.clock);
+  if (!guard) byClock.set(ports.clock, (guard = createGuard(ports)));
+  return guard;
+}
+
+const positive = z.number().positive().finite();
+const configSettings = z.object({
+  cacheTtlSeconds: positive.optional().catch(undefined),
+  staleTtlSeconds: positive.optional().catch(undefined),
+  ratePerSecond: positive.optional().catch(undefined),
+  burst: z.number().int().min(1).optional().catch(undefined),
+});
+
+/** Defaults, then the connector's, then the connection's own config (invalid values are ignored). */
+export function guardSettings(connection: ConnectionRecord, connector: Connector): GuardSettings {
+  const own = configSettings.parse(connection.config);
+  const merged = { ...DEFAULT_GUARD_SETTINGS, ...connector.guardDefaults };
+  for (const name of Object.keys(merged) as (keyof GuardSettings)[]) {
+    const value = own[name];
+    if (value !== undefined) merged[name] = value;
+  }
+  return merged;
+}
+
+/** The normalised query, hashed: the same question always maps to the same key. */
+function queryKey(request: GuardedQuery): string {
+  const { query } = request;
+  const normalised = canonicalJson({
+    datasetId: request.datasetId,
+    source: query.source,
+    format: query.format,
+    limit: query.limit,
+    offset: query.offset,
+    filters: query.filters,
+    orderBy: query.orderBy,
+    orderDirection: query.orderDirection,
+    params: query.params,
+  });
+  return `${request.connection.id}:${sha256Hex(normalised)}`;
+}

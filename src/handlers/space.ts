@@ -1,0 +1,128 @@
+import { resolveTeam } from "../access.js";
+import type { AuthedContext } from "../context.js";
+import { dayWindow } from "../domain/days.js";
+import type { ColumnType } from "../domain/model.js";
+import { notFound } from "../errors.js";
+import type { Storage } from "../ports/storage.js";
+import type {
+  ApiUsageRow,
+  CreditUsageRow,
+  DashboardUsageRow,
+  DatasetUsageRow,
+  RefreshHistoryRow,
+  SpaceObject,
+  SpaceQuery,
+} from "../ports/storage/analytics.js";
+
+interface SpaceSource<R> {
+  /** Every field of the rows, in order, with its type (integers are `number`). */
+  columns: ReadonlyArray<{ name: keyof R & string; type: ColumnType }>;
+  rows(storage: Storage, query: SpaceQuery): Promise<R[]>;
+}
+
+const dashboardUsage: SpaceSource<DashboardUsageRow> = {
+  columns: [
+    { name: "day", type: "date" },
+    { name: "dashboard_id", type: "string" },
+    { name: "dashboard", type: "string" },
+    { name: "published", type: "boolean" },
+    { name: "views", type: "number" },
+    { name: "unique_visitors", type: "number" },
+    { name: "signed_in_viewers", type: "number" },
+    { name: "anonymous_views", type: "number" },
+  ],
+  rows: (storage, query) => storage.spaceDashboardUsage(query),
+};
+
+const refreshHistory: SpaceSource<RefreshHistoryRow> = {
+  columns: [
+    { name: "dataset_id", type: "string" },
+    { name: "dataset", type: "string" },
+    { name: "connection", type: "string" },
+    { name: "day", type: "date" },
+    { name: "runs", type: "number" },
+    { name: "failures", type: "number" },
+    { name: "rows_processed", type: "number" },
+    { name: "avg_duration_ms", type: "number" },
+    { name: "last_error", type: "string" },
+  ],
+  rows: (storage, query) => storage.spaceRefreshHistory(query),
+};
+
+const creditUsage: SpaceSource<CreditUsageRow> = {
+  columns: [
+    { name: "day", type: "date" },
+    { name: "category", type: "string" },
+    { name: "credits", type: "number" },
+    { name: "uses", type: "number" },
+    { name: "users", type: "number" },
+  ],
+  rows: (storage, query) => storage.spaceCreditUsage(query),
+};
+
+const apiUsage: SpaceSource<ApiUsageRow> = {
+  columns: [
+    { name: "day", type: "date" },
+    { name: "method", type: "string" },
+    { name: "route", type: "string" },
+    { name: "credential_kind", type: "string" },
+    { name: "credential_id", type: "string" },
+    { name: "credential", type: "string" },
+    { name: "calls", type: "number" },
+    { name: "errors", type: "number" },
+    { name: "server_errors", type: "number" },
+    { name: "avg_latency_ms", type: "number" },
+  ],
+  rows: (storage, query) => storage.spaceApiUsage(query),
+};
+
+/** Current state: the window does not apply. */
+const datasetUsage: SpaceSource<DatasetUsageRow> = {
+  columns: [
+    { name: "dataset_id", type: "string" },
+    { name: "dataset", type: "string" },
+    { name: "type", type: "string" },
+    { name: "connection", type: "string" },
+    { name: "row_count", type: "number" },
+    { name: "column_count", type: "number" },
+    { name: "last_refreshed_at", type: "datetime" },
+    { name: "updated_at", type: "datetime" },
+    { name: "last_refresh_error", type: "string" },
+    { name: "dashboards", type: "json" },
+    { name: "api_reads", type: "number" },
+    { name: "last_api_read_at", type: "datetime" },
+  ],
+  rows: (storage, query) => storage.spaceDatasetUsage({ teamId: query.teamId }),
+};
+
+/** The five space objects: what GET /space/{object} serves. */
+export const SPACE_SOURCES: Readonly<Record<SpaceObject, SpaceSource<any>>> = {
+  "dashboard-usage": dashboardUsage,
+  "refresh-history": refreshHistory,
+  "credit-usage": creditUsage,
+  "api-usage": apiUsage,
+  "dataset-usage": datasetUsage,
+};
+
+const isSpaceObject = (name: string): name is SpaceObject => Object.hasOwn(SPACE_SOURCES, name);
+
+/**
+ * GET /space/{object}: rows aggregated by storage over the N UTC days ending
+ * today, each row's fields in the order `columns` declares them.
+ */
+export async function spaceActivity(ctx: AuthedContext, object: string, query: { days: number; teamId?: string | undefined }) {
+  if (!isSpaceObject(object)) throw notFound("space object");
+  const team = await resolveTeam(ctx.credential, query.teamId, ctx.storage);
+  const source = SPACE_SOURCES[object];
+  const rows = await source.rows(ctx.storage, { teamId: team.id, ...dayWindow(ctx.clock.now(), query.days) });
+  return {
+    object,
+    days: query.days,
+    columns: source.columns.map(({ name, type }) => ({ name, type })),
+    rows: rows.map((row: Record<string, unknown>) => {
+      const out: Record<string, unknown> = {};
+      for (const { name } of source.columns) out[name] = row[name] ?? null;
+      return out;
+    }),
+  };
+}

@@ -1,0 +1,225 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { reachable } from "../access.js";
+import { actorOf, type Credential } from "../auth.js";
+import type { AuthedContext } from "../context.js";
+import { randomId } from "../domain/crypto.js";
+import {
+  IDEMPOTENCY_TTL_MS,
+  MAX_IDEMPOTENCY_KEY_LENGTH,
+  idempotencyScope,
+  requestFingerprint,
+} from "../domain/idempotency.js";
+import type { AuditEvent, Row, TableRecord } from "../domain/model.js";
+import { changedSince, isReservedField, parseTimestamp, patchedRow, rowValues } from "../domain/table-rows.js";
+import { checkColumns, checkSchemas, schemasFor, type ValidationProblem } from "../domain/validation.js";
+import { ApiError, invalidParameter, notFound } from "../errors.js";
+import { Reply } from "../http/reply.js";
+import type { IdempotencyClaim, StoredResponse } from "../ports/storage/tables.js";
+
+/** A table the credential may reach, or the same 404 as an unknown id. */
+async function reachableTable(ctx: AuthedContext, id: string): Promise<TableRecord> {
+  return reachable(ctx.credential, ["tables"], await ctx.storage.getTable(id), "table", ctx.storage);
+}
+
+/** GET /tables/{id}/rows */
+export async function listRows(ctx: AuthedContext, tableId: string, page: { limit: number; offset: number }) {
+  const table = await reachableTable(ctx, tableId);
+  const { totalRows, rows } = await ctx.storage.listTableRows(table.id, page);
+  return {
+    success: true,
+    data: rows,
+    metadata: {
+      tableId: table.id,
+      tableName: table.name,
+      totalRows,
+      returnedRows: rows.length,
+      offset: page.offset,
+      hasMore: page.offset + rows.length < totalRows,
+      columns: table.columns.length > 0 ? table.columns.map((c) => c.name) : fieldsOf(rows),
+    },
+  };
+}
+
+/** POST /tables/{id}/rows: 201 with the stored row; an Idempotency-Key makes retries safe. */
+export async function createRow(ctx: AuthedContext, tableId: string, body: Row, idempotencyKey: string | null): Promise<Reply> {
+  const key = checkIdempotencyKey(idempotencyKey);
+  const table = await reachableTable(ctx, tableId);
+  await validate(ctx, table, body, body);
+  if (key === null) return Reply.json(201, await insert(ctx, table, body));
+
+  const scope = idempotencyScope(credentialRef(ctx.credential), table.id);
+  const fingerprint = requestFingerprint(body);
+  const claim = await claimOrWait(ctx, { scope, key, fingerprint });
+  if (claim.state !== "claimed") {
+    if (claim.fingerprint !== fingerprint) {
+      throw new ApiError(422, "idempotency_key_reused", "this Idempotency-Key was used with a different body; use a new key", {
+        details: { idempotencyKey: key },
+      });
+    }
+    if (claim.state === "in_progress") {
+      throw new ApiError(409, "idempotency_key_in_use", "a request with this Idempotency-Key is still running; retry later", {
+        details: { idempotencyKey: key },
+      });
+    }
+    return Reply.json(claim.response.status, claim.response.body, { "idempotent-replayed": "true" });
+  }
+  let row: Row;
+  try {
+    row = await insert(ctx, table, body);
+  } catch (error) {
+    await ctx.storage.releaseIdempotencyKey({ scope, key }).catch((e: unknown) => ctx.log("could not release an idempotency key", e));
+    throw error;
+  }
+  const response: StoredResponse = { status: 201, body: row };
+  // Once the row exists the claim is never released: a retry must not insert twice.
+  await ctx.storage.completeIdempotencyKey({ scope, key, response });
+  return Reply.json(response.status, response.body);
+}
+
+/** PATCH /tables/{id}/rows/{rowId}: optional `expectedUpdatedAt` makes it a compare-and-set. */
+export async function updateRow(ctx: AuthedContext, tableId: string, rowId: string, body: Row) {
+  const table = await reachableTable(ctx, tableId);
+  const { expectedUpdatedAt, patch } = splitPatch(body);
+  const schemas = schemasFor(ctx.settings.tableSchemas, table.id);
+  const structural = checkColumns(table, patch);
+  if (structural) throw validationFailed(structural);
+
+  // A row validator judges the merged row, so read it first and make the
+  // write conditional on that read; without expectedUpdatedAt a lost race is
+  // retried (last write wins), with it the race is the client's 409.
+  for (let attempt = 0; ; attempt++) {
+    let guard = expectedUpdatedAt;
+    if (schemas) {
+      const current = await readRow(ctx, table.id, rowId);
+      if (expectedUpdatedAt !== null && changedSince(current, expectedUpdatedAt)) throw conflict(current);
+      const problem = await checkSchemas(schemas, patch, rowValues(patchedRow(current, patch, String(current._updatedAt))));
+      if (problem) throw validationFailed(problem);
+      guard = String(current._updatedAt);
+    }
+    const result = await ctx.storage.updateTableRow({
+      tableId: table.id,
+      rowId,
+      patch,
+      expectedUpdatedAt: guard,
+      actor: actorOf(ctx.credential),
+      now: ctx.clock.now(),
+      auditEvent: rowEvent(ctx, table, rowId, "table.row.updated"),
+    });
+    if (result.status === "ok") return result.row;
+    if (result.status === "not_found") throw notFound("row");
+    if (expectedUpdatedAt !== null || attempt >= 9) throw conflict(result.current);
+  }
+}
+
+/** DELETE /tables/{id}/rows/{rowId} */
+export async function deleteRow(ctx: AuthedContext, tableId: string, rowId: string) {
+  const table = await reachableTable(ctx, tableId);
+  const result = await ctx.storage.deleteTableRow({
+    tableId: table.id,
+    rowId,
+    actor: actorOf(ctx.credential),
+    now: ctx.clock.now(),
+    auditEvent: rowEvent(ctx, table, rowId, "table.row.deleted"),
+  });
+  if (result.status !== "ok") throw notFound("row");
+  return { deleted: true };
+}
+
+async function validate(ctx: AuthedContext, table: TableRecord, written: Row, row: Row): Promise<void> {
+  const problem = checkColumns(table, written) ?? (await checkSchemas(schemasFor(ctx.settings.tableSchemas, table.id), written, row));
+  if (problem) throw validationFailed(problem);
+}
+
+async function insert(ctx: AuthedContext, table: TableRecord, values: Row): Promise<Row> {
+  const rowId = randomId("row_");
+  return ctx.storage.insertTableRow({
+    tableId: table.id,
+    rowId,
+    values,
+    actor: actorOf(ctx.credential),
+    now: ctx.clock.now(),
+    auditEvent: rowEvent(ctx, table, rowId, "table.row.created"),
+  });
+}
+
+async function readRow(ctx: AuthedContext, tableId: string, rowId: string): Promise<Row> {
+  const row = await ctx.storage.getTableRow(tableId, rowId);
+  if (!row) throw notFound("row");
+  return row;
+}
+
+/**
+ * Claim the key; while another request holds it, wait for it to finish (up
+ * to `idempotencyWaitMs`, polling with backoff) so a burst of retries gets
+ * the first response rather than a 409. A released claim is taken over.
+ */
+async function claimOrWait(ctx: AuthedContext, input: { scope: string; key: string; fingerprint: string }): Promise<IdempotencyClaim> {
+  let waited = 0;
+  let delay = 2;
+  for (;;) {
+    const claim = await ctx.storage.claimIdempotencyKey({ ...input, now: ctx.clock.now(), ttlMs: IDEMPOTENCY_TTL_MS });
+    if (claim.state !== "in_progress" || claim.fingerprint !== input.fingerprint) return claim;
+    if (waited >= ctx.settings.idempotencyWaitMs) return claim;
+    const step = Math.min(delay, ctx.settings.idempotencyWaitMs - waited);
+    await sleep(step);
+    waited += step;
+    delay = Math.min(delay * 2, 100);
+  }
+}
+
+function checkIdempotencyKey(value: string | null): string | null {
+  if (value === null) return null;
+  if (value.length === 0 || value.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
+    throw invalidParameter("Idempotency-Key", `Idempotency-Key must be 1 to ${MAX_IDEMPOTENCY_KEY_LENGTH} characters`);
+  }
+  return value;
+}
+
+/** A PATCH body: the columns to change, and the optional `expectedUpdatedAt` control field. */
+function splitPatch(body: Row): { expectedUpdatedAt: string | null; patch: Row } {
+  const patch: Row = Object.create(null);
+  for (const key of Object.keys(body)) if (key !== "expectedUpdatedAt") patch[key] = body[key];
+  if (!Object.hasOwn(body, "expectedUpdatedAt") || body.expectedUpdatedAt === null) return { expectedUpdatedAt: null, patch };
+  const expected = body.expectedUpdatedAt;
+  if (typeof expected !== "string" || parseTimestamp(expected) === null) {
+    throw new ApiError(422, "validation_failed", "expectedUpdatedAt must be an ISO 8601 timestamp (a row's _updatedAt)", {
+      details: { field: "expectedUpdatedAt" },
+    });
+  }
+  return { expectedUpdatedAt: expected, patch };
+}
+
+function conflict(current: Row): ApiError {
+  return new ApiError(409, "conflict", "the row changed since expectedUpdatedAt; re-read it and retry", { details: { current } });
+}
+
+function validationFailed(problem: ValidationProblem): ApiError {
+  return new ApiError(422, "validation_failed", problem.message, { details: problem.details });
+}
+
+function credentialRef(credential: Credential): { kind: string; id: string } {
+  return credential.kind === "api-key" ? { kind: "api-key", id: credential.key.id } : { kind: "user", id: credential.user.id };
+}
+
+function rowEvent(ctx: AuthedContext, table: TableRecord, rowId: string, action: string): AuditEvent {
+  return {
+    id: randomId("evt_"),
+    teamId: table.teamId,
+    time: new Date(ctx.clock.now()).toISOString(),
+    category: "audit",
+    action,
+    actor: actorOf(ctx.credential),
+    target: { type: "table_row", id: rowId },
+    outcome: "success",
+    ip: ctx.clientAddress,
+    userAgent: ctx.userAgent,
+    details: { tableId: table.id, tableName: table.name, rowId, requestId: ctx.requestId },
+  };
+}
+
+/** Field names of rows without declared columns, first seen first, reserved fields left out. */
+function fieldsOf(rows: readonly Row[]): string[] {
+  const seen = new Set<string>();
+  for (const row of rows) for (const key of Object.keys(row)) if (!isReservedField(key)) seen.add(key);
+  return [...seen];
+}

@@ -1,0 +1,107 @@
+import { randomUUID } from "node:crypto";
+import type { HandlerContext } from "../context.js";
+import { typeOfValue } from "../domain/columns.js";
+import { dedupKeyOf } from "../domain/dedup.js";
+import { flattenPayload } from "../domain/flatten.js";
+import type { Column, Row } from "../domain/model.js";
+import { verifyWebhookSignature } from "../domain/signatures.js";
+import { ApiError, invalidBody, notFound } from "../errors.js";
+import { decodeUtf8, isFormType, isJsonType, parseJsonObject } from "../http/body.js";
+import { Reply } from "../http/reply.js";
+import type { HeaderReader } from "../http/types.js";
+import type { RawBody } from "../routing.js";
+
+export const invalidSignature = () => new ApiError(401, "invalid_signature", "invalid or missing webhook signature");
+
+/**
+ * POST /api/webhooks/{endpointId}: one delivery becomes one row. Order of
+ * refusals: unknown endpoint 404, rate limit 429, signature 401, media type
+ * 415, body 400 — and a refused delivery stores nothing.
+ */
+export async function receiveWebhook(ctx: HandlerContext, endpointId: string, body: RawBody, headers: HeaderReader): Promise<Reply> {
+  const endpoint = await ctx.storage.getWebhookEndpoint(endpointId);
+  if (!endpoint) throw notFound("webhook endpoint");
+  const now = ctx.clock.now();
+  const rateHeaders = await takeRateToken(ctx, endpoint.connectionId, now);
+
+  if (endpoint.signingSecret !== null) {
+    if (!verifyWebhookSignature({ secret: endpoint.signingSecret, body: body.bytes, headers, nowMs: now })) throw invalidSignature();
+  }
+  const payload = parsePayload(body);
+  const receivedAt = new Date(now).toISOString();
+  // randomUUID draws from a cached entropy pool: cheaper per request than randomBytes.
+  const id = `whr_${randomUUID().replaceAll("-", "")}`;
+  const row: Row = Object.create(null);
+  row._id = id;
+  row._receivedAt = receivedAt;
+  row._sourceIp = ctx.clientAddress;
+  flattenPayload(payload, row);
+  // Metadata wins over payload fields of the same name (their columns stay first).
+  row._id = id;
+  row._receivedAt = receivedAt;
+  row._sourceIp = ctx.clientAddress;
+  const result = await ctx.storage.ingestWebhookRow({
+    datasetId: endpoint.datasetId,
+    dedupKey: dedupKeyOf(headers, payload),
+    row,
+    columns: columnsOf(row),
+    retainRows: endpoint.retainRows ?? ctx.settings.webhookRetainRows,
+    receivedAt,
+  });
+  return Reply.json(200, { ok: true, id: result.id, duplicate: result.duplicate }, rateHeaders);
+}
+
+/** One token from the connection's bucket, or 429 rate_limited. Returns the RateLimit-* headers. */
+async function takeRateToken(ctx: HandlerContext, connectionId: string, now: number): Promise<Record<string, string>> {
+  const rate = ctx.settings.webhookRatePerSecond;
+  if (!(rate > 0) || rate === Number.POSITIVE_INFINITY) return {};
+  const limit = { ratePerSecond: rate, burst: Math.max(1, Math.floor(rate * 2)) };
+  const decision = await ctx.rateLimiter.take(`webhook:${connectionId}`, limit, now);
+  const headers: Record<string, string> = {
+    "ratelimit-limit": String(limit.burst),
+    "ratelimit-remaining": String(decision.remaining),
+    "ratelimit-reset": String(decision.resetSeconds),
+  };
+  if (!decision.allowed) {
+    throw new ApiError(429, "rate_limited", "too many deliveries to this webhook endpoint; retry later", {
+      headers: { ...headers, "retry-after": String(decision.retryAfterSeconds) },
+      details: { retryAfterSeconds: decision.retryAfterSeconds },
+    });
+  }
+  return headers;
+}
+
+/** A JSON object, or a form whose fields become string columns (GitHub's form mode: one `payload` field holding JSON). */
+export function parsePayload(body: RawBody): Record<string, unknown> {
+  if (isJsonType(body.contentType)) return parseJsonObject(body.bytes);
+  if (!isFormType(body.contentType)) {
+    throw new ApiError(415, "unsupported_media_type", "send the body as application/json or application/x-www-form-urlencoded");
+  }
+  if (body.bytes.byteLength === 0) throw invalidBody("body is empty; send at least one form field");
+  const form = new URLSearchParams(decodeUtf8(body.bytes));
+  const fields: Record<string, unknown> = Object.create(null);
+  let count = 0;
+  for (const [key, value] of form) {
+    count++;
+    const previous = fields[key];
+    if (previous === undefined) fields[key] = value;
+    else if (Array.isArray(previous)) previous.push(value);
+    else fields[key] = [previous, value];
+  }
+  if (count === 0) throw invalidBody("body has no form fields");
+  const single = count === 1 ? fields.payload : undefined;
+  if (typeof single === "string") {
+    try {
+      return parseJsonObject(new TextEncoder().encode(single));
+    } catch {
+      // Not JSON after all: keep it as an ordinary `payload` field.
+    }
+  }
+  return fields;
+}
+
+function columnsOf(row: Row): Column[] {
+  const columns: Column[] = [];
+  for (const name of Object.keys(row)) columns.push({ name, type: typeOfValue(row[name]) });
+  return columns;
+}

@@ -1,0 +1,232 @@
+import { afterEach, describe, expect, it } from "vitest";
+import type { Column, Row } from "../../domain/model.js";
+import { parseFixture } from "../../fixture/load.js";
+import type { Storage } from "../../ports/storage.js";
+import type { RowQuery } from "../../ports/storage/catalog.js";
+import { conformanceFixture } from "./fixture.js";
+import type { ConformanceOptions, StorageFactory } from "./harness.js";
+
+/** Secrets of the webhook fixture: GitHub's and Standard Webhooks' published test secrets. */
+export const WEBHOOK_SECRETS = {
+  github: "It's a Secret to Everybody",
+  standard: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+} as const;
+
+/**
+ * The conformance fixture plus four webhook connections on team_ops:
+ * `hook-open` (unsigned), `hook-gh` (GitHub's test secret), `hook-std`
+ * (Standard Webhooks' test secret) and `hook-small` (keeps 3 rows). Their
+ * datasets are `ds_<connection id>`, created by the loader. Read them with
+ * the session of Ada, an owner of team_ops.
+ */
+export function webhookFixture() {
+  const fixture = conformanceFixture();
+  const hook = (id: string, endpointId: string, config: Record<string, unknown>) => ({
+    id,
+    teamId: "team_ops",
+    name: `Hook ${endpointId}`,
+    type: "webhook",
+    config: { endpointId, ...config },
+    createdAt: "2026-10-05T00:00:00Z",
+  });
+  const connections = [
+    hook("conn_hook_open", "hook-open", { signingSecret: null }),
+    hook("conn_hook_gh", "hook-gh", { signingSecret: WEBHOOK_SECRETS.github }),
+    hook("conn_hook_std", "hook-std", { signingSecret: WEBHOOK_SECRETS.standard }),
+    hook("conn_hook_small", "hook-small", { signingSecret: null, retainRows: 3 }),
+  ];
+  return {
+    ...fixture,
+    connections: [...fixture.connections, ...connections] as typeof fixture.connections,
+  };
+}
+
+const all: RowQuery = { offset: 0, limit: null, columns: null, filters: null };
+const T0 = "2026-11-01T12:00:00.000Z";
+
+async function rowsOf(store: Storage, datasetId: string): Promise<Row[]> {
+  const out: Row[] = [];
+  for await (const row of (await store.readDatasetRows(datasetId, all)).rows) out.push({ ...row });
+  return out;
+}
+
+function row(id: string, fields: Record<string, unknown> = {}): Row {
+  const out: Row = Object.create(null);
+  out._id = id;
+  out._receivedAt = T0;
+  out._sourceIp = "203.0.113.9";
+  for (const key of Object.keys(fields)) out[key] = fields[key];
+  return out;
+}
+
+function columnsOf(r: Row): Column[] {
+  return Object.keys(r).map((name) => {
+    const v = r[name];
+    return { name, type: v === null ? null : typeof v === "number" ? "number" : typeof v === "boolean" ? "boolean" : name === "_receivedAt" ? "datetime" : "string" };
+  });
+}
+
+function ingest(store: Storage, datasetId: string, r: Row, dedupKey: string | null = null, retainRows = 10_000) {
+  return store.ingestWebhookRow({ datasetId, dedupKey, row: r, columns: columnsOf(r), retainRows, receivedAt: T0 });
+}
+
+export function describeWebhookConformance(name: string, factory: StorageFactory, options: ConformanceOptions): void {
+  describe.skipIf(!!options.skip)(`${name}: webhooks`, () => {
+    const open: Storage[] = [];
+    afterEach(async () => {
+      await Promise.all(open.splice(0).map((s) => s.close()));
+    });
+    const seeded = async () => {
+      const store = await factory();
+      open.push(store);
+      await store.seed(parseFixture(webhookFixture()));
+      return store;
+    };
+
+    it("finds an endpoint by its path segment, with its dataset, secret and retention", async () => {
+      const store = await seeded();
+      expect(await store.getWebhookEndpoint("hook-gh")).toEqual({
+        connectionId: "conn_hook_gh",
+        teamId: "team_ops",
+        name: "Hook hook-gh",
+        datasetId: "ds_conn_hook_gh",
+        endpointId: "hook-gh",
+        signingSecret: WEBHOOK_SECRETS.github,
+        retainRows: null,
+      });
+      expect(await store.getWebhookEndpoint("hook-small")).toMatchObject({ signingSecret: null, retainRows: 3 });
+      expect(await store.getWebhookEndpoint("nope")).toBeNull();
+      expect(await store.getWebhookEndpoint("conn_hook_gh")).toBeNull();
+    });
+
+    it("appends rows in arrival order, widens the columns and moves rowCount and updatedAt", async () => {
+      const store = await seeded();
+      expect(await ingest(store, "ds_conn_hook_open", row("r1", { a: 1 }))).toEqual({ id: "r1", duplicate: false });
+      await store.ingestWebhookRow({
+        datasetId: "ds_conn_hook_open",
+        dedupKey: null,
+        row: row("r2", { a: "x", b: true }),
+        columns: columnsOf(row("r2", { a: "x", b: true })),
+        retainRows: 10_000,
+        receivedAt: "2026-11-01T12:00:05.000Z",
+      });
+      const dataset = await store.getDataset("ds_conn_hook_open");
+      expect(dataset).toMatchObject({ type: "connection", connectionId: "conn_hook_open", rowCount: 2, updatedAt: "2026-11-01T12:00:05.000Z" });
+      expect(dataset!.columns).toEqual([
+        { name: "_id", type: "string" },
+        { name: "_receivedAt", type: "datetime" },
+        { name: "_sourceIp", type: "string" },
+        { name: "a", type: "string" },
+        { name: "b", type: "boolean" },
+      ]);
+      expect((await rowsOf(store, "ds_conn_hook_open")).map((r) => [r._id, r.a])).toEqual([
+        ["r1", 1],
+        ["r2", "x"],
+      ]);
+    });
+
+    it("stores a repeated key once and answers with the first row's id", async () => {
+      const store = await seeded();
+      expect(await ingest(store, "ds_conn_hook_open", row("r1"), "h:delivery-1")).toEqual({ id: "r1", duplicate: false });
+      expect(await ingest(store, "ds_conn_hook_open", row("r2"), "h:delivery-1")).toEqual({ id: "r1", duplicate: true });
+      expect(await ingest(store, "ds_conn_hook_open", row("r3"), "h:delivery-2")).toEqual({ id: "r3", duplicate: false });
+      // Keys are per dataset.
+      expect(await ingest(store, "ds_conn_hook_gh", row("r4"), "h:delivery-1")).toEqual({ id: "r4", duplicate: false });
+      expect((await rowsOf(store, "ds_conn_hook_open")).map((r) => r._id)).toEqual(["r1", "r3"]);
+      expect((await store.getDataset("ds_conn_hook_open"))!.rowCount).toBe(2);
+    });
+
+    it("stores exactly one row for 20 concurrent copies of one delivery", async () => {
+      const store = await seeded();
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => ingest(store, "ds_conn_hook_open", row(`r${i}`, { n: i }), "h:same")),
+      );
+      const stored = await rowsOf(store, "ds_conn_hook_open");
+      expect(stored).toHaveLength(1);
+      expect(results.filter((r) => !r.duplicate)).toHaveLength(1);
+      expect(new Set(results.map((r) => r.id))).toEqual(new Set([stored[0]!._id]));
+    });
+
+    it("trims the oldest rows beyond retainRows, and forgets their dedup keys with them", async () => {
+      const store = await seeded();
+      for (let i = 1; i <= 5; i++) await ingest(store, "ds_conn_hook_small", row(`r${i}`), `h:d${i}`, 3);
+      expect((await rowsOf(store, "ds_conn_hook_small")).map((r) => r._id)).toEqual(["r3", "r4", "r5"]);
+      expect((await store.getDataset("ds_conn_hook_small"))!.rowCount).toBe(3);
+      // Retained: still a duplicate. Trimmed: a new row.
+      expect(await ingest(store, "ds_conn_hook_small", row("x3"), "h:d3", 3)).toEqual({ id: "r3", duplicate: true });
+      expect(await ingest(store, "ds_conn_hook_small", row("x1"), "h:d1", 3)).toEqual({ id: "x1", duplicate: false });
+      expect((await rowsOf(store, "ds_conn_hook_small")).map((r) => r._id)).toEqual(["r4", "r5", "x1"]);
+    });
+
+    it("keeps __proto__, constructor and prototype as ordinary columns", async () => {
+      const store = await seeded();
+      const r = row("r1");
+      r.__proto__ = "p";
+      r["constructor.prototype.polluted"] = 1;
+      await ingest(store, "ds_conn_hook_open", r);
+      const [stored] = await rowsOf(store, "ds_conn_hook_open");
+      expect(Object.hasOwn(stored!, "__proto__")).toBe(true);
+      expect(JSON.parse(JSON.stringify(stored))).toMatchObject({ ["__proto__"]: "p", "constructor.prototype.polluted": 1 });
+      expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+      expect((await store.getDataset("ds_conn_hook_open"))!.columns.map((c) => c.name)).toContain("__proto__");
+    });
+
+    it("changes secret and retention; lowering retention trims at once", async () => {
+      const store = await seeded();
+      for (let i = 1; i <= 4; i++) await ingest(store, "ds_conn_hook_open", row(`r${i}`), `h:d${i}`);
+      expect(await store.updateWebhookSettings("conn_hook_open", { signingSecret: "s3cret" })).toMatchObject({ signingSecret: "s3cret", retainRows: null });
+      expect((await store.getWebhookEndpoint("hook-open"))!.signingSecret).toBe("s3cret");
+      expect(await store.updateWebhookSettings("conn_hook_open", { retainRows: 2 })).toMatchObject({ signingSecret: "s3cret", retainRows: 2 });
+      expect((await rowsOf(store, "ds_conn_hook_open")).map((r) => r._id)).toEqual(["r3", "r4"]);
+      expect((await store.getDataset("ds_conn_hook_open"))!.rowCount).toBe(2);
+      expect(await ingest(store, "ds_conn_hook_open", row("x1"), "h:d1", 2)).toEqual({ id: "x1", duplicate: false });
+      expect(await store.updateWebhookSettings("conn_hook_open", { signingSecret: null, retainRows: null })).toMatchObject({
+        signingSecret: null,
+        retainRows: null,
+      });
+      expect(await store.updateWebhookSettings("nope", { signingSecret: null })).toBeNull();
+      expect(await store.updateWebhookSettings("conn_retail", { signingSecret: "x" })).toBeNull();
+    });
+
+    it("creates a webhook connection with an empty dataset the catalog serves", async () => {
+      const store = await seeded();
+      const endpoint = await store.createWebhookConnection({
+        connection: { id: "conn_new", teamId: "team_ops", name: "Stripe events", createdAt: T0 },
+        endpoint: { endpointId: "whk_new", signingSecret: null, retainRows: 50 },
+        dataset: { id: "ds_conn_new", name: "Stripe events" },
+      });
+      expect(endpoint).toEqual({
+        connectionId: "conn_new",
+        teamId: "team_ops",
+        name: "Stripe events",
+        datasetId: "ds_conn_new",
+        endpointId: "whk_new",
+        signingSecret: null,
+        retainRows: 50,
+      });
+      expect(await store.getWebhookEndpoint("whk_new")).toEqual(endpoint);
+      expect(await store.getConnection("conn_new")).toMatchObject({ type: "webhook", config: { endpointId: "whk_new", signingSecret: null, retainRows: 50 } });
+      expect(await store.getDataset("ds_conn_new")).toEqual({
+        id: "ds_conn_new",
+        teamId: "team_ops",
+        name: "Stripe events",
+        type: "connection",
+        connectionId: "conn_new",
+        source: null,
+        columns: [],
+        rowCount: 0,
+        lastRefreshedAt: null,
+        updatedAt: T0,
+      });
+      await ingest(store, "ds_conn_new", row("r1", { x: 1 }));
+      expect((await store.readDatasetRows("ds_conn_new", all)).totalRows).toBe(1);
+      await expect(
+        store.createWebhookConnection({
+          connection: { id: "conn_other", teamId: "team_ops", name: "Dup", createdAt: T0 },
+          endpoint: { endpointId: "whk_new", signingSecret: null, retainRows: null },
+          dataset: { id: "ds_conn_other", name: "Dup" },
+        }),
+      ).rejects.toThrow();
+    });
+  });
+}
