@@ -1,7 +1,19 @@
 import type Database from "better-sqlite3";
-import type { ApiCallRecord, CreditUsage, DashboardRecord, DashboardView, RefreshRun, Row } from "../domain/model.js";
-import type { AnalyticsStore, DayViews, SpaceObject, ViewerDayViews } from "../ports/storage/analytics.js";
-import { parseJson, type SqliteHandle, utcDay } from "./db.js";
+import { currentVersion } from "../domain/dashboards.js";
+import { utcDay } from "../domain/days.js";
+import type { ApiCallRecord, CreditUsage, DashboardRecord, DashboardView, RefreshRun } from "../domain/model.js";
+import {
+  type AnalyticsStore,
+  type ApiUsageRow,
+  type CreditUsageRow,
+  DATASET_READ_ROUTES,
+  type DashboardUsageRow,
+  type DatasetUsageRow,
+  type DayViews,
+  type RefreshHistoryRow,
+  type ViewerDayViews,
+} from "../ports/storage/analytics.js";
+import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
 
 interface DashboardRow {
   id: string;
@@ -12,23 +24,20 @@ interface DashboardRow {
   dataset_ids: string;
 }
 
-type Window = { teamId: string; fromDay: string; toDay: string };
-
-/** A visitor is its user when signed in, else its visitor id (prefixed so the two never collide). */
-const VISITOR = "CASE WHEN user_id IS NOT NULL THEN 'u:' || user_id ELSE 'v:' || visitor_id END";
+/** Calls to the usage log waiting for the next group commit. */
+const USAGE_BATCH_LIMIT = 10_000;
 
 /**
  * Every figure is a GROUP BY over an index on (owner, day); days are UTC
- * days computed once when a record is stored. Editor views are excluded by
- * the partial index's own condition.
+ * days computed once when a record is stored. Editor views are excluded
+ * through the partial index's own condition. Ties are broken in BINARY
+ * collation order, NULL first, as the port asks.
  */
-export function sqliteAnalytics({ db }: SqliteHandle): AnalyticsStore {
-  const dashboards = db.prepare<[string], DashboardRow>(
-    "SELECT * FROM dashboards WHERE team_id IN (SELECT value FROM json_each(?)) ORDER BY id",
-  );
+export function sqliteAnalytics({ db }: SqliteHandle): AnalyticsStore & { flush(): void } {
+  const dashboards = db.prepare<[string], DashboardRow>("SELECT * FROM dashboards WHERE team_id IN (SELECT value FROM json_each(?))");
   const dashboard = db.prepare<[string], DashboardRow>("SELECT * FROM dashboards WHERE id = ?");
   const byDay = db.prepare<[string, string, string], DayViews>(
-    `SELECT day, count(*) AS views, count(DISTINCT ${VISITOR}) AS uniqueVisitors
+    `SELECT day, count(*) AS views, count(DISTINCT visitor_id) AS uniqueVisitors
      FROM dashboard_views WHERE dashboard_id = ? AND editor = 0 AND day BETWEEN ? AND ?
      GROUP BY day ORDER BY day`,
   );
@@ -40,9 +49,62 @@ export function sqliteAnalytics({ db }: SqliteHandle): AnalyticsStore {
      WHERE v.dashboard_id = ? AND v.editor = 0 AND v.day BETWEEN ? AND ?
      GROUP BY v.day, v.user_id ORDER BY v.day, viewer, viewerId`,
   );
-  const space = spaceQueries(db);
+  const dashboardUsage = db.prepare<[string, string, string], Omit<DashboardUsageRow, "published"> & { versions: string }>(
+    `SELECT v.day, v.dashboard_id, d.name AS dashboard, d.versions, count(*) AS views,
+            count(DISTINCT v.visitor_id) AS unique_visitors,
+            count(DISTINCT v.user_id) AS signed_in_viewers,
+            sum(v.user_id IS NULL) AS anonymous_views
+     FROM dashboards d JOIN dashboard_views v ON v.dashboard_id = d.id
+     WHERE d.team_id = ? AND v.editor = 0 AND v.day BETWEEN ? AND ?
+     GROUP BY v.day, v.dashboard_id
+     ORDER BY v.day DESC, dashboard, v.dashboard_id`,
+  );
+  const refreshHistory = db.prepare<[string, string, string], RefreshHistoryRow>(
+    `SELECT r.dataset_id, d.name AS dataset, c.name AS connection, r.day,
+            count(*) AS runs, sum(r.error IS NOT NULL) AS failures,
+            sum(r.rows_processed) AS rows_processed, avg(r.duration_ms) AS avg_duration_ms,
+            (SELECT l.error FROM refresh_runs l
+              WHERE l.dataset_id = r.dataset_id AND l.day = r.day AND l.error IS NOT NULL
+              ORDER BY l.started_ms DESC, l.seq DESC LIMIT 1) AS last_error
+     FROM datasets d JOIN refresh_runs r ON r.dataset_id = d.id LEFT JOIN connections c ON c.id = d.connection_id
+     WHERE d.team_id = ? AND r.day BETWEEN ? AND ?
+     GROUP BY r.dataset_id, r.day
+     ORDER BY r.day DESC, dataset, r.dataset_id`,
+  );
+  const creditUsage = db.prepare<[string, string, string], CreditUsageRow>(
+    `SELECT day, category, sum(credits) AS credits, count(*) AS uses, count(DISTINCT user_id) AS users
+     FROM credit_usage WHERE team_id = ? AND day BETWEEN ? AND ?
+     GROUP BY day, category ORDER BY day DESC, category`,
+  );
+  const apiUsage = db.prepare<[string, string, string], ApiUsageRow>(
+    `SELECT day, method, route, credential_kind, credential_id, credential_name AS credential,
+            sum(calls) AS calls, sum(errors) AS errors, sum(server_errors) AS server_errors,
+            sum(latency_sum) / sum(calls) AS avg_latency_ms
+     FROM api_usage WHERE team_id = ? AND day BETWEEN ? AND ?
+     GROUP BY day, method, route, credential_kind, credential_id, credential_name
+     ORDER BY day DESC, route, method, credential_kind, credential, credential_id`,
+  );
+  const datasetUsage = db.prepare<[string, string, string], Omit<DatasetUsageRow, "dashboards"> & { dashboards: string }>(
+    `SELECT x.id AS dataset_id, x.name AS dataset, x.type, c.name AS connection,
+            x.row_count, json_array_length(x.columns) AS column_count,
+            x.last_refreshed_at, x.updated_at,
+            (SELECT r.error FROM refresh_runs r WHERE r.dataset_id = x.id ORDER BY r.started_ms DESC, r.seq DESC LIMIT 1) AS last_refresh_error,
+            (SELECT json_group_array(name) FROM (
+               SELECT b.name FROM dashboard_datasets dd JOIN dashboards b ON b.id = dd.dashboard_id
+               WHERE dd.dataset_id = x.id AND b.team_id = ? ORDER BY b.name)) AS dashboards,
+            coalesce(reads.reads, 0) AS api_reads, reads.last_at AS last_api_read_at
+     FROM (
+       SELECT id, name, type, connection_id, next_position - first_position AS row_count, columns, last_refreshed_at, updated_at
+         FROM datasets WHERE team_id = ?
+       UNION ALL
+       SELECT id, name, 'input_table', NULL, row_count, columns, NULL, updated_at FROM input_tables WHERE team_id = ?
+     ) AS x
+     LEFT JOIN connections c ON c.id = x.connection_id
+     LEFT JOIN dataset_reads reads ON reads.dataset_id = x.id
+     ORDER BY dataset, dataset_id`,
+  );
   const insertRun = refreshRunStatement(db);
-  const insertCall = apiCallStatement(db);
+  const usage = usageLog(db);
 
   return {
     async listDashboards(teamIds) {
@@ -58,80 +120,118 @@ export function sqliteAnalytics({ db }: SqliteHandle): AnalyticsStore {
     async viewsByViewer(dashboardId, { fromDay, toDay }) {
       return byViewer.all(dashboardId, fromDay, toDay);
     },
-    async spaceRows(object, query) {
-      return space[object](query);
+    async spaceDashboardUsage({ teamId, fromDay, toDay }) {
+      return dashboardUsage.all(teamId, fromDay, toDay).map(({ versions, ...row }) => ({
+        day: row.day,
+        dashboard_id: row.dashboard_id,
+        dashboard: row.dashboard,
+        published: currentVersion({ versions: parseJson(versions) } as DashboardRecord).published,
+        views: row.views,
+        unique_visitors: row.unique_visitors,
+        signed_in_viewers: row.signed_in_viewers,
+        anonymous_views: row.anonymous_views,
+      }));
+    },
+    async spaceRefreshHistory({ teamId, fromDay, toDay }) {
+      return refreshHistory.all(teamId, fromDay, toDay).map((r) => ({ ...r, avg_duration_ms: roundHalfUp(r.avg_duration_ms) }));
+    },
+    async spaceCreditUsage({ teamId, fromDay, toDay }) {
+      return creditUsage.all(teamId, fromDay, toDay);
+    },
+    async spaceApiUsage({ teamId, fromDay, toDay }) {
+      await usage.settled();
+      return apiUsage.all(teamId, fromDay, toDay).map((r) => ({ ...r, avg_latency_ms: roundHalfUp(r.avg_latency_ms) }));
+    },
+    async spaceDatasetUsage({ teamId }) {
+      await usage.settled();
+      return datasetUsage.all(teamId, teamId, teamId).map((r) => ({ ...r, dashboards: parseJson<string[]>(r.dashboards) }));
     },
     async recordRefreshRun(run) {
       insertRun(run);
     },
-    async recordApiCall(call) {
-      try {
-        insertCall(call);
-      } catch {
-        // The usage log never fails a request.
-      }
+    recordApiCall(call) {
+      return usage.record(call);
     },
+    flush: usage.flush,
   };
 }
 
-/** Rows of the five space objects; field names and meaning are documented in docs/readme (space objects). */
-function spaceQueries(db: Database.Database): Record<SpaceObject, (query: Window) => Row[]> {
-  const refreshHistory = db.prepare<[string, string, string], Row & { avg_duration_ms: number }>(
-    `SELECT r.dataset_id, d.name AS dataset, c.name AS connection, r.day,
-            count(*) AS runs, sum(r.error IS NOT NULL) AS failures,
-            sum(r.rows_processed) AS rows_processed, avg(r.duration_ms) AS avg_duration_ms,
-            (SELECT l.error FROM refresh_runs l
-              WHERE l.dataset_id = r.dataset_id AND l.day = r.day AND l.error IS NOT NULL
-              ORDER BY l.started_ms DESC, l.seq DESC LIMIT 1) AS last_error
-     FROM refresh_runs r JOIN datasets d ON d.id = r.dataset_id LEFT JOIN connections c ON c.id = d.connection_id
-     WHERE d.team_id = ? AND r.day BETWEEN ? AND ?
-     GROUP BY r.dataset_id, r.day
-     ORDER BY r.day DESC, dataset, r.dataset_id`,
+/** Math.round is half up for the non-negative means reported here. */
+function roundHalfUp(value: number): number {
+  return Math.round(value);
+}
+
+/**
+ * The usage log as per-day counters, written by group commit: calls recorded
+ * in the same turn of the event loop share one transaction of UPSERTs, so
+ * logging a read costs the read no commit of its own. Never rejects.
+ */
+function usageLog(db: Database.Database) {
+  const count = db.prepare(
+    `INSERT INTO api_usage (key, day, team_id, method, route, credential_kind, credential_id, credential_name, calls, errors, server_errors, latency_sum)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)
+     ON CONFLICT (key) DO UPDATE SET calls = calls + 1, errors = errors + excluded.errors,
+       server_errors = server_errors + excluded.server_errors, latency_sum = latency_sum + excluded.latency_sum`,
   );
-  const dashboardUsage = db.prepare<[string, string, string], Row>(
-    `SELECT v.day, v.dashboard_id, d.name AS dashboard, count(*) AS views,
-            count(DISTINCT ${VISITOR}) AS unique_visitors,
-            count(DISTINCT v.user_id) AS signed_in_viewers,
-            sum(v.user_id IS NULL) AS anonymous_views
-     FROM dashboard_views v JOIN dashboards d ON d.id = v.dashboard_id
-     WHERE d.team_id = ? AND v.editor = 0 AND v.day BETWEEN ? AND ?
-     GROUP BY v.day, v.dashboard_id
-     ORDER BY v.day DESC, dashboard, v.dashboard_id`,
+  const read = db.prepare(
+    `INSERT INTO dataset_reads (dataset_id, reads, last_at, last_ms) VALUES (?, 1, ?, ?)
+     ON CONFLICT (dataset_id) DO UPDATE SET reads = reads + 1,
+       last_at = CASE WHEN excluded.last_ms >= last_ms THEN excluded.last_at ELSE last_at END,
+       last_ms = max(last_ms, excluded.last_ms)`,
   );
-  const creditUsage = db.prepare<[string, string, string], Row>(
-    `SELECT day, category, sum(credits) AS credits, count(*) AS uses, count(DISTINCT user_id) AS users
-     FROM credit_usage WHERE team_id = ? AND day BETWEEN ? AND ?
-     GROUP BY day, category ORDER BY day DESC, category`,
-  );
-  const apiUsage = db.prepare<[string, string, string], Row & { avg_latency_ms: number }>(
-    `SELECT day, method, route, credential_kind, credential_name AS credential,
-            count(*) AS calls, sum(status >= 400) AS errors, sum(status >= 500) AS server_errors,
-            avg(latency_ms) AS avg_latency_ms
-     FROM api_calls WHERE team_id = ? AND day BETWEEN ? AND ?
-     GROUP BY day, method, route, credential_kind, credential_id
-     ORDER BY day DESC, route, method, credential_kind, credential`,
-  );
-  const datasetUsage = db.prepare<[string, string], Row & { dashboards: string }>(
-    `SELECT all_datasets.id AS dataset_id, all_datasets.name AS dataset, all_datasets.type,
-            all_datasets.row_count AS rows, all_datasets.last_refreshed_at, all_datasets.updated_at,
-            (SELECT json_group_array(name) FROM (
-               SELECT db.name FROM dashboard_datasets dd JOIN dashboards db ON db.id = dd.dashboard_id
-               WHERE dd.dataset_id = all_datasets.id ORDER BY db.name)) AS dashboards,
-            (SELECT count(*) FROM audit_events a WHERE a.target_id = all_datasets.id AND a.category = 'data_access') AS api_reads
-     FROM (
-       SELECT id, name, type, next_position - first_position AS row_count, last_refreshed_at, updated_at FROM datasets WHERE team_id = ?
-       UNION ALL SELECT id, name, 'input_table', row_count, NULL, updated_at FROM input_tables WHERE team_id = ?
-     ) AS all_datasets
-     ORDER BY dataset, dataset_id`,
-  );
+  const write = writeTransaction(db, (calls: readonly ApiCallRecord[]) => {
+    for (const c of calls) {
+      const day = utcDay(c.at);
+      const key = JSON.stringify([day, c.teamId, c.method, c.route, c.credentialKind, c.credentialId, c.credentialName]);
+      count.run(key, day, c.teamId, c.method, c.route, c.credentialKind, c.credentialId, c.credentialName, c.status >= 400 ? 1 : 0, c.status >= 500 ? 1 : 0, c.latencyMs);
+      if (c.method === "GET" && c.status >= 200 && c.status <= 299 && c.objectId && DATASET_READ_ROUTES.includes(c.route)) {
+        const ms = Date.parse(c.at);
+        read.run(c.objectId, c.at, Number.isNaN(ms) ? 0 : ms);
+      }
+    }
+  });
+  let queue: ApiCallRecord[] = [];
+  let waiting: (() => void)[] = [];
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    const calls = queue;
+    const done = waiting;
+    queue = [];
+    waiting = [];
+    if (calls.length > 0 && db.open) {
+      try {
+        write(calls);
+      } catch {
+        // The usage log never fails a request; a lost batch of counters is the price.
+      }
+    }
+    for (const resolve of done) resolve();
+  };
+  const schedule = () => {
+    if (!scheduled) {
+      scheduled = true;
+      setImmediate(flush);
+    }
+  };
   return {
-    "refresh-history": ({ teamId, fromDay, toDay }) =>
-      refreshHistory.all(teamId, fromDay, toDay).map((r) => ({ ...r, avg_duration_ms: Math.round(r.avg_duration_ms) })),
-    "dashboard-usage": ({ teamId, fromDay, toDay }) => dashboardUsage.all(teamId, fromDay, toDay),
-    "credit-usage": ({ teamId, fromDay, toDay }) => creditUsage.all(teamId, fromDay, toDay),
-    "api-usage": ({ teamId, fromDay, toDay }) =>
-      apiUsage.all(teamId, fromDay, toDay).map((r) => ({ ...r, avg_latency_ms: Math.round(r.avg_latency_ms) })),
-    "dataset-usage": ({ teamId }) => datasetUsage.all(teamId, teamId).map((r) => ({ ...r, dashboards: parseJson<string[]>(r.dashboards) })),
+    record(call: ApiCallRecord): Promise<void> {
+      if (queue.length >= USAGE_BATCH_LIMIT) flush();
+      queue.push(call);
+      return new Promise<void>((resolve) => {
+        waiting.push(resolve);
+        schedule();
+      });
+    },
+    /** Resolves once everything recorded so far is written. */
+    settled(): Promise<void> {
+      if (queue.length === 0) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        waiting.push(resolve);
+        schedule();
+      });
+    },
+    flush,
   };
 }
 
@@ -165,16 +265,6 @@ export function creditUsageStatement(db: Database.Database): (usage: CreditUsage
   const insert = db.prepare("INSERT INTO credit_usage (team_id, day, at, category, credits, user_id) VALUES (?, ?, ?, ?, ?, ?)");
   return (c) => {
     insert.run(c.teamId, utcDay(c.at), c.at, c.category, c.credits, c.userId);
-  };
-}
-
-function apiCallStatement(db: Database.Database): (call: ApiCallRecord) => void {
-  const insert = db.prepare(
-    `INSERT INTO api_calls (team_id, day, at, credential_kind, credential_id, credential_name, method, route, status, latency_ms)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  );
-  return (c) => {
-    insert.run(c.teamId, utcDay(c.at), c.at, c.credentialKind, c.credentialId, c.credentialName, c.method, c.route, c.status, c.latencyMs);
   };
 }
 

@@ -83,12 +83,6 @@ export function parseJsonOrNull<T>(text: string | null): T | null {
   return text === null ? null : (JSON.parse(text) as T);
 }
 
-/** The UTC day (`YYYY-MM-DD`) of an ISO timestamp; falls back to its first ten characters when unparsable. */
-export function utcDay(iso: string): string {
-  const ms = Date.parse(iso);
-  return Number.isNaN(ms) ? iso.slice(0, 10) : new Date(ms).toISOString().slice(0, 10);
-}
-
 /**
  * A write transaction that takes SQLite's write lock at BEGIN (IMMEDIATE):
  * when another process holds it, this one waits up to the busy timeout

@@ -26,6 +26,7 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
   const handle = openSqlite(options);
   const { db } = handle;
   const webhooks = sqliteWebhooks(handle);
+  const { flush: flushUsage, ...analytics } = sqliteAnalytics(handle);
   const load = seedTransaction(db);
   return {
     ...sqliteIdentity(handle),
@@ -36,13 +37,14 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
     updateWebhookSettings: webhooks.updateWebhookSettings,
     createWebhookConnection: webhooks.createWebhookConnection,
     ...sqliteAudit(handle),
-    ...sqliteAnalytics(handle),
+    ...analytics,
     async seed(space) {
       return load(space);
     },
     async close() {
       if (!db.open) return;
       webhooks.flush();
+      flushUsage();
       handle.close();
     },
     db,

@@ -92,7 +92,6 @@ export const MIGRATIONS: readonly Migration[] = [
         team_id TEXT NOT NULL, category TEXT NOT NULL, time_ms INTEGER NOT NULL,
         stored_at INTEGER NOT NULL, target_id TEXT, event TEXT NOT NULL
       );
-      CREATE INDEX audit_events_by_target ON audit_events (target_id, category) WHERE target_id IS NOT NULL;
 
       -- analytics
       CREATE TABLE dashboards (
@@ -118,12 +117,17 @@ export const MIGRATIONS: readonly Migration[] = [
         category TEXT NOT NULL, credits REAL NOT NULL, user_id TEXT
       );
       CREATE INDEX credit_usage_by_day ON credit_usage (team_id, day);
-      CREATE TABLE api_calls (
-        seq INTEGER PRIMARY KEY, team_id TEXT, day TEXT NOT NULL, at TEXT NOT NULL,
-        credential_kind TEXT NOT NULL, credential_id TEXT, credential_name TEXT,
-        method TEXT NOT NULL, route TEXT NOT NULL, status INTEGER NOT NULL, latency_ms REAL NOT NULL
+      -- the API usage log as per-day counters (what api-usage and dataset-usage report)
+      CREATE TABLE api_usage (
+        key TEXT PRIMARY KEY, day TEXT NOT NULL, team_id TEXT,
+        method TEXT NOT NULL, route TEXT NOT NULL, credential_kind TEXT NOT NULL,
+        credential_id TEXT, credential_name TEXT,
+        calls INTEGER NOT NULL, errors INTEGER NOT NULL, server_errors INTEGER NOT NULL, latency_sum REAL NOT NULL
       );
-      CREATE INDEX api_calls_by_day ON api_calls (team_id, day);
+      CREATE INDEX api_usage_by_day ON api_usage (team_id, day);
+      CREATE TABLE dataset_reads (
+        dataset_id TEXT PRIMARY KEY, reads INTEGER NOT NULL, last_at TEXT NOT NULL, last_ms INTEGER NOT NULL
+      ) WITHOUT ROWID;
     `,
   },
 ];

@@ -1,6 +1,7 @@
 import type Database from "better-sqlite3";
 import type { Actor, AuditEvent, Column, Row, TableRecord } from "../domain/model.js";
 import type { EditLogEntry, EditOp, IdempotencyClaim, RowWriteResult, StoredResponse, TableStore } from "../ports/storage/tables.js";
+import { changedSince, newRow, nextUpdatedAt, patchedRow } from "../domain/table-rows.js";
 import { appendAuditStatement } from "./audit.js";
 import { parseJson, parseJsonOrNull, type SqliteHandle, writeTransaction } from "./db.js";
 
@@ -39,6 +40,7 @@ export function sqliteTables(handle: SqliteHandle): TableStore {
   const editLog = db.prepare<[string, number, number], EditLogRow>(
     "SELECT * FROM edit_log WHERE table_id = ? ORDER BY seq LIMIT ? OFFSET ?",
   );
+  const one = db.prepare<[string, string], { data: string }>("SELECT data FROM table_rows WHERE table_id = ? AND row_id = ?");
   const writes = rowWrites(db);
 
   const claimKey = idempotencyClaim(db);
@@ -55,6 +57,10 @@ export function sqliteTables(handle: SqliteHandle): TableStore {
         totalRows: count.get(tableId)?.n ?? 0,
         rows: page.all(tableId, Math.max(0, limit), Math.max(0, offset)).map((r) => parseJson<Row>(r.data)),
       }))();
+    },
+    async getTableRow(tableId, rowId) {
+      const row = one.get(tableId, rowId);
+      return row ? parseJson<Row>(row.data) : null;
     },
     async insertTableRow(input) {
       return writes.insert(input);
@@ -104,15 +110,11 @@ function rowWrites(db: Database.Database) {
 
   const insert = writeTransaction(db, 
     (input: { tableId: string; rowId: string; values: Row; actor: Actor; now: number; auditEvent: AuditEvent }): Row => {
-      const stamp = new Date(input.now).toISOString();
-      const row: Row = Object.create(null);
-      row._id = input.rowId;
-      for (const key of Object.keys(input.values)) row[key] = input.values[key];
-      row._createdAt = stamp;
-      row._updatedAt = stamp;
+      const stamp = nextUpdatedAt(null, input.now);
+      const row = newRow(input.rowId, input.values, stamp);
       insertRow.run(input.tableId, input.rowId, JSON.stringify(row));
       touchTable.run(1, stamp, input.tableId);
-      record(input.tableId, input.rowId, "create", input.actor, stamp, null, row, input.auditEvent, input.now);
+      record(input.tableId, input.rowId, "create", input.actor, new Date(input.now).toISOString(), null, row, input.auditEvent, input.now);
       return row;
     },
   );
@@ -130,19 +132,14 @@ function rowWrites(db: Database.Database) {
       const found = current.get(input.tableId, input.rowId);
       if (!found) return { status: "not_found" };
       const before = parseJson<Row>(found.data);
-      if (input.expectedUpdatedAt !== null && isLater(String(before._updatedAt), input.expectedUpdatedAt)) {
+      if (input.expectedUpdatedAt !== null && changedSince(before, input.expectedUpdatedAt)) {
         return { status: "conflict", current: before };
       }
-      const stamp = nextStamp(input.now, String(before._updatedAt));
-      const after: Row = Object.create(null);
-      for (const key of Object.keys(before)) after[key] = before[key];
-      for (const key of Object.keys(input.patch)) after[key] = input.patch[key];
-      after._id = before._id;
-      after._createdAt = before._createdAt;
-      after._updatedAt = stamp;
+      const stamp = nextUpdatedAt(String(before._updatedAt), input.now);
+      const after = patchedRow(before, input.patch, stamp);
       updateRow.run(JSON.stringify(after), input.tableId, input.rowId);
       touchTable.run(0, stamp, input.tableId);
-      record(input.tableId, input.rowId, "update", input.actor, stamp, before, after, input.auditEvent, input.now);
+      record(input.tableId, input.rowId, "update", input.actor, new Date(input.now).toISOString(), before, after, input.auditEvent, input.now);
       return { status: "ok", row: after };
     },
   );
@@ -172,7 +169,7 @@ function idempotencyClaim(db: Database.Database) {
   const claim = db.prepare<[string, string, string, number, number], { claimed_at: number }>(
     `INSERT INTO idempotency_keys (scope, key, fingerprint, claimed_at, response) VALUES (?, ?, ?, ?, NULL)
      ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, claimed_at = excluded.claimed_at, response = NULL
-       WHERE idempotency_keys.claimed_at < ?
+       WHERE idempotency_keys.claimed_at <= ?
      RETURNING claimed_at`,
   );
   const existing = db.prepare<[string, string], ClaimRow>("SELECT fingerprint, claimed_at, response FROM idempotency_keys WHERE scope = ? AND key = ?");
@@ -183,20 +180,6 @@ function idempotencyClaim(db: Database.Database) {
     if (held.response === null) return { state: "in_progress", fingerprint: held.fingerprint };
     return { state: "completed", fingerprint: held.fingerprint, response: parseJson<StoredResponse>(held.response) };
   });
-}
-
-/** `_updatedAt` for a write at `now`: the clock's instant, or 1 ms past the previous stamp when the clock has not moved past it. */
-export function nextStamp(now: number, previous: string): string {
-  const previousMs = Date.parse(previous);
-  const ms = Number.isNaN(previousMs) ? now : Math.max(now, previousMs + 1);
-  return new Date(ms).toISOString();
-}
-
-function isLater(stored: string, expected: string): boolean {
-  const a = Date.parse(stored);
-  const b = Date.parse(expected);
-  if (Number.isNaN(a) || Number.isNaN(b)) return stored > expected;
-  return a > b;
 }
 
 export function insertTableStatement(db: Database.Database): (table: TableRecord & { rows: Row[] }) => void {

@@ -1,11 +1,9 @@
 import type Database from "better-sqlite3";
-import { mergeColumns } from "../domain/columns.js";
+import { widenColumns } from "../domain/columns.js";
 import type { Column, Row } from "../domain/model.js";
+import { endpointFromConnection } from "../domain/webhook-config.js";
 import type { WebhookEndpoint, WebhookStore } from "../ports/storage/webhooks.js";
 import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
-
-/** Rows kept per webhook connection when its config does not say. */
-export const DEFAULT_RETAIN_ROWS = 10_000;
 
 type IngestInput = Parameters<WebhookStore["ingestWebhookRow"]>[0];
 type IngestResult = { id: string; duplicate: boolean };
@@ -44,13 +42,16 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
   );
   const ingestBatch = ingestTransaction(db);
 
-  const updateSettings = writeTransaction(db, (connectionId: string, settings: { signingSecret?: string | null; retainRows?: number }) => {
+  const trimTo = trimStatement(db);
+  const updateSettings = writeTransaction(db, (connectionId: string, settings: { signingSecret?: string | null; retainRows?: number | null }) => {
     const row = byConnection.get(connectionId);
-    if (!row) return null;
+    if (!row || row.dataset_id === null) return null;
     const config = parseJson<Record<string, unknown>>(row.config);
     if (settings.signingSecret !== undefined) config.signingSecret = settings.signingSecret;
     if (settings.retainRows !== undefined) config.retainRows = settings.retainRows;
     setConfig.run(JSON.stringify(config), String(config.endpointId), connectionId);
+    // Lowering retention trims at once, in the same transaction as the change.
+    if (typeof settings.retainRows === "number") trimTo(row.dataset_id, Math.max(1, settings.retainRows));
     return toEndpoint({ ...row, config: JSON.stringify(config) });
   });
 
@@ -162,9 +163,9 @@ function ingestTransaction(db: Database.Database) {
       }
       insert.run(ds.seq, ds.next, input.dedupKey, JSON.stringify(input.row as Row));
       ds.next += 1;
-      ds.columns = mergeColumns(ds.columns, input.columns);
+      ds.columns = widenColumns(ds.columns, input.columns) ?? ds.columns;
       ds.updatedAt = input.receivedAt;
-      const keepFrom = ds.next - Math.max(0, input.retainRows);
+      const keepFrom = ds.next - Math.max(1, input.retainRows);
       if (keepFrom > ds.first) {
         trim.run(ds.seq, ds.first, keepFrom);
         ds.first = keepFrom;
@@ -179,15 +180,26 @@ function ingestTransaction(db: Database.Database) {
   });
 }
 
-function toEndpoint(row: EndpointRow): WebhookEndpoint {
-  const config = parseJson<Record<string, unknown>>(row.config);
-  return {
-    connectionId: row.connection_id,
-    teamId: row.team_id,
-    name: row.name,
-    datasetId: row.dataset_id ?? `ds_${row.connection_id}`,
-    endpointId: String(config.endpointId),
-    signingSecret: typeof config.signingSecret === "string" ? config.signingSecret : null,
-    retainRows: typeof config.retainRows === "number" ? config.retainRows : DEFAULT_RETAIN_ROWS,
+/** Delete the oldest rows of a dataset beyond `retainRows` (their dedup keys go with them). */
+function trimStatement(db: Database.Database): (datasetId: string, retainRows: number) => void {
+  const load = db.prepare<[string], { seq: number; first_position: number; next_position: number }>(
+    "SELECT seq, first_position, next_position FROM datasets WHERE id = ?",
+  );
+  const trim = db.prepare<[number, number, number]>("DELETE FROM dataset_rows WHERE dataset_seq = ? AND position >= ? AND position < ?");
+  const save = db.prepare<[number, number]>("UPDATE datasets SET first_position = ? WHERE seq = ?");
+  return (datasetId, retainRows) => {
+    const at = load.get(datasetId);
+    if (!at) return;
+    const keepFrom = at.next_position - retainRows;
+    if (keepFrom <= at.first_position) return;
+    trim.run(at.seq, at.first_position, keepFrom);
+    save.run(keepFrom, at.seq);
   };
+}
+
+function toEndpoint(row: EndpointRow): WebhookEndpoint {
+  return endpointFromConnection(
+    { id: row.connection_id, teamId: row.team_id, name: row.name, type: "webhook", config: parseJson(row.config), createdAt: "" },
+    row.dataset_id ?? `ds_${row.connection_id}`,
+  );
 }

@@ -244,12 +244,12 @@ describe("sqlite: input tables", () => {
     expect(claims.filter((c) => c.state === "claimed")).toHaveLength(1);
     expect(claims.filter((c) => c.state === "in_progress")).toHaveLength(9);
     await s.completeIdempotencyKey({ scope: claim.scope, key: "k", response: { status: 201, body: { _id: "r" } } });
-    expect(await s.claimIdempotencyKey({ ...claim, fingerprint: "f2", now: 1100 })).toEqual({
+    expect(await s.claimIdempotencyKey({ ...claim, fingerprint: "f2", now: 1099 })).toEqual({
       state: "completed",
       fingerprint: "f1",
       response: { status: 201, body: { _id: "r" } },
     });
-    expect(await s.claimIdempotencyKey({ ...claim, now: 1101 })).toEqual({ state: "claimed" });
+    expect(await s.claimIdempotencyKey({ ...claim, now: 1100 })).toEqual({ state: "claimed" });
     await s.releaseIdempotencyKey({ scope: claim.scope, key: "k" });
     expect(await s.claimIdempotencyKey({ ...claim, now: 1102 })).toEqual({ state: "claimed" });
   });
@@ -279,98 +279,5 @@ describe("sqlite: audit", () => {
     expect(s.isAuditPosition("12")).toBe(true);
     expect(s.isAuditPosition("0")).toBe(false);
     expect(s.isAuditPosition("1e3")).toBe(false);
-  });
-});
-
-describe("sqlite: analytics", () => {
-  async function withActivity(): Promise<SqliteStorage> {
-    const f = conformanceFixture() as ReturnType<typeof conformanceFixture> & Record<string, unknown[]>;
-    f.dashboards = [
-      {
-        id: "dash_a",
-        teamId: "team_ops",
-        name: "Sales",
-        description: null,
-        versions: [{ version: 1, published: true, createdAt: "2026-10-01T00:00:00Z", updatedAt: "2026-10-01T00:00:00Z", publishedAt: "2026-10-01T00:00:00Z" }],
-        datasetIds: ["ds_orders"],
-      },
-    ];
-    const view = (at: string, visitorId: string, userId: string | null, editor = false) => ({ dashboardId: "dash_a", at, visitorId, userId, editor });
-    f.dashboardViews = [
-      view("2026-11-01T08:00:00Z", "vis_1", null),
-      view("2026-11-01T09:00:00Z", "vis_1", null),
-      view("2026-11-01T10:00:00Z", "vis_2", "usr_ada"),
-      view("2026-11-01T11:00:00Z", "vis_3", "usr_ada", true),
-      view("2026-11-02T23:30:00+02:00", "vis_4", null),
-      view("2026-11-03T00:30:00+02:00", "vis_2", "usr_ada"),
-      view("2026-11-05T00:00:00Z", "vis_2", "usr_ada"),
-    ];
-    const run = (datasetId: string, startedAt: string, durationMs: number, rowsProcessed: number, error: string | null) => ({ datasetId, startedAt, durationMs, rowsProcessed, error });
-    f.refreshRuns = [
-      run("ds_stores", "2026-11-01T01:00:00Z", 100, 10, null),
-      run("ds_stores", "2026-11-01T03:00:00Z", 300, 5, "boom"),
-      run("ds_stores", "2026-11-01T02:00:00Z", 201, 0, "timeout"),
-      run("ds_orders", "2026-11-02T05:00:00Z", 50, 5, null),
-      run("ds_campaigns", "2026-11-02T05:00:00Z", 50, 5, null),
-    ];
-    const s = store();
-    await s.seed(parseFixture(f));
-    return s;
-  }
-  const window = { fromDay: "2026-11-01", toDay: "2026-11-02" };
-
-  it("counts views and daily unique visitors per day and per viewer, without editors, in UTC days", async () => {
-    const s = await withActivity();
-    expect(await s.viewsByDay("dash_a", window)).toEqual([
-      { day: "2026-11-01", views: 3, uniqueVisitors: 2 },
-      { day: "2026-11-02", views: 2, uniqueVisitors: 2 },
-    ]);
-    expect(await s.viewsByViewer("dash_a", window)).toEqual([
-      { day: "2026-11-01", viewerId: null, viewer: "Anonymous", views: 2 },
-      { day: "2026-11-01", viewerId: "usr_ada", viewer: "ada@northwind.test", views: 1 },
-      { day: "2026-11-02", viewerId: null, viewer: "Anonymous", views: 1 },
-      { day: "2026-11-02", viewerId: "usr_ada", viewer: "ada@northwind.test", views: 1 },
-    ]);
-    expect(await s.spaceRows("dashboard-usage", { teamId: "team_ops", ...window })).toEqual([
-      { day: "2026-11-02", dashboard_id: "dash_a", dashboard: "Sales", views: 2, unique_visitors: 2, signed_in_viewers: 1, anonymous_views: 1 },
-      { day: "2026-11-01", dashboard_id: "dash_a", dashboard: "Sales", views: 3, unique_visitors: 2, signed_in_viewers: 1, anonymous_views: 2 },
-    ]);
-    expect(await s.spaceRows("dashboard-usage", { teamId: "team_mkt", ...window })).toEqual([]);
-    expect((await s.listDashboards(["team_ops", "team_mkt"])).map((d) => [d.id, d.datasetIds])).toEqual([["dash_a", ["ds_orders"]]]);
-    expect(await s.getDashboard("nope")).toBeNull();
-  });
-
-  it("aggregates refresh runs per dataset per day with the day's latest failure", async () => {
-    const s = await withActivity();
-    expect(await s.spaceRows("refresh-history", { teamId: "team_ops", ...window })).toEqual([
-      { dataset_id: "ds_orders", dataset: "Orders 2026", connection: null, day: "2026-11-02", runs: 1, failures: 0, rows_processed: 5, avg_duration_ms: 50, last_error: null },
-      { dataset_id: "ds_stores", dataset: "Stores", connection: "Retail warehouse", day: "2026-11-01", runs: 3, failures: 2, rows_processed: 15, avg_duration_ms: 200, last_error: "boom" },
-    ]);
-    await s.recordRefreshRun({ datasetId: "ds_stores", startedAt: "2026-11-01T04:00:00Z", durationMs: 400, rowsProcessed: 1, error: null });
-    expect((await s.spaceRows("refresh-history", { teamId: "team_ops", ...window }))[1]).toMatchObject({ runs: 4, failures: 2, avg_duration_ms: 250, last_error: "boom" });
-  });
-
-  it("aggregates the API usage log by day, route and credential", async () => {
-    const s = await withActivity();
-    const call = { at: "2026-11-02T10:00:00.000Z", teamId: "team_ops", credentialKind: "api-key" as const, credentialId: "key_sync", credentialName: "Warehouse sync", method: "GET", route: "/api/v1/datasets/:id/rows", status: 200, latencyMs: 10 };
-    await s.recordApiCall(call);
-    await s.recordApiCall({ ...call, status: 404, latencyMs: 21 });
-    await s.recordApiCall({ ...call, teamId: "team_mkt" });
-    expect(await s.spaceRows("api-usage", { teamId: "team_ops", ...window })).toEqual([
-      {
-        day: "2026-11-02",
-        method: "GET",
-        route: "/api/v1/datasets/:id/rows",
-        credential_kind: "api-key",
-        credential: "Warehouse sync",
-        calls: 2,
-        errors: 1,
-        server_errors: 0,
-        avg_latency_ms: 16,
-      },
-    ]);
-    const usage = await s.spaceRows("dataset-usage", { teamId: "team_ops", ...window });
-    expect(usage.find((r) => r.dataset_id === "ds_orders")).toMatchObject({ dataset: "Orders 2026", rows: 5, dashboards: ["Sales"], api_reads: 0 });
-    expect(usage.map((r) => r.dataset_id)).toEqual(["ds_orders", "ds_secret", "tbl_targets", "ds_stores"]);
   });
 });
