@@ -150,7 +150,7 @@ async function killNine(target: Target, name: string): Promise<Outcome | null> {
       }
     };
     const workers = Array.from({ length: WORKERS }, worker);
-    while (acknowledged.size < 500) await new Promise((r) => setTimeout(r, 5));
+    while (acknowledged.size < 1500) await new Promise((r) => setTimeout(r, 5));
     await new Promise((r) => setTimeout(r, 100 + Math.random() * 400));
     await stop(server, "SIGKILL");
     killed = true;
@@ -182,7 +182,7 @@ async function killNine(target: Target, name: string): Promise<Outcome | null> {
 
 function expectExactlyOnce(outcome: Outcome): void {
   expect(outcome.refused).toEqual([]);
-  expect(outcome.acknowledged).toBeGreaterThanOrEqual(500);
+  expect(outcome.acknowledged).toBeGreaterThanOrEqual(1500);
   expect(outcome.lost).toEqual([]);
   expect(outcome.unexpected).toEqual([]);
   expect(outcome.duplicated).toEqual([]);
