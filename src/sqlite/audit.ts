@@ -11,12 +11,16 @@ import { parseJson, type SqliteHandle } from "./db.js";
  */
 export function sqliteAudit({ db }: SqliteHandle): AuditStore {
   const append = appendAuditStatement(db);
-  const page = db.prepare<[number, string, string, number, number | null, number | null, number], { position: number; stored_at: number; event: string }>(
+  // The horizon: the first position after `after` stored later than `storedBefore`. Only events
+  // younger than the horizon are visited (index on stored_at), a handful in a live log.
+  const heldBack = db.prepare<[number, number], { position: number | null }>(
+    "SELECT min(position) AS position FROM audit_events INDEXED BY audit_events_by_stored_at WHERE stored_at > ? AND position > ?",
+  );
+  const page = db.prepare<[number, number, string, string, number | null, number | null, number], { position: number; stored_at: number; event: string }>(
     `SELECT position, stored_at, event FROM audit_events
-     WHERE position > ?
+     WHERE position > ? AND position < ?
        AND team_id IN (SELECT value FROM json_each(?))
        AND category IN (SELECT value FROM json_each(?))
-       AND stored_at <= ?
        AND (? IS NULL OR time_ms >= ?)
      ORDER BY position LIMIT ?`,
   );
@@ -29,8 +33,11 @@ export function sqliteAudit({ db }: SqliteHandle): AuditStore {
       const after = query.after === null ? 0 : Number(query.after);
       const since = query.since === null ? null : Date.parse(query.since);
       const sinceMs = since === null || Number.isNaN(since) ? null : since;
+      // Never read past an event held back by the horizon, whatever its team or category: a cursor
+      // must not jump over an event that becomes readable later.
+      const bound = heldBack.get(query.storedBefore, after)?.position ?? Number.MAX_SAFE_INTEGER;
       // The primary key drives the scan from `after`: the cost does not depend on how many events lie before it.
-      const rows = page.all(after, JSON.stringify(query.teamIds), JSON.stringify(query.categories), query.storedBefore, sinceMs, sinceMs, query.limit + 1);
+      const rows = page.all(after, bound, JSON.stringify(query.teamIds), JSON.stringify(query.categories), sinceMs, sinceMs, query.limit + 1);
       const events = rows.slice(0, query.limit).map(
         (r): StoredAuditEvent => ({ position: String(r.position), storedAt: r.stored_at, event: parseJson<AuditEvent>(r.event) }),
       );

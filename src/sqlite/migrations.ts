@@ -92,6 +92,7 @@ export const MIGRATIONS: readonly Migration[] = [
         team_id TEXT NOT NULL, category TEXT NOT NULL, time_ms INTEGER NOT NULL,
         stored_at INTEGER NOT NULL, target_id TEXT, event TEXT NOT NULL
       );
+      CREATE INDEX audit_events_by_stored_at ON audit_events (stored_at, position);
 
       -- analytics
       CREATE TABLE dashboards (
