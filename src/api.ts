@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { IttyRouter } from "itty-router";
-import { assertKeyPlan, assertScope, authenticate, type Credential, storageSessions } from "./auth.js";
+import { actorOf, assertKeyPlan, assertScope, authenticate, type Credential, storageSessions } from "./auth.js";
 import type { ApiSettings, AuthedContext, HandlerContext, Ports } from "./context.js";
 import type { AuditEvent } from "./domain/model.js";
 import { ApiError } from "./errors.js";
@@ -123,7 +123,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
 
   function recordAudit(event: Omit<AuditEvent, "id" | "time"> & { time?: string }): void {
     const now = clock.now();
-    const full: AuditEvent = { id: `evt_${randomUUID()}`, time: event.time ?? new Date(now).toISOString(), ...event } as AuditEvent;
+    const full: AuditEvent = { ...event, id: `evt_${randomUUID()}`, time: event.time ?? new Date(now).toISOString() };
     storage.appendAuditEvent(full, now).catch((error: unknown) => log("could not store an audit event", error));
   }
 
@@ -173,15 +173,17 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
       }
     } catch (error) {
       reply = errorReply(error, requestId, log);
-      if (reply.status >= 500) {
+      // The API's own 5xx reach the business feed (category error). Without a
+      // credential no business can be named, so only the log above keeps it.
+      if (reply.status >= 500 && credential) {
         recordAudit({
-          teamId: credential ? teamOf(credential) : "",
+          teamId: teamOf(credential, probe.query?.teamId),
           category: "error",
           action: "api.error",
-          actor: null,
+          actor: actorOf(credential),
           target: route ? { type: "route", id: `${req.method} ${group!.mount}${route.path}` } : null,
           outcome: "failure",
-          ip: req.clientAddress,
+          ip: resolveClientAddress(req.clientAddress, req.headers.get("x-forwarded-for"), settings.trustedProxies),
           userAgent: req.headers.get("user-agent"),
           details: { requestId, status: reply.status },
         });

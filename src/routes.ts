@@ -3,6 +3,7 @@ import { memoryConnector } from "./connectors/memory.js";
 import { postgresConnector } from "./connectors/postgres.js";
 import type { ConnectorRegistry } from "./ports/connector.js";
 import type { RouteDef } from "./routing.js";
+import { auditRoutes } from "./routes/audit.js";
 import { connectionRoutes } from "./routes/connections.js";
 import { dashboardRoutes } from "./routes/dashboards.js";
 import { datasetRoutes } from "./routes/datasets.js";
@@ -14,7 +15,7 @@ import { webhookReceiverRoutes } from "./routes/webhooks.js";
  * The route table. Each mount is a prefix; a future `/api/v2` mounts its
  * own list beside `/api/v1`. The webhook receiver has no version prefix.
  */
-export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...connectionRoutes, ...dashboardRoutes, ...tableRoutes];
+export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...connectionRoutes, ...dashboardRoutes, ...tableRoutes, ...auditRoutes];
 
 export const webhookRoutes: RouteDef[] = [...webhookReceiverRoutes];
 

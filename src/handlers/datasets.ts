@@ -1,4 +1,5 @@
 import { reachable, resolveTeam } from "../access.js";
+import { actorOf } from "../auth.js";
 import type { AuthedContext } from "../context.js";
 import type { ConnectionRecord, DatasetRecord } from "../domain/model.js";
 import { invalidParameter } from "../errors.js";
@@ -77,6 +78,17 @@ export async function readDatasetRows(ctx: AuthedContext, id: string, query: Row
   });
   const available = Math.max(0, page.totalRows - query.offset);
   const returnedRows = Math.min(available, query.maxRows ?? available);
+  ctx.audit({
+    teamId: dataset.teamId,
+    category: "data_access",
+    action: "dataset.rows.read",
+    actor: actorOf(ctx.credential),
+    target: { type: "dataset", id: dataset.id },
+    outcome: "success",
+    ip: ctx.clientAddress,
+    userAgent: ctx.userAgent,
+    details: { requestId: ctx.requestId, offset: query.offset, returnedRows },
+  });
   const names = query.columns ?? dataset.columns.map((c) => c.name);
   const types = new Map(dataset.columns.map((c) => [c.name, c.type]));
   const columnTypes: Record<string, string | null> = Object.create(null);

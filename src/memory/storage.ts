@@ -1,7 +1,7 @@
 import type { SeedSpace } from "../fixture/space.js";
 import type { Storage } from "../ports/storage.js";
 import { memoryAnalytics } from "./storage/analytics.js";
-import { memoryAudit } from "./storage/audit.js";
+import { appendAuditEntry, memoryAudit } from "./storage/audit.js";
 import { memoryCatalog } from "./storage/catalog.js";
 import { memoryIdentity } from "./storage/identity.js";
 import { cloneJson, createMemoryState, frozenCopy, type MemoryState } from "./storage/state.js";
@@ -68,7 +68,5 @@ function load(state: MemoryState, space: SeedSpace): void {
   state.refreshRuns.push(...space.refreshRuns);
   state.creditUsage.push(...space.creditUsage);
   // Fixture events are stored in file order, all at the start of time.
-  for (const event of space.auditEvents) {
-    state.auditLog.push({ position: String(state.auditLog.length + 1), storedAt: 0, event });
-  }
+  for (const event of space.auditEvents) appendAuditEntry(state, event, 0);
 }

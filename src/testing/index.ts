@@ -1,5 +1,6 @@
 import type { Storage } from "../ports/storage.js";
 import { describeAnalyticsConformance } from "./conformance/analytics.js";
+import { describeAuditConformance } from "./conformance/audit.js";
 import { describeCatalogConformance } from "./conformance/catalog.js";
 import { describeIdentityConformance } from "./conformance/identity.js";
 import { describeTablesConformance } from "./conformance/tables.js";
@@ -22,6 +23,7 @@ export function runStorageConformance(name: string, factory: StorageFactory, opt
   describeAnalyticsConformance(name, factory, options);
   describeTablesConformance(name, factory, options);
   describeWebhookConformance(name, factory, options);
+  describeAuditConformance(name, factory, options);
 }
 
 export type { Storage };

@@ -1,18 +1,75 @@
-import type { AuditStore } from "../../ports/storage/audit.js";
+import type { AuditEvent } from "../../domain/model.js";
+import type { AuditStore, StoredAuditEvent } from "../../ports/storage/audit.js";
 import { cloneJson, type MemoryState } from "./state.js";
 
-/** Positions are 1-based indexes into the append-only log, as decimal strings. */
+/**
+ * Positions are 1-based decimal strings in insertion order. The log is an
+ * append-only array whose positions increase strictly, so a keyset read finds
+ * its start by binary search, whatever was trimmed from the front.
+ */
 export function memoryAudit(state: MemoryState): AuditStore {
   return {
     async appendAuditEvent(event, storedAt) {
-      state.auditLog.push({ position: String(state.auditLog.length + 1), storedAt, event: cloneJson(event) });
+      appendAuditEntry(state, event, storedAt);
     },
-    async readAuditEvents() {
-      // TODO(issue 7): the feed.
-      throw new Error("the audit feed is not implemented yet");
+
+    async readAuditEvents({ teamIds, categories, after, since, storedBefore, limit }) {
+      const teams = new Set(teamIds);
+      const wanted = new Set(categories);
+      const sinceMs = since === null ? null : Date.parse(since);
+      const log = state.auditLog;
+      const events: StoredAuditEvent[] = [];
+      let hasMore = false;
+      for (let i = firstIndexAfter(log, after); i < log.length; i++) {
+        const entry = log[i]!;
+        // The horizon is a prefix of positions: stop at the first young event, matching or not.
+        if (entry.storedAt > storedBefore) break;
+        const { event } = entry;
+        if (!teams.has(event.teamId) || !wanted.has(event.category)) continue;
+        if (sinceMs !== null && !(Date.parse(event.time) >= sinceMs)) continue;
+        if (events.length === limit) {
+          hasMore = true;
+          break;
+        }
+        events.push(cloneJson(entry));
+      }
+      return { events, hasMore };
     },
+
     isAuditPosition(position) {
-      return /^[1-9]\d{0,15}$/.test(position);
+      return POSITION.test(position);
     },
   };
+}
+
+const POSITION = /^[1-9]\d{0,15}$/;
+
+/**
+ * Append one event at the next position: the only way events enter the
+ * memory log. Other areas of the memory store (table writes, webhook secret
+ * changes) call it to record their events in the same step as their write.
+ */
+export function appendAuditEntry(state: MemoryState, event: AuditEvent, storedAt: number): StoredAuditEvent {
+  const last = state.auditLog.at(-1);
+  const entry: StoredAuditEvent = {
+    position: String(last ? Number(last.position) + 1 : 1),
+    storedAt,
+    event: cloneJson(event),
+  };
+  state.auditLog.push(entry);
+  return cloneJson(entry);
+}
+
+/** Index of the first entry whose position is after `after` (binary search; positions increase strictly). */
+function firstIndexAfter(log: readonly StoredAuditEvent[], after: string | null): number {
+  if (after === null) return 0;
+  const target = Number(after);
+  let lo = 0;
+  let hi = log.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (Number(log[mid]!.position) <= target) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
 }

@@ -8,20 +8,39 @@ export interface StoredAuditEvent {
   event: AuditEvent;
 }
 
+/**
+ * The business audit log: an append-only sequence read as a polling feed.
+ * The feed's order is the order of positions (the order events were stored),
+ * never the writers' timestamps; the conformance suite
+ * (`src/testing/conformance/audit.ts`) is the executable form of this contract.
+ */
 export interface AuditStore {
   /**
    * Store an event at the next position. Positions are never reused, even
    * after trimming. Visibility: once a read has returned a position p, no
    * event with a position below p may become readable later (SQL stores with
-   * out-of-order commits gate reads accordingly).
+   * out-of-order commits gate reads accordingly). Concurrent appends each get
+   * their own position. Events loaded by `seed` come first, in fixture order,
+   * stored at 0 (readable at any horizon).
    */
   appendAuditEvent(event: AuditEvent, storedAt: number): Promise<void>;
   /**
-   * A keyset page: events after position `after` (null: from the start) of
-   * the given teams and categories, stored at or before `storedBefore`
-   * (epoch ms; the lag horizon), and, when `since` is given, whose writer time is at
-   * or after it. Cost MUST NOT grow with the number of events before `after`.
-   * `hasMore` is true when more matching events exist below the horizon.
+   * A keyset page in position order: events after position `after` (null:
+   * from the start) of the given teams and categories, and, when `since`
+   * (an ISO 8601 instant) is given, whose writer `time` is at or after it,
+   * compared as instants, not as text. At most `limit` events (limit >= 1).
+   *
+   * Horizon: the read stops BEFORE the first position after `after` whose
+   * event was stored after `storedBefore` (epoch ms, inclusive bound),
+   * whatever that event's team or category: it never returns an event that
+   * is positioned after one it held back, so a cursor never jumps over an
+   * event that becomes readable later. (Clocks of concurrent writers can
+   * make storedAt non-monotonic in position order; this rule keeps the feed
+   * exactly-once anyway.)
+   *
+   * `hasMore` is true exactly when the next read from the last returned
+   * position, with the same arguments, would return at least one event.
+   * Cost MUST NOT grow with the number of events before `after`.
    */
   readAuditEvents(query: {
     teamIds: readonly string[];
@@ -31,6 +50,11 @@ export interface AuditStore {
     storedBefore: number;
     limit: number;
   }): Promise<{ events: StoredAuditEvent[]; hasMore: boolean }>;
-  /** Validates an opaque position from a cursor; false means tampered or malformed. */
+  /**
+   * Validates an opaque position from a cursor; false means tampered or
+   * malformed. MUST accept every position this store returned and MUST
+   * reject the empty string, strings with whitespace, and strings longer
+   * than 100 characters. Never throws.
+   */
   isAuditPosition(position: string): boolean;
 }

@@ -1,0 +1,69 @@
+import { resolveTeam } from "../access.js";
+import { planRequired } from "../auth.js";
+import type { AuthedContext } from "../context.js";
+import { decodeCursor, encodeCursor, type FeedCursor } from "../domain/cursor.js";
+import type { AuditCategory } from "../domain/model.js";
+import { toOcsf } from "../domain/ocsf.js";
+import { ApiError, invalidParameter } from "../errors.js";
+
+export interface AuditFeedQuery {
+  cursor?: string;
+  limit: number;
+  format: "ocsf" | "raw";
+  category?: AuditCategory[];
+  /** ISO 8601, already normalised to `toISOString()` form. */
+  since?: string;
+  teamId?: string;
+}
+
+/**
+ * GET /audit: one page of the business audit log after the cursor, up to
+ * the lag horizon. Reading the feed writes no audit event.
+ */
+export async function readAuditFeed(ctx: AuthedContext, query: AuditFeedQuery) {
+  const { storage, clock, settings } = ctx;
+  const teamIds = await feedTeams(ctx, query.teamId);
+  const start = startOf(query, storage.isAuditPosition);
+  const lagSeconds = Math.max(0, Math.round(settings.auditLagSeconds));
+  const categories = [...new Set<AuditCategory>(["audit", ...(query.category ?? [])])];
+  const page = await storage.readAuditEvents({
+    teamIds,
+    categories,
+    after: start.position,
+    since: start.since,
+    storedBefore: clock.now() - lagSeconds * 1000,
+    limit: query.limit,
+  });
+  const last = page.events.at(-1);
+  // An empty page hands back the cursor that was sent (or, on a first read, one for the start).
+  const cursor = last ? encodeCursor({ position: last.position, since: start.since }) : (query.cursor ?? encodeCursor(start));
+  const events = page.events.map((stored) => (query.format === "raw" ? stored.event : toOcsf(stored.event, stored.storedAt)));
+  return { events, cursor, hasMore: page.hasMore, lagSeconds };
+}
+
+/** A cursor continues where it stopped (its own `since` applies; the query's is ignored); no cursor starts at the beginning. */
+function startOf(query: AuditFeedQuery, isPosition: (position: string) => boolean): FeedCursor {
+  if (query.cursor === undefined) return { position: null, since: query.since ?? null };
+  const cursor = decodeCursor(query.cursor, isPosition);
+  if (!cursor) throw invalidParameter("cursor", "cursor is not one this feed returned; send back the cursor exactly as received");
+  return cursor;
+}
+
+/**
+ * The teams whose events the credential may read: every team of its
+ * business. The team must be on the Business plan (403 plan_required) and
+ * the reader a business admin — the key's creator, or the signed-in person
+ * (403 forbidden).
+ */
+async function feedTeams(ctx: AuthedContext, teamId: string | undefined): Promise<string[]> {
+  const { credential, storage } = ctx;
+  const team = await resolveTeam(credential, teamId, storage);
+  if (team.plan !== "business") throw planRequired("the audit feed needs the Business plan");
+  const admin = credential.kind === "api-key" ? credential.creator?.businessAdmin === true : credential.user.businessAdmin;
+  if (!admin) {
+    const who = credential.kind === "api-key" ? "this key was not created by a business admin" : "only a business admin may read the audit feed";
+    throw new ApiError(403, "forbidden", who);
+  }
+  if (team.businessId === null) return [team.id];
+  return (await storage.listBusinessTeams(team.businessId)).map((t) => t.id);
+}

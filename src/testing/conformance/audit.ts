@@ -1,0 +1,272 @@
+import { describe, expect, it } from "vitest";
+import type { AuditCategory, AuditEvent } from "../../domain/model.js";
+import { parseFixture } from "../../fixture/load.js";
+import type { Storage } from "../../ports/storage.js";
+import type { StoredAuditEvent } from "../../ports/storage/audit.js";
+import { type ConformanceOptions, emptyStore, type StorageFactory } from "./harness.js";
+import { conformanceFixture } from "./fixture.js";
+
+/** The base fixture plus a second business and three host-written events, in file order. */
+export function auditFixture() {
+  const base = conformanceFixture();
+  return {
+    ...base,
+    businesses: [...base.businesses, { id: "biz_2", name: "Contoso" }],
+    teams: [...base.teams, { id: "team_other", name: "Contoso ops", plan: "business", businessId: "biz_2", isPersonal: false }],
+    auditEvents: [
+      event("evt_f1", "team_ops", "audit", "2026-10-01T09:00:00Z", { action: "dashboard.published" }),
+      event("evt_f2", "team_other", "audit", "2026-10-01T09:30:00Z"),
+      event("evt_f3", "team_mkt", "data_access", "2026-10-01T08:00:00Z", { action: "dataset.rows.read" }),
+    ],
+  };
+}
+
+export function event(id: string, teamId: string, category: AuditCategory, time: string, extra: Partial<AuditEvent> = {}): AuditEvent {
+  return {
+    id,
+    teamId,
+    time,
+    category,
+    action: "dashboard.updated",
+    actor: { type: "user", id: "usr_ada", email: "ada@northwind.test" },
+    target: { type: "dashboard", id: "dash_1" },
+    outcome: "success",
+    ip: "203.0.113.7",
+    userAgent: "Mozilla/5.0",
+    ...extra,
+  };
+}
+
+const BIZ_1 = ["team_mkt", "team_ops"];
+const ALL_CATEGORIES: AuditCategory[] = ["audit", "data_access", "error"];
+const T0 = Date.parse("2026-11-01T12:00:00Z");
+
+type ReadQuery = Parameters<Storage["readAuditEvents"]>[0];
+const query = (over: Partial<ReadQuery> = {}): ReadQuery => ({
+  teamIds: BIZ_1,
+  categories: ALL_CATEGORIES,
+  after: null,
+  since: null,
+  storedBefore: T0,
+  limit: 1000,
+  ...over,
+});
+
+/** Follow the feed page by page until hasMore is false; returns every event and the last position. */
+async function drain(store: Storage, over: Partial<ReadQuery>, pageSize: number) {
+  const seen: StoredAuditEvent[] = [];
+  let after = over.after ?? null;
+  for (let pages = 0; pages < 10_000; pages++) {
+    const page = await store.readAuditEvents(query({ ...over, after, limit: pageSize }));
+    expect(page.events.length).toBeLessThanOrEqual(pageSize);
+    seen.push(...page.events);
+    if (page.events.length > 0) after = page.events.at(-1)!.position;
+    if (!page.hasMore) return { seen, after };
+    expect(page.events.length).toBe(pageSize);
+  }
+  throw new Error("the feed never reported hasMore: false");
+}
+
+const ids = (events: StoredAuditEvent[]) => events.map((e) => e.event.id);
+
+export function describeAuditConformance(name: string, factory: StorageFactory, options: ConformanceOptions): void {
+  describe.skipIf(!!options.skip)(`${name}: audit`, () => {
+    const fresh = emptyStore(factory);
+    const seeded = async () => {
+      const store = await fresh();
+      await store.seed(parseFixture(auditFixture()));
+      return store;
+    };
+
+    it("serves fixture events first, in file order, readable at any horizon, as they were written", async () => {
+      const store = await seeded();
+      const page = await store.readAuditEvents(query({ storedBefore: 0 }));
+      expect(ids(page.events)).toEqual(["evt_f1", "evt_f3"]);
+      expect(page.hasMore).toBe(false);
+      expect(page.events[0]!.event).toEqual(auditFixture().auditEvents[0]);
+      expect(page.events[0]!.storedAt).toBe(0);
+      for (const e of page.events) expect(store.isAuditPosition(e.position)).toBe(true);
+    });
+
+    it("round-trips an appended event and its storedAt exactly", async () => {
+      const store = await fresh();
+      const written = event("evt_a", "team_ops", "error", "2026-11-01T11:59:59.123Z", {
+        actor: null,
+        target: null,
+        outcome: "failure",
+        ip: null,
+        userAgent: null,
+        details: { requestId: "r-1", nested: { list: [1, "two", null] } },
+      });
+      await store.appendAuditEvent(written, T0 - 5000);
+      const page = await store.readAuditEvents(query());
+      expect(page.events).toHaveLength(1);
+      expect(page.events[0]!.event).toEqual(written);
+      expect(page.events[0]!.storedAt).toBe(T0 - 5000);
+    });
+
+    it("pages with limit 2 from the start: every event exactly once, in stored order, hasMore until the end", async () => {
+      const store = await seeded();
+      for (let i = 1; i <= 7; i++) await store.appendAuditEvent(event(`evt_${i}`, i % 2 ? "team_ops" : "team_mkt", "audit", `2026-11-01T10:0${i}:00Z`), T0 - 60_000 + i);
+      const { seen } = await drain(store, {}, 2);
+      expect(ids(seen)).toEqual(["evt_f1", "evt_f3", "evt_1", "evt_2", "evt_3", "evt_4", "evt_5", "evt_6", "evt_7"]);
+      expect(new Set(seen.map((e) => e.position)).size).toBe(seen.length);
+      // Exactly a full last page: hasMore is false, not a promise of an empty page.
+      const whole = await store.readAuditEvents(query({ limit: 9 }));
+      expect(whole.events).toHaveLength(9);
+      expect(whole.hasMore).toBe(false);
+      const part = await store.readAuditEvents(query({ limit: 8 }));
+      expect(part.hasMore).toBe(true);
+    });
+
+    it("an empty read after the end stays empty and says hasMore false", async () => {
+      const store = await seeded();
+      const { after } = await drain(store, {}, 10);
+      const again = await store.readAuditEvents(query({ after }));
+      expect(again).toEqual({ events: [], hasMore: false });
+    });
+
+    it("delivers a back-dated event stored after the reader passed its timestamp, exactly once", async () => {
+      const store = await fresh();
+      await store.appendAuditEvent(event("evt_1", "team_ops", "audit", "2026-11-01T11:00:00Z"), T0 - 30_000);
+      await store.appendAuditEvent(event("evt_2", "team_ops", "audit", "2026-11-01T11:30:00Z"), T0 - 20_000);
+      const first = await drain(store, {}, 10);
+      expect(ids(first.seen)).toEqual(["evt_1", "evt_2"]);
+      // A slow writer stamped this an hour before anything already read.
+      await store.appendAuditEvent(event("evt_late", "team_ops", "audit", "2026-11-01T10:00:00Z"), T0 - 10_000);
+      const second = await drain(store, { after: first.after }, 10);
+      expect(ids(second.seen)).toEqual(["evt_late"]);
+      const third = await store.readAuditEvents(query({ after: second.after }));
+      expect(third.events).toEqual([]);
+    });
+
+    it("holds back events stored after storedBefore (inclusive bound) and delivers them once the horizon passes", async () => {
+      const store = await fresh();
+      await store.appendAuditEvent(event("evt_old", "team_ops", "audit", "2026-11-01T11:59:00Z"), T0 - 5000);
+      await store.appendAuditEvent(event("evt_edge", "team_ops", "audit", "2026-11-01T11:59:01Z"), T0 - 4000);
+      await store.appendAuditEvent(event("evt_young", "team_ops", "audit", "2026-11-01T11:59:02Z"), T0 - 3000);
+      const now = await store.readAuditEvents(query({ storedBefore: T0 - 4000 }));
+      expect(ids(now.events)).toEqual(["evt_old", "evt_edge"]);
+      expect(now.hasMore).toBe(false);
+      const later = await store.readAuditEvents(query({ storedBefore: T0, after: now.events.at(-1)!.position }));
+      expect(ids(later.events)).toEqual(["evt_young"]);
+    });
+
+    it("stops at the first held-back event even when later positions were stored earlier (writer clock skew)", async () => {
+      const store = await fresh();
+      await store.appendAuditEvent(event("evt_1", "team_ops", "audit", "2026-11-01T11:00:00Z"), T0 - 9000);
+      await store.appendAuditEvent(event("evt_skewed", "team_ops", "audit", "2026-11-01T11:00:01Z"), T0 - 1000);
+      // Stored after evt_skewed by a writer whose clock runs behind.
+      await store.appendAuditEvent(event("evt_3", "team_ops", "audit", "2026-11-01T11:00:02Z"), T0 - 8000);
+      await store.appendAuditEvent(event("evt_other_team", "team_other", "audit", "2026-11-01T11:00:03Z"), T0 - 500);
+      const page = await store.readAuditEvents(query({ storedBefore: T0 - 5000 }));
+      expect(ids(page.events)).toEqual(["evt_1"]);
+      expect(page.hasMore).toBe(false);
+      const rest = await drain(store, { after: page.events[0]!.position, storedBefore: T0 }, 1);
+      expect(ids(rest.seen)).toEqual(["evt_skewed", "evt_3"]);
+    });
+
+    it("a held-back event of another team or category also stops the read", async () => {
+      const store = await fresh();
+      await store.appendAuditEvent(event("evt_1", "team_ops", "audit", "2026-11-01T11:00:00Z"), T0 - 9000);
+      await store.appendAuditEvent(event("evt_young_other", "team_other", "error", "2026-11-01T11:00:01Z"), T0 + 1000);
+      await store.appendAuditEvent(event("evt_3", "team_ops", "audit", "2026-11-01T11:00:02Z"), T0 - 8000);
+      const page = await store.readAuditEvents(query({ categories: ["audit"] }));
+      expect(ids(page.events)).toEqual(["evt_1"]);
+      expect(page.hasMore).toBe(false);
+      const later = await store.readAuditEvents(query({ categories: ["audit"], after: page.events[0]!.position, storedBefore: T0 + 1000 }));
+      expect(ids(later.events)).toEqual(["evt_3"]);
+    });
+
+    it("filters by team and category; an empty team list reads nothing", async () => {
+      const store = await seeded();
+      await store.appendAuditEvent(event("evt_err", "team_ops", "error", "2026-11-01T11:00:00Z"), T0 - 9000);
+      await store.appendAuditEvent(event("evt_read", "team_mkt", "data_access", "2026-11-01T11:00:00Z"), T0 - 9000);
+      await store.appendAuditEvent(event("evt_elsewhere", "team_other", "audit", "2026-11-01T11:00:00Z"), T0 - 9000);
+      expect(ids((await store.readAuditEvents(query({ categories: ["audit"] }))).events)).toEqual(["evt_f1"]);
+      expect(ids((await store.readAuditEvents(query({ categories: ["audit", "error"] }))).events)).toEqual(["evt_f1", "evt_err"]);
+      expect(ids((await store.readAuditEvents(query({ categories: ["data_access"] }))).events)).toEqual(["evt_f3", "evt_read"]);
+      expect(ids((await store.readAuditEvents(query({ teamIds: ["team_other"] }))).events)).toEqual(["evt_f2", "evt_elsewhere"]);
+      expect(ids((await store.readAuditEvents(query({ teamIds: ["team_ops"], categories: ["audit", "data_access"] }))).events)).toEqual([
+        "evt_f1",
+      ]);
+      expect(await store.readAuditEvents(query({ teamIds: [] }))).toEqual({ events: [], hasMore: false });
+    });
+
+    it("hasMore counts only matching events", async () => {
+      const store = await fresh();
+      await store.appendAuditEvent(event("evt_1", "team_ops", "audit", "2026-11-01T11:00:00Z"), T0 - 9000);
+      await store.appendAuditEvent(event("evt_2", "team_ops", "data_access", "2026-11-01T11:00:00Z"), T0 - 9000);
+      await store.appendAuditEvent(event("evt_3", "team_other", "audit", "2026-11-01T11:00:00Z"), T0 - 9000);
+      const page = await store.readAuditEvents(query({ categories: ["audit"], limit: 1 }));
+      expect(ids(page.events)).toEqual(["evt_1"]);
+      expect(page.hasMore).toBe(false);
+    });
+
+    it("since keeps events whose writer time is at or after it, compared as instants", async () => {
+      const store = await seeded();
+      await store.appendAuditEvent(event("evt_before", "team_ops", "audit", "2026-10-31T23:59:59.999Z"), T0 - 9000);
+      await store.appendAuditEvent(event("evt_at", "team_ops", "audit", "2026-11-01T00:00:00Z"), T0 - 9000);
+      await store.appendAuditEvent(event("evt_offset", "team_ops", "audit", "2026-11-01T02:00:00+01:00"), T0 - 9000);
+      await store.appendAuditEvent(event("evt_offset_before", "team_ops", "audit", "2026-11-01T00:30:00+01:00"), T0 - 9000);
+      const page = await store.readAuditEvents(query({ since: "2026-11-01T00:00:00.000Z" }));
+      expect(ids(page.events)).toEqual(["evt_at", "evt_offset"]);
+      const paged = await drain(store, { since: "2026-11-01T00:00:00.000Z" }, 1);
+      expect(ids(paged.seen)).toEqual(["evt_at", "evt_offset"]);
+    });
+
+    it("continues from a position returned under other filters: positions are one sequence for the whole log", async () => {
+      const store = await seeded();
+      await store.appendAuditEvent(event("evt_1", "team_ops", "audit", "2026-11-01T11:00:00Z"), T0 - 9000);
+      await store.appendAuditEvent(event("evt_2", "team_other", "audit", "2026-11-01T11:00:00Z"), T0 - 9000);
+      await store.appendAuditEvent(event("evt_3", "team_ops", "audit", "2026-11-01T11:00:00Z"), T0 - 9000);
+      const other = await store.readAuditEvents(query({ teamIds: ["team_other"] }));
+      expect(ids(other.events)).toEqual(["evt_f2", "evt_2"]);
+      const next = await store.readAuditEvents(query({ teamIds: ["team_ops"], after: other.events[1]!.position }));
+      expect(ids(next.events)).toEqual(["evt_3"]);
+    });
+
+    it("never reuses positions and validates them", async () => {
+      const store = await seeded();
+      const positions = new Set<string>();
+      for (let round = 0; round < 3; round++) {
+        await store.appendAuditEvent(event(`evt_${round}`, "team_ops", "audit", "2026-11-01T11:00:00Z"), T0 - 9000);
+        const all = await store.readAuditEvents(query({ teamIds: [...BIZ_1, "team_other"] }));
+        for (const e of all.events) {
+          positions.add(e.position);
+          expect(store.isAuditPosition(e.position)).toBe(true);
+        }
+        expect(positions.size).toBe(4 + round);
+      }
+      for (const bad of ["", " ", "not a position", "1 2", "x".repeat(101)]) expect(store.isAuditPosition(bad)).toBe(false);
+    });
+
+    it("concurrent appends while a reader polls: every event delivered exactly once", async () => {
+      const store = await fresh();
+      const total = 60;
+      const delivered: string[] = [];
+      let after: string | null = null;
+      let writing = true;
+      const writers = Promise.all(
+        Array.from({ length: total }, (_, i) =>
+          store.appendAuditEvent(event(`evt_${i}`, i % 3 ? "team_ops" : "team_mkt", "audit", `2026-11-01T11:00:${String(i % 60).padStart(2, "0")}Z`), T0 - 9000),
+        ),
+      ).finally(() => {
+        writing = false;
+      });
+      const poller = (async () => {
+        while (writing) {
+          const page = await store.readAuditEvents(query({ after, limit: 7 }));
+          delivered.push(...ids(page.events));
+          if (page.events.length > 0) after = page.events.at(-1)!.position;
+          await new Promise((resolve) => setImmediate(resolve));
+        }
+      })();
+      await Promise.all([writers, poller]);
+      const rest = await drain(store, { after }, 7);
+      delivered.push(...ids(rest.seen));
+      expect(delivered).toHaveLength(total);
+      expect(new Set(delivered).size).toBe(total);
+    });
+  });
+}
