@@ -197,6 +197,9 @@ async function* streamRows(handle: SqliteHandle, plan: ReadPlan, query: RowQuery
 
 async function* empty(): AsyncGenerator<Row> {}
 
+/** A key SQLite would receive mangled (UTF-8 cannot carry it): filtered in JS instead. */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
 /**
  * Exact-match filters as SQL over the stored JSON: the JSON type must match
  * too, so `"30"` never equals `30` and `true` never equals `1`. A missing
@@ -215,7 +218,7 @@ export function compileFilters(filters: Record<string, unknown> | null): { where
   };
   for (const key of Object.keys(filters)) {
     const value = filters[key];
-    if (/["\\]/.test(key)) {
+    if (/["\\]/.test(key) || LONE_SURROGATE.test(key)) {
       keepInJs(key, value);
       continue;
     }

@@ -145,6 +145,18 @@ describe("sqlite: dataset rows", () => {
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 
+  it("filters on column names a JSON path cannot quote", async () => {
+    const s = await seeded();
+    const odd = ['say "hi"', "back\\slash", "lone\ud800", "", "a.b"];
+    const rows = [0, 1, 2].map((i) => Object.fromEntries(odd.map((k) => [k, i % 2 === 0 ? `v${k}` : null])));
+    await s.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
+    for (const key of odd) {
+      const page = await s.readDatasetRows("ds_stores", { offset: 0, limit: 10, columns: [key], filters: { [key]: `v${key}` } });
+      expect(page.totalRows).toBe(2);
+      expect(await collect(page.rows)).toEqual([{ [key]: `v${key}` }, { [key]: `v${key}` }]);
+    }
+  });
+
   it("a streamed read sees one snapshot although a refresh commits in the middle", async () => {
     const s = await seeded();
     const old = Array.from({ length: 1200 }, (_, i) => ({ v: "old", i }));
