@@ -2,7 +2,8 @@
  * A minimal server for the durability test that drives the SQLite store's
  * `ingestWebhookRow` directly (no receiver, no API): POST / stores the JSON
  * body as one row and answers 200 only after the promise resolves (the row
- * is committed); GET / returns every stored row. Prints `listening on URL`.
+ * is committed); an `x-dedup` header is its de-duplication key; GET /
+ * returns every stored row. Prints `listening on URL`.
  *   node --import tsx test/support/sqlite-ingest-server.ts <db> <port>
  */
 import { createServer } from "node:http";
@@ -24,7 +25,7 @@ fixture.connections.push({
 });
 await storage.seed(parseFixture(fixture));
 let ids = 0;
-const started = Date.now();
+const prefix = `row_${process.pid}_${Date.now()}`;
 
 createServer((req, res) => {
   if (req.method === "GET") {
@@ -39,9 +40,10 @@ createServer((req, res) => {
   const chunks: Buffer[] = [];
   req.on("data", (c: Buffer) => chunks.push(c));
   req.on("end", () => {
-    const row = { _id: `row_${started}_${++ids}`, ...(JSON.parse(Buffer.concat(chunks).toString("utf8")) as object) };
+    const row = { _id: `${prefix}_${++ids}`, ...(JSON.parse(Buffer.concat(chunks).toString("utf8")) as object) };
+    const dedup = req.headers["x-dedup"];
     storage
-      .ingestWebhookRow({ datasetId: "ds_conn_hook", dedupKey: null, row, columns: inferColumns([row]), retainRows: 1_000_000, receivedAt: new Date().toISOString() })
+      .ingestWebhookRow({ datasetId: "ds_conn_hook", dedupKey: typeof dedup === "string" ? dedup : null, row, columns: inferColumns([row]), retainRows: 1_000_000, receivedAt: new Date().toISOString() })
       .then(
         (result) => res.end(JSON.stringify({ ok: true, ...result })),
         () => {
