@@ -60,7 +60,7 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
     const config = { endpointId: endpoint.endpointId, signingSecret: endpoint.signingSecret, retainRows: endpoint.retainRows };
     insertConnection.run(connection.id, connection.teamId, connection.name, JSON.stringify(config), connection.createdAt, endpoint.endpointId);
     insertDataset.run(dataset.id, connection.teamId, dataset.name, connection.id, connection.createdAt);
-    return { connectionId: connection.id, teamId: connection.teamId, name: connection.name, datasetId: dataset.id, ...endpoint };
+    return toEndpoint({ connection_id: connection.id, team_id: connection.teamId, name: connection.name, config: JSON.stringify(config), dataset_id: dataset.id });
   });
 
   // Group commit: calls arriving in the same turn of the event loop share one
