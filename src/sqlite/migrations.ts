@@ -85,6 +85,7 @@ export const MIGRATIONS: readonly Migration[] = [
         claimed_at INTEGER NOT NULL, response TEXT,
         PRIMARY KEY (scope, key)
       ) WITHOUT ROWID;
+      CREATE INDEX idempotency_keys_by_age ON idempotency_keys (claimed_at);
 
       -- audit: AUTOINCREMENT so a trimmed position is never handed out again
       CREATE TABLE audit_events (

@@ -24,6 +24,9 @@ interface EditLogRow {
   after: string | null;
 }
 
+/** How often (by the clock) expired idempotency claims are deleted. */
+const SWEEP_EVERY_MS = 60 * 60 * 1000;
+
 interface ClaimRow {
   fingerprint: string;
   claimed_at: number;
@@ -173,7 +176,14 @@ function idempotencyClaim(db: Database.Database) {
      RETURNING claimed_at`,
   );
   const existing = db.prepare<[string, string], ClaimRow>("SELECT fingerprint, claimed_at, response FROM idempotency_keys WHERE scope = ? AND key = ?");
+  // Expired claims are swept now and then (by the clock), so the table holds about one TTL of keys.
+  const sweep = db.prepare<[number]>("DELETE FROM idempotency_keys WHERE claimed_at <= ?");
+  let lastSweep = Number.NEGATIVE_INFINITY;
   return writeTransaction(db, (input: { scope: string; key: string; fingerprint: string; now: number; ttlMs: number }): IdempotencyClaim => {
+    if (input.now - lastSweep >= SWEEP_EVERY_MS) {
+      lastSweep = input.now;
+      sweep.run(input.now - input.ttlMs);
+    }
     const won = claim.get(input.scope, input.key, input.fingerprint, input.now, input.now - input.ttlMs);
     if (won) return { state: "claimed" };
     const held = existing.get(input.scope, input.key)!;
