@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { IttyRouter } from "itty-router";
 import { actorOf, assertKeyPlan, assertScope, authenticate, type Credential, storageSessions } from "./auth.js";
-import type { ApiSettings, AuthedContext, HandlerContext, Ports } from "./context.js";
+import type { ApiSettings, HandlerContext, Ports } from "./context.js";
 import type { AuditEvent } from "./domain/model.js";
 import { ApiError } from "./errors.js";
 import { checkDeclaredLength, isJsonType, parseJsonObject, readLimited } from "./http/body.js";
@@ -61,11 +61,9 @@ export const DEFAULT_SETTINGS: ApiSettings = {
   idempotencyWaitMs: 2000,
 };
 
-const CORS_HEADERS: Record<string, string> = {
-  "access-control-allow-origin": "*",
-  "access-control-expose-headers":
-    "X-Request-Id, Retry-After, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Idempotent-Replayed, WWW-Authenticate",
-};
+const CORS_ORIGIN = "*";
+const CORS_EXPOSE =
+  "X-Request-Id, Retry-After, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Idempotent-Replayed, WWW-Authenticate";
 
 const PREFLIGHT_HEADERS: Record<string, string> = {
   "access-control-allow-methods": "GET, POST, PATCH, DELETE, OPTIONS",
@@ -147,22 +145,26 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
           throw new ApiError(405, "method_not_allowed", `${req.method} is not allowed here`, { headers: { allow: group.allow } });
         }
         params = decodeParams(probe.params ?? {});
-        const base: HandlerContext = {
-          ...ports,
+        if (route.auth === "bearer") {
+          credential = await authenticate(req.headers.get("authorization"), storage, sessions);
+          assertKeyPlan(credential);
+          assertScope(credential, route.scope);
+        }
+        // One object per request (the hot path): the ports, the request's facts and, for bearer routes, the credential.
+        const ctx: HandlerContext & { credential?: Credential } = {
+          storage: ports.storage,
+          cache: ports.cache,
+          clock: ports.clock,
+          rateLimiter: ports.rateLimiter,
+          connectors: ports.connectors,
           settings,
           requestId,
           clientAddress: resolveClientAddress(req.clientAddress, req.headers.get("x-forwarded-for"), settings.trustedProxies),
           userAgent: req.headers.get("user-agent"),
           log,
           audit: recordAudit,
+          credential,
         };
-        let ctx: HandlerContext = base;
-        if (route.auth === "bearer") {
-          credential = await authenticate(req.headers.get("authorization"), storage, sessions);
-          assertKeyPlan(credential);
-          assertScope(credential, route.scope);
-          ctx = { ...base, credential } as AuthedContext;
-        }
         const query = route.query ? parseQuery(route.query, probe.query ?? {}) : {};
         const body = route.body ? await readBody(req, route.body.kind, settings.maxBodyBytes) : undefined;
         const result = await (route.handle as (input: unknown, ctx: HandlerContext) => Promise<unknown>)(
@@ -189,8 +191,10 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
         });
       }
     }
-    Object.assign(reply.headers, CORS_HEADERS);
-    reply.headers["x-request-id"] = requestId;
+    const headers = reply.headers;
+    headers["access-control-allow-origin"] = CORS_ORIGIN;
+    headers["access-control-expose-headers"] = CORS_EXPOSE;
+    headers["x-request-id"] = requestId;
     if (route && route.logged !== false && group) {
       const call = {
         at: new Date(clock.now()).toISOString(),
@@ -235,7 +239,12 @@ function teamOf(credential: Credential, requestedTeamId?: string | string[]): st
 
 function decodeParams(params: Record<string, string>): Record<string, string> {
   const out: Record<string, string> = Object.create(null);
-  for (const [key, value] of Object.entries(params)) {
+  for (const key in params) {
+    const value = params[key]!;
+    if (!value.includes("%")) {
+      out[key] = value;
+      continue;
+    }
     try {
       out[key] = decodeURIComponent(value);
     } catch {

@@ -18,3 +18,4 @@ export { arcgisConnector, type ArcgisConnectorOptions } from "./connectors/arcgi
 export type { ApiSettings, Ports } from "./context.js";
 export type { TableSchemas, ValidationIssue } from "./domain/validation.js";
 export { generateApiKeyToken, isWellFormedApiKeyToken } from "./domain/tokens.js";
+export { createOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from "./openapi.js";

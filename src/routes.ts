@@ -8,6 +8,7 @@ import { connectionRoutes } from "./routes/connections.js";
 import { dashboardRoutes } from "./routes/dashboards.js";
 import { datasetRoutes } from "./routes/datasets.js";
 import { identityRoutes } from "./routes/identity.js";
+import { openapiRoutes } from "./routes/openapi.js";
 import { tableRoutes } from "./routes/tables.js";
 import { webhookReceiverRoutes } from "./routes/webhooks.js";
 
@@ -15,7 +16,7 @@ import { webhookReceiverRoutes } from "./routes/webhooks.js";
  * The route table. Each mount is a prefix; a future `/api/v2` mounts its
  * own list beside `/api/v1`. The webhook receiver has no version prefix.
  */
-export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...connectionRoutes, ...dashboardRoutes, ...tableRoutes, ...auditRoutes];
+export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...connectionRoutes, ...dashboardRoutes, ...tableRoutes, ...auditRoutes, ...openapiRoutes];
 
 export const webhookRoutes: RouteDef[] = [...webhookReceiverRoutes];
 

@@ -1,6 +1,13 @@
 import { z } from "zod";
 import { invalidParameter } from "../errors.js";
 
+/**
+ * How the OpenAPI document describes a query helper. Query schemas take
+ * strings and transform them, so their JSON Schema "input" view would say
+ * only `type: string`; each helper registers the parameter as a client sees it.
+ */
+export const queryParamDocs = z.registry<{ openapi: Record<string, unknown> }>();
+
 /** Raw query: a single value as a string, a repeated one as an array. */
 export type RawQuery = Record<string, string | string[]>;
 
@@ -26,16 +33,18 @@ export function parseQuery<T>(schema: z.ZodType<T>, query: RawQuery): T {
 export function intParam(options: { min: number; max?: number }) {
   let number = z.number().int().min(options.min, `must be at least ${options.min}`);
   if (options.max !== undefined) number = number.max(options.max, `must be at most ${options.max}`);
-  return z
+  const schema = z
     .string()
     .regex(/^-?\d{1,15}$/, "must be an integer")
     .transform(Number)
     .pipe(number);
+  queryParamDocs.add(schema, { openapi: { type: "integer", minimum: options.min, ...(options.max !== undefined && { maximum: options.max }) } });
+  return schema;
 }
 
 /** A URL-encoded JSON object parameter (`filters`, `params`). Arrays and scalars are refused. */
 export function jsonObjectParam() {
-  return z.string().transform((text, ctx): Record<string, unknown> => {
+  const schema = z.string().transform((text, ctx): Record<string, unknown> => {
     let value: unknown;
     try {
       value = JSON.parse(text);
@@ -49,11 +58,15 @@ export function jsonObjectParam() {
     }
     return value as Record<string, unknown>;
   });
+  queryParamDocs.add(schema, {
+    openapi: { type: "string", contentMediaType: "application/json", description: "a URL-encoded JSON object" },
+  });
+  return schema;
 }
 
 /** A comma-separated list of non-empty names. */
 export function listParam() {
-  return z.string().transform((text, ctx) => {
+  const schema = z.string().transform((text, ctx) => {
     const names = text.split(",").map((s) => s.trim());
     if (names.some((n) => n === "")) {
       ctx.addIssue({ code: "custom", message: "must be a comma-separated list of names" });
@@ -61,9 +74,14 @@ export function listParam() {
     }
     return names;
   });
+  queryParamDocs.add(schema, { openapi: { type: "string", description: "comma-separated names" } });
+  return schema;
 }
 
 /** A value that may be repeated: always an array. */
 export function repeatable<T extends z.ZodType<string>>(item: T) {
-  return z.union([item.transform((v) => [v]), z.array(item)]);
+  const schema = z.union([item.transform((v) => [v]), z.array(item)]);
+  const { $schema: _dialect, ...items } = z.toJSONSchema(item, { io: "input", unrepresentable: "any" });
+  queryParamDocs.add(schema, { openapi: { type: "array", items } });
+  return schema;
 }

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { QUERY_LIMIT, queryConnection } from "../handlers/connections.js";
 import { intParam, jsonObjectParam } from "../http/query.js";
 import { authed } from "../routing.js";
+import { errorEnvelopeSchema } from "../schemas/common.js";
 
 const connectionQuery = z.object({
   limit: intParam({ min: 1, max: QUERY_LIMIT.max }).default(QUERY_LIMIT.default),
@@ -59,7 +60,8 @@ export const connectionRoutes = [
     tag: "Connections",
     summary: "Query the source behind a connection (cached, rate-limited; GeoJSON for spatial sources)",
     query: connectionQuery,
-    responses: { 200: z.union([tabularResponse, geojsonResponse]) },
+    // 502 upstream_unavailable: the source failed and no last good result may be served.
+    responses: { 200: z.union([tabularResponse, geojsonResponse]), 502: errorEnvelopeSchema },
     handle: ({ params, query, headers }, ctx) => queryConnection(ctx, params.id!, query, headers),
   }),
 ];

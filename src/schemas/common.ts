@@ -18,4 +18,4 @@ export const errorEnvelopeSchema = z.object({
 export const isoTimestamp = z.string().describe("ISO 8601 timestamp");
 
 /** `teamId`: required for a session token. */
-export const teamIdParam = z.string().min(1).optional();
+export const teamIdParam = z.string().min(1).optional().describe("the team (space) to read: required for a session token; with an API key optional, and another team than the key's is 404");

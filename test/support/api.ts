@@ -3,6 +3,7 @@ import { parseFixture } from "../../src/fixture/load.js";
 import { createFixedClock } from "../../src/memory/clock.js";
 import { createMemoryStorage } from "../../src/memory/storage.js";
 import { testFixture } from "./fixture.js";
+import { assertMatchesDocument } from "./openapi.js";
 
 export const NOW = "2026-11-01T12:00:00.000Z";
 
@@ -28,6 +29,8 @@ export async function setup(options: DataApiOptions & { fixture?: unknown } = {}
     } catch {
       json = null;
     }
+    // Every response a handler test sees must be one the OpenAPI document describes.
+    assertMatchesDocument(api, { method, path, status: response.status, contentType: response.headers.get("content-type"), json });
     return { status: response.status, headers: response.headers, json, text };
   }
   return { api, storage, clock, call };

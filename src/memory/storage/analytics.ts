@@ -207,7 +207,7 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore {
     // report), so a long-running memory store does not grow with every call.
     async recordApiCall(call) {
       const day = utcDay(call.at);
-      const key = JSON.stringify([day, call.teamId, call.method, call.route, call.credentialKind, call.credentialId, call.credentialName]);
+      const key = `${day}\u0000${call.teamId}\u0000${call.method}\u0000${call.route}\u0000${call.credentialKind}\u0000${call.credentialId}\u0000${call.credentialName}`;
       let usage = state.apiUsage.get(key);
       if (!usage) {
         usage = {

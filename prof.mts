@@ -1,0 +1,16 @@
+import { readFileSync } from "node:fs";
+import { createDataApi } from "./src/api.js";
+import { parseFixture } from "./src/fixture/load.js";
+import { createMemoryStorage } from "./src/memory/storage.js";
+const storage = createMemoryStorage();
+await storage.seed(parseFixture(JSON.parse(readFileSync("examples/demo/space.json", "utf8"))));
+const api = createDataApi({ storage, webhookRatePerSecond: 1e9 });
+const which = process.argv[2] ?? "me";
+const payload = new TextEncoder().encode(JSON.stringify({ event: "order.created", order: { id: "NW-9999", region: "EMEA", items: [{ sku: "LATTE", qty: 2 }], customer: { name: "Ada", tier: "gold" } }, note: "x".repeat(820) }));
+const hdrs: Record<string, string> = which === "me" ? { authorization: "Bearer dp_demo_full_access_0000000000001" } : { "content-type": "application/json", "content-length": String(payload.length) };
+const headers = { get: (n: string) => hdrs[n] ?? null, keys: () => Object.keys(hdrs) };
+const req = { method: which === "me" ? "GET" : "POST", url: which === "me" ? "http://localhost/api/v1/me" : "http://localhost/api/webhooks/wh_demo_shop_events", headers, clientAddress: "127.0.0.1", readBody: async () => payload };
+for (let i = 0; i < 20000; i++) await api.handle(req);
+const t = performance.now(); const N = 50000;
+for (let i = 0; i < N; i++) await api.handle(req);
+console.log(which, ((performance.now() - t) * 1000 / N).toFixed(2), "us per handle");

@@ -1,0 +1,27 @@
+import { spawnSync } from "node:child_process";
+import { describe, expect, it } from "vitest";
+import { writeAdapterFixture } from "./_fixture.js";
+import { describeAdapter } from "./_tests.js";
+import { ROOT, runtimeBinary, startProcess } from "./_utils.js";
+
+const bun = runtimeBinary("bun");
+
+if (bun.runnable) {
+  describeAdapter("bun", () => startProcess("bun", bun.bin, ["examples/bun/server.ts", "--fixture", writeAdapterFixture(), "--port", "0"]));
+  describe("example server: bun", () => {
+    it("exits with code 2 and says what is wrong on a bad flag or fixture", () => {
+      for (const [flags, message] of [
+        [["--bogus"], "Unknown option '--bogus'"],
+        [["--port", "x"], "--port must be an integer"],
+        [["--fixture", "/nonexistent/space.json"], "cannot read the fixture /nonexistent/space.json"],
+      ] as const) {
+        const run = spawnSync(bun.bin, ["examples/bun/server.ts", ...flags], { cwd: ROOT, encoding: "utf8", timeout: 60_000 });
+        expect(run.status).toBe(2);
+        expect(run.stderr).toContain(message);
+      }
+    }, 120_000);
+  });
+} else {
+  console.warn(`[adapters] SKIPPED the Bun adapter suite: the bun binary cannot run here (${bun.reason})`);
+  describe("adapter: bun", () => it.skip(`bun cannot run on this machine: ${bun.reason}`));
+}
