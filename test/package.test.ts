@@ -18,6 +18,7 @@ const EXPECTED: Record<string, string[]> = {
   "./deno": ["toDenoHandler", "serveDeno"],
   "./client": ["createClient", "DataportError"],
   "./memory": ["createMemoryStorage", "createFixedClock"],
+  "./sqlite": ["createSqliteStorage", "migrate"],
   "./testing": ["runStorageConformance"],
 };
 
