@@ -74,7 +74,7 @@ async function main(): Promise<void> {
       t = performance.now();
       const bytes = await drain(`${base}/api/v1/datasets/${DATASET}/rows`);
       const fullMs = performance.now() - t;
-      const peak = (await (await fetch(`${base}/__rss`)).json()) as { peak: number };
+      const peak = (await (await fetch(`${base}/__rss`)).json()) as { peak: number; atPeak: NodeJS.MemoryUsage };
 
       const mb = (n: number) => `${(n / 1024 / 1024).toFixed(0)} MB`;
       console.log("\nresults (median of repeated reads)");
@@ -86,6 +86,8 @@ async function main(): Promise<void> {
       console.log(`    ratio ${(deep / shallow).toFixed(2)}x (goal <= 2x)`);
       console.log(`  full streamed read: ${mb(bytes)} of JSON in ${(fullMs / 1000).toFixed(1)} s`);
       console.log(`    server RSS idle ${mb(idle.peak)}, peak while streaming ${mb(peak.peak)} (goal < 200 MB)`);
+      const { heapTotal, heapUsed, external, arrayBuffers } = peak.atPeak;
+      console.log(`    at the peak: heap ${mb(heapUsed)} used of ${mb(heapTotal)}, external ${mb(external)} (array buffers ${mb(arrayBuffers)})`);
     } finally {
       server.kill("SIGTERM");
       await new Promise((r) => server.once("exit", r));
@@ -202,8 +204,13 @@ async function serve(path: string): Promise<void> {
   const storage = createSqliteStorage({ path });
   const handler = toNodeHandler(createDataApi({ storage }));
   let peak = process.memoryUsage().rss;
+  let atPeak = process.memoryUsage();
   setInterval(() => {
-    peak = Math.max(peak, process.memoryUsage().rss);
+    const now = process.memoryUsage();
+    if (now.rss > peak) {
+      peak = now.rss;
+      atPeak = now;
+    }
   }, 10).unref();
   createServer((req, res) => {
     if (req.url === "/__rss/reset") {
@@ -211,7 +218,7 @@ async function serve(path: string): Promise<void> {
       res.end();
     } else if (req.url === "/__rss") {
       res.setHeader("content-type", "application/json");
-      res.end(JSON.stringify({ peak: Math.max(peak, process.memoryUsage().rss) }));
+      res.end(JSON.stringify({ peak: Math.max(peak, process.memoryUsage().rss), atPeak }));
     } else {
       handler(req, res);
     }
