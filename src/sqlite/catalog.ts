@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
 import { matchesFilters, selectColumns } from "../domain/rows.js";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
-import type { CatalogStore, RowQuery } from "../ports/storage/catalog.js";
+import type { CatalogStore, RowPage, RowQuery } from "../ports/storage/catalog.js";
 import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
 
 /** Rows fetched per step of a streamed read. */
@@ -75,7 +75,7 @@ export function sqliteCatalog(handle: SqliteHandle): CatalogStore {
     },
     async readDatasetRows(datasetId, query) {
       const at = positions.get(datasetId);
-      if (!at) return { totalRows: 0, rows: empty() };
+      if (!at) return { totalRows: 0, rows: empty(), rowsJson: empty() };
       return readRows(handle, at, query);
     },
     async replaceDatasetRows(datasetId, data) {
@@ -98,17 +98,23 @@ interface ReadPlan {
   residual: Record<string, unknown> | null;
 }
 
-function readRows(handle: SqliteHandle, at: Positions, query: RowQuery): { totalRows: number; rows: AsyncIterable<Row> } {
+function readRows(handle: SqliteHandle, at: Positions, query: RowQuery): RowPage {
   const { where, params, residual } = compileFilters(query.filters);
   const plan: ReadPlan = { at, where, params, residual };
   const totalRows = countRows(handle.db, plan);
-  if (query.limit !== null && query.limit <= 0) return { totalRows, rows: empty() };
+  if (query.limit !== null && query.limit <= 0) return { totalRows, rows: empty(), rowsJson: empty() };
+  let texts: () => AsyncIterable<string>;
   if (residual === null && query.limit !== null && query.limit <= SMALL_READ) {
     // One query on the writer connection: consistent by construction and cheap.
     const batch = pageStatement(handle.db, plan).all(...pageParams(plan, afterFor(plan, query.offset), query.limit, sqlOffsetFor(plan, query.offset)));
-    return { totalRows, rows: fromBatch(batch, query.columns) };
+    texts = () => fromBatch(batch);
+  } else {
+    texts = () => streamTexts(handle, plan, query);
   }
-  return { totalRows, rows: streamRows(handle, plan, query) };
+  const page: RowPage = { totalRows, rows: parsed(texts(), query.columns) };
+  // Stored text is JSON.stringify of the row, so without a projection it is the row's JSON as is.
+  if (query.columns === null) page.rowsJson = texts();
+  return page;
 }
 
 function countRows(db: Database.Database, plan: ReadPlan): number {
@@ -147,21 +153,27 @@ function pageParams(plan: ReadPlan, after: number, limit: number, offset: number
 }
 
 /** Rows parsed from JSON text are fresh objects, owned by the caller; `__proto__` in them is an own data key. */
-async function* fromBatch(batch: readonly { data: string }[], columns: string[] | null): AsyncGenerator<Row> {
-  for (const r of batch) {
-    const row = parseJson<Row>(r.data);
+async function* fromBatch(batch: readonly { data: string }[]): AsyncGenerator<string> {
+  for (const r of batch) yield r.data;
+}
+
+/** Rows parsed from JSON text are fresh objects, owned by the caller; `__proto__` in them is an own data key. */
+async function* parsed(texts: AsyncIterable<string>, columns: string[] | null): AsyncGenerator<Row> {
+  for await (const text of texts) {
+    const row = parseJson<Row>(text);
     yield columns === null ? row : selectColumns(row, columns);
   }
 }
 
 /**
- * A large read in keyset batches. On a file database the batches run in one
- * read transaction on a borrowed read-only connection, so the whole read sees
- * one snapshot (a concurrent refresh is seen entirely or not at all) and the
- * writer stays free. `:memory:` has no second connection: batches run on the
- * writer, between other requests.
+ * A large read in keyset batches, as the stored JSON texts. On a file
+ * database the batches run in one read transaction on a borrowed read-only
+ * connection, so the whole read sees one snapshot (a concurrent refresh is
+ * seen entirely or not at all) and the writer stays free. `:memory:` has no
+ * second connection: batches run on the writer, between other requests.
+ * Nothing is borrowed until the first row is asked for.
  */
-async function* streamRows(handle: SqliteHandle, plan: ReadPlan, query: RowQuery): AsyncGenerator<Row> {
+async function* streamTexts(handle: SqliteHandle, plan: ReadPlan, query: RowQuery): AsyncGenerator<string> {
   const reader = handle.borrowReader();
   const conn = reader ?? handle.db;
   try {
@@ -176,13 +188,12 @@ async function* streamRows(handle: SqliteHandle, plan: ReadPlan, query: RowQuery
       sqlOffset = 0;
       for (const r of batch) {
         after = r.position;
-        const row = parseJson<Row>(r.data);
-        if (plan.residual && !matchesFilters(row, plan.residual)) continue;
+        if (plan.residual && !matchesFilters(parseJson<Row>(r.data), plan.residual)) continue;
         if (skip > 0) {
           skip--;
           continue;
         }
-        yield query.columns === null ? row : selectColumns(row, query.columns);
+        yield r.data;
         if (--remaining <= 0) break;
       }
       if (batch.length < BATCH) break;
@@ -195,7 +206,7 @@ async function* streamRows(handle: SqliteHandle, plan: ReadPlan, query: RowQuery
   }
 }
 
-async function* empty(): AsyncGenerator<Row> {}
+async function* empty(): AsyncGenerator<never> {}
 
 /** A key SQLite would receive mangled (UTF-8 cannot carry it): filtered in JS instead. */
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;

@@ -157,6 +157,24 @@ describe("sqlite: dataset rows", () => {
     }
   });
 
+  it("hands rows over as their JSON text when no columns are picked, identical to serialising the rows", async () => {
+    const s = await seeded();
+    const rows = Array.from({ length: 1500 }, (_, i) => JSON.parse(`{"i":${i},"__proto__":{"x":1},"s":"é\\u0000","n":${i / 3}}`) as Row);
+    await s.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
+    for (const query of [
+      { offset: 3, limit: 10, columns: null, filters: null },
+      { offset: 1000, limit: null, columns: null, filters: null },
+      { offset: 1, limit: null, columns: null, filters: JSON.parse('{"__proto__": {"x": 1}}') as Record<string, unknown> },
+    ]) {
+      const texts: string[] = [];
+      for await (const text of (await s.readDatasetRows("ds_stores", query)).rowsJson!) texts.push(text);
+      const objects = await collect((await s.readDatasetRows("ds_stores", query)).rows);
+      expect(texts).toEqual(objects.map((r) => JSON.stringify(r)));
+      expect(texts.length).toBeGreaterThan(0);
+    }
+    expect((await s.readDatasetRows("ds_stores", { offset: 0, limit: 1, columns: ["i"], filters: null })).rowsJson).toBeUndefined();
+  });
+
   it("a streamed read sees one snapshot although a refresh commits in the middle", async () => {
     const s = await seeded();
     const old = Array.from({ length: 1200 }, (_, i) => ({ v: "old", i }));
