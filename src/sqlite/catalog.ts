@@ -152,7 +152,7 @@ function pageParams(plan: ReadPlan, after: number, limit: number, offset: number
   return [plan.at.seq, after, plan.at.next_position, ...plan.params, limit, offset];
 }
 
-/** Rows parsed from JSON text are fresh objects, owned by the caller; `__proto__` in them is an own data key. */
+/** The stored JSON texts of a page already read. */
 async function* fromBatch(batch: readonly { data: string }[]): AsyncGenerator<string> {
   for (const r of batch) yield r.data;
 }
