@@ -8,6 +8,7 @@ export default defineConfig({
   entry: {
     index: "src/index.ts",
     "memory/index": "src/memory/index.ts",
+    "sqlite/index": "src/sqlite/index.ts",
     "testing/index": "src/testing/index.ts",
     "postgres/index": "src/postgres/index.ts",
     "redis/index": "src/redis/index.ts",

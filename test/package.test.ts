@@ -21,6 +21,7 @@ const EXPECTED: Record<string, string[]> = {
   "./testing": ["runStorageConformance", "runRateLimiterConformance", "runCacheConformance"],
   "./postgres": ["createPostgresStorage"],
   "./redis": ["createRedisRateLimiter", "createRedisCache"],
+  "./sqlite": ["createSqliteStorage", "migrate"],
 };
 
 describe("the published package (built with tsup)", () => {

@@ -3,6 +3,7 @@ import type { DataApiOptions } from "../../src/api.js";
 import { createMemoryStorage } from "../../src/memory/storage.js";
 import type { Clock } from "../../src/ports/clock.js";
 import type { Storage } from "../../src/ports/storage.js";
+import { createSqliteStorage } from "../../src/sqlite/index.js";
 import type { ServerConfig } from "./cli.js";
 import { UsageError } from "./cli.js";
 import { openPostgres, openRedisPorts } from "./shared.js";
@@ -27,7 +28,7 @@ export async function openStorage(
     storage = await openPostgres(config.db);
   } else {
     fs.mkdirSync(dirname(config.db), { recursive: true });
-    throw new UsageError("SQLite storage is not available in this build yet; use --db :memory:");
+    storage = createSqliteStorage({ path: config.db });
   }
   const shared = config.redis ? openRedisPorts(config.redis, clock) : null;
   return {

@@ -104,6 +104,10 @@ export async function readDatasetRows(ctx: AuthedContext, id: string, query: Row
     columnTypes,
     lastUpdated: dataset.lastRefreshedAt ?? dataset.updatedAt,
   };
-  const body = await jsonRowsBody('{"success":true,"data":[', page.rows, `],"metadata":${JSON.stringify(metadata)}}`);
+  const suffix = `],"metadata":${JSON.stringify(metadata)}}`;
+  // A store that holds rows as JSON text hands them over as text: no parse and re-serialise per row.
+  const body = page.rowsJson
+    ? await jsonRowsBody('{"success":true,"data":[', page.rowsJson, suffix, String)
+    : await jsonRowsBody('{"success":true,"data":[', page.rows, suffix);
   return typeof body === "string" ? Reply.jsonText(200, body) : Reply.jsonStream(body);
 }

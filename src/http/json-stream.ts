@@ -11,6 +11,8 @@ export async function jsonRowsBody(
   prefix: string,
   rows: AsyncIterable<unknown>,
   suffix: string,
+  /** How a row becomes JSON text; pass `String` for rows that already are JSON text. */
+  serialize: (row: unknown) => string = JSON.stringify,
 ): Promise<string | AsyncIterable<string>> {
   const iterator = rows[Symbol.asyncIterator]();
   let buffer = prefix;
@@ -18,7 +20,7 @@ export async function jsonRowsBody(
   for (;;) {
     const next = await iterator.next();
     if (next.done) return buffer + suffix;
-    buffer += (first ? "" : ",") + JSON.stringify(next.value);
+    buffer += (first ? "" : ",") + serialize(next.value);
     first = false;
     if (buffer.length >= CHUNK) break;
   }
@@ -30,7 +32,7 @@ export async function jsonRowsBody(
         for (;;) {
           const next = await iterator.next();
           if (next.done) break;
-          out += `,${JSON.stringify(next.value)}`;
+          out += `,${serialize(next.value)}`;
           if (out.length >= CHUNK) {
             yield out;
             out = "";

@@ -23,6 +23,13 @@ export interface RowPage {
    * implementation MUST NOT materialise the whole dataset in memory.
    */
   rows: AsyncIterable<Row>;
+  /**
+   * Optional, for stores that keep rows as JSON text: the same page as
+   * `JSON.stringify(row)` of every row `rows` would yield, in the same
+   * order, so a response can be streamed without parsing and re-serialising
+   * each row. Equally lazy. A caller consumes `rows` OR `rowsJson`, never both.
+   */
+  rowsJson?: AsyncIterable<string>;
 }
 
 /** Connections and datasets. Input tables are datasets of type `input_table`. */

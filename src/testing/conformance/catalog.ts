@@ -80,6 +80,19 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
       expect((await collect(number.rows)).map((r) => r.order_id)).toEqual(["A-2"]);
     });
 
+    it("gives rowsJson, when it offers it, as exactly the JSON of the rows it would yield", async () => {
+      const store = await seeded();
+      for (const query of [all, { ...all, offset: 1, limit: 2 }, { ...all, filters: { region: "EMEA" } }]) {
+        const json = (await store.readDatasetRows("ds_orders", query)).rowsJson;
+        if (!json) continue; // optional capability
+        const texts: string[] = [];
+        for await (const text of json) texts.push(text);
+        const rows = await collect((await store.readDatasetRows("ds_orders", query)).rows);
+        expect(texts.map((t) => JSON.parse(t))).toEqual(rows);
+        expect(texts).toEqual(rows.map((r) => JSON.stringify(r)));
+      }
+    });
+
     it("replaces a connection dataset's rows in one step", async () => {
       const store = await seeded();
       await store.replaceDatasetRows("ds_stores", {

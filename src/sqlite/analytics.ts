@@ -1,0 +1,280 @@
+import type Database from "better-sqlite3";
+import { currentVersion } from "../domain/dashboards.js";
+import { utcDay } from "../domain/days.js";
+import type { ApiCallRecord, CreditUsage, DashboardRecord, DashboardView, RefreshRun } from "../domain/model.js";
+import {
+  type AnalyticsStore,
+  type ApiUsageRow,
+  type CreditUsageRow,
+  DATASET_READ_ROUTES,
+  type DashboardUsageRow,
+  type DatasetUsageRow,
+  type DayViews,
+  type RefreshHistoryRow,
+  type ViewerDayViews,
+} from "../ports/storage/analytics.js";
+import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
+
+interface DashboardRow {
+  id: string;
+  team_id: string;
+  name: string;
+  description: string | null;
+  versions: string;
+  dataset_ids: string;
+}
+
+/** Calls to the usage log waiting for the next group commit. */
+const USAGE_BATCH_LIMIT = 10_000;
+
+/**
+ * Every figure is a GROUP BY over an index on (owner, day); days are UTC
+ * days computed once when a record is stored. Editor views are excluded
+ * through the partial index's own condition. Ties are broken in BINARY
+ * collation order, NULL first, as the port asks.
+ */
+export function sqliteAnalytics({ db }: SqliteHandle): AnalyticsStore & { flush(): void } {
+  const dashboards = db.prepare<[string], DashboardRow>("SELECT * FROM dashboards WHERE team_id IN (SELECT value FROM json_each(?))");
+  const dashboard = db.prepare<[string], DashboardRow>("SELECT * FROM dashboards WHERE id = ?");
+  const byDay = db.prepare<[string, string, string], DayViews>(
+    `SELECT day, count(*) AS views, count(DISTINCT visitor_id) AS uniqueVisitors
+     FROM dashboard_views WHERE dashboard_id = ? AND editor = 0 AND day BETWEEN ? AND ?
+     GROUP BY day ORDER BY day`,
+  );
+  const byViewer = db.prepare<[string, string, string], ViewerDayViews>(
+    `SELECT v.day, v.user_id AS viewerId,
+            CASE WHEN v.user_id IS NULL THEN 'Anonymous' ELSE coalesce(u.email, v.user_id) END AS viewer,
+            count(*) AS views
+     FROM dashboard_views v LEFT JOIN users u ON u.id = v.user_id
+     WHERE v.dashboard_id = ? AND v.editor = 0 AND v.day BETWEEN ? AND ?
+     GROUP BY v.day, v.user_id ORDER BY v.day, viewer, viewerId`,
+  );
+  const dashboardUsage = db.prepare<[string, string, string], Omit<DashboardUsageRow, "published"> & { versions: string }>(
+    `SELECT v.day, v.dashboard_id, d.name AS dashboard, d.versions, count(*) AS views,
+            count(DISTINCT v.visitor_id) AS unique_visitors,
+            count(DISTINCT v.user_id) AS signed_in_viewers,
+            sum(v.user_id IS NULL) AS anonymous_views
+     FROM dashboards d JOIN dashboard_views v ON v.dashboard_id = d.id
+     WHERE d.team_id = ? AND v.editor = 0 AND v.day BETWEEN ? AND ?
+     GROUP BY v.day, v.dashboard_id
+     ORDER BY v.day DESC, dashboard, v.dashboard_id`,
+  );
+  const refreshHistory = db.prepare<[string, string, string], RefreshHistoryRow>(
+    `SELECT r.dataset_id, d.name AS dataset, c.name AS connection, r.day,
+            count(*) AS runs, sum(r.error IS NOT NULL) AS failures,
+            sum(r.rows_processed) AS rows_processed, avg(r.duration_ms) AS avg_duration_ms,
+            (SELECT l.error FROM refresh_runs l
+              WHERE l.dataset_id = r.dataset_id AND l.day = r.day AND l.error IS NOT NULL
+              ORDER BY l.started_ms DESC, l.seq DESC LIMIT 1) AS last_error
+     FROM datasets d JOIN refresh_runs r ON r.dataset_id = d.id LEFT JOIN connections c ON c.id = d.connection_id
+     WHERE d.team_id = ? AND r.day BETWEEN ? AND ?
+     GROUP BY r.dataset_id, r.day
+     ORDER BY r.day DESC, dataset, r.dataset_id`,
+  );
+  const creditUsage = db.prepare<[string, string, string], CreditUsageRow>(
+    `SELECT day, category, sum(credits) AS credits, count(*) AS uses, count(DISTINCT user_id) AS users
+     FROM credit_usage WHERE team_id = ? AND day BETWEEN ? AND ?
+     GROUP BY day, category ORDER BY day DESC, category`,
+  );
+  const apiUsage = db.prepare<[string, string, string], ApiUsageRow>(
+    `SELECT day, method, route, credential_kind, credential_id, credential_name AS credential,
+            sum(calls) AS calls, sum(errors) AS errors, sum(server_errors) AS server_errors,
+            sum(latency_sum) / sum(calls) AS avg_latency_ms
+     FROM api_usage WHERE team_id = ? AND day BETWEEN ? AND ?
+     GROUP BY day, method, route, credential_kind, credential_id, credential_name
+     ORDER BY day DESC, route, method, credential_kind, credential, credential_id`,
+  );
+  const datasetUsage = db.prepare<[string, string, string], Omit<DatasetUsageRow, "dashboards"> & { dashboards: string }>(
+    `SELECT x.id AS dataset_id, x.name AS dataset, x.type, c.name AS connection,
+            x.row_count, json_array_length(x.columns) AS column_count,
+            x.last_refreshed_at, x.updated_at,
+            (SELECT r.error FROM refresh_runs r WHERE r.dataset_id = x.id ORDER BY r.started_ms DESC, r.seq DESC LIMIT 1) AS last_refresh_error,
+            (SELECT json_group_array(name) FROM (
+               SELECT b.name FROM dashboard_datasets dd JOIN dashboards b ON b.id = dd.dashboard_id
+               WHERE dd.dataset_id = x.id AND b.team_id = ? ORDER BY b.name)) AS dashboards,
+            coalesce(reads.reads, 0) AS api_reads, reads.last_at AS last_api_read_at
+     FROM (
+       SELECT id, name, type, connection_id, next_position - first_position AS row_count, columns, last_refreshed_at, updated_at
+         FROM datasets WHERE team_id = ?
+       UNION ALL
+       SELECT id, name, 'input_table', NULL, row_count, columns, NULL, updated_at FROM input_tables WHERE team_id = ?
+     ) AS x
+     LEFT JOIN connections c ON c.id = x.connection_id
+     LEFT JOIN dataset_reads reads ON reads.dataset_id = x.id
+     ORDER BY dataset, dataset_id`,
+  );
+  const insertRun = refreshRunStatement(db);
+  const usage = usageLog(db);
+
+  return {
+    async listDashboards(teamIds) {
+      return dashboards.all(JSON.stringify(teamIds)).map(toDashboard);
+    },
+    async getDashboard(id) {
+      const row = dashboard.get(id);
+      return row ? toDashboard(row) : null;
+    },
+    async viewsByDay(dashboardId, { fromDay, toDay }) {
+      return byDay.all(dashboardId, fromDay, toDay);
+    },
+    async viewsByViewer(dashboardId, { fromDay, toDay }) {
+      return byViewer.all(dashboardId, fromDay, toDay);
+    },
+    async spaceDashboardUsage({ teamId, fromDay, toDay }) {
+      return dashboardUsage.all(teamId, fromDay, toDay).map(({ versions, ...row }) => ({
+        day: row.day,
+        dashboard_id: row.dashboard_id,
+        dashboard: row.dashboard,
+        published: currentVersion({ versions: parseJson(versions) } as DashboardRecord).published,
+        views: row.views,
+        unique_visitors: row.unique_visitors,
+        signed_in_viewers: row.signed_in_viewers,
+        anonymous_views: row.anonymous_views,
+      }));
+    },
+    async spaceRefreshHistory({ teamId, fromDay, toDay }) {
+      return refreshHistory.all(teamId, fromDay, toDay).map((r) => ({ ...r, avg_duration_ms: roundHalfUp(r.avg_duration_ms) }));
+    },
+    async spaceCreditUsage({ teamId, fromDay, toDay }) {
+      return creditUsage.all(teamId, fromDay, toDay);
+    },
+    async spaceApiUsage({ teamId, fromDay, toDay }) {
+      await usage.settled();
+      return apiUsage.all(teamId, fromDay, toDay).map((r) => ({ ...r, avg_latency_ms: roundHalfUp(r.avg_latency_ms) }));
+    },
+    async spaceDatasetUsage({ teamId }) {
+      await usage.settled();
+      return datasetUsage.all(teamId, teamId, teamId).map((r) => ({ ...r, dashboards: parseJson<string[]>(r.dashboards) }));
+    },
+    async recordRefreshRun(run) {
+      insertRun(run);
+    },
+    recordApiCall(call) {
+      return usage.record(call);
+    },
+    flush: usage.flush,
+  };
+}
+
+/** Math.round is half up for the non-negative means reported here. */
+function roundHalfUp(value: number): number {
+  return Math.round(value);
+}
+
+/**
+ * The usage log as per-day counters, written by group commit: calls recorded
+ * in the same turn of the event loop share one transaction of UPSERTs, so
+ * logging a read costs the read no commit of its own. Never rejects.
+ */
+function usageLog(db: Database.Database) {
+  const count = db.prepare(
+    `INSERT INTO api_usage (key, day, team_id, method, route, credential_kind, credential_id, credential_name, calls, errors, server_errors, latency_sum)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)
+     ON CONFLICT (key) DO UPDATE SET calls = calls + 1, errors = errors + excluded.errors,
+       server_errors = server_errors + excluded.server_errors, latency_sum = latency_sum + excluded.latency_sum`,
+  );
+  const read = db.prepare(
+    `INSERT INTO dataset_reads (dataset_id, reads, last_at, last_ms) VALUES (?, 1, ?, ?)
+     ON CONFLICT (dataset_id) DO UPDATE SET reads = reads + 1,
+       last_at = CASE WHEN excluded.last_ms >= last_ms THEN excluded.last_at ELSE last_at END,
+       last_ms = max(last_ms, excluded.last_ms)`,
+  );
+  const write = writeTransaction(db, (calls: readonly ApiCallRecord[]) => {
+    for (const c of calls) {
+      const day = utcDay(c.at);
+      const key = JSON.stringify([day, c.teamId, c.method, c.route, c.credentialKind, c.credentialId, c.credentialName]);
+      count.run(key, day, c.teamId, c.method, c.route, c.credentialKind, c.credentialId, c.credentialName, c.status >= 400 ? 1 : 0, c.status >= 500 ? 1 : 0, c.latencyMs);
+      if (c.method === "GET" && c.status >= 200 && c.status <= 299 && c.objectId && DATASET_READ_ROUTES.includes(c.route)) {
+        const ms = Date.parse(c.at);
+        read.run(c.objectId, c.at, Number.isNaN(ms) ? 0 : ms);
+      }
+    }
+  });
+  let queue: ApiCallRecord[] = [];
+  let waiting: (() => void)[] = [];
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    const calls = queue;
+    const done = waiting;
+    queue = [];
+    waiting = [];
+    if (calls.length > 0 && db.open) {
+      try {
+        write(calls);
+      } catch {
+        // The usage log never fails a request; a lost batch of counters is the price.
+      }
+    }
+    for (const resolve of done) resolve();
+  };
+  const schedule = () => {
+    if (!scheduled) {
+      scheduled = true;
+      setImmediate(flush);
+    }
+  };
+  return {
+    record(call: ApiCallRecord): Promise<void> {
+      if (queue.length >= USAGE_BATCH_LIMIT) flush();
+      queue.push(call);
+      return new Promise<void>((resolve) => {
+        waiting.push(resolve);
+        schedule();
+      });
+    },
+    /** Resolves once everything recorded so far is written. */
+    settled(): Promise<void> {
+      if (queue.length === 0) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        waiting.push(resolve);
+        schedule();
+      });
+    },
+    flush,
+  };
+}
+
+export function insertDashboardStatement(db: Database.Database): (dashboard: DashboardRecord) => void {
+  const insert = db.prepare("INSERT INTO dashboards (id, team_id, name, description, versions, dataset_ids) VALUES (?, ?, ?, ?, ?, ?)");
+  const link = db.prepare("INSERT OR IGNORE INTO dashboard_datasets (dashboard_id, dataset_id) VALUES (?, ?)");
+  return (d) => {
+    insert.run(d.id, d.teamId, d.name, d.description, JSON.stringify(d.versions), JSON.stringify(d.datasetIds));
+    for (const datasetId of d.datasetIds) link.run(d.id, datasetId);
+  };
+}
+
+export function dashboardViewStatement(db: Database.Database): (view: DashboardView) => void {
+  const insert = db.prepare("INSERT INTO dashboard_views (dashboard_id, day, at, visitor_id, user_id, editor) VALUES (?, ?, ?, ?, ?, ?)");
+  return (v) => {
+    insert.run(v.dashboardId, utcDay(v.at), v.at, v.visitorId, v.userId, v.editor ? 1 : 0);
+  };
+}
+
+export function refreshRunStatement(db: Database.Database): (run: RefreshRun) => void {
+  const insert = db.prepare(
+    "INSERT INTO refresh_runs (dataset_id, day, started_at, started_ms, duration_ms, rows_processed, error) VALUES (?, ?, ?, ?, ?, ?, ?)",
+  );
+  return (r) => {
+    const started = Date.parse(r.startedAt);
+    insert.run(r.datasetId, utcDay(r.startedAt), r.startedAt, Number.isNaN(started) ? 0 : started, r.durationMs, r.rowsProcessed, r.error);
+  };
+}
+
+export function creditUsageStatement(db: Database.Database): (usage: CreditUsage) => void {
+  const insert = db.prepare("INSERT INTO credit_usage (team_id, day, at, category, credits, user_id) VALUES (?, ?, ?, ?, ?, ?)");
+  return (c) => {
+    insert.run(c.teamId, utcDay(c.at), c.at, c.category, c.credits, c.userId);
+  };
+}
+
+function toDashboard(row: DashboardRow): DashboardRecord {
+  return {
+    id: row.id,
+    teamId: row.team_id,
+    name: row.name,
+    description: row.description,
+    versions: parseJson(row.versions),
+    datasetIds: parseJson(row.dataset_ids),
+  };
+}

@@ -1,0 +1,61 @@
+import type Database from "better-sqlite3";
+import type { AuditEvent } from "../domain/model.js";
+import type { AuditStore, StoredAuditEvent } from "../ports/storage/audit.js";
+import { parseJson, type SqliteHandle } from "./db.js";
+
+/**
+ * Positions are the AUTOINCREMENT key of `audit_events`, as decimal strings.
+ * SQLite has one writer at a time and assigns the key inside the writing
+ * transaction, so positions become readable in increasing order and a
+ * trimmed position is never handed out again.
+ */
+export function sqliteAudit({ db }: SqliteHandle): AuditStore {
+  const append = appendAuditStatement(db);
+  // The horizon: the first position after `after` stored later than `storedBefore`. Only events
+  // younger than the horizon are visited (index on stored_at), a handful in a live log.
+  const heldBack = db.prepare<[number, number], { position: number | null }>(
+    "SELECT min(position) AS position FROM audit_events INDEXED BY audit_events_by_stored_at WHERE stored_at > ? AND position > ?",
+  );
+  const page = db.prepare<[number, number, string, string, number | null, number | null, number], { position: number; stored_at: number; event: string }>(
+    `SELECT position, stored_at, event FROM audit_events
+     WHERE position > ? AND position < ?
+       AND team_id IN (SELECT value FROM json_each(?))
+       AND category IN (SELECT value FROM json_each(?))
+       AND (? IS NULL OR time_ms >= ?)
+     ORDER BY position LIMIT ?`,
+  );
+  return {
+    async appendAuditEvent(event, storedAt) {
+      append(event, storedAt);
+    },
+    async readAuditEvents(query) {
+      if (query.limit <= 0 || query.teamIds.length === 0 || query.categories.length === 0) return { events: [], hasMore: false };
+      const after = query.after === null ? 0 : Number(query.after);
+      const since = query.since === null ? null : Date.parse(query.since);
+      const sinceMs = since === null || Number.isNaN(since) ? null : since;
+      // Never read past an event held back by the horizon, whatever its team or category: a cursor
+      // must not jump over an event that becomes readable later.
+      const bound = heldBack.get(query.storedBefore, after)?.position ?? Number.MAX_SAFE_INTEGER;
+      // The primary key drives the scan from `after`: the cost does not depend on how many events lie before it.
+      const rows = page.all(after, bound, JSON.stringify(query.teamIds), JSON.stringify(query.categories), sinceMs, sinceMs, query.limit + 1);
+      const events = rows.slice(0, query.limit).map(
+        (r): StoredAuditEvent => ({ position: String(r.position), storedAt: r.stored_at, event: parseJson<AuditEvent>(r.event) }),
+      );
+      return { events, hasMore: rows.length > query.limit };
+    },
+    isAuditPosition(position) {
+      return /^[1-9]\d{0,15}$/.test(position) && Number.isSafeInteger(Number(position));
+    },
+  };
+}
+
+/** Append one event (callers inside a transaction get it in that transaction). */
+export function appendAuditStatement(db: Database.Database): (event: AuditEvent, storedAt: number) => void {
+  const insert = db.prepare(
+    "INSERT INTO audit_events (team_id, category, time_ms, stored_at, target_id, event) VALUES (?, ?, ?, ?, ?, ?)",
+  );
+  return (event, storedAt) => {
+    const time = Date.parse(event.time);
+    insert.run(event.teamId, event.category, Number.isNaN(time) ? 0 : time, storedAt, event.target?.id ?? null, JSON.stringify(event));
+  };
+}

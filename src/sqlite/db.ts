@@ -1,0 +1,94 @@
+import Database from "better-sqlite3";
+import { migrate } from "./migrations.js";
+
+export interface SqliteStorageOptions {
+  /** A database file (created when missing, with its directory's WAL files beside it) or `:memory:`. */
+  path: string;
+  /** How long a write waits for another process's lock before failing, in ms. Default 5000. */
+  busyTimeoutMs?: number;
+}
+
+/**
+ * The open database shared by every area module: one writer connection
+ * (better-sqlite3 is synchronous, so a statement or a `db.transaction` runs
+ * to completion before any other request's code), plus read-only
+ * connections lent out to long streamed reads so they see one snapshot and
+ * never hold the writer busy.
+ */
+export interface SqliteHandle {
+  db: Database.Database;
+  /** A read-only connection on the same file (snapshot isolation under WAL), or null for `:memory:`. */
+  borrowReader(): Database.Database | null;
+  returnReader(reader: Database.Database): void;
+  close(): void;
+}
+
+const IDLE_READERS = 4;
+
+export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
+  const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+  const memory = options.path === ":memory:" || options.path === "";
+  const db = new Database(options.path);
+  configure(db, busyTimeoutMs);
+  if (!memory) {
+    db.pragma("journal_mode = WAL");
+  }
+  // NORMAL under WAL: a commit survives a crash of the process (kill -9);
+  // only an OS crash or power loss may roll back the last commits.
+  db.pragma("synchronous = NORMAL");
+  db.pragma("foreign_keys = ON");
+  migrate(db);
+
+  const idle: Database.Database[] = [];
+  const lent = new Set<Database.Database>();
+  return {
+    db,
+    borrowReader() {
+      if (memory) return null;
+      const reader = idle.pop() ?? openReader(options.path, busyTimeoutMs);
+      lent.add(reader);
+      return reader;
+    },
+    returnReader(reader) {
+      lent.delete(reader);
+      if (!reader.open) return;
+      if (idle.length < IDLE_READERS && db.open) idle.push(reader);
+      else reader.close();
+    },
+    close() {
+      for (const reader of [...idle, ...lent]) reader.close();
+      idle.length = 0;
+      lent.clear();
+      if (db.open) db.close();
+    },
+  };
+}
+
+function openReader(path: string, busyTimeoutMs: number): Database.Database {
+  const reader = new Database(path, { readonly: true, fileMustExist: true });
+  configure(reader, busyTimeoutMs);
+  return reader;
+}
+
+function configure(db: Database.Database, busyTimeoutMs: number): void {
+  db.pragma(`busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
+}
+
+/** JSON text from the database back to a value; objects come back as plain JSON objects (keys like `__proto__` are own data). */
+export function parseJson<T>(text: string): T {
+  return JSON.parse(text) as T;
+}
+
+export function parseJsonOrNull<T>(text: string | null): T | null {
+  return text === null ? null : (JSON.parse(text) as T);
+}
+
+/**
+ * A write transaction that takes SQLite's write lock at BEGIN (IMMEDIATE):
+ * when another process holds it, this one waits up to the busy timeout
+ * instead of failing on a read-to-write lock upgrade.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export function writeTransaction<F extends (...args: any[]) => any>(db: Database.Database, fn: F): F {
+  return db.transaction(fn).immediate as unknown as F;
+}

@@ -1,0 +1,117 @@
+import type Database from "better-sqlite3";
+import type { SeedSpace } from "../fixture/space.js";
+import type { Storage } from "../ports/storage.js";
+import { creditUsageStatement, dashboardViewStatement, insertDashboardStatement, refreshRunStatement, sqliteAnalytics } from "./analytics.js";
+import { appendAuditStatement, sqliteAudit } from "./audit.js";
+import { appendRowsStatement, sqliteCatalog } from "./catalog.js";
+import { openSqlite, type SqliteStorageOptions } from "./db.js";
+import { insertApiKeyStatement, sqliteIdentity } from "./identity.js";
+import { insertTableStatement, sqliteTables } from "./tables.js";
+import { sqliteWebhooks } from "./webhooks.js";
+
+export type { SqliteStorageOptions } from "./db.js";
+export { MIGRATIONS, migrate, type Migration } from "./migrations.js";
+
+export interface SqliteStorage extends Storage {
+  /** Escape hatch for tests and tools: the writer connection. */
+  readonly db: Database.Database;
+}
+
+/**
+ * Durable storage in one SQLite file through better-sqlite3: WAL,
+ * `synchronous=NORMAL`, a busy timeout, versioned migrations applied on open.
+ * Several processes may open the same file; SQLite serialises their writes.
+ */
+export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorage {
+  const handle = openSqlite(options);
+  const { db } = handle;
+  const webhooks = sqliteWebhooks(handle);
+  const { flush: flushUsage, ...analytics } = sqliteAnalytics(handle);
+  const load = seedTransaction(db);
+  return {
+    ...sqliteIdentity(handle),
+    ...sqliteCatalog(handle),
+    ...sqliteTables(handle),
+    getWebhookEndpoint: webhooks.getWebhookEndpoint,
+    ingestWebhookRow: webhooks.ingestWebhookRow,
+    updateWebhookSettings: webhooks.updateWebhookSettings,
+    createWebhookConnection: webhooks.createWebhookConnection,
+    ...sqliteAudit(handle),
+    ...analytics,
+    async seed(space) {
+      return load(space);
+    },
+    async close() {
+      if (!db.open) return;
+      webhooks.flush();
+      flushUsage();
+      handle.close();
+    },
+    db,
+  };
+}
+
+/** The whole space in one IMMEDIATE transaction, so two processes seeding one file load it once. */
+function seedTransaction(db: Database.Database): (space: SeedSpace) => "loaded" | "kept" {
+  const seeded = db.prepare("SELECT 1 FROM meta WHERE key = 'seeded'");
+  const mark = db.prepare("INSERT INTO meta (key, value) VALUES ('seeded', '1')");
+  const business = db.prepare("INSERT INTO businesses (id, name) VALUES (?, ?)");
+  const team = db.prepare("INSERT INTO teams (id, name, plan, business_id, is_personal) VALUES (?, ?, ?, ?, ?)");
+  const user = db.prepare("INSERT INTO users (id, email, name, business_admin) VALUES (?, ?, ?, ?)");
+  const membership = db.prepare("INSERT INTO memberships (user_id, team_id, role) VALUES (?, ?, ?)");
+  const session = db.prepare("INSERT INTO sessions (token_hash, user_id) VALUES (?, ?)");
+  const apiKey = insertApiKeyStatement(db);
+  const connection = db.prepare(
+    "INSERT INTO connections (id, team_id, name, type, config, created_at, endpoint_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+  );
+  const dataset = db.prepare<unknown[], { seq: number }>(
+    `INSERT INTO datasets (id, team_id, name, type, connection_id, source, columns, last_refreshed_at, updated_at, first_position, next_position)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) RETURNING seq`,
+  );
+  const rows = appendRowsStatement(db);
+  const table = insertTableStatement(db);
+  const dashboard = insertDashboardStatement(db);
+  const view = dashboardViewStatement(db);
+  const run = refreshRunStatement(db);
+  const credit = creditUsageStatement(db);
+  const audit = appendAuditStatement(db);
+
+  const load = db.transaction((space: SeedSpace): "loaded" | "kept" => {
+    if (seeded.get()) return "kept";
+    for (const b of space.businesses) business.run(b.id, b.name);
+    for (const t of space.teams) team.run(t.id, t.name, t.plan, t.businessId, t.isPersonal ? 1 : 0);
+    for (const u of space.users) user.run(u.id, u.email, u.name, u.businessAdmin ? 1 : 0);
+    for (const m of space.memberships) membership.run(m.userId, m.teamId, m.role);
+    for (const s of space.sessions) session.run(s.tokenHash, s.userId);
+    for (const k of space.apiKeys) apiKey(k);
+    for (const c of space.connections) {
+      const endpointId = c.type === "webhook" && typeof c.config.endpointId === "string" ? c.config.endpointId : null;
+      connection.run(c.id, c.teamId, c.name, c.type, JSON.stringify(c.config), c.createdAt, endpointId);
+    }
+    for (const d of space.datasets) {
+      const { seq } = dataset.get(
+        d.id,
+        d.teamId,
+        d.name,
+        d.type,
+        d.connectionId,
+        d.source,
+        JSON.stringify(d.columns),
+        d.lastRefreshedAt,
+        d.updatedAt,
+        d.rows.length,
+      )!;
+      rows(seq, 0, d.rows);
+    }
+    for (const t of space.tables) table(t);
+    for (const d of space.dashboards) dashboard(d);
+    for (const v of space.dashboardViews) view(v);
+    for (const r of space.refreshRuns) run(r);
+    for (const c of space.creditUsage) credit(c);
+    // Fixture events are stored in file order, all at the start of time.
+    for (const e of space.auditEvents) audit(e, 0);
+    mark.run();
+    return "loaded";
+  });
+  return (space) => load.immediate(space);
+}

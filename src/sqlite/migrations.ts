@@ -1,0 +1,161 @@
+import type { Database } from "better-sqlite3";
+
+/**
+ * One step of the schema. Steps are applied in order, each in its own
+ * transaction, and recorded in `schema_migrations`; a step once shipped is
+ * never edited — a change is a new step appended to the list.
+ */
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: "initial schema",
+    sql: `
+      CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+
+      -- identity
+      CREATE TABLE businesses (id TEXT PRIMARY KEY, name TEXT NOT NULL) WITHOUT ROWID;
+      CREATE TABLE teams (
+        id TEXT PRIMARY KEY, name TEXT NOT NULL, plan TEXT NOT NULL,
+        business_id TEXT, is_personal INTEGER NOT NULL
+      ) WITHOUT ROWID;
+      CREATE INDEX teams_by_business ON teams (business_id, id);
+      CREATE TABLE users (id TEXT PRIMARY KEY, email TEXT NOT NULL, name TEXT NOT NULL, business_admin INTEGER NOT NULL) WITHOUT ROWID;
+      CREATE TABLE memberships (
+        user_id TEXT NOT NULL, team_id TEXT NOT NULL, role TEXT NOT NULL,
+        PRIMARY KEY (user_id, team_id)
+      ) WITHOUT ROWID;
+      CREATE TABLE sessions (token_hash TEXT PRIMARY KEY, user_id TEXT NOT NULL) WITHOUT ROWID;
+      CREATE TABLE api_keys (
+        id TEXT PRIMARY KEY, team_id TEXT NOT NULL, token_hash TEXT NOT NULL UNIQUE,
+        name TEXT NOT NULL, created_by TEXT NOT NULL, scopes TEXT NOT NULL, allowlist TEXT NOT NULL,
+        created_at TEXT NOT NULL, revoked_at TEXT
+      );
+      CREATE INDEX api_keys_by_team ON api_keys (team_id, created_at DESC, id);
+
+      -- catalog: a dataset's rows occupy the dense positions [first_position, next_position),
+      -- so the row at offset k (no filters) is the row at first_position + k: a keyed read.
+      CREATE TABLE connections (
+        id TEXT PRIMARY KEY, team_id TEXT NOT NULL, name TEXT NOT NULL, type TEXT NOT NULL,
+        config TEXT NOT NULL, created_at TEXT NOT NULL,
+        endpoint_id TEXT UNIQUE
+      );
+      CREATE INDEX connections_by_team ON connections (team_id, id);
+      CREATE TABLE datasets (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE, team_id TEXT NOT NULL, name TEXT NOT NULL, type TEXT NOT NULL,
+        connection_id TEXT, source TEXT, columns TEXT NOT NULL,
+        last_refreshed_at TEXT, updated_at TEXT NOT NULL,
+        first_position INTEGER NOT NULL DEFAULT 0, next_position INTEGER NOT NULL DEFAULT 0
+      );
+      CREATE INDEX datasets_by_team ON datasets (team_id, name, id);
+      CREATE INDEX datasets_by_connection ON datasets (connection_id);
+      CREATE TABLE dataset_rows (
+        dataset_seq INTEGER NOT NULL, position INTEGER NOT NULL,
+        dedup_key TEXT, data TEXT NOT NULL,
+        PRIMARY KEY (dataset_seq, position)
+      );
+      CREATE UNIQUE INDEX dataset_rows_dedup ON dataset_rows (dataset_seq, dedup_key) WHERE dedup_key IS NOT NULL;
+
+      -- input tables
+      CREATE TABLE input_tables (
+        id TEXT PRIMARY KEY, team_id TEXT NOT NULL, name TEXT NOT NULL, columns TEXT NOT NULL,
+        row_count INTEGER NOT NULL, updated_at TEXT NOT NULL
+      );
+      CREATE INDEX input_tables_by_team ON input_tables (team_id, name, id);
+      CREATE TABLE table_rows (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        table_id TEXT NOT NULL, row_id TEXT NOT NULL, data TEXT NOT NULL,
+        UNIQUE (table_id, row_id)
+      );
+      CREATE INDEX table_rows_in_order ON table_rows (table_id, seq);
+      CREATE TABLE edit_log (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        table_id TEXT NOT NULL, row_id TEXT NOT NULL, op TEXT NOT NULL, actor TEXT NOT NULL,
+        at TEXT NOT NULL, before TEXT, after TEXT
+      );
+      CREATE INDEX edit_log_by_table ON edit_log (table_id, seq);
+      CREATE TABLE idempotency_keys (
+        scope TEXT NOT NULL, key TEXT NOT NULL, fingerprint TEXT NOT NULL,
+        claimed_at INTEGER NOT NULL, response TEXT,
+        PRIMARY KEY (scope, key)
+      ) WITHOUT ROWID;
+      CREATE INDEX idempotency_keys_by_age ON idempotency_keys (claimed_at);
+
+      -- audit: AUTOINCREMENT so a trimmed position is never handed out again
+      CREATE TABLE audit_events (
+        position INTEGER PRIMARY KEY AUTOINCREMENT,
+        team_id TEXT NOT NULL, category TEXT NOT NULL, time_ms INTEGER NOT NULL,
+        stored_at INTEGER NOT NULL, target_id TEXT, event TEXT NOT NULL
+      );
+      CREATE INDEX audit_events_by_stored_at ON audit_events (stored_at, position);
+
+      -- analytics
+      CREATE TABLE dashboards (
+        id TEXT PRIMARY KEY, team_id TEXT NOT NULL, name TEXT NOT NULL, description TEXT,
+        versions TEXT NOT NULL, dataset_ids TEXT NOT NULL
+      );
+      CREATE INDEX dashboards_by_team ON dashboards (team_id, id);
+      CREATE TABLE dashboard_datasets (
+        dashboard_id TEXT NOT NULL, dataset_id TEXT NOT NULL, PRIMARY KEY (dataset_id, dashboard_id)
+      ) WITHOUT ROWID;
+      CREATE TABLE dashboard_views (
+        seq INTEGER PRIMARY KEY, dashboard_id TEXT NOT NULL, day TEXT NOT NULL, at TEXT NOT NULL,
+        visitor_id TEXT NOT NULL, user_id TEXT, editor INTEGER NOT NULL
+      );
+      CREATE INDEX dashboard_views_by_day ON dashboard_views (dashboard_id, day, user_id, visitor_id) WHERE editor = 0;
+      CREATE TABLE refresh_runs (
+        seq INTEGER PRIMARY KEY, dataset_id TEXT NOT NULL, day TEXT NOT NULL, started_at TEXT NOT NULL,
+        started_ms INTEGER NOT NULL, duration_ms INTEGER NOT NULL, rows_processed INTEGER NOT NULL, error TEXT
+      );
+      CREATE INDEX refresh_runs_by_day ON refresh_runs (dataset_id, day, started_ms);
+      CREATE TABLE credit_usage (
+        seq INTEGER PRIMARY KEY, team_id TEXT NOT NULL, day TEXT NOT NULL, at TEXT NOT NULL,
+        category TEXT NOT NULL, credits REAL NOT NULL, user_id TEXT
+      );
+      CREATE INDEX credit_usage_by_day ON credit_usage (team_id, day);
+      -- the API usage log as per-day counters (what api-usage and dataset-usage report)
+      CREATE TABLE api_usage (
+        key TEXT PRIMARY KEY, day TEXT NOT NULL, team_id TEXT,
+        method TEXT NOT NULL, route TEXT NOT NULL, credential_kind TEXT NOT NULL,
+        credential_id TEXT, credential_name TEXT,
+        calls INTEGER NOT NULL, errors INTEGER NOT NULL, server_errors INTEGER NOT NULL, latency_sum REAL NOT NULL
+      );
+      CREATE INDEX api_usage_by_day ON api_usage (team_id, day);
+      CREATE TABLE dataset_reads (
+        dataset_id TEXT PRIMARY KEY, reads INTEGER NOT NULL, last_at TEXT NOT NULL, last_ms INTEGER NOT NULL
+      ) WITHOUT ROWID;
+    `,
+  },
+];
+
+/** Bring the database up to the newest version; returns the versions applied now. */
+export function migrate(db: Database, migrations: readonly Migration[] = MIGRATIONS): number[] {
+  db.exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)");
+  const applied = new Set(
+    db
+      .prepare<[], { version: number }>("SELECT version FROM schema_migrations")
+      .all()
+      .map((r) => r.version),
+  );
+  const record = db.prepare("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)");
+  const done: number[] = [];
+  for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {
+    if (applied.has(migration.version)) continue;
+    // IMMEDIATE: two processes starting on one file cannot both apply a step.
+    db.transaction(() => {
+      const again = db.prepare("SELECT 1 FROM schema_migrations WHERE version = ?").get(migration.version);
+      if (again) return;
+      db.exec(migration.sql);
+      // Migration bookkeeping is not request data: wall-clock time is fine here.
+      record.run(migration.version, migration.name, new Date().toISOString());
+      done.push(migration.version);
+    }).immediate();
+  }
+  return done;
+}

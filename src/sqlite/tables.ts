@@ -1,0 +1,225 @@
+import type Database from "better-sqlite3";
+import type { Actor, AuditEvent, Column, Row, TableRecord } from "../domain/model.js";
+import type { EditLogEntry, EditOp, IdempotencyClaim, RowWriteResult, StoredResponse, TableStore } from "../ports/storage/tables.js";
+import { changedSince, newRow, nextUpdatedAt, patchedRow } from "../domain/table-rows.js";
+import { appendAuditStatement } from "./audit.js";
+import { parseJson, parseJsonOrNull, type SqliteHandle, writeTransaction } from "./db.js";
+
+interface TableRow {
+  id: string;
+  team_id: string;
+  name: string;
+  columns: string;
+  row_count: number;
+  updated_at: string;
+}
+
+interface EditLogRow {
+  table_id: string;
+  row_id: string;
+  op: string;
+  actor: string;
+  at: string;
+  before: string | null;
+  after: string | null;
+}
+
+/** How often (by the clock) expired idempotency claims are deleted. */
+const SWEEP_EVERY_MS = 60 * 60 * 1000;
+
+interface ClaimRow {
+  fingerprint: string;
+  claimed_at: number;
+  response: string | null;
+}
+
+export function sqliteTables(handle: SqliteHandle): TableStore {
+  const { db } = handle;
+  const table = db.prepare<[string], TableRow>("SELECT * FROM input_tables WHERE id = ?");
+  const count = db.prepare<[string], { n: number }>("SELECT count(*) AS n FROM table_rows WHERE table_id = ?");
+  const page = db.prepare<[string, number, number], { data: string }>(
+    "SELECT data FROM table_rows WHERE table_id = ? ORDER BY seq LIMIT ? OFFSET ?",
+  );
+  const editLog = db.prepare<[string, number, number], EditLogRow>(
+    "SELECT * FROM edit_log WHERE table_id = ? ORDER BY seq LIMIT ? OFFSET ?",
+  );
+  const one = db.prepare<[string, string], { data: string }>("SELECT data FROM table_rows WHERE table_id = ? AND row_id = ?");
+  const writes = rowWrites(db);
+
+  const claimKey = idempotencyClaim(db);
+  const complete = db.prepare<[string, string, string]>("UPDATE idempotency_keys SET response = ? WHERE scope = ? AND key = ?");
+  const release = db.prepare<[string, string]>("DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND response IS NULL");
+
+  return {
+    async getTable(id) {
+      const row = table.get(id);
+      return row ? toTable(row) : null;
+    },
+    async listTableRows(tableId, { offset, limit }) {
+      return db.transaction(() => ({
+        totalRows: count.get(tableId)?.n ?? 0,
+        rows: page.all(tableId, Math.max(0, limit), Math.max(0, offset)).map((r) => parseJson<Row>(r.data)),
+      }))();
+    },
+    async getTableRow(tableId, rowId) {
+      const row = one.get(tableId, rowId);
+      return row ? parseJson<Row>(row.data) : null;
+    },
+    async insertTableRow(input) {
+      return writes.insert(input);
+    },
+    async updateTableRow(input) {
+      return writes.update(input);
+    },
+    async deleteTableRow(input) {
+      return writes.remove(input);
+    },
+    async listEditLog(tableId, range) {
+      return editLog.all(tableId, range ? Math.max(0, range.limit) : -1, range ? Math.max(0, range.offset) : 0).map(toEntry);
+    },
+    async claimIdempotencyKey(input) {
+      return claimKey(input);
+    },
+    async completeIdempotencyKey({ scope, key, response }) {
+      complete.run(JSON.stringify(response), scope, key);
+    },
+    async releaseIdempotencyKey({ scope, key }) {
+      release.run(scope, key);
+    },
+  };
+}
+
+/**
+ * The three row writes, each ONE transaction over the row, the table's
+ * rowCount/updatedAt, the edit log and the audit event. better-sqlite3 runs a
+ * transaction to completion synchronously and SQLite serialises writers
+ * across processes, so the compare-and-set in `update` is atomic.
+ */
+function rowWrites(db: Database.Database) {
+  const current = db.prepare<[string, string], { data: string }>("SELECT data FROM table_rows WHERE table_id = ? AND row_id = ?");
+  const insertRow = db.prepare<[string, string, string]>("INSERT INTO table_rows (table_id, row_id, data) VALUES (?, ?, ?)");
+  const updateRow = db.prepare<[string, string, string]>("UPDATE table_rows SET data = ? WHERE table_id = ? AND row_id = ?");
+  const deleteRow = db.prepare<[string, string]>("DELETE FROM table_rows WHERE table_id = ? AND row_id = ?");
+  const touchTable = db.prepare<[number, string, string]>("UPDATE input_tables SET row_count = row_count + ?, updated_at = ? WHERE id = ?");
+  const log = db.prepare(
+    "INSERT INTO edit_log (table_id, row_id, op, actor, at, before, after) VALUES (?, ?, ?, ?, ?, ?, ?)",
+  );
+  const audit = appendAuditStatement(db);
+
+  const record = (tableId: string, rowId: string, op: EditOp, actor: Actor, at: string, before: Row | null, after: Row | null, event: AuditEvent, now: number) => {
+    log.run(tableId, rowId, op, JSON.stringify(actor), at, before ? JSON.stringify(before) : null, after ? JSON.stringify(after) : null);
+    audit(event, now);
+  };
+
+  const insert = writeTransaction(db, 
+    (input: { tableId: string; rowId: string; values: Row; actor: Actor; now: number; auditEvent: AuditEvent }): Row => {
+      const stamp = nextUpdatedAt(null, input.now);
+      const row = newRow(input.rowId, input.values, stamp);
+      insertRow.run(input.tableId, input.rowId, JSON.stringify(row));
+      touchTable.run(1, stamp, input.tableId);
+      record(input.tableId, input.rowId, "create", input.actor, new Date(input.now).toISOString(), null, row, input.auditEvent, input.now);
+      return row;
+    },
+  );
+
+  const update = writeTransaction(db, 
+    (input: {
+      tableId: string;
+      rowId: string;
+      patch: Row;
+      expectedUpdatedAt: string | null;
+      actor: Actor;
+      now: number;
+      auditEvent: AuditEvent;
+    }): RowWriteResult => {
+      const found = current.get(input.tableId, input.rowId);
+      if (!found) return { status: "not_found" };
+      const before = parseJson<Row>(found.data);
+      if (input.expectedUpdatedAt !== null && changedSince(before, input.expectedUpdatedAt)) {
+        return { status: "conflict", current: before };
+      }
+      const stamp = nextUpdatedAt(String(before._updatedAt), input.now);
+      const after = patchedRow(before, input.patch, stamp);
+      updateRow.run(JSON.stringify(after), input.tableId, input.rowId);
+      touchTable.run(0, stamp, input.tableId);
+      record(input.tableId, input.rowId, "update", input.actor, new Date(input.now).toISOString(), before, after, input.auditEvent, input.now);
+      return { status: "ok", row: after };
+    },
+  );
+
+  const remove = writeTransaction(db, 
+    (input: { tableId: string; rowId: string; actor: Actor; now: number; auditEvent: AuditEvent }): RowWriteResult => {
+      const found = current.get(input.tableId, input.rowId);
+      if (!found) return { status: "not_found" };
+      const before = parseJson<Row>(found.data);
+      const stamp = new Date(input.now).toISOString();
+      deleteRow.run(input.tableId, input.rowId);
+      touchTable.run(-1, stamp, input.tableId);
+      record(input.tableId, input.rowId, "delete", input.actor, stamp, before, null, input.auditEvent, input.now);
+      return { status: "ok", row: before };
+    },
+  );
+
+  return { insert, update, remove };
+}
+
+/**
+ * The claim is one statement: insert the key, or take it over when the old
+ * claim has expired; RETURNING tells whether this call now owns it. Only
+ * when it does not is the existing claim read (same transaction).
+ */
+function idempotencyClaim(db: Database.Database) {
+  const claim = db.prepare<[string, string, string, number, number], { claimed_at: number }>(
+    `INSERT INTO idempotency_keys (scope, key, fingerprint, claimed_at, response) VALUES (?, ?, ?, ?, NULL)
+     ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, claimed_at = excluded.claimed_at, response = NULL
+       WHERE idempotency_keys.claimed_at <= ?
+     RETURNING claimed_at`,
+  );
+  const existing = db.prepare<[string, string], ClaimRow>("SELECT fingerprint, claimed_at, response FROM idempotency_keys WHERE scope = ? AND key = ?");
+  // Expired claims are swept now and then (by the clock), so the table holds about one TTL of keys.
+  const sweep = db.prepare<[number]>("DELETE FROM idempotency_keys WHERE claimed_at <= ?");
+  let lastSweep = Number.NEGATIVE_INFINITY;
+  return writeTransaction(db, (input: { scope: string; key: string; fingerprint: string; now: number; ttlMs: number }): IdempotencyClaim => {
+    if (input.now - lastSweep >= SWEEP_EVERY_MS) {
+      lastSweep = input.now;
+      sweep.run(input.now - input.ttlMs);
+    }
+    const won = claim.get(input.scope, input.key, input.fingerprint, input.now, input.now - input.ttlMs);
+    if (won) return { state: "claimed" };
+    const held = existing.get(input.scope, input.key)!;
+    if (held.response === null) return { state: "in_progress", fingerprint: held.fingerprint };
+    return { state: "completed", fingerprint: held.fingerprint, response: parseJson<StoredResponse>(held.response) };
+  });
+}
+
+export function insertTableStatement(db: Database.Database): (table: TableRecord & { rows: Row[] }) => void {
+  const meta = db.prepare("INSERT INTO input_tables (id, team_id, name, columns, row_count, updated_at) VALUES (?, ?, ?, ?, ?, ?)");
+  const row = db.prepare("INSERT INTO table_rows (table_id, row_id, data) VALUES (?, ?, ?)");
+  return (table) => {
+    meta.run(table.id, table.teamId, table.name, JSON.stringify(table.columns), table.rows.length, table.updatedAt);
+    for (const r of table.rows) row.run(table.id, String(r._id), JSON.stringify(r));
+  };
+}
+
+function toTable(row: TableRow): TableRecord {
+  return {
+    id: row.id,
+    teamId: row.team_id,
+    name: row.name,
+    columns: parseJson<Column[]>(row.columns),
+    rowCount: row.row_count,
+    updatedAt: row.updated_at,
+  };
+}
+
+function toEntry(row: EditLogRow): EditLogEntry {
+  return {
+    tableId: row.table_id,
+    rowId: row.row_id,
+    op: row.op as EditOp,
+    actor: parseJson<Actor>(row.actor),
+    at: row.at,
+    before: parseJsonOrNull<Row>(row.before),
+    after: parseJsonOrNull<Row>(row.after),
+  };
+}

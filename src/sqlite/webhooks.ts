@@ -1,0 +1,205 @@
+import type Database from "better-sqlite3";
+import { widenColumns } from "../domain/columns.js";
+import type { Column, Row } from "../domain/model.js";
+import { endpointFromConnection } from "../domain/webhook-config.js";
+import type { WebhookEndpoint, WebhookStore } from "../ports/storage/webhooks.js";
+import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
+
+type IngestInput = Parameters<WebhookStore["ingestWebhookRow"]>[0];
+type IngestResult = { id: string; duplicate: boolean };
+
+interface Pending {
+  input: IngestInput;
+  resolve: (result: IngestResult) => void;
+  reject: (error: unknown) => void;
+}
+
+interface EndpointRow {
+  connection_id: string;
+  team_id: string;
+  name: string;
+  config: string;
+  dataset_id: string | null;
+}
+
+export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): void } {
+  const { db } = handle;
+  const endpointBy = (column: "endpoint_id" | "id") =>
+    db.prepare<[string], EndpointRow>(
+      `SELECT c.id AS connection_id, c.team_id, c.name, c.config,
+              (SELECT d.id FROM datasets d WHERE d.connection_id = c.id ORDER BY d.seq LIMIT 1) AS dataset_id
+       FROM connections c WHERE c.${column} = ? AND c.type = 'webhook'`,
+    );
+  const byEndpoint = endpointBy("endpoint_id");
+  const byConnection = endpointBy("id");
+  const setConfig = db.prepare<[string, string, string]>("UPDATE connections SET config = ?, endpoint_id = ? WHERE id = ?");
+  const insertConnection = db.prepare(
+    "INSERT INTO connections (id, team_id, name, type, config, created_at, endpoint_id) VALUES (?, ?, ?, 'webhook', ?, ?, ?)",
+  );
+  const insertDataset = db.prepare(
+    `INSERT INTO datasets (id, team_id, name, type, connection_id, source, columns, last_refreshed_at, updated_at)
+     VALUES (?, ?, ?, 'connection', ?, NULL, '[]', NULL, ?)`,
+  );
+  const ingestBatch = ingestTransaction(db);
+
+  const trimTo = trimStatement(db);
+  const updateSettings = writeTransaction(db, (connectionId: string, settings: { signingSecret?: string | null; retainRows?: number | null }) => {
+    const row = byConnection.get(connectionId);
+    if (!row || row.dataset_id === null) return null;
+    const config = parseJson<Record<string, unknown>>(row.config);
+    if (settings.signingSecret !== undefined) config.signingSecret = settings.signingSecret;
+    if (settings.retainRows !== undefined) config.retainRows = settings.retainRows;
+    setConfig.run(JSON.stringify(config), String(config.endpointId), connectionId);
+    // Lowering retention trims at once, in the same transaction as the change.
+    if (typeof settings.retainRows === "number") trimTo(row.dataset_id, Math.max(1, settings.retainRows));
+    return toEndpoint({ ...row, config: JSON.stringify(config) });
+  });
+
+  const create = writeTransaction(db, (input: Parameters<WebhookStore["createWebhookConnection"]>[0]): WebhookEndpoint => {
+    const { connection, endpoint, dataset } = input;
+    const config = { endpointId: endpoint.endpointId, signingSecret: endpoint.signingSecret, retainRows: endpoint.retainRows };
+    insertConnection.run(connection.id, connection.teamId, connection.name, JSON.stringify(config), connection.createdAt, endpoint.endpointId);
+    insertDataset.run(dataset.id, connection.teamId, dataset.name, connection.id, connection.createdAt);
+    return toEndpoint({ connection_id: connection.id, team_id: connection.teamId, name: connection.name, config: JSON.stringify(config), dataset_id: dataset.id });
+  });
+
+  // Group commit: calls arriving in the same turn of the event loop share one
+  // transaction (one WAL commit); each resolves only after that commit.
+  let queue: Pending[] = [];
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    const batch = queue;
+    queue = [];
+    if (batch.length === 0) return;
+    let results: IngestResult[];
+    try {
+      results = ingestBatch(batch.map((p) => p.input));
+    } catch {
+      // One bad delivery must not fail its neighbours: retry each alone.
+      for (const p of batch) {
+        try {
+          p.resolve(ingestBatch([p.input])[0]!);
+        } catch (error) {
+          p.reject(error);
+        }
+      }
+      return;
+    }
+    batch.forEach((p, i) => p.resolve(results[i]!));
+  };
+
+  return {
+    async getWebhookEndpoint(endpointId) {
+      const row = byEndpoint.get(endpointId);
+      return row ? toEndpoint(row) : null;
+    },
+    ingestWebhookRow(input) {
+      return new Promise<IngestResult>((resolve, reject) => {
+        queue.push({ input, resolve, reject });
+        if (!scheduled) {
+          scheduled = true;
+          setImmediate(flush);
+        }
+      });
+    },
+    async updateWebhookSettings(connectionId, settings) {
+      return updateSettings(connectionId, settings);
+    },
+    async createWebhookConnection(input) {
+      return create(input);
+    },
+    flush,
+  };
+}
+
+interface DatasetState {
+  seq: number;
+  first: number;
+  next: number;
+  columns: Column[];
+  updatedAt: string;
+  dirty: boolean;
+}
+
+/**
+ * One transaction for a batch of deliveries, in arrival order: de-duplicate
+ * (earlier rows of the same batch are visible, so it stays exact), append at
+ * the next position, widen columns, trim beyond retention (dedup keys go
+ * with the rows). Dataset metadata is written once per dataset at the end.
+ */
+function ingestTransaction(db: Database.Database) {
+  const load = db.prepare<[string], { seq: number; first_position: number; next_position: number; columns: string; updated_at: string }>(
+    "SELECT seq, first_position, next_position, columns, updated_at FROM datasets WHERE id = ?",
+  );
+  const duplicate = db.prepare<[number, string], { id: string | null }>(
+    "SELECT data ->> '$._id' AS id FROM dataset_rows WHERE dataset_seq = ? AND dedup_key = ?",
+  );
+  const insert = db.prepare<[number, number, string | null, string]>(
+    "INSERT INTO dataset_rows (dataset_seq, position, dedup_key, data) VALUES (?, ?, ?, ?)",
+  );
+  const trim = db.prepare<[number, number, number]>("DELETE FROM dataset_rows WHERE dataset_seq = ? AND position >= ? AND position < ?");
+  const save = db.prepare<[string, string, number, number, number]>(
+    "UPDATE datasets SET columns = ?, updated_at = ?, first_position = ?, next_position = ? WHERE seq = ?",
+  );
+
+  return writeTransaction(db, (inputs: readonly IngestInput[]): IngestResult[] => {
+    const datasets = new Map<string, DatasetState>();
+    const state = (id: string): DatasetState => {
+      let found = datasets.get(id);
+      if (!found) {
+        const row = load.get(id);
+        if (!row) throw new Error(`unknown dataset ${id}`);
+        found = { seq: row.seq, first: row.first_position, next: row.next_position, columns: parseJson(row.columns), updatedAt: row.updated_at, dirty: false };
+        datasets.set(id, found);
+      }
+      return found;
+    };
+    const results = inputs.map((input): IngestResult => {
+      const ds = state(input.datasetId);
+      if (input.dedupKey !== null) {
+        const seen = duplicate.get(ds.seq, input.dedupKey);
+        if (seen) return { id: String(seen.id), duplicate: true };
+      }
+      insert.run(ds.seq, ds.next, input.dedupKey, JSON.stringify(input.row as Row));
+      ds.next += 1;
+      ds.columns = widenColumns(ds.columns, input.columns) ?? ds.columns;
+      ds.updatedAt = input.receivedAt;
+      const keepFrom = ds.next - Math.max(1, input.retainRows);
+      if (keepFrom > ds.first) {
+        trim.run(ds.seq, ds.first, keepFrom);
+        ds.first = keepFrom;
+      }
+      ds.dirty = true;
+      return { id: String(input.row._id), duplicate: false };
+    });
+    for (const ds of datasets.values()) {
+      if (ds.dirty) save.run(JSON.stringify(ds.columns), ds.updatedAt, ds.first, ds.next, ds.seq);
+    }
+    return results;
+  });
+}
+
+/** Delete the oldest rows of a dataset beyond `retainRows` (their dedup keys go with them). */
+function trimStatement(db: Database.Database): (datasetId: string, retainRows: number) => void {
+  const load = db.prepare<[string], { seq: number; first_position: number; next_position: number }>(
+    "SELECT seq, first_position, next_position FROM datasets WHERE id = ?",
+  );
+  const trim = db.prepare<[number, number, number]>("DELETE FROM dataset_rows WHERE dataset_seq = ? AND position >= ? AND position < ?");
+  const save = db.prepare<[number, number]>("UPDATE datasets SET first_position = ? WHERE seq = ?");
+  return (datasetId, retainRows) => {
+    const at = load.get(datasetId);
+    if (!at) return;
+    const keepFrom = at.next_position - retainRows;
+    if (keepFrom <= at.first_position) return;
+    trim.run(at.seq, at.first_position, keepFrom);
+    save.run(keepFrom, at.seq);
+  };
+}
+
+function toEndpoint(row: EndpointRow): WebhookEndpoint {
+  return endpointFromConnection(
+    { id: row.connection_id, teamId: row.team_id, name: row.name, type: "webhook", config: parseJson(row.config), createdAt: "" },
+    row.dataset_id ?? `ds_${row.connection_id}`,
+  );
+}

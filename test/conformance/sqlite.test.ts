@@ -1,0 +1,15 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll } from "vitest";
+import { createSqliteStorage } from "../../src/sqlite/index.js";
+import { runStorageConformance } from "../../src/testing/index.js";
+
+// A fresh database file per store: the file path exercises WAL and the read-only
+// snapshot connections that `:memory:` cannot have.
+const dir = mkdtempSync(join(tmpdir(), "dataport-sqlite-conformance-"));
+let n = 0;
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+runStorageConformance("sqlite (file)", async () => createSqliteStorage({ path: join(dir, `store-${++n}.db`) }));
+runStorageConformance("sqlite (:memory:)", async () => createSqliteStorage({ path: ":memory:" }));

@@ -1,0 +1,206 @@
+/**
+ * Durability proof (issue 8 §5): kill -9 the example server on SQLite while a
+ * client posts distinct webhook payloads as fast as it can; after a restart
+ * on the same file every payload that got a 200 is stored exactly once.
+ * A Jepsen-style set check: acknowledged, lost, unexpected (never sent),
+ * duplicated, and indeterminate (sent, no answer — may or may not be stored).
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+
+
+const TOKEN = "dp_demo_full_access_0000000000001";
+const ENDPOINT = "wh_demo_shop_events";
+const DATASET = "ds_shop_events";
+const WORKERS = 24;
+const root = new URL("..", import.meta.url).pathname;
+const dir = mkdtempSync(join(tmpdir(), "dataport-durability-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+interface Server {
+  child: ChildProcess;
+  url: string;
+}
+
+/** The demo fixture with retention high enough that nothing acknowledged is trimmed during the run. */
+function fixtureFile(): string {
+  const fixture = JSON.parse(readFileSync(join(root, "examples/demo/space.json"), "utf8")) as {
+    connections: { config: Record<string, unknown> }[];
+  };
+  for (const c of fixture.connections) if (c.config.endpointId === ENDPOINT) c.config.retainRows = 1_000_000;
+  const path = join(dir, "fixture.json");
+  writeFileSync(path, JSON.stringify(fixture));
+  return path;
+}
+
+/** How to drive one kind of server through the kill -9 routine. */
+interface Target {
+  /** argv after `node --import tsx` for a server on `db` at `port`. */
+  command(db: string, port: number): string[];
+  post(url: string, seq: number): Promise<Response>;
+  /** Every stored `durability_seq`, read after the restart. */
+  storedSeqs(url: string): Promise<number[]>;
+}
+
+const exampleServer: Target = {
+  command: (db, port) => {
+    const fixture = fixtureFile();
+    return [join(root, "examples/server/main.ts"), "--db", db, "--fixture", fixture, "--port", String(port), "--webhook-rate", "1000000"];
+  },
+  post: (url, seq) =>
+    fetch(`${url}/api/webhooks/${ENDPOINT}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ durability_seq: seq, note: `payload ${seq}` }),
+    }),
+  storedSeqs: async (url) => {
+    const res = await fetch(`${url}/api/v1/datasets/${DATASET}/rows?columns=durability_seq`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(res.status).toBe(200);
+    return seqsOf((await res.json()) as { data: Record<string, unknown>[] });
+  },
+};
+
+/** The store alone behind bare node:http: proves the SQLite commit path whatever the receiver does. */
+const bareStore: Target = {
+  command: (db, port) => [join(root, "test/support/sqlite-ingest-server.ts"), db, String(port)],
+  post: (url, seq) => fetch(url, { method: "POST", body: JSON.stringify({ durability_seq: seq, note: `payload ${seq}` }) }),
+  storedSeqs: async (url) => seqsOf((await (await fetch(url)).json()) as { data: Record<string, unknown>[] }),
+};
+
+function seqsOf(body: { data: Record<string, unknown>[] }): number[] {
+  return body.data.map((r) => r.durability_seq).filter((s): s is number => typeof s === "number");
+}
+
+async function startServer(target: Target, db: string, port: number): Promise<Server> {
+  const child = spawn(process.execPath, ["--import", "tsx", ...target.command(db, port)], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 30_000);
+    const onData = (d: Buffer) => {
+      output += d.toString();
+      const match = /listening on (http:\/\/\S+)/.exec(output);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]!);
+      }
+    };
+    child.stdout!.on("data", onData);
+    child.stderr!.on("data", onData);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited with ${code}:\n${output}`));
+    });
+  });
+  return { child, url };
+}
+
+async function stop(server: Server, signal: NodeJS.Signals): Promise<void> {
+  if (server.child.exitCode !== null || server.child.signalCode !== null) return;
+  const exited = new Promise((r) => server.child.once("exit", r));
+  server.child.kill(signal);
+  await exited;
+}
+
+interface Outcome {
+  sent: number;
+  acknowledged: number;
+  lost: number[];
+  unexpected: number[];
+  duplicated: number[];
+  indeterminate: number;
+  indeterminateStored: number;
+  refused: number[];
+}
+
+/**
+ * Post distinct payloads from many concurrent clients, kill -9 the server
+ * once writes flow (after a random extra delay), restart it on the same
+ * file and check the stored set against what was acknowledged.
+ * Returns null when the target answers the probe with 404 (not built yet).
+ */
+async function killNine(target: Target, name: string): Promise<Outcome | null> {
+  const db = join(dir, `${name}.sqlite`);
+  const port = 19_000 + Math.floor(Math.random() * 500);
+  let server = await startServer(target, db, port);
+  try {
+    const probe = await target.post(server.url, -1);
+    await probe.arrayBuffer();
+    if (probe.status === 404) return null;
+    expect(probe.status).toBe(200);
+
+    const acknowledged = new Set<number>([-1]);
+    const indeterminate = new Set<number>();
+    const refused: number[] = [];
+    let next = 0;
+    let killed = false;
+    const worker = async () => {
+      while (!killed) {
+        const seq = next++;
+        try {
+          const res = await target.post(server.url, seq);
+          await res.arrayBuffer();
+          if (res.status === 200) acknowledged.add(seq);
+          else refused.push(res.status);
+        } catch {
+          indeterminate.add(seq); // the connection died with the server: no answer
+        }
+      }
+    };
+    const workers = Array.from({ length: WORKERS }, worker);
+    while (acknowledged.size < 1500) await new Promise((r) => setTimeout(r, 5));
+    await new Promise((r) => setTimeout(r, 100 + Math.random() * 400));
+    await stop(server, "SIGKILL");
+    killed = true;
+    await Promise.all(workers);
+
+    server = await startServer(target, db, port + 1);
+    const counts = new Map<number, number>();
+    for (const s of await target.storedSeqs(server.url)) counts.set(s, (counts.get(s) ?? 0) + 1);
+    const outcome: Outcome = {
+      sent: next + 1,
+      acknowledged: acknowledged.size,
+      lost: [...acknowledged].filter((s) => !counts.has(s)),
+      unexpected: [...counts.keys()].filter((s) => !acknowledged.has(s) && !indeterminate.has(s)),
+      duplicated: [...counts].filter(([, c]) => c > 1).map(([s]) => s),
+      indeterminate: indeterminate.size,
+      indeterminateStored: [...indeterminate].filter((s) => counts.has(s)).length,
+      refused,
+    };
+    console.log(
+      `durability (${name}): sent ${outcome.sent}, acknowledged ${outcome.acknowledged}, lost ${outcome.lost.length}, ` +
+        `unexpected ${outcome.unexpected.length}, duplicated ${outcome.duplicated.length}, ` +
+        `indeterminate ${outcome.indeterminate} (${outcome.indeterminateStored} of them stored), refused ${refused.length}`,
+    );
+    return outcome;
+  } finally {
+    await stop(server, "SIGTERM");
+  }
+}
+
+function expectExactlyOnce(outcome: Outcome): void {
+  expect(outcome.refused).toEqual([]);
+  expect(outcome.acknowledged).toBeGreaterThanOrEqual(1500);
+  expect(outcome.lost).toEqual([]);
+  expect(outcome.unexpected).toEqual([]);
+  expect(outcome.duplicated).toEqual([]);
+}
+
+describe("durability on SQLite (kill -9)", () => {
+  it("the example server keeps every acknowledged webhook payload exactly once", async (ctx) => {
+    const outcome = await killNine(exampleServer, "example-server");
+    if (outcome === null) {
+      const reason = "the webhook receiver (issue 5) is not on this branch yet: POST /api/webhooks/{id} answers 404";
+      console.warn(`SKIPPED durability (example server): ${reason}`);
+      ctx.skip(reason);
+      return;
+    }
+    expectExactlyOnce(outcome);
+  }, 120_000);
+
+  it("the SQLite store's group-commit ingest keeps every acknowledged row exactly once", async () => {
+    expectExactlyOnce((await killNine(bareStore, "bare-store"))!);
+  }, 120_000);
+});
