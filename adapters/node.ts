@@ -33,8 +33,11 @@ export function toNodeHandler(
     // Express rewrites req.url under a mount path; originalUrl is what the client asked for.
     const path = (req as IncomingMessage & { originalUrl?: string }).originalUrl ?? req.url ?? "/";
     if (next && !path.startsWith(prefix)) return next();
-    handle(toApiRequest(req, res, path)).then(
-      (reply) => writeReply(reply, res),
+    handle(new NodeRequest(req, res, path)).then(
+      (reply) => {
+        if (typeof reply.body === "string") writeWhole(reply, reply.body, res);
+        else return writeReply(reply, res);
+      },
       (error: unknown) => {
         if (next) return next(error);
         if (!res.headersSent) res.writeHead(500, { "content-type": "application/json; charset=utf-8" });
@@ -57,31 +60,57 @@ class NodeHeaders implements HeaderReader {
   }
 }
 
-function toApiRequest(req: IncomingMessage, res: ServerResponse, path: string): ApiRequest {
-  let controller: AbortController | undefined;
-  return {
-    method: req.method ?? "GET",
+/**
+ * An ApiRequest read lazily from IncomingMessage. A class (not an object
+ * literal with a getter): the lazy `signal` accessor lives on the prototype,
+ * so every request object has the same fast shape.
+ */
+class NodeRequest implements ApiRequest {
+  readonly method: string;
+  readonly url: string;
+  readonly headers: NodeHeaders;
+  readonly clientAddress: string | null;
+  private controller: AbortController | undefined;
+
+  constructor(
+    private readonly req: IncomingMessage,
+    private readonly res: ServerResponse,
+    path: string,
+  ) {
+    this.method = req.method ?? "GET";
     // The origin is nominal: routing reads only the path and query, and a hostile Host header cannot break URL parsing.
-    url: `http://localhost${path.startsWith("/") ? path : `/${path}`}`,
-    headers: new NodeHeaders(req.headers),
-    clientAddress: req.socket.remoteAddress ?? null,
-    get signal() {
-      if (!controller) {
-        const ctl = new AbortController();
-        controller = ctl;
-        res.once("close", () => {
-          if (!res.writableFinished) ctl.abort();
-        });
-      }
-      return controller.signal;
-    },
-    readBody(limit) {
-      return readLimited(req, limit, () => {
-        // Stop buffering; discard the rest so the 413 can still be written.
-        req.resume();
+    this.url = `http://localhost${path.startsWith("/") ? path : `/${path}`}`;
+    this.headers = new NodeHeaders(req.headers);
+    this.clientAddress = req.socket.remoteAddress ?? null;
+  }
+
+  /** Aborted when the client goes away before the reply is finished. */
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      const controller = new AbortController();
+      this.controller = controller;
+      const res = this.res;
+      res.once("close", () => {
+        if (!res.writableFinished) controller.abort();
       });
-    },
-  };
+    }
+    return this.controller.signal;
+  }
+
+  readBody(limit: number): Promise<Uint8Array> {
+    const req = this.req;
+    return readLimited(req, limit, () => {
+      // Stop buffering; discard the rest so the 413 can still be written.
+      req.resume();
+    });
+  }
+}
+
+/** The common case, kept synchronous: a whole string body in one write with its exact length. */
+function writeWhole(reply: ApiReply, body: string, res: ServerResponse): void {
+  reply.headers["content-length"] = String(Buffer.byteLength(body));
+  res.writeHead(reply.status, reply.headers);
+  res.end(body);
 }
 
 async function writeReply(reply: ApiReply, res: ServerResponse): Promise<void> {

@@ -62,8 +62,19 @@ export const DEFAULT_SETTINGS: ApiSettings = {
 };
 
 const CORS_ORIGIN = "*";
-const CORS_EXPOSE =
-  "X-Request-Id, Retry-After, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, Idempotent-Replayed, WWW-Authenticate";
+/** Response headers a browser script may read, named only when the response carries them (most carry just the id). */
+const EXPOSABLE: ReadonlyArray<[string, string]> = [
+  ["retry-after", "Retry-After"],
+  ["ratelimit-limit", "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset"],
+  ["idempotent-replayed", "Idempotent-Replayed"],
+  ["www-authenticate", "WWW-Authenticate"],
+];
+
+function exposedHeaders(headers: Record<string, string>): string {
+  let out = "X-Request-Id";
+  for (const [name, exposed] of EXPOSABLE) if (name in headers) out += `, ${exposed}`;
+  return out;
+}
 
 const PREFLIGHT_HEADERS: Record<string, string> = {
   "access-control-allow-methods": "GET, POST, PATCH, DELETE, OPTIONS",
@@ -193,7 +204,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     }
     const headers = reply.headers;
     headers["access-control-allow-origin"] = CORS_ORIGIN;
-    headers["access-control-expose-headers"] = CORS_EXPOSE;
+    headers["access-control-expose-headers"] = exposedHeaders(headers);
     headers["x-request-id"] = requestId;
     if (route && route.logged !== false && group) {
       const call = {

@@ -1,8 +1,9 @@
-import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { createHmac, hash, randomBytes, timingSafeEqual } from "node:crypto";
 
 /** Hex SHA-256 of a UTF-8 string: how tokens are stored and looked up. */
 export function sha256Hex(value: string): string {
-  return createHash("sha256").update(value).digest("hex");
+  // One-shot hash: no Hash object per call (this runs on every authenticated request).
+  return hash("sha256", value, "hex");
 }
 
 /** HMAC-SHA256 of raw bytes. */
