@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { DataApi } from "../src/api.js";
-import { readLimited } from "../src/http/body.js";
+import { ApiError } from "../src/errors.js";
+import { payloadTooLarge } from "../src/http/body.js";
 import type { ApiReply, ApiRequest, HeaderReader } from "../src/http/types.js";
 
 export interface NodeHandlerOptions {
@@ -97,11 +98,49 @@ class NodeRequest implements ApiRequest {
     return this.controller.signal;
   }
 
+  /**
+   * The whole body through plain 'data'/'end' listeners (a readable's async
+   * iterator costs several promises per chunk on every POST). Over `limit`:
+   * 413, and the rest is discarded so the answer can still be written.
+   */
   readBody(limit: number): Promise<Uint8Array> {
     const req = this.req;
-    return readLimited(req, limit, () => {
-      // Stop buffering; discard the rest so the 413 can still be written.
-      req.resume();
+    if (req.readableEnded) return Promise.resolve(new Uint8Array(0));
+    return new Promise((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      const cleanup = () => {
+        req.off("data", onData);
+        req.off("end", onEnd);
+        req.off("error", onError);
+        req.off("close", onClose);
+      };
+      const onData = (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > limit) {
+          cleanup();
+          req.resume();
+          reject(payloadTooLarge(limit));
+          return;
+        }
+        chunks.push(chunk);
+      };
+      const onEnd = () => {
+        cleanup();
+        resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+      };
+      const onError = (error: Error) => {
+        cleanup();
+        reject(error);
+      };
+      const onClose = () => {
+        cleanup();
+        reject(new ApiError(400, "invalid_body", "the request body was cut off"));
+      };
+      req.on("data", onData);
+      req.on("end", onEnd);
+      req.on("error", onError);
+      req.on("close", onClose);
     });
   }
 }

@@ -27,7 +27,7 @@ function flattenInto(out: Row, object: Record<string, unknown>, prefix: string, 
     if (value === null || typeof value !== "object") {
       out[column] = value;
     } else if (Array.isArray(value) || depth >= maxDepth || isEmpty(value)) {
-      out[column] = toJsonText(value);
+      out[column] = jsonText(value);
     } else {
       flattenInto(out, value as Record<string, unknown>, column, depth + 1, maxDepth);
     }
@@ -42,6 +42,20 @@ function isEmpty(object: object): boolean {
 type Frame =
   | { kind: "array"; items: unknown[]; next: number }
   | { kind: "object"; object: Record<string, unknown>; keys: string[]; next: number; written: number };
+
+/**
+ * JSON text of a subtree: the engine's JSON.stringify for the usual shallow
+ * value, and the iterative serializer below only when the value is so deep
+ * that the engine's recursion overflows the stack.
+ */
+function jsonText(value: unknown): string {
+  try {
+    return JSON.stringify(value);
+  } catch (error) {
+    if (error instanceof RangeError) return toJsonText(value);
+    throw error;
+  }
+}
 
 /**
  * `JSON.stringify` for parsed JSON values of any depth. V8's stringify
