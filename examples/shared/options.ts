@@ -1,8 +1,10 @@
-import { parseArgs } from "node:util";
 import { createDataApi, type DataApi } from "../../src/api.js";
 import { parseFixture } from "../../src/fixture/load.js";
 import { createOffsetClock } from "../../src/memory/clock.js";
 import { createMemoryStorage } from "../../src/memory/storage.js";
+import { parseServerArgs, UsageError } from "../server/cli.js";
+
+export { UsageError };
 
 /**
  * What the example servers share: the command line of
@@ -21,46 +23,22 @@ export interface ExampleOptions {
   viewUrl: string | undefined;
 }
 
-export class UsageError extends Error {}
-
+/** The example server's own flag parser (examples/server/cli.ts), minus storage choices. */
 export function parseExampleArgs(args: string[], defaultFixture: string): ExampleOptions {
-  let values: Record<string, string | undefined>;
-  try {
-    values = parseArgs({
-      args,
-      strict: true,
-      options: {
-        fixture: { type: "string" },
-        port: { type: "string" },
-        host: { type: "string" },
-        now: { type: "string" },
-        "audit-lag": { type: "string" },
-        "webhook-rate": { type: "string" },
-        "app-url": { type: "string" },
-        "view-url": { type: "string" },
-      },
-    }).values as Record<string, string | undefined>;
-  } catch (error) {
-    throw new UsageError((error as Error).message);
+  const config = parseServerArgs(args, { fixture: defaultFixture, db: ":memory:" });
+  if (config.db !== ":memory:" || config.redis !== null) {
+    throw new UsageError("this example runs on the in-memory store; --db and --redis are for npm start");
   }
-  const number = (name: string, min: number): number | undefined => {
-    const text = values[name];
-    if (text === undefined) return undefined;
-    const value = Number(text);
-    if (!/^\d+$/.test(text) || value < min) throw new UsageError(`--${name} must be an integer of at least ${min}`);
-    return value;
-  };
-  const now = values.now;
-  if (now !== undefined && !Number.isFinite(Date.parse(now))) throw new UsageError("--now must be an ISO 8601 instant");
+  const given = (flag: string) => args.some((a) => a === flag || a.startsWith(`${flag}=`));
   return {
-    fixture: values.fixture ?? defaultFixture,
-    port: number("port", 0) ?? 8787,
-    host: values.host ?? "127.0.0.1",
-    now,
-    auditLag: number("audit-lag", 0),
-    webhookRate: number("webhook-rate", 1),
-    appUrl: values["app-url"],
-    viewUrl: values["view-url"],
+    fixture: config.fixture,
+    port: config.port,
+    host: config.host,
+    now: config.now === null ? undefined : new Date(config.now).toISOString(),
+    auditLag: given("--audit-lag") ? config.auditLagSeconds : undefined,
+    webhookRate: given("--webhook-rate") ? config.webhookRatePerSecond : undefined,
+    appUrl: given("--app-url") ? config.appUrl : undefined,
+    viewUrl: given("--view-url") ? config.viewUrl : undefined,
   };
 }
 
