@@ -139,7 +139,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
 
     it("claims an Idempotency-Key for exactly one of 50 concurrent requests, replays it, and expires it after the TTL", async () => {
       const s = await store();
-      const claim = { scope: "key_sync:tbl_targets", key: "k1", fingerprint: "fp", now: NOW, ttlMs: 86_400_000 };
+      const claim = { scope: "key_sync:tbl_targets", key: "k1", fingerprint: "fp", now: NOW, ttlMs: 86_400_000, leaseMs: 60_000 };
       const claims = await Promise.all(Array.from({ length: 50 }, () => s.claimIdempotencyKey(claim)));
       expect(claims.filter((c) => c.state === "claimed")).toHaveLength(1);
       expect(claims.filter((c) => c.state === "in_progress")).toHaveLength(49);

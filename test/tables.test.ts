@@ -481,12 +481,35 @@ describe("Idempotency-Key on POST", () => {
       fingerprint: requestFingerprint(body),
       now: Date.parse(NOW),
       ttlMs: 60_000,
+      leaseMs: 60_000,
     });
     expect(claim.state).toBe("claimed");
     const res = await post("tbl_targets", body, { key: "busy" });
     expect(res.status).toBe(409);
     expect(res.json.error.code).toBe("idempotency_key_in_use");
     expect(await rows("tbl_targets")).toHaveLength(1);
+  });
+
+  it("lets a retry through once the first request has held its key for a minute without answering (it crashed)", async () => {
+    const { post, storage, rows, clock } = await tables({ idempotencyWaitMs: 0 });
+    const body = { region: "AMER" };
+    await storage.claimIdempotencyKey({
+      scope: idempotencyScope({ kind: "api-key", id: "key_sync" }, "tbl_targets"),
+      key: "orphan",
+      fingerprint: requestFingerprint(body),
+      now: Date.parse(NOW),
+      ttlMs: 86_400_000,
+      leaseMs: 60_000,
+    });
+    expect((await post("tbl_targets", body, { key: "orphan" })).status).toBe(409);
+    clock.advance(60_000);
+    const retry = await post("tbl_targets", body, { key: "orphan" });
+    expect(retry.status).toBe(201);
+    expect(retry.json).toMatchObject({ region: "AMER" });
+    expect(await rows("tbl_targets")).toHaveLength(2);
+    const replay = await post("tbl_targets", body, { key: "orphan" });
+    expect(replay.headers.get("idempotent-replayed")).toBe("true");
+    expect(replay.json._id).toBe(retry.json._id);
   });
 
   it("does not remember a request refused by validation", async () => {

@@ -4,6 +4,12 @@ import { canonicalJson } from "./rows.js";
 /** How long a key is kept (by the clock): Stripe's 24 hours. */
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 
+/**
+ * A claim whose request has not answered within this long (it crashed or
+ * hung) may be taken over by a retry. Far longer than any table write takes.
+ */
+export const IDEMPOTENCY_LEASE_MS = 60 * 1000;
+
 /** Longest accepted `Idempotency-Key`, in characters. */
 export const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
 

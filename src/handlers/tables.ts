@@ -4,6 +4,7 @@ import { actorOf, type Credential } from "../auth.js";
 import type { AuthedContext } from "../context.js";
 import { randomId } from "../domain/crypto.js";
 import {
+  IDEMPOTENCY_LEASE_MS,
   IDEMPOTENCY_TTL_MS,
   MAX_IDEMPOTENCY_KEY_LENGTH,
   idempotencyScope,
@@ -157,7 +158,7 @@ async function claimOrWait(ctx: AuthedContext, input: { scope: string; key: stri
   let waited = 0;
   let delay = 2;
   for (;;) {
-    const claim = await ctx.storage.claimIdempotencyKey({ ...input, now: ctx.clock.now(), ttlMs: IDEMPOTENCY_TTL_MS });
+    const claim = await ctx.storage.claimIdempotencyKey({ ...input, now: ctx.clock.now(), ttlMs: IDEMPOTENCY_TTL_MS, leaseMs: IDEMPOTENCY_LEASE_MS });
     if (claim.state !== "in_progress" || claim.fingerprint !== input.fingerprint) return claim;
     if (waited >= ctx.settings.idempotencyWaitMs) return claim;
     const step = Math.min(delay, ctx.settings.idempotencyWaitMs - waited);

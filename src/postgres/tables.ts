@@ -123,7 +123,7 @@ export function postgresTables(db: Db): TableStore {
         (r): EditLogEntry => ({ tableId: r.table_id, rowId: r.row_id, op: r.op, actor: r.actor, at: r.at, before: r.before, after: r.after }),
       );
     },
-    async claimIdempotencyKey({ scope, key, fingerprint, now, ttlMs }) {
+    async claimIdempotencyKey({ scope, key, fingerprint, now, ttlMs, leaseMs }) {
       // Expired claims are swept now and then (indexed by claimed_ms).
       if (++claims % 256 === 1) await db.query(`delete from ${t("idempotency_keys")} where claimed_ms <= $1::bigint - $2::bigint`, [now, ttlMs]);
       // One statement claims a free or expired key; ON CONFLICT serialises
@@ -132,9 +132,9 @@ export function postgresTables(db: Db): TableStore {
         const claimed = await db.query(
           `insert into ${t("idempotency_keys")} as k (scope, key, fingerprint, claimed_ms, response) values ($1, $2, $3, $4, null)
            on conflict (scope, key) do update set fingerprint = excluded.fingerprint, claimed_ms = excluded.claimed_ms, response = null
-             where $4 - k.claimed_ms >= $5
+             where $4 - k.claimed_ms >= $5 or (k.response is null and $4 - k.claimed_ms >= $6)
            returning 1`,
-          [scope, key, fingerprint, now, ttlMs],
+          [scope, key, fingerprint, now, ttlMs, leaseMs],
         );
         if (claimed.length > 0) return { state: "claimed" };
         const [held] = await db.query<{ fingerprint: string; response: StoredResponse | null }>(

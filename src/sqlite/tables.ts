@@ -169,22 +169,22 @@ function rowWrites(db: Database.Database) {
  * when it does not is the existing claim read (same transaction).
  */
 function idempotencyClaim(db: Database.Database) {
-  const claim = db.prepare<[string, string, string, number, number], { claimed_at: number }>(
+  const claim = db.prepare<[string, string, string, number, number, number], { claimed_at: number }>(
     `INSERT INTO idempotency_keys (scope, key, fingerprint, claimed_at, response) VALUES (?, ?, ?, ?, NULL)
      ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, claimed_at = excluded.claimed_at, response = NULL
-       WHERE idempotency_keys.claimed_at <= ?
+       WHERE idempotency_keys.claimed_at <= ? OR (idempotency_keys.response IS NULL AND idempotency_keys.claimed_at <= ?)
      RETURNING claimed_at`,
   );
   const existing = db.prepare<[string, string], ClaimRow>("SELECT fingerprint, claimed_at, response FROM idempotency_keys WHERE scope = ? AND key = ?");
   // Expired claims are swept now and then (by the clock), so the table holds about one TTL of keys.
   const sweep = db.prepare<[number]>("DELETE FROM idempotency_keys WHERE claimed_at <= ?");
   let lastSweep = Number.NEGATIVE_INFINITY;
-  return writeTransaction(db, (input: { scope: string; key: string; fingerprint: string; now: number; ttlMs: number }): IdempotencyClaim => {
+  return writeTransaction(db, (input: { scope: string; key: string; fingerprint: string; now: number; ttlMs: number; leaseMs: number }): IdempotencyClaim => {
     if (input.now - lastSweep >= SWEEP_EVERY_MS) {
       lastSweep = input.now;
       sweep.run(input.now - input.ttlMs);
     }
-    const won = claim.get(input.scope, input.key, input.fingerprint, input.now, input.now - input.ttlMs);
+    const won = claim.get(input.scope, input.key, input.fingerprint, input.now, input.now - input.ttlMs, input.now - input.leaseMs);
     if (won) return { state: "claimed" };
     const held = existing.get(input.scope, input.key)!;
     if (held.response === null) return { state: "in_progress", fingerprint: held.fingerprint };

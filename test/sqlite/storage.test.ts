@@ -269,7 +269,7 @@ describe("sqlite: input tables", () => {
 
   it("claims an idempotency key once, replays it completed and re-claims it after the ttl", async () => {
     const s = await seeded();
-    const claim = { scope: "key_sync:tbl_targets", key: "k", fingerprint: "f1", now: 1000, ttlMs: 100 };
+    const claim = { scope: "key_sync:tbl_targets", key: "k", fingerprint: "f1", now: 1000, ttlMs: 100, leaseMs: 100 };
     const claims = await Promise.all(Array.from({ length: 10 }, () => s.claimIdempotencyKey(claim)));
     expect(claims.filter((c) => c.state === "claimed")).toHaveLength(1);
     expect(claims.filter((c) => c.state === "in_progress")).toHaveLength(9);

@@ -107,11 +107,11 @@ export function memoryTables(state: MemoryState): TableStore {
       return slice.map(cloneJson);
     },
 
-    async claimIdempotencyKey({ scope, key, fingerprint, now, ttlMs }) {
+    async claimIdempotencyKey({ scope, key, fingerprint, now, ttlMs, leaseMs }) {
       sweep(now, ttlMs);
       const id = claimId(scope, key);
       const existing = claims.get(id);
-      if (existing && now - existing.claimedAt < ttlMs) {
+      if (existing && now - existing.claimedAt < (existing.response ? ttlMs : Math.min(ttlMs, leaseMs))) {
         return existing.response
           ? { state: "completed", fingerprint: existing.fingerprint, response: cloneJson(existing.response) }
           : { state: "in_progress", fingerprint: existing.fingerprint };

@@ -90,10 +90,20 @@ export interface TableStore {
   /**
    * MUST be atomic: of concurrent claims of one (scope, key) exactly one gets
    * `claimed`. A claim older than `ttlMs` (by `now`) is expired and may be
-   * claimed afresh. `scope` already includes the credential and the table.
-   * The store does not compare fingerprints; it returns the stored one.
+   * claimed afresh; so may a claim still without a response after `leaseMs`
+   * (its request crashed or hung, so it will never complete — without the
+   * lease, one crash would block the key for the whole TTL). `scope` already
+   * includes the credential and the table. The store does not compare
+   * fingerprints; it returns the stored one.
    */
-  claimIdempotencyKey(input: { scope: string; key: string; fingerprint: string; now: number; ttlMs: number }): Promise<IdempotencyClaim>;
+  claimIdempotencyKey(input: {
+    scope: string;
+    key: string;
+    fingerprint: string;
+    now: number;
+    ttlMs: number;
+    leaseMs: number;
+  }): Promise<IdempotencyClaim>;
   /** Store the final response of a claimed key (kept until the claim expires). */
   completeIdempotencyKey(input: { scope: string; key: string; response: StoredResponse }): Promise<void>;
   /** Drop a claim whose request failed without a response worth replaying. */

@@ -188,7 +188,7 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
 
     describe("idempotency claims", () => {
       const claim = (store: Storage, input: { scope?: string; key?: string; fingerprint?: string; now?: number } = {}) =>
-        store.claimIdempotencyKey({ scope: input.scope ?? "s1", key: input.key ?? "k1", fingerprint: input.fingerprint ?? "f1", now: input.now ?? NOW, ttlMs: 1000 });
+        store.claimIdempotencyKey({ scope: input.scope ?? "s1", key: input.key ?? "k1", fingerprint: input.fingerprint ?? "f1", now: input.now ?? NOW, ttlMs: 1000, leaseMs: 100 });
 
       it("grants exactly one of 50 concurrent claims; the others see it in progress with its fingerprint", async () => {
         const store = await seeded();
@@ -206,6 +206,17 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
         expect(await claim(store, { fingerprint: "other", now: NOW + 999 })).toEqual({ state: "completed", fingerprint: "f1", response });
         expect(await claim(store, { fingerprint: "f2", now: NOW + 1000 })).toEqual({ state: "claimed" });
         expect(await claim(store, { now: NOW + 1001 })).toEqual({ state: "in_progress", fingerprint: "f2" });
+      });
+
+      it("lets a retry take over a claim whose request never answered, once its lease has run out", async () => {
+        const store = await seeded();
+        expect(await claim(store)).toEqual({ state: "claimed" });
+        expect(await claim(store, { fingerprint: "f2", now: NOW + 99 })).toEqual({ state: "in_progress", fingerprint: "f1" });
+        expect(await claim(store, { fingerprint: "f2", now: NOW + 100 })).toEqual({ state: "claimed" });
+        expect(await claim(store, { fingerprint: "f3", now: NOW + 150 })).toEqual({ state: "in_progress", fingerprint: "f2" });
+        // A completed claim is kept for the whole TTL, lease or not.
+        await store.completeIdempotencyKey({ scope: "s1", key: "k1", response: { status: 201, body: { ok: 1 } } });
+        expect(await claim(store, { fingerprint: "f4", now: NOW + 900 })).toEqual({ state: "completed", fingerprint: "f2", response: { status: 201, body: { ok: 1 } } });
       });
 
       it("frees a released claim and keeps scopes and keys apart", async () => {
