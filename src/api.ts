@@ -62,6 +62,8 @@ export const DEFAULT_SETTINGS: ApiSettings = {
 };
 
 const CORS_ORIGIN = "*";
+/** Routing results remembered by URL; the map starts over when full. */
+const MATCH_CACHE_SIZE = 1000;
 /** Response headers a browser script may read, named only when the response carries them (most carry just the id). */
 const EXPOSABLE: ReadonlyArray<[string, string]> = [
   ["retry-after", "Retry-After"],
@@ -130,6 +132,28 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     }
   }
 
+  // Routing results by URL, for URLs without a query string (the webhook hot
+  // path): itty's `fetch` parses a URL and tries every pattern per request.
+  // Only the result for the same URL string is reused, so it is the same match.
+  const matches = new Map<string, { group: RouteGroup | undefined; params: Record<string, string> }>();
+  async function match(probe: { method: string; url: string; params?: Record<string, string>; query?: RawQuery }) {
+    const cacheable = !probe.url.includes("?");
+    if (cacheable) {
+      const hit = matches.get(probe.url);
+      if (hit) {
+        probe.params = hit.params;
+        probe.query = Object.create(null) as RawQuery;
+        return hit.group;
+      }
+    }
+    const group = (await router.fetch(probe)) as RouteGroup | undefined;
+    if (cacheable && group) {
+      if (matches.size >= MATCH_CACHE_SIZE) matches.clear();
+      matches.set(probe.url, { group, params: probe.params ?? {} });
+    }
+    return group;
+  }
+
   function recordAudit(event: Omit<AuditEvent, "id" | "time"> & { time?: string }): void {
     const now = clock.now();
     const full: AuditEvent = { ...event, id: `evt_${randomUUID()}`, time: event.time ?? new Date(now).toISOString() };
@@ -146,7 +170,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     let reply: ApiReply;
     const probe = { method: "GET", url: req.url } as { method: string; url: string; params?: Record<string, string>; query?: RawQuery };
     try {
-      group = (await router.fetch(probe)) as RouteGroup | undefined;
+      group = await match(probe);
       if (req.method === "OPTIONS") {
         reply = { status: 204, headers: { ...PREFLIGHT_HEADERS }, body: null };
       } else {
