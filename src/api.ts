@@ -135,19 +135,19 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
   // Routing results by URL, for URLs without a query string (the webhook hot
   // path): itty's `fetch` parses a URL and tries every pattern per request.
   // Only the result for the same URL string is reused, so it is the same match.
-  const matches = new Map<string, { group: RouteGroup | undefined; params: Record<string, string> }>();
+  const matches = new Map<string, { group: RouteGroup; params: Record<string, string> }>();
+  // A hit answers without an await (one async hop less on the hot path).
+  function cachedMatch(probe: { url: string; params?: Record<string, string>; query?: RawQuery }): RouteGroup | null {
+    if (probe.url.includes("?")) return null;
+    const hit = matches.get(probe.url);
+    if (!hit) return null;
+    probe.params = hit.params;
+    probe.query = Object.create(null) as RawQuery;
+    return hit.group;
+  }
   async function match(probe: { method: string; url: string; params?: Record<string, string>; query?: RawQuery }) {
-    const cacheable = !probe.url.includes("?");
-    if (cacheable) {
-      const hit = matches.get(probe.url);
-      if (hit) {
-        probe.params = hit.params;
-        probe.query = Object.create(null) as RawQuery;
-        return hit.group;
-      }
-    }
     const group = (await router.fetch(probe)) as RouteGroup | undefined;
-    if (cacheable && group) {
+    if (group && !probe.url.includes("?")) {
       if (matches.size >= MATCH_CACHE_SIZE) matches.clear();
       matches.set(probe.url, { group, params: probe.params ?? {} });
     }
@@ -170,7 +170,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     let reply: ApiReply;
     const probe = { method: "GET", url: req.url } as { method: string; url: string; params?: Record<string, string>; query?: RawQuery };
     try {
-      group = await match(probe);
+      group = cachedMatch(probe) ?? (await match(probe));
       if (req.method === "OPTIONS") {
         reply = { status: 204, headers: { ...PREFLIGHT_HEADERS }, body: null };
       } else {

@@ -28,7 +28,7 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
     if (!verifyWebhookSignature({ secret: endpoint.signingSecret, body: body.bytes, headers, nowMs: now })) throw invalidSignature();
   }
   const payload = parsePayload(body);
-  const receivedAt = new Date(now).toISOString();
+  const receivedAt = isoTime(now);
   // randomUUID draws from a cached entropy pool: cheaper per request than randomBytes.
   const id = `whr_${randomUUID().replaceAll("-", "")}`;
   const row: Row = Object.create(null);
@@ -49,6 +49,18 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
     receivedAt,
   });
   return Reply.json(200, { ok: true, id: result.id, duplicate: result.duplicate }, rateHeaders);
+}
+
+let isoAt = Number.NaN;
+let isoText = "";
+
+/** `new Date(ms).toISOString()`, formatted once per millisecond however many deliveries share it. */
+function isoTime(ms: number): string {
+  if (ms !== isoAt) {
+    isoText = new Date(ms).toISOString();
+    isoAt = ms;
+  }
+  return isoText;
 }
 
 /** One token from the connection's bucket, or 429 rate_limited. Returns the RateLimit-* headers. */
