@@ -64,6 +64,8 @@ export const DEFAULT_SETTINGS: ApiSettings = {
 const CORS_ORIGIN = "*";
 /** Routing results remembered by URL; the map starts over when full. */
 const MATCH_CACHE_SIZE = 1000;
+/** Longer URLs are routed afresh every time, so the cache holds at most about 256 KB of URLs. */
+const MATCH_CACHE_URL_LENGTH = 256;
 /** Response headers a browser script may read, named only when the response carries them (most carry just the id). */
 const EXPOSABLE: ReadonlyArray<[string, string]> = [
   ["retry-after", "Retry-After"],
@@ -147,7 +149,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
   }
   async function match(probe: { method: string; url: string; params?: Record<string, string>; query?: RawQuery }) {
     const group = (await router.fetch(probe)) as RouteGroup | undefined;
-    if (group && !probe.url.includes("?")) {
+    if (group && probe.url.length <= MATCH_CACHE_URL_LENGTH && !probe.url.includes("?")) {
       if (matches.size >= MATCH_CACHE_SIZE) matches.clear();
       matches.set(probe.url, { group, params: probe.params ?? {} });
     }
