@@ -170,6 +170,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     let credential: Credential | undefined;
     let params: Record<string, string> | undefined;
     let reply: ApiReply;
+    const clientAddress = resolveClientAddress(req.clientAddress, req.headers.get("x-forwarded-for"), settings.trustedProxies);
     const probe = { method: "GET", url: req.url } as { method: string; url: string; params?: Record<string, string>; query?: RawQuery };
     try {
       group = cachedMatch(probe) ?? (await match(probe));
@@ -196,7 +197,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
           connectors: ports.connectors,
           settings,
           requestId,
-          clientAddress: resolveClientAddress(req.clientAddress, req.headers.get("x-forwarded-for"), settings.trustedProxies),
+          clientAddress,
           userAgent: req.headers.get("user-agent"),
           log,
           audit: recordAudit,
@@ -222,7 +223,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
           actor: actorOf(credential),
           target: route ? { type: "route", id: `${req.method} ${group!.mount}${route.path}` } : null,
           outcome: "failure",
-          ip: resolveClientAddress(req.clientAddress, req.headers.get("x-forwarded-for"), settings.trustedProxies),
+          ip: clientAddress,
           userAgent: req.headers.get("user-agent"),
           details: { requestId, status: reply.status },
         });
