@@ -39,7 +39,11 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
     ...sqliteAudit(handle),
     ...analytics,
     async seed(space) {
-      return load(space);
+      try {
+        return load(space);
+      } finally {
+        webhooks.forget();
+      }
     },
     async close() {
       if (!db.open) return;
