@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { createAdmin } from "../src/admin/index.js";
 import { dedupKeyOf } from "../src/domain/dedup.js";
-import { MAX_FLATTEN_DEPTH } from "../src/domain/flatten.js";
+import { flattenPayload, MAX_FLATTEN_DEPTH } from "../src/domain/flatten.js";
+import { emptyRow } from "../src/domain/rows.js";
 import { signHex, signStandard, verifyWebhookSignature } from "../src/domain/signatures.js";
 import type { MemoryStorage } from "../src/memory/storage.js";
 import { WEBHOOK_SECRETS, webhookFixture } from "../src/testing/conformance/webhooks.js";
@@ -155,6 +156,19 @@ describe("POST /api/webhooks/{id}: payloads into rows", () => {
       "a.__proto__.polluted": "yes",
       prototype: 1,
     });
+  });
+
+  it("flattens into rows with no inherited members, where __proto__ is an own column", () => {
+    const row = flattenPayload(JSON.parse('{"__proto__":{"x":1},"constructor":2,"toString":"t"}') as Record<string, unknown>);
+    expect(Object.keys(row)).toEqual(["__proto__.x", "constructor", "toString"]);
+    const bare = emptyRow();
+    bare["__proto__"] = "own";
+    expect(Object.keys(bare)).toEqual(["__proto__"]);
+    expect(bare["__proto__"]).toBe("own");
+    expect(emptyRow().constructor).toBeUndefined();
+    expect(emptyRow().toString).toBeUndefined();
+    expect("hasOwnProperty" in emptyRow()).toBe(false);
+    expect(JSON.stringify(bare)).toBe('{"__proto__":"own"}');
   });
 
   it("stores a 10,000-deep payload: past the depth cap the subtree is JSON text", async () => {

@@ -1,5 +1,6 @@
 import pg from "pg";
 import type { ConnectionRecord, Row } from "../domain/model.js";
+import { emptyRow } from "../domain/rows.js";
 import {
   type Connector,
   type ConnectorQuery,
@@ -114,7 +115,7 @@ async function selectPage(client: pg.PoolClient, source: string, query: Connecto
   const names = result.fields.map((f) => f.name);
   const rows = result.rows.slice(0, query.limit).map((cells) => {
     // Null-prototype rows: a column named __proto__ is plain data.
-    const row: Row = Object.create(null);
+    const row: Row = emptyRow();
     names.forEach((name, i) => (row[name] = jsonValue(cells[i])));
     return row;
   });

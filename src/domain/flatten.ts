@@ -1,4 +1,5 @@
 import type { Row } from "./model.js";
+import { emptyRow } from "./rows.js";
 
 /**
  * Objects nested deeper than this are not flattened further: the remaining
@@ -15,7 +16,7 @@ export const MAX_FLATTEN_DEPTH = 32;
  * keys such as `__proto__` are plain column names. When two paths produce
  * the same column name (`{"a.b": 1, "a": {"b": 2}}`) the later one wins.
  */
-export function flattenPayload(payload: Record<string, unknown>, into: Row = Object.create(null), maxDepth = MAX_FLATTEN_DEPTH): Row {
+export function flattenPayload(payload: Record<string, unknown>, into: Row = emptyRow(), maxDepth = MAX_FLATTEN_DEPTH): Row {
   flattenInto(into, payload, "", 1, maxDepth);
   return into;
 }

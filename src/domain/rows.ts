@@ -1,5 +1,20 @@
 import type { Row, TableRecord, DatasetRecord } from "./model.js";
 
+/**
+ * The prototype of every row built here: an empty, frozen object with no
+ * prototype of its own. So a row has no inherited members (`row.constructor`
+ * is undefined unless it is a column), and assigning `row["__proto__"]`
+ * creates an ordinary own column — the accessor lives on Object.prototype,
+ * which is not in the chain. Unlike `Object.create(null)`, whose objects V8
+ * keeps in slow dictionary mode, rows built on a prototype stay fast objects.
+ */
+const ROW_PROTOTYPE: object = Object.freeze(Object.create(null));
+
+/** A new empty row, safe for any column name (see ROW_PROTOTYPE). */
+export function emptyRow(): Row {
+  return Object.create(ROW_PROTOTYPE) as Row;
+}
+
 /** JSON equality of a stored value and a filter value. */
 export function jsonEquals(a: unknown, b: unknown): boolean {
   if (a === b) return true;
@@ -30,7 +45,7 @@ export function matchesFilters(row: Row, filters: Record<string, unknown> | null
  * null-prototype object: a column named `__proto__` is plain data.
  */
 export function selectColumns(row: Row, columns: readonly string[] | null): Row {
-  const out: Row = Object.create(null);
+  const out: Row = emptyRow();
   if (columns === null) {
     for (const key of Object.keys(row)) out[key] = row[key];
     return out;

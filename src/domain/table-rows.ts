@@ -1,4 +1,5 @@
 import type { Row } from "./model.js";
+import { emptyRow } from "./rows.js";
 
 /**
  * Stamps and merges of input-table rows, shared by every store. Rows are
@@ -45,7 +46,7 @@ export function changedSince(row: Row, expected: string): boolean {
 
 /** A new stored row: `_id`, the values in their order, then the two stamps. */
 export function newRow(rowId: string, values: Row, stamp: string): Row {
-  const row: Row = Object.create(null);
+  const row: Row = emptyRow();
   row._id = rowId;
   for (const key of Object.keys(values)) if (!isReservedField(key)) row[key] = values[key];
   row._createdAt = stamp;
@@ -55,7 +56,7 @@ export function newRow(rowId: string, values: Row, stamp: string): Row {
 
 /** The row after a patch: existing columns kept, patched ones replaced or appended, `_updatedAt` restamped. */
 export function patchedRow(row: Row, patch: Row, stamp: string): Row {
-  const out: Row = Object.create(null);
+  const out: Row = emptyRow();
   for (const key of Object.keys(row)) out[key] = row[key];
   for (const key of Object.keys(patch)) if (!isReservedField(key)) out[key] = patch[key];
   out._updatedAt = stamp;
@@ -64,7 +65,7 @@ export function patchedRow(row: Row, patch: Row, stamp: string): Row {
 
 /** A row's column values without the reserved fields (what validators see). */
 export function rowValues(row: Row): Row {
-  const out: Row = Object.create(null);
+  const out: Row = emptyRow();
   for (const key of Object.keys(row)) if (!isReservedField(key)) out[key] = row[key];
   return out;
 }

@@ -11,6 +11,7 @@ import {
   requestFingerprint,
 } from "../domain/idempotency.js";
 import type { AuditEvent, Row, TableRecord } from "../domain/model.js";
+import { emptyRow } from "../domain/rows.js";
 import { changedSince, isReservedField, parseTimestamp, patchedRow, rowValues } from "../domain/table-rows.js";
 import { checkColumns, checkSchemas, schemasFor, type ValidationProblem } from "../domain/validation.js";
 import { ApiError, invalidParameter, notFound } from "../errors.js";
@@ -178,7 +179,7 @@ function checkIdempotencyKey(value: string | null): string | null {
 
 /** A PATCH body: the columns to change, and the optional `expectedUpdatedAt` control field. */
 function splitPatch(body: Row): { expectedUpdatedAt: string | null; patch: Row } {
-  const patch: Row = Object.create(null);
+  const patch: Row = emptyRow();
   for (const key of Object.keys(body)) if (key !== "expectedUpdatedAt") patch[key] = body[key];
   if (!Object.hasOwn(body, "expectedUpdatedAt") || body.expectedUpdatedAt === null) return { expectedUpdatedAt: null, patch };
   const expected = body.expectedUpdatedAt;

@@ -5,6 +5,7 @@ import { dedupKeyOf } from "../domain/dedup.js";
 import { flattenPayload } from "../domain/flatten.js";
 import { isoTime } from "../domain/time.js";
 import type { Column, Row } from "../domain/model.js";
+import { emptyRow } from "../domain/rows.js";
 import { verifyWebhookSignature } from "../domain/signatures.js";
 import { ApiError, invalidBody, notFound } from "../errors.js";
 import { decodeUtf8, isFormType, isJsonType, parseJsonObject } from "../http/body.js";
@@ -32,7 +33,7 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
   const receivedAt = isoTime(now);
   // randomUUID draws from a cached entropy pool: cheaper per request than randomBytes.
   const id = `whr_${randomUUID().replaceAll("-", "")}`;
-  const row: Row = Object.create(null);
+  const row: Row = emptyRow();
   row._id = id;
   row._receivedAt = receivedAt;
   row._sourceIp = ctx.clientAddress;

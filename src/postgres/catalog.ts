@@ -1,5 +1,6 @@
 import type { PoolClient } from "pg";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
+import { emptyRow } from "../domain/rows.js";
 import type { CatalogStore, RowQuery } from "../ports/storage/catalog.js";
 import { type Db, json, num } from "./db.js";
 
@@ -146,7 +147,7 @@ async function* streamRows(db: Db, datasetId: string, query: RowQuery): AsyncGen
 
 /** Selected columns back into a row, on a null-prototype object (a column may be `__proto__`). */
 function zip(columns: readonly string[], values: readonly unknown[]): Row {
-  const out: Row = Object.create(null);
+  const out: Row = emptyRow();
   columns.forEach((c, i) => {
     out[c] = values[i] ?? null;
   });
