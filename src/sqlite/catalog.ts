@@ -2,7 +2,7 @@ import type Database from "better-sqlite3";
 import { matchesFilters, selectColumns } from "../domain/rows.js";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
 import type { CatalogStore, RowPage, RowQuery } from "../ports/storage/catalog.js";
-import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
+import { parseJson, rowKey, type SqliteHandle, writeTransaction } from "./db.js";
 
 /** Rows fetched per step of a streamed read. */
 const BATCH = 500;
@@ -120,12 +120,12 @@ function readRows(handle: SqliteHandle, at: Positions, query: RowQuery): RowPage
 function countRows(db: Database.Database, plan: ReadPlan): number {
   if (plan.where === "" && plan.residual === null) return plan.at.next_position - plan.at.first_position;
   const sql = `SELECT ${plan.residual ? "data" : "count(*) AS n"} FROM dataset_rows
-    WHERE dataset_seq = ? AND position < ? ${plan.where}`;
+    WHERE row_key >= ? AND row_key < ? ${plan.where}`;
   if (!plan.residual) {
-    return (db.prepare(sql).get(plan.at.seq, plan.at.next_position, ...plan.params) as { n: number }).n;
+    return (db.prepare(sql).get(rowKey(plan.at.seq, 0), rowKey(plan.at.seq, plan.at.next_position), ...plan.params) as { n: number }).n;
   }
   let n = 0;
-  for (const r of db.prepare(sql).iterate(plan.at.seq, plan.at.next_position, ...plan.params) as Iterable<{ data: string }>) {
+  for (const r of db.prepare(sql).iterate(rowKey(plan.at.seq, 0), rowKey(plan.at.seq, plan.at.next_position), ...plan.params) as Iterable<{ data: string }>) {
     if (matchesFilters(parseJson(r.data), plan.residual)) n++;
   }
   return n;
@@ -143,13 +143,13 @@ function sqlOffsetFor(plan: ReadPlan, offset: number): number {
 function pageStatement(db: Database.Database, plan: ReadPlan): Database.Statement<unknown[], { position: number; data: string }> {
   return db.prepare(
     `SELECT position, data FROM dataset_rows
-     WHERE dataset_seq = ? AND position > ? AND position < ? ${plan.where}
-     ORDER BY position LIMIT ? OFFSET ?`,
+     WHERE row_key > ? AND row_key < ? ${plan.where}
+     ORDER BY row_key LIMIT ? OFFSET ?`,
   );
 }
 
 function pageParams(plan: ReadPlan, after: number, limit: number, offset: number): unknown[] {
-  return [plan.at.seq, after, plan.at.next_position, ...plan.params, limit, offset];
+  return [rowKey(plan.at.seq, after), rowKey(plan.at.seq, plan.at.next_position), ...plan.params, limit, offset];
 }
 
 /** The stored JSON texts of a page already read. */
@@ -257,16 +257,19 @@ export function compileFilters(filters: Record<string, unknown> | null): { where
 
 /** Append rows at the dataset's next positions (the caller runs this inside a transaction). */
 export function appendRowsStatement(db: Database.Database): (seq: number, from: number, rows: readonly Row[]) => void {
-  const insert = db.prepare("INSERT INTO dataset_rows (dataset_seq, position, data) VALUES (?, ?, ?)");
+  const insert = db.prepare("INSERT INTO dataset_rows (row_key, dataset_seq, position, data) VALUES (?, ?, ?, ?)");
   return (seq, from, rows) => {
     let position = from;
-    for (const row of rows) insert.run(seq, position++, JSON.stringify(row));
+    for (const row of rows) {
+      insert.run(rowKey(seq, position), seq, position, JSON.stringify(row));
+      position++;
+    }
   };
 }
 
 function replaceRowsTransaction(db: Database.Database) {
   const positions = db.prepare<[string], Positions>("SELECT seq, first_position, next_position FROM datasets WHERE id = ?");
-  const clear = db.prepare("DELETE FROM dataset_rows WHERE dataset_seq = ?");
+  const clear = db.prepare<[bigint, bigint]>("DELETE FROM dataset_rows WHERE row_key >= ? AND row_key < ?");
   const append = appendRowsStatement(db);
   const update = db.prepare(
     `UPDATE datasets SET columns = ?, last_refreshed_at = ?, updated_at = ?, first_position = ?, next_position = ? WHERE seq = ?`,
@@ -274,7 +277,7 @@ function replaceRowsTransaction(db: Database.Database) {
   return writeTransaction(db, (datasetId: string, data: { rows: Row[]; columns: Column[]; refreshedAt: string }) => {
     const at = positions.get(datasetId);
     if (!at) throw new Error(`unknown dataset ${datasetId}`);
-    clear.run(at.seq);
+    clear.run(rowKey(at.seq, 0), rowKey(at.seq, at.next_position));
     // New rows continue after the old positions, so no position is ever reused.
     append(at.seq, at.next_position, data.rows);
     update.run(JSON.stringify(data.columns), data.refreshedAt, data.refreshedAt, at.next_position, at.next_position + data.rows.length, at.seq);

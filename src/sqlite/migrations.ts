@@ -132,6 +132,26 @@ export const MIGRATIONS: readonly Migration[] = [
       ) WITHOUT ROWID;
     `,
   },
+  {
+    version: 2,
+    name: "dataset rows keyed by one integer",
+    // The row's key is its rowid: dataset_seq * 2^43 + position (rowKey in
+    // db.ts). One B-tree per row instead of two (the table plus the
+    // index a composite primary key adds), so an append or a trim writes half
+    // the pages; ranges of one dataset are ranges of row_key.
+    sql: `
+      CREATE TABLE dataset_rows_by_key (
+        row_key INTEGER PRIMARY KEY,
+        dataset_seq INTEGER NOT NULL, position INTEGER NOT NULL,
+        dedup_key TEXT, data TEXT NOT NULL
+      );
+      INSERT INTO dataset_rows_by_key (row_key, dataset_seq, position, dedup_key, data)
+        SELECT dataset_seq * 8796093022208 + position, dataset_seq, position, dedup_key, data FROM dataset_rows ORDER BY dataset_seq, position;
+      DROP TABLE dataset_rows;
+      ALTER TABLE dataset_rows_by_key RENAME TO dataset_rows;
+      CREATE UNIQUE INDEX dataset_rows_dedup ON dataset_rows (dataset_seq, dedup_key) WHERE dedup_key IS NOT NULL;
+    `,
+  },
 ];
 
 /** Bring the database up to the newest version; returns the versions applied now. */

@@ -4,7 +4,7 @@ import { widenColumns } from "../domain/columns.js";
 import type { Column, Row } from "../domain/model.js";
 import { endpointFromConnection } from "../domain/webhook-config.js";
 import type { WebhookEndpoint, WebhookStore } from "../ports/storage/webhooks.js";
-import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
+import { parseJson, rowKey, type SqliteHandle, writeTransaction } from "./db.js";
 
 type IngestInput = Parameters<WebhookStore["ingestWebhookRow"]>[0];
 type IngestResult = { id: string; duplicate: boolean };
@@ -162,10 +162,10 @@ function ingestTransaction(db: Database.Database) {
   const duplicate = db.prepare<[number, string], { id: string | null }>(
     "SELECT data ->> '$._id' AS id FROM dataset_rows WHERE dataset_seq = ? AND dedup_key = ?",
   );
-  const insert = db.prepare<[number, number, string | null, string]>(
-    "INSERT INTO dataset_rows (dataset_seq, position, dedup_key, data) VALUES (?, ?, ?, ?)",
+  const insert = db.prepare<[bigint, number, number, string | null, string]>(
+    "INSERT INTO dataset_rows (row_key, dataset_seq, position, dedup_key, data) VALUES (?, ?, ?, ?, ?)",
   );
-  const trim = db.prepare<[number, number, number]>("DELETE FROM dataset_rows WHERE dataset_seq = ? AND position >= ? AND position < ?");
+  const trim = db.prepare<[bigint, bigint]>("DELETE FROM dataset_rows WHERE row_key >= ? AND row_key < ?");
   const save = db.prepare<[string, string, number, number, number]>(
     "UPDATE datasets SET columns = ?, updated_at = ?, first_position = ?, next_position = ? WHERE seq = ?",
   );
@@ -188,13 +188,13 @@ function ingestTransaction(db: Database.Database) {
         const seen = duplicate.get(ds.seq, input.dedupKey);
         if (seen) return { id: String(seen.id), duplicate: true };
       }
-      insert.run(ds.seq, ds.next, input.dedupKey, JSON.stringify(input.row as Row));
+      insert.run(rowKey(ds.seq, ds.next), ds.seq, ds.next, input.dedupKey, JSON.stringify(input.row as Row));
       ds.next += 1;
       ds.columns = widenColumns(ds.columns, input.columns) ?? ds.columns;
       ds.updatedAt = input.receivedAt;
       const keepFrom = ds.next - Math.max(1, input.retainRows);
       if (keepFrom > ds.first) {
-        trim.run(ds.seq, ds.first, keepFrom);
+        trim.run(rowKey(ds.seq, ds.first), rowKey(ds.seq, keepFrom));
         ds.first = keepFrom;
       }
       ds.dirty = true;
@@ -212,14 +212,14 @@ function trimStatement(db: Database.Database): (datasetId: string, retainRows: n
   const load = db.prepare<[string], { seq: number; first_position: number; next_position: number }>(
     "SELECT seq, first_position, next_position FROM datasets WHERE id = ?",
   );
-  const trim = db.prepare<[number, number, number]>("DELETE FROM dataset_rows WHERE dataset_seq = ? AND position >= ? AND position < ?");
+  const trim = db.prepare<[bigint, bigint]>("DELETE FROM dataset_rows WHERE row_key >= ? AND row_key < ?");
   const save = db.prepare<[number, number]>("UPDATE datasets SET first_position = ? WHERE seq = ?");
   return (datasetId, retainRows) => {
     const at = load.get(datasetId);
     if (!at) return;
     const keepFrom = at.next_position - retainRows;
     if (keepFrom <= at.first_position) return;
-    trim.run(at.seq, at.first_position, keepFrom);
+    trim.run(rowKey(at.seq, at.first_position), rowKey(at.seq, keepFrom));
     save.run(keepFrom, at.seq);
   };
 }

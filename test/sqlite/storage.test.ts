@@ -4,7 +4,9 @@ import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { parseFixture } from "../../src/fixture/load.js";
 import type { AuditEvent, Row } from "../../src/domain/model.js";
-import { createSqliteStorage, MIGRATIONS, type SqliteStorage } from "../../src/sqlite/index.js";
+import Database from "better-sqlite3";
+import { rowKey } from "../../src/sqlite/db.js";
+import { createSqliteStorage, migrate, MIGRATIONS, type SqliteStorage } from "../../src/sqlite/index.js";
 import { conformanceFixture } from "../../src/testing/conformance/fixture.js";
 
 const dir = mkdtempSync(join(tmpdir(), "dataport-sqlite-"));
@@ -93,10 +95,32 @@ describe("sqlite: schema and durability", () => {
     const s = await seeded();
     const plan = s.db
       .prepare(
-        "EXPLAIN QUERY PLAN SELECT position, data FROM dataset_rows WHERE dataset_seq = 1 AND position > 900000 AND position < 1000000 ORDER BY position LIMIT 1000 OFFSET 0",
+        "EXPLAIN QUERY PLAN SELECT position, data FROM dataset_rows WHERE row_key > ? AND row_key < ? ORDER BY row_key LIMIT 1000 OFFSET 0",
       )
-      .all() as { detail: string }[];
-    expect(plan.map((p) => p.detail).join(" ")).toMatch(/SEARCH dataset_rows USING (PRIMARY KEY|INDEX sqlite_autoindex_dataset_rows_1) \(dataset_seq=\? AND position>\? AND position<\?\)/);
+      .all(rowKey(1, 900_000), rowKey(1, 1_000_000)) as { detail: string }[];
+    expect(plan.map((p) => p.detail).join(" ")).toBe("SEARCH dataset_rows USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)");
+  });
+
+  it("moves rows stored under the first schema to one-integer row keys (migration 2), in order, dedup keys kept", async () => {
+    const path = file();
+    const old = new Database(path);
+    migrate(old, MIGRATIONS.filter((m) => m.version === 1));
+    old.prepare("INSERT INTO datasets (seq, id, team_id, name, type, columns, updated_at, first_position, next_position) VALUES (3, 'ds_old', 'team_ops', 'Old', 'upload', '[]', 'x', 1, 4)").run();
+    const insert = old.prepare("INSERT INTO dataset_rows (dataset_seq, position, dedup_key, data) VALUES (?, ?, ?, ?)");
+    for (const position of [3, 1, 2]) insert.run(3, position, position === 2 ? "h:two" : null, JSON.stringify({ p: position }));
+    insert.run(4, 0, null, JSON.stringify({ other: true }));
+    old.close();
+
+    const s = store(path);
+    expect(s.db.prepare("SELECT row_key, dataset_seq, position, dedup_key FROM dataset_rows ORDER BY row_key").all()).toEqual([
+      { row_key: 3 * 2 ** 43 + 1, dataset_seq: 3, position: 1, dedup_key: null },
+      { row_key: 3 * 2 ** 43 + 2, dataset_seq: 3, position: 2, dedup_key: "h:two" },
+      { row_key: 3 * 2 ** 43 + 3, dataset_seq: 3, position: 3, dedup_key: null },
+      { row_key: 4 * 2 ** 43, dataset_seq: 4, position: 0, dedup_key: null },
+    ]);
+    const page = await s.readDatasetRows("ds_old", { offset: 1, limit: 10, columns: null, filters: null });
+    expect(page.totalRows).toBe(3);
+    expect(await collect(page.rows)).toEqual([{ p: 2 }, { p: 3 }]);
   });
 });
 
