@@ -28,6 +28,7 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
   const webhooks = sqliteWebhooks(handle);
   const { flush: flushUsage, ...analytics } = sqliteAnalytics(handle);
   const load = seedTransaction(db);
+  const probe = db.prepare("SELECT 1");
   return {
     ...sqliteIdentity(handle),
     ...sqliteCatalog(handle),
@@ -40,6 +41,10 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
     ...analytics,
     async seed(space) {
       return load(space);
+    },
+    async ping() {
+      // better-sqlite3 refuses a statement on a closed connection; the file itself is checked by the read.
+      probe.get();
     },
     async close() {
       if (!db.open) return;
