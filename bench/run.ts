@@ -7,8 +7,9 @@
  *   npm run bench                 # every scenario
  *   npm run bench -- me webhook   # scenarios whose name contains a word
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import autocannon from "autocannon";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
@@ -76,8 +77,20 @@ const scenarios: Scenario[] = [
   },
 ];
 
+/**
+ * With taskset and two or more CPUs, the load generator (this process) runs
+ * on CPU 0 and every server on CPU 1, so neither side's throughput depends on
+ * where the scheduler happens to put them (unpinned, runs on this 2-core
+ * machine were bimodal).
+ */
+const PIN = availableParallelism() >= 2 && existsSync("/usr/bin/taskset");
+if (PIN) execFileSync("taskset", ["-a", "-cp", "0", String(process.pid)], { stdio: "ignore" });
+const serverCommand = (script: string): [string, string[]] =>
+  PIN ? ["taskset", ["-c", "1", process.execPath, "--import", "tsx", script]] : [process.execPath, ["--import", "tsx", script]];
+
 async function start(name: string, port: number, env: Record<string, string> = {}): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ["--import", "tsx", `bench/servers/${name}.ts`], {
+  const [command, args] = serverCommand(`bench/servers/${name}.ts`);
+  const child = spawn(command, args, {
     env: { ...process.env, ...env, PORT: String(port) },
     stdio: ["ignore", "pipe", "inherit"],
   });

@@ -3,6 +3,7 @@ import { IttyRouter } from "itty-router";
 import { actorOf, assertKeyPlan, assertScope, authenticate, type Credential, storageSessions } from "./auth.js";
 import type { ApiSettings, HandlerContext, Ports } from "./context.js";
 import type { AuditEvent } from "./domain/model.js";
+import { isoTime } from "./domain/time.js";
 import { ApiError } from "./errors.js";
 import { checkDeclaredLength, isJsonType, parseJsonObject, readLimited } from "./http/body.js";
 import { parseQuery, type RawQuery } from "./http/query.js";
@@ -62,6 +63,7 @@ export const DEFAULT_SETTINGS: ApiSettings = {
 };
 
 const CORS_ORIGIN = "*";
+const JSON_TYPE = "application/json; charset=utf-8";
 /** Routing results remembered by URL; the map starts over when full. */
 const MATCH_CACHE_SIZE = 1000;
 /** Longer URLs are routed afresh every time, so the cache holds at most about 256 KB of URLs. */
@@ -158,7 +160,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
 
   function recordAudit(event: Omit<AuditEvent, "id" | "time"> & { time?: string }): void {
     const now = clock.now();
-    const full: AuditEvent = { ...event, id: `evt_${randomUUID()}`, time: event.time ?? new Date(now).toISOString() };
+    const full: AuditEvent = { ...event, id: `evt_${randomUUID()}`, time: event.time ?? isoTime(now) };
     storage.appendAuditEvent(full, now).catch((error: unknown) => log("could not store an audit event", error));
   }
 
@@ -209,7 +211,8 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
           { params, query, body, headers: req.headers },
           ctx,
         );
-        reply = result instanceof Reply ? toApiReply(result) : toApiReply(Reply.json(200, result));
+        // A Reply owns its headers object, so the edge adds its headers to it in place.
+        reply = result instanceof Reply ? result : { status: 200, headers: { "content-type": JSON_TYPE }, body: JSON.stringify(result) };
       }
     } catch (error) {
       reply = errorReply(error, requestId, log);
@@ -235,7 +238,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     headers["x-request-id"] = requestId;
     if (route && route.logged !== false && group) {
       const call = {
-        at: new Date(clock.now()).toISOString(),
+        at: isoTime(clock.now()),
         teamId: credential ? teamOf(credential, probe.query?.teamId) : null,
         credentialKind: credential ? credential.kind : ("anonymous" as const),
         credentialId: credential ? (credential.kind === "api-key" ? credential.key.id : credential.user.id) : null,
@@ -302,10 +305,6 @@ async function readBody(req: ApiRequest, kind: "json-object" | "raw", limit: num
   return parseJsonObject(await req.readBody(limit));
 }
 
-function toApiReply(reply: Reply): ApiReply {
-  return { status: reply.status, headers: { ...reply.headers }, body: reply.body };
-}
-
 function errorReply(error: unknown, requestId: string, log: (message: string, error?: unknown) => void): ApiReply {
   let status = 500;
   let payload: Record<string, unknown>;
@@ -322,7 +321,7 @@ function errorReply(error: unknown, requestId: string, log: (message: string, er
   payload.requestId = requestId;
   return {
     status,
-    headers: { "content-type": "application/json; charset=utf-8", ...headers },
+    headers: { "content-type": JSON_TYPE, ...headers },
     body: JSON.stringify({ error: payload }),
   };
 }

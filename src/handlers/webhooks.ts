@@ -3,6 +3,7 @@ import type { HandlerContext } from "../context.js";
 import { typeOfValue } from "../domain/columns.js";
 import { dedupKeyOf } from "../domain/dedup.js";
 import { flattenPayload } from "../domain/flatten.js";
+import { isoTime } from "../domain/time.js";
 import type { Column, Row } from "../domain/model.js";
 import { verifyWebhookSignature } from "../domain/signatures.js";
 import { ApiError, invalidBody, notFound } from "../errors.js";
@@ -51,18 +52,6 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
   });
   ctx.operations.metrics?.webhook(result.duplicate ? "duplicate" : "stored", null);
   return Reply.json(200, { ok: true, id: result.id, duplicate: result.duplicate }, rateHeaders);
-}
-
-let isoAt = Number.NaN;
-let isoText = "";
-
-/** `new Date(ms).toISOString()`, formatted once per millisecond however many deliveries share it. */
-function isoTime(ms: number): string {
-  if (ms !== isoAt) {
-    isoText = new Date(ms).toISOString();
-    isoAt = ms;
-  }
-  return isoText;
 }
 
 /** One token from the connection's bucket, or 429 rate_limited. Returns the RateLimit-* headers. */

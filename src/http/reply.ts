@@ -3,6 +3,8 @@ import type { ReplyBody } from "./types.js";
 /**
  * What a handler returns when a plain 200 JSON body is not enough: another
  * status, extra headers, or a streamed body. Handlers never build Responses.
+ * A Reply owns its `headers` object: the core adds CORS and request-id
+ * headers to it in place, so never pass a shared object.
  */
 export class Reply {
   constructor(
