@@ -11,7 +11,9 @@ export const consoleErrorLogger: Logger = {
 /** A `logger` option as a Logger: a plain function (the older form) receives errors only. */
 export function toLogger(option: Logger | ((message: string, error?: unknown) => void) | undefined): Logger {
   if (option === undefined) return consoleErrorLogger;
-  if (typeof option === "function") return { error: (message, error) => option(message, error) };
+  if (typeof option === "function") {
+    return { error: (message, error, fields) => option(fields?.requestId ? `${message} (request ${fields.requestId})` : message, error) };
+  }
   return option;
 }
 

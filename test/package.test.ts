@@ -12,7 +12,7 @@ const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, "utf8")) as {
 
 /** What each subpath must export: a broken entry or export map fails here, not in a host's build. */
 const EXPECTED: Record<string, string[]> = {
-  ".": ["createDataApi", "createAdmin", "parseFixture", "ApiError", "createOpenApiDocument"],
+  ".": ["createDataApi", "createAdmin", "parseFixture", "ApiError", "createOpenApiDocument", "createJsonLogger"],
   "./node": ["toNodeHandler"],
   "./bun": ["toBunHandler", "serveBun"],
   "./deno": ["toDenoHandler", "serveDeno"],
@@ -22,6 +22,7 @@ const EXPECTED: Record<string, string[]> = {
   "./postgres": ["createPostgresStorage"],
   "./redis": ["createRedisRateLimiter", "createRedisCache"],
   "./sqlite": ["createSqliteStorage", "migrate"],
+  "./metrics": ["createPrometheusMetrics"],
 };
 
 describe("the published package (built with tsup)", () => {
