@@ -44,9 +44,12 @@ async function main(): Promise<void> {
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
-    console.log(`dataport: ${signal}, shutting down`);
+    console.log(`dataport: ${signal}, draining (in-flight requests get ${config.drainTimeoutSeconds} s), then shutting down`);
     running.close().then(
-      () => process.exit(0),
+      () => {
+        console.log("dataport: drained, store closed");
+        process.exit(0);
+      },
       (error: unknown) => {
         console.error("dataport: error while shutting down", error);
         process.exit(1);
