@@ -17,7 +17,7 @@ const PAYLOAD_1KB = JSON.stringify({
   order: { id: "NW-9999", region: "EMEA", items: [{ sku: "LATTE", qty: 2 }], customer: { name: "Ada", tier: "gold" } },
   note: "x".repeat(820),
 });
-const child = spawn(process.execPath, ["--import", "tsx", `bench/servers/${server}.ts`], { env: { ...process.env, PORT: String(port) }, stdio: ["ignore", "pipe", "inherit"] });
+const child = spawn("taskset", ["-c", "1", process.execPath, "--import", "tsx", `bench/servers/${server}.ts`], { env: { ...process.env, PORT: String(port) }, stdio: ["ignore", "pipe", "inherit"] });
 await new Promise<void>((resolve) => child.stdout!.on("data", (d: Buffer) => d.toString().includes("ready") && resolve()));
 const ticks = () => {
   const fields = readFileSync(`/proc/${child.pid}/stat`, "utf8").split(") ")[1]!.split(" ");

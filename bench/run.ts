@@ -6,6 +6,7 @@
  *
  *   npm run bench                 # every scenario
  *   npm run bench -- me webhook   # scenarios whose name contains a word
+ *   BENCH_DATAPORT=adapter-only npm run bench -- me:   # another server in Dataport's place (diagnosis)
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -16,6 +17,7 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 /** Baseline and Dataport alternate this many times; the median of the per-round ratios is reported (this machine's throughput drifts by ±25% run to run). */
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONNECTIONS = 50;
+const OVERRIDE = process.env.BENCH_DATAPORT;
 const TOKEN = "dp_demo_full_access_0000000000001";
 const PAYLOAD_1KB = JSON.stringify({
   event: "order.created",
@@ -140,7 +142,7 @@ for (const scenario of scenarios) {
   const rounds: Array<{ baseline: number; dataport: number; ratio: number }> = [];
   for (let round = 0; round < ROUNDS; round++) {
     const baseline = await measure(scenario.baseline, ++port, env);
-    const dataport = await measure(scenario.dataport, ++port, env);
+    const dataport = await measure(OVERRIDE ? { ...scenario.dataport, server: OVERRIDE } : scenario.dataport, ++port, env);
     rounds.push({ baseline, dataport, ratio: dataport / baseline });
   }
   const median = [...rounds].sort((a, b) => a.ratio - b.ratio)[Math.floor(rounds.length / 2)]!;

@@ -40,7 +40,11 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
     ...sqliteAudit(handle),
     ...analytics,
     async seed(space) {
-      return load(space);
+      try {
+        return load(space);
+      } finally {
+        webhooks.forget();
+      }
     },
     async ping() {
       // better-sqlite3 refuses a statement on a closed connection; the file itself is checked by the read.

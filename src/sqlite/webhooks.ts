@@ -1,4 +1,5 @@
 import type Database from "better-sqlite3";
+import { LRUCache } from "lru-cache";
 import { widenColumns } from "../domain/columns.js";
 import type { Column, Row } from "../domain/model.js";
 import { endpointFromConnection } from "../domain/webhook-config.js";
@@ -22,8 +23,21 @@ interface EndpointRow {
   dataset_id: string | null;
 }
 
-export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): void } {
+/** Endpoints remembered at most (found ones only: unknown ids are looked up every time). */
+const ENDPOINT_CACHE_SIZE = 1000;
+
+export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): void; forget(): void } {
   const { db } = handle;
+  // Endpoint lookups (one per delivery) are remembered for as long as nothing
+  // can have changed them: this module forgets them whenever this connection
+  // writes connections (settings, create, seed), and `PRAGMA data_version`
+  // changes whenever another connection — another process on the same file —
+  // commits, which also forgets them. So a rotated or removed signing secret
+  // applies to the very next delivery, as without the cache.
+  const dataVersion = db.prepare<[], number>("PRAGMA data_version").pluck();
+  const endpoints = new LRUCache<string, WebhookEndpoint>({ max: ENDPOINT_CACHE_SIZE });
+  let endpointsVersion = -1;
+  const forget = () => endpoints.clear();
   const endpointBy = (column: "endpoint_id" | "id") =>
     db.prepare<[string], EndpointRow>(
       `SELECT c.id AS connection_id, c.team_id, c.name, c.config,
@@ -91,8 +105,18 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
 
   return {
     async getWebhookEndpoint(endpointId) {
+      const version = dataVersion.get()!;
+      if (version !== endpointsVersion) {
+        endpoints.clear();
+        endpointsVersion = version;
+      }
+      const known = endpoints.get(endpointId);
+      if (known) return known;
       const row = byEndpoint.get(endpointId);
-      return row ? toEndpoint(row) : null;
+      if (!row) return null;
+      const endpoint = toEndpoint(row);
+      endpoints.set(endpointId, endpoint);
+      return endpoint;
     },
     ingestWebhookRow(input) {
       return new Promise<IngestResult>((resolve, reject) => {
@@ -104,12 +128,15 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
       });
     },
     async updateWebhookSettings(connectionId, settings) {
+      forget();
       return updateSettings(connectionId, settings);
     },
     async createWebhookConnection(input) {
+      forget();
       return create(input);
     },
     flush,
+    forget,
   };
 }
 

@@ -239,6 +239,23 @@ describe("sqlite: webhooks", () => {
     expect(await s.updateWebhookSettings("nope", { retainRows: 1 })).toBeNull();
     expect(await s.getWebhookEndpoint("nope")).toBeNull();
   });
+
+  it("sees a secret changed through this store or another connection on the next lookup (the endpoint cache never serves a stale one)", async () => {
+    const path = file();
+    const s = await seeded(path);
+    expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBeNull();
+    expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBeNull(); // now remembered
+
+    await s.updateWebhookSettings("conn_hook", { signingSecret: "whsec_one" });
+    expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_one");
+
+    // Another process on the same file (here: another connection) rotates and then removes the secret.
+    const other = store(path);
+    await other.updateWebhookSettings("conn_hook", { signingSecret: "whsec_two" });
+    expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_two");
+    await other.updateWebhookSettings("conn_hook", { signingSecret: null, retainRows: 7 });
+    expect(await s.getWebhookEndpoint("ep_shop")).toMatchObject({ signingSecret: null, retainRows: 7 });
+  });
 });
 
 describe("sqlite: input tables", () => {

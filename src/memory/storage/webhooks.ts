@@ -79,8 +79,8 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
         if (first !== undefined) return { id: first, duplicate: true };
       }
       const id = row._id as string;
-      const stored: Row = Object.create(null);
-      for (const key of Object.keys(row)) stored[key] = row[key];
+      // The store owns `row` (see the port): kept as is, no copy.
+      const stored = row;
       let rows = state.datasetRows.get(datasetId);
       if (!rows) state.datasetRows.set(datasetId, (rows = []));
       rows.push(stored);

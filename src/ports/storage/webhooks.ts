@@ -45,7 +45,9 @@ export interface WebhookStore {
    *   keys, so a key is remembered exactly as long as its row is retained.
    *
    * `row` is flat: every value is a string, number, boolean or null, and
-   * keys such as `__proto__` are ordinary column names. Dedup keys are at
+   * keys such as `__proto__` are ordinary column names (it is a
+   * null-prototype object). The store owns `row` from this call on and may
+   * keep it as is; the caller never touches it again. Dedup keys are at
    * most 200 characters. Resolves only once the row is durable. Throws when
    * the dataset does not exist.
    */
