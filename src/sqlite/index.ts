@@ -47,7 +47,7 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
       }
     },
     async ping() {
-      // better-sqlite3 refuses a statement on a closed connection; the file itself is checked by the read.
+      // Runs on the writer connection: it throws once the database is closed.
       probe.get();
     },
     async close() {
