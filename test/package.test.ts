@@ -60,6 +60,30 @@ describe("the published package (built with tsup)", () => {
     expect(seen.size).toBeGreaterThanOrEqual(1);
   });
 
+  it("keeps prom-client out of the core import graph: only dataport/metrics loads it", () => {
+    const bareImports = (entry: string) => {
+      const seen = new Set<string>();
+      const bare = new Set<string>();
+      const visit = (file: string) => {
+        if (seen.has(file)) return;
+        seen.add(file);
+        const code = readFileSync(file, "utf8");
+        for (const [, fromSpec, dynamicSpec] of code.matchAll(/(?:^|\n)\s*(?:import|export)[^'"]*?from\s*["']([^"']+)["']|import\(\s*["']([^"']+)["']\s*\)/g)) {
+          const spec = fromSpec ?? dynamicSpec;
+          if (!spec) continue;
+          if (/^\.\.?\//.test(spec)) visit(fileURLToPath(new URL(spec, pathToFileURL(file))));
+          else bare.add(spec);
+        }
+      };
+      visit(`${ROOT}${entry}`);
+      return bare;
+    };
+    for (const subpath of [".", "./node", "./memory", "./sqlite", "./testing", "./postgres", "./redis"]) {
+      expect(bareImports(pkg.exports[subpath]!.import).has("prom-client"), subpath).toBe(false);
+    }
+    expect(bareImports(pkg.exports["./metrics"]!.import).has("prom-client")).toBe(true);
+  });
+
   it("writes dist/openapi.json, the document of the built route table", () => {
     const written = JSON.parse(readFileSync(`${ROOT}dist/openapi.json`, "utf8"));
     expect(written).toEqual(JSON.parse(JSON.stringify(createOpenApiDocument(createDataApi().routes))));
