@@ -13,6 +13,12 @@ import { createMemoryCache } from "./memory/cache.js";
 import { systemClock } from "./memory/clock.js";
 import { createMemoryRateLimiter } from "./memory/rate-limiter.js";
 import { createMemoryStorage } from "./memory/storage.js";
+import { toLogger } from "./logging.js";
+import { createRequestObserver } from "./observe.js";
+import type { Logger } from "./ports/logger.js";
+import type { Metrics } from "./ports/metrics.js";
+import { isRateLimit, takeRateToken } from "./rate-limit.js";
+import { instrumentStorage } from "./timed-storage.js";
 import type { ConnectorRegistry } from "./ports/connector.js";
 import type { SessionAuthenticator } from "./ports/session.js";
 import type { Storage } from "./ports/storage.js";
@@ -30,8 +36,19 @@ export interface DataApiOptions extends Partial<ApiSettings> {
   connectors?: ConnectorRegistry;
   /** Resolves session tokens. Default: sessions held in storage (the fixture's). */
   sessions?: SessionAuthenticator;
-  /** Where unexpected errors go. Default: console.error. */
-  logger?: (message: string, error?: unknown) => void;
+  /**
+   * Where Dataport writes: `request(line)` once per request (optional; off
+   * by default) and `error(message, error, { requestId })` for failures,
+   * including the cause of every 500. Default: errors to console.error, no
+   * request lines. A plain function receives errors only (the older form).
+   */
+  logger?: Logger | ((message: string, error?: unknown) => void);
+  /**
+   * Metrics sink, e.g. `createPrometheusMetrics()` from `dataport/metrics`;
+   * served at `GET /api/metrics` (guarded by `metricsToken` when set).
+   * Default: none (the endpoint answers 404 and nothing is measured).
+   */
+  metrics?: Metrics;
 }
 
 /** What the transport reports about the client. */
@@ -48,6 +65,15 @@ export interface DataApi {
   readonly settings: ApiSettings;
   /** Every route, for documentation and tests. */
   readonly routes: ReadonlyArray<{ mount: string; route: RouteDef }>;
+  /**
+   * Start draining: from now on `/api/health/ready` answers 503 `draining`
+   * so load balancers stop sending traffic; requests still arriving are
+   * served. The host then stops accepting connections, lets in-flight
+   * requests finish and closes the store (the example server does all of it on SIGTERM).
+   */
+  drain(): void;
+  /** Whether `drain()` was called. */
+  readonly draining: boolean;
 }
 
 export const DEFAULT_SETTINGS: ApiSettings = {
@@ -60,6 +86,11 @@ export const DEFAULT_SETTINGS: ApiSettings = {
   trustedProxies: [],
   tableSchemas: {},
   idempotencyWaitMs: 2000,
+  apiRatePerSecond: 0,
+  storageTimeoutMs: 0,
+  upstreamTimeoutMs: 15_000,
+  healthTimeoutMs: 2000,
+  metricsToken: null,
 };
 
 const CORS_ORIGIN = "*";
@@ -106,7 +137,9 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
   settings.viewUrl = settings.viewUrl.replace(/\/+$/, "");
 
   const clock = options.clock ?? systemClock;
-  const storage = options.storage ?? createMemoryStorage();
+  const metrics = options.metrics ?? null;
+  // Wrapped only when a storage timeout or metrics ask for it; otherwise the store itself.
+  const storage = instrumentStorage(options.storage ?? createMemoryStorage(), { timeoutMs: settings.storageTimeoutMs, metrics });
   const ports: Ports = {
     storage,
     clock,
@@ -115,7 +148,10 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     connectors: { ...defaultConnectors(), ...options.connectors },
   };
   const sessions = options.sessions ?? storageSessions(storage);
-  const log = options.logger ?? ((message: string, error?: unknown) => console.error(`[dataport] ${message}`, error ?? ""));
+  const logger = toLogger(options.logger);
+  const log = (message: string, error?: unknown) => logger.error(message, error);
+  const operations = { draining: false, metrics };
+  const observe = createRequestObserver(logger, metrics, clock);
 
   const router = IttyRouter();
   const groups = new Map<string, RouteGroup>();
@@ -171,6 +207,8 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     let route: RouteDef | undefined;
     let credential: Credential | undefined;
     let params: Record<string, string> | undefined;
+    let rateHeaders: Record<string, string> | undefined;
+    let failure: unknown;
     let reply: ApiReply;
     const clientAddress = resolveClientAddress(req.clientAddress, req.headers.get("x-forwarded-for"), settings.trustedProxies);
     const probe = { method: "GET", url: req.url } as { method: string; url: string; params?: Record<string, string>; query?: RawQuery };
@@ -187,6 +225,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
         params = decodeParams(probe.params ?? {});
         if (route.auth === "bearer") {
           credential = await authenticate(req.headers.get("authorization"), storage, sessions);
+          if (isRateLimit(settings.apiRatePerSecond)) rateHeaders = await takeApiToken(credential);
           assertKeyPlan(credential);
           assertScope(credential, route.scope);
         }
@@ -202,6 +241,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
           clientAddress,
           userAgent: req.headers.get("user-agent"),
           log,
+          operations,
           audit: recordAudit,
           credential,
         };
@@ -215,7 +255,8 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
         reply = result instanceof Reply ? result : { status: 200, headers: { "content-type": JSON_TYPE }, body: JSON.stringify(result) };
       }
     } catch (error) {
-      reply = errorReply(error, requestId, log);
+      failure = error;
+      reply = errorReply(error, requestId, logger);
       // The API's own 5xx reach the business feed (category error). Without a
       // credential no business can be named, so only the log above keeps it.
       if (reply.status >= 500 && credential) {
@@ -233,6 +274,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
       }
     }
     const headers = reply.headers;
+    if (rateHeaders !== undefined) for (const name in rateHeaders) headers[name] ??= rateHeaders[name]!;
     headers["access-control-allow-origin"] = CORS_ORIGIN;
     headers["access-control-expose-headers"] = exposedHeaders(headers);
     headers["x-request-id"] = requestId;
@@ -256,7 +298,16 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
         log("could not record an API call", error);
       }
     }
+    if (observe !== null) {
+      observe(requestId, req.method, group ? group.mount + group.pattern : null, reply.status, failure, performance.now() - startedAt, credential);
+    }
     return reply;
+  }
+
+  /** The Data Access API's per-credential bucket (`apiRatePerSecond`, burst twice that), or 429. */
+  function takeApiToken(credential: Credential): Promise<Record<string, string>> {
+    const key = credential.kind === "api-key" ? `api:key:${credential.key.id}` : `api:user:${credential.user.id}`;
+    return takeRateToken(ports.rateLimiter, key, settings.apiRatePerSecond, clock.now(), "too many requests for this credential; retry later");
   }
 
   return {
@@ -268,6 +319,12 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     ports,
     settings,
     routes: allRoutes,
+    drain() {
+      operations.draining = true;
+    },
+    get draining() {
+      return operations.draining;
+    },
   };
 }
 
@@ -305,7 +362,7 @@ async function readBody(req: ApiRequest, kind: "json-object" | "raw", limit: num
   return parseJsonObject(await req.readBody(limit));
 }
 
-function errorReply(error: unknown, requestId: string, log: (message: string, error?: unknown) => void): ApiReply {
+function errorReply(error: unknown, requestId: string, logger: Logger): ApiReply {
   let status = 500;
   let payload: Record<string, unknown>;
   let headers: Record<string, string> = {};
@@ -315,7 +372,7 @@ function errorReply(error: unknown, requestId: string, log: (message: string, er
     if (error.details) payload.details = error.details;
     headers = { ...error.headers };
   } else {
-    log(`unexpected error (request ${requestId})`, error);
+    logger.error("unexpected error", error, { requestId });
     payload = { code: "internal", message: "internal error" };
   }
   payload.requestId = requestId;

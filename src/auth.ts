@@ -20,7 +20,7 @@ export interface SessionCredential {
 
 export type Credential = ApiKeyCredential | SessionCredential;
 
-const unauthorized = (message: string) =>
+export const unauthorized = (message: string) =>
   new ApiError(401, "unauthorized", message, { headers: { "www-authenticate": "Bearer" } });
 
 /** Resolve `Authorization: Bearer <token>` to a credential, or throw 401. */

@@ -4,6 +4,7 @@ import type { TableSchemas } from "./domain/validation.js";
 import type { Cache } from "./ports/cache.js";
 import type { Clock } from "./ports/clock.js";
 import type { ConnectorRegistry } from "./ports/connector.js";
+import type { Metrics } from "./ports/metrics.js";
 import type { RateLimiter } from "./ports/rate-limiter.js";
 import type { Storage } from "./ports/storage.js";
 
@@ -38,6 +39,32 @@ export interface ApiSettings {
    * before answering 409 `idempotency_key_in_use`, in ms (default 2000).
    */
   idempotencyWaitMs: number;
+  /**
+   * Per-credential limit of the Data Access API (`/api/v1`), requests per
+   * second per API key or signed-in user; burst is twice this. 0 (the
+   * default) turns it off.
+   */
+  apiRatePerSecond: number;
+  /**
+   * How long one storage call may take before the request ends with 503
+   * `storage_unavailable`, in ms. 0 (the default) means no limit and no
+   * wrapper around the store.
+   */
+  storageTimeoutMs: number;
+  /** How long one upstream call may take before the query ends with 504 `upstream_timeout`, in ms (default 15,000). */
+  upstreamTimeoutMs: number;
+  /** How long each readiness check (`/api/health/ready`) may take before it counts as failed, in ms (default 2000). */
+  healthTimeoutMs: number;
+  /** Bearer token `GET /api/metrics` requires; null (the default) serves metrics without one. */
+  metricsToken: string | null;
+}
+
+/** The running API's own state, read by the operations routes (health, metrics) and the instrumented code. */
+export interface Operations {
+  /** True once `api.drain()` was called: readiness answers 503 `draining`. */
+  readonly draining: boolean;
+  /** Where measurements go, or null when metrics are off. */
+  readonly metrics: Metrics | null;
 }
 
 /** The ports every handler receives. */
@@ -58,6 +85,7 @@ export interface HandlerContext extends Ports {
   userAgent: string | null;
   /** Log an error without failing the request. */
   log: (message: string, error?: unknown) => void;
+  operations: Operations;
   /** Record an audit event without failing the request. */
   audit: (event: Omit<AuditEvent, "id" | "time"> & { time?: string }) => void;
 }

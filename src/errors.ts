@@ -18,6 +18,8 @@ export type ErrorCode =
   | "idempotency_key_reused"
   | "rate_limited"
   | "upstream_unavailable"
+  | "storage_unavailable"
+  | "upstream_timeout"
   | "internal";
 
 /**

@@ -6,7 +6,8 @@ import { ApiError } from "./errors.js";
 import type { Cache } from "./ports/cache.js";
 import type { Clock } from "./ports/clock.js";
 import type { Connector, ConnectorQuery, ConnectorResult, GuardSettings } from "./ports/connector.js";
-import { UpstreamThrottledError } from "./ports/connector.js";
+import { InvalidQueryError, UpstreamThrottledError, UpstreamUnavailableError } from "./ports/connector.js";
+import type { Metrics, UpstreamOutcome } from "./ports/metrics.js";
 import type { RateLimiter } from "./ports/rate-limiter.js";
 
 export const DEFAULT_GUARD_SETTINGS: GuardSettings = {
@@ -35,6 +36,10 @@ export interface GuardedQuery {
   query: Omit<ConnectorQuery, "signal">;
   /** `Cache-Control: no-cache`: skip a fresh entry and ask the upstream (still rate-limited). */
   noCache: boolean;
+  /** An upstream call running longer ends with 504 `upstream_timeout` (its signal is aborted); 0 or absent: no limit. */
+  timeoutMs?: number;
+  /** Where cache results and upstream calls are counted, when metrics are on. */
+  metrics?: Metrics | null;
 }
 
 /**
@@ -45,12 +50,27 @@ export interface GuardedQuery {
  * last good result: 429 `rate_limited` with `Retry-After`.
  *
  * Cache and rate limiter are ports (shared between instances when they are
- * Redis-backed); single-flight is per process.
+ * Redis-backed); single-flight is per process. An upstream call that runs
+ * past `timeoutMs` ends with 504 `upstream_timeout` for every query waiting on it.
  */
 export function createGuard(ports: { cache: Cache; rateLimiter: RateLimiter; clock: Clock }) {
   const inFlight = new Map<string, Promise<GuardAnswer>>();
 
   async function query(request: GuardedQuery): Promise<GuardAnswer> {
+    const metrics = request.metrics;
+    if (!metrics) return answer(request);
+    const type = request.connection.type;
+    try {
+      const found = await answer(request);
+      metrics.connectionCache(type, found.stale ? "stale" : found.cached ? "hit" : "miss");
+      return found;
+    } catch (error) {
+      metrics.connectionCache(type, "miss");
+      throw error;
+    }
+  }
+
+  async function answer(request: GuardedQuery): Promise<GuardAnswer> {
     const settings = guardSettings(request.connection, request.connector);
     const key = queryKey(request);
     if (!request.noCache) {
@@ -69,9 +89,12 @@ export function createGuard(ports: { cache: Cache; rateLimiter: RateLimiter; clo
     const decision = await ports.rateLimiter.take(`dp:conn:upstream:${request.connection.id}`, limit, ports.clock.now());
     if (!decision.allowed) return lastGood(key, settings, decision.retryAfterSeconds, "the upstream rate limit of this connection is reached");
     let result: ConnectorResult;
+    const startedAt = performance.now();
     try {
-      result = await request.connector.query(request.connection, request.query);
+      result = await callWithTimeout(request, request.timeoutMs ?? 0);
+      request.metrics?.upstreamCall(request.connection.type, "ok", performance.now() - startedAt);
     } catch (error) {
+      request.metrics?.upstreamCall(request.connection.type, upstreamOutcome(error), performance.now() - startedAt);
       if (error instanceof UpstreamThrottledError) {
         return lastGood(key, settings, error.retryAfterSeconds ?? 1, "the upstream is throttling requests");
       }
@@ -120,6 +143,30 @@ export function createGuard(ports: { cache: Cache; rateLimiter: RateLimiter; clo
 }
 
 export type Guard = ReturnType<typeof createGuard>;
+
+/** The connector's answer, or 504 `upstream_timeout` once `timeoutMs` has passed (the connector's signal is then aborted). */
+function callWithTimeout(request: GuardedQuery, timeoutMs: number): Promise<ConnectorResult> {
+  if (!(timeoutMs > 0) || timeoutMs === Number.POSITIVE_INFINITY) return request.connector.query(request.connection, request.query);
+  const controller = new AbortController();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const error = new ApiError(504, "upstream_timeout", `the upstream of this connection did not answer within ${timeoutMs} ms`);
+      controller.abort(error);
+      reject(error);
+    }, timeoutMs);
+  });
+  const call = request.connector.query(request.connection, { ...request.query, signal: controller.signal });
+  return Promise.race([call, expired]).finally(() => clearTimeout(timer));
+}
+
+function upstreamOutcome(error: unknown): UpstreamOutcome {
+  if (error instanceof UpstreamThrottledError) return "throttled";
+  if (error instanceof UpstreamUnavailableError) return "unavailable";
+  if (error instanceof InvalidQueryError) return "invalid_query";
+  if (error instanceof ApiError && error.code === "upstream_timeout") return "timeout";
+  return "error";
+}
 
 const guards = new WeakMap<Cache, WeakMap<RateLimiter, WeakMap<Clock, Guard>>>();
 

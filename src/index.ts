@@ -7,6 +7,9 @@ export type { ApiRequest, ApiReply, HeaderReader } from "./http/types.js";
 export type * from "./domain/model.js";
 export type * from "./ports/storage.js";
 export type { Cache } from "./ports/cache.js";
+export type { Logger, RequestLogLine, ErrorLogFields } from "./ports/logger.js";
+export type { Metrics, CacheResult, UpstreamOutcome, StorageOutcome } from "./ports/metrics.js";
+export { createJsonLogger, type JsonLoggerOptions } from "./logging.js";
 export type { Clock } from "./ports/clock.js";
 export type { RateLimiter, RateLimit, RateDecision } from "./ports/rate-limiter.js";
 export type { SessionAuthenticator } from "./ports/session.js";
@@ -15,7 +18,7 @@ export { InvalidQueryError, UpstreamThrottledError, UpstreamUnavailableError } f
 export { memoryConnector } from "./connectors/memory.js";
 export { postgresConnector, type PostgresConnectorOptions } from "./connectors/postgres.js";
 export { arcgisConnector, type ArcgisConnectorOptions } from "./connectors/arcgis.js";
-export type { ApiSettings, Ports } from "./context.js";
+export type { ApiSettings, Ports, Operations } from "./context.js";
 export type { TableSchemas, ValidationIssue } from "./domain/validation.js";
 export { generateApiKeyToken, isWellFormedApiKeyToken } from "./domain/tokens.js";
 export { createOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from "./openapi.js";

@@ -75,6 +75,8 @@ const ERROR_RESPONSES: Record<number, { name: string; codes: string }> = {
   429: { name: "TooManyRequests", codes: "`rate_limited`, with `Retry-After` (seconds) and `RateLimit-*` headers" },
   500: { name: "InternalError", codes: "`internal`; the message reveals no internals" },
   502: { name: "BadGateway", codes: "`upstream_unavailable`: the connection's source failed" },
+  503: { name: "ServiceUnavailable", codes: "`storage_unavailable`: a storage call ran past the server's storage timeout (with `Retry-After`)" },
+  504: { name: "GatewayTimeout", codes: "`upstream_timeout`: the connection's source did not answer within the upstream timeout" },
 };
 
 const DESCRIPTION = `Data Access API and inbound webhook receiver.
@@ -253,13 +255,17 @@ function successResponses(route: RouteDef): OpenApiOperation["responses"] {
     if (Number(status) >= 400) continue;
     out[status] = { description: route.summary, headers: requestIdHeader(), content: json(toJsonSchema(schema, "output")) };
   }
-  if (Object.keys(out).length === 0) out["200"] = { description: route.summary, headers: requestIdHeader(), content: json({}) };
+  if (Object.keys(out).length === 0) {
+    const content = route.produces ? { [route.produces]: { schema: { type: "string" } } } : json({});
+    out["200"] = { description: route.summary, headers: requestIdHeader(), content };
+  }
   return out;
 }
 
 /** The error statuses a route can answer, from what it takes (auth, query, body, path ids) and what it declares. */
 function errorStatuses(route: RouteDef, hasPathParams: boolean): number[] {
-  const statuses = new Set<number>([500]);
+  // 503: any route may meet a storage call past the storage timeout.
+  const statuses = new Set<number>([500, 503]);
   const bearer = route.auth === "bearer";
   if (route.query || route.body) statuses.add(400);
   if (bearer) [401, 403, 429].forEach((s) => statuses.add(s));
@@ -275,6 +281,7 @@ function errorStatuses(route: RouteDef, hasPathParams: boolean): number[] {
 function errorResponse(status: number, codes: string): OpenApiResponse {
   const headers: NonNullable<OpenApiResponse["headers"]> = requestIdHeader();
   if (status === 401) headers["WWW-Authenticate"] = { $ref: "#/components/headers/WwwAuthenticate" };
+  if (status === 503) headers["Retry-After"] = { $ref: "#/components/headers/RetryAfter" };
   if (status === 429) {
     headers["Retry-After"] = { $ref: "#/components/headers/RetryAfter" };
     headers["RateLimit-Limit"] = { $ref: "#/components/headers/RateLimitLimit" };

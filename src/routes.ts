@@ -9,6 +9,7 @@ import { dashboardRoutes } from "./routes/dashboards.js";
 import { datasetRoutes } from "./routes/datasets.js";
 import { identityRoutes } from "./routes/identity.js";
 import { openapiRoutes } from "./routes/openapi.js";
+import { operationsRoutes } from "./routes/operations.js";
 import { tableRoutes } from "./routes/tables.js";
 import { webhookReceiverRoutes } from "./routes/webhooks.js";
 
@@ -22,8 +23,11 @@ export const webhookRoutes: RouteDef[] = [...webhookReceiverRoutes];
 
 export const mounts: ReadonlyArray<{ base: string; routes: readonly RouteDef[] }> = [
   { base: "/api/v1", routes: apiV1Routes },
-  { base: "/api", routes: webhookRoutes },
+  { base: "/api", routes: [...webhookRoutes, ...operationsRoutes] },
 ];
+
+/** The webhook receiver's route template as request log lines and metrics name it. */
+export const WEBHOOK_ROUTE = `/api${webhookReceiverRoutes[0]!.path}`;
 
 /** Connectors available without configuration. */
 export function defaultConnectors(): ConnectorRegistry {

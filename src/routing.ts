@@ -39,6 +39,8 @@ interface RouteBase<Query> {
   body?: BodySpec;
   /** Response body schemas by status, for the OpenAPI document. */
   responses?: Record<number, z.ZodType>;
+  /** Media type of the success body when it is not JSON (the metrics exposition); documented as text. */
+  produces?: string;
   /** Whether this call is written to the API usage log (default true). */
   logged?: boolean;
 }

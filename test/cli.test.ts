@@ -3,6 +3,7 @@ import { Volume } from "memfs";
 import { describe, expect, it } from "vitest";
 import { parseServerArgs, UsageError } from "../examples/server/cli.js";
 import { startServer } from "../examples/server/server.js";
+import { parseExampleArgs } from "../examples/shared/options.js";
 import { FixtureError } from "../src/fixture/load.js";
 import { testFixture, TOKENS } from "./support/fixture.js";
 
@@ -21,6 +22,13 @@ describe("example server flags", () => {
       webhookRatePerSecond: 50,
       appUrl: "http://127.0.0.1:8787",
       viewUrl: "http://127.0.0.1:8787",
+      log: "json",
+      metrics: false,
+      metricsToken: null,
+      apiRatePerSecond: 20,
+      drainTimeoutSeconds: 10,
+      storageTimeoutSeconds: 10,
+      upstreamTimeoutSeconds: 15,
     });
   });
 
@@ -29,7 +37,8 @@ describe("example server flags", () => {
       [
         "--fixture", "/f.json", "--port", "9000", "--host", "0.0.0.0", "--db", ":memory:", "--redis", "redis://127.0.0.1:6379",
         "--now", "2026-11-01T12:00:00Z", "--audit-lag", "2", "--webhook-rate", "10", "--app-url", "https://bi.example.com/",
-        "--view-url", "https://view.example.com",
+        "--view-url", "https://view.example.com", "--log", "none", "--metrics", "--api-rate", "2.5", "--drain-timeout", "30",
+        "--storage-timeout", "0", "--upstream-timeout", "0.5",
       ],
       defaults,
     );
@@ -44,7 +53,26 @@ describe("example server flags", () => {
       webhookRatePerSecond: 10,
       appUrl: "https://bi.example.com",
       viewUrl: "https://view.example.com",
+      log: "none",
+      metrics: true,
+      metricsToken: null,
+      apiRatePerSecond: 2.5,
+      drainTimeoutSeconds: 30,
+      storageTimeoutSeconds: 0,
+      upstreamTimeoutSeconds: 0.5,
     });
+  });
+
+  it("turns metrics on with --metrics-token", () => {
+    const config = parseServerArgs(["--metrics-token", "0123456789abcdef-token"], defaults);
+    expect([config.metrics, config.metricsToken]).toEqual([true, "0123456789abcdef-token"]);
+  });
+
+  it("keeps the operations flags to npm start: the Bun and Deno examples refuse them", () => {
+    expect(parseExampleArgs(["--port", "0"], "/f.json").port).toBe(0);
+    for (const flag of [["--metrics"], ["--api-rate", "5"], ["--log", "none"], ["--drain-timeout", "1"]]) {
+      expect(() => parseExampleArgs(flag, "/f.json")).toThrow(`${flag[0]} is for npm start`);
+    }
   });
 
   it("refuses bad flags with a message", () => {
@@ -56,6 +84,12 @@ describe("example server flags", () => {
       [["--webhook-rate", "0"], /--webhook-rate must be a positive number/],
       [["--app-url", "ftp://x"], /--app-url must be an http\(s\) URL/],
       [["--redis", "localhost"], /--redis must be a redis:\/\/ URL/],
+      [["--log", "xml"], /--log must be json or none/],
+      [["--api-rate=-1"], /--api-rate must be a number of at least 0/],
+      [["--drain-timeout", "soon"], /--drain-timeout must be a number of at least 0/],
+      [["--storage-timeout", ""], /--storage-timeout must be a number of at least 0/],
+      [["--metrics-token", "short"], /--metrics-token must be at least 16 printable characters/],
+      [["--metrics-token", "has a space in it, 123456"], /--metrics-token must be at least 16 printable characters/],
       [["--frobnicate"], /Unknown option '--frobnicate'/],
     ];
     for (const [argv, message] of bad) {

@@ -44,7 +44,7 @@ describe("OpenAPI document", () => {
     expect(param("offset")!.schema).toEqual({ type: "integer", minimum: 0, default: 0 });
     expect(param("filters")!.schema).toEqual({ type: "string", contentMediaType: "application/json" });
     expect(param("columns")!.description).toBe("comma-separated names");
-    expect(Object.keys(rows.responses)).toEqual(["200", "400", "401", "403", "404", "429", "500"]);
+    expect(Object.keys(rows.responses)).toEqual(["200", "400", "401", "403", "404", "429", "500", "503"]);
   });
 
   it("gives every error the envelope schema, with WWW-Authenticate on 401 and Retry-After on 429", async () => {

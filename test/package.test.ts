@@ -12,7 +12,7 @@ const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, "utf8")) as {
 
 /** What each subpath must export: a broken entry or export map fails here, not in a host's build. */
 const EXPECTED: Record<string, string[]> = {
-  ".": ["createDataApi", "createAdmin", "parseFixture", "ApiError", "createOpenApiDocument"],
+  ".": ["createDataApi", "createAdmin", "parseFixture", "ApiError", "createOpenApiDocument", "createJsonLogger"],
   "./node": ["toNodeHandler"],
   "./bun": ["toBunHandler", "serveBun"],
   "./deno": ["toDenoHandler", "serveDeno"],
@@ -22,6 +22,7 @@ const EXPECTED: Record<string, string[]> = {
   "./postgres": ["createPostgresStorage"],
   "./redis": ["createRedisRateLimiter", "createRedisCache"],
   "./sqlite": ["createSqliteStorage", "migrate"],
+  "./metrics": ["createPrometheusMetrics"],
 };
 
 describe("the published package (built with tsup)", () => {
@@ -57,6 +58,30 @@ describe("the published package (built with tsup)", () => {
     };
     visit(`${ROOT}dist/client/index.js`);
     expect(seen.size).toBeGreaterThanOrEqual(1);
+  });
+
+  it("keeps prom-client out of the core import graph: only dataport/metrics loads it", () => {
+    const bareImports = (entry: string) => {
+      const seen = new Set<string>();
+      const bare = new Set<string>();
+      const visit = (file: string) => {
+        if (seen.has(file)) return;
+        seen.add(file);
+        const code = readFileSync(file, "utf8");
+        for (const [, fromSpec, dynamicSpec] of code.matchAll(/(?:^|\n)\s*(?:import|export)[^'"]*?from\s*["']([^"']+)["']|import\(\s*["']([^"']+)["']\s*\)/g)) {
+          const spec = fromSpec ?? dynamicSpec;
+          if (!spec) continue;
+          if (/^\.\.?\//.test(spec)) visit(fileURLToPath(new URL(spec, pathToFileURL(file))));
+          else bare.add(spec);
+        }
+      };
+      visit(`${ROOT}${entry}`);
+      return bare;
+    };
+    for (const subpath of [".", "./node", "./memory", "./sqlite", "./testing", "./postgres", "./redis"]) {
+      expect(bareImports(pkg.exports[subpath]!.import).has("prom-client"), subpath).toBe(false);
+    }
+    expect(bareImports(pkg.exports["./metrics"]!.import).has("prom-client")).toBe(true);
   });
 
   it("writes dist/openapi.json, the document of the built route table", () => {

@@ -18,12 +18,28 @@ export interface ServerConfig {
   webhookRatePerSecond: number;
   appUrl: string;
   viewUrl: string;
+  /** Request and error lines: JSON lines on stdout, or none (errors then go to stderr as text). */
+  log: "json" | "none";
+  /** Serve Prometheus metrics at /api/metrics. */
+  metrics: boolean;
+  /** Bearer token /api/metrics requires (implies metrics), or null. */
+  metricsToken: string | null;
+  /** Per-credential Data Access API limit, requests per second (burst twice that); 0 turns it off. */
+  apiRatePerSecond: number;
+  /** On SIGTERM, how long in-flight requests may take to finish before their connections are cut. */
+  drainTimeoutSeconds: number;
+  /** A storage call running longer ends its request with 503; 0 turns the limit off. */
+  storageTimeoutSeconds: number;
+  /** An upstream call running longer ends its query with 504; 0 turns the limit off. */
+  upstreamTimeoutSeconds: number;
 }
 
 export const USAGE = `usage: npm start -- [--fixture FILE] [--port 8787] [--host 127.0.0.1]
                     [--db PATH | :memory: | postgres://...] [--redis redis://...]
                     [--now ISO_INSTANT] [--audit-lag SECONDS] [--webhook-rate PER_SECOND]
-                    [--app-url URL] [--view-url URL]`;
+                    [--app-url URL] [--view-url URL]
+                    [--log json|none] [--metrics] [--metrics-token TOKEN] [--api-rate PER_SECOND]
+                    [--drain-timeout SECONDS] [--storage-timeout SECONDS] [--upstream-timeout SECONDS]`;
 
 /** Parse the example server's flags (see README, "The example server"). Throws UsageError. */
 export function parseServerArgs(argv: readonly string[], defaults: { fixture: string; db: string }): ServerConfig {
@@ -44,6 +60,13 @@ export function parseServerArgs(argv: readonly string[], defaults: { fixture: st
         "webhook-rate": { type: "string" },
         "app-url": { type: "string" },
         "view-url": { type: "string" },
+        log: { type: "string" },
+        metrics: { type: "boolean" },
+        "metrics-token": { type: "string" },
+        "api-rate": { type: "string" },
+        "drain-timeout": { type: "string" },
+        "storage-timeout": { type: "string" },
+        "upstream-timeout": { type: "string" },
         help: { type: "boolean" },
       },
     }));
@@ -67,6 +90,12 @@ export function parseServerArgs(argv: readonly string[], defaults: { fixture: st
   const redis = str("redis") ?? null;
   if (redis !== null && !/^rediss?:\/\//.test(redis)) throw new UsageError(`--redis must be a redis:// URL, got ${redis}`);
   const appUrl = url("--app-url", str("app-url") ?? `http://${host.includes(":") ? `[${host}]` : host}:${port}`);
+  const log = str("log") ?? "json";
+  if (log !== "json" && log !== "none") throw new UsageError(`--log must be json or none, got ${log}`);
+  const metricsToken = str("metrics-token") ?? null;
+  if (metricsToken !== null && !/^[\x21-\x7e]{16,}$/.test(metricsToken)) {
+    throw new UsageError("--metrics-token must be at least 16 printable characters without spaces");
+  }
   return {
     fixture: str("fixture") ?? defaults.fixture,
     port,
@@ -78,6 +107,13 @@ export function parseServerArgs(argv: readonly string[], defaults: { fixture: st
     webhookRatePerSecond: number("--webhook-rate", str("webhook-rate") ?? "50"),
     appUrl,
     viewUrl: url("--view-url", str("view-url") ?? appUrl),
+    log,
+    metrics: values.metrics === true || metricsToken !== null,
+    metricsToken,
+    apiRatePerSecond: nonNegative("--api-rate", str("api-rate") ?? "20"),
+    drainTimeoutSeconds: nonNegative("--drain-timeout", str("drain-timeout") ?? "10"),
+    storageTimeoutSeconds: nonNegative("--storage-timeout", str("storage-timeout") ?? "10"),
+    upstreamTimeoutSeconds: nonNegative("--upstream-timeout", str("upstream-timeout") ?? "15"),
   };
 }
 
@@ -91,6 +127,12 @@ function integer(flag: string, text: string, min: number, max: number): number {
 function number(flag: string, text: string): number {
   const value = Number(text);
   if (text.trim() === "" || !Number.isFinite(value) || value <= 0) throw new UsageError(`${flag} must be a positive number, got ${text}`);
+  return value;
+}
+
+function nonNegative(flag: string, text: string): number {
+  const value = Number(text);
+  if (text.trim() === "" || !Number.isFinite(value) || value < 0) throw new UsageError(`${flag} must be a number of at least 0, got ${text}`);
   return value;
 }
 

@@ -42,11 +42,18 @@ async function main(): Promise<void> {
   console.log(`dataport: listening on ${running.url} (db ${config.db.replace(/\/\/[^@/]*@/, "//***@")})`);
   let stopping = false;
   const stop = (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      // A second signal while draining: the operator does not want to wait.
+      console.error(`dataport: ${signal} again, exiting without waiting for the drain`);
+      process.exit(1);
+    }
     stopping = true;
-    console.log(`dataport: ${signal}, shutting down`);
+    console.log(`dataport: ${signal}, draining (in-flight requests get ${config.drainTimeoutSeconds} s), then shutting down`);
     running.close().then(
-      () => process.exit(0),
+      () => {
+        console.log("dataport: drained, store closed");
+        process.exit(0);
+      },
       (error: unknown) => {
         console.error("dataport: error while shutting down", error);
         process.exit(1);

@@ -1,6 +1,8 @@
 import { createServer, type Server } from "node:http";
 import { toNodeHandler } from "../../adapters/node.js";
 import { createDataApi, type DataApi } from "../../src/api.js";
+import { createJsonLogger } from "../../src/logging.js";
+import { createPrometheusMetrics } from "../../src/metrics/index.js";
 import { type FixtureFs, readFixtureFile } from "../../src/fixture/load.js";
 import { createOffsetClock, systemClock } from "../../src/memory/clock.js";
 import type { Storage } from "../../src/ports/storage.js";
@@ -12,6 +14,11 @@ export interface RunningServer {
   server: Server;
   url: string;
   storage: Storage;
+  /**
+   * Graceful drain: readiness turns 503, the server stops accepting
+   * connections, in-flight requests get `drainTimeoutSeconds` to finish
+   * (then their connections are cut), and the store is closed.
+   */
   close(): Promise<void>;
 }
 
@@ -36,6 +43,12 @@ export async function startServer(config: ServerConfig, io: { fs: FixtureFs & { 
     viewUrl: config.viewUrl,
     auditLagSeconds: config.auditLagSeconds,
     webhookRatePerSecond: config.webhookRatePerSecond,
+    apiRatePerSecond: config.apiRatePerSecond,
+    storageTimeoutMs: config.storageTimeoutSeconds * 1000,
+    upstreamTimeoutMs: config.upstreamTimeoutSeconds * 1000,
+    metricsToken: config.metricsToken,
+    ...(config.log === "json" && { logger: createJsonLogger({ now: () => clock.now() }) }),
+    ...(config.metrics && { metrics: createPrometheusMetrics({ processMetrics: true }) }),
   });
   const server = createServer(toNodeHandler(api));
   server.keepAliveTimeout = 65_000;
@@ -52,11 +65,28 @@ export async function startServer(config: ServerConfig, io: { fs: FixtureFs & { 
     url: `http://${host}:${port}`,
     storage: ports.storage,
     async close() {
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeIdleConnections();
-      });
+      api.drain();
+      await drainServer(server, config.drainTimeoutSeconds * 1000);
       await ports.close();
     },
   };
+}
+
+/**
+ * Stop accepting connections and wait for the open ones to finish their
+ * requests. An idle keep-alive connection is closed at once, a busy one as
+ * soon as its response is written; whatever is still running after
+ * `timeoutMs` has its connection cut.
+ */
+async function drainServer(server: Server, timeoutMs: number): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  const sweep = setInterval(() => server.closeIdleConnections(), 25);
+  const cut = setTimeout(() => server.closeAllConnections(), timeoutMs);
+  try {
+    await closed;
+  } finally {
+    clearInterval(sweep);
+    clearTimeout(cut);
+  }
 }

@@ -23,6 +23,9 @@ export interface ExampleOptions {
   viewUrl: string | undefined;
 }
 
+/** Flags of the example server's operations features (logs, metrics, limits, drain), which these small examples leave out. */
+const OPERATIONS_FLAGS = ["--log", "--metrics", "--metrics-token", "--api-rate", "--drain-timeout", "--storage-timeout", "--upstream-timeout"];
+
 /** The example server's own flag parser (examples/server/cli.ts), minus storage choices. */
 export function parseExampleArgs(args: string[], defaultFixture: string): ExampleOptions {
   const config = parseServerArgs(args, { fixture: defaultFixture, db: ":memory:" });
@@ -30,6 +33,8 @@ export function parseExampleArgs(args: string[], defaultFixture: string): Exampl
     throw new UsageError("this example runs on the in-memory store; --db and --redis are for npm start");
   }
   const given = (flag: string) => args.some((a) => a === flag || a.startsWith(`${flag}=`));
+  const operational = OPERATIONS_FLAGS.find(given);
+  if (operational) throw new UsageError(`${operational} is for npm start (the example server); this example keeps to the basics`);
   return {
     fixture: config.fixture,
     port: config.port,

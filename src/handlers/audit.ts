@@ -35,6 +35,8 @@ export async function readAuditFeed(ctx: AuthedContext, query: AuditFeedQuery) {
     limit: query.limit,
   });
   const last = page.events.at(-1);
+  // Fixture events are stored at 0: their age says nothing about the feed.
+  if (last && last.storedAt > 0) ctx.operations.metrics?.auditFeedLag(Math.max(0, clock.now() - last.storedAt) / 1000);
   // An empty page hands back the cursor that was sent (or, on a first read, one for the start).
   const cursor = last ? encodeCursor({ position: last.position, since: start.since }) : (query.cursor ?? encodeCursor(start));
   const events = page.events.map((stored) => (query.format === "raw" ? stored.event : toOcsf(stored.event, stored.storedAt)));

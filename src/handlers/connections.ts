@@ -31,7 +31,15 @@ export async function queryConnection(ctx: AuthedContext, id: string, input: Con
 
   let answer: GuardAnswer;
   try {
-    answer = await guardFor(ctx).query({ connection, connector, datasetId: dataset.id, query, noCache: wantsNoCache(headers) });
+    answer = await guardFor(ctx).query({
+      connection,
+      connector,
+      datasetId: dataset.id,
+      query,
+      noCache: wantsNoCache(headers),
+      timeoutMs: ctx.settings.upstreamTimeoutMs,
+      metrics: ctx.operations.metrics,
+    });
   } catch (error) {
     throw toApiError(error);
   }

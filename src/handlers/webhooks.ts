@@ -8,6 +8,7 @@ import type { Column, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
 import { verifyWebhookSignature } from "../domain/signatures.js";
 import { ApiError, invalidBody, notFound } from "../errors.js";
+import { isRateLimit, takeRateToken } from "../rate-limit.js";
 import { decodeUtf8, isFormType, isJsonType, parseJsonObject } from "../http/body.js";
 import { Reply } from "../http/reply.js";
 import type { HeaderReader } from "../http/types.js";
@@ -24,7 +25,7 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
   const endpoint = await ctx.storage.getWebhookEndpoint(endpointId);
   if (!endpoint) throw notFound("webhook endpoint");
   const now = ctx.clock.now();
-  const rateHeaders = await takeRateToken(ctx, endpoint.connectionId, now);
+  const rateHeaders = await takeDeliveryToken(ctx, endpoint.connectionId, now);
 
   if (endpoint.signingSecret !== null) {
     if (!verifyWebhookSignature({ secret: endpoint.signingSecret, body: body.bytes, headers, nowMs: now })) throw invalidSignature();
@@ -50,28 +51,18 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
     retainRows: endpoint.retainRows ?? ctx.settings.webhookRetainRows,
     receivedAt,
   });
+  ctx.operations.metrics?.webhook(result.duplicate ? "duplicate" : "stored", null);
   return Reply.json(200, { ok: true, id: result.id, duplicate: result.duplicate }, rateHeaders);
 }
 
 /** One token from the connection's bucket, or 429 rate_limited. Returns the RateLimit-* headers. */
-async function takeRateToken(ctx: HandlerContext, connectionId: string, now: number): Promise<Record<string, string>> {
+function takeDeliveryToken(ctx: HandlerContext, connectionId: string, now: number): Promise<Record<string, string>> | Record<string, string> {
   const rate = ctx.settings.webhookRatePerSecond;
-  if (!(rate > 0) || rate === Number.POSITIVE_INFINITY) return {};
-  const limit = { ratePerSecond: rate, burst: Math.max(1, Math.floor(rate * 2)) };
-  const decision = await ctx.rateLimiter.take(`webhook:${connectionId}`, limit, now);
-  const headers: Record<string, string> = {
-    "ratelimit-limit": String(limit.burst),
-    "ratelimit-remaining": String(decision.remaining),
-    "ratelimit-reset": String(decision.resetSeconds),
-  };
-  if (!decision.allowed) {
-    throw new ApiError(429, "rate_limited", "too many deliveries to this webhook endpoint; retry later", {
-      headers: { ...headers, "retry-after": String(decision.retryAfterSeconds) },
-      details: { retryAfterSeconds: decision.retryAfterSeconds },
-    });
-  }
-  return headers;
+  if (!isRateLimit(rate)) return NO_HEADERS;
+  return takeRateToken(ctx.rateLimiter, `webhook:${connectionId}`, rate, now, "too many deliveries to this webhook endpoint; retry later");
 }
+
+const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
 
 /** A JSON object, or a form whose fields become string columns (GitHub's form mode: one `payload` field holding JSON). */
 export function parsePayload(body: RawBody): Record<string, unknown> {

@@ -16,6 +16,7 @@ export interface MemoryStorage extends Storage {
 /** The reference store: Maps and arrays in this process. Nothing survives a restart. */
 export function createMemoryStorage(): MemoryStorage {
   const state = createMemoryState();
+  let closed = false;
   return {
     ...memoryIdentity(state),
     ...memoryCatalog(state),
@@ -30,7 +31,12 @@ export function createMemoryStorage(): MemoryStorage {
       state.seeded = true;
       return "loaded";
     },
-    async close() {},
+    async ping() {
+      if (closed) throw new Error("the memory store is closed");
+    },
+    async close() {
+      closed = true;
+    },
     state,
   };
 }

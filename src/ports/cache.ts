@@ -9,4 +9,10 @@ export interface Cache {
   /** Store a value for `ttlSeconds` seconds. */
   set(key: string, value: unknown, ttlSeconds: number): Promise<void>;
   delete(key: string): Promise<void>;
+  /**
+   * Optional: one round trip to a shared cache's server (Redis: `PING`),
+   * for readiness checks; rejects when it cannot be reached. An in-process
+   * cache has nothing to reach and leaves it out.
+   */
+  ping?(): Promise<void>;
 }

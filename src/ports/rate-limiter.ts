@@ -22,4 +22,10 @@ export interface RateDecision {
  */
 export interface RateLimiter {
   take(key: string, limit: RateLimit, now: number): Promise<RateDecision>;
+  /**
+   * Optional: one round trip to a shared limiter's server (Redis: `PING`),
+   * for readiness checks; rejects when it cannot be reached. In-process
+   * limiters leave it out.
+   */
+  ping?(): Promise<void>;
 }

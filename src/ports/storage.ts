@@ -36,6 +36,13 @@ export interface Storage extends IdentityStore, CatalogStore, TableStore, Webhoo
    * A store that already holds a space is left as it is: `kept`.
    */
   seed(space: SeedSpace): Promise<"loaded" | "kept">;
+  /**
+   * One real round trip to the store (SQLite and PostgreSQL: `SELECT 1`),
+   * for readiness checks. Resolves when the store can answer queries; MUST
+   * reject when it cannot (closed, unreachable, out of connections). It
+   * should cost no more than the cheapest query, since probes call it often.
+   */
+  ping(): Promise<void>;
   /** Release connections and files. */
   close(): Promise<void>;
 }

@@ -62,6 +62,9 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
     ...postgresAudit(db, { visibilityWaitMs: options.auditVisibilityWaitMs }),
     ...postgresAnalytics(db, log),
     seed: (space) => seedSpace(db, space),
+    async ping() {
+      await pool.query("SELECT 1");
+    },
     async close() {
       if (closed || !owned) return;
       closed = true;

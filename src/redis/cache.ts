@@ -33,6 +33,9 @@ export function createRedisCache(options: RedisConnectionOptions & { clock?: Clo
     async delete(name) {
       await redis.del(key(name));
     },
+    async ping() {
+      await redis.ping();
+    },
     close,
   };
 }

@@ -53,6 +53,9 @@ export function createRedisRateLimiter(options: RedisConnectionOptions): RedisRa
       const [allowed, tokens] = (await redis.eval(TAKE, 1, key(name), limit.ratePerSecond, limit.burst, Math.floor(now))) as [number, string];
       return decision(allowed === 1, Number(tokens), limit);
     },
+    async ping() {
+      await redis.ping();
+    },
     close,
   };
 }

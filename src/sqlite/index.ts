@@ -28,6 +28,7 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
   const webhooks = sqliteWebhooks(handle);
   const { flush: flushUsage, ...analytics } = sqliteAnalytics(handle);
   const load = seedTransaction(db);
+  const probe = db.prepare("SELECT 1");
   return {
     ...sqliteIdentity(handle),
     ...sqliteCatalog(handle),
@@ -44,6 +45,10 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
       } finally {
         webhooks.forget();
       }
+    },
+    async ping() {
+      // Runs on the writer connection: it throws once the database is closed.
+      probe.get();
     },
     async close() {
       if (!db.open) return;

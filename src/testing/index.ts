@@ -3,6 +3,7 @@ import { describeAnalyticsConformance } from "./conformance/analytics.js";
 import { describeAuditConformance } from "./conformance/audit.js";
 import { describeCatalogConformance } from "./conformance/catalog.js";
 import { describeIdentityConformance } from "./conformance/identity.js";
+import { describeLifecycleConformance } from "./conformance/lifecycle.js";
 import { describeTablesConformance } from "./conformance/tables.js";
 import { describeWebhookConformance } from "./conformance/webhooks.js";
 
@@ -24,6 +25,7 @@ export function runStorageConformance(name: string, factory: StorageFactory, opt
   describeTablesConformance(name, factory, options);
   describeWebhookConformance(name, factory, options);
   describeAuditConformance(name, factory, options);
+  describeLifecycleConformance(name, factory, options);
 }
 
 export type { Storage };

@@ -15,6 +15,8 @@ export interface CacheConformanceOptions {
   skip?: string;
   /** Caches from separate factory calls share entries (a shared store such as Redis). */
   shared?: boolean;
+  /** The cache implements `ping` (a cache on a server): checked to answer. */
+  ping?: boolean;
 }
 
 let unique = 0;
@@ -33,6 +35,12 @@ export function runCacheConformance(name: string, factory: CacheFactory, options
       open.push(made);
       return made;
     };
+
+    it.skipIf(!options.ping)("answers ping with a round trip to its server", async () => {
+      const c = await cache();
+      expect(typeof c.ping).toBe("function");
+      await expect(c.ping!()).resolves.toBeUndefined();
+    });
 
     it("returns what was set, as JSON values, and undefined for a missing key", async () => {
       const c = await cache();

@@ -9,6 +9,8 @@ export interface RateLimiterConformanceOptions {
   skip?: string;
   /** Limiters from separate factory calls share buckets (a shared store such as Redis). */
   shared?: boolean;
+  /** The limiter implements `ping` (a limiter on a server): checked to answer. */
+  ping?: boolean;
 }
 
 const T0 = Date.parse("2026-11-01T00:00:00.000Z");
@@ -31,6 +33,12 @@ export function runRateLimiterConformance(name: string, factory: RateLimiterFact
       open.push(made);
       return made;
     };
+
+    it.skipIf(!options.ping)("answers ping with a round trip to its server", async () => {
+      const rl = await limiter();
+      expect(typeof rl.ping).toBe("function");
+      await expect(rl.ping!()).resolves.toBeUndefined();
+    });
 
     it("allows a burst, then refuses with Retry-After until a token refills", async () => {
       const rl = await limiter();

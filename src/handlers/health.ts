@@ -1,0 +1,57 @@
+import type { HandlerContext } from "../context.js";
+import { Reply } from "../http/reply.js";
+
+export type CheckState = "ok" | "error";
+
+export interface Readiness {
+  status: "ok" | "unavailable" | "draining";
+  checks: { storage: CheckState; rateLimiter: CheckState; cache: CheckState };
+}
+
+const NO_STORE = { "cache-control": "no-store" };
+
+/** GET /api/health/live: the process answers. No dependency is touched. */
+export function liveness(): Reply {
+  return Reply.json(200, { status: "ok" }, NO_STORE);
+}
+
+/**
+ * GET /api/health/ready: one round trip to the store and, when they live on
+ * a server (Redis), to the rate limiter and the cache, in parallel, each
+ * bounded by `healthTimeoutMs`. 200 when every check passes and the API is
+ * not draining; otherwise 503 with the same body naming what failed.
+ * Ports without `ping` are in-process: nothing to reach, so "ok".
+ */
+export async function readiness(ctx: HandlerContext): Promise<Reply> {
+  const limit = ctx.settings.healthTimeoutMs;
+  const [storage, rateLimiter, cache] = await Promise.all([
+    check(() => ctx.storage.ping(), limit),
+    check(ctx.rateLimiter.ping && (() => ctx.rateLimiter.ping!()), limit),
+    check(ctx.cache.ping && (() => ctx.cache.ping!()), limit),
+  ]);
+  const checks = { storage, rateLimiter, cache };
+  const failed = storage === "error" || rateLimiter === "error" || cache === "error";
+  const status: Readiness["status"] = ctx.operations.draining ? "draining" : failed ? "unavailable" : "ok";
+  const body: Readiness = { status, checks };
+  return Reply.json(status === "ok" ? 200 : 503, body, NO_STORE);
+}
+
+/** "ok" when the ping resolves within `timeoutMs`; a rejection or a hang is "error", never a thrown request. */
+async function check(ping: (() => Promise<void>) | undefined, timeoutMs: number): Promise<CheckState> {
+  if (!ping) return "ok";
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<CheckState>((resolve) => {
+    timer = setTimeout(() => resolve("error"), timeoutMs);
+  });
+  try {
+    const answered = Promise.resolve()
+      .then(ping)
+      .then(
+        (): CheckState => "ok",
+        (): CheckState => "error",
+      );
+    return await Promise.race([answered, expired]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

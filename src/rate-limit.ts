@@ -1,0 +1,35 @@
+import { ApiError } from "./errors.js";
+import type { RateLimiter } from "./ports/rate-limiter.js";
+
+/**
+ * One token from the bucket `key` (burst twice the rate), or 429
+ * `rate_limited` with `Retry-After`. Returns the `RateLimit-*` headers
+ * every answer of a limited endpoint carries.
+ */
+export async function takeRateToken(
+  rateLimiter: RateLimiter,
+  key: string,
+  ratePerSecond: number,
+  now: number,
+  refusal: string,
+): Promise<Record<string, string>> {
+  const limit = { ratePerSecond, burst: Math.max(1, Math.floor(ratePerSecond * 2)) };
+  const decision = await rateLimiter.take(key, limit, now);
+  const headers: Record<string, string> = {
+    "ratelimit-limit": String(limit.burst),
+    "ratelimit-remaining": String(decision.remaining),
+    "ratelimit-reset": String(decision.resetSeconds),
+  };
+  if (!decision.allowed) {
+    throw new ApiError(429, "rate_limited", refusal, {
+      headers: { ...headers, "retry-after": String(decision.retryAfterSeconds) },
+      details: { retryAfterSeconds: decision.retryAfterSeconds },
+    });
+  }
+  return headers;
+}
+
+/** Whether a configured rate is a limit at all (0, negative, NaN and Infinity are "off"). */
+export function isRateLimit(ratePerSecond: number): boolean {
+  return ratePerSecond > 0 && ratePerSecond !== Number.POSITIVE_INFINITY;
+}

@@ -1,0 +1,49 @@
+import { z } from "zod";
+import { exposeMetrics } from "../handlers/metrics.js";
+import { liveness, readiness } from "../handlers/health.js";
+import { open } from "../routing.js";
+import { errorEnvelopeSchema } from "../schemas/common.js";
+
+const checkState = z.enum(["ok", "error"]);
+const readinessSchema = z.object({
+  status: z.enum(["ok", "unavailable", "draining"]),
+  checks: z.object({ storage: checkState, rateLimiter: checkState, cache: checkState }),
+});
+
+/**
+ * What operators and their probes call, mounted under `/api` beside the
+ * webhook receiver: no authentication, kept out of the API usage log.
+ */
+export const operationsRoutes = [
+  open({
+    method: "GET",
+    path: "/health/live",
+    auth: "none",
+    tag: "Operations",
+    summary: "Liveness: the process answers (touches no dependency)",
+    responses: { 200: z.object({ status: z.literal("ok") }) },
+    logged: false,
+    handle: async () => liveness(),
+  }),
+  open({
+    method: "GET",
+    path: "/health/ready",
+    auth: "none",
+    tag: "Operations",
+    summary: "Readiness: a round trip to the store (and Redis when used), each check bounded; 503 when one fails or the API is draining",
+    responses: { 200: readinessSchema, 503: readinessSchema },
+    logged: false,
+    handle: (_input, ctx) => readiness(ctx),
+  }),
+  open({
+    method: "GET",
+    path: "/metrics",
+    auth: "none",
+    tag: "Operations",
+    summary: "Prometheus metrics (text exposition format); a bearer token when the server sets one, 404 when metrics are off",
+    produces: "text/plain; version=0.0.4",
+    responses: { 401: errorEnvelopeSchema, 404: errorEnvelopeSchema },
+    logged: false,
+    handle: ({ headers }, ctx) => exposeMetrics(ctx, headers),
+  }),
+];

@@ -1,0 +1,79 @@
+import { ApiError } from "./errors.js";
+import type { Metrics, StorageOutcome } from "./ports/metrics.js";
+import type { Storage } from "./ports/storage.js";
+
+/** Lifecycle methods are left alone: a seed may take long, and close/ping have their own callers' limits. */
+const UNWRAPPED = new Set(["seed", "close", "ping"]);
+
+/**
+ * The store with every call bounded by `timeoutMs` (503
+ * `storage_unavailable` once it passes) and/or measured into `metrics`.
+ * Without either the store is returned as it is, so the default costs
+ * nothing. A call that times out is not cancelled: the store may still
+ * complete it (a webhook row may be stored after its client got the 503 —
+ * a retry with the same delivery id is then recognised as a duplicate).
+ * Synchronous methods and non-function properties (escape hatches such as
+ * `db`) pass through unchanged.
+ */
+export function instrumentStorage(storage: Storage, options: { timeoutMs: number; metrics: Metrics | null }): Storage {
+  const timeoutMs = options.timeoutMs > 0 && options.timeoutMs !== Number.POSITIVE_INFINITY ? options.timeoutMs : 0;
+  const { metrics } = options;
+  if (timeoutMs === 0 && metrics === null) return storage;
+  const wrapped: Record<string, unknown> = {};
+  for (const name of allKeys(storage)) {
+    const value = (storage as unknown as Record<string, unknown>)[name];
+    if (typeof value !== "function" || UNWRAPPED.has(name)) {
+      wrapped[name] = typeof value === "function" ? value.bind(storage) : value;
+      continue;
+    }
+    const method = value as (...args: unknown[]) => unknown;
+    wrapped[name] = (...args: unknown[]) => {
+      const startedAt = performance.now();
+      const result = method.apply(storage, args);
+      if (!isPromise(result)) return result;
+      const bounded = timeoutMs === 0 ? result : withTimeout(result, timeoutMs);
+      if (metrics === null) return bounded;
+      return bounded.then(
+        (value) => {
+          metrics.storageOperation(name, "ok", performance.now() - startedAt);
+          return value;
+        },
+        (error: unknown) => {
+          const outcome: StorageOutcome = error instanceof ApiError && error.code === "storage_unavailable" ? "timeout" : "error";
+          metrics.storageOperation(name, outcome, performance.now() - startedAt);
+          throw error;
+        },
+      );
+    };
+  }
+  return wrapped as unknown as Storage;
+}
+
+function withTimeout<T>(promise: Promise<T>, timeoutMs: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new ApiError(503, "storage_unavailable", `the store did not answer within ${timeoutMs} ms; retry later`, {
+            headers: { "retry-after": "1" },
+          }),
+        ),
+      timeoutMs,
+    );
+  });
+  return Promise.race([promise, expired]).finally(() => clearTimeout(timer));
+}
+
+function isPromise(value: unknown): value is Promise<unknown> {
+  return typeof (value as { then?: unknown } | null)?.then === "function";
+}
+
+/** Own keys and, for class-based stores, their prototype methods. */
+function allKeys(object: object): string[] {
+  const keys = new Set<string>();
+  for (let o: object | null = object; o && o !== Object.prototype; o = Object.getPrototypeOf(o)) {
+    for (const key of Object.getOwnPropertyNames(o)) if (key !== "constructor") keys.add(key);
+  }
+  return [...keys];
+}
