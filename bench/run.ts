@@ -1,21 +1,21 @@
 /**
  * npm run bench — each scenario runs a Dataport server and a bare baseline
  * server as separate processes on 127.0.0.1, drives each with autocannon
- * from this process for BENCH_SECONDS (default 5) per round, alternating
- * BENCH_ROUNDS times (default 3), and prints the median ratio.
+ * from this process for BENCH_SECONDS (default 3) per round, alternating
+ * BENCH_ROUNDS times (default 5), and prints the median ratio.
  *
  *   npm run bench                 # every scenario
  *   npm run bench -- me webhook   # scenarios whose name contains a word
  *   BENCH_DATAPORT=adapter-only npm run bench -- me:   # another server in Dataport's place (diagnosis)
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import autocannon from "autocannon";
 
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 /** Baseline and Dataport alternate this many times; the median of the per-round ratios is reported (this machine's throughput drifts by ±25% run to run). */
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const CONNECTIONS = 50;
 const OVERRIDE = process.env.BENCH_DATAPORT;
 const TOKEN = "dp_demo_full_access_0000000000001";
@@ -109,14 +109,31 @@ async function start(name: string, port: number, env: Record<string, string> = {
   return child;
 }
 
-async function measure(side: Side, port: number, env: Record<string, string> = {}): Promise<number> {
+interface Measured {
+  /** Requests per second. */
+  rate: number;
+  /** The server process's own CPU time (user + system) per request, in µs: steadier than req/s when the machine is noisy. */
+  cpuMicros: number | null;
+}
+
+/** utime + stime of a process, in clock ticks (1/100 s), or null where /proc is missing. */
+function cpuTicks(pid: number | undefined): number | null {
+  if (pid === undefined || !existsSync(`/proc/${pid}/stat`)) return null;
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return Number(fields[11]) + Number(fields[12]);
+}
+
+async function measure(side: Side, port: number, env: Record<string, string> = {}): Promise<Measured> {
   const child = await start(side.server, port, { ...env, ...side.env });
   try {
     const url = `http://127.0.0.1:${port}${side.url}`;
     await autocannon({ url, connections: CONNECTIONS, duration: 1, requests: side.request }); // warm-up
+    const before = cpuTicks(child.pid);
     const result = await autocannon({ url, connections: CONNECTIONS, duration: SECONDS, requests: side.request });
+    const after = cpuTicks(child.pid);
     if (result.non2xx > 0) console.log(`  ! ${side.server}: ${result.non2xx} non-2xx responses`);
-    return result.requests.average;
+    const cpuMicros = before === null || after === null || result.requests.total === 0 ? null : ((after - before) * 10_000) / result.requests.total;
+    return { rate: result.requests.average, cpuMicros };
   } finally {
     child.kill("SIGTERM");
     await new Promise((r) => child.once("exit", r));
@@ -139,16 +156,23 @@ for (const scenario of scenarios) {
     probe.kill("SIGTERM");
     await new Promise((r) => probe.once("exit", r));
   }
-  const rounds: Array<{ baseline: number; dataport: number; ratio: number }> = [];
+  const rounds: Array<{ baseline: Measured; dataport: Measured; ratio: number; cpuRatio: number | null }> = [];
   for (let round = 0; round < ROUNDS; round++) {
     const baseline = await measure(scenario.baseline, ++port, env);
     const dataport = await measure(OVERRIDE ? { ...scenario.dataport, server: OVERRIDE } : scenario.dataport, ++port, env);
-    rounds.push({ baseline, dataport, ratio: dataport / baseline });
+    const cpuRatio = baseline.cpuMicros !== null && dataport.cpuMicros ? baseline.cpuMicros / dataport.cpuMicros : null;
+    rounds.push({ baseline, dataport, ratio: dataport.rate / baseline.rate, cpuRatio });
   }
-  const median = [...rounds].sort((a, b) => a.ratio - b.ratio)[Math.floor(rounds.length / 2)]!;
+  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+  const ratio = median(rounds.map((r) => r.ratio));
+  const cpuRatios = rounds.flatMap((r) => (r.cpuRatio === null ? [] : [r.cpuRatio]));
   console.log(`- ${scenario.name}`);
-  for (const r of rounds) console.log(`    round: baseline ${r.baseline.toFixed(0)} req/s, dataport ${r.dataport.toFixed(0)} req/s, ratio ${r.ratio.toFixed(2)}x`);
-  console.log(`  median ratio ${median.ratio.toFixed(2)}x (goal >= ${scenario.goal}x) ${median.ratio >= scenario.goal ? "OK" : "BELOW GOAL"}`);
+  for (const r of rounds) {
+    const cpu = r.cpuRatio === null ? "" : `; CPU per request ${r.baseline.cpuMicros!.toFixed(1)} vs ${r.dataport.cpuMicros!.toFixed(1)} µs, ratio ${r.cpuRatio.toFixed(2)}x`;
+    console.log(`    round: baseline ${r.baseline.rate.toFixed(0)} req/s, dataport ${r.dataport.rate.toFixed(0)} req/s, ratio ${r.ratio.toFixed(2)}x${cpu}`);
+  }
+  const cpuLine = cpuRatios.length > 0 ? `; by server CPU per request ${median(cpuRatios).toFixed(2)}x` : "";
+  console.log(`  median ratio ${ratio.toFixed(2)}x (goal >= ${scenario.goal}x) ${ratio >= scenario.goal ? "OK" : "BELOW GOAL"}${cpuLine}`);
 }
 
 for (const script of ["bench/sqlite-reads.ts"]) {

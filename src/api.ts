@@ -120,6 +120,18 @@ const PREFLIGHT_HEADERS: Record<string, string> = {
   "access-control-max-age": "86400",
 };
 
+/** What routing reads and fills in: itty sets `params` and `query`; `decoded` says `params` is already percent-decoded. */
+interface Probe {
+  method: string;
+  url: string;
+  params?: Record<string, string>;
+  query?: RawQuery;
+  decoded?: boolean;
+}
+
+/** The query of a URL without one (shared, never written). */
+const EMPTY_QUERY: RawQuery = Object.freeze(Object.create(null) as RawQuery);
+
 interface RouteGroup {
   mount: string;
   pattern: string;
@@ -174,22 +186,34 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
 
   // Routing results by URL, for URLs without a query string (the webhook hot
   // path): itty's `fetch` parses a URL and tries every pattern per request.
-  // Only the result for the same URL string is reused, so it is the same match.
-  const matches = new Map<string, { group: RouteGroup; params: Record<string, string> }>();
+  // Only the result for the same URL string is reused, so it is the same match;
+  // its path parameters are kept decoded (and frozen: handlers only read them).
+  const matches = new Map<string, { group: RouteGroup; params: Readonly<Record<string, string>> }>();
   // A hit answers without an await (one async hop less on the hot path).
-  function cachedMatch(probe: { url: string; params?: Record<string, string>; query?: RawQuery }): RouteGroup | null {
+  function cachedMatch(probe: Probe): RouteGroup | null {
     if (probe.url.includes("?")) return null;
     const hit = matches.get(probe.url);
     if (!hit) return null;
     probe.params = hit.params;
-    probe.query = Object.create(null) as RawQuery;
+    probe.decoded = true;
+    probe.query = EMPTY_QUERY;
     return hit.group;
   }
-  async function match(probe: { method: string; url: string; params?: Record<string, string>; query?: RawQuery }) {
+  async function match(probe: Probe) {
     const group = (await router.fetch(probe)) as RouteGroup | undefined;
     if (group && probe.url.length <= MATCH_CACHE_URL_LENGTH && !probe.url.includes("?")) {
-      if (matches.size >= MATCH_CACHE_SIZE) matches.clear();
-      matches.set(probe.url, { group, params: probe.params ?? {} });
+      let decoded: Record<string, string> | null = null;
+      try {
+        decoded = decodeParams(probe.params ?? {});
+      } catch {
+        // Malformed percent-encoding: not remembered; the request answers 404 below.
+      }
+      if (decoded !== null) {
+        if (matches.size >= MATCH_CACHE_SIZE) matches.clear();
+        matches.set(probe.url, { group, params: Object.freeze(decoded) });
+        probe.params = decoded;
+        probe.decoded = true;
+      }
     }
     return group;
   }
@@ -211,7 +235,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     let failure: unknown;
     let reply: ApiReply;
     const clientAddress = resolveClientAddress(req.clientAddress, req.headers.get("x-forwarded-for"), settings.trustedProxies);
-    const probe = { method: "GET", url: req.url } as { method: string; url: string; params?: Record<string, string>; query?: RawQuery };
+    const probe: Probe = { method: "GET", url: req.url };
     try {
       group = cachedMatch(probe) ?? (await match(probe));
       if (req.method === "OPTIONS") {
@@ -222,7 +246,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
         if (!route) {
           throw new ApiError(405, "method_not_allowed", `${req.method} is not allowed here`, { headers: { allow: group.allow } });
         }
-        params = decodeParams(probe.params ?? {});
+        params = probe.decoded ? probe.params! : decodeParams(probe.params ?? {});
         if (route.auth === "bearer") {
           credential = await authenticate(req.headers.get("authorization"), storage, sessions);
           if (isRateLimit(settings.apiRatePerSecond)) rateHeaders = await takeApiToken(credential);

@@ -3,6 +3,7 @@ import { createAdmin } from "../src/admin/index.js";
 import { dedupKeyOf } from "../src/domain/dedup.js";
 import { flattenPayload, MAX_FLATTEN_DEPTH } from "../src/domain/flatten.js";
 import { emptyRow } from "../src/domain/rows.js";
+import { typeOfValue } from "../src/domain/columns.js";
 import { signHex, signStandard, verifyWebhookSignature } from "../src/domain/signatures.js";
 import type { MemoryStorage } from "../src/memory/storage.js";
 import { WEBHOOK_SECRETS, webhookFixture } from "../src/testing/conformance/webhooks.js";
@@ -156,6 +157,20 @@ describe("POST /api/webhooks/{id}: payloads into rows", () => {
       "a.__proto__.polluted": "yes",
       prototype: 1,
     });
+  });
+
+  it("infers column types of values: dates and datetimes only from ISO text", () => {
+    expect(typeOfValue("2026-11-22")).toBe("date");
+    expect(typeOfValue("2026-11-22T08:00:00Z")).toBe("datetime");
+    expect(typeOfValue("2026-11-22 08:00")).toBe("datetime");
+    expect(typeOfValue("2026-11-22T08:00:00.123+02:00")).toBe("datetime");
+    expect(typeOfValue("2026-11-2")).toBe("string");
+    expect(typeOfValue("20261-1-22")).toBe("string");
+    expect(typeOfValue("order 2026-11-22")).toBe("string");
+    expect(typeOfValue("2026-11-22 and more")).toBe("string");
+    expect(typeOfValue(3)).toBe("number");
+    expect(typeOfValue(false)).toBe("boolean");
+    expect(typeOfValue(null)).toBeNull();
   });
 
   it("flattens into rows with no inherited members, where __proto__ is an own column", () => {

@@ -1,7 +1,9 @@
 /** The Node adapter around a handle() that answers a fixed reply: the adapter's own cost. */
 import { createServer } from "node:http";
-import { toNodeHandler } from "../../adapters/node.js";
 import type { ApiReply } from "../../src/http/types.js";
+import { built, type NodeAdapter } from "./built.js";
+
+const { toNodeHandler } = await built<NodeAdapter>("adapters/node.js");
 
 const body = process.env.BODY ?? '{"kind":"api-key"}';
 const few = process.env.FEW === "1";

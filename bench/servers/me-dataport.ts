@@ -1,10 +1,11 @@
 /** Dataport through the Node adapter on the memory store with the demo fixture. */
 import { createServer } from "node:http";
 import { readFileSync } from "node:fs";
-import { toNodeHandler } from "../../adapters/node.js";
-import { createDataApi } from "../../src/api.js";
-import { parseFixture } from "../../src/fixture/load.js";
-import { createMemoryStorage } from "../../src/memory/storage.js";
+import { built, type Dataport, type MemoryEntry, type NodeAdapter } from "./built.js";
+
+const { createDataApi, parseFixture } = await built<Dataport>("index.js");
+const { toNodeHandler } = await built<NodeAdapter>("adapters/node.js");
+const { createMemoryStorage } = await built<MemoryEntry>("memory/index.js");
 
 const storage = createMemoryStorage();
 await storage.seed(parseFixture(JSON.parse(readFileSync(new URL("../../examples/demo/space.json", import.meta.url), "utf8"))));

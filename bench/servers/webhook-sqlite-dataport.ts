@@ -3,10 +3,11 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { toNodeHandler } from "../../adapters/node.js";
-import { createDataApi } from "../../src/api.js";
-import { parseFixture } from "../../src/fixture/load.js";
-import { createSqliteStorage } from "../../src/sqlite/index.js";
+import { built, type Dataport, type NodeAdapter, type SqliteEntry } from "./built.js";
+
+const { createDataApi, parseFixture } = await built<Dataport>("index.js");
+const { toNodeHandler } = await built<NodeAdapter>("adapters/node.js");
+const { createSqliteStorage } = await built<SqliteEntry>("sqlite/index.js");
 
 const dir = mkdtempSync(join(tmpdir(), "dataport-bench-sqlite-"));
 const storage = createSqliteStorage({ path: join(dir, "dataport.sqlite") });

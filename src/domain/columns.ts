@@ -12,6 +12,8 @@ export function typeOfValue(value: unknown): ColumnType | null {
     case "boolean":
       return "boolean";
     case "string":
+      // Most strings are not dates: only one that starts like `2026-` can be (skips two regex runs).
+      if (value.length < 10 || value.charCodeAt(4) !== 45 /* - */) return "string";
       if (DATE.test(value)) return "date";
       if (DATETIME.test(value)) return "datetime";
       return "string";

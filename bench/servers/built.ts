@@ -1,0 +1,14 @@
+/**
+ * The package as users run it: `npm run bench` builds `dist/` first (tsup),
+ * and the Dataport bench servers load it from there rather than from the
+ * TypeScript sources through tsx (whose transform, unlike the build, wraps
+ * every named closure in a naming helper that costs on each request).
+ */
+export async function built<Module>(entry: string): Promise<Module> {
+  return (await import(new URL(`../../dist/${entry}`, import.meta.url).href)) as Module;
+}
+
+export type Dataport = typeof import("../../src/index.js");
+export type NodeAdapter = typeof import("../../adapters/node.js");
+export type MemoryEntry = typeof import("../../src/memory/index.js");
+export type SqliteEntry = typeof import("../../src/sqlite/index.js");
