@@ -18,6 +18,8 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const CONNECTIONS = 50;
 const OVERRIDE = process.env.BENCH_DATAPORT;
+/** BENCH_MODE=alternate runs baseline and Dataport one after the other instead of side by side (see measurePair). */
+const PAIRED = process.env.BENCH_MODE !== "alternate";
 const TOKEN = "dp_demo_full_access_0000000000001";
 const PAYLOAD_1KB = JSON.stringify({
   event: "order.created",
@@ -140,6 +142,33 @@ async function measure(side: Side, port: number, env: Record<string, string> = {
   }
 }
 
+/**
+ * Both servers at once on the same CPU, each driven by its own autocannon
+ * run: the scheduler gives each half of the CPU, so the ratio of their rates
+ * is the ratio of their CPU cost per request, and whatever else the machine
+ * does at that moment slows both alike.
+ */
+async function measurePair(a: Side, portA: number, b: Side, portB: number, env: Record<string, string>): Promise<[Measured, Measured]> {
+  const [childA, childB] = [await start(a.server, portA, { ...env, ...a.env }), await start(b.server, portB, { ...env, ...b.env })];
+  const load = (side: Side, port: number, duration: number) =>
+    autocannon({ url: `http://127.0.0.1:${port}${side.url}`, connections: CONNECTIONS, duration, requests: side.request });
+  try {
+    await Promise.all([load(a, portA, 1), load(b, portB, 1)]); // warm-up
+    const before = [cpuTicks(childA.pid), cpuTicks(childB.pid)];
+    const [ra, rb] = await Promise.all([load(a, portA, SECONDS), load(b, portB, SECONDS)]);
+    const after = [cpuTicks(childA.pid), cpuTicks(childB.pid)];
+    for (const [side, r] of [[a, ra], [b, rb]] as const) if (r.non2xx > 0) console.log(`  ! ${side.server}: ${r.non2xx} non-2xx responses`);
+    const cpu = (i: number, total: number) => (before[i] === null || after[i] === null || total === 0 ? null : ((after[i]! - before[i]!) * 10_000) / total);
+    return [
+      { rate: ra.requests.average, cpuMicros: cpu(0, ra.requests.total) },
+      { rate: rb.requests.average, cpuMicros: cpu(1, rb.requests.total) },
+    ];
+  } finally {
+    for (const child of [childA, childB]) child.kill("SIGTERM");
+    await Promise.all([childA, childB].map((child) => new Promise((r) => (child.exitCode === null ? child.once("exit", r) : r(null)))));
+  }
+}
+
 const filters = process.argv.slice(2);
 let port = 18_700;
 for (const scenario of scenarios) {
@@ -158,8 +187,15 @@ for (const scenario of scenarios) {
   }
   const rounds: Array<{ baseline: Measured; dataport: Measured; ratio: number; cpuRatio: number | null }> = [];
   for (let round = 0; round < ROUNDS; round++) {
-    const baseline = await measure(scenario.baseline, ++port, env);
-    const dataport = await measure(OVERRIDE ? { ...scenario.dataport, server: OVERRIDE } : scenario.dataport, ++port, env);
+    const dataportSide = OVERRIDE ? { ...scenario.dataport, server: OVERRIDE } : scenario.dataport;
+    let baseline: Measured;
+    let dataport: Measured;
+    if (PAIRED) {
+      [baseline, dataport] = await measurePair(scenario.baseline, ++port, dataportSide, ++port, env);
+    } else {
+      baseline = await measure(scenario.baseline, ++port, env);
+      dataport = await measure(dataportSide, ++port, env);
+    }
     const cpuRatio = baseline.cpuMicros !== null && dataport.cpuMicros ? baseline.cpuMicros / dataport.cpuMicros : null;
     rounds.push({ baseline, dataport, ratio: dataport.rate / baseline.rate, cpuRatio });
   }

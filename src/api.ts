@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { idSource } from "./domain/crypto.js";
 import { IttyRouter } from "itty-router";
 import { actorOf, assertKeyPlan, assertScope, authenticate, type Credential, storageSessions } from "./auth.js";
 import type { ApiSettings, HandlerContext, Ports } from "./context.js";
@@ -164,6 +165,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
   const log = (message: string, error?: unknown) => logger.error(message, error);
   const operations = { draining: false, metrics };
   const observe = createRequestObserver(logger, metrics, clock);
+  const nextRequestId = idSource();
 
   const router = IttyRouter();
   const groups = new Map<string, RouteGroup>();
@@ -225,7 +227,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
   }
 
   async function handle(req: ApiRequest): Promise<ApiReply> {
-    const requestId = randomUUID();
+    const requestId = nextRequestId();
     const startedAt = performance.now();
     let group: RouteGroup | undefined;
     let route: RouteDef | undefined;

@@ -40,7 +40,7 @@ describe("Node adapter over a real socket", () => {
     const res = await raw(url, "/api/v1/me", { authorization: `Bearer ${TOKENS.sync}` });
     expect(res.status).toBe(200);
     expect(res.headers["access-control-allow-origin"]).toBe("*");
-    expect(res.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
+    expect(res.headers["x-request-id"]).toMatch(/^[0-9a-f]{16}-[0-9a-z]+$/);
     expect(res.headers["content-length"]).toBe(String(Buffer.byteLength(res.body)));
     expect(JSON.parse(res.body).name).toBe("Warehouse sync");
   });

@@ -34,7 +34,7 @@ describe("POST /api/webhooks/{id}: payloads into rows", () => {
       body: { event: "order.paid", user: { name: "Ada", address: { city: "Lyon" } }, tags: ["a", "b"], meta: {}, amount: 12.5, paid: true, note: null },
     });
     expect(res.status).toBe(200);
-    expect(res.json).toEqual({ ok: true, id: expect.stringMatching(/^whr_[0-9a-f]{32}$/), duplicate: false });
+    expect(res.json).toEqual({ ok: true, id: expect.stringMatching(/^whr_[0-9a-f]{16}-[0-9a-z]+$/), duplicate: false });
     expect(res.headers.get("ratelimit-limit")).toBe("100");
     expect(await rows(api, "ds_conn_hook_open")).toEqual([
       {

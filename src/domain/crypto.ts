@@ -44,3 +44,17 @@ export function base62(bytes: Uint8Array, length: number): string {
   }
   return out;
 }
+
+/**
+ * Unique ids without drawing randomness per id: a random 64-bit prefix per
+ * source (per process, per API) and a counter, as `<16 hex>-<base36>` after
+ * `prefix`. Two sources collide only if their random prefixes do (about one
+ * chance in 2^64 per pair). Drawing a UUID per request costs more than the
+ * rest of a cached route's work on a busy server; these ids are for
+ * correlation and row identity, not secrets.
+ */
+export function idSource(prefix = ""): () => string {
+  const stem = `${prefix}${randomBytes(8).toString("hex")}-`;
+  let count = 0;
+  return () => stem + (++count).toString(36);
+}

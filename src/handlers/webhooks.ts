@@ -1,6 +1,6 @@
-import { randomUUID } from "node:crypto";
 import type { HandlerContext } from "../context.js";
 import { typeOfValue } from "../domain/columns.js";
+import { idSource } from "../domain/crypto.js";
 import { dedupKeyOf } from "../domain/dedup.js";
 import { flattenPayload } from "../domain/flatten.js";
 import { isoTime } from "../domain/time.js";
@@ -13,6 +13,9 @@ import { decodeUtf8, isFormType, isJsonType, parseJsonObject } from "../http/bod
 import { Reply } from "../http/reply.js";
 import type { HeaderReader } from "../http/types.js";
 import type { RawBody } from "../routing.js";
+
+/** Row ids, `whr_<16 hex>-<counter>`: unique across processes (random prefix), no randomness drawn per delivery. */
+const nextRowId = idSource("whr_");
 
 export const invalidSignature = () => new ApiError(401, "invalid_signature", "invalid or missing webhook signature");
 
@@ -32,8 +35,7 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
   }
   const payload = parsePayload(body);
   const receivedAt = isoTime(now);
-  // randomUUID draws from a cached entropy pool: cheaper per request than randomBytes.
-  const id = `whr_${randomUUID().replaceAll("-", "")}`;
+  const id = nextRowId();
   const row: Row = emptyRow();
   row._id = id;
   row._receivedAt = receivedAt;

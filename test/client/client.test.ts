@@ -78,7 +78,7 @@ describe("client against the API (api.fetch, no network)", () => {
     expect(error).toBeInstanceOf(DataportError);
     const e = error as DataportError;
     expect(e).toMatchObject({ status: 404, code: "not_found", name: "DataportError" });
-    expect(e.requestId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(e.requestId).toMatch(/^[0-9a-f]{16}-[0-9a-z]+$/);
     expect(e.envelope?.error.requestId).toBe(e.requestId);
     expect(spy.requests).toHaveLength(1);
 

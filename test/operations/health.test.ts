@@ -33,7 +33,7 @@ describe("GET /api/health/live and /api/health/ready", () => {
     expect(ready.status).toBe(200);
     expect(ready.json).toEqual({ status: "ok", checks: ALL_OK });
     expect(ready.headers.get("cache-control")).toBe("no-store");
-    expect(ready.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
+    expect(ready.headers.get("x-request-id")).toMatch(/^[0-9a-f]{16}-[0-9a-z]+$/);
     await call("GET", "/api/v1/me", { token: TOKENS.sync });
     const usage = await call("GET", "/api/v1/space/api-usage?days=1", { token: TOKENS.sync });
     expect(usage.status).toBe(200);
