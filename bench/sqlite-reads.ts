@@ -20,6 +20,7 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import type { AuditEvent } from "../src/domain/model.js";
 import { parseFixture } from "../src/fixture/load.js";
+import { appendRowsStatement } from "../src/sqlite/catalog.js";
 import { createSqliteStorage, type SqliteStorage } from "../src/sqlite/index.js";
 
 const TOKEN = "dp_demo_full_access_0000000000001";
@@ -97,17 +98,21 @@ async function main(): Promise<void> {
   }
 }
 
-/** Replace the demo dataset's rows with `count` generated rows at positions 0..count-1. */
+/** Replace the demo dataset's rows with `count` generated rows at positions 0..count-1, through the store's own append statement. */
 function fillDataset(store: SqliteStorage, count: number): void {
   const { db } = store;
   const seq = (db.prepare("SELECT seq FROM datasets WHERE id = ?").get(DATASET) as { seq: number }).seq;
-  const insert = db.prepare("INSERT INTO dataset_rows (dataset_seq, position, data) VALUES (?, ?, ?)");
+  const append = appendRowsStatement(db);
   const regions = ["EMEA", "AMER", "APAC"];
+  const CHUNK = 10_000;
   db.transaction(() => {
     db.prepare("DELETE FROM dataset_rows WHERE dataset_seq = ?").run(seq);
-    for (let i = 0; i < count; i++) {
-      const row = { order_id: `NW-${i}`, ordered_on: "2026-10-01", region: regions[i % 3], product: "Latte", quantity: (i % 7) + 1, amount: (i % 1000) / 4, paid: i % 2 === 0 };
-      insert.run(seq, i, JSON.stringify(row));
+    for (let from = 0; from < count; from += CHUNK) {
+      const rows = [];
+      for (let i = from; i < Math.min(count, from + CHUNK); i++) {
+        rows.push({ order_id: `NW-${i}`, ordered_on: "2026-10-01", region: regions[i % 3], product: "Latte", quantity: (i % 7) + 1, amount: (i % 1000) / 4, paid: i % 2 === 0 });
+      }
+      append(seq, from, rows);
     }
     db.prepare("UPDATE datasets SET first_position = 0, next_position = ? WHERE seq = ?").run(count, seq);
   })();
