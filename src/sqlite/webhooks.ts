@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
 import { LRUCache } from "lru-cache";
-import { widenColumns } from "../domain/columns.js";
-import type { Column, Row } from "../domain/model.js";
+import { widenColumns, widenType } from "../domain/columns.js";
+import type { Column, ColumnType, Row } from "../domain/model.js";
 import { endpointFromConnection } from "../domain/webhook-config.js";
 import type { WebhookEndpoint, WebhookStore } from "../ports/storage/webhooks.js";
 import { parseJson, rowKey, type SqliteHandle, writeTransaction } from "./db.js";
@@ -146,7 +146,20 @@ interface DatasetState {
   next: number;
   columns: Column[];
   updatedAt: string;
+  /** name → type of `columns`, built when first needed in a batch. */
+  types: Map<string, ColumnType | null> | null;
   dirty: boolean;
+}
+
+/** Whether a delivery's columns add a name or widen a type (most deliveries of a known shape do neither). */
+function changesColumns(ds: DatasetState, incoming: readonly Column[]): boolean {
+  const types = (ds.types ??= new Map(ds.columns.map((c) => [c.name, c.type] as const)));
+  for (const column of incoming) {
+    if (!types.has(column.name)) return true;
+    const known = types.get(column.name)!;
+    if (widenType(known, column.type) !== known) return true;
+  }
+  return false;
 }
 
 /**
@@ -177,7 +190,7 @@ function ingestTransaction(db: Database.Database) {
       if (!found) {
         const row = load.get(id);
         if (!row) throw new Error(`unknown dataset ${id}`);
-        found = { seq: row.seq, first: row.first_position, next: row.next_position, columns: parseJson(row.columns), updatedAt: row.updated_at, dirty: false };
+        found = { seq: row.seq, first: row.first_position, next: row.next_position, columns: parseJson(row.columns), updatedAt: row.updated_at, types: null, dirty: false };
         datasets.set(id, found);
       }
       return found;
@@ -190,7 +203,10 @@ function ingestTransaction(db: Database.Database) {
       }
       insert.run(rowKey(ds.seq, ds.next), ds.seq, ds.next, input.dedupKey, JSON.stringify(input.row as Row));
       ds.next += 1;
-      ds.columns = widenColumns(ds.columns, input.columns) ?? ds.columns;
+      if (changesColumns(ds, input.columns)) {
+        ds.columns = widenColumns(ds.columns, input.columns) ?? ds.columns;
+        ds.types = null;
+      }
       ds.updatedAt = input.receivedAt;
       const keepFrom = ds.next - Math.max(1, input.retainRows);
       if (keepFrom > ds.first) {
