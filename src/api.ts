@@ -236,7 +236,9 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     let rateHeaders: Record<string, string> | undefined;
     let failure: unknown;
     let reply: ApiReply;
-    const clientAddress = resolveClientAddress(req.clientAddress, req.headers.get("x-forwarded-for"), settings.trustedProxies);
+    // X-Forwarded-For is only read when some proxy is trusted.
+    const clientAddress =
+      settings.trustedProxies.length === 0 ? req.clientAddress : resolveClientAddress(req.clientAddress, req.headers.get("x-forwarded-for"), settings.trustedProxies);
     const probe: Probe = { method: "GET", url: req.url };
     try {
       group = cachedMatch(probe) ?? (await match(probe));

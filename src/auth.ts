@@ -8,8 +8,6 @@ export interface ApiKeyCredential {
   kind: "api-key";
   key: ApiKeyRecord;
   team: Team;
-  /** The user who created the key (null if since deleted). */
-  creator: User | null;
 }
 
 export interface SessionCredential {
@@ -37,9 +35,10 @@ export async function authenticate(
   const key = await storage.findApiKeyByHash(sha256Hex(token));
   if (key) {
     if (key.revokedAt !== null) throw unauthorized("invalid or revoked token");
-    const [team, creator] = await Promise.all([storage.getTeam(key.teamId), storage.getUser(key.createdBy)]);
+    // Two lookups per call, not three: the key's creator matters only to /audit, which loads it there.
+    const team = await storage.getTeam(key.teamId);
     if (!team) throw unauthorized("invalid or revoked token");
-    return { kind: "api-key", key, team, creator };
+    return { kind: "api-key", key, team };
   }
   const session = await sessions(token);
   if (session) {

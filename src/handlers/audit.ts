@@ -61,7 +61,8 @@ async function feedTeams(ctx: AuthedContext, teamId: string | undefined): Promis
   const { credential, storage } = ctx;
   const team = await resolveTeam(credential, teamId, storage);
   if (team.plan !== "business") throw planRequired("the audit feed needs the Business plan");
-  const admin = credential.kind === "api-key" ? credential.creator?.businessAdmin === true : credential.user.businessAdmin;
+  // A key reads the feed when its creator is (still) a business admin; only this endpoint needs the creator.
+  const admin = credential.kind === "api-key" ? (await storage.getUser(credential.key.createdBy))?.businessAdmin === true : credential.user.businessAdmin;
   if (!admin) {
     const who = credential.kind === "api-key" ? "this key was not created by a business admin" : "only a business admin may read the audit feed";
     throw new ApiError(403, "forbidden", who);
