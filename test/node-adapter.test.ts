@@ -34,6 +34,40 @@ function raw(url: string, path: string, headers: Record<string, string>): Promis
 }
 
 describe("Node adapter over a real socket", () => {
+  it("reads request headers as IncomingMessage.headers combines them: any case, repeats joined, single-valued ones first-wins", async () => {
+    const seen: Record<string, unknown> = {};
+    const url = await listen(
+      toNodeHandler({
+        async handle(request) {
+          for (const name of ["authorization", "X-Forwarded-For", "cookie", "x-acme-delivery", "user-agent", "absent"]) seen[name] = request.headers.get(name);
+          seen.keys = [...request.headers.keys!()].sort();
+          return { status: 204, headers: {}, body: null };
+        },
+      }),
+    );
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = http.request(`${url}/api/v1/me`, {
+        headers: { Authorization: ["Bearer first", "Bearer second"], "X-Forwarded-For": ["10.0.0.1", "10.0.0.2"], Cookie: ["a=1", "b=2"], "X-Acme-Delivery": "d-1" },
+      });
+      req.on("response", (res) => {
+        res.resume();
+        resolve(res.statusCode!);
+      });
+      req.on("error", reject);
+      req.end();
+    });
+    expect(status).toBe(204);
+    expect(seen).toEqual({
+      authorization: "Bearer first",
+      "X-Forwarded-For": "10.0.0.1, 10.0.0.2",
+      cookie: "a=1; b=2",
+      "x-acme-delivery": "d-1",
+      "user-agent": null,
+      absent: null,
+      keys: ["authorization", "connection", "cookie", "host", "x-acme-delivery", "x-forwarded-for"],
+    });
+  });
+
   it("answers with status, CORS, request id and an exact content-length", async () => {
     const { api } = await setup();
     const url = await listen(toNodeHandler(api));
