@@ -54,7 +54,8 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
     receivedAt,
   });
   ctx.operations.metrics?.webhook(result.duplicate ? "duplicate" : "stored", null);
-  return Reply.json(200, { ok: true, id: result.id, duplicate: result.duplicate }, rateHeaders);
+  // The receipt as text directly (the one response every delivery gets); the same JSON as JSON.stringify.
+  return Reply.jsonText(200, `{"ok":true,"id":${JSON.stringify(result.id)},"duplicate":${result.duplicate}}`, rateHeaders);
 }
 
 /** One token from the connection's bucket, or 429 rate_limited. Returns the RateLimit-* headers. */

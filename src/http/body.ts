@@ -35,6 +35,7 @@ const decoder = new TextDecoder("utf-8", { fatal: true });
 /** `application/json` or any `+json` type. */
 export function isJsonType(contentType: string | null): boolean {
   if (!contentType) return false;
+  if (contentType === "application/json") return true; // what nearly every sender writes: no parsing
   const type = contentType.split(";", 1)[0]!.trim().toLowerCase();
   return type === "application/json" || (type.startsWith("application/") && type.endsWith("+json"));
 }

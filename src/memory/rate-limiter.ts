@@ -4,6 +4,8 @@ import type { RateDecision, RateLimit, RateLimiter } from "../ports/rate-limiter
 export function createMemoryRateLimiter(options: { maxKeys?: number } = {}): RateLimiter {
   const maxKeys = options.maxKeys ?? 100_000;
   const buckets = new Map<string, { tokens: number; at: number }>();
+  // The most recently used key is last in the map already: a busy key skips the re-insert.
+  let newest: string | null = null;
   return {
     async take(key: string, limit: RateLimit, now: number): Promise<RateDecision> {
       const bucket = buckets.get(key) ?? { tokens: limit.burst, at: now };
@@ -12,9 +14,13 @@ export function createMemoryRateLimiter(options: { maxKeys?: number } = {}): Rat
       bucket.at = now;
       const allowed = bucket.tokens >= 1;
       if (allowed) bucket.tokens -= 1;
-      buckets.delete(key);
-      buckets.set(key, bucket);
-      if (buckets.size > maxKeys) buckets.delete(buckets.keys().next().value!);
+      if (key !== newest || !buckets.has(key)) {
+        // Least recently used first, so the oldest key goes when the map is full.
+        buckets.delete(key);
+        buckets.set(key, bucket);
+        newest = key;
+        if (buckets.size > maxKeys) buckets.delete(buckets.keys().next().value!);
+      }
       return decision(allowed, bucket.tokens, limit);
     },
   };
