@@ -108,10 +108,15 @@ const EXPOSABLE: ReadonlyArray<[string, string]> = [
   ["www-authenticate", "WWW-Authenticate"],
 ];
 
+/** Every combination's header value, built once: index bit i set when EXPOSABLE[i] is present. */
+const EXPOSED_BY_MASK: readonly string[] = Array.from({ length: 1 << EXPOSABLE.length }, (_, mask) =>
+  ["X-Request-Id", ...EXPOSABLE.filter((_, i) => mask & (1 << i)).map(([, exposed]) => exposed)].join(", "),
+);
+
 function exposedHeaders(headers: Record<string, string>): string {
-  let out = "X-Request-Id";
-  for (const [name, exposed] of EXPOSABLE) if (name in headers) out += `, ${exposed}`;
-  return out;
+  let mask = 0;
+  for (let i = 0; i < EXPOSABLE.length; i++) if (EXPOSABLE[i]![0] in headers) mask |= 1 << i;
+  return EXPOSED_BY_MASK[mask]!;
 }
 
 const PREFLIGHT_HEADERS: Record<string, string> = {

@@ -24,6 +24,9 @@ describe("edge: CORS, request ids, routing", () => {
       expect(res.headers.get("x-request-id")).toMatch(/^[0-9a-f]{16}-[0-9a-z]+$/);
     }
     expect(bad.json.error.requestId).toBe(bad.headers.get("x-request-id"));
+    // Browsers may read exactly the headers a response carries.
+    expect(ok.headers.get("access-control-expose-headers")).toBe("X-Request-Id");
+    expect(bad.headers.get("access-control-expose-headers")).toBe("X-Request-Id, WWW-Authenticate");
   });
 
   it("404s an unknown route and 405s a wrong method with Allow", async () => {

@@ -36,6 +36,7 @@ describe("POST /api/webhooks/{id}: payloads into rows", () => {
     expect(res.status).toBe(200);
     expect(res.json).toEqual({ ok: true, id: expect.stringMatching(/^whr_[0-9a-f]{16}-[0-9a-z]+$/), duplicate: false });
     expect(res.headers.get("ratelimit-limit")).toBe("100");
+    expect(res.headers.get("access-control-expose-headers")).toBe("X-Request-Id, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset");
     expect(await rows(api, "ds_conn_hook_open")).toEqual([
       {
         _id: res.json.id,
