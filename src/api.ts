@@ -244,7 +244,8 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     // X-Forwarded-For is only read when some proxy is trusted.
     const clientAddress =
       settings.trustedProxies.length === 0 ? req.clientAddress : resolveClientAddress(req.clientAddress, req.headers.get("x-forwarded-for"), settings.trustedProxies);
-    const probe: Probe = { method: "GET", url: req.url };
+    // Every field from the start: routing fills them in without changing the object's shape.
+    const probe: Probe = { method: "GET", url: req.url, params: undefined, query: undefined, decoded: false };
     try {
       group = cachedMatch(probe) ?? (await match(probe));
       if (req.method === "OPTIONS") {
