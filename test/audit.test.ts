@@ -501,7 +501,7 @@ describe("events the library writes", () => {
         details: { requestId: failed.headers.get("x-request-id"), status: 500 },
       },
     ]);
-    storage.findApiKeyByHash = async () => {
+    storage.findApiKeyByHash = storage.findApiKeyWithTeam = async () => {
       throw new Error("still on fire");
     };
     expect((await call("GET", "/api/v1/datasets/ds_orders", { token: TOKENS.sync })).status).toBe(500);

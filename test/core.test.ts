@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { createMemoryStorage } from "../src/memory/storage.js";
 import { setup } from "./support/api.js";
 import { TOKENS } from "./support/fixture.js";
 
@@ -297,5 +298,19 @@ describe("GET /datasets/{id}/rows", () => {
     expect(body.data).toHaveLength(20_000);
     expect(body.data[19_999]).toEqual({ order_id: "B-19999", amount: 19_999, region: "EMEA" });
     expect(body.metadata).toMatchObject({ totalRows: 20_000, returnedRows: 20_000, hasMore: false });
+  });
+});
+
+describe("authentication with a store that has no findApiKeyWithTeam (the optional one-call lookup)", () => {
+  it("finds the key and then its team, and refuses revoked and Free-plan keys alike", async () => {
+    const storage = createMemoryStorage();
+    delete (storage as { findApiKeyWithTeam?: unknown }).findApiKeyWithTeam;
+    const { call } = await setup({ storage });
+    const me = await call("GET", "/api/v1/me", { token: TOKENS.sync });
+    expect(me.status).toBe(200);
+    expect(me.json).toMatchObject({ kind: "api-key", name: "Warehouse sync", teams: [{ id: "team_ops" }] });
+    expect((await call("GET", "/api/v1/me", { token: TOKENS.revoked })).json.error.code).toBe("unauthorized");
+    expect((await call("GET", "/api/v1/me", { token: TOKENS.freeTeam })).json.error.code).toBe("plan_required");
+    expect((await call("GET", "/api/v1/me", { token: "dp_nope" })).status).toBe(401);
   });
 });

@@ -37,6 +37,15 @@ export function postgresIdentity(db: Db): IdentityStore {
       const [row] = await db.query<KeyRow>(`select ${keyColumns} from ${t("api_keys")} where token_hash = $1`, [tokenHash]);
       return row ? toApiKey(row) : null;
     },
+    async findApiKeyWithTeam(tokenHash) {
+      // One round trip: the key's columns and its team as one JSON value.
+      const [row] = await db.query<KeyRow & { team: TeamRow | null }>(
+        `select ${keyColumns.split(", ").map((c) => `k.${c}`).join(", ")}, row_to_json(tm) as team
+         from ${t("api_keys")} k left join ${t("teams")} tm on tm.id = k.team_id where k.token_hash = $1`,
+        [tokenHash],
+      );
+      return row ? { key: toApiKey(row), team: row.team ? toTeam(row.team) : null } : null;
+    },
     async getApiKey(id) {
       const [row] = await db.query<KeyRow>(`select ${keyColumns} from ${t("api_keys")} where id = $1`, [id]);
       return row ? toApiKey(row) : null;

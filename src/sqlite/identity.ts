@@ -67,6 +67,12 @@ export function sqliteIdentity({ db }: SqliteHandle): IdentityStore {
       const row = keyByHash.get(tokenHash);
       return row ? toKey(row) : null;
     },
+    async findApiKeyWithTeam(tokenHash) {
+      const row = keyByHash.get(tokenHash);
+      if (!row) return null;
+      const teamRow = team.get(row.team_id);
+      return { key: toKey(row), team: teamRow ? toTeam(teamRow) : null };
+    },
     async getApiKey(id) {
       const row = keyById.get(id);
       return row ? toKey(row) : null;

@@ -32,6 +32,11 @@ export function memoryIdentity(state: MemoryState): IdentityStore {
       const id = state.apiKeyIdsByHash.get(tokenHash);
       return id === undefined ? null : orNull(state.apiKeys.get(id));
     },
+    async findApiKeyWithTeam(tokenHash) {
+      const id = state.apiKeyIdsByHash.get(tokenHash);
+      const key = id === undefined ? undefined : state.apiKeys.get(id);
+      return key ? { key, team: orNull(state.teams.get(key.teamId)) } : null;
+    },
     async getApiKey(id) {
       return orNull(state.apiKeys.get(id));
     },

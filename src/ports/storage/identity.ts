@@ -13,6 +13,13 @@ export interface IdentityStore {
   findSessionUser(tokenHash: string): Promise<string | null>;
   /** Looked up by the hex SHA-256 of the token; revoked keys are returned too (the caller refuses them). */
   findApiKeyByHash(tokenHash: string): Promise<ApiKeyRecord | null>;
+  /**
+   * Optional: the key found as `findApiKeyByHash` finds it, with its team
+   * (null when the team is gone), in one call — one round trip on a server
+   * database, on every request an API key makes. Without it, authentication
+   * calls `findApiKeyByHash` and then `getTeam`.
+   */
+  findApiKeyWithTeam?(tokenHash: string): Promise<{ key: ApiKeyRecord; team: Team | null } | null>;
   getApiKey(id: string): Promise<ApiKeyRecord | null>;
   /** Keys of a team, newest first. */
   listApiKeys(teamId: string): Promise<ApiKeyRecord[]>;

@@ -43,6 +43,18 @@ export function describeIdentityConformance(name: string, factory: StorageFactor
       expect((await store.findApiKeyByHash(sha256Hex(TOKENS.revoked)))?.revokedAt).toBe("2026-09-02T09:00:00Z");
     });
 
+    it("finds a key with its team in one call, when the store offers it (findApiKeyWithTeam)", async () => {
+      const store = await seeded();
+      if (!store.findApiKeyWithTeam) return; // optional: authentication then uses findApiKeyByHash + getTeam
+      const found = await store.findApiKeyWithTeam(sha256Hex(TOKENS.sync));
+      expect(found?.key).toEqual(await store.findApiKeyByHash(sha256Hex(TOKENS.sync)));
+      expect(found?.team).toEqual(await store.getTeam("team_ops"));
+      expect(found?.team).toMatchObject({ id: "team_ops", plan: expect.any(String) });
+      expect((await store.findApiKeyWithTeam(sha256Hex(TOKENS.revoked)))?.key.revokedAt).toBe("2026-09-02T09:00:00Z");
+      expect(await store.findApiKeyWithTeam(sha256Hex("nope"))).toBeNull();
+      expect(await store.findApiKeyWithTeam(TOKENS.sync)).toBeNull();
+    });
+
     it("inserts, refuses duplicates and revokes keys", async () => {
       const store = await empty();
       const { parseFixture } = await import("../../fixture/load.js");
