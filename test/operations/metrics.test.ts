@@ -199,7 +199,7 @@ describe("GET /api/metrics", () => {
     expect(value(m, "dataport_audit_feed_lag_seconds")).toBe(65);
 
     expect(value(m, "dataport_storage_operation_duration_seconds_count", { operation: "ingestWebhookRow", outcome: "ok" })).toBe(3);
-    expect(value(m, "dataport_storage_operation_duration_seconds_count", { operation: "findApiKeyByHash", outcome: "ok" })).toBeGreaterThanOrEqual(8);
+    expect(value(m, "dataport_storage_operation_duration_seconds_count", { operation: "findApiKeyWithTeam", outcome: "ok" })).toBeGreaterThanOrEqual(8);
     // Process metrics are opt-in.
     expect(m.samples.some((s) => s.name.startsWith("dataport_process_"))).toBe(false);
   });
