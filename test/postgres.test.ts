@@ -250,6 +250,28 @@ describe.skipIf(!!skip)("postgres storage", () => {
       for (const bad of ["", "1", "abc.1", "1.0", "01.1", "1.-1", "99999999999999999999999.1", "1.1 "]) expect(s.isAuditPosition(bad)).toBe(false);
     });
 
+    it("orders positions by transaction id as a number, across a change in its digit count (9 before 10, 999 before 1000)", async () => {
+      const s = await store(testSchema(), false);
+      // Transaction ids set by hand (all far below any live one, so all visible), inserted out of order.
+      for (const xid of ["1000", "10", "999", "9"]) {
+        await s.db.query(`insert into ${s.db.t("audit_events")} (xid, team_id, category, time_ms, stored_at, event) values ($1::xid8, 'team_ops', 'audit', 0, 0, $2)`, [
+          xid,
+          JSON.stringify(event(`evt_x${xid}`, "2026-10-01T00:00:00Z")),
+        ]);
+      }
+      const all = await read(s, null);
+      expect(all.events.map((e) => e.event.id)).toEqual(["evt_x9", "evt_x10", "evt_x999", "evt_x1000"]);
+      const seen: string[] = [];
+      let after: string | null = null;
+      for (;;) {
+        const page = await read(s, after, 1);
+        seen.push(...page.events.map((e) => e.event.id));
+        if (page.events.length > 0) after = page.events.at(-1)!.position;
+        if (!page.hasMore) break;
+      }
+      expect(seen).toEqual(["evt_x9", "evt_x10", "evt_x999", "evt_x1000"]);
+    });
+
     it("holds back events stored after the horizon, as a prefix", async () => {
       const s = await store();
       await s.appendAuditEvent(event("evt_old", "2026-10-01T00:00:00Z"), NOW - 10_000);

@@ -37,10 +37,13 @@ export function postgresAudit(db: Db, options: { visibilityWaitMs?: number } = {
       const sql = `with horizon as (select pg_snapshot_xmin(pg_current_snapshot()) as xmin),
         recent as materialized (select xid, seq from ${t("audit_events")} where stored_at > $${params.length}),
         cut as (select xid, seq from recent where (xid, seq) > ($3::xid8, $4::bigint) order by xid, seq limit 1)
-        select xid::text as xid, seq, stored_at, event, xid < (select xmin from horizon) as visible
+        select xid::text as xid_text, seq, stored_at, event, xid < (select xmin from horizon) as visible
           from ${t("audit_events")}
          where ${where} and ((select count(*) from cut) = 0 or (xid, seq) < (select xid, seq from cut))
-         order by xid, seq limit $5`;
+         order by ${t("audit_events")}.xid, seq limit $5`;
+      // The text form has its own name: ORDER BY resolves a bare name to an
+      // output column first, and xids sorted as text put "100000" before
+      // "99999" — out of order each time the counter gains a digit.
       // A committed event can sit behind a transaction still running
       // elsewhere; wait briefly for such short transactions to finish.
       const deadline = Date.now() + waitMs;
@@ -58,7 +61,7 @@ export function postgresAudit(db: Db, options: { visibilityWaitMs?: number } = {
 }
 
 interface AuditRow {
-  xid: string;
+  xid_text: string;
   seq: string;
   stored_at: string;
   event: AuditEvent;
@@ -76,7 +79,7 @@ function toPage(rows: AuditRow[], limit: number): { events: StoredAuditEvent[]; 
   for (const row of rows) {
     if (!row.visible) return { events, hasMore: false, heldBack: events.length < limit };
     if (events.length === limit) return { events, hasMore: true, heldBack: false };
-    events.push({ position: formatPosition(row.xid, row.seq), storedAt: num(row.stored_at), event: row.event });
+    events.push({ position: formatPosition(row.xid_text, row.seq), storedAt: num(row.stored_at), event: row.event });
   }
   return { events, hasMore: false, heldBack: false };
 }
