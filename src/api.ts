@@ -139,8 +139,8 @@ interface Probe {
 const EMPTY_QUERY: RawQuery = Object.freeze(Object.create(null) as RawQuery);
 
 interface RouteGroup {
-  mount: string;
-  pattern: string;
+  /** Mount and pattern, `/api/v1/datasets/:id/rows`: what logs, metrics and the usage log name. */
+  template: string;
   byMethod: Map<string, RouteDef>;
   allow: string;
 }
@@ -181,7 +181,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
       const key = base + route.path;
       let group = groups.get(key);
       if (!group) {
-        group = { mount: base, pattern: route.path, byMethod: new Map(), allow: "" };
+        group = { template: key, byMethod: new Map(), allow: "" };
         groups.set(key, group);
         const found = group;
         router.all(key, () => found);
@@ -241,9 +241,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     let rateHeaders: Record<string, string> | undefined;
     let failure: unknown;
     let reply: ApiReply;
-    // X-Forwarded-For is only read when some proxy is trusted.
-    const clientAddress =
-      settings.trustedProxies.length === 0 ? req.clientAddress : resolveClientAddress(req.clientAddress, req.headers.get("x-forwarded-for"), settings.trustedProxies);
+    const clientAddress = resolveClientAddress(req.clientAddress, req.headers, settings.trustedProxies);
     // Every field from the start: routing fills them in without changing the object's shape.
     const probe: Probe = { method: "GET", url: req.url, params: undefined, query: undefined, decoded: false };
     try {
@@ -299,7 +297,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
           category: "error",
           action: "api.error",
           actor: actorOf(credential),
-          target: route ? { type: "route", id: `${req.method} ${group!.mount}${route.path}` } : null,
+          target: route ? { type: "route", id: `${req.method} ${group!.template}` } : null,
           outcome: "failure",
           ip: clientAddress,
           userAgent: req.headers.get("user-agent"),
@@ -320,7 +318,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
         credentialId: credential ? (credential.kind === "api-key" ? credential.key.id : credential.user.id) : null,
         credentialName: credential ? (credential.kind === "api-key" ? credential.key.name : credential.user.email) : null,
         method: req.method,
-        route: group.mount + route.path,
+        route: group.template,
         objectId: params?.id ?? null,
         status: reply.status,
         latencyMs: Math.round(performance.now() - startedAt),
@@ -333,7 +331,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
       }
     }
     if (observe !== null) {
-      observe(requestId, req.method, group ? group.mount + group.pattern : null, reply.status, failure, performance.now() - startedAt, credential);
+      observe(requestId, req.method, group ? group.template : null, reply.status, failure, performance.now() - startedAt, credential);
     }
     return reply;
   }
