@@ -31,6 +31,20 @@ export function widenType(a: ColumnType | null, b: ColumnType | null): ColumnTyp
   return "string";
 }
 
+/**
+ * Whether `incoming` would change columns whose types are `known` (name →
+ * type): a new name or a widened type. Most deliveries of a known shape do
+ * neither, so stores check this before calling `widenColumns`.
+ */
+export function changesColumns(known: ReadonlyMap<string, ColumnType | null>, incoming: readonly Column[]): boolean {
+  for (const column of incoming) {
+    if (!known.has(column.name)) return true;
+    const type = known.get(column.name)!;
+    if (widenType(type, column.type) !== type) return true;
+  }
+  return false;
+}
+
 /** Whether a value may be stored in a column of the declared type. null always may. */
 export function valueFitsType(value: unknown, type: ColumnType | null): boolean {
   if (type === null || value === null) return true;

@@ -1,6 +1,6 @@
 import type Database from "better-sqlite3";
 import { LRUCache } from "lru-cache";
-import { widenColumns, widenType } from "../domain/columns.js";
+import { changesColumns, widenColumns } from "../domain/columns.js";
 import type { Column, ColumnType, Row } from "../domain/model.js";
 import { endpointFromConnection } from "../domain/webhook-config.js";
 import type { WebhookEndpoint, WebhookStore } from "../ports/storage/webhooks.js";
@@ -151,16 +151,6 @@ interface DatasetState {
   dirty: boolean;
 }
 
-/** Whether a delivery's columns add a name or widen a type (most deliveries of a known shape do neither). */
-function changesColumns(ds: DatasetState, incoming: readonly Column[]): boolean {
-  const types = (ds.types ??= new Map(ds.columns.map((c) => [c.name, c.type] as const)));
-  for (const column of incoming) {
-    if (!types.has(column.name)) return true;
-    const known = types.get(column.name)!;
-    if (widenType(known, column.type) !== known) return true;
-  }
-  return false;
-}
 
 /**
  * One transaction for a batch of deliveries, in arrival order: de-duplicate
@@ -203,7 +193,7 @@ function ingestTransaction(db: Database.Database) {
       }
       insert.run(rowKey(ds.seq, ds.next), ds.seq, ds.next, input.dedupKey, JSON.stringify(input.row as Row));
       ds.next += 1;
-      if (changesColumns(ds, input.columns)) {
+      if (changesColumns((ds.types ??= new Map(ds.columns.map((c) => [c.name, c.type] as const))), input.columns)) {
         ds.columns = widenColumns(ds.columns, input.columns) ?? ds.columns;
         ds.types = null;
       }

@@ -1,4 +1,4 @@
-import { widenColumns, widenType } from "../../domain/columns.js";
+import { changesColumns, widenColumns } from "../../domain/columns.js";
 import type { Column, ColumnType, ConnectionRecord, Row } from "../../domain/model.js";
 import { endpointFromConnection as endpointOf } from "../../domain/webhook-config.js";
 import type { WebhookStore } from "../../ports/storage/webhooks.js";
@@ -92,9 +92,7 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
         index.types = new Map(dataset.columns.map((c) => [c.name, c.type] as const));
         index.columnsSeen = dataset.columns;
       }
-      // Fast path: a payload of a known shape changes no column.
-      const changes = columns.some((c) => !index.types.has(c.name) || widenType(index.types.get(c.name)!, c.type) !== index.types.get(c.name));
-      if (changes) {
+      if (changesColumns(index.types, columns)) {
         const widened = widenColumns(dataset.columns, columns);
         if (widened) dataset.columns = widened;
       }
