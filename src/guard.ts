@@ -9,6 +9,7 @@ import type { Connector, ConnectorQuery, ConnectorResult, GuardSettings } from "
 import { InvalidQueryError, UpstreamThrottledError, UpstreamUnavailableError } from "./ports/connector.js";
 import type { Metrics, UpstreamOutcome } from "./ports/metrics.js";
 import type { RateLimiter } from "./ports/rate-limiter.js";
+import { withTimeout } from "./timeout.js";
 
 export const DEFAULT_GUARD_SETTINGS: GuardSettings = {
   cacheTtlSeconds: 60,
@@ -148,16 +149,12 @@ export type Guard = ReturnType<typeof createGuard>;
 function callWithTimeout(request: GuardedQuery, timeoutMs: number): Promise<ConnectorResult> {
   if (!(timeoutMs > 0) || timeoutMs === Number.POSITIVE_INFINITY) return request.connector.query(request.connection, request.query);
   const controller = new AbortController();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      const error = new ApiError(504, "upstream_timeout", `the upstream of this connection did not answer within ${timeoutMs} ms`);
-      controller.abort(error);
-      reject(error);
-    }, timeoutMs);
-  });
   const call = request.connector.query(request.connection, { ...request.query, signal: controller.signal });
-  return Promise.race([call, expired]).finally(() => clearTimeout(timer));
+  return withTimeout(call, timeoutMs, () => {
+    const error = new ApiError(504, "upstream_timeout", `the upstream of this connection did not answer within ${timeoutMs} ms`);
+    controller.abort(error);
+    return error;
+  });
 }
 
 function upstreamOutcome(error: unknown): UpstreamOutcome {

@@ -1,6 +1,7 @@
 import { ApiError } from "./errors.js";
 import type { Metrics, StorageOutcome } from "./ports/metrics.js";
 import type { Storage } from "./ports/storage.js";
+import { withTimeout } from "./timeout.js";
 
 /** Lifecycle methods are left alone: a seed may take long, and close/ping have their own callers' limits. */
 const UNWRAPPED = new Set(["seed", "close", "ping"]);
@@ -31,7 +32,7 @@ export function instrumentStorage(storage: Storage, options: { timeoutMs: number
       const startedAt = performance.now();
       const result = method.apply(storage, args);
       if (!isPromise(result)) return result;
-      const bounded = timeoutMs === 0 ? result : withTimeout(result, timeoutMs);
+      const bounded = timeoutMs === 0 ? result : withTimeout(result, timeoutMs, () => storageTimedOut(timeoutMs));
       if (metrics === null) return bounded;
       return bounded.then(
         (value) => {
@@ -49,20 +50,10 @@ export function instrumentStorage(storage: Storage, options: { timeoutMs: number
   return wrapped as unknown as Storage;
 }
 
-function withTimeout<T>(promise: Promise<T>, timeoutMs: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () =>
-        reject(
-          new ApiError(503, "storage_unavailable", `the store did not answer within ${timeoutMs} ms; retry later`, {
-            headers: { "retry-after": "1" },
-          }),
-        ),
-      timeoutMs,
-    );
+function storageTimedOut(timeoutMs: number): ApiError {
+  return new ApiError(503, "storage_unavailable", `the store did not answer within ${timeoutMs} ms; retry later`, {
+    headers: { "retry-after": "1" },
   });
-  return Promise.race([promise, expired]).finally(() => clearTimeout(timer));
 }
 
 function isPromise(value: unknown): value is Promise<unknown> {

@@ -1,5 +1,6 @@
 import type { HandlerContext } from "../context.js";
 import { Reply } from "../http/reply.js";
+import { withTimeout } from "../timeout.js";
 
 export type CheckState = "ok" | "error";
 
@@ -39,19 +40,8 @@ export async function readiness(ctx: HandlerContext): Promise<Reply> {
 /** "ok" when the ping resolves within `timeoutMs`; a rejection or a hang is "error", never a thrown request. */
 async function check(ping: (() => Promise<void>) | undefined, timeoutMs: number): Promise<CheckState> {
   if (!ping) return "ok";
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const expired = new Promise<CheckState>((resolve) => {
-    timer = setTimeout(() => resolve("error"), timeoutMs);
-  });
-  try {
-    const answered = Promise.resolve()
-      .then(ping)
-      .then(
-        (): CheckState => "ok",
-        (): CheckState => "error",
-      );
-    return await Promise.race([answered, expired]);
-  } finally {
-    clearTimeout(timer);
-  }
+  return withTimeout(Promise.resolve().then(ping), timeoutMs, () => new Error("no answer in time")).then(
+    (): CheckState => "ok",
+    (): CheckState => "error",
+  );
 }
