@@ -14,13 +14,10 @@ import {
   type RefreshHistoryRow,
   type ViewerDayViews,
 } from "../../ports/storage/analytics.js";
-import { type ApiUsageCounter, cloneJson, type MemoryState } from "./state.js";
+import { cloneJson, type MemoryState } from "./state.js";
 
 /** Dashboards, view statistics and the space aggregates, computed over the state's arrays. */
 export function memoryAnalytics(state: MemoryState): AnalyticsStore {
-  // The counter the previous call went to, and its key.
-  let last: ApiUsageCounter | null = null;
-  let lastKey = "";
   /** Non-editor views of the dashboards within the window, with their UTC day. */
   const viewsOf = (dashboardIds: ReadonlySet<string>, window: DayWindow) =>
     state.dashboardViews.flatMap((view) => {
@@ -210,10 +207,8 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore {
     // report), so a long-running memory store does not grow with every call.
     async recordApiCall(call) {
       const day = utcDay(call.at);
-      // A client repeating one call (the usual traffic) finds its counter without building the key.
-      let usage = last !== null && sameCounter(last, day, call) && state.apiUsage.get(lastKey) === last ? last : undefined;
-      const key = usage ? lastKey : `${day}\u0000${call.teamId}\u0000${call.method}\u0000${call.route}\u0000${call.credentialKind}\u0000${call.credentialId}\u0000${call.credentialName}`;
-      usage ??= state.apiUsage.get(key);
+      const key = `${day}\u0000${call.teamId}\u0000${call.method}\u0000${call.route}\u0000${call.credentialKind}\u0000${call.credentialId}\u0000${call.credentialName}`;
+      let usage = state.apiUsage.get(key);
       if (!usage) {
         usage = {
           day,
@@ -230,8 +225,6 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore {
         };
         state.apiUsage.set(key, usage);
       }
-      last = usage;
-      lastKey = key;
       usage.calls++;
       if (call.status >= 400) usage.errors++;
       if (call.status >= 500) usage.serverErrors++;
@@ -278,17 +271,4 @@ function compare(a: string | null, b: string | null): number {
   if (a === null) return -1;
   if (b === null) return 1;
   return a < b ? -1 : 1;
-}
-
-/** Whether a call counts towards this counter (same day, team, method, route and credential). */
-function sameCounter(counter: ApiUsageCounter, day: string, call: ApiCallRecord): boolean {
-  return (
-    counter.day === day &&
-    counter.route === call.route &&
-    counter.credentialId === call.credentialId &&
-    counter.teamId === call.teamId &&
-    counter.method === call.method &&
-    counter.credentialKind === call.credentialKind &&
-    counter.credentialName === call.credentialName
-  );
 }
