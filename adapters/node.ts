@@ -56,7 +56,8 @@ async function respond(handle: DataApi["handle"], request: NodeRequest, res: Ser
 class NodeHeaders implements HeaderReader {
   constructor(private readonly raw: IncomingMessage["headers"]) {}
   get(name: string): string | null {
-    const value = this.raw[name.toLowerCase()];
+    // Node lower-cases the names it received; the core asks in lower case, so lower-casing is the rare path.
+    const value = this.raw[name] ?? (hasUpperCase(name) ? this.raw[name.toLowerCase()] : undefined);
     if (value === undefined) return null;
     return Array.isArray(value) ? value.join(", ") : value;
   }
@@ -64,6 +65,14 @@ class NodeHeaders implements HeaderReader {
   keys(): Iterable<string> {
     return Object.keys(this.raw);
   }
+}
+
+function hasUpperCase(name: string): boolean {
+  for (let i = 0; i < name.length; i++) {
+    const c = name.charCodeAt(i);
+    if (c >= 65 && c <= 90) return true;
+  }
+  return false;
 }
 
 /**

@@ -325,7 +325,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
       };
       // Off the critical path: a failing usage log never fails or slows the request.
       try {
-        storage.recordApiCall(call).catch((error: unknown) => log("could not record an API call", error));
+        storage.recordApiCall(call)?.catch((error: unknown) => log("could not record an API call", error));
       } catch (error) {
         log("could not record an API call", error);
       }

@@ -28,9 +28,8 @@ export async function authenticate(
   sessions: SessionAuthenticator,
 ): Promise<Credential> {
   if (!authorization) throw unauthorized("missing Authorization header");
-  const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(authorization);
-  if (!match) throw unauthorized("Authorization must be 'Bearer <token>'");
-  const token = match[1]!;
+  const token = bearerToken(authorization);
+  if (token === null) throw unauthorized("Authorization must be 'Bearer <token>'");
 
   const found = await findKey(storage, sha256Hex(token));
   if (found) {
@@ -45,6 +44,27 @@ export async function authenticate(
     if (user) return { kind: "session-token", user, memberships };
   }
   throw unauthorized("invalid or revoked token");
+}
+
+const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
+
+/**
+ * The token of `Bearer <token>`, or null. What nearly every client sends,
+ * `Bearer ` and a token of visible ASCII, is read without the regex.
+ */
+export function bearerToken(authorization: string): string | null {
+  if (authorization.startsWith("Bearer ") && authorization.length > 7) {
+    let plain = true;
+    for (let i = 7; i < authorization.length; i++) {
+      const c = authorization.charCodeAt(i);
+      if (c <= 0x20 || c >= 0x7f) {
+        plain = false;
+        break;
+      }
+    }
+    if (plain) return authorization.slice(7);
+  }
+  return BEARER.exec(authorization)?.[1] ?? null;
 }
 
 /** A key and its team: in one call when the store offers it, else two. */

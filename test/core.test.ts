@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { bearerToken } from "../src/auth.js";
+import { sha256Hex } from "../src/domain/crypto.js";
 import { createMemoryStorage } from "../src/memory/storage.js";
+import type { Storage } from "../src/ports/storage.js";
 import { setup } from "./support/api.js";
 import { TOKENS } from "./support/fixture.js";
 
@@ -98,6 +101,64 @@ describe("GET /me", () => {
         { id: "team_ops", name: "Operations", isPersonal: false, role: "owner" },
       ],
     });
+  });
+});
+
+describe("bearerToken", () => {
+  it("reads the token of the usual form and of every form the grammar allows", () => {
+    expect(bearerToken("Bearer dp_live_abc123")).toBe("dp_live_abc123");
+    expect(bearerToken("bearer dp_live_abc123")).toBe("dp_live_abc123");
+    expect(bearerToken("Bearer \t dp_live_abc123 ")).toBe("dp_live_abc123");
+    expect(bearerToken("Bearer\tdp_live_abc123")).toBe("dp_live_abc123");
+  });
+
+  it("refuses what is not exactly one token after Bearer", () => {
+    expect(bearerToken("Bearer ")).toBeNull();
+    expect(bearerToken("Bearer a b")).toBeNull();
+    expect(bearerToken("Basic dp_live_abc123")).toBeNull();
+    expect(bearerToken("Bearerdp_live_abc123")).toBeNull();
+    // Non-ASCII and no-break spaces leave the fast path; the grammar still decides.
+    expect(bearerToken("Bearer tok\u00a0en")).toBeNull();
+    expect(bearerToken("Bearer tøken")).toBe("tøken");
+  });
+});
+
+describe("GET /me with records that change", () => {
+  /** The memory store, but `findApiKeyWithTeam` hands out what `current` says. */
+  async function withKeyRecords(current: () => { key: any; team: any }) {
+    const storage = createMemoryStorage();
+    const syncHash = sha256Hex(TOKENS.sync);
+    const wrapped: Storage = Object.assign(Object.create(storage), {
+      findApiKeyWithTeam: async (hash: string) => (hash === syncHash ? current() : storage.findApiKeyWithTeam!(hash)),
+    });
+    const api = await setup({ storage: wrapped });
+    const real = (await storage.findApiKeyWithTeam!(syncHash))!;
+    expect(Object.isFrozen(real.key)).toBe(true);
+    return { ...api, real };
+  }
+
+  it("serves the current name of a frozen key that was replaced by a new record", async () => {
+    let record: { key: any; team: any } | null = null;
+    const { call, real } = await withKeyRecords(() => record!);
+    record = real;
+    expect((await call("GET", "/api/v1/me", { token: TOKENS.sync })).json.name).toBe("Warehouse sync");
+    record = { key: Object.freeze({ ...real.key, name: "Renamed sync" }), team: real.team };
+    expect((await call("GET", "/api/v1/me", { token: TOKENS.sync })).json.name).toBe("Renamed sync");
+    record = { key: record.key, team: Object.freeze({ ...real.team, name: "Ops (renamed)" }) };
+    expect((await call("GET", "/api/v1/me", { token: TOKENS.sync })).json.teams).toEqual([{ id: "team_ops", name: "Ops (renamed)" }]);
+  });
+
+  it("never reuses the body of a record that is not frozen", async () => {
+    let record: { key: any; team: any } | null = null;
+    const { call, real } = await withKeyRecords(() => record!);
+    const key = structuredClone(real.key);
+    record = { key, team: real.team };
+    expect((await call("GET", "/api/v1/me", { token: TOKENS.sync })).json.scopes).toEqual(["data:read", "tables:write", "dashboards:read", "audit:read"]);
+    key.scopes.pop();
+    key.allowlist.tables.push("tbl_new");
+    const after = (await call("GET", "/api/v1/me", { token: TOKENS.sync })).json;
+    expect(after.scopes).toEqual(["data:read", "tables:write", "dashboards:read"]);
+    expect(after.allowlist.tables).toEqual(["tbl_targets", "tbl_new"]);
   });
 });
 

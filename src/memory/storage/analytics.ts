@@ -205,7 +205,7 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore {
 
     // The log is kept as per-day counters (what api-usage and dataset-usage
     // report), so a long-running memory store does not grow with every call.
-    async recordApiCall(call) {
+    recordApiCall(call): undefined {
       const day = utcDay(call.at);
       const key = `${day}\u0000${call.teamId}\u0000${call.method}\u0000${call.route}\u0000${call.credentialKind}\u0000${call.credentialId}\u0000${call.credentialName}`;
       let usage = state.apiUsage.get(key);
@@ -235,6 +235,7 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore {
         if (reads.lastAt === null || Date.parse(call.at) >= Date.parse(reads.lastAt)) reads.lastAt = call.at;
         state.datasetReads.set(call.objectId, reads);
       }
+      return undefined;
     },
   };
 }

@@ -170,6 +170,11 @@ export interface AnalyticsStore {
   /** `dataset-usage` rows: by `dataset`, then `dataset_id`. */
   spaceDatasetUsage(query: { teamId: string }): Promise<DatasetUsageRow[]>;
   recordRefreshRun(run: RefreshRun): Promise<void>;
-  /** Append to the API usage log. Never throws into a request (the caller does not await it on the critical path). */
-  recordApiCall(call: ApiCallRecord): Promise<void>;
+  /**
+   * Append to the API usage log. Off the critical path: the caller does not
+   * await it, and a failure (a thrown error or a rejected promise) is only
+   * logged. A store that records synchronously may return undefined, which
+   * spares every request a promise.
+   */
+  recordApiCall(call: ApiCallRecord): Promise<void> | undefined;
 }
