@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { isPromiseLike } from "./awaitable.js";
 import { idSource } from "./domain/crypto.js";
 import { IttyRouter } from "itty-router";
 import { actorOf, assertKeyPlan, assertScope, authenticate, type Credential, storageSessions } from "./auth.js";
@@ -256,7 +257,8 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
         }
         params = probe.decoded ? probe.params! : decodeParams(probe.params ?? {});
         if (route.auth === "bearer") {
-          credential = await authenticate(req.headers.get("authorization"), storage, sessions);
+          const authenticated = authenticate(req.headers.get("authorization"), storage, sessions);
+          credential = isPromiseLike(authenticated) ? await authenticated : authenticated;
           if (isRateLimit(settings.apiRatePerSecond)) rateHeaders = await takeApiToken(credential);
           assertKeyPlan(credential);
           assertScope(credential, route.scope);
@@ -279,10 +281,9 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
         };
         const query = route.query ? parseQuery(route.query, probe.query ?? {}) : {};
         const body = route.body ? await readBody(req, route.body.kind, settings.maxBodyBytes) : undefined;
-        const result = await (route.handle as (input: unknown, ctx: HandlerContext) => Promise<unknown>)(
-          { params, query, body, headers: req.headers },
-          ctx,
-        );
+        // A handler may answer without a promise (GET /me for a key does): no await then.
+        let result = (route.handle as (input: unknown, ctx: HandlerContext) => unknown)({ params, query, body, headers: req.headers }, ctx);
+        if (isPromiseLike(result)) result = await result;
         // A Reply owns its headers object, so the edge adds its headers to it in place.
         reply = result instanceof Reply ? result : { status: 200, headers: { "content-type": JSON_TYPE }, body: JSON.stringify(result) };
       }

@@ -1,3 +1,4 @@
+import { type Awaitable, isPromiseLike } from "./awaitable.js";
 import { sha256Hex } from "./domain/crypto.js";
 import type { Actor, ApiKeyRecord, Membership, Scope, Team, User } from "./domain/model.js";
 import { ApiError } from "./errors.js";
@@ -21,23 +22,36 @@ export type Credential = ApiKeyCredential | SessionCredential;
 export const unauthorized = (message: string) =>
   new ApiError(401, "unauthorized", message, { headers: { "www-authenticate": "Bearer" } });
 
-/** Resolve `Authorization: Bearer <token>` to a credential, or throw 401. */
-export async function authenticate(
+/**
+ * Resolve `Authorization: Bearer <token>` to a credential, or throw 401.
+ * Answers without a promise when the store finds the key synchronously
+ * (memory, SQLite): the common request then pays no microtask hop here.
+ * Refusals are thrown, synchronously or as a rejection.
+ */
+export function authenticate(
   authorization: string | null,
   storage: Storage,
   sessions: SessionAuthenticator,
-): Promise<Credential> {
+): Awaitable<Credential> {
   if (!authorization) throw unauthorized("missing Authorization header");
   const token = bearerToken(authorization);
   if (token === null) throw unauthorized("Authorization must be 'Bearer <token>'");
+  const found = findKey(storage, sha256Hex(token));
+  if (isPromiseLike(found)) return Promise.resolve(found).then((f) => keyOrSession(f, token, storage, sessions));
+  return keyOrSession(found, token, storage, sessions);
+}
 
-  const found = await findKey(storage, sha256Hex(token));
+function keyOrSession(found: FoundKey | null, token: string, storage: Storage, sessions: SessionAuthenticator): Awaitable<Credential> {
   if (found) {
     // The key's creator matters only to /audit, which loads it there.
     const { key, team } = found;
     if (key.revokedAt !== null || !team) throw unauthorized("invalid or revoked token");
     return { kind: "api-key", key, team };
   }
+  return sessionCredential(token, storage, sessions);
+}
+
+async function sessionCredential(token: string, storage: Storage, sessions: SessionAuthenticator): Promise<Credential> {
   const session = await sessions(token);
   if (session) {
     const [user, memberships] = await Promise.all([storage.getUser(session.userId), storage.listMemberships(session.userId)]);
@@ -67,9 +81,15 @@ export function bearerToken(authorization: string): string | null {
   return BEARER.exec(authorization)?.[1] ?? null;
 }
 
+type FoundKey = { key: ApiKeyRecord; team: Team | null };
+
 /** A key and its team: in one call when the store offers it, else two. */
-async function findKey(storage: Storage, tokenHash: string): Promise<{ key: ApiKeyRecord; team: Team | null } | null> {
+function findKey(storage: Storage, tokenHash: string): Awaitable<FoundKey | null> {
   if (storage.findApiKeyWithTeam) return storage.findApiKeyWithTeam(tokenHash);
+  return findKeyThenTeam(storage, tokenHash);
+}
+
+async function findKeyThenTeam(storage: Storage, tokenHash: string): Promise<FoundKey | null> {
   const key = await storage.findApiKeyByHash(tokenHash);
   return key ? { key, team: key.revokedAt === null ? await storage.getTeam(key.teamId) : null } : null;
 }

@@ -1,3 +1,4 @@
+import type { Awaitable } from "./awaitable.js";
 import type { z } from "zod";
 import type { AuthedContext, HandlerContext } from "./context.js";
 import type { Scope } from "./domain/model.js";
@@ -49,12 +50,13 @@ export interface AuthedRoute<Query = unknown, Body = unknown> extends RouteBase<
   auth: "bearer";
   /** The scope an API key needs; null for none. */
   scope: Scope | null;
-  handle(input: RouteInput<Query, Body>, ctx: AuthedContext): Promise<unknown>;
+  /** The result, or a promise of it: a handler that needs no storage call may answer synchronously. */
+  handle(input: RouteInput<Query, Body>, ctx: AuthedContext): Awaitable<unknown>;
 }
 
 export interface PublicRoute<Query = unknown, Body = unknown> extends RouteBase<Query> {
   auth: "none";
-  handle(input: RouteInput<Query, Body>, ctx: HandlerContext): Promise<unknown>;
+  handle(input: RouteInput<Query, Body>, ctx: HandlerContext): Awaitable<unknown>;
 }
 
 export type RouteDef = AuthedRoute<any, any> | PublicRoute<any, any>;

@@ -1,3 +1,4 @@
+import { isPromiseLike } from "./awaitable.js";
 import { ApiError } from "./errors.js";
 import type { Metrics, StorageOutcome } from "./ports/metrics.js";
 import type { Storage } from "./ports/storage.js";
@@ -13,7 +14,8 @@ const UNWRAPPED = new Set(["seed", "close", "ping"]);
  * nothing. A call that times out is not cancelled: the store may still
  * complete it (a webhook row may be stored after its client got the 503 —
  * a retry with the same delivery id is then recognised as a duplicate).
- * Synchronous methods and non-function properties (escape hatches such as
+ * A method that answers synchronously is measured but not bounded (there
+ * is nothing to wait for); non-function properties (escape hatches such as
  * `db`) pass through unchanged.
  */
 export function instrumentStorage(storage: Storage, options: { timeoutMs: number; metrics: Metrics | null }): Storage {
@@ -30,9 +32,20 @@ export function instrumentStorage(storage: Storage, options: { timeoutMs: number
     const method = value as (...args: unknown[]) => unknown;
     wrapped[name] = (...args: unknown[]) => {
       const startedAt = performance.now();
-      const result = method.apply(storage, args);
-      if (!isPromise(result)) return result;
-      const bounded = timeoutMs === 0 ? result : withTimeout(result, timeoutMs, () => storageTimedOut(timeoutMs));
+      let result: unknown;
+      try {
+        result = method.apply(storage, args);
+      } catch (error) {
+        metrics?.storageOperation(name, "error", performance.now() - startedAt);
+        throw error;
+      }
+      if (!isPromiseLike(result)) {
+        // Answered synchronously (methods that may, such as findApiKeyWithTeam): measured, nothing to time out.
+        metrics?.storageOperation(name, "ok", performance.now() - startedAt);
+        return result;
+      }
+      const pending = Promise.resolve(result);
+      const bounded = timeoutMs === 0 ? pending : withTimeout(pending, timeoutMs, () => storageTimedOut(timeoutMs));
       if (metrics === null) return bounded;
       return bounded.then(
         (value) => {
@@ -54,10 +67,6 @@ function storageTimedOut(timeoutMs: number): ApiError {
   return new ApiError(503, "storage_unavailable", `the store did not answer within ${timeoutMs} ms; retry later`, {
     headers: { "retry-after": "1" },
   });
-}
-
-function isPromise(value: unknown): value is Promise<unknown> {
-  return typeof (value as { then?: unknown } | null)?.then === "function";
 }
 
 /** Own keys and, for class-based stores, their prototype methods. */

@@ -129,7 +129,7 @@ describe("GET /me with records that change", () => {
     const storage = createMemoryStorage();
     const syncHash = sha256Hex(TOKENS.sync);
     const wrapped: Storage = Object.assign(Object.create(storage), {
-      findApiKeyWithTeam: async (hash: string) => (hash === syncHash ? current() : storage.findApiKeyWithTeam!(hash)),
+      findApiKeyWithTeam: (hash: string) => (hash === syncHash ? current() : storage.findApiKeyWithTeam!(hash)),
     });
     const api = await setup({ storage: wrapped });
     const real = (await storage.findApiKeyWithTeam!(syncHash))!;
@@ -146,6 +146,18 @@ describe("GET /me with records that change", () => {
     expect((await call("GET", "/api/v1/me", { token: TOKENS.sync })).json.name).toBe("Renamed sync");
     record = { key: record.key, team: Object.freeze({ ...real.team, name: "Ops (renamed)" }) };
     expect((await call("GET", "/api/v1/me", { token: TOKENS.sync })).json.teams).toEqual([{ id: "team_ops", name: "Ops (renamed)" }]);
+  });
+
+  it("authenticates through a store that answers with a plain value, a promise or any thenable", async () => {
+    for (const answer of [(v: unknown) => v, (v: unknown) => Promise.resolve(v), (v: unknown) => ({ then: (resolve: (x: unknown) => void) => resolve(v) })]) {
+      let real: { key: any; team: any } | null = null;
+      const { call, real: found } = await withKeyRecords(() => answer(real) as any);
+      real = found;
+      const res = await call("GET", "/api/v1/me", { token: TOKENS.sync });
+      expect(res.status).toBe(200);
+      expect(res.json.name).toBe("Warehouse sync");
+      expect((await call("GET", "/api/v1/me", { token: TOKENS.revoked })).status).toBe(401);
+    }
   });
 
   it("never reuses the body of a record that is not frozen", async () => {

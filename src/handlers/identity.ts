@@ -1,12 +1,16 @@
-import type { ApiKeyCredential } from "../auth.js";
+import type { ApiKeyCredential, SessionCredential } from "../auth.js";
 import type { AuthedContext } from "../context.js";
 import type { ApiKeyRecord, Team } from "../domain/model.js";
 import { Reply } from "../http/reply.js";
 
-/** GET /me: what the token belongs to. */
-export async function describeCredential(ctx: AuthedContext) {
+/** GET /me: what the token belongs to (an API key's answer needs no storage call, so no promise). */
+export function describeCredential(ctx: AuthedContext) {
   const { credential } = ctx;
   if (credential.kind === "api-key") return Reply.jsonText(200, apiKeyBody(credential));
+  return describeSession(ctx, credential);
+}
+
+async function describeSession(ctx: AuthedContext, credential: SessionCredential) {
   const teams = await Promise.all(
     credential.memberships.map(async (m) => {
       const team = await ctx.storage.getTeam(m.teamId);
@@ -27,11 +31,10 @@ export async function describeCredential(ctx: AuthedContext) {
 const bodyByKey = new WeakMap<ApiKeyRecord, { team: Team; text: string }>();
 
 function apiKeyBody({ key, team }: ApiKeyCredential): string {
+  // Only deeply frozen records are remembered, and nothing thaws: a hit needs no new check.
+  const known = bodyByKey.get(key);
+  if (known !== undefined && known.team === team) return known.text;
   const immutable = isDeeplyFrozen(key, team);
-  if (immutable) {
-    const known = bodyByKey.get(key);
-    if (known !== undefined && known.team === team) return known.text;
-  }
   const text = JSON.stringify({
     kind: "api-key",
     name: key.name,

@@ -67,7 +67,8 @@ export function sqliteIdentity({ db }: SqliteHandle): IdentityStore {
       const row = keyByHash.get(tokenHash);
       return row ? toKey(row) : null;
     },
-    async findApiKeyWithTeam(tokenHash) {
+    // Synchronous: authentication continues without a microtask hop.
+    findApiKeyWithTeam(tokenHash) {
       const row = keyByHash.get(tokenHash);
       if (!row) return null;
       const teamRow = team.get(row.team_id);

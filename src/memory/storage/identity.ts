@@ -32,7 +32,8 @@ export function memoryIdentity(state: MemoryState): IdentityStore {
       const id = state.apiKeyIdsByHash.get(tokenHash);
       return id === undefined ? null : orNull(state.apiKeys.get(id));
     },
-    async findApiKeyWithTeam(tokenHash) {
+    // Synchronous: authentication continues without a microtask hop.
+    findApiKeyWithTeam(tokenHash) {
       const id = state.apiKeyIdsByHash.get(tokenHash);
       const key = id === undefined ? undefined : state.apiKeys.get(id);
       return key ? { key, team: orNull(state.teams.get(key.teamId)) } : null;

@@ -1,3 +1,4 @@
+import type { Awaitable } from "../../awaitable.js";
 import type { ApiKeyRecord, Business, Membership, Team, User } from "../../domain/model.js";
 
 /** Businesses, teams, users, sessions and API keys. */
@@ -17,9 +18,10 @@ export interface IdentityStore {
    * Optional: the key found as `findApiKeyByHash` finds it, with its team
    * (null when the team is gone), in one call — one round trip on a server
    * database, on every request an API key makes. Without it, authentication
-   * calls `findApiKeyByHash` and then `getTeam`.
+   * calls `findApiKeyByHash` and then `getTeam`. May answer synchronously
+   * (a plain value instead of a promise) when the store need not wait.
    */
-  findApiKeyWithTeam?(tokenHash: string): Promise<{ key: ApiKeyRecord; team: Team | null } | null>;
+  findApiKeyWithTeam?(tokenHash: string): Awaitable<{ key: ApiKeyRecord; team: Team | null } | null>;
   getApiKey(id: string): Promise<ApiKeyRecord | null>;
   /** Keys of a team, newest first. */
   listApiKeys(teamId: string): Promise<ApiKeyRecord[]>;
