@@ -82,7 +82,7 @@ function hasUpperCase(name: string): boolean {
  */
 class NodeRequest implements ApiRequest {
   readonly method: string;
-  readonly url: string;
+  readonly path: string;
   readonly headers: NodeHeaders;
   readonly clientAddress: string | null;
   private controller: AbortController | undefined;
@@ -93,10 +93,14 @@ class NodeRequest implements ApiRequest {
     path: string,
   ) {
     this.method = req.method ?? "GET";
-    // The origin is nominal: routing reads only the path and query, and a hostile Host header cannot break URL parsing.
-    this.url = `http://localhost${path.startsWith("/") ? path : `/${path}`}`;
+    this.path = path.startsWith("/") ? path : `/${path}`;
     this.headers = new NodeHeaders(req.headers);
     this.clientAddress = req.socket.remoteAddress ?? null;
+  }
+
+  /** Built on first use (a target routed before needs none). The origin is nominal: a hostile Host header cannot break URL parsing. */
+  get url(): string {
+    return `http://localhost${this.path}`;
   }
 
   /** Aborted when the client goes away before the reply is finished. */

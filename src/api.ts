@@ -3,6 +3,7 @@ import { isPromiseLike } from "./awaitable.js";
 import { idSource } from "./domain/crypto.js";
 import { IttyRouter } from "itty-router";
 import { actorOf, assertKeyPlan, assertScope, authenticate, type Credential, storageSessions } from "./auth.js";
+import { createTokenHashes } from "./token-hashes.js";
 import type { ApiSettings, HandlerContext, Ports } from "./context.js";
 import type { AuditEvent } from "./domain/model.js";
 import { isoTime } from "./domain/time.js";
@@ -93,6 +94,7 @@ export const DEFAULT_SETTINGS: ApiSettings = {
   upstreamTimeoutMs: 15_000,
   healthTimeoutMs: 2000,
   metricsToken: null,
+  tokenHashCacheSize: 1024,
 };
 
 const CORS_ORIGIN = "*";
@@ -166,7 +168,8 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     rateLimiter: options.rateLimiter ?? createMemoryRateLimiter(),
     connectors: { ...defaultConnectors(), ...options.connectors },
   };
-  const sessions = options.sessions ?? storageSessions(storage);
+  const tokenHashes = createTokenHashes(settings.tokenHashCacheSize, clock);
+  const sessions = options.sessions ?? storageSessions(storage, tokenHashes);
   const logger = toLogger(options.logger);
   const log = (message: string, error?: unknown) => logger.error(message, error);
   const operations = { draining: false, metrics };
@@ -192,24 +195,25 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     }
   }
 
-  // Routing results by URL, for URLs without a query string (the webhook hot
-  // path): itty's `fetch` parses a URL and tries every pattern per request.
-  // Only the result for the same URL string is reused, so it is the same match;
-  // its path parameters are kept decoded (and frozen: handlers only read them).
+  // Routing results by request target (the adapter's path, else the URL), for
+  // targets without a query string (the hot paths): itty's `fetch` parses a URL
+  // and tries every pattern per request. Only the result for the same target
+  // string is reused, so it is the same match; its path parameters are kept
+  // decoded (and frozen: handlers only read them).
   const matches = new Map<string, { group: RouteGroup; params: Readonly<Record<string, string>> }>();
   // A hit answers without an await (one async hop less on the hot path).
-  function cachedMatch(probe: Probe): RouteGroup | null {
-    if (probe.url.includes("?")) return null;
-    const hit = matches.get(probe.url);
-    if (!hit) return null;
+  function cachedMatch(target: string, probe: Probe): RouteGroup | undefined {
+    if (target.includes("?")) return undefined;
+    const hit = matches.get(target);
+    if (!hit) return undefined;
     probe.params = hit.params;
     probe.decoded = true;
     probe.query = EMPTY_QUERY;
     return hit.group;
   }
-  async function match(probe: Probe) {
+  async function match(target: string, probe: Probe) {
     const group = (await router.fetch(probe)) as RouteGroup | undefined;
-    if (group && probe.url.length <= MATCH_CACHE_URL_LENGTH && !probe.url.includes("?")) {
+    if (group && target.length <= MATCH_CACHE_URL_LENGTH && !target.includes("?")) {
       let decoded: Record<string, string> | null = null;
       try {
         decoded = decodeParams(probe.params ?? {});
@@ -218,7 +222,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
       }
       if (decoded !== null) {
         if (matches.size >= MATCH_CACHE_SIZE) matches.clear();
-        matches.set(probe.url, { group, params: Object.freeze(decoded) });
+        matches.set(target, { group, params: Object.freeze(decoded) });
         probe.params = decoded;
         probe.decoded = true;
       }
@@ -244,9 +248,14 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     let reply: ApiReply;
     const clientAddress = resolveClientAddress(req.clientAddress, req.headers, settings.trustedProxies);
     // Every field from the start: routing fills them in without changing the object's shape.
-    const probe: Probe = { method: "GET", url: req.url, params: undefined, query: undefined, decoded: false };
+    const target = req.path ?? req.url;
+    const probe: Probe = { method: "GET", url: "", params: undefined, query: undefined, decoded: false };
     try {
-      group = cachedMatch(probe) ?? (await match(probe));
+      group = cachedMatch(target, probe);
+      if (group === undefined) {
+        probe.url = req.url; // itty reads an absolute URL; built only when routing runs
+        group = await match(target, probe);
+      }
       if (req.method === "OPTIONS") {
         reply = { status: 204, headers: { ...PREFLIGHT_HEADERS }, body: null };
       } else {
@@ -257,7 +266,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
         }
         params = probe.decoded ? probe.params! : decodeParams(probe.params ?? {});
         if (route.auth === "bearer") {
-          const authenticated = authenticate(req.headers.get("authorization"), storage, sessions);
+          const authenticated = authenticate(req.headers.get("authorization"), storage, sessions, tokenHashes);
           credential = isPromiseLike(authenticated) ? await authenticated : authenticated;
           if (isRateLimit(settings.apiRatePerSecond)) rateHeaders = await takeApiToken(credential);
           assertKeyPlan(credential);

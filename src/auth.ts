@@ -1,5 +1,6 @@
 import { type Awaitable, isPromiseLike } from "./awaitable.js";
 import { sha256Hex } from "./domain/crypto.js";
+import type { TokenHashes } from "./token-hashes.js";
 import type { Actor, ApiKeyRecord, Membership, Scope, Team, User } from "./domain/model.js";
 import { ApiError } from "./errors.js";
 import type { SessionAuthenticator } from "./ports/session.js";
@@ -32,24 +33,37 @@ export function authenticate(
   authorization: string | null,
   storage: Storage,
   sessions: SessionAuthenticator,
+  hashes: TokenHashes = UNREMEMBERED,
 ): Awaitable<Credential> {
   if (!authorization) throw unauthorized("missing Authorization header");
   const token = bearerToken(authorization);
   if (token === null) throw unauthorized("Authorization must be 'Bearer <token>'");
-  const found = findKey(storage, sha256Hex(token));
-  if (isPromiseLike(found)) return Promise.resolve(found).then((f) => keyOrSession(f, token, storage, sessions));
-  return keyOrSession(found, token, storage, sessions);
+  const tokenHash = hashes.of(token);
+  const found = findKey(storage, tokenHash);
+  if (isPromiseLike(found)) return Promise.resolve(found).then((f) => keyOrSession(f, token, tokenHash, storage, sessions, hashes));
+  return keyOrSession(found, token, tokenHash, storage, sessions, hashes);
 }
 
-function keyOrSession(found: FoundKey | null, token: string, storage: Storage, sessions: SessionAuthenticator): Awaitable<Credential> {
+function keyOrSession(
+  found: FoundKey | null,
+  token: string,
+  tokenHash: string,
+  storage: Storage,
+  sessions: SessionAuthenticator,
+  hashes: TokenHashes,
+): Awaitable<Credential> {
   if (found) {
     // The key's creator matters only to /audit, which loads it there.
     const { key, team } = found;
     if (key.revokedAt !== null || !team) throw unauthorized("invalid or revoked token");
+    hashes.remember(token, tokenHash);
     return { kind: "api-key", key, team };
   }
   return sessionCredential(token, storage, sessions);
 }
+
+/** Hashes every time and remembers nothing. */
+const UNREMEMBERED: TokenHashes = { of: sha256Hex, remember() {} };
 
 async function sessionCredential(token: string, storage: Storage, sessions: SessionAuthenticator): Promise<Credential> {
   const session = await sessions(token);
@@ -61,23 +75,12 @@ async function sessionCredential(token: string, storage: Storage, sessions: Sess
 }
 
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
+/** What nearly every client sends: `Bearer `, then a token of visible ASCII. */
+const PLAIN_BEARER = /^Bearer [\x21-\x7e]+$/;
 
-/**
- * The token of `Bearer <token>`, or null. What nearly every client sends,
- * `Bearer ` and a token of visible ASCII, is read without the regex.
- */
+/** The token of `Bearer <token>`, or null. The usual form is tested without capturing. */
 export function bearerToken(authorization: string): string | null {
-  if (authorization.startsWith("Bearer ") && authorization.length > 7) {
-    let plain = true;
-    for (let i = 7; i < authorization.length; i++) {
-      const c = authorization.charCodeAt(i);
-      if (c <= 0x20 || c >= 0x7f) {
-        plain = false;
-        break;
-      }
-    }
-    if (plain) return authorization.slice(7);
-  }
+  if (PLAIN_BEARER.test(authorization)) return authorization.slice(7);
   return BEARER.exec(authorization)?.[1] ?? null;
 }
 
@@ -95,10 +98,13 @@ async function findKeyThenTeam(storage: Storage, tokenHash: string): Promise<Fou
 }
 
 /** The default session authenticator: the token's SHA-256 looked up in storage. */
-export function storageSessions(storage: Storage): SessionAuthenticator {
+export function storageSessions(storage: Storage, hashes: TokenHashes = UNREMEMBERED): SessionAuthenticator {
   return async (token) => {
-    const userId = await storage.findSessionUser(sha256Hex(token));
-    return userId ? { userId } : null;
+    const tokenHash = hashes.of(token);
+    const userId = await storage.findSessionUser(tokenHash);
+    if (!userId) return null;
+    hashes.remember(token, tokenHash);
+    return { userId };
   };
 }
 

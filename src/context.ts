@@ -57,6 +57,15 @@ export interface ApiSettings {
   healthTimeoutMs: number;
   /** Bearer token `GET /api/metrics` requires; null (the default) serves metrics without one. */
   metricsToken: string | null;
+  /**
+   * How many recently used valid tokens keep their SHA-256 in memory, for at
+   * most five minutes, so a busy key is not
+   * re-hashed on every request (default 1024; 0 hashes every time). The
+   * store is still asked on every request, so a revocation applies at once;
+   * the cost is that those tokens stay in this process's memory while they
+   * are remembered. Nothing is written anywhere.
+   */
+  tokenHashCacheSize: number;
 }
 
 /** The running API's own state, read by the operations routes (health, metrics) and the instrumented code. */

@@ -19,6 +19,12 @@ export interface ApiRequest {
   method: string;
   /** Absolute URL (scheme and host may be nominal). */
   url: string;
+  /**
+   * Optional: the request target as sent, path and query (`/api/v1/me`),
+   * when the adapter has it without building `url`. Routing results are
+   * remembered by it; `url` is then read only for a target not seen before.
+   */
+  path?: string;
   headers: HeaderReader;
   /**
    * Read the whole body, refusing more than `limit` bytes with 413 (the
