@@ -57,7 +57,7 @@ class NodeHeaders implements HeaderReader {
   constructor(private readonly raw: IncomingMessage["headers"]) {}
   get(name: string): string | null {
     // Node lower-cases the names it received; the core asks in lower case, so lower-casing is the rare path.
-    const value = this.raw[name] ?? (hasUpperCase(name) ? this.raw[name.toLowerCase()] : undefined);
+    const value = this.raw[name] ?? (isLowerCase(name) ? undefined : this.raw[name.toLowerCase()]);
     if (value === undefined) return null;
     return Array.isArray(value) ? value.join(", ") : value;
   }
@@ -67,12 +67,17 @@ class NodeHeaders implements HeaderReader {
   }
 }
 
-function hasUpperCase(name: string): boolean {
+/** Names already seen to be lower case (the core's own, asked on every request): a miss costs one lookup. */
+const lowerCaseNames = new Set<string>();
+
+function isLowerCase(name: string): boolean {
+  if (lowerCaseNames.has(name)) return true;
   for (let i = 0; i < name.length; i++) {
     const c = name.charCodeAt(i);
-    if (c >= 65 && c <= 90) return true;
+    if (c >= 65 && c <= 90) return false;
   }
-  return false;
+  if (lowerCaseNames.size < 256) lowerCaseNames.add(name);
+  return true;
 }
 
 /**

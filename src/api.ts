@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { isPromiseLike } from "./awaitable.js";
+import { type Awaitable, isPromiseLike } from "./awaitable.js";
 import { idSource } from "./domain/crypto.js";
 import { IttyRouter } from "itty-router";
 import { actorOf, assertKeyPlan, assertScope, authenticate, type Credential, storageSessions } from "./auth.js";
@@ -268,7 +268,10 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
         if (route.auth === "bearer") {
           const authenticated = authenticate(req.headers.get("authorization"), storage, sessions, tokenHashes);
           credential = isPromiseLike(authenticated) ? await authenticated : authenticated;
-          if (isRateLimit(settings.apiRatePerSecond)) rateHeaders = await takeApiToken(credential);
+          if (isRateLimit(settings.apiRatePerSecond)) {
+            const taken = takeApiToken(credential);
+            rateHeaders = isPromiseLike(taken) ? await taken : taken;
+          }
           assertKeyPlan(credential);
           assertScope(credential, route.scope);
         }
@@ -347,7 +350,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
   }
 
   /** The Data Access API's per-credential bucket (`apiRatePerSecond`, burst twice that), or 429. */
-  function takeApiToken(credential: Credential): Promise<Record<string, string>> {
+  function takeApiToken(credential: Credential): Awaitable<Record<string, string>> {
     const key = credential.kind === "api-key" ? `api:key:${credential.key.id}` : `api:user:${credential.user.id}`;
     return takeRateToken(ports.rateLimiter, key, settings.apiRatePerSecond, clock.now(), "too many requests for this credential; retry later");
   }

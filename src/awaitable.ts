@@ -9,3 +9,8 @@ export type Awaitable<T> = T | Promise<T>;
 export function isPromiseLike<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
   return typeof (value as { then?: unknown } | null)?.then === "function";
 }
+
+/** `next(value)` at once when `value` is plain, once it settles when it is a promise. */
+export function andThen<T, R>(value: T | PromiseLike<T>, next: (value: T) => R | PromiseLike<R>): Awaitable<R> {
+  return isPromiseLike(value) ? Promise.resolve(value).then(next) : (next(value) as Awaitable<R>);
+}

@@ -1,20 +1,24 @@
 import { ApiError } from "./errors.js";
-import type { RateLimiter } from "./ports/rate-limiter.js";
+import { andThen, type Awaitable } from "./awaitable.js";
+import type { RateDecision, RateLimit, RateLimiter } from "./ports/rate-limiter.js";
 
 /**
  * One token from the bucket `key` (burst twice the rate), or 429
  * `rate_limited` with `Retry-After`. Returns the `RateLimit-*` headers
- * every answer of a limited endpoint carries.
+ * every answer of a limited endpoint carries, as a fresh object the caller owns.
  */
-export async function takeRateToken(
+export function takeRateToken(
   rateLimiter: RateLimiter,
   key: string,
   ratePerSecond: number,
   now: number,
   refusal: string,
-): Promise<Record<string, string>> {
+): Awaitable<Record<string, string>> {
   const limit = { ratePerSecond, burst: Math.max(1, Math.floor(ratePerSecond * 2)) };
-  const decision = await rateLimiter.take(key, limit, now);
+  return andThen(rateLimiter.take(key, limit, now), (decision) => headersOrRefusal(decision, limit, refusal));
+}
+
+function headersOrRefusal(decision: RateDecision, limit: RateLimit, refusal: string): Record<string, string> {
   const headers: Record<string, string> = {
     "ratelimit-limit": String(limit.burst),
     "ratelimit-remaining": String(decision.remaining),

@@ -3,7 +3,7 @@ import { createAdmin } from "../src/admin/index.js";
 import { dedupKeyOf } from "../src/domain/dedup.js";
 import { flattenPayload, MAX_FLATTEN_DEPTH } from "../src/domain/flatten.js";
 import { emptyRow } from "../src/domain/rows.js";
-import { typeOfValue } from "../src/domain/columns.js";
+import { rowChangesColumns, typeOfValue } from "../src/domain/columns.js";
 import { signHex, signStandard, verifyWebhookSignature } from "../src/domain/signatures.js";
 import type { MemoryStorage } from "../src/memory/storage.js";
 import { WEBHOOK_SECRETS, webhookFixture } from "../src/testing/conformance/webhooks.js";
@@ -174,6 +174,43 @@ describe("POST /api/webhooks/{id}: payloads into rows", () => {
     expect(typeOfValue(null)).toBeNull();
   });
 
+  it("tells whether a row changes known column types, by the rules of widenType", () => {
+    const known = new Map([
+      ["s", "string"],
+      ["n", "number"],
+      ["b", "boolean"],
+      ["d", "date"],
+      ["t", "datetime"],
+      ["j", "json"],
+      ["e", null],
+    ] as const);
+    const row = (fields: Record<string, unknown>) => Object.assign(emptyRow(), fields);
+    expect(rowChangesColumns(known, row({ s: 1, n: 2, b: true, d: "2026-11-22", t: "2026-11-22T08:00:00Z", j: "[1]", e: null }))).toBe(false);
+    expect(rowChangesColumns(known, row({ s: "x", n: null, b: false, d: null, t: "2026-11-22", j: 3 }))).toBe(false);
+    expect(rowChangesColumns(known, row({ n: "2" }))).toBe(true);
+    expect(rowChangesColumns(known, row({ b: 1 }))).toBe(true);
+    expect(rowChangesColumns(known, row({ d: "2026-11-22T08:00:00Z" }))).toBe(true);
+    expect(rowChangesColumns(known, row({ t: "not a time" }))).toBe(true);
+    expect(rowChangesColumns(known, row({ e: 0 }))).toBe(true);
+    expect(rowChangesColumns(known, row({ unseen: null }))).toBe(true);
+  });
+
+  it("flattens a payload shape seen before into the same columns, and payloads past the name memo's bounds alike", () => {
+    const payload = { order: { id: "A-1", customer: { name: "Ada" } }, n: 1 };
+    const first = flattenPayload(payload);
+    const again = flattenPayload(structuredClone(payload));
+    expect(Object.keys(again)).toEqual(["order.id", "order.customer.name", "n"]);
+    expect({ ...again }).toEqual({ ...first });
+    // Long names are never remembered; many distinct ones make the memo start over. Both still flatten exactly.
+    const long = "k".repeat(300);
+    expect(Object.keys(flattenPayload({ p: { [long]: 1 } }))).toEqual([`p.${long}`]);
+    for (let i = 0; i < 5_000; i++) {
+      const key = `key_${i}_${"x".repeat(200)}`;
+      expect(flattenPayload({ group: { [key]: i } })[`group.${key}`]).toBe(i);
+    }
+    expect(Object.keys(flattenPayload(payload))).toEqual(["order.id", "order.customer.name", "n"]);
+  });
+
   it("flattens into rows with no inherited members, where __proto__ is an own column", () => {
     const row = flattenPayload(JSON.parse('{"__proto__":{"x":1},"constructor":2,"toString":"t"}') as Record<string, unknown>);
     expect(Object.keys(row)).toEqual(["__proto__.x", "constructor", "toString"]);
@@ -284,6 +321,19 @@ describe("retention", () => {
     const trimmed = await api.call("POST", "/api/webhooks/hook-small", { body: { n: 1 }, headers: { "idempotency-key": "d1" } });
     expect(trimmed.json.duplicate).toBe(false);
     expect((await rows(api, "ds_conn_hook_small")).map((r) => r.n)).toEqual([4, 5, 1]);
+  });
+
+  it("trims rows with and without delivery keys alike, forgetting only the trimmed rows' keys", async () => {
+    const api = await setup();
+    await api.call("POST", "/api/webhooks/hook-small", { body: { n: 1 } });
+    await api.call("POST", "/api/webhooks/hook-small", { body: { n: 2 }, headers: { "idempotency-key": "k2" } });
+    await api.call("POST", "/api/webhooks/hook-small", { body: { n: 3 } });
+    await api.call("POST", "/api/webhooks/hook-small", { body: { n: 4 }, headers: { "idempotency-key": "k4" } });
+    await api.call("POST", "/api/webhooks/hook-small", { body: { n: 5 } });
+    expect((await rows(api, "ds_conn_hook_small")).map((r) => r.n)).toEqual([3, 4, 5]);
+    expect((await api.call("POST", "/api/webhooks/hook-small", { body: { n: 4 }, headers: { "idempotency-key": "k4" } })).json.duplicate).toBe(true);
+    expect((await api.call("POST", "/api/webhooks/hook-small", { body: { n: 2 }, headers: { "idempotency-key": "k2" } })).json.duplicate).toBe(false);
+    expect((await rows(api, "ds_conn_hook_small")).map((r) => r.n)).toEqual([4, 5, 2]);
   });
 
   it("uses the host default when the connection sets none", async () => {

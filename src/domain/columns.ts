@@ -32,15 +32,20 @@ export function widenType(a: ColumnType | null, b: ColumnType | null): ColumnTyp
 }
 
 /**
- * Whether `incoming` would change columns whose types are `known` (name →
+ * Whether the row would change columns whose types are `known` (name →
  * type): a new name or a widened type. Most deliveries of a known shape do
- * neither, so stores check this before calling `widenColumns`.
+ * neither, so stores check this (without building the row's column list)
+ * before calling `widenColumns`.
  */
-export function changesColumns(known: ReadonlyMap<string, ColumnType | null>, incoming: readonly Column[]): boolean {
-  for (const column of incoming) {
-    if (!known.has(column.name)) return true;
-    const type = known.get(column.name)!;
-    if (widenType(type, column.type) !== type) return true;
+export function rowChangesColumns(known: ReadonlyMap<string, ColumnType | null>, row: Row): boolean {
+  for (const name of Object.keys(row)) {
+    const type = known.get(name);
+    if (type === undefined) return true;
+    const value = row[name];
+    // The usual answers without inferring: a row value is a string, number, boolean or null, and a
+    // string column holds any of them (only an object would widen it, to json, and rows hold none).
+    if (value === null || type === "json" || (type === "string" && typeof value !== "object") || type === typeof value) continue;
+    if (widenType(type, typeOfValue(value)) !== type) return true;
   }
   return false;
 }

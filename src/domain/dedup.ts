@@ -39,10 +39,10 @@ function deliveryHeader(headers: HeaderReader): string | null {
     if (value) return value;
   }
   if (!headers.keys) return null;
+  // keys() are lower-case (HeaderReader); most names fail the cheap suffix test before the pattern runs.
   for (const name of headers.keys()) {
-    const lower = name.toLowerCase();
-    if (!VENDOR_DELIVERY.test(lower)) continue;
-    const value = headers.get(lower)?.trim();
+    if (!name.endsWith("-delivery") || !VENDOR_DELIVERY.test(name)) continue;
+    const value = headers.get(name)?.trim();
     if (value) return value;
   }
   return null;

@@ -1,3 +1,4 @@
+import { andThen, type Awaitable } from "../awaitable.js";
 import type { HandlerContext } from "../context.js";
 import { typeOfValue } from "../domain/columns.js";
 import { idSource } from "../domain/crypto.js";
@@ -12,6 +13,7 @@ import { isRateLimit, takeRateToken } from "../rate-limit.js";
 import { decodeUtf8, isFormType, isJsonType, parseJsonObject } from "../http/body.js";
 import { Reply } from "../http/reply.js";
 import type { HeaderReader } from "../http/types.js";
+import type { WebhookEndpoint } from "../ports/storage/webhooks.js";
 import type { RawBody } from "../routing.js";
 
 /** Row ids, `whr_<16 hex>-<counter>`: unique across processes (random prefix), no randomness drawn per delivery. */
@@ -22,14 +24,26 @@ export const invalidSignature = () => new ApiError(401, "invalid_signature", "in
 /**
  * POST /api/webhooks/{endpointId}: one delivery becomes one row. Order of
  * refusals: unknown endpoint 404, rate limit 429, signature 401, media type
- * 415, body 400 — and a refused delivery stores nothing.
+ * 415, body 400 — and a refused delivery stores nothing. Each step continues
+ * at once when its port answered synchronously (the memory store and
+ * limiter do), so a delivery there costs no microtask hops.
  */
-export async function receiveWebhook(ctx: HandlerContext, endpointId: string, body: RawBody, headers: HeaderReader): Promise<Reply> {
-  const endpoint = await ctx.storage.getWebhookEndpoint(endpointId);
-  if (!endpoint) throw notFound("webhook endpoint");
-  const now = ctx.clock.now();
-  const rateHeaders = await takeDeliveryToken(ctx, endpoint.connectionId, now);
+export function receiveWebhook(ctx: HandlerContext, endpointId: string, body: RawBody, headers: HeaderReader): Awaitable<Reply> {
+  return andThen(ctx.storage.getWebhookEndpoint(endpointId), (endpoint) => {
+    if (!endpoint) throw notFound("webhook endpoint");
+    const now = ctx.clock.now();
+    return andThen(takeDeliveryToken(ctx, endpoint.connectionId, now), (rateHeaders) => storeDelivery(ctx, endpoint, now, rateHeaders, body, headers));
+  });
+}
 
+function storeDelivery(
+  ctx: HandlerContext,
+  endpoint: WebhookEndpoint,
+  now: number,
+  rateHeaders: Record<string, string>,
+  body: RawBody,
+  headers: HeaderReader,
+): Awaitable<Reply> {
   if (endpoint.signingSecret !== null) {
     if (!verifyWebhookSignature({ secret: endpoint.signingSecret, body: body.bytes, headers, nowMs: now })) throw invalidSignature();
   }
@@ -45,27 +59,53 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
   row._id = id;
   row._receivedAt = receivedAt;
   row._sourceIp = ctx.clientAddress;
-  const result = await ctx.storage.ingestWebhookRow({
-    datasetId: endpoint.datasetId,
-    dedupKey: dedupKeyOf(headers, payload),
-    row,
-    columns: columnsOf(row),
-    retainRows: endpoint.retainRows ?? ctx.settings.webhookRetainRows,
-    receivedAt,
+  const ingest = new Delivery(endpoint.datasetId, dedupKeyOf(headers, payload), row, endpoint.retainRows ?? ctx.settings.webhookRetainRows, receivedAt);
+  return andThen(ctx.storage.ingestWebhookRow(ingest), (result) => {
+    ctx.operations.metrics?.webhook(result.duplicate ? "duplicate" : "stored", null);
+    // The receipt as text directly (the one response every delivery gets); the same JSON as JSON.stringify.
+    const text = `{"ok":true,"id":${JSON.stringify(result.id)},"duplicate":${result.duplicate}}`;
+    if (rateHeaders === NO_HEADERS) return Reply.jsonText(200, text);
+    // takeRateToken's headers are a fresh object this reply may own.
+    rateHeaders["content-type"] = JSON_TYPE;
+    return new Reply(200, text, rateHeaders);
   });
-  ctx.operations.metrics?.webhook(result.duplicate ? "duplicate" : "stored", null);
-  // The receipt as text directly (the one response every delivery gets); the same JSON as JSON.stringify.
-  return Reply.jsonText(200, `{"ok":true,"id":${JSON.stringify(result.id)},"duplicate":${result.duplicate}}`, rateHeaders);
+}
+
+/** What `ingestWebhookRow` receives: its `columns` are worked out only if the store reads them. */
+class Delivery {
+  #columns: Column[] | undefined;
+  constructor(
+    readonly datasetId: string,
+    readonly dedupKey: string | null,
+    readonly row: Row,
+    readonly retainRows: number,
+    readonly receivedAt: string,
+  ) {}
+  get columns(): Column[] {
+    return (this.#columns ??= columnsOf(this.row));
+  }
 }
 
 /** One token from the connection's bucket, or 429 rate_limited. Returns the RateLimit-* headers. */
-function takeDeliveryToken(ctx: HandlerContext, connectionId: string, now: number): Promise<Record<string, string>> | Record<string, string> {
+function takeDeliveryToken(ctx: HandlerContext, connectionId: string, now: number): Awaitable<Record<string, string>> {
   const rate = ctx.settings.webhookRatePerSecond;
   if (!isRateLimit(rate)) return NO_HEADERS;
-  return takeRateToken(ctx.rateLimiter, `webhook:${connectionId}`, rate, now, "too many deliveries to this webhook endpoint; retry later");
+  return takeRateToken(ctx.rateLimiter, bucketOf(connectionId), rate, now, "too many deliveries to this webhook endpoint; retry later");
+}
+
+/** Bucket keys by connection id, built once: a key made fresh per delivery must be hashed afresh by the limiter's map. */
+const bucketKeys = new Map<string, string>();
+function bucketOf(connectionId: string): string {
+  let key = bucketKeys.get(connectionId);
+  if (key === undefined) {
+    if (bucketKeys.size >= 10_000) bucketKeys.clear();
+    bucketKeys.set(connectionId, (key = `webhook:${connectionId}`));
+  }
+  return key;
 }
 
 const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
+const JSON_TYPE = "application/json; charset=utf-8";
 
 /** A JSON object, or a form whose fields become string columns (GitHub's form mode: one `payload` field holding JSON). */
 export function parsePayload(body: RawBody): Record<string, unknown> {

@@ -7,7 +7,7 @@ export function createMemoryRateLimiter(options: { maxKeys?: number } = {}): Rat
   // The most recently used key is last in the map already: a busy key skips the re-insert.
   let newest: string | null = null;
   return {
-    async take(key: string, limit: RateLimit, now: number): Promise<RateDecision> {
+    take(key: string, limit: RateLimit, now: number): RateDecision {
       const bucket = buckets.get(key) ?? { tokens: limit.burst, at: now };
       const elapsed = Math.max(0, now - bucket.at) / 1000;
       bucket.tokens = Math.min(limit.burst, bucket.tokens + elapsed * limit.ratePerSecond);

@@ -1,6 +1,6 @@
 import type Database from "better-sqlite3";
 import { LRUCache } from "lru-cache";
-import { changesColumns, widenColumns } from "../domain/columns.js";
+import { rowChangesColumns, widenColumns } from "../domain/columns.js";
 import type { Column, ColumnType, Row } from "../domain/model.js";
 import { endpointFromConnection } from "../domain/webhook-config.js";
 import type { WebhookEndpoint, WebhookStore } from "../ports/storage/webhooks.js";
@@ -104,7 +104,8 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
   };
 
   return {
-    async getWebhookEndpoint(endpointId) {
+    // Synchronous (better-sqlite3 is): the receiver continues without a microtask hop.
+    getWebhookEndpoint(endpointId) {
       const version = dataVersion.get()!;
       if (version !== endpointsVersion) {
         endpoints.clear();
@@ -193,7 +194,7 @@ function ingestTransaction(db: Database.Database) {
       }
       insert.run(rowKey(ds.seq, ds.next), ds.seq, ds.next, input.dedupKey, JSON.stringify(input.row as Row));
       ds.next += 1;
-      if (changesColumns((ds.types ??= new Map(ds.columns.map((c) => [c.name, c.type] as const))), input.columns)) {
+      if (rowChangesColumns((ds.types ??= new Map(ds.columns.map((c) => [c.name, c.type] as const))), input.row)) {
         ds.columns = widenColumns(ds.columns, input.columns) ?? ds.columns;
         ds.types = null;
       }

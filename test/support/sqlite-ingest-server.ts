@@ -42,9 +42,9 @@ createServer((req, res) => {
   req.on("end", () => {
     const row = { _id: `${prefix}_${++ids}`, ...(JSON.parse(Buffer.concat(chunks).toString("utf8")) as object) };
     const dedup = req.headers["x-dedup"];
-    storage
-      .ingestWebhookRow({ datasetId: "ds_conn_hook", dedupKey: typeof dedup === "string" ? dedup : null, row, columns: inferColumns([row]), retainRows: 1_000_000, receivedAt: new Date().toISOString() })
-      .then(
+    Promise.resolve(
+      storage.ingestWebhookRow({ datasetId: "ds_conn_hook", dedupKey: typeof dedup === "string" ? dedup : null, row, columns: inferColumns([row]), retainRows: 1_000_000, receivedAt: new Date().toISOString() }),
+    ).then(
         (result) => res.end(JSON.stringify({ ok: true, ...result })),
         () => {
           res.statusCode = 500;

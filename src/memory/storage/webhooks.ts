@@ -1,7 +1,7 @@
-import { changesColumns, widenColumns } from "../../domain/columns.js";
+import { rowChangesColumns, widenColumns } from "../../domain/columns.js";
 import type { Column, ColumnType, ConnectionRecord, Row } from "../../domain/model.js";
 import { endpointFromConnection as endpointOf } from "../../domain/webhook-config.js";
-import type { WebhookStore } from "../../ports/storage/webhooks.js";
+import type { WebhookEndpoint, WebhookStore } from "../../ports/storage/webhooks.js";
 import type { MemoryState } from "./state.js";
 
 /** Per webhook dataset: dedup keys of retained rows, and a name→type view of its columns. */
@@ -36,6 +36,18 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
     return { connection, datasetId: found.datasetId };
   }
 
+  // The endpoint view per connection, rebuilt when its record, config or dataset changes (a settings change replaces the config).
+  const views = new WeakMap<ConnectionRecord, { config: ConnectionRecord["config"]; datasetId: string; endpoint: WebhookEndpoint }>();
+  function endpointView(connection: ConnectionRecord, datasetId: string): WebhookEndpoint {
+    const known = views.get(connection);
+    if (known !== undefined && known.config === connection.config && known.datasetId === datasetId && known.endpoint.name === connection.name) {
+      return known.endpoint;
+    }
+    const endpoint = Object.freeze(endpointOf(connection, datasetId));
+    views.set(connection, { config: connection.config, datasetId, endpoint });
+    return endpoint;
+  }
+
   function indexOf(datasetId: string): DatasetIndex {
     let index = indexes.get(datasetId);
     if (!index) {
@@ -52,25 +64,27 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
     // In place: at capacity every delivery trims one row, and `shift` is cheap
     // where copying the array (copy-on-write) would cost O(retainRows) per delivery.
     const excess = rows.length - retainRows;
-    const removed = excess === 1 ? [rows.shift()!] : rows.splice(0, excess);
     state.datasetRowsTrimmed.set(datasetId, (state.datasetRowsTrimmed.get(datasetId) ?? 0) + excess);
-    for (const old of removed) {
-      const id = old._id as string;
-      const key = index.keyByRowId.get(id);
-      if (key === undefined) continue;
-      index.keyByRowId.delete(id);
-      index.rowIdByKey.delete(key);
+    const keyed = index.keyByRowId.size > 0; // deliveries without a dedup key leave nothing to forget
+    if (excess === 1) {
+      const old = rows.shift()!;
+      if (keyed) forget(index, old._id as string);
+    } else {
+      const removed = rows.splice(0, excess);
+      if (keyed) for (const old of removed) forget(index, old._id as string);
     }
     state.datasets.get(datasetId)!.rowCount = retainRows;
   }
 
   return {
-    async getWebhookEndpoint(endpointId) {
+    // Both synchronous: the receiver continues without a microtask hop.
+    getWebhookEndpoint(endpointId) {
       const found = lookup(endpointId);
-      return found ? endpointOf(found.connection, found.datasetId) : null;
+      return found ? endpointView(found.connection, found.datasetId) : null;
     },
 
-    async ingestWebhookRow({ datasetId, dedupKey, row, columns, retainRows, receivedAt }) {
+    ingestWebhookRow(delivery) {
+      const { datasetId, dedupKey, row, retainRows, receivedAt } = delivery;
       const dataset = state.datasets.get(datasetId);
       if (!dataset) throw new Error(`unknown dataset ${datasetId}`);
       const index = indexOf(datasetId);
@@ -92,8 +106,8 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
         index.types = new Map(dataset.columns.map((c) => [c.name, c.type] as const));
         index.columnsSeen = dataset.columns;
       }
-      if (changesColumns(index.types, columns)) {
-        const widened = widenColumns(dataset.columns, columns);
+      if (rowChangesColumns(index.types, row)) {
+        const widened = widenColumns(dataset.columns, delivery.columns);
         if (widened) dataset.columns = widened;
       }
       dataset.rowCount = rows.length;
@@ -141,6 +155,14 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
       return endpointOf(record, dataset.id);
     },
   };
+}
+
+/** A trimmed row's dedup key goes with it. */
+function forget(index: DatasetIndex, rowId: string): void {
+  const key = index.keyByRowId.get(rowId);
+  if (key === undefined) return;
+  index.keyByRowId.delete(rowId);
+  index.rowIdByKey.delete(key);
 }
 
 function buildEndpointIndex(state: MemoryState): Map<string, { connectionId: string; datasetId: string }> {

@@ -1,3 +1,4 @@
+import type { Awaitable } from "../../awaitable.js";
 import type { Column, Row } from "../../domain/model.js";
 
 /**
@@ -24,8 +25,12 @@ export interface WebhookEndpoint {
 }
 
 export interface WebhookStore {
-  /** The endpoint with this path segment, or null. Called on every delivery: keep it an indexed lookup. */
-  getWebhookEndpoint(endpointId: string): Promise<WebhookEndpoint | null>;
+  /**
+   * The endpoint with this path segment, or null. Called on every delivery:
+   * keep it an indexed lookup. May answer synchronously; the caller must not
+   * change the object it gets.
+   */
+  getWebhookEndpoint(endpointId: string): Awaitable<WebhookEndpoint | null>;
   /**
    * Store one delivery. MUST be ONE atomic operation (a transaction or a
    * single statement), because it is the whole of de-duplication:
@@ -48,17 +53,20 @@ export interface WebhookStore {
    * keys such as `__proto__` are ordinary column names (it is a
    * null-prototype object). The store owns `row` from this call on and may
    * keep it as is; the caller never touches it again. Dedup keys are at
-   * most 200 characters. Resolves only once the row is durable. Throws when
-   * the dataset does not exist.
+   * most 200 characters. `columns` (the row's names and types, in row
+   * order) is computed on first read: a store that can check the row against
+   * its known types without it need not read it. Resolves only once the row
+   * is durable; a store whose write is durable when it returns may answer
+   * synchronously. Throws when the dataset does not exist.
    */
   ingestWebhookRow(input: {
     datasetId: string;
     dedupKey: string | null;
     row: Row;
-    columns: Column[];
+    readonly columns: Column[];
     retainRows: number;
     receivedAt: string;
-  }): Promise<{ id: string; duplicate: boolean }>;
+  }): Awaitable<{ id: string; duplicate: boolean }>;
   /**
    * Change the signing secret (null removes it) and/or the retention (null:
    * back to the host's default) of a webhook connection; absent fields are
