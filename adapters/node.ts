@@ -124,7 +124,9 @@ class NodeRequest implements ApiRequest {
   /**
    * The whole body through plain 'data'/'end' listeners (a readable's async
    * iterator costs several promises per chunk on every POST). Over `limit`:
-   * 413, and the rest is discarded so the answer can still be written.
+   * 413, and the rest is discarded so the answer can still be written. Once
+   * settled the listeners ignore what follows; they are not removed (four
+   * removals cost more than the request object they die with).
    */
   readBody(limit: number): Promise<Uint8Array> {
     const req = this.req;
@@ -132,38 +134,33 @@ class NodeRequest implements ApiRequest {
     return new Promise((resolve, reject) => {
       const chunks: Buffer[] = [];
       let size = 0;
-      const cleanup = () => {
-        req.off("data", onData);
-        req.off("end", onEnd);
-        req.off("error", onError);
-        req.off("close", onClose);
-      };
-      const onData = (chunk: Buffer) => {
+      let settled = false;
+      req.on("data", (chunk: Buffer) => {
+        if (settled) return;
         size += chunk.length;
         if (size > limit) {
-          cleanup();
+          settled = true;
           req.resume();
           reject(payloadTooLarge(limit));
           return;
         }
         chunks.push(chunk);
-      };
-      const onEnd = () => {
-        cleanup();
+      });
+      req.on("end", () => {
+        if (settled) return;
+        settled = true;
         resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
-      };
-      const onError = (error: Error) => {
-        cleanup();
+      });
+      req.on("error", (error: Error) => {
+        if (settled) return;
+        settled = true;
         reject(error);
-      };
-      const onClose = () => {
-        cleanup();
+      });
+      req.on("close", () => {
+        if (settled) return;
+        settled = true;
         reject(new ApiError(400, "invalid_body", "the request body was cut off"));
-      };
-      req.on("data", onData);
-      req.on("end", onEnd);
-      req.on("error", onError);
-      req.on("close", onClose);
+      });
     });
   }
 }
