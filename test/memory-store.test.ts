@@ -28,4 +28,31 @@ describe("memory store", () => {
     }
     expect(seen).toEqual(["A-1", "A-2", "A-3", "A-4", "A-5", "N-1", "N-2"]);
   });
+
+  it("counts API calls per day, team, method, route and credential, today's and earlier days' alike", async () => {
+    const storage = createMemoryStorage();
+    await storage.seed(parseFixture(testFixture()));
+    const base = { teamId: "team_ops", credentialKind: "api-key" as const, credentialId: "key_sync", route: "/api/v1/me", objectId: null };
+    const calls = [
+      { ...base, at: "2026-11-02T09:00:00.000Z", credentialName: "Warehouse sync", method: "GET", status: 200, latencyMs: 4 },
+      { ...base, at: "2026-11-02T09:00:00.000Z", credentialName: "Warehouse sync", method: "GET", status: 500, latencyMs: 6 },
+      // The same key renamed, another method, another team: each its own counter.
+      { ...base, at: "2026-11-02T09:01:00.000Z", credentialName: "Sync (renamed)", method: "GET", status: 200, latencyMs: 2 },
+      { ...base, at: "2026-11-02T09:02:00.000Z", credentialName: "Warehouse sync", method: "POST", status: 404, latencyMs: 2 },
+      { ...base, at: "2026-11-02T09:03:00.000Z", credentialName: "Warehouse sync", method: "GET", status: 200, latencyMs: 2, teamId: "team_mkt" },
+      // An earlier day after a later one, then the later day again.
+      { ...base, at: "2026-11-01T23:59:00.000Z", credentialName: "Warehouse sync", method: "GET", status: 200, latencyMs: 8 },
+      { ...base, at: "2026-11-02T10:00:00.000Z", credentialName: "Warehouse sync", method: "GET", status: 200, latencyMs: 2 },
+    ];
+    for (const call of calls) storage.recordApiCall(call);
+    const rows = await storage.spaceApiUsage({ teamId: "team_ops", fromDay: "2026-11-01", toDay: "2026-11-02" });
+    const brief = rows.map((r) => [r.day, r.method, r.credential, r.calls, r.errors, r.server_errors, r.avg_latency_ms]);
+    expect(brief).toEqual([
+      ["2026-11-02", "GET", "Sync (renamed)", 1, 0, 0, 2],
+      ["2026-11-02", "GET", "Warehouse sync", 3, 1, 1, 4],
+      ["2026-11-02", "POST", "Warehouse sync", 1, 1, 0, 2],
+      ["2026-11-01", "GET", "Warehouse sync", 1, 0, 0, 8],
+    ]);
+    expect((await storage.spaceApiUsage({ teamId: "team_mkt", fromDay: "2026-11-02", toDay: "2026-11-02" })).map((r) => r.calls)).toEqual([1]);
+  });
 });

@@ -2,6 +2,7 @@ import { utcDay } from "../../domain/days.js";
 import { tableAsDataset } from "../../domain/rows.js";
 import { currentVersion } from "../../domain/dashboards.js";
 import type { ApiCallRecord, DashboardView } from "../../domain/model.js";
+import type { ApiUsageCounter } from "./state.js";
 import {
   type AnalyticsStore,
   type ApiUsageRow,
@@ -18,6 +19,28 @@ import { cloneJson, type MemoryState } from "./state.js";
 
 /** Dashboards, view statistics and the space aggregates, computed over the state's arrays. */
 export function memoryAnalytics(state: MemoryState): AnalyticsStore {
+  // The usage log's hot path: the day of the last call's instant, and today's counters found without building their key.
+  let lastAt = "";
+  let lastDay = "";
+  const todays = new TodaysCounters();
+  function newCounter(key: string, day: string, call: ApiCallRecord): ApiUsageCounter {
+    const usage: ApiUsageCounter = {
+      day,
+      teamId: call.teamId,
+      method: call.method,
+      route: call.route,
+      credentialKind: call.credentialKind,
+      credentialId: call.credentialId,
+      credentialName: call.credentialName,
+      calls: 0,
+      errors: 0,
+      serverErrors: 0,
+      latencySum: 0,
+    };
+    state.apiUsage.set(key, usage);
+    return usage;
+  }
+
   /** Non-editor views of the dashboards within the window, with their UTC day. */
   const viewsOf = (dashboardIds: ReadonlySet<string>, window: DayWindow) =>
     state.dashboardViews.flatMap((view) => {
@@ -206,24 +229,12 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore {
     // The log is kept as per-day counters (what api-usage and dataset-usage
     // report), so a long-running memory store does not grow with every call.
     recordApiCall(call): undefined {
-      const day = utcDay(call.at);
-      const key = `${day}\u0000${call.teamId}\u0000${call.method}\u0000${call.route}\u0000${call.credentialKind}\u0000${call.credentialId}\u0000${call.credentialName}`;
-      let usage = state.apiUsage.get(key);
+      const day = call.at === lastAt ? lastDay : (lastDay = utcDay((lastAt = call.at)));
+      let usage = todays.find(day, call);
       if (!usage) {
-        usage = {
-          day,
-          teamId: call.teamId,
-          method: call.method,
-          route: call.route,
-          credentialKind: call.credentialKind,
-          credentialId: call.credentialId,
-          credentialName: call.credentialName,
-          calls: 0,
-          errors: 0,
-          serverErrors: 0,
-          latencySum: 0,
-        };
-        state.apiUsage.set(key, usage);
+        const key = `${day}\u0000${call.teamId}\u0000${call.method}\u0000${call.route}\u0000${call.credentialKind}\u0000${call.credentialId}\u0000${call.credentialName}`;
+        usage = state.apiUsage.get(key) ?? newCounter(key, day, call);
+        todays.add(day, usage);
       }
       usage.calls++;
       if (call.status >= 400) usage.errors++;
@@ -272,4 +283,41 @@ function compare(a: string | null, b: string | null): number {
   if (a === null) return -1;
   if (b === null) return 1;
   return a < b ? -1 : 1;
+}
+
+/**
+ * The latest day's usage counters by route, then credential id; the few
+ * counters there (one per team, method, credential kind and name) are told
+ * apart by comparing fields, which are the same strings call after call.
+ * Only an index: `state.apiUsage` (by composite key) stays the record, and
+ * a call for an earlier day goes there directly.
+ */
+class TodaysCounters {
+  private day = "";
+  private byRoute = new Map<string, Map<string | null, ApiUsageCounter[]>>();
+
+  find(day: string, call: ApiCallRecord): ApiUsageCounter | undefined {
+    if (day !== this.day) return undefined;
+    const counters = this.byRoute.get(call.route)?.get(call.credentialId);
+    if (counters === undefined) return undefined;
+    for (const c of counters) {
+      if (c.teamId === call.teamId && c.method === call.method && c.credentialKind === call.credentialKind && c.credentialName === call.credentialName) {
+        return c;
+      }
+    }
+    return undefined;
+  }
+
+  add(day: string, usage: ApiUsageCounter): void {
+    if (day < this.day) return;
+    if (day > this.day) {
+      this.day = day;
+      this.byRoute.clear();
+    }
+    let byCredential = this.byRoute.get(usage.route);
+    if (byCredential === undefined) this.byRoute.set(usage.route, (byCredential = new Map()));
+    const counters = byCredential.get(usage.credentialId);
+    if (counters === undefined) byCredential.set(usage.credentialId, [usage]);
+    else counters.push(usage);
+  }
 }
