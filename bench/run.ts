@@ -48,7 +48,8 @@ const scenarios: Scenario[] = [
     name: "me: GET /api/v1/me, Node adapter vs bare node:http",
     goal: 0.7,
     dataport: { server: "me-dataport", url: "/api/v1/me", request: [{ method: "GET", headers: { authorization: `Bearer ${TOKEN}` } }] },
-    baseline: { server: "me-baseline", url: "/api/v1/me", request: [{ method: "GET" }] },
+    // The baseline gets the same request (it ignores the Authorization header but parses it, as Dataport does).
+    baseline: { server: "me-baseline", url: "/api/v1/me", request: [{ method: "GET", headers: { authorization: `Bearer ${TOKEN}` } }] },
     prepare: async (url) => ({ BODY: await (await fetch(`${url}/api/v1/me`, { headers: { authorization: `Bearer ${TOKEN}` } })).text() }),
   },
   {
