@@ -63,7 +63,9 @@ function storeDelivery(
   return andThen(ctx.storage.ingestWebhookRow(ingest), (result) => {
     ctx.operations.metrics?.webhook(result.duplicate ? "duplicate" : "stored", null);
     // The receipt as text directly (the one response every delivery gets); the same JSON as JSON.stringify.
-    const text = `{"ok":true,"id":${JSON.stringify(result.id)},"duplicate":${result.duplicate}}`;
+    // This delivery's own id is ours (`whr_`, hex, `-`, base36): nothing to escape. A first delivery's id came from the store.
+    const idJson = result.id === id ? `"${id}"` : JSON.stringify(result.id);
+    const text = `{"ok":true,"id":${idJson},"duplicate":${result.duplicate}}`;
     if (rateHeaders === NO_HEADERS) return Reply.jsonText(200, text);
     // takeRateToken's headers are a fresh object this reply may own.
     rateHeaders["content-type"] = JSON_TYPE;
