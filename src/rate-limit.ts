@@ -14,13 +14,23 @@ export function takeRateToken(
   now: number,
   refusal: string,
 ): Awaitable<Record<string, string>> {
-  const limit = { ratePerSecond, burst: Math.max(1, Math.floor(ratePerSecond * 2)) };
+  const limit = limitOf(ratePerSecond);
   return andThen(rateLimiter.take(key, limit, now), (decision) => headersOrRefusal(decision, limit, refusal));
 }
 
-function headersOrRefusal(decision: RateDecision, limit: RateLimit, refusal: string): Record<string, string> {
+/** The bucket settings of a rate (burst twice the rate), and its RateLimit-Limit text: the last one built is reused. */
+let lastLimit: RateLimit & { text: string } = { ratePerSecond: Number.NaN, burst: 1, text: "1" };
+function limitOf(ratePerSecond: number): RateLimit & { text: string } {
+  if (lastLimit.ratePerSecond !== ratePerSecond) {
+    const burst = Math.max(1, Math.floor(ratePerSecond * 2));
+    lastLimit = Object.freeze({ ratePerSecond, burst, text: String(burst) });
+  }
+  return lastLimit;
+}
+
+function headersOrRefusal(decision: RateDecision, limit: RateLimit & { text: string }, refusal: string): Record<string, string> {
   const headers: Record<string, string> = {
-    "ratelimit-limit": String(limit.burst),
+    "ratelimit-limit": limit.text,
     "ratelimit-remaining": String(decision.remaining),
     "ratelimit-reset": String(decision.resetSeconds),
   };

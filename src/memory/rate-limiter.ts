@@ -8,13 +8,14 @@ export function createMemoryRateLimiter(options: { maxKeys?: number } = {}): Rat
   let newest: string | null = null;
   return {
     take(key: string, limit: RateLimit, now: number): RateDecision {
-      const bucket = buckets.get(key) ?? { tokens: limit.burst, at: now };
+      const known = buckets.get(key);
+      const bucket = known ?? { tokens: limit.burst, at: now };
       const elapsed = Math.max(0, now - bucket.at) / 1000;
       bucket.tokens = Math.min(limit.burst, bucket.tokens + elapsed * limit.ratePerSecond);
       bucket.at = now;
       const allowed = bucket.tokens >= 1;
       if (allowed) bucket.tokens -= 1;
-      if (key !== newest || !buckets.has(key)) {
+      if (known === undefined || key !== newest) {
         // Least recently used first, so the oldest key goes when the map is full.
         buckets.delete(key);
         buckets.set(key, bucket);
