@@ -238,7 +238,8 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
 
   async function handle(req: ApiRequest): Promise<ApiReply> {
     const requestId = nextRequestId();
-    const startedAt = performance.now();
+    // Timed only when something reads the duration: the observer (logs, metrics) or the usage log of a logged route.
+    let startedAt = observe !== null ? performance.now() : -1;
     let group: RouteGroup | undefined;
     let route: RouteDef | undefined;
     let credential: Credential | undefined;
@@ -264,6 +265,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
         if (!route) {
           throw new ApiError(405, "method_not_allowed", `${req.method} is not allowed here`, { headers: { allow: group.allow } });
         }
+        if (startedAt < 0 && route.logged !== false) startedAt = performance.now();
         params = probe.decoded ? probe.params! : decodeParams(probe.params ?? {});
         if (route.auth === "bearer") {
           const authenticated = authenticate(req.headers.get("authorization"), storage, sessions, tokenHashes);
@@ -340,7 +342,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
         route: group.template,
         objectId: params?.id ?? null,
         status: reply.status,
-        latencyMs: Math.round(performance.now() - startedAt),
+        latencyMs: startedAt < 0 ? 0 : Math.round(performance.now() - startedAt),
       };
       // Off the critical path: a failing usage log never fails or slows the request.
       try {
