@@ -10,7 +10,7 @@ import { isoTime } from "./domain/time.js";
 import { ApiError } from "./errors.js";
 import { checkDeclaredLength, isJsonType, parseJsonObject, readLimited } from "./http/body.js";
 import { parseQuery, type RawQuery } from "./http/query.js";
-import { Reply } from "./http/reply.js";
+import { JSON_CONTENT_TYPE, Reply } from "./http/reply.js";
 import type { ApiReply, ApiRequest, ReplyBody } from "./http/types.js";
 import { createMemoryCache } from "./memory/cache.js";
 import { systemClock } from "./memory/clock.js";
@@ -98,7 +98,6 @@ export const DEFAULT_SETTINGS: ApiSettings = {
 };
 
 const CORS_ORIGIN = "*";
-const JSON_TYPE = "application/json; charset=utf-8";
 /** Routing results remembered by URL; the map starts over when full. */
 const MATCH_CACHE_SIZE = 1000;
 /** Longer URLs are routed afresh every time, so the cache holds at most about 256 KB of URLs. */
@@ -305,7 +304,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
         let result = (route.handle as (input: unknown, ctx: HandlerContext) => unknown)({ params, query, body, headers: req.headers }, ctx);
         if (isPromiseLike(result)) result = await result;
         // A Reply owns its headers object, so the edge adds its headers to it in place.
-        reply = result instanceof Reply ? result : { status: 200, headers: { "content-type": JSON_TYPE }, body: JSON.stringify(result) };
+        reply = result instanceof Reply ? result : { status: 200, headers: { "content-type": JSON_CONTENT_TYPE }, body: JSON.stringify(result) };
       }
     } catch (error) {
       failure = error;
@@ -431,7 +430,7 @@ function errorReply(error: unknown, requestId: string, logger: Logger): ApiReply
   payload.requestId = requestId;
   return {
     status,
-    headers: { "content-type": JSON_TYPE, ...headers },
+    headers: { "content-type": JSON_CONTENT_TYPE, ...headers },
     body: JSON.stringify({ error: payload }),
   };
 }

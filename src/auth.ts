@@ -1,6 +1,5 @@
 import { type Awaitable, isPromiseLike } from "./awaitable.js";
-import { sha256Hex } from "./domain/crypto.js";
-import type { TokenHashes } from "./token-hashes.js";
+import { HASH_EVERY_TIME, type TokenHashes } from "./token-hashes.js";
 import type { Actor, ApiKeyRecord, Membership, Scope, Team, User } from "./domain/model.js";
 import { ApiError } from "./errors.js";
 import type { SessionAuthenticator } from "./ports/session.js";
@@ -33,7 +32,7 @@ export function authenticate(
   authorization: string | null,
   storage: Storage,
   sessions: SessionAuthenticator,
-  hashes: TokenHashes = UNREMEMBERED,
+  hashes: TokenHashes = HASH_EVERY_TIME,
 ): Awaitable<Credential> {
   if (!authorization) throw unauthorized("missing Authorization header");
   const token = bearerToken(authorization);
@@ -61,9 +60,6 @@ function keyOrSession(
   }
   return sessionCredential(token, storage, sessions);
 }
-
-/** Hashes every time and remembers nothing. */
-const UNREMEMBERED: TokenHashes = { of: sha256Hex, remember() {} };
 
 async function sessionCredential(token: string, storage: Storage, sessions: SessionAuthenticator): Promise<Credential> {
   const session = await sessions(token);
@@ -98,7 +94,7 @@ async function findKeyThenTeam(storage: Storage, tokenHash: string): Promise<Fou
 }
 
 /** The default session authenticator: the token's SHA-256 looked up in storage. */
-export function storageSessions(storage: Storage, hashes: TokenHashes = UNREMEMBERED): SessionAuthenticator {
+export function storageSessions(storage: Storage, hashes: TokenHashes = HASH_EVERY_TIME): SessionAuthenticator {
   return async (token) => {
     const tokenHash = hashes.of(token);
     const userId = await storage.findSessionUser(tokenHash);

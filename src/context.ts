@@ -59,11 +59,11 @@ export interface ApiSettings {
   metricsToken: string | null;
   /**
    * How many recently used valid tokens keep their SHA-256 in memory, for at
-   * most five minutes, so a busy key is not
-   * re-hashed on every request (default 1024; 0 hashes every time). The
-   * store is still asked on every request, so a revocation applies at once;
-   * the cost is that those tokens stay in this process's memory while they
-   * are remembered. Nothing is written anywhere.
+   * most five minutes, so a busy key is not re-hashed on every request
+   * (default 1024; 0 hashes every time). The store is still asked on every
+   * request, so a revocation applies at once; the cost is that those tokens
+   * stay in this process's memory while they are remembered. Nothing is
+   * written anywhere.
    */
   tokenHashCacheSize: number;
 }

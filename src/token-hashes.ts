@@ -20,6 +20,9 @@ export interface TokenHashes {
   remember(token: string, tokenHash: string): void;
 }
 
+/** Hashes every time and remembers nothing. */
+export const HASH_EVERY_TIME: TokenHashes = Object.freeze({ of: sha256Hex, remember() {} });
+
 /**
  * Up to `max` tokens, each for TOKEN_HASH_TTL_MS from when it was remembered
  * (by the clock port), the oldest dropped first when full; `max` 0 remembers
@@ -27,7 +30,7 @@ export interface TokenHashes {
  * the hash it saves does.
  */
 export function createTokenHashes(max: number, clock: Clock): TokenHashes {
-  if (!(max > 0)) return { of: sha256Hex, remember() {} };
+  if (!(max > 0)) return HASH_EVERY_TIME;
   const known = new Map<string, { token: string; hash: string; expiresAt: number }>();
   // What the last `of` found: `remember` right after it (the usual request) needs no second lookup.
   let lastHit: { token: string; hash: string; expiresAt: number } | null = null;

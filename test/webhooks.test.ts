@@ -422,6 +422,18 @@ describe("signing", () => {
 });
 
 describe("rate limit per connection", () => {
+  it("answers without RateLimit-* headers when the limit is off", async () => {
+    const api = await setup({ webhookRatePerSecond: 0 });
+    for (let i = 0; i < 3; i++) {
+      const res = await api.call("POST", "/api/webhooks/hook-open", { body: { n: i } });
+      expect(res.status).toBe(200);
+      expect(res.headers.get("content-type")).toBe("application/json; charset=utf-8");
+      expect(res.headers.get("ratelimit-limit")).toBeNull();
+      expect(res.headers.get("access-control-expose-headers")).toBe("X-Request-Id");
+      expect(res.json).toEqual({ ok: true, id: expect.stringMatching(/^whr_[0-9a-f]{16}-[0-9a-z]+$/), duplicate: false });
+    }
+  });
+
   it("429s a busy connection with Retry-After and RateLimit-* while another connection is unaffected", async () => {
     const api = await setup({ webhookRatePerSecond: 2 });
     for (let i = 0; i < 4; i++) {

@@ -66,10 +66,7 @@ function storeDelivery(
     // This delivery's own id is ours (`whr_`, hex, `-`, base36): nothing to escape. A first delivery's id came from the store.
     const idJson = result.id === id ? `"${id}"` : JSON.stringify(result.id);
     const text = `{"ok":true,"id":${idJson},"duplicate":${result.duplicate}}`;
-    if (rateHeaders === NO_HEADERS) return Reply.jsonText(200, text);
-    // takeRateToken's headers are a fresh object this reply may own.
-    rateHeaders["content-type"] = JSON_TYPE;
-    return new Reply(200, text, rateHeaders);
+    return Reply.adoptJsonText(200, text, rateHeaders);
   });
 }
 
@@ -88,10 +85,10 @@ class Delivery {
   }
 }
 
-/** One token from the connection's bucket, or 429 rate_limited. Returns the RateLimit-* headers. */
+/** One token from the connection's bucket, or 429 rate_limited. Returns the RateLimit-* headers, a fresh object the reply may take over. */
 function takeDeliveryToken(ctx: HandlerContext, connectionId: string, now: number): Awaitable<Record<string, string>> {
   const rate = ctx.settings.webhookRatePerSecond;
-  if (!isRateLimit(rate)) return NO_HEADERS;
+  if (!isRateLimit(rate)) return {};
   return takeRateToken(ctx.rateLimiter, bucketOf(connectionId), rate, now, "too many deliveries to this webhook endpoint; retry later");
 }
 
@@ -106,8 +103,6 @@ function bucketOf(connectionId: string): string {
   return key;
 }
 
-const NO_HEADERS: Record<string, string> = Object.freeze({}) as Record<string, string>;
-const JSON_TYPE = "application/json; charset=utf-8";
 
 /** A JSON object, or a form whose fields become string columns (GitHub's form mode: one `payload` field holding JSON). */
 export function parsePayload(body: RawBody): Record<string, unknown> {
