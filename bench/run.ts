@@ -7,6 +7,9 @@
  *   npm run bench                 # every scenario
  *   npm run bench -- me webhook   # scenarios whose name contains a word
  *   BENCH_DATAPORT=adapter-only npm run bench -- me:   # another server in Dataport's place (diagnosis)
+ *   BENCH_AB=/tmp/dist-before npm run bench -- webhook-memory
+ *       # A/B: Dataport built from another checkout's dist/ takes the baseline's
+ *       # place, so the ratio is this build against that one (above 1: faster)
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
@@ -18,6 +21,8 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const CONNECTIONS = 50;
 const OVERRIDE = process.env.BENCH_DATAPORT;
+/** Another build's dist/ directory: run as the baseline side (same server, same requests), see the header. */
+const AB_DIST = process.env.BENCH_AB;
 /** BENCH_MODE=alternate runs baseline and Dataport one after the other instead of side by side (see measurePair). */
 const PAIRED = process.env.BENCH_MODE !== "alternate";
 const TOKEN = "dp_demo_full_access_0000000000001";
@@ -189,12 +194,13 @@ for (const scenario of scenarios) {
   const rounds: Array<{ baseline: Measured; dataport: Measured; ratio: number; cpuRatio: number | null }> = [];
   for (let round = 0; round < ROUNDS; round++) {
     const dataportSide = OVERRIDE ? { ...scenario.dataport, server: OVERRIDE } : scenario.dataport;
+    const baselineSide = AB_DIST ? { ...scenario.dataport, env: { ...scenario.dataport.env, BENCH_DIST: AB_DIST } } : scenario.baseline;
     let baseline: Measured;
     let dataport: Measured;
     if (PAIRED) {
-      [baseline, dataport] = await measurePair(scenario.baseline, ++port, dataportSide, ++port, env);
+      [baseline, dataport] = await measurePair(baselineSide, ++port, dataportSide, ++port, env);
     } else {
-      baseline = await measure(scenario.baseline, ++port, env);
+      baseline = await measure(baselineSide, ++port, env);
       dataport = await measure(dataportSide, ++port, env);
     }
     const cpuRatio = baseline.cpuMicros !== null && dataport.cpuMicros ? baseline.cpuMicros / dataport.cpuMicros : null;
@@ -209,7 +215,8 @@ for (const scenario of scenarios) {
     console.log(`    round: baseline ${r.baseline.rate.toFixed(0)} req/s, dataport ${r.dataport.rate.toFixed(0)} req/s, ratio ${r.ratio.toFixed(2)}x${cpu}`);
   }
   const cpuLine = cpuRatios.length > 0 ? `; by server CPU per request ${median(cpuRatios).toFixed(2)}x` : "";
-  console.log(`  median ratio ${ratio.toFixed(2)}x (goal >= ${scenario.goal}x) ${ratio >= scenario.goal ? "OK" : "BELOW GOAL"}${cpuLine}`);
+  const verdict = AB_DIST ? `this build vs ${AB_DIST}` : `(goal >= ${scenario.goal}x) ${ratio >= scenario.goal ? "OK" : "BELOW GOAL"}`;
+  console.log(`  median ratio ${ratio.toFixed(2)}x ${verdict}${cpuLine}`);
 }
 
 for (const script of ["bench/sqlite-reads.ts"]) {

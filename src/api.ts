@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { type Awaitable, isPromiseLike } from "./awaitable.js";
+import { andThen, type Awaitable, isPromiseLike } from "./awaitable.js";
 import { idSource } from "./domain/crypto.js";
 import { IttyRouter } from "itty-router";
 import { actorOf, assertKeyPlan, assertScope, authenticate, type Credential, storageSessions } from "./auth.js";
@@ -26,7 +26,7 @@ import type { ConnectorRegistry } from "./ports/connector.js";
 import type { SessionAuthenticator } from "./ports/session.js";
 import type { Storage } from "./ports/storage.js";
 import { resolveClientAddress } from "./proxy.js";
-import type { RouteDef } from "./routing.js";
+import type { AuthedRoute, RouteDef } from "./routing.js";
 import { defaultConnectors, mounts } from "./routes.js";
 
 export interface DataApiOptions extends Partial<ApiSettings> {
@@ -64,6 +64,12 @@ export interface DataApi {
   fetch(request: Request, context?: RequestContext): Promise<Response>;
   /** The lean entry point adapters use to skip building a Request/Response. */
   handle(request: ApiRequest): Promise<ApiReply>;
+  /**
+   * `handle` without the promise when none was needed: the reply itself when
+   * every step answered synchronously (the memory store, a body the adapter
+   * already holds), else a promise of it. Failures are error replies, as with `handle`.
+   */
+  dispatch(request: ApiRequest): Awaitable<ApiReply>;
   readonly ports: Ports;
   readonly settings: ApiSettings;
   /** Every route, for documentation and tests. */
@@ -135,6 +141,25 @@ interface Probe {
   params?: Record<string, string>;
   query?: RawQuery;
   decoded?: boolean;
+}
+
+/** One request on its way through `dispatch`'s steps: what later steps, the error reply and `finish` read. Every field from the start, so its shape never changes. */
+class Exchange {
+  clientAddress: string | null = null;
+  /** Routing fills it in without changing its shape. */
+  readonly probe: Probe = { method: "GET", url: "", params: undefined, query: undefined, decoded: false };
+  group: RouteGroup | undefined = undefined;
+  route: RouteDef | undefined = undefined;
+  params: Record<string, string> | undefined = undefined;
+  credential: Credential | undefined = undefined;
+  rateHeaders: Record<string, string> | undefined = undefined;
+  failure: unknown = undefined;
+  constructor(
+    readonly req: ApiRequest,
+    readonly requestId: string,
+    /** performance.now() at the start, or -1: timed only when something reads the duration (the observer, or the usage log of a logged route). */
+    public startedAt: number,
+  ) {}
 }
 
 /** The query of a URL without one (shared, never written). */
@@ -235,113 +260,148 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     storage.appendAuditEvent(full, now).catch((error: unknown) => log("could not store an audit event", error));
   }
 
-  async function handle(req: ApiRequest): Promise<ApiReply> {
-    const requestId = nextRequestId();
-    // Timed only when something reads the duration: the observer (logs, metrics) or the usage log of a logged route.
-    let startedAt = observe !== null ? performance.now() : -1;
-    let group: RouteGroup | undefined;
-    let route: RouteDef | undefined;
-    let credential: Credential | undefined;
-    let params: Record<string, string> | undefined;
-    let rateHeaders: Record<string, string> | undefined;
-    let failure: unknown;
-    let reply: ApiReply;
-    const clientAddress = resolveClientAddress(req.clientAddress, req.headers, settings.trustedProxies);
-    // Every field from the start: routing fills them in without changing the object's shape.
-    const target = req.path ?? req.url;
-    const probe: Probe = { method: "GET", url: "", params: undefined, query: undefined, decoded: false };
+  /**
+   * One request, start to finish, as a chain of steps (route, authenticate,
+   * rate limit, read the body, run the handler). Each step continues at once
+   * when the one before answered without a promise, so a request whose ports
+   * all answer synchronously (the memory store, a body the adapter already
+   * holds) is answered without a single microtask; otherwise the chain
+   * continues when the promise settles. Every failure, thrown or rejected,
+   * becomes the error envelope in `fail`.
+   */
+  function dispatch(req: ApiRequest): Awaitable<ApiReply> {
+    const x = new Exchange(req, nextRequestId(), observe !== null ? performance.now() : -1);
+    x.clientAddress = resolveClientAddress(req.clientAddress, req.headers, settings.trustedProxies);
+    let answer: Awaitable<ApiReply>;
     try {
-      group = cachedMatch(target, probe);
-      if (group === undefined) {
-        probe.url = req.url; // itty reads an absolute URL; built only when routing runs
-        group = await match(target, probe);
-      }
-      if (req.method === "OPTIONS") {
-        reply = { status: 204, headers: { ...PREFLIGHT_HEADERS }, body: null };
-      } else {
-        if (!group) throw new ApiError(404, "not_found", "no such endpoint");
-        route = group.byMethod.get(req.method);
-        if (!route) {
-          throw new ApiError(405, "method_not_allowed", `${req.method} is not allowed here`, { headers: { allow: group.allow } });
-        }
-        if (startedAt < 0 && route.logged !== false) startedAt = performance.now();
-        params = probe.decoded ? probe.params! : decodeParams(probe.params ?? {});
-        if (route.auth === "bearer") {
-          const authenticated = authenticate(req.headers.get("authorization"), storage, sessions, tokenHashes);
-          credential = isPromiseLike(authenticated) ? await authenticated : authenticated;
-          if (isRateLimit(settings.apiRatePerSecond)) {
-            const taken = takeApiToken(credential);
-            rateHeaders = isPromiseLike(taken) ? await taken : taken;
-          }
-          assertKeyPlan(credential);
-          assertScope(credential, route.scope);
-        }
-        // One object per request (the hot path): the ports, the request's facts and, for bearer routes, the credential.
-        const ctx: HandlerContext & { credential?: Credential } = {
-          storage: ports.storage,
-          cache: ports.cache,
-          clock: ports.clock,
-          rateLimiter: ports.rateLimiter,
-          connectors: ports.connectors,
-          settings,
-          requestId,
-          clientAddress,
-          userAgent: req.headers.get("user-agent"),
-          log,
-          operations,
-          audit: recordAudit,
-          credential,
-        };
-        const query = route.query ? parseQuery(route.query, probe.query ?? {}) : {};
-        let body: unknown;
-        if (route.body) {
-          // One await for the body (a helper that awaited inside would add a second hop on every POST).
-          const contentType = checkBodyHeaders(req, route.body.kind, settings.maxBodyBytes);
-          const bytes = await req.readBody(settings.maxBodyBytes);
-          body = route.body.kind === "raw" ? { bytes, contentType } : parseJsonObject(bytes);
-        }
-        // A handler may answer without a promise (GET /me for a key does): no await then.
-        let result = (route.handle as (input: unknown, ctx: HandlerContext) => unknown)({ params, query, body, headers: req.headers }, ctx);
-        if (isPromiseLike(result)) result = await result;
-        // A Reply owns its headers object, so the edge adds its headers to it in place.
-        reply = result instanceof Reply ? result : { status: 200, headers: { "content-type": JSON_CONTENT_TYPE }, body: JSON.stringify(result) };
-      }
+      answer = routeStep(x);
     } catch (error) {
-      failure = error;
-      reply = errorReply(error, requestId, logger);
-      // The API's own 5xx reach the business feed (category error). Without a
-      // credential no business can be named, so only the log above keeps it.
-      if (reply.status >= 500 && credential) {
-        recordAudit({
-          teamId: teamOf(credential, probe.query?.teamId),
-          category: "error",
-          action: "api.error",
-          actor: actorOf(credential),
-          target: route ? { type: "route", id: `${req.method} ${group!.template}` } : null,
-          outcome: "failure",
-          ip: clientAddress,
-          userAgent: req.headers.get("user-agent"),
-          details: { requestId, status: reply.status },
-        });
-      }
+      return finish(x, fail(x, error));
     }
+    if (!isPromiseLike(answer)) return finish(x, answer);
+    return Promise.resolve(answer).then(
+      (reply) => finish(x, reply),
+      (error: unknown) => finish(x, fail(x, error)),
+    );
+  }
+
+  function routeStep(x: Exchange): Awaitable<ApiReply> {
+    const target = x.req.path ?? x.req.url;
+    const group = cachedMatch(target, x.probe);
+    if (group !== undefined) return routed(x, group);
+    x.probe.url = x.req.url; // itty reads an absolute URL; built only when routing runs
+    return andThen(match(target, x.probe), (found) => routed(x, found));
+  }
+
+  function routed(x: Exchange, group: RouteGroup | undefined): Awaitable<ApiReply> {
+    x.group = group;
+    const req = x.req;
+    if (req.method === "OPTIONS") return { status: 204, headers: { ...PREFLIGHT_HEADERS }, body: null };
+    if (!group) throw new ApiError(404, "not_found", "no such endpoint");
+    const route = group.byMethod.get(req.method);
+    if (!route) throw new ApiError(405, "method_not_allowed", `${req.method} is not allowed here`, { headers: { allow: group.allow } });
+    x.route = route;
+    if (x.startedAt < 0 && route.logged !== false) x.startedAt = performance.now();
+    x.params = x.probe.decoded ? x.probe.params! : decodeParams(x.probe.params ?? {});
+    if (route.auth !== "bearer") return run(x, route);
+    return andThen(authenticate(req.headers.get("authorization"), storage, sessions, tokenHashes), (credential) => {
+      x.credential = credential;
+      if (!isRateLimit(settings.apiRatePerSecond)) return authorized(x, route, credential);
+      return andThen(takeApiToken(credential), (rateHeaders) => {
+        x.rateHeaders = rateHeaders;
+        return authorized(x, route, credential);
+      });
+    });
+  }
+
+  function authorized(x: Exchange, route: AuthedRoute<any, any>, credential: Credential): Awaitable<ApiReply> {
+    assertKeyPlan(credential);
+    assertScope(credential, route.scope);
+    return run(x, route);
+  }
+
+  function run(x: Exchange, route: RouteDef): Awaitable<ApiReply> {
+    const req = x.req;
+    // One object per request (the hot path): the ports, the request's facts and, for bearer routes, the credential.
+    const ctx: HandlerContext & { credential?: Credential } = {
+      storage: ports.storage,
+      cache: ports.cache,
+      clock: ports.clock,
+      rateLimiter: ports.rateLimiter,
+      connectors: ports.connectors,
+      settings,
+      requestId: x.requestId,
+      clientAddress: x.clientAddress,
+      userAgent: req.headers.get("user-agent"),
+      log,
+      operations,
+      audit: recordAudit,
+      credential: x.credential,
+    };
+    const query = route.query ? parseQuery(route.query, x.probe.query ?? {}) : {};
+    const params = x.params!;
+    const bodyKind = route.body?.kind;
+    if (bodyKind === undefined) return answer(route, { params, query, body: undefined, headers: req.headers }, ctx);
+    const contentType = checkBodyHeaders(req, bodyKind, settings.maxBodyBytes);
+    // The body as the adapter has it: at once when it already holds it, else when it has been read.
+    return andThen(req.readBody(settings.maxBodyBytes), (bytes) => {
+      const body = bodyKind === "raw" ? { bytes, contentType } : parseJsonObject(bytes);
+      return answer(route, { params, query, body, headers: req.headers }, ctx);
+    });
+  }
+
+  /** The handler's result as a reply. A handler may answer without a promise (GET /me for a key, a webhook on the memory store). */
+  function answer(route: RouteDef, input: unknown, ctx: HandlerContext): Awaitable<ApiReply> {
+    const result = (route.handle as (input: unknown, ctx: HandlerContext) => unknown)(input, ctx);
+    return andThen(result, (value) =>
+      // A Reply owns its headers object, so `finish` adds the edge's headers to it in place.
+      value instanceof Reply ? value : { status: 200, headers: { "content-type": JSON_CONTENT_TYPE }, body: JSON.stringify(value) },
+    );
+  }
+
+  /** The error envelope for a failure anywhere on the way; the API's own 5xx also reach the business feed. */
+  function fail(x: Exchange, error: unknown): ApiReply {
+    x.failure = error;
+    const reply = errorReply(error, x.requestId, logger);
+    // Without a credential no business can be named, so only the log in errorReply keeps it.
+    const credential = x.credential;
+    if (reply.status >= 500 && credential) {
+      recordAudit({
+        teamId: teamOf(credential, x.probe.query?.teamId),
+        category: "error",
+        action: "api.error",
+        actor: actorOf(credential),
+        target: x.route ? { type: "route", id: `${x.req.method} ${x.group!.template}` } : null,
+        outcome: "failure",
+        ip: x.clientAddress,
+        userAgent: x.req.headers.get("user-agent"),
+        details: { requestId: x.requestId, status: reply.status },
+      });
+    }
+    return reply;
+  }
+
+  /** The headers every reply carries, the usage log and the observer. */
+  function finish(x: Exchange, reply: ApiReply): ApiReply {
     const headers = reply.headers;
+    const rateHeaders = x.rateHeaders;
     if (rateHeaders !== undefined) for (const name in rateHeaders) headers[name] ??= rateHeaders[name]!;
     headers["access-control-allow-origin"] = CORS_ORIGIN;
     headers["access-control-expose-headers"] = exposedHeaders(headers);
-    headers["x-request-id"] = requestId;
+    headers["x-request-id"] = x.requestId;
+    const { route, group, credential, req } = x;
     if (route && route.logged !== false && group) {
       const call = {
         at: isoTime(clock.now()),
-        teamId: credential ? teamOf(credential, probe.query?.teamId) : null,
+        teamId: credential ? teamOf(credential, x.probe.query?.teamId) : null,
         credentialKind: credential ? credential.kind : ("anonymous" as const),
         credentialId: credential ? (credential.kind === "api-key" ? credential.key.id : credential.user.id) : null,
         credentialName: credential ? (credential.kind === "api-key" ? credential.key.name : credential.user.email) : null,
         method: req.method,
         route: group.template,
-        objectId: params?.id ?? null,
+        objectId: x.params?.id ?? null,
         status: reply.status,
-        latencyMs: startedAt < 0 ? 0 : Math.round(performance.now() - startedAt),
+        latencyMs: x.startedAt < 0 ? 0 : Math.round(performance.now() - x.startedAt),
       };
       // Off the critical path: a failing usage log never fails or slows the request.
       try {
@@ -351,7 +411,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
       }
     }
     if (observe !== null) {
-      observe(requestId, req.method, group ? group.template : null, reply.status, failure, performance.now() - startedAt, credential);
+      observe(x.requestId, req.method, group ? group.template : null, reply.status, x.failure, performance.now() - x.startedAt, credential);
     }
     return reply;
   }
@@ -363,9 +423,12 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
   }
 
   return {
-    handle,
+    dispatch,
+    async handle(request) {
+      return dispatch(request);
+    },
     async fetch(request, context = {}) {
-      const reply = await handle(fromWebRequest(request, context.clientAddress ?? null));
+      const reply = await dispatch(fromWebRequest(request, context.clientAddress ?? null));
       return toWebResponse(reply);
     },
     ports,

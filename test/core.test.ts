@@ -1,6 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { bearerToken } from "../src/auth.js";
 import { sha256Hex } from "../src/domain/crypto.js";
+import { ApiError } from "../src/errors.js";
+import type { ApiReply, ApiRequest } from "../src/http/types.js";
+import { webhookFixture } from "../src/testing/conformance/webhooks.js";
 import { createMemoryStorage } from "../src/memory/storage.js";
 import type { Storage } from "../src/ports/storage.js";
 import { setup } from "./support/api.js";
@@ -171,6 +174,91 @@ describe("GET /me with records that change", () => {
     const after = (await call("GET", "/api/v1/me", { token: TOKENS.sync })).json;
     expect(after.scopes).toEqual(["data:read", "tables:write", "dashboards:read"]);
     expect(after.allowlist.tables).toEqual(["tbl_targets", "tbl_new"]);
+  });
+});
+
+describe("api.dispatch (what the Node adapter calls)", () => {
+  /** An ApiRequest whose body the adapter already holds, as the Node adapter does for small declared bodies. */
+  function ready(method: string, path: string, headers: Record<string, string>, body?: string): ApiRequest {
+    const bytes = new TextEncoder().encode(body ?? "");
+    return {
+      method,
+      url: `http://dataport.test${path}`,
+      path,
+      headers: { get: (name) => headers[name] ?? null, keys: () => Object.keys(headers) },
+      clientAddress: "198.51.100.7",
+      readBody: (limit) => {
+        if (bytes.byteLength > limit) throw new ApiError(413, "payload_too_large", "too large");
+        return bytes;
+      },
+    };
+  }
+  const json = { "content-type": "application/json" };
+
+  it("answers without a promise when every step could answer at once (memory store, body in hand, a target routed before)", async () => {
+    const { api, storage } = await setup({ fixture: webhookFixture() });
+    // Routing a target for the first time goes through itty's async fetch; the result is remembered.
+    const first = api.dispatch(ready("POST", "/api/webhooks/hook-open", json, '{"event":"ping","n":0}'));
+    expect(first).toBeInstanceOf(Promise);
+    expect((await first).status).toBe(200);
+    const stored = api.dispatch(ready("POST", "/api/webhooks/hook-open", json, '{"event":"ping","n":1}'));
+    expect(stored).not.toBeInstanceOf(Promise);
+    const reply = stored as ApiReply;
+    expect(reply.status).toBe(200);
+    const id = JSON.parse(reply.body as string).id as string;
+    expect(reply.body).toBe(`{"ok":true,"id":"${id}","duplicate":false}`);
+    expect(reply.headers["x-request-id"]).toMatch(/-/);
+    expect(reply.headers["access-control-allow-origin"]).toBe("*");
+    const page = await storage.readDatasetRows("ds_conn_hook_open", { offset: 0, limit: null, columns: null, filters: null });
+    const rows = [];
+    for await (const row of page.rows) rows.push(row);
+    expect(rows.map((r) => [r.event, r.n])).toEqual([["ping", 0], ["ping", 1]]);
+    expect(rows[1]!._id).toBe(id);
+
+    await api.dispatch(ready("GET", "/api/v1/me", { authorization: `Bearer ${TOKENS.sync}` }));
+    const me = api.dispatch(ready("GET", "/api/v1/me", { authorization: `Bearer ${TOKENS.sync}` }));
+    expect(me).not.toBeInstanceOf(Promise);
+    expect(JSON.parse((me as ApiReply).body as string).name).toBe("Warehouse sync");
+  });
+
+  it("turns failures on the synchronous path into error replies, not throws (404, 413, 400)", async () => {
+    const { api } = await setup({ fixture: webhookFixture(), maxBodyBytes: 16 });
+    const cases: Array<[ApiRequest, number, string]> = [
+      [ready("POST", "/api/webhooks/nope", json, "{}"), 404, "not_found"],
+      [ready("POST", "/api/webhooks/hook-open", json, JSON.stringify({ pad: "x".repeat(40) })), 413, "payload_too_large"],
+      [ready("POST", "/api/webhooks/hook-open", json, "{oops"), 400, "invalid_body"],
+      [ready("GET", "/api/v1/me", {}), 401, "unauthorized"],
+    ];
+    for (const [request, status, code] of cases) {
+      await api.dispatch({ ...request }); // routes the target (see above)
+      const reply = api.dispatch(request) as ApiReply;
+      expect(reply).not.toBeInstanceOf(Promise);
+      expect([reply.status, JSON.parse(reply.body as string).error.code]).toEqual([status, code]);
+      expect(JSON.parse(reply.body as string).error.requestId).toBe(reply.headers["x-request-id"]);
+    }
+  });
+
+  it("continues when a step answers with a promise, and a rejection there becomes the 500 envelope", async () => {
+    const storage = createMemoryStorage();
+    const { api } = await setup({ storage });
+    const real = storage.findApiKeyWithTeam!.bind(storage);
+    let fail = false;
+    storage.findApiKeyWithTeam = async (hash: string) => {
+      if (fail) throw new Error("database on fire");
+      return real(hash);
+    };
+    const request = () => ready("GET", "/api/v1/me", { authorization: `Bearer ${TOKENS.sync}` });
+    const later = api.dispatch(request());
+    expect(later).toBeInstanceOf(Promise);
+    expect(JSON.parse((await later).body as string).name).toBe("Warehouse sync");
+    fail = true;
+    const failed = await api.dispatch(request());
+    expect(failed.status).toBe(500);
+    expect(JSON.parse(failed.body as string).error).toEqual({ code: "internal", message: "internal error", requestId: failed.headers["x-request-id"] });
+    // handle() is the same chain behind a promise.
+    fail = false;
+    const handled = await api.handle(request());
+    expect(handled.status).toBe(200);
   });
 });
 

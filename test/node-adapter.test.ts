@@ -1,6 +1,6 @@
 import { once } from "node:events";
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import net, { type AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { toNodeHandler } from "../adapters/node.js";
 import type { Row } from "../src/domain/model.js";
@@ -152,6 +152,95 @@ describe("Node adapter over a real socket", () => {
     const body = await rows.json();
     expect(body.data).toHaveLength(1);
     expect(body.data[0]).toMatchObject({ _id: first.body.id, _sourceIp: "127.0.0.1", event: "ping" });
+  });
+
+  /** Writes a request by hand in pieces, so the body arrives in several chunks (or never completes). Resolves with the raw response. */
+  function rawPost(url: string, head: string, pieces: Array<string | Buffer>, opts: { leave?: boolean } = {}): Promise<string> {
+    const { hostname, port } = new URL(url);
+    return new Promise((resolve, reject) => {
+      const socket = net.connect(Number(port), hostname, async () => {
+        socket.write(head);
+        for (const piece of pieces) {
+          await new Promise((r) => setTimeout(r, 15));
+          socket.write(piece);
+        }
+        if (opts.leave) {
+          socket.destroy();
+          resolve("");
+        }
+      });
+      let received = "";
+      socket.on("data", (d) => {
+        received += d.toString("utf8");
+        if (/\r\n\r\n/.test(received) && /"ok":true|"error"/.test(received)) {
+          socket.end();
+          resolve(received);
+        }
+      });
+      socket.on("error", reject);
+    });
+  }
+
+  async function rowsOf(url: string): Promise<Row[]> {
+    const res = await fetch(`${url}/api/v1/datasets/ds_conn_hook_open/rows`, { headers: { authorization: `Bearer ${TOKENS.sessionAda}` } });
+    return ((await res.json()) as { data: Row[] }).data;
+  }
+
+  it("receives a declared-length body that arrives in several pieces, and a chunked one", async () => {
+    const { webhookFixture } = await import("../src/testing/conformance/webhooks.js");
+    const { api } = await setup({ fixture: webhookFixture() });
+    const url = await listen(toNodeHandler(api));
+    const body = JSON.stringify({ event: "split", note: "é".repeat(50) });
+    const bytes = Buffer.from(body);
+    // Split inside the two-byte "é", so a piece ends mid-character.
+    const cut = bytes.indexOf(Buffer.from("é")) + 1;
+    const declared = await rawPost(
+      url,
+      `POST /api/webhooks/hook-open HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${bytes.length}\r\n\r\n`,
+      [bytes.subarray(0, cut), bytes.subarray(cut)],
+    );
+    expect(declared).toMatch(/^HTTP\/1.1 200 OK/);
+    const chunked = await rawPost(url, `POST /api/webhooks/hook-open HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`, [
+      `${Buffer.byteLength('{"event":').toString(16)}\r\n{"event":\r\n`,
+      `${Buffer.byteLength('"chunked"}').toString(16)}\r\n"chunked"}\r\n0\r\n\r\n`,
+    ]);
+    expect(chunked).toMatch(/^HTTP\/1.1 200 OK/);
+    const rows = await rowsOf(url);
+    expect(rows.map((r) => r.event)).toEqual(["split", "chunked"]);
+    expect(rows[0]!.note).toBe("é".repeat(50));
+  });
+
+  it("stores nothing, logs no error and keeps serving when a client leaves in the middle of a body", async () => {
+    const { webhookFixture } = await import("../src/testing/conformance/webhooks.js");
+    const logged: string[] = [];
+    const { api } = await setup({ fixture: webhookFixture(), logger: (message, error) => logged.push(`${message}: ${String(error)}`) });
+    const url = await listen(toNodeHandler(api));
+    for (const length of [100, 200_000]) {
+      // 100 bytes are read before handling; 200 000 are over that bound and read when the route asks.
+      await rawPost(url, `POST /api/webhooks/hook-open HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`, ['{"event":"cut'], {
+        leave: true,
+      });
+    }
+    await new Promise((r) => setTimeout(r, 50));
+    const after = await fetch(`${url}/api/webhooks/hook-open`, { method: "POST", headers: { "content-type": "application/json" }, body: '{"event":"after"}' });
+    expect(after.status).toBe(200);
+    expect((await rowsOf(url)).map((r) => r.event)).toEqual(["after"]);
+    // The cut-off body read on demand is a 400 for nobody, not an unexpected (500) error.
+    expect(logged).toEqual([]);
+  });
+
+  it("reads a body over the read-ahead bound when the route asks, and refuses one over the limit with 413", async () => {
+    const { webhookFixture } = await import("../src/testing/conformance/webhooks.js");
+    const { api } = await setup({ fixture: webhookFixture(), maxBodyBytes: 150_000 });
+    const url = await listen(toNodeHandler(api));
+    const post = (size: number) =>
+      fetch(`${url}/api/webhooks/hook-open`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ event: "big", pad: "x".repeat(size) }) });
+    const big = await post(100_000);
+    expect(big.status).toBe(200);
+    const over = await post(200_000);
+    expect([over.status, ((await over.json()) as { error: { code: string } }).error.code]).toEqual([413, "payload_too_large"]);
+    const rows = await rowsOf(url);
+    expect(rows.map((r) => [r.event, String(r.pad).length])).toEqual([["big", 100_000]]);
   });
 
   it("passes other paths to next() as Express/Connect middleware", async () => {

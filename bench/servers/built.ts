@@ -1,3 +1,5 @@
+import { pathToFileURL } from "node:url";
+
 /**
  * The package as users run it: `npm run bench` builds `dist/` first (tsup),
  * and the Dataport bench servers load it from there rather than from the
@@ -5,7 +7,9 @@
  * every named closure in a naming helper that costs on each request).
  */
 export async function built<Module>(entry: string): Promise<Module> {
-  return (await import(new URL(`../../dist/${entry}`, import.meta.url).href)) as Module;
+  // BENCH_DIST: another build (an earlier commit's dist/) for BENCH_AB comparisons.
+  const dist = process.env.BENCH_DIST ? pathToFileURL(`${process.env.BENCH_DIST}/`) : new URL("../../dist/", import.meta.url);
+  return (await import(new URL(entry, dist).href)) as Module;
 }
 
 export type Dataport = typeof import("../../src/index.js");

@@ -4,6 +4,7 @@
  * `IncomingMessage`, so no WHATWG Request or Response is materialised on
  * Node's hot path.
  */
+import type { Awaitable } from "../awaitable.js";
 export interface HeaderReader {
   /** Case-insensitive; null when absent. Repeated headers are joined with ", ". */
   get(name: string): string | null;
@@ -29,9 +30,10 @@ export interface ApiRequest {
   /**
    * Read the whole body, refusing more than `limit` bytes with 413 (the
    * reader stops as soon as the limit is crossed). An empty body is an
-   * empty array.
+   * empty array. An adapter that already holds the whole body may answer
+   * with it directly (or throw the 413) instead of a promise.
    */
-  readBody(limit: number): Promise<Uint8Array>;
+  readBody(limit: number): Awaitable<Uint8Array>;
   /** Aborted when the client goes away. */
   signal?: AbortSignal;
   /** The peer address as the runtime reports it. */
