@@ -10,9 +10,19 @@ import type { Row, TableRecord, DatasetRecord } from "./model.js";
  */
 const ROW_PROTOTYPE: object = Object.freeze(Object.create(null));
 
+/**
+ * Rows are built by `new` rather than `Object.create`: V8 then sizes the
+ * object for the columns rows of its kind usually have (slack tracking), so a
+ * row is one object holding its values, not an object plus a separate
+ * property array regrown as columns are added. Retained rows (a webhook
+ * dataset keeps 10,000) cost the garbage collector less to copy.
+ */
+const RowObject = function RowObject() {} as unknown as new () => Row;
+RowObject.prototype = ROW_PROTOTYPE as Row;
+
 /** A new empty row, safe for any column name (see ROW_PROTOTYPE). */
 export function emptyRow(): Row {
-  return Object.create(ROW_PROTOTYPE) as Row;
+  return new RowObject();
 }
 
 /** JSON equality of a stored value and a filter value. */
