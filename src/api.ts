@@ -271,9 +271,9 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
    */
   function dispatch(req: ApiRequest): Awaitable<ApiReply> {
     const x = new Exchange(req, nextRequestId(), observe !== null ? performance.now() : -1);
-    x.clientAddress = resolveClientAddress(req.clientAddress, req.headers, settings.trustedProxies);
     let answer: Awaitable<ApiReply>;
     try {
+      x.clientAddress = resolveClientAddress(req.clientAddress, req.headers, settings.trustedProxies);
       answer = routeStep(x);
     } catch (error) {
       return finish(x, fail(x, error));
