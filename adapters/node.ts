@@ -44,6 +44,9 @@ export function toNodeHandler(
   };
 }
 
+const BODY_ALREADY_READ =
+  "the request body was read before Dataport saw it: mount toNodeHandler before body-parsing middleware such as express.json(), or limit that to your own routes";
+
 type Serve = (request: ApiRequest) => ApiReply | PromiseLike<ApiReply>;
 
 /**
@@ -182,7 +185,12 @@ class NodeRequest implements ApiRequest {
       return prefetched;
     }
     const req = this.req;
-    if (req.readableEnded) return Promise.resolve(new Uint8Array(0));
+    if (req.readableEnded) {
+      // Read to the end by someone else (a body parser mounted before Dataport): a host's mistake, not the
+      // client's, so a 500 the sender will retry (a 400 would make it drop the delivery), and a log saying why.
+      if (Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined) throw new Error(BODY_ALREADY_READ);
+      return new Uint8Array(0);
+    }
     return new Promise((resolve, reject) => {
       const chunks: Buffer[] = [];
       let size = 0;

@@ -243,6 +243,23 @@ describe("Node adapter over a real socket", () => {
     expect(rows.map((r) => [r.event, String(r.pad).length])).toEqual([["big", 100_000]]);
   });
 
+  it("answers 500, and logs why, when a body parser mounted before it has already read the body", async () => {
+    const { webhookFixture } = await import("../src/testing/conformance/webhooks.js");
+    const logged: string[] = [];
+    const { api } = await setup({ fixture: webhookFixture(), logger: (message, error) => logged.push(`${message}: ${String(error)}`) });
+    const dataport = toNodeHandler(api);
+    // What express.json() does: read the whole stream, then hand on.
+    const url = await listen((req, res) => {
+      req.resume();
+      req.on("end", () => dataport(req, res, () => res.end("not for Dataport")));
+    });
+    const res = await fetch(`${url}/api/webhooks/hook-open`, { method: "POST", headers: { "content-type": "application/json" }, body: '{"event":"x"}' });
+    expect(res.status).toBe(500);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("internal");
+    expect(logged.join("\n")).toMatch(/the request body was read before Dataport saw it: mount toNodeHandler before body-parsing middleware/);
+    expect(await rowsOf(url)).toEqual([]);
+  });
+
   it("passes other paths to next() as Express/Connect middleware", async () => {
     const { api } = await setup();
     const handler = toNodeHandler(api);
