@@ -73,7 +73,12 @@ function readWhole(req: IncomingMessage, done: (body: Buffer) => void): void {
     chunks.push(chunk);
     size += chunk.length;
   });
-  req.on("end", () => done(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)));
+  req.on("end", () => done(joined(chunks, size)));
+}
+
+/** The body's chunks as one buffer (the usual single chunk as it is). */
+function joined(chunks: Buffer[], size: number): Buffer {
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
 }
 
 /** One request, start to finish: written at once when the reply came without a promise. */
@@ -209,7 +214,7 @@ class NodeRequest implements ApiRequest {
       req.on("end", () => {
         if (settled) return;
         settled = true;
-        resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+        resolve(joined(chunks, size));
       });
       // The client went away mid-body ("aborted", a reset): a bad request, not a server error.
       const cutOff = () => {

@@ -1,4 +1,4 @@
-import { type Awaitable, isPromiseLike } from "./awaitable.js";
+import { andThen, type Awaitable } from "./awaitable.js";
 import { HASH_EVERY_TIME, type TokenHashes } from "./token-hashes.js";
 import type { Actor, ApiKeyRecord, Membership, Scope, Team, User } from "./domain/model.js";
 import { ApiError } from "./errors.js";
@@ -38,9 +38,7 @@ export function authenticate(
   const token = bearerToken(authorization);
   if (token === null) throw unauthorized("Authorization must be 'Bearer <token>'");
   const tokenHash = hashes.of(token);
-  const found = findKey(storage, tokenHash);
-  if (isPromiseLike(found)) return Promise.resolve(found).then((f) => keyOrSession(f, token, tokenHash, storage, sessions, hashes));
-  return keyOrSession(found, token, tokenHash, storage, sessions, hashes);
+  return andThen(findKey(storage, tokenHash), (found) => keyOrSession(found, token, tokenHash, storage, sessions, hashes));
 }
 
 function keyOrSession(

@@ -103,7 +103,6 @@ function bucketOf(connectionId: string): string {
   return key;
 }
 
-
 /** A JSON object, or a form whose fields become string columns (GitHub's form mode: one `payload` field holding JSON). */
 export function parsePayload(body: RawBody): Record<string, unknown> {
   if (isJsonType(body.contentType)) return parseJsonObject(body.bytes);
