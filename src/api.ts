@@ -193,7 +193,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     connectors: { ...defaultConnectors(), ...options.connectors },
   };
   const tokenHashes = createTokenHashes(settings.tokenHashCacheSize, clock);
-  const sessions = options.sessions ?? storageSessions(storage, tokenHashes);
+  const sessions = options.sessions ?? storageSessions(storage, clock, tokenHashes);
   const logger = toLogger(options.logger);
   const log = (message: string, error?: unknown) => logger.error(message, error);
   const operations = { draining: false, metrics };

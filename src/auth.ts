@@ -2,6 +2,7 @@ import { andThen, type Awaitable } from "./awaitable.js";
 import { HASH_EVERY_TIME, type TokenHashes } from "./token-hashes.js";
 import type { Actor, ApiKeyRecord, Membership, Scope, Team, User } from "./domain/model.js";
 import { ApiError } from "./errors.js";
+import type { Clock } from "./ports/clock.js";
 import type { SessionAuthenticator } from "./ports/session.js";
 import type { Storage } from "./ports/storage.js";
 
@@ -92,10 +93,10 @@ async function findKeyThenTeam(storage: Storage, tokenHash: string): Promise<Fou
 }
 
 /** The default session authenticator: the token's SHA-256 looked up in storage. */
-export function storageSessions(storage: Storage, hashes: TokenHashes = HASH_EVERY_TIME): SessionAuthenticator {
+export function storageSessions(storage: Storage, clock: Clock, hashes: TokenHashes = HASH_EVERY_TIME): SessionAuthenticator {
   return async (token) => {
     const tokenHash = hashes.of(token);
-    const userId = await storage.findSessionUser(tokenHash);
+    const userId = await storage.findSessionUser(tokenHash, clock.now());
     if (!userId) return null;
     hashes.remember(token, tokenHash);
     return { userId };

@@ -64,9 +64,13 @@ export interface ApiKeyRecord {
 }
 
 export interface SessionRecord {
+  /** Opaque id (`sess_…`), what the admin API deletes a session by. Fixture sessions get `sess_` + the first 24 hex digits of the hash. */
+  id: string;
   /** Hex SHA-256 of the session token. */
   tokenHash: string;
   userId: string;
+  /** ISO 8601; null never expires (fixture sessions). */
+  expiresAt: string | null;
 }
 
 export type ConnectionType = "memory" | "postgres" | "arcgis" | "webhook" | (string & {});

@@ -1,4 +1,5 @@
-import type { ApiCallRecord, DashboardRecord, RefreshRun } from "../../domain/model.js";
+import type { ApiCallRecord, CreditUsage, DashboardRecord, DashboardView, RefreshRun } from "../../domain/model.js";
+import type { IdPage, PutResult } from "./identity.js";
 
 /**
  * An inclusive window of UTC days, `YYYY-MM-DD`. An event belongs to the
@@ -150,6 +151,8 @@ export interface AnalyticsStore {
   listDashboards(teamIds: readonly string[]): Promise<DashboardRecord[]>;
   /** One dashboard with all versions, or null. */
   getDashboard(id: string): Promise<DashboardRecord | null>;
+  /** Every dashboard, by id (the admin listing). */
+  listAllDashboards(page: IdPage): Promise<DashboardRecord[]>;
   /** Only days of the window that have views, oldest first. */
   viewsByDay(dashboardId: string, window: DayWindow): Promise<DayViews[]>;
   /**
@@ -177,4 +180,18 @@ export interface AnalyticsStore {
    * spares every request a promise.
    */
   recordApiCall(call: ApiCallRecord): Promise<void> | undefined;
+}
+
+/** The history behind the activity endpoints, as the host reports it. Each call is atomic and visible to the next read. */
+export interface AnalyticsWrites {
+  /** Creates or replaces the dashboard with `dashboard.id`, every version as given. */
+  putDashboard(dashboard: DashboardRecord): Promise<PutResult>;
+  /** Deletes the dashboard and its views; false when unknown. */
+  deleteDashboard(id: string): Promise<boolean>;
+  /** Appends page views, all or none. */
+  appendDashboardViews(views: readonly DashboardView[]): Promise<void>;
+  /** Appends refresh runs, all or none. */
+  appendRefreshRuns(runs: readonly RefreshRun[]): Promise<void>;
+  /** Appends credit usage records, all or none. */
+  appendCreditUsage(items: readonly CreditUsage[]): Promise<void>;
 }

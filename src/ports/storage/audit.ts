@@ -21,7 +21,8 @@ export interface AuditStore {
    * event with a position below p may become readable later (SQL stores with
    * out-of-order commits gate reads accordingly). Concurrent appends each get
    * their own position. Events loaded by `seed` come first, in fixture order,
-   * stored at 0 (readable at any horizon).
+   * stored at 0 (readable at any horizon). Event ids are unique in the log:
+   * an id already stored throws and nothing is stored.
    */
   appendAuditEvent(event: AuditEvent, storedAt: number): Promise<void>;
   /**
@@ -42,6 +43,13 @@ export interface AuditStore {
    * position, with the same arguments, would return at least one event.
    * Cost MUST NOT grow with the number of events before `after`.
    */
+  /**
+   * Store, in order, each event whose `id` is not stored yet, all in one
+   * transaction, at consecutive next positions; returns how many were
+   * stored. Event ids are unique in the log: of two concurrent calls with
+   * one id, exactly one stores it.
+   */
+  appendAuditEvents(events: readonly AuditEvent[], storedAt: number): Promise<number>;
   readAuditEvents(query: {
     teamIds: readonly string[];
     categories: readonly AuditCategory[];

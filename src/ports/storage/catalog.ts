@@ -1,4 +1,5 @@
 import type { Column, ConnectionRecord, DatasetRecord, Row } from "../../domain/model.js";
+import type { IdPage, PutResult } from "./identity.js";
 
 /**
  * A read of dataset rows, pushed down to storage. Rows come in stored order
@@ -39,6 +40,10 @@ export interface CatalogStore {
   listConnections(teamId: string): Promise<ConnectionRecord[]>;
   /** Datasets of a team (input tables included), ordered by name then id. When `ids` is given only those. */
   listDatasets(query: { teamId: string; ids?: readonly string[] }): Promise<DatasetRecord[]>;
+  /** Every connection, by id (the admin listing). */
+  listAllConnections(page: IdPage): Promise<ConnectionRecord[]>;
+  /** Every upload and connection dataset (not input tables), by id (the admin listing). */
+  listAllDatasets(page: IdPage): Promise<DatasetRecord[]>;
   /** A dataset or input table by id. */
   getDataset(id: string): Promise<DatasetRecord | null>;
   /**
@@ -56,4 +61,58 @@ export interface CatalogStore {
     datasetId: string,
     data: { rows: Row[]; columns: Column[]; refreshedAt: string },
   ): Promise<void>;
+}
+
+/** What a bulk row write stores. */
+export interface DatasetRowsWrite {
+  datasetId: string;
+  /** `replace`: the rows become exactly `rows`; `append`: `rows` follow the stored ones. */
+  mode: "replace" | "append";
+  /**
+   * The rows, in order, read once. They may be many more than fit in memory:
+   * a store writes them as they come and MUST NOT collect them all first
+   * (the memory store, which holds every row anyway, excepted). When the
+   * iteration throws, nothing is written and the error is re-thrown.
+   */
+  rows: AsyncIterable<Row>;
+  /** Called once, after the last row and before the write becomes visible: the dataset's columns from then on. */
+  columns(): Column[];
+  /** The dataset's `updatedAt` from then on. */
+  updatedAt: string;
+}
+
+/**
+ * Changes to connections and datasets. Each call is atomic and visible to the
+ * very next read, in every process sharing the store. References (a
+ * dataset's team and connection) are checked by the caller; the input-table
+ * id space is shared, so the caller also keeps dataset and table ids apart.
+ */
+export interface CatalogWrites {
+  /**
+   * Creates or replaces the connection with `connection.id`. A `webhook`
+   * connection's `config.endpointId` is its receiver path: it MUST be unique
+   * among connections (a put that would take another connection's endpoint id
+   * throws and writes nothing), and the next delivery sees the new config.
+   * Creating a webhook connection goes through `WebhookStore.createWebhookConnection`
+   * (which also makes its dataset); this replaces one that exists.
+   */
+  putConnection(connection: ConnectionRecord): Promise<PutResult>;
+  /** Deletes the connection, its datasets and their rows (a webhook's endpoint with them), in one transaction; false when unknown. */
+  deleteConnection(id: string): Promise<boolean>;
+  /**
+   * Creates or replaces an upload or connection dataset. Replacing keeps its
+   * rows; `rowCount` is the store's (the value passed is ignored).
+   */
+  putDataset(dataset: DatasetRecord): Promise<PutResult>;
+  /** Deletes an upload or connection dataset and its rows; false when unknown (or an input table). */
+  deleteDataset(id: string): Promise<boolean>;
+  /**
+   * Replace or append a dataset's rows from a stream. Atomic for readers: a
+   * read (a page of `readDatasetRows`, `getDataset().rowCount`) sees the rows
+   * before the write or after it, never a mix or a part. Bulk writes to one
+   * dataset are serialised: the outcome is as if they ran one after the other.
+   * Returns the dataset's row count after the write. Throws (writing nothing)
+   * when the dataset does not exist or is an input table.
+   */
+  writeDatasetRows(write: DatasetRowsWrite): Promise<{ rowCount: number }>;
 }

@@ -1,4 +1,5 @@
 import type { Actor, AuditEvent, Row, TableRecord } from "../../domain/model.js";
+import type { IdPage, PutResult } from "./identity.js";
 
 export type EditOp = "create" | "update" | "delete";
 
@@ -48,6 +49,8 @@ export type RowWriteResult =
  */
 export interface TableStore {
   getTable(id: string): Promise<TableRecord | null>;
+  /** Every input table, by id (the admin listing). */
+  listTables(page: IdPage): Promise<TableRecord[]>;
   /** Stored order (creation order); `totalRows` counts the whole table. */
   listTableRows(tableId: string, page: { offset: number; limit: number }): Promise<{ totalRows: number; rows: Row[] }>;
   /** One row by `_id`, or null. */
@@ -108,4 +111,15 @@ export interface TableStore {
   completeIdempotencyKey(input: { scope: string; key: string; response: StoredResponse }): Promise<void>;
   /** Drop a claim whose request failed without a response worth replaying. */
   releaseIdempotencyKey(input: { scope: string; key: string }): Promise<void>;
+}
+
+/** Changes to input tables themselves (their rows change through `TableStore`). Atomic, visible to the next read. */
+export interface TableWrites {
+  /**
+   * Creates or replaces the table with `table.id`. Replacing keeps its rows
+   * and edit log; `rowCount` is the store's (the value passed is ignored).
+   */
+  putTable(table: TableRecord): Promise<PutResult>;
+  /** Deletes the table, its rows, its edit log, in one transaction; false when unknown. */
+  deleteTable(id: string): Promise<boolean>;
 }
