@@ -58,13 +58,18 @@ export function decodeUtf8(bytes: Uint8Array): string {
  */
 export function parseJsonObject(bytes: Uint8Array): Record<string, unknown> {
   if (bytes.byteLength === 0) throw invalidBody("body is empty; send a JSON object");
-  let value: unknown;
+  const value = parseJsonValue(bytes);
+  if (value === null || typeof value !== "object" || Array.isArray(value)) throw invalidBody("body must be a JSON object");
+  return value as Record<string, unknown>;
+}
+
+/** Parse a JSON body of any shape (400 invalid_body when it is not JSON). Every JSON body goes through here. */
+export function parseJsonValue(bytes: Uint8Array): unknown {
+  if (bytes.byteLength === 0) throw invalidBody("body is empty; send JSON");
   try {
-    value = JSON.parse(decodeUtf8(bytes));
+    return JSON.parse(decodeUtf8(bytes));
   } catch (error) {
     if (error instanceof ApiError) throw error;
     throw invalidBody("body is not valid JSON");
   }
-  if (value === null || typeof value !== "object" || Array.isArray(value)) throw invalidBody("body must be a JSON object");
-  return value as Record<string, unknown>;
 }

@@ -34,6 +34,14 @@ export interface ApiRequest {
    * with it directly (or throw the 413) instead of a promise.
    */
   readBody(limit: number): Awaitable<Uint8Array>;
+  /**
+   * Optional: the body as it arrives, chunk by chunk, for routes that stream
+   * it into storage (bulk row uploads) instead of holding it whole. Crossing
+   * `limit` bytes makes the iteration throw 413; a client that goes away
+   * makes it throw 400 (the body was cut off). Without it the core falls
+   * back to `readBody`.
+   */
+  streamBody?(limit: number): AsyncIterable<Uint8Array>;
   /** Aborted when the client goes away. */
   signal?: AbortSignal;
   /** The peer address as the runtime reports it. */
