@@ -8,7 +8,7 @@ import type { ApiSettings, HandlerContext, Ports } from "./context.js";
 import type { AuditEvent } from "./domain/model.js";
 import { isoTime } from "./domain/time.js";
 import { ApiError } from "./errors.js";
-import { checkDeclaredLength, isJsonType, parseJsonObject, readLimited } from "./http/body.js";
+import { checkDeclaredLength, isJsonType, parseJsonObject, payloadTooLarge, readLimited } from "./http/body.js";
 import { parseQuery, type RawQuery } from "./http/query.js";
 import { JSON_CONTENT_TYPE, Reply } from "./http/reply.js";
 import type { ApiReply, ApiRequest, ReplyBody } from "./http/types.js";
@@ -519,6 +519,23 @@ export function fromWebRequest(request: Request, clientAddress: string | null): 
         },
       };
       return readLimited(chunks, limit, () => void reader.cancel().catch(() => {}));
+    },
+    async *streamBody(limit) {
+      if (!request.body) return;
+      const reader = request.body.getReader();
+      let size = 0;
+      try {
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) return;
+          size += value.byteLength;
+          if (size > limit) throw payloadTooLarge(limit);
+          yield value;
+        }
+      } finally {
+        // Stopped early (an error, a refusal, a consumer that gave up): let the sender go.
+        void reader.cancel().catch(() => {});
+      }
     },
   };
 }
