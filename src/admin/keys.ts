@@ -1,11 +1,13 @@
 import { planRequired } from "../auth.js";
-import type { Ports } from "../context.js";
 import { randomId, sha256Hex } from "../domain/crypto.js";
 import type { Allowlist, ApiKeyRecord, AuditEvent, Scope } from "../domain/model.js";
-import { SCOPES } from "../domain/model.js";
+import { isoTime } from "../domain/time.js";
 import { generateApiKeyToken } from "../domain/tokens.js";
-import { ApiError, notFound } from "../errors.js";
+import { notFound } from "../errors.js";
 import { parseFixture } from "../fixture/load.js";
+import { assertWritable } from "../storage/mount.js";
+import { type AdminDeps, actorFor, type ChangeOptions, recordChange, requireRef } from "./change.js";
+import { apiKeyBody, parseBody, validationFailed } from "./schemas.js";
 
 /** An API key as the host sees it: never the hash, never the token. */
 export type ApiKeyInfo = Omit<ApiKeyRecord, "tokenHash">;
@@ -16,7 +18,9 @@ export interface KeyAdmin {
   seed(fixture: unknown, options?: { env?: Record<string, string | undefined> }): Promise<"loaded" | "kept">;
   /**
    * Create an API key. The plaintext token is returned once and only its
-   * SHA-256 is stored. Free-plan teams are refused (403 plan_required).
+   * SHA-256 is stored. Unknown team: 404; Free-plan team: 403
+   * `plan_required`; an unknown creator, scope or allowlist entry (or one of
+   * another team): 422 `validation_failed` naming it in `details.path`.
    */
   createApiKey(input: {
     teamId: string;
@@ -25,15 +29,20 @@ export interface KeyAdmin {
     scopes: Scope[];
     allowlist?: Partial<Allowlist>;
   }): Promise<{ key: ApiKeyInfo; token: string }>;
-  /** Revoke a key; later calls with it answer 401. */
+  /** Keys of a team, newest first, without tokens. Unknown team: 404. */
+  listApiKeys(teamId: string): Promise<ApiKeyInfo[]>;
+  getApiKey(id: string): Promise<ApiKeyInfo>;
+  /** Revoke a key; later calls with it answer 401 (action `api_key.revoked`). */
   revokeApiKey(id: string, by?: { userId: string }): Promise<ApiKeyInfo>;
+  /** DELETE /api-keys/{id}: revoke it (action `api_key.deleted`); unknown: 404. */
+  deleteApiKey(id: string, options?: ChangeOptions): Promise<void>;
   /** Record a host-written audit event (stored now, at the next feed position). */
   recordAuditEvent(event: Omit<AuditEvent, "id" | "time"> & { id?: string; time?: string }): Promise<AuditEvent>;
 }
 
-export function keyAdmin(ports: Ports): KeyAdmin {
-  const { storage, clock } = ports;
-  const isoNow = () => new Date(clock.now()).toISOString();
+export function keyAdmin(deps: AdminDeps): KeyAdmin {
+  const { storage, clock } = deps.ports;
+  const isoNow = () => isoTime(clock.now());
 
   async function recordAuditEvent(input: Omit<AuditEvent, "id" | "time"> & { id?: string; time?: string }): Promise<AuditEvent> {
     const event: AuditEvent = { ...input, id: input.id ?? randomId("evt_"), time: input.time ?? isoNow() };
@@ -41,70 +50,85 @@ export function keyAdmin(ports: Ports): KeyAdmin {
     return event;
   }
 
+  /** Every allowlist entry must name an object of the key's team (422 naming the entry otherwise). */
+  async function checkAllowlist(teamId: string, allowlist: Allowlist): Promise<void> {
+    const teamDatasets = new Map((await storage.listDatasets({ teamId })).map((d) => [d.id, d]));
+    allowlist.datasets.forEach((id, i) => {
+      if (!teamDatasets.has(id)) throw validationFailed(`$.allowlist.datasets[${i}]`, `unknown dataset ${id}`);
+    });
+    allowlist.tables.forEach((id, i) => {
+      if (teamDatasets.get(id)?.type !== "input_table") throw validationFailed(`$.allowlist.tables[${i}]`, `unknown table ${id}`);
+    });
+    const connections = new Set((await storage.listConnections(teamId)).map((c) => c.id));
+    allowlist.connections.forEach((id, i) => {
+      if (!connections.has(id)) throw validationFailed(`$.allowlist.connections[${i}]`, `unknown connection ${id}`);
+    });
+  }
+
+  const info = ({ tokenHash: _hash, ...key }: ApiKeyRecord): ApiKeyInfo => key;
+
   return {
     async seed(fixture, options = {}) {
       return storage.seed(parseFixture(fixture, options));
     },
 
-    async createApiKey(input) {
-      const team = await storage.getTeam(input.teamId);
+    async createApiKey({ teamId, ...input }) {
+      assertWritable(storage, "insertApiKey");
+      const team = await storage.getTeam(teamId);
       if (!team) throw notFound("team");
       if (team.plan === "free") throw planRequired("API keys need the Pro, Team or Business plan");
-      const creator = await storage.getUser(input.createdBy);
-      if (!creator) throw notFound("user");
-      const unknownScopes = input.scopes.filter((s) => !SCOPES.includes(s));
-      if (unknownScopes.length > 0) {
-        throw new ApiError(400, "invalid_parameter", `unknown scope ${unknownScopes[0]}`, { details: { parameter: "scopes" } });
-      }
-      if (input.name.trim() === "") throw new ApiError(400, "invalid_parameter", "a key needs a name", { details: { parameter: "name" } });
+      const body = parseBody(apiKeyBody, input);
+      const creator = requireRef(await storage.getUser(body.createdBy), "$.createdBy", "user", body.createdBy);
+      await checkAllowlist(team.id, body.allowlist);
       const token = generateApiKeyToken();
       const record: ApiKeyRecord = {
         id: randomId("key_"),
-        name: input.name,
+        name: body.name,
         teamId: team.id,
         tokenHash: sha256Hex(token),
         createdBy: creator.id,
-        scopes: [...new Set(input.scopes)],
-        allowlist: {
-          datasets: [...(input.allowlist?.datasets ?? [])],
-          connections: [...(input.allowlist?.connections ?? [])],
-          tables: [...(input.allowlist?.tables ?? [])],
-        },
+        scopes: [...new Set(body.scopes)],
+        allowlist: body.allowlist,
         createdAt: isoNow(),
         revokedAt: null,
       };
       await storage.insertApiKey(record);
-      await recordAuditEvent({
-        teamId: team.id,
-        category: "audit",
+      await recordChange(deps, {
+        teamIds: [team.id],
         action: "api_key.created",
         actor: { type: "user", id: creator.id, email: creator.email },
         target: { type: "api_key", id: record.id },
-        outcome: "success",
-        ip: null,
-        userAgent: null,
         details: { name: record.name, scopes: record.scopes },
       });
-      const { tokenHash: _hash, ...key } = record;
-      return { key, token };
+      return { key: info(record), token };
+    },
+
+    async listApiKeys(teamId) {
+      if (!(await storage.getTeam(teamId))) throw notFound("team");
+      return (await storage.listApiKeys(teamId)).map(info);
+    },
+
+    async getApiKey(id) {
+      const key = await storage.getApiKey(id);
+      if (!key) throw notFound("api key");
+      return info(key);
     },
 
     async revokeApiKey(id, by) {
+      assertWritable(storage, "revokeApiKey");
+      const actor = await actorFor(storage, { actorUserId: by?.userId ?? null });
       const revoked = await storage.revokeApiKey(id, isoNow());
       if (!revoked) throw notFound("api key");
-      const user = by ? await storage.getUser(by.userId) : null;
-      await recordAuditEvent({
-        teamId: revoked.teamId,
-        category: "audit",
-        action: "api_key.revoked",
-        actor: user ? { type: "user", id: user.id, email: user.email } : { type: "system", id: "host", name: "host application" },
-        target: { type: "api_key", id: revoked.id },
-        outcome: "success",
-        ip: null,
-        userAgent: null,
-      });
-      const { tokenHash: _hash, ...key } = revoked;
-      return key;
+      await recordChange(deps, { teamIds: [revoked.teamId], action: "api_key.revoked", actor, target: { type: "api_key", id } });
+      return info(revoked);
+    },
+
+    async deleteApiKey(id, options) {
+      assertWritable(storage, "revokeApiKey");
+      const actor = await actorFor(storage, options);
+      const revoked = await storage.revokeApiKey(id, isoNow());
+      if (!revoked) throw notFound("api key");
+      await recordChange(deps, { teamIds: [revoked.teamId], action: "api_key.deleted", actor, target: { type: "api_key", id } });
     },
 
     recordAuditEvent,

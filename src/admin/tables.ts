@@ -1,9 +1,34 @@
-import type { Ports } from "../context.js";
-import { notFound } from "../errors.js";
+import type { z } from "zod";
+import type { TableRecord } from "../domain/model.js";
+import { ApiError, notFound } from "../errors.js";
 import type { EditLogEntry } from "../ports/storage/tables.js";
+import { assertWritable } from "../storage/mount.js";
+import {
+  type AdminDeps,
+  actorFor,
+  type ChangeOptions,
+  checkId,
+  isoNow,
+  type ListOptions,
+  type ListPage,
+  listPage,
+  type Put,
+  putAction,
+  recordChange,
+  requireRef,
+} from "./change.js";
+import { parseBody, tableBody, validationFailed } from "./schemas.js";
 
-/** What the host reads about input tables. */
+export type TableInput = z.input<typeof tableBody>;
+
+/** Input tables: the tables themselves, and what the host reads about their rows. */
 export interface TableAdmin {
+  /** Create or replace an input table; its rows are kept and its declared columns apply to the next write. */
+  putTable(id: string, input: TableInput, options?: ChangeOptions): Promise<Put<TableRecord>>;
+  getTable(id: string): Promise<TableRecord>;
+  listTables(options?: ListOptions): Promise<ListPage<TableRecord>>;
+  /** Its rows and edit log go with it. */
+  deleteTable(id: string, options?: ChangeOptions): Promise<void>;
   /**
    * A table's edit log, oldest first: who wrote which row when, with the
    * row before and after. `limit` defaults to 1000. Unknown table: 404.
@@ -11,11 +36,48 @@ export interface TableAdmin {
   tableEditLog(tableId: string, page?: { offset?: number; limit?: number }): Promise<EditLogEntry[]>;
 }
 
-export function tableAdmin(ports: Ports): TableAdmin {
-  const { storage } = ports;
+export function tableAdmin(deps: AdminDeps): TableAdmin {
+  const { storage } = deps.ports;
+
+  async function existing(id: string): Promise<TableRecord> {
+    const table = await storage.getTable(id);
+    if (!table) throw notFound("table");
+    return table;
+  }
+
   return {
+    async putTable(id, input, options) {
+      assertWritable(storage, "putTable");
+      checkId(id, "table");
+      const body = parseBody(tableBody, input);
+      requireRef(await storage.getTeam(body.teamId), "$.teamId", "team", body.teamId);
+      const names = new Set<string>();
+      body.columns.forEach((column, i) => {
+        if (column.name.startsWith("_")) throw validationFailed(`$.columns[${i}].name`, "names starting with _ are reserved");
+        if (names.has(column.name)) throw validationFailed(`$.columns[${i}].name`, `duplicate column ${column.name}`);
+        names.add(column.name);
+      });
+      const dataset = await storage.getDataset(id);
+      if (dataset && dataset.type !== "input_table") throw new ApiError(409, "conflict", `${id} is a dataset; datasets and tables share ids`);
+      const current = await storage.getTable(id);
+      if (current && current.teamId !== body.teamId) throw validationFailed("$.teamId", "a table cannot move to another team");
+      const actor = await actorFor(storage, options);
+      const table: TableRecord = { id, ...body, rowCount: current?.rowCount ?? 0, updatedAt: isoNow(deps) };
+      const created = (await storage.putTable(table)) === "created";
+      await recordChange(deps, { teamIds: [body.teamId], action: putAction("table", created), actor, target: { type: "table", id } });
+      return { created, value: await existing(id) };
+    },
+    getTable: existing,
+    listTables: (options) => listPage(options, (page) => storage.listTables(page)),
+    async deleteTable(id, options) {
+      assertWritable(storage, "deleteTable");
+      const actor = await actorFor(storage, options);
+      const table = await existing(id);
+      if (!(await storage.deleteTable(id))) throw notFound("table");
+      await recordChange(deps, { teamIds: [table.teamId], action: "table.deleted", actor, target: { type: "table", id } });
+    },
     async tableEditLog(tableId, page = {}) {
-      if (!(await storage.getTable(tableId))) throw notFound("table");
+      await existing(tableId);
       return storage.listEditLog(tableId, { offset: Math.max(0, page.offset ?? 0), limit: Math.max(0, page.limit ?? 1000) });
     },
   };

@@ -1,0 +1,210 @@
+import type { z } from "zod";
+import { randomId } from "../domain/crypto.js";
+import type { ConnectionRecord, DatasetRecord } from "../domain/model.js";
+import { ApiError, notFound } from "../errors.js";
+import { assertWritable } from "../storage/mount.js";
+import {
+  type AdminDeps,
+  actorFor,
+  type ChangeOptions,
+  checkId,
+  isoNow,
+  type ListOptions,
+  type ListPage,
+  listPage,
+  type Put,
+  putAction,
+  recordChange,
+  requireRef,
+} from "./change.js";
+import { checkConnectionConfig } from "./connection-config.js";
+import { connectionBody, datasetBody, parseBody, signingSecretBody, validationFailed } from "./schemas.js";
+
+export type ConnectionInput = z.input<typeof connectionBody>;
+export type DatasetInput = z.input<typeof datasetBody>;
+
+/**
+ * A connection as the admin API answers it: secrets are never echoed (a
+ * webhook's signing secret becomes `signed`, a URL's password is masked);
+ * a webhook connection also answers its `endpointUrl`.
+ */
+export interface ConnectionView extends ConnectionRecord {
+  endpointUrl?: string;
+}
+
+/** Connections, datasets and their rows. */
+export interface CatalogAdmin {
+  /**
+   * Create or replace a connection. Its config is checked by type (SSRF
+   * rules for upstream URLs) before anything is stored. A `webhook`
+   * connection gets its dataset (`ds_<id>`) and, unless the config names
+   * one, a random endpoint id; replacing it keeps its endpoint id and rows.
+   * Team and type are fixed once created.
+   */
+  putConnection(id: string, input: ConnectionInput, options?: ChangeOptions): Promise<Put<ConnectionView>>;
+  getConnection(id: string): Promise<ConnectionView>;
+  listConnections(options?: ListOptions): Promise<ListPage<ConnectionView>>;
+  /** Its datasets and webhook endpoint go with it. */
+  deleteConnection(id: string, options?: ChangeOptions): Promise<void>;
+  /** A webhook connection's signing secret; null removes it. The next delivery is checked against it. */
+  setSigningSecret(id: string, input: { secret: string | null }, options?: ChangeOptions): Promise<ConnectionView>;
+  /** Create or replace an upload or connection dataset (its rows are kept; see the row operations). */
+  putDataset(id: string, input: DatasetInput, options?: ChangeOptions): Promise<Put<DatasetRecord>>;
+  getDataset(id: string): Promise<DatasetRecord>;
+  listDatasets(options?: ListOptions): Promise<ListPage<DatasetRecord>>;
+  deleteDataset(id: string, options?: ChangeOptions): Promise<void>;
+}
+
+export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
+  const { storage, connectors } = deps.ports;
+  const { settings } = deps;
+
+  function view(connection: ConnectionRecord): ConnectionView {
+    const config = { ...connection.config };
+    if (connection.type === "webhook") {
+      const signed = typeof config.signingSecret === "string" && config.signingSecret !== "";
+      delete config.signingSecret;
+      config.signed = signed;
+      const endpointUrl = `${settings.appUrl}/api/webhooks/${encodeURIComponent(String(config.endpointId))}`;
+      return { ...connection, config, endpointUrl };
+    }
+    if (typeof config.url === "string") config.url = maskPassword(config.url);
+    return { ...connection, config };
+  }
+
+  async function existingConnection(id: string): Promise<ConnectionRecord> {
+    const connection = await storage.getConnection(id);
+    if (!connection) throw notFound("connection");
+    return connection;
+  }
+
+  async function existingDataset(id: string): Promise<DatasetRecord> {
+    const dataset = await storage.getDataset(id);
+    if (!dataset || dataset.type === "input_table") throw notFound("dataset");
+    return dataset;
+  }
+
+  return {
+    async putConnection(id, input, options) {
+      assertWritable(storage, "putConnection");
+      checkId(id, "connection");
+      const body = parseBody(connectionBody, input);
+      requireRef(await storage.getTeam(body.teamId), "$.teamId", "team", body.teamId);
+      checkConnectionConfig(body.type, body.config, connectors);
+      const actor = await actorFor(storage, options);
+      const current = await storage.getConnection(id);
+      if (current && current.teamId !== body.teamId) throw validationFailed("$.teamId", "a connection cannot move to another team");
+      if (current && current.type !== body.type) throw validationFailed("$.type", "a connection's type cannot change; delete it and create another");
+      let stored: ConnectionRecord;
+      if (body.type === "webhook" && !current) {
+        const endpointId = typeof body.config.endpointId === "string" ? body.config.endpointId : randomId("whk_", 32);
+        if (await storage.getWebhookEndpoint(endpointId)) throw validationFailed("$.config.endpointId", "another connection has this endpoint id");
+        const signingSecret = typeof body.config.signingSecret === "string" ? body.config.signingSecret : null;
+        const retainRows = typeof body.config.retainRows === "number" ? body.config.retainRows : null;
+        if (await storage.getDataset(`ds_${id}`)) throw new ApiError(409, "conflict", `dataset ds_${id} already exists; the webhook connection's dataset needs that id`);
+        await storage.createWebhookConnection({
+          connection: { id, teamId: body.teamId, name: body.name, createdAt: body.createdAt ?? isoNow(deps) },
+          endpoint: { endpointId, signingSecret, retainRows },
+          dataset: { id: `ds_${id}`, name: body.name },
+        });
+        stored = (await storage.getConnection(id))!;
+      } else {
+        const config = { ...body.config };
+        // A webhook keeps its receiver address unless the body names a new one.
+        if (body.type === "webhook" && config.endpointId === undefined) config.endpointId = current!.config.endpointId;
+        if (body.type === "webhook" && config.endpointId !== current?.config.endpointId) {
+          const taken = await storage.getWebhookEndpoint(String(config.endpointId));
+          if (taken && taken.connectionId !== id) throw validationFailed("$.config.endpointId", "another connection has this endpoint id");
+        }
+        stored = { id, teamId: body.teamId, name: body.name, type: body.type, config, createdAt: body.createdAt ?? current?.createdAt ?? isoNow(deps) };
+        await storage.putConnection(stored);
+      }
+      const created = !current;
+      await recordChange(deps, { teamIds: [body.teamId], action: putAction("connection", created), actor, target: { type: "connection", id } });
+      return { created, value: view(stored) };
+    },
+
+    getConnection: async (id) => view(await existingConnection(id)),
+    async listConnections(options) {
+      const page = await listPage(options, (p) => storage.listAllConnections(p));
+      return { ...page, data: page.data.map(view) };
+    },
+    async deleteConnection(id, options) {
+      assertWritable(storage, "deleteConnection");
+      const actor = await actorFor(storage, options);
+      const connection = await existingConnection(id);
+      if (!(await storage.deleteConnection(id))) throw notFound("connection");
+      await recordChange(deps, { teamIds: [connection.teamId], action: "connection.deleted", actor, target: { type: "connection", id } });
+    },
+
+    async setSigningSecret(id, input, options) {
+      assertWritable(storage, "updateWebhookSettings");
+      const connection = await existingConnection(id);
+      if (connection.type !== "webhook") throw notFound("webhook connection");
+      const { secret } = parseBody(signingSecretBody, input);
+      if (secret !== null) checkConnectionConfig("webhook", { signingSecret: secret }, connectors);
+      const actor = await actorFor(storage, options);
+      if (!(await storage.updateWebhookSettings(id, { signingSecret: secret }))) throw notFound("webhook connection");
+      await recordChange(deps, {
+        teamIds: [connection.teamId],
+        action: "connection.updated",
+        actor,
+        target: { type: "connection", id },
+        details: { signingSecret: secret === null ? "removed" : "set" },
+      });
+      return view(await existingConnection(id));
+    },
+
+    async putDataset(id, input, options) {
+      assertWritable(storage, "putDataset");
+      checkId(id, "dataset");
+      const body = parseBody(datasetBody, input);
+      requireRef(await storage.getTeam(body.teamId), "$.teamId", "team", body.teamId);
+      if (body.connectionId !== null) {
+        const connection = requireRef(await storage.getConnection(body.connectionId), "$.connectionId", "connection", body.connectionId);
+        if (connection.teamId !== body.teamId) throw validationFailed("$.connectionId", `unknown connection ${body.connectionId}`);
+      }
+      if (body.type === "connection" && body.connectionId === null) throw validationFailed("$.connectionId", "a connection dataset needs a connectionId");
+      const current = await storage.getDataset(id);
+      if (current?.type === "input_table") throw new ApiError(409, "conflict", `${id} is an input table; datasets and tables share ids`);
+      if (current && current.teamId !== body.teamId) throw validationFailed("$.teamId", "a dataset cannot move to another team");
+      const actor = await actorFor(storage, options);
+      const dataset: DatasetRecord = {
+        id,
+        teamId: body.teamId,
+        name: body.name,
+        type: body.type,
+        connectionId: body.connectionId,
+        source: body.source,
+        columns: body.columns ?? current?.columns ?? [],
+        rowCount: current?.rowCount ?? 0,
+        lastRefreshedAt: body.lastRefreshedAt ?? current?.lastRefreshedAt ?? null,
+        updatedAt: isoNow(deps),
+      };
+      const created = (await storage.putDataset(dataset)) === "created";
+      await recordChange(deps, { teamIds: [body.teamId], action: putAction("dataset", created), actor, target: { type: "dataset", id } });
+      return { created, value: await existingDataset(id) };
+    },
+    getDataset: existingDataset,
+    listDatasets: (options) => listPage(options, (page) => storage.listAllDatasets(page)),
+    async deleteDataset(id, options) {
+      assertWritable(storage, "deleteDataset");
+      const actor = await actorFor(storage, options);
+      const dataset = await existingDataset(id);
+      if (!(await storage.deleteDataset(id))) throw notFound("dataset");
+      await recordChange(deps, { teamIds: [dataset.teamId], action: "dataset.deleted", actor, target: { type: "dataset", id } });
+    },
+  };
+}
+
+/** `postgres://user:secret@host/db` → `postgres://user:***@host/db`. */
+function maskPassword(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password === "") return url;
+    parsed.password = "***";
+    return parsed.toString();
+  } catch {
+    return url;
+  }
+}
