@@ -2,17 +2,19 @@ import type { Storage } from "../ports/storage.js";
 import { describeAnalyticsConformance } from "./conformance/analytics.js";
 import { describeAuditConformance } from "./conformance/audit.js";
 import { describeCatalogConformance } from "./conformance/catalog.js";
+import { describeCredentialsConformance } from "./conformance/credentials.js";
 import { describeIdentityConformance } from "./conformance/identity.js";
 import { describeLifecycleConformance } from "./conformance/lifecycle.js";
 import { describeTablesConformance } from "./conformance/tables.js";
-import { describeWebhookConformance } from "./conformance/webhooks.js";
+import { describeWebhooksConformance } from "./conformance/webhooks.js";
 
 export type { ConformanceOptions, StorageFactory } from "./conformance/harness.js";
 import type { ConformanceOptions, StorageFactory } from "./conformance/harness.js";
 
 /**
- * The storage conformance suite, for vitest. Every store Dataport ships runs
- * it; a host that writes its own store runs it too:
+ * The storage conformance suite, for vitest: every area's suite and the
+ * store's lifecycle. Every store Dataport ships runs it; a host that writes
+ * its own store runs it too:
  *
  *   runStorageConformance("my store", async () => createMyStore());
  *
@@ -20,13 +22,34 @@ import type { ConformanceOptions, StorageFactory } from "./conformance/harness.j
  */
 export function runStorageConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
   describeIdentityConformance(name, factory, options);
+  describeCredentialsConformance(name, factory, options);
   describeCatalogConformance(name, factory, options);
   describeAnalyticsConformance(name, factory, options);
   describeTablesConformance(name, factory, options);
-  describeWebhookConformance(name, factory, options);
+  describeWebhooksConformance(name, factory, options);
   describeAuditConformance(name, factory, options);
   describeLifecycleConformance(name, factory, options);
 }
+
+/**
+ * One suite per storage area (`StorageAreas`), for a host that supplies an
+ * area itself and checks it alone through `mountStorage`:
+ *
+ *   describeIdentityConformance("our users", async () => mountStorage(createMemoryStorage(), { identity: ourIdentity() }));
+ *
+ * The identity and credentials suites write their data through the area's
+ * own methods; the others load a fixture (`ConformanceOptions.load`).
+ */
+export {
+  describeAnalyticsConformance,
+  describeAuditConformance,
+  describeCatalogConformance,
+  describeCredentialsConformance,
+  describeIdentityConformance,
+  describeLifecycleConformance,
+  describeTablesConformance,
+  describeWebhooksConformance,
+};
 
 export type { Storage };
 

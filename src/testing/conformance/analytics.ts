@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import type { ApiCallRecord } from "../../domain/model.js";
+import type { ApiCallRecord, DashboardRecord } from "../../domain/model.js";
 import { parseFixture } from "../../fixture/load.js";
 import type { Storage } from "../../ports/storage.js";
 import { analyticsFixture } from "./analytics-fixture.js";
-import { type ConformanceOptions, emptyStore, type StorageFactory } from "./harness.js";
+import { type ConformanceOptions, emptyStore, loadSpace, readAllPages, type StorageFactory } from "./harness.js";
 
 const sync = { teamId: "team_ops", credentialKind: "api-key", credentialId: "key_sync", credentialName: "Warehouse sync" } as const;
 const rowsRoute = "/api/v1/datasets/:id/rows";
@@ -58,12 +58,12 @@ const CALLS: ApiCallRecord[] = [
 const lastTwoDays = { teamId: "team_ops", fromDay: "2026-10-31", toDay: "2026-11-01" };
 
 /** Dashboards, view aggregates, refresh runs, credit usage and the API usage log. */
-export function describeAnalyticsConformance(name: string, factory: StorageFactory, options: ConformanceOptions): void {
+export function describeAnalyticsConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
   describe.skipIf(!!options.skip)(`${name}: analytics`, () => {
     const empty = emptyStore(factory);
     const seeded = async (): Promise<Storage> => {
       const store = await empty();
-      await store.seed(parseFixture(analyticsFixture()));
+      await loadSpace(store, parseFixture(analyticsFixture()), options);
       return store;
     };
 
@@ -339,6 +339,111 @@ export function describeAnalyticsConformance(name: string, factory: StorageFacto
           last_api_read_at: null,
         },
       ]);
+    });
+
+    describe("writes", () => {
+      const board = (id: string, over: Partial<DashboardRecord> = {}): DashboardRecord => ({
+        id,
+        teamId: "team_ops",
+        name: `Board ${id}`,
+        description: null,
+        versions: [{ version: 1, published: false, createdAt: "2026-11-01T00:00:00Z", updatedAt: "2026-11-01T00:00:00Z", publishedAt: null }],
+        datasetIds: [],
+        ...over,
+      });
+      const sortVersions = (d: DashboardRecord | null) => d && { ...d, versions: [...d.versions].sort((a, b) => a.version - b.version), datasetIds: [...d.datasetIds].sort() };
+      const day = { fromDay: "2026-11-01", toDay: "2026-11-01" };
+
+      it("lists every dashboard by id (binary order), a page at a time, with every version", async () => {
+        const store = await seeded();
+        await store.putDashboard(board("DASH_0", { teamId: "team_free" }));
+        expect((await store.listAllDashboards({ after: null, limit: 2 })).map((d) => d.id)).toEqual(["DASH_0", "dash_campaigns"]);
+        const next = await store.listAllDashboards({ after: "dash_campaigns", limit: 2 });
+        expect(next.map((d) => d.id)).toEqual(["dash_draft", "dash_sales"]);
+        expect(sortVersions(next[1]!)).toEqual(sortVersions(await store.getDashboard("dash_sales")));
+        expect(next[1]!.versions).toHaveLength(2);
+        expect(await store.listAllDashboards({ after: "dash_sales", limit: 2 })).toEqual([]);
+        expect((await readAllPages((page) => store.listAllDashboards(page), 3)).map((d) => d.id)).toEqual(["DASH_0", "dash_campaigns", "dash_draft", "dash_sales"]);
+      });
+
+      it("puts a dashboard with exactly the versions given; replacing keeps its views", async () => {
+        const store = await seeded();
+        const created = board("dash_new", { description: "New", datasetIds: ["ds_orders"] });
+        expect(await store.putDashboard(created)).toBe("created");
+        expect(await store.getDashboard("dash_new")).toEqual(created);
+        expect((await store.listDashboards(["team_ops"])).map((d) => d.id).sort()).toEqual(["dash_draft", "dash_new", "dash_sales"]);
+
+        const sales = (await store.getDashboard("dash_sales"))!;
+        const only = { version: 3, published: false, createdAt: "2026-11-01T00:00:00Z", updatedAt: "2026-11-01T01:00:00Z", publishedAt: null };
+        const replaced = { ...sales, name: "Sales", description: null, versions: [only], datasetIds: ["ds_stores"] };
+        expect(await store.putDashboard(replaced)).toBe("updated");
+        expect(await store.getDashboard("dash_sales")).toEqual(replaced);
+        expect(await store.viewsByDay("dash_sales", { fromDay: "2026-10-31", toDay: "2026-11-01" })).toEqual([
+          { day: "2026-10-31", views: 4, uniqueVisitors: 3 },
+          { day: "2026-11-01", views: 5, uniqueVisitors: 4 },
+        ]);
+        const usage = await store.spaceDashboardUsage({ teamId: "team_ops", ...day });
+        expect(usage).toEqual([expect.objectContaining({ dashboard_id: "dash_sales", dashboard: "Sales", published: false, views: 5 })]);
+      });
+
+      it("deletes a dashboard with its views; false when unknown", async () => {
+        const store = await seeded();
+        expect(await store.deleteDashboard("dash_sales")).toBe(true);
+        expect(await store.getDashboard("dash_sales")).toBeNull();
+        expect((await store.listDashboards(["team_ops"])).map((d) => d.id)).toEqual(["dash_draft"]);
+        expect(await store.spaceDashboardUsage(lastTwoDays)).toEqual([expect.objectContaining({ dashboard_id: "dash_draft", views: 1 })]);
+        expect(await store.deleteDashboard("dash_sales")).toBe(false);
+        // Put back under the same id, it has no views: they went with it.
+        expect(await store.putDashboard(board("dash_sales"))).toBe("created");
+        expect(await store.viewsByDay("dash_sales", { fromDay: "2026-01-01", toDay: "2026-12-31" })).toEqual([]);
+        expect(await store.viewsByDay("dash_draft", { fromDay: "2026-10-31", toDay: "2026-10-31" })).toEqual([{ day: "2026-10-31", views: 1, uniqueVisitors: 1 }]);
+        expect(await store.deleteDashboard("dash_nope")).toBe(false);
+      });
+
+      it("appends page views, counted at once (editors excluded)", async () => {
+        const store = await seeded();
+        await store.appendDashboardViews([
+          { dashboardId: "dash_draft", at: "2026-11-01T10:00:00Z", visitorId: "vis_x", userId: null, editor: false },
+          { dashboardId: "dash_draft", at: "2026-11-01T11:00:00Z", visitorId: "vis_x", userId: null, editor: false },
+          { dashboardId: "dash_draft", at: "2026-11-01T12:00:00Z", visitorId: "vis_bob", userId: "usr_bob", editor: false },
+          { dashboardId: "dash_draft", at: "2026-11-01T12:30:00Z", visitorId: "vis_ada", userId: "usr_ada", editor: true },
+        ]);
+        await store.appendDashboardViews([]);
+        expect(await store.viewsByDay("dash_draft", day)).toEqual([{ day: "2026-11-01", views: 3, uniqueVisitors: 2 }]);
+        expect(await store.viewsByViewer("dash_draft", day)).toEqual([
+          { day: "2026-11-01", viewerId: null, viewer: "Anonymous", views: 2 },
+          { day: "2026-11-01", viewerId: "usr_bob", viewer: "bob@northwind.test", views: 1 },
+        ]);
+      });
+
+      it("appends refresh runs and credit usage, counted at once", async () => {
+        const store = await seeded();
+        await store.appendRefreshRuns([
+          { datasetId: "ds_secret", startedAt: "2026-11-01T01:00:00Z", durationMs: 100, rowsProcessed: 1, error: null },
+          { datasetId: "ds_secret", startedAt: "2026-11-01T02:00:00Z", durationMs: 201, rowsProcessed: 0, error: "denied" },
+        ]);
+        await store.appendRefreshRuns([]);
+        expect((await store.spaceRefreshHistory({ teamId: "team_ops", ...day })).find((r) => r.dataset_id === "ds_secret")).toEqual({
+          dataset_id: "ds_secret",
+          dataset: "Payroll",
+          connection: null,
+          day: "2026-11-01",
+          runs: 2,
+          failures: 1,
+          rows_processed: 1,
+          avg_duration_ms: 151,
+          last_error: "denied",
+        });
+        await store.appendCreditUsage([
+          { teamId: "team_ops", at: "2026-11-01T10:00:00Z", category: "export", credits: 1.5, userId: "usr_ada" },
+          { teamId: "team_ops", at: "2026-11-01T11:00:00Z", category: "export", credits: 2, userId: null },
+        ]);
+        await store.appendCreditUsage([]);
+        expect(await store.spaceCreditUsage({ teamId: "team_ops", ...day })).toEqual([
+          { day: "2026-11-01", category: "ai_query", credits: 4.5, uses: 2, users: 2 },
+          { day: "2026-11-01", category: "export", credits: 3.5, uses: 2, users: 1 },
+        ]);
+      });
     });
   });
 }

@@ -3,7 +3,7 @@ import type { AuditCategory, AuditEvent } from "../../domain/model.js";
 import { parseFixture } from "../../fixture/load.js";
 import type { Storage } from "../../ports/storage.js";
 import type { StoredAuditEvent } from "../../ports/storage/audit.js";
-import { type ConformanceOptions, emptyStore, type StorageFactory } from "./harness.js";
+import { type ConformanceOptions, emptyStore, loadSpace, type StorageFactory } from "./harness.js";
 import { conformanceFixture } from "./fixture.js";
 
 /** The base fixture plus a second business and three host-written events, in file order. */
@@ -69,14 +69,15 @@ async function drain(store: Storage, over: Partial<ReadQuery>, pageSize: number)
 
 const ids = (events: StoredAuditEvent[]) => events.map((e) => e.event.id);
 
-export function describeAuditConformance(name: string, factory: StorageFactory, options: ConformanceOptions): void {
+export function describeAuditConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
   describe.skipIf(!!options.skip)(`${name}: audit`, () => {
     const fresh = emptyStore(factory);
     const seeded = async () => {
       const store = await fresh();
-      await store.seed(parseFixture(auditFixture()));
+      await loadSpace(store, parseFixture(auditFixture()), options);
       return store;
     };
+    const everything = () => query({ teamIds: [...BIZ_1, "team_other"] });
 
     it("serves fixture events first, in file order, readable at any horizon, as they were written", async () => {
       const store = await seeded();
@@ -276,6 +277,71 @@ export function describeAuditConformance(name: string, factory: StorageFactory, 
       }
       expect(delivered).toHaveLength(total);
       expect(new Set(delivered).size).toBe(total);
+    });
+
+    it("refuses an event whose id is stored (seeded ones included), storing nothing", async () => {
+      const store = await seeded();
+      await store.appendAuditEvent(event("evt_1", "team_ops", "audit", "2026-11-01T11:00:00Z"), T0 - 9000);
+      await expect(store.appendAuditEvent(event("evt_1", "team_mkt", "error", "2026-11-01T11:30:00Z"), T0 - 8000)).rejects.toThrow();
+      await expect(store.appendAuditEvent(event("evt_f2", "team_ops", "audit", "2026-11-01T11:30:00Z"), T0 - 8000)).rejects.toThrow();
+      const page = await store.readAuditEvents(everything());
+      expect(ids(page.events)).toEqual(["evt_f1", "evt_f2", "evt_f3", "evt_1"]);
+      expect(page.events[3]!.event).toEqual(event("evt_1", "team_ops", "audit", "2026-11-01T11:00:00Z"));
+      expect(page.events[1]!.event.teamId).toBe("team_other");
+    });
+
+    it("appends a batch in order, skipping ids already stored, and answers how many it stored", async () => {
+      const store = await seeded();
+      await store.appendAuditEvent(event("evt_1", "team_ops", "audit", "2026-11-01T11:00:00Z"), T0 - 9000);
+      const batch = [
+        event("evt_b1", "team_ops", "audit", "2026-11-01T10:00:00Z"),
+        event("evt_1", "team_ops", "error", "2026-11-01T10:01:00Z"),
+        event("evt_f1", "team_mkt", "audit", "2026-11-01T10:02:00Z"),
+        event("evt_b2", "team_mkt", "data_access", "2026-11-01T09:00:00Z", { details: { rows: 3 } }),
+        // Twice in one batch: the first is stored, the second then finds its id taken.
+        event("evt_b3", "team_ops", "audit", "2026-11-01T10:03:00Z", { action: "first" }),
+        event("evt_b3", "team_ops", "audit", "2026-11-01T10:04:00Z", { action: "second" }),
+      ];
+      expect(await store.appendAuditEvents(batch, T0 - 5000)).toBe(3);
+      const page = await store.readAuditEvents(everything());
+      expect(ids(page.events)).toEqual(["evt_f1", "evt_f2", "evt_f3", "evt_1", "evt_b1", "evt_b2", "evt_b3"]);
+      expect(page.events.slice(4).map((e) => [e.event, e.storedAt])).toEqual([
+        [batch[0], T0 - 5000],
+        [batch[3], T0 - 5000],
+        [batch[4], T0 - 5000],
+      ]);
+      // The stored event is the one first stored, not the batch's copy with the same id.
+      expect(page.events[0]!.event).toEqual(auditFixture().auditEvents[0]);
+      expect(page.events[3]!.event.category).toBe("audit");
+      expect(await store.appendAuditEvents(batch, T0)).toBe(0);
+      expect(await store.appendAuditEvents([], T0)).toBe(0);
+      await expect(store.appendAuditEvent(batch[3]!, T0)).rejects.toThrow();
+      expect((await store.readAuditEvents(everything())).events).toHaveLength(7);
+    });
+
+    it("a batch's events are readable at the horizon of their storedAt, in batch order, each at its own position", async () => {
+      const store = await fresh();
+      const batch = Array.from({ length: 5 }, (_, i) => event(`evt_${i}`, "team_ops", "audit", `2026-11-01T10:0${i}:00Z`));
+      expect(await store.appendAuditEvents(batch, T0 - 1000)).toBe(5);
+      expect(await store.readAuditEvents(query({ storedBefore: T0 - 1001 }))).toEqual({ events: [], hasMore: false });
+      const { seen } = await drain(store, { storedBefore: T0 - 1000 }, 2);
+      expect(ids(seen)).toEqual(["evt_0", "evt_1", "evt_2", "evt_3", "evt_4"]);
+      expect(new Set(seen.map((e) => e.position)).size).toBe(5);
+    });
+
+    it("of concurrent appends of one id, exactly one stores it", async () => {
+      const store = await fresh();
+      const single = await Promise.allSettled(Array.from({ length: 10 }, () => store.appendAuditEvent(event("evt_once", "team_ops", "audit", "2026-11-01T11:00:00Z"), T0 - 9000)));
+      expect(single.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+      // Ten overlapping batches over eight ids: eight stored in all.
+      const batches = Array.from({ length: 10 }, (_, i) =>
+        Array.from({ length: 4 }, (_, j) => event(`evt_b${(i + j) % 8}`, "team_ops", "audit", "2026-11-01T11:00:00Z")),
+      );
+      const counts = await Promise.all(batches.map((batch) => store.appendAuditEvents(batch, T0 - 9000)));
+      expect(counts.reduce((a, b) => a + b, 0)).toBe(8);
+      const page = await store.readAuditEvents(query());
+      expect(page.events).toHaveLength(9);
+      expect(new Set(ids(page.events)).size).toBe(9);
     });
   });
 }

@@ -1,7 +1,9 @@
 import { describe, expect, it } from "vitest";
-import type { Row } from "../../domain/model.js";
-import type { RowQuery } from "../../ports/storage/catalog.js";
-import { type ConformanceOptions, seededStore, type StorageFactory } from "./harness.js";
+import type { Column, ConnectionRecord, DatasetRecord, Row } from "../../domain/model.js";
+import type { Storage } from "../../ports/storage.js";
+import type { DatasetRowsWrite, RowQuery } from "../../ports/storage/catalog.js";
+import { type ConformanceOptions, readAllPages, seededStore, type StorageFactory, tick } from "./harness.js";
+import { webhookFixture } from "./webhooks.js";
 
 async function collect(rows: AsyncIterable<Row>): Promise<Row[]> {
   const out: Row[] = [];
@@ -10,10 +12,79 @@ async function collect(rows: AsyncIterable<Row>): Promise<Row[]> {
 }
 
 const all: RowQuery = { offset: 0, limit: null, columns: null, filters: null };
+const rowsOf = async (store: Storage, datasetId: string) => collect((await store.readDatasetRows(datasetId, all)).rows);
 
-export function describeCatalogConformance(name: string, factory: StorageFactory, options: ConformanceOptions): void {
+const ORDERS: Row[] = [
+  { order_id: "A-1", amount: 12.5, region: "EMEA" },
+  { order_id: "A-2", amount: 30, region: "AMER" },
+  { order_id: "A-3", amount: 7.25, region: "EMEA" },
+  { order_id: "A-4", amount: 99, region: "APAC" },
+  { order_id: "A-5", amount: 1, region: "EMEA" },
+];
+const ORDER_COLUMNS: Column[] = [
+  { name: "order_id", type: "string" },
+  { name: "amount", type: "number" },
+  { name: "region", type: "string" },
+];
+const NEW_COLUMNS: Column[] = [
+  { name: "order_id", type: "string" },
+  { name: "amount", type: "number" },
+  { name: "note", type: "string" },
+];
+const UPDATED_AT = "2026-11-01T12:00:00.000Z";
+
+/** A one-shot gate: `open()` lets everything awaiting `opened` continue. */
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return { opened, open };
+}
+
+/**
+ * Rows as a stream, each after a pause (so concurrent work interleaves). With
+ * `hold`, the stream stops before row `hold.before` until the gate opens,
+ * after telling `hold.reached`; with `failAfter`, it throws after that many rows.
+ */
+async function* stream(rows: readonly Row[], options: { hold?: { before: number; reached: () => void; until: Promise<void> }; failAfter?: number } = {}) {
+  for (let i = 0; i < rows.length; i++) {
+    if (options.failAfter === i) throw new Error("the upload broke off");
+    if (options.hold?.before === i) {
+      options.hold.reached();
+      await options.hold.until;
+    }
+    await tick();
+    yield { ...rows[i]! };
+  }
+  if (options.failAfter === rows.length) throw new Error("the upload broke off");
+}
+
+/** A bulk write of `rows`; `columnsCalls` records, for each call of `columns()`, whether the rows had all been read by then. */
+function bulk(store: Storage, datasetId: string, mode: DatasetRowsWrite["mode"], rows: AsyncIterable<Row>, columns: Column[] = NEW_COLUMNS) {
+  const columnsCalls: boolean[] = [];
+  let finished = false;
+  async function* watched() {
+    yield* rows;
+    finished = true;
+  }
+  const done = store.writeDatasetRows({
+    datasetId,
+    mode,
+    rows: watched(),
+    columns: () => {
+      columnsCalls.push(finished);
+      return columns;
+    },
+    updatedAt: UPDATED_AT,
+  });
+  return { done, columnsCalls };
+}
+
+const nb = (prefix: string, n: number): Row[] => Array.from({ length: n }, (_, i) => ({ order_id: `${prefix}-${i + 1}`, amount: i + 1, note: prefix }));
+
+export function describeCatalogConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
   describe.skipIf(!!options.skip)(`${name}: catalog`, () => {
-    const seeded = seededStore(factory);
+    const seeded = seededStore(factory, options);
+    const withWebhooks = seededStore(factory, options, webhookFixture);
 
     it("lists a team's datasets and input tables by name, optionally only some ids", async () => {
       const store = await seeded();
@@ -114,6 +185,252 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
         { store_id: "S2", city: "Oslo", open: true },
         { store_id: "S3", city: "Rome", open: false },
       ]);
+    });
+
+    it("lists every connection by id (binary order), a page at a time", async () => {
+      const store = await seeded();
+      const conn = (id: string): ConnectionRecord => ({ id, teamId: "team_mkt", name: `Connection ${id}`, type: "memory", config: { tables: {} }, createdAt: "2026-11-01T00:00:00Z" });
+      for (const id of ["conn_z", "conn_A", "conn_b"]) expect(await store.putConnection(conn(id))).toBe("created");
+      expect(await store.listAllConnections({ after: null, limit: 2 })).toEqual([conn("conn_A"), conn("conn_b")]);
+      expect((await store.listAllConnections({ after: "conn_b", limit: 2 })).map((c) => c.id)).toEqual(["conn_retail", "conn_z"]);
+      expect(await store.listAllConnections({ after: "conn_z", limit: 2 })).toEqual([]);
+      expect((await readAllPages((page) => store.listAllConnections(page), 1)).map((c) => c.id)).toEqual(["conn_A", "conn_b", "conn_retail", "conn_z"]);
+    });
+
+    it("lists every upload and connection dataset of every team by id, never an input table", async () => {
+      const store = await seeded();
+      expect((await store.listAllDatasets({ after: null, limit: 3 })).map((d) => d.id)).toEqual(["ds_campaigns", "ds_orders", "ds_secret"]);
+      expect(await store.listAllDatasets({ after: "ds_secret", limit: 3 })).toEqual([await store.getDataset("ds_stores")]);
+      expect(await store.listAllDatasets({ after: "ds_stores", limit: 3 })).toEqual([]);
+      expect((await readAllPages((page) => store.listAllDatasets(page), 2)).map((d) => d.id)).toEqual(["ds_campaigns", "ds_orders", "ds_secret", "ds_stores"]);
+    });
+
+    it("puts a connection: created, then updated with its config replaced, not merged", async () => {
+      const store = await seeded();
+      const pg: ConnectionRecord = {
+        id: "conn_pg",
+        teamId: "team_ops",
+        name: "Warehouse",
+        type: "postgres",
+        config: { url: "postgres://db.example.test/w", options: { ssl: true, schemas: ["a", "b"] } },
+        createdAt: "2026-11-01T00:00:00Z",
+      };
+      expect(await store.putConnection(pg)).toBe("created");
+      expect(await store.getConnection("conn_pg")).toEqual(pg);
+      expect((await store.listConnections("team_ops")).map((c) => c.id)).toEqual(["conn_pg", "conn_retail"]);
+      expect(await store.putConnection({ ...pg, name: "Warehouse 2", config: { url: "postgres://db2.example.test/w" } })).toBe("updated");
+      expect(await store.getConnection("conn_pg")).toEqual({ ...pg, name: "Warehouse 2", config: { url: "postgres://db2.example.test/w" } });
+      expect((await store.listAllConnections({ after: null, limit: 10 })).map((c) => c.id)).toEqual(["conn_pg", "conn_retail"]);
+    });
+
+    it("a webhook connection's put is what the receiver sees next; another connection's endpoint id is refused", async () => {
+      const store = await withWebhooks();
+      const gh = (await store.getConnection("conn_hook_gh"))!;
+      expect(await store.putConnection({ ...gh, config: { ...gh.config, signingSecret: "rotated" } })).toBe("updated");
+      expect(await store.getWebhookEndpoint("hook-gh")).toMatchObject({ connectionId: "conn_hook_gh", datasetId: "ds_conn_hook_gh", signingSecret: "rotated" });
+
+      await expect(store.putConnection({ ...gh, config: { ...gh.config, endpointId: "hook-open" } })).rejects.toThrow();
+      expect((await store.getConnection("conn_hook_gh"))!.config).toEqual({ ...gh.config, signingSecret: "rotated" });
+      expect((await store.getWebhookEndpoint("hook-open"))?.connectionId).toBe("conn_hook_open");
+      expect((await store.getWebhookEndpoint("hook-gh"))?.connectionId).toBe("conn_hook_gh");
+
+      expect(await store.putConnection({ ...gh, name: "Moved", config: { ...gh.config, endpointId: "hook-moved" } })).toBe("updated");
+      expect(await store.getWebhookEndpoint("hook-gh")).toBeNull();
+      expect(await store.getWebhookEndpoint("hook-moved")).toEqual({
+        connectionId: "conn_hook_gh",
+        teamId: "team_ops",
+        name: "Moved",
+        datasetId: "ds_conn_hook_gh",
+        endpointId: "hook-moved",
+        signingSecret: gh.config.signingSecret,
+        retainRows: null,
+      });
+    });
+
+    it("deletes a connection with its datasets and their rows, and nothing else", async () => {
+      const store = await seeded();
+      expect(await store.deleteConnection("conn_retail")).toBe(true);
+      expect(await store.getConnection("conn_retail")).toBeNull();
+      expect(await store.getDataset("ds_stores")).toBeNull();
+      expect((await store.listDatasets({ teamId: "team_ops" })).map((d) => d.id)).toEqual(["ds_orders", "ds_secret", "tbl_targets"]);
+      expect(await store.listConnections("team_ops")).toEqual([]);
+      expect(await store.listAllConnections({ after: null, limit: 10 })).toEqual([]);
+      expect((await store.listAllDatasets({ after: null, limit: 10 })).map((d) => d.id)).toEqual(["ds_campaigns", "ds_orders", "ds_secret"]);
+      expect(await rowsOf(store, "ds_orders")).toEqual(ORDERS);
+      expect(await store.deleteConnection("conn_retail")).toBe(false);
+      expect(await store.deleteConnection("conn_nope")).toBe(false);
+      // The dataset id is free again, with no rows left behind.
+      const stores = { id: "ds_stores", teamId: "team_ops", name: "Stores", type: "upload", connectionId: null, source: null, columns: [], rowCount: 0, lastRefreshedAt: null, updatedAt: UPDATED_AT } as const;
+      expect(await store.putDataset({ ...stores, columns: [] })).toBe("created");
+      expect((await store.readDatasetRows("ds_stores", all)).totalRows).toBe(0);
+    });
+
+    it("deletes a webhook connection with its endpoint, dataset, rows and dedup keys", async () => {
+      const store = await withWebhooks();
+      const delivery = (id: string) => {
+        const row: Row = Object.create(null);
+        Object.assign(row, { _id: id, n: 1 });
+        return store.ingestWebhookRow({ datasetId: "ds_conn_hook_gh", dedupKey: "h:1", row, columns: [{ name: "_id", type: "string" }, { name: "n", type: "number" }], retainRows: 100, receivedAt: UPDATED_AT });
+      };
+      expect(await delivery("r1")).toEqual({ id: "r1", duplicate: false });
+      expect(await store.deleteConnection("conn_hook_gh")).toBe(true);
+      expect(await store.getWebhookEndpoint("hook-gh")).toBeNull();
+      expect(await store.getDataset("ds_conn_hook_gh")).toBeNull();
+      expect(await store.getWebhookEndpoint("hook-open")).toMatchObject({ connectionId: "conn_hook_open" });
+      // Ids and the endpoint id can be taken again; the old dedup key went with its row.
+      await store.createWebhookConnection({
+        connection: { id: "conn_hook_gh", teamId: "team_ops", name: "Again", createdAt: UPDATED_AT },
+        endpoint: { endpointId: "hook-gh", signingSecret: null, retainRows: null },
+        dataset: { id: "ds_conn_hook_gh", name: "Again" },
+      });
+      expect(await store.getDataset("ds_conn_hook_gh")).toMatchObject({ rowCount: 0, columns: [] });
+      expect(await delivery("r2")).toEqual({ id: "r2", duplicate: false });
+      expect((await rowsOf(store, "ds_conn_hook_gh")).map((r) => r._id)).toEqual(["r2"]);
+    });
+
+    it("puts a dataset: created without rows, replaced keeping its rows; rowCount is always the store's", async () => {
+      const store = await seeded();
+      const created: DatasetRecord = {
+        id: "ds_new",
+        teamId: "team_ops",
+        name: "New",
+        type: "connection",
+        connectionId: "conn_retail",
+        source: "stores",
+        columns: [{ name: "a", type: "number" }],
+        rowCount: 42,
+        lastRefreshedAt: null,
+        updatedAt: "2026-11-01T00:00:00Z",
+      };
+      expect(await store.putDataset(created)).toBe("created");
+      expect(await store.getDataset("ds_new")).toEqual({ ...created, rowCount: 0 });
+      expect((await store.readDatasetRows("ds_new", all)).totalRows).toBe(0);
+      expect((await store.listDatasets({ teamId: "team_ops" })).map((d) => d.id)).toEqual(["ds_new", "ds_orders", "ds_secret", "tbl_targets", "ds_stores"]);
+
+      const orders = (await store.getDataset("ds_orders"))!;
+      const replaced = { ...orders, name: "Orders", columns: [{ name: "order_id", type: "string" as const }], rowCount: 999, lastRefreshedAt: "2026-11-01T01:00:00Z", updatedAt: UPDATED_AT };
+      expect(await store.putDataset(replaced)).toBe("updated");
+      expect(await store.getDataset("ds_orders")).toEqual({ ...replaced, rowCount: 5 });
+      expect(await rowsOf(store, "ds_orders")).toEqual(ORDERS);
+    });
+
+    it("deletes an upload or connection dataset and its rows; never an input table", async () => {
+      const store = await seeded();
+      const orders = (await store.getDataset("ds_orders"))!;
+      expect(await store.deleteDataset("ds_orders")).toBe(true);
+      expect(await store.getDataset("ds_orders")).toBeNull();
+      expect((await store.listDatasets({ teamId: "team_ops" })).map((d) => d.id)).toEqual(["ds_secret", "tbl_targets", "ds_stores"]);
+      expect(await store.deleteDataset("ds_orders")).toBe(false);
+      expect(await store.putDataset(orders)).toBe("created");
+      expect(await store.getDataset("ds_orders")).toEqual({ ...orders, rowCount: 0 });
+      expect(await rowsOf(store, "ds_orders")).toEqual([]);
+      expect(await store.deleteDataset("tbl_targets")).toBe(false);
+      expect(await store.getDataset("tbl_targets")).toMatchObject({ type: "input_table", rowCount: 1 });
+      expect(await store.deleteDataset("ds_nope")).toBe(false);
+      expect(await store.getConnection("conn_retail")).not.toBeNull();
+    });
+
+    it("replaces a dataset's rows from a stream: rows, columns, rowCount and updatedAt, lastRefreshedAt kept", async () => {
+      const store = await seeded();
+      const rows = [{ order_id: "B-1", amount: 2, note: null }, { order_id: "B-2", amount: 3.5, note: "x" }];
+      const write = bulk(store, "ds_stores", "replace", stream(rows));
+      expect(await write.done).toEqual({ rowCount: 2 });
+      expect(write.columnsCalls).toEqual([true]);
+      expect(await rowsOf(store, "ds_stores")).toEqual(rows);
+      expect(await store.getDataset("ds_stores")).toMatchObject({ columns: NEW_COLUMNS, rowCount: 2, updatedAt: UPDATED_AT, lastRefreshedAt: "2026-10-03T00:00:00Z" });
+      const none = bulk(store, "ds_stores", "replace", stream([]), []);
+      expect(await none.done).toEqual({ rowCount: 0 });
+      expect(await rowsOf(store, "ds_stores")).toEqual([]);
+      expect(await store.getDataset("ds_stores")).toMatchObject({ columns: [], rowCount: 0 });
+    });
+
+    it("appends a stream after the stored rows", async () => {
+      const store = await seeded();
+      const write = bulk(store, "ds_orders", "append", stream(nb("N", 2)));
+      expect(await write.done).toEqual({ rowCount: 7 });
+      expect(write.columnsCalls).toEqual([true]);
+      expect(await rowsOf(store, "ds_orders")).toEqual([...ORDERS, ...nb("N", 2)]);
+      expect(await store.getDataset("ds_orders")).toMatchObject({ columns: NEW_COLUMNS, rowCount: 7, updatedAt: UPDATED_AT, lastRefreshedAt: null });
+      const page = await store.readDatasetRows("ds_orders", { offset: 4, limit: 2, columns: ["order_id"], filters: null });
+      expect([page.totalRows, await collect(page.rows)]).toEqual([7, [{ order_id: "A-5" }, { order_id: "N-1" }]]);
+    });
+
+    it("writes nothing when the stream throws, and rethrows its error", async () => {
+      const store = await seeded();
+      const before = await store.getDataset("ds_orders");
+      for (const mode of ["replace", "append"] as const) {
+        for (const failAfter of [0, 2]) {
+          await expect(bulk(store, "ds_orders", mode, stream(nb("F", 3), { failAfter })).done).rejects.toThrow("the upload broke off");
+          expect(await rowsOf(store, "ds_orders")).toEqual(ORDERS);
+          expect(await store.getDataset("ds_orders")).toEqual(before);
+        }
+      }
+    });
+
+    it("refuses an unknown dataset and an input table, writing nothing", async () => {
+      const store = await seeded();
+      await expect(bulk(store, "ds_nope", "replace", stream(nb("X", 1))).done).rejects.toThrow();
+      expect(await store.getDataset("ds_nope")).toBeNull();
+      await expect(bulk(store, "tbl_targets", "append", stream(nb("X", 1))).done).rejects.toThrow();
+      await expect(bulk(store, "tbl_targets", "replace", stream(nb("X", 1))).done).rejects.toThrow();
+      expect(await store.getDataset("tbl_targets")).toMatchObject({ type: "input_table", rowCount: 1, columns: [{ name: "region", type: "string" }, { name: "target", type: "number" }] });
+    });
+
+    it("keeps __proto__ and constructor as ordinary column names in streamed rows", async () => {
+      const store = await seeded();
+      const row: Row = JSON.parse('{"__proto__":{"polluted":"yes"},"constructor":"c","order_id":"P-1"}');
+      await bulk(store, "ds_orders", "replace", stream([row])).done;
+      const [stored] = await rowsOf(store, "ds_orders");
+      expect(Object.hasOwn(stored!, "__proto__")).toBe(true);
+      expect(Object.getOwnPropertyDescriptor(stored, "__proto__")?.value).toEqual({ polluted: "yes" });
+      expect(stored!.constructor).toBe("c");
+      expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    });
+
+    it("readers see the rows before a write or after it, never a part, even a page read across it", async () => {
+      const store = await seeded();
+      // A page opened before the write, two rows read.
+      const early = (await store.readDatasetRows("ds_orders", all)).rows[Symbol.asyncIterator]();
+      const earlyRows = [(await early.next()).value, (await early.next()).value];
+      const reached = gate();
+      const release = gate();
+      const write = bulk(store, "ds_orders", "replace", stream(nb("R", 3), { hold: { before: 2, reached: reached.open, until: release.opened } }));
+      await reached.opened;
+      // Mid-write: the old rows, whole.
+      const during = await store.readDatasetRows("ds_orders", { ...all, offset: 1, limit: 2 });
+      expect(during.totalRows).toBe(5);
+      expect(await collect(during.rows)).toEqual(ORDERS.slice(1, 3));
+      expect((await store.getDataset("ds_orders"))!.rowCount).toBe(5);
+      release.open();
+      expect(await write.done).toEqual({ rowCount: 3 });
+      for (let next = await early.next(); !next.done; next = await early.next()) earlyRows.push(next.value);
+      expect(earlyRows.map((r) => ({ ...r }))).toEqual(ORDERS);
+      const after = await store.readDatasetRows("ds_orders", all);
+      expect(after.totalRows).toBe(3);
+      expect(await collect(after.rows)).toEqual(nb("R", 3));
+      expect((await store.getDataset("ds_orders"))!.rowCount).toBe(3);
+    });
+
+    it("serialises concurrent bulk writes to one dataset: the outcome of one after the other", async () => {
+      const store = await seeded();
+      const x = bulk(store, "ds_orders", "append", stream(nb("X", 3)));
+      const y = bulk(store, "ds_orders", "append", stream(nb("Y", 3)));
+      const counts = [(await x.done).rowCount, (await y.done).rowCount];
+      const rows = await rowsOf(store, "ds_orders");
+      const xFirst = counts[0] === 8;
+      expect(counts).toEqual(xFirst ? [8, 11] : [11, 8]);
+      expect(rows).toEqual(xFirst ? [...ORDERS, ...nb("X", 3), ...nb("Y", 3)] : [...ORDERS, ...nb("Y", 3), ...nb("X", 3)]);
+      expect((await store.getDataset("ds_orders"))!.rowCount).toBe(11);
+
+      const replace = bulk(store, "ds_secret", "replace", stream(nb("R", 2)));
+      const append = bulk(store, "ds_secret", "append", stream(nb("A", 2)));
+      const [replaced, appended] = [(await replace.done).rowCount, (await append.done).rowCount];
+      expect(replaced).toBe(2);
+      const final = await rowsOf(store, "ds_secret");
+      // Append last: the new rows then the appended ones. Replace last: only the new rows.
+      if (appended === 4) expect(final).toEqual([...nb("R", 2), ...nb("A", 2)]);
+      else expect([appended, final]).toEqual([3, nb("R", 2)]);
+      expect((await store.getDataset("ds_secret"))!.rowCount).toBe(final.length);
     });
   });
 }

@@ -1,6 +1,8 @@
 import { afterEach } from "vitest";
+import type { SeedSpace } from "../../fixture/space.js";
 import { parseFixture } from "../../fixture/load.js";
 import type { Storage } from "../../ports/storage.js";
+import type { IdPage } from "../../ports/storage/identity.js";
 import { conformanceFixture } from "./fixture.js";
 
 /** Returns a fresh, empty store each call. */
@@ -10,21 +12,31 @@ export type StorageFactory = () => Promise<Storage>;
 export interface ConformanceOptions {
   /** Skip the whole suite (e.g. a service is unavailable), with this reason shown. */
   skip?: string;
+  /**
+   * How a suite puts its fixture into a fresh store; `store.seed(space)`
+   * when absent. The identity and credentials suites never seed: they write
+   * their data through the area's own methods. The other suites seed; a host
+   * checking an area it supplies through `mountStorage` (where seeding fills
+   * only the base store) loads that area's part of the space here itself.
+   */
+  load?: (store: Storage, space: SeedSpace) => Promise<void>;
+}
+
+/** Put a space into a fresh store the way the options say. */
+export async function loadSpace(store: Storage, space: SeedSpace, options: ConformanceOptions): Promise<void> {
+  if (options.load) await options.load(store, space);
+  else await store.seed(space);
 }
 
 /**
- * A store seeded with the conformance fixture, closed after the test.
- * Use inside `it(...)`.
+ * A store seeded with the conformance fixture (or `fixture` when given),
+ * closed after the test. Use inside `it(...)`.
  */
-export function seededStore(factory: StorageFactory): () => Promise<Storage> {
-  const open: Storage[] = [];
-  afterEach(async () => {
-    await Promise.all(open.splice(0).map((s) => s.close()));
-  });
+export function seededStore(factory: StorageFactory, options: ConformanceOptions = {}, fixture: () => unknown = conformanceFixture): () => Promise<Storage> {
+  const fresh = emptyStore(factory);
   return async () => {
-    const store = await factory();
-    open.push(store);
-    await store.seed(parseFixture(conformanceFixture()));
+    const store = await fresh();
+    await loadSpace(store, parseFixture(fixture()), options);
     return store;
   };
 }
@@ -41,3 +53,26 @@ export function emptyStore(factory: StorageFactory): () => Promise<Storage> {
     return store;
   };
 }
+
+/**
+ * Every item of an id-paged listing, read `limit` at a time from the start;
+ * also checks each page's size and that ids strictly increase.
+ */
+export async function readAllPages<T extends { id: string }>(list: (page: IdPage) => Promise<T[]>, limit: number): Promise<T[]> {
+  const out: T[] = [];
+  let after: string | null = null;
+  for (let pages = 0; pages < 1000; pages++) {
+    const page: T[] = await list({ after, limit });
+    if (page.length > limit) throw new Error(`a page of limit ${limit} held ${page.length} items`);
+    out.push(...page);
+    if (page.length < limit) break;
+    after = page.at(-1)!.id;
+  }
+  for (let i = 1; i < out.length; i++) {
+    if (!(out[i - 1]!.id < out[i]!.id)) throw new Error(`ids out of order: ${out[i - 1]!.id} before ${out[i]!.id}`);
+  }
+  return out;
+}
+
+/** Lets other pending work (promises, I/O callbacks) run. */
+export const tick = () => new Promise<void>((resolve) => setImmediate(resolve));

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import type { Actor, AuditEvent, Row } from "../../domain/model.js";
+import type { Actor, AuditEvent, Row, TableRecord } from "../../domain/model.js";
 import type { Storage } from "../../ports/storage.js";
-import { type ConformanceOptions, seededStore, type StorageFactory } from "./harness.js";
+import { type ConformanceOptions, readAllPages, seededStore, type StorageFactory } from "./harness.js";
 
 const NOW = Date.parse("2026-11-01T12:00:00.000Z");
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -49,9 +49,9 @@ const remove = (store: Storage, rowId: string) =>
 const allRows = async (store: Storage) => (await store.listTableRows("tbl_targets", { offset: 0, limit: 1000 })).rows;
 
 /** Input-table rows, the edit log and Idempotency-Key claims (`TableStore`). */
-export function describeTablesConformance(name: string, factory: StorageFactory, options: ConformanceOptions): void {
+export function describeTablesConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
   describe.skipIf(!!options.skip)(`${name}: tables`, () => {
-    const seeded = seededStore(factory);
+    const seeded = seededStore(factory, options);
 
     it("gets a table, its rows in creation order and one row by id", async () => {
       const store = await seeded();
@@ -184,6 +184,68 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
         ["table.row.deleted", { type: "table_row", id: "row_a" }, NOW],
       ]);
       expect(stored[2]!.event.actor).toEqual(USER);
+    });
+
+    describe("table writes", () => {
+      const table = (id: string, over: Partial<TableRecord> = {}): TableRecord => ({
+        id,
+        teamId: "team_ops",
+        name: `Table ${id}`,
+        columns: [{ name: "n", type: "number" }],
+        rowCount: 0,
+        updatedAt: "2026-11-01T00:00:00Z",
+        ...over,
+      });
+
+      it("puts a new table without rows, whatever rowCount it is given", async () => {
+        const store = await seeded();
+        expect(await store.putTable(table("tbl_new", { rowCount: 42 }))).toBe("created");
+        expect(await store.getTable("tbl_new")).toEqual(table("tbl_new"));
+        expect(await store.listTableRows("tbl_new", { offset: 0, limit: 10 })).toEqual({ totalRows: 0, rows: [] });
+        expect(await store.listEditLog("tbl_new")).toEqual([]);
+      });
+
+      it("replaces a table keeping its rows, its edit log and its own rowCount", async () => {
+        const store = await seeded();
+        const created = await insert(store, "row_a", { region: "AMER", target: 1 });
+        const replaced = table("tbl_targets", { name: "Targets 2027", columns: [], rowCount: 99, updatedAt: "2026-11-02T00:00:00Z" });
+        expect(await store.putTable(replaced)).toBe("updated");
+        expect(await store.getTable("tbl_targets")).toEqual({ ...replaced, rowCount: 2 });
+        expect(await allRows(store)).toEqual([ROW_1, created]);
+        expect((await store.listEditLog("tbl_targets")).map((e) => [e.op, e.rowId])).toEqual([["create", "row_a"]]);
+        // Row writes go on as before.
+        await insert(store, "row_b", { anything: true });
+        expect(await store.getTable("tbl_targets")).toMatchObject({ rowCount: 3 });
+      });
+
+      it("deletes a table with its rows and edit log; false when unknown", async () => {
+        const store = await seeded();
+        await insert(store, "row_a", { region: "AMER" });
+        expect(await store.deleteTable("tbl_targets")).toBe(true);
+        expect(await store.getTable("tbl_targets")).toBeNull();
+        expect(await store.getTableRow("tbl_targets", "row_1")).toBeNull();
+        expect(await store.listTableRows("tbl_targets", { offset: 0, limit: 10 })).toEqual({ totalRows: 0, rows: [] });
+        expect(await store.listEditLog("tbl_targets")).toEqual([]);
+        expect(await store.deleteTable("tbl_targets")).toBe(false);
+        expect(await store.deleteTable("tbl_nope")).toBe(false);
+        // Put back under the same id, it starts empty: nothing of the old table is left behind.
+        expect(await store.putTable(table("tbl_targets"))).toBe("created");
+        expect(await store.getTable("tbl_targets")).toEqual(table("tbl_targets"));
+        expect(await store.listTableRows("tbl_targets", { offset: 0, limit: 10 })).toEqual({ totalRows: 0, rows: [] });
+        expect(await store.listEditLog("tbl_targets")).toEqual([]);
+      });
+
+      it("lists every input table by id (binary order), a page at a time", async () => {
+        const store = await seeded();
+        for (const id of ["tbl_z", "TBL_A", "tbl_a", "tbl_10"]) await store.putTable(table(id, { teamId: "team_mkt" }));
+        expect((await store.listTables({ after: null, limit: 2 })).map((t) => t.id)).toEqual(["TBL_A", "tbl_10"]);
+        expect((await store.listTables({ after: "tbl_10", limit: 2 })).map((t) => t.id)).toEqual(["tbl_a", "tbl_targets"]);
+        expect(await store.listTables({ after: "tbl_targets", limit: 2 })).toEqual([table("tbl_z", { teamId: "team_mkt" })]);
+        expect(await store.listTables({ after: "tbl_z", limit: 2 })).toEqual([]);
+        expect((await store.listTables({ after: "tbl_b", limit: 1 }))[0]).toEqual(await store.getTable("tbl_targets"));
+        await store.deleteTable("tbl_a");
+        expect((await readAllPages((page) => store.listTables(page), 2)).map((t) => t.id)).toEqual(["TBL_A", "tbl_10", "tbl_targets", "tbl_z"]);
+      });
     });
 
     describe("idempotency claims", () => {

@@ -4,7 +4,7 @@ import { parseFixture } from "../../fixture/load.js";
 import type { Storage } from "../../ports/storage.js";
 import type { RowQuery } from "../../ports/storage/catalog.js";
 import { conformanceFixture } from "./fixture.js";
-import type { ConformanceOptions, StorageFactory } from "./harness.js";
+import { type ConformanceOptions, loadSpace, type StorageFactory } from "./harness.js";
 
 /** Secrets of the webhook fixture: GitHub's and Standard Webhooks' published test secrets. */
 export const WEBHOOK_SECRETS = {
@@ -70,7 +70,8 @@ function ingest(store: Storage, datasetId: string, r: Row, dedupKey: string | nu
   return store.ingestWebhookRow({ datasetId, dedupKey, row: r, columns: columnsOf(r), retainRows, receivedAt: T0 });
 }
 
-export function describeWebhookConformance(name: string, factory: StorageFactory, options: ConformanceOptions): void {
+/** Webhook endpoints and delivered rows (`WebhookStore`): de-duplication, retention, settings. */
+export function describeWebhooksConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
   describe.skipIf(!!options.skip)(`${name}: webhooks`, () => {
     const open: Storage[] = [];
     afterEach(async () => {
@@ -79,7 +80,7 @@ export function describeWebhookConformance(name: string, factory: StorageFactory
     const seeded = async () => {
       const store = await factory();
       open.push(store);
-      await store.seed(parseFixture(webhookFixture()));
+      await loadSpace(store, parseFixture(webhookFixture()), options);
       return store;
     };
 
