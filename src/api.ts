@@ -2,14 +2,16 @@ import { randomUUID } from "node:crypto";
 import { andThen, type Awaitable, isPromiseLike } from "./awaitable.js";
 import { idSource } from "./domain/crypto.js";
 import { IttyRouter } from "itty-router";
-import { actorOf, assertKeyPlan, assertScope, authenticate, type Credential, storageSessions } from "./auth.js";
+import { type Admin, createAdmin } from "./admin/index.js";
+import { actorOf, assertKeyPlan, assertScope, authenticate, bearerToken, type Credential, storageSessions, unauthorized } from "./auth.js";
+import { safeEqual } from "./domain/crypto.js";
 import { createTokenHashes } from "./token-hashes.js";
 import type { ApiSettings, HandlerContext, Ports } from "./context.js";
 import type { AuditEvent } from "./domain/model.js";
 import { isoTime } from "./domain/time.js";
 import { ApiError } from "./errors.js";
-import { checkDeclaredLength, isJsonType, parseJsonObject, payloadTooLarge, readLimited } from "./http/body.js";
-import { parseQuery, type RawQuery } from "./http/query.js";
+import { checkDeclaredLength, checkText, isJsonType, parseJsonObject, parseJsonValue, payloadTooLarge, readLimited } from "./http/body.js";
+import { parseQuery, type RawQuery, rawQuery } from "./http/query.js";
 import { JSON_CONTENT_TYPE, Reply } from "./http/reply.js";
 import type { ApiReply, ApiRequest, ReplyBody } from "./http/types.js";
 import { createMemoryCache } from "./memory/cache.js";
@@ -27,7 +29,7 @@ import type { SessionAuthenticator } from "./ports/session.js";
 import type { Storage } from "./ports/storage.js";
 import { resolveClientAddress } from "./proxy.js";
 import type { AuthedRoute, RouteDef } from "./routing.js";
-import { defaultConnectors, mounts } from "./routes.js";
+import { adminMount, defaultConnectors, mounts } from "./routes.js";
 
 export interface DataApiOptions extends Partial<ApiSettings> {
   /** Where everything is persisted. Default: a fresh in-memory store. */
@@ -101,6 +103,8 @@ export const DEFAULT_SETTINGS: ApiSettings = {
   healthTimeoutMs: 2000,
   metricsToken: null,
   tokenHashCacheSize: 1024,
+  adminToken: null,
+  maxUploadBytes: 1024 * 1024 * 1024,
 };
 
 const CORS_ORIGIN = "*";
@@ -180,6 +184,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
   if (options.viewUrl === undefined && options.appUrl !== undefined) settings.viewUrl = options.appUrl;
   settings.appUrl = settings.appUrl.replace(/\/+$/, "");
   settings.viewUrl = settings.viewUrl.replace(/\/+$/, "");
+  checkAdminToken(settings.adminToken);
 
   const clock = options.clock ?? systemClock;
   const metrics = options.metrics ?? null;
@@ -203,7 +208,9 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
   const router = IttyRouter();
   const groups = new Map<string, RouteGroup>();
   const allRoutes: Array<{ mount: string; route: RouteDef }> = [];
-  for (const { base, routes } of mounts) {
+  const admin = settings.adminToken === null ? null : createAdmin({ ports, settings });
+  const adminToken = settings.adminToken === null ? null : Buffer.from(settings.adminToken, "utf8");
+  for (const { base, routes } of admin === null ? mounts : [...mounts, adminMount]) {
     for (const route of routes) {
       allRoutes.push({ mount: base, route });
       const key = base + route.path;
@@ -235,14 +242,43 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     probe.query = EMPTY_QUERY;
     return hit.group;
   }
-  async function match(target: string, probe: Probe) {
-    const group = (await router.fetch(probe)) as RouteGroup | undefined;
+  /**
+   * Route a target not remembered. The path is matched as sent: an adapter's
+   * request target (`req.path`) is split at `?` by hand, never parsed as a
+   * URL, because a URL parser resolves dot segments (`%2e%2e` included) and
+   * `/api/webhooks/%2e%2e/v1/tables/{id}/rows` would be served by another
+   * mount. A Web Request's URL was parsed by its runtime before it got here.
+   */
+  function match(target: string, probe: Probe): RouteGroup | undefined {
+    let path: string;
+    let search: string;
+    if (target.startsWith("/")) {
+      const hash = target.indexOf("#");
+      const sent = hash < 0 ? target : target.slice(0, hash);
+      const mark = sent.indexOf("?");
+      path = mark < 0 ? sent : sent.slice(0, mark);
+      search = mark < 0 ? "" : sent.slice(mark + 1);
+    } else {
+      const url = new URL(probe.url);
+      path = url.pathname;
+      search = url.search.slice(1);
+    }
+    probe.query = search === "" ? EMPTY_QUERY : rawQuery(new URLSearchParams(search));
+    let group: RouteGroup | undefined;
+    // itty compiles the patterns (`/datasets/:id/rows`); each route's one handler answers its group.
+    for (const [, pattern, handlers] of router.routes) {
+      const found = pattern.exec(path);
+      if (found === null) continue;
+      probe.params = found.groups ?? {};
+      group = (handlers[0] as (request: Probe) => RouteGroup)(probe);
+      break;
+    }
     if (group && target.length <= MATCH_CACHE_URL_LENGTH && !target.includes("?")) {
       let decoded: Record<string, string> | null = null;
       try {
         decoded = decodeParams(probe.params ?? {});
       } catch {
-        // Malformed percent-encoding: not remembered; the request answers 404 below.
+        // Malformed percent-encoding or a refused character: not remembered; the request is refused below.
       }
       if (decoded !== null) {
         if (matches.size >= MATCH_CACHE_SIZE) matches.clear();
@@ -289,8 +325,8 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     const target = x.req.path ?? x.req.url;
     const group = cachedMatch(target, x.probe);
     if (group !== undefined) return routed(x, group);
-    x.probe.url = x.req.url; // itty reads an absolute URL; built only when routing runs
-    return andThen(match(target, x.probe), (found) => routed(x, found));
+    if (!target.startsWith("/")) x.probe.url = x.req.url; // parsed only for a target that is not a path
+    return routed(x, match(target, x.probe));
   }
 
   function routed(x: Exchange, group: RouteGroup | undefined): Awaitable<ApiReply> {
@@ -303,6 +339,10 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     x.route = route;
     if (x.startedAt < 0 && route.logged !== false) x.startedAt = performance.now();
     x.params = x.probe.decoded ? x.probe.params! : decodeParams(x.probe.params ?? {});
+    if (route.auth === "admin") {
+      checkAdminAuthorization(req.headers.get("authorization"), adminToken!);
+      return run(x, route);
+    }
     if (route.auth !== "bearer") return run(x, route);
     return andThen(authenticate(req.headers.get("authorization"), storage, sessions, tokenHashes), (credential) => {
       x.credential = credential;
@@ -323,7 +363,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
   function run(x: Exchange, route: RouteDef): Awaitable<ApiReply> {
     const req = x.req;
     // One object per request (the hot path): the ports, the request's facts and, for bearer routes, the credential.
-    const ctx: HandlerContext & { credential?: Credential } = {
+    const ctx: HandlerContext & { credential?: Credential; admin?: Admin; actorUserId: string | null } = {
       storage: ports.storage,
       cache: ports.cache,
       clock: ports.clock,
@@ -337,15 +377,23 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
       operations,
       audit: recordAudit,
       credential: x.credential,
+      admin: route.auth === "admin" ? admin! : undefined,
+      actorUserId: route.auth === "admin" ? req.headers.get("x-actor-user-id") : null,
     };
     const query = route.query ? parseQuery(route.query, x.probe.query ?? {}) : {};
     const params = x.params!;
     const bodyKind = route.body?.kind;
     if (bodyKind === undefined) return answer(route, { params, query, body: undefined, headers: req.headers }, ctx);
+    if (bodyKind === "stream") {
+      const contentType = checkBodyHeaders(req, bodyKind, settings.maxUploadBytes);
+      const limit = settings.maxUploadBytes;
+      const chunks = req.streamBody ? req.streamBody(limit) : wholeBody(req, limit);
+      return answer(route, { params, query, body: { chunks, contentType }, headers: req.headers }, ctx);
+    }
     const contentType = checkBodyHeaders(req, bodyKind, settings.maxBodyBytes);
     // The body as the adapter has it: at once when it already holds it, else when it has been read.
     return andThen(req.readBody(settings.maxBodyBytes), (bytes) => {
-      const body = bodyKind === "raw" ? { bytes, contentType } : parseJsonObject(bytes);
+      const body = bodyKind === "raw" ? { bytes, contentType } : bodyKind === "json" ? parseJsonValue(bytes) : parseJsonObject(bytes);
       return answer(route, { params, query, body, headers: req.headers }, ctx);
     });
   }
@@ -450,31 +498,50 @@ function teamOf(credential: Credential, requestedTeamId?: string | string[]): st
   return requested?.teamId ?? credential.memberships[0]?.teamId ?? "";
 }
 
+/** Path parameters percent-decoded: malformed encoding is 404; NUL or an unpaired surrogate is 400 invalid_parameter (checkText). */
 function decodeParams(params: Record<string, string>): Record<string, string> {
   const out: Record<string, string> = Object.create(null);
   for (const key in params) {
-    const value = params[key]!;
-    if (!value.includes("%")) {
-      out[key] = value;
-      continue;
+    let value = params[key]!;
+    if (value.includes("%")) {
+      try {
+        value = decodeURIComponent(value);
+      } catch {
+        throw new ApiError(404, "not_found", "no such endpoint");
+      }
     }
-    try {
-      out[key] = decodeURIComponent(value);
-    } catch {
-      throw new ApiError(404, "not_found", "no such endpoint");
-    }
+    checkText(value, key);
+    out[key] = value;
   }
   return out;
 }
 
 /** Refusals a body earns before it is read (declared length over the limit; a JSON route's media type). Returns the content type. */
-function checkBodyHeaders(req: ApiRequest, kind: "json-object" | "raw", limit: number): string | null {
+function checkBodyHeaders(req: ApiRequest, kind: "json-object" | "json" | "raw" | "stream", limit: number): string | null {
   checkDeclaredLength(req.headers.get("content-length"), limit);
   const contentType = req.headers.get("content-type");
-  if (kind === "json-object" && !isJsonType(contentType)) {
+  if ((kind === "json-object" || kind === "json") && !isJsonType(contentType)) {
     throw new ApiError(415, "unsupported_media_type", "send the body as application/json");
   }
   return contentType;
+}
+
+/** A body the adapter can only hand over whole, as a stream of one chunk. */
+async function* wholeBody(req: ApiRequest, limit: number): AsyncIterable<Uint8Array> {
+  yield await req.readBody(limit);
+}
+
+/** The admin token: 24 or more printable ASCII characters, or none. */
+function checkAdminToken(token: string | null): void {
+  if (token !== null && (typeof token !== "string" || !/^[\x21-\x7e]{24,}$/.test(token))) {
+    throw new TypeError("adminToken must be at least 24 printable characters (no spaces)");
+  }
+}
+
+/** `Bearer <admin token>`, compared in constant time; anything else is 401. */
+function checkAdminAuthorization(authorization: string | null, adminToken: Uint8Array): void {
+  const token = authorization === null ? null : bearerToken(authorization);
+  if (token === null || !safeEqual(Buffer.from(token, "utf8"), adminToken)) throw unauthorized("a valid admin token is required");
 }
 
 function errorReply(error: unknown, requestId: string, logger: Logger): ApiReply {

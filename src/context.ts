@@ -1,3 +1,4 @@
+import type { Admin } from "./admin/index.js";
 import type { Credential } from "./auth.js";
 import type { AuditEvent } from "./domain/model.js";
 import type { TableSchemas } from "./domain/validation.js";
@@ -66,6 +67,14 @@ export interface ApiSettings {
    * written anywhere.
    */
   tokenHashCacheSize: number;
+  /**
+   * Bearer token of the admin HTTP API (`/api/admin/v1`), at least 24
+   * printable characters; null (the default) leaves the admin API unmounted
+   * (its paths answer 404).
+   */
+  adminToken: string | null;
+  /** Largest bulk row upload (admin `…/datasets/{id}/rows`), in bytes; streamed, never held whole (default 1 GiB). */
+  maxUploadBytes: number;
 }
 
 /** The running API's own state, read by the operations routes (health, metrics) and the instrumented code. */
@@ -102,4 +111,10 @@ export interface HandlerContext extends Ports {
 /** Context of a route that requires a bearer credential. */
 export interface AuthedContext extends HandlerContext {
   credential: Credential;
+}
+
+/** Context of an admin route: the admin functions, and who makes the change (`X-Actor-User-Id`). */
+export interface AdminContext extends HandlerContext {
+  admin: Admin;
+  actorUserId: string | null;
 }

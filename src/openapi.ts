@@ -44,7 +44,7 @@ export interface OpenApiDocument {
   jsonSchemaDialect: string;
   servers: Array<{ url: string; description?: string; variables?: Record<string, { default: string; description: string }> }>;
   tags: Array<{ name: string }>;
-  paths: Record<string, Partial<Record<"get" | "post" | "patch" | "delete", OpenApiOperation>>>;
+  paths: Record<string, Partial<Record<"get" | "post" | "put" | "patch" | "delete", OpenApiOperation>>>;
   components: {
     securitySchemes: Record<string, unknown>;
     schemas: Record<string, JsonSchema>;
@@ -58,6 +58,8 @@ export interface OpenApiOptions {
   serverUrl?: string;
   /** Document version (default: the package's API version, `1.0.0`). */
   version?: string;
+  /** Default: `Dataport Data Access API`. */
+  title?: string;
 }
 
 type RouteEntry = { readonly mount: string; readonly route: RouteDef };
@@ -87,7 +89,7 @@ const DESCRIPTION = `Data Access API and inbound webhook receiver.
 * **Paging**: rows pages with \`offset\` until \`metadata.hasMore\` is false; the audit feed follows its opaque \`cursor\`.
 * **Versioning**: \`/api/v1\` keeps working at least 12 months after \`/api/v2\` ships; webhooks carry no version.`;
 
-const methods = { GET: "get", POST: "post", PATCH: "patch", DELETE: "delete" } as const;
+const methods = { GET: "get", POST: "post", PUT: "put", PATCH: "patch", DELETE: "delete" } as const;
 
 /** Build the document for a route table (`api.routes`). */
 export function createOpenApiDocument(routes: ReadonlyArray<RouteEntry>, options: OpenApiOptions = {}): OpenApiDocument {
@@ -105,7 +107,7 @@ export function createOpenApiDocument(routes: ReadonlyArray<RouteEntry>, options
   }
   return {
     openapi: "3.1.0",
-    info: { title: "Dataport Data Access API", version: options.version ?? "1.0.0", description: DESCRIPTION },
+    info: { title: options.title ?? "Dataport Data Access API", version: options.version ?? "1.0.0", description: DESCRIPTION },
     jsonSchemaDialect: "https://spec.openapis.org/oas/3.1/dialect/base",
     servers: options.serverUrl
       ? [{ url: options.serverUrl }]
@@ -115,6 +117,7 @@ export function createOpenApiDocument(routes: ReadonlyArray<RouteEntry>, options
     components: {
       securitySchemes: {
         bearerAuth: { type: "http", scheme: "bearer", description: "An API key (`dp_live_…`) or a session token." },
+        adminAuth: { type: "http", scheme: "bearer", description: "The admin token configured with `adminToken` (`--admin-token`)." },
       },
       schemas: { Error: toJsonSchema(errorEnvelopeSchema, "output") },
       responses,
@@ -146,7 +149,7 @@ function operation(route: RouteDef): OpenApiOperation {
     summary: route.summary,
     tags: [route.tag],
     // OpenAPI 3.1 lets a non-OAuth requirement list role names: the scope an API key needs (session tokens need none).
-    security: route.auth === "bearer" ? [{ bearerAuth: route.scope ? [route.scope] : [] }] : [],
+    security: route.auth === "bearer" ? [{ bearerAuth: route.scope ? [route.scope] : [] }] : route.auth === "admin" ? [{ adminAuth: [] }] : [],
     "x-scope": route.auth === "bearer" ? route.scope : null,
     parameters,
     responses: successResponses(route),
@@ -273,6 +276,10 @@ function errorStatuses(route: RouteDef, hasPathParams: boolean): number[] {
   if (route.body) [413, 415].forEach((s) => statuses.add(s));
   if (route.body?.kind === "raw") [401, 429].forEach((s) => statuses.add(s));
   if (route.body?.kind === "json-object" && bearer) statuses.add(422);
+  if (route.auth === "admin") {
+    statuses.add(401);
+    if (route.method !== "GET") [404, 405, 409, 422].forEach((s) => statuses.add(s));
+  }
   if (bearer && (route.method === "PATCH" || (route.method === "POST" && route.body))) statuses.add(409);
   for (const status of Object.keys(route.responses ?? {})) if (Number(status) >= 400) statuses.add(Number(status));
   return [...statuses].sort((a, b) => a - b);

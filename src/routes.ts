@@ -3,12 +3,13 @@ import { memoryConnector } from "./connectors/memory.js";
 import { postgresConnector } from "./connectors/postgres.js";
 import type { ConnectorRegistry } from "./ports/connector.js";
 import type { RouteDef } from "./routing.js";
+import { adminRoutes } from "./routes/admin.js";
 import { auditRoutes } from "./routes/audit.js";
 import { connectionRoutes } from "./routes/connections.js";
 import { dashboardRoutes } from "./routes/dashboards.js";
 import { datasetRoutes } from "./routes/datasets.js";
 import { identityRoutes } from "./routes/identity.js";
-import { openapiRoutes } from "./routes/openapi.js";
+import { adminOpenapiRoutes, openapiRoutes } from "./routes/openapi.js";
 import { operationsRoutes } from "./routes/operations.js";
 import { tableRoutes } from "./routes/tables.js";
 import { webhookReceiverRoutes } from "./routes/webhooks.js";
@@ -25,6 +26,9 @@ export const mounts: ReadonlyArray<{ base: string; routes: readonly RouteDef[] }
   { base: "/api/v1", routes: apiV1Routes },
   { base: "/api", routes: [...webhookRoutes, ...operationsRoutes] },
 ];
+
+/** The admin HTTP API, mounted only when an admin token is configured (see `createDataApi`). */
+export const adminMount: { base: string; routes: readonly RouteDef[] } = { base: "/api/admin/v1", routes: [...adminRoutes, ...adminOpenapiRoutes] };
 
 /** The webhook receiver's route template as request log lines and metrics name it. */
 export const WEBHOOK_ROUTE = `/api${webhookReceiverRoutes[0]!.path}`;

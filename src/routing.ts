@@ -1,11 +1,11 @@
 import type { Awaitable } from "./awaitable.js";
 import type { z } from "zod";
-import type { AuthedContext, HandlerContext } from "./context.js";
+import type { AdminContext, AuthedContext, HandlerContext } from "./context.js";
 import type { Scope } from "./domain/model.js";
 import type { Reply } from "./http/reply.js";
 import type { HeaderReader } from "./http/types.js";
 
-export type Method = "GET" | "POST" | "PATCH" | "DELETE";
+export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
 
 /** Parsed, typed input of a handler. */
 export interface RouteInput<Query, Body> {
@@ -21,7 +21,16 @@ export type BodySpec =
   /** A JSON object (400 invalid_body otherwise), optionally checked by a schema. */
   | { kind: "json-object" }
   /** The raw bytes and content type, for handlers that must see the exact body (webhook signatures). */
-  | { kind: "raw" };
+  | { kind: "raw" }
+  /** Any JSON value (an array of items), parsed. */
+  | { kind: "json" }
+  /** The body as it arrives (`StreamBody`), bounded by `maxUploadBytes`: bulk uploads that must not be held whole. */
+  | { kind: "stream" };
+
+export interface StreamBody {
+  chunks: AsyncIterable<Uint8Array>;
+  contentType: string | null;
+}
 
 export interface RawBody {
   bytes: Uint8Array;
@@ -59,7 +68,13 @@ export interface PublicRoute<Query = unknown, Body = unknown> extends RouteBase<
   handle(input: RouteInput<Query, Body>, ctx: HandlerContext): Awaitable<unknown>;
 }
 
-export type RouteDef = AuthedRoute<any, any> | PublicRoute<any, any>;
+/** A route of the admin API (`/api/admin/v1`): the admin token only, mounted only when one is configured. */
+export interface AdminRoute<Query = unknown, Body = unknown> extends RouteBase<Query> {
+  auth: "admin";
+  handle(input: RouteInput<Query, Body>, ctx: AdminContext): Awaitable<unknown>;
+}
+
+export type RouteDef = AuthedRoute<any, any> | PublicRoute<any, any> | AdminRoute<any, any>;
 
 /** Handlers return a plain value (200 JSON) or a Reply. */
 export type HandlerResult = unknown | Reply;
@@ -69,5 +84,8 @@ export function authed<Query = Record<string, never>, Body = undefined>(route: A
   return route;
 }
 export function open<Query = Record<string, never>, Body = undefined>(route: PublicRoute<Query, Body>): PublicRoute<Query, Body> {
+  return route;
+}
+export function admin<Query = Record<string, never>, Body = undefined>(route: AdminRoute<Query, Body>): AdminRoute<Query, Body> {
   return route;
 }

@@ -177,6 +177,7 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
         connectionId: body.connectionId,
         source: body.source,
         columns: body.columns ?? current?.columns ?? [],
+        columnsDeclared: body.columns !== undefined,
         rowCount: current?.rowCount ?? 0,
         lastRefreshedAt: body.lastRefreshedAt ?? current?.lastRefreshedAt ?? null,
         updatedAt: isoNow(deps),

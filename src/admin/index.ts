@@ -6,6 +6,7 @@ import { type DashboardAdmin, dashboardAdmin } from "./dashboards.js";
 import { type HistoryAdmin, historyAdmin } from "./history.js";
 import { type IdentityAdmin, identityAdmin } from "./identity.js";
 import { type KeyAdmin, keyAdmin } from "./keys.js";
+import { type RowsAdmin, rowsAdmin } from "./rows.js";
 import { type TableAdmin, tableAdmin } from "./tables.js";
 import { type WebhookAdmin, webhookAdmin } from "./webhooks.js";
 
@@ -17,6 +18,7 @@ export type { DashboardAdmin, DashboardVersionInput } from "./dashboards.js";
 export type { AuditEventInput, CreditUsageInput, DashboardViewInput, HistoryAdmin, RefreshRunInput } from "./history.js";
 export type { BusinessInput, IdentityAdmin, MembershipInput, SessionInfo, SessionInput, TeamInput, UserInput } from "./identity.js";
 export type { ApiKeyInfo, KeyAdmin } from "./keys.js";
+export type { RowsAdmin } from "./rows.js";
 export type { TableAdmin, TableInput } from "./tables.js";
 export type { WebhookAdmin, WebhookConnectionInfo } from "./webhooks.js";
 
@@ -30,6 +32,7 @@ export interface Admin
   extends IdentityAdmin,
     KeyAdmin,
     CatalogAdmin,
+    RowsAdmin,
     TableAdmin,
     DashboardAdmin,
     HistoryAdmin,
@@ -43,6 +46,7 @@ export function createAdmin(api: Pick<DataApi, "ports" | "settings">): Admin {
     ...identityAdmin(deps),
     ...keyAdmin(deps),
     ...catalogAdmin(deps),
+    ...rowsAdmin(deps),
     ...tableAdmin(deps),
     ...dashboardAdmin(deps),
     ...historyAdmin(deps),

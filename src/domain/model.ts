@@ -96,6 +96,12 @@ export interface DatasetRecord {
   /** Upstream source: a table name (memory/postgres) or a layer id (arcgis); null otherwise. */
   source: string | null;
   columns: Column[];
+  /**
+   * Whether `columns` were declared by the host (admin `PUT /datasets/{id}`
+   * with `columns`): uploads then convert values to them and refuse other
+   * columns. Otherwise (absent or false) columns are inferred from the rows.
+   */
+  columnsDeclared?: boolean;
   rowCount: number;
   lastRefreshedAt: string | null;
   updatedAt: string;

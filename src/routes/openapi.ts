@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { Reply } from "../http/reply.js";
 import { createOpenApiDocument } from "../openapi.js";
-import { open } from "../routing.js";
+import { admin, open } from "../routing.js";
 
 /** One serialised document per application origin; the route table does not change at run time. */
 const documents = new Map<string, string>();
@@ -25,6 +25,29 @@ export const openapiRoutes = [
         documents.set(ctx.settings.appUrl, text);
       }
       return Reply.jsonText(200, text, { "cache-control": "public, max-age=300" });
+    },
+  }),
+];
+
+/** The admin API's own document (`/api/admin/v1/openapi.json`), behind the admin token like every admin route. */
+let adminDocument: { appUrl: string; text: string } | null = null;
+export const adminOpenapiRoutes = [
+  admin({
+    method: "GET",
+    path: "/openapi.json",
+    auth: "admin",
+    tag: "Meta",
+    summary: "The admin API's OpenAPI 3.1 document",
+    responses: { 200: z.object({ openapi: z.literal("3.1.0") }).loose() },
+    logged: false,
+    async handle(_input, ctx) {
+      if (adminDocument?.appUrl !== ctx.settings.appUrl) {
+        const { adminMount } = await import("../routes.js");
+        const routes = adminMount.routes.map((route) => ({ mount: adminMount.base, route }));
+        const document = createOpenApiDocument(routes, { serverUrl: ctx.settings.appUrl, title: "Dataport admin API" });
+        adminDocument = { appUrl: ctx.settings.appUrl, text: JSON.stringify(document) };
+      }
+      return Reply.jsonText(200, adminDocument.text);
     },
   }),
 ];

@@ -1,0 +1,216 @@
+import { z } from "zod";
+import type { AdminContext } from "../context.js";
+import { intParam } from "../http/query.js";
+import { Reply } from "../http/reply.js";
+import { admin, type AdminRoute, type Method, type StreamBody } from "../routing.js";
+import type { Put } from "../admin/change.js";
+
+/**
+ * The admin HTTP API (`/api/admin/v1`, see `admin-api.md`): the admin
+ * functions over HTTP, for hosts in any language. Mounted only when an admin
+ * token is configured; every route needs it. Kept out of the API usage log.
+ */
+
+const listQuery = z.object({
+  limit: intParam({ min: 1, max: 1000 }).default(100),
+  cursor: z.string().max(400).optional(),
+});
+type ListQuery = z.infer<typeof listQuery>;
+
+/** Who makes the change: `X-Actor-User-Id`, else the host. */
+const by = (ctx: AdminContext) => ({ actorUserId: ctx.actorUserId });
+const putReply = <T>(put: Put<T>) => Reply.json(put.created ? 201 : 200, put.value);
+const noContent = () => new Reply(204, null);
+const TAG = "Admin";
+
+function route<Q = Record<string, never>, B = undefined>(
+  method: Method,
+  path: string,
+  summary: string,
+  handle: AdminRoute<Q, B>["handle"],
+  extra: Partial<AdminRoute<Q, B>> = {},
+): AdminRoute<Q, B> {
+  return admin<Q, B>({ method, path, summary, tag: TAG, auth: "admin", logged: false, handle, ...extra });
+}
+
+/** GET, PUT and DELETE of one collection's members, and its listing. */
+function collection<T>(
+  path: string,
+  what: string,
+  ops: {
+    put: (id: string, body: unknown, ctx: AdminContext) => Promise<Put<T>>;
+    get: (id: string, ctx: AdminContext) => Promise<unknown>;
+    list: (query: ListQuery, ctx: AdminContext) => Promise<unknown>;
+    remove: (id: string, ctx: AdminContext) => Promise<void>;
+  },
+): AdminRoute<any, any>[] {
+  return [
+    route<ListQuery>("GET", path, `List ${what}s by id (limit, cursor)`, ({ query }, ctx) => ops.list(query, ctx), { query: listQuery }),
+    route("GET", `${path}/:id`, `One ${what}`, ({ params }, ctx) => ops.get(params.id!, ctx)),
+    route<Record<string, never>, unknown>("PUT", `${path}/:id`, `Create or replace a ${what} (201 when created)`, async ({ params, body }, ctx) => putReply(await ops.put(params.id!, body, ctx)), {
+      body: { kind: "json" },
+    }),
+    route("DELETE", `${path}/:id`, `Delete a ${what}`, async ({ params }, ctx) => {
+      await ops.remove(params.id!, ctx);
+      return noContent();
+    }),
+  ];
+}
+
+const json = { body: { kind: "json" } } as const;
+
+export const adminRoutes: AdminRoute<any, any>[] = [
+  ...collection("/businesses", "business", {
+    put: (id, body, ctx) => ctx.admin.putBusiness(id, body as never, by(ctx)),
+    get: (id, ctx) => ctx.admin.getBusiness(id),
+    list: (query, ctx) => ctx.admin.listBusinesses(query),
+    remove: (id, ctx) => ctx.admin.deleteBusiness(id, by(ctx)),
+  }),
+  ...collection("/teams", "team", {
+    put: (id, body, ctx) => ctx.admin.putTeam(id, body as never, by(ctx)),
+    get: (id, ctx) => ctx.admin.getTeam(id),
+    list: (query, ctx) => ctx.admin.listTeams(query),
+    remove: (id, ctx) => ctx.admin.deleteTeam(id, by(ctx)),
+  }),
+  ...collection("/users", "user", {
+    put: (id, body, ctx) => ctx.admin.putUser(id, body as never, by(ctx)),
+    get: (id, ctx) => ctx.admin.getUser(id),
+    list: (query, ctx) => ctx.admin.listUsers(query),
+    remove: (id, ctx) => ctx.admin.deleteUser(id, by(ctx)),
+  }),
+  route("GET", "/users/:id/memberships", "A user's memberships", async ({ params }, ctx) => ({ data: await ctx.admin.listMemberships(params.id!) })),
+  route("GET", "/users/:id/memberships/:teamId", "One membership", ({ params }, ctx) => ctx.admin.getMembership(params.id!, params.teamId!)),
+  route<Record<string, never>, unknown>(
+    "PUT",
+    "/users/:id/memberships/:teamId",
+    "Add a user to a team or change the role (201 when added)",
+    async ({ params, body }, ctx) => putReply(await ctx.admin.putMembership(params.id!, params.teamId!, body as never, by(ctx))),
+    json,
+  ),
+  route("DELETE", "/users/:id/memberships/:teamId", "Remove a user from a team", async ({ params }, ctx) => {
+    await ctx.admin.deleteMembership(params.id!, params.teamId!, by(ctx));
+    return noContent();
+  }),
+  route<Record<string, never>, unknown>(
+    "POST",
+    "/sessions",
+    "Issue a session token (shown once; only its hash is kept)",
+    async ({ body }, ctx) => Reply.json(201, await ctx.admin.createSession(body as never, by(ctx))),
+    json,
+  ),
+  route("GET", "/sessions/:id", "One session (never its token)", ({ params }, ctx) => ctx.admin.getSession(params.id!)),
+  route("DELETE", "/sessions/:id", "End a session: its token answers 401 at once", async ({ params }, ctx) => {
+    await ctx.admin.deleteSession(params.id!, by(ctx));
+    return noContent();
+  }),
+  route<Record<string, never>, unknown>(
+    "POST",
+    "/teams/:teamId/api-keys",
+    "Create an API key (its token is shown once)",
+    async ({ params, body }, ctx) => {
+      const { key, token } = await ctx.admin.createApiKey({ ...(body as object), teamId: params.teamId! } as never);
+      return Reply.json(201, { ...key, token });
+    },
+    json,
+  ),
+  route("GET", "/teams/:teamId/api-keys", "A team's API keys, newest first, without tokens", async ({ params }, ctx) => ({
+    data: await ctx.admin.listApiKeys(params.teamId!),
+  })),
+  route("GET", "/api-keys/:id", "One API key, without its token", ({ params }, ctx) => ctx.admin.getApiKey(params.id!)),
+  route("DELETE", "/api-keys/:id", "Revoke an API key: 401 at once", async ({ params }, ctx) => {
+    await ctx.admin.deleteApiKey(params.id!, by(ctx));
+    return noContent();
+  }),
+  ...collection("/connections", "connection", {
+    put: (id, body, ctx) => ctx.admin.putConnection(id, body as never, by(ctx)),
+    get: (id, ctx) => ctx.admin.getConnection(id),
+    list: (query, ctx) => ctx.admin.listConnections(query),
+    remove: (id, ctx) => ctx.admin.deleteConnection(id, by(ctx)),
+  }),
+  route<Record<string, never>, unknown>(
+    "PUT",
+    "/connections/:id/signing-secret",
+    "Set (or with null remove) a webhook connection's signing secret",
+    ({ params, body }, ctx) => ctx.admin.setSigningSecret(params.id!, body as never, by(ctx)),
+    json,
+  ),
+  ...collection("/datasets", "dataset", {
+    put: (id, body, ctx) => ctx.admin.putDataset(id, body as never, by(ctx)),
+    get: (id, ctx) => ctx.admin.getDataset(id),
+    list: (query, ctx) => ctx.admin.listDatasets(query),
+    remove: (id, ctx) => ctx.admin.deleteDataset(id, by(ctx)),
+  }),
+  route<Record<string, never>, StreamBody>(
+    "PUT",
+    "/datasets/:id/rows",
+    "Replace a dataset's rows, atomically (JSON array, NDJSON or CSV, streamed)",
+    ({ params, body }, ctx) => ctx.admin.uploadDatasetRows(params.id!, "replace", body, by(ctx)),
+    { body: { kind: "stream" } },
+  ),
+  route<Record<string, never>, StreamBody>(
+    "POST",
+    "/datasets/:id/rows",
+    "Append rows to a dataset, atomically (JSON array, NDJSON or CSV, streamed)",
+    ({ params, body }, ctx) => ctx.admin.uploadDatasetRows(params.id!, "append", body, by(ctx)),
+    { body: { kind: "stream" } },
+  ),
+  route<Record<string, never>, unknown>(
+    "POST",
+    "/datasets/:id/refresh",
+    "Pull a connection dataset from its upstream and record the run",
+    ({ params, body }, ctx) => ctx.admin.refreshDataset(params.id!, (body ?? {}) as never),
+    { body: { kind: "json" } },
+  ),
+  ...collection("/tables", "input table", {
+    put: (id, body, ctx) => ctx.admin.putTable(id, body as never, by(ctx)),
+    get: (id, ctx) => ctx.admin.getTable(id),
+    list: (query, ctx) => ctx.admin.listTables(query),
+    remove: (id, ctx) => ctx.admin.deleteTable(id, by(ctx)),
+  }),
+  route("GET", "/dashboards", "List dashboards by id (limit, cursor)", ({ query }, ctx) => ctx.admin.listDashboards(query as ListQuery), { query: listQuery }),
+  route("GET", "/dashboards/:id", "One dashboard with every version", ({ params }, ctx) => ctx.admin.getDashboard(params.id!)),
+  route<Record<string, never>, unknown>(
+    "PUT",
+    "/dashboards/:id/versions/:version",
+    "Create or replace one version of a dashboard (201 when the version is new)",
+    async ({ params, body }, ctx) => putReply(await ctx.admin.putDashboardVersion(params.id!, versionOf(params.version!), body as never, by(ctx))),
+    json,
+  ),
+  route("DELETE", "/dashboards/:id", "Delete a dashboard and its view history", async ({ params }, ctx) => {
+    await ctx.admin.deleteDashboard(params.id!, by(ctx));
+    return noContent();
+  }),
+  route<Record<string, never>, unknown>(
+    "POST",
+    "/dashboard-views",
+    "Record dashboard page views (up to 10,000 per call, all or none)",
+    async ({ body }, ctx) => Reply.json(201, await ctx.admin.recordDashboardViews(body as never, by(ctx))),
+    json,
+  ),
+  route<Record<string, never>, unknown>(
+    "POST",
+    "/refresh-runs",
+    "Record refresh runs (up to 10,000 per call, all or none)",
+    async ({ body }, ctx) => Reply.json(201, await ctx.admin.recordRefreshRuns(body as never, by(ctx))),
+    json,
+  ),
+  route<Record<string, never>, unknown>(
+    "POST",
+    "/credit-usage",
+    "Record credit usage (up to 10,000 per call, all or none)",
+    async ({ body }, ctx) => Reply.json(201, await ctx.admin.recordCreditUsage(body as never, by(ctx))),
+    json,
+  ),
+  route<Record<string, never>, unknown>(
+    "POST",
+    "/audit-events",
+    "Record host audit events (ids optional; an id already stored is skipped)",
+    async ({ body }, ctx) => Reply.json(201, await ctx.admin.recordAuditEvents(body as never)),
+    json,
+  ),
+];
+
+/** `/dashboards/{id}/versions/{version}`: a positive integer, else the admin function's 400. */
+function versionOf(text: string): number {
+  return /^[1-9][0-9]{0,6}$/.test(text) ? Number(text) : Number.NaN;
+}
