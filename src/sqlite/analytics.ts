@@ -2,8 +2,10 @@ import type Database from "better-sqlite3";
 import { currentVersion } from "../domain/dashboards.js";
 import { utcDay } from "../domain/days.js";
 import type { ApiCallRecord, CreditUsage, DashboardRecord, DashboardView, RefreshRun } from "../domain/model.js";
+import type { PutResult } from "../ports/storage/identity.js";
 import {
   type AnalyticsStore,
+  type AnalyticsWrites,
   type ApiUsageRow,
   type CreditUsageRow,
   DATASET_READ_ROUTES,
@@ -14,6 +16,7 @@ import {
   type ViewerDayViews,
 } from "../ports/storage/analytics.js";
 import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
+import { idPageQuery } from "./identity.js";
 
 interface DashboardRow {
   id: string;
@@ -33,7 +36,7 @@ const USAGE_BATCH_LIMIT = 10_000;
  * through the partial index's own condition. Ties are broken in BINARY
  * collation order, NULL first, as the port asks.
  */
-export function sqliteAnalytics({ db }: SqliteHandle): AnalyticsStore & { flush(): void } {
+export function sqliteAnalytics({ db }: SqliteHandle): AnalyticsStore & AnalyticsWrites & { flush(): void } {
   const dashboards = db.prepare<[string], DashboardRow>("SELECT * FROM dashboards WHERE team_id IN (SELECT value FROM json_each(?))");
   const dashboard = db.prepare<[string], DashboardRow>("SELECT * FROM dashboards WHERE id = ?");
   const byDay = db.prepare<[string, string, string], DayViews>(
@@ -105,6 +108,8 @@ export function sqliteAnalytics({ db }: SqliteHandle): AnalyticsStore & { flush(
   );
   const insertRun = refreshRunStatement(db);
   const usage = usageLog(db);
+  const dashboardPage = idPageQuery<DashboardRow>(db, "SELECT * FROM dashboards");
+  const writes = historyWrites(db);
 
   return {
     async listDashboards(teamIds) {
@@ -114,6 +119,10 @@ export function sqliteAnalytics({ db }: SqliteHandle): AnalyticsStore & { flush(
       const row = dashboard.get(id);
       return row ? toDashboard(row) : null;
     },
+    async listAllDashboards(page) {
+      return dashboardPage(page).map(toDashboard);
+    },
+    ...writes,
     async viewsByDay(dashboardId, { fromDay, toDay }) {
       return byDay.all(dashboardId, fromDay, toDay);
     },
@@ -232,6 +241,54 @@ function usageLog(db: Database.Database) {
       });
     },
     flush,
+  };
+}
+
+/** Dashboards and the history behind the activity endpoints: each call one IMMEDIATE transaction. */
+function historyWrites(db: Database.Database): AnalyticsWrites {
+  const exists = db.prepare<[string], number>("SELECT 1 FROM dashboards WHERE id = ?").pluck();
+  const removeDashboard = db.prepare<[string]>("DELETE FROM dashboards WHERE id = ?");
+  const removeLinks = db.prepare<[string]>("DELETE FROM dashboard_datasets WHERE dashboard_id = ?");
+  const removeViews = db.prepare<[string]>("DELETE FROM dashboard_views WHERE dashboard_id = ?");
+  const insertDashboard = insertDashboardStatement(db);
+  const view = dashboardViewStatement(db);
+  const run = refreshRunStatement(db);
+  const credit = creditUsageStatement(db);
+  const put = writeTransaction(db, (d: DashboardRecord): PutResult => {
+    const created = exists.get(d.id) === undefined;
+    removeDashboard.run(d.id);
+    removeLinks.run(d.id);
+    insertDashboard(d);
+    return created ? "created" : "updated";
+  });
+  const remove = writeTransaction(db, (id: string): boolean => {
+    if (removeDashboard.run(id).changes === 0) return false;
+    removeLinks.run(id);
+    removeViews.run(id);
+    return true;
+  });
+  const all = <T>(write: (item: T) => void) => writeTransaction(db, (items: readonly T[]) => {
+    for (const item of items) write(item);
+  });
+  const views = all(view);
+  const runs = all(run);
+  const credits = all(credit);
+  return {
+    async putDashboard(dashboard) {
+      return put(dashboard);
+    },
+    async deleteDashboard(id) {
+      return remove(id);
+    },
+    async appendDashboardViews(items) {
+      views(items);
+    },
+    async appendRefreshRuns(items) {
+      runs(items);
+    },
+    async appendCreditUsage(items) {
+      credits(items);
+    },
   };
 }
 

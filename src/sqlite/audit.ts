@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
 import type { AuditEvent } from "../domain/model.js";
 import type { AuditStore, StoredAuditEvent } from "../ports/storage/audit.js";
-import { parseJson, type SqliteHandle } from "./db.js";
+import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
 
 /**
  * Positions are the AUTOINCREMENT key of `audit_events`, as decimal strings.
@@ -11,6 +11,18 @@ import { parseJson, type SqliteHandle } from "./db.js";
  */
 export function sqliteAudit({ db }: SqliteHandle): AuditStore {
   const append = appendAuditStatement(db);
+  const stored = db.prepare<[string], number>("SELECT 1 FROM audit_events WHERE event_id = ?").pluck();
+  // Look before inserting: an INSERT that ON CONFLICT does nothing would still use up an
+  // AUTOINCREMENT position, and the new events must sit at consecutive positions.
+  const appendNew = writeTransaction(db, (events: readonly AuditEvent[], storedAt: number): number => {
+    let n = 0;
+    for (const event of events) {
+      if (stored.get(event.id) !== undefined) continue;
+      append(event, storedAt);
+      n++;
+    }
+    return n;
+  });
   // The horizon: the first position after `after` stored later than `storedBefore`. Only events
   // younger than the horizon are visited (index on stored_at), a handful in a live log.
   const heldBack = db.prepare<[number, number], { position: number | null }>(
@@ -26,7 +38,11 @@ export function sqliteAudit({ db }: SqliteHandle): AuditStore {
   );
   return {
     async appendAuditEvent(event, storedAt) {
+      // The UNIQUE event_id makes an id already stored throw; nothing is stored then.
       append(event, storedAt);
+    },
+    async appendAuditEvents(events, storedAt) {
+      return appendNew(events, storedAt);
     },
     async readAuditEvents(query) {
       if (query.limit <= 0 || query.teamIds.length === 0 || query.categories.length === 0) return { events: [], hasMore: false };
@@ -49,13 +65,13 @@ export function sqliteAudit({ db }: SqliteHandle): AuditStore {
   };
 }
 
-/** Append one event (callers inside a transaction get it in that transaction). */
+/** Append one event (callers inside a transaction get it in that transaction); throws when its id is stored already. */
 export function appendAuditStatement(db: Database.Database): (event: AuditEvent, storedAt: number) => void {
   const insert = db.prepare(
-    "INSERT INTO audit_events (team_id, category, time_ms, stored_at, target_id, event) VALUES (?, ?, ?, ?, ?, ?)",
+    "INSERT INTO audit_events (event_id, team_id, category, time_ms, stored_at, target_id, event) VALUES (?, ?, ?, ?, ?, ?, ?)",
   );
   return (event, storedAt) => {
     const time = Date.parse(event.time);
-    insert.run(event.teamId, event.category, Number.isNaN(time) ? 0 : time, storedAt, event.target?.id ?? null, JSON.stringify(event));
+    insert.run(event.id, event.teamId, event.category, Number.isNaN(time) ? 0 : time, storedAt, event.target?.id ?? null, JSON.stringify(event));
   };
 }

@@ -1,8 +1,11 @@
 import type Database from "better-sqlite3";
 import { matchesFilters, selectColumns } from "../domain/rows.js";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
-import type { CatalogStore, RowPage, RowQuery } from "../ports/storage/catalog.js";
-import { parseJson, rowKey, type SqliteHandle, writeTransaction } from "./db.js";
+import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";
+import { bulkRowWriter } from "./bulk-rows.js";
+import { catalogWrites } from "./catalog-writes.js";
+import { parseJson, rowKey, type SqliteHandle } from "./db.js";
+import { idPageQuery } from "./identity.js";
 
 /** Rows fetched per step of a streamed read. */
 const BATCH = 500;
@@ -38,7 +41,12 @@ const DATASET_COLUMNS = `seq, id, team_id, name, type, connection_id, source, co
 const TABLE_AS_DATASET = `NULL AS seq, id, team_id, name, 'input_table' AS type, NULL AS connection_id, NULL AS source, columns,
   NULL AS last_refreshed_at, updated_at, row_count`;
 
-export function sqliteCatalog(handle: SqliteHandle): CatalogStore {
+/**
+ * Nothing here is cached: reads query the writer connection (or a snapshot
+ * on a read-only one), so every commit, of this process or another on the
+ * same file, is seen by the next read.
+ */
+export function sqliteCatalog(handle: SqliteHandle): CatalogStore & CatalogWrites {
   const { db } = handle;
   const connection = db.prepare<[string], ConnectionRow>("SELECT * FROM connections WHERE id = ?");
   const teamConnections = db.prepare<[string], ConnectionRow>("SELECT * FROM connections WHERE team_id = ? ORDER BY id");
@@ -54,8 +62,17 @@ export function sqliteCatalog(handle: SqliteHandle): CatalogStore {
   );
   const dataset = db.prepare<[string], DatasetRow>(`SELECT ${DATASET_COLUMNS} FROM datasets WHERE id = ?`);
   const table = db.prepare<[string], DatasetRow>(`SELECT ${TABLE_AS_DATASET} FROM input_tables WHERE id = ?`);
-  const positions = db.prepare<[string], Positions>("SELECT seq, first_position, next_position FROM datasets WHERE id = ?");
-  const replaceRows = replaceRowsTransaction(db);
+  const positions = db.prepare<[string], Positions>("SELECT id, seq, first_position, next_position FROM datasets WHERE id = ?");
+  const connectionPage = idPageQuery<ConnectionRow>(db, "SELECT * FROM connections");
+  const datasetPage = idPageQuery<DatasetRow>(db, `SELECT ${DATASET_COLUMNS} FROM datasets`);
+  const bulkWrite = bulkRowWriter(handle);
+  // One read transaction: the window, the count and a small page come from one snapshot, even
+  // when another process publishes a bulk write in between (a streamed page takes its own).
+  const read = db.transaction((datasetId: string, query: RowQuery): RowPage => {
+    const at = positions.get(datasetId);
+    if (!at) return { totalRows: 0, rows: empty(), rowsJson: empty() };
+    return readRows(handle, at, query);
+  });
 
   return {
     async getConnection(id) {
@@ -69,22 +86,32 @@ export function sqliteCatalog(handle: SqliteHandle): CatalogStore {
       const rows = ids ? someDatasets.all(teamId, JSON.stringify(ids), teamId, JSON.stringify(ids)) : teamDatasets.all(teamId, teamId);
       return rows.map(toDataset);
     },
+    async listAllConnections(page) {
+      return connectionPage(page).map(toConnection);
+    },
+    async listAllDatasets(page) {
+      return datasetPage(page).map(toDataset);
+    },
     async getDataset(id) {
       const row = dataset.get(id) ?? table.get(id);
       return row ? toDataset(row) : null;
     },
     async readDatasetRows(datasetId, query) {
-      const at = positions.get(datasetId);
-      if (!at) return { totalRows: 0, rows: empty(), rowsJson: empty() };
-      return readRows(handle, at, query);
+      return read(datasetId, query);
     },
     async replaceDatasetRows(datasetId, data) {
-      replaceRows(datasetId, data);
+      // A refresh is a bulk replace that also sets lastRefreshedAt: the same staging, the same queue.
+      await bulkWrite({ datasetId, mode: "replace", rows: data.rows, columns: () => data.columns, updatedAt: data.refreshedAt, refreshedAt: data.refreshedAt });
+    },
+    ...catalogWrites(handle),
+    async writeDatasetRows(write) {
+      return bulkWrite(write);
     },
   };
 }
 
 interface Positions {
+  id: string;
   seq: number;
   first_position: number;
   next_position: number;
@@ -119,13 +146,17 @@ function readRows(handle: SqliteHandle, at: Positions, query: RowQuery): RowPage
 
 function countRows(db: Database.Database, plan: ReadPlan): number {
   if (plan.where === "" && plan.residual === null) return plan.at.next_position - plan.at.first_position;
+  // Bounded by the window on both sides: rows below it (a replace's old rows, not yet swept) and
+  // above it (a bulk write's staged rows) are not the dataset's.
   const sql = `SELECT ${plan.residual ? "data" : "count(*) AS n"} FROM dataset_rows
     WHERE row_key >= ? AND row_key < ? ${plan.where}`;
+  const low = rowKey(plan.at.seq, plan.at.first_position);
+  const high = rowKey(plan.at.seq, plan.at.next_position);
   if (!plan.residual) {
-    return (db.prepare(sql).get(rowKey(plan.at.seq, 0), rowKey(plan.at.seq, plan.at.next_position), ...plan.params) as { n: number }).n;
+    return (db.prepare(sql).get(low, high, ...plan.params) as { n: number }).n;
   }
   let n = 0;
-  for (const r of db.prepare(sql).iterate(rowKey(plan.at.seq, 0), rowKey(plan.at.seq, plan.at.next_position), ...plan.params) as Iterable<{ data: string }>) {
+  for (const r of db.prepare(sql).iterate(low, high, ...plan.params) as Iterable<{ data: string }>) {
     if (matchesFilters(parseJson(r.data), plan.residual)) n++;
   }
   return n;
@@ -171,13 +202,18 @@ async function* parsed(texts: AsyncIterable<string>, columns: string[] | null): 
  * connection, so the whole read sees one snapshot (a concurrent refresh is
  * seen entirely or not at all) and the writer stays free. `:memory:` has no
  * second connection: batches run on the writer, between other requests.
- * Nothing is borrowed until the first row is asked for.
+ * Nothing is borrowed until the first row is asked for; the window is read
+ * again in that snapshot, so a bulk write published in between is read
+ * whole (its rows, not the old ones being swept).
  */
-async function* streamTexts(handle: SqliteHandle, plan: ReadPlan, query: RowQuery): AsyncGenerator<string> {
+async function* streamTexts(handle: SqliteHandle, asked: ReadPlan, query: RowQuery): AsyncGenerator<string> {
   const reader = handle.borrowReader();
   const conn = reader ?? handle.db;
   try {
     if (reader) reader.exec("BEGIN");
+    const at = conn.prepare<[string], Positions>("SELECT id, seq, first_position, next_position FROM datasets WHERE id = ?").get(asked.at.id);
+    if (!at || at.seq !== asked.at.seq) return;
+    const plan: ReadPlan = { ...asked, at };
     const stmt = pageStatement(conn, plan);
     let after = afterFor(plan, query.offset);
     let sqlOffset = sqlOffsetFor(plan, query.offset);
@@ -265,23 +301,6 @@ export function appendRowsStatement(db: Database.Database): (seq: number, from: 
       position++;
     }
   };
-}
-
-function replaceRowsTransaction(db: Database.Database) {
-  const positions = db.prepare<[string], Positions>("SELECT seq, first_position, next_position FROM datasets WHERE id = ?");
-  const clear = db.prepare<[bigint, bigint]>("DELETE FROM dataset_rows WHERE row_key >= ? AND row_key < ?");
-  const append = appendRowsStatement(db);
-  const update = db.prepare(
-    `UPDATE datasets SET columns = ?, last_refreshed_at = ?, updated_at = ?, first_position = ?, next_position = ? WHERE seq = ?`,
-  );
-  return writeTransaction(db, (datasetId: string, data: { rows: Row[]; columns: Column[]; refreshedAt: string }) => {
-    const at = positions.get(datasetId);
-    if (!at) throw new Error(`unknown dataset ${datasetId}`);
-    clear.run(rowKey(at.seq, 0), rowKey(at.seq, at.next_position));
-    // New rows continue after the old positions, so no position is ever reused.
-    append(at.seq, at.next_position, data.rows);
-    update.run(JSON.stringify(data.columns), data.refreshedAt, data.refreshedAt, at.next_position, at.next_position + data.rows.length, at.seq);
-  });
 }
 
 function toConnection(row: ConnectionRow): ConnectionRecord {

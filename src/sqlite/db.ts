@@ -20,6 +20,12 @@ export interface SqliteHandle {
   /** A read-only connection on the same file (snapshot isolation under WAL), or null for `:memory:`. */
   borrowReader(): Database.Database | null;
   returnReader(reader: Database.Database): void;
+  /**
+   * Counts this process's writes to connections and datasets. Caches of
+   * them compare it, and `PRAGMA data_version` for other processes' commits
+   * (which does not change on this connection's own writes).
+   */
+  catalogVersion: number;
   close(): void;
 }
 
@@ -43,6 +49,7 @@ export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
   const lent = new Set<Database.Database>();
   return {
     db,
+    catalogVersion: 0,
     borrowReader() {
       if (memory) return null;
       const reader = idle.pop() ?? openReader(options.path, busyTimeoutMs);

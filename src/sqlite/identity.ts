@@ -1,6 +1,6 @@
-import type { ApiKeyRecord, Business, Membership, Plan, Role, Team, User } from "../domain/model.js";
-import type { IdentityStore } from "../ports/storage/identity.js";
-import { parseJson, type SqliteHandle } from "./db.js";
+import type { ApiKeyRecord, Business, Membership, Plan, Role, SessionRecord, Team, User } from "../domain/model.js";
+import type { CredentialStore, IdentityStore, IdentityWrites, IdPage, KeyWithTeamLookup, PutResult } from "../ports/storage/identity.js";
+import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
 
 interface TeamRow {
   id: string;
@@ -26,8 +26,19 @@ interface KeyRow {
   created_at: string;
   revoked_at: string | null;
 }
+interface SessionRow {
+  id: string;
+  token_hash: string;
+  user_id: string;
+  expires_at: string | null;
+}
 
-export function sqliteIdentity({ db }: SqliteHandle): IdentityStore {
+/**
+ * Nothing here is cached: every read is a query on the writer connection,
+ * which sees every commit (this process's or another's on the same file), so
+ * a write is visible to the very next read everywhere.
+ */
+export function sqliteIdentity({ db }: SqliteHandle): IdentityStore & IdentityWrites & CredentialStore & KeyWithTeamLookup {
   const business = db.prepare<[string], Business>("SELECT id, name FROM businesses WHERE id = ?");
   const team = db.prepare<[string], TeamRow>("SELECT * FROM teams WHERE id = ?");
   const businessTeams = db.prepare<[string], TeamRow>("SELECT * FROM teams WHERE business_id = ? ORDER BY id");
@@ -35,7 +46,17 @@ export function sqliteIdentity({ db }: SqliteHandle): IdentityStore {
   const memberships = db.prepare<[string], { user_id: string; team_id: string; role: string }>(
     "SELECT * FROM memberships WHERE user_id = ? ORDER BY team_id",
   );
-  const session = db.prepare<[string], { user_id: string }>("SELECT user_id FROM sessions WHERE token_hash = ?");
+  const session = db.prepare<[string, number], { user_id: string }>(
+    "SELECT user_id FROM sessions WHERE token_hash = ? AND (expires_ms IS NULL OR expires_ms > ?)",
+  );
+  const sessionById = db.prepare<[string], SessionRow>("SELECT id, token_hash, user_id, expires_at FROM sessions WHERE id = ?");
+  const insertSession = insertSessionStatement(db);
+  const deleteSession = db.prepare<[string]>("DELETE FROM sessions WHERE id = ?");
+  const deleteUserSessions = db.prepare<[string]>("DELETE FROM sessions WHERE user_id = ?");
+  const businessPage = idPageQuery<Business>(db, "SELECT id, name FROM businesses");
+  const teamPage = idPageQuery<TeamRow>(db, "SELECT * FROM teams");
+  const userPage = idPageQuery<UserRow>(db, "SELECT * FROM users");
+  const writes = identityWrites(db);
   const keyByHash = db.prepare<[string], KeyRow>("SELECT * FROM api_keys WHERE token_hash = ?");
   const keyById = db.prepare<[string], KeyRow>("SELECT * FROM api_keys WHERE id = ?");
   const teamKeys = db.prepare<[string], KeyRow>("SELECT * FROM api_keys WHERE team_id = ? ORDER BY created_at DESC, id");
@@ -60,8 +81,32 @@ export function sqliteIdentity({ db }: SqliteHandle): IdentityStore {
     async listMemberships(userId) {
       return memberships.all(userId).map((m): Membership => ({ userId: m.user_id, teamId: m.team_id, role: m.role as Role }));
     },
-    async findSessionUser(tokenHash) {
-      return session.get(tokenHash)?.user_id ?? null;
+    async listBusinesses(page) {
+      return businessPage(page);
+    },
+    async listTeams(page) {
+      return teamPage(page).map(toTeam);
+    },
+    async listUsers(page) {
+      return userPage(page).map(toUser);
+    },
+    ...writes,
+    async findSessionUser(tokenHash, now) {
+      return session.get(tokenHash, now)?.user_id ?? null;
+    },
+    async getSession(id) {
+      const row = sessionById.get(id);
+      return row ? { id: row.id, tokenHash: row.token_hash, userId: row.user_id, expiresAt: row.expires_at } : null;
+    },
+    async insertSession(record) {
+      // The token hash (primary key) and the UNIQUE id make a duplicate throw.
+      insertSession(record);
+    },
+    async deleteSession(id) {
+      return deleteSession.run(id).changes > 0;
+    },
+    async deleteUserSessions(userId) {
+      return deleteUserSessions.run(userId).changes;
     },
     async findApiKeyByHash(tokenHash) {
       const row = keyByHash.get(tokenHash);
@@ -90,6 +135,107 @@ export function sqliteIdentity({ db }: SqliteHandle): IdentityStore {
       const row = keyById.get(id);
       return row ? toKey(row) : null;
     },
+  };
+}
+
+/** The identity writes, each one IMMEDIATE transaction (a put reads whether the id existed in it). */
+function identityWrites(db: SqliteHandle["db"]): IdentityWrites {
+  const put = <T>(exists: string, upsert: string, values: (item: T) => unknown[]) => {
+    const found = db.prepare(exists);
+    const write = db.prepare(upsert);
+    return writeTransaction(db, (key: unknown[], item: T): PutResult => {
+      const created = found.get(...key) === undefined;
+      write.run(...values(item));
+      return created ? "created" : "updated";
+    });
+  };
+  const putBusiness = put<Business>(
+    "SELECT 1 FROM businesses WHERE id = ?",
+    "INSERT INTO businesses (id, name) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET name = excluded.name",
+    (b) => [b.id, b.name],
+  );
+  const putTeam = put<Team>(
+    "SELECT 1 FROM teams WHERE id = ?",
+    `INSERT INTO teams (id, name, plan, business_id, is_personal) VALUES (?, ?, ?, ?, ?)
+     ON CONFLICT (id) DO UPDATE SET name = excluded.name, plan = excluded.plan, business_id = excluded.business_id, is_personal = excluded.is_personal`,
+    (t) => [t.id, t.name, t.plan, t.businessId, t.isPersonal ? 1 : 0],
+  );
+  const putUser = put<User>(
+    "SELECT 1 FROM users WHERE id = ?",
+    `INSERT INTO users (id, email, name, business_admin) VALUES (?, ?, ?, ?)
+     ON CONFLICT (id) DO UPDATE SET email = excluded.email, name = excluded.name, business_admin = excluded.business_admin`,
+    (u) => [u.id, u.email, u.name, u.businessAdmin ? 1 : 0],
+  );
+  const putMembership = put<Membership>(
+    "SELECT 1 FROM memberships WHERE user_id = ? AND team_id = ?",
+    "INSERT INTO memberships (user_id, team_id, role) VALUES (?, ?, ?) ON CONFLICT (user_id, team_id) DO UPDATE SET role = excluded.role",
+    (m) => [m.userId, m.teamId, m.role],
+  );
+  const removeBusiness = db.prepare<[string]>("DELETE FROM businesses WHERE id = ?");
+  const removeTeam = db.prepare<[string]>("DELETE FROM teams WHERE id = ?");
+  const removeTeamMemberships = db.prepare<[string]>("DELETE FROM memberships WHERE team_id = ?");
+  const removeUser = db.prepare<[string]>("DELETE FROM users WHERE id = ?");
+  const removeUserMemberships = db.prepare<[string]>("DELETE FROM memberships WHERE user_id = ?");
+  const removeMembership = db.prepare<[string, string]>("DELETE FROM memberships WHERE user_id = ? AND team_id = ?");
+  const deleteTeam = writeTransaction(db, (id: string): boolean => {
+    if (removeTeam.run(id).changes === 0) return false;
+    removeTeamMemberships.run(id);
+    return true;
+  });
+  const deleteUser = writeTransaction(db, (id: string): boolean => {
+    if (removeUser.run(id).changes === 0) return false;
+    removeUserMemberships.run(id);
+    return true;
+  });
+  return {
+    async putBusiness(business) {
+      return putBusiness([business.id], business);
+    },
+    async deleteBusiness(id) {
+      return removeBusiness.run(id).changes > 0;
+    },
+    async putTeam(team) {
+      return putTeam([team.id], team);
+    },
+    async deleteTeam(id) {
+      return deleteTeam(id);
+    },
+    async putUser(user) {
+      return putUser([user.id], user);
+    },
+    async deleteUser(id) {
+      return deleteUser(id);
+    },
+    async putMembership(membership) {
+      return putMembership([membership.userId, membership.teamId], membership);
+    },
+    async deleteMembership(userId, teamId) {
+      return removeMembership.run(userId, teamId).changes > 0;
+    },
+  };
+}
+
+/**
+ * A keyset page by id: `id > after` in SQLite's BINARY collation (byte order
+ * of UTF-8, which is code-point order: it differs from UTF-16 code-unit order
+ * only between U+E000–U+FFFF and characters beyond U+FFFF), at most `limit`.
+ */
+export function idPageQuery<R>(db: SqliteHandle["db"], select: string): (page: IdPage) => R[] {
+  const first = db.prepare<[number], R>(`${select} ORDER BY id LIMIT ?`);
+  const after = db.prepare<[string, number], R>(`${select} WHERE id > ? ORDER BY id LIMIT ?`);
+  return ({ after: from, limit }) => {
+    const n = Math.max(0, Math.floor(limit));
+    return from === null ? first.all(n) : after.all(from, n);
+  };
+}
+
+/** Insert a session; a record whose expiresAt is not a timestamp is refused (it would otherwise never expire). */
+export function insertSessionStatement(db: SqliteHandle["db"]): (session: SessionRecord) => void {
+  const stmt = db.prepare("INSERT INTO sessions (token_hash, id, user_id, expires_at, expires_ms) VALUES (?, ?, ?, ?, ?)");
+  return (s) => {
+    const expiresMs = s.expiresAt === null ? null : Date.parse(s.expiresAt);
+    if (Number.isNaN(expiresMs)) throw new Error(`session ${s.id}: expiresAt is not an ISO 8601 timestamp`);
+    stmt.run(s.tokenHash, s.id, s.userId, s.expiresAt, expiresMs);
   };
 }
 

@@ -5,7 +5,7 @@ import { creditUsageStatement, dashboardViewStatement, insertDashboardStatement,
 import { appendAuditStatement, sqliteAudit } from "./audit.js";
 import { appendRowsStatement, sqliteCatalog } from "./catalog.js";
 import { openSqlite, type SqliteStorageOptions } from "./db.js";
-import { insertApiKeyStatement, sqliteIdentity } from "./identity.js";
+import { insertApiKeyStatement, insertSessionStatement, sqliteIdentity } from "./identity.js";
 import { insertTableStatement, sqliteTables } from "./tables.js";
 import { sqliteWebhooks } from "./webhooks.js";
 
@@ -21,6 +21,9 @@ export interface SqliteStorage extends Storage {
  * Durable storage in one SQLite file through better-sqlite3: WAL,
  * `synchronous=NORMAL`, a busy timeout, versioned migrations applied on open.
  * Several processes may open the same file; SQLite serialises their writes.
+ * Every write is visible to the next read of every process on the file:
+ * reads query the database (the only cache, webhook endpoints, is checked
+ * against `PRAGMA data_version` and this process's own catalog writes).
  */
 export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorage {
   const handle = openSqlite(options);
@@ -68,7 +71,7 @@ function seedTransaction(db: Database.Database): (space: SeedSpace) => "loaded" 
   const team = db.prepare("INSERT INTO teams (id, name, plan, business_id, is_personal) VALUES (?, ?, ?, ?, ?)");
   const user = db.prepare("INSERT INTO users (id, email, name, business_admin) VALUES (?, ?, ?, ?)");
   const membership = db.prepare("INSERT INTO memberships (user_id, team_id, role) VALUES (?, ?, ?)");
-  const session = db.prepare("INSERT INTO sessions (token_hash, user_id) VALUES (?, ?)");
+  const session = insertSessionStatement(db);
   const apiKey = insertApiKeyStatement(db);
   const connection = db.prepare(
     "INSERT INTO connections (id, team_id, name, type, config, created_at, endpoint_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -91,7 +94,7 @@ function seedTransaction(db: Database.Database): (space: SeedSpace) => "loaded" 
     for (const t of space.teams) team.run(t.id, t.name, t.plan, t.businessId, t.isPersonal ? 1 : 0);
     for (const u of space.users) user.run(u.id, u.email, u.name, u.businessAdmin ? 1 : 0);
     for (const m of space.memberships) membership.run(m.userId, m.teamId, m.role);
-    for (const s of space.sessions) session.run(s.tokenHash, s.userId);
+    for (const s of space.sessions) session(s);
     for (const k of space.apiKeys) apiKey(k);
     for (const c of space.connections) {
       const endpointId = c.type === "webhook" && typeof c.config.endpointId === "string" ? c.config.endpointId : null;

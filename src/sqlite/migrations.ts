@@ -152,6 +152,48 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE UNIQUE INDEX dataset_rows_dedup ON dataset_rows (dataset_seq, dedup_key) WHERE dedup_key IS NOT NULL;
     `,
   },
+  {
+    version: 3,
+    name: "admin writes: session ids and expiry, unique audit event ids, staged bulk row writes",
+    sql: `
+      -- Sessions get an id (what the admin API deletes by) and an expiry. Still keyed by the token
+      -- hash (the lookup of every session request is one B-tree search). Existing sessions get the
+      -- fixture's id form, sess_ + the first 24 hex digits of the hash, and never expire.
+      CREATE TABLE sessions_v3 (
+        token_hash TEXT PRIMARY KEY, id TEXT NOT NULL UNIQUE, user_id TEXT NOT NULL,
+        expires_at TEXT, expires_ms INTEGER
+      ) WITHOUT ROWID;
+      INSERT INTO sessions_v3 (token_hash, id, user_id, expires_at, expires_ms)
+        SELECT token_hash, 'sess_' || substr(token_hash, 1, 24), user_id, NULL, NULL FROM sessions;
+      DROP TABLE sessions;
+      ALTER TABLE sessions_v3 RENAME TO sessions;
+      CREATE INDEX sessions_by_user ON sessions (user_id);
+
+      -- deleteTeam removes the team's memberships; deleteDashboard its views and dataset links.
+      CREATE INDEX memberships_by_team ON memberships (team_id);
+      CREATE INDEX dashboard_views_by_dashboard ON dashboard_views (dashboard_id);
+      CREATE INDEX dashboard_datasets_by_dashboard ON dashboard_datasets (dashboard_id);
+
+      -- Audit event ids are unique in the log. Ids were not checked before: of events already
+      -- stored with one id, the first (lowest position) holds it; later copies stay readable
+      -- with a NULL event_id.
+      ALTER TABLE audit_events ADD COLUMN event_id TEXT;
+      UPDATE audit_events SET event_id = event ->> '$.id'
+        WHERE position IN (SELECT min(position) FROM audit_events GROUP BY event ->> '$.id');
+      CREATE UNIQUE INDEX audit_events_by_event_id ON audit_events (event_id);
+
+      -- Streamed bulk row writes stage rows at positions from next_position on, which readers
+      -- never see, and publish them by moving the window. A dataset has at most one staging at a
+      -- time across processes: its claim row (owner token, the staged range, a heartbeat for
+      -- taking over a dead process's claim). stage_from mirrors from_position on the dataset row
+      -- so a webhook delivery, which reads that row anyway, knows where the staged rows begin.
+      ALTER TABLE datasets ADD COLUMN stage_from INTEGER;
+      CREATE TABLE dataset_stagings (
+        dataset_seq INTEGER PRIMARY KEY, owner TEXT NOT NULL,
+        from_position INTEGER NOT NULL, end_position INTEGER NOT NULL, heartbeat_ms INTEGER NOT NULL
+      );
+    `,
+  },
 ];
 
 /** Bring the database up to the newest version; returns the versions applied now. */

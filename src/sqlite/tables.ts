@@ -1,9 +1,11 @@
 import type Database from "better-sqlite3";
 import type { Actor, AuditEvent, Column, Row, TableRecord } from "../domain/model.js";
-import type { EditLogEntry, EditOp, IdempotencyClaim, RowWriteResult, StoredResponse, TableStore } from "../ports/storage/tables.js";
+import type { PutResult } from "../ports/storage/identity.js";
+import type { EditLogEntry, EditOp, IdempotencyClaim, RowWriteResult, StoredResponse, TableStore, TableWrites } from "../ports/storage/tables.js";
 import { changedSince, newRow, nextUpdatedAt, patchedRow } from "../domain/table-rows.js";
 import { appendAuditStatement } from "./audit.js";
 import { parseJson, parseJsonOrNull, type SqliteHandle, writeTransaction } from "./db.js";
+import { idPageQuery } from "./identity.js";
 
 interface TableRow {
   id: string;
@@ -33,7 +35,7 @@ interface ClaimRow {
   response: string | null;
 }
 
-export function sqliteTables(handle: SqliteHandle): TableStore {
+export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
   const { db } = handle;
   const table = db.prepare<[string], TableRow>("SELECT * FROM input_tables WHERE id = ?");
   const count = db.prepare<[string], { n: number }>("SELECT count(*) AS n FROM table_rows WHERE table_id = ?");
@@ -45,6 +47,8 @@ export function sqliteTables(handle: SqliteHandle): TableStore {
   );
   const one = db.prepare<[string, string], { data: string }>("SELECT data FROM table_rows WHERE table_id = ? AND row_id = ?");
   const writes = rowWrites(db);
+  const tablePage = idPageQuery<TableRow>(db, "SELECT * FROM input_tables");
+  const tableWrites = tableChanges(db);
 
   const claimKey = idempotencyClaim(db);
   const complete = db.prepare<[string, string, string]>("UPDATE idempotency_keys SET response = ? WHERE scope = ? AND key = ?");
@@ -54,6 +58,15 @@ export function sqliteTables(handle: SqliteHandle): TableStore {
     async getTable(id) {
       const row = table.get(id);
       return row ? toTable(row) : null;
+    },
+    async listTables(page) {
+      return tablePage(page).map(toTable);
+    },
+    async putTable(table) {
+      return tableWrites.put(table);
+    },
+    async deleteTable(id) {
+      return tableWrites.remove(id);
     },
     async listTableRows(tableId, { offset, limit }) {
       return db.transaction(() => ({
@@ -161,6 +174,30 @@ function rowWrites(db: Database.Database) {
   );
 
   return { insert, update, remove };
+}
+
+/** Tables themselves: a put keeps the rows and the store's rowCount; a delete takes rows and edit log with it. */
+function tableChanges(db: Database.Database) {
+  const exists = db.prepare<[string], number>("SELECT 1 FROM input_tables WHERE id = ?").pluck();
+  const upsert = db.prepare<[string, string, string, string, string]>(
+    `INSERT INTO input_tables (id, team_id, name, columns, row_count, updated_at) VALUES (?, ?, ?, ?, 0, ?)
+     ON CONFLICT (id) DO UPDATE SET team_id = excluded.team_id, name = excluded.name, columns = excluded.columns, updated_at = excluded.updated_at`,
+  );
+  const removeTable = db.prepare<[string]>("DELETE FROM input_tables WHERE id = ?");
+  const removeRows = db.prepare<[string]>("DELETE FROM table_rows WHERE table_id = ?");
+  const removeLog = db.prepare<[string]>("DELETE FROM edit_log WHERE table_id = ?");
+  const put = writeTransaction(db, (table: TableRecord): PutResult => {
+    const created = exists.get(table.id) === undefined;
+    upsert.run(table.id, table.teamId, table.name, JSON.stringify(table.columns), table.updatedAt);
+    return created ? "created" : "updated";
+  });
+  const remove = writeTransaction(db, (id: string): boolean => {
+    if (removeTable.run(id).changes === 0) return false;
+    removeRows.run(id);
+    removeLog.run(id);
+    return true;
+  });
+  return { put, remove };
 }
 
 /**

@@ -4,6 +4,7 @@ import { rowChangesColumns, widenColumns } from "../domain/columns.js";
 import type { Column, ColumnType, Row } from "../domain/model.js";
 import { endpointFromConnection } from "../domain/webhook-config.js";
 import type { WebhookEndpoint, WebhookStore } from "../ports/storage/webhooks.js";
+import { stagingMover } from "./bulk-rows.js";
 import { parseJson, rowKey, type SqliteHandle, writeTransaction } from "./db.js";
 
 type IngestInput = Parameters<WebhookStore["ingestWebhookRow"]>[0];
@@ -29,15 +30,19 @@ const ENDPOINT_CACHE_SIZE = 1000;
 export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): void; forget(): void } {
   const { db } = handle;
   // Endpoint lookups (one per delivery) are remembered for as long as nothing
-  // can have changed them: this module forgets them whenever this connection
-  // writes connections (settings, create, seed), and `PRAGMA data_version`
-  // changes whenever another connection — another process on the same file —
-  // commits, which also forgets them. So a rotated or removed signing secret
-  // applies to the very next delivery, as without the cache.
+  // can have changed them: every write of this process to connections or
+  // datasets (settings, create, seed, and the catalog's put/delete) bumps
+  // `handle.catalogVersion`, and `PRAGMA data_version` changes whenever
+  // another connection — another process on the same file — commits; either
+  // forgets them. So a rotated or removed signing secret applies to the very
+  // next delivery, as without the cache. Both checks are a counter read.
   const dataVersion = db.prepare<[], number>("PRAGMA data_version").pluck();
   const endpoints = new LRUCache<string, WebhookEndpoint>({ max: ENDPOINT_CACHE_SIZE });
   let endpointsVersion = -1;
-  const forget = () => endpoints.clear();
+  let endpointsCatalog = handle.catalogVersion;
+  const forget = () => {
+    handle.catalogVersion++;
+  };
   const endpointBy = (column: "endpoint_id" | "id") =>
     db.prepare<[string], EndpointRow>(
       `SELECT c.id AS connection_id, c.team_id, c.name, c.config,
@@ -107,9 +112,10 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
     // Synchronous (better-sqlite3 is): the receiver continues without a microtask hop.
     getWebhookEndpoint(endpointId) {
       const version = dataVersion.get()!;
-      if (version !== endpointsVersion) {
+      if (version !== endpointsVersion || handle.catalogVersion !== endpointsCatalog) {
         endpoints.clear();
         endpointsVersion = version;
+        endpointsCatalog = handle.catalogVersion;
       }
       const known = endpoints.get(endpointId);
       if (known) return known;
@@ -129,12 +135,18 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
       });
     },
     async updateWebhookSettings(connectionId, settings) {
-      forget();
-      return updateSettings(connectionId, settings);
+      try {
+        return updateSettings(connectionId, settings);
+      } finally {
+        forget();
+      }
     },
     async createWebhookConnection(input) {
-      forget();
-      return create(input);
+      try {
+        return create(input);
+      } finally {
+        forget();
+      }
     },
     flush,
     forget,
@@ -145,6 +157,8 @@ interface DatasetState {
   seq: number;
   first: number;
   next: number;
+  /** Where a bulk write's staged rows begin (null: none is staging). */
+  stageFrom: number | null;
   columns: Column[];
   updatedAt: string;
   /** name → type of `columns`, built when first needed in a batch. */
@@ -160,9 +174,11 @@ interface DatasetState {
  * with the rows). Dataset metadata is written once per dataset at the end.
  */
 function ingestTransaction(db: Database.Database) {
-  const load = db.prepare<[string], { seq: number; first_position: number; next_position: number; columns: string; updated_at: string }>(
-    "SELECT seq, first_position, next_position, columns, updated_at FROM datasets WHERE id = ?",
-  );
+  const load = db.prepare<
+    [string],
+    { seq: number; first_position: number; next_position: number; stage_from: number | null; columns: string; updated_at: string }
+  >("SELECT seq, first_position, next_position, stage_from, columns, updated_at FROM datasets WHERE id = ?");
+  const makeRoom = stagingMover(db);
   const duplicate = db.prepare<[number, string], { id: string | null }>(
     "SELECT data ->> '$._id' AS id FROM dataset_rows WHERE dataset_seq = ? AND dedup_key = ?",
   );
@@ -181,7 +197,16 @@ function ingestTransaction(db: Database.Database) {
       if (!found) {
         const row = load.get(id);
         if (!row) throw new Error(`unknown dataset ${id}`);
-        found = { seq: row.seq, first: row.first_position, next: row.next_position, columns: parseJson(row.columns), updatedAt: row.updated_at, types: null, dirty: false };
+        found = {
+          seq: row.seq,
+          first: row.first_position,
+          next: row.next_position,
+          stageFrom: row.stage_from,
+          columns: parseJson(row.columns),
+          updatedAt: row.updated_at,
+          types: null,
+          dirty: false,
+        };
         datasets.set(id, found);
       }
       return found;
@@ -192,6 +217,8 @@ function ingestTransaction(db: Database.Database) {
         const seen = duplicate.get(ds.seq, input.dedupKey);
         if (seen) return { id: String(seen.id), duplicate: true };
       }
+      // A bulk write is staging right above the window: move its rows out of the way (rare).
+      if (ds.stageFrom !== null && ds.next >= ds.stageFrom) ds.stageFrom = makeRoom(ds.seq);
       insert.run(rowKey(ds.seq, ds.next), ds.seq, ds.next, input.dedupKey, JSON.stringify(input.row as Row));
       ds.next += 1;
       if (rowChangesColumns((ds.types ??= new Map(ds.columns.map((c) => [c.name, c.type] as const))), input.row)) {

@@ -293,7 +293,7 @@ describe("sqlite: input tables", () => {
     const b = await s.updateTableRow({ ...base, patch: { target: 3 }, expectedUpdatedAt: row._updatedAt as string });
     expect(a).toMatchObject({ status: "ok", row: { target: 2, _updatedAt: "2026-11-01T00:00:00.001Z" } });
     expect(b).toEqual({ status: "conflict", current: { ...(a as { row: Row }).row } });
-    const c = await s.updateTableRow({ ...base, patch: { target: 4 }, expectedUpdatedAt: null });
+    const c = await s.updateTableRow({ ...base, patch: { target: 4 }, expectedUpdatedAt: null, auditEvent: auditEvent("e2b") });
     expect(c).toMatchObject({ status: "ok", row: { target: 4, _updatedAt: "2026-11-01T00:00:00.002Z", _createdAt: "2026-11-01T00:00:00.000Z" } });
     expect(await s.deleteTableRow({ tableId: "tbl_targets", rowId: "r2", actor: ACTOR, now, auditEvent: auditEvent("e3") })).toMatchObject({ status: "ok" });
     expect(await s.deleteTableRow({ tableId: "tbl_targets", rowId: "r2", actor: ACTOR, now, auditEvent: auditEvent("e4") })).toEqual({ status: "not_found" });
@@ -305,7 +305,7 @@ describe("sqlite: input tables", () => {
     ]);
     expect((await s.getTable("tbl_targets"))?.rowCount).toBe(1);
     const audit = await s.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: now, limit: 10 });
-    expect(audit.events.map((e) => e.event.id)).toEqual(["e1", "e2", "e2", "e3"]);
+    expect(audit.events.map((e) => e.event.id)).toEqual(["e1", "e2", "e2b", "e3"]);
   });
 
   it("claims an idempotency key once, replays it completed and re-claims it after the ttl", async () => {

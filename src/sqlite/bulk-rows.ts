@@ -1,0 +1,399 @@
+import { randomUUID } from "node:crypto";
+import type Database from "better-sqlite3";
+import type { Column, Row } from "../domain/model.js";
+import { rowKey, type SqliteHandle, writeTransaction } from "./db.js";
+
+/**
+ * Streamed bulk row writes (`writeDatasetRows`, and `replaceDatasetRows`
+ * through the same path).
+ *
+ * Readers see a dataset's rows at the positions [first_position,
+ * next_position). A bulk write stages its rows, STAGE_BATCH per transaction,
+ * at positions from next_position on, which no reader looks at, and makes
+ * them visible in ONE final transaction that moves the window (replace:
+ * the window becomes the staged range; append: it grows over it). The old
+ * rows of a replace are then below first_position, invisible, and deleted
+ * in small transactions afterwards. If anything fails before the final
+ * transaction, the staged rows are deleted and nothing was ever visible.
+ *
+ * One staging per dataset at a time: bulk writes of one process queue per
+ * dataset; across processes, the claim row in `dataset_stagings` is taken in
+ * an IMMEDIATE transaction, so one process stages and the other waits. A
+ * claim whose heartbeat is older than LEASE_MS belongs to a dead process and
+ * is taken over (its staged rows deleted).
+ *
+ * Webhook deliveries append at next_position too. When a delivery reaches
+ * the staged range (`stage_from`), it moves the staged rows up out of its way
+ * (`stagingMover`); the staging writer reads its range from the claim row in
+ * every batch, and an append that finds its rows no longer right after the
+ * window moves them down in the final transaction.
+ */
+
+/** Rows written per staging transaction: a few ms of SQLite's write lock, so deliveries and other writes interleave. */
+const STAGE_BATCH = 1000;
+/** Rows deleted per cleanup transaction. */
+const DELETE_BATCH = 10_000;
+/** A claim not refreshed for this long belongs to a process that died. Wall-clock time: storage bookkeeping, not request data. */
+const LEASE_MS = 30_000;
+const HEARTBEAT_MS = 5_000;
+/** Free positions a webhook delivery leaves itself when it moves a staging out of its way. */
+const INGEST_HEADROOM = 4096;
+const MAX_POSITION = 2 ** 43;
+
+export interface BulkRowsWrite {
+  datasetId: string;
+  mode: "replace" | "append";
+  rows: AsyncIterable<Row> | Iterable<Row>;
+  /** Called once after the last row, before the rows become visible. */
+  columns(): Column[];
+  updatedAt: string;
+  /** Also the dataset's lastRefreshedAt (a refresh); absent: lastRefreshedAt is kept. */
+  refreshedAt?: string;
+}
+
+interface DatasetAt {
+  seq: number;
+  first_position: number;
+  next_position: number;
+}
+
+interface Claim {
+  owner: string;
+  from_position: number;
+  end_position: number;
+  heartbeat_ms: number;
+}
+
+export function bulkRowWriter(handle: SqliteHandle): (write: BulkRowsWrite) => Promise<{ rowCount: number }> {
+  const { db } = handle;
+  const sql = statements(db);
+  const tails = new Map<string, Promise<unknown>>();
+
+  /** Bulk writes to one dataset in this process, one after the other. */
+  const serialised = <T>(datasetId: string, run: () => Promise<T>): Promise<T> => {
+    const result = (tails.get(datasetId) ?? Promise.resolve()).then(run);
+    const tail = result.then(noop, noop);
+    tails.set(datasetId, tail);
+    void tail.then(() => {
+      if (tails.get(datasetId) === tail) tails.delete(datasetId);
+    });
+    return result;
+  };
+
+  /** Try to take the dataset's staging claim: the dataset's seq, or the claim another owner holds. */
+  const tryClaim = writeTransaction(db, (datasetId: string, owner: string): { seq: number; held: Claim | null } => {
+    const at = existing(sql, datasetId);
+    const held = sql.claim.get(at.seq);
+    if (held) return { seq: at.seq, held };
+    sql.insertClaim.run(at.seq, owner, at.next_position, at.next_position, Date.now());
+    sql.setStageFrom.run(at.next_position, at.seq);
+    return { seq: at.seq, held: null };
+  });
+
+  /** Take over a dead process's claim (if it is still that one, still stale): ours from now on, so its owner can no longer write. */
+  const seize = writeTransaction(db, (seq: number, stale: Claim, owner: string): boolean => {
+    const held = sql.claim.get(seq);
+    if (!held || held.owner !== stale.owner || held.heartbeat_ms !== stale.heartbeat_ms) return false;
+    sql.setOwner.run(owner, Date.now(), seq);
+    return true;
+  });
+
+  const stage = writeTransaction(db, (seq: number, owner: string, texts: readonly string[]) => {
+    const claim = owned(sql, seq, owner);
+    let position = claim.end_position;
+    if (position + texts.length > MAX_POSITION) throw new Error("the dataset has used every row position");
+    for (const text of texts) {
+      sql.insertRow.run(seq, position, seq, position, text);
+      position++;
+    }
+    sql.setEnd.run(position, Date.now(), seq);
+  });
+
+  /** Delete up to DELETE_BATCH staged rows from the top of our range; true once the claim is gone. */
+  const unstage = writeTransaction(db, (seq: number, owner: string): boolean => {
+    const claim = sql.claim.get(seq);
+    if (!claim || claim.owner !== owner) return true;
+    const low = Math.max(claim.from_position, claim.end_position - DELETE_BATCH);
+    sql.deleteRange.run(rowKey(seq, low), rowKey(seq, claim.end_position));
+    if (low > claim.from_position) {
+      sql.setEnd.run(low, claim.heartbeat_ms, seq);
+      return false;
+    }
+    sql.deleteClaim.run(seq);
+    sql.setStageFrom.run(null, seq);
+    return true;
+  });
+
+  const publishStaged = writeTransaction(db, (seq: number, owner: string, write: BulkRowsWrite, columns: Column[]) => {
+    const claim = owned(sql, seq, owner);
+    sql.deleteClaim.run(seq);
+    return publish(sql, sql.datasetBySeq.get(seq)!, claim.from_position, claim.end_position, write, columns);
+  });
+
+  /** A write that fits one batch: staged and published in one transaction, unless another process is staging (null). */
+  const writeWhole = writeTransaction(db, (write: BulkRowsWrite, texts: readonly string[], columns: Column[]) => {
+    const at = existing(sql, write.datasetId);
+    const held = sql.claim.get(at.seq);
+    if (held) return { seq: at.seq, held, published: null };
+    const from = at.next_position;
+    if (from + texts.length > MAX_POSITION) throw new Error("the dataset has used every row position");
+    texts.forEach((text, i) => sql.insertRow.run(at.seq, from + i, at.seq, from + i, text));
+    return { seq: at.seq, held: null, published: publish(sql, at, from, from + texts.length, write, columns) };
+  });
+
+  const beat = (seq: number, owner: string) => {
+    try {
+      sql.heartbeat.run(Date.now(), seq, owner);
+    } catch {
+      // Closed or busy: the next batch or heartbeat tries again.
+    }
+  };
+
+  const abandon = async (seq: number, owner: string) => {
+    while (!unstage(seq, owner)) await nextTurn();
+  };
+
+  /** Wait for another process's claim to go, or take it over when its process is dead. */
+  const waitFor = async (seq: number, held: Claim, attempt: number) => {
+    if (Date.now() - held.heartbeat_ms > LEASE_MS) {
+      const owner = randomUUID();
+      if (seize(seq, held, owner)) await abandon(seq, owner);
+      return;
+    }
+    await sleep(Math.min(500, 10 * 2 ** Math.min(attempt, 6)));
+  };
+
+  /** Old rows below the window (a replace's, or left by a crash), in small transactions. */
+  const sweep = async (seq: number, datasetId: string) => {
+    try {
+      while (sql.deleteBelowFirst.run(rowKey(seq, 0), seq, datasetId, DELETE_BATCH).changes === DELETE_BATCH) await nextTurn();
+    } catch {
+      // The write is visible already; a later write's sweep removes what is left.
+    }
+  };
+
+  const claim = async (datasetId: string, owner: string): Promise<number> => {
+    for (let attempt = 0; ; attempt++) {
+      const { seq, held } = tryClaim(datasetId, owner);
+      if (!held) return seq;
+      await waitFor(seq, held, attempt);
+    }
+  };
+
+  const write = async (write: BulkRowsWrite): Promise<{ rowCount: number }> => {
+    existing(sql, write.datasetId);
+    const source = rowSource(write.rows);
+    let batch = await source.next(STAGE_BATCH);
+
+    if (batch.done) {
+      const columns = write.columns();
+      for (let attempt = 0; ; attempt++) {
+        const result = writeWhole(write, batch.texts, columns);
+        if (result.published) {
+          await sweep(result.seq, write.datasetId);
+          return { rowCount: result.published.rowCount };
+        }
+        await waitFor(result.seq, result.held!, attempt);
+      }
+    }
+
+    const owner = randomUUID();
+    let seq: number;
+    try {
+      seq = await claim(write.datasetId, owner);
+    } catch (error) {
+      await source.close();
+      throw error;
+    }
+    const heartbeat = setInterval(() => beat(seq, owner), HEARTBEAT_MS);
+    heartbeat.unref();
+    try {
+      for (;;) {
+        if (batch.texts.length > 0) stage(seq, owner, batch.texts);
+        if (batch.done) break;
+        batch = await source.next(STAGE_BATCH);
+      }
+      const published = publishStaged(seq, owner, write, write.columns());
+      clearInterval(heartbeat);
+      await sweep(seq, write.datasetId);
+      return { rowCount: published.rowCount };
+    } catch (error) {
+      clearInterval(heartbeat);
+      await source.close();
+      try {
+        await abandon(seq, owner);
+      } catch {
+        // Closed: the claim expires and the next writer deletes what was staged.
+      }
+      throw error;
+    }
+  };
+
+  return (input) => serialised(input.datasetId, () => write(input));
+}
+
+/**
+ * For a webhook delivery about to append at `next_position` = the dataset's
+ * `stage_from`: move the staged rows up by their count plus some headroom and
+ * return the new `stage_from` (null when the claim is gone). Runs inside the
+ * delivery's transaction; the staging writer finds its range in the claim.
+ */
+export function stagingMover(db: Database.Database): (seq: number) => number | null {
+  const sql = statements(db);
+  return (seq) => {
+    const claim = sql.claim.get(seq);
+    if (!claim) {
+      sql.setStageFrom.run(null, seq);
+      return null;
+    }
+    const shift = claim.end_position - claim.from_position + INGEST_HEADROOM;
+    if (claim.end_position + shift > MAX_POSITION) throw new Error("the dataset has used every row position");
+    moveRows(sql, seq, claim.from_position, claim.end_position, shift);
+    sql.setRange.run(claim.from_position + shift, claim.end_position + shift, seq);
+    sql.setStageFrom.run(claim.from_position + shift, seq);
+    return claim.from_position + shift;
+  };
+}
+
+type Statements = ReturnType<typeof statements>;
+
+function statements(db: Database.Database) {
+  return {
+    dataset: db.prepare<[string], DatasetAt>("SELECT seq, first_position, next_position FROM datasets WHERE id = ?"),
+    datasetBySeq: db.prepare<[number], DatasetAt>("SELECT seq, first_position, next_position FROM datasets WHERE seq = ?"),
+    isTable: db.prepare<[string], number>("SELECT 1 FROM input_tables WHERE id = ?").pluck(),
+    claim: db.prepare<[number], Claim>("SELECT owner, from_position, end_position, heartbeat_ms FROM dataset_stagings WHERE dataset_seq = ?"),
+    insertClaim: db.prepare<[number, string, number, number, number]>(
+      "INSERT INTO dataset_stagings (dataset_seq, owner, from_position, end_position, heartbeat_ms) VALUES (?, ?, ?, ?, ?)",
+    ),
+    setOwner: db.prepare<[string, number, number]>("UPDATE dataset_stagings SET owner = ?, heartbeat_ms = ? WHERE dataset_seq = ?"),
+    setEnd: db.prepare<[number, number, number]>("UPDATE dataset_stagings SET end_position = ?, heartbeat_ms = ? WHERE dataset_seq = ?"),
+    setRange: db.prepare<[number, number, number]>("UPDATE dataset_stagings SET from_position = ?, end_position = ? WHERE dataset_seq = ?"),
+    heartbeat: db.prepare<[number, number, string]>("UPDATE dataset_stagings SET heartbeat_ms = ? WHERE dataset_seq = ? AND owner = ?"),
+    deleteClaim: db.prepare<[number]>("DELETE FROM dataset_stagings WHERE dataset_seq = ?"),
+    setStageFrom: db.prepare<[number | null, number]>("UPDATE datasets SET stage_from = ? WHERE seq = ?"),
+    // The key computed by SQLite (seq * 2^43 + position, see rowKey): no BigInt per row.
+    insertRow: db.prepare<[number, number, number, number, string]>(
+      "INSERT INTO dataset_rows (row_key, dataset_seq, position, data) VALUES (? * 8796093022208 + ?, ?, ?, ?)",
+    ),
+    copyRows: db.prepare<[number, number, bigint, bigint]>(
+      `INSERT INTO dataset_rows (row_key, dataset_seq, position, dedup_key, data)
+       SELECT row_key + ?, dataset_seq, position + ?, dedup_key, data FROM dataset_rows WHERE row_key >= ? AND row_key < ?`,
+    ),
+    deleteRange: db.prepare<[bigint, bigint]>("DELETE FROM dataset_rows WHERE row_key >= ? AND row_key < ?"),
+    // Bounded by the dataset's current window in the same statement, so nothing of a dataset
+    // created since (with this seq) or of the window itself is touched.
+    deleteBelowFirst: db.prepare<[bigint, number, string, number]>(
+      `DELETE FROM dataset_rows WHERE row_key IN (
+         SELECT row_key FROM dataset_rows WHERE row_key >= ?
+           AND row_key < (SELECT seq * 8796093022208 + first_position FROM datasets WHERE seq = ? AND id = ?)
+         LIMIT ?)`,
+    ),
+    // A replace forgets the old rows' webhook de-duplication keys at once (the rows follow later).
+    deleteKeyed: db.prepare<[number]>("DELETE FROM dataset_rows WHERE dataset_seq = ? AND dedup_key IS NOT NULL"),
+    setWindow: db.prepare<[number, number, string, string, string | null, number]>(
+      `UPDATE datasets SET first_position = ?, next_position = ?, stage_from = NULL, columns = ?, updated_at = ?,
+         last_refreshed_at = coalesce(?, last_refreshed_at) WHERE seq = ?`,
+    ),
+  };
+}
+
+function existing(sql: Statements, datasetId: string): DatasetAt {
+  const at = sql.dataset.get(datasetId);
+  if (at) return at;
+  if (sql.isTable.get(datasetId) !== undefined) throw new Error(`dataset ${datasetId} is an input table: its rows are written one by one`);
+  throw new Error(`unknown dataset ${datasetId}`);
+}
+
+function owned(sql: Statements, seq: number, owner: string): Claim {
+  const claim = sql.claim.get(seq);
+  if (!claim || claim.owner !== owner) throw new Error("the bulk write lost its staged rows: the dataset was deleted or its claim taken over meanwhile");
+  return claim;
+}
+
+/**
+ * Make the rows at [from, end) the dataset's (inside the caller's
+ * transaction): a replace's window becomes that range; an append's grows
+ * over it, after the rows are moved down to the window's end when deliveries
+ * moved them away from it.
+ */
+function publish(sql: Statements, at: DatasetAt, from: number, end: number, write: BulkRowsWrite, columns: Column[]): { rowCount: number } {
+  let first = from;
+  let next = end;
+  if (write.mode === "append") {
+    if (from !== at.next_position) moveDown(sql, at.seq, from, end, at.next_position);
+    first = at.first_position;
+    next = at.next_position + (end - from);
+  } else {
+    sql.deleteKeyed.run(at.seq);
+  }
+  sql.setWindow.run(first, next, JSON.stringify(columns), write.updatedAt, write.refreshedAt ?? null, at.seq);
+  return { rowCount: next - first };
+}
+
+/** Move [from, end) down to start at `to` (< from), through free space above `end` when the ranges overlap. */
+function moveDown(sql: Statements, seq: number, from: number, end: number, to: number): void {
+  const count = end - from;
+  if (from - to >= count) {
+    moveRows(sql, seq, from, end, to - from);
+    return;
+  }
+  moveRows(sql, seq, from, end, count);
+  moveRows(sql, seq, end, end + count, to - end);
+}
+
+/** Rows at [from, end) to [from + shift, end + shift); the two ranges must not overlap. */
+function moveRows(sql: Statements, seq: number, from: number, end: number, shift: number): void {
+  if (end <= from) return;
+  sql.copyRows.run(shift, shift, rowKey(seq, from), rowKey(seq, end));
+  sql.deleteRange.run(rowKey(seq, from), rowKey(seq, end));
+}
+
+/** Rows as JSON texts, up to `max` at a time; sync iterables are read without a promise per row. */
+function rowSource(rows: AsyncIterable<Row> | Iterable<Row>) {
+  const asyncRows = Symbol.asyncIterator in rows ? (rows as AsyncIterable<Row>)[Symbol.asyncIterator]() : null;
+  const syncRows = asyncRows ? null : (rows as Iterable<Row>)[Symbol.iterator]();
+  let finished = false;
+  return {
+    async next(max: number): Promise<{ texts: string[]; done: boolean }> {
+      const texts: string[] = [];
+      while (texts.length < max) {
+        let step: IteratorResult<Row>;
+        try {
+          step = asyncRows ? await asyncRows.next() : syncRows!.next();
+        } catch (error) {
+          finished = true; // a throwing iterator is done
+          throw error;
+        }
+        if (step.done) {
+          finished = true;
+          return { texts, done: true };
+        }
+        texts.push(JSON.stringify(step.value));
+      }
+      return { texts, done: false };
+    },
+    /** Let the producer stop (close its stream) when the write fails while it still has rows. */
+    async close(): Promise<void> {
+      if (finished) return;
+      finished = true;
+      try {
+        if (asyncRows) await asyncRows.return?.();
+        else syncRows!.return?.();
+      } catch {
+        // The write's own error is the one to report.
+      }
+    },
+  };
+}
+
+function noop(): void {}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Let other requests run between cleanup transactions. */
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
