@@ -3,6 +3,7 @@ import type { Storage } from "../ports/storage.js";
 import { memoryAnalytics } from "./storage/analytics.js";
 import { appendAuditEntry, memoryAudit } from "./storage/audit.js";
 import { memoryCatalog } from "./storage/catalog.js";
+import { memoryCredentials } from "./storage/credentials.js";
 import { memoryIdentity } from "./storage/identity.js";
 import { cloneJson, createMemoryState, frozenCopy, type MemoryState } from "./storage/state.js";
 import { memoryTables } from "./storage/tables.js";
@@ -19,6 +20,7 @@ export function createMemoryStorage(): MemoryStorage {
   let closed = false;
   return {
     ...memoryIdentity(state),
+    ...memoryCredentials(state),
     ...memoryCatalog(state),
     ...memoryTables(state),
     ...memoryWebhooks(state),
@@ -26,8 +28,9 @@ export function createMemoryStorage(): MemoryStorage {
     ...memoryAnalytics(state),
     async seed(space) {
       if (state.seeded) return "kept";
-      load(state, cloneJson(space));
-      freezeIdentity(state);
+      const copy = cloneJson(space);
+      assertUniqueAuditIds(copy); // the one thing loading could refuse: checked before anything is loaded
+      load(state, copy);
       state.seeded = true;
       return "loaded";
     },
@@ -41,26 +44,30 @@ export function createMemoryStorage(): MemoryStorage {
   };
 }
 
-/** Identity records are handed out as they are (see memoryIdentity), so they are frozen once here. */
-function freezeIdentity(state: MemoryState): void {
-  for (const map of [state.businesses, state.teams, state.users, state.apiKeys] as Map<string, object>[]) {
-    for (const [id, value] of map) map.set(id, frozenCopy(value));
+function assertUniqueAuditIds(space: SeedSpace): void {
+  const ids = new Set<string>();
+  for (const { id } of space.auditEvents) {
+    if (ids.has(id)) throw new Error(`audit event ${id} appears twice in the space`);
+    ids.add(id);
   }
-  for (const [userId, list] of state.memberships) state.memberships.set(userId, frozenCopy(list));
 }
 
+/** Identity records and credentials are stored frozen and handed out as they are (see memoryIdentity). */
 function load(state: MemoryState, space: SeedSpace): void {
-  const put = <T extends { id: string }>(map: Map<string, T>, items: T[]) => items.forEach((i) => map.set(i.id, i));
+  const put = <T extends { id: string }>(map: Map<string, T>, items: T[]) => items.forEach((i) => map.set(i.id, frozenCopy(i)));
   put(state.businesses, space.businesses);
   put(state.teams, space.teams);
   put(state.users, space.users);
-  for (const m of space.memberships) state.memberships.set(m.userId, [...(state.memberships.get(m.userId) ?? []), m]);
-  for (const s of space.sessions) state.sessions.set(s.tokenHash, s.userId);
+  for (const m of space.memberships) state.memberships.set(m.userId, frozenCopy([...(state.memberships.get(m.userId) ?? []), m]));
+  for (const s of space.sessions) {
+    state.sessions.set(s.id, frozenCopy(s));
+    state.sessionIdsByHash.set(s.tokenHash, s.id);
+  }
   for (const k of space.apiKeys) {
-    state.apiKeys.set(k.id, k);
+    state.apiKeys.set(k.id, frozenCopy(k));
     state.apiKeyIdsByHash.set(k.tokenHash, k.id);
   }
-  put(state.connections, space.connections);
+  space.connections.forEach((c) => state.connections.set(c.id, c));
   for (const { rows, ...dataset } of space.datasets) {
     state.datasets.set(dataset.id, dataset);
     state.datasetRows.set(dataset.id, rows);
@@ -69,10 +76,11 @@ function load(state: MemoryState, space: SeedSpace): void {
     state.tables.set(table.id, table);
     state.tableRows.set(table.id, rows);
   }
-  put(state.dashboards, space.dashboards);
+  space.dashboards.forEach((d) => state.dashboards.set(d.id, d));
   state.dashboardViews.push(...space.dashboardViews);
   state.refreshRuns.push(...space.refreshRuns);
   state.creditUsage.push(...space.creditUsage);
+  state.catalogVersion++;
   // Fixture events are stored in file order, all at the start of time.
   for (const event of space.auditEvents) appendAuditEntry(state, event, 0);
 }

@@ -5,6 +5,7 @@ import type { ApiCallRecord, DashboardView } from "../../domain/model.js";
 import type { ApiUsageCounter } from "./state.js";
 import {
   type AnalyticsStore,
+  type AnalyticsWrites,
   type ApiUsageRow,
   type CreditUsageRow,
   DATASET_READ_ROUTES,
@@ -15,10 +16,11 @@ import {
   type RefreshHistoryRow,
   type ViewerDayViews,
 } from "../../ports/storage/analytics.js";
+import { pageById } from "./order.js";
 import { cloneJson, type MemoryState } from "./state.js";
 
 /** Dashboards, view statistics and the space aggregates, computed over the state's arrays. */
-export function memoryAnalytics(state: MemoryState): AnalyticsStore {
+export function memoryAnalytics(state: MemoryState): AnalyticsStore & AnalyticsWrites {
   // The usage log's hot path: the day of the last call's instant, and today's counters found without building their key.
   let lastAt = "";
   let lastDay = "";
@@ -65,6 +67,10 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore {
     async getDashboard(id) {
       const dashboard = state.dashboards.get(id);
       return dashboard ? cloneJson(dashboard) : null;
+    },
+
+    async listAllDashboards(page) {
+      return pageById(state.dashboards.values(), page).map(cloneJson);
     },
 
     async viewsByDay(dashboardId, window) {
@@ -248,7 +254,37 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore {
       }
       return undefined;
     },
+
+    async putDashboard(dashboard) {
+      const result = state.dashboards.has(dashboard.id) ? "updated" : "created";
+      state.dashboards.set(dashboard.id, cloneJson(dashboard));
+      return result;
+    },
+
+    async deleteDashboard(id) {
+      if (!state.dashboards.delete(id)) return false;
+      state.dashboardViews = state.dashboardViews.filter((view) => view.dashboardId !== id);
+      return true;
+    },
+
+    // Each append copies everything first, then stores it in one step: all or none.
+    async appendDashboardViews(views) {
+      appendAll(state.dashboardViews, views.map(cloneJson));
+    },
+
+    async appendRefreshRuns(runs) {
+      appendAll(state.refreshRuns, runs.map(cloneJson));
+    },
+
+    async appendCreditUsage(items) {
+      appendAll(state.creditUsage, items.map(cloneJson));
+    },
   };
+}
+
+/** `push(...items)` without its limit on the number of arguments. */
+function appendAll<T>(target: T[], items: readonly T[]): void {
+  for (const item of items) target.push(item);
 }
 
 /** Group items by a composite key, keeping first-seen order inside each group. */

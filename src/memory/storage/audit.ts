@@ -13,6 +13,18 @@ export function memoryAudit(state: MemoryState): AuditStore {
       appendAuditEntry(state, event, storedAt);
     },
 
+    async appendAuditEvents(events, storedAt) {
+      const copies = events.map(cloneJson);
+      let stored = 0;
+      for (const event of copies) {
+        // In order: an id met earlier in this batch is stored by now, so it is skipped too.
+        if (state.auditIds.has(event.id)) continue;
+        pushEntry(state, event, storedAt);
+        stored++;
+      }
+      return stored;
+    },
+
     async readAuditEvents({ teamIds, categories, after, since, storedBefore, limit }) {
       const teams = new Set(teamIds);
       const wanted = new Set(categories);
@@ -45,19 +57,26 @@ export function memoryAudit(state: MemoryState): AuditStore {
 const POSITION = /^[1-9]\d{0,15}$/;
 
 /**
- * Append one event at the next position: the only way events enter the
- * memory log. Other areas of the memory store (table writes, webhook secret
- * changes) call it to record their events in the same step as their write.
+ * Append one event at the next position: the only way single events enter
+ * the memory log. Other areas of the memory store (table writes) call it to
+ * record their events in the same step as their write, after checking the
+ * id with `assertNewAuditId` before they change anything.
  */
-export function appendAuditEntry(state: MemoryState, event: AuditEvent, storedAt: number): StoredAuditEvent {
+export function appendAuditEntry(state: MemoryState, event: AuditEvent, storedAt: number): void {
+  assertNewAuditId(state, event.id);
+  pushEntry(state, cloneJson(event), storedAt);
+}
+
+/** Event ids are unique in the log: throws when this one is stored already. */
+export function assertNewAuditId(state: MemoryState, id: string): void {
+  if (state.auditIds.has(id)) throw new Error(`audit event ${id} is already stored`);
+}
+
+/** Store an event (already copied, its id checked) at the next position. */
+function pushEntry(state: MemoryState, event: AuditEvent, storedAt: number): void {
   const last = state.auditLog.at(-1);
-  const entry: StoredAuditEvent = {
-    position: String(last ? Number(last.position) + 1 : 1),
-    storedAt,
-    event: cloneJson(event),
-  };
-  state.auditLog.push(entry);
-  return cloneJson(entry);
+  state.auditLog.push({ position: String(last ? Number(last.position) + 1 : 1), storedAt, event });
+  state.auditIds.add(event.id);
 }
 
 /** Index of the first entry whose position is after `after` (binary search; positions increase strictly). */

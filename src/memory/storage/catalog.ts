@@ -1,16 +1,36 @@
 import { matchesFilters, selectColumns, tableAsDataset } from "../../domain/rows.js";
-import type { DatasetRecord, Row } from "../../domain/model.js";
-import type { CatalogStore, RowQuery } from "../../ports/storage/catalog.js";
-import { compare } from "./identity.js";
+import type { ConnectionRecord, DatasetRecord, Row } from "../../domain/model.js";
+import type { CatalogStore, CatalogWrites, RowQuery } from "../../ports/storage/catalog.js";
+import { compare, pageById } from "./order.js";
 import { cloneJson, type MemoryState } from "./state.js";
 
-export function memoryCatalog(state: MemoryState): CatalogStore {
+/**
+ * Connections, datasets and their rows. Every write does its checks and
+ * copies first and then changes the state in one synchronous step, so it is
+ * atomic in one process; a bulk write collects its rows before that step.
+ */
+export function memoryCatalog(state: MemoryState): CatalogStore & CatalogWrites {
   const dataset = (id: string): DatasetRecord | null => {
     const found = state.datasets.get(id);
     if (found) return cloneJson(found);
     const table = state.tables.get(id);
     return table ? cloneJson(tableAsDataset(table)) : null;
   };
+
+  /** The upload or connection dataset a bulk write may change; throws for anything else. */
+  const writable = (id: string): DatasetRecord => {
+    const found = state.datasets.get(id);
+    if (found) return found;
+    throw new Error(state.tables.has(id) ? `${id} is an input table: its rows change one by one` : `unknown dataset ${id}`);
+  };
+
+  /** A dataset and its rows go together, with the dedup keys of those rows. */
+  const removeDataset = (id: string): void => {
+    state.datasets.delete(id);
+    state.datasetRows.delete(id);
+    state.dedupKeys.delete(id);
+  };
+
   return {
     async getConnection(id) {
       const found = state.connections.get(id);
@@ -27,27 +47,89 @@ export function memoryCatalog(state: MemoryState): CatalogStore {
         .sort((a, b) => compare(a.name, b.name) || compare(a.id, b.id))
         .map(cloneJson);
     },
+    async listAllConnections(page) {
+      return pageById(state.connections.values(), page).map(cloneJson);
+    },
+    async listAllDatasets(page) {
+      return pageById(state.datasets.values(), page).map(cloneJson);
+    },
     async getDataset(id) {
       return dataset(id);
     },
     async readDatasetRows(datasetId, query) {
       const rows = state.datasetRows.get(datasetId) ?? [];
       const totalRows = query.filters ? rows.reduce((n, r) => n + (matchesFilters(r, query.filters) ? 1 : 0), 0) : rows.length;
-      return { totalRows, rows: pageOf(rows, query, () => state.datasetRowsTrimmed.get(datasetId) ?? 0) };
+      return { totalRows, rows: pageOf(rows, query, () => state.rowsTrimmed.get(rows) ?? 0) };
     },
     async replaceDatasetRows(datasetId, data) {
       const found = state.datasets.get(datasetId);
       if (!found) throw new Error(`unknown dataset ${datasetId}`);
-      state.datasetRows.set(datasetId, data.rows.map(cloneJson));
-      state.datasetRowsTrimmed.delete(datasetId);
-      Object.assign(found, {
-        columns: cloneJson(data.columns),
-        rowCount: data.rows.length,
-        lastRefreshedAt: data.refreshedAt,
-        updatedAt: data.refreshedAt,
-      });
+      const rows = data.rows.map(cloneJson);
+      const columns = cloneJson(data.columns);
+      state.datasetRows.set(datasetId, rows);
+      state.dedupKeys.delete(datasetId);
+      state.datasets.set(datasetId, { ...found, columns, rowCount: rows.length, lastRefreshedAt: data.refreshedAt, updatedAt: data.refreshedAt });
+    },
+
+    async putConnection(connection) {
+      const endpointId = webhookEndpointId(connection);
+      for (const other of state.connections.values()) {
+        if (endpointId !== null && other.id !== connection.id && webhookEndpointId(other) === endpointId) {
+          throw new Error(`webhook endpoint id ${endpointId} belongs to connection ${other.id}`);
+        }
+      }
+      const result = state.connections.has(connection.id) ? "updated" : "created";
+      state.connections.set(connection.id, cloneJson(connection));
+      state.catalogVersion++;
+      return result;
+    },
+    async deleteConnection(id) {
+      if (!state.connections.has(id)) return false;
+      const datasets = [...state.datasets.values()].filter((d) => d.connectionId === id);
+      state.connections.delete(id);
+      for (const d of datasets) removeDataset(d.id);
+      state.catalogVersion++;
+      return true;
+    },
+    async putDataset(record) {
+      const current = state.datasetRows.get(record.id);
+      const stored = { ...cloneJson(record), rowCount: current?.length ?? 0 };
+      const result = state.datasets.has(record.id) ? "updated" : "created";
+      state.datasets.set(record.id, stored);
+      if (!current) state.datasetRows.set(record.id, []);
+      state.catalogVersion++;
+      return result;
+    },
+    async deleteDataset(id) {
+      if (!state.datasets.has(id)) return false;
+      removeDataset(id);
+      state.catalogVersion++;
+      return true;
+    },
+
+    async writeDatasetRows(write) {
+      writable(write.datasetId);
+      // The memory store holds every row anyway: collect them, then swap in one step.
+      const incoming: Row[] = [];
+      for await (const row of write.rows) incoming.push(cloneJson(row));
+      const columns = cloneJson(write.columns());
+      // Checked again: the dataset may have gone while the rows came in.
+      const found = writable(write.datasetId);
+      // The rows stored NOW, not when the write began: writes to one dataset land one after the other.
+      const rows = write.mode === "replace" ? incoming : [...(state.datasetRows.get(write.datasetId) ?? []), ...incoming];
+      // A new array, never a change to the old one: a read under way keeps the rows it started on.
+      state.datasetRows.set(write.datasetId, rows);
+      if (write.mode === "replace") state.dedupKeys.delete(write.datasetId);
+      state.datasets.set(write.datasetId, { ...found, columns, rowCount: rows.length, updatedAt: write.updatedAt });
+      return { rowCount: rows.length };
     },
   };
+}
+
+/** The receiver path of a webhook connection, or null for any other connection. */
+function webhookEndpointId(connection: ConnectionRecord): string | null {
+  const endpointId = connection.config.endpointId;
+  return connection.type === "webhook" && typeof endpointId === "string" && endpointId !== "" ? endpointId : null;
 }
 
 /**

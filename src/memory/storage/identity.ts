@@ -1,12 +1,15 @@
-import type { IdentityStore } from "../../ports/storage/identity.js";
+import type { Membership } from "../../domain/model.js";
+import type { IdentityStore, IdentityWrites, PutResult } from "../../ports/storage/identity.js";
+import { compare, pageById } from "./order.js";
 import { frozenCopy, type MemoryState } from "./state.js";
 
 /**
- * Identity records are stored as frozen deep copies and handed out as they
- * are: callers cannot change the store through them, and the hot
- * authentication path does not pay for a clone per lookup.
+ * Businesses, teams, users and memberships. Records are stored as frozen
+ * deep copies and handed out as they are: callers cannot change the store
+ * through them, and the hot authentication path does not pay for a clone
+ * per lookup. A put stores a copy of what it was given.
  */
-export function memoryIdentity(state: MemoryState): IdentityStore {
+export function memoryIdentity(state: MemoryState): IdentityStore & IdentityWrites {
   return {
     async getBusiness(id) {
       return orNull(state.businesses.get(id));
@@ -15,9 +18,7 @@ export function memoryIdentity(state: MemoryState): IdentityStore {
       return orNull(state.teams.get(id));
     },
     async listBusinessTeams(businessId) {
-      return [...state.teams.values()]
-        .filter((t) => t.businessId === businessId)
-        .sort((a, b) => compare(a.id, b.id));
+      return [...state.teams.values()].filter((t) => t.businessId === businessId).sort((a, b) => compare(a.id, b.id));
     },
     async getUser(id) {
       return orNull(state.users.get(id));
@@ -25,48 +26,71 @@ export function memoryIdentity(state: MemoryState): IdentityStore {
     async listMemberships(userId) {
       return [...(state.memberships.get(userId) ?? [])].sort((a, b) => compare(a.teamId, b.teamId));
     },
-    async findSessionUser(tokenHash) {
-      return state.sessions.get(tokenHash) ?? null;
+    async listBusinesses(page) {
+      return pageById(state.businesses.values(), page);
     },
-    async findApiKeyByHash(tokenHash) {
-      const id = state.apiKeyIdsByHash.get(tokenHash);
-      return id === undefined ? null : orNull(state.apiKeys.get(id));
+    async listTeams(page) {
+      return pageById(state.teams.values(), page);
     },
-    // Synchronous: authentication continues without a microtask hop.
-    findApiKeyWithTeam(tokenHash) {
-      const id = state.apiKeyIdsByHash.get(tokenHash);
-      const key = id === undefined ? undefined : state.apiKeys.get(id);
-      return key ? { key, team: orNull(state.teams.get(key.teamId)) } : null;
+    async listUsers(page) {
+      return pageById(state.users.values(), page);
     },
-    async getApiKey(id) {
-      return orNull(state.apiKeys.get(id));
+
+    async putBusiness(business) {
+      return put(state.businesses, business);
     },
-    async listApiKeys(teamId) {
-      return [...state.apiKeys.values()]
-        .filter((k) => k.teamId === teamId)
-        .sort((a, b) => compare(b.createdAt, a.createdAt) || compare(a.id, b.id));
+    async deleteBusiness(id) {
+      return state.businesses.delete(id);
     },
-    async insertApiKey(key) {
-      if (state.apiKeys.has(key.id)) throw new Error(`api key ${key.id} already exists`);
-      if (state.apiKeyIdsByHash.has(key.tokenHash)) throw new Error("api key token already exists");
-      state.apiKeys.set(key.id, frozenCopy(key));
-      state.apiKeyIdsByHash.set(key.tokenHash, key.id);
+    async putTeam(team) {
+      return put(state.teams, team);
     },
-    async revokeApiKey(id, revokedAt) {
-      const key = state.apiKeys.get(id);
-      if (!key) return null;
-      if (key.revokedAt !== null) return key;
-      const revoked = frozenCopy({ ...key, revokedAt });
-      state.apiKeys.set(id, revoked);
-      return revoked;
+    async deleteTeam(id) {
+      if (!state.teams.has(id)) return false;
+      state.teams.delete(id);
+      for (const [userId, list] of state.memberships) {
+        if (list.some((m) => m.teamId === id)) setMemberships(state, userId, list.filter((m) => m.teamId !== id));
+      }
+      return true;
+    },
+    async putUser(user) {
+      return put(state.users, user);
+    },
+    async deleteUser(id) {
+      if (!state.users.has(id)) return false;
+      state.users.delete(id);
+      state.memberships.delete(id);
+      return true;
+    },
+    async putMembership(membership) {
+      const list = state.memberships.get(membership.userId) ?? [];
+      const others = list.filter((m) => m.teamId !== membership.teamId);
+      setMemberships(state, membership.userId, [...others, membership]);
+      return others.length < list.length ? "updated" : "created";
+    },
+    async deleteMembership(userId, teamId) {
+      const list = state.memberships.get(userId) ?? [];
+      const others = list.filter((m) => m.teamId !== teamId);
+      if (others.length === list.length) return false;
+      setMemberships(state, userId, others);
+      return true;
     },
   };
 }
 
-function orNull<T>(value: T | undefined): T | null {
-  return value ?? null;
+/** Store a frozen copy under the record's id. */
+function put<T extends { id: string }>(map: Map<string, T>, record: T): PutResult {
+  const result = map.has(record.id) ? "updated" : "created";
+  map.set(record.id, frozenCopy(record));
+  return result;
 }
 
-export function compare(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
+/** A user's memberships are one frozen list, replaced whole (none left: no entry). */
+function setMemberships(state: MemoryState, userId: string, list: Membership[]): void {
+  if (list.length === 0) state.memberships.delete(userId);
+  else state.memberships.set(userId, frozenCopy(list));
+}
+
+function orNull<T>(value: T | undefined): T | null {
+  return value ?? null;
 }

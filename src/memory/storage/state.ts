@@ -10,11 +10,19 @@ import type {
   Membership,
   RefreshRun,
   Row,
+  SessionRecord,
   TableRecord,
   Team,
   User,
 } from "../../domain/model.js";
 import type { StoredAuditEvent } from "../../ports/storage/audit.js";
+import type { EditLogEntry } from "../../ports/storage/tables.js";
+
+/** The dedup keys of a webhook dataset's retained rows, both ways. */
+export interface DedupKeys {
+  rowIdByKey: Map<string, string>;
+  keyByRowId: Map<string, string>;
+}
 
 export interface ApiUsageCounter {
   day: string;
@@ -39,23 +47,36 @@ export interface MemoryState {
   businesses: Map<string, Business>;
   teams: Map<string, Team>;
   users: Map<string, User>;
+  /** Memberships by user id; each list is replaced, never changed in place. */
   memberships: Map<string, Membership[]>;
-  sessions: Map<string, string>;
+  /** Sessions by id. */
+  sessions: Map<string, SessionRecord>;
+  sessionIdsByHash: Map<string, string>;
   apiKeys: Map<string, ApiKeyRecord>;
   apiKeyIdsByHash: Map<string, string>;
   connections: Map<string, ConnectionRecord>;
   datasets: Map<string, DatasetRecord>;
-  /** Rows of upload/connection datasets in stored order. */
+  /**
+   * Rows of upload/connection datasets in stored order. Retention trims and
+   * webhook deliveries change the array in place; a bulk write or refresh
+   * puts a new array, so a read under way keeps the one it started on.
+   */
   datasetRows: Map<string, Row[]>;
   /**
-   * Rows trimmed from the front of `datasetRows` so far (retention): a row's
+   * Rows trimmed so far from the front of a row array (retention): a row's
    * absolute position is its index plus this, so a streaming read survives a
    * trim that shifts the array under it.
    */
-  datasetRowsTrimmed: Map<string, number>;
+  rowsTrimmed: WeakMap<Row[], number>;
+  /** Dedup keys per webhook dataset; a key is kept exactly as long as its row. */
+  dedupKeys: Map<string, DedupKeys>;
+  /** Grows on every change to which connections and datasets exist or how they are configured (the webhook endpoint index follows it). */
+  catalogVersion: number;
   tables: Map<string, TableRecord>;
   /** Input-table rows by table id, in creation order. */
   tableRows: Map<string, Row[]>;
+  /** Each input table's edit log, oldest first. */
+  editLogs: Map<string, EditLogEntry[]>;
   dashboards: Map<string, DashboardRecord>;
   dashboardViews: DashboardView[];
   refreshRuns: RefreshRun[];
@@ -65,6 +86,8 @@ export interface MemoryState {
   /** Successful row reads per dataset or table id. */
   datasetReads: Map<string, { count: number; lastAt: string | null }>;
   auditLog: StoredAuditEvent[];
+  /** Ids of every stored audit event: ids are unique in the log. */
+  auditIds: Set<string>;
 }
 
 export function createMemoryState(): MemoryState {
@@ -75,14 +98,18 @@ export function createMemoryState(): MemoryState {
     users: new Map(),
     memberships: new Map(),
     sessions: new Map(),
+    sessionIdsByHash: new Map(),
     apiKeys: new Map(),
     apiKeyIdsByHash: new Map(),
     connections: new Map(),
     datasets: new Map(),
     datasetRows: new Map(),
-    datasetRowsTrimmed: new Map(),
+    rowsTrimmed: new WeakMap(),
+    dedupKeys: new Map(),
+    catalogVersion: 0,
     tables: new Map(),
     tableRows: new Map(),
+    editLogs: new Map(),
     dashboards: new Map(),
     dashboardViews: [],
     refreshRuns: [],
@@ -90,6 +117,7 @@ export function createMemoryState(): MemoryState {
     apiUsage: new Map(),
     datasetReads: new Map(),
     auditLog: [],
+    auditIds: new Set(),
   };
 }
 

@@ -1,7 +1,8 @@
 import type { Row } from "../../domain/model.js";
 import { changedSince, newRow, nextUpdatedAt, patchedRow } from "../../domain/table-rows.js";
-import type { EditLogEntry, StoredResponse, TableStore } from "../../ports/storage/tables.js";
-import { memoryAudit } from "./audit.js";
+import type { EditLogEntry, StoredResponse, TableStore, TableWrites } from "../../ports/storage/tables.js";
+import { appendAuditEntry, assertNewAuditId } from "./audit.js";
+import { pageById } from "./order.js";
 import { cloneJson, type MemoryState } from "./state.js";
 
 interface Claim {
@@ -16,18 +17,17 @@ const SWEEP_EVERY_MS = 60 * 60 * 1000;
 /**
  * Input tables on the shared state. Every write runs without an `await`
  * between its check and its change, which is what makes it atomic in one
- * process: the row, the edit-log entry and the audit event land together.
+ * process: the row, the edit-log entry and the audit event land together
+ * (the audit event's id is checked before anything changes).
  */
-export function memoryTables(state: MemoryState): TableStore {
-  const audit = memoryAudit(state);
-  const editLogs = new Map<string, EditLogEntry[]>();
+export function memoryTables(state: MemoryState): TableStore & TableWrites {
   const claims = new Map<string, Claim>();
   let lastSweep = -Infinity;
 
   function logEdit(entry: EditLogEntry): void {
-    const log = editLogs.get(entry.tableId) ?? [];
+    const log = state.editLogs.get(entry.tableId) ?? [];
     log.push(cloneJson(entry));
-    editLogs.set(entry.tableId, log);
+    state.editLogs.set(entry.tableId, log);
   }
 
   function touchTable(tableId: string, rowDelta: number, stamp: string): void {
@@ -49,6 +49,10 @@ export function memoryTables(state: MemoryState): TableStore {
       return table ? cloneJson(table) : null;
     },
 
+    async listTables(page) {
+      return pageById(state.tables.values(), page).map(cloneJson);
+    },
+
     async listTableRows(tableId, page) {
       const rows = state.tableRows.get(tableId) ?? [];
       return { totalRows: rows.length, rows: rows.slice(page.offset, page.offset + page.limit).map(cloneJson) };
@@ -60,6 +64,7 @@ export function memoryTables(state: MemoryState): TableStore {
     },
 
     async insertTableRow({ tableId, rowId, values, actor, now, auditEvent }) {
+      assertNewAuditId(state, auditEvent.id);
       const stamp = nextUpdatedAt(null, now);
       const row = newRow(rowId, values, stamp);
       const rows = state.tableRows.get(tableId) ?? [];
@@ -67,7 +72,7 @@ export function memoryTables(state: MemoryState): TableStore {
       state.tableRows.set(tableId, rows);
       touchTable(tableId, 1, stamp);
       logEdit({ tableId, rowId, op: "create", actor, at: new Date(now).toISOString(), before: null, after: row });
-      await audit.appendAuditEvent(auditEvent, now);
+      appendAuditEntry(state, auditEvent, now);
       return cloneJson(row);
     },
 
@@ -79,12 +84,13 @@ export function memoryTables(state: MemoryState): TableStore {
       if (expectedUpdatedAt !== null && changedSince(current, expectedUpdatedAt)) {
         return { status: "conflict", current: cloneJson(current) };
       }
+      assertNewAuditId(state, auditEvent.id);
       const stamp = nextUpdatedAt(String(current._updatedAt), now);
       const row = patchedRow(current, patch, stamp);
       rows[index] = row;
       touchTable(tableId, 0, stamp);
       logEdit({ tableId, rowId, op: "update", actor, at: new Date(now).toISOString(), before: current, after: row });
-      await audit.appendAuditEvent(auditEvent, now);
+      appendAuditEntry(state, auditEvent, now);
       return { status: "ok", row: cloneJson(row) };
     },
 
@@ -93,16 +99,17 @@ export function memoryTables(state: MemoryState): TableStore {
       const index = rows.findIndex((r) => r._id === rowId);
       const current: Row | undefined = rows[index];
       if (!current) return { status: "not_found" };
+      assertNewAuditId(state, auditEvent.id);
       rows.splice(index, 1);
       const at = new Date(now).toISOString();
       touchTable(tableId, -1, at);
       logEdit({ tableId, rowId, op: "delete", actor, at, before: current, after: null });
-      await audit.appendAuditEvent(auditEvent, now);
+      appendAuditEntry(state, auditEvent, now);
       return { status: "ok", row: cloneJson(current) };
     },
 
     async listEditLog(tableId, page) {
-      const log = editLogs.get(tableId) ?? [];
+      const log = state.editLogs.get(tableId) ?? [];
       const slice = page ? log.slice(page.offset, page.offset + page.limit) : log;
       return slice.map(cloneJson);
     },
@@ -128,6 +135,22 @@ export function memoryTables(state: MemoryState): TableStore {
     async releaseIdempotencyKey({ scope, key }) {
       const id = claimId(scope, key);
       if (claims.get(id)?.response === null) claims.delete(id);
+    },
+
+    async putTable(table) {
+      const rows = state.tableRows.get(table.id);
+      const result = state.tables.has(table.id) ? "updated" : "created";
+      state.tables.set(table.id, { ...cloneJson(table), rowCount: rows?.length ?? 0 });
+      if (!rows) state.tableRows.set(table.id, []);
+      return result;
+    },
+
+    async deleteTable(id) {
+      if (!state.tables.has(id)) return false;
+      state.tables.delete(id);
+      state.tableRows.delete(id);
+      state.editLogs.delete(id);
+      return true;
     },
   };
 }

@@ -2,12 +2,10 @@ import { rowChangesColumns, widenColumns } from "../../domain/columns.js";
 import type { Column, ColumnType, ConnectionRecord, Row } from "../../domain/model.js";
 import { endpointFromConnection as endpointOf } from "../../domain/webhook-config.js";
 import type { WebhookEndpoint, WebhookStore } from "../../ports/storage/webhooks.js";
-import type { MemoryState } from "./state.js";
+import type { DedupKeys, MemoryState } from "./state.js";
 
-/** Per webhook dataset: dedup keys of retained rows, and a name→type view of its columns. */
-interface DatasetIndex {
-  rowIdByKey: Map<string, string>;
-  keyByRowId: Map<string, string>;
+/** Per webhook dataset: a name→type view of its columns. */
+interface ColumnTypes {
   /** The `columns` array `types` was built from; rebuilt when the dataset's columns are replaced. */
   columnsSeen: readonly Column[] | null;
   types: Map<string, ColumnType | null>;
@@ -20,15 +18,15 @@ interface DatasetIndex {
  * call is atomic in one process.
  */
 export function memoryWebhooks(state: MemoryState): WebhookStore {
-  const indexes = new Map<string, DatasetIndex>();
-  // endpointId → connection id, rebuilt when connections or datasets are added (seed, create).
+  const columnTypes = new Map<string, ColumnTypes>();
+  // endpointId → connection id, rebuilt when the catalog changes (seed, puts, deletes, create).
   let endpoints = new Map<string, { connectionId: string; datasetId: string }>();
-  let builtAt = { connections: -1, datasets: -1 };
+  let builtAt = -1;
 
   function lookup(endpointId: string): { connection: ConnectionRecord; datasetId: string } | null {
-    if (builtAt.connections !== state.connections.size || builtAt.datasets !== state.datasets.size) {
+    if (builtAt !== state.catalogVersion) {
       endpoints = buildEndpointIndex(state);
-      builtAt = { connections: state.connections.size, datasets: state.datasets.size };
+      builtAt = state.catalogVersion;
     }
     const found = endpoints.get(endpointId);
     const connection = found ? state.connections.get(found.connectionId) : undefined;
@@ -48,23 +46,32 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
     return endpoint;
   }
 
-  function indexOf(datasetId: string): DatasetIndex {
-    let index = indexes.get(datasetId);
-    if (!index) {
-      index = { rowIdByKey: new Map(), keyByRowId: new Map(), columnsSeen: null, types: new Map() };
-      indexes.set(datasetId, index);
+  function keysOf(datasetId: string): DedupKeys {
+    let keys = state.dedupKeys.get(datasetId);
+    if (!keys) {
+      keys = { rowIdByKey: new Map(), keyByRowId: new Map() };
+      state.dedupKeys.set(datasetId, keys);
     }
-    return index;
+    return keys;
+  }
+
+  function typesOf(datasetId: string): ColumnTypes {
+    let types = columnTypes.get(datasetId);
+    if (!types) {
+      types = { columnsSeen: null, types: new Map() };
+      columnTypes.set(datasetId, types);
+    }
+    return types;
   }
 
   function trim(datasetId: string, retainRows: number): void {
     const rows = state.datasetRows.get(datasetId);
     if (!rows || rows.length <= retainRows) return;
-    const index = indexOf(datasetId);
+    const index = keysOf(datasetId);
     // In place: at capacity every delivery trims one row, and `shift` is cheap
     // where copying the array (copy-on-write) would cost O(retainRows) per delivery.
     const excess = rows.length - retainRows;
-    state.datasetRowsTrimmed.set(datasetId, (state.datasetRowsTrimmed.get(datasetId) ?? 0) + excess);
+    state.rowsTrimmed.set(rows, (state.rowsTrimmed.get(rows) ?? 0) + excess);
     const keyed = index.keyByRowId.size > 0; // deliveries without a dedup key leave nothing to forget
     if (excess === 1) {
       const old = rows.shift()!;
@@ -87,7 +94,7 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
       const { datasetId, dedupKey, row, retainRows, receivedAt } = delivery;
       const dataset = state.datasets.get(datasetId);
       if (!dataset) throw new Error(`unknown dataset ${datasetId}`);
-      const index = indexOf(datasetId);
+      const index = keysOf(datasetId);
       if (dedupKey !== null) {
         const first = index.rowIdByKey.get(dedupKey);
         if (first !== undefined) return { id: first, duplicate: true };
@@ -102,11 +109,12 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
         index.rowIdByKey.set(dedupKey, id);
         index.keyByRowId.set(id, dedupKey);
       }
-      if (index.columnsSeen !== dataset.columns) {
-        index.types = new Map(dataset.columns.map((c) => [c.name, c.type] as const));
-        index.columnsSeen = dataset.columns;
+      const known = typesOf(datasetId);
+      if (known.columnsSeen !== dataset.columns) {
+        known.types = new Map(dataset.columns.map((c) => [c.name, c.type] as const));
+        known.columnsSeen = dataset.columns;
       }
-      if (rowChangesColumns(index.types, row)) {
+      if (rowChangesColumns(known.types, row)) {
         const widened = widenColumns(dataset.columns, delivery.columns);
         if (widened) dataset.columns = widened;
       }
@@ -152,13 +160,14 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
         updatedAt: connection.createdAt,
       });
       state.datasetRows.set(dataset.id, []);
+      state.catalogVersion++;
       return endpointOf(record, dataset.id);
     },
   };
 }
 
 /** A trimmed row's dedup key goes with it. */
-function forget(index: DatasetIndex, rowId: string): void {
+function forget(index: DedupKeys, rowId: string): void {
   const key = index.keyByRowId.get(rowId);
   if (key === undefined) return;
   index.keyByRowId.delete(rowId);
