@@ -24,12 +24,14 @@ export function catalogWrites(handle: SqliteHandle): MetadataWrites {
   const connectionDatasets = db.prepare<[string], number>("SELECT seq FROM datasets WHERE connection_id = ?").pluck();
   const datasetSeq = db.prepare<[string], number>("SELECT seq FROM datasets WHERE id = ?").pluck();
   const isTable = db.prepare<[string], number>("SELECT 1 FROM input_tables WHERE id = ?").pluck();
-  const insertDataset = db.prepare<[string, string, string, string, string | null, string | null, string, string | null, string]>(
-    `INSERT INTO datasets (id, team_id, name, type, connection_id, source, columns, last_refreshed_at, updated_at, first_position, next_position)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0)`,
+  const insertDataset = db.prepare<[string, string, string, string, string | null, string | null, string, number, string | null, string]>(
+    `INSERT INTO datasets (id, team_id, name, type, connection_id, source, columns, columns_declared, last_refreshed_at, updated_at,
+       first_position, next_position)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0)`,
   );
-  const updateDataset = db.prepare<[string, string, string, string | null, string | null, string, string | null, string, string]>(
-    `UPDATE datasets SET team_id = ?, name = ?, type = ?, connection_id = ?, source = ?, columns = ?, last_refreshed_at = ?, updated_at = ?
+  const updateDataset = db.prepare<[string, string, string, string | null, string | null, string, number, string | null, string, string]>(
+    `UPDATE datasets SET team_id = ?, name = ?, type = ?, connection_id = ?, source = ?, columns = ?, columns_declared = ?,
+       last_refreshed_at = ?, updated_at = ?
      WHERE id = ?`,
   );
   const removeDataset = dropDataset(db);
@@ -55,7 +57,17 @@ export function catalogWrites(handle: SqliteHandle): MetadataWrites {
   const putDataset = writeTransaction(db, (d: DatasetRecord): PutResult => {
     if (d.type === "input_table") throw new Error(`dataset ${d.id}: input tables are written with putTable`);
     if (isTable.get(d.id) !== undefined) throw new Error(`dataset ${d.id}: the id is an input table's`);
-    const values = [d.teamId, d.name, d.type, d.connectionId, d.source, JSON.stringify(d.columns), d.lastRefreshedAt, d.updatedAt] as const;
+    const values = [
+      d.teamId,
+      d.name,
+      d.type,
+      d.connectionId,
+      d.source,
+      JSON.stringify(d.columns),
+      d.columnsDeclared === true ? 1 : 0,
+      d.lastRefreshedAt,
+      d.updatedAt,
+    ] as const;
     // Replacing keeps the rows: the window (first/next position) is not touched.
     if (updateDataset.run(...values, d.id).changes > 0) return "updated";
     insertDataset.run(d.id, ...values);

@@ -21,6 +21,7 @@ interface DatasetRow {
   connection_id: string | null;
   source: string | null;
   columns: string;
+  columns_declared: number;
   last_refreshed_at: string | null;
   updated_at: string;
   row_count: number;
@@ -36,10 +37,10 @@ interface ConnectionRow {
 }
 
 /** Datasets and input tables share one listing; input tables have no positions (their rows live in table_rows). */
-const DATASET_COLUMNS = `seq, id, team_id, name, type, connection_id, source, columns, last_refreshed_at, updated_at,
+const DATASET_COLUMNS = `seq, id, team_id, name, type, connection_id, source, columns, columns_declared, last_refreshed_at, updated_at,
   next_position - first_position AS row_count`;
 const TABLE_AS_DATASET = `NULL AS seq, id, team_id, name, 'input_table' AS type, NULL AS connection_id, NULL AS source, columns,
-  NULL AS last_refreshed_at, updated_at, row_count`;
+  0 AS columns_declared, NULL AS last_refreshed_at, updated_at, row_count`;
 
 /**
  * Nothing here is cached: reads query the writer connection (or a snapshot
@@ -308,7 +309,7 @@ function toConnection(row: ConnectionRow): ConnectionRecord {
 }
 
 function toDataset(row: DatasetRow): DatasetRecord {
-  return {
+  const dataset: DatasetRecord = {
     id: row.id,
     teamId: row.team_id,
     name: row.name,
@@ -320,4 +321,7 @@ function toDataset(row: DatasetRow): DatasetRecord {
     lastRefreshedAt: row.last_refreshed_at,
     updatedAt: row.updated_at,
   };
+  // Absent unless declared ("absent or false" mean the same), as datasets were before the field.
+  if (row.columns_declared === 1) dataset.columnsDeclared = true;
+  return dataset;
 }

@@ -77,8 +77,9 @@ function seedTransaction(db: Database.Database): (space: SeedSpace) => "loaded" 
     "INSERT INTO connections (id, team_id, name, type, config, created_at, endpoint_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
   );
   const dataset = db.prepare<unknown[], { seq: number }>(
-    `INSERT INTO datasets (id, team_id, name, type, connection_id, source, columns, last_refreshed_at, updated_at, first_position, next_position)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) RETURNING seq`,
+    `INSERT INTO datasets (id, team_id, name, type, connection_id, source, columns, columns_declared, last_refreshed_at, updated_at,
+       first_position, next_position)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?) RETURNING seq`,
   );
   const rows = appendRowsStatement(db);
   const table = insertTableStatement(db);
@@ -109,6 +110,7 @@ function seedTransaction(db: Database.Database): (space: SeedSpace) => "loaded" 
         d.connectionId,
         d.source,
         JSON.stringify(d.columns),
+        d.columnsDeclared === true ? 1 : 0,
         d.lastRefreshedAt,
         d.updatedAt,
         d.rows.length,

@@ -194,6 +194,11 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 4,
+    name: "datasets remember whether their columns were declared",
+    sql: `ALTER TABLE datasets ADD COLUMN columns_declared INTEGER NOT NULL DEFAULT 0;`,
+  },
 ];
 
 /** Bring the database up to the newest version; returns the versions applied now. */

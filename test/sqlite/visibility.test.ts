@@ -1,0 +1,172 @@
+/**
+ * Every admin write is visible to the very next read of every process on
+ * the file (admin-api.md): another connection in this process, and a real
+ * second process, change teams, memberships, sessions and webhook secrets
+ * while this store has just read (and, for endpoints, cached) the old state.
+ */
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { sha256Hex } from "../../src/domain/crypto.js";
+import type { ConnectionRecord } from "../../src/domain/model.js";
+import { parseFixture } from "../../src/fixture/load.js";
+import { createSqliteStorage, type SqliteStorage } from "../../src/sqlite/index.js";
+import { conformanceFixture, TOKENS } from "../../src/testing/conformance/fixture.js";
+
+const root = new URL("../..", import.meta.url).pathname;
+const dir = mkdtempSync(join(tmpdir(), "dataport-sqlite-visibility-"));
+let n = 0;
+const open: SqliteStorage[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((s) => s.close()));
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function store(path: string): SqliteStorage {
+  const s = createSqliteStorage({ path });
+  open.push(s);
+  return s;
+}
+
+const HOOK: ConnectionRecord = {
+  id: "conn_hook",
+  teamId: "team_ops",
+  name: "Shop events",
+  type: "webhook",
+  config: { endpointId: "ep_shop", signingSecret: "whsec_old", retainRows: 3 },
+  createdAt: "2026-09-01T00:00:00Z",
+};
+
+async function seededFile(): Promise<{ path: string; s: SqliteStorage }> {
+  const path = join(dir, `db-${++n}.sqlite`);
+  const s = store(path);
+  const fixture = conformanceFixture() as ReturnType<typeof conformanceFixture> & { connections: unknown[] };
+  fixture.connections.push(HOOK);
+  await s.seed(parseFixture(fixture));
+  return { path, s };
+}
+
+/** Read everything the assertions look at, so anything this store remembers is warm. */
+async function warm(s: SqliteStorage): Promise<void> {
+  expect((await s.getTeam("team_ops"))?.plan).toBe("business");
+  expect((await s.findApiKeyWithTeam!(sha256Hex(TOKENS.sync)))?.team?.plan).toBe("business");
+  expect((await s.listMemberships("usr_ada")).map((m) => m.teamId)).toEqual(["team_free", "team_ops"]);
+  expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_old");
+  expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_old");
+}
+
+async function expectChanged(s: SqliteStorage, secret: string): Promise<void> {
+  expect((await s.getTeam("team_ops"))?.plan).toBe("free");
+  expect((await s.findApiKeyWithTeam!(sha256Hex(TOKENS.sync)))?.team?.plan).toBe("free");
+  expect((await s.listMemberships("usr_ada")).map((m) => m.teamId)).toEqual(["team_free"]);
+  expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe(secret);
+}
+
+const OPS_FREE = { id: "team_ops", name: "Operations", plan: "free", businessId: "biz_1", isPersonal: false } as const;
+const rotated = (secret: string): ConnectionRecord => ({ ...HOOK, config: { ...HOOK.config, signingSecret: secret } });
+
+describe("sqlite: admin writes are visible at once", () => {
+  it("to another connection on the file: plan change, membership removal, secret rotated by putConnection and by updateWebhookSettings", async () => {
+    const { path, s } = await seededFile();
+    const other = store(path);
+    await warm(s);
+
+    expect(await other.putTeam(OPS_FREE)).toBe("updated");
+    expect(await other.deleteMembership("usr_ada", "team_ops")).toBe(true);
+    expect(await other.putConnection(rotated("whsec_new"))).toBe("updated");
+    await expectChanged(s, "whsec_new");
+
+    await other.updateWebhookSettings("conn_hook", { signingSecret: "whsec_newer" });
+    expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_newer");
+    await other.updateWebhookSettings("conn_hook", { signingSecret: null });
+    expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBeNull();
+  });
+
+  it("to another process on the file, right after its commits", async () => {
+    const { path, s } = await seededFile();
+    await warm(s);
+    const calls = [
+      { method: "putTeam", args: [OPS_FREE] },
+      { method: "deleteMembership", args: ["usr_ada", "team_ops"] },
+      { method: "putConnection", args: [rotated("whsec_from_child")] },
+    ];
+    const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", join(root, "test/sqlite/support/store-calls.ts"), path, JSON.stringify(calls)], { cwd: root });
+    expect(stdout.trim().split("\n")).toEqual(['"updated"', "true", '"updated"']);
+    await expectChanged(s, "whsec_from_child");
+
+    await promisify(execFile)(
+      process.execPath,
+      ["--import", "tsx", join(root, "test/sqlite/support/store-calls.ts"), path, JSON.stringify([{ method: "updateWebhookSettings", args: ["conn_hook", { signingSecret: "whsec_2" }] }])],
+      { cwd: root },
+    );
+    expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_2");
+  }, 30_000);
+
+  it("to this store's own endpoint cache: putConnection rotates, moves the endpoint id, deleteConnection removes it", async () => {
+    const { s } = await seededFile();
+    await warm(s);
+    await s.putConnection(rotated("whsec_local"));
+    expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_local");
+
+    await s.putConnection({ ...HOOK, config: { ...HOOK.config, endpointId: "ep_moved" } });
+    expect(await s.getWebhookEndpoint("ep_shop")).toBeNull();
+    expect(await s.getWebhookEndpoint("ep_moved")).toMatchObject({ connectionId: "conn_hook", datasetId: "ds_conn_hook", signingSecret: "whsec_old" });
+    expect(s.db.prepare("SELECT endpoint_id FROM connections WHERE id = 'conn_hook'").get()).toEqual({ endpoint_id: "ep_moved" });
+
+    // Not a webhook any more: no endpoint.
+    await s.putConnection({ ...HOOK, type: "memory", config: { endpointId: "ep_moved" } });
+    expect(await s.getWebhookEndpoint("ep_moved")).toBeNull();
+    expect(s.db.prepare("SELECT endpoint_id FROM connections WHERE id = 'conn_hook'").get()).toEqual({ endpoint_id: null });
+
+    await s.putConnection(HOOK);
+    expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_old");
+    expect(await s.deleteConnection("conn_hook")).toBe(true);
+    expect(await s.getWebhookEndpoint("ep_shop")).toBeNull();
+    expect(await s.getDataset("ds_conn_hook")).toBeNull();
+    expect(await s.deleteConnection("conn_hook")).toBe(false);
+  });
+
+  it("refuses a put that takes another connection's endpoint id, writing nothing", async () => {
+    const { path, s } = await seededFile();
+    await s.createWebhookConnection({
+      connection: { id: "conn_two", teamId: "team_ops", name: "Two", createdAt: "2026-11-01T00:00:00.000Z" },
+      endpoint: { endpointId: "ep_two", signingSecret: null, retainRows: null },
+      dataset: { id: "ds_two", name: "Two" },
+    });
+    const two = await s.getConnection("conn_two");
+    await expect(s.putConnection({ ...two!, config: { ...two!.config, endpointId: "ep_shop" } })).rejects.toThrow(/endpoint id ep_shop/);
+    await expect(s.putConnection({ ...HOOK, id: "conn_three" })).rejects.toThrow(/endpoint id ep_shop/);
+    expect(await s.getConnection("conn_two")).toEqual(two);
+    expect(await s.getConnection("conn_three")).toBeNull();
+    expect((await s.getWebhookEndpoint("ep_shop"))?.connectionId).toBe("conn_hook");
+    expect((await store(path).getWebhookEndpoint("ep_two"))?.connectionId).toBe("conn_two");
+  });
+
+  it("sessions: inserted, expired and deleted by another connection, seen by the next lookup", async () => {
+    const { path, s } = await seededFile();
+    const other = store(path);
+    const now = Date.parse("2026-11-01T12:00:00.000Z");
+    const hash = sha256Hex("sess_token_new");
+    expect(await s.findSessionUser(hash, now)).toBeNull();
+    await other.insertSession({ id: "sess_new", tokenHash: hash, userId: "usr_bob", expiresAt: "2026-11-01T13:00:00.000Z" });
+    expect(await s.findSessionUser(hash, now)).toBe("usr_bob");
+    expect(await s.findSessionUser(hash, Date.parse("2026-11-01T13:00:00.000Z"))).toBeNull(); // at expiresAt: expired
+    expect(await s.getSession("sess_new")).toEqual({ id: "sess_new", tokenHash: hash, userId: "usr_bob", expiresAt: "2026-11-01T13:00:00.000Z" });
+    await expect(s.insertSession({ id: "sess_new", tokenHash: sha256Hex("x"), userId: "usr_bob", expiresAt: null })).rejects.toThrow();
+    await expect(s.insertSession({ id: "sess_other", tokenHash: hash, userId: "usr_bob", expiresAt: null })).rejects.toThrow();
+    await expect(s.insertSession({ id: "sess_bad", tokenHash: sha256Hex("y"), userId: "usr_bob", expiresAt: "soon" })).rejects.toThrow(/expiresAt/);
+    expect(await s.getSession("sess_bad")).toBeNull();
+    // Fixture sessions: the id form of the fixture loader, never expiring.
+    const adaHash = sha256Hex(TOKENS.sessionAda);
+    expect(await s.getSession(`sess_${adaHash.slice(0, 24)}`)).toEqual({ id: `sess_${adaHash.slice(0, 24)}`, tokenHash: adaHash, userId: "usr_ada", expiresAt: null });
+
+    expect(await other.deleteSession("sess_new")).toBe(true);
+    expect(await s.findSessionUser(hash, now)).toBeNull();
+    expect(await other.deleteUserSessions("usr_ada")).toBe(1);
+    expect(await s.findSessionUser(adaHash, now)).toBeNull();
+    expect(await s.findSessionUser(sha256Hex(TOKENS.sessionBob), now)).toBe("usr_bob");
+  });
+});
