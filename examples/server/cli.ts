@@ -104,7 +104,8 @@ export function parseServerArgs(argv: readonly string[], defaults: { fixture: st
     redis,
     now: nowMs,
     auditLagSeconds: integer("--audit-lag", str("audit-lag") ?? "5", 0, 3600),
-    webhookRatePerSecond: number("--webhook-rate", str("webhook-rate") ?? "50"),
+    // 0 turns the limit off (README), as it does for --api-rate.
+    webhookRatePerSecond: nonNegative("--webhook-rate", str("webhook-rate") ?? "50"),
     appUrl,
     viewUrl: url("--view-url", str("view-url") ?? appUrl),
     log,
@@ -121,12 +122,6 @@ function integer(flag: string, text: string, min: number, max: number): number {
   if (!/^\d+$/.test(text)) throw new UsageError(`${flag} must be an integer, got ${text}`);
   const value = Number(text);
   if (value < min || value > max) throw new UsageError(`${flag} must be between ${min} and ${max}, got ${text}`);
-  return value;
-}
-
-function number(flag: string, text: string): number {
-  const value = Number(text);
-  if (text.trim() === "" || !Number.isFinite(value) || value <= 0) throw new UsageError(`${flag} must be a positive number, got ${text}`);
   return value;
 }
 

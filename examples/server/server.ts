@@ -9,6 +9,24 @@ import type { Storage } from "../../src/ports/storage.js";
 import type { ServerConfig } from "./cli.js";
 import { openStorage } from "./storage.js";
 
+/**
+ * How long a client may take, so a slow one cannot hold sockets (Node's
+ * defaults allow 60 s for headers and 5 minutes for a request, checked only
+ * every 30 s). README, "The example server", says the same.
+ */
+export const SERVER_TIMEOUTS = {
+  /** The whole header block, from the first byte of the request. */
+  headersMs: 15_000,
+  /** The whole request, headers and body (a large bulk upload included). */
+  requestMs: 120_000,
+  /** An idle keep-alive connection: longer than a load balancer's usual 60 s idle timeout, so the balancer closes first. */
+  keepAliveMs: 65_000,
+  /** A socket with no traffic either way (a client that stops reading its response). */
+  idleMs: 60_000,
+  /** How often unfinished requests are checked against the first two (Node's default: 30 s). */
+  checkEveryMs: 1_000,
+} as const;
+
 export interface RunningServer {
   api: DataApi;
   server: Server;
@@ -50,8 +68,16 @@ export async function startServer(config: ServerConfig, io: { fs: FixtureFs & { 
     ...(config.log === "json" && { logger: createJsonLogger({ now: () => clock.now() }) }),
     ...(config.metrics && { metrics: createPrometheusMetrics({ processMetrics: true }) }),
   });
-  const server = createServer(toNodeHandler(api));
-  server.keepAliveTimeout = 65_000;
+  const server = createServer(
+    {
+      headersTimeout: SERVER_TIMEOUTS.headersMs,
+      requestTimeout: SERVER_TIMEOUTS.requestMs,
+      connectionsCheckingInterval: SERVER_TIMEOUTS.checkEveryMs,
+    },
+    toNodeHandler(api),
+  );
+  server.keepAliveTimeout = SERVER_TIMEOUTS.keepAliveMs;
+  server.timeout = SERVER_TIMEOUTS.idleMs;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(config.port, config.host, () => resolve());

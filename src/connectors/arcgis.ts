@@ -8,6 +8,7 @@ import {
   UpstreamThrottledError,
   UpstreamUnavailableError,
 } from "../ports/connector.js";
+import { connectionSecrets, scrubUpstreamText } from "./scrub.js";
 
 export interface ArcgisConnectorOptions {
   /** Upstream call timeout when the connection's config sets none (`config.timeoutMs`), ms. Default 10 s. */
@@ -39,6 +40,7 @@ export function arcgisConnector(options: ArcgisConnectorOptions = {}): Connector
         timeoutMs: positiveInt(connection.config.timeoutMs) ?? options.timeoutMs ?? 10_000,
         maxBytes: positiveInt(connection.config.maxResponseBytes) ?? options.maxResponseBytes ?? 10 * 1024 * 1024,
         signal: query.signal,
+        secrets: connectionSecrets(connection.config),
       });
       if (query.format === "geojson") {
         if (!Array.isArray(body.features)) throw new UpstreamUnavailableError("the upstream answer is not a FeatureCollection");
@@ -115,7 +117,7 @@ function fieldName(name: string, parameter: string): string {
 
 async function fetchJson(
   target: URL,
-  limits: { timeoutMs: number; maxBytes: number; signal: AbortSignal | undefined },
+  limits: { timeoutMs: number; maxBytes: number; signal: AbortSignal | undefined; secrets: readonly string[] },
 ): Promise<Record<string, unknown>> {
   const signals = [AbortSignal.timeout(limits.timeoutMs), ...(limits.signal ? [limits.signal] : [])];
   let response: Response;
@@ -153,7 +155,8 @@ async function fetchJson(
   if (isObject(body.error)) {
     const code = body.error.code;
     if (code === 429) throw new UpstreamThrottledError("the service is throttling requests");
-    const message = typeof body.error.message === "string" ? body.error.message.slice(0, 200) : "unknown error";
+    // The service's own words may echo the request (its URL, the token): scrubbed before a client or a log sees them.
+    const message = typeof body.error.message === "string" ? scrubUpstreamText(body.error.message, limits.secrets, 200) : "unknown error";
     throw new UpstreamUnavailableError(`the service reported an error${typeof code === "number" ? ` ${code}` : ""}: ${message}`);
   }
   return body;

@@ -19,6 +19,8 @@ export const MAX_DEDUP_KEY_LENGTH = 200;
  * live in separate namespaces (`h:` / `b:`), and a payload id keeps its JSON
  * type (`1` and `"1"` differ). Only non-empty strings and finite numbers
  * count as payload ids. The result is at most MAX_DEDUP_KEY_LENGTH characters.
+ * An id too long for that is kept as its hash in namespaces of their own
+ * (`h#` / `b#`), so no short id, whatever it looks like, meets a hashed one.
  */
 export function dedupKeyOf(headers: HeaderReader, payload: Record<string, unknown>): string | null {
   const header = deliveryHeader(headers);
@@ -48,6 +50,7 @@ function deliveryHeader(headers: HeaderReader): string | null {
   return null;
 }
 
+/** `h:<id>` as it is when short enough, else `h#<sha256 of the whole key>` (`b:` likewise). */
 function bounded(key: string): string {
-  return key.length <= MAX_DEDUP_KEY_LENGTH ? key : `${key.slice(0, 2)}sha256:${sha256Hex(key)}`;
+  return key.length <= MAX_DEDUP_KEY_LENGTH ? key : `${key[0]}#${sha256Hex(key)}`;
 }

@@ -5,7 +5,8 @@ import type { ConnectionRecord, DatasetRecord, Row } from "../domain/model.js";
 import { ApiError, invalidParameter } from "../errors.js";
 import { type GuardAnswer, guardFor } from "../guard.js";
 import type { HeaderReader } from "../http/types.js";
-import { type Connector, type ConnectorQuery, InvalidQueryError, UpstreamUnavailableError } from "../ports/connector.js";
+import { connectionSecrets, scrubUpstreamText } from "../connectors/scrub.js";
+import { type Connector, type ConnectorQuery, InvalidQueryError, UpstreamThrottledError, UpstreamUnavailableError } from "../ports/connector.js";
 
 /** Paging bounds of GET /connections/{id}/query. */
 export const QUERY_LIMIT = { default: 100, max: 1000 } as const;
@@ -41,7 +42,7 @@ export async function queryConnection(ctx: AuthedContext, id: string, input: Con
       metrics: ctx.operations.metrics,
     });
   } catch (error) {
-    throw toApiError(error);
+    throw toApiError(error, connectionSecrets(connection.config));
   }
 
   ctx.audit({
@@ -172,11 +173,20 @@ function columnsOf(rows: readonly Row[], dataset: DatasetRecord): string[] {
   return [...names];
 }
 
-/** A connector's typed error as the client sees it. */
-export function toApiError(error: unknown): unknown {
-  if (error instanceof InvalidQueryError) return invalidParameter(error.parameter, error.message);
+/**
+ * A connector's error as the client sees it. Connector text may echo the
+ * upstream's request (a URL with its token, a connection string), so it is
+ * scrubbed of `secrets` (the connection's) and of credentials and query
+ * strings before it becomes a message; an untyped error (a host connector's
+ * bug, a 500) is replaced by a scrubbed copy, so the log is clean too.
+ */
+export function toApiError(error: unknown, secrets: readonly string[] = []): unknown {
+  if (error instanceof InvalidQueryError) return invalidParameter(error.parameter, scrubUpstreamText(error.message, secrets));
   if (error instanceof UpstreamUnavailableError) {
-    return new ApiError(502, "upstream_unavailable", `the upstream of this connection could not answer: ${error.message}`);
+    return new ApiError(502, "upstream_unavailable", `the upstream of this connection could not answer: ${scrubUpstreamText(error.message, secrets)}`);
   }
-  return error;
+  if (error instanceof ApiError || error instanceof UpstreamThrottledError || !(error instanceof Error)) return error;
+  const scrubbed = new Error(`connector failed: ${scrubUpstreamText(error.message, secrets)}`);
+  scrubbed.stack = error.stack === undefined ? scrubbed.stack : scrubUpstreamText(error.stack, secrets, 4000);
+  return scrubbed;
 }

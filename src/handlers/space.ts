@@ -1,4 +1,5 @@
 import { resolveTeam } from "../access.js";
+import type { Credential } from "../auth.js";
 import type { AuthedContext } from "../context.js";
 import { dayWindow } from "../domain/days.js";
 import type { ColumnType } from "../domain/model.js";
@@ -18,6 +19,8 @@ interface SpaceSource<R> {
   /** Every field of the rows, in order, with its type (integers are `number`). */
   columns: ReadonlyArray<{ name: keyof R & string; type: ColumnType }>;
   rows(storage: Storage, query: SpaceQuery): Promise<R[]>;
+  /** The field naming the dataset a row is about, for objects listed per dataset: an API key sees only rows of its allowlist. */
+  datasetField?: keyof R & string;
 }
 
 const dashboardUsage: SpaceSource<DashboardUsageRow> = {
@@ -47,6 +50,7 @@ const refreshHistory: SpaceSource<RefreshHistoryRow> = {
     { name: "last_error", type: "string" },
   ],
   rows: (storage, query) => storage.spaceRefreshHistory(query),
+  datasetField: "dataset_id",
 };
 
 const creditUsage: SpaceSource<CreditUsageRow> = {
@@ -93,6 +97,7 @@ const datasetUsage: SpaceSource<DatasetUsageRow> = {
     { name: "last_api_read_at", type: "datetime" },
   ],
   rows: (storage, query) => storage.spaceDatasetUsage({ teamId: query.teamId }),
+  datasetField: "dataset_id",
 };
 
 /** The five space objects: what GET /space/{object} serves. */
@@ -114,15 +119,28 @@ export async function spaceActivity(ctx: AuthedContext, object: string, query: {
   if (!isSpaceObject(object)) throw notFound("space object");
   const team = await resolveTeam(ctx.credential, query.teamId, ctx.storage);
   const source = SPACE_SOURCES[object];
-  const rows = await source.rows(ctx.storage, { teamId: team.id, ...dayWindow(ctx.clock.now(), query.days) });
+  const all: Record<string, unknown>[] = await source.rows(ctx.storage, { teamId: team.id, ...dayWindow(ctx.clock.now(), query.days) });
+  const reachable = reachableDatasets(ctx.credential);
+  const field = source.datasetField;
+  const rows = reachable === null || field === undefined ? all : all.filter((row) => reachable.has(String(row[field])));
   return {
     object,
     days: query.days,
     columns: source.columns.map(({ name, type }) => ({ name, type })),
-    rows: rows.map((row: Record<string, unknown>) => {
+    rows: rows.map((row) => {
       const out: Record<string, unknown> = {};
       for (const { name } of source.columns) out[name] = row[name] ?? null;
       return out;
     }),
   };
+}
+
+/**
+ * The datasets an API key reaches (its allowlist's datasets and input
+ * tables, as GET /datasets lists them); null for a session, whose boundary
+ * is its team.
+ */
+function reachableDatasets(credential: Credential): ReadonlySet<string> | null {
+  if (credential.kind !== "api-key") return null;
+  return new Set([...credential.key.allowlist.datasets, ...credential.key.allowlist.tables]);
 }

@@ -10,7 +10,7 @@ import { emptyRow } from "../domain/rows.js";
 import { verifyWebhookSignature } from "../domain/signatures.js";
 import { ApiError, invalidBody, notFound } from "../errors.js";
 import { isRateLimit, takeRateToken } from "../rate-limit.js";
-import { decodeUtf8, isFormType, isJsonType, parseJsonObject } from "../http/body.js";
+import { decodeUtf8, isFormType, isJsonType, JsonRefusal, parseJsonObject, parseJsonText, textProblem } from "../http/body.js";
 import { Reply } from "../http/reply.js";
 import type { HeaderReader } from "../http/types.js";
 import type { WebhookEndpoint } from "../ports/storage/webhooks.js";
@@ -103,7 +103,11 @@ function bucketOf(connectionId: string): string {
   return key;
 }
 
-/** A JSON object, or a form whose fields become string columns (GitHub's form mode: one `payload` field holding JSON). */
+/**
+ * A JSON object, or a form whose fields become string columns (GitHub's form
+ * mode: one `payload` field holding JSON). Both follow the rules of every
+ * JSON body (parseJsonValue): a field name or value holding NUL is 400.
+ */
 export function parsePayload(body: RawBody): Record<string, unknown> {
   if (isJsonType(body.contentType)) return parseJsonObject(body.bytes);
   if (!isFormType(body.contentType)) {
@@ -115,6 +119,8 @@ export function parsePayload(body: RawBody): Record<string, unknown> {
   let count = 0;
   for (const [key, value] of form) {
     count++;
+    checkFormText(key, "a field name");
+    checkFormText(value, JSON.stringify(key));
     const previous = fields[key];
     if (previous === undefined) fields[key] = value;
     else if (Array.isArray(previous)) previous.push(value);
@@ -123,13 +129,26 @@ export function parsePayload(body: RawBody): Record<string, unknown> {
   if (count === 0) throw invalidBody("body has no form fields");
   const single = count === 1 ? fields.payload : undefined;
   if (typeof single === "string") {
+    let value: unknown;
     try {
-      return parseJsonObject(new TextEncoder().encode(single));
-    } catch {
-      // Not JSON after all: keep it as an ordinary `payload` field.
+      value = parseJsonText(single);
+    } catch (error) {
+      // Not JSON after all: kept as an ordinary `payload` field. JSON that breaks a rule is refused like a JSON body.
+      if (!(error instanceof JsonRefusal) || error.problem !== "not_json") throw payloadRefusal(error);
     }
+    if (value !== null && typeof value === "object" && !Array.isArray(value)) return value as Record<string, unknown>;
   }
   return fields;
+}
+
+function checkFormText(text: string, what: string): void {
+  const problem = textProblem(text);
+  if (problem !== null) throw new ApiError(400, "invalid_body", `body: form field ${what} ${problem}; text may not contain NUL or unpaired surrogates`);
+}
+
+function payloadRefusal(error: unknown): unknown {
+  if (!(error instanceof JsonRefusal)) return error;
+  return new ApiError(400, "invalid_body", `body: the payload field: ${error.message}`, error.at === undefined ? {} : { details: { path: error.at } });
 }
 
 function columnsOf(row: Row): Column[] {

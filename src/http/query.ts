@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { invalidParameter } from "../errors.js";
+import { checkText, JsonRefusal, parseJsonText } from "./body.js";
 
 /**
  * How the OpenAPI document describes a query helper. Query schemas take
@@ -20,8 +21,18 @@ export function rawQuery(search: URLSearchParams): RawQuery {
   return out;
 }
 
-/** Validate a raw query with a schema; the first problem becomes 400 invalid_parameter naming the parameter. */
+/**
+ * Validate a raw query with a schema; the first problem becomes 400
+ * invalid_parameter naming the parameter. Every value first passes the text
+ * rule of JSON bodies (no NUL, no unpaired surrogate: see checkText).
+ */
 export function parseQuery<T>(schema: z.ZodType<T>, query: RawQuery): T {
+  for (const key in query) {
+    checkText(key, "query");
+    const value = query[key]!;
+    if (typeof value === "string") checkText(value, key);
+    else for (const item of value) checkText(item, key);
+  }
   const result = schema.safeParse(query);
   if (result.success) return result.data;
   const issue = result.error.issues[0]!;
@@ -29,27 +40,38 @@ export function parseQuery<T>(schema: z.ZodType<T>, query: RawQuery): T {
   throw invalidParameter(parameter, `${parameter}: ${issue.message}`);
 }
 
-/** An integer parameter within [min, max]. */
+/**
+ * The largest value of an integer parameter that names no maximum (an
+ * `offset`): 2^31 - 1, which every store can address; larger is 400.
+ */
+export const MAX_INT_PARAM = 2_147_483_647;
+
+/** An integer parameter within [min, max]; `max` defaults to MAX_INT_PARAM. */
 export function intParam(options: { min: number; max?: number }) {
-  let number = z.number().int().min(options.min, `must be at least ${options.min}`);
-  if (options.max !== undefined) number = number.max(options.max, `must be at most ${options.max}`);
+  const max = options.max ?? MAX_INT_PARAM;
+  const number = z.number().int().min(options.min, `must be at least ${options.min}`).max(max, `must be at most ${max}`);
   const schema = z
     .string()
     .regex(/^-?\d{1,15}$/, "must be an integer")
     .transform(Number)
     .pipe(number);
-  queryParamDocs.add(schema, { openapi: { type: "integer", minimum: options.min, ...(options.max !== undefined && { maximum: options.max }) } });
+  queryParamDocs.add(schema, { openapi: { type: "integer", minimum: options.min, maximum: max } });
   return schema;
 }
 
-/** A URL-encoded JSON object parameter (`filters`, `params`). Arrays and scalars are refused. */
+/**
+ * A URL-encoded JSON object parameter (`filters`, `params`). Arrays and
+ * scalars are refused, and so is what a JSON body may not hold (nesting past
+ * MAX_JSON_DEPTH, NUL or unpaired surrogates, numbers that are not finite).
+ */
 export function jsonObjectParam() {
   const schema = z.string().transform((text, ctx): Record<string, unknown> => {
     let value: unknown;
     try {
-      value = JSON.parse(text);
-    } catch {
-      ctx.addIssue({ code: "custom", message: "must be a URL-encoded JSON object" });
+      value = parseJsonText(text);
+    } catch (error) {
+      if (!(error instanceof JsonRefusal)) throw error;
+      ctx.addIssue({ code: "custom", message: error.problem === "not_json" ? "must be a URL-encoded JSON object" : error.message });
       return z.NEVER;
     }
     if (value === null || typeof value !== "object" || Array.isArray(value)) {
