@@ -56,3 +56,44 @@ describe("memory store", () => {
     expect((await storage.spaceApiUsage({ teamId: "team_mkt", fromDay: "2026-11-02", toDay: "2026-11-02" })).map((r) => r.calls)).toEqual([1]);
   });
 });
+
+describe("memory store: what it hands out and takes in", () => {
+  it("hands out identity records frozen, so a caller cannot change the store through them", async () => {
+    const storage = createMemoryStorage();
+    await storage.putTeam({ id: "team_a", name: "A", plan: "pro", businessId: null, isPersonal: false });
+    const team = (await storage.getTeam("team_a"))!;
+    expect(Object.isFrozen(team)).toBe(true);
+    expect(() => {
+      (team as { name: string }).name = "changed";
+    }).toThrow(TypeError);
+    expect((await storage.listTeams({ after: null, limit: 10 }))[0]).toBe(team);
+  });
+
+  it("refuses a space with one audit event id twice, loading nothing of it", async () => {
+    const storage = createMemoryStorage();
+    const space = parseFixture(testFixture());
+    const event = { id: "evt_twice", teamId: "team_ops", time: "2026-11-01T00:00:00Z", category: "audit" as const, action: "x", actor: null, target: null, outcome: "success", ip: null, userAgent: null };
+    space.auditEvents.push(event, { ...event });
+    await expect(storage.seed(space)).rejects.toThrow(/evt_twice/);
+    expect(await storage.getTeam("team_ops")).toBeNull();
+    expect(storage.state.auditLog).toEqual([]);
+    expect(await storage.seed(parseFixture(testFixture()))).toBe("loaded");
+  });
+
+  it("a read under way keeps the rows it started on when a bulk write replaces them, even after retention trimmed them", async () => {
+    const storage = createMemoryStorage();
+    await storage.seed(parseFixture(testFixture()));
+    const page = await storage.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: ["order_id"], filters: null });
+    const iterator = page.rows[Symbol.asyncIterator]();
+    const seen: unknown[] = [(await iterator.next()).value.order_id];
+    // Retention trims the array the read is on, then a replace puts a new one.
+    await storage.ingestWebhookRow({ datasetId: "ds_orders", dedupKey: null, row: { _id: "N-1", order_id: "N-1" }, columns: [], retainRows: 5, receivedAt: "2026-11-01T00:00:00.000Z" });
+    async function* replacement() {
+      yield { order_id: "R-1" };
+    }
+    await storage.writeDatasetRows({ datasetId: "ds_orders", mode: "replace", rows: replacement(), columns: () => [{ name: "order_id", type: "string" }], updatedAt: "2026-11-01T00:00:01.000Z" });
+    for (let next = await iterator.next(); !next.done; next = await iterator.next()) seen.push(next.value.order_id);
+    expect(seen).toEqual(["A-1", "A-2", "A-3", "A-4", "A-5", "N-1"]);
+    expect(storage.state.datasetRows.get("ds_orders")).toEqual([{ order_id: "R-1" }]);
+  });
+});

@@ -186,6 +186,23 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       expect(stored[2]!.event.actor).toEqual(USER);
     });
 
+    it("writes nothing when a row write's audit event id is already stored (one transaction)", async () => {
+      const store = await seeded();
+      const taken = event("table.row.created", "row_a");
+      await store.insertTableRow({ tableId: "tbl_targets", rowId: "row_a", values: { region: "AMER" }, actor: KEY, now: NOW, auditEvent: taken });
+      const log = await store.listEditLog("tbl_targets");
+      await expect(store.insertTableRow({ tableId: "tbl_targets", rowId: "row_b", values: { region: "APAC" }, actor: KEY, now: NOW, auditEvent: taken })).rejects.toThrow();
+      await expect(
+        store.updateTableRow({ tableId: "tbl_targets", rowId: "row_1", patch: { target: 1 }, expectedUpdatedAt: null, actor: KEY, now: NOW, auditEvent: taken }),
+      ).rejects.toThrow();
+      await expect(store.deleteTableRow({ tableId: "tbl_targets", rowId: "row_a", actor: KEY, now: NOW, auditEvent: taken })).rejects.toThrow();
+      expect(await store.getTableRow("tbl_targets", "row_b")).toBeNull();
+      expect(await store.getTableRow("tbl_targets", "row_1")).toEqual(ROW_1);
+      expect((await allRows(store)).map((r) => r._id)).toEqual(["row_1", "row_a"]);
+      expect(await store.getTable("tbl_targets")).toMatchObject({ rowCount: 2 });
+      expect(await store.listEditLog("tbl_targets")).toEqual(log);
+    });
+
     describe("table writes", () => {
       const table = (id: string, over: Partial<TableRecord> = {}): TableRecord => ({
         id,
