@@ -70,10 +70,11 @@ const ERROR_RESPONSES: Record<number, { name: string; codes: string }> = {
   401: { name: "Unauthorized", codes: "`unauthorized` (with `WWW-Authenticate: Bearer`), `invalid_signature` (webhooks)" },
   403: { name: "Forbidden", codes: "`plan_required`, `insufficient_scope` (details.required names the scope), `forbidden`" },
   404: { name: "NotFound", codes: "`not_found`: unknown id, outside the key's allowlist, or a team the person is not in (indistinguishable)" },
+  405: { name: "MethodNotAllowed", codes: "`method_not_allowed`: the storage area this change belongs to is read-only (the host supplies it)" },
   409: { name: "Conflict", codes: "`conflict` (details.current holds the current row), `idempotency_key_in_use`" },
   413: { name: "PayloadTooLarge", codes: "`payload_too_large`" },
   415: { name: "UnsupportedMediaType", codes: "`unsupported_media_type`" },
-  422: { name: "UnprocessableEntity", codes: "`validation_failed` (details.unknownColumns / invalidColumns), `idempotency_key_reused`" },
+  422: { name: "UnprocessableEntity", codes: "`validation_failed` (details.unknownColumns / invalidColumns; on the admin API details.path names the first problem), `idempotency_key_reused`" },
   429: { name: "TooManyRequests", codes: "`rate_limited`, with `Retry-After` (seconds) and `RateLimit-*` headers" },
   500: { name: "InternalError", codes: "`internal`; the message reveals no internals" },
   502: { name: "BadGateway", codes: "`upstream_unavailable`: the connection's source failed" },
@@ -233,6 +234,13 @@ function requestBody(route: RouteDef): NonNullable<OpenApiOperation["requestBody
   if (route.body?.kind === "raw") {
     return { required: true, content: { "application/json": { schema }, "application/x-www-form-urlencoded": { schema } } };
   }
+  if (route.body?.kind === "stream") {
+    const rows = { description: "Rows: a JSON array of objects, NDJSON (one object per line) or CSV with a header row." };
+    return {
+      required: true,
+      content: { "application/json": { schema: { type: "array", items: { type: "object" } } }, "application/x-ndjson": { schema: { type: "string", ...rows } }, "text/csv": { schema: { type: "string", ...rows } } },
+    };
+  }
   return { required: true, content: json(schema) };
 }
 
@@ -256,6 +264,10 @@ function successResponses(route: RouteDef): OpenApiOperation["responses"] {
   const out: OpenApiOperation["responses"] = {};
   for (const [status, schema] of Object.entries(route.responses ?? {})) {
     if (Number(status) >= 400) continue;
+    if (status === "204") {
+      out[status] = { description: route.summary, headers: requestIdHeader() };
+      continue;
+    }
     out[status] = { description: route.summary, headers: requestIdHeader(), content: json(toJsonSchema(schema, "output")) };
   }
   if (Object.keys(out).length === 0) {

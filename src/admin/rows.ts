@@ -1,4 +1,3 @@
-import { widenColumns } from "../domain/columns.js";
 import type { DatasetRecord, Row } from "../domain/model.js";
 import { notFound } from "../errors.js";
 import { inferColumnsAlongside, parseRowStream } from "../http/bulk-rows.js";
@@ -30,12 +29,14 @@ export function rowsAdmin(deps: AdminDeps): RowsAdmin {
     if (!dataset || dataset.type === "input_table") throw notFound("dataset");
     const actor = await actorFor(storage, options);
     const declared = dataset.columnsDeclared === true ? dataset.columns : null;
-    const tracked = inferColumnsAlongside(parseRowStream(body.chunks, body.contentType, { columns: declared }));
+    // Appended rows widen the columns the dataset has; a replace infers them afresh.
+    const base = mode === "append" ? dataset.columns : [];
+    const tracked = inferColumnsAlongside(parseRowStream(body.chunks, body.contentType, { columns: declared }), base);
     const { rowCount } = await storage.writeDatasetRows({
       datasetId: id,
       mode,
       rows: tracked.rows,
-      columns: () => declared ?? (mode === "replace" ? tracked.columns() : widenColumns(dataset.columns, tracked.columns())),
+      columns: () => declared ?? tracked.columns(),
       updatedAt: isoNow(deps),
     });
     await recordChange(deps, {

@@ -45,18 +45,31 @@ function collection<T>(
   },
 ): AdminRoute<any, any>[] {
   return [
-    route<ListQuery>("GET", path, `List ${what}s by id (limit, cursor)`, ({ query }, ctx) => ops.list(query, ctx), { query: listQuery }),
-    route("GET", `${path}/:id`, `One ${what}`, ({ params }, ctx) => ops.get(params.id!, ctx)),
+    route<ListQuery>("GET", path, `List ${what}s by id (limit, cursor)`, ({ query }, ctx) => ops.list(query, ctx), { query: listQuery, responses: { 200: listOf } }),
+    route("GET", `${path}/:id`, `One ${what}`, ({ params }, ctx) => ops.get(params.id!, ctx), { responses: { 200: object } }),
     route<Record<string, never>, unknown>("PUT", `${path}/:id`, `Create or replace a ${what} (201 when created)`, async ({ params, body }, ctx) => putReply(await ops.put(params.id!, body, ctx)), {
-      body: { kind: "json" },
+      ...json,
+      ...putResponses,
     }),
-    route("DELETE", `${path}/:id`, `Delete a ${what}`, async ({ params }, ctx) => {
-      await ops.remove(params.id!, ctx);
-      return noContent();
-    }),
+    route(
+      "DELETE",
+      `${path}/:id`,
+      `Delete a ${what}`,
+      async ({ params }, ctx) => {
+        await ops.remove(params.id!, ctx);
+        return noContent();
+      },
+      deleted,
+    ),
   ];
 }
 
+/** Stored objects are described where their shapes live (the fixture format); here any object. */
+const object = z.object({}).loose();
+const listOf = z.object({ data: z.array(object), hasMore: z.boolean(), nextCursor: z.string().nullable() });
+const putResponses = { responses: { 200: object, 201: object } };
+const created = { responses: { 201: object } };
+const deleted = { responses: { 204: z.null() } };
 const json = { body: { kind: "json" } } as const;
 
 export const adminRoutes: AdminRoute<any, any>[] = [
@@ -78,31 +91,31 @@ export const adminRoutes: AdminRoute<any, any>[] = [
     list: (query, ctx) => ctx.admin.listUsers(query),
     remove: (id, ctx) => ctx.admin.deleteUser(id, by(ctx)),
   }),
-  route("GET", "/users/:id/memberships", "A user's memberships", async ({ params }, ctx) => ({ data: await ctx.admin.listMemberships(params.id!) })),
-  route("GET", "/users/:id/memberships/:teamId", "One membership", ({ params }, ctx) => ctx.admin.getMembership(params.id!, params.teamId!)),
+  route("GET", "/users/:id/memberships", "A user's memberships", async ({ params }, ctx) => ({ data: await ctx.admin.listMemberships(params.id!) }), { responses: { 200: z.object({ data: z.array(object) }) } }),
+  route("GET", "/users/:id/memberships/:teamId", "One membership", ({ params }, ctx) => ctx.admin.getMembership(params.id!, params.teamId!), { responses: { 200: object } }),
   route<Record<string, never>, unknown>(
     "PUT",
     "/users/:id/memberships/:teamId",
     "Add a user to a team or change the role (201 when added)",
     async ({ params, body }, ctx) => putReply(await ctx.admin.putMembership(params.id!, params.teamId!, body as never, by(ctx))),
-    json,
+    { ...json, ...putResponses },
   ),
   route("DELETE", "/users/:id/memberships/:teamId", "Remove a user from a team", async ({ params }, ctx) => {
     await ctx.admin.deleteMembership(params.id!, params.teamId!, by(ctx));
     return noContent();
-  }),
+  }, deleted),
   route<Record<string, never>, unknown>(
     "POST",
     "/sessions",
     "Issue a session token (shown once; only its hash is kept)",
     async ({ body }, ctx) => Reply.json(201, await ctx.admin.createSession(body as never, by(ctx))),
-    json,
+    { ...json, ...created },
   ),
-  route("GET", "/sessions/:id", "One session (never its token)", ({ params }, ctx) => ctx.admin.getSession(params.id!)),
+  route("GET", "/sessions/:id", "One session (never its token)", ({ params }, ctx) => ctx.admin.getSession(params.id!), { responses: { 200: object } }),
   route("DELETE", "/sessions/:id", "End a session: its token answers 401 at once", async ({ params }, ctx) => {
     await ctx.admin.deleteSession(params.id!, by(ctx));
     return noContent();
-  }),
+  }, deleted),
   route<Record<string, never>, unknown>(
     "POST",
     "/teams/:teamId/api-keys",
@@ -111,16 +124,16 @@ export const adminRoutes: AdminRoute<any, any>[] = [
       const { key, token } = await ctx.admin.createApiKey({ ...(body as object), teamId: params.teamId! } as never);
       return Reply.json(201, { ...key, token });
     },
-    json,
+    { ...json, ...created },
   ),
   route("GET", "/teams/:teamId/api-keys", "A team's API keys, newest first, without tokens", async ({ params }, ctx) => ({
     data: await ctx.admin.listApiKeys(params.teamId!),
-  })),
-  route("GET", "/api-keys/:id", "One API key, without its token", ({ params }, ctx) => ctx.admin.getApiKey(params.id!)),
+  }), { responses: { 200: z.object({ data: z.array(object) }) } }),
+  route("GET", "/api-keys/:id", "One API key, without its token", ({ params }, ctx) => ctx.admin.getApiKey(params.id!), { responses: { 200: object } }),
   route("DELETE", "/api-keys/:id", "Revoke an API key: 401 at once", async ({ params }, ctx) => {
     await ctx.admin.deleteApiKey(params.id!, by(ctx));
     return noContent();
-  }),
+  }, deleted),
   ...collection("/connections", "connection", {
     put: (id, body, ctx) => ctx.admin.putConnection(id, body as never, by(ctx)),
     get: (id, ctx) => ctx.admin.getConnection(id),
@@ -132,7 +145,7 @@ export const adminRoutes: AdminRoute<any, any>[] = [
     "/connections/:id/signing-secret",
     "Set (or with null remove) a webhook connection's signing secret",
     ({ params, body }, ctx) => ctx.admin.setSigningSecret(params.id!, body as never, by(ctx)),
-    json,
+    { ...json, responses: { 200: object } },
   ),
   ...collection("/datasets", "dataset", {
     put: (id, body, ctx) => ctx.admin.putDataset(id, body as never, by(ctx)),
@@ -145,21 +158,21 @@ export const adminRoutes: AdminRoute<any, any>[] = [
     "/datasets/:id/rows",
     "Replace a dataset's rows, atomically (JSON array, NDJSON or CSV, streamed)",
     ({ params, body }, ctx) => ctx.admin.uploadDatasetRows(params.id!, "replace", body, by(ctx)),
-    { body: { kind: "stream" } },
+    { body: { kind: "stream" }, responses: { 200: object } },
   ),
   route<Record<string, never>, StreamBody>(
     "POST",
     "/datasets/:id/rows",
     "Append rows to a dataset, atomically (JSON array, NDJSON or CSV, streamed)",
     ({ params, body }, ctx) => ctx.admin.uploadDatasetRows(params.id!, "append", body, by(ctx)),
-    { body: { kind: "stream" } },
+    { body: { kind: "stream" }, responses: { 200: object } },
   ),
   route<Record<string, never>, unknown>(
     "POST",
     "/datasets/:id/refresh",
     "Pull a connection dataset from its upstream and record the run",
     ({ params, body }, ctx) => ctx.admin.refreshDataset(params.id!, (body ?? {}) as never),
-    { body: { kind: "json" } },
+    { ...json, responses: { 200: object } },
   ),
   ...collection("/tables", "input table", {
     put: (id, body, ctx) => ctx.admin.putTable(id, body as never, by(ctx)),
@@ -167,46 +180,46 @@ export const adminRoutes: AdminRoute<any, any>[] = [
     list: (query, ctx) => ctx.admin.listTables(query),
     remove: (id, ctx) => ctx.admin.deleteTable(id, by(ctx)),
   }),
-  route("GET", "/dashboards", "List dashboards by id (limit, cursor)", ({ query }, ctx) => ctx.admin.listDashboards(query as ListQuery), { query: listQuery }),
-  route("GET", "/dashboards/:id", "One dashboard with every version", ({ params }, ctx) => ctx.admin.getDashboard(params.id!)),
+  route("GET", "/dashboards", "List dashboards by id (limit, cursor)", ({ query }, ctx) => ctx.admin.listDashboards(query as ListQuery), { query: listQuery, responses: { 200: listOf } }),
+  route("GET", "/dashboards/:id", "One dashboard with every version", ({ params }, ctx) => ctx.admin.getDashboard(params.id!), { responses: { 200: object } }),
   route<Record<string, never>, unknown>(
     "PUT",
     "/dashboards/:id/versions/:version",
     "Create or replace one version of a dashboard (201 when the version is new)",
     async ({ params, body }, ctx) => putReply(await ctx.admin.putDashboardVersion(params.id!, versionOf(params.version!), body as never, by(ctx))),
-    json,
+    { ...json, ...putResponses },
   ),
   route("DELETE", "/dashboards/:id", "Delete a dashboard and its view history", async ({ params }, ctx) => {
     await ctx.admin.deleteDashboard(params.id!, by(ctx));
     return noContent();
-  }),
+  }, deleted),
   route<Record<string, never>, unknown>(
     "POST",
     "/dashboard-views",
     "Record dashboard page views (up to 10,000 per call, all or none)",
     async ({ body }, ctx) => Reply.json(201, await ctx.admin.recordDashboardViews(body as never, by(ctx))),
-    json,
+    { ...json, ...created },
   ),
   route<Record<string, never>, unknown>(
     "POST",
     "/refresh-runs",
     "Record refresh runs (up to 10,000 per call, all or none)",
     async ({ body }, ctx) => Reply.json(201, await ctx.admin.recordRefreshRuns(body as never, by(ctx))),
-    json,
+    { ...json, ...created },
   ),
   route<Record<string, never>, unknown>(
     "POST",
     "/credit-usage",
     "Record credit usage (up to 10,000 per call, all or none)",
     async ({ body }, ctx) => Reply.json(201, await ctx.admin.recordCreditUsage(body as never, by(ctx))),
-    json,
+    { ...json, ...created },
   ),
   route<Record<string, never>, unknown>(
     "POST",
     "/audit-events",
     "Record host audit events (ids optional; an id already stored is skipped)",
     async ({ body }, ctx) => Reply.json(201, await ctx.admin.recordAuditEvents(body as never)),
-    json,
+    { ...json, ...created },
   ),
 ];
 
