@@ -77,7 +77,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
     const outcomes = await Promise.all(instances.map((s) => s.seed(parseFixture(conformanceFixture()))));
     expect(outcomes.sort()).toEqual(["kept", "kept", "kept", "loaded"]);
     const versions = await instances[0]!.db.query<{ version: number }>(`select version from ${instances[0]!.db.t("schema_migrations")}`);
-    expect(versions.map((v) => v.version)).toEqual([1]);
+    expect(versions.map((v) => v.version)).toEqual([1, 2]);
     expect((await instances[3]!.listDatasets({ teamId: "team_ops" })).length).toBe(4);
   });
 
@@ -89,7 +89,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
     const again = await store(schema, false);
     expect(await again.seed(parseFixture(conformanceFixture()))).toBe("kept");
     const applied = await again.db.query<{ version: number }>(`select version from ${again.db.t("schema_migrations")}`);
-    expect(applied.map((r) => r.version)).toEqual([1]);
+    expect(applied.map((r) => r.version)).toEqual([1, 2]);
     const feed = await again.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: NOW, limit: 10 });
     expect(feed.events.map((e) => e.event.id)).toEqual(["evt_fx_1", "evt_fx_2", "evt_fx_3", "evt_kept"]);
   });

@@ -1,7 +1,9 @@
 import { utcDay } from "../domain/days.js";
-import type { DashboardRecord, DashboardVersion } from "../domain/model.js";
+import type { PoolClient } from "pg";
+import type { CreditUsage, DashboardRecord, DashboardVersion, DashboardView, RefreshRun } from "../domain/model.js";
 import {
   type AnalyticsStore,
+  type AnalyticsWrites,
   type ApiUsageRow,
   type CreditUsageRow,
   DATASET_READ_ROUTES,
@@ -9,7 +11,7 @@ import {
   type DatasetUsageRow,
   type RefreshHistoryRow,
 } from "../ports/storage/analytics.js";
-import { type Db, num } from "./db.js";
+import { type Db, idPageSql, json, num, PUT_RESULT, putResult } from "./db.js";
 import { millis } from "./identity.js";
 
 /**
@@ -18,16 +20,16 @@ import { millis } from "./identity.js";
  * as the port asks) with nulls first. Means are rounded half up with
  * `floor(x + 0.5)` (`round()` on a double rounds half to even).
  */
-export function postgresAnalytics(db: Db, log: (message: string, error: unknown) => void): AnalyticsStore {
+export function postgresAnalytics(db: Db, log: (message: string, error: unknown) => void): AnalyticsStore & AnalyticsWrites {
   const { t } = db;
   return {
     async listDashboards(teamIds) {
       if (teamIds.length === 0) return [];
-      const rows = await db.query<DashboardRow>(`select * from ${t("dashboards")} where team_id = any($1)`, [[...teamIds]]);
+      const rows = await db.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")} where team_id = any($1)`, [[...teamIds]]);
       return rows.map(toDashboard);
     },
     async getDashboard(id) {
-      const [row] = await db.query<DashboardRow>(`select * from ${t("dashboards")} where id = $1`, [id]);
+      const [row] = await db.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")} where id = $1`, [id]);
       return row ? toDashboard(row) : null;
     },
     async viewsByDay(dashboardId, window) {
@@ -183,6 +185,32 @@ export function postgresAnalytics(db: Db, log: (message: string, error: unknown)
         }),
       );
     },
+    async listAllDashboards(page) {
+      const params: unknown[] = [];
+      const rows = await db.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")}${idPageSql(page, params)}`, params);
+      return rows.map(toDashboard);
+    },
+    async putDashboard(dashboard) {
+      return putResult(await upsertDashboard(db.pool, t, dashboard));
+    },
+    async deleteDashboard(id) {
+      return db.transaction(async (client) => {
+        const deleted = await client.query(`delete from ${t("dashboards")} where id = $1`, [id]);
+        if (deleted.rowCount === 0) return false;
+        await client.query(`delete from ${t("dashboard_views")} where dashboard_id = $1`, [id]);
+        return true;
+      });
+    },
+    // Each append is one INSERT statement: all or none.
+    async appendDashboardViews(views) {
+      await insertDashboardViews(db.pool, t, views);
+    },
+    async appendRefreshRuns(runs) {
+      await insertRefreshRuns(db.pool, t, runs);
+    },
+    async appendCreditUsage(items) {
+      await insertCreditUsage(db.pool, t, items);
+    },
     async recordRefreshRun(run) {
       await db.query(
         `insert into ${t("refresh_runs")} (dataset_id, started_at, started_ms, day, duration_ms, rows_processed, error) values ($1, $2, $3, $4, $5, $6, $7)`,
@@ -216,6 +244,58 @@ export function postgresAnalytics(db: Db, log: (message: string, error: unknown)
     },
   };
 }
+
+/** A pool or a client in a transaction. */
+type Queryable = Pick<PoolClient, "query">;
+
+/** Creates or replaces a dashboard; `created` tells which. */
+export async function upsertDashboard(client: Queryable, t: Db["t"], d: DashboardRecord): Promise<Array<{ created: boolean }>> {
+  const result = await client.query<{ created: boolean }>(
+    `insert into ${t("dashboards")} (${DASHBOARD_COLUMNS}) values ($1, $2, $3, $4, $5, $6)
+     on conflict (id) do update set team_id = excluded.team_id, name = excluded.name, description = excluded.description,
+       versions = excluded.versions, dataset_ids = excluded.dataset_ids
+     returning ${PUT_RESULT}`,
+    [d.id, d.teamId, d.name, d.description, json(d.versions), json(d.datasetIds)],
+  );
+  return result.rows;
+}
+
+/**
+ * The append statements: one INSERT each (atomic on its own), rows in the
+ * given order (json_to_recordset yields them in array order, so `seq`
+ * follows it: "the one stored last" of refresh-history).
+ */
+export async function insertDashboardViews(client: Queryable, t: Db["t"], views: readonly DashboardView[]): Promise<void> {
+  if (views.length === 0) return;
+  await client.query(
+    `insert into ${t("dashboard_views")} (dashboard_id, at, day, visitor_id, user_id, editor)
+     select "dashboardId", at, day, "visitorId", "userId", coalesce(editor, false) from json_to_recordset($1)
+       as x("dashboardId" text, at text, day text, "visitorId" text, "userId" text, editor boolean)`,
+    [json(views.map((v) => ({ ...v, day: utcDay(v.at) })))],
+  );
+}
+
+export async function insertRefreshRuns(client: Queryable, t: Db["t"], runs: readonly RefreshRun[]): Promise<void> {
+  if (runs.length === 0) return;
+  await client.query(
+    `insert into ${t("refresh_runs")} (dataset_id, started_at, started_ms, day, duration_ms, rows_processed, error)
+     select "datasetId", "startedAt", ms, day, "durationMs", "rowsProcessed", error from json_to_recordset($1)
+       as x("datasetId" text, "startedAt" text, ms bigint, day text, "durationMs" double precision, "rowsProcessed" bigint, error text)`,
+    [json(runs.map((r) => ({ ...r, ms: millis(r.startedAt), day: utcDay(r.startedAt) })))],
+  );
+}
+
+export async function insertCreditUsage(client: Queryable, t: Db["t"], items: readonly CreditUsage[]): Promise<void> {
+  if (items.length === 0) return;
+  await client.query(
+    `insert into ${t("credit_usage")} (team_id, at, day, category, credits, user_id)
+     select "teamId", at, day, category, credits, "userId" from json_to_recordset($1)
+       as x("teamId" text, at text, day text, category text, credits double precision, "userId" text)`,
+    [json(items.map((c) => ({ ...c, day: utcDay(c.at) })))],
+  );
+}
+
+const DASHBOARD_COLUMNS = "id, team_id, name, description, versions, dataset_ids";
 
 /** The datasets and input tables of every team, with the fields the aggregates need. */
 function teamDatasets(t: Db["t"]): string {

@@ -19,7 +19,28 @@ export function postgresAudit(db: Db, options: { visibilityWaitMs?: number } = {
   const waitMs = options.visibilityWaitMs ?? 50;
   return {
     async appendAuditEvent(event, storedAt) {
+      // The unique event_id makes an id already stored fail, storing nothing.
       await appendAudit(db.pool, t, event, storedAt);
+    },
+    async appendAuditEvents(events, storedAt) {
+      // First of each id in the call; the rest is ON CONFLICT's: an id stored
+      // already (or by a concurrent call, which this one waits for) is skipped.
+      const byId = new Map<string, AuditEvent>();
+      for (const event of events) if (!byId.has(event.id)) byId.set(event.id, event);
+      const fresh = [...byId.values()];
+      if (fresh.length === 0) return 0;
+      // One statement, one transaction (one xid): the sequence is drawn after
+      // the sort, so positions follow the events' order.
+      const rows = await db.query(
+        `insert into ${t("audit_events")} (team_id, category, time_ms, stored_at, event, event_id)
+         select x.value ->> 'teamId', x.value ->> 'category', ($2::bigint[])[x.ord], $3, x.value, x.value ->> 'id'
+           from json_array_elements($1::json) with ordinality as x(value, ord)
+          order by x.ord
+         on conflict (event_id) do nothing
+         returning 1`,
+        [json(fresh), fresh.map((e) => timeMs(e.time)), storedAt],
+      );
+      return rows.length;
     },
     async readAuditEvents(query) {
       if (query.teamIds.length === 0 || query.categories.length === 0 || query.limit <= 0) return { events: [], hasMore: false };
@@ -86,14 +107,16 @@ function toPage(rows: AuditRow[], limit: number): { events: StoredAuditEvent[]; 
 
 /** Store one event in the transaction of `client` (or on its own through the pool). */
 export async function appendAudit(client: PoolClient | Db["pool"], t: Db["t"], event: AuditEvent, storedAt: number): Promise<void> {
-  const time = Date.parse(event.time);
-  await client.query(`insert into ${t("audit_events")} (team_id, category, time_ms, stored_at, event) values ($1, $2, $3, $4, $5)`, [
-    event.teamId,
-    event.category,
-    Number.isFinite(time) ? time : null,
-    storedAt,
-    json(event),
-  ]);
+  await client.query(
+    `insert into ${t("audit_events")} (team_id, category, time_ms, stored_at, event, event_id) values ($1, $2, $3, $4, $5, $6)`,
+    [event.teamId, event.category, timeMs(event.time), storedAt, json(event), event.id],
+  );
+}
+
+/** The writer's time as epoch ms for `since` filters; null when it is not an instant. */
+export function timeMs(time: string): number | null {
+  const ms = Date.parse(time);
+  return Number.isFinite(ms) ? ms : null;
 }
 
 const MAX_U64 = (1n << 64n) - 1n;

@@ -1,23 +1,27 @@
 import type { PoolClient } from "pg";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
-import type { CatalogStore, RowQuery } from "../ports/storage/catalog.js";
-import { type Db, json, num } from "./db.js";
+import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";
+import { writeDatasetRows } from "./dataset-rows.js";
+import { type Db, idPageSql, json, num, PUT_RESULT, putResult } from "./db.js";
 
 /** Rows fetched per round trip while streaming a read. */
 const BATCH = 1000;
 /** Rows per INSERT statement when writing many rows. */
 const WRITE_BATCH = 5000;
 
-export function postgresCatalog(db: Db): CatalogStore {
+export function postgresCatalog(db: Db): CatalogStore & CatalogWrites {
   const { t } = db;
   return {
     async getConnection(id) {
-      const [row] = await db.query<ConnectionRow>(`select * from ${t("connections")} where id = $1`, [id]);
+      const [row] = await db.query<ConnectionRow>(`select ${CONNECTION_COLUMNS} from ${t("connections")} where id = $1`, [id]);
       return row ? toConnection(row) : null;
     },
     async listConnections(teamId) {
-      const rows = await db.query<ConnectionRow>(`select * from ${t("connections")} where team_id = $1 order by id collate "C"`, [teamId]);
+      const rows = await db.query<ConnectionRow>(
+        `select ${CONNECTION_COLUMNS} from ${t("connections")} where team_id = $1 order by id collate "C"`,
+        [teamId],
+      );
       return rows.map(toConnection);
     },
     async listDatasets({ teamId, ids }) {
@@ -30,12 +34,22 @@ export function postgresCatalog(db: Db): CatalogStore {
       );
       return rows.map(toDataset);
     },
+    async listAllConnections(page) {
+      const params: unknown[] = [];
+      const rows = await db.query<ConnectionRow>(`select ${CONNECTION_COLUMNS} from ${t("connections")}${idPageSql(page, params)}`, params);
+      return rows.map(toConnection);
+    },
+    async listAllDatasets(page) {
+      const params: unknown[] = [];
+      const rows = await db.query<DatasetRow>(`select ${DATASET_COLUMNS} from ${t("datasets")}${idPageSql(page, params)}`, params);
+      return rows.map(toDataset);
+    },
     async getDataset(id) {
       const [row] = await db.query<DatasetRow>(`select * from (${datasetsAndTables(t)}) d where id = $1`, [id]);
       return row ? toDataset(row) : null;
     },
-    async readDatasetRows(datasetId, query) {
-      return { totalRows: await countRows(db, datasetId, query.filters), rows: streamRows(db, datasetId, query) };
+    readDatasetRows(datasetId, query) {
+      return readRows(db, datasetId, query);
     },
     async replaceDatasetRows(datasetId, data) {
       await db.transaction(async (client) => {
@@ -44,12 +58,96 @@ export function postgresCatalog(db: Db): CatalogStore {
         await client.query(`delete from ${t("dataset_rows")} where dataset_id = $1`, [datasetId]);
         await insertDatasetRows(client, t, datasetId, data.rows, 1);
         await client.query(
-          `update ${t("datasets")} set columns = $2, row_count = $3, last_refreshed_at = $4, updated_at = $4 where id = $1`,
+          `update ${t("datasets")} set columns = $2, row_count = $3, last_refreshed_at = $4, updated_at = $4, rows_version = rows_version + 1
+            where id = $1`,
           [datasetId, json(data.columns), data.rows.length, data.refreshedAt],
         );
       });
     },
+
+    async putConnection(connection) {
+      return db.transaction(async (client) => {
+        // The unique endpoint_id column is the webhook receiver's index: it
+        // follows the config here, and a second connection cannot take an
+        // endpoint id (the insert fails, the transaction rolls back).
+        const endpointId = webhookEndpointId(connection);
+        if (endpointId !== null) {
+          const taken = await client.query(`select 1 from ${t("connections")} where endpoint_id = $1 and id <> $2`, [endpointId, connection.id]);
+          if (taken.rowCount) throw new Error(`webhook endpoint id ${endpointId} belongs to another connection`);
+        }
+        const rows = await client.query<{ created: boolean }>(
+          `insert into ${t("connections")} (id, team_id, name, type, config, created_at, endpoint_id) values ($1, $2, $3, $4, $5, $6, $7)
+           on conflict (id) do update set team_id = excluded.team_id, name = excluded.name, type = excluded.type,
+             config = excluded.config, created_at = excluded.created_at, endpoint_id = excluded.endpoint_id
+           returning ${PUT_RESULT}`,
+          [connection.id, connection.teamId, connection.name, connection.type, json(connection.config), connection.createdAt, endpointId],
+        );
+        return putResult(rows.rows);
+      });
+    },
+    async deleteConnection(id) {
+      return db.transaction(async (client) => {
+        const deleted = await client.query(`delete from ${t("connections")} where id = $1`, [id]);
+        if (deleted.rowCount === 0) return false;
+        // Locked first, so a bulk write or a delivery in flight finishes before its rows go.
+        const datasets = await client.query<{ id: string }>(`select id from ${t("datasets")} where connection_id = $1 for update`, [id]);
+        const ids = datasets.rows.map((d) => d.id);
+        if (ids.length > 0) {
+          await client.query(`delete from ${t("dataset_rows")} where dataset_id = any($1)`, [ids]);
+          await client.query(`delete from ${t("datasets")} where id = any($1)`, [ids]);
+        }
+        return true;
+      });
+    },
+    async putDataset(dataset) {
+      return db.transaction(async (client) => {
+        const table = await client.query(`select 1 from ${t("input_tables")} where id = $1`, [dataset.id]);
+        if (table.rowCount) throw new Error(`${dataset.id} is an input table`);
+        // rowCount is the store's: 0 for a new dataset, kept on a replace.
+        const rows = await client.query<{ created: boolean }>(
+          `insert into ${t("datasets")} (${DATASET_COLUMNS}) values ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9)
+           on conflict (id) do update set team_id = excluded.team_id, name = excluded.name, type = excluded.type,
+             connection_id = excluded.connection_id, source = excluded.source, columns = excluded.columns,
+             last_refreshed_at = excluded.last_refreshed_at, updated_at = excluded.updated_at
+           returning ${PUT_RESULT}`,
+          [
+            dataset.id,
+            dataset.teamId,
+            dataset.name,
+            dataset.type,
+            dataset.connectionId,
+            dataset.source,
+            json(dataset.columns),
+            dataset.lastRefreshedAt,
+            dataset.updatedAt,
+          ],
+        );
+        return putResult(rows.rows);
+      });
+    },
+    async deleteDataset(id) {
+      return db.transaction(async (client) => {
+        // The lock waits for a bulk write or delivery in flight on this dataset.
+        const found = await client.query(`select 1 from ${t("datasets")} where id = $1 for update`, [id]);
+        if (found.rowCount === 0) return false;
+        await client.query(`delete from ${t("dataset_rows")} where dataset_id = $1`, [id]);
+        await client.query(`delete from ${t("datasets")} where id = $1`, [id]);
+        return true;
+      });
+    },
+    writeDatasetRows(write) {
+      return writeDatasetRows(db, write);
+    },
   };
+}
+
+const CONNECTION_COLUMNS = "id, team_id, name, type, config, created_at";
+const DATASET_COLUMNS = "id, team_id, name, type, connection_id, source, columns, row_count, last_refreshed_at, updated_at";
+
+/** The receiver path of a webhook connection, kept in `endpoint_id`; null for every other type. */
+export function webhookEndpointId(connection: ConnectionRecord): string | null {
+  const endpointId = connection.config.endpointId;
+  return connection.type === "webhook" && typeof endpointId === "string" ? endpointId : null;
 }
 
 /** Datasets and input tables (as `input_table` datasets) in one relation. */
@@ -86,55 +184,61 @@ function filterSql(filters: Record<string, unknown> | null, params: unknown[]): 
   return parts.length ? ` and ${parts.join(" and ")}` : "";
 }
 
-async function countRows(db: Db, datasetId: string, filters: Record<string, unknown> | null): Promise<number> {
+/**
+ * A page with its `totalRows`, consistent with a bulk write committing
+ * meanwhile (seen entirely or not at all, never the old count with the new
+ * rows). A page of at most BATCH rows is one statement: count and rows from
+ * one snapshot. A longer read counts now and streams lazily (see
+ * `cursorRows`): memory holds one batch at a time, and nothing is held
+ * until the rows are read, so a caller may read `totalRows` alone. Without
+ * filters the offset becomes a position (`min(pos) + offset`), so a deep
+ * page costs an index seek.
+ */
+async function readRows(db: Db, datasetId: string, query: RowQuery): Promise<RowPage> {
   const { t } = db;
-  if (!filters || Object.keys(filters).length === 0) {
-    // Positions are contiguous, so the count is two index lookups.
-    const [row] = await db.query<{ n: string | null }>(
-      `select max(pos) - min(pos) + 1 as n from ${t("dataset_rows")} where dataset_id = $1`,
-      [datasetId],
-    );
-    return num(row?.n);
-  }
+  const limit = query.limit ?? null;
   const params: unknown[] = [datasetId];
-  const where = filterSql(filters, params);
-  const [row] = await db.query<{ n: string }>(`select count(*) as n from ${t("dataset_rows")} where dataset_id = $1${where}`, params);
-  return num(row?.n);
+  const count = countSql(t, query.filters, params);
+  if (limit !== null && limit <= BATCH) {
+    const page = pageSql(t, query, params);
+    // The left join keeps the count when the page is empty (pos is then null).
+    const result = await db.query<{ n: string | null; pos: string | null; r: unknown }>(
+      `select c.n, p.pos, p.r from (${count}) c left join lateral (${page}) p on true order by p.pos`,
+      params,
+    );
+    const rows = result.filter((x) => x.pos !== null).map((x) => toRow(x.r, query.columns));
+    return { totalRows: num(result[0]?.n), rows: fromArray(rows) };
+  }
+  const [counted] = await db.query<{ n: string | null; version: string | null }>(
+    `select c.n, (select rows_version from ${t("datasets")} where id = $1) as version from (${count}) c`,
+    params,
+  );
+  return { totalRows: num(counted?.n), rows: cursorRows(db, datasetId, query, counted?.version ?? null) };
 }
 
 /**
- * The page, read lazily through a server-side cursor inside one read-only
- * REPEATABLE READ transaction: a concurrent refresh is seen entirely or not
- * at all, and memory holds one batch at a time. Without filters the offset
- * becomes a position (`min(pos) + offset`), so a deep page costs an index
- * seek. The connection is taken on the first read and released when the
- * iteration ends, breaks or throws.
+ * The page's rows through a server-side cursor in one read-only REPEATABLE
+ * READ transaction, taken on the first read and released when the
+ * iteration ends, breaks or throws: a bulk write committing while it is
+ * read is not seen. `rows_version` (bumped by every bulk write) ties it to
+ * the count: when a bulk write committed between the count and the first
+ * read, the old rows are gone, and the read throws instead of serving the
+ * new rows under the old count.
  */
-async function* streamRows(db: Db, datasetId: string, query: RowQuery): AsyncGenerator<Row> {
-  const limit = query.limit ?? null;
-  if (limit !== null && limit <= 0) return;
+async function* cursorRows(db: Db, datasetId: string, query: RowQuery, countedVersion: string | null): AsyncGenerator<Row> {
   const { t } = db;
-  const params: unknown[] = [datasetId];
-  const select = query.columns ? `json_build_array(${query.columns.map((c) => `row -> $${params.push(c)}::text`).join(", ")})` : "row";
-  const hasFilters = !!query.filters && Object.keys(query.filters).length > 0;
-  let sql: string;
-  if (hasFilters) {
-    const where = filterSql(query.filters, params);
-    sql = `select ${select} as r from ${t("dataset_rows")} where dataset_id = $1${where} order by pos offset $${params.push(query.offset)}`;
-  } else {
-    const from = `(select min(pos) from ${t("dataset_rows")} where dataset_id = $1) + $${params.push(query.offset)}::bigint`;
-    sql = `select ${select} as r from ${t("dataset_rows")} where dataset_id = $1 and pos >= ${from} order by pos`;
-  }
-  if (limit !== null) sql += ` limit $${params.push(limit)}`;
-
   const client = await db.pool.connect();
   let ok = false;
   try {
     await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-    await client.query(`declare dataport_rows no scroll cursor for ${sql}`, params);
+    const found = await client.query<{ version: string }>(`select rows_version as version from ${t("datasets")} where id = $1`, [datasetId]);
+    const version = found.rows[0]?.version ?? null;
+    if (version !== countedVersion) throw new Error(`the rows of dataset ${datasetId} changed between the count and the read of a page; read it again`);
+    const params: unknown[] = [datasetId];
+    await client.query(`declare dataport_rows no scroll cursor for ${pageSql(t, query, params)}`, params);
     for (;;) {
-      const batch = await client.query<{ r: unknown }>(`fetch ${BATCH} from dataport_rows`);
-      for (const { r } of batch.rows) yield query.columns ? zip(query.columns, r as unknown[]) : (r as Row);
+      const batch = await client.query<{ pos: string; r: unknown }>(`fetch ${BATCH} from dataport_rows`);
+      for (const { r } of batch.rows) yield toRow(r, query.columns);
       if (batch.rows.length < BATCH) break;
     }
     ok = true;
@@ -143,6 +247,37 @@ async function* streamRows(db: Db, datasetId: string, query: RowQuery): AsyncGen
     await client.query(ok ? "COMMIT" : "ROLLBACK").catch(() => {});
     client.release();
   }
+}
+
+/** The row count of a read (filters applied), as `n`. Positions are contiguous, so without filters it is two index lookups. */
+function countSql(t: Db["t"], filters: Record<string, unknown> | null, params: unknown[]): string {
+  const where = filterSql(filters, params);
+  return where === ""
+    ? `select max(pos) - min(pos) + 1 as n from ${t("dataset_rows")} where dataset_id = $1`
+    : `select count(*) as n from ${t("dataset_rows")} where dataset_id = $1${where}`;
+}
+
+/** The page as `pos` and `r` (the row, or the selected values as a JSON array), in position order. `$1` is the dataset id. */
+function pageSql(t: Db["t"], query: RowQuery, params: unknown[]): string {
+  const select = query.columns ? `json_build_array(${query.columns.map((c) => `row -> $${params.push(c)}::text`).join(", ")})` : "row";
+  const where = filterSql(query.filters, params);
+  let sql: string;
+  if (where !== "") {
+    sql = `select pos, ${select} as r from ${t("dataset_rows")} where dataset_id = $1${where} order by pos offset $${params.push(query.offset)}`;
+  } else {
+    const from = `(select min(pos) from ${t("dataset_rows")} where dataset_id = $1) + $${params.push(query.offset)}::bigint`;
+    sql = `select pos, ${select} as r from ${t("dataset_rows")} where dataset_id = $1 and pos >= ${from} order by pos`;
+  }
+  if (query.limit !== null) sql += ` limit $${params.push(Math.max(0, query.limit))}`;
+  return sql;
+}
+
+function toRow(r: unknown, columns: string[] | null): Row {
+  return columns ? zip(columns, r as unknown[]) : (r as Row);
+}
+
+async function* fromArray(rows: readonly Row[]): AsyncGenerator<Row> {
+  yield* rows;
 }
 
 /** Selected columns back into a row, on a null-prototype object (a column may be `__proto__`). */

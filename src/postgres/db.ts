@@ -1,4 +1,5 @@
 import type { Pool, PoolClient, QueryResultRow } from "pg";
+import type { IdPage, PutResult } from "../ports/storage/identity.js";
 
 /**
  * What every area module gets: the pool, the schema-qualified name of each
@@ -58,4 +59,25 @@ export function json(value: unknown): string {
 /** int8/numeric columns arrive as strings; counts fit in a double. */
 export function num(value: unknown): number {
   return value === null || value === undefined ? 0 : Number(value);
+}
+
+/**
+ * The tail of an admin listing: ids after `page.after` in binary order, at
+ * most `page.limit` (an index on `id collate "C"` makes it a range scan).
+ * Appends its parameters to `params`.
+ */
+export function idPageSql(page: IdPage, params: unknown[]): string {
+  const after = page.after === null ? "" : ` where id collate "C" > $${params.push(page.after)}`;
+  return `${after} order by id collate "C" limit $${params.push(Math.max(1, Math.floor(page.limit)))}`;
+}
+
+/**
+ * `returning ${PUT_RESULT}` on an upsert says whether it inserted: a row an
+ * `on conflict do update` replaced carries the updating transaction in xmax,
+ * a freshly inserted one carries none.
+ */
+export const PUT_RESULT = "(xmax = 0) as created";
+
+export function putResult(rows: ReadonlyArray<{ created: boolean }>): PutResult {
+  return rows[0]?.created ? "created" : "updated";
 }

@@ -4,7 +4,7 @@ import { postgresAnalytics } from "./analytics.js";
 import { postgresAudit } from "./audit.js";
 import { postgresCatalog } from "./catalog.js";
 import { createDb, type Db } from "./db.js";
-import { postgresIdentity } from "./identity.js";
+import { postgresCredentials, postgresIdentity } from "./identity.js";
 import { migrate } from "./migrations.js";
 import { seedSpace } from "./seed.js";
 import { postgresTables } from "./tables.js";
@@ -56,6 +56,7 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
   let closed = false;
   return {
     ...postgresIdentity(db),
+    ...postgresCredentials(db),
     ...postgresCatalog(db),
     ...postgresTables(db),
     ...postgresWebhooks(db),

@@ -130,6 +130,45 @@ create index api_calls_day on {s}.api_calls (team_id, day);
 create index api_calls_object on {s}.api_calls (object_id) where object_id is not null;
 `,
   },
+  {
+    version: 2,
+    name: "admin writes",
+    sql: `
+-- Sessions get the id the admin API deletes them by (fixture sessions:
+-- sess_ + the first 24 hex digits of the hash) and an optional expiry.
+alter table {s}.sessions add column id text, add column expires_at text, add column expires_ms bigint;
+update {s}.sessions set id = 'sess_' || left(token_hash, 24);
+alter table {s}.sessions alter column id set not null;
+create unique index sessions_id on {s}.sessions (id);
+create index sessions_user on {s}.sessions (user_id);
+
+-- Audit event ids are unique in the log. Rows stored before this migration
+-- may repeat an id: the first in position order keeps it, later copies stay
+-- in the feed without one (the id is stored already, by the first).
+alter table {s}.audit_events add column event_id text;
+update {s}.audit_events a set event_id = f.id
+  from (select distinct on (event ->> 'id') event ->> 'id' as id, xid, seq from {s}.audit_events
+         order by event ->> 'id', xid, seq) f
+ where (a.xid, a.seq) = (f.xid, f.seq);
+create unique index audit_events_event_id on {s}.audit_events (event_id);
+
+-- Bumped by every bulk write of a dataset's rows (writeDatasetRows,
+-- replaceDatasetRows): a long read checks that its rows are those it counted.
+alter table {s}.datasets add column rows_version bigint not null default 0;
+
+-- The admin listings page by id in binary order (id > after, LIMIT): an
+-- index in that order makes each page a range scan whatever the database's
+-- default collation.
+create index businesses_id_c on {s}.businesses (id collate "C");
+create index teams_id_c on {s}.teams (id collate "C");
+create index users_id_c on {s}.users (id collate "C");
+create index connections_id_c on {s}.connections (id collate "C");
+create index datasets_id_c on {s}.datasets (id collate "C");
+create index input_tables_id_c on {s}.input_tables (id collate "C");
+create index dashboards_id_c on {s}.dashboards (id collate "C");
+create index memberships_team on {s}.memberships (team_id);
+`,
+  },
 ];
 
 /**

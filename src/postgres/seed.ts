@@ -1,7 +1,8 @@
 import type { PoolClient } from "pg";
 import type { SeedSpace } from "../fixture/space.js";
-import { insertDatasetRows } from "./catalog.js";
-import { utcDay } from "../domain/days.js";
+import { insertCreditUsage, insertDashboardViews, insertRefreshRuns, upsertDashboard } from "./analytics.js";
+import { appendAudit } from "./audit.js";
+import { insertDatasetRows, webhookEndpointId } from "./catalog.js";
 import { type Db, json } from "./db.js";
 import { apiKeyParams, millis } from "./identity.js";
 
@@ -48,8 +49,10 @@ async function load(client: PoolClient, t: Db["t"], space: SeedSpace): Promise<v
   );
   await bulk(
     client,
-    `insert into ${t("sessions")} (token_hash, user_id) select "tokenHash", "userId" from json_to_recordset($1) as x("tokenHash" text, "userId" text)`,
-    space.sessions,
+    `insert into ${t("sessions")} (id, token_hash, user_id, expires_at, expires_ms)
+     select id, "tokenHash", "userId", "expiresAt", "expiresMs" from json_to_recordset($1)
+       as x(id text, "tokenHash" text, "userId" text, "expiresAt" text, "expiresMs" bigint)`,
+    space.sessions.map((s) => ({ ...s, expiresMs: s.expiresAt === null ? null : millis(s.expiresAt) })),
   );
   for (const key of space.apiKeys) {
     await client.query(
@@ -59,10 +62,9 @@ async function load(client: PoolClient, t: Db["t"], space: SeedSpace): Promise<v
     );
   }
   for (const c of space.connections) {
-    const endpointId = c.type === "webhook" && typeof c.config.endpointId === "string" ? c.config.endpointId : null;
     await client.query(
       `insert into ${t("connections")} (id, team_id, name, type, config, created_at, endpoint_id) values ($1, $2, $3, $4, $5, $6, $7)`,
-      [c.id, c.teamId, c.name, c.type, json(c.config), c.createdAt, endpointId],
+      [c.id, c.teamId, c.name, c.type, json(c.config), c.createdAt, webhookEndpointId(c)],
     );
   }
   for (const { rows, ...d } of space.datasets) {
@@ -92,42 +94,11 @@ async function load(client: PoolClient, t: Db["t"], space: SeedSpace): Promise<v
       table.id,
     );
   }
-  await bulk(
-    client,
-    `insert into ${t("dashboards")} (id, team_id, name, description, versions, dataset_ids)
-     select id, "teamId", name, description, versions, "datasetIds" from json_to_recordset($1) as x(id text, "teamId" text, name text, description text, versions json, "datasetIds" json)`,
-    space.dashboards,
-  );
-  await bulk(
-    client,
-    `insert into ${t("dashboard_views")} (dashboard_id, at, day, visitor_id, user_id, editor)
-     select "dashboardId", at, day, "visitorId", "userId", editor from json_to_recordset($1)
-       as x("dashboardId" text, at text, day text, "visitorId" text, "userId" text, editor boolean)`,
-    space.dashboardViews.map((v) => ({ ...v, day: utcDay(v.at) })),
-  );
-  await bulk(
-    client,
-    `insert into ${t("refresh_runs")} (dataset_id, started_at, started_ms, day, duration_ms, rows_processed, error)
-     select "datasetId", "startedAt", ms, day, "durationMs", "rowsProcessed", error from json_to_recordset($1)
-       as x("datasetId" text, "startedAt" text, ms bigint, day text, "durationMs" double precision, "rowsProcessed" bigint, error text)`,
-    space.refreshRuns.map((r) => ({ ...r, ms: millis(r.startedAt), day: utcDay(r.startedAt) })),
-  );
-  await bulk(
-    client,
-    `insert into ${t("credit_usage")} (team_id, at, day, category, credits, user_id)
-     select "teamId", at, day, category, credits, "userId" from json_to_recordset($1)
-       as x("teamId" text, at text, day text, category text, credits double precision, "userId" text)`,
-    space.creditUsage.map((c) => ({ ...c, day: utcDay(c.at) })),
-  );
+  for (const dashboard of space.dashboards) await upsertDashboard(client, t, dashboard);
+  await insertDashboardViews(client, t, space.dashboardViews);
+  await insertRefreshRuns(client, t, space.refreshRuns);
+  await insertCreditUsage(client, t, space.creditUsage);
   // Fixture events are stored in file order, all at the start of time, in
   // this one transaction (one xid), so their sequence keeps the file order.
-  for (const event of space.auditEvents) {
-    const time = Date.parse(event.time);
-    await client.query(`insert into ${t("audit_events")} (team_id, category, time_ms, stored_at, event) values ($1, $2, $3, 0, $4)`, [
-      event.teamId,
-      event.category,
-      Number.isFinite(time) ? time : null,
-      json(event),
-    ]);
-  }
+  for (const event of space.auditEvents) await appendAudit(client, t, event, 0);
 }

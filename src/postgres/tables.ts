@@ -1,11 +1,13 @@
 import type { PoolClient } from "pg";
 import type { Actor, AuditEvent, Column, Row, TableRecord } from "../domain/model.js";
-import type { EditLogEntry, EditOp, IdempotencyClaim, StoredResponse, TableStore } from "../ports/storage/tables.js";
+import type { EditLogEntry, EditOp, IdempotencyClaim, StoredResponse, TableStore, TableWrites } from "../ports/storage/tables.js";
 import { changedSince, newRow, nextUpdatedAt, patchedRow } from "../domain/table-rows.js";
 import { appendAudit } from "./audit.js";
-import { type Db, json, num } from "./db.js";
+import { type Db, idPageSql, json, num, PUT_RESULT, putResult } from "./db.js";
 
-export function postgresTables(db: Db): TableStore {
+const TABLE_COLUMNS = "id, team_id, name, columns, row_count, updated_at";
+
+export function postgresTables(db: Db): TableStore & TableWrites {
   const { t } = db;
   let claims = 0;
 
@@ -50,8 +52,38 @@ export function postgresTables(db: Db): TableStore {
 
   return {
     async getTable(id) {
-      const [row] = await db.query<TableRow>(`select * from ${t("input_tables")} where id = $1`, [id]);
+      const [row] = await db.query<TableRow>(`select ${TABLE_COLUMNS} from ${t("input_tables")} where id = $1`, [id]);
       return row ? toTable(row) : null;
+    },
+    async listTables(page) {
+      const params: unknown[] = [];
+      const rows = await db.query<TableRow>(`select ${TABLE_COLUMNS} from ${t("input_tables")}${idPageSql(page, params)}`, params);
+      return rows.map(toTable);
+    },
+    async putTable(table) {
+      return db.transaction(async (client) => {
+        const dataset = await client.query(`select 1 from ${t("datasets")} where id = $1`, [table.id]);
+        if (dataset.rowCount) throw new Error(`${table.id} is a dataset`);
+        // rowCount is the store's: 0 for a new table, kept on a replace (its rows stay).
+        const rows = await client.query<{ created: boolean }>(
+          `insert into ${t("input_tables")} (${TABLE_COLUMNS}) values ($1, $2, $3, $4, 0, $5)
+           on conflict (id) do update set team_id = excluded.team_id, name = excluded.name, columns = excluded.columns,
+             updated_at = excluded.updated_at
+           returning ${PUT_RESULT}`,
+          [table.id, table.teamId, table.name, json(table.columns), table.updatedAt],
+        );
+        return putResult(rows.rows);
+      });
+    },
+    async deleteTable(id) {
+      return db.transaction(async (client) => {
+        // Deleting the table row first waits for any row write in flight (they lock or update it).
+        const deleted = await client.query(`delete from ${t("input_tables")} where id = $1`, [id]);
+        if (deleted.rowCount === 0) return false;
+        await client.query(`delete from ${t("table_rows")} where table_id = $1`, [id]);
+        await client.query(`delete from ${t("edit_log")} where table_id = $1`, [id]);
+        return true;
+      });
     },
     async listTableRows(tableId, page) {
       const [count] = await db.query<{ n: string }>(`select count(*) as n from ${t("table_rows")} where table_id = $1`, [tableId]);
