@@ -29,7 +29,13 @@ describe("example server flags", () => {
       drainTimeoutSeconds: 10,
       storageTimeoutSeconds: 10,
       upstreamTimeoutSeconds: 15,
+      adminToken: null,
     });
+  });
+
+  it("takes an admin token of 24 or more printable characters, and refuses a shorter one", () => {
+    expect(parseServerArgs(["--admin-token", "a".repeat(24)], defaults).adminToken).toBe("a".repeat(24));
+    expect(() => parseServerArgs(["--admin-token", "a".repeat(23)], defaults)).toThrow("--admin-token must be at least 24 printable characters without spaces");
   });
 
   it("takes every flag", () => {
@@ -38,7 +44,7 @@ describe("example server flags", () => {
         "--fixture", "/f.json", "--port", "9000", "--host", "0.0.0.0", "--db", ":memory:", "--redis", "redis://127.0.0.1:6379",
         "--now", "2026-11-01T12:00:00Z", "--audit-lag", "2", "--webhook-rate", "10", "--app-url", "https://bi.example.com/",
         "--view-url", "https://view.example.com", "--log", "none", "--metrics", "--api-rate", "2.5", "--drain-timeout", "30",
-        "--storage-timeout", "0", "--upstream-timeout", "0.5",
+        "--storage-timeout", "0", "--upstream-timeout", "0.5", "--admin-token", "admin_token_of_24_chars__",
       ],
       defaults,
     );
@@ -60,6 +66,7 @@ describe("example server flags", () => {
       drainTimeoutSeconds: 30,
       storageTimeoutSeconds: 0,
       upstreamTimeoutSeconds: 0.5,
+      adminToken: "admin_token_of_24_chars__",
     });
   });
 
@@ -81,7 +88,7 @@ describe("example server flags", () => {
       [["--port", "70000"], /--port must be between/],
       [["--now", "yesterday"], /--now must be an ISO 8601 instant/],
       [["--audit-lag", "1.5"], /--audit-lag must be an integer/],
-      [["--webhook-rate", "0"], /--webhook-rate must be a positive number/],
+      [["--webhook-rate=-1"], /--webhook-rate must be a number of at least 0/],
       [["--app-url", "ftp://x"], /--app-url must be an http\(s\) URL/],
       [["--redis", "localhost"], /--redis must be a redis:\/\/ URL/],
       [["--log", "xml"], /--log must be json or none/],

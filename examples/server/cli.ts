@@ -32,6 +32,8 @@ export interface ServerConfig {
   storageTimeoutSeconds: number;
   /** An upstream call running longer ends its query with 504; 0 turns the limit off. */
   upstreamTimeoutSeconds: number;
+  /** Token of the admin HTTP API (`/api/admin/v1`), or null: not mounted. */
+  adminToken: string | null;
 }
 
 export const USAGE = `usage: npm start -- [--fixture FILE] [--port 8787] [--host 127.0.0.1]
@@ -39,7 +41,8 @@ export const USAGE = `usage: npm start -- [--fixture FILE] [--port 8787] [--host
                     [--now ISO_INSTANT] [--audit-lag SECONDS] [--webhook-rate PER_SECOND]
                     [--app-url URL] [--view-url URL]
                     [--log json|none] [--metrics] [--metrics-token TOKEN] [--api-rate PER_SECOND]
-                    [--drain-timeout SECONDS] [--storage-timeout SECONDS] [--upstream-timeout SECONDS]`;
+                    [--drain-timeout SECONDS] [--storage-timeout SECONDS] [--upstream-timeout SECONDS]
+                    [--admin-token TOKEN]`;
 
 /** Parse the example server's flags (see README, "The example server"). Throws UsageError. */
 export function parseServerArgs(argv: readonly string[], defaults: { fixture: string; db: string }): ServerConfig {
@@ -67,6 +70,7 @@ export function parseServerArgs(argv: readonly string[], defaults: { fixture: st
         "drain-timeout": { type: "string" },
         "storage-timeout": { type: "string" },
         "upstream-timeout": { type: "string" },
+        "admin-token": { type: "string" },
         help: { type: "boolean" },
       },
     }));
@@ -96,6 +100,10 @@ export function parseServerArgs(argv: readonly string[], defaults: { fixture: st
   if (metricsToken !== null && !/^[\x21-\x7e]{16,}$/.test(metricsToken)) {
     throw new UsageError("--metrics-token must be at least 16 printable characters without spaces");
   }
+  const adminToken = str("admin-token") ?? null;
+  if (adminToken !== null && !/^[\x21-\x7e]{24,}$/.test(adminToken)) {
+    throw new UsageError("--admin-token must be at least 24 printable characters without spaces");
+  }
   return {
     fixture: str("fixture") ?? defaults.fixture,
     port,
@@ -115,6 +123,7 @@ export function parseServerArgs(argv: readonly string[], defaults: { fixture: st
     drainTimeoutSeconds: nonNegative("--drain-timeout", str("drain-timeout") ?? "10"),
     storageTimeoutSeconds: nonNegative("--storage-timeout", str("storage-timeout") ?? "10"),
     upstreamTimeoutSeconds: nonNegative("--upstream-timeout", str("upstream-timeout") ?? "15"),
+    adminToken,
   };
 }
 

@@ -65,6 +65,7 @@ export async function startServer(config: ServerConfig, io: { fs: FixtureFs & { 
     storageTimeoutMs: config.storageTimeoutSeconds * 1000,
     upstreamTimeoutMs: config.upstreamTimeoutSeconds * 1000,
     metricsToken: config.metricsToken,
+    adminToken: config.adminToken,
     ...(config.log === "json" && { logger: createJsonLogger({ now: () => clock.now() }) }),
     ...(config.metrics && { metrics: createPrometheusMetrics({ processMetrics: true }) }),
   });
