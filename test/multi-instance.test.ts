@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { createHmac } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -6,6 +7,7 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPostgresStorage, type PostgresStorage } from "../src/postgres/index.js";
 import { apiV1Routes, webhookRoutes } from "../src/routes.js";
+import { sha256Hex } from "../src/domain/crypto.js";
 import { conformanceFixture, TOKENS } from "../src/testing/conformance/fixture.js";
 import { dropSchemas, POSTGRES_URL, postgresSkipReason, REDIS_URL, redisSkipReason, testSchema } from "./support/services.js";
 
@@ -27,6 +29,7 @@ for (const [name, present] of Object.entries(features)) {
 }
 
 const WEBHOOK_RATE = 1; // per second per connection, burst 2
+const SECRETS = { old: "mi-old-secret-0001", rotated: "mi-rotated-secret-0002" };
 
 function fixture() {
   const f = conformanceFixture() as ReturnType<typeof conformanceFixture> & Record<string, unknown>;
@@ -38,7 +41,8 @@ function fixture() {
     config: { endpointId, signingSecret: null },
     createdAt: "2026-10-05T00:00:00Z",
   });
-  f.connections = [...f.connections, hook("conn_mi_dedup", "mi-dedup"), hook("conn_mi_rate", "mi-rate")] as typeof f.connections;
+  const signed = { ...hook("conn_mi_secret", "mi-secret"), config: { endpointId: "mi-secret", signingSecret: SECRETS.old } };
+  f.connections = [...f.connections, hook("conn_mi_dedup", "mi-dedup"), hook("conn_mi_rate", "mi-rate"), signed] as typeof f.connections;
   f.auditEvents = Array.from({ length: 7 }, (_, i) => ({
     id: `evt_mi_${i + 1}`,
     teamId: i % 2 ? "team_mkt" : "team_ops",
@@ -206,5 +210,58 @@ describe.skipIf(!!skip)("two instances on one PostgreSQL and one Redis", () => {
     expect(allowed).toBeGreaterThanOrEqual(2);
     expect(allowed).toBeLessThanOrEqual(3);
     expect(statuses.filter((s) => s === 429).length).toBe(8 - allowed);
+  });
+  it("shows each admin write made through another instance on both at once: plan, membership, signing secret, session", async () => {
+    const statuses = (path: string, token: string) =>
+      Promise.all(
+        [a, b].map(async (i) => {
+          const reply = await fetch(`${i.url}/api/v1${path}`, { headers: { authorization: `Bearer ${token}` } });
+          const body = (await reply.json()) as { error?: { code?: string } };
+          return reply.status === 200 ? 200 : `${reply.status} ${body.error?.code}`;
+        }),
+      );
+    const ops = (await store.getTeam("team_ops"))!;
+
+    // A team moved to Free: its key is refused on its next call, on both.
+    expect(await statuses("/datasets", TOKENS.sync)).toEqual([200, 200]);
+    expect(await store.putTeam({ ...ops, plan: "free" })).toBe("updated");
+    expect(await statuses("/datasets", TOKENS.sync)).toEqual(["403 plan_required", "403 plan_required"]);
+    await store.putTeam(ops);
+    expect(await statuses("/datasets", TOKENS.sync)).toEqual([200, 200]);
+
+    // A membership removed: the team's dataset is 404 for the user's session, on both.
+    expect(await statuses("/datasets/ds_orders", TOKENS.sessionAda)).toEqual([200, 200]);
+    expect(await store.deleteMembership("usr_ada", "team_ops")).toBe(true);
+    expect(await statuses("/datasets/ds_orders", TOKENS.sessionAda)).toEqual(["404 not_found", "404 not_found"]);
+    await store.putMembership({ userId: "usr_ada", teamId: "team_ops", role: "owner" });
+    expect(await statuses("/datasets/ds_orders", TOKENS.sessionAda)).toEqual([200, 200]);
+
+    // A signing secret rotated: the next delivery is checked against the new one, on either instance.
+    const deliver = async (i: Instance, secret: string, n: number) => {
+      const body = JSON.stringify({ event: "rotated", n });
+      const reply = await fetch(`${i.url}/api/webhooks/mi-secret`, {
+        method: "POST",
+        headers: { "content-type": "application/json", "x-webhook-signature": createHmac("sha256", secret).update(body).digest("hex") },
+        body,
+      });
+      await reply.arrayBuffer();
+      return reply.status;
+    };
+    expect(await deliver(a, SECRETS.old, 1)).toBe(200);
+    const hook = (await store.getConnection("conn_mi_secret"))!;
+    expect(await store.putConnection({ ...hook, config: { ...hook.config, signingSecret: SECRETS.rotated } })).toBe("updated");
+    expect(await deliver(b, SECRETS.old, 2)).toBe(401);
+    // Burst 2 at 1 per second: wait for a token so the next answer is the signature's, not the rate limit's.
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    expect(await deliver(a, SECRETS.rotated, 3)).toBe(200);
+
+    // A session deleted: its token answers 401 at once, on both.
+    const session = (await store.getSession(`sess_${sha256Hex(TOKENS.sessionAda).slice(0, 24)}`))!;
+    expect(session).toMatchObject({ userId: "usr_ada", expiresAt: null });
+    expect(await statuses("/me", TOKENS.sessionAda)).toEqual([200, 200]);
+    expect(await store.deleteSession(session.id)).toBe(true);
+    expect(await statuses("/me", TOKENS.sessionAda)).toEqual(["401 unauthorized", "401 unauthorized"]);
+    await store.insertSession(session);
+    expect(await statuses("/me", TOKENS.sessionAda)).toEqual([200, 200]);
   });
 });
