@@ -13,7 +13,8 @@ import { rowKey, type SqliteHandle, writeTransaction } from "./db.js";
  * them visible in ONE final transaction that moves the window (replace:
  * the window becomes the staged range; append: it grows over it). The old
  * rows of a replace are then below first_position, invisible, and deleted
- * in small transactions afterwards. If anything fails before the final
+ * in small transactions afterwards (a webhook delivery treats a dedup key
+ * held only by such a row as forgotten). If anything fails before the final
  * transaction, the staged rows are deleted and nothing was ever visible.
  *
  * One staging per dataset at a time: bulk writes of one process queue per
@@ -289,8 +290,6 @@ function statements(db: Database.Database) {
            AND row_key < (SELECT seq * 8796093022208 + first_position FROM datasets WHERE seq = ? AND id = ?)
          LIMIT ?)`,
     ),
-    // A replace forgets the old rows' webhook de-duplication keys at once (the rows follow later).
-    deleteKeyed: db.prepare<[number]>("DELETE FROM dataset_rows WHERE dataset_seq = ? AND dedup_key IS NOT NULL"),
     setWindow: db.prepare<[number, number, string, string, string | null, number]>(
       `UPDATE datasets SET first_position = ?, next_position = ?, stage_from = NULL, columns = ?, updated_at = ?,
          last_refreshed_at = coalesce(?, last_refreshed_at) WHERE seq = ?`,
@@ -324,8 +323,6 @@ function publish(sql: Statements, at: DatasetAt, from: number, end: number, writ
     if (from !== at.next_position) moveDown(sql, at.seq, from, end, at.next_position);
     first = at.first_position;
     next = at.next_position + (end - from);
-  } else {
-    sql.deleteKeyed.run(at.seq);
   }
   sql.setWindow.run(first, next, JSON.stringify(columns), write.updatedAt, write.refreshedAt ?? null, at.seq);
   return { rowCount: next - first };

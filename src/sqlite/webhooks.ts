@@ -179,9 +179,10 @@ function ingestTransaction(db: Database.Database) {
     { seq: number; first_position: number; next_position: number; stage_from: number | null; columns: string; updated_at: string }
   >("SELECT seq, first_position, next_position, stage_from, columns, updated_at FROM datasets WHERE id = ?");
   const makeRoom = stagingMover(db);
-  const duplicate = db.prepare<[number, string], { id: string | null }>(
-    "SELECT data ->> '$._id' AS id FROM dataset_rows WHERE dataset_seq = ? AND dedup_key = ?",
+  const duplicate = db.prepare<[number, string], { position: number; id: string | null }>(
+    "SELECT position, data ->> '$._id' AS id FROM dataset_rows WHERE dataset_seq = ? AND dedup_key = ?",
   );
+  const forgetKey = db.prepare<[number, string]>("DELETE FROM dataset_rows WHERE dataset_seq = ? AND dedup_key = ?");
   const insert = db.prepare<[bigint, number, number, string | null, string]>(
     "INSERT INTO dataset_rows (row_key, dataset_seq, position, dedup_key, data) VALUES (?, ?, ?, ?, ?)",
   );
@@ -215,7 +216,11 @@ function ingestTransaction(db: Database.Database) {
       const ds = state(input.datasetId);
       if (input.dedupKey !== null) {
         const seen = duplicate.get(ds.seq, input.dedupKey);
-        if (seen) return { id: String(seen.id), duplicate: true };
+        if (seen) {
+          if (seen.position >= ds.first) return { id: String(seen.id), duplicate: true };
+          // Below the window: a row a bulk replace took away, not swept yet. Its key goes with it.
+          forgetKey.run(ds.seq, input.dedupKey);
+        }
       }
       // A bulk write is staging right above the window: move its rows out of the way (rare).
       if (ds.stageFrom !== null && ds.next >= ds.stageFrom) ds.stageFrom = makeRoom(ds.seq);
