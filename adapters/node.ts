@@ -226,6 +226,113 @@ class NodeRequest implements ApiRequest {
       req.on("close", cutOff);
     });
   }
+
+  /**
+   * The body chunk by chunk as it arrives, for routes that stream it into
+   * storage. The request is paused while the consumer works on a chunk, so
+   * a slow store slows the socket instead of filling memory. Over `limit`
+   * (declared or counted): 413. A client that goes away: 400. When the
+   * consumer stops early (a refused row), the rest of the body is read and
+   * discarded so the answer can still be written on this connection.
+   */
+  async *streamBody(limit: number): AsyncGenerator<Uint8Array> {
+    const prefetched = this.prefetched;
+    if (prefetched !== undefined) {
+      if (prefetched.length > limit) throw payloadTooLarge(limit);
+      if (prefetched.length > 0) yield prefetched;
+      return;
+    }
+    const req = this.req;
+    if (req.readableEnded) {
+      if (Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined) throw new Error(BODY_ALREADY_READ);
+      return;
+    }
+    if (Number(req.headers["content-length"] ?? 0) > limit) {
+      req.resume();
+      throw payloadTooLarge(limit);
+    }
+    const body = new PausedBody(req, limit);
+    try {
+      for (let chunk = await body.next(); chunk !== null; chunk = await body.next()) yield chunk;
+    } finally {
+      body.stop();
+    }
+  }
+}
+
+/**
+ * An IncomingMessage read one chunk at a time: it flows only while the
+ * reader waits for a chunk and is paused as soon as one arrives.
+ */
+class PausedBody {
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  private ended = false;
+  private failure: Error | null = null;
+  private stopped = false;
+  private wake: (() => void) | null = null;
+
+  constructor(
+    private readonly req: IncomingMessage,
+    private readonly limit: number,
+  ) {
+    req.pause();
+    req.on("data", (chunk: Buffer) => {
+      if (this.stopped) return;
+      this.size += chunk.length;
+      if (this.size > limit) return this.fail(payloadTooLarge(limit));
+      this.chunks.push(chunk);
+      req.pause();
+      this.notify();
+    });
+    req.on("end", () => {
+      this.ended = true;
+      this.notify();
+    });
+    // The client went away mid-body ("aborted", a reset): a bad request, not a server error.
+    const cutOff = () => {
+      if (!this.ended) this.fail(new ApiError(400, "invalid_body", "the request body was cut off"));
+    };
+    req.on("error", cutOff);
+    req.on("close", cutOff);
+  }
+
+  /** The next chunk, or null at the end of the body. */
+  async next(): Promise<Buffer | null> {
+    for (;;) {
+      const chunk = this.chunks.shift();
+      if (chunk !== undefined) return chunk;
+      if (this.failure) throw this.failure;
+      if (this.ended) return null;
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        this.req.resume();
+      });
+    }
+  }
+
+  /** The reader is done: whatever is left of the body is discarded. */
+  stop(): void {
+    this.stopped = true;
+    this.chunks.length = 0;
+    if (!this.ended) this.req.resume();
+  }
+
+  private fail(error: Error): void {
+    if (this.failure) return;
+    this.failure = error;
+    this.stopped = true;
+    this.chunks.length = 0;
+    // Past the limit the rest is read and dropped, so the 413 can still be written.
+    this.req.resume();
+    this.notify();
+  }
+
+  private notify(): void {
+    const wake = this.wake;
+    this.wake = null;
+    wake?.();
+  }
 }
 
 /** The common case, kept synchronous: a whole string body in one write with its exact length. */

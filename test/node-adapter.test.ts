@@ -4,6 +4,8 @@ import net, { type AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { toNodeHandler } from "../adapters/node.js";
 import type { Row } from "../src/domain/model.js";
+import { ApiError } from "../src/errors.js";
+import type { ApiReply, ApiRequest } from "../src/http/types.js";
 import { setup } from "./support/api.js";
 import { testFixture, TOKENS } from "./support/fixture.js";
 
@@ -271,5 +273,140 @@ describe("Node adapter over a real socket", () => {
     );
     expect((await raw(url, "/dashboard", {})).body).toBe("from the host app");
     expect((await raw(url, "/api/v1/me", {})).status).toBe(401);
+  });
+});
+
+describe("Node adapter: a body streamed on demand (streamBody)", () => {
+  /** An API whose one route hands `request.streamBody(limit)` to `consume` and answers with its result (or its ApiError). */
+  function streamingApi(limit: number, consume: (chunks: AsyncIterable<Uint8Array>) => Promise<unknown>, seen: unknown[] = []) {
+    return {
+      async handle(request: ApiRequest): Promise<ApiReply> {
+        try {
+          const result = await consume(request.streamBody!(limit));
+          return { status: 200, headers: { "content-type": "application/json" }, body: JSON.stringify(result) };
+        } catch (error) {
+          seen.push(error);
+          if (!(error instanceof ApiError)) throw error;
+          return { status: error.status, headers: { "content-type": "application/json" }, body: JSON.stringify({ code: error.code, message: error.message }) };
+        }
+      },
+    };
+  }
+
+  async function summary(chunks: AsyncIterable<Uint8Array>): Promise<{ chunks: number; bytes: number; text: string }> {
+    const parts: Buffer[] = [];
+    for await (const chunk of chunks) parts.push(Buffer.from(chunk));
+    const whole = Buffer.concat(parts);
+    return { chunks: parts.length, bytes: whole.length, text: whole.length <= 100 ? whole.toString("utf8") : "" };
+  }
+
+  it("yields a small body it read ahead as one chunk, and an empty body as none", async () => {
+    const url = await listen(toNodeHandler(streamingApi(1000, summary)));
+    const small = await fetch(`${url}/api/x`, { method: "PUT", headers: { "content-type": "text/csv" }, body: "a,b\n1,2\n" });
+    expect(await small.json()).toEqual({ chunks: 1, bytes: 8, text: "a,b\n1,2\n" });
+    const empty = await fetch(`${url}/api/x`, { method: "PUT", body: "" });
+    expect(await empty.json()).toEqual({ chunks: 0, bytes: 0, text: "" });
+  });
+
+  it("streams a large body chunk by chunk, whole and in order", async () => {
+    const url = await listen(toNodeHandler(streamingApi(50_000_000, summary)));
+    const body = Buffer.alloc(3_000_000);
+    for (let i = 0; i < body.length; i++) body[i] = i % 251;
+    const hashed = async (chunks: AsyncIterable<Uint8Array>) => {
+      const { createHash } = await import("node:crypto");
+      const hash = createHash("sha256");
+      let count = 0;
+      for await (const chunk of chunks) {
+        hash.update(chunk);
+        count++;
+      }
+      return { count, sha: hash.digest("hex") };
+    };
+    const hashUrl = await listen(toNodeHandler(streamingApi(50_000_000, hashed)));
+    const res = await fetch(`${hashUrl}/api/x`, { method: "PUT", body });
+    const got = (await res.json()) as { count: number; sha: string };
+    const { createHash } = await import("node:crypto");
+    expect(got.sha).toBe(createHash("sha256").update(body).digest("hex"));
+    expect(got.count).toBeGreaterThan(1);
+    expect((await (await fetch(`${url}/api/x`, { method: "PUT", body })).json()).bytes).toBe(3_000_000);
+  });
+
+  it("pauses the socket while the consumer is busy (back-pressure): a stalled consumer does not pull the body into memory", async () => {
+    const sockets: net.Socket[] = [];
+    let bytesReadWhileStalled = -1;
+    let consumed = 0;
+    const slow = async (chunks: AsyncIterable<Uint8Array>) => {
+      for await (const chunk of chunks) {
+        consumed += chunk.byteLength;
+        if (bytesReadWhileStalled === -1) {
+          await new Promise((r) => setTimeout(r, 400));
+          bytesReadWhileStalled = sockets[0]!.bytesRead;
+        }
+      }
+      return { consumed };
+    };
+    const handler = toNodeHandler(streamingApi(100_000_000, slow));
+    const url = await listen((req, res) => {
+      sockets.push(req.socket);
+      handler(req, res);
+    });
+    const size = 32 * 1024 * 1024;
+    const res = await fetch(`${url}/api/x`, { method: "PUT", body: Buffer.alloc(size, 120) });
+    expect(await res.json()).toEqual({ consumed: size });
+    // Flowing, the server would have read the whole 32 MiB from the socket in 400 ms; paused, Node stops
+    // reading once its own small buffers fill (the rest waits in the kernel and the client's write blocks).
+    expect(bytesReadWhileStalled).toBeGreaterThan(0);
+    expect(bytesReadWhileStalled).toBeLessThan(4 * 1024 * 1024);
+  });
+
+  it("refuses a body over the limit with 413, counted or declared, and still answers on the connection", async () => {
+    const url = await listen(toNodeHandler(streamingApi(100_000, summary)));
+    const declared = await fetch(`${url}/api/x`, { method: "PUT", body: Buffer.alloc(200_000, 97) });
+    expect(declared.status).toBe(413);
+    expect(await declared.json()).toEqual({ code: "payload_too_large", message: "request body is larger than 100000 bytes" });
+    // Chunked, no declared length: counted as it arrives.
+    const chunked = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      // Connection: close: a server keeps a connection answered before its request ended busy until its keep-alive timeout.
+      const req = http.request(`${url}/api/x`, { method: "PUT", headers: { connection: "close" } }, (res) => {
+        let body = "";
+        res.on("data", (d) => (body += d));
+        res.on("end", () => resolve({ status: res.statusCode!, body }));
+      });
+      req.on("error", reject);
+      for (let i = 0; i < 10; i++) req.write(Buffer.alloc(30_000, 98));
+      req.end();
+    });
+    expect(chunked.status).toBe(413);
+    expect(JSON.parse(chunked.body).code).toBe("payload_too_large");
+  });
+
+  it("answers when the consumer stops early (a refused row), reading and dropping the rest of the body", async () => {
+    const firstOnly = async (chunks: AsyncIterable<Uint8Array>) => {
+      for await (const _ of chunks) throw new ApiError(422, "validation_failed", "line 1: refused");
+      return {};
+    };
+    const url = await listen(toNodeHandler(streamingApi(100_000_000, firstOnly)));
+    for (let round = 0; round < 2; round++) {
+      const res = await fetch(`${url}/api/x`, { method: "PUT", body: Buffer.alloc(5_000_000, 99) });
+      expect(res.status).toBe(422);
+      expect(await res.json()).toEqual({ code: "validation_failed", message: "line 1: refused" });
+    }
+  });
+
+  it("throws 400 'the request body was cut off' when the client goes away mid-body, and keeps serving", async () => {
+    const seen: unknown[] = [];
+    const url = await listen(toNodeHandler(streamingApi(100_000_000, summary, seen)));
+    const { hostname, port } = new URL(url);
+    await new Promise<void>((resolve) => {
+      const socket = net.connect(Number(port), hostname, () => {
+        socket.write(`PUT /api/x HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n`);
+        socket.write(Buffer.alloc(200_000, 100), () => setTimeout(() => (socket.destroy(), resolve()), 50));
+      });
+    });
+    for (let i = 0; i < 50 && seen.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatchObject({ status: 400, code: "invalid_body", message: "the request body was cut off" });
+    const after = await fetch(`${url}/api/x`, { method: "PUT", body: "ok" });
+    expect(await after.json()).toEqual({ chunks: 1, bytes: 2, text: "ok" });
   });
 });
