@@ -4,7 +4,11 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createHostApp, type HostApp } from "../examples/host/app.js";
 import { hostIdentity } from "../examples/host/identity.js";
+import { ensureHostSchema } from "../examples/host/schema.js";
 import { createAdmin } from "../src/admin/index.js";
+import { mountStorage } from "../src/index.js";
+import { createMemoryStorage } from "../src/memory/storage.js";
+import { describeIdentityConformance } from "../src/testing/index.js";
 import { dropSchemas, POSTGRES_URL, postgresSkipReason, testSchema } from "./support/services.js";
 
 const skip = await postgresSkipReason();
@@ -135,6 +139,26 @@ describe.skipIf(!!skip)("examples/host: a host's own users, teams and sign-in in
     expect(await (await fetch(`${base}/`)).text()).toContain("POST /signin");
   });
 
+  it("Dataport's admin functions for teams, users and memberships write the host's tables", async () => {
+    const admin = createAdmin(host.api);
+    await admin.putTeam("team_adm", { name: "Made by admin", plan: "pro", businessId: null, isPersonal: false });
+    await admin.putUser("usr_adm", { email: "adm@host.test", name: "Adm", businessAdmin: false });
+    await admin.putMembership("usr_adm", "team_adm", { role: "editor" });
+    const rows = await sql.query(
+      `select u.email, t.name, t.plan, m.role from "${hostSchema}".memberships m
+       join "${hostSchema}".users u on u.id = m.user_id join "${hostSchema}".teams t on t.id = m.team_id where m.user_id = 'usr_adm'`,
+    );
+    expect(rows.rows).toEqual([{ email: "adm@host.test", name: "Made by admin", plan: "pro", role: "editor" }]);
+    const token = await signIn("adm@host.test");
+    expect(await (await get("/me", token)).json()).toEqual({
+      kind: "session-token",
+      teams: [{ id: "team_adm", name: "Made by admin", isPersonal: false, role: "editor" }],
+    });
+    await admin.deleteTeam("team_adm");
+    expect((await sql.query(`select 1 from "${hostSchema}".teams where id = 'team_adm'`)).rowCount).toBe(0);
+    expect(await (await get("/me", token)).json()).toEqual({ kind: "session-token", teams: [] });
+  });
+
   it("the identity area writes to the host's tables and lists them in binary id order", async () => {
     const identity = hostIdentity(sql, hostSchema);
     expect(await identity.putBusiness({ id: "biz_w", name: "W" })).toBe("created");
@@ -160,5 +184,21 @@ describe.skipIf(!!skip)("examples/host: a host's own users, teams and sign-in in
     expect(await identity.deleteUser("usr_w")).toBe(true);
     expect(await identity.getUser("usr_w")).toBeNull();
     expect(await identity.getBusiness("biz_w")).toEqual({ id: "biz_w", name: "W2" });
+  });
+});
+
+// Dataport's identity suite on the host's tables: a fresh host schema per store, everything else in memory.
+describe.skipIf(!!skip)("examples/host: hostIdentity passes the identity conformance suite", () => {
+  const schemas: string[] = [];
+  const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 4 });
+  afterAll(async () => {
+    await pool.end();
+    await dropSchemas(schemas);
+  });
+  describeIdentityConformance("hostIdentity", async () => {
+    const schema = testSchema("host_conf");
+    schemas.push(schema);
+    await ensureHostSchema(pool, schema);
+    return mountStorage(createMemoryStorage(), { identity: hostIdentity(pool, schema) });
   });
 });
