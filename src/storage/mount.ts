@@ -1,8 +1,8 @@
 import { ApiError } from "../errors.js";
-import type { Storage, StorageArea, StorageAreas } from "../ports/storage.js";
+import type { Storage, StorageArea } from "../ports/storage.js";
 
 /** Every area's methods: `reads` a supplied area must have, `writes` it may leave out (then the area is read-only). */
-export const AREA_METHODS: { readonly [A in StorageArea]: { readonly reads: readonly string[]; readonly writes: readonly string[] } } = {
+export const AREA_METHODS = {
   identity: {
     reads: ["getBusiness", "getTeam", "listBusinessTeams", "getUser", "listMemberships", "listBusinesses", "listTeams", "listUsers"],
     writes: ["putBusiness", "deleteBusiness", "putTeam", "deleteTeam", "putUser", "deleteUser", "putMembership", "deleteMembership"],
@@ -51,11 +51,11 @@ export const AREA_METHODS: { readonly [A in StorageArea]: { readonly reads: read
     ],
     writes: ["recordRefreshRun", "recordApiCall", "putDashboard", "deleteDashboard", "appendDashboardViews", "appendRefreshRuns", "appendCreditUsage"],
   },
-};
+} as const satisfies { readonly [A in StorageArea]: { readonly reads: readonly (keyof Storage)[]; readonly writes: readonly (keyof Storage)[] } };
 
 /** An area as a host supplies it: every read, and any of the writes (none: read-only). */
-export type SuppliedArea<A extends StorageArea> = Pick<StorageAreas[A], ReadMethod<A>> & Partial<StorageAreas[A]>;
-type ReadMethod<A extends StorageArea> = Extract<keyof StorageAreas[A], string>;
+export type SuppliedArea<A extends StorageArea> = Pick<Storage, (typeof AREA_METHODS)[A]["reads"][number]> &
+  Partial<Pick<Storage, (typeof AREA_METHODS)[A]["writes"][number]>>;
 
 /** The areas a host supplies itself. */
 export type HostAreas = { [A in StorageArea]?: SuppliedArea<A> };
@@ -82,7 +82,7 @@ export function mountStorage<S extends Storage>(base: S, areas: HostAreas): Stor
     if (!supplied) continue;
     const methods = AREA_METHODS[area];
     if (!methods) throw new TypeError(`mountStorage: unknown storage area '${area}'`);
-    const missing = methods.reads.filter((name) => typeof supplied[name] !== "function");
+    const missing = methods.reads.filter((name: string) => typeof supplied[name] !== "function");
     if (missing.length > 0) throw new TypeError(`mountStorage: the ${area} area lacks ${missing.join(", ")}`);
     for (const name of [...methods.reads, ...methods.writes]) {
       const method = supplied[name];

@@ -26,6 +26,13 @@ export interface AuditStore {
    */
   appendAuditEvent(event: AuditEvent, storedAt: number): Promise<void>;
   /**
+   * Store, in order, each event whose `id` is not stored yet, all in one
+   * transaction, at consecutive next positions; returns how many were
+   * stored. Event ids are unique in the log: of two concurrent calls with
+   * one id, exactly one stores it.
+   */
+  appendAuditEvents(events: readonly AuditEvent[], storedAt: number): Promise<number>;
+  /**
    * A keyset page in position order: events after position `after` (null:
    * from the start) of the given teams and categories, and, when `since`
    * (an ISO 8601 instant) is given, whose writer `time` is at or after it,
@@ -43,13 +50,6 @@ export interface AuditStore {
    * position, with the same arguments, would return at least one event.
    * Cost MUST NOT grow with the number of events before `after`.
    */
-  /**
-   * Store, in order, each event whose `id` is not stored yet, all in one
-   * transaction, at consecutive next positions; returns how many were
-   * stored. Event ids are unique in the log: of two concurrent calls with
-   * one id, exactly one stores it.
-   */
-  appendAuditEvents(events: readonly AuditEvent[], storedAt: number): Promise<number>;
   readAuditEvents(query: {
     teamIds: readonly string[];
     categories: readonly AuditCategory[];
