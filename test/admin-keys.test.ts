@@ -57,10 +57,15 @@ describe("admin: API keys", () => {
     const { api } = await setup();
     const admin = createAdmin(api);
     await expect(admin.createApiKey({ teamId: "team_nope", name: "x", createdBy: "usr_ada", scopes: [] })).rejects.toMatchObject({ status: 404 });
-    await expect(admin.createApiKey({ teamId: "team_ops", name: "x", createdBy: "usr_nope", scopes: [] })).rejects.toMatchObject({ status: 404 });
+    // admin-api.md: a reference in the body to an unknown id, or a bad value, is 422 naming it.
+    await expect(admin.createApiKey({ teamId: "team_ops", name: "x", createdBy: "usr_nope", scopes: [] })).rejects.toMatchObject({
+      status: 422,
+      code: "validation_failed",
+      details: { path: "$.createdBy" },
+    });
     await expect(
       admin.createApiKey({ teamId: "team_ops", name: "x", createdBy: "usr_ada", scopes: ["data:write" as never] }),
-    ).rejects.toMatchObject({ status: 400, code: "invalid_parameter" });
+    ).rejects.toMatchObject({ status: 422, code: "validation_failed", details: { path: "$.scopes[0]" } });
   });
 
   it("revokes a key: later calls with it answer 401", async () => {
