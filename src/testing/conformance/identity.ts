@@ -86,6 +86,8 @@ export function describeIdentityConformance(name: string, factory: StorageFactor
       const read = (await store.getTeam("team_ops"))!;
       Reflect.set(read, "name", "Changed on a read copy");
       expect(await store.getTeam("team_ops")).toEqual(OPS);
+      // The user exists first: a host's own tables may enforce the reference (callers check it anyway).
+      await store.putUser(ADA);
       const membership = { userId: "usr_ada", teamId: "team_ops", role: "owner" as const };
       await store.putMembership(membership);
       membership.teamId = "team_other";
