@@ -212,6 +212,8 @@ export function bulkRowWriter(handle: SqliteHandle): (write: BulkRowsWrite) => P
       for (;;) {
         if (batch.texts.length > 0) stage(seq, owner, batch.texts);
         if (batch.done) break;
+        // Rows from code (an array, a generator) arrive without I/O: let other requests run between batches.
+        await nextTurn();
         batch = await source.next(STAGE_BATCH);
       }
       const published = publishStaged(seq, owner, write, write.columns());
@@ -390,7 +392,7 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** Let other requests run between cleanup transactions. */
+/** Let other requests run between staging or cleanup transactions. */
 function nextTurn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
