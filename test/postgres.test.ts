@@ -1,9 +1,10 @@
 import pg from "pg";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { parseFixture } from "../src/fixture/load.js";
-import type { AuditEvent, Row } from "../src/domain/model.js";
-import { createPostgresStorage, type PostgresStorage } from "../src/postgres/index.js";
-import { conformanceFixture } from "../src/testing/conformance/fixture.js";
+import { sha256Hex } from "../src/domain/crypto.js";
+import type { AuditEvent, Column, Row } from "../src/domain/model.js";
+import { createPostgresStorage, MIGRATIONS, type PostgresStorage } from "../src/postgres/index.js";
+import { conformanceFixture, TOKENS } from "../src/testing/conformance/fixture.js";
 import { dropSchemas, POSTGRES_URL, postgresSkipReason, testSchema } from "./support/services.js";
 
 // PostgreSQL-specific guarantees: atomic claims across connections, xid
@@ -395,6 +396,290 @@ describe.skipIf(!!skip)("postgres storage", () => {
         { day: "2026-10-30", route: "/api/v1/datasets", credential: "Warehouse sync", calls: 1, errors: 1 },
       ]);
       expect((await s.listDashboards(["team_ops"])).map((d) => d.id)).toEqual(["dash_sales"]);
+    });
+  });
+  describe("admin writes across instances", () => {
+    it("shows each admin write made through one instance to another on the same schema at once", async () => {
+      const schema = testSchema();
+      const one = await store(schema);
+      const two = await store(schema, false);
+      const keyHash = sha256Hex(TOKENS.sync);
+
+      // Team plan change: authentication on the other instance reads the new plan.
+      expect((await two.findApiKeyWithTeam!(keyHash))?.team?.plan).toBe("business");
+      const ops = (await one.getTeam("team_ops"))!;
+      expect(await one.putTeam({ ...ops, plan: "free" })).toBe("updated");
+      expect((await two.findApiKeyWithTeam!(keyHash))?.team?.plan).toBe("free");
+      expect(await two.getTeam("team_ops")).toEqual({ ...ops, plan: "free" });
+
+      // Membership removal.
+      expect((await two.listMemberships("usr_ada")).map((m) => m.teamId)).toEqual(["team_free", "team_ops"]);
+      expect(await one.deleteMembership("usr_ada", "team_ops")).toBe(true);
+      expect((await two.listMemberships("usr_ada")).map((m) => m.teamId)).toEqual(["team_free"]);
+      expect(await one.deleteMembership("usr_ada", "team_ops")).toBe(false);
+
+      // Session deleted (fixture sessions carry sess_ + 24 hex digits of their hash).
+      const sessionHash = sha256Hex(TOKENS.sessionAda);
+      expect(await two.findSessionUser(sessionHash, NOW)).toBe("usr_ada");
+      expect(await one.deleteSession(`sess_${sessionHash.slice(0, 24)}`)).toBe(true);
+      expect(await two.findSessionUser(sessionHash, NOW)).toBeNull();
+      expect(await two.getSession(`sess_${sessionHash.slice(0, 24)}`)).toBeNull();
+
+      // A session with an expiry, written by one, expires on the other by its clock reading.
+      const expiring = { id: "sess_exp", tokenHash: sha256Hex("expiring-token"), userId: "usr_bob", expiresAt: new Date(NOW + 1000).toISOString() };
+      await one.insertSession(expiring);
+      expect(await two.getSession("sess_exp")).toEqual(expiring);
+      expect(await two.findSessionUser(expiring.tokenHash, NOW + 999)).toBe("usr_bob");
+      expect(await two.findSessionUser(expiring.tokenHash, NOW + 1000)).toBeNull();
+      await expect(one.insertSession({ ...expiring, tokenHash: sha256Hex("other") })).rejects.toThrow();
+      await expect(one.insertSession({ ...expiring, id: "sess_other" })).rejects.toThrow();
+
+      // Webhook signing secret changed through putConnection, then through updateWebhookSettings.
+      await one.createWebhookConnection({
+        connection: { id: "conn_hook", teamId: "team_ops", name: "Hook", createdAt: "2026-11-01T00:00:00.000Z" },
+        endpoint: { endpointId: "ep_multi", signingSecret: "first-secret", retainRows: null },
+        dataset: { id: "ds_hook", name: "Hook events" },
+      });
+      expect(await two.getWebhookEndpoint("ep_multi")).toMatchObject({ connectionId: "conn_hook", datasetId: "ds_hook", signingSecret: "first-secret" });
+      const hook = (await one.getConnection("conn_hook"))!;
+      expect(await one.putConnection({ ...hook, config: { ...hook.config, signingSecret: "second-secret" } })).toBe("updated");
+      expect((await two.getWebhookEndpoint("ep_multi"))?.signingSecret).toBe("second-secret");
+      await one.updateWebhookSettings("conn_hook", { signingSecret: null });
+      expect((await two.getWebhookEndpoint("ep_multi"))?.signingSecret).toBeNull();
+      // Moving the endpoint id frees the old one; taking another connection's is refused on either instance.
+      expect(await two.putConnection({ ...hook, config: { ...hook.config, endpointId: "ep_moved" } })).toBe("updated");
+      expect(await one.getWebhookEndpoint("ep_multi")).toBeNull();
+      expect((await one.getWebhookEndpoint("ep_moved"))?.connectionId).toBe("conn_hook");
+      await expect(one.putConnection({ ...hook, id: "conn_thief", config: { endpointId: "ep_moved" } })).rejects.toThrow(/ep_moved/);
+      expect(await two.getConnection("conn_thief")).toBeNull();
+    });
+
+    it("stores each audit event id once when two instances append overlapping batches at once", async () => {
+      const schema = testSchema();
+      const one = await store(schema);
+      const two = await store(schema, false);
+      const ids = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => `evt_b${from + i}`);
+      const batch = (list: string[]) => list.map((id) => event(id, "2026-10-02T00:00:00Z"));
+      for (let round = 0; round < 5; round++) {
+        const [x, y] = await Promise.all([
+          one.appendAuditEvents(batch(ids(round * 100 + 1, round * 100 + 60)), NOW - 10_000),
+          two.appendAuditEvents(batch(ids(round * 100 + 41, round * 100 + 100)), NOW - 10_000),
+        ]);
+        expect(x + y).toBe(100);
+      }
+      // Already stored, or repeated within the call: stored once.
+      expect(await one.appendAuditEvents(batch(["evt_b1", "evt_fx_1", "evt_new", "evt_new"]), NOW - 10_000)).toBe(1);
+      await expect(two.appendAuditEvent(event("evt_new", "2026-10-02T00:00:00Z"), NOW - 10_000)).rejects.toThrow();
+      const seen: string[] = [];
+      let after: string | null = null;
+      for (;;) {
+        const page = await two.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after, since: null, storedBefore: NOW, limit: 97 });
+        seen.push(...page.events.map((e) => e.event.id));
+        if (page.events.length > 0) after = page.events.at(-1)!.position;
+        if (!page.hasMore) break;
+      }
+      expect(new Set(seen).size).toBe(seen.length);
+      expect([...seen].sort()).toEqual(["evt_fx_1", "evt_fx_2", "evt_fx_3", ...ids(1, 500), "evt_new"].sort());
+      expect(seen.at(-1)).toBe("evt_new");
+    });
+
+    it("migrates a version-1 schema: sessions get ids, the first of a repeated audit event id keeps it", async () => {
+      const schema = testSchema();
+      schemas.push(schema);
+      const client = new pg.Client({ connectionString: POSTGRES_URL });
+      await client.connect();
+      const s = `"${schema}"`;
+      const hash = sha256Hex("old-session");
+      try {
+        await client.query(`create schema ${s}`);
+        await client.query(`create table ${s}.schema_migrations (version integer primary key, name text not null, applied_at timestamptz not null default now())`);
+        await client.query(MIGRATIONS[0]!.sql.replaceAll("{s}", s));
+        await client.query(`insert into ${s}.schema_migrations (version, name) values (1, 'initial')`);
+        await client.query(`insert into ${s}.sessions (token_hash, user_id) values ($1, 'usr_ada')`, [hash]);
+        for (const [id, action] of [["evt_dup", "first"], ["evt_one", "only"], ["evt_dup", "second"]]) {
+          await client.query(`insert into ${s}.audit_events (team_id, category, time_ms, stored_at, event) values ('team_ops', 'audit', 0, 0, $1)`, [
+            JSON.stringify({ ...event(id!, "2026-10-01T00:00:00Z"), action }),
+          ]);
+        }
+      } finally {
+        await client.end();
+      }
+      const migrated = await store(schema, false);
+      const applied = await migrated.db.query<{ version: number }>(`select version from ${migrated.db.t("schema_migrations")} order by version`);
+      expect(applied.map((r) => r.version)).toEqual([1, 2]);
+      expect(await migrated.getSession(`sess_${hash.slice(0, 24)}`)).toEqual({ id: `sess_${hash.slice(0, 24)}`, tokenHash: hash, userId: "usr_ada", expiresAt: null });
+      expect(await migrated.findSessionUser(hash, NOW)).toBe("usr_ada");
+      const ids = await migrated.db.query<{ event_id: string | null; action: string }>(
+        `select event_id, event ->> 'action' as action from ${migrated.db.t("audit_events")} order by xid, seq`,
+      );
+      expect(ids).toEqual([
+        { event_id: "evt_dup", action: "first" },
+        { event_id: "evt_one", action: "only" },
+        { event_id: null, action: "second" },
+      ]);
+      expect(await migrated.appendAuditEvents([event("evt_dup", "2026-10-01T00:00:00Z"), event("evt_three", "2026-10-01T00:00:00Z")], NOW - 10_000)).toBe(1);
+      const feed = await migrated.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: NOW, limit: 10 });
+      expect(feed.events.map((e) => e.event.id)).toEqual(["evt_dup", "evt_one", "evt_dup", "evt_three"]);
+    });
+  });
+
+  describe("streamed bulk rows", () => {
+    const COLUMNS: Column[] = [
+      { name: "g", type: "string" },
+      { name: "i", type: "number" },
+    ];
+    /** `n` rows of generation `g`; with `hold`, the stream waits before row `hold.at` until `hold.until` settles. */
+    async function* generation(g: string, n: number, hold?: { at: number; reached: () => void; until: Promise<void> }, failAt?: number) {
+      for (let i = 0; i < n; i++) {
+        if (i === failAt) throw new Error(`upload broke off at row ${i}`);
+        if (hold && i === hold.at) {
+          hold.reached();
+          await hold.until;
+        }
+        yield { g, i };
+      }
+    }
+    const write = (s: PostgresStorage, mode: "replace" | "append", rows: AsyncIterable<Row>, datasetId = "ds_orders") =>
+      s.writeDatasetRows({ datasetId, mode, rows, columns: () => COLUMNS, updatedAt: "2026-11-01T12:00:00.000Z" });
+    const gate = () => {
+      let open!: () => void;
+      const opened = new Promise<void>((resolve) => (open = resolve));
+      return { opened, open };
+    };
+    const busy = (s: PostgresStorage) => s.db.pool.totalCount - s.db.pool.idleCount;
+
+    /** A page is whole when every row is of one generation, in order from the offset, and its totalRows is that generation's. */
+    function generationOf(page: { totalRows: number; rows: Row[] }, offset: number, sizes: Record<string, number>): string {
+      const g = String(page.rows[0]?.g);
+      expect(page.totalRows).toBe(sizes[g]);
+      expect(page.rows.map((r) => `${r.g}:${r.i}`)).toEqual(page.rows.map((_, k) => `${g}:${offset + k}`));
+      return g;
+    }
+
+    it("replaces 200,000 rows from a stream while another instance pages: every page is the old rows or the new ones, whole", async () => {
+      const schema = testSchema();
+      const writer = await store(schema);
+      const reader = await store(schema, false);
+      const sizes = { old: 100_000, new: 200_000 };
+      expect(await write(writer, "replace", generation("old", sizes.old))).toEqual({ rowCount: sizes.old });
+
+      const reached = gate();
+      const release = gate();
+      const replacing = write(writer, "replace", generation("new", sizes.new, { at: 120_000, reached: reached.open, until: release.opened }));
+      await reached.opened;
+      // Mid-write (120,000 new rows inserted, uncommitted): a long read opened now keeps its snapshot across the commit.
+      const long = (await reader.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null })).rows[Symbol.asyncIterator]();
+      const first = await long.next();
+      expect(first.value).toEqual({ g: "old", i: 0 });
+      const seen: Record<string, number> = { old: 0, new: 0 };
+      const page = async () => {
+        const offset = Math.floor(Math.random() * 99_900);
+        const read = await reader.readDatasetRows("ds_orders", { offset, limit: 100, columns: null, filters: null });
+        const rows = await collect(read.rows);
+        expect(rows).toHaveLength(100);
+        const g = generationOf({ totalRows: read.totalRows, rows }, offset, sizes);
+        seen[g]!++;
+        expect([sizes.old, sizes.new]).toContain((await reader.getDataset("ds_orders"))!.rowCount);
+      };
+      for (let n = 0; n < 20; n++) await page();
+      expect(seen).toEqual({ old: 20, new: 0 });
+      release.open();
+      let done = false;
+      const finished = replacing.then((result) => {
+        done = true;
+        return result;
+      });
+      while (!done) await page();
+      expect(await finished).toEqual({ rowCount: sizes.new });
+      await page();
+      expect(seen.new).toBeGreaterThan(0);
+
+      // The long read still sees the old rows, all of them, in order.
+      let count = 1;
+      for (let next = await long.next(); !next.done; next = await long.next()) {
+        if (next.value.g !== "old" || next.value.i !== count) throw new Error(`row ${count} of the long read is ${JSON.stringify(next.value)}`);
+        count++;
+      }
+      expect(count).toBe(sizes.old);
+      expect(await reader.getDataset("ds_orders")).toMatchObject({ rowCount: sizes.new, columns: COLUMNS, updatedAt: "2026-11-01T12:00:00.000Z" });
+      const tail = await reader.readDatasetRows("ds_orders", { offset: sizes.new - 2, limit: 5, columns: ["i"], filters: null });
+      expect({ totalRows: tail.totalRows, rows: (await collect(tail.rows)).map((r) => ({ ...r })) }).toEqual({
+        totalRows: sizes.new,
+        rows: [{ i: sizes.new - 2 }, { i: sizes.new - 1 }],
+      });
+      expect([busy(writer), busy(reader)]).toEqual([0, 0]);
+    }, 120_000);
+
+    it("leaves the old rows when the stream throws, and releases the dataset for the next write", async () => {
+      const s = await store();
+      await write(s, "replace", generation("old", 3000));
+      const version = async () => (await s.db.query<{ v: string }>(`select rows_version as v from ${s.db.t("datasets")} where id = 'ds_orders'`))[0]!.v;
+      const before = await version();
+      for (const mode of ["replace", "append"] as const) {
+        await expect(write(s, mode, generation("new", 50_000, undefined, 42_001))).rejects.toThrow("upload broke off at row 42001");
+        expect(busy(s)).toBe(0);
+        const page = await s.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null });
+        const rows = await collect(page.rows);
+        expect(page.totalRows).toBe(3000);
+        expect(rows.every((r, k) => r.g === "old" && r.i === k)).toBe(true);
+        expect(rows).toHaveLength(3000);
+        expect((await s.getDataset("ds_orders"))!.rowCount).toBe(3000);
+        expect(await version()).toBe(before);
+      }
+      // The lock went with the rollback: the next write goes through, positions still contiguous.
+      expect(await write(s, "append", generation("more", 2))).toEqual({ rowCount: 3002 });
+      const tail = await s.readDatasetRows("ds_orders", { offset: 2999, limit: 10, columns: null, filters: null });
+      expect(await collect(tail.rows)).toEqual([{ g: "old", i: 2999 }, { g: "more", i: 0 }, { g: "more", i: 1 }]);
+    });
+
+    it("refuses a long page whose rows were rewritten between its count and its first read", async () => {
+      const s = await store();
+      await write(s, "replace", generation("old", 1500));
+      const page = await s.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null });
+      expect(page.totalRows).toBe(1500);
+      await write(s, "replace", generation("new", 2));
+      await expect(collect(page.rows)).rejects.toThrow(/changed between the count and the read/);
+      expect(busy(s)).toBe(0);
+    });
+
+    it("makes a webhook delivery to a dataset being bulk-written wait for it, then land after the new rows", async () => {
+      const s = await store();
+      await s.createWebhookConnection({
+        connection: { id: "conn_hook", teamId: "team_ops", name: "Hook", createdAt: "2026-11-01T00:00:00.000Z" },
+        endpoint: { endpointId: "ep_bulk", signingSecret: null, retainRows: null },
+        dataset: { id: "ds_hook", name: "Hook events" },
+      });
+      const deliver = (n: number) =>
+        s.ingestWebhookRow({
+          datasetId: "ds_hook",
+          dedupKey: `d${n}`,
+          row: { _id: `row_${n}`, g: "hook", i: n },
+          columns: [{ name: "_id", type: "string" }, ...COLUMNS],
+          retainRows: 10_000,
+          receivedAt: "2026-11-01T13:00:00.000Z",
+        });
+      await deliver(1);
+      const reached = gate();
+      const release = gate();
+      const replacing = write(s, "replace", generation("bulk", 7000, { at: 6000, reached: reached.open, until: release.opened }), "ds_hook");
+      await reached.opened;
+      let delivered = false;
+      const delivery = Promise.resolve(deliver(2)).then((result) => {
+        delivered = true;
+        return result;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      expect(delivered).toBe(false);
+      release.open();
+      expect(await replacing).toEqual({ rowCount: 7000 });
+      expect(await delivery).toEqual({ id: "row_2", duplicate: false });
+      // The replace took the first delivery and its dedup key; the second follows the new rows.
+      expect(await deliver(1)).toEqual({ id: "row_1", duplicate: false });
+      expect(await deliver(2)).toEqual({ id: "row_2", duplicate: true });
+      const page = await s.readDatasetRows("ds_hook", { offset: 6998, limit: 10, columns: ["g", "i"], filters: null });
+      expect(page.totalRows).toBe(7002);
+      expect((await collect(page.rows)).map((r) => `${r.g}:${r.i}`)).toEqual(["bulk:6998", "bulk:6999", "hook:2", "hook:1"]);
+      expect(await s.getDataset("ds_hook")).toMatchObject({ rowCount: 7002, updatedAt: "2026-11-01T13:00:00.000Z" });
     });
   });
 });
