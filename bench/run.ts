@@ -7,6 +7,7 @@
  *   npm run bench                 # every scenario
  *   npm run bench -- me webhook   # scenarios whose name contains a word
  *   BENCH_DATAPORT=adapter-only npm run bench -- me:   # another server in Dataport's place (diagnosis)
+ *   npm run bench -- bulk-upload  # a 1,000,000-row CSV upload: rows/s and server peak RSS (bench/bulk-upload.ts)
  *   BENCH_AB=/tmp/dist-before npm run bench -- webhook-memory
  *       # A/B: Dataport built from another checkout's dist/ takes the baseline's
  *       # place, so the ratio is this build against that one (above 1: faster)
@@ -219,7 +220,7 @@ for (const scenario of scenarios) {
   console.log(`  median ratio ${ratio.toFixed(2)}x ${verdict}${cpuLine}`);
 }
 
-for (const script of ["bench/sqlite-reads.ts"]) {
+for (const script of ["bench/sqlite-reads.ts", "bench/bulk-upload.ts"]) {
   if (filters.length > 0 && !filters.some((f) => script.includes(f))) continue;
   if (!existsSync(script)) continue;
   const child = spawn(process.execPath, ["--import", "tsx", "--expose-gc", script], { stdio: "inherit" });
