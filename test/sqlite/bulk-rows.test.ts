@@ -305,14 +305,18 @@ describe("sqlite: streamed bulk row writes", () => {
       other.writeDatasetRows(rowsWrite("ds_orders", "append", generate(3000, "b", { pauseEvery: 100 }))),
       s.writeDatasetRows(rowsWrite("ds_orders", "append", generate(2000, "c", { pauseEvery: 100 }))),
     ]);
-    expect(results.map((r) => r.rowCount).sort((x, y) => x - y)).toEqual([base + 3000, base + 5000, base + 8000].sort((x, y) => x - y));
     const added = (await all(other, "ds_orders")).slice(base);
     expect(added).toHaveLength(8000);
-    // Each write's rows are one block, in order.
+    // Each write's rows are one block, in order; a and c (one process) in the order they were called.
     const blocks: string[] = [];
     for (const row of added) if (blocks.at(-1) !== row.v) blocks.push(row.v as string);
     expect([...blocks].sort()).toEqual(["a", "b", "c"]);
-    for (const v of ["a", "b", "c"]) expect(added.filter((r) => r.v === v).map((r) => r.i)).toEqual(Array.from({ length: v === "c" ? 2000 : 3000 }, (_, i) => i));
+    expect(blocks.indexOf("a")).toBeLessThan(blocks.indexOf("c"));
+    const sizes: Record<string, number> = { a: 3000, b: 3000, c: 2000 };
+    for (const v of blocks) expect(added.filter((r) => r.v === v).map((r) => r.i)).toEqual(Array.from({ length: sizes[v]! }, (_, i) => i));
+    // Each write returned the count right after it: the blocks before it plus its own.
+    const countAfter = (v: string) => base + blocks.slice(0, blocks.indexOf(v) + 1).reduce((sum, b) => sum + sizes[b]!, 0);
+    expect(results.map((r) => r.rowCount)).toEqual(["a", "b", "c"].map(countAfter));
     expect(staging(s)).toEqual([]);
   });
 
