@@ -67,9 +67,10 @@ export function postgresCatalog(db: Db): CatalogStore & CatalogWrites {
 
     async putConnection(connection) {
       return db.transaction(async (client) => {
-        // The unique endpoint_id column is the webhook receiver's index: it
-        // follows the config here, and a second connection cannot take an
-        // endpoint id (the insert fails, the transaction rolls back).
+        // The unique endpoint_id column is the webhook receiver's index and
+        // follows the config here. Another connection's endpoint id is refused
+        // by this check, and by the unique index for a concurrent put that
+        // passed it at the same time (the statement fails, nothing is written).
         const endpointId = webhookEndpointId(connection);
         if (endpointId !== null) {
           const taken = await client.query(`select 1 from ${t("connections")} where endpoint_id = $1 and id <> $2`, [endpointId, connection.id]);
