@@ -60,6 +60,10 @@ describe("CSV bodies", () => {
     expect(await rowsOf(body, "text/csv")).toEqual([{ a: -12.5, b: true, c: "007", d: "12345678901234567890", e: "2026-10-01", f: " 12", g: 1000, h: null }]);
   });
 
+  it("reads a header without rows as no rows", async () => {
+    expect(await rowsOf("a,b\r\n", "text/csv")).toEqual([]);
+  });
+
   it("skips empty lines and a byte-order mark, and reads a last row without a line break", async () => {
     const body = "\uFEFFname,n\n\nx,1\n\n\ny,2";
     expect(await rowsOf(body, "text/csv")).toEqual([
@@ -107,6 +111,8 @@ describe("CSV bodies", () => {
     const big = "x".repeat(1024 * 1024 + 1);
     expect(await refusalOf(`a,b\n1,2\n3,${big}\n`, "text/csv")).toMatchObject({ status: 422, details: { line: 3, column: "b" } });
     expect(await rowsOf(`a\n${"é".repeat(512 * 1024)}\n`, "text/csv")).toHaveLength(1); // exactly 1 MiB of UTF-8
+    // Counted in UTF-8 bytes, not characters: 524,289 characters are 1,048,578 bytes.
+    expect(await refusalOf(`a\n${"é".repeat(512 * 1024 + 1)}\n`, "text/csv")).toMatchObject({ details: { line: 2, column: "a" } });
   });
 
   it("refuses bytes that are not UTF-8, naming their line", async () => {
