@@ -181,7 +181,7 @@ export function bulkRowWriter(handle: SqliteHandle): (write: BulkRowsWrite) => P
     }
   };
 
-  const write = async (write: BulkRowsWrite): Promise<{ rowCount: number }> => {
+  const bulkWrite = async (write: BulkRowsWrite): Promise<{ rowCount: number }> => {
     existing(sql, write.datasetId);
     const source = rowSource(write.rows);
     let batch = await source.next(STAGE_BATCH);
@@ -232,7 +232,7 @@ export function bulkRowWriter(handle: SqliteHandle): (write: BulkRowsWrite) => P
     }
   };
 
-  return (input) => serialised(input.datasetId, () => write(input));
+  return (write) => serialised(write.datasetId, () => bulkWrite(write));
 }
 
 /**
