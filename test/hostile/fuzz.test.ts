@@ -7,10 +7,12 @@
  * filtered reads included). At the end, Object.prototype is untouched.
  *
  * `npm test` runs a bounded number of cases; DATAPORT_FUZZ_RUNS=5000 runs
- * that many per property and store (README, "Tests").
+ * that many per property and store (README, "Tests"). DATAPORT_FUZZ_STATS=1
+ * prints how often each status came back, to see how deep the cases reach.
  */
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { encodeCursor } from "../../src/domain/cursor.js";
 import { type Answer, counts, expectHandled, FREE_TABLE, HOOK, HOOK_DATASET, type HostileApi, hostileApi, type Opened, storeCases, TOKENS } from "./harness.js";
 
 const RUNS = Number(process.env.DATAPORT_FUZZ_RUNS ?? 100);
@@ -19,6 +21,7 @@ const TIMEOUT_MS = 20_000 + RUNS * 150;
 /** Reproduce a failure with DATAPORT_FUZZ_SEED (fast-check prints the seed and path of a counterexample). */
 const SEED = process.env.DATAPORT_FUZZ_SEED === undefined ? undefined : Number(process.env.DATAPORT_FUZZ_SEED);
 const options = { numRuns: RUNS, ...(SEED !== undefined && { seed: SEED }) };
+const STATS = process.env.DATAPORT_FUZZ_STATS === "1";
 
 // ---------- text ----------
 
@@ -175,6 +178,8 @@ const numberText = fc.oneof(
 
 const queryValue = fc.oneof(
   { weight: 3, arbitrary: hostileText },
+  // Audit cursors that pass their checksum but carry hostile positions and times.
+  { weight: 1, arbitrary: fc.tuple(fc.option(hostileText), fc.option(hostileText)).map(([position, since]) => encodeCursor({ position, since })) },
   { weight: 3, arbitrary: numberText },
   { weight: 3, arbitrary: body.filter((b): b is string => typeof b === "string" && b.length < 50_000) },
   { weight: 1, arbitrary: fc.constantFrom("ASC", "desc", "geojson", "json", "team_ops", "event", "event,_id", ",", "viewer", "day") },
@@ -264,7 +269,9 @@ for (const store of cases) {
       opened = await store.open();
       h = await hostileApi(opened);
     });
+    const statuses = new Map<string, number>();
     afterAll(async () => {
+      if (STATS) console.log(`${store.name}:`, Object.fromEntries([...statuses].sort()));
       await opened?.close();
     });
 
@@ -272,6 +279,10 @@ for (const store of cases) {
     async function probe(method: string, path: string, init: Parameters<HostileApi["send"]>[2], write: boolean): Promise<Answer> {
       const before = write ? await counts(h) : null;
       const answer = await h.send(method, path, init);
+      if (STATS) {
+        const name = `${method} ${path.split("?")[0]!.replace(/^(\/api\/(?:v1\/)?[a-z]+)\/.*$/, "$1/…")} ${answer.status} ${answer.json?.error?.code ?? ""}`;
+        statuses.set(name, (statuses.get(name) ?? 0) + 1);
+      }
       const what = `${method} ${JSON.stringify(path).slice(0, 300)}`;
       expectHandled(answer, what);
       if (before !== null && answer.status >= 400) expect(await counts(h), `${what} was refused (${answer.status}) but changed the store`).toEqual(before);
