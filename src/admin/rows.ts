@@ -29,14 +29,15 @@ export function rowsAdmin(deps: AdminDeps): RowsAdmin {
     if (!dataset || dataset.type === "input_table") throw notFound("dataset");
     const actor = await actorFor(storage, options);
     const declared = dataset.columnsDeclared === true ? dataset.columns : null;
-    // Appended rows widen the columns the dataset has; a replace infers them afresh.
-    const base = mode === "append" ? dataset.columns : [];
+    // Appended rows widen the columns the dataset has; a replace infers them afresh (declared ones keep their
+    // types, and a declared column without a type takes the one its values show).
+    const base = mode === "append" ? dataset.columns : (declared ?? []);
     const tracked = inferColumnsAlongside(parseRowStream(body.chunks, body.contentType, { columns: declared }), base);
     const { rowCount } = await storage.writeDatasetRows({
       datasetId: id,
       mode,
       rows: tracked.rows,
-      columns: () => declared ?? tracked.columns(),
+      columns: () => tracked.columns(),
       updatedAt: isoNow(deps),
     });
     await recordChange(deps, {
