@@ -1,4 +1,7 @@
 import { z } from "zod";
+import { MAX_DEDUP_KEY_LENGTH } from "./domain/dedup.js";
+import { MAX_IDEMPOTENCY_KEY_LENGTH } from "./domain/idempotency.js";
+import { SIGNATURE_TOLERANCE_SECONDS } from "./domain/signatures.js";
 import { queryParamDocs } from "./http/query.js";
 import type { RouteDef } from "./routing.js";
 import { errorEnvelopeSchema } from "./schemas/common.js";
@@ -6,7 +9,9 @@ import { errorEnvelopeSchema } from "./schemas/common.js";
 /**
  * The OpenAPI 3.1 document, generated from the route table: the same zod
  * schemas that validate queries and shape responses describe them here, so
- * the document cannot drift from the code.
+ * the document cannot drift from the code. A schema with an `id`
+ * (`.meta({ id: "Dataset" })`) becomes a named component that operations
+ * reference, so code generators (openapi-typescript, …) get a type per resource.
  */
 
 export type JsonSchema = Record<string, unknown>;
@@ -18,7 +23,7 @@ export interface OpenApiOperation {
   security: Array<Record<string, string[]>>;
   "x-scope": string | null;
   parameters: OpenApiParameter[];
-  requestBody?: { required: boolean; content: Record<string, { schema: JsonSchema }> };
+  requestBody?: { required: boolean; description?: string; content: Record<string, { schema: JsonSchema }> };
   responses: Record<string, OpenApiResponse | { $ref: string }>;
 }
 
@@ -60,6 +65,10 @@ export interface OpenApiOptions {
   version?: string;
   /** Default: `Dataport Data Access API`. */
   title?: string;
+  /** The largest JSON or webhook body the server takes, in bytes, as documented (default 1 MiB, the API's default `maxBodyBytes`). */
+  maxBodyBytes?: number;
+  /** The largest streamed upload (bulk rows), in bytes (default 1 GiB, the API's default `maxUploadBytes`). */
+  maxUploadBytes?: number;
 }
 
 type RouteEntry = { readonly mount: string; readonly route: RouteDef };
@@ -92,14 +101,52 @@ const DESCRIPTION = `Data Access API and inbound webhook receiver.
 
 const methods = { GET: "get", POST: "post", PUT: "put", PATCH: "patch", DELETE: "delete" } as const;
 
+/** The API's default body limits (`maxBodyBytes`, `maxUploadBytes` in api.ts). */
+const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
+const DEFAULT_MAX_UPLOAD_BYTES = 1024 * 1024 * 1024;
+
+/**
+ * Named schemas met while building one document: `#/components/schemas/<id>`.
+ * One id must always describe one JSON Schema; a second, different one is a
+ * programming error (two zod schemas given the same id, or an input view
+ * differing from an output view).
+ */
+export class ComponentSchemas {
+  readonly #schemas = new Map<string, JsonSchema>();
+
+  add(id: string, schema: JsonSchema): void {
+    if (id.startsWith("__")) throw new Error(`OpenAPI: a schema zod could not name (${id}) would become a component; give it an id or use it once`);
+    const known = this.#schemas.get(id);
+    if (known === undefined) this.#schemas.set(id, schema);
+    else if (JSON.stringify(known) !== JSON.stringify(schema)) throw new Error(`OpenAPI: two different schemas carry the id ${id}`);
+  }
+
+  toObject(): Record<string, JsonSchema> {
+    return Object.fromEntries([...this.#schemas].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  }
+}
+
+interface Build {
+  components: ComponentSchemas;
+  maxBodyBytes: number;
+  maxUploadBytes: number;
+}
+
 /** Build the document for a route table (`api.routes`). */
 export function createOpenApiDocument(routes: ReadonlyArray<RouteEntry>, options: OpenApiOptions = {}): OpenApiDocument {
+  const build: Build = {
+    components: new ComponentSchemas(),
+    maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+    maxUploadBytes: options.maxUploadBytes ?? DEFAULT_MAX_UPLOAD_BYTES,
+  };
+  // Every error response refers to it, whichever routes there are.
+  toJsonSchema(errorEnvelopeSchema, "output", build.components);
   const paths: OpenApiDocument["paths"] = {};
   const tags: string[] = [];
   for (const { mount, route } of routes) {
     const path = mount + toOpenApiPath(route.path);
     const item = (paths[path] ??= {});
-    item[methods[route.method]] = operation(route);
+    item[methods[route.method]] = operation(route, build);
     if (!tags.includes(route.tag)) tags.push(route.tag);
   }
   const responses: Record<string, OpenApiResponse> = {};
@@ -120,12 +167,12 @@ export function createOpenApiDocument(routes: ReadonlyArray<RouteEntry>, options
         bearerAuth: { type: "http", scheme: "bearer", description: "An API key (`dp_live_…`) or a session token." },
         adminAuth: { type: "http", scheme: "bearer", description: "The admin token configured with `adminToken` (`--admin-token`)." },
       },
-      schemas: { Error: toJsonSchema(errorEnvelopeSchema, "output") },
+      schemas: build.components.toObject(),
       responses,
       headers: {
         RequestId: { description: "Identifies the request; equals `error.requestId` on errors.", schema: { type: "string" } },
         RetryAfter: { description: "Seconds to wait before retrying.", schema: { type: "integer", minimum: 0 } },
-        RateLimitLimit: { description: "Requests allowed in the window.", schema: { type: "integer" } },
+        RateLimitLimit: { description: "Requests allowed in the window (sent when the server sets a rate limit).", schema: { type: "integer" } },
         RateLimitRemaining: { description: "Requests left in the window.", schema: { type: "integer" } },
         RateLimitReset: { description: "Seconds until the window resets.", schema: { type: "integer" } },
         WwwAuthenticate: { description: "`Bearer`.", schema: { type: "string" } },
@@ -139,44 +186,72 @@ export function toOpenApiPath(pattern: string): string {
   return pattern.replace(/:([A-Za-z0-9_]+)\??/g, "{$1}");
 }
 
-function operation(route: RouteDef): OpenApiOperation {
+function operation(route: RouteDef, build: Build): OpenApiOperation {
   const pathParams = [...route.path.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!);
   const parameters: OpenApiParameter[] = pathParams.map((name) => ({ name, in: "path", required: true, schema: { type: "string" } }));
   parameters.push(...queryParameters(route));
   parameters.push(...headerParameters(route));
 
   const op: OpenApiOperation = {
-    operationId: operationId(route),
+    operationId: route.operationId ?? derivedOperationId(route),
     summary: route.summary,
     tags: [route.tag],
     // OpenAPI 3.1 lets a non-OAuth requirement list role names: the scope an API key needs (session tokens need none).
     security: route.auth === "bearer" ? [{ bearerAuth: route.scope ? [route.scope] : [] }] : route.auth === "admin" ? [{ adminAuth: [] }] : [],
     "x-scope": route.auth === "bearer" ? route.scope : null,
     parameters,
-    responses: successResponses(route),
+    responses: successResponses(route, build),
   };
-  if (route.body) op.requestBody = requestBody(route);
+  if (route.body) op.requestBody = requestBody(route, build);
   for (const status of errorStatuses(route, pathParams.length > 0)) {
     const declared = route.responses?.[status];
-    op.responses[String(status)] = declared
-      ? { description: ERROR_RESPONSES[status]?.codes ?? "error", headers: requestIdHeader(), content: json(toJsonSchema(declared, "output")) }
-      : { $ref: `#/components/responses/${ERROR_RESPONSES[status]!.name}` };
+    op.responses[String(status)] =
+      declared && declared !== errorEnvelopeSchema
+        ? { description: ERROR_RESPONSES[status]?.codes ?? "error", headers: requestIdHeader(), content: json(toJsonSchema(declared, "output", build.components)) }
+        : { $ref: `#/components/responses/${ERROR_RESPONSES[status]!.name}` };
   }
   return op;
 }
 
-function operationId(route: RouteDef): string {
-  const words = route.path
-    .split("/")
-    .filter(Boolean)
-    .map((segment) => (segment.startsWith(":") ? `by-${segment.slice(1).replace(/\?$/, "")}` : segment));
-  const camel = words
-    .join("-")
+/**
+ * An operationId for a route that names none, from its method and path:
+ * `GET /teams/:teamId/api-keys` → `listTeamApiKeys`, `GET /users/:id` →
+ * `getUser`, `PUT /users/:id/memberships/:teamId` → `putUserMembership`,
+ * `POST /sessions` → `createSession`, `DELETE /api-keys/:id` → `deleteApiKey`.
+ * A collection followed by its id is named in the singular.
+ */
+export function derivedOperationId(route: Pick<RouteDef, "method" | "path">): string {
+  const segments = route.path.split("/").filter(Boolean);
+  const last = segments.length - 1;
+  const endsWithParam = segments[last]?.startsWith(":") ?? false;
+  const words: string[] = [];
+  segments.forEach((segment, i) => {
+    if (segment.startsWith(":")) return;
+    const member = segments[i + 1]?.startsWith(":") === true || (route.method === "POST" && i === last);
+    words.push(member ? singular(segment) : segment);
+  });
+  const lastWord = words.at(-1) ?? "";
+  const verb = {
+    GET: endsWithParam || !/[^s]s$/.test(lastWord) ? "get" : "list",
+    POST: "create",
+    PUT: "put",
+    PATCH: "update",
+    DELETE: "delete",
+  }[route.method];
+  return verb + pascal(words.join("-"));
+}
+
+/** `api-keys` → `api-key`, `businesses` → `business`, `activities` → `activity`; words not ending in a plural `s` stay. */
+function singular(segment: string): string {
+  return segment.replace(/(sses|ies|[^s]s)$/, (end) => (end === "sses" ? "ss" : end === "ies" ? "y" : end.slice(0, 1)));
+}
+
+function pascal(text: string): string {
+  return text
     .split(/[^A-Za-z0-9]+/)
     .filter(Boolean)
     .map((w) => w[0]!.toUpperCase() + w.slice(1))
     .join("");
-  return route.method.toLowerCase() + camel;
 }
 
 function queryParameters(route: RouteDef): OpenApiParameter[] {
@@ -201,78 +276,94 @@ function queryParameters(route: RouteDef): OpenApiParameter[] {
 }
 
 function headerParameters(route: RouteDef): OpenApiParameter[] {
-  const out: OpenApiParameter[] = [];
-  if (route.method === "POST") {
-    out.push({
-      name: "Idempotency-Key",
-      in: "header",
-      required: false,
-      description:
-        route.auth === "bearer"
-          ? "Replays the first response for a repeat with the same body (kept at least 24 hours, scoped to the credential and the table)."
-          : "A delivery id: a repeat is stored once and answers with the first row's id and `duplicate: true`.",
-      schema: { type: "string", maxLength: 255 },
-    });
-  }
-  if (route.body?.kind === "raw") {
-    for (const name of ["X-Webhook-Signature", "X-Hub-Signature-256"]) {
-      out.push({
-        name,
+  if (route.auth === "bearer" && route.method === "POST") {
+    return [
+      {
+        name: "Idempotency-Key",
         in: "header",
         required: false,
-        description: "Hex HMAC-SHA256 of the raw body keyed with the signing secret (`sha256=` prefix allowed); required when the connection has a secret.",
-        schema: { type: "string" },
-      });
-    }
+        description: `Replays the first response for a repeat with the same body (kept at least 24 hours, scoped to the credential and the table); 1 to ${MAX_IDEMPOTENCY_KEY_LENGTH} characters (400 invalid_parameter otherwise). The same key with another body is 422 idempotency_key_reused; while the first request runs, 409 idempotency_key_in_use.`,
+        schema: { type: "string", minLength: 1, maxLength: MAX_IDEMPOTENCY_KEY_LENGTH },
+      },
+    ];
   }
-  return out;
+  if (route.body?.kind === "raw") return webhookHeaders();
+  return [];
 }
 
-function requestBody(route: RouteDef): NonNullable<OpenApiOperation["requestBody"]> {
-  const declared = (route.body as { schema?: z.ZodType } | undefined)?.schema;
-  const schema: JsonSchema = declared ? toJsonSchema(declared, "input") : bodyByConvention(route);
+/** What a webhook delivery may carry: delivery ids (de-duplication) and signatures, as `verifyWebhookSignature` and `dedupKeyOf` read them. */
+function webhookHeaders(): OpenApiParameter[] {
+  const header = (name: string, description: string, schema: JsonSchema = { type: "string" }): OpenApiParameter => ({ name, in: "header", required: false, description, schema });
+  const hashed = `Any length: an id longer than ${MAX_DEDUP_KEY_LENGTH - 2} characters is compared by its SHA-256.`;
+  return [
+    header(
+      "Idempotency-Key",
+      `The delivery id: a repeat is stored once and answers with the first row's id and \`duplicate: true\`. Without it the delivery is identified by \`webhook-id\`, \`svix-id\`, \`X-GitHub-Delivery\` or any \`X-<vendor>-Delivery\` header (in that order), else by the payload's top-level \`id\` or \`event_id\`. ${hashed}`,
+    ),
+    header(
+      "webhook-id",
+      `Standard Webhooks message id: signed with the body (see \`webhook-signature\`), and the delivery id when \`Idempotency-Key\` is absent. ${hashed}`,
+    ),
+    header(
+      "webhook-timestamp",
+      `Standard Webhooks: when the message was signed, in Unix seconds; a signature is accepted within ${SIGNATURE_TOLERANCE_SECONDS} seconds of the server's clock (replays are refused).`,
+      { type: "string", pattern: "^[0-9]{1,15}$" },
+    ),
+    header(
+      "webhook-signature",
+      "Standard Webhooks: space-separated `v1,<base64>` entries, each an HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`; one valid entry is enough. A `whsec_` secret is the base64 key after the prefix, any other secret is keyed by its UTF-8 bytes. Svix's `svix-id`, `svix-timestamp` and `svix-signature` are read the same way. Required (or an `X-Webhook-Signature`) when the connection has a signing secret: 401 invalid_signature otherwise.",
+    ),
+    header("X-Webhook-Signature", "Hex HMAC-SHA256 of the raw body keyed with the signing secret (`sha256=` prefix allowed); an alternative to `webhook-signature`."),
+    header("X-Hub-Signature-256", "GitHub's signature: the same hex HMAC-SHA256 as `X-Webhook-Signature`, `sha256=` prefixed."),
+  ];
+}
+
+function requestBody(route: RouteDef, build: Build): NonNullable<OpenApiOperation["requestBody"]> {
+  const declared = route.bodySchema ?? (route.body as { schema?: z.ZodType } | undefined)?.schema;
+  const schema: JsonSchema = declared ? toJsonSchema(declared, "input", build.components) : openObject();
+  const limit = `At most ${build.maxBodyBytes.toLocaleString("en-US")} bytes (413 payload_too_large beyond).`;
   if (route.body?.kind === "raw") {
-    return { required: true, content: { "application/json": { schema }, "application/x-www-form-urlencoded": { schema } } };
-  }
-  if (route.body?.kind === "stream") {
-    const rows = { description: "Rows: a JSON array of objects, NDJSON (one object per line) or CSV with a header row." };
     return {
       required: true,
-      content: { "application/json": { schema: { type: "array", items: { type: "object" } } }, "application/x-ndjson": { schema: { type: "string", ...rows } }, "text/csv": { schema: { type: "string", ...rows } } },
+      description: `A JSON object, or a form whose fields become columns (a single \`payload\` field holding JSON is read as that JSON). ${limit}`,
+      content: { "application/json": { schema }, "application/x-www-form-urlencoded": { schema } },
     };
   }
-  return { required: true, content: json(schema) };
-}
-
-/** Bodies are payloads (rows, webhook events) that never pass through a schema; describe what the API expects of them. */
-function bodyByConvention(route: RouteDef): JsonSchema {
-  if (route.body?.kind === "raw") {
-    return { type: "object", description: "One event, stored as one row: nested objects flatten to dot-separated columns, arrays are kept as JSON strings." };
-  }
-  const values = "Column values; only declared columns (any, when the table declares none), no `_`-prefixed names.";
-  if (route.method === "PATCH") {
+  if (route.body?.kind === "stream") {
+    const rows = { description: `Rows: a JSON array of objects, NDJSON (one object per line) or CSV with a header row.` };
     return {
-      type: "object",
-      description: `${values} With \`expectedUpdatedAt\`, a row changed since then is refused with 409.`,
-      properties: { expectedUpdatedAt: { type: "string", format: "date-time" } },
+      required: true,
+      description: `Streamed; at most ${build.maxUploadBytes.toLocaleString("en-US")} bytes (413 payload_too_large beyond).`,
+      content: {
+        "application/json": { schema: { type: "array", items: openObject() } },
+        "application/x-ndjson": { schema: { type: "string", ...rows } },
+        "text/csv": { schema: { type: "string", ...rows } },
+      },
     };
   }
-  return { type: "object", description: values };
+  return { required: true, description: limit, content: json(schema) };
 }
 
-function successResponses(route: RouteDef): OpenApiOperation["responses"] {
+/** Any JSON object: generators type it `{ [key: string]: unknown }`, not an empty record. */
+function openObject(): JsonSchema {
+  return { type: "object", additionalProperties: true };
+}
+
+function successResponses(route: RouteDef, build: Build): OpenApiOperation["responses"] {
   const out: OpenApiOperation["responses"] = {};
+  // Bearer calls carry RateLimit-* when the server sets an API rate; deliveries when it sets a webhook rate.
+  const headers = route.auth === "bearer" || route.body?.kind === "raw" ? { ...requestIdHeader(), ...rateLimitHeaders() } : requestIdHeader();
   for (const [status, schema] of Object.entries(route.responses ?? {})) {
     if (Number(status) >= 400) continue;
     if (status === "204") {
-      out[status] = { description: route.summary, headers: requestIdHeader() };
+      out[status] = { description: route.summary, headers };
       continue;
     }
-    out[status] = { description: route.summary, headers: requestIdHeader(), content: json(toJsonSchema(schema, "output")) };
+    out[status] = { description: route.summary, headers, content: json(toJsonSchema(schema, "output", build.components)) };
   }
   if (Object.keys(out).length === 0) {
     const content = route.produces ? { [route.produces]: { schema: { type: "string" } } } : json({});
-    out["200"] = { description: route.summary, headers: requestIdHeader(), content };
+    out["200"] = { description: route.summary, headers, content };
   }
   return out;
 }
@@ -303,9 +394,7 @@ function errorResponse(status: number, codes: string): OpenApiResponse {
   if (status === 503) headers["Retry-After"] = { $ref: "#/components/headers/RetryAfter" };
   if (status === 429) {
     headers["Retry-After"] = { $ref: "#/components/headers/RetryAfter" };
-    headers["RateLimit-Limit"] = { $ref: "#/components/headers/RateLimitLimit" };
-    headers["RateLimit-Remaining"] = { $ref: "#/components/headers/RateLimitRemaining" };
-    headers["RateLimit-Reset"] = { $ref: "#/components/headers/RateLimitReset" };
+    Object.assign(headers, rateLimitHeaders());
   }
   return { description: `Error ${status}: ${codes}.`, headers, content: json({ $ref: "#/components/schemas/Error" }) };
 }
@@ -314,27 +403,66 @@ function requestIdHeader(): NonNullable<OpenApiResponse["headers"]> {
   return { "X-Request-Id": { $ref: "#/components/headers/RequestId" } };
 }
 
+function rateLimitHeaders(): NonNullable<OpenApiResponse["headers"]> {
+  return {
+    "RateLimit-Limit": { $ref: "#/components/headers/RateLimitLimit" },
+    "RateLimit-Remaining": { $ref: "#/components/headers/RateLimitRemaining" },
+    "RateLimit-Reset": { $ref: "#/components/headers/RateLimitReset" },
+  };
+}
+
 function json(schema: JsonSchema): Record<string, { schema: JsonSchema }> {
   return { "application/json": { schema } };
 }
 
+const DEFS = "#/$defs/";
+const COMPONENTS = "#/components/schemas/";
+
 /**
  * zod → JSON Schema (2020-12, OpenAPI 3.1's dialect). Query schemas are read
  * in their "input" form, with each registered helper (integers, lists, JSON
- * objects) described as a client sends it.
+ * objects) described as a client sends it. Schemas with an id go to
+ * `components` (when given) and are referenced; without `components` they
+ * stay in `$defs`.
  */
-export function toJsonSchema(schema: z.ZodType, io: "input" | "output"): JsonSchema {
-  const { $schema: _dialect, ...rest } = z.toJSONSchema(schema, {
+export function toJsonSchema(schema: z.ZodType, io: "input" | "output", components?: ComponentSchemas): JsonSchema {
+  const { $schema: _dialect, $defs, ...rest } = z.toJSONSchema(schema, {
     target: "draft-2020-12",
     io,
     unrepresentable: "any",
     override(ctx) {
+      const out = ctx.jsonSchema as JsonSchema;
+      // An open object (a record of anything): `additionalProperties: true`, which generators read as `{ [key: string]: unknown }`.
+      if (isEmptyObject(out.additionalProperties)) out.additionalProperties = true;
+      // JSON keys are strings anyway.
+      if (isStringKeys(out.propertyNames)) delete out.propertyNames;
       const doc = queryParamDocs.get(ctx.zodSchema as unknown as z.ZodType);
       if (!doc) return;
-      const description = ctx.jsonSchema.description;
-      for (const key of Object.keys(ctx.jsonSchema)) delete (ctx.jsonSchema as JsonSchema)[key];
-      Object.assign(ctx.jsonSchema, doc.openapi, description ? { description } : {});
+      const description = out.description;
+      for (const key of Object.keys(out)) delete out[key];
+      Object.assign(out, doc.openapi, description ? { description } : {});
     },
   }) as JsonSchema;
-  return rest;
+  if (!components || $defs === undefined) return $defs === undefined ? rest : { ...rest, $defs };
+  for (const [id, def] of Object.entries($defs as Record<string, JsonSchema>)) components.add(id, toComponentRefs(def) as JsonSchema);
+  return toComponentRefs(rest) as JsonSchema;
+}
+
+/** `#/$defs/X` → `#/components/schemas/X`, everywhere in a schema. */
+function toComponentRefs(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(toComponentRefs);
+  if (value === null || typeof value !== "object") return value;
+  const out: JsonSchema = {};
+  for (const [key, item] of Object.entries(value)) {
+    out[key] = key === "$ref" && typeof item === "string" && item.startsWith(DEFS) ? COMPONENTS + item.slice(DEFS.length) : toComponentRefs(item);
+  }
+  return out;
+}
+
+function isEmptyObject(value: unknown): boolean {
+  return value !== null && typeof value === "object" && !Array.isArray(value) && Object.keys(value).length === 0;
+}
+
+function isStringKeys(value: unknown): boolean {
+  return value !== null && typeof value === "object" && Object.keys(value).length === 1 && (value as JsonSchema).type === "string";
 }

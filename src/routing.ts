@@ -42,11 +42,19 @@ interface RouteBase<Query> {
   /** itty-router pattern relative to the mount (`/datasets/:id/rows`). */
   path: string;
   summary: string;
+  /**
+   * The OpenAPI operationId, named for what the call does (`listDatasets`,
+   * `createTableRow`): generated clients name their methods after it.
+   * Default: one derived from the method and path (`GET /teams/:id/api-keys` → `listTeamApiKeys`).
+   */
+  operationId?: string;
   /** OpenAPI tag. */
   tag: string;
   /** Query parameters, validated and typed at the edge (400 invalid_parameter on failure). */
   query?: z.ZodType<Query>;
   body?: BodySpec;
+  /** The request body as the OpenAPI document describes it; documentation only, the body is not parsed through it. */
+  bodySchema?: z.ZodType;
   /** Response body schemas by status, for the OpenAPI document. */
   responses?: Record<number, z.ZodType>;
   /** Media type of the success body when it is not JSON (the metrics exposition); documented as text. */

@@ -1,9 +1,9 @@
 import { z } from "zod";
 import { readAuditFeed } from "../handlers/audit.js";
 import { AUDIT_CATEGORIES, type AuditCategory } from "../domain/model.js";
-import { ocsfApiActivitySchema } from "../domain/ocsf.js";
 import { intParam } from "../http/query.js";
 import { authed } from "../routing.js";
+import { auditPageSchema } from "../schemas/audit.js";
 import { teamIdParam } from "../schemas/common.js";
 
 /** `category=data_access&category=error` or `category=data_access,error`. */
@@ -26,37 +26,17 @@ const auditQuery = z.object({
   teamId: teamIdParam,
 });
 
-const rawEventSchema = z.object({
-  id: z.string(),
-  teamId: z.string(),
-  time: z.string().describe("the writer's timestamp (ISO 8601)"),
-  category: z.enum(["audit", "data_access", "error"]),
-  action: z.string(),
-  actor: z.record(z.string(), z.unknown()).nullable(),
-  target: z.object({ type: z.string(), id: z.string() }).nullable(),
-  outcome: z.string(),
-  ip: z.string().nullable(),
-  userAgent: z.string().nullable(),
-  details: z.record(z.string(), z.unknown()).optional(),
-});
-
-const feedResponse = z.object({
-  events: z.array(z.union([ocsfApiActivitySchema, rawEventSchema])),
-  cursor: z.string().describe("opaque; send it back to continue"),
-  hasMore: z.boolean(),
-  lagSeconds: z.number().int(),
-});
-
 export const auditRoutes = [
   authed({
     method: "GET",
     path: "/audit",
+    operationId: "readAuditFeed",
     auth: "bearer",
     scope: "audit:read",
     tag: "Audit",
     summary: "The business audit log as an exactly-once polling feed (OCSF 6003 or raw)",
     query: auditQuery,
-    responses: { 200: feedResponse },
+    responses: { 200: auditPageSchema },
     handle: ({ query }, ctx) => readAuditFeed(ctx, query),
   }),
 ];

@@ -3,6 +3,7 @@ import { QUERY_LIMIT, queryConnection } from "../handlers/connections.js";
 import { intParam, jsonObjectParam } from "../http/query.js";
 import { authed } from "../routing.js";
 import { errorEnvelopeSchema } from "../schemas/common.js";
+import { connectionQueryResultSchema } from "../schemas/connections.js";
 
 const connectionQuery = z.object({
   limit: intParam({ min: 1, max: QUERY_LIMIT.max }).default(QUERY_LIMIT.default),
@@ -19,49 +20,18 @@ const connectionQuery = z.object({
   params: jsonObjectParam().optional(),
 });
 
-const metadataTabular = z.object({
-  connectionId: z.string(),
-  connectionName: z.string(),
-  datasetId: z.string(),
-  datasetName: z.string(),
-  sourceType: z.string().describe("the connection type: memory, postgres, arcgis or a host's own"),
-  returnedRows: z.number().int(),
-  offset: z.number().int(),
-  limit: z.number().int(),
-  hasMore: z.boolean().describe("rows beyond offset + returnedRows may exist; page on with offset"),
-  columns: z.array(z.string()),
-  orderBy: z.string().nullable(),
-  orderDirection: z.enum(["ASC", "DESC"]),
-  fetchedAt: z.string().describe("ISO 8601 time the upstream answered (earlier than now when cached or stale)"),
-});
-
-const tabularResponse = z.object({
-  success: z.boolean(),
-  data: z.array(z.record(z.string(), z.unknown())),
-  cached: z.boolean(),
-  stale: z.literal(true).optional(),
-  metadata: metadataTabular,
-});
-
-const geojsonResponse = z.object({
-  success: z.boolean(),
-  geojson: z.record(z.string(), z.unknown()).describe("the upstream FeatureCollection, untouched"),
-  metadata: z.object({ connectionId: z.string(), datasetId: z.string(), sourceType: z.string(), truncated: z.boolean() }),
-  cached: z.boolean(),
-  stale: z.literal(true).optional(),
-});
-
 export const connectionRoutes = [
   authed({
     method: "GET",
     path: "/connections/:id/query",
+    operationId: "queryConnection",
     auth: "bearer",
     scope: "data:read",
     tag: "Connections",
     summary: "Query the source behind a connection (cached, rate-limited; GeoJSON for spatial sources)",
     query: connectionQuery,
     // 502 upstream_unavailable: the source failed and no last good result may be served; 504 upstream_timeout: it took too long.
-    responses: { 200: z.union([tabularResponse, geojsonResponse]), 502: errorEnvelopeSchema, 504: errorEnvelopeSchema },
+    responses: { 200: connectionQueryResultSchema, 502: errorEnvelopeSchema, 504: errorEnvelopeSchema },
     handle: ({ params, query, headers }, ctx) => queryConnection(ctx, params.id!, query, headers),
   }),
 ];

@@ -1,28 +1,31 @@
-import { z } from "zod";
 import { Reply } from "../http/reply.js";
 import { createOpenApiDocument } from "../openapi.js";
 import { admin, open } from "../routing.js";
+import { openApiDocumentSchema } from "../schemas/operations.js";
 
-/** One serialised document per application origin; the route table does not change at run time. */
+/** One serialised document per application origin and body limit; the route table does not change at run time. */
 const documents = new Map<string, string>();
 
 export const openapiRoutes = [
   open({
     method: "GET",
     path: "/openapi.json",
+    operationId: "getOpenApiDocument",
     auth: "none",
     tag: "Meta",
     summary: "This API's OpenAPI 3.1 document (no authentication)",
-    responses: { 200: z.object({ openapi: z.literal("3.1.0") }).loose() },
+    responses: { 200: openApiDocumentSchema },
     logged: false,
     async handle(_input, ctx) {
-      let text = documents.get(ctx.settings.appUrl);
+      const { appUrl, maxBodyBytes } = ctx.settings;
+      const key = `${maxBodyBytes} ${appUrl}`;
+      let text = documents.get(key);
       if (text === undefined) {
         // Imported when first asked for: the route table includes this very route.
         const { mounts } = await import("../routes.js");
         const routes = mounts.flatMap(({ base, routes }) => routes.map((route) => ({ mount: base, route })));
-        text = JSON.stringify(createOpenApiDocument(routes, { serverUrl: ctx.settings.appUrl }));
-        documents.set(ctx.settings.appUrl, text);
+        text = JSON.stringify(createOpenApiDocument(routes, { serverUrl: appUrl, maxBodyBytes }));
+        documents.set(key, text);
       }
       return Reply.jsonText(200, text, { "cache-control": "public, max-age=300" });
     },
@@ -30,22 +33,25 @@ export const openapiRoutes = [
 ];
 
 /** The admin API's own document (`/api/admin/v1/openapi.json`), behind the admin token like every admin route. */
-let adminDocument: { appUrl: string; text: string } | null = null;
+let adminDocument: { key: string; text: string } | null = null;
 export const adminOpenapiRoutes = [
   admin({
     method: "GET",
     path: "/openapi.json",
+    operationId: "getAdminOpenApiDocument",
     auth: "admin",
     tag: "Meta",
     summary: "The admin API's OpenAPI 3.1 document",
-    responses: { 200: z.object({ openapi: z.literal("3.1.0") }).loose() },
+    responses: { 200: openApiDocumentSchema },
     logged: false,
     async handle(_input, ctx) {
-      if (adminDocument?.appUrl !== ctx.settings.appUrl) {
+      const { appUrl, maxBodyBytes, maxUploadBytes } = ctx.settings;
+      const key = `${maxBodyBytes} ${maxUploadBytes} ${appUrl}`;
+      if (adminDocument?.key !== key) {
         const { adminMount } = await import("../routes.js");
         const routes = adminMount.routes.map((route) => ({ mount: adminMount.base, route }));
-        const document = createOpenApiDocument(routes, { serverUrl: ctx.settings.appUrl, title: "Dataport admin API" });
-        adminDocument = { appUrl: ctx.settings.appUrl, text: JSON.stringify(document) };
+        const document = createOpenApiDocument(routes, { serverUrl: appUrl, title: "Dataport admin API", maxBodyBytes, maxUploadBytes });
+        adminDocument = { key, text: JSON.stringify(document) };
       }
       return Reply.jsonText(200, adminDocument.text);
     },

@@ -1,14 +1,8 @@
-import { z } from "zod";
 import { exposeMetrics } from "../handlers/metrics.js";
 import { liveness, readiness } from "../handlers/health.js";
 import { open } from "../routing.js";
 import { errorEnvelopeSchema } from "../schemas/common.js";
-
-const checkState = z.enum(["ok", "error"]);
-const readinessSchema = z.object({
-  status: z.enum(["ok", "unavailable", "draining"]),
-  checks: z.object({ storage: checkState, rateLimiter: checkState, cache: checkState }),
-});
+import { livenessSchema, readinessSchema } from "../schemas/operations.js";
 
 /**
  * What operators and their probes call, mounted under `/api` beside the
@@ -18,16 +12,18 @@ export const operationsRoutes = [
   open({
     method: "GET",
     path: "/health/live",
+    operationId: "getLiveness",
     auth: "none",
     tag: "Operations",
     summary: "Liveness: the process answers (touches no dependency)",
-    responses: { 200: z.object({ status: z.literal("ok") }) },
+    responses: { 200: livenessSchema },
     logged: false,
     handle: async () => liveness(),
   }),
   open({
     method: "GET",
     path: "/health/ready",
+    operationId: "getReadiness",
     auth: "none",
     tag: "Operations",
     summary: "Readiness: a round trip to the store (and Redis when used), each check bounded; 503 when one fails or the API is draining",
@@ -38,6 +34,7 @@ export const operationsRoutes = [
   open({
     method: "GET",
     path: "/metrics",
+    operationId: "getMetrics",
     auth: "none",
     tag: "Operations",
     summary: "Prometheus metrics (text exposition format); a bearer token when the server sets one, 404 when metrics are off",

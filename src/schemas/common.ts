@@ -1,19 +1,61 @@
 import { z } from "zod";
+import type { ErrorCode } from "../errors.js";
 
-/** Response schemas shared by routes (they also feed the OpenAPI document). */
-export const columnSchema = z.object({
-  name: z.string(),
-  type: z.enum(["string", "number", "boolean", "date", "datetime", "json"]).nullable(),
-});
+/**
+ * Response schemas shared by routes. They feed the OpenAPI document, where a
+ * schema given an `id` (`.meta({ id })`) becomes a named component
+ * (`#/components/schemas/<id>`) that code generators turn into a type.
+ */
 
-export const errorEnvelopeSchema = z.object({
-  error: z.object({
-    code: z.string(),
-    message: z.string(),
-    details: z.record(z.string(), z.unknown()).optional(),
-    requestId: z.string(),
-  }),
-});
+export const COLUMN_TYPES = ["string", "number", "boolean", "date", "datetime", "json"] as const;
+
+export const columnSchema = z
+  .object({
+    name: z.string(),
+    type: z.enum(COLUMN_TYPES).nullable(),
+  })
+  .meta({ id: "Column", description: "A column: its name and type (null: not known)" });
+
+/** Every code the error envelope carries (`ErrorCode` in src/errors.ts; a type test keeps the two equal). */
+export const ERROR_CODES = [
+  "invalid_parameter",
+  "invalid_body",
+  "team_required",
+  "unauthorized",
+  "invalid_signature",
+  "plan_required",
+  "insufficient_scope",
+  "forbidden",
+  "not_found",
+  "method_not_allowed",
+  "conflict",
+  "idempotency_key_in_use",
+  "payload_too_large",
+  "unsupported_media_type",
+  "validation_failed",
+  "idempotency_key_reused",
+  "rate_limited",
+  "upstream_unavailable",
+  "storage_unavailable",
+  "upstream_timeout",
+  "internal",
+] as const satisfies readonly ErrorCode[];
+
+export const errorCodeSchema = z.enum(ERROR_CODES).meta({ id: "ErrorCode", description: "What went wrong, for programs (the message is for people)" });
+
+export const errorEnvelopeSchema = z
+  .object({
+    error: z.object({
+      code: errorCodeSchema,
+      message: z.string(),
+      details: z.record(z.string(), z.unknown()).optional(),
+      requestId: z.string(),
+    }),
+  })
+  .meta({ id: "Error", description: "The error envelope of every error response" });
+
+/** A row of data: column name to value. */
+export const rowSchema = z.record(z.string(), z.unknown()).meta({ id: "Row", description: "A row: column name to value" });
 
 export const isoTimestamp = z.string().describe("ISO 8601 timestamp");
 
