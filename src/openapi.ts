@@ -373,7 +373,7 @@ function errorStatuses(route: RouteDef, hasPathParams: boolean): number[] {
   // 503: any route may meet a storage call past the storage timeout.
   const statuses = new Set<number>([500, 503]);
   const bearer = route.auth === "bearer";
-  if (route.query || route.body) statuses.add(400);
+  if (route.query || route.body || hasPathParams) statuses.add(400);
   if (bearer) [401, 403, 429].forEach((s) => statuses.add(s));
   if (hasPathParams || (route.query && "teamId" in ((toJsonSchema(route.query, "input").properties ?? {}) as JsonSchema))) statuses.add(404);
   if (route.body) [413, 415].forEach((s) => statuses.add(s));

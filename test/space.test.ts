@@ -77,7 +77,8 @@ const names = (res: { json: { columns: Array<{ name: string }> } }) => res.json.
 describe("GET /space/{object}", () => {
   it("serves refresh-history with exactly the spec's fields, failing runs counted, default 90 days", async () => {
     const { call } = await setup({ fixture });
-    const res = await call("GET", "/api/v1/space/refresh-history", { token: TOKENS.readOnly });
+    // A member's session sees the whole team (an API key sees only its allowlist: test/hostile).
+    const res = await call("GET", "/api/v1/space/refresh-history?teamId=team_ops", { token: TOKENS.sessionAda });
     expect(res.status).toBe(200);
     expect(res.json.object).toBe("refresh-history");
     expect(res.json.days).toBe(90);
@@ -100,7 +101,7 @@ describe("GET /space/{object}", () => {
     ]);
     expect(res.json.rows).toEqual(expected);
     for (const row of res.json.rows) expect(Object.keys(row)).toEqual(names(res));
-    const year = await call("GET", "/api/v1/space/refresh-history?days=365", { token: TOKENS.readOnly });
+    const year = await call("GET", "/api/v1/space/refresh-history?teamId=team_ops&days=365", { token: TOKENS.sessionAda });
     expect(year.json.rows).toEqual(expectedRefreshHistory("team_ops", 365));
     expect(year.json.rows).toHaveLength(4);
   });
@@ -220,7 +221,7 @@ describe("GET /space/{object}", () => {
     await call("GET", "/api/v1/datasets/ds_orders/rows?maxRows=2", { token: TOKENS.sync });
     await call("GET", "/api/v1/datasets/ds_orders", { token: TOKENS.sync }); // metadata, not a read of rows
     await call("GET", "/api/v1/datasets/ds_secret/rows", { token: TOKENS.sync }); // 404, not a read
-    const res = await call("GET", "/api/v1/space/dataset-usage", { token: TOKENS.sync });
+    const res = await call("GET", "/api/v1/space/dataset-usage?teamId=team_ops", { token: TOKENS.sessionAda });
     expect(res.status).toBe(200);
     expect(res.json.days).toBe(90);
     expect(res.json.columns).toEqual([
@@ -301,7 +302,7 @@ describe("GET /space/{object}", () => {
       },
     ]);
     expect(readers("ds_orders")).toEqual(["Draft ideas", "Sales overview"]);
-    const oneDay = await call("GET", "/api/v1/space/dataset-usage?days=1", { token: TOKENS.sync });
+    const oneDay = await call("GET", "/api/v1/space/dataset-usage?teamId=team_ops&days=1", { token: TOKENS.sessionAda });
     expect(oneDay.json.days).toBe(1);
     expect(oneDay.json.rows).toEqual(res.json.rows);
   });
