@@ -374,3 +374,20 @@ describe("inferColumnsAlongside", () => {
     ]);
   });
 });
+
+describe("hostile text in uploads", () => {
+  const collect = async (body: string, type: string) => {
+    const rows: unknown[] = [];
+    for await (const row of parseRowStream((async function* () { yield new TextEncoder().encode(body); })(), type, { columns: null })) rows.push(row);
+    return rows;
+  };
+  it("refuses NUL, unpaired surrogates, non-finite numbers and deep nesting with 422 naming the line", async () => {
+    await expect(collect('{"a":1}\n{"a":"x\\u0000y"}\n', "application/x-ndjson")).rejects.toMatchObject({ status: 422, details: { line: 2 } });
+    await expect(collect('[{"a":"\\ud800"}]', "application/json")).rejects.toMatchObject({ status: 422, details: { line: 1 } });
+    await expect(collect('{"a":1e400}\n', "application/x-ndjson")).rejects.toMatchObject({ status: 422, details: { line: 1 } });
+    await expect(collect(`{"a":${"[".repeat(100)}${"]".repeat(100)}}\n`, "application/x-ndjson")).rejects.toMatchObject({ status: 422 });
+    await expect(collect("a,b\n1,x\u0000y\n", "text/csv")).rejects.toMatchObject({ status: 422, details: { line: 2, column: "b" } });
+    await expect(collect("a,\u0000\n1,2\n", "text/csv")).rejects.toMatchObject({ status: 422, details: { line: 1 } });
+    expect(await collect('{"a":"emoji \\ud83d\\ude00"}\n', "application/x-ndjson")).toEqual([Object.assign(Object.create(null), { a: "emoji 😀" })]);
+  });
+});

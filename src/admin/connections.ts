@@ -2,6 +2,7 @@ import type { Ports } from "../context.js";
 import { randomId } from "../domain/crypto.js";
 import { inferColumns } from "../domain/columns.js";
 import type { Row } from "../domain/model.js";
+import { connectionSecrets, scrubUpstreamText } from "../connectors/scrub.js";
 import { ApiError, notFound } from "../errors.js";
 import { type ConnectorResult, InvalidQueryError, UpstreamThrottledError, UpstreamUnavailableError } from "../ports/connector.js";
 
@@ -66,7 +67,8 @@ export function connectionAdmin(ports: Ports): ConnectionAdmin {
         );
         await storage.replaceDatasetRows(id, { rows, columns: inferColumns(rows), refreshedAt: startedAt });
       } catch (caught) {
-        error = describe(caught);
+        // Shown by refresh-history: never the connection's secrets or an upstream URL's query.
+        error = scrubUpstreamText(describe(caught), connectionSecrets(connection.config));
         rows = [];
       }
       const durationMs = Math.round(performance.now() - t0);

@@ -155,6 +155,7 @@ class CsvShaper {
     for (let i = 0; i < record.length; i++) {
       const name = record[i]!;
       if (name === "") throw refusal(line, `column ${i + 1} of the header has no name`);
+      if (name.includes("\u0000")) throw refusal(line, `column ${i + 1} of the header holds a NUL character (U+0000)`);
       if (seen.has(name)) throw refusal(line, `the header names column ${JSON.stringify(name)} twice`, name);
       seen.add(name);
       if (this.declared && !this.declared.has(name)) throw refusal(line, undeclaredMessage(name, this.declared), name);
@@ -170,6 +171,8 @@ class CsvShaper {
     const row = emptyRow();
     for (let i = 0; i < names.length; i++) {
       const text = record[i]!;
+      // Valid UTF-8 cannot carry an unpaired surrogate, but it can carry NUL, which no store is given (see parseJsonText).
+      if (text.includes("\u0000")) throw refusal(this.lines.recordLine(this.lastEnd), `the value of column ${JSON.stringify(names[i])} holds a NUL character (U+0000)`, names[i]);
       if (text.length > MAX_FIELD_BYTES / 3 && fieldTooLarge(text)) {
         throw refusal(this.lines.recordLine(this.lastEnd), `the value of column ${JSON.stringify(names[i])} is larger than ${MAX_FIELD_BYTES} bytes`, names[i]);
       }

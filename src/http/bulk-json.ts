@@ -1,3 +1,4 @@
+import { JsonRefusal, parseJsonText } from "./body.js";
 import { describeType } from "../domain/cell-values.js";
 import { MAX_DATASET_COLUMNS, valueFitsType } from "../domain/columns.js";
 import { flattenPayload, MAX_FLATTEN_DEPTH, toJsonText } from "../domain/flatten.js";
@@ -262,6 +263,12 @@ class RowShaper {
 
 /** One row object's text (it starts with `{`, so a successful parse is an object). */
 function parse(text: string, line: number): Record<string, unknown> {
+  try {
+    // The rules of every JSON input (nesting, NUL and unpaired surrogates, non-finite numbers); plain JSON.parse for its reason on a syntax error.
+    return parseJsonText(text) as Record<string, unknown>;
+  } catch (refused) {
+    if (refused instanceof JsonRefusal && refused.problem !== "not_json") throw refusal(line, refused.message);
+  }
   try {
     return JSON.parse(text) as Record<string, unknown>;
   } catch (error) {

@@ -117,3 +117,26 @@ describe("the admin HTTP API", () => {
     expect((await call("GET", "/api/v1/me", { token: TOKENS.sync })).status).toBe(401); // the host's identity has no team_ops
   });
 });
+
+describe("refreshing a dataset", () => {
+  it("records an upstream failure without the connection's secrets or the URL's query", async () => {
+    const { UpstreamUnavailableError } = await import("../../src/ports/connector.js");
+    const leaky = {
+      isSpatial: () => false,
+      async query(): Promise<never> {
+        throw new UpstreamUnavailableError("GET https://gis.example.com/q?token=tok_SECRET_42&f=json answered 500 for key tok_SECRET_42");
+      },
+    };
+    const { api, call } = await setup({ adminToken: ADMIN_TOKEN, connectors: { leaky } });
+    const send = httpAdmin(api);
+    expect((await send("PUT", "/connections/conn_leaky", { teamId: "team_ops", name: "Leaky", type: "leaky", config: { token: "tok_SECRET_42" } })).status).toBe(201);
+    await send("PUT", "/datasets/ds_leaky", { teamId: "team_ops", name: "Leaky", type: "connection", connectionId: "conn_leaky", source: "q" });
+    const run = await send("POST", "/datasets/ds_leaky/refresh", {});
+    expect(run.status).toBe(200);
+    expect(run.json.ok).toBe(false);
+    expect(run.json.error).toContain("answered 500");
+    expect(run.json.error).not.toContain("tok_SECRET_42");
+    const history = await call("GET", "/api/v1/space/refresh-history?teamId=team_ops&days=1", { token: TOKENS.sessionAda });
+    expect(JSON.stringify(history.json)).not.toContain("tok_SECRET_42");
+  });
+});
