@@ -1,16 +1,24 @@
-import { call, type CallOptions, type FetchLike, type RetryOptions, sleep, type TransportOptions } from "./transport.js";
+import type { ResponseMeta } from "./errors.js";
+import { type Answer, call, type CallOptions, type FetchLike, type RetryOptions, sleep, type TransportOptions } from "./transport.js";
 import type {
+  AuditEvent,
+  AuditFeedEvent,
   AuditPage,
   AuditQuery,
   ConnectionQuery,
+  ConnectionQueryGeoJson,
   ConnectionQueryResult,
+  ConnectionQueryRows,
   Dashboard,
   DashboardViews,
+  DashboardViewsByDay,
+  DashboardViewsByViewer,
   Dataset,
   DatasetDetail,
   DatasetRowsPage,
   DatasetRowsQuery,
   Me,
+  OcsfApiActivity,
   Row,
   SpaceObject,
   SpaceObjectName,
@@ -28,8 +36,17 @@ export interface ClientOptions {
   /** Default: the global `fetch`. Any `(Request) => Promise<Response>` works, `api.fetch` included. */
   fetch?: FetchLike;
   retry?: RetryOptions;
+  /**
+   * How long one attempt may take, from sending the request to the last byte
+   * of the answer, in ms (default 30000; 0 for no limit). A timed-out attempt
+   * is retried like a network failure; the last one raises `TimeoutError`
+   * (code `timeout`).
+   */
+  timeoutMs?: number;
   /** Extra headers on every request. */
   headers?: Record<string, string>;
+  /** Called with the metadata of every answer a call ends with (request id, rate limit, attempts). */
+  onResponse?: (meta: ResponseMeta) => void;
   /** For tests: replaces timers (backoff and poll waits). */
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
   /** For tests: the jitter source, in [0, 1). */
@@ -38,10 +55,12 @@ export interface ClientOptions {
 
 export interface RequestOptions {
   signal?: AbortSignal;
+  /** Overrides the client's `timeoutMs` for this call. */
+  timeoutMs?: number;
 }
 
 export interface PageOptions extends RequestOptions {
-  /** Rows per request (default 1000). */
+  /** Rows per request (default 1000, the most the server sends). */
   pageSize?: number;
 }
 
@@ -54,6 +73,12 @@ export interface PollOptions extends Omit<AuditQuery, "cursor"> {
   signal?: AbortSignal;
 }
 
+type TabularQuery = ConnectionQuery & { format?: "json" };
+type GeoJsonQuery = ConnectionQuery & { format: "geojson" };
+
+/** The largest page the server sends (`limit` of connection queries and input tables). */
+const MAX_PAGE = 1000;
+
 export type DataportClient = ReturnType<typeof createClient>;
 
 /**
@@ -62,6 +87,7 @@ export type DataportClient = ReturnType<typeof createClient>;
  *
  *   const dp = createClient({ baseUrl: "https://bi.example.com/api/v1", token });
  *   for await (const row of dp.datasets.iterateRows("ds_orders")) …
+ *   dp.meta(await dp.me())?.requestId
  */
 export function createClient(options: ClientOptions) {
   const transport: TransportOptions = {
@@ -69,19 +95,35 @@ export function createClient(options: ClientOptions) {
     token: options.token,
     fetch: options.fetch ?? ((request) => globalThis.fetch(request)),
     retry: { retries: 3, baseDelayMs: 250, maxDelayMs: 8000, maxRetryAfterMs: 60_000, ...options.retry },
+    timeoutMs: options.timeoutMs ?? 30_000,
     headers: { ...options.headers },
     sleep: options.sleep ?? sleep,
     random: options.random ?? Math.random,
     newIdempotencyKey: () => globalThis.crypto.randomUUID(),
+    onResponse: options.onResponse,
   };
-  const get = <T>(path: string, query?: URLSearchParams, extra: Pick<CallOptions, "signal" | "headers" | "anonymous"> = {}) =>
-    call<T>(transport, "GET", path, { signal: extra.signal, headers: extra.headers, anonymous: extra.anonymous, query });
+  /** Metadata of the answers this client returned, by result object. */
+  const metas = new WeakMap<object, ResponseMeta>();
+  const remember = <T>({ body, meta }: Answer<T>): T => {
+    if (body !== null && typeof body === "object") metas.set(body, meta);
+    return body;
+  };
+  /** Keeps the metadata of the answer on a value made from its body (`{ datasets }` → the array). */
+  const carry = <T extends object>(from: object, value: T): T => {
+    const meta = metas.get(from);
+    if (meta) metas.set(value, meta);
+    return value;
+  };
+  const send = <T>(method: string, path: string, extra: CallOptions = {}) => call<T>(transport, method, path, extra).then(remember);
+  const get = <T>(path: string, query?: URLSearchParams, extra: Omit<CallOptions, "query"> = {}) =>
+    send<T>("GET", path, { signal: extra.signal, timeoutMs: extra.timeoutMs, headers: extra.headers, anonymous: extra.anonymous, query });
   const team = (teamId: string | undefined) => query({ teamId: teamId ?? options.teamId });
+  const at = (opts: RequestOptions) => ({ signal: opts.signal, timeoutMs: opts.timeoutMs });
 
   const datasets = {
     list: (opts: { teamId?: string } & RequestOptions = {}) =>
-      get<{ datasets: Dataset[] }>("/datasets", team(opts.teamId), opts).then((r) => r.datasets),
-    get: (id: string, opts: RequestOptions = {}) => get<DatasetDetail>(`/datasets/${seg(id)}`, undefined, opts),
+      get<{ datasets: Dataset[] }>("/datasets", team(opts.teamId), at(opts)).then((r) => carry(r, r.datasets)),
+    get: (id: string, opts: RequestOptions = {}) => get<DatasetDetail>(`/datasets/${seg(id)}`, undefined, at(opts)),
     /** One page of rows. */
     rows: <R extends Row = Row>(id: string, q: DatasetRowsQuery & RequestOptions = {}) =>
       get<DatasetRowsPage<R>>(
@@ -92,13 +134,13 @@ export function createClient(options: ClientOptions) {
           columns: q.columns?.join(","),
           filters: q.filters && JSON.stringify(q.filters),
         }),
-        q,
+        at(q),
       ),
     /** Every row, page by page (`offset` advancing) until `hasMore` is false. */
     async *iterateRows<R extends Row = Row>(id: string, q: Omit<DatasetRowsQuery, "maxRows"> & PageOptions = {}): AsyncGenerator<R> {
       let offset = q.offset ?? 0;
       for (;;) {
-        const page = await datasets.rows<R>(id, { ...q, offset, maxRows: q.pageSize ?? 1000 });
+        const page = await datasets.rows<R>(id, { ...q, offset, maxRows: q.pageSize ?? MAX_PAGE });
         yield* page.data;
         if (!page.metadata.hasMore || page.data.length === 0) return;
         offset += page.data.length;
@@ -106,15 +148,62 @@ export function createClient(options: ClientOptions) {
     },
   };
 
+  /** One page of a connection query: rows by default, GeoJSON with `format: "geojson"`. */
+  function queryConnection<R extends Row = Row>(id: string, q?: TabularQuery & RequestOptions): Promise<ConnectionQueryRows<R>>;
+  function queryConnection(id: string, q: GeoJsonQuery & RequestOptions): Promise<ConnectionQueryGeoJson>;
+  function queryConnection(id: string, q?: ConnectionQuery & RequestOptions): Promise<ConnectionQueryResult>;
+  function queryConnection(id: string, q: ConnectionQuery & RequestOptions = {}): Promise<ConnectionQueryResult> {
+    return get<ConnectionQueryResult>(
+      `/connections/${seg(id)}/query`,
+      query({
+        limit: q.limit,
+        offset: q.offset,
+        filters: q.filters && JSON.stringify(q.filters),
+        orderBy: q.orderBy,
+        orderDirection: q.orderDirection,
+        datasetId: q.datasetId,
+        format: q.format,
+        params: q.params && JSON.stringify(q.params),
+      }),
+      { ...at(q), ...(q.noCache && { headers: { "cache-control": "no-cache" } }) },
+    );
+  }
+
+  const connections = {
+    query: queryConnection,
+    /**
+     * Every row of a tabular query, page by page (`offset` advancing by the
+     * rows returned) until `hasMore` is false. Each page is a query of its own
+     * (cached, rate-limited like any other).
+     */
+    async *iterateRows<R extends Row = Row>(id: string, q: Omit<ConnectionQuery, "limit" | "format" | "params"> & PageOptions = {}): AsyncGenerator<R> {
+      const { pageSize, ...rest } = q;
+      let offset = q.offset ?? 0;
+      for (;;) {
+        const page = await queryConnection<R>(id, { ...rest, offset, limit: pageSize ?? MAX_PAGE });
+        yield* page.data;
+        if (!page.metadata.hasMore || page.data.length === 0) return;
+        offset += page.data.length;
+      }
+    },
+  };
+
+  function dashboardViews(id: string, q?: { days?: number; by?: "day" } & RequestOptions): Promise<DashboardViewsByDay>;
+  function dashboardViews(id: string, q: { days?: number; by: "viewer" } & RequestOptions): Promise<DashboardViewsByViewer>;
+  function dashboardViews(id: string, q?: { days?: number; by?: "day" | "viewer" } & RequestOptions): Promise<DashboardViews>;
+  function dashboardViews(id: string, q: { days?: number; by?: "day" | "viewer" } & RequestOptions = {}): Promise<DashboardViews> {
+    return get<DashboardViews>(`/dashboards/${seg(id)}/views`, query({ days: q.days, by: q.by }), at(q));
+  }
+
   const tables = {
     /** One page of rows. */
     rows: (id: string, q: { limit?: number; offset?: number } & RequestOptions = {}) =>
-      get<TableRowsPage>(`/tables/${seg(id)}/rows`, query({ limit: q.limit, offset: q.offset }), q),
+      get<TableRowsPage>(`/tables/${seg(id)}/rows`, query({ limit: q.limit, offset: q.offset }), at(q)),
     /** Every row, page by page until `hasMore` is false. */
     async *iterateRows(id: string, q: { offset?: number } & PageOptions = {}): AsyncGenerator<TableRow> {
       let offset = q.offset ?? 0;
       for (;;) {
-        const page = await tables.rows(id, { ...q, offset, limit: q.pageSize ?? 1000 });
+        const page = await tables.rows(id, { ...q, offset, limit: q.pageSize ?? MAX_PAGE });
         yield* page.data;
         if (!page.metadata.hasMore || page.data.length === 0) return;
         offset += page.data.length;
@@ -122,87 +211,79 @@ export function createClient(options: ClientOptions) {
     },
     /** Adds a row (201). Retries reuse one `Idempotency-Key`, so a retried insert is stored once. */
     insert: (id: string, values: Row, opts: { idempotencyKey?: string } & RequestOptions = {}) =>
-      call<TableRow>(transport, "POST", `/tables/${seg(id)}/rows`, { signal: opts.signal, idempotencyKey: opts.idempotencyKey, body: values }),
+      send<TableRow>("POST", `/tables/${seg(id)}/rows`, { ...at(opts), idempotencyKey: opts.idempotencyKey, body: values }),
     /** Changes columns; with `expectedUpdatedAt` a row changed since then is refused with 409 `conflict`. */
     update: (id: string, rowId: string, values: Row, opts: { expectedUpdatedAt?: string } & RequestOptions = {}) =>
-      call<TableRow>(transport, "PATCH", `/tables/${seg(id)}/rows/${seg(rowId)}`, {
-        signal: opts.signal,
+      send<TableRow>("PATCH", `/tables/${seg(id)}/rows/${seg(rowId)}`, {
+        ...at(opts),
         body: opts.expectedUpdatedAt === undefined ? values : { ...values, expectedUpdatedAt: opts.expectedUpdatedAt },
       }),
-    delete: (id: string, rowId: string, opts: RequestOptions = {}) =>
-      call<{ deleted: true }>(transport, "DELETE", `/tables/${seg(id)}/rows/${seg(rowId)}`, { signal: opts.signal }),
+    delete: (id: string, rowId: string, opts: RequestOptions = {}) => send<{ deleted: true }>("DELETE", `/tables/${seg(id)}/rows/${seg(rowId)}`, at(opts)),
   };
 
-  const audit = {
-    /** One page of the feed. */
-    read: <E = Record<string, unknown>>(q: AuditQuery & RequestOptions = {}) => {
-      const params = query({ cursor: q.cursor, limit: q.limit, format: q.format, since: q.since, teamId: q.teamId ?? options.teamId });
-      for (const category of q.category ?? []) params.append("category", category);
-      return get<AuditPage<E>>("/audit", params, q);
-    },
-    /**
-     * Follows the feed for ever (until `signal` aborts): reads on at once while
-     * `hasMore`, then waits `max(intervalMs, lagSeconds)` between polls. Yields
-     * each non-empty page; store `page.cursor` once its events are handled to
-     * resume exactly there.
-     */
-    async *poll<E = Record<string, unknown>>(opts: PollOptions = {}): AsyncGenerator<AuditPage<E>> {
-      const { signal, intervalMs, ...q } = opts;
-      let cursor = q.cursor;
-      for (;;) {
-        let page: AuditPage<E>;
-        try {
-          page = await audit.read<E>({ ...q, cursor, ...(cursor !== undefined && { since: undefined }), signal });
-        } catch (error) {
-          if (signal?.aborted) return;
-          throw error;
-        }
-        cursor = page.cursor;
-        if (page.events.length > 0) yield page;
-        if (page.hasMore) continue;
-        try {
-          await transport.sleep(Math.max(intervalMs ?? 0, page.lagSeconds * 1000), signal);
-        } catch (error) {
-          if (signal?.aborted) return;
-          throw error;
-        }
+  /** One page of the feed: OCSF events by default, raw events with `format: "raw"`. */
+  function readAudit<E = OcsfApiActivity>(q?: AuditQuery & { format?: "ocsf" } & RequestOptions): Promise<AuditPage<E>>;
+  function readAudit<E = AuditEvent>(q: AuditQuery & { format: "raw" } & RequestOptions): Promise<AuditPage<E>>;
+  function readAudit<E = AuditFeedEvent>(q?: AuditQuery & RequestOptions): Promise<AuditPage<E>>;
+  function readAudit<E>(q: AuditQuery & RequestOptions = {}): Promise<AuditPage<E>> {
+    const params = query({ cursor: q.cursor, limit: q.limit, format: q.format, since: q.since, teamId: q.teamId ?? options.teamId });
+    for (const category of q.category ?? []) params.append("category", category);
+    return get<AuditPage<E>>("/audit", params, at(q));
+  }
+
+  /**
+   * Follows the feed for ever (until `signal` aborts): reads on at once while
+   * `hasMore`, then waits `max(intervalMs, lagSeconds)` between polls. Yields
+   * each non-empty page; store `page.cursor` once its events are handled to
+   * resume exactly there.
+   */
+  function pollAudit<E = OcsfApiActivity>(opts?: PollOptions & { format?: "ocsf" }): AsyncGenerator<AuditPage<E>>;
+  function pollAudit<E = AuditEvent>(opts: PollOptions & { format: "raw" }): AsyncGenerator<AuditPage<E>>;
+  function pollAudit<E = AuditFeedEvent>(opts?: PollOptions): AsyncGenerator<AuditPage<E>>;
+  async function* pollAudit<E>(opts: PollOptions = {}): AsyncGenerator<AuditPage<E>> {
+    const { signal, intervalMs, ...q } = opts;
+    let cursor = q.cursor;
+    for (;;) {
+      let page: AuditPage<E>;
+      try {
+        page = await readAudit<E>({ ...q, cursor, ...(cursor !== undefined && { since: undefined }), signal });
+      } catch (error) {
+        if (signal?.aborted) return;
+        throw error;
       }
-    },
-  };
+      cursor = page.cursor;
+      if (page.events.length > 0) yield page;
+      if (page.hasMore) continue;
+      try {
+        await transport.sleep(Math.max(intervalMs ?? 0, page.lagSeconds * 1000), signal);
+      } catch (error) {
+        if (signal?.aborted) return;
+        throw error;
+      }
+    }
+  }
 
   return {
     /** What the token belongs to. */
-    me: (opts: RequestOptions = {}) => get<Me>("/me", undefined, opts),
+    me: (opts: RequestOptions = {}) => get<Me>("/me", undefined, at(opts)),
     datasets,
-    connections: {
-      query: (id: string, q: ConnectionQuery & RequestOptions = {}) =>
-        get<ConnectionQueryResult>(
-          `/connections/${seg(id)}/query`,
-          query({
-            limit: q.limit,
-            offset: q.offset,
-            filters: q.filters && JSON.stringify(q.filters),
-            orderBy: q.orderBy,
-            orderDirection: q.orderDirection,
-            datasetId: q.datasetId,
-            format: q.format,
-            params: q.params && JSON.stringify(q.params),
-          }),
-          { signal: q.signal, ...(q.noCache && { headers: { "cache-control": "no-cache" } }) },
-        ),
-    },
+    connections,
     dashboards: {
       list: (opts: { teamId?: string } & RequestOptions = {}) =>
-        get<{ dashboards: Dashboard[] }>("/dashboards", team(opts.teamId), opts).then((r) => r.dashboards),
-      views: (id: string, q: { days?: number; by?: "day" | "viewer" } & RequestOptions = {}) =>
-        get<DashboardViews>(`/dashboards/${seg(id)}/views`, query({ days: q.days, by: q.by }), q),
+        get<{ dashboards: Dashboard[] }>("/dashboards", team(opts.teamId), at(opts)).then((r) => carry(r, r.dashboards)),
+      views: dashboardViews,
     },
     space: (object: SpaceObjectName, q: { days?: number; teamId?: string } & RequestOptions = {}) =>
-      get<SpaceObject>(`/space/${seg(object)}`, query({ days: q.days, teamId: q.teamId ?? options.teamId }), q),
+      get<SpaceObject>(`/space/${seg(object)}`, query({ days: q.days, teamId: q.teamId ?? options.teamId }), at(q)),
     tables,
-    audit,
+    audit: { read: readAudit, poll: pollAudit },
     /** The OpenAPI 3.1 document (no token sent). */
-    openapi: (opts: RequestOptions = {}) => get<Record<string, unknown>>("/openapi.json", undefined, { signal: opts.signal, anonymous: true }),
+    openapi: (opts: RequestOptions = {}) => get<Record<string, unknown>>("/openapi.json", undefined, { ...at(opts), anonymous: true }),
+    /**
+     * The metadata of the answer a result came from: request id, rate limit,
+     * status, attempts. Undefined for a value this client did not return.
+     */
+    meta: (result: object): ResponseMeta | undefined => metas.get(result),
   };
 }
 

@@ -1,4 +1,4 @@
-import { DataportError, isErrorEnvelope } from "./errors.js";
+import { DataportError, errorForResponse, isErrorEnvelope, NetworkError, type RateLimitInfo, type ResponseMeta, TimeoutError } from "./errors.js";
 
 export type FetchLike = (request: Request) => Promise<Response>;
 
@@ -9,7 +9,12 @@ export interface RetryOptions {
   baseDelayMs?: number;
   /** Largest backoff in ms (default 8000). */
   maxDelayMs?: number;
-  /** A `Retry-After` longer than this (ms) is not waited for: the error is raised (default 60000). */
+  /**
+   * A `Retry-After` longer than this (ms) is not waited for: the error is
+   * raised (default 60000). A shorter one is waited for, plus a random extra
+   * of up to half of it (at least up to `baseDelayMs`), so calls refused
+   * together do not all come back at the same instant.
+   */
   maxRetryAfterMs?: number;
 }
 
@@ -18,11 +23,15 @@ export interface TransportOptions {
   token: string;
   fetch: FetchLike;
   retry: Required<RetryOptions>;
+  /** Per attempt, from sending the request to reading the whole answer; 0 for none. */
+  timeoutMs: number;
   headers: Record<string, string>;
   /** Waits `ms`; rejects when `signal` aborts. Replaceable for tests. */
   sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
   random: () => number;
   newIdempotencyKey: () => string;
+  /** Called with the metadata of every final answer (success or error). */
+  onResponse: ((meta: ResponseMeta) => void) | undefined;
 }
 
 export interface CallOptions {
@@ -32,18 +41,29 @@ export interface CallOptions {
   /** POST only: the key sent as `Idempotency-Key` (default: a fresh UUID, reused on retries). */
   idempotencyKey?: string;
   signal?: AbortSignal;
+  /** Overrides the client's `timeoutMs` for this call. */
+  timeoutMs?: number;
   /** Send no `Authorization` header. */
   anonymous?: boolean;
 }
 
+/** A successful answer: its parsed JSON body and its metadata. */
+export interface Answer<T> {
+  body: T;
+  meta: ResponseMeta;
+}
+
 const RETRYABLE = (status: number) => status === 429 || status >= 500;
 
+/** What one attempt came to: an answer read whole, or a failure before one. */
+type Attempt = { kind: "answer"; response: Response; text: string } | { kind: "timeout" } | { kind: "network"; error: unknown };
+
 /**
- * One call: build the request, send it, retry 429 and 5xx answers (and
- * network failures) with backoff honouring `Retry-After`, parse JSON, raise
- * DataportError for anything else that is not 2xx.
+ * One call: build the request, send it, retry 429 and 5xx answers, network
+ * failures and timeouts with backoff honouring `Retry-After` (jittered),
+ * parse JSON, raise a DataportError for anything else.
  */
-export async function call<T>(transport: TransportOptions, method: string, path: string, options: CallOptions = {}): Promise<T> {
+export async function call<T>(transport: TransportOptions, method: string, path: string, options: CallOptions = {}): Promise<Answer<T>> {
   const url = transport.baseUrl + path + (options.query && [...options.query].length > 0 ? `?${options.query}` : "");
   const headers: Record<string, string> = { accept: "application/json", ...transport.headers, ...options.headers };
   if (!options.anonymous) headers.authorization = `Bearer ${transport.token}`;
@@ -54,35 +74,86 @@ export async function call<T>(transport: TransportOptions, method: string, path:
   }
   // One key per logical POST, the same on every retry, so the server applies it once.
   if (method === "POST") headers["idempotency-key"] = options.idempotencyKey ?? transport.newIdempotencyKey();
+  const timeoutMs = options.timeoutMs ?? transport.timeoutMs;
 
   const { retries } = transport.retry;
   for (let attempt = 0; ; attempt++) {
     options.signal?.throwIfAborted();
-    let response: Response;
-    try {
-      response = await transport.fetch(new Request(url, { method, headers, body, signal: options.signal }));
-    } catch (error) {
-      if (options.signal?.aborted || attempt >= retries) throw error;
-      await transport.sleep(backoff(transport, attempt), options.signal);
-      continue;
+    const outcome = await send(transport, (signal) => new Request(url, { method, headers, body, signal }), options.signal, timeoutMs);
+    const last = attempt >= retries;
+    if (outcome.kind !== "answer") {
+      if (!last) {
+        await transport.sleep(backoff(transport, attempt), options.signal);
+        continue;
+      }
+      if (outcome.kind === "timeout") {
+        throw new TimeoutError(0, null, null, null, { code: "timeout", message: `no answer from ${method} ${path} within ${timeoutMs} ms (${attempt + 1} attempts)` });
+      }
+      throw new NetworkError(0, null, null, null, { code: "network_error", message: `${method} ${path} failed: ${messageOf(outcome.error)}`, cause: outcome.error });
     }
-    if (response.ok) return (await readJson(response)) as T;
-    const retryAfter = parseRetryAfter(response.headers.get("retry-after"), Date.now());
-    if (RETRYABLE(response.status) && attempt < retries) {
-      const wait = retryAfter === null ? backoff(transport, attempt) : retryAfter * 1000;
-      if (wait <= transport.retry.maxRetryAfterMs) {
-        await response.body?.cancel().catch(() => {});
+    const { response, text } = outcome;
+    const meta = metaOf(response, attempt + 1);
+    if (response.ok) {
+      transport.onResponse?.(meta);
+      return { body: parseAnswer<T>(response, text, meta), meta };
+    }
+    if (RETRYABLE(response.status) && !last) {
+      const wait = meta.retryAfter === null ? backoff(transport, attempt) : retryAfterWait(transport, meta.retryAfter * 1000);
+      if (wait !== null) {
         await transport.sleep(wait, options.signal);
         continue;
       }
     }
-    throw await toError(response, retryAfter);
+    transport.onResponse?.(meta);
+    throw errorForResponse(response.status, envelopeOf(text), meta);
+  }
+}
+
+/**
+ * One attempt, bounded by `timeoutMs` from sending to the last byte of the
+ * answer. The caller's abort wins and is rethrown as it is. A fetch that
+ * ignores its signal still cannot hold the call past the timeout.
+ */
+async function send(transport: TransportOptions, request: (signal: AbortSignal) => Request, signal: AbortSignal | undefined, timeoutMs: number): Promise<Attempt> {
+  const controller = new AbortController();
+  const onAbort = () => controller.abort(signal!.reason);
+  signal?.addEventListener("abort", onAbort, { once: true });
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timedOut = new Promise<Attempt>((resolve) => {
+    if (timeoutMs > 0 && Number.isFinite(timeoutMs)) {
+      timer = setTimeout(() => {
+        controller.abort(new DOMException("the request timed out", "TimeoutError"));
+        resolve({ kind: "timeout" });
+      }, timeoutMs);
+    }
+  });
+  const attempt = (async (): Promise<Attempt> => {
+    const response = await transport.fetch(request(controller.signal));
+    return { kind: "answer", response, text: await response.text() };
+  })().catch((error: unknown): Attempt => {
+    if (signal?.aborted) throw signal.reason;
+    return controller.signal.aborted ? { kind: "timeout" } : { kind: "network", error };
+  });
+  try {
+    return await Promise.race([attempt, timedOut]);
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener("abort", onAbort);
+    // A losing attempt settles later; its outcome is no longer wanted.
+    attempt.catch(() => {});
   }
 }
 
 function backoff(transport: TransportOptions, attempt: number): number {
   const ceiling = Math.min(transport.retry.maxDelayMs, transport.retry.baseDelayMs * 2 ** attempt);
   return Math.round(ceiling * transport.random());
+}
+
+/** `Retry-After` plus jitter, or null when it is longer than the client waits. */
+function retryAfterWait(transport: TransportOptions, retryAfterMs: number): number | null {
+  if (retryAfterMs > transport.retry.maxRetryAfterMs) return null;
+  const spread = Math.max(transport.retry.baseDelayMs, retryAfterMs / 2);
+  return retryAfterMs + Math.round(spread * transport.random());
 }
 
 /** `Retry-After` as seconds: delta-seconds or an HTTP date; null when absent or unreadable. */
@@ -94,19 +165,56 @@ export function parseRetryAfter(value: string | null, now: number): number | nul
   return Number.isFinite(at) ? Math.max(0, Math.ceil((at - now) / 1000)) : null;
 }
 
-async function readJson(response: Response): Promise<unknown> {
-  const text = await response.text();
-  return text === "" ? null : JSON.parse(text);
+function metaOf(response: Response, attempts: number): ResponseMeta {
+  const { headers } = response;
+  return {
+    status: response.status,
+    requestId: headers.get("x-request-id"),
+    rateLimit: rateLimitOf(headers),
+    retryAfter: parseRetryAfter(headers.get("retry-after"), Date.now()),
+    attempts,
+    headers,
+  };
 }
 
-async function toError(response: Response, retryAfter: number | null): Promise<DataportError> {
-  let json: unknown = null;
+function rateLimitOf(headers: Headers): RateLimitInfo | null {
+  const read = (name: string) => {
+    const text = headers.get(name)?.trim();
+    return text !== undefined && /^\d+$/.test(text) ? Number(text) : null;
+  };
+  const limit = read("ratelimit-limit");
+  const remaining = read("ratelimit-remaining");
+  const resetSeconds = read("ratelimit-reset");
+  return limit === null || remaining === null || resetSeconds === null ? null : { limit, remaining, resetSeconds };
+}
+
+/** A 2xx body: JSON (empty: null), else an `unexpected_response` error rather than a SyntaxError. */
+function parseAnswer<T>(response: Response, text: string, meta: ResponseMeta): T {
+  if (text === "") return null as T;
   try {
-    json = await readJson(response);
-  } catch {
-    json = null;
+    return JSON.parse(text) as T;
+  } catch (error) {
+    const type = response.headers.get("content-type") ?? "no content type";
+    throw new DataportError(response.status, null, meta.requestId, meta.retryAfter, {
+      code: "unexpected_response",
+      message: `the answer (status ${response.status}, ${type}) is not JSON`,
+      meta,
+      cause: error,
+    });
   }
-  return new DataportError(response.status, isErrorEnvelope(json) ? json : null, response.headers.get("x-request-id"), retryAfter);
+}
+
+function envelopeOf(text: string) {
+  try {
+    const json: unknown = text === "" ? null : JSON.parse(text);
+    return isErrorEnvelope(json) ? json : null;
+  } catch {
+    return null;
+  }
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
 
 /** A timer that an AbortSignal cancels. */

@@ -1,31 +1,37 @@
 /**
- * What the endpoints answer, as the specification and the project's
- * decisions describe it (the OpenAPI document at `/api/v1/openapi.json` is the
- * machine-readable form). Plain types only: the client carries no schema
- * library.
+ * What the endpoints answer. Plain types only (the client carries no schema
+ * library), kept equal to the server's zod response schemas by a type test
+ * (test/client/types.test.ts): they are the same shapes as the named schemas
+ * of the OpenAPI document at `/api/v1/openapi.json`.
  */
 
 export type Scope = "data:read" | "tables:write" | "dashboards:read" | "audit:read";
+export type Role = "owner" | "admin" | "editor" | "viewer";
 export type ColumnType = "string" | "number" | "boolean" | "date" | "datetime" | "json";
 export type Row = Record<string, unknown>;
 
 export interface Column {
   name: string;
+  /** null: not known. */
   type: ColumnType | null;
 }
 
-export type Me =
-  | {
-      kind: "api-key";
-      name: string;
-      scopes: string[];
-      teams: Array<{ id: string; name: string }>;
-      allowlist: { datasets: string[]; connections: string[]; tables: string[] };
-    }
-  | {
-      kind: "session-token";
-      teams: Array<{ id: string; name: string; isPersonal: boolean; role: string }>;
-    };
+/** `GET /me` for an API key. */
+export interface MeApiKey {
+  kind: "api-key";
+  name: string;
+  scopes: Scope[];
+  teams: Array<{ id: string; name: string }>;
+  allowlist: { datasets: string[]; connections: string[]; tables: string[] };
+}
+
+/** `GET /me` for a session token. */
+export interface MeSession {
+  kind: "session-token";
+  teams: Array<{ id: string; name: string; isPersonal: boolean; role: Role }>;
+}
+
+export type Me = MeApiKey | MeSession;
 
 export interface Dataset {
   id: string;
@@ -50,6 +56,7 @@ export interface DatasetRowsPage<R extends Row = Row> {
   metadata: {
     datasetId: string;
     datasetName: string;
+    /** Rows matching the filters. */
     totalRows: number;
     returnedRows: number;
     offset: number;
@@ -70,6 +77,7 @@ export interface DatasetRowsQuery {
 }
 
 export interface ConnectionQuery {
+  /** Rows per page, 1 to 1000 (default 100). */
   limit?: number;
   offset?: number;
   filters?: Record<string, unknown>;
@@ -84,15 +92,55 @@ export interface ConnectionQuery {
   noCache?: boolean;
 }
 
-export interface ConnectionQueryResult {
+/** A tabular query result (`format=json`, the default). */
+export interface ConnectionQueryRows<R extends Row = Row> {
   success: boolean;
-  data?: Row[];
-  geojson?: { type: "FeatureCollection"; features: unknown[]; [key: string]: unknown };
+  data: R[];
   cached: boolean;
-  /** The upstream was throttled; this is the last good result. */
-  stale?: boolean;
-  metadata: Record<string, unknown> & { truncated?: boolean };
+  /** The upstream failed or was throttled; this is the last good result. */
+  stale?: true;
+  metadata: {
+    connectionId: string;
+    connectionName: string;
+    datasetId: string;
+    datasetName: string;
+    /** The connection type: memory, postgres, arcgis or a host's own. */
+    sourceType: string;
+    returnedRows: number;
+    offset: number;
+    limit: number;
+    /** Rows beyond `offset + returnedRows` may exist. */
+    hasMore: boolean;
+    columns: string[];
+    orderBy: string | null;
+    orderDirection: "ASC" | "DESC";
+    /** When the upstream answered (earlier than now when cached or stale). */
+    fetchedAt: string;
+  };
 }
+
+/** The upstream's GeoJSON FeatureCollection, untouched. */
+export interface FeatureCollection {
+  features: unknown[];
+  [key: string]: unknown;
+}
+
+/** A spatial query result (`format=geojson`). */
+export interface ConnectionQueryGeoJson {
+  success: boolean;
+  geojson: FeatureCollection;
+  metadata: {
+    connectionId: string;
+    datasetId: string;
+    sourceType: string;
+    /** The upstream capped the answer at its record count: more features exist. */
+    truncated: boolean;
+  };
+  cached: boolean;
+  stale?: true;
+}
+
+export type ConnectionQueryResult = ConnectionQueryRows | ConnectionQueryGeoJson;
 
 export interface Dashboard {
   id: string;
@@ -106,16 +154,32 @@ export interface Dashboard {
   publishedAt: string | null;
 }
 
-export interface DashboardViews {
+export interface ViewTotals {
+  views: number;
+  /** Distinct visitors summed over the days. */
+  uniqueVisitorsByDay: number;
+}
+
+/** `by=day` (the default): every day of the window, zeros included. */
+export interface DashboardViewsByDay {
   dashboardId: string;
   name: string;
   days: number;
-  by?: "viewer";
-  totals: { views: number; uniqueVisitorsByDay: number };
-  series: Array<
-    { day: string; views: number; uniqueVisitors: number } | { day: string; viewerId: string | null; viewer: string; views: number }
-  >;
+  totals: ViewTotals;
+  series: Array<{ day: string; views: number; uniqueVisitors: number }>;
 }
+
+/** `by=viewer`: rows with views only; `viewerId` null for an anonymous visitor. */
+export interface DashboardViewsByViewer {
+  dashboardId: string;
+  name: string;
+  days: number;
+  by: "viewer";
+  totals: ViewTotals;
+  series: Array<{ day: string; viewerId: string | null; viewer: string; views: number }>;
+}
+
+export type DashboardViews = DashboardViewsByDay | DashboardViewsByViewer;
 
 export type SpaceObjectName = "dashboard-usage" | "refresh-history" | "credit-usage" | "api-usage" | "dataset-usage";
 
@@ -126,8 +190,16 @@ export interface SpaceObject {
   rows: Row[];
 }
 
+/** The OpenAPI document's name for `SpaceObject`. */
+export type SpaceObjectPage = SpaceObject;
+
 /** A stored input-table row: column values plus the reserved fields. */
-export type TableRow = Row & { _id: string; _createdAt: string; _updatedAt: string };
+export interface TableRow {
+  _id: string;
+  _createdAt: string;
+  _updatedAt: string;
+  [column: string]: unknown;
+}
 
 export interface TableRowsPage {
   success: boolean;
@@ -154,11 +226,76 @@ export interface AuditQuery {
   teamId?: string;
 }
 
-export interface AuditPage<E = Record<string, unknown>> {
+export type Actor = { type: "api-key"; id: string; name: string } | { type: "user"; id: string; email: string } | { type: "system"; id: string; name: string };
+
+/** An audit event as its writer stored it (`format=raw`). */
+export interface AuditEvent {
+  id: string;
+  teamId: string;
+  /** The writer's timestamp (ISO 8601). */
+  time: string;
+  category: "audit" | "data_access" | "error";
+  action: string;
+  actor: Actor | null;
+  target: { type: string; id: string } | null;
+  /** success, failure or the writer's own word. */
+  outcome: string;
+  ip: string | null;
+  userAgent: string | null;
+  details?: Record<string, unknown>;
+}
+
+/** An audit event as OCSF 1.3.0 API Activity, class 6003 (`format=ocsf`, the default). */
+export interface OcsfApiActivity {
+  class_uid: 6003;
+  class_name: "API Activity";
+  category_uid: 6;
+  category_name: "Application Activity";
+  activity_id: 1 | 2 | 3 | 4 | 99;
+  activity_name: "Create" | "Read" | "Update" | "Delete" | "Other";
+  type_uid: number;
+  type_name: string;
+  /** Epoch milliseconds (the writer's timestamp). */
+  time: number;
+  severity_id: 1 | 2 | 3;
+  severity: "Informational" | "Low" | "Medium";
+  status_id: 1 | 2 | 99;
+  status: "Success" | "Failure" | "Other";
+  status_detail?: string;
+  message: string;
+  actor: { app_name: string; user?: { uid: string; name: string; email_addr?: string; type_id: 1 | 3 | 99; type: string } };
+  api: { operation: string; service: { name: string }; request?: { uid: string } };
+  src_endpoint: { ip: string } | { name: string };
+  http_request?: { user_agent: string };
+  resources?: Array<{ uid: string; type: string }>;
+  metadata: {
+    version: "1.3.0";
+    product: { name: string; vendor_name: string };
+    uid: string;
+    original_time: string;
+    /** Epoch milliseconds at which the event was stored. */
+    logged_time: number;
+    tenant_uid: string;
+  };
+  /** The raw stored event. */
+  unmapped: Record<string, unknown>;
+}
+
+export type AuditFeedEvent = OcsfApiActivity | AuditEvent;
+
+export interface AuditPage<E = AuditFeedEvent> {
   events: E[];
   /** Opaque: send it back to read on. */
   cursor: string;
   hasMore: boolean;
   /** Events stored less than this long ago are held back; polling faster gains nothing. */
   lagSeconds: number;
+}
+
+/** What the webhook receiver answers a delivery. */
+export interface WebhookReceipt {
+  ok: true;
+  /** `_id` of the stored row; for a duplicate, the first delivery's row. */
+  id: string;
+  duplicate: boolean;
 }

@@ -2,11 +2,21 @@ import { readdirSync, readFileSync } from "node:fs";
 import { describe, expect, expectTypeOf, it } from "vitest";
 import type { z } from "zod";
 import { createClient, DataportError, parseRetryAfter } from "../../src/client/index.js";
-import type { Dataset } from "../../src/client/index.js";
+import type {
+  AuditEvent,
+  AuditPage,
+  ConnectionQueryGeoJson,
+  ConnectionQueryResult,
+  ConnectionQueryRows,
+  DashboardViewsByDay,
+  DashboardViewsByViewer,
+  Dataset,
+  OcsfApiActivity,
+} from "../../src/client/index.js";
 import type { datasetSchema } from "../../src/routes/datasets.js";
 import { auditFixture } from "../../src/testing/conformance/audit.js";
 import { setup } from "../support/api.js";
-import { TOKENS } from "../support/fixture.js";
+import { TOKENS, testFixture } from "../support/fixture.js";
 
 const BASE = "http://dataport.test/api/v1";
 
@@ -142,6 +152,47 @@ describe("client against the API (api.fetch, no network)", () => {
   it("types Dataset as the route's response schema does", () => {
     expectTypeOf<Dataset>().toEqualTypeOf<z.output<typeof datasetSchema>>();
   });
+
+  it("iterates every row of a connection query, page by page", async () => {
+    const fixture = testFixture();
+    const stores = ["Lyon", "Oslo", "Austin", "Osaka", "Lisbon"].map((city, i) => ({ store_id: `S${i + 1}`, city }));
+    fixture.connections[0]!.config = { tables: { stores } };
+    const { api } = await setup({ fixture });
+    const spy = fakeFetch((request) => api.fetch(request));
+    const dp = createClient({ baseUrl: BASE, token: TOKENS.sync, fetch: spy.fetch });
+    const seen: string[] = [];
+    for await (const row of dp.connections.iterateRows<{ store_id: string }>("conn_retail", { pageSize: 2, orderBy: "store_id", orderDirection: "DESC" })) {
+      seen.push(row.store_id);
+    }
+    expect(seen).toEqual(["S5", "S4", "S3", "S2", "S1"]);
+    expect(spy.requests.map((r) => new URL(r.url).search)).toEqual([
+      "?limit=2&offset=0&orderBy=store_id&orderDirection=DESC",
+      "?limit=2&offset=2&orderBy=store_id&orderDirection=DESC",
+      "?limit=2&offset=4&orderBy=store_id&orderDirection=DESC",
+    ]);
+    // Stopping early sends no further request.
+    const before = spy.requests.length;
+    for await (const row of dp.connections.iterateRows("conn_retail", { pageSize: 2 })) {
+      expect(row).toEqual({ store_id: "S1", city: "Lyon" });
+      break;
+    }
+    expect(spy.requests.length).toBe(before + 1);
+  });
+
+  it("types a connection query by its format, and dashboard views and audit pages by theirs", async () => {
+    const dp = createClient({ baseUrl: BASE, token: "t", fetch: async () => json(200, {}) });
+    expectTypeOf(dp.connections.query("c")).resolves.toEqualTypeOf<ConnectionQueryRows>();
+    expectTypeOf(dp.connections.query("c", { format: "geojson" })).resolves.toEqualTypeOf<ConnectionQueryGeoJson>();
+    const format = "json" as "json" | "geojson";
+    expectTypeOf(dp.connections.query("c", { format })).resolves.toEqualTypeOf<ConnectionQueryResult>();
+    expectTypeOf(dp.dashboards.views("d")).resolves.toEqualTypeOf<DashboardViewsByDay>();
+    expectTypeOf(dp.dashboards.views("d", { by: "viewer" })).resolves.toEqualTypeOf<DashboardViewsByViewer>();
+    expectTypeOf(dp.audit.read()).resolves.toEqualTypeOf<AuditPage<OcsfApiActivity>>();
+    expectTypeOf(dp.audit.read({ format: "raw" })).resolves.toEqualTypeOf<AuditPage<AuditEvent>>();
+    expectTypeOf(dp.audit.read<{ id: string }>({ format: "raw" })).resolves.toEqualTypeOf<AuditPage<{ id: string }>>();
+    const result = await dp.connections.query("c");
+    expect(result).toEqual({});
+  });
 });
 
 describe("retries", () => {
@@ -163,11 +214,31 @@ describe("retries", () => {
           : json(200, { datasets: [] }),
     );
     const { waits, sleep } = fakeSleep();
-    const dp = createClient({ baseUrl: BASE, token: "t", fetch, sleep });
+    // No jitter drawn (random 0): the waits are Retry-After itself.
+    const dp = createClient({ baseUrl: BASE, token: "t", fetch, sleep, random: () => 0 });
     await expect(dp.datasets.list()).resolves.toEqual([]);
     expect(waits[0]).toBe(3000);
     expect(waits[1]).toBeGreaterThanOrEqual(4000);
     expect(waits[1]).toBeLessThanOrEqual(6000);
+  });
+
+  it("adds jitter to Retry-After waits, so calls refused together do not return together", async () => {
+    const draws = [0, 0.25, 0.5, 0.75, 0.999];
+    const waits: number[] = [];
+    await Promise.all(
+      draws.map(async (draw) => {
+        const { fetch } = fakeFetch((_r, i) => (i === 0 ? json(429, envelope("rate_limited"), { "retry-after": "4" }) : json(200, { kind: "api-key" })));
+        const dp = createClient({ baseUrl: BASE, token: "t", fetch, random: () => draw, sleep: async (ms) => void waits.push(ms) });
+        await dp.me();
+      }),
+    );
+    // Never sooner than Retry-After; spread over up to half of it more.
+    expect(waits).toEqual([4000, 4500, 5000, 5500, 5998]);
+    // A Retry-After of 0 still spreads over baseDelayMs.
+    const zero = fakeFetch((_r, i) => (i === 0 ? json(503, envelope("storage_unavailable"), { "retry-after": "0" }) : json(200, { kind: "api-key" })));
+    const { waits: zeroWaits, sleep } = fakeSleep();
+    await createClient({ baseUrl: BASE, token: "t", fetch: zero.fetch, sleep, random: () => 0.5, retry: { baseDelayMs: 200 } }).me();
+    expect(zeroWaits).toEqual([100]);
   });
 
   it("gives up after the configured retries with the last error, and when Retry-After is too long", async () => {
