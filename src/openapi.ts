@@ -320,7 +320,8 @@ function webhookHeaders(): OpenApiParameter[] {
 
 function requestBody(route: RouteDef, build: Build): NonNullable<OpenApiOperation["requestBody"]> {
   const declared = route.bodySchema ?? (route.body as { schema?: z.ZodType } | undefined)?.schema;
-  const schema: JsonSchema = declared ? toJsonSchema(declared, "input", build.components) : openObject();
+  // Without a declared schema: a JSON object where the route takes one, else any JSON value (an array of items, say).
+  const schema: JsonSchema = declared ? toJsonSchema(declared, "input", build.components) : route.body?.kind === "json" ? {} : openObject();
   const limit = `At most ${build.maxBodyBytes.toLocaleString("en-US")} bytes (413 payload_too_large beyond).`;
   if (route.body?.kind === "raw") {
     return {
