@@ -2,11 +2,11 @@ import { createServer, type Server } from "node:http";
 import { toNodeHandler } from "../../adapters/node.js";
 import { createDataApi, type DataApi } from "../../src/api.js";
 import { createJsonLogger } from "../../src/logging.js";
-import { createPrometheusMetrics } from "../../src/metrics/index.js";
 import { type FixtureFs, readFixtureFile } from "../../src/fixture/load.js";
 import { createOffsetClock, systemClock } from "../../src/memory/clock.js";
+import type { Metrics } from "../../src/ports/metrics.js";
 import type { Storage } from "../../src/ports/storage.js";
-import type { ServerConfig } from "./cli.js";
+import { type ServerConfig, StartError } from "./cli.js";
 import { openStorage } from "./storage.js";
 
 /**
@@ -42,11 +42,15 @@ export interface RunningServer {
 
 /**
  * Start the example server: open the store, load the fixture into it when it
- * is empty, listen. Throws FixtureError for a bad fixture (nothing loaded).
+ * is empty, listen. Throws FixtureError for a bad fixture (nothing loaded),
+ * StartError when a service or the address is not usable (the message names
+ * the flag to change).
  */
 export async function startServer(config: ServerConfig, io: { fs: FixtureFs & { mkdirSync(path: string, options: { recursive: true }): unknown }; env: Record<string, string | undefined> }): Promise<RunningServer> {
-  const space = readFixtureFile(io.fs, config.fixture, { env: io.env });
   const clock = config.now === null ? systemClock : createOffsetClock(config.now);
+  // The demo's times are relative: resolved against the clock the API will run on (so `--now` shows a recent demo).
+  const space = readFixtureFile(io.fs, config.fixture, { env: io.env, clock });
+  const metrics = config.metrics ? await prometheusMetrics() : undefined;
   const ports = await openStorage(config, io.fs, clock);
   try {
     await ports.storage.seed(space);
@@ -67,7 +71,7 @@ export async function startServer(config: ServerConfig, io: { fs: FixtureFs & { 
     metricsToken: config.metricsToken,
     adminToken: config.adminToken,
     ...(config.log === "json" && { logger: createJsonLogger({ now: () => clock.now() }) }),
-    ...(config.metrics && { metrics: createPrometheusMetrics({ processMetrics: true }) }),
+    ...(metrics && { metrics }),
   });
   const server = createServer(
     {
@@ -79,10 +83,15 @@ export async function startServer(config: ServerConfig, io: { fs: FixtureFs & { 
   );
   server.keepAliveTimeout = SERVER_TIMEOUTS.keepAliveMs;
   server.timeout = SERVER_TIMEOUTS.idleMs;
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(config.port, config.host, () => resolve());
-  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(config.port, config.host, () => resolve());
+    });
+  } catch (error) {
+    await ports.close();
+    throw listenError(error, config);
+  }
   const address = server.address();
   const port = typeof address === "object" && address ? address.port : config.port;
   const host = config.host.includes(":") ? `[${config.host}]` : config.host;
@@ -97,6 +106,36 @@ export async function startServer(config: ServerConfig, io: { fs: FixtureFs & { 
       await ports.close();
     },
   };
+}
+
+/** `--metrics` loads prom-client, an optional peer dependency, only when asked for. */
+async function prometheusMetrics(): Promise<Metrics> {
+  try {
+    const { createPrometheusMetrics } = await import("../../src/metrics/index.js");
+    return createPrometheusMetrics({ processMetrics: true });
+  } catch (error) {
+    throw new StartError(`--metrics: ${(error as Error).message}`);
+  }
+}
+
+/** A failed listen, told as the flag to change. */
+function listenError(error: unknown, config: ServerConfig): unknown {
+  const code = (error as { code?: unknown })?.code;
+  const hostHelp = "pass --host (127.0.0.1: this machine only, 0.0.0.0: every interface)";
+  switch (code) {
+    case "EADDRINUSE":
+      return new StartError(`port ${config.port} is in use; pass --port (another port, or 0 for any free one)`);
+    case "EACCES":
+      return new StartError(`no permission to listen on port ${config.port}; pass --port (above 1023 needs no privileges)`);
+    case "EADDRNOTAVAIL":
+      return new StartError(`${config.host} is not an address of this machine; ${hostHelp}`);
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+    case "EAI_NONAME":
+      return new StartError(`the host name ${config.host} does not resolve; ${hostHelp}`);
+    default:
+      return error;
+  }
 }
 
 /**

@@ -55,12 +55,13 @@ export async function createExampleApi(options: ExampleOptions, readText: (path:
   } catch (error) {
     throw new UsageError(`cannot read the fixture ${options.fixture}: ${(error as Error).message}`);
   }
-  const space = parseFixture(json);
+  const clock = options.now !== undefined ? createOffsetClock(options.now) : undefined;
+  const space = parseFixture(json, clock ? { clock } : {});
   const storage = createMemoryStorage();
   await storage.seed(space);
   return createDataApi({
     storage,
-    ...(options.now !== undefined && { clock: createOffsetClock(options.now) }),
+    ...(clock && { clock }),
     ...(options.auditLag !== undefined && { auditLagSeconds: options.auditLag }),
     ...(options.webhookRate !== undefined && { webhookRatePerSecond: options.webhookRate }),
     appUrl: options.appUrl ?? `http://${options.host}:${options.port}`,

@@ -14,7 +14,11 @@ export type ApiKeyInfo = Omit<ApiKeyRecord, "tokenHash">;
 
 /** Seeding, API keys and host-written audit events. */
 export interface KeyAdmin {
-  /** Load a fixture (JSON value) into an empty store; `kept` when the store already holds a space. */
+  /**
+   * Load a fixture (JSON value) into an empty store; `kept` when the store
+   * already holds a space. Relative fixture times (docs/fixtures.md) resolve
+   * against the API's clock.
+   */
   seed(fixture: unknown, options?: { env?: Record<string, string | undefined> }): Promise<"loaded" | "kept">;
   /**
    * Create an API key. The plaintext token is returned once and only its
@@ -69,7 +73,7 @@ export function keyAdmin(deps: AdminDeps): KeyAdmin {
 
   return {
     async seed(fixture, options = {}) {
-      return storage.seed(parseFixture(fixture, options));
+      return storage.seed(parseFixture(fixture, { clock, ...options }));
     },
 
     async createApiKey({ teamId, ...input }) {

@@ -23,6 +23,33 @@ const putReply = <T>(put: Put<T>) => Reply.json(put.created ? 201 : 200, put.val
 const noContent = () => new Reply(204, null);
 const TAG = "Admin";
 
+/** Operation ids of the routes outside the plain collections, named for what they do. */
+const OPERATION_IDS: Readonly<Record<string, string>> = {
+  "GET /users/:id/memberships": "listUserMemberships",
+  "GET /users/:id/memberships/:teamId": "getMembership",
+  "PUT /users/:id/memberships/:teamId": "putMembership",
+  "DELETE /users/:id/memberships/:teamId": "deleteMembership",
+  "POST /sessions": "createSession",
+  "GET /sessions/:id": "getSession",
+  "DELETE /sessions/:id": "deleteSession",
+  "POST /teams/:teamId/api-keys": "createApiKey",
+  "GET /teams/:teamId/api-keys": "listTeamApiKeys",
+  "GET /api-keys/:id": "getApiKey",
+  "DELETE /api-keys/:id": "revokeApiKey",
+  "PUT /connections/:id/signing-secret": "setSigningSecret",
+  "PUT /datasets/:id/rows": "replaceDatasetRows",
+  "POST /datasets/:id/rows": "appendDatasetRows",
+  "POST /datasets/:id/refresh": "refreshDataset",
+  "GET /dashboards": "listDashboards",
+  "GET /dashboards/:id": "getDashboard",
+  "PUT /dashboards/:id/versions/:version": "putDashboardVersion",
+  "DELETE /dashboards/:id": "deleteDashboard",
+  "POST /dashboard-views": "recordDashboardViews",
+  "POST /refresh-runs": "recordRefreshRuns",
+  "POST /credit-usage": "recordCreditUsage",
+  "POST /audit-events": "recordAuditEvents",
+};
+
 function route<Q = Record<string, never>, B = undefined>(
   method: Method,
   path: string,
@@ -30,13 +57,16 @@ function route<Q = Record<string, never>, B = undefined>(
   handle: AdminRoute<Q, B>["handle"],
   extra: Partial<AdminRoute<Q, B>> = {},
 ): AdminRoute<Q, B> {
-  return admin<Q, B>({ method, path, summary, tag: TAG, auth: "admin", logged: false, handle, ...extra });
+  const operationId = OPERATION_IDS[`${method} ${path}`];
+  return admin<Q, B>({ method, path, summary, tag: TAG, auth: "admin", logged: false, handle, ...(operationId && { operationId }), ...extra });
 }
 
 /** GET, PUT and DELETE of one collection's members, and its listing. */
 function collection<T>(
   path: string,
   what: string,
+  /** Operation ids: `list<Plural>`, `get<Name>`, `put<Name>`, `delete<Name>`. */
+  name: { one: string; many: string },
   ops: {
     put: (id: string, body: unknown, ctx: AdminContext) => Promise<Put<T>>;
     get: (id: string, ctx: AdminContext) => Promise<unknown>;
@@ -45,11 +75,16 @@ function collection<T>(
   },
 ): AdminRoute<any, any>[] {
   return [
-    route<ListQuery>("GET", path, `List ${what}s by id (limit, cursor)`, ({ query }, ctx) => ops.list(query, ctx), { query: listQuery, responses: { 200: listOf } }),
-    route("GET", `${path}/:id`, `One ${what}`, ({ params }, ctx) => ops.get(params.id!, ctx), { responses: { 200: object } }),
+    route<ListQuery>("GET", path, `List ${what}s by id (limit, cursor)`, ({ query }, ctx) => ops.list(query, ctx), {
+      query: listQuery,
+      responses: { 200: listOf },
+      operationId: `list${name.many}`,
+    }),
+    route("GET", `${path}/:id`, `One ${what}`, ({ params }, ctx) => ops.get(params.id!, ctx), { responses: { 200: object }, operationId: `get${name.one}` }),
     route<Record<string, never>, unknown>("PUT", `${path}/:id`, `Create or replace a ${what} (201 when created)`, async ({ params, body }, ctx) => putReply(await ops.put(params.id!, body, ctx)), {
       ...json,
       ...putResponses,
+      operationId: `put${name.one}`,
     }),
     route(
       "DELETE",
@@ -59,7 +94,7 @@ function collection<T>(
         await ops.remove(params.id!, ctx);
         return noContent();
       },
-      deleted,
+      { ...deleted, operationId: `delete${name.one}` },
     ),
   ];
 }
@@ -73,19 +108,19 @@ const deleted = { responses: { 204: z.null() } };
 const json = { body: { kind: "json" } } as const;
 
 export const adminRoutes: AdminRoute<any, any>[] = [
-  ...collection("/businesses", "business", {
+  ...collection("/businesses", "business", { one: "Business", many: "Businesses" }, {
     put: (id, body, ctx) => ctx.admin.putBusiness(id, body as never, by(ctx)),
     get: (id, ctx) => ctx.admin.getBusiness(id),
     list: (query, ctx) => ctx.admin.listBusinesses(query),
     remove: (id, ctx) => ctx.admin.deleteBusiness(id, by(ctx)),
   }),
-  ...collection("/teams", "team", {
+  ...collection("/teams", "team", { one: "Team", many: "Teams" }, {
     put: (id, body, ctx) => ctx.admin.putTeam(id, body as never, by(ctx)),
     get: (id, ctx) => ctx.admin.getTeam(id),
     list: (query, ctx) => ctx.admin.listTeams(query),
     remove: (id, ctx) => ctx.admin.deleteTeam(id, by(ctx)),
   }),
-  ...collection("/users", "user", {
+  ...collection("/users", "user", { one: "User", many: "Users" }, {
     put: (id, body, ctx) => ctx.admin.putUser(id, body as never, by(ctx)),
     get: (id, ctx) => ctx.admin.getUser(id),
     list: (query, ctx) => ctx.admin.listUsers(query),
@@ -134,7 +169,7 @@ export const adminRoutes: AdminRoute<any, any>[] = [
     await ctx.admin.deleteApiKey(params.id!, by(ctx));
     return noContent();
   }, deleted),
-  ...collection("/connections", "connection", {
+  ...collection("/connections", "connection", { one: "Connection", many: "Connections" }, {
     put: (id, body, ctx) => ctx.admin.putConnection(id, body as never, by(ctx)),
     get: (id, ctx) => ctx.admin.getConnection(id),
     list: (query, ctx) => ctx.admin.listConnections(query),
@@ -147,7 +182,7 @@ export const adminRoutes: AdminRoute<any, any>[] = [
     ({ params, body }, ctx) => ctx.admin.setSigningSecret(params.id!, body as never, by(ctx)),
     { ...json, responses: { 200: object } },
   ),
-  ...collection("/datasets", "dataset", {
+  ...collection("/datasets", "dataset", { one: "Dataset", many: "Datasets" }, {
     put: (id, body, ctx) => ctx.admin.putDataset(id, body as never, by(ctx)),
     get: (id, ctx) => ctx.admin.getDataset(id),
     list: (query, ctx) => ctx.admin.listDatasets(query),
@@ -174,7 +209,7 @@ export const adminRoutes: AdminRoute<any, any>[] = [
     ({ params, body }, ctx) => ctx.admin.refreshDataset(params.id!, (body ?? {}) as never),
     { ...json, responses: { 200: object } },
   ),
-  ...collection("/tables", "input table", {
+  ...collection("/tables", "input table", { one: "Table", many: "Tables" }, {
     put: (id, body, ctx) => ctx.admin.putTable(id, body as never, by(ctx)),
     get: (id, ctx) => ctx.admin.getTable(id),
     list: (query, ctx) => ctx.admin.listTables(query),
