@@ -1,4 +1,4 @@
-import pg from "pg";
+import type pg from "pg";
 import type { ConnectionRecord, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
 import {
@@ -34,14 +34,18 @@ interface SourceColumn {
  */
 export function postgresConnector(options: PostgresConnectorOptions = {}): Connector {
   const pools = new Map<string, pg.Pool>();
+  // pg is an optional peer: loaded at the first query of a postgres connection, so
+  // `import "dataport"` (which registers this connector by default) never loads it.
+  let driver: Promise<PgDriver> | undefined;
+  const loadDriver = () => (driver ??= import("../peers/pg.js").then(({ default: pgModule }) => ({ pgModule, types: jsonTypes(pgModule) })));
 
-  function poolOf(connection: ConnectionRecord): pg.Pool {
+  function poolOf(pgModule: PgModule, connection: ConnectionRecord): pg.Pool {
     const url = connection.config.url;
     if (typeof url !== "string" || url === "") throw new UpstreamUnavailableError("the connection has no database url");
     const key = `${connection.id}\n${url}`;
     let pool = pools.get(key);
     if (!pool) {
-      pool = new pg.Pool({
+      pool = new pgModule.Pool({
         connectionString: url,
         max: options.poolSize ?? 4,
         connectionTimeoutMillis: 5_000,
@@ -62,16 +66,18 @@ export function postgresConnector(options: PostgresConnectorOptions = {}): Conne
       if (query.format === "geojson") throw new InvalidQueryError("format", "postgres sources answer tabular queries only");
       if (query.source === null) throw new UpstreamUnavailableError("the dataset names no source table");
       const timeout = statementTimeout(connection.config.statementTimeoutMs, options.statementTimeoutMs ?? 5_000);
+      // A missing pg is the host's to fix: it fails the request as an unexpected error, logged with the package to install.
+      const { pgModule, types } = await loadDriver();
       let client: pg.PoolClient;
       try {
-        client = await poolOf(connection).connect();
+        client = await poolOf(pgModule, connection).connect();
       } catch (error) {
         throw translate(error);
       }
       try {
         await client.query("BEGIN TRANSACTION READ ONLY");
         await client.query(`SET LOCAL statement_timeout = ${timeout}`);
-        const result = await selectPage(client, query.source, query);
+        const result = await selectPage(client, query.source, query, types);
         await client.query("COMMIT");
         return result;
       } catch (error) {
@@ -89,7 +95,14 @@ export function postgresConnector(options: PostgresConnectorOptions = {}): Conne
   };
 }
 
-async function selectPage(client: pg.PoolClient, source: string, query: ConnectorQuery): Promise<ConnectorResult> {
+type PgModule = typeof import("pg");
+
+interface PgDriver {
+  pgModule: PgModule;
+  types: pg.CustomTypesConfig;
+}
+
+async function selectPage(client: pg.PoolClient, source: string, query: ConnectorQuery, types: pg.CustomTypesConfig): Promise<ConnectorResult> {
   const { schema, table } = splitSource(source);
   const columns = await sourceColumns(client, schema, table);
   if (columns.length === 0) throw new UpstreamUnavailableError(`source ${source} does not exist`);
@@ -111,7 +124,7 @@ async function selectPage(client: pg.PoolClient, source: string, query: Connecto
     `SELECT * FROM ${schema === null ? "" : `${quoteIdent(schema)}.`}${quoteIdent(table)}` +
     (conditions.length > 0 ? ` WHERE ${conditions.join(" AND ")}` : "") +
     `${order} LIMIT $${values.length - 1} OFFSET $${values.length}`;
-  const result = await client.query<unknown[]>({ text, values, rowMode: "array", types: JSON_TYPES });
+  const result = await client.query<unknown[]>({ text, values, rowMode: "array", types });
   const names = result.fields.map((f) => f.name);
   const rows = result.rows.slice(0, query.limit).map((cells) => {
     // Null-prototype rows: a column named __proto__ is plain data.
@@ -130,13 +143,15 @@ const TIMESTAMP_OID = 1114;
  * `YYYY-MM-DD` and a `timestamp` (no zone) stays wall-clock time
  * `YYYY-MM-DDTHH:MM:SS`, instead of Dates shifted by the server's zone.
  */
-const JSON_TYPES = {
-  getTypeParser(oid: number, format?: "text" | "binary") {
-    if (oid === DATE_OID) return (value: string) => value;
-    if (oid === TIMESTAMP_OID) return (value: string) => value.replace(" ", "T");
-    return pg.types.getTypeParser(oid, format as "text");
-  },
-} as pg.CustomTypesConfig;
+function jsonTypes(pgModule: PgModule): pg.CustomTypesConfig {
+  return {
+    getTypeParser(oid: number, format?: "text" | "binary") {
+      if (oid === DATE_OID) return (value: string) => value;
+      if (oid === TIMESTAMP_OID) return (value: string) => value.replace(" ", "T");
+      return pgModule.types.getTypeParser(oid, format as "text");
+    },
+  } as pg.CustomTypesConfig;
+}
 
 /** A cell as JSON: an instant (`timestamptz`) as ISO 8601 UTC, bytes (`bytea`) as base64. */
 function jsonValue(cell: unknown): unknown {

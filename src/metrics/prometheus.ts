@@ -1,4 +1,4 @@
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "../peers/prom-client.js";
 import type { RequestLogLine } from "../ports/logger.js";
 import type { CacheResult, Metrics, StorageOutcome, UpstreamOutcome } from "../ports/metrics.js";
 

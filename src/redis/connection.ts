@@ -1,4 +1,4 @@
-import { Redis } from "ioredis";
+import { Redis } from "../peers/ioredis.js";
 
 /** Either a client the host owns or a URL to connect to (the connection is then ours to close). */
 export interface RedisConnectionOptions {
