@@ -3,7 +3,6 @@ import type { Storage } from "../ports/storage.js";
 import { postgresAnalytics } from "./analytics.js";
 import { postgresAudit } from "./audit.js";
 import { postgresCatalog } from "./catalog.js";
-import { watchCatalog } from "./catalog-events.js";
 import { createDb, type Db } from "./db.js";
 import { postgresCredentials, postgresIdentity } from "./identity.js";
 import { migrate } from "./migrations.js";
@@ -54,36 +53,23 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
     throw error;
   }
   const db = createDb(pool, schema);
-  const watch = watchCatalog(pool, schema);
-  const { settled: deliveriesSettled, ...webhooks } = postgresWebhooks(db, watch);
-  const { flushUsage, ...analytics } = postgresAnalytics(db, log);
   let closed = false;
   return {
     ...postgresIdentity(db),
     ...postgresCredentials(db),
-    ...postgresCatalog(db, watch),
+    ...postgresCatalog(db),
     ...postgresTables(db),
-    ...webhooks,
+    ...postgresWebhooks(db),
     ...postgresAudit(db, { visibilityWaitMs: options.auditVisibilityWaitMs }),
-    ...analytics,
-    async seed(space) {
-      try {
-        return await seedSpace(db, space);
-      } finally {
-        watch.changed();
-      }
-    },
+    ...postgresAnalytics(db, log),
+    seed: (space) => seedSpace(db, space),
     async ping() {
       await pool.query("SELECT 1");
     },
     async close() {
-      if (closed) return;
+      if (closed || !owned) return;
       closed = true;
-      // Deliveries already received are answered, and the usage counters written, before the pool goes.
-      await deliveriesSettled();
-      await flushUsage();
-      await watch.close();
-      if (owned) await pool.end();
+      await pool.end();
     },
     db,
   };
