@@ -1,8 +1,23 @@
+import { isIP } from "node:net";
 import { parseArgs } from "node:util";
 
 /** A bad flag: printed, exit code 2. */
 export class UsageError extends Error {
   override name = "UsageError";
+}
+
+/** `--help`: the usage goes to stdout, exit code 0. */
+export class HelpRequested extends Error {
+  override name = "HelpRequested";
+}
+
+/**
+ * The server cannot start for a reason the operator fixes outside the code:
+ * a busy port, a host that is not this machine's, an unreachable database.
+ * Printed without a stack trace, exit code 1.
+ */
+export class StartError extends Error {
+  override name = "StartError";
 }
 
 export interface ServerConfig {
@@ -36,13 +51,21 @@ export interface ServerConfig {
   adminToken: string | null;
 }
 
-export const USAGE = `usage: npm start -- [--fixture FILE] [--port 8787] [--host 127.0.0.1]
-                    [--db PATH | :memory: | postgres://...] [--redis redis://...]
-                    [--now ISO_INSTANT] [--audit-lag SECONDS] [--webhook-rate PER_SECOND]
-                    [--app-url URL] [--view-url URL]
-                    [--log json|none] [--metrics] [--metrics-token TOKEN] [--api-rate PER_SECOND]
-                    [--drain-timeout SECONDS] [--storage-timeout SECONDS] [--upstream-timeout SECONDS]
-                    [--admin-token TOKEN]`;
+/** The usage text, for the command that runs the server (`npm start --`, `npx dataport`). */
+export function usage(command: string): string {
+  const indent = " ".repeat(`usage: ${command} `.length);
+  return [
+    `usage: ${command} [--fixture FILE] [--port 8787] [--host 127.0.0.1]`,
+    `[--db PATH | :memory: | postgres://...] [--redis redis://...]`,
+    `[--now ISO_INSTANT] [--audit-lag SECONDS] [--webhook-rate PER_SECOND]`,
+    `[--app-url URL] [--view-url URL]`,
+    `[--log json|none] [--metrics] [--metrics-token TOKEN] [--api-rate PER_SECOND]`,
+    `[--drain-timeout SECONDS] [--storage-timeout SECONDS] [--upstream-timeout SECONDS]`,
+    `[--admin-token TOKEN] [--help]`,
+  ].join(`\n${indent}`);
+}
+
+export const USAGE = usage("npm start --");
 
 /** Parse the example server's flags (see README, "The example server"). Throws UsageError. */
 export function parseServerArgs(argv: readonly string[], defaults: { fixture: string; db: string }): ServerConfig {
@@ -77,20 +100,18 @@ export function parseServerArgs(argv: readonly string[], defaults: { fixture: st
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
-  if (values.help) throw new UsageError("help requested");
+  if (values.help) throw new HelpRequested("--help");
   const str = (name: string) => values[name] as string | undefined;
 
   const port = integer("--port", str("port") ?? "8787", 0, 65535);
-  const host = str("host") ?? "127.0.0.1";
-  if (host === "") throw new UsageError("--host must not be empty");
+  const host = hostName(str("host") ?? "127.0.0.1");
   const now = str("now");
   let nowMs: number | null = null;
   if (now !== undefined) {
     nowMs = Date.parse(now);
     if (!/^\d{4}-\d{2}-\d{2}T/.test(now) || Number.isNaN(nowMs)) throw new UsageError(`--now must be an ISO 8601 instant, got ${now}`);
   }
-  const db = str("db") ?? defaults.db;
-  if (db === "") throw new UsageError("--db must not be empty");
+  const db = database(str("db") ?? defaults.db);
   const redis = str("redis") ?? null;
   if (redis !== null && !/^rediss?:\/\//.test(redis)) throw new UsageError(`--redis must be a redis:// URL, got ${redis}`);
   const appUrl = url("--app-url", str("app-url") ?? `http://${host.includes(":") ? `[${host}]` : host}:${port}`);
@@ -125,6 +146,32 @@ export function parseServerArgs(argv: readonly string[], defaults: { fixture: st
     upstreamTimeoutSeconds: nonNegative("--upstream-timeout", str("upstream-timeout") ?? "15"),
     adminToken,
   };
+}
+
+/**
+ * `--host`: an IP address or a DNS name. Checked here, because the default
+ * app URL is built from it and would otherwise be the flag blamed.
+ */
+function hostName(text: string): string {
+  if (isIP(text) !== 0) return text;
+  const label = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+  if (text.length <= 253 && new RegExp(`^${label}(?:\\.${label})*\\.?$`).test(text)) return text;
+  throw new UsageError(`--host must be an IP address or a host name (127.0.0.1, 0.0.0.0, ::1, localhost), got ${JSON.stringify(text)}`);
+}
+
+/**
+ * `--db`: a SQLite file path, `:memory:` or a postgres:// URL. Anything else
+ * that looks like a URL is refused: a misspelt scheme (`postgress://`) would
+ * otherwise become a SQLite file of that name. Only the scheme is quoted back,
+ * never the URL (it may carry a password).
+ */
+function database(text: string): string {
+  if (text === "") throw new UsageError("--db must not be empty");
+  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(text)?.[1];
+  if (scheme === undefined) return text;
+  if (/^postgres(ql)?$/i.test(scheme)) return `${scheme.toLowerCase()}${text.slice(scheme.length)}`;
+  const hint = /^(sqlite3?|file)$/i.test(scheme) ? " (for SQLite, give the file path itself)" : /^p/i.test(scheme) ? " (did you mean postgres://?)" : "";
+  throw new UsageError(`--db does not know the scheme ${scheme}://${hint}; give a SQLite file path, :memory:, or a postgres:// URL`);
 }
 
 function integer(flag: string, text: string, min: number, max: number): number {
