@@ -11,11 +11,21 @@
  *   BENCH_AB=/tmp/dist-before npm run bench -- webhook-memory
  *       # A/B: Dataport built from another checkout's dist/ takes the baseline's
  *       # place, so the ratio is this build against that one (above 1: faster)
+ *   npm run bench -- postgres     # the PostgreSQL scenarios (webhook-postgres, me-postgres)
+ *
+ * PostgreSQL scenarios run on the database BENCH_PG_URL (default
+ * postgres://postgres@127.0.0.1:5432/dataport_bench, created when missing:
+ * its own database, so pg_stat_database counts only the bench's commits),
+ * each measured server in a schema of its own, dropped at the end. After the
+ * paired rounds each side runs once more alone, and the database's
+ * xact_commit before its start and after its exit (a backend flushes its
+ * counters when it exits) gives the commits per request.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import autocannon from "autocannon";
+import pg from "pg";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 /** Baseline and Dataport alternate this many times; the median of the per-round ratios is reported (this machine's throughput drifts by ±25% run to run). */
@@ -38,6 +48,8 @@ interface Side {
   env?: Record<string, string>;
   request: autocannon.Options["requests"];
   url: string;
+  /** Server processes sharing the load (and, on PostgreSQL, one schema); the connections are split between them. Default 1. */
+  instances?: number;
 }
 
 interface Scenario {
@@ -47,6 +59,8 @@ interface Scenario {
   baseline: Side;
   /** Run before measuring, e.g. to capture the bytes the baseline must answer. */
   prepare?: (url: string) => Promise<Record<string, string>>;
+  /** Both sides use PostgreSQL: each server gets a schema, and commits per request are measured. */
+  postgres?: boolean;
 }
 
 const scenarios: Scenario[] = [
@@ -86,6 +100,39 @@ const scenarios: Scenario[] = [
       request: [{ method: "POST", headers: { "content-type": "application/json" }, body: PAYLOAD_1KB }],
     },
   },
+  ...[1, 2].map(
+    (instances): Scenario => ({
+      name: `webhook-postgres${instances === 1 ? "" : "-2i"}: POST 1 KB JSON on PostgreSQL (200 after commit), ${instances === 1 ? "one instance" : "two instances on one schema"} vs bare node:http + pg pool, one INSERT per request${instances === 1 ? "" : " (two servers)"}`,
+      goal: 1.0,
+      postgres: true,
+      dataport: {
+        server: "postgres-dataport",
+        url: "/api/webhooks/wh_demo_shop_events",
+        request: [{ method: "POST", headers: { "content-type": "application/json" }, body: PAYLOAD_1KB }],
+        instances,
+      },
+      baseline: {
+        server: "postgres-baseline",
+        env: { BENCH_BASELINE: "insert" },
+        url: "/",
+        request: [{ method: "POST", headers: { "content-type": "application/json" }, body: PAYLOAD_1KB }],
+        instances,
+      },
+    }),
+  ),
+  {
+    name: "me-postgres: GET /api/v1/me on PostgreSQL vs bare node:http + pg pool, one SELECT per request",
+    goal: 0.8,
+    postgres: true,
+    dataport: { server: "postgres-dataport", url: "/api/v1/me", request: [{ method: "GET", headers: { authorization: `Bearer ${TOKEN}` } }] },
+    baseline: {
+      server: "postgres-baseline",
+      env: { BENCH_BASELINE: "select" },
+      url: "/api/v1/me",
+      request: [{ method: "GET", headers: { authorization: `Bearer ${TOKEN}` } }],
+    },
+    prepare: async (url) => ({ BODY: await (await fetch(`${url}/api/v1/me`, { headers: { authorization: `Bearer ${TOKEN}` } })).text() }),
+  },
 ];
 
 /**
@@ -121,7 +168,7 @@ async function start(name: string, port: number, env: Record<string, string> = {
 interface Measured {
   /** Requests per second. */
   rate: number;
-  /** The server process's own CPU time (user + system) per request, in µs: steadier than req/s when the machine is noisy. */
+  /** The server processes' own CPU time (user + system) per request, in µs: steadier than req/s when the machine is noisy. */
   cpuMicros: number | null;
 }
 
@@ -132,20 +179,81 @@ function cpuTicks(pid: number | undefined): number | null {
   return Number(fields[11]) + Number(fields[12]);
 }
 
-async function measure(side: Side, port: number, env: Record<string, string> = {}): Promise<Measured> {
-  const child = await start(side.server, port, { ...env, ...side.env });
+/** A side's server processes (one per instance) on consecutive ports. */
+interface Running {
+  side: Side;
+  children: ChildProcess[];
+  ports: number[];
+}
+
+/** PostgreSQL: every started side gets a fresh schema, shared by its instances. */
+const PG_URL = process.env.BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/dataport_bench";
+const pgSchemas: string[] = [];
+function sideEnv(scenario: Scenario): Record<string, string> {
+  if (!scenario.postgres) return {};
+  const schema = `bench_${process.pid}_${pgSchemas.length + 1}`;
+  pgSchemas.push(schema);
+  return { BENCH_PG_URL: PG_URL, BENCH_PG_SCHEMA: schema };
+}
+
+let port = 18_700;
+async function startSide(side: Side, env: Record<string, string>): Promise<Running> {
+  const children: ChildProcess[] = [];
+  const ports: number[] = [];
   try {
-    const url = `http://127.0.0.1:${port}${side.url}`;
-    await autocannon({ url, connections: CONNECTIONS, duration: 1, requests: side.request }); // warm-up
-    const before = cpuTicks(child.pid);
-    const result = await autocannon({ url, connections: CONNECTIONS, duration: SECONDS, requests: side.request });
-    const after = cpuTicks(child.pid);
+    // One after the other: on a new schema the first migrates and seeds.
+    for (let i = 0; i < (side.instances ?? 1); i++) {
+      ports.push(++port);
+      children.push(await start(side.server, port, { ...env, ...side.env }));
+    }
+  } catch (error) {
+    await stopSide({ side, children, ports });
+    throw error;
+  }
+  return { side, children, ports };
+}
+
+async function stopSide(running: Running): Promise<void> {
+  for (const child of running.children) child.kill("SIGTERM");
+  await Promise.all(running.children.map((child) => new Promise((r) => (child.exitCode === null ? child.once("exit", r) : r(null)))));
+}
+
+/** The side's instances driven at once, CONNECTIONS split between them; rates and totals summed. */
+async function load(running: Running, duration: number): Promise<{ rate: number; total: number; non2xx: number }> {
+  const { side, ports } = running;
+  const connections = Math.max(1, Math.round(CONNECTIONS / ports.length));
+  const results = await Promise.all(
+    ports.map((p) => autocannon({ url: `http://127.0.0.1:${p}${side.url}`, connections, duration, requests: side.request })),
+  );
+  return {
+    rate: results.reduce((sum, r) => sum + r.requests.average, 0),
+    total: results.reduce((sum, r) => sum + r.requests.total, 0),
+    non2xx: results.reduce((sum, r) => sum + r.non2xx, 0),
+  };
+}
+
+function sideTicks(running: Running): number | null {
+  let sum = 0;
+  for (const child of running.children) {
+    const ticks = cpuTicks(child.pid);
+    if (ticks === null) return null;
+    sum += ticks;
+  }
+  return sum;
+}
+
+async function measure(side: Side, env: Record<string, string>): Promise<Measured> {
+  const running = await startSide(side, env);
+  try {
+    await load(running, 1); // warm-up
+    const before = sideTicks(running);
+    const result = await load(running, SECONDS);
+    const after = sideTicks(running);
     if (result.non2xx > 0) console.log(`  ! ${side.server}: ${result.non2xx} non-2xx responses`);
-    const cpuMicros = before === null || after === null || result.requests.total === 0 ? null : ((after - before) * 10_000) / result.requests.total;
-    return { rate: result.requests.average, cpuMicros };
+    const cpuMicros = before === null || after === null || result.total === 0 ? null : ((after - before) * 10_000) / result.total;
+    return { rate: result.rate, cpuMicros };
   } finally {
-    child.kill("SIGTERM");
-    await new Promise((r) => child.once("exit", r));
+    await stopSide(running);
   }
 }
 
@@ -155,54 +263,116 @@ async function measure(side: Side, port: number, env: Record<string, string> = {
  * is the ratio of their CPU cost per request, and whatever else the machine
  * does at that moment slows both alike.
  */
-async function measurePair(a: Side, portA: number, b: Side, portB: number, env: Record<string, string>): Promise<[Measured, Measured]> {
-  const [childA, childB] = [await start(a.server, portA, { ...env, ...a.env }), await start(b.server, portB, { ...env, ...b.env })];
-  const load = (side: Side, port: number, duration: number) =>
-    autocannon({ url: `http://127.0.0.1:${port}${side.url}`, connections: CONNECTIONS, duration, requests: side.request });
+async function measurePair(a: Side, envA: Record<string, string>, b: Side, envB: Record<string, string>): Promise<[Measured, Measured]> {
+  const ra = await startSide(a, envA);
+  let rb: Running;
   try {
-    await Promise.all([load(a, portA, 1), load(b, portB, 1)]); // warm-up
-    const before = [cpuTicks(childA.pid), cpuTicks(childB.pid)];
-    const [ra, rb] = await Promise.all([load(a, portA, SECONDS), load(b, portB, SECONDS)]);
-    const after = [cpuTicks(childA.pid), cpuTicks(childB.pid)];
-    for (const [side, r] of [[a, ra], [b, rb]] as const) if (r.non2xx > 0) console.log(`  ! ${side.server}: ${r.non2xx} non-2xx responses`);
+    rb = await startSide(b, envB);
+  } catch (error) {
+    await stopSide(ra);
+    throw error;
+  }
+  try {
+    await Promise.all([load(ra, 1), load(rb, 1)]); // warm-up
+    const before = [sideTicks(ra), sideTicks(rb)];
+    const [la, lb] = await Promise.all([load(ra, SECONDS), load(rb, SECONDS)]);
+    const after = [sideTicks(ra), sideTicks(rb)];
+    for (const [side, r] of [[a, la], [b, lb]] as const) if (r.non2xx > 0) console.log(`  ! ${side.server}: ${r.non2xx} non-2xx responses`);
     const cpu = (i: number, total: number) => (before[i] === null || after[i] === null || total === 0 ? null : ((after[i]! - before[i]!) * 10_000) / total);
     return [
-      { rate: ra.requests.average, cpuMicros: cpu(0, ra.requests.total) },
-      { rate: rb.requests.average, cpuMicros: cpu(1, rb.requests.total) },
+      { rate: la.rate, cpuMicros: cpu(0, la.total) },
+      { rate: lb.rate, cpuMicros: cpu(1, lb.total) },
     ];
   } finally {
-    for (const child of [childA, childB]) child.kill("SIGTERM");
-    await Promise.all([childA, childB].map((child) => new Promise((r) => (child.exitCode === null ? child.once("exit", r) : r(null)))));
+    await Promise.all([stopSide(ra), stopSide(rb)]);
+  }
+}
+
+/** The bench database's committed transactions so far (read on a connection of its own, which then exits). */
+async function pgCommits(): Promise<number> {
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ n: string }>("select xact_commit as n from pg_stat_database where datname = current_database()");
+    return Number(rows[0]!.n);
+  } finally {
+    await client.end();
+  }
+}
+
+/** The side alone: commits of the bench database per request, from before its start to after its exit. */
+async function commitsPerRequest(side: Side, env: Record<string, string>): Promise<number> {
+  const before = await pgCommits();
+  const running = await startSide(side, env);
+  let total = 0;
+  try {
+    total += (await load(running, 1)).total;
+    total += (await load(running, SECONDS)).total;
+  } finally {
+    await stopSide(running);
+  }
+  // Backends flush their counters as they exit, just after the server closes its pool.
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  return ((await pgCommits()) - before) / total;
+}
+
+async function preparePostgres(): Promise<void> {
+  const url = new URL(PG_URL);
+  const name = decodeURIComponent(url.pathname.slice(1));
+  url.pathname = "/postgres";
+  const client = new pg.Client({ connectionString: url.toString() });
+  await client.connect();
+  try {
+    const found = await client.query("select 1 from pg_database where datname = $1", [name]);
+    if (found.rowCount === 0) await client.query(`create database "${name.replaceAll('"', '""')}"`);
+  } finally {
+    await client.end();
+  }
+}
+
+async function dropPostgresSchemas(): Promise<void> {
+  if (pgSchemas.length === 0) return;
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  try {
+    for (const schema of pgSchemas.splice(0)) await client.query(`drop schema if exists "${schema}" cascade`);
+  } finally {
+    await client.end();
   }
 }
 
 const filters = process.argv.slice(2);
-let port = 18_700;
-for (const scenario of scenarios) {
-  if (filters.length > 0 && !filters.some((f) => scenario.name.includes(f))) continue;
+const selected = scenarios.filter((scenario) => filters.length === 0 || filters.some((f) => scenario.name.includes(f)));
+if (selected.some((scenario) => scenario.postgres)) await preparePostgres();
+try {
+  for (const scenario of selected) await run(scenario);
+} finally {
+  await dropPostgresSchemas();
+}
+
+async function run(scenario: Scenario): Promise<void> {
   const missing = [scenario.dataport.server, scenario.baseline.server].filter((s) => !existsSync(`bench/servers/${s}.ts`));
   if (missing.length > 0) {
     console.log(`- ${scenario.name}: skipped (no bench/servers/${missing.join(", ")}.ts)`);
-    continue;
+    return;
   }
   let env: Record<string, string> = {};
   if (scenario.prepare) {
-    const probe = await start(scenario.dataport.server, ++port);
-    env = await scenario.prepare(`http://127.0.0.1:${port}`);
-    probe.kill("SIGTERM");
-    await new Promise((r) => probe.once("exit", r));
+    const probe = await startSide({ ...scenario.dataport, instances: 1 }, sideEnv(scenario));
+    env = await scenario.prepare(`http://127.0.0.1:${probe.ports[0]}`);
+    await stopSide(probe);
   }
+  const dataportSide = OVERRIDE ? { ...scenario.dataport, server: OVERRIDE } : scenario.dataport;
+  const baselineSide = AB_DIST ? { ...scenario.dataport, env: { ...scenario.dataport.env, BENCH_DIST: AB_DIST } } : scenario.baseline;
   const rounds: Array<{ baseline: Measured; dataport: Measured; ratio: number; cpuRatio: number | null }> = [];
   for (let round = 0; round < ROUNDS; round++) {
-    const dataportSide = OVERRIDE ? { ...scenario.dataport, server: OVERRIDE } : scenario.dataport;
-    const baselineSide = AB_DIST ? { ...scenario.dataport, env: { ...scenario.dataport.env, BENCH_DIST: AB_DIST } } : scenario.baseline;
     let baseline: Measured;
     let dataport: Measured;
     if (PAIRED) {
-      [baseline, dataport] = await measurePair(baselineSide, ++port, dataportSide, ++port, env);
+      [baseline, dataport] = await measurePair(baselineSide, { ...env, ...sideEnv(scenario) }, dataportSide, { ...env, ...sideEnv(scenario) });
     } else {
-      baseline = await measure(baselineSide, ++port, env);
-      dataport = await measure(dataportSide, ++port, env);
+      baseline = await measure(baselineSide, { ...env, ...sideEnv(scenario) });
+      dataport = await measure(dataportSide, { ...env, ...sideEnv(scenario) });
     }
     const cpuRatio = baseline.cpuMicros !== null && dataport.cpuMicros ? baseline.cpuMicros / dataport.cpuMicros : null;
     rounds.push({ baseline, dataport, ratio: dataport.rate / baseline.rate, cpuRatio });
@@ -218,6 +388,11 @@ for (const scenario of scenarios) {
   const cpuLine = cpuRatios.length > 0 ? `; by server CPU per request ${median(cpuRatios).toFixed(2)}x` : "";
   const verdict = AB_DIST ? `this build vs ${AB_DIST}` : `(goal >= ${scenario.goal}x) ${ratio >= scenario.goal ? "OK" : "BELOW GOAL"}`;
   console.log(`  median ratio ${ratio.toFixed(2)}x ${verdict}${cpuLine}`);
+  if (scenario.postgres) {
+    const commits = async (side: Side) => (await commitsPerRequest(side, { ...env, ...sideEnv(scenario) })).toFixed(2);
+    const sides = AB_DIST ? `${AB_DIST} ${await commits(baselineSide)}, this build` : `baseline ${await commits(baselineSide)}, dataport`;
+    console.log(`  PostgreSQL commits per request (each side alone, ${CONNECTIONS} connections): ${sides} ${await commits(dataportSide)}`);
+  }
 }
 
 for (const script of ["bench/sqlite-reads.ts", "bench/bulk-upload.ts"]) {

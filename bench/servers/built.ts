@@ -16,3 +16,4 @@ export type Dataport = typeof import("../../src/index.js");
 export type NodeAdapter = typeof import("../../adapters/node.js");
 export type MemoryEntry = typeof import("../../src/memory/index.js");
 export type SqliteEntry = typeof import("../../src/sqlite/index.js");
+export type PostgresEntry = typeof import("../../src/postgres/index.js");
