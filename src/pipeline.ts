@@ -1,0 +1,319 @@
+import { randomUUID } from "node:crypto";
+import type { Admin } from "./admin/index.js";
+import { actorOf, assertKeyPlan, assertScope, authenticate, bearerToken, type Credential, unauthorized } from "./auth.js";
+import { andThen, type Awaitable, isPromiseLike } from "./awaitable.js";
+import type { ApiSettings, HandlerContext, Operations, Ports } from "./context.js";
+import { idSource, safeEqual } from "./domain/crypto.js";
+import type { AuditEvent } from "./domain/model.js";
+import { isoTime } from "./domain/time.js";
+import { ApiError } from "./errors.js";
+import { checkDeclaredLength, isJsonType, parseJsonObject, parseJsonValue } from "./http/body.js";
+import { parseQuery } from "./http/query.js";
+import { JSON_CONTENT_TYPE, Reply } from "./http/reply.js";
+import type { ApiReply, ApiRequest } from "./http/types.js";
+import type { RequestObserver } from "./observe.js";
+import type { Logger } from "./ports/logger.js";
+import type { SessionAuthenticator } from "./ports/session.js";
+import { resolveClientAddress } from "./proxy.js";
+import { isRateLimit, takeRateToken } from "./rate-limit.js";
+import type { RouteMatch, Router } from "./router.js";
+import type { AuthedRoute, RouteDef, RouteInput } from "./routing.js";
+import type { TokenHashes } from "./token-hashes.js";
+
+/** What the pipeline works with, built once by `createDataApi`. */
+export interface PipelineParts {
+  router: Router;
+  ports: Ports;
+  settings: ApiSettings;
+  sessions: SessionAuthenticator;
+  tokenHashes: TokenHashes;
+  /** The admin functions and token, when the admin API is mounted. */
+  admin: { functions: Admin; token: Uint8Array } | null;
+  logger: Logger;
+  observe: RequestObserver | null;
+  operations: Operations;
+}
+
+/** One request on its way through the stages: what later stages, `fail` and `finish` read. */
+class Exchange {
+  readonly startedAt = performance.now();
+  clientAddress: string | null = null;
+  match: RouteMatch | null = null;
+  route: RouteDef | null = null;
+  params: Readonly<Record<string, string>> | null = null;
+  credential: Credential | undefined = undefined;
+  rateHeaders: Record<string, string> | null = null;
+  failure: unknown = undefined;
+  constructor(
+    readonly req: ApiRequest,
+    readonly requestId: string,
+  ) {}
+}
+
+/**
+ * The request pipeline: an ApiRequest in, its ApiReply out, in five stages.
+ *
+ *   1. route   the route table's entry for the method and target: a
+ *              preflight is answered here; 404, 405; path parameters decoded
+ *   2. admit   what the route asks of the caller: nothing, the admin token,
+ *              or a bearer key or session, then its rate limit, plan and scope
+ *   3. input   query and body, parsed as the route declares them
+ *   4. run     the handler; a plain value becomes a 200 JSON reply
+ *   5. finish  the headers every reply carries, the usage log, the observer
+ *
+ * A failure in any stage, thrown or rejected, becomes the error envelope
+ * (`fail`) and is finished like any reply.
+ *
+ * Each stage continues at once when the one before gave a plain value
+ * (`andThen`), so a request that waits for nothing is answered without a
+ * promise, and the adapter can write it at once.
+ */
+export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Awaitable<ApiReply> {
+  const { router, ports, settings, sessions, tokenHashes, admin, logger, observe, operations } = parts;
+  const { storage, clock } = ports;
+  const nextRequestId = idSource();
+  const log = (message: string, error?: unknown) => logger.error(message, error);
+
+  return function dispatch(req) {
+    const x = new Exchange(req, nextRequestId());
+    let reply: Awaitable<ApiReply>;
+    try {
+      x.clientAddress = resolveClientAddress(req.clientAddress, req.headers, settings.trustedProxies);
+      const route = routeStage(x);
+      reply = route === null ? preflight() : andThen(admit(x, route), () => andThen(input(x, route), (parsed) => run(x, route, parsed)));
+    } catch (error) {
+      return finish(x, fail(x, error));
+    }
+    if (!isPromiseLike(reply)) return finish(x, reply);
+    return Promise.resolve(reply).then(
+      (settled) => finish(x, settled),
+      (error: unknown) => finish(x, fail(x, error)),
+    );
+  };
+
+  /** Stage 1: the route, or null for a preflight (answered for any path). */
+  function routeStage(x: Exchange): RouteDef | null {
+    const { req } = x;
+    const match = router.match(req.path ?? req.url);
+    x.match = match;
+    if (req.method === "OPTIONS") return null;
+    if (match === null) throw new ApiError(404, "not_found", "no such endpoint");
+    const route = match.group.byMethod.get(req.method);
+    if (!route) throw new ApiError(405, "method_not_allowed", `${req.method} is not allowed here`, { headers: { allow: match.group.allow } });
+    x.route = route;
+    x.params = match.params;
+    return route;
+  }
+
+  /** Stage 2: the caller, as the route requires. */
+  function admit(x: Exchange, route: RouteDef): Awaitable<void> {
+    if (route.auth === "none") return;
+    const authorization = x.req.headers.get("authorization");
+    if (route.auth === "admin") return checkAdminAuthorization(authorization, admin!.token);
+    return andThen(authenticate(authorization, storage, sessions, tokenHashes), (credential) => {
+      x.credential = credential;
+      if (!isRateLimit(settings.apiRatePerSecond)) return authorize(credential, route);
+      return andThen(takeApiToken(credential), (rateHeaders) => {
+        x.rateHeaders = rateHeaders;
+        authorize(credential, route);
+      });
+    });
+  }
+
+  /** The Data Access API's per-credential bucket (`apiRatePerSecond`, burst twice that), or 429. */
+  function takeApiToken(credential: Credential): Awaitable<Record<string, string>> {
+    const key = credential.kind === "api-key" ? `api:key:${credential.key.id}` : `api:user:${credential.user.id}`;
+    return takeRateToken(ports.rateLimiter, key, settings.apiRatePerSecond, clock.now(), "too many requests for this credential; retry later");
+  }
+
+  /** Stage 3: the handler's input. A body is read only once the caller is admitted. */
+  function input(x: Exchange, route: RouteDef): Awaitable<RouteInput<unknown, unknown>> {
+    const { req } = x;
+    const params = x.params!;
+    const query = route.query ? parseQuery(route.query, x.match!.query) : {};
+    const kind = route.body?.kind;
+    if (kind === undefined) return { params, query, body: undefined, headers: req.headers };
+    if (kind === "stream") {
+      const limit = settings.maxUploadBytes;
+      const contentType = checkBodyHeaders(req, kind, limit);
+      const chunks = req.streamBody ? req.streamBody(limit) : wholeBody(req, limit);
+      return { params, query, body: { chunks, contentType }, headers: req.headers };
+    }
+    const limit = settings.maxBodyBytes;
+    const contentType = checkBodyHeaders(req, kind, limit);
+    return andThen(req.readBody(limit), (bytes) => {
+      const body = kind === "raw" ? { bytes, contentType } : kind === "json" ? parseJsonValue(bytes) : parseJsonObject(bytes);
+      return { params, query, body, headers: req.headers };
+    });
+  }
+
+  /** Stage 4: the handler, with the ports and the request's facts. */
+  function run(x: Exchange, route: RouteDef, parsed: RouteInput<unknown, unknown>): Awaitable<ApiReply> {
+    const { req } = x;
+    const isAdmin = route.auth === "admin";
+    const ctx: HandlerContext & { credential?: Credential; admin?: Admin; actorUserId: string | null } = {
+      storage,
+      cache: ports.cache,
+      clock,
+      rateLimiter: ports.rateLimiter,
+      connectors: ports.connectors,
+      settings,
+      requestId: x.requestId,
+      clientAddress: x.clientAddress,
+      userAgent: req.headers.get("user-agent"),
+      log,
+      operations,
+      audit: recordAudit,
+      credential: x.credential,
+      admin: isAdmin ? admin!.functions : undefined,
+      actorUserId: isAdmin ? req.headers.get("x-actor-user-id") : null,
+    };
+    const result = (route.handle as (input: unknown, ctx: HandlerContext) => unknown)(parsed, ctx);
+    // A Reply owns its headers object, so `finish` adds the edge's headers to it in place.
+    return andThen(result, (value) =>
+      value instanceof Reply ? value : { status: 200, headers: { "content-type": JSON_CONTENT_TYPE }, body: JSON.stringify(value) },
+    );
+  }
+
+  /** The error envelope for a failure in any stage; the API's own 5xx also reach the business feed. */
+  function fail(x: Exchange, error: unknown): ApiReply {
+    x.failure = error;
+    const reply = errorReply(error, x.requestId, logger);
+    // Without a credential no business can be named, so only the log in errorReply keeps it.
+    const { credential } = x;
+    if (reply.status >= 500 && credential) {
+      recordAudit({
+        teamId: teamOf(credential, x.match?.query.teamId),
+        category: "error",
+        action: "api.error",
+        actor: actorOf(credential),
+        target: x.route ? { type: "route", id: `${x.req.method} ${x.match!.group.template}` } : null,
+        outcome: "failure",
+        ip: x.clientAddress,
+        userAgent: x.req.headers.get("user-agent"),
+        details: { requestId: x.requestId, status: reply.status },
+      });
+    }
+    return reply;
+  }
+
+  /** Stage 5: the headers every reply carries, the usage log and the observer. */
+  function finish(x: Exchange, reply: ApiReply): ApiReply {
+    const { headers } = reply;
+    const { route, match, credential, req } = x;
+    if (x.rateHeaders !== null) for (const name in x.rateHeaders) headers[name] ??= x.rateHeaders[name]!;
+    headers["access-control-allow-origin"] = "*";
+    headers["access-control-expose-headers"] = exposedHeaders(headers);
+    headers["x-request-id"] = x.requestId;
+    const durationMs = performance.now() - x.startedAt;
+    if (route && route.logged !== false && match) {
+      recordCall({
+        at: isoTime(clock.now()),
+        teamId: credential ? teamOf(credential, match.query.teamId) : null,
+        credentialKind: credential ? credential.kind : "anonymous",
+        credentialId: credential ? (credential.kind === "api-key" ? credential.key.id : credential.user.id) : null,
+        credentialName: credential ? (credential.kind === "api-key" ? credential.key.name : credential.user.email) : null,
+        method: req.method,
+        route: match.group.template,
+        objectId: x.params?.id ?? null,
+        status: reply.status,
+        latencyMs: Math.round(durationMs),
+      });
+    }
+    observe?.(x.requestId, req.method, match ? match.group.template : null, reply.status, x.failure, durationMs, credential);
+    return reply;
+  }
+
+  /** The usage log, off the critical path: a failing write never fails or slows the request. */
+  function recordCall(call: Parameters<typeof storage.recordApiCall>[0]): void {
+    try {
+      storage.recordApiCall(call)?.catch((error: unknown) => log("could not record an API call", error));
+    } catch (error) {
+      log("could not record an API call", error);
+    }
+  }
+
+  /** An audit event the library writes (handlers' `ctx.audit`, 5xx), off the critical path like the usage log. */
+  function recordAudit(event: Omit<AuditEvent, "id" | "time"> & { time?: string }): void {
+    const now = clock.now();
+    const full: AuditEvent = { ...event, id: `evt_${randomUUID()}`, time: event.time ?? isoTime(now) };
+    storage.appendAuditEvent(full, now).catch((error: unknown) => log("could not store an audit event", error));
+  }
+}
+
+const PREFLIGHT_HEADERS: Readonly<Record<string, string>> = {
+  "access-control-allow-methods": "GET, POST, PATCH, DELETE, OPTIONS",
+  "access-control-allow-headers":
+    "Content-Type, Authorization, Idempotency-Key, Cache-Control, X-Webhook-Signature, X-Hub-Signature-256, Webhook-Id, Webhook-Timestamp, Webhook-Signature",
+  "access-control-max-age": "86400",
+};
+
+function preflight(): ApiReply {
+  return { status: 204, headers: { ...PREFLIGHT_HEADERS }, body: null };
+}
+
+/** Response headers a browser script may read, named only when the response carries them (most carry just the id). */
+const EXPOSABLE: ReadonlyArray<[header: string, exposed: string]> = [
+  ["retry-after", "Retry-After"],
+  ["ratelimit-limit", "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset"],
+  ["idempotent-replayed", "Idempotent-Replayed"],
+  ["www-authenticate", "WWW-Authenticate"],
+];
+
+function exposedHeaders(headers: Record<string, string>): string {
+  let exposed = "X-Request-Id";
+  for (const [name, names] of EXPOSABLE) if (name in headers) exposed += `, ${names}`;
+  return exposed;
+}
+
+/** The team a call is counted for: a key's own team; for a session, the `teamId` it sent when it is a member, else its first team. */
+function teamOf(credential: Credential, requestedTeamId?: string | string[]): string {
+  if (credential.kind === "api-key") return credential.team.id;
+  const requested = typeof requestedTeamId === "string" ? credential.memberships.find((m) => m.teamId === requestedTeamId) : undefined;
+  return requested?.teamId ?? credential.memberships[0]?.teamId ?? "";
+}
+
+/** `Bearer <admin token>`, compared in constant time; anything else is 401. */
+function checkAdminAuthorization(authorization: string | null, adminToken: Uint8Array): void {
+  const token = authorization === null ? null : bearerToken(authorization);
+  if (token === null || !safeEqual(Buffer.from(token, "utf8"), adminToken)) throw unauthorized("a valid admin token is required");
+}
+
+/** What a credential must have besides being valid: a paid plan (keys) and the route's scope. */
+function authorize(credential: Credential, route: AuthedRoute<unknown, unknown>): void {
+  assertKeyPlan(credential);
+  assertScope(credential, route.scope);
+}
+
+/** Refusals a body earns before it is read (declared length over the limit; a JSON route's media type). Returns the content type. */
+function checkBodyHeaders(req: ApiRequest, kind: "json-object" | "json" | "raw" | "stream", limit: number): string | null {
+  checkDeclaredLength(req.headers.get("content-length"), limit);
+  const contentType = req.headers.get("content-type");
+  if ((kind === "json-object" || kind === "json") && !isJsonType(contentType)) {
+    throw new ApiError(415, "unsupported_media_type", "send the body as application/json");
+  }
+  return contentType;
+}
+
+/** A body the adapter can only hand over whole, as a stream of one chunk. */
+async function* wholeBody(req: ApiRequest, limit: number): AsyncIterable<Uint8Array> {
+  yield await req.readBody(limit);
+}
+
+/** The error envelope: an ApiError as it says; anything else is logged with the request id and becomes a 500 that reveals nothing. */
+function errorReply(error: unknown, requestId: string, logger: Logger): ApiReply {
+  let status = 500;
+  let payload: Record<string, unknown>;
+  let headers: Record<string, string> = {};
+  if (error instanceof ApiError) {
+    status = error.status;
+    payload = { code: error.code, message: error.message };
+    if (error.details) payload.details = error.details;
+    headers = { ...error.headers };
+  } else {
+    logger.error("unexpected error", error, { requestId });
+    payload = { code: "internal", message: "internal error" };
+  }
+  payload.requestId = requestId;
+  return { status, headers: { "content-type": JSON_CONTENT_TYPE, ...headers }, body: JSON.stringify({ error: payload }) };
+}
