@@ -26,8 +26,14 @@ export default defineConfig({
   clean: true,
   sourcemap: true,
   splitting: true,
-  // pg, ioredis and prom-client are optional peers, loaded by src/peers/ only where needed.
-  external: ["better-sqlite3", "pg", "ioredis", "prom-client", "vitest"],
+  // pg, ioredis and prom-client are optional peers, loaded by src/peers/ only where needed, with
+  // an error naming the package when it is missing. Every import of them in the sources goes
+  // through those loaders, even one written `from "pg"` (src/peers/ load them with require()).
+  external: ["better-sqlite3", "vitest"],
+  noExternal: ["pg", "ioredis", "prom-client"],
+  esbuildOptions(options) {
+    options.alias = { pg: "./src/peers/pg.ts", ioredis: "./src/peers/ioredis.ts", "prom-client": "./src/peers/prom-client.ts" };
+  },
   async onSuccess() {
     await mkdir("dist/demo", { recursive: true });
     await copyFile("examples/demo/space.json", "dist/demo/space.json");

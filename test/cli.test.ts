@@ -1,8 +1,11 @@
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { createServer, type Server } from "node:net";
 import { Volume } from "memfs";
 import { describe, expect, it } from "vitest";
-import { parseServerArgs, UsageError } from "../examples/server/cli.js";
+import { HelpRequested, parseServerArgs, StartError, usage, UsageError } from "../examples/server/cli.js";
 import { startServer } from "../examples/server/server.js";
+import { checkPostgres, checkRedis } from "../examples/server/shared.js";
 import { parseExampleArgs } from "../examples/shared/options.js";
 import { FixtureError } from "../src/fixture/load.js";
 import { testFixture, TOKENS } from "./support/fixture.js";
@@ -104,6 +107,48 @@ describe("example server flags", () => {
       expect(() => parseServerArgs(argv, defaults)).toThrow(message);
     }
   });
+
+  it("asks for the usage with --help (not a usage error), worded for the command that runs it", () => {
+    expect(() => parseServerArgs(["--help"], defaults)).toThrow(HelpRequested);
+    expect(() => parseServerArgs(["--port", "1", "--help"], defaults)).not.toThrow(UsageError);
+    expect(usage("npx dataport")).toMatch(/^usage: npx dataport \[--fixture FILE\] \[--port 8787\] \[--host 127\.0\.0\.1\]\n {20}\[--db PATH/);
+    expect(usage("npm start --")).toContain("[--admin-token TOKEN] [--help]");
+  });
+
+  it("refuses a --db URL of a scheme it cannot open, quoting the scheme but never the URL", () => {
+    const refused: Array<[string, string]> = [
+      ["postgress://ada:s3cret@db.example.com/app", "--db does not know the scheme postgress:// (did you mean postgres://?); give a SQLite file path, :memory:, or a postgres:// URL"],
+      ["mysql://ada:s3cret@db.example.com/app", "--db does not know the scheme mysql://; give a SQLite file path, :memory:, or a postgres:// URL"],
+      ["sqlite://data.db", "--db does not know the scheme sqlite:// (for SQLite, give the file path itself); give"],
+      ["pg://localhost/app", "--db does not know the scheme pg:// (did you mean postgres://?)"],
+    ];
+    for (const [db, message] of refused) {
+      let error: unknown;
+      try {
+        parseServerArgs(["--db", db], defaults);
+      } catch (caught) {
+        error = caught;
+      }
+      expect(error, db).toBeInstanceOf(UsageError);
+      expect((error as Error).message).toContain(message);
+      expect((error as Error).message).not.toContain("s3cret");
+    }
+    for (const db of [":memory:", "./data/app.sqlite", "/var/lib/dataport.sqlite", "postgres://u@h/db", "postgresql://u@h/db?schema=x", "C:\\data\\dataport.sqlite"]) {
+      expect(parseServerArgs(["--db", db], defaults).db, db).toBe(db);
+    }
+    // A scheme in capitals is still PostgreSQL, and the store is chosen by the lower-case form.
+    expect(parseServerArgs(["--db", "POSTGRES://u@h/db"], defaults).db).toBe("postgres://u@h/db");
+  });
+
+  it("checks --host itself, so a bad host is not reported as a bad --app-url", () => {
+    for (const host of ["bad host", "http://localhost", "localhost:8787", "exa_mple.com", "dash-.example.com"]) {
+      expect(() => parseServerArgs(["--host", host], defaults), host).toThrow(`--host must be an IP address or a host name (127.0.0.1, 0.0.0.0, ::1, localhost), got ${JSON.stringify(host)}`);
+    }
+    for (const host of ["127.0.0.1", "0.0.0.0", "::1", "::", "localhost", "api.example.com", "fe80::1"]) {
+      expect(parseServerArgs(["--host", host], defaults).host, host).toBe(host);
+    }
+    expect(parseServerArgs(["--host", "::1", "--port", "9"], defaults).appUrl).toBe("http://[::1]:9");
+  });
 });
 
 describe("example server", () => {
@@ -120,6 +165,62 @@ describe("example server", () => {
     } finally {
       await running.close();
     }
+  });
+
+  const memory = (...flags: string[]) => parseServerArgs(["--db", ":memory:", "--log", "none", ...flags], { fixture: "/space.json", db: ":memory:" });
+  const demo = () => io({ "/space.json": JSON.stringify(testFixture()) });
+
+  it("says which flag to change when the port is busy", async () => {
+    const busy = await listen(createServer());
+    try {
+      const port = String(portOf(busy));
+      const error = await startServer(memory("--port", port), demo()).catch((caught: unknown) => caught);
+      expect(error).toBeInstanceOf(StartError);
+      expect((error as Error).message).toBe(`port ${port} is in use; pass --port (another port, or 0 for any free one)`);
+    } finally {
+      busy.close();
+    }
+  });
+
+  it("says which flag to change when the host is not this machine's or does not resolve", async () => {
+    // 203.0.113.1 is TEST-NET-3: never an address of this machine.
+    await expect(startServer(memory("--port", "0", "--host", "203.0.113.1"), demo())).rejects.toThrow(
+      new StartError("203.0.113.1 is not an address of this machine; pass --host (127.0.0.1: this machine only, 0.0.0.0: every interface)"),
+    );
+    await expect(startServer(memory("--port", "0", "--host", "no-such-host.invalid"), demo())).rejects.toThrow(
+      /^the host name no-such-host\.invalid does not resolve; pass --host/,
+    );
+  });
+
+  it("refuses to start when Redis or PostgreSQL cannot be reached, naming the flag and leaving the password out", async () => {
+    const port = await freePort();
+    await expect(startServer(memory("--port", "0", "--redis", `redis://:hunter2@127.0.0.1:${port}?prefix=x`), demo())).rejects.toThrow(
+      new StartError(`cannot reach Redis at redis://127.0.0.1:${port} (--redis): connect ECONNREFUSED 127.0.0.1:${port}`),
+    );
+    const config = { ...memory("--port", "0"), db: `postgres://ada:hunter2@127.0.0.1:${port}/test?schema=x` };
+    await expect(startServer(config, demo())).rejects.toThrow(
+      new StartError(`cannot reach PostgreSQL at postgres://127.0.0.1:${port}/test (--db): connect ECONNREFUSED 127.0.0.1:${port}`),
+    );
+  });
+
+  it("gives up on a Redis or PostgreSQL that accepts the connection but never answers, after the check's timeout", async () => {
+    const silent = await listen(createServer(() => {}));
+    try {
+      const port = portOf(silent);
+      const started = Date.now();
+      await expect(checkRedis(`redis://127.0.0.1:${port}`, 300)).rejects.toThrow(new StartError(`cannot reach Redis at redis://127.0.0.1:${port} (--redis): no answer within 0.3 s`));
+      await expect(checkPostgres(`postgres://u@127.0.0.1:${port}/db`, 300)).rejects.toThrow(
+        new StartError(`cannot reach PostgreSQL at postgres://127.0.0.1:${port}/db (--db): no answer within 0.3 s`),
+      );
+      expect(Date.now() - started).toBeLessThan(3_000);
+    } finally {
+      silent.close();
+    }
+  });
+
+  it("passes the check of the Redis and PostgreSQL of this machine", async () => {
+    await expect(checkRedis("redis://127.0.0.1:6379?prefix=check")).resolves.toBeUndefined();
+    await expect(checkPostgres("postgres://postgres@127.0.0.1:5432/test?schema=check")).resolves.toBeUndefined();
   });
 
   it("refuses a bad fixture before listening", async () => {
@@ -141,6 +242,37 @@ describe("example server process", () => {
     const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
     return { child, exited, out: () => stdout, err: () => stderr };
   }
+
+  it("prints the usage on stdout and exits 0 with --help", async () => {
+    const help = run(["--help"]);
+    expect(await help.exited).toBe(0);
+    expect(help.out()).toMatch(/^usage: npm start -- \[--fixture FILE\]/);
+    expect(help.err()).toBe("");
+  });
+
+  it("exits 2 on a --db scheme it cannot open (nothing created), and 1 with the flag to change on a busy port", async () => {
+    for (const [db, message] of [
+      ["postgress://ada:s3cret@127.0.0.1/test", "dataport: --db does not know the scheme postgress:// (did you mean postgres://?)"],
+      ["mysql://127.0.0.1/test", "dataport: --db does not know the scheme mysql://;"],
+    ]) {
+      const refused = run(["--db", db!]);
+      expect(await refused.exited, db).toBe(2);
+      expect(refused.err()).toContain(message);
+      expect(refused.err()).not.toContain("s3cret");
+    }
+    // Before, the misspelt URL became a SQLite file: a folder "postgress:" appeared in the working directory.
+    expect(existsSync("postgress:")).toBe(false);
+    expect(existsSync("mysql:")).toBe(false);
+    const busy = await listen(createServer());
+    try {
+      const port = String(portOf(busy));
+      const server = run(["--db", ":memory:", "--port", port]);
+      expect(await server.exited).toBe(1);
+      expect(server.err()).toBe(`dataport: port ${port} is in use; pass --port (another port, or 0 for any free one)\n`);
+    } finally {
+      busy.close();
+    }
+  });
 
   it("exits 2 on a bad flag and on a bad fixture", async () => {
     const flag = run(["--port", "nope"]);
@@ -168,4 +300,78 @@ describe("example server process", () => {
     server.child.kill("SIGTERM");
     expect(await server.exited).toBe(0);
   });
+
+  it("stops on SIGTERM to npm start (npm's shell does not pass it on; the server sees the shell go)", async () => {
+    const npm = spawn("npm", ["start", "--", "--db", ":memory:", "--port", "0", "--log", "none"], { stdio: ["ignore", "pipe", "pipe"] });
+    const { url, output, closed } = watchOutput(npm);
+    const base = await url;
+    expect((await fetch(`${base}/api/v1/me`, { headers: { authorization: "Bearer dp_demo_full_access_0000000000001" } })).status).toBe(200);
+    npm.kill("SIGTERM");
+    await closed; // npm, its shell and the server held the output pipe: all have exited
+    expect(output()).toContain("dataport: npm stopped, draining");
+    expect(output()).toContain("dataport: drained, store closed");
+    await expect(fetch(`${base}/api/v1/me`)).rejects.toThrow();
+  });
 });
+
+describe("the examples on the runtime each names", () => {
+  function node(script: string, args: string[] = []) {
+    const child = spawn(process.execPath, ["--import", "tsx", script, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => child.on("close", (code) => resolve({ code, stdout, stderr })));
+  }
+
+  it("says which runtime an example needs when started on Node, and exits 2", async () => {
+    const runs = await Promise.all([node("examples/hono/server.ts"), node("examples/bun/server.ts"), node("examples/deno/server.ts")]);
+    expect(runs.map((r) => [r.code, r.stderr.trim()])).toEqual([
+      [2, "dataport: this example runs on Bun: npx bun examples/hono/server.ts"],
+      [2, "dataport: this example runs on Bun: npx bun examples/bun/server.ts"],
+      [2, "dataport: this example runs on Deno: npx deno run --sloppy-imports --allow-net --allow-read --allow-env examples/deno/server.ts"],
+    ]);
+  });
+
+  it("gives the Express example (Node) --help and flag errors like the others", async () => {
+    const [help, bad] = await Promise.all([node("examples/express/server.ts", ["--help"]), node("examples/express/server.ts", ["--port", "x"])]);
+    expect([help.code, help.stdout.split("\n")[0]]).toEqual([0, "usage: npx tsx examples/express/server.ts [--fixture FILE] [--port 8787] [--host 127.0.0.1] [--now ISO_INSTANT]"]);
+    expect([bad.code, bad.stderr.trim()]).toEqual([2, "dataport: --port must be an integer, got x"]);
+  });
+});
+
+/** Listen on a free port of 127.0.0.1. */
+function listen(server: Server): Promise<Server> {
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+}
+
+function portOf(server: Server): number {
+  return (server.address() as { port: number }).port;
+}
+
+/** A port nothing listens on (taken, then released). */
+async function freePort(): Promise<number> {
+  const server = await listen(createServer());
+  const port = portOf(server);
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** The listening URL of a server process, its output so far, and when its output pipe closes. */
+function watchOutput(child: ChildProcess): { url: Promise<string>; output: () => string; closed: Promise<void> } {
+  let text = "";
+  const closed = new Promise<void>((resolve) => child.stdout!.on("close", () => resolve()));
+  child.stderr!.on("data", (chunk: Buffer) => (text += chunk.toString()));
+  const url = new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no listening line:\n${text}`)), 20_000);
+    child.stdout!.on("data", (chunk: Buffer) => {
+      text += chunk.toString();
+      const match = /listening on (http:\/\/\S+)/.exec(text);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]!);
+      }
+    });
+  });
+  return { url, output: () => text, closed };
+}

@@ -1,14 +1,37 @@
-import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { beforeAll, describe, expect, it } from "vitest";
+import { promisify } from "node:util";
+import { publint } from "publint";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDataApi } from "../src/api.js";
 import { createOpenApiDocument } from "../src/openapi.js";
 
+/**
+ * The package as a user gets it. `npm pack` runs `prepack` (tsup): that one
+ * build is both the dist/ the first block checks and the tarball the second
+ * installs into a fresh application, without pg, ioredis or prom-client.
+ */
+
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
+const run = promisify(execFile);
+
+interface Entry {
+  types: string;
+  import: string;
+  require: string;
+  default: string;
+}
 const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, "utf8")) as {
-  exports: Record<string, { types: string; import: string }>;
+  exports: Record<string, Entry | string>;
+  dependencies: Record<string, string>;
+  peerDependencies: Record<string, string>;
+  peerDependenciesMeta: Record<string, { optional?: boolean }>;
+  bin: Record<string, string>;
 };
+const subpaths = Object.entries(pkg.exports).filter((e): e is [string, Entry] => typeof e[1] === "object");
 
 /** What each subpath must export: a broken entry or export map fails here, not in a host's build. */
 const EXPECTED: Record<string, string[]> = {
@@ -25,18 +48,55 @@ const EXPECTED: Record<string, string[]> = {
   "./metrics": ["createPrometheusMetrics"],
 };
 
-describe("the published package (built with tsup)", () => {
-  beforeAll(() => {
-    execFileSync(`${ROOT}node_modules/.bin/tsup`, [], { cwd: ROOT, stdio: "pipe", timeout: 240_000 });
-  }, 300_000);
+/** The optional peer each subpath needs, and the message a host without it gets. */
+const PEERS: Record<string, { name: string; message: string }> = {
+  "./postgres": { name: "pg", message: 'dataport/postgres: install the "pg" package (npm install pg)' },
+  "./redis": { name: "ioredis", message: 'dataport/redis: install the "ioredis" package (npm install ioredis)' },
+  "./metrics": { name: "prom-client", message: 'dataport/metrics: install the "prom-client" package (npm install prom-client)' },
+  "./testing": { name: "vitest", message: "Cannot find package 'vitest'" },
+};
 
+interface PackResult {
+  filename: string;
+  size: number;
+  unpackedSize: number;
+  files: Array<{ path: string; size: number }>;
+}
+
+let work: string;
+let tarball: string;
+let packed: PackResult;
+/** attw runs while the other checks do (it takes seconds). */
+let attw: Promise<{ stdout: string }>;
+
+beforeAll(() => {
+  work = mkdtempSync(join(tmpdir(), "dataport-pack-"));
+  const out = execFileSync("npm", ["pack", "--json", "--pack-destination", work], { cwd: ROOT, encoding: "utf8", timeout: 240_000, stdio: ["ignore", "pipe", "pipe"] });
+  packed = (JSON.parse(out.slice(out.indexOf("["))) as PackResult[])[0]!;
+  tarball = join(work, packed.filename);
+  attw = run(`${ROOT}node_modules/.bin/attw`, [tarball, "--profile", "node16", "--ignore-rules", "cjs-resolves-to-esm", "--format", "json"], { cwd: work });
+  attw.catch(() => {}); // reported by its test
+}, 300_000);
+
+afterAll(() => {
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+describe("the built package (npm pack's prepack build)", () => {
   it("lists every subpath this test knows, and no other", () => {
-    expect(Object.keys(pkg.exports).sort()).toEqual(Object.keys(EXPECTED).sort());
+    expect(subpaths.map(([subpath]) => subpath).sort()).toEqual(Object.keys(EXPECTED).sort());
+  });
+
+  it("gives each subpath types first, import, require and default (require: Node >= 20.19 loads the ES module)", () => {
+    for (const [subpath, entry] of subpaths) {
+      expect(Object.keys(entry), subpath).toEqual(["types", "import", "require", "default"]);
+      expect(new Set([entry.import, entry.require, entry.default]).size, subpath).toBe(1);
+    }
   });
 
   for (const [subpath, names] of Object.entries(EXPECTED)) {
     it(`imports ${subpath} from dist with its types`, async () => {
-      const entry = pkg.exports[subpath]!;
+      const entry = pkg.exports[subpath] as Entry;
       expect(existsSync(`${ROOT}${entry.types}`), entry.types).toBe(true);
       const module = (await import(pathToFileURL(`${ROOT}${entry.import}`).href)) as Record<string, unknown>;
       for (const name of names) expect(typeof module[name], `${subpath} exports ${name}`).toBe("function");
@@ -60,28 +120,27 @@ describe("the published package (built with tsup)", () => {
     expect(seen.size).toBeGreaterThanOrEqual(1);
   });
 
-  it("keeps prom-client out of the core import graph: only dataport/metrics loads it", () => {
-    const bareImports = (entry: string) => {
-      const seen = new Set<string>();
-      const bare = new Set<string>();
-      const visit = (file: string) => {
-        if (seen.has(file)) return;
-        seen.add(file);
-        const code = readFileSync(file, "utf8");
-        for (const [, fromSpec, dynamicSpec] of code.matchAll(/(?:^|\n)\s*(?:import|export)[^'"]*?from\s*["']([^"']+)["']|import\(\s*["']([^"']+)["']\s*\)/g)) {
-          const spec = fromSpec ?? dynamicSpec;
-          if (!spec) continue;
-          if (/^\.\.?\//.test(spec)) visit(fileURLToPath(new URL(spec, pathToFileURL(file))));
-          else bare.add(spec);
-        }
-      };
-      visit(`${ROOT}${entry}`);
-      return bare;
-    };
-    for (const subpath of [".", "./node", "./memory", "./sqlite", "./testing", "./postgres", "./redis"]) {
-      expect(bareImports(pkg.exports[subpath]!.import).has("prom-client"), subpath).toBe(false);
+  it("loads pg, ioredis and prom-client only through src/peers: no built file imports them itself", () => {
+    const built = readdirSync(`${ROOT}dist`, { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".js"));
+    expect(built.length).toBeGreaterThan(10);
+    for (const file of built) {
+      const code = readFileSync(`${ROOT}dist/${file}`, "utf8");
+      expect(code, file).not.toMatch(/(?:from|import)\s*\(?\s*["'](pg|ioredis|prom-client)["']/);
     }
-    expect(bareImports(pkg.exports["./metrics"]!.import).has("prom-client")).toBe(true);
+  });
+
+  it('import "dataport" loads none of the optional peers, though they are installed here', () => {
+    const probe = `await import(${JSON.stringify(pathToFileURL(`${ROOT}dist/index.js`).href)});
+      const { createRequire } = await import("node:module");
+      const loaded = Object.keys(createRequire(import.meta.url).cache).map((f) => /node_modules\\/((?:@[^/]+\\/)?[^/]+)/.exec(f)?.[1]);
+      console.log(JSON.stringify([...new Set(loaded.filter(Boolean))]));`;
+    const out = execFileSync(process.execPath, ["--input-type=module", "-e", probe], { cwd: ROOT, encoding: "utf8" });
+    expect(JSON.parse(out)).toEqual([]);
+    // And with them installed, their subpaths load them.
+    const metrics = `await import(${JSON.stringify(pathToFileURL(`${ROOT}dist/metrics/index.js`).href)});
+      const { createRequire } = await import("node:module");
+      console.log(Object.keys(createRequire(import.meta.url).cache).some((f) => f.includes("/node_modules/prom-client/")));`;
+    expect(execFileSync(process.execPath, ["--input-type=module", "-e", metrics], { cwd: ROOT, encoding: "utf8" }).trim()).toBe("true");
   });
 
   it("writes dist/openapi.json, the document of the built route table", () => {
@@ -89,4 +148,197 @@ describe("the published package (built with tsup)", () => {
     expect(written).toEqual(JSON.parse(JSON.stringify(createOpenApiDocument(createDataApi().routes))));
     expect(written.openapi).toBe("3.1.0");
   });
+
+  it("declares pg, ioredis, prom-client, vitest and @types/pg as optional peers, and none of them a dependency", () => {
+    expect(Object.keys(pkg.peerDependencies).sort()).toEqual(["@types/pg", "ioredis", "pg", "prom-client", "vitest"]);
+    for (const name of Object.keys(pkg.peerDependencies)) {
+      expect(pkg.peerDependenciesMeta[name]?.optional, name).toBe(true);
+      expect(pkg.dependencies[name], name).toBeUndefined();
+    }
+    expect(pkg.dependencies["better-sqlite3"]).toBeDefined();
+  });
+
+  it("keeps each subpath's published types to the packages it may name", () => {
+    // The core types need nothing a host does not have; dataport/sqlite names better-sqlite3, whose
+    // types are a dependency; the peer subpaths name their peer (pg's types are the optional peer @types/pg).
+    const allowed: Record<string, string[]> = {
+      ".": ["zod", "@standard-schema/spec"],
+      "./client": [],
+      "./memory": ["zod", "@standard-schema/spec"],
+      "./bun": ["zod", "@standard-schema/spec"],
+      "./deno": ["zod", "@standard-schema/spec"],
+      "./testing": ["zod", "@standard-schema/spec"],
+      "./node": ["zod", "@standard-schema/spec", "node:http"],
+      "./sqlite": ["zod", "@standard-schema/spec", "better-sqlite3"],
+      "./postgres": ["zod", "@standard-schema/spec", "pg"],
+      "./redis": ["zod", "@standard-schema/spec", "ioredis"],
+      "./metrics": ["zod", "@standard-schema/spec", "prom-client"],
+    };
+    for (const [subpath, entry] of subpaths) {
+      const named = new Set<string>();
+      const visit = (file: string, seen: Set<string>) => {
+        if (seen.has(file)) return;
+        seen.add(file);
+        for (const [, spec] of readFileSync(file, "utf8").matchAll(/(?:from|import)\s*\(?\s*['"]([^'"]+)['"]/g)) {
+          if (spec!.startsWith(".")) visit(fileURLToPath(new URL(spec!.replace(/\.js$/, ".d.ts"), pathToFileURL(file))), seen);
+          else named.add(spec!);
+        }
+        expect(readFileSync(file, "utf8"), file).not.toContain("/// <reference types");
+      };
+      visit(`${ROOT}${entry.types}`, new Set());
+      for (const name of named) expect(allowed[subpath], `${entry.types} names ${name}`).toContain(name);
+    }
+  });
 });
+
+describe("the packed tarball", () => {
+  it("holds the build, the bin, the demo fixture, LICENSE and README, and no sources or source maps", () => {
+    const paths = packed.files.map((f) => f.path);
+    for (const path of ["LICENSE", "README.md", "package.json", "dist/index.js", "dist/index.d.ts", pkg.bin.dataport!.replace("./", ""), "dist/demo/space.json", "dist/openapi.json"]) {
+      expect(paths, path).toContain(path);
+    }
+    expect(paths.filter((p) => p.endsWith(".map") || p.startsWith("src/") || p.startsWith("test/") || p.startsWith("examples/"))).toEqual([]);
+    expect(readFileSync(`${ROOT}LICENSE`, "utf8")).toMatch(/^MIT License\n\nCopyright \(c\) 2026 Dataport contributors\n/);
+    // Light: the whole tarball is a few hundred kilobytes (272 KB when this was written).
+    expect(packed.size).toBeLessThan(600_000);
+  });
+
+  it("passes publint", async () => {
+    const data = readFileSync(tarball);
+    const { messages } = await publint({ pack: { tarball: data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength) as ArrayBuffer }, strict: true, level: "suggestion" });
+    expect(messages).toEqual([]);
+  });
+
+  it("passes @arethetypeswrong/cli for ESM and bundlers; require() finds the ES module, which Node >= 20.19 loads", async () => {
+    const report = JSON.parse((await attw).stdout) as { analysis: { entrypoints: Record<string, unknown> }; problems: Record<string, Array<{ kind: string; resolutionKind: string }>> };
+    expect(Object.keys(report.analysis.entrypoints).sort()).toEqual(Object.keys(pkg.exports).sort());
+    // What remains is what the flags above accept: require() resolving to ESM, and node10 (no "exports" support) for subpaths.
+    const remaining = Object.values(report.problems)
+      .flat()
+      .filter((p) => !(p.kind === "CJSResolvesToESM" && p.resolutionKind === "node16-cjs") && p.resolutionKind !== "node10");
+    expect(remaining).toEqual([]);
+  });
+
+  describe("installed into a fresh application without pg, ioredis or prom-client", () => {
+    let app: string;
+    /** tsc over a file importing the core subpaths, started once the app is installed (it runs while the other checks do). */
+    let typecheck: Promise<{ stdout: string }>;
+
+    beforeAll(async () => {
+      app = join(work, "app");
+      mkdirSync(app);
+      writeFileSync(join(app, "package.json"), JSON.stringify({ name: "fresh-app", private: true, type: "module" }));
+      await run("npm", ["install", "--prefer-offline", "--ignore-scripts", "--no-audit", "--no-fund", tarball], { cwd: app, timeout: 120_000 });
+      // better-sqlite3 compiles its binding on install (scripts are off here to keep this test fast):
+      // the repository's build is the same version for the same Node.
+      cpSync(`${ROOT}node_modules/better-sqlite3/build`, join(app, "node_modules/better-sqlite3/build"), { recursive: true });
+      writeFileSync(
+        join(app, "check.ts"),
+        `import { createDataApi, type DataApi } from "dataport";
+import { createClient } from "dataport/client";
+import { createMemoryStorage } from "dataport/memory";
+import { createSqliteStorage } from "dataport/sqlite";
+import { toNodeHandler } from "dataport/node";
+import { serveBun } from "dataport/bun";
+import { serveDeno } from "dataport/deno";
+import { runStorageConformance } from "dataport/testing";
+const api: DataApi = createDataApi({ storage: createMemoryStorage() });
+export const all = [api, createClient, createSqliteStorage, toNodeHandler, serveBun, serveDeno, runStorageConformance];
+`,
+      );
+      writeFileSync(join(app, "check.cts"), `import dataport = require("dataport");\nexport const api: dataport.DataApi = dataport.createDataApi();\n`);
+      const flags = ["--noEmit", "--strict", "--skipLibCheck", "false", "--module", "nodenext", "--moduleResolution", "nodenext", "--target", "es2022"];
+      typecheck = run(`${ROOT}node_modules/.bin/tsc`, [...flags, "check.ts", "check.cts"], { cwd: app, timeout: 90_000 }).catch((error: { stdout: string }) => error);
+    }, 150_000);
+
+    const node = (args: string[]) => run(process.execPath, args, { cwd: app, timeout: 30_000 });
+
+    it("installs none of the optional peers", () => {
+      for (const name of ["pg", "ioredis", "prom-client", "vitest", "@types/pg"]) expect(existsSync(join(app, "node_modules", name)), name).toBe(false);
+      expect(existsSync(join(app, "node_modules/better-sqlite3"))).toBe(true);
+    });
+
+    it("imports and requires every subpath; one that needs a missing peer says which package to install", async () => {
+      // The same loop twice: with await import() in an ES module, with a plain require() in CommonJS.
+      const script = (kind: "import" | "require") => `
+        const out = {};
+        for (const subpath of ${JSON.stringify(Object.keys(EXPECTED))}) {
+          const specifier = "dataport" + subpath.slice(1);
+          try { const m = ${kind === "import" ? "await import(specifier)" : "require(specifier)"}; out[subpath] = Object.keys(m).sort(); } catch (e) { out[subpath] = "error: " + e.message.split("\\n")[0]; }
+        }
+        console.log(JSON.stringify(out));`;
+      const esm = JSON.parse((await node(["--input-type=module", "-e", script("import")])).stdout) as Record<string, string[] | string>;
+      const cjs = await node(["--input-type=commonjs", "-e", script("require")]);
+      expect(cjs.stderr).not.toContain("ExperimentalWarning");
+      expect(JSON.parse(cjs.stdout)).toEqual(esm);
+      for (const [subpath, names] of Object.entries(EXPECTED)) {
+        const peer = PEERS[subpath];
+        if (peer) {
+          expect(esm[subpath], subpath).toMatch(/^error: /);
+          expect(esm[subpath], subpath).toContain(peer.message);
+        } else {
+          for (const name of names) expect(esm[subpath], `${subpath} exports ${name}`).toContain(name);
+        }
+      }
+    });
+
+    it("serves the shipped demo from a SQLite store through the installed better-sqlite3", async () => {
+      const script = `const { createDataApi, parseFixture } = require("dataport");
+        const { createSqliteStorage } = require("dataport/sqlite");
+        const demo = require.resolve("dataport/package.json").replace(/package\\.json$/, "dist/demo/space.json");
+        (async () => {
+          const storage = createSqliteStorage({ path: ":memory:" });
+          await storage.seed(parseFixture(JSON.parse(require("node:fs").readFileSync(demo, "utf8"))));
+          const api = createDataApi({ storage });
+          const me = await api.fetch(new Request("http://app.test/api/v1/me", { headers: { authorization: "Bearer dp_demo_full_access_0000000000001" } }));
+          console.log(JSON.stringify([me.status, (await me.json()).name]));
+          await storage.close();
+        })();`;
+      expect(JSON.parse((await node(["-e", script])).stdout)).toEqual([200, "Warehouse sync"]);
+    });
+
+    it("type-checks the core subpaths with no @types package beyond what it installed (strict, skipLibCheck off), from ESM and CommonJS", async () => {
+      const result = await typecheck;
+      expect(result.stdout).toBe("");
+    });
+
+    it("runs the bin: npx dataport --help exits 0 with the usage", async () => {
+      const help = await run("npx", ["dataport", "--help"], { cwd: app, timeout: 30_000 });
+      expect(help.stdout).toMatch(/^usage: npx dataport \[--fixture FILE\] \[--port 8787\]/);
+      expect(help.stdout).toContain("[--db PATH | :memory: | postgres://...]");
+    });
+
+    it("runs the bin: npx dataport serves the demo shipped in the package and stops on SIGTERM to npx", async () => {
+      const npx = spawn("npx", ["dataport", "--port", "0", "--db", ":memory:", "--log", "none"], { cwd: app, stdio: ["ignore", "pipe", "pipe"] });
+      const { url, output, closed } = watch(npx);
+      const base = await url;
+      const me = await fetch(`${base}/api/v1/me`, { headers: { authorization: "Bearer dp_demo_full_access_0000000000001" } });
+      expect(me.status).toBe(200);
+      expect(((await me.json()) as { name: string }).name).toBe("Warehouse sync");
+      npx.kill("SIGTERM");
+      await closed; // every process holding the output pipe (npx, its shell, the server) has exited
+      expect(output()).toContain("dataport: drained, store closed");
+      await expect(fetch(`${base}/api/v1/me`)).rejects.toThrow();
+    });
+  });
+});
+
+/** The listening URL of a server process, its output so far, and when its output closes. */
+function watch(child: ChildProcess): { url: Promise<string>; output: () => string; closed: Promise<void> } {
+  let text = "";
+  const closed = new Promise<void>((resolve) => child.stdout!.on("close", () => resolve()));
+  child.stderr!.on("data", (chunk: Buffer) => (text += chunk.toString()));
+  const url = new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no listening line:\n${text}`)), 30_000);
+    child.stdout!.on("data", (chunk: Buffer) => {
+      text += chunk.toString();
+      const match = /listening on (http:\/\/\S+)/.exec(text);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]!);
+      }
+    });
+    child.once("exit", () => setTimeout(() => reject(new Error(`exited before listening:\n${text}`)), 100));
+  });
+  return { url, output: () => text, closed };
+}

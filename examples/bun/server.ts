@@ -6,12 +6,11 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { serveBun } from "../../adapters/bun.js";
-import { FixtureError } from "../../src/fixture/load.js";
-import { createExampleApi, parseExampleArgs, UsageError } from "../shared/options.js";
+import { createExampleApi, parseExampleArgs, runExample } from "../shared/options.js";
 
 const demoFixture = fileURLToPath(new URL("../demo/space.json", import.meta.url));
 
-try {
+await runExample("bun", "npx bun examples/bun/server.ts", async () => {
   const options = parseExampleArgs(process.argv.slice(2), demoFixture);
   const api = await createExampleApi(options, (path) => readFileSync(path, "utf8"));
   const server = serveBun(api, { port: options.port, hostname: options.host });
@@ -22,8 +21,4 @@ try {
   };
   process.once("SIGINT", stop);
   process.once("SIGTERM", stop);
-} catch (error) {
-  if (!(error instanceof UsageError || error instanceof FixtureError)) throw error;
-  console.error(`dataport: ${error.message}`);
-  process.exit(2);
-}
+});

@@ -1,12 +1,11 @@
 /**
  * Dataport on Deno, over the in-memory store with the demo fixture:
  *
- *   npx deno run --allow-net --allow-read --allow-env examples/deno/server.ts [--fixture FILE] [--port 8787] [--host 127.0.0.1]
+ *   npx deno run --sloppy-imports --allow-net --allow-read --allow-env examples/deno/server.ts [--fixture FILE] [--port 8787] [--host 127.0.0.1]
  */
 import { fileURLToPath } from "node:url";
 import { serveDeno } from "../../adapters/deno.js";
-import { FixtureError } from "../../src/fixture/load.js";
-import { createExampleApi, parseExampleArgs, UsageError } from "../shared/options.js";
+import { createExampleApi, parseExampleArgs, runExample } from "../shared/options.js";
 
 /** The part of the `Deno` namespace this example uses (the project compiles without Deno's types). */
 declare const Deno: {
@@ -19,7 +18,7 @@ declare const Deno: {
 
 const demoFixture = fileURLToPath(new URL("../demo/space.json", import.meta.url));
 
-try {
+await runExample("deno", "npx deno run --sloppy-imports --allow-net --allow-read --allow-env examples/deno/server.ts", async () => {
   const options = parseExampleArgs(Deno.args, demoFixture);
   const api = await createExampleApi(options, (path) => Deno.readTextFileSync(path));
   const shutdown = new AbortController();
@@ -35,8 +34,4 @@ try {
   };
   Deno.addSignalListener("SIGINT", stop);
   Deno.addSignalListener("SIGTERM", stop);
-} catch (error) {
-  if (!(error instanceof UsageError || error instanceof FixtureError)) throw error;
-  console.error(`dataport: ${error.message}`);
-  Deno.exit(2);
-}
+});

@@ -35,7 +35,7 @@ export async function runServerCommand(argv: readonly string[], { command, defau
   } catch (error) {
     if (error instanceof FixtureError) fail(2, `bad fixture ${config.fixture}: ${error.message}`);
     if (error instanceof UsageError) fail(2, `${error.message}\n${usage(command)}`);
-    if (error instanceof StartError) fail(1, `cannot start: ${error.message}`);
+    if (error instanceof StartError) fail(1, error.message);
     fail(1, `could not start: ${(error as Error).message}`);
   }
   console.log(`dataport: listening on ${running.url} (db ${config.db.replace(/\/\/[^@/]*@/, "//***@")})`);
@@ -61,7 +61,7 @@ export async function runServerCommand(argv: readonly string[], { command, defau
   };
   process.on("SIGINT", () => stop("SIGINT"));
   process.on("SIGTERM", () => stop("SIGTERM"));
-  stopWithNpm(() => stop("npm, which started it, has gone"));
+  stopWithNpm(() => stop("npm stopped"));
 }
 
 function fail(code: number, message: string): never {

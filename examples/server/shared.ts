@@ -63,7 +63,9 @@ export async function checkRedis(url: string, timeoutMs = SERVICE_CHECK_TIMEOUT_
     retryStrategy: () => null,
     enableOfflineQueue: false,
   });
-  client.on("error", () => {});
+  // The socket's error says why ("connect ECONNREFUSED …"); connect() itself only rejects with "Connection is closed."
+  let socketError: unknown;
+  client.on("error", (error) => (socketError ??= error));
   try {
     await withTimeout(
       (async () => {
@@ -73,7 +75,7 @@ export async function checkRedis(url: string, timeoutMs = SERVICE_CHECK_TIMEOUT_
       timeoutMs,
     );
   } catch (error) {
-    throw new StartError(`cannot reach Redis at ${safeUrl(url)} (--redis): ${reason(error, timeoutMs)}`);
+    throw new StartError(`cannot reach Redis at ${safeUrl(url)} (--redis): ${reason(socketError ?? error, timeoutMs)}`);
   } finally {
     client.disconnect();
   }

@@ -1,10 +1,44 @@
 import { createDataApi, type DataApi } from "../../src/api.js";
-import { parseFixture } from "../../src/fixture/load.js";
+import { FixtureError, parseFixture } from "../../src/fixture/load.js";
 import { createOffsetClock } from "../../src/memory/clock.js";
 import { createMemoryStorage } from "../../src/memory/storage.js";
-import { parseServerArgs, UsageError } from "../server/cli.js";
+import { HelpRequested, parseServerArgs, UsageError } from "../server/cli.js";
 
 export { UsageError };
+
+/** The runtime each example is written for, and how to tell it is the one running. */
+const RUNTIMES = {
+  node: () => typeof (globalThis as { process?: { versions?: { node?: string; bun?: string } } }).process?.versions?.node === "string" && !("Bun" in globalThis) && !("Deno" in globalThis),
+  bun: () => "Bun" in globalThis,
+  deno: () => "Deno" in globalThis,
+} as const;
+
+/**
+ * Run an example: on the runtime it names (else it says which, exit 2),
+ * with `--help` (usage on stdout, exit 0) and mistakes in flags or the
+ * fixture (the message, exit 2) handled the same way in every example.
+ * `command` is how to start it, for the messages.
+ */
+export async function runExample(runtime: keyof typeof RUNTIMES, command: string, start: () => Promise<void>): Promise<void> {
+  if (!RUNTIMES[runtime]()) exit(2, `dataport: this example runs on ${runtime === "node" ? "Node.js" : runtime === "bun" ? "Bun" : "Deno"}: ${command}`);
+  try {
+    await start();
+  } catch (error) {
+    if (error instanceof HelpRequested) {
+      console.log(`usage: ${command} [--fixture FILE] [--port 8787] [--host 127.0.0.1] [--now ISO_INSTANT]
+       [--audit-lag SECONDS] [--webhook-rate PER_SECOND] [--app-url URL] [--view-url URL] [--help]`);
+      exit(0);
+    }
+    if (error instanceof UsageError || error instanceof FixtureError) exit(2, `dataport: ${error.message}`);
+    throw error;
+  }
+}
+
+/** process.exit, which Node, Bun and Deno 2 all have. */
+function exit(code: number, message?: string): never {
+  if (message !== undefined) console.error(message);
+  return (globalThis as unknown as { process: { exit(code: number): never } }).process.exit(code);
+}
 
 /**
  * What the example servers share: the command line of

@@ -13,8 +13,17 @@ declare namespace pg {
   export type Pool = Pg.Pool;
   export type PoolClient = Pg.PoolClient;
   export type PoolConfig = Pg.PoolConfig;
+  export type Client = Pg.Client;
+  export type ClientConfig = Pg.ClientConfig;
+  export type Notification = Pg.Notification;
+  export type QueryResult<R extends Pg.QueryResultRow = Pg.QueryResultRow> = Pg.QueryResult<R>;
   export type QueryResultRow = Pg.QueryResultRow;
   export type CustomTypesConfig = Pg.CustomTypesConfig;
 }
 
 export default pg;
+
+// The named values too: the build routes every `import … from "pg"` here (tsup.config.ts, alias).
+export const Pool = pg.Pool;
+export const Client = pg.Client;
+export const types = pg.types;
