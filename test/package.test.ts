@@ -282,6 +282,14 @@ export const all = [api, createClient, createSqliteStorage, toNodeHandler, serve
       }
     });
 
+    it("registers the PostgreSQL connector without pg, and names the package at its first query", async () => {
+      const script = `const { postgresConnector } = require("dataport");
+        const connection = { id: "conn_pg", type: "postgres", config: { url: "postgres://127.0.0.1:1/db" } };
+        const query = { format: "json", source: "orders", limit: 1, offset: 0, filters: {}, orderBy: null, orderDirection: "ASC" };
+        postgresConnector().query(connection, query).then(() => console.log("answered"), (e) => console.log(e.message));`;
+      expect((await node(["-e", script])).stdout.trim()).toBe('dataport/postgres: install the "pg" package (npm install pg)');
+    });
+
     it("serves the shipped demo from a SQLite store through the installed better-sqlite3", async () => {
       const script = `const { createDataApi, parseFixture } = require("dataport");
         const { createSqliteStorage } = require("dataport/sqlite");
