@@ -214,6 +214,8 @@ function queryKey(request: GuardedQuery): string {
     orderBy: query.orderBy,
     orderDirection: query.orderDirection,
     params: query.params,
+    // A connection changed through the admin API answers from its new config at once, never from the old one's cache.
+    config: request.connection.config,
   });
   return `${request.connection.id}:${sha256Hex(normalised)}`;
 }

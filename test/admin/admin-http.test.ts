@@ -140,3 +140,20 @@ describe("refreshing a dataset", () => {
     expect(JSON.stringify(history.json)).not.toContain("tok_SECRET_42");
   });
 });
+
+describe("a connection changed through the admin API", () => {
+  it("answers its next query from the new config, not from the cache of the old one", async () => {
+    const { api, call } = await setup({ adminToken: ADMIN_TOKEN });
+    const send = httpAdmin(api);
+    const put = (city: string) =>
+      send("PUT", "/connections/conn_cities", { teamId: "team_ops", name: "Cities", type: "memory", config: { tables: { cities: [{ city }] } } });
+    await put("Lyon");
+    await send("PUT", "/datasets/ds_cities", { teamId: "team_ops", name: "Cities", type: "connection", connectionId: "conn_cities", source: "cities" });
+    const query = () => call("GET", "/api/v1/connections/conn_cities/query", { token: TOKENS.sessionAda });
+    const first = await query();
+    expect(first.json, JSON.stringify(first.json)).toHaveProperty("data");
+    expect(first.json.data).toEqual([{ city: "Lyon" }]);
+    await put("Oslo");
+    expect((await query()).json.data).toEqual([{ city: "Oslo" }]);
+  });
+});
