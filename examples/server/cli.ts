@@ -65,8 +65,6 @@ export function usage(command: string): string {
   ].join(`\n${indent}`);
 }
 
-export const USAGE = usage("npm start --");
-
 /** Parse the example server's flags (see README, "The example server"). Throws UsageError. */
 export function parseServerArgs(argv: readonly string[], defaults: { fixture: string; db: string }): ServerConfig {
   let values: Record<string, string | boolean | undefined>;
