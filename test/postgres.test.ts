@@ -78,7 +78,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
     const outcomes = await Promise.all(instances.map((s) => s.seed(parseFixture(conformanceFixture()))));
     expect(outcomes.sort()).toEqual(["kept", "kept", "kept", "loaded"]);
     const versions = await instances[0]!.db.query<{ version: number }>(`select version from ${instances[0]!.db.t("schema_migrations")}`);
-    expect(versions.map((v) => v.version)).toEqual([1, 2]);
+    expect(versions.map((v) => v.version)).toEqual(MIGRATIONS.map((m) => m.version));
     expect((await instances[3]!.listDatasets({ teamId: "team_ops" })).length).toBe(4);
   });
 
@@ -90,7 +90,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
     const again = await store(schema, false);
     expect(await again.seed(parseFixture(conformanceFixture()))).toBe("kept");
     const applied = await again.db.query<{ version: number }>(`select version from ${again.db.t("schema_migrations")}`);
-    expect(applied.map((r) => r.version)).toEqual([1, 2]);
+    expect(applied.map((r) => r.version)).toEqual(MIGRATIONS.map((m) => m.version));
     const feed = await again.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: NOW, limit: 10 });
     expect(feed.events.map((e) => e.event.id)).toEqual(["evt_fx_1", "evt_fx_2", "evt_fx_3", "evt_kept"]);
   });
@@ -506,7 +506,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
       }
       const migrated = await store(schema, false);
       const applied = await migrated.db.query<{ version: number }>(`select version from ${migrated.db.t("schema_migrations")} order by version`);
-      expect(applied.map((r) => r.version)).toEqual([1, 2]);
+      expect(applied.map((r) => r.version)).toEqual(MIGRATIONS.map((m) => m.version));
       expect(await migrated.getSession(`sess_${hash.slice(0, 24)}`)).toEqual({ id: `sess_${hash.slice(0, 24)}`, tokenHash: hash, userId: "usr_ada", expiresAt: null });
       expect(await migrated.findSessionUser(hash, NOW)).toBe("usr_ada");
       const ids = await migrated.db.query<{ event_id: string | null; action: string }>(
@@ -642,7 +642,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
       expect(busy(s)).toBe(0);
     });
 
-    it("makes a webhook delivery to a dataset being bulk-written wait for it, then land after the new rows", async () => {
+    it("stores webhook deliveries at once while their dataset is bulk-written: a replace takes them away as it publishes, an append follows them", async () => {
       const s = await store();
       await s.createWebhookConnection({
         connection: { id: "conn_hook", teamId: "team_ops", name: "Hook", createdAt: "2026-11-01T00:00:00.000Z" },
@@ -655,31 +655,63 @@ describe.skipIf(!!skip)("postgres storage", () => {
           dedupKey: `d${n}`,
           row: { _id: `row_${n}`, g: "hook", i: n },
           columns: [{ name: "_id", type: "string" }, ...COLUMNS],
-          retainRows: 10_000,
+          retainRows: 100_000,
           receivedAt: "2026-11-01T13:00:00.000Z",
         });
+      const tail = async (offset: number) =>
+        (await collect((await s.readDatasetRows("ds_hook", { offset, limit: 10, columns: ["g", "i"], filters: null })).rows)).map((r) => `${r.g}:${r.i}`);
       await deliver(1);
-      const reached = gate();
-      const release = gate();
+
+      // A replace staging 7,000 rows (6,000 staged so far): a delivery is stored at once, in the old rows.
+      let reached = gate();
+      let release = gate();
       const replacing = write(s, "replace", generation("bulk", 7000, { at: 6000, reached: reached.open, until: release.opened }), "ds_hook");
       await reached.opened;
-      let delivered = false;
-      const delivery = Promise.resolve(deliver(2)).then((result) => {
-        delivered = true;
-        return result;
-      });
-      await new Promise((resolve) => setTimeout(resolve, 150));
-      expect(delivered).toBe(false);
+      expect(await deliver(2)).toEqual({ id: "row_2", duplicate: false });
+      expect((await s.getDataset("ds_hook"))!.rowCount).toBe(2);
+      expect(await tail(0)).toEqual(["hook:1", "hook:2"]);
       release.open();
       expect(await replacing).toEqual({ rowCount: 7000 });
-      expect(await delivery).toEqual({ id: "row_2", duplicate: false });
-      // The replace took the first delivery and its dedup key; the second follows the new rows.
-      expect(await deliver(1)).toEqual({ id: "row_1", duplicate: false });
+      // Replaced: both deliveries and their dedup keys are gone.
+      expect(await deliver(2)).toEqual({ id: "row_2", duplicate: false });
       expect(await deliver(2)).toEqual({ id: "row_2", duplicate: true });
-      const page = await s.readDatasetRows("ds_hook", { offset: 6998, limit: 10, columns: ["g", "i"], filters: null });
-      expect(page.totalRows).toBe(7002);
-      expect((await collect(page.rows)).map((r) => `${r.g}:${r.i}`)).toEqual(["bulk:6998", "bulk:6999", "hook:2", "hook:1"]);
-      expect(await s.getDataset("ds_hook")).toMatchObject({ rowCount: 7002, updatedAt: "2026-11-01T13:00:00.000Z" });
+      expect(await tail(6998)).toEqual(["bulk:6998", "bulk:6999", "hook:2"]);
+
+      // An append staging right after the window: deliveries meanwhile move its rows out of their way, and it lands after them.
+      reached = gate();
+      release = gate();
+      const appending = write(s, "append", generation("more", 5000, { at: 4500, reached: reached.open, until: release.opened }), "ds_hook");
+      await reached.opened;
+      expect(await Promise.all([deliver(3), deliver(4)])).toEqual([
+        { id: "row_3", duplicate: false },
+        { id: "row_4", duplicate: false },
+      ]);
+      expect(await deliver(5)).toEqual({ id: "row_5", duplicate: false });
+      expect(await tail(6999)).toEqual(["bulk:6999", "hook:2", "hook:3", "hook:4", "hook:5"]);
+      release.open();
+      expect(await appending).toEqual({ rowCount: 12_004 });
+      expect(await tail(7002)).toEqual(["hook:4", "hook:5", "more:0", "more:1", "more:2", "more:3", "more:4", "more:5", "more:6", "more:7"]);
+      expect(await tail(11_999)).toEqual(["more:4995", "more:4996", "more:4997", "more:4998", "more:4999"]);
+      expect(await s.getDataset("ds_hook")).toMatchObject({ rowCount: 12_004, updatedAt: "2026-11-01T12:00:00.000Z" });
+      expect(await deliver(3)).toEqual({ id: "row_3", duplicate: true });
+      const stagings = await s.db.query(`select * from ${s.db.t("dataset_stagings")}`);
+      expect(stagings).toEqual([]);
+    });
+
+    it("keeps the audit feed moving while a bulk write is open: an event appended meanwhile is read before the write finishes", async () => {
+      const s = await store();
+      await write(s, "replace", generation("old", 10));
+      const reached = gate();
+      const release = gate();
+      const replacing = write(s, "replace", generation("new", 9000, { at: 8000, reached: reached.open, until: release.opened }));
+      await reached.opened;
+      await s.appendAuditEvent(event("evt_during_bulk", "2026-11-01T11:59:00Z"), NOW - 1000);
+      const feed = await s.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: NOW, limit: 10 });
+      expect(feed.events.map((e) => e.event.id)).toEqual(["evt_fx_1", "evt_fx_2", "evt_fx_3", "evt_during_bulk"]);
+      // The write has not finished: its rows are not visible yet.
+      expect((await s.getDataset("ds_orders"))!.rowCount).toBe(10);
+      release.open();
+      expect(await replacing).toEqual({ rowCount: 9000 });
     });
   });
 });

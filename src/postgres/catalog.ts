@@ -2,7 +2,7 @@ import type { PoolClient } from "pg";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
 import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";
-import { writeDatasetRows } from "./dataset-rows.js";
+import { bulkRowWriter } from "./dataset-rows.js";
 import { type Db, idPageSql, json, num, PUT_RESULT, putResult } from "./db.js";
 
 /** Rows fetched per round trip while streaming a read. */
@@ -12,6 +12,7 @@ const WRITE_BATCH = 5000;
 
 export function postgresCatalog(db: Db): CatalogStore & CatalogWrites {
   const { t } = db;
+  const writeRows = bulkRowWriter(db);
   return {
     async getConnection(id) {
       const [row] = await db.query<ConnectionRow>(`select ${CONNECTION_COLUMNS} from ${t("connections")} where id = $1`, [id]);
@@ -52,16 +53,14 @@ export function postgresCatalog(db: Db): CatalogStore & CatalogWrites {
       return readRows(db, datasetId, query);
     },
     async replaceDatasetRows(datasetId, data) {
-      await db.transaction(async (client) => {
-        const found = await client.query(`select id from ${t("datasets")} where id = $1 for update`, [datasetId]);
-        if (found.rowCount === 0) throw new Error(`unknown dataset ${datasetId}`);
-        await client.query(`delete from ${t("dataset_rows")} where dataset_id = $1`, [datasetId]);
-        await insertDatasetRows(client, t, datasetId, data.rows, 1);
-        await client.query(
-          `update ${t("datasets")} set columns = $2, row_count = $3, last_refreshed_at = $4, updated_at = $4, rows_version = rows_version + 1
-            where id = $1`,
-          [datasetId, json(data.columns), data.rows.length, data.refreshedAt],
-        );
+      // A refresh is a bulk replace: staged, then published in one short transaction.
+      await writeRows({
+        datasetId,
+        mode: "replace",
+        rows: data.rows,
+        columns: () => data.columns,
+        updatedAt: data.refreshedAt,
+        refreshedAt: data.refreshedAt,
       });
     },
 
@@ -90,13 +89,13 @@ export function postgresCatalog(db: Db): CatalogStore & CatalogWrites {
       return db.transaction(async (client) => {
         const deleted = await client.query(`delete from ${t("connections")} where id = $1`, [id]);
         if (deleted.rowCount === 0) return false;
-        // Locked first, so a bulk write or a delivery in flight finishes before its rows go.
-        const datasets = await client.query<{ id: string }>(`select id from ${t("datasets")} where connection_id = $1 for update`, [id]);
+        // Locked first (in id order, as deliveries lock them), so deliveries in flight finish before their rows go.
+        const datasets = await client.query<{ id: string }>(
+          `select id from ${t("datasets")} where connection_id = $1 order by id for update`,
+          [id],
+        );
         const ids = datasets.rows.map((d) => d.id);
-        if (ids.length > 0) {
-          await client.query(`delete from ${t("dataset_rows")} where dataset_id = any($1)`, [ids]);
-          await client.query(`delete from ${t("datasets")} where id = any($1)`, [ids]);
-        }
+        if (ids.length > 0) await deleteRowsOf(client, t, ids);
         return true;
       });
     },
@@ -128,18 +127,29 @@ export function postgresCatalog(db: Db): CatalogStore & CatalogWrites {
     },
     async deleteDataset(id) {
       return db.transaction(async (client) => {
-        // The lock waits for a bulk write or delivery in flight on this dataset.
+        // The lock waits for deliveries in flight on this dataset (and for a bulk write's publishing).
         const found = await client.query(`select 1 from ${t("datasets")} where id = $1 for update`, [id]);
         if (found.rowCount === 0) return false;
-        await client.query(`delete from ${t("dataset_rows")} where dataset_id = $1`, [id]);
-        await client.query(`delete from ${t("datasets")} where id = $1`, [id]);
+        await deleteRowsOf(client, t, [id]);
         return true;
       });
     },
     writeDatasetRows(write) {
-      return writeDatasetRows(db, write);
+      return writeRows(write);
     },
   };
+}
+
+/**
+ * Delete datasets (their rows locked by the caller) with their rows. A bulk
+ * write's claim goes first: deleting it waits for a staging transaction in
+ * flight, so the rows it commits are seen and deleted too, and the writer
+ * fails at its next step.
+ */
+async function deleteRowsOf(client: PoolClient, t: Db["t"], ids: readonly string[]): Promise<void> {
+  await client.query(`delete from ${t("dataset_stagings")} where dataset_id = any($1)`, [ids]);
+  await client.query(`delete from ${t("dataset_rows")} where dataset_id = any($1)`, [ids]);
+  await client.query(`delete from ${t("datasets")} where id = any($1)`, [ids]);
 }
 
 const CONNECTION_COLUMNS = "id, team_id, name, type, config, created_at";
@@ -158,7 +168,7 @@ function datasetsAndTables(t: Db["t"]): string {
     select id, team_id, name, 'input_table', null, null, columns, row_count, null, updated_at from ${t("input_tables")}`;
 }
 
-/** Insert rows at positions `firstPos`, `firstPos + 1`, … in batches. */
+/** Insert rows at positions `firstPos`, `firstPos + 1`, … in batches (the caller sets the window). */
 export async function insertDatasetRows(client: PoolClient, t: Db["t"], datasetId: string, rows: readonly Row[], firstPos: number): Promise<void> {
   for (let start = 0; start < rows.length; start += WRITE_BATCH) {
     const batch = rows.slice(start, start + WRITE_BATCH);
@@ -192,7 +202,7 @@ function filterSql(filters: Record<string, unknown> | null, params: unknown[]): 
  * one snapshot. A longer read counts now and streams lazily (see
  * `cursorRows`): memory holds one batch at a time, and nothing is held
  * until the rows are read, so a caller may read `totalRows` alone. Without
- * filters the offset becomes a position (`min(pos) + offset`), so a deep
+ * filters the offset becomes a position (`first_pos + offset`), so a deep
  * page costs an index seek.
  */
 async function readRows(db: Db, datasetId: string, query: RowQuery): Promise<RowPage> {
@@ -250,27 +260,42 @@ async function* cursorRows(db: Db, datasetId: string, query: RowQuery, countedVe
   }
 }
 
-/** The row count of a read (filters applied), as `n`. Positions are contiguous, so without filters it is two index lookups. */
+/**
+ * The row count of a read (filters applied), as `n`. Without filters it is
+ * the window's size; with them, a count of the window's matching rows.
+ */
 function countSql(t: Db["t"], filters: Record<string, unknown> | null, params: unknown[]): string {
   const where = filterSql(filters, params);
   return where === ""
-    ? `select max(pos) - min(pos) + 1 as n from ${t("dataset_rows")} where dataset_id = $1`
-    : `select count(*) as n from ${t("dataset_rows")} where dataset_id = $1${where}`;
+    ? `select coalesce((select next_pos - first_pos from ${t("datasets")} where id = $1), 0) as n`
+    : `select count(*) as n from ${t("dataset_rows")} where dataset_id = $1 and ${windowSql(t)}${where}`;
 }
 
-/** The page as `pos` and `r` (the row, or the selected values as a JSON array), in position order. `$1` is the dataset id. */
+/**
+ * The page as `pos` and `r` (the row, or the selected values as a JSON
+ * array), in position order. `$1` is the dataset id. Positions in the window
+ * are dense, so without filters the offset is a position: a deep page costs
+ * an index seek, not a walk over the rows before it.
+ */
 function pageSql(t: Db["t"], query: RowQuery, params: unknown[]): string {
   const select = query.columns ? `json_build_array(${query.columns.map((c) => `row -> $${params.push(c)}::text`).join(", ")})` : "row";
   const where = filterSql(query.filters, params);
   let sql: string;
   if (where !== "") {
-    sql = `select pos, ${select} as r from ${t("dataset_rows")} where dataset_id = $1${where} order by pos offset $${params.push(query.offset)}`;
+    sql = `select pos, ${select} as r from ${t("dataset_rows")} where dataset_id = $1 and ${windowSql(t)}${where}
+           order by pos offset $${params.push(query.offset)}`;
   } else {
-    const from = `(select min(pos) from ${t("dataset_rows")} where dataset_id = $1) + $${params.push(query.offset)}::bigint`;
-    sql = `select pos, ${select} as r from ${t("dataset_rows")} where dataset_id = $1 and pos >= ${from} order by pos`;
+    const from = `(select first_pos from ${t("datasets")} where id = $1) + $${params.push(query.offset)}::bigint`;
+    sql = `select pos, ${select} as r from ${t("dataset_rows")}
+            where dataset_id = $1 and pos >= ${from} and pos < (select next_pos from ${t("datasets")} where id = $1) order by pos`;
   }
   if (query.limit !== null) sql += ` limit $${params.push(Math.max(0, query.limit))}`;
   return sql;
+}
+
+/** Positions readers see: the dataset's window (`$1` is its id). */
+function windowSql(t: Db["t"]): string {
+  return `pos >= (select first_pos from ${t("datasets")} where id = $1) and pos < (select next_pos from ${t("datasets")} where id = $1)`;
 }
 
 function toRow(r: unknown, columns: string[] | null): Row {

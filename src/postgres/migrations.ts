@@ -169,6 +169,26 @@ create index dashboards_id_c on {s}.dashboards (id collate "C");
 create index memberships_team on {s}.memberships (team_id);
 `,
   },
+  {
+    version: 3,
+    name: "row windows and staged bulk writes",
+    sql: `
+-- Readers see a dataset's rows at the positions [first_pos, next_pos): the
+-- count is next_pos - first_pos and offset k is position first_pos + k.
+-- Rows outside the window are invisible: below it, rows trimmed by
+-- retention or replaced by a bulk write, deleted later in small steps
+-- (everything below swept_below is gone); above it, rows a bulk write is
+-- staging (its claim in dataset_stagings, its range starting at stage_from).
+alter table {s}.datasets add column first_pos bigint not null default 1, add column next_pos bigint not null default 1,
+  add column swept_below bigint not null default 1, add column stage_from bigint;
+update {s}.datasets d set first_pos = r.lo, next_pos = r.hi + 1, swept_below = r.lo, row_count = r.hi - r.lo + 1
+  from (select dataset_id, min(pos) as lo, max(pos) as hi from {s}.dataset_rows group by dataset_id) r
+ where r.dataset_id = d.id;
+create table {s}.dataset_stagings (
+  dataset_id text primary key, owner text not null, from_pos bigint not null, end_pos bigint not null
+);
+`,
+  },
 ];
 
 /**

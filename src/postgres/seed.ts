@@ -69,8 +69,8 @@ async function load(client: PoolClient, t: Db["t"], space: SeedSpace): Promise<v
   }
   for (const { rows, ...d } of space.datasets) {
     await client.query(
-      `insert into ${t("datasets")} (id, team_id, name, type, connection_id, source, columns, row_count, last_refreshed_at, updated_at)
-       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+      `insert into ${t("datasets")} (id, team_id, name, type, connection_id, source, columns, row_count, last_refreshed_at, updated_at, first_pos, next_pos)
+       values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 1, $8::bigint + 1)`,
       [d.id, d.teamId, d.name, d.type, d.connectionId, d.source, json(d.columns), rows.length, d.lastRefreshedAt, d.updatedAt],
     );
     await insertDatasetRows(client, t, d.id, rows, 1);

@@ -2,7 +2,8 @@ import { widenColumns } from "../domain/columns.js";
 import { endpointFromConnection } from "../domain/webhook-config.js";
 import type { Column } from "../domain/model.js";
 import type { WebhookEndpoint, WebhookStore } from "../ports/storage/webhooks.js";
-import { type Db, json } from "./db.js";
+import { makeRoomForDeliveries } from "./dataset-rows.js";
+import { type Db, json, num } from "./db.js";
 
 export function postgresWebhooks(db: Db): WebhookStore {
   const { t } = db;
@@ -19,40 +20,45 @@ export function postgresWebhooks(db: Db): WebhookStore {
       return db.transaction(async (client) => {
         // Locking the dataset row serialises ingests of one dataset (across
         // instances too): positions stay contiguous, columns merge without
-        // lost updates, and trimming sees every row before it.
-        const locked = await client.query<{ columns: Column[] }>(`select columns from ${t("datasets")} where id = $1 for update`, [
-          input.datasetId,
-        ]);
+        // lost updates, and the window moves as one.
+        const locked = await client.query<{ first_pos: string; next_pos: string; stage_from: string | null; columns: Column[] }>(
+          `select first_pos, next_pos, stage_from, columns from ${t("datasets")} where id = $1 for update`,
+          [input.datasetId],
+        );
         const dataset = locked.rows[0];
         if (!dataset) throw new Error(`unknown dataset ${input.datasetId}`);
-        const inserted = await client.query<{ pos: string }>(
-          `insert into ${t("dataset_rows")} (dataset_id, pos, row, dedup_key)
-           values ($1, (select coalesce(max(pos), 0) + 1 from ${t("dataset_rows")} where dataset_id = $1), $2, $3)
-           on conflict (dataset_id, dedup_key) where dedup_key is not null do nothing
-           returning pos`,
-          [input.datasetId, json(input.row), input.dedupKey],
-        );
-        const pos = inserted.rows[0]?.pos;
-        if (pos === undefined) {
-          const first = await client.query<{ id: string }>(
-            `select row ->> '_id' as id from ${t("dataset_rows")} where dataset_id = $1 and dedup_key = $2`,
+        const first = num(dataset.first_pos);
+        const next = num(dataset.next_pos);
+        if (input.dedupKey !== null) {
+          const held = await client.query<{ pos: string; id: string | null }>(
+            `select pos, row ->> '_id' as id from ${t("dataset_rows")} where dataset_id = $1 and dedup_key = $2`,
             [input.datasetId, input.dedupKey],
           );
-          return { id: first.rows[0]?.id ?? "", duplicate: true };
+          const holder = held.rows[0];
+          if (holder && num(holder.pos) >= first) return { id: holder.id ?? "", duplicate: true };
+          // Below the window (trimmed or replaced, not deleted yet): forgotten, and the key goes with its row.
+          if (holder) await client.query(`delete from ${t("dataset_rows")} where dataset_id = $1 and pos = $2`, [input.datasetId, holder.pos]);
         }
-        const retain = Math.max(1, Math.floor(input.retainRows));
-        await client.query(`delete from ${t("dataset_rows")} where dataset_id = $1 and pos <= $2::bigint - $3::bigint`, [
+        // A bulk write staging right above the window: move its rows out of the way (rare).
+        let stageFrom = dataset.stage_from === null ? null : num(dataset.stage_from);
+        if (stageFrom !== null && next >= stageFrom) stageFrom = await makeRoomForDeliveries(client, t, input.datasetId, 1);
+        await client.query(`insert into ${t("dataset_rows")} (dataset_id, pos, row, dedup_key) values ($1, $2, $3, $4)`, [
           input.datasetId,
-          pos,
-          retain,
+          next,
+          json(input.row),
+          input.dedupKey,
         ]);
+        const keepFrom = Math.max(first, next + 1 - Math.max(1, Math.floor(input.retainRows)));
+        if (keepFrom > first) {
+          await client.query(`delete from ${t("dataset_rows")} where dataset_id = $1 and pos >= $2 and pos < $3`, [input.datasetId, first, keepFrom]);
+        }
         // The schema only changes when a payload brings a new column or type.
         const widened = widenColumns(dataset.columns, input.columns);
         await client.query(
-          `update ${t("datasets")} set columns = coalesce($2, columns), updated_at = $3,
-             row_count = (select max(pos) - min(pos) + 1 from ${t("dataset_rows")} where dataset_id = $1)
+          `update ${t("datasets")} set first_pos = $2, next_pos = $3, row_count = $3::bigint - $2::bigint, swept_below = greatest(swept_below, $2),
+             stage_from = $4, columns = coalesce($5, columns), updated_at = $6
            where id = $1`,
-          [input.datasetId, widened === null ? null : json(widened), input.receivedAt],
+          [input.datasetId, keepFrom, next + 1, stageFrom, widened === null ? null : json(widened), input.receivedAt],
         );
         return { id: String(input.row._id ?? ""), duplicate: false };
       });
@@ -72,17 +78,18 @@ export function postgresWebhooks(db: Db): WebhookStore {
         const result = await client.query<EndpointRow>(`${endpointSql} where c.id = $1`, [connectionId]);
         const endpoint = result.rows[0] ? toEndpoint(result.rows[0]) : null;
         if (endpoint && typeof settings.retainRows === "number" && endpoint.datasetId) {
-          // Lowering retention trims at once, in this transaction.
-          await client.query(`select 1 from ${t("datasets")} where id = $1 for update`, [endpoint.datasetId]);
+          // Lowering retention trims at once, in this transaction: the window's start moves up.
           await client.query(
-            `delete from ${t("dataset_rows")} where dataset_id = $1
-               and pos <= (select max(pos) from ${t("dataset_rows")} where dataset_id = $1) - $2::bigint`,
+            `update ${t("datasets")} set first_pos = greatest(first_pos, next_pos - $2::bigint),
+               row_count = next_pos - greatest(first_pos, next_pos - $2::bigint)
+             where id = $1`,
             [endpoint.datasetId, Math.max(1, Math.floor(settings.retainRows))],
           );
           await client.query(
-            `update ${t("datasets")} set row_count = coalesce((select max(pos) - min(pos) + 1 from ${t("dataset_rows")} where dataset_id = $1), 0) where id = $1`,
+            `delete from ${t("dataset_rows")} where dataset_id = $1 and pos < (select first_pos from ${t("datasets")} where id = $1)`,
             [endpoint.datasetId],
           );
+          await client.query(`update ${t("datasets")} set swept_below = first_pos where id = $1`, [endpoint.datasetId]);
         }
         return endpoint;
       });
@@ -130,4 +137,3 @@ function toEndpoint(r: EndpointRow): WebhookEndpoint {
     r.dataset_id ?? "",
   );
 }
-
