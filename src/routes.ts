@@ -8,6 +8,7 @@ import { auditRoutes } from "./routes/audit.js";
 import { connectionRoutes } from "./routes/connections.js";
 import { dashboardRoutes } from "./routes/dashboards.js";
 import { datasetRoutes } from "./routes/datasets.js";
+import { docsRoutes } from "./routes/docs.js";
 import { identityRoutes } from "./routes/identity.js";
 import { adminOpenapiRoutes, openapiRoutes } from "./routes/openapi.js";
 import { operationsRoutes } from "./routes/operations.js";
@@ -18,7 +19,7 @@ import { webhookReceiverRoutes } from "./routes/webhooks.js";
  * The route table. Each mount is a prefix; a future `/api/v2` mounts its
  * own list beside `/api/v1`. The webhook receiver has no version prefix.
  */
-export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...connectionRoutes, ...dashboardRoutes, ...tableRoutes, ...auditRoutes, ...openapiRoutes];
+export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...connectionRoutes, ...dashboardRoutes, ...tableRoutes, ...auditRoutes, ...openapiRoutes, ...docsRoutes];
 
 export const webhookRoutes: RouteDef[] = [...webhookReceiverRoutes];
 
