@@ -87,6 +87,9 @@ export async function everyOperation(): Promise<void> {
   const document = await client.GET("/api/v1/openapi.json");
   const version: "3.1.0" | undefined = document.data?.openapi;
 
+  const reference = await client.GET("/api/v1/docs", { parseAs: "text" });
+  const asset = await client.GET("/api/v1/docs/assets/{name}", { params: { path: { name: "swagger-ui.css" } }, parseAs: "text" });
+
   const receipt = await client.POST("/api/webhooks/{id}", {
     params: {
       path: { id: "wh_demo_shop_events" },
@@ -99,7 +102,7 @@ export async function everyOperation(): Promise<void> {
   const live = await client.GET("/api/health/live");
   const ready = await client.GET("/api/health/ready");
   const metrics = await client.GET("/api/metrics", { parseAs: "text" });
-  void [list, writable, hasMore, firstRow, dashboard, totalViews, spaceRows, rowId, createdAt, updatedAt, gone, cursor, version, duplicate, live.data?.status, ready.data?.checks.storage, metrics.data];
+  void [list, writable, hasMore, firstRow, dashboard, totalViews, spaceRows, rowId, createdAt, updatedAt, gone, cursor, version, duplicate, live.data?.status, ready.data?.checks.storage, metrics.data, reference.data, asset.data];
 }
 
 /** What the document forbids, the compiler must refuse. */

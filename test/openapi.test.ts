@@ -100,6 +100,8 @@ describe("OpenAPI document for code generators", () => {
       "DELETE /api/v1/tables/{id}/rows/{rowId}": "deleteTableRow",
       "GET /api/v1/audit": "readAuditFeed",
       "GET /api/v1/openapi.json": "getOpenApiDocument",
+      "GET /api/v1/docs": "getApiReference",
+      "GET /api/v1/docs/assets/{name}": "getApiReferenceAsset",
       "POST /api/webhooks/{id}": "receiveWebhook",
       "GET /api/health/live": "getLiveness",
       "GET /api/health/ready": "getReadiness",
