@@ -4,19 +4,33 @@ import ts from "typescript";
 import { afterAll, describe, expect, it } from "vitest";
 
 /**
- * Every TypeScript example in docs/ is type-checked against the source, with
- * `dataport` and its subpaths mapped to src/ as the package exports them, so
- * an example cannot drift from the API it shows.
+ * Every TypeScript example in README.md and docs/ is type-checked against the
+ * source, with `dataport` and its subpaths mapped to src/ as the package
+ * exports them, so an example cannot drift from the API it shows. The
+ * compiler options are those `tsc --init` writes (strict, exact optional
+ * property types, unchecked indexed access, verbatim module syntax), so an
+ * example that compiles here compiles in a new user's project. The other
+ * blocks are run by test/readme-examples.test.ts.
  */
 const root = join(import.meta.dirname, "..");
 const out = join(root, "test", ".docs-check");
 
+/** README.md and every page of docs/, as paths from the root. */
+function pages(): string[] {
+  return ["README.md", ...readdirSync(join(root, "docs")).filter((f) => f.endsWith(".md")).sort().map((f) => `docs/${f}`)];
+}
+
 function examples(): Array<{ name: string; code: string }> {
   const found: Array<{ name: string; code: string }> = [];
-  for (const file of readdirSync(join(root, "docs")).filter((f) => f.endsWith(".md"))) {
-    const text = readFileSync(join(root, "docs", file), "utf8");
+  for (const page of pages()) {
+    const text = readFileSync(join(root, page), "utf8");
     let n = 0;
-    for (const match of text.matchAll(/```ts\n([\s\S]*?)```/g)) found.push({ name: `${file.replace(/\.md$/, "")}-${++n}`, code: match[1]! });
+    // Fences may be indented (inside a list item): the code is dedented by the fence's indent.
+    for (const match of text.matchAll(/^( *)```ts\n([\s\S]*?)^ *```$/gm)) {
+      const indent = match[1]!.length;
+      const code = match[2]!.split("\n").map((line) => line.slice(Math.min(indent, line.length - line.trimStart().length))).join("\n");
+      found.push({ name: `${page.replace(/^docs\//, "").replace(/\.md$/, "")}-${++n}`, code });
+    }
   }
   return found;
 }
@@ -35,12 +49,14 @@ const SUBPATHS: Record<string, string> = {
   "dataport/testing": "src/testing/index.ts",
 };
 
-describe("examples in docs/", () => {
+describe("TypeScript examples in README.md and docs/", () => {
   afterAll(() => rmSync(out, { recursive: true, force: true }));
 
   it("type-check against the library", () => {
     const blocks = examples();
-    expect(blocks.length).toBeGreaterThan(0);
+    // README's client and mounting examples, and every page that shows code.
+    expect(blocks.filter((b) => b.name.startsWith("README-")).length).toBeGreaterThanOrEqual(2);
+    expect(blocks.length).toBeGreaterThan(20);
     mkdirSync(out, { recursive: true });
     // Each block is a module of its own (top-level await allowed).
     const files = blocks.map(({ name, code }) => {
@@ -55,6 +71,12 @@ describe("examples in docs/", () => {
       lib: ["lib.es2023.d.ts", "lib.dom.d.ts"],
       types: ["node"],
       strict: true,
+      // What `tsc --init` sets besides strict: examples must compile in a new project.
+      exactOptionalPropertyTypes: true,
+      noUncheckedIndexedAccess: true,
+      verbatimModuleSyntax: true,
+      isolatedModules: true,
+      moduleDetection: ts.ModuleDetectionKind.Force,
       noEmit: true,
       skipLibCheck: true,
       allowImportingTsExtensions: true,
