@@ -619,8 +619,8 @@ describe("the shell reader of this test", () => {
 
   it("expands variables in double quotes and words, never in single quotes, and refuses unset ones", async () => {
     const [command] = commandsOf(block(`curl "$API/x?a=1" '$API' -d "{\\"k\\":\\"$V\\"}" \${API}/y`));
-    const [[words]] = await stagesOf(command!.tokens, { API: "http://h", V: "v" }, null, "t");
-    expect(words).toEqual(["curl", "http://h/x?a=1", "$API", "-d", '{"k":"v"}', "http://h/y"]);
+    const lists = await stagesOf(command!.tokens, { API: "http://h", V: "v" }, null, "t");
+    expect(lists).toEqual([[["curl", "http://h/x?a=1", "$API", "-d", '{"k":"v"}', "http://h/y"]]]);
     await expect(stagesOf(command!.tokens, {}, null, "t")).rejects.toThrow("$API is not set");
   });
 
