@@ -2,6 +2,7 @@ import type { PoolClient } from "pg";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
 import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";
+import type { CatalogWatch } from "./catalog-events.js";
 import { bulkRowWriter } from "./dataset-rows.js";
 import { type Db, idPageSql, json, num, PUT_RESULT, putResult } from "./db.js";
 
@@ -10,9 +11,17 @@ const BATCH = 1000;
 /** Rows per INSERT statement when writing many rows. */
 const WRITE_BATCH = 5000;
 
-export function postgresCatalog(db: Db): CatalogStore & CatalogWrites {
+export function postgresCatalog(db: Db, watch: CatalogWatch): CatalogStore & CatalogWrites {
   const { t } = db;
   const writeRows = bulkRowWriter(db);
+  /** A catalog write: this instance forgets what it derived from the catalog at once, whatever the outcome. */
+  const changing = async <T>(write: Promise<T>): Promise<T> => {
+    try {
+      return await write;
+    } finally {
+      watch.changed();
+    }
+  };
   return {
     async getConnection(id) {
       const [row] = await db.query<ConnectionRow>(`select ${CONNECTION_COLUMNS} from ${t("connections")} where id = $1`, [id]);
@@ -65,7 +74,7 @@ export function postgresCatalog(db: Db): CatalogStore & CatalogWrites {
     },
 
     async putConnection(connection) {
-      return db.transaction(async (client) => {
+      return changing(db.transaction(async (client) => {
         // The unique endpoint_id column is the webhook receiver's index and
         // follows the config here. Another connection's endpoint id is refused
         // by this check, and by the unique index for a concurrent put that
@@ -83,10 +92,10 @@ export function postgresCatalog(db: Db): CatalogStore & CatalogWrites {
           [connection.id, connection.teamId, connection.name, connection.type, json(connection.config), connection.createdAt, endpointId],
         );
         return putResult(rows.rows);
-      });
+      }));
     },
     async deleteConnection(id) {
-      return db.transaction(async (client) => {
+      return changing(db.transaction(async (client) => {
         const deleted = await client.query(`delete from ${t("connections")} where id = $1`, [id]);
         if (deleted.rowCount === 0) return false;
         // Locked first (in id order, as deliveries lock them), so deliveries in flight finish before their rows go.
@@ -97,10 +106,10 @@ export function postgresCatalog(db: Db): CatalogStore & CatalogWrites {
         const ids = datasets.rows.map((d) => d.id);
         if (ids.length > 0) await deleteRowsOf(client, t, ids);
         return true;
-      });
+      }));
     },
     async putDataset(dataset) {
-      return db.transaction(async (client) => {
+      return changing(db.transaction(async (client) => {
         const table = await client.query(`select 1 from ${t("input_tables")} where id = $1`, [dataset.id]);
         if (table.rowCount) throw new Error(`${dataset.id} is an input table`);
         // rowCount is the store's: 0 for a new dataset, kept on a replace.
@@ -123,16 +132,16 @@ export function postgresCatalog(db: Db): CatalogStore & CatalogWrites {
           ],
         );
         return putResult(rows.rows);
-      });
+      }));
     },
     async deleteDataset(id) {
-      return db.transaction(async (client) => {
+      return changing(db.transaction(async (client) => {
         // The lock waits for deliveries in flight on this dataset (and for a bulk write's publishing).
         const found = await client.query(`select 1 from ${t("datasets")} where id = $1 for update`, [id]);
         if (found.rowCount === 0) return false;
         await deleteRowsOf(client, t, [id]);
         return true;
-      });
+      }));
     },
     writeDatasetRows(write) {
       return writeRows(write);

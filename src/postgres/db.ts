@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { Pool, PoolClient, QueryResultRow } from "pg";
 import type { IdPage, PutResult } from "../ports/storage/identity.js";
 
@@ -11,7 +12,7 @@ export interface Db {
   schema: string;
   /** A schema-qualified table name: `t("teams")` → `"dataport".teams`. */
   t(table: string): string;
-  query<R extends QueryResultRow = QueryResultRow>(sql: string, params?: readonly unknown[]): Promise<R[]>;
+  query<R extends QueryResultRow = QueryResultRow>(sql: string | Statement, params?: readonly unknown[]): Promise<R[]>;
   /** Runs `work` in one transaction (READ COMMITTED), committing on success and rolling back on a throw. */
   transaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T>;
 }
@@ -22,8 +23,8 @@ export function createDb(pool: Pool, schemaName: string): Db {
     pool,
     schema,
     t: (table) => `${schema}.${table}`,
-    async query<R extends QueryResultRow>(sql: string, params: readonly unknown[] = []) {
-      const result = await pool.query<R>(sql, params as unknown[]);
+    async query<R extends QueryResultRow>(sql: string | Statement, params: readonly unknown[] = []) {
+      const result = await pool.query<R>(typeof sql === "string" ? sql : { ...sql, values: params as unknown[] }, params as unknown[]);
       return result.rows;
     },
     async transaction(work) {
@@ -41,6 +42,23 @@ export function createDb(pool: Pool, schemaName: string): Db {
       }
     },
   };
+}
+
+/**
+ * A statement of a hot path (every request or delivery runs it), parsed and
+ * planned once per pooled connection instead of at every call: `pg` prepares
+ * a named statement on first use on each connection. Named by a hash of its
+ * text, so the same text shares a name and different texts (other schemas)
+ * never do. Only for fixed texts: each one stays prepared for the
+ * connection's life.
+ */
+export interface Statement {
+  readonly name: string;
+  readonly text: string;
+}
+
+export function statement(text: string): Statement {
+  return { name: `dataport_${createHash("sha256").update(text).digest("hex").slice(0, 32)}`, text };
 }
 
 /** A PostgreSQL identifier in double quotes. */

@@ -3,6 +3,7 @@ import type { Storage } from "../ports/storage.js";
 import { postgresAnalytics } from "./analytics.js";
 import { postgresAudit } from "./audit.js";
 import { postgresCatalog } from "./catalog.js";
+import { watchCatalog } from "./catalog-events.js";
 import { createDb, type Db } from "./db.js";
 import { postgresCredentials, postgresIdentity } from "./identity.js";
 import { migrate } from "./migrations.js";
@@ -53,23 +54,34 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
     throw error;
   }
   const db = createDb(pool, schema);
+  const watch = watchCatalog(pool, schema);
+  const { settled: deliveriesSettled, ...webhooks } = postgresWebhooks(db, watch);
   let closed = false;
   return {
     ...postgresIdentity(db),
     ...postgresCredentials(db),
-    ...postgresCatalog(db),
+    ...postgresCatalog(db, watch),
     ...postgresTables(db),
-    ...postgresWebhooks(db),
+    ...webhooks,
     ...postgresAudit(db, { visibilityWaitMs: options.auditVisibilityWaitMs }),
     ...postgresAnalytics(db, log),
-    seed: (space) => seedSpace(db, space),
+    async seed(space) {
+      try {
+        return await seedSpace(db, space);
+      } finally {
+        watch.changed();
+      }
+    },
     async ping() {
       await pool.query("SELECT 1");
     },
     async close() {
-      if (closed || !owned) return;
+      if (closed) return;
       closed = true;
-      await pool.end();
+      // Deliveries already received are answered before the pool goes.
+      await deliveriesSettled();
+      await watch.close();
+      if (owned) await pool.end();
     },
     db,
   };

@@ -189,6 +189,24 @@ create table {s}.dataset_stagings (
 );
 `,
   },
+  {
+    version: 4,
+    name: "catalog notifications",
+    sql: `
+-- Every change to connections, or to which datasets exist and belong to
+-- which connection, notifies the schema's channel: instances remember
+-- webhook endpoints until they hear of a change.
+create function {s}.notify_catalog_changed() returns trigger language plpgsql as $$
+begin
+  perform pg_notify('dataport_catalog_' || md5(TG_TABLE_SCHEMA), '');
+  return null;
+end $$;
+create trigger connections_changed after insert or update or delete or truncate on {s}.connections
+  for each statement execute function {s}.notify_catalog_changed();
+create trigger datasets_changed after insert or delete or truncate or update of id, connection_id on {s}.datasets
+  for each statement execute function {s}.notify_catalog_changed();
+`,
+  },
 ];
 
 /**
