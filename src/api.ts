@@ -70,8 +70,8 @@ export interface DataApi {
   handle(request: ApiRequest): Promise<ApiReply>;
   /**
    * `handle` without the promise when none was needed: the reply itself when
-   * every step answered synchronously (the memory store, a body the adapter
-   * already holds), else a promise of it. Failures are error replies, as with `handle`.
+   * the request waited for nothing (a preflight, a 404, a refusal before any
+   * port was asked), else a promise of it. Failures are error replies, as with `handle`.
    */
   dispatch(request: ApiRequest): Awaitable<ApiReply>;
   readonly ports: Ports;
@@ -142,8 +142,8 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
 
   return {
     dispatch,
-    async handle(request) {
-      return dispatch(request);
+    handle(request) {
+      return Promise.resolve(dispatch(request));
     },
     async fetch(request, context = {}) {
       return toWebResponse(await dispatch(fromWebRequest(request, context.clientAddress ?? null)));

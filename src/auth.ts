@@ -1,4 +1,3 @@
-import { andThen, type Awaitable } from "./awaitable.js";
 import { HASH_EVERY_TIME, type TokenHashes } from "./token-hashes.js";
 import type { Actor, ApiKeyRecord, Membership, Scope, Team, User } from "./domain/model.js";
 import { ApiError } from "./errors.js";
@@ -23,33 +22,18 @@ export type Credential = ApiKeyCredential | SessionCredential;
 export const unauthorized = (message: string) =>
   new ApiError(401, "unauthorized", message, { headers: { "www-authenticate": "Bearer" } });
 
-/**
- * Resolve `Authorization: Bearer <token>` to a credential, or throw 401.
- * Answers without a promise when the store finds the key synchronously
- * (memory, SQLite): the common request then pays no microtask hop here.
- * Refusals are thrown, synchronously or as a rejection.
- */
-export function authenticate(
+/** Resolve `Authorization: Bearer <token>` to a credential, or throw 401. */
+export async function authenticate(
   authorization: string | null,
   storage: Storage,
   sessions: SessionAuthenticator,
   hashes: TokenHashes = HASH_EVERY_TIME,
-): Awaitable<Credential> {
+): Promise<Credential> {
   if (!authorization) throw unauthorized("missing Authorization header");
   const token = bearerToken(authorization);
   if (token === null) throw unauthorized("Authorization must be 'Bearer <token>'");
   const tokenHash = hashes.of(token);
-  return andThen(findKey(storage, tokenHash), (found) => keyOrSession(found, token, tokenHash, storage, sessions, hashes));
-}
-
-function keyOrSession(
-  found: FoundKey | null,
-  token: string,
-  tokenHash: string,
-  storage: Storage,
-  sessions: SessionAuthenticator,
-  hashes: TokenHashes,
-): Awaitable<Credential> {
+  const found = await findKey(storage, tokenHash);
   if (found) {
     // The key's creator matters only to /audit, which loads it there.
     const { key, team } = found;
@@ -57,7 +41,7 @@ function keyOrSession(
     hashes.remember(token, tokenHash);
     return { kind: "api-key", key, team };
   }
-  return sessionCredential(token, storage, sessions);
+  return await sessionCredential(token, storage, sessions);
 }
 
 async function sessionCredential(token: string, storage: Storage, sessions: SessionAuthenticator): Promise<Credential> {
@@ -82,7 +66,7 @@ export function bearerToken(authorization: string): string | null {
 type FoundKey = { key: ApiKeyRecord; team: Team | null };
 
 /** A key and its team: in one call when the store offers it, else two. */
-function findKey(storage: Storage, tokenHash: string): Awaitable<FoundKey | null> {
+function findKey(storage: Storage, tokenHash: string): Promise<FoundKey | null> {
   if (storage.findApiKeyWithTeam) return storage.findApiKeyWithTeam(tokenHash);
   return findKeyThenTeam(storage, tokenHash);
 }

@@ -15,7 +15,7 @@ import type { RequestObserver } from "./observe.js";
 import type { Logger } from "./ports/logger.js";
 import type { SessionAuthenticator } from "./ports/session.js";
 import { resolveClientAddress } from "./proxy.js";
-import { isRateLimit, takeRateToken } from "./rate-limit.js";
+import { isRateLimit, rateLimitHeaders, tokenBucket } from "./rate-limit.js";
 import type { RouteMatch, Router } from "./router.js";
 import type { AuthedRoute, RouteDef, RouteInput } from "./routing.js";
 import type { TokenHashes } from "./token-hashes.js";
@@ -58,35 +58,39 @@ class Exchange {
  *   2. admit   what the route asks of the caller: nothing, the admin token,
  *              or a bearer key or session, then its rate limit, plan and scope
  *   3. input   query and body, parsed as the route declares them
- *   4. run     the handler; a plain value becomes a 200 JSON reply
- *   5. finish  the headers every reply carries, the usage log, the observer
+ *   4. run     the handler
+ *   5. finish  its value as a reply (a plain value is 200 JSON), the headers
+ *              every reply carries, the usage log, the observer
  *
  * A failure in any stage, thrown or rejected, becomes the error envelope
  * (`fail`) and is finished like any reply.
  *
- * Each stage continues at once when the one before gave a plain value
- * (`andThen`), so a request that waits for nothing is answered without a
- * promise, and the adapter can write it at once.
+ * The async rule (src/awaitable.ts): ports answer with promises, handlers
+ * return a value or a promise; each stage continues at once when the one
+ * before gave a plain value (`andThen`), so a request that waits for
+ * nothing is answered without a promise and the adapter writes it at once.
  */
 export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Awaitable<ApiReply> {
   const { router, ports, settings, sessions, tokenHashes, admin, logger, observe, operations } = parts;
   const { storage, clock } = ports;
   const nextRequestId = idSource();
   const log = (message: string, error?: unknown) => logger.error(message, error);
+  /** The Data Access API's per-credential bucket (`apiRatePerSecond`), or null when it is off. */
+  const apiLimit = isRateLimit(settings.apiRatePerSecond) ? tokenBucket(settings.apiRatePerSecond) : null;
 
   return function dispatch(req) {
     const x = new Exchange(req, nextRequestId());
-    let reply: Awaitable<ApiReply>;
+    let result: unknown;
     try {
       x.clientAddress = resolveClientAddress(req.clientAddress, req.headers, settings.trustedProxies);
       const route = routeStage(x);
-      reply = route === null ? preflight() : andThen(admit(x, route), () => andThen(input(x, route), (parsed) => run(x, route, parsed)));
+      result = route === null ? preflight() : andThen(admit(x, route), () => andThen(input(x, route), (parsed) => run(x, route, parsed)));
     } catch (error) {
       return finish(x, fail(x, error));
     }
-    if (!isPromiseLike(reply)) return finish(x, reply);
-    return Promise.resolve(reply).then(
-      (settled) => finish(x, settled),
+    if (!isPromiseLike(result)) return finish(x, replyOf(x, result));
+    return Promise.resolve(result).then(
+      (value) => finish(x, replyOf(x, value)),
       (error: unknown) => finish(x, fail(x, error)),
     );
   };
@@ -112,18 +116,14 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
     if (route.auth === "admin") return checkAdminAuthorization(authorization, admin!.token);
     return andThen(authenticate(authorization, storage, sessions, tokenHashes), (credential) => {
       x.credential = credential;
-      if (!isRateLimit(settings.apiRatePerSecond)) return authorize(credential, route);
-      return andThen(takeApiToken(credential), (rateHeaders) => {
-        x.rateHeaders = rateHeaders;
+      if (apiLimit === null) return authorize(credential, route);
+      // One token from the credential's bucket, or 429.
+      const key = credential.kind === "api-key" ? `api:key:${credential.key.id}` : `api:user:${credential.user.id}`;
+      return andThen(ports.rateLimiter.take(key, apiLimit, clock.now()), (decision) => {
+        x.rateHeaders = rateLimitHeaders(decision, apiLimit, "too many requests for this credential; retry later");
         authorize(credential, route);
       });
     });
-  }
-
-  /** The Data Access API's per-credential bucket (`apiRatePerSecond`, burst twice that), or 429. */
-  function takeApiToken(credential: Credential): Awaitable<Record<string, string>> {
-    const key = credential.kind === "api-key" ? `api:key:${credential.key.id}` : `api:user:${credential.user.id}`;
-    return takeRateToken(ports.rateLimiter, key, settings.apiRatePerSecond, clock.now(), "too many requests for this credential; retry later");
   }
 
   /** Stage 3: the handler's input. A body is read only once the caller is admitted. */
@@ -148,7 +148,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
   }
 
   /** Stage 4: the handler, with the ports and the request's facts. */
-  function run(x: Exchange, route: RouteDef, parsed: RouteInput<unknown, unknown>): Awaitable<ApiReply> {
+  function run(x: Exchange, route: RouteDef, parsed: RouteInput<unknown, unknown>): unknown {
     const { req } = x;
     const isAdmin = route.auth === "admin";
     const ctx: HandlerContext & { credential?: Credential; admin?: Admin; actorUserId: string | null } = {
@@ -168,11 +168,17 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
       admin: isAdmin ? admin!.functions : undefined,
       actorUserId: isAdmin ? req.headers.get("x-actor-user-id") : null,
     };
-    const result = (route.handle as (input: unknown, ctx: HandlerContext) => unknown)(parsed, ctx);
-    // A Reply owns its headers object, so `finish` adds the edge's headers to it in place.
-    return andThen(result, (value) =>
-      value instanceof Reply ? value : { status: 200, headers: { "content-type": JSON_CONTENT_TYPE }, body: JSON.stringify(value) },
-    );
+    return (route.handle as (input: unknown, ctx: HandlerContext) => unknown)(parsed, ctx);
+  }
+
+  /** A handler's value as a reply: a Reply as it is, anything else as 200 JSON (a value JSON cannot hold fails like a stage). */
+  function replyOf(x: Exchange, value: unknown): ApiReply {
+    if (value instanceof Reply) return value;
+    try {
+      return { status: 200, headers: { "content-type": JSON_CONTENT_TYPE }, body: JSON.stringify(value) };
+    } catch (error) {
+      return fail(x, error);
+    }
   }
 
   /** The error envelope for a failure in any stage; the API's own 5xx also reach the business feed. */
@@ -197,7 +203,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
     return reply;
   }
 
-  /** Stage 5: the headers every reply carries, the usage log and the observer. */
+  /** Stage 5: the headers every reply carries (a Reply owns its headers object, so they are added in place), the usage log and the observer. */
   function finish(x: Exchange, reply: ApiReply): ApiReply {
     const { headers } = reply;
     const { route, match, credential, req } = x;
@@ -248,8 +254,8 @@ const PREFLIGHT_HEADERS: Readonly<Record<string, string>> = {
   "access-control-max-age": "86400",
 };
 
-function preflight(): ApiReply {
-  return { status: 204, headers: { ...PREFLIGHT_HEADERS }, body: null };
+function preflight(): Reply {
+  return new Reply(204, null, { ...PREFLIGHT_HEADERS });
 }
 
 /** Response headers a browser script may read, named only when the response carries them (most carry just the id). */

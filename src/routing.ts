@@ -1,4 +1,3 @@
-import type { Awaitable } from "./awaitable.js";
 import type { z } from "zod";
 import type { AdminContext, AuthedContext, HandlerContext } from "./context.js";
 import type { Scope } from "./domain/model.js";
@@ -67,24 +66,26 @@ export interface AuthedRoute<Query = unknown, Body = unknown> extends RouteBase<
   auth: "bearer";
   /** The scope an API key needs; null for none. */
   scope: Scope | null;
-  /** The result, or a promise of it: a handler that needs no storage call may answer synchronously. */
-  handle(input: RouteInput<Query, Body>, ctx: AuthedContext): Awaitable<unknown>;
+  handle(input: RouteInput<Query, Body>, ctx: AuthedContext): HandlerResult;
 }
 
 export interface PublicRoute<Query = unknown, Body = unknown> extends RouteBase<Query> {
   auth: "none";
-  handle(input: RouteInput<Query, Body>, ctx: HandlerContext): Awaitable<unknown>;
+  handle(input: RouteInput<Query, Body>, ctx: HandlerContext): HandlerResult;
 }
 
 /** A route of the admin API (`/api/admin/v1`): the admin token only, mounted only when one is configured. */
 export interface AdminRoute<Query = unknown, Body = unknown> extends RouteBase<Query> {
   auth: "admin";
-  handle(input: RouteInput<Query, Body>, ctx: AdminContext): Awaitable<unknown>;
+  handle(input: RouteInput<Query, Body>, ctx: AdminContext): HandlerResult;
 }
 
 export type RouteDef = AuthedRoute<any, any> | PublicRoute<any, any> | AdminRoute<any, any>;
 
-/** Handlers return a plain value (200 JSON) or a Reply. */
+/**
+ * What a handler returns: a plain value (200 JSON) or a Reply, or a promise
+ * of either. Handlers are plain functions; the pipeline absorbs both forms.
+ */
 export type HandlerResult = unknown | Reply;
 
 /** Typed helpers so each route infers its input from its schemas. */

@@ -195,16 +195,36 @@ describe("api.dispatch (what the Node adapter calls)", () => {
   }
   const json = { "content-type": "application/json" };
 
-  it("answers without a promise when every step could answer at once (memory store, body in hand, a target routed before)", async () => {
+  it("answers without a promise when nothing had to wait: a preflight, an unknown route, a wrong method, a body over the limit, a missing admin token", async () => {
+    const { api } = await setup({ fixture: webhookFixture(), maxBodyBytes: 16, adminToken: "admin-token-0123456789-abcdef" });
+    const cases: Array<[ApiRequest, number, string | null]> = [
+      [ready("OPTIONS", "/api/webhooks/hook-open", {}), 204, null],
+      [ready("GET", "/api/v1/nope", {}), 404, "not_found"],
+      [ready("DELETE", "/api/v1/me", {}), 405, "method_not_allowed"],
+      [ready("POST", "/api/webhooks/hook-open", json, JSON.stringify({ pad: "x".repeat(40) })), 413, "payload_too_large"],
+      [ready("GET", "/api/admin/v1/teams", {}), 401, "unauthorized"],
+    ];
+    for (const [request, status, code] of cases) {
+      for (const attempt of [{ ...request }, request]) {
+        // The first time routes the target, the second finds it remembered: both answer at once.
+        const reply = api.dispatch(attempt) as ApiReply;
+        expect(reply).not.toBeInstanceOf(Promise);
+        expect(reply.status).toBe(status);
+        expect(reply.headers["access-control-allow-origin"]).toBe("*");
+        if (code !== null) {
+          expect(JSON.parse(reply.body as string).error.code).toBe(code);
+          expect(JSON.parse(reply.body as string).error.requestId).toBe(reply.headers["x-request-id"]);
+        }
+      }
+    }
+  });
+
+  it("continues once a port's promise settles: a webhook delivery stored, GET /me, and refusals decided by the store", async () => {
     const { api, storage } = await setup({ fixture: webhookFixture() });
-    // Routing a target for the first time is synchronous too (the path is matched as sent); the result is remembered.
     const first = api.dispatch(ready("POST", "/api/webhooks/hook-open", json, '{"event":"ping","n":0}'));
-    expect(first).not.toBeInstanceOf(Promise);
-    expect((first as ApiReply).status).toBe(200);
-    const stored = api.dispatch(ready("POST", "/api/webhooks/hook-open", json, '{"event":"ping","n":1}'));
-    expect(stored).not.toBeInstanceOf(Promise);
-    const reply = stored as ApiReply;
-    expect(reply.status).toBe(200);
+    expect(first).toBeInstanceOf(Promise);
+    expect((await first).status).toBe(200);
+    const reply = await api.dispatch(ready("POST", "/api/webhooks/hook-open", json, '{"event":"ping","n":1}'));
     const id = JSON.parse(reply.body as string).id as string;
     expect(reply.body).toBe(`{"ok":true,"id":"${id}","duplicate":false}`);
     expect(reply.headers["x-request-id"]).toMatch(/-/);
@@ -215,26 +235,17 @@ describe("api.dispatch (what the Node adapter calls)", () => {
     expect(rows.map((r) => [r.event, r.n])).toEqual([["ping", 0], ["ping", 1]]);
     expect(rows[1]!._id).toBe(id);
 
-    await api.dispatch(ready("GET", "/api/v1/me", { authorization: `Bearer ${TOKENS.sync}` }));
-    const me = api.dispatch(ready("GET", "/api/v1/me", { authorization: `Bearer ${TOKENS.sync}` }));
-    expect(me).not.toBeInstanceOf(Promise);
-    expect(JSON.parse((me as ApiReply).body as string).name).toBe("Warehouse sync");
-  });
-
-  it("turns failures on the synchronous path into error replies, not throws (404, 413, 400)", async () => {
-    const { api } = await setup({ fixture: webhookFixture(), maxBodyBytes: 16 });
-    const cases: Array<[ApiRequest, number, string]> = [
+    const me = await api.dispatch(ready("GET", "/api/v1/me", { authorization: `Bearer ${TOKENS.sync}` }));
+    expect(JSON.parse(me.body as string).name).toBe("Warehouse sync");
+    const refusals: Array<[ApiRequest, number, string]> = [
       [ready("POST", "/api/webhooks/nope", json, "{}"), 404, "not_found"],
-      [ready("POST", "/api/webhooks/hook-open", json, JSON.stringify({ pad: "x".repeat(40) })), 413, "payload_too_large"],
       [ready("POST", "/api/webhooks/hook-open", json, "{oops"), 400, "invalid_body"],
       [ready("GET", "/api/v1/me", {}), 401, "unauthorized"],
     ];
-    for (const [request, status, code] of cases) {
-      await api.dispatch({ ...request }); // routes the target (see above)
-      const reply = api.dispatch(request) as ApiReply;
-      expect(reply).not.toBeInstanceOf(Promise);
-      expect([reply.status, JSON.parse(reply.body as string).error.code]).toEqual([status, code]);
-      expect(JSON.parse(reply.body as string).error.requestId).toBe(reply.headers["x-request-id"]);
+    for (const [request, status, code] of refusals) {
+      const refused = await api.dispatch(request);
+      expect([refused.status, JSON.parse(refused.body as string).error.code]).toEqual([status, code]);
+      expect(JSON.parse(refused.body as string).error.requestId).toBe(refused.headers["x-request-id"]);
     }
   });
 

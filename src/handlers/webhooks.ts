@@ -1,4 +1,3 @@
-import { andThen, type Awaitable } from "../awaitable.js";
 import type { HandlerContext } from "../context.js";
 import { typeOfValue } from "../domain/columns.js";
 import { idSource } from "../domain/crypto.js";
@@ -9,11 +8,10 @@ import type { Column, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
 import { verifyWebhookSignature } from "../domain/signatures.js";
 import { ApiError, invalidBody, notFound } from "../errors.js";
-import { isRateLimit, takeRateToken } from "../rate-limit.js";
+import { isRateLimit, rateLimitHeaders, tokenBucket } from "../rate-limit.js";
 import { decodeUtf8, isFormType, isJsonType, JsonRefusal, parseJsonObject, parseJsonText, textProblem } from "../http/body.js";
 import { Reply } from "../http/reply.js";
 import type { HeaderReader } from "../http/types.js";
-import type { WebhookEndpoint } from "../ports/storage/webhooks.js";
 import type { RawBody } from "../routing.js";
 
 /** Row ids, `whr_<16 hex>-<counter>`: unique across processes (random prefix), no randomness drawn per delivery. */
@@ -24,26 +22,19 @@ export const invalidSignature = () => new ApiError(401, "invalid_signature", "in
 /**
  * POST /api/webhooks/{endpointId}: one delivery becomes one row. Order of
  * refusals: unknown endpoint 404, rate limit 429, signature 401, media type
- * 415, body 400 — and a refused delivery stores nothing. Each step continues
- * at once when its port answered synchronously (the memory store and
- * limiter do), so a delivery there costs no microtask hops.
+ * 415, body 400 — and a refused delivery stores nothing.
  */
-export function receiveWebhook(ctx: HandlerContext, endpointId: string, body: RawBody, headers: HeaderReader): Awaitable<Reply> {
-  return andThen(ctx.storage.getWebhookEndpoint(endpointId), (endpoint) => {
-    if (!endpoint) throw notFound("webhook endpoint");
-    const now = ctx.clock.now();
-    return andThen(takeDeliveryToken(ctx, endpoint.connectionId, now), (rateHeaders) => storeDelivery(ctx, endpoint, now, rateHeaders, body, headers));
-  });
-}
-
-function storeDelivery(
-  ctx: HandlerContext,
-  endpoint: WebhookEndpoint,
-  now: number,
-  rateHeaders: Record<string, string>,
-  body: RawBody,
-  headers: HeaderReader,
-): Awaitable<Reply> {
+export async function receiveWebhook(ctx: HandlerContext, endpointId: string, body: RawBody, headers: HeaderReader): Promise<Reply> {
+  const endpoint = await ctx.storage.getWebhookEndpoint(endpointId);
+  if (!endpoint) throw notFound("webhook endpoint");
+  const now = ctx.clock.now();
+  // One token from the connection's bucket, or 429; the RateLimit-* headers are a fresh object the receipt takes over.
+  const rate = ctx.settings.webhookRatePerSecond;
+  let rateHeaders: Record<string, string> = {};
+  if (isRateLimit(rate)) {
+    const limit = tokenBucket(rate);
+    rateHeaders = rateLimitHeaders(await ctx.rateLimiter.take(bucketOf(endpoint.connectionId), limit, now), limit, DELIVERY_REFUSAL);
+  }
   if (endpoint.signingSecret !== null) {
     if (!verifyWebhookSignature({ secret: endpoint.signingSecret, body: body.bytes, headers, nowMs: now })) throw invalidSignature();
   }
@@ -60,14 +51,13 @@ function storeDelivery(
   row._receivedAt = receivedAt;
   row._sourceIp = ctx.clientAddress;
   const ingest = new Delivery(endpoint.datasetId, dedupKeyOf(headers, payload), row, endpoint.retainRows ?? ctx.settings.webhookRetainRows, receivedAt);
-  return andThen(ctx.storage.ingestWebhookRow(ingest), (result) => {
-    ctx.operations.metrics?.webhook(result.duplicate ? "duplicate" : "stored", null);
-    // The receipt as text directly (the one response every delivery gets); the same JSON as JSON.stringify.
-    // This delivery's own id is ours (`whr_`, hex, `-`, base36): nothing to escape. A first delivery's id came from the store.
-    const idJson = result.id === id ? `"${id}"` : JSON.stringify(result.id);
-    const text = `{"ok":true,"id":${idJson},"duplicate":${result.duplicate}}`;
-    return Reply.adoptJsonText(200, text, rateHeaders);
-  });
+  const result = await ctx.storage.ingestWebhookRow(ingest);
+  ctx.operations.metrics?.webhook(result.duplicate ? "duplicate" : "stored", null);
+  // The receipt as text directly (the one response every delivery gets); the same JSON as JSON.stringify.
+  // This delivery's own id is ours (`whr_`, hex, `-`, base36): nothing to escape. A first delivery's id came from the store.
+  const idJson = result.id === id ? `"${id}"` : JSON.stringify(result.id);
+  const text = `{"ok":true,"id":${idJson},"duplicate":${result.duplicate}}`;
+  return Reply.adoptJsonText(200, text, rateHeaders);
 }
 
 /** What `ingestWebhookRow` receives: its `columns` are worked out only if the store reads them. */
@@ -85,12 +75,7 @@ class Delivery {
   }
 }
 
-/** One token from the connection's bucket, or 429 rate_limited. Returns the RateLimit-* headers, a fresh object the reply may take over. */
-function takeDeliveryToken(ctx: HandlerContext, connectionId: string, now: number): Awaitable<Record<string, string>> {
-  const rate = ctx.settings.webhookRatePerSecond;
-  if (!isRateLimit(rate)) return {};
-  return takeRateToken(ctx.rateLimiter, bucketOf(connectionId), rate, now, "too many deliveries to this webhook endpoint; retry later");
-}
+const DELIVERY_REFUSAL = "too many deliveries to this webhook endpoint; retry later";
 
 /** Bucket keys by connection id, built once: a key made fresh per delivery must be hashed afresh by the limiter's map. */
 const bucketKeys = new Map<string, string>();

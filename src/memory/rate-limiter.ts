@@ -7,7 +7,7 @@ export function createMemoryRateLimiter(options: { maxKeys?: number } = {}): Rat
   // The most recently used key is last in the map already: a busy key skips the re-insert.
   let newest: string | null = null;
   return {
-    take(key: string, limit: RateLimit, now: number): RateDecision {
+    async take(key: string, limit: RateLimit, now: number): Promise<RateDecision> {
       const known = buckets.get(key);
       const bucket = known ?? { tokens: limit.burst, at: now };
       const elapsed = Math.max(0, now - bucket.at) / 1000;

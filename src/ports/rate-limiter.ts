@@ -1,5 +1,3 @@
-import type { Awaitable } from "../awaitable.js";
-
 /** Token-bucket settings: `ratePerSecond` tokens refill each second, up to `burst`. */
 export interface RateLimit {
   ratePerSecond: number;
@@ -23,8 +21,7 @@ export interface RateDecision {
  * the caller's clock, so shared implementations agree across instances.
  */
 export interface RateLimiter {
-  /** May answer synchronously (an in-process limiter): callers then continue without a microtask hop. */
-  take(key: string, limit: RateLimit, now: number): Awaitable<RateDecision>;
+  take(key: string, limit: RateLimit, now: number): Promise<RateDecision>;
   /**
    * Optional: one round trip to a shared limiter's server (Redis: `PING`),
    * for readiness checks; rejects when it cannot be reached. In-process

@@ -112,8 +112,7 @@ export function sqliteIdentity({ db }: SqliteHandle): IdentityStore & IdentityWr
       const row = keyByHash.get(tokenHash);
       return row ? toKey(row) : null;
     },
-    // Synchronous: authentication continues without a microtask hop.
-    findApiKeyWithTeam(tokenHash) {
+    async findApiKeyWithTeam(tokenHash) {
       const row = keyByHash.get(tokenHash);
       if (!row) return null;
       const teamRow = team.get(row.team_id);

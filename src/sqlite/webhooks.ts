@@ -109,8 +109,7 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
   };
 
   return {
-    // Synchronous (better-sqlite3 is): the receiver continues without a microtask hop.
-    getWebhookEndpoint(endpointId) {
+    async getWebhookEndpoint(endpointId) {
       const version = dataVersion.get()!;
       if (version !== endpointsVersion || handle.catalogVersion !== endpointsCatalog) {
         endpoints.clear();

@@ -45,8 +45,7 @@ export function memoryCredentials(state: MemoryState): CredentialStore & KeyWith
       const id = state.apiKeyIdsByHash.get(tokenHash);
       return (id === undefined ? undefined : state.apiKeys.get(id)) ?? null;
     },
-    // Synchronous: authentication continues without a microtask hop.
-    findApiKeyWithTeam(tokenHash) {
+    async findApiKeyWithTeam(tokenHash) {
       const id = state.apiKeyIdsByHash.get(tokenHash);
       const key = id === undefined ? undefined : state.apiKeys.get(id);
       return key ? { key, team: state.teams.get(key.teamId) ?? null } : null;

@@ -84,13 +84,12 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
   }
 
   return {
-    // Both synchronous: the receiver continues without a microtask hop.
-    getWebhookEndpoint(endpointId) {
+    async getWebhookEndpoint(endpointId) {
       const found = lookup(endpointId);
       return found ? endpointView(found.connection, found.datasetId) : null;
     },
 
-    ingestWebhookRow(delivery) {
+    async ingestWebhookRow(delivery) {
       const { datasetId, dedupKey, row, retainRows, receivedAt } = delivery;
       const dataset = state.datasets.get(datasetId);
       if (!dataset) throw new Error(`unknown dataset ${datasetId}`);

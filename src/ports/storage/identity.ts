@@ -1,4 +1,3 @@
-import type { Awaitable } from "../../awaitable.js";
 import type { ApiKeyRecord, Business, Membership, SessionRecord, Team, User } from "../../domain/model.js";
 
 /**
@@ -89,5 +88,5 @@ export interface CredentialStore {
  * `findApiKeyByHash` and then `getTeam`.
  */
 export interface KeyWithTeamLookup {
-  findApiKeyWithTeam?(tokenHash: string): Awaitable<{ key: ApiKeyRecord; team: Team | null } | null>;
+  findApiKeyWithTeam?(tokenHash: string): Promise<{ key: ApiKeyRecord; team: Team | null } | null>;
 }

@@ -1,4 +1,3 @@
-import type { Awaitable } from "../../awaitable.js";
 import type { Column, Row } from "../../domain/model.js";
 
 /**
@@ -25,12 +24,8 @@ export interface WebhookEndpoint {
 }
 
 export interface WebhookStore {
-  /**
-   * The endpoint with this path segment, or null. Called on every delivery:
-   * keep it an indexed lookup. May answer synchronously; the caller must not
-   * change the object it gets.
-   */
-  getWebhookEndpoint(endpointId: string): Awaitable<WebhookEndpoint | null>;
+  /** The endpoint with this path segment, or null. Called on every delivery: keep it an indexed lookup. */
+  getWebhookEndpoint(endpointId: string): Promise<WebhookEndpoint | null>;
   /**
    * Store one delivery. MUST be ONE atomic operation (a transaction or a
    * single statement), because it is the whole of de-duplication:
@@ -56,8 +51,7 @@ export interface WebhookStore {
    * most 200 characters. `columns` (the row's names and types, in row
    * order) is computed on first read: a store that can check the row against
    * its known types without it need not read it. Resolves only once the row
-   * is durable; a store whose write is durable when it returns may answer
-   * synchronously. Throws when the dataset does not exist.
+   * is durable. Throws when the dataset does not exist.
    */
   ingestWebhookRow(input: {
     datasetId: string;
@@ -66,7 +60,7 @@ export interface WebhookStore {
     readonly columns: Column[];
     retainRows: number;
     receivedAt: string;
-  }): Awaitable<{ id: string; duplicate: boolean }>;
+  }): Promise<{ id: string; duplicate: boolean }>;
   /**
    * Change the signing secret (null removes it) and/or the retention (null:
    * back to the host's default) of a webhook connection; absent fields are
