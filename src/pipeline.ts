@@ -21,6 +21,9 @@ import type { AuthedRoute, RouteDef, RouteInput } from "./routing.js";
 import type { TokenHashes } from "./token-hashes.js";
 
 /** What the pipeline works with, built once by `createDataApi`. */
+/** Largest JSON body of an admin route (a batch of 10,000 history items), unless `maxBodyBytes` is larger: 32 MiB. */
+export const ADMIN_BODY_BYTES = 32 * 1024 * 1024;
+
 export interface PipelineParts {
   router: Router;
   ports: Ports;
@@ -139,7 +142,8 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
       const chunks = req.streamBody ? req.streamBody(limit) : wholeBody(req, limit);
       return { params, query, body: { chunks, contentType }, headers: req.headers };
     }
-    const limit = settings.maxBodyBytes;
+    // Admin batches carry up to 10,000 items: their bodies may exceed the API's limit, up to ADMIN_BODY_BYTES.
+    const limit = route.auth === "admin" ? Math.max(settings.maxBodyBytes, ADMIN_BODY_BYTES) : settings.maxBodyBytes;
     const contentType = checkBodyHeaders(req, kind, limit);
     return andThen(req.readBody(limit), (bytes) => {
       const body = kind === "raw" ? { bytes, contentType } : kind === "json" ? parseJsonValue(bytes) : parseJsonObject(bytes);

@@ -157,3 +157,20 @@ describe("a connection changed through the admin API", () => {
     expect((await query()).json.data).toEqual([{ city: "Oslo" }]);
   });
 });
+
+describe("history batches", () => {
+  it("take 10,000 items in one call (beyond the API's 1 MiB body limit) and refuse 10,001", async () => {
+    const { api, call } = await setup({ adminToken: ADMIN_TOKEN });
+    const send = httpAdmin(api);
+    await send("PUT", "/dashboards/dash_busy/versions/1", { teamId: "team_ops", name: "Busy", description: null, published: true, publishedAt: null, datasetIds: [] });
+    const view = (i: number) => ({ dashboardId: "dash_busy", at: "2026-11-01T08:00:00Z", visitorId: `visitor_${i}_with_a_longer_id`, userId: null, editor: false });
+    const views = Array.from({ length: 10_000 }, (_, i) => view(i));
+    expect(JSON.stringify(views).length).toBeGreaterThan(1024 * 1024);
+    expect(await send("POST", "/dashboard-views", views)).toEqual({ status: 201, json: { stored: 10_000 } });
+    const counted = await call("GET", "/api/v1/dashboards/dash_busy/views?teamId=team_ops&days=1", { token: TOKENS.sessionAda });
+    expect(counted.json.series.at(-1)).toMatchObject({ day: "2026-11-01", views: 10_000 });
+    const tooMany = await send("POST", "/dashboard-views", [...views, view(10_000)]);
+    expect(tooMany.status).toBe(422);
+    expect(tooMany.json.error.code).toBe("validation_failed");
+  });
+});
