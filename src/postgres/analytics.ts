@@ -1,6 +1,6 @@
 import { utcDay } from "../domain/days.js";
 import type { PoolClient } from "pg";
-import type { CreditUsage, DashboardRecord, DashboardVersion, DashboardView, RefreshRun } from "../domain/model.js";
+import type { ApiCallRecord, CreditUsage, DashboardRecord, DashboardVersion, DashboardView, RefreshRun } from "../domain/model.js";
 import {
   type AnalyticsStore,
   type AnalyticsWrites,
@@ -11,7 +11,7 @@ import {
   type DatasetUsageRow,
   type RefreshHistoryRow,
 } from "../ports/storage/analytics.js";
-import { type Db, idPageSql, json, num, PUT_RESULT, putResult } from "./db.js";
+import { type Db, idPageSql, json, num, PUT_RESULT, putResult, statement } from "./db.js";
 import { millis } from "./identity.js";
 
 /**
@@ -20,8 +20,12 @@ import { millis } from "./identity.js";
  * as the port asks) with nulls first. Means are rounded half up with
  * `floor(x + 0.5)` (`round()` on a double rounds half to even).
  */
-export function postgresAnalytics(db: Db, log: (message: string, error: unknown) => void): AnalyticsStore & AnalyticsWrites {
+export function postgresAnalytics(
+  db: Db,
+  log: (message: string, error: unknown) => void,
+): AnalyticsStore & AnalyticsWrites & { flushUsage(): Promise<void> } {
   const { t } = db;
+  const usage = usageLog(db, log);
   return {
     async listDashboards(teamIds) {
       if (teamIds.length === 0) return [];
@@ -123,11 +127,12 @@ export function postgresAnalytics(db: Db, log: (message: string, error: unknown)
       );
     },
     async spaceApiUsage({ teamId, fromDay, toDay }) {
+      await usage.settled();
       const rows = await db.query(
-        `select day, method, route, credential_kind, credential_id, credential_name, count(*) as calls,
-                count(*) filter (where status >= 400) as errors, count(*) filter (where status >= 500) as server_errors,
-                floor(avg(latency_ms) + 0.5) as avg_latency_ms
-           from ${t("api_calls")}
+        `select day, method, route, credential_kind, credential_id, credential_name, sum(calls) as calls,
+                sum(errors) as errors, sum(server_errors) as server_errors,
+                floor(sum(latency_sum) / sum(calls) + 0.5) as avg_latency_ms
+           from ${t("api_usage")}
           where team_id = $1 and day between $2 and $3
           group by day, method, route, credential_kind, credential_id, credential_name
           order by day desc, route collate "C", method collate "C", credential_kind collate "C",
@@ -150,6 +155,7 @@ export function postgresAnalytics(db: Db, log: (message: string, error: unknown)
       );
     },
     async spaceDatasetUsage({ teamId }) {
+      await usage.settled();
       const rows = await db.query(
         `select d.id as dataset_id, d.name as dataset, d.type, c.name as connection, d.row_count,
                 json_array_length(d.columns) as column_count, d.last_refreshed_at, d.updated_at,
@@ -157,16 +163,13 @@ export function postgresAnalytics(db: Db, log: (message: string, error: unknown)
                   order by r.started_ms desc, r.seq desc limit 1) as last_refresh_error,
                 coalesce((select json_agg(b.name order by b.name collate "C") from ${t("dashboards")} b
                            where b.team_id = d.team_id and (b.dataset_ids::jsonb) ? d.id), '[]'::json) as dashboards,
-                reads.n as api_reads, reads.last_at as last_api_read_at
+                reads.reads as api_reads, reads.last_at as last_api_read_at
            from (${teamDatasets(t)}) d
            left join ${t("connections")} c on c.id = d.connection_id
-           cross join lateral (
-             select count(*) as n, (array_agg(a.at order by a.at_ms desc, a.seq desc))[1] as last_at
-               from ${t("api_calls")} a
-              where a.object_id = d.id and a.method = 'GET' and a.route = any($2) and a.status between 200 and 299) reads
+           left join ${t("dataset_reads")} reads on reads.dataset_id = d.id
           where d.team_id = $1
           order by d.name collate "C", d.id collate "C"`,
-        [teamId, [...DATASET_READ_ROUTES]],
+        [teamId],
       );
       return rows.map(
         (r): DatasetUsageRow => ({
@@ -217,29 +220,158 @@ export function postgresAnalytics(db: Db, log: (message: string, error: unknown)
         [run.datasetId, run.startedAt, millis(run.startedAt), utcDay(run.startedAt), run.durationMs, run.rowsProcessed, run.error],
       );
     },
-    async recordApiCall(call) {
-      try {
-        await db.query(
-          `insert into ${t("api_calls")} (at, at_ms, day, team_id, credential_kind, credential_id, credential_name, method, route, object_id, status, latency_ms)
-           values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-          [
-            call.at,
-            millis(call.at),
-            utcDay(call.at),
-            call.teamId,
-            call.credentialKind,
-            call.credentialId,
-            call.credentialName,
-            call.method,
-            call.route,
-            call.objectId ?? null,
-            call.status,
-            call.latencyMs,
-          ],
-        );
-      } catch (error) {
-        // The usage log never fails a request.
-        log("recording an API call failed", error);
+    recordApiCall(call) {
+      usage.record(call);
+      return undefined;
+    },
+    flushUsage: () => usage.settled(),
+  };
+}
+
+/** Calls gathered before a batch is written. */
+const USAGE_FLUSH_MS = 100;
+/** Counters waiting at most; one more call writes them at once. */
+const USAGE_PENDING_LIMIT = 10_000;
+
+interface UsageCounter {
+  day: string;
+  team_id: string | null;
+  method: string;
+  route: string;
+  credential_kind: string;
+  credential_id: string | null;
+  credential_name: string | null;
+  calls: number;
+  errors: number;
+  server_errors: number;
+  latency_sum: number;
+}
+
+interface ReadCounter {
+  dataset_id: string;
+  reads: number;
+  last_at: string;
+  last_ms: number;
+}
+
+/**
+ * The usage log as per-day counters, as on SQLite: a call adds to a counter
+ * in memory (per day, team, route, method and credential; per dataset for
+ * reads), and the counters gathered over USAGE_FLUSH_MS are added to the
+ * stored ones in one transaction (one UPSERT per table), so logging a read
+ * costs it no commit of its own. One batch is written at a time; the
+ * figures read this instance's pending counters after writing them
+ * (`settled`). Counters of a batch that fails are lost and logged: the log
+ * never fails a request. Rows are upserted in key order (the order of the
+ * array `json_to_recordset` reads), so two instances' batches cannot deadlock.
+ */
+function usageLog(db: Db, log: (message: string, error: unknown) => void) {
+  const { t } = db;
+  let counters = new Map<string, UsageCounter>();
+  let reads = new Map<string, ReadCounter>();
+  // Upserts of counters, prepared once per connection.
+  const counting = statement(
+    `insert into ${t("api_usage")} as u (key, day, team_id, method, route, credential_kind, credential_id, credential_name,
+                                         calls, errors, server_errors, latency_sum)
+     select json_build_array(day, team_id, method, route, credential_kind, credential_id, credential_name)::text,
+            day, team_id, method, route, credential_kind, credential_id, credential_name, calls, errors, server_errors, latency_sum
+       from json_to_recordset($1) as x(day text, team_id text, method text, route text, credential_kind text,
+            credential_id text, credential_name text, calls bigint, errors bigint, server_errors bigint, latency_sum double precision)
+     on conflict (key) do update set calls = u.calls + excluded.calls, errors = u.errors + excluded.errors,
+       server_errors = u.server_errors + excluded.server_errors, latency_sum = u.latency_sum + excluded.latency_sum`,
+  );
+  const reading = statement(
+    `insert into ${t("dataset_reads")} as r (dataset_id, reads, last_at, last_ms)
+     select dataset_id, reads, last_at, last_ms
+       from json_to_recordset($1) as x(dataset_id text, reads bigint, last_at text, last_ms bigint)
+     on conflict (dataset_id) do update set reads = r.reads + excluded.reads,
+       last_at = case when excluded.last_ms >= r.last_ms then excluded.last_at else r.last_at end,
+       last_ms = greatest(r.last_ms, excluded.last_ms)`,
+  );
+  let writing: Promise<void> | null = null;
+  let timer: ReturnType<typeof setTimeout> | null = null;
+
+  const write = async () => {
+    timer = null;
+    const batch = [...counters.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, c]) => c);
+    const datasetReads = [...reads.values()].sort((a, b) => (a.dataset_id < b.dataset_id ? -1 : a.dataset_id > b.dataset_id ? 1 : 0));
+    counters = new Map();
+    reads = new Map();
+    if (batch.length === 0 && datasetReads.length === 0) return;
+    try {
+      await db.transaction(async (client) => {
+        await client.query({ ...counting, values: [json(batch)] });
+        if (datasetReads.length === 0) return;
+        await client.query({ ...reading, values: [json(datasetReads)] });
+      });
+    } catch (error) {
+      log("recording API calls failed", error);
+    }
+  };
+  const start = () => {
+    timer = null;
+    writing = write().finally(() => {
+      writing = null;
+      if (counters.size > 0 || reads.size > 0) schedule();
+    });
+  };
+  const schedule = () => {
+    if (timer || writing) return;
+    timer = setTimeout(start, USAGE_FLUSH_MS);
+    timer.unref?.();
+  };
+
+  return {
+    record(call: ApiCallRecord): void {
+      const day = utcDay(call.at);
+      const key = JSON.stringify([day, call.teamId, call.method, call.route, call.credentialKind, call.credentialId, call.credentialName]);
+      let counter = counters.get(key);
+      if (!counter) {
+        counter = {
+          day,
+          team_id: call.teamId,
+          method: call.method,
+          route: call.route,
+          credential_kind: call.credentialKind,
+          credential_id: call.credentialId,
+          credential_name: call.credentialName,
+          calls: 0,
+          errors: 0,
+          server_errors: 0,
+          latency_sum: 0,
+        };
+        counters.set(key, counter);
+      }
+      counter.calls += 1;
+      if (call.status >= 400) counter.errors += 1;
+      if (call.status >= 500) counter.server_errors += 1;
+      counter.latency_sum += call.latencyMs;
+      if (call.method === "GET" && call.status >= 200 && call.status <= 299 && call.objectId && DATASET_READ_ROUTES.includes(call.route)) {
+        const ms = millis(call.at);
+        const read = reads.get(call.objectId);
+        if (!read) reads.set(call.objectId, { dataset_id: call.objectId, reads: 1, last_at: call.at, last_ms: ms });
+        else {
+          read.reads += 1;
+          // The later call wins; on a tie the one recorded last.
+          if (ms >= read.last_ms) {
+            read.last_at = call.at;
+            read.last_ms = ms;
+          }
+        }
+      }
+      if (counters.size + reads.size >= USAGE_PENDING_LIMIT && timer) {
+        clearTimeout(timer);
+        start();
+      } else schedule();
+    },
+    /** Resolves once every call recorded so far is written (or its batch failed). */
+    async settled(): Promise<void> {
+      while (writing || timer) {
+        if (timer) {
+          clearTimeout(timer);
+          start();
+        }
+        await writing;
       }
     },
   };

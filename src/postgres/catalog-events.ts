@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import pg from "pg";
+import pg from "../peers/pg.js";
 import { quoteIdent } from "./db.js";
 
 /**

@@ -1,13 +1,22 @@
 import type { QueryResultRow } from "pg";
 import type { ApiKeyRecord, Membership, Plan, Role, Scope, SessionRecord, Team, User } from "../domain/model.js";
 import type { CredentialStore, IdentityStore, IdentityWrites, IdPage, KeyWithTeamLookup } from "../ports/storage/identity.js";
-import { type Db, idPageSql, PUT_RESULT, putResult } from "./db.js";
+import { type Db, idPageSql, PUT_RESULT, putResult, statement } from "./db.js";
+import type { SessionReads } from "./session-read.js";
 
 const TEAM_COLUMNS = "id, name, plan, business_id, is_personal";
 const USER_COLUMNS = "id, email, name, business_admin";
 
-export function postgresIdentity(db: Db): IdentityStore & IdentityWrites {
+export function postgresIdentity(db: Db, seen: SessionReads): IdentityStore & IdentityWrites {
   const { t } = db;
+  /** An identity write: what a session lookup read alongside is no longer served. */
+  const writing = async <T>(write: Promise<T>): Promise<T> => {
+    try {
+      return await write;
+    } finally {
+      seen.forget();
+    }
+  };
   const page = async <R extends QueryResultRow>(table: string, columns: string, at: IdPage) => {
     const params: unknown[] = [];
     return db.query<R>(`select ${columns} from ${t(table)}${idPageSql(at, params)}`, params);
@@ -18,6 +27,8 @@ export function postgresIdentity(db: Db): IdentityStore & IdentityWrites {
       return row ? { id: row.id, name: row.name } : null;
     },
     async getTeam(id) {
+      const known = seen.team(id);
+      if (known !== undefined) return known;
       const [row] = await db.query<TeamRow>(`select ${TEAM_COLUMNS} from ${t("teams")} where id = $1`, [id]);
       return row ? toTeam(row) : null;
     },
@@ -26,10 +37,14 @@ export function postgresIdentity(db: Db): IdentityStore & IdentityWrites {
       return rows.map(toTeam);
     },
     async getUser(id) {
+      const known = seen.user(id);
+      if (known !== undefined) return known;
       const [row] = await db.query<UserRow>(`select ${USER_COLUMNS} from ${t("users")} where id = $1`, [id]);
       return row ? toUser(row) : null;
     },
     async listMemberships(userId) {
+      const known = seen.memberships(userId);
+      if (known !== undefined) return known.map((m) => ({ ...m }));
       const rows = await db.query<{ user_id: string; team_id: string; role: Role }>(
         `select user_id, team_id, role from ${t("memberships")} where user_id = $1 order by team_id collate "C"`,
         [userId],
@@ -60,69 +75,110 @@ export function postgresIdentity(db: Db): IdentityStore & IdentityWrites {
     },
     async putTeam(team) {
       return putResult(
-        await db.query(
+        await writing(db.query(
           `insert into ${t("teams")} (id, name, plan, business_id, is_personal) values ($1, $2, $3, $4, $5)
            on conflict (id) do update set name = excluded.name, plan = excluded.plan,
              business_id = excluded.business_id, is_personal = excluded.is_personal
            returning ${PUT_RESULT}`,
           [team.id, team.name, team.plan, team.businessId, team.isPersonal],
-        ),
+        )),
       );
     },
     async deleteTeam(id) {
-      return db.transaction(async (client) => {
+      return writing(db.transaction(async (client) => {
         const deleted = await client.query(`delete from ${t("teams")} where id = $1`, [id]);
         if (deleted.rowCount === 0) return false;
         await client.query(`delete from ${t("memberships")} where team_id = $1`, [id]);
         return true;
-      });
+      }));
     },
     async putUser(user) {
       return putResult(
-        await db.query(
+        await writing(db.query(
           `insert into ${t("users")} (id, email, name, business_admin) values ($1, $2, $3, $4)
            on conflict (id) do update set email = excluded.email, name = excluded.name, business_admin = excluded.business_admin
            returning ${PUT_RESULT}`,
           [user.id, user.email, user.name, user.businessAdmin],
-        ),
+        )),
       );
     },
     async deleteUser(id) {
-      return db.transaction(async (client) => {
+      return writing(db.transaction(async (client) => {
         const deleted = await client.query(`delete from ${t("users")} where id = $1`, [id]);
         if (deleted.rowCount === 0) return false;
         await client.query(`delete from ${t("memberships")} where user_id = $1`, [id]);
         return true;
-      });
+      }));
     },
     async putMembership(membership) {
       return putResult(
-        await db.query(
+        await writing(db.query(
           `insert into ${t("memberships")} (user_id, team_id, role) values ($1, $2, $3)
            on conflict (user_id, team_id) do update set role = excluded.role returning ${PUT_RESULT}`,
           [membership.userId, membership.teamId, membership.role],
-        ),
+        )),
       );
     },
     async deleteMembership(userId, teamId) {
-      return (await db.query(`delete from ${t("memberships")} where user_id = $1 and team_id = $2 returning 1`, [userId, teamId])).length > 0;
+      return (await writing(db.query(`delete from ${t("memberships")} where user_id = $1 and team_id = $2 returning 1`, [userId, teamId]))).length > 0;
     },
   };
 }
 
 /** Session tokens and API keys, by hash. */
-export function postgresCredentials(db: Db): CredentialStore & KeyWithTeamLookup {
+export function postgresCredentials(db: Db, seen: SessionReads): CredentialStore & KeyWithTeamLookup {
   const { t } = db;
+  /** A credential write: sessions read alongside a key lookup are no longer served. */
+  const forgetting = async <T>(write: Promise<T>): Promise<T> => {
+    try {
+      return await write;
+    } finally {
+      seen.forget();
+    }
+  };
   const keyColumns = "id, name, team_id, token_hash, created_by, scopes, allowlist, created_at, revoked_at";
   const sessionColumns = "id, token_hash, user_id, expires_at";
+  // The session with this token hash as one JSON array (see `sessionFromArray`): [null, user id, expiry ms,
+  // the user, the user's memberships with their teams]. One column: `pg` turns it into values with one
+  // JSON.parse, cheaper than a column each.
+  const sessionArray = `(select json_build_array(null, s.user_id, s.expires_ms,
+      (select json_build_array(u.id, u.email, u.name, u.business_admin) from ${t("users")} u where u.id = s.user_id),
+      coalesce((select json_agg(json_build_array(m.team_id, m.role,
+                         (select json_build_array(tm.id, tm.name, tm.plan, tm.business_id, tm.is_personal) from ${t("teams")} tm where tm.id = m.team_id))
+                       order by m.team_id collate "C")
+                  from ${t("memberships")} m where m.user_id = s.user_id), '[]'))
+     from ${t("sessions")} s where s.token_hash = $1)`;
+  // Every authenticated request runs it (prepared once per connection): the key with this token hash and its
+  // team as one JSON array (see `keyFromArray`), or else (coalesce stops at the key) the session with this hash.
+  const keyOrSession = statement(
+    `select coalesce(
+       (select json_build_array(k.id, k.name, k.team_id, k.token_hash, k.created_by, k.scopes, k.allowlist, k.created_at, k.revoked_at,
+          (select json_build_array(tm.id, tm.name, tm.plan, tm.business_id, tm.is_personal) from ${t("teams")} tm where tm.id = k.team_id))
+          from ${t("api_keys")} k where k.token_hash = $1),
+       ${sessionArray}) as found`,
+  );
+  const sessionWithUser = statement(`select ${sessionArray} as found`);
+  const remember = (tokenHash: string, found: SessionArray) => {
+    const [, userId, expiresMs, user, memberships] = found;
+    const session = { userId, expiresMs: expiresMs === null ? null : Number(expiresMs) };
+    seen.rememberSession(tokenHash, session, {
+      user: user === null ? null : { id: user[0], email: user[1], name: user[2], businessAdmin: user[3] },
+      memberships: memberships.map(([teamId, role]): Membership => ({ userId, teamId, role })),
+      teams: new Map(memberships.map(([teamId, , team]) => [teamId, team === null ? null : teamFromArray(team)] as const)),
+    });
+    return session;
+  };
   return {
     async findSessionUser(tokenHash, now) {
+      let session = seen.session(tokenHash);
+      if (session === undefined) {
+        const [row] = await db.query<{ found: SessionArray | null }>(sessionWithUser, [tokenHash]);
+        session = row?.found ? remember(tokenHash, row.found) : null;
+      }
       // An expiry at or before now is expired; without a clock reading only sessions that never expire pass.
-      const [row] = await db.query<{ user_id: string }>(
-        `select user_id from ${t("sessions")} where token_hash = $1 and (expires_ms is null or expires_ms > $2::bigint)`,
-        [tokenHash, Number.isFinite(now) ? Math.floor(now) : null],
-      );
-      return row?.user_id ?? null;
+      if (!session) return null;
+      if (session.expiresMs !== null && !(Number.isFinite(now) && session.expiresMs > now)) return null;
+      return session.userId;
     },
     async getSession(id) {
       const [row] = await db.query<SessionRow>(`select ${sessionColumns} from ${t("sessions")} where id = $1`, [id]);
@@ -130,26 +186,31 @@ export function postgresCredentials(db: Db): CredentialStore & KeyWithTeamLookup
     },
     async insertSession(session) {
       // The primary key (token_hash) and the unique id make a duplicate fail.
-      await db.query(`insert into ${t("sessions")} (${sessionColumns}, expires_ms) values ($1, $2, $3, $4, $5)`, sessionParams(session));
+      await forgetting(db.query(`insert into ${t("sessions")} (${sessionColumns}, expires_ms) values ($1, $2, $3, $4, $5)`, sessionParams(session)));
     },
     async deleteSession(id) {
-      return (await db.query(`delete from ${t("sessions")} where id = $1 returning 1`, [id])).length > 0;
+      return (await forgetting(db.query(`delete from ${t("sessions")} where id = $1 returning 1`, [id]))).length > 0;
     },
     async deleteUserSessions(userId) {
-      return (await db.query(`delete from ${t("sessions")} where user_id = $1 returning 1`, [userId])).length;
+      return (await forgetting(db.query(`delete from ${t("sessions")} where user_id = $1 returning 1`, [userId]))).length;
     },
     async findApiKeyByHash(tokenHash) {
       const [row] = await db.query<KeyRow>(`select ${keyColumns} from ${t("api_keys")} where token_hash = $1`, [tokenHash]);
       return row ? toApiKey(row) : null;
     },
     async findApiKeyWithTeam(tokenHash) {
-      // One round trip: the key's columns and its team as one JSON value.
-      const [row] = await db.query<KeyRow & { team: TeamRow | null }>(
-        `select ${keyColumns.split(", ").map((c) => `k.${c}`).join(", ")}, row_to_json(tm) as team
-         from ${t("api_keys")} k left join ${t("teams")} tm on tm.id = k.team_id where k.token_hash = $1`,
-        [tokenHash],
-      );
-      return row ? { key: toApiKey(row), team: row.team ? toTeam(row.team) : null } : null;
+      // One round trip: the key and its team, or the session a session lookup would find next.
+      const [row] = await db.query<{ found: KeyArray | SessionArray | null }>(keyOrSession, [tokenHash]);
+      const found = row?.found ?? null;
+      if (found === null) {
+        seen.rememberNoSession(tokenHash);
+        return null;
+      }
+      if (found[0] === null) {
+        remember(tokenHash, found as SessionArray);
+        return null;
+      }
+      return keyFromArray(found as KeyArray);
     },
     async getApiKey(id) {
       const [row] = await db.query<KeyRow>(`select ${keyColumns} from ${t("api_keys")} where id = $1`, [id]);
@@ -164,7 +225,7 @@ export function postgresCredentials(db: Db): CredentialStore & KeyWithTeamLookup
     },
     async insertApiKey(key) {
       // The primary key and the unique token_hash make a duplicate fail.
-      await db.query(`insert into ${t("api_keys")} (${keyColumns}, created_ms) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, apiKeyParams(key));
+      await forgetting(db.query(`insert into ${t("api_keys")} (${keyColumns}, created_ms) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, apiKeyParams(key)));
     },
     async revokeApiKey(id, revokedAt) {
       const [row] = await db.query<KeyRow>(
@@ -174,6 +235,38 @@ export function postgresCredentials(db: Db): CredentialStore & KeyWithTeamLookup
       return row ? toApiKey(row) : null;
     },
   };
+}
+
+type TeamArray = [id: string, name: string, plan: Plan, businessId: string | null, isPersonal: boolean];
+type KeyArray = [
+  id: string,
+  name: string,
+  teamId: string,
+  tokenHash: string,
+  createdBy: string,
+  scopes: Scope[],
+  allowlist: ApiKeyRecord["allowlist"],
+  createdAt: string,
+  revokedAt: string | null,
+  team: TeamArray | null,
+];
+type SessionArray = [
+  key: null,
+  userId: string,
+  expiresMs: number | string | null,
+  user: [id: string, email: string, name: string, businessAdmin: boolean] | null,
+  memberships: Array<[teamId: string, role: Role, team: TeamArray | null]>,
+];
+
+function teamFromArray([id, name, plan, businessId, isPersonal]: TeamArray): Team {
+  return { id, name, plan, businessId, isPersonal };
+}
+
+function keyFromArray([id, name, teamId, tokenHash, createdBy, scopes, allowlist, createdAt, revokedAt, team]: KeyArray): {
+  key: ApiKeyRecord;
+  team: Team | null;
+} {
+  return { key: { id, name, teamId, tokenHash, createdBy, scopes, allowlist, createdAt, revokedAt }, team: team === null ? null : teamFromArray(team) };
 }
 
 /** Parameters for inserting a session: id, token_hash, user_id, expires_at, expires_ms. */

@@ -8,6 +8,7 @@ import { createDb, type Db } from "./db.js";
 import { postgresCredentials, postgresIdentity } from "./identity.js";
 import { migrate } from "./migrations.js";
 import { seedSpace } from "./seed.js";
+import { sessionReads } from "./session-read.js";
 import { postgresTables } from "./tables.js";
 import { postgresWebhooks } from "./webhooks.js";
 
@@ -55,21 +56,24 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
   }
   const db = createDb(pool, schema);
   const watch = watchCatalog(pool, schema);
+  const seen = sessionReads();
   const { settled: deliveriesSettled, ...webhooks } = postgresWebhooks(db, watch);
+  const { flushUsage, ...analytics } = postgresAnalytics(db, log);
   let closed = false;
   return {
-    ...postgresIdentity(db),
-    ...postgresCredentials(db),
+    ...postgresIdentity(db, seen),
+    ...postgresCredentials(db, seen),
     ...postgresCatalog(db, watch),
     ...postgresTables(db),
     ...webhooks,
     ...postgresAudit(db, { visibilityWaitMs: options.auditVisibilityWaitMs }),
-    ...postgresAnalytics(db, log),
+    ...analytics,
     async seed(space) {
       try {
         return await seedSpace(db, space);
       } finally {
         watch.changed();
+        seen.forget();
       }
     },
     async ping() {
@@ -78,8 +82,9 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
     async close() {
       if (closed) return;
       closed = true;
-      // Deliveries already received are answered before the pool goes.
+      // Deliveries already received are answered, and the usage counters written, before the pool goes.
       await deliveriesSettled();
+      await flushUsage();
       await watch.close();
       if (owned) await pool.end();
     },

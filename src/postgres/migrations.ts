@@ -207,6 +207,34 @@ create trigger datasets_changed after insert or delete or truncate or update of 
   for each statement execute function {s}.notify_catalog_changed();
 `,
   },
+  {
+    version: 5,
+    name: "usage counters",
+    sql: `
+-- The usage log as per-day counters (written in batches), replacing one row
+-- per call. key is the group's fields as a JSON array (the columns may be null).
+create table {s}.api_usage (
+  key text primary key, day text not null, team_id text, method text not null, route text not null,
+  credential_kind text not null, credential_id text, credential_name text,
+  calls bigint not null, errors bigint not null, server_errors bigint not null, latency_sum double precision not null
+);
+create index api_usage_day on {s}.api_usage (team_id, day);
+create table {s}.dataset_reads (dataset_id text primary key, reads bigint not null, last_at text not null, last_ms bigint not null);
+insert into {s}.api_usage
+select json_build_array(day, team_id, method, route, credential_kind, credential_id, credential_name)::text,
+       day, team_id, method, route, credential_kind, credential_id, credential_name,
+       count(*), count(*) filter (where status >= 400), count(*) filter (where status >= 500), sum(latency_ms)
+  from {s}.api_calls
+ group by day, team_id, method, route, credential_kind, credential_id, credential_name;
+insert into {s}.dataset_reads
+select object_id, count(*), (array_agg(at order by at_ms desc, seq desc))[1], max(at_ms)
+  from {s}.api_calls
+ where object_id is not null and method = 'GET' and route in ('/api/v1/datasets/:id/rows', '/api/v1/tables/:id/rows')
+   and status between 200 and 299
+ group by object_id;
+drop table {s}.api_calls;
+`,
+  },
 ];
 
 /**
