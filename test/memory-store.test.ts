@@ -69,6 +69,24 @@ describe("memory store: what it hands out and takes in", () => {
     expect((await storage.listTeams({ after: null, limit: 10 }))[0]).toBe(team);
   });
 
+  it("stores a copy of a delivered webhook row: the caller's row and columns stay the caller's", async () => {
+    const storage = createMemoryStorage();
+    await storage.seed(parseFixture(testFixture()));
+    const row = { _id: "N-1", order_id: "N-1", amount: 5 };
+    const columns = [
+      { name: "_id", type: "string" as const },
+      { name: "order_id", type: "string" as const },
+      { name: "amount", type: "number" as const },
+    ];
+    await storage.ingestWebhookRow({ datasetId: "ds_orders", dedupKey: null, row, columns, retainRows: 10, receivedAt: "2026-11-01T00:00:00.000Z" });
+    row.order_id = "changed";
+    columns[2]!.type = "boolean" as never;
+    const stored = storage.state.datasetRows.get("ds_orders")!.at(-1)!;
+    expect(stored).not.toBe(row);
+    expect({ ...stored }).toEqual({ _id: "N-1", order_id: "N-1", amount: 5 });
+    expect((await storage.getDataset("ds_orders"))!.columns.find((c) => c.name === "amount")).toEqual({ name: "amount", type: "number" });
+  });
+
   it("refuses a space with one audit event id twice, loading nothing of it", async () => {
     const storage = createMemoryStorage();
     const space = parseFixture(testFixture());

@@ -99,6 +99,21 @@ export function inferColumns(rows: Iterable<Row>): Column[] {
   return [...types].map(([name, type]) => ({ name, type }));
 }
 
+/**
+ * Whether `columns` hold every incoming column at the same position, with a
+ * type that need not widen: what a delivery of a known shape brings, found
+ * without building an index by name.
+ */
+function holdsAlready(columns: readonly Column[], incoming: readonly Column[]): boolean {
+  if (incoming.length > columns.length) return false;
+  for (let i = 0; i < incoming.length; i++) {
+    const known = columns[i]!;
+    const next = incoming[i]!;
+    if (known.name !== next.name || widenType(known.type, next.type) !== known.type) return false;
+  }
+  return true;
+}
+
 /** Most columns a dataset's inferred schema holds; later names still land in rows, not in the schema. */
 export const MAX_DATASET_COLUMNS = 1000;
 
@@ -112,6 +127,7 @@ export function widenColumns(
   incoming: readonly Column[],
   maxColumns = MAX_DATASET_COLUMNS,
 ): Column[] | null {
+  if (holdsAlready(columns, incoming)) return null;
   let index: Map<string, number> | null = null;
   let out: Column[] | null = null;
   for (const col of incoming) {

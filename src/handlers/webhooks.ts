@@ -50,29 +50,20 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
   row._id = id;
   row._receivedAt = receivedAt;
   row._sourceIp = ctx.clientAddress;
-  const ingest = new Delivery(endpoint.datasetId, dedupKeyOf(headers, payload), row, endpoint.retainRows ?? ctx.settings.webhookRetainRows, receivedAt);
-  const result = await ctx.storage.ingestWebhookRow(ingest);
+  const result = await ctx.storage.ingestWebhookRow({
+    datasetId: endpoint.datasetId,
+    dedupKey: dedupKeyOf(headers, payload),
+    row,
+    columns: columnsOf(row),
+    retainRows: endpoint.retainRows ?? ctx.settings.webhookRetainRows,
+    receivedAt,
+  });
   ctx.operations.metrics?.webhook(result.duplicate ? "duplicate" : "stored", null);
   // The receipt as text directly (the one response every delivery gets); the same JSON as JSON.stringify.
   // This delivery's own id is ours (`whr_`, hex, `-`, base36): nothing to escape. A first delivery's id came from the store.
   const idJson = result.id === id ? `"${id}"` : JSON.stringify(result.id);
   const text = `{"ok":true,"id":${idJson},"duplicate":${result.duplicate}}`;
   return Reply.adoptJsonText(200, text, rateHeaders);
-}
-
-/** What `ingestWebhookRow` receives: its `columns` are worked out only if the store reads them. */
-class Delivery {
-  #columns: Column[] | undefined;
-  constructor(
-    readonly datasetId: string,
-    readonly dedupKey: string | null,
-    readonly row: Row,
-    readonly retainRows: number,
-    readonly receivedAt: string,
-  ) {}
-  get columns(): Column[] {
-    return (this.#columns ??= columnsOf(this.row));
-  }
 }
 
 const DELIVERY_REFUSAL = "too many deliveries to this webhook endpoint; retry later";

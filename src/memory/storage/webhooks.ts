@@ -1,15 +1,9 @@
-import { rowChangesColumns, widenColumns } from "../../domain/columns.js";
-import type { Column, ColumnType, ConnectionRecord, Row } from "../../domain/model.js";
+import { widenColumns } from "../../domain/columns.js";
+import type { ConnectionRecord } from "../../domain/model.js";
+import { emptyRow } from "../../domain/rows.js";
 import { endpointFromConnection as endpointOf } from "../../domain/webhook-config.js";
 import type { WebhookEndpoint, WebhookStore } from "../../ports/storage/webhooks.js";
 import type { DedupKeys, MemoryState } from "./state.js";
-
-/** Per webhook dataset: a name→type view of its columns. */
-interface ColumnTypes {
-  /** The `columns` array `types` was built from; rebuilt when the dataset's columns are replaced. */
-  columnsSeen: readonly Column[] | null;
-  types: Map<string, ColumnType | null>;
-}
 
 /**
  * Webhook ingest on the shared state. The webhook dataset is an ordinary
@@ -18,7 +12,6 @@ interface ColumnTypes {
  * call is atomic in one process.
  */
 export function memoryWebhooks(state: MemoryState): WebhookStore {
-  const columnTypes = new Map<string, ColumnTypes>();
   // endpointId → connection id, rebuilt when the catalog changes (seed, puts, deletes, create).
   let endpoints = new Map<string, { connectionId: string; datasetId: string }>();
   let builtAt = -1;
@@ -55,31 +48,15 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
     return keys;
   }
 
-  function typesOf(datasetId: string): ColumnTypes {
-    let types = columnTypes.get(datasetId);
-    if (!types) {
-      types = { columnsSeen: null, types: new Map() };
-      columnTypes.set(datasetId, types);
-    }
-    return types;
-  }
-
   function trim(datasetId: string, retainRows: number): void {
     const rows = state.datasetRows.get(datasetId);
     if (!rows || rows.length <= retainRows) return;
     const index = keysOf(datasetId);
-    // In place: at capacity every delivery trims one row, and `shift` is cheap
-    // where copying the array (copy-on-write) would cost O(retainRows) per delivery.
+    // In place, so a read under way sees the trim (see `rowsTrimmed`); `shift`, not `splice`: V8 drops
+    // the front of a large array without moving the rest, and at capacity every delivery trims one row.
     const excess = rows.length - retainRows;
     state.rowsTrimmed.set(rows, (state.rowsTrimmed.get(rows) ?? 0) + excess);
-    const keyed = index.keyByRowId.size > 0; // deliveries without a dedup key leave nothing to forget
-    if (excess === 1) {
-      const old = rows.shift()!;
-      if (keyed) forget(index, old._id as string);
-    } else {
-      const removed = rows.splice(0, excess);
-      if (keyed) for (const old of removed) forget(index, old._id as string);
-    }
+    for (let i = 0; i < excess; i++) forget(index, rows.shift()!._id as string);
     state.datasets.get(datasetId)!.rowCount = retainRows;
   }
 
@@ -99,24 +76,15 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
         if (first !== undefined) return { id: first, duplicate: true };
       }
       const id = row._id as string;
-      // The store owns `row` (see the port): kept as is, no copy.
-      const stored = row;
       let rows = state.datasetRows.get(datasetId);
       if (!rows) state.datasetRows.set(datasetId, (rows = []));
-      rows.push(stored);
+      rows.push(Object.assign(emptyRow(), row)); // a copy: the caller keeps its row
       if (dedupKey !== null) {
         index.rowIdByKey.set(dedupKey, id);
         index.keyByRowId.set(id, dedupKey);
       }
-      const known = typesOf(datasetId);
-      if (known.columnsSeen !== dataset.columns) {
-        known.types = new Map(dataset.columns.map((c) => [c.name, c.type] as const));
-        known.columnsSeen = dataset.columns;
-      }
-      if (rowChangesColumns(known.types, row)) {
-        const widened = widenColumns(dataset.columns, delivery.columns);
-        if (widened) dataset.columns = widened;
-      }
+      const widened = widenColumns(dataset.columns, delivery.columns);
+      if (widened) dataset.columns = widened;
       dataset.rowCount = rows.length;
       dataset.updatedAt = receivedAt;
       trim(datasetId, Math.max(1, retainRows));

@@ -46,18 +46,15 @@ export interface WebhookStore {
    *
    * `row` is flat: every value is a string, number, boolean or null, and
    * keys such as `__proto__` are ordinary column names (it is a
-   * null-prototype object). The store owns `row` from this call on and may
-   * keep it as is; the caller never touches it again. Dedup keys are at
-   * most 200 characters. `columns` (the row's names and types, in row
-   * order) is computed on first read: a store that can check the row against
-   * its known types without it need not read it. Resolves only once the row
-   * is durable. Throws when the dataset does not exist.
+   * null-prototype object). `columns` are the row's names and types, in
+   * row order. Dedup keys are at most 200 characters. Resolves only once the
+   * row is durable. Throws when the dataset does not exist.
    */
   ingestWebhookRow(input: {
     datasetId: string;
     dedupKey: string | null;
     row: Row;
-    readonly columns: Column[];
+    columns: Column[];
     retainRows: number;
     receivedAt: string;
   }): Promise<{ id: string; duplicate: boolean }>;
