@@ -3,25 +3,19 @@ import type { RateDecision, RateLimit, RateLimiter } from "../ports/rate-limiter
 /** In-process token buckets. Atomic per key because JavaScript runs one call at a time. */
 export function createMemoryRateLimiter(options: { maxKeys?: number } = {}): RateLimiter {
   const maxKeys = options.maxKeys ?? 100_000;
+  // Least recently used first (a key is moved to the end on every take), so the oldest goes when the map is full.
   const buckets = new Map<string, { tokens: number; at: number }>();
-  // The most recently used key is last in the map already: a busy key skips the re-insert.
-  let newest: string | null = null;
   return {
     async take(key: string, limit: RateLimit, now: number): Promise<RateDecision> {
-      const known = buckets.get(key);
-      const bucket = known ?? { tokens: limit.burst, at: now };
+      const bucket = buckets.get(key) ?? { tokens: limit.burst, at: now };
       const elapsed = Math.max(0, now - bucket.at) / 1000;
       bucket.tokens = Math.min(limit.burst, bucket.tokens + elapsed * limit.ratePerSecond);
       bucket.at = now;
       const allowed = bucket.tokens >= 1;
       if (allowed) bucket.tokens -= 1;
-      if (known === undefined || key !== newest) {
-        // Least recently used first, so the oldest key goes when the map is full.
-        buckets.delete(key);
-        buckets.set(key, bucket);
-        newest = key;
-        if (buckets.size > maxKeys) buckets.delete(buckets.keys().next().value!);
-      }
+      buckets.delete(key);
+      buckets.set(key, bucket);
+      if (buckets.size > maxKeys) buckets.delete(buckets.keys().next().value!);
       return decision(allowed, bucket.tokens, limit);
     },
   };

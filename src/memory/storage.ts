@@ -80,7 +80,6 @@ function load(state: MemoryState, space: SeedSpace): void {
   state.dashboardViews.push(...space.dashboardViews);
   state.refreshRuns.push(...space.refreshRuns);
   state.creditUsage.push(...space.creditUsage);
-  state.catalogVersion++;
   // Fixture events are stored in file order, all at the start of time.
   for (const event of space.auditEvents) appendAuditEntry(state, event, 0);
 }

@@ -2,7 +2,6 @@ import { utcDay } from "../../domain/days.js";
 import { tableAsDataset } from "../../domain/rows.js";
 import { currentVersion } from "../../domain/dashboards.js";
 import type { ApiCallRecord, DashboardView } from "../../domain/model.js";
-import type { ApiUsageCounter } from "./state.js";
 import {
   type AnalyticsStore,
   type AnalyticsWrites,
@@ -21,28 +20,6 @@ import { cloneJson, type MemoryState } from "./state.js";
 
 /** Dashboards, view statistics and the space aggregates, computed over the state's arrays. */
 export function memoryAnalytics(state: MemoryState): AnalyticsStore & AnalyticsWrites {
-  // The usage log's hot path: the day of the last call's instant, and today's counters found without building their key.
-  let lastAt = "";
-  let lastDay = "";
-  const todays = new TodaysCounters();
-  function newCounter(key: string, day: string, call: ApiCallRecord): ApiUsageCounter {
-    const usage: ApiUsageCounter = {
-      day,
-      teamId: call.teamId,
-      method: call.method,
-      route: call.route,
-      credentialKind: call.credentialKind,
-      credentialId: call.credentialId,
-      credentialName: call.credentialName,
-      calls: 0,
-      errors: 0,
-      serverErrors: 0,
-      latencySum: 0,
-    };
-    state.apiUsage.set(key, usage);
-    return usage;
-  }
-
   /** Non-editor views of the dashboards within the window, with their UTC day. */
   const viewsOf = (dashboardIds: ReadonlySet<string>, window: DayWindow) =>
     state.dashboardViews.flatMap((view) => {
@@ -168,6 +145,7 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore & AnalyticsW
 
     async spaceApiUsage({ teamId, ...window }) {
       return [...state.apiUsage.values()]
+        .flatMap((byCredential) => [...byCredential.values()].flat())
         .filter((u) => u.teamId === teamId && u.day >= window.fromDay && u.day <= window.toDay)
         .map(
           (u): ApiUsageRow => ({
@@ -234,13 +212,31 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore & AnalyticsW
 
     // The log is kept as per-day counters (what api-usage and dataset-usage
     // report), so a long-running memory store does not grow with every call.
+    // Counted at once, so there is nothing to wait for (the port allows undefined).
     recordApiCall(call): undefined {
-      const day = call.at === lastAt ? lastDay : (lastDay = utcDay((lastAt = call.at)));
-      let usage = todays.find(day, call);
+      const day = utcDay(call.at);
+      let byCredential = state.apiUsage.get(call.route);
+      if (!byCredential) state.apiUsage.set(call.route, (byCredential = new Map()));
+      let counters = byCredential.get(call.credentialId);
+      if (!counters) byCredential.set(call.credentialId, (counters = []));
+      let usage = counters.findLast(
+        (c) => c.day === day && c.teamId === call.teamId && c.method === call.method && c.credentialKind === call.credentialKind && c.credentialName === call.credentialName,
+      );
       if (!usage) {
-        const key = `${day}\u0000${call.teamId}\u0000${call.method}\u0000${call.route}\u0000${call.credentialKind}\u0000${call.credentialId}\u0000${call.credentialName}`;
-        usage = state.apiUsage.get(key) ?? newCounter(key, day, call);
-        todays.add(day, usage);
+        usage = {
+          day,
+          teamId: call.teamId,
+          method: call.method,
+          route: call.route,
+          credentialKind: call.credentialKind,
+          credentialId: call.credentialId,
+          credentialName: call.credentialName,
+          calls: 0,
+          errors: 0,
+          serverErrors: 0,
+          latencySum: 0,
+        };
+        counters.push(usage);
       }
       usage.calls++;
       if (call.status >= 400) usage.errors++;
@@ -319,41 +315,4 @@ function compare(a: string | null, b: string | null): number {
   if (a === null) return -1;
   if (b === null) return 1;
   return a < b ? -1 : 1;
-}
-
-/**
- * The latest day's usage counters by route, then credential id; the few
- * counters there (one per team, method, credential kind and name) are told
- * apart by comparing fields, which are the same strings call after call.
- * Only an index: `state.apiUsage` (by composite key) stays the record, and
- * a call for an earlier day goes there directly.
- */
-class TodaysCounters {
-  private day = "";
-  private byRoute = new Map<string, Map<string | null, ApiUsageCounter[]>>();
-
-  find(day: string, call: ApiCallRecord): ApiUsageCounter | undefined {
-    if (day !== this.day) return undefined;
-    const counters = this.byRoute.get(call.route)?.get(call.credentialId);
-    if (counters === undefined) return undefined;
-    for (const c of counters) {
-      if (c.teamId === call.teamId && c.method === call.method && c.credentialKind === call.credentialKind && c.credentialName === call.credentialName) {
-        return c;
-      }
-    }
-    return undefined;
-  }
-
-  add(day: string, usage: ApiUsageCounter): void {
-    if (day < this.day) return;
-    if (day > this.day) {
-      this.day = day;
-      this.byRoute.clear();
-    }
-    let byCredential = this.byRoute.get(usage.route);
-    if (byCredential === undefined) this.byRoute.set(usage.route, (byCredential = new Map()));
-    const counters = byCredential.get(usage.credentialId);
-    if (counters === undefined) byCredential.set(usage.credentialId, [usage]);
-    else counters.push(usage);
-  }
 }

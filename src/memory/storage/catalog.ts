@@ -80,7 +80,6 @@ export function memoryCatalog(state: MemoryState): CatalogStore & CatalogWrites 
       }
       const result = state.connections.has(connection.id) ? "updated" : "created";
       state.connections.set(connection.id, cloneJson(connection));
-      state.catalogVersion++;
       return result;
     },
     async deleteConnection(id) {
@@ -88,7 +87,6 @@ export function memoryCatalog(state: MemoryState): CatalogStore & CatalogWrites 
       const datasets = [...state.datasets.values()].filter((d) => d.connectionId === id);
       state.connections.delete(id);
       for (const d of datasets) removeDataset(d.id);
-      state.catalogVersion++;
       return true;
     },
     async putDataset(record) {
@@ -97,13 +95,11 @@ export function memoryCatalog(state: MemoryState): CatalogStore & CatalogWrites 
       const result = state.datasets.has(record.id) ? "updated" : "created";
       state.datasets.set(record.id, stored);
       if (!current) state.datasetRows.set(record.id, []);
-      state.catalogVersion++;
       return result;
     },
     async deleteDataset(id) {
       if (!state.datasets.has(id)) return false;
       removeDataset(id);
-      state.catalogVersion++;
       return true;
     },
 

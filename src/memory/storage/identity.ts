@@ -6,8 +6,7 @@ import { frozenCopy, type MemoryState } from "./state.js";
 /**
  * Businesses, teams, users and memberships. Records are stored as frozen
  * deep copies and handed out as they are: callers cannot change the store
- * through them, and the hot authentication path does not pay for a clone
- * per lookup. A put stores a copy of what it was given.
+ * through them. A put stores a copy of what it was given.
  */
 export function memoryIdentity(state: MemoryState): IdentityStore & IdentityWrites {
   return {

@@ -70,8 +70,6 @@ export interface MemoryState {
   rowsTrimmed: WeakMap<Row[], number>;
   /** Dedup keys per webhook dataset; a key is kept exactly as long as its row. */
   dedupKeys: Map<string, DedupKeys>;
-  /** Grows on every change to which connections and datasets exist or how they are configured (the webhook endpoint index follows it). */
-  catalogVersion: number;
   tables: Map<string, TableRecord>;
   /** Input-table rows by table id, in creation order. */
   tableRows: Map<string, Row[]>;
@@ -81,8 +79,12 @@ export interface MemoryState {
   dashboardViews: DashboardView[];
   refreshRuns: RefreshRun[];
   creditUsage: CreditUsage[];
-  /** The API usage log as per-day counters, keyed by (day, team, method, route, credential). */
-  apiUsage: Map<string, ApiUsageCounter>;
+  /**
+   * The API usage log as per-day counters, grouped by route, then credential
+   * id; within a group a counter is told apart by day, team, method,
+   * credential kind and name (a group holds a few, the latest day last).
+   */
+  apiUsage: Map<string, Map<string | null, ApiUsageCounter[]>>;
   /** Successful row reads per dataset or table id. */
   datasetReads: Map<string, { count: number; lastAt: string | null }>;
   auditLog: StoredAuditEvent[];
@@ -106,7 +108,6 @@ export function createMemoryState(): MemoryState {
     datasetRows: new Map(),
     rowsTrimmed: new WeakMap(),
     dedupKeys: new Map(),
-    catalogVersion: 0,
     tables: new Map(),
     tableRows: new Map(),
     editLogs: new Map(),

@@ -2,7 +2,7 @@ import { widenColumns } from "../../domain/columns.js";
 import type { ConnectionRecord } from "../../domain/model.js";
 import { emptyRow } from "../../domain/rows.js";
 import { endpointFromConnection as endpointOf } from "../../domain/webhook-config.js";
-import type { WebhookEndpoint, WebhookStore } from "../../ports/storage/webhooks.js";
+import type { WebhookStore } from "../../ports/storage/webhooks.js";
 import type { DedupKeys, MemoryState } from "./state.js";
 
 /**
@@ -12,31 +12,14 @@ import type { DedupKeys, MemoryState } from "./state.js";
  * call is atomic in one process.
  */
 export function memoryWebhooks(state: MemoryState): WebhookStore {
-  // endpointId → connection id, rebuilt when the catalog changes (seed, puts, deletes, create).
-  let endpoints = new Map<string, { connectionId: string; datasetId: string }>();
-  let builtAt = -1;
-
+  /** The webhook connection with this endpoint id and its dataset (the first one naming it), or null. */
   function lookup(endpointId: string): { connection: ConnectionRecord; datasetId: string } | null {
-    if (builtAt !== state.catalogVersion) {
-      endpoints = buildEndpointIndex(state);
-      builtAt = state.catalogVersion;
+    for (const connection of state.connections.values()) {
+      if (connection.type !== "webhook" || connection.config.endpointId !== endpointId) continue;
+      const datasetId = datasetOf(state, connection.id);
+      return datasetId === null ? null : { connection, datasetId };
     }
-    const found = endpoints.get(endpointId);
-    const connection = found ? state.connections.get(found.connectionId) : undefined;
-    if (!found || !connection || connection.config.endpointId !== endpointId) return null;
-    return { connection, datasetId: found.datasetId };
-  }
-
-  // The endpoint view per connection, rebuilt when its record, config or dataset changes (a settings change replaces the config).
-  const views = new WeakMap<ConnectionRecord, { config: ConnectionRecord["config"]; datasetId: string; endpoint: WebhookEndpoint }>();
-  function endpointView(connection: ConnectionRecord, datasetId: string): WebhookEndpoint {
-    const known = views.get(connection);
-    if (known !== undefined && known.config === connection.config && known.datasetId === datasetId && known.endpoint.name === connection.name) {
-      return known.endpoint;
-    }
-    const endpoint = Object.freeze(endpointOf(connection, datasetId));
-    views.set(connection, { config: connection.config, datasetId, endpoint });
-    return endpoint;
+    return null;
   }
 
   function keysOf(datasetId: string): DedupKeys {
@@ -63,7 +46,7 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
   return {
     async getWebhookEndpoint(endpointId) {
       const found = lookup(endpointId);
-      return found ? endpointView(found.connection, found.datasetId) : null;
+      return found ? endpointOf(found.connection, found.datasetId) : null;
     },
 
     async ingestWebhookRow(delivery) {
@@ -127,7 +110,6 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
         updatedAt: connection.createdAt,
       });
       state.datasetRows.set(dataset.id, []);
-      state.catalogVersion++;
       return endpointOf(record, dataset.id);
     },
   };
@@ -139,22 +121,6 @@ function forget(index: DedupKeys, rowId: string): void {
   if (key === undefined) return;
   index.keyByRowId.delete(rowId);
   index.rowIdByKey.delete(key);
-}
-
-function buildEndpointIndex(state: MemoryState): Map<string, { connectionId: string; datasetId: string }> {
-  const datasetByConnection = new Map<string, string>();
-  for (const d of state.datasets.values()) {
-    if (d.connectionId !== null && !datasetByConnection.has(d.connectionId)) datasetByConnection.set(d.connectionId, d.id);
-  }
-  const out = new Map<string, { connectionId: string; datasetId: string }>();
-  for (const c of state.connections.values()) {
-    const endpointId = c.config.endpointId;
-    const datasetId = datasetByConnection.get(c.id);
-    if (c.type === "webhook" && typeof endpointId === "string" && endpointId !== "" && datasetId) {
-      out.set(endpointId, { connectionId: c.id, datasetId });
-    }
-  }
-  return out;
 }
 
 function datasetOf(state: MemoryState, connectionId: string): string | null {
