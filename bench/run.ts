@@ -11,7 +11,7 @@
  *   BENCH_AB=/tmp/dist-before npm run bench -- webhook-memory
  *       # A/B: Dataport built from another checkout's dist/ takes the baseline's
  *       # place, so the ratio is this build against that one (above 1: faster)
- *   npm run bench -- postgres     # the PostgreSQL scenarios (webhook-postgres, me-postgres)
+ *   npm run bench -- postgres     # the PostgreSQL scenarios (webhook-postgres, me-postgres, postgres-reads)
  *
  * PostgreSQL scenarios run on the database BENCH_PG_URL (default
  * postgres://postgres@127.0.0.1:5432/dataport_bench, created when missing:
@@ -395,7 +395,7 @@ async function run(scenario: Scenario): Promise<void> {
   }
 }
 
-for (const script of ["bench/sqlite-reads.ts", "bench/bulk-upload.ts"]) {
+for (const script of ["bench/sqlite-reads.ts", "bench/postgres-reads.ts", "bench/bulk-upload.ts"]) {
   if (filters.length > 0 && !filters.some((f) => script.includes(f))) continue;
   if (!existsSync(script)) continue;
   const child = spawn(process.execPath, ["--import", "tsx", "--expose-gc", script], { stdio: "inherit" });

@@ -11,6 +11,14 @@ const BATCH = 1000;
 /** Rows per INSERT statement when writing many rows. */
 const WRITE_BATCH = 5000;
 
+/**
+ * The condition of the partial GIN index `dataset_rows_doc` (migration 6),
+ * verbatim so the planner can use it: rows whose JSON text holds a `\u0000`
+ * or surrogate escape have no jsonb form (PostgreSQL refuses one) and are
+ * neither indexed nor matched by filters.
+ */
+export const HAS_JSONB = String.raw`row::text !~ '\\u(0000|[dD][89abcdefABCDEF])'`;
+
 export function postgresCatalog(db: Db, watch: CatalogWatch): CatalogStore & CatalogWrites {
   const { t } = db;
   const writeRows = bulkRowWriter(db);
@@ -193,15 +201,24 @@ export async function insertDatasetRows(client: PoolClient, t: Db["t"], datasetI
  * The SQL condition for exact-match filters: JSON equality of the stored
  * value (a missing key counts as null), compared as jsonb so object key
  * order and number spelling do not matter — the same rule as `jsonEquals`.
+ * Equality to a non-null value implies containment, so the non-null filters
+ * also become one `@>` over the GIN index, which narrows the read to the
+ * candidate rows; equality is then checked on those.
  */
 function filterSql(filters: Record<string, unknown> | null, params: unknown[]): string {
   if (!filters) return "";
-  const parts: string[] = [];
-  for (const key of Object.keys(filters)) {
-    params.push(key, json(filters[key]));
+  const keys = Object.keys(filters);
+  if (keys.length === 0) return "";
+  const parts = [HAS_JSONB];
+  const contained: Record<string, unknown> = Object.create(null);
+  for (const key of keys) {
+    const value = filters[key] ?? null;
+    if (value !== null) contained[key] = value;
+    params.push(key, json(value));
     parts.push(`coalesce((row::jsonb) -> $${params.length - 1}::text, 'null'::jsonb) = $${params.length}::jsonb`);
   }
-  return parts.length ? ` and ${parts.join(" and ")}` : "";
+  if (Object.keys(contained).length > 0) parts.push(`(row::jsonb) @> $${params.push(json(contained))}::jsonb`);
+  return ` and ${parts.join(" and ")}`;
 }
 
 /**
@@ -302,9 +319,15 @@ function pageSql(t: Db["t"], query: RowQuery, params: unknown[]): string {
   return sql;
 }
 
-/** Positions readers see: the dataset's window (`$1` is its id). */
+/**
+ * Positions readers see, for a filtered read: the dataset's window (`$1` is
+ * its id). `pos + 0` keeps the planner off the primary key's position range,
+ * whose bounds it cannot see (they come from the dataset row) and takes for
+ * a few rows: it then reads the filter's candidates from the GIN index
+ * instead of checking every row of the dataset.
+ */
 function windowSql(t: Db["t"]): string {
-  return `pos >= (select first_pos from ${t("datasets")} where id = $1) and pos < (select next_pos from ${t("datasets")} where id = $1)`;
+  return `pos + 0 >= (select first_pos from ${t("datasets")} where id = $1) and pos + 0 < (select next_pos from ${t("datasets")} where id = $1)`;
 }
 
 function toRow(r: unknown, columns: string[] | null): Row {

@@ -235,6 +235,18 @@ select object_id, count(*), (array_agg(at order by at_ms desc, seq desc))[1], ma
 drop table {s}.api_calls;
 `,
   },
+  {
+    version: 6,
+    name: "filter index",
+    sql: `
+-- Exact-match filters: containment over this index narrows a read to the
+-- candidate rows before equality is checked. A row whose text holds a
+-- \\u0000 or surrogate escape has no jsonb form: it is left out (and no
+-- filter matches it) rather than failing its write.
+create index dataset_rows_doc on {s}.dataset_rows using gin ((row::jsonb) jsonb_path_ops)
+  where row::text !~ '\\\\u(0000|[dD][89abcdefABCDEF])';
+`,
+  },
 ];
 
 /**
