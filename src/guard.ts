@@ -51,8 +51,10 @@ export interface GuardedQuery {
  * last good result: 429 `rate_limited` with `Retry-After`.
  *
  * Cache and rate limiter are ports (shared between instances when they are
- * Redis-backed); single-flight is per process. An upstream call that runs
- * past `timeoutMs` ends with 504 `upstream_timeout` for every query waiting on it.
+ * Redis-backed). Single-flight is per process, and across the instances
+ * sharing a cache that can claim flights (`FlightClaims`, the Redis cache).
+ * An upstream call that runs past `timeoutMs` ends with 504
+ * `upstream_timeout` for every query waiting on it.
  */
 export function createGuard(ports: { cache: Cache; rateLimiter: RateLimiter; clock: Clock }) {
   const inFlight = new Map<string, Promise<GuardAnswer>>();
@@ -80,9 +82,47 @@ export function createGuard(ports: { cache: Cache; rateLimiter: RateLimiter; clo
     }
     const running = inFlight.get(key);
     if (running) return running;
-    const call = callUpstream(request, key, settings).finally(() => inFlight.delete(key));
+    const call = sharedFlight(request, key, settings).finally(() => inFlight.delete(key));
     inFlight.set(key, call);
     return call;
+  }
+
+  /**
+   * With a cache that can claim flights (Redis), the instances sharing it
+   * make one upstream call per query too: the instance whose claim succeeds
+   * calls; the others wait for its answer to appear in the cache, and take
+   * the claim themselves if it goes without one (the call failed, or its
+   * instance died and the claim expired), so each failure costs one call at
+   * a time. A `no-cache` query is not coordinated: any cached answer would do
+   * for the others, not for it.
+   */
+  async function sharedFlight(request: GuardedQuery, key: string, settings: GuardSettings): Promise<GuardAnswer> {
+    const claims = flightClaimsOf(ports.cache);
+    if (!claims || request.noCache) return callUpstream(request, key, settings);
+    const name = `dp:conn:flight:${key}`;
+    // Held at most as long as a call may run, so a dead instance's claim frees itself.
+    const holdMs = request.timeoutMs && request.timeoutMs > 0 && Number.isFinite(request.timeoutMs) ? request.timeoutMs + 1000 : FLIGHT_HOLD_MS;
+    const deadline = Date.now() + holdMs + FLIGHT_HOLD_MS;
+    for (let attempt = 0; ; attempt++) {
+      let token: string | null;
+      try {
+        token = await claims.claimFlight(name, holdMs);
+      } catch {
+        // A shared cache going away: each instance on its own, as without one.
+        return callUpstream(request, key, settings);
+      }
+      if (token !== null) {
+        try {
+          return await callUpstream(request, key, settings);
+        } finally {
+          await claims.releaseFlight(name, token).catch(() => {});
+        }
+      }
+      await sleep(Math.min(50, 5 * 2 ** Math.min(attempt, 4)));
+      const fresh = await cacheGet(`dp:conn:fresh:${key}`);
+      if (fresh) return { result: fresh, cached: true, stale: false };
+      if (Date.now() > deadline) return callUpstream(request, key, settings);
+    }
   }
 
   async function callUpstream(request: GuardedQuery, key: string, settings: GuardSettings): Promise<GuardAnswer> {
@@ -144,6 +184,34 @@ export function createGuard(ports: { cache: Cache; rateLimiter: RateLimiter; clo
 }
 
 export type Guard = ReturnType<typeof createGuard>;
+
+/**
+ * Optional on a cache that several instances share (the Redis cache): an
+ * atomic claim, so identical queries on different instances make one
+ * upstream call. The guard finds it on the cache it is given.
+ */
+export interface FlightClaims {
+  /**
+   * Claim `name` for `ttlMs` milliseconds unless it is claimed: a token when
+   * this caller got it, null when someone else holds it. MUST be atomic
+   * across every instance sharing the cache.
+   */
+  claimFlight(name: string, ttlMs: number): Promise<string | null>;
+  /** Give `name` back, only if `token` still holds it. */
+  releaseFlight(name: string, token: string): Promise<void>;
+}
+
+/** How long a flight is claimed when the call has no timeout. */
+const FLIGHT_HOLD_MS = 30_000;
+
+function flightClaimsOf(cache: Cache): FlightClaims | null {
+  const claims = cache as Partial<FlightClaims>;
+  return typeof claims.claimFlight === "function" && typeof claims.releaseFlight === "function" ? (claims as FlightClaims) : null;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
 
 /** The connector's answer, or 504 `upstream_timeout` once `timeoutMs` has passed (the connector's signal is then aborted). */
 function callWithTimeout(request: GuardedQuery, timeoutMs: number): Promise<ConnectorResult> {

@@ -5,7 +5,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createDataApi } from "../src/api.js";
+import type { ConnectionRecord } from "../src/domain/model.js";
+import { parseFixture } from "../src/fixture/load.js";
 import { createPostgresStorage, type PostgresStorage } from "../src/postgres/index.js";
+import { type Connector, type ConnectorQuery, type ConnectorResult, UpstreamUnavailableError } from "../src/ports/connector.js";
+import { createRedisCache, createRedisRateLimiter } from "../src/redis/index.js";
 import { apiV1Routes, webhookRoutes } from "../src/routes.js";
 import { sha256Hex } from "../src/domain/crypto.js";
 import { conformanceFixture, TOKENS } from "../src/testing/conformance/fixture.js";
@@ -269,5 +274,79 @@ describe.skipIf(!!skip)("two instances on one PostgreSQL and one Redis", () => {
     expect(await statuses("/me", TOKENS.sessionAda)).toEqual(["401 unauthorized", "401 unauthorized"]);
     await store.insertSession(session);
     expect(await statuses("/me", TOKENS.sessionAda)).toEqual([200, 200]);
+  });
+});
+
+/**
+ * The connection guard's cache and single-flight shared through Redis: two
+ * APIs in this process, each with its own PostgreSQL store, Redis cache and
+ * rate limiter on one schema and prefix (as two servers would have), and a
+ * connector that counts its calls.
+ */
+describe.skipIf(!!skip)("two API instances sharing one Redis: the connection query cache and its single-flight", () => {
+  const schema = testSchema("dp_multi_flight");
+  const prefix = `dp_multi_flight:${process.pid}:${Date.now()}:`;
+  const closers: Array<() => Promise<void>> = [];
+
+  afterAll(async () => {
+    for (const close of closers.splice(0)) await close();
+    await dropSchemas([schema]);
+    const redis = new Redis(REDIS_URL);
+    const keys = await redis.keys(`${prefix}*`);
+    if (keys.length) await redis.del(...keys);
+    redis.disconnect();
+  });
+
+  /** A connector answering after `delayMs`, counting the queries that reach it; `fail` makes the next calls throw. */
+  function upstream(delayMs: number) {
+    const state = { calls: 0, fail: 0 };
+    const connector: Connector = {
+      isSpatial: () => false,
+      async query(_connection: ConnectionRecord, query: ConnectorQuery): Promise<ConnectorResult> {
+        state.calls++;
+        await new Promise((resolve) => setTimeout(resolve, delayMs));
+        if (state.fail > 0) {
+          state.fail--;
+          throw new UpstreamUnavailableError("upstream exploded");
+        }
+        return { kind: "rows", rows: [{ store_id: "S1", city: "Lyon", offset: query.offset }], hasMore: false };
+      },
+    };
+    return { connector, state };
+  }
+
+  async function instance(connector: Connector) {
+    const storage = await createPostgresStorage({ connectionString: POSTGRES_URL, schema, maxConnections: 4 });
+    const cache = createRedisCache({ url: REDIS_URL, prefix });
+    const rateLimiter = createRedisRateLimiter({ url: REDIS_URL, prefix });
+    closers.push(() => storage.close(), () => cache.close(), () => rateLimiter.close());
+    await storage.seed(parseFixture(conformanceFixture()));
+    return createDataApi({ storage, cache, rateLimiter, connectors: { memory: connector } });
+  }
+
+  it("sends 20 identical concurrent queries spread over two instances to the upstream once", async () => {
+    const { connector, state } = upstream(200);
+    const [a, b] = [await instance(connector), await instance(connector)];
+    const ask = (api: typeof a, offset: number) =>
+      api
+        .fetch(new Request(`http://dataport.test/api/v1/connections/conn_retail/query?datasetId=ds_stores&offset=${offset}`, { headers: { authorization: `Bearer ${TOKENS.sync}` } }))
+        .then(async (reply) => ({ status: reply.status, body: (await reply.json()) as { data: unknown[]; cached: boolean } }));
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => ask(i % 2 ? b : a, 0)));
+    expect(state.calls).toBe(1);
+    expect(answers.every((x) => x.status === 200)).toBe(true);
+    expect(answers.map((x) => x.body.data)).toEqual(Array.from({ length: 20 }, () => [{ store_id: "S1", city: "Lyon", offset: 0 }]));
+    // The instance that called shares its answer in process (cached: false); the other's come from the cache.
+    const fresh = answers.map((x, i) => (x.body.cached ? null : i % 2)).filter((x) => x !== null);
+    expect(fresh).toHaveLength(10);
+    expect(new Set(fresh).size).toBe(1);
+    // Cached now, for both.
+    expect((await ask(b, 0)).body.cached).toBe(true);
+    expect(state.calls).toBe(1);
+
+    // A failed call: the waiting instance takes the claim and calls once itself; nobody calls twice at once.
+    state.fail = 1;
+    const retried = await Promise.all(Array.from({ length: 10 }, (_, i) => ask(i % 2 ? b : a, 5)));
+    expect(state.calls).toBe(3);
+    expect(retried.map((x) => x.status).sort()).toEqual([200, 200, 200, 200, 200, 502, 502, 502, 502, 502]);
   });
 });

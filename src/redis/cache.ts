@@ -1,10 +1,18 @@
+import { randomUUID } from "node:crypto";
 import type { Cache } from "../ports/cache.js";
 import type { Clock } from "../ports/clock.js";
 import { openRedis, type RedisConnectionOptions } from "./connection.js";
 
 export interface RedisCache extends Cache {
+  /** Claim `name` for `ttlMs` unless claimed (atomic on the Redis server): a token when taken, else null. The guard's `FlightClaims`. */
+  claimFlight(name: string, ttlMs: number): Promise<string | null>;
+  /** Give `name` back if `token` still holds it. */
+  releaseFlight(name: string, token: string): Promise<void>;
   close(): Promise<void>;
 }
+
+/** Delete KEYS[1] only while it holds ARGV[1] (the claimer's token). */
+const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`;
 
 /**
  * A cache shared by every instance on the same Redis and prefix. Values are
@@ -12,6 +20,10 @@ export interface RedisCache extends Cache {
  * real time. When a `clock` is given, each entry also carries its expiry on
  * that clock and is not returned once the clock has passed it (the port's
  * rule for an injected clock).
+ *
+ * It also claims flights for the connection guard (`SET NX PX` with a
+ * random token, released by a compare-and-delete script), so the instances
+ * sharing it make one upstream call per query.
  */
 export function createRedisCache(options: RedisConnectionOptions & { clock?: Clock }): RedisCache {
   const { redis, prefix, close } = openRedis(options);
@@ -35,6 +47,14 @@ export function createRedisCache(options: RedisConnectionOptions & { clock?: Clo
     },
     async ping() {
       await redis.ping();
+    },
+    async claimFlight(name, ttlMs) {
+      const token = randomUUID();
+      const taken = await redis.set(`${prefix}flight:${name}`, token, "PX", Math.max(1, Math.round(ttlMs)), "NX");
+      return taken === "OK" ? token : null;
+    },
+    async releaseFlight(name, token) {
+      await redis.eval(RELEASE, 1, `${prefix}flight:${name}`, token);
     },
     close,
   };
