@@ -3,12 +3,6 @@ import type { Column, ColumnType, Row } from "./model.js";
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
 const DATETIME = /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?$/;
 
-/**
- * The text last found to be a datetime: a webhook's `_receivedAt` is the same
- * string for every delivery within a millisecond, so most checks end here.
- */
-let lastDatetime = "";
-
 /** The column type of one JSON value; null for null/undefined (no evidence). */
 export function typeOfValue(value: unknown): ColumnType | null {
   if (value === null || value === undefined) return null;
@@ -20,13 +14,8 @@ export function typeOfValue(value: unknown): ColumnType | null {
     case "string":
       // Most strings are not dates: only one that starts like `2026-` can be (skips two regex runs).
       if (value.length < 10 || value.charCodeAt(4) !== 45 /* - */) return "string";
-      if (value === lastDatetime) return "datetime";
       if (DATE.test(value)) return "date";
-      if (DATETIME.test(value)) {
-        lastDatetime = value;
-        return "datetime";
-      }
-      return "string";
+      return DATETIME.test(value) ? "datetime" : "string";
     default:
       return "json";
   }

@@ -24,7 +24,7 @@ export function flattenPayload(payload: Record<string, unknown>, into: Row = emp
 function flattenInto(out: Row, object: Record<string, unknown>, prefix: string, depth: number, maxDepth: number): void {
   for (const key of Object.keys(object)) {
     const value = object[key];
-    const column = prefix === "" ? key : dottedName(prefix, key);
+    const column = prefix === "" ? key : `${prefix}.${key}`;
     if (value === null || typeof value !== "object") {
       out[column] = value;
     } else if (Array.isArray(value) || depth >= maxDepth || isEmpty(value)) {
@@ -33,36 +33,6 @@ function flattenInto(out: Row, object: Record<string, unknown>, prefix: string, 
       flattenInto(out, value as Record<string, unknown>, column, depth + 1, maxDepth);
     }
   }
-}
-
-/** Dotted names remembered (by prefix, then key) up to this many characters in all; then the memo starts over. */
-const DOTTED_MEMO_CHARS = 1 << 20;
-/** Longer names are built every time, never remembered. */
-const DOTTED_MEMO_NAME_LENGTH = 256;
-const dottedByPrefix = new Map<string, Map<string, string>>();
-let dottedChars = 0;
-
-/**
- * `${prefix}.${key}`, the same string each time for a payload shape seen
- * before: no concatenation, and the row's property key is a string the
- * engine already knows (a fresh one must be looked up in its string table
- * before it can name a property). Bounded, so unusual payloads cannot grow it.
- */
-function dottedName(prefix: string, key: string): string {
-  let byKey = dottedByPrefix.get(prefix);
-  const known = byKey?.get(key);
-  if (known !== undefined) return known;
-  const name = `${prefix}.${key}`;
-  if (name.length > DOTTED_MEMO_NAME_LENGTH) return name;
-  if (dottedChars + name.length > DOTTED_MEMO_CHARS) {
-    dottedByPrefix.clear();
-    dottedChars = 0;
-    byKey = undefined;
-  }
-  if (byKey === undefined) dottedByPrefix.set(prefix, (byKey = new Map()));
-  byKey.set(key, name);
-  dottedChars += name.length;
-  return name;
 }
 
 function isEmpty(object: object): boolean {

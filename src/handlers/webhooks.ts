@@ -33,7 +33,7 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
   let rateHeaders: Record<string, string> = {};
   if (isRateLimit(rate)) {
     const limit = tokenBucket(rate);
-    rateHeaders = rateLimitHeaders(await ctx.rateLimiter.take(bucketOf(endpoint.connectionId), limit, now), limit, DELIVERY_REFUSAL);
+    rateHeaders = rateLimitHeaders(await ctx.rateLimiter.take(`webhook:${endpoint.connectionId}`, limit, now), limit, DELIVERY_REFUSAL);
   }
   if (endpoint.signingSecret !== null) {
     if (!verifyWebhookSignature({ secret: endpoint.signingSecret, body: body.bytes, headers, nowMs: now })) throw invalidSignature();
@@ -67,17 +67,6 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
 }
 
 const DELIVERY_REFUSAL = "too many deliveries to this webhook endpoint; retry later";
-
-/** Bucket keys by connection id, built once: a key made fresh per delivery must be hashed afresh by the limiter's map. */
-const bucketKeys = new Map<string, string>();
-function bucketOf(connectionId: string): string {
-  let key = bucketKeys.get(connectionId);
-  if (key === undefined) {
-    if (bucketKeys.size >= 10_000) bucketKeys.clear();
-    bucketKeys.set(connectionId, (key = `webhook:${connectionId}`));
-  }
-  return key;
-}
 
 /**
  * A JSON object, or a form whose fields become string columns (GitHub's form
