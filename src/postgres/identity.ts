@@ -1,3 +1,4 @@
+import { LRUCache } from "lru-cache";
 import type { QueryResultRow } from "pg";
 import type { ApiKeyRecord, Membership, Plan, Role, Scope, SessionRecord, Team, User } from "../domain/model.js";
 import type { CredentialStore, IdentityStore, IdentityWrites, IdPage, KeyWithTeamLookup } from "../ports/storage/identity.js";
@@ -155,9 +156,16 @@ export function postgresCredentials(db: Db, seen: SessionReads): CredentialStore
        (select json_build_array(k.id, k.name, k.team_id, k.token_hash, k.created_by, k.scopes, k.allowlist, k.created_at, k.revoked_at,
           (select json_build_array(tm.id, tm.name, tm.plan, tm.business_id, tm.is_personal) from ${t("teams")} tm where tm.id = k.team_id))
           from ${t("api_keys")} k where k.token_hash = $1),
-       ${sessionArray}) as found`,
+       ${sessionArray})::text as found`,
   );
   const sessionWithUser = statement(`select ${sessionArray} as found`);
+  /**
+   * Keys as last read, by the exact text the database returned for them:
+   * parsed once and frozen, so a key used again costs no parsing, and the
+   * handler can remember what it derives from it. Never stale: every lookup
+   * still reads the database, and a changed key or team is another text.
+   */
+  const keys = new LRUCache<string, { key: ApiKeyRecord; team: Team | null }>({ max: KEY_CACHE_SIZE });
   const remember = (tokenHash: string, found: SessionArray) => {
     const [, userId, expiresMs, user, memberships] = found;
     const session = { userId, expiresMs: expiresMs === null ? null : Number(expiresMs) };
@@ -200,17 +208,23 @@ export function postgresCredentials(db: Db, seen: SessionReads): CredentialStore
     },
     async findApiKeyWithTeam(tokenHash) {
       // One round trip: the key and its team, or the session a session lookup would find next.
-      const [row] = await db.query<{ found: KeyArray | SessionArray | null }>(keyOrSession, [tokenHash]);
-      const found = row?.found ?? null;
-      if (found === null) {
+      const [row] = await db.query<{ found: string | null }>(keyOrSession, [tokenHash]);
+      const text = row?.found ?? null;
+      if (text === null) {
         seen.rememberNoSession(tokenHash);
         return null;
       }
+      // The same stored key as last time: the same (frozen) records, with no parsing (and /me's body is remembered for them).
+      const known = keys.get(text);
+      if (known) return known;
+      const found = JSON.parse(text) as KeyArray | SessionArray;
       if (found[0] === null) {
         remember(tokenHash, found as SessionArray);
         return null;
       }
-      return keyFromArray(found as KeyArray);
+      const key = frozenKey(found as KeyArray);
+      keys.set(text, key);
+      return key;
     },
     async getApiKey(id) {
       const [row] = await db.query<KeyRow>(`select ${keyColumns} from ${t("api_keys")} where id = $1`, [id]);
@@ -262,12 +276,25 @@ function teamFromArray([id, name, plan, businessId, isPersonal]: TeamArray): Tea
   return { id, name, plan, businessId, isPersonal };
 }
 
-function keyFromArray([id, name, teamId, tokenHash, createdBy, scopes, allowlist, createdAt, revokedAt, team]: KeyArray): {
+/** A key and its team from the authentication statement's array, frozen through (the records the memory store hands out are too). */
+function frozenKey([id, name, teamId, tokenHash, createdBy, scopes, allowlist, createdAt, revokedAt, team]: KeyArray): {
   key: ApiKeyRecord;
   team: Team | null;
 } {
-  return { key: { id, name, teamId, tokenHash, createdBy, scopes, allowlist, createdAt, revokedAt }, team: team === null ? null : teamFromArray(team) };
+  const frozenAllowlist = Object.freeze({
+    ...allowlist,
+    datasets: Object.freeze(allowlist.datasets),
+    connections: Object.freeze(allowlist.connections),
+    tables: Object.freeze(allowlist.tables),
+  }) as ApiKeyRecord["allowlist"];
+  return Object.freeze({
+    key: Object.freeze({ id, name, teamId, tokenHash, createdBy, scopes: Object.freeze(scopes) as Scope[], allowlist: frozenAllowlist, createdAt, revokedAt }),
+    team: team === null ? null : Object.freeze(teamFromArray(team)),
+  });
 }
+
+/** Stored keys remembered parsed, at most. */
+const KEY_CACHE_SIZE = 1000;
 
 /** Parameters for inserting a session: id, token_hash, user_id, expires_at, expires_ms. */
 export function sessionParams(session: SessionRecord): unknown[] {
