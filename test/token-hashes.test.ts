@@ -25,7 +25,7 @@ describe("createTokenHashes", () => {
     }
   });
 
-  it("forgets a token TOKEN_HASH_TTL_MS after remembering it, and the oldest when full", () => {
+  it("forgets a token TOKEN_HASH_TTL_MS after remembering it, and the least recently used when full", () => {
     const clock = createFixedClock("2026-11-01T00:00:00Z");
     const hashes = createTokenHashes(2, clock);
     // A remembered value is returned as remembered: a wrong one shows the memo was used.
@@ -37,16 +37,31 @@ describe("createTokenHashes", () => {
 
     hashes.remember("a", "A");
     hashes.remember("b", "B");
+    expect(hashes.of("a")).toBe("A"); // a is now used more recently than b
     hashes.remember("c", "C");
-    expect(hashes.of("a")).toBe(crypto.sha256Hex("a"));
-    expect(hashes.of("b")).toBe("B");
+    expect(hashes.of("b")).toBe(crypto.sha256Hex("b"));
+    expect(hashes.of("a")).toBe("A");
     expect(hashes.of("c")).toBe("C");
   });
 
-  it("remembers nothing with size 0", () => {
-    const hashes = createTokenHashes(0, createFixedClock(0));
+  it("keeps a remembered hash for TOKEN_HASH_TTL_MS from when it was remembered, however often it is used", () => {
+    const clock = createFixedClock("2026-11-01T00:00:00Z");
+    const hashes = createTokenHashes(2, clock);
     hashes.remember("abc", "remembered");
+    clock.advance(TOKEN_HASH_TTL_MS / 2);
+    expect(hashes.of("abc")).toBe("remembered");
+    hashes.remember("abc", "remembered"); // authenticated again: not a new five minutes
+    clock.advance(TOKEN_HASH_TTL_MS / 2);
     expect(hashes.of("abc")).toBe(HASH_OF_ABC);
+  });
+
+  it("remembers nothing with size 0 (or below 1), and refuses a size that is not finite", () => {
+    for (const size of [0, 0.5, -1]) {
+      const hashes = createTokenHashes(size, createFixedClock(0));
+      hashes.remember("abc", "remembered");
+      expect(hashes.of("abc")).toBe(HASH_OF_ABC);
+    }
+    expect(() => createTokenHashes(Number.POSITIVE_INFINITY, createFixedClock(0))).toThrow(/tokenHashCacheSize/);
   });
 });
 
