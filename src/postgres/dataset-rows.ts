@@ -149,8 +149,8 @@ async function bulkWrite(db: Db, write: BulkRowsWrite): Promise<{ rowCount: numb
           .query("select pg_advisory_unlock(hashtextextended($1, 0))", [lockKey])
           .then(() => true, () => false);
       }
-      // A connection that may still hold the lock is closed rather than pooled: the lock goes with it.
-      client.release(unlocked ? undefined : new Error("the bulk write's advisory lock could not be released"));
+      // A connection that may still hold the lock (or a transaction) is closed rather than pooled: they go with it.
+      client.release(unlocked && !broken.has(client) ? undefined : new Error("the bulk write's connection is not reusable"));
     }
   }
 }
@@ -334,7 +334,7 @@ async function sweep(client: PoolClient, t: Db["t"], datasetId: string): Promise
   }
 }
 
-/** `work` in one transaction on `client` (which stays checked out). */
+/** `work` in one transaction on `client` (which stays checked out). A client whose ROLLBACK fails is marked broken. */
 async function transaction<T>(client: PoolClient, work: () => Promise<T>): Promise<T> {
   await client.query("BEGIN");
   try {
@@ -342,10 +342,13 @@ async function transaction<T>(client: PoolClient, work: () => Promise<T>): Promi
     await client.query("COMMIT");
     return result;
   } catch (error) {
-    await client.query("ROLLBACK").catch(() => {});
+    await client.query("ROLLBACK").catch(() => broken.add(client));
     throw error;
   }
 }
+
+/** Clients left in an unknown state: closed instead of going back to the pool. */
+const broken = new WeakSet<PoolClient>();
 
 /** Rows as JSON texts, a staging batch at a time; sync iterables are read without a promise per row. */
 function rowSource(rows: AsyncIterable<Row> | Iterable<Row>) {

@@ -81,11 +81,14 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch): WebhookStore & { 
       const fast = plan.map((i) => batch[i]!);
       try {
         const outcomes = await fastIngest(db, fastStatement, fast.map((p) => p.input), knownColumns);
+        const decided = new Set<Pending>();
         fast.forEach((p, k) => {
           const outcome = outcomes[k];
-          if (outcome) p.resolve(outcome);
+          if (!outcome) return;
+          p.resolve(outcome);
+          decided.add(p);
         });
-        rest = batch.filter((p, i) => !plan.includes(i) || !outcomes[plan.indexOf(i)]);
+        rest = batch.filter((p) => !decided.has(p));
       } catch {
         // A dedup key stored meanwhile by another instance (or any other failure): the careful path decides.
       }
