@@ -59,7 +59,7 @@ const server = createServer((req, res) => {
 const stop = () => {
   server.close();
   server.closeAllConnections();
-  void pool.end().finally(() => process.exit(0));
+  setTimeout(() => void pool.end().finally(() => process.exit(0)), 200);
 };
 process.on("SIGTERM", stop);
 process.on("SIGINT", stop);

@@ -23,7 +23,8 @@ const server = createServer(toNodeHandler(api)).listen(Number(process.env.PORT),
 const stop = () => {
   server.close();
   server.closeAllConnections();
-  void storage.close().finally(() => process.exit(0));
+  // Requests already dispatched finish their storage calls before the pool goes (else they log its end).
+  setTimeout(() => void storage.close().finally(() => process.exit(0)), 200);
 };
 process.on("SIGTERM", stop);
 process.on("SIGINT", stop);
