@@ -20,10 +20,10 @@ import type { RouteMatch, Router } from "./router.js";
 import type { AuthedRoute, RouteDef, RouteInput } from "./routing.js";
 import type { TokenHashes } from "./token-hashes.js";
 
-/** What the pipeline works with, built once by `createDataApi`. */
 /** Largest JSON body of an admin route (a batch of 10,000 history items), unless `maxBodyBytes` is larger: 32 MiB. */
 export const ADMIN_BODY_BYTES = 32 * 1024 * 1024;
 
+/** What the pipeline works with, built once by `createDataApi`. */
 export interface PipelineParts {
   router: Router;
   ports: Ports;
