@@ -3,6 +3,7 @@ import type { PoolClient } from "pg";
 import type { DatasetRowsWrite } from "../ports/storage/catalog.js";
 import type { Row } from "../domain/model.js";
 import { type Db, json, num } from "./db.js";
+import { rowBatches } from "../storage/row-batches.js";
 
 /**
  * Streamed bulk row writes (`writeDatasetRows`, and `replaceDatasetRows`
@@ -74,13 +75,13 @@ export function bulkRowWriter(db: Db): (write: BulkRowsWrite) => Promise<{ rowCo
 
 async function bulkWrite(db: Db, write: BulkRowsWrite): Promise<{ rowCount: number }> {
   const { t } = db;
-  const source = rowSource(write.rows);
+  const source = rowBatches(write.rows);
   let client: PoolClient | null = null;
   let locked = false;
   const lockKey = `dataport:rows:${db.schema}:${write.datasetId}`;
   try {
     await existing(db, write.datasetId);
-    let batch = await source.next();
+    let batch = await source.next(STAGE_ROWS, STAGE_CHARS);
     client = await db.pool.connect();
     await lockDataset(client, lockKey);
     locked = true;
@@ -121,7 +122,7 @@ async function bulkWrite(db: Db, write: BulkRowsWrite): Promise<{ rowCount: numb
           });
         }
         if (batch.done) break;
-        batch = await source.next();
+        batch = await source.next(STAGE_ROWS, STAGE_CHARS);
       }
       const columns = write.columns();
       const published = await transaction(client, async () => {
@@ -349,47 +350,6 @@ async function transaction<T>(client: PoolClient, work: () => Promise<T>): Promi
 
 /** Clients left in an unknown state: closed instead of going back to the pool. */
 const broken = new WeakSet<PoolClient>();
-
-/** Rows as JSON texts, a staging batch at a time; sync iterables are read without a promise per row. */
-function rowSource(rows: AsyncIterable<Row> | Iterable<Row>) {
-  const asyncRows = Symbol.asyncIterator in rows ? (rows as AsyncIterable<Row>)[Symbol.asyncIterator]() : null;
-  const syncRows = asyncRows ? null : (rows as Iterable<Row>)[Symbol.iterator]();
-  let finished = false;
-  return {
-    async next(): Promise<{ texts: string[]; done: boolean }> {
-      const texts: string[] = [];
-      let chars = 0;
-      while (texts.length < STAGE_ROWS && chars < STAGE_CHARS) {
-        let step: IteratorResult<Row>;
-        try {
-          step = asyncRows ? await asyncRows.next() : syncRows!.next();
-        } catch (error) {
-          finished = true; // a throwing iterator is done
-          throw error;
-        }
-        if (step.done) {
-          finished = true;
-          return { texts, done: true };
-        }
-        const text = JSON.stringify(step.value);
-        texts.push(text);
-        chars += text.length;
-      }
-      return { texts, done: false };
-    },
-    /** Let the producer stop (close its stream) when the write fails while it still has rows. */
-    async close(): Promise<void> {
-      if (finished) return;
-      finished = true;
-      try {
-        if (asyncRows) await asyncRows.return?.();
-        else syncRows!.return?.();
-      } catch {
-        // The write's own error is the one to report.
-      }
-    },
-  };
-}
 
 function noop(): void {}
 

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type Database from "better-sqlite3";
 import type { Column, Row } from "../domain/model.js";
 import { rowKey, type SqliteHandle, writeTransaction } from "./db.js";
+import { rowBatches } from "../storage/row-batches.js";
 
 /**
  * Streamed bulk row writes (`writeDatasetRows`, and `replaceDatasetRows`
@@ -183,7 +184,7 @@ export function bulkRowWriter(handle: SqliteHandle): (write: BulkRowsWrite) => P
 
   const bulkWrite = async (write: BulkRowsWrite): Promise<{ rowCount: number }> => {
     existing(sql, write.datasetId);
-    const source = rowSource(write.rows);
+    const source = rowBatches(write.rows);
     let batch = await source.next(STAGE_BATCH);
 
     if (batch.done) {
@@ -346,44 +347,6 @@ function moveRows(sql: Statements, seq: number, from: number, end: number, shift
   if (end <= from) return;
   sql.copyRows.run(shift, shift, rowKey(seq, from), rowKey(seq, end));
   sql.deleteRange.run(rowKey(seq, from), rowKey(seq, end));
-}
-
-/** Rows as JSON texts, up to `max` at a time; sync iterables are read without a promise per row. */
-function rowSource(rows: AsyncIterable<Row> | Iterable<Row>) {
-  const asyncRows = Symbol.asyncIterator in rows ? (rows as AsyncIterable<Row>)[Symbol.asyncIterator]() : null;
-  const syncRows = asyncRows ? null : (rows as Iterable<Row>)[Symbol.iterator]();
-  let finished = false;
-  return {
-    async next(max: number): Promise<{ texts: string[]; done: boolean }> {
-      const texts: string[] = [];
-      while (texts.length < max) {
-        let step: IteratorResult<Row>;
-        try {
-          step = asyncRows ? await asyncRows.next() : syncRows!.next();
-        } catch (error) {
-          finished = true; // a throwing iterator is done
-          throw error;
-        }
-        if (step.done) {
-          finished = true;
-          return { texts, done: true };
-        }
-        texts.push(JSON.stringify(step.value));
-      }
-      return { texts, done: false };
-    },
-    /** Let the producer stop (close its stream) when the write fails while it still has rows. */
-    async close(): Promise<void> {
-      if (finished) return;
-      finished = true;
-      try {
-        if (asyncRows) await asyncRows.return?.();
-        else syncRows!.return?.();
-      } catch {
-        // The write's own error is the one to report.
-      }
-    },
-  };
 }
 
 function noop(): void {}
