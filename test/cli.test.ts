@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { Volume } from "memfs";
@@ -9,6 +9,7 @@ import { checkPostgres, checkRedis } from "../examples/server/shared.js";
 import { parseExampleArgs } from "../examples/shared/options.js";
 import { FixtureError } from "../src/fixture/load.js";
 import { testFixture, TOKENS } from "./support/fixture.js";
+import { watchOutput } from "./support/server-process.js";
 
 const defaults = { fixture: "/demo.json", db: ".data/dataport.sqlite" };
 
@@ -303,7 +304,7 @@ describe("example server process", () => {
 
   it("stops on SIGTERM to npm start (npm's shell does not pass it on; the server sees the shell go)", async () => {
     const npm = spawn("npm", ["start", "--", "--db", ":memory:", "--port", "0", "--log", "none"], { stdio: ["ignore", "pipe", "pipe"] });
-    const { url, output, closed } = watchOutput(npm);
+    const { url, output, closed } = watchOutput(npm, { timeoutMs: 20_000 });
     const base = await url;
     expect((await fetch(`${base}/api/v1/me`, { headers: { authorization: "Bearer dp_demo_full_access_0000000000001" } })).status).toBe(200);
     npm.kill("SIGTERM");
@@ -357,21 +358,3 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-/** The listening URL of a server process, its output so far, and when its output pipe closes. */
-function watchOutput(child: ChildProcess): { url: Promise<string>; output: () => string; closed: Promise<void> } {
-  let text = "";
-  const closed = new Promise<void>((resolve) => child.stdout!.on("close", () => resolve()));
-  child.stderr!.on("data", (chunk: Buffer) => (text += chunk.toString()));
-  const url = new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no listening line:\n${text}`)), 20_000);
-    child.stdout!.on("data", (chunk: Buffer) => {
-      text += chunk.toString();
-      const match = /listening on (http:\/\/\S+)/.exec(text);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match[1]!);
-      }
-    });
-  });
-  return { url, output: () => text, closed };
-}

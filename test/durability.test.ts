@@ -5,11 +5,12 @@
  * A Jepsen-style set check: acknowledged, lost, unexpected (never sent),
  * duplicated, and indeterminate (sent, no answer — may or may not be stored).
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { startServerProcess, stopProcess } from "./support/server-process.js";
 
 
 const TOKEN = "dp_demo_full_access_0000000000001";
@@ -75,33 +76,11 @@ function seqsOf(body: { data: Record<string, unknown>[] }): number[] {
 }
 
 async function startServer(target: Target, db: string, port: number): Promise<Server> {
-  const child = spawn(process.execPath, ["--import", "tsx", ...target.command(db, port)], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
-  let output = "";
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 30_000);
-    const onData = (d: Buffer) => {
-      output += d.toString();
-      const match = /listening on (http:\/\/\S+)/.exec(output);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match[1]!);
-      }
-    };
-    child.stdout!.on("data", onData);
-    child.stderr!.on("data", onData);
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`server exited with ${code}:\n${output}`));
-    });
-  });
-  return { child, url };
+  return startServerProcess(target.command(db, port));
 }
 
 async function stop(server: Server, signal: NodeJS.Signals): Promise<void> {
-  if (server.child.exitCode !== null || server.child.signalCode !== null) return;
-  const exited = new Promise((r) => server.child.once("exit", r));
-  server.child.kill(signal);
-  await exited;
+  await stopProcess(server.child, signal);
 }
 
 interface Outcome {

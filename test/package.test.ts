@@ -1,4 +1,4 @@
-import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process";
+import { execFile, execFileSync, spawn } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,6 +8,7 @@ import { publint } from "publint";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDataApi } from "../src/api.js";
 import { createOpenApiDocument } from "../src/openapi.js";
+import { watchOutput } from "./support/server-process.js";
 
 /**
  * The package as a user gets it. `npm pack` runs `prepack` (tsup): that one
@@ -318,7 +319,7 @@ export const all = [api, createClient, createSqliteStorage, toNodeHandler, serve
 
     it("runs the bin: npx dataport serves the demo shipped in the package and stops on SIGTERM to npx", async () => {
       const npx = spawn("npx", ["dataport", "--port", "0", "--db", ":memory:", "--log", "none"], { cwd: app, stdio: ["ignore", "pipe", "pipe"] });
-      const { url, output, closed } = watch(npx);
+      const { url, output, closed } = watchOutput(npx, { exitRejects: true });
       const base = await url;
       const me = await fetch(`${base}/api/v1/me`, { headers: { authorization: "Bearer dp_demo_full_access_0000000000001" } });
       expect(me.status).toBe(200);
@@ -331,22 +332,3 @@ export const all = [api, createClient, createSqliteStorage, toNodeHandler, serve
   });
 });
 
-/** The listening URL of a server process, its output so far, and when its output closes. */
-function watch(child: ChildProcess): { url: Promise<string>; output: () => string; closed: Promise<void> } {
-  let text = "";
-  const closed = new Promise<void>((resolve) => child.stdout!.on("close", () => resolve()));
-  child.stderr!.on("data", (chunk: Buffer) => (text += chunk.toString()));
-  const url = new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no listening line:\n${text}`)), 30_000);
-    child.stdout!.on("data", (chunk: Buffer) => {
-      text += chunk.toString();
-      const match = /listening on (http:\/\/\S+)/.exec(text);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match[1]!);
-      }
-    });
-    child.once("exit", () => setTimeout(() => reject(new Error(`exited before listening:\n${text}`)), 100));
-  });
-  return { url, output: () => text, closed };
-}

@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,6 +9,7 @@ import { listenerName } from "../src/postgres/catalog-events.js";
 import { createPostgresStorage, type PostgresStorage } from "../src/postgres/index.js";
 import { conformanceFixture } from "../src/testing/conformance/fixture.js";
 import { dropSchemas, POSTGRES_URL, postgresSkipReason, testSchema } from "./support/services.js";
+import { startServerProcess, stopProcess } from "./support/server-process.js";
 
 // Webhook ingest on PostgreSQL (issue #18): group commit, the one-statement
 // path and its fallbacks, de-duplication across instances, amortised
@@ -233,36 +234,12 @@ describe.skipIf(!!skip)("postgres webhook ingest under kill -9", () => {
     return path;
   }
 
-  async function start(schema: string, fixture: string): Promise<{ child: ChildProcess; url: string }> {
+  function start(schema: string, fixture: string): Promise<{ child: ChildProcess; url: string }> {
     const args = [join(root, "examples/server/main.ts"), "--db", `${POSTGRES_URL}?schema=${schema}`, "--fixture", fixture, "--port", "0", "--webhook-rate", "0"];
-    const child = spawn(process.execPath, ["--import", "tsx", ...args], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
-    let output = "";
-    const url = await new Promise<string>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 30_000);
-      const onData = (d: Buffer) => {
-        output += d.toString();
-        const match = /listening on (http:\/\/\S+)/.exec(output);
-        if (match) {
-          clearTimeout(timer);
-          resolve(match[1]!);
-        }
-      };
-      child.stdout!.on("data", onData);
-      child.stderr!.on("data", onData);
-      child.once("exit", (code) => {
-        clearTimeout(timer);
-        reject(new Error(`server exited with ${code}:\n${output}`));
-      });
-    });
-    return { child, url };
+    return startServerProcess(args);
   }
 
-  async function stop(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((r) => child.once("exit", r));
-    child.kill(signal);
-    await exited;
-  }
+  const stop = stopProcess;
 
   const post = (url: string, seq: number) =>
     fetch(`${url}/api/webhooks/wh_demo_shop_events`, {
