@@ -24,7 +24,8 @@ export function createDb(pool: Pool, schemaName: string): Db {
     schema,
     t: (table) => `${schema}.${table}`,
     async query<R extends QueryResultRow>(sql: string | Statement, params: readonly unknown[] = []) {
-      const result = await pool.query<R>(typeof sql === "string" ? sql : { ...sql, values: params as unknown[] }, params as unknown[]);
+      // pg copies a config object before adding the values to it, so a shared Statement goes as it is.
+      const result = await pool.query<R>(sql, params as unknown[]);
       return result.rows;
     },
     async transaction(work) {
