@@ -11,8 +11,10 @@
  */
 import { type Admin, createAdmin } from "./admin/index.js";
 import { storageSessions } from "./auth.js";
+import { createCaches } from "./caches.js";
 import type { Awaitable } from "./awaitable.js";
 import type { ApiSettings, Ports } from "./context.js";
+import { createGuard } from "./guard.js";
 import { fromWebRequest, toWebResponse } from "./http/web.js";
 import type { ApiReply, ApiRequest } from "./http/types.js";
 import { toLogger } from "./logging.js";
@@ -31,7 +33,6 @@ import { createRouter } from "./router.js";
 import { adminMount, defaultConnectors, mounts } from "./routes.js";
 import type { RouteDef } from "./routing.js";
 import { instrumentStorage } from "./timed-storage.js";
-import { createTokenHashes } from "./token-hashes.js";
 
 export interface DataApiOptions extends Partial<ApiSettings> {
   /** Where everything is persisted. Default: a fresh in-memory store. */
@@ -122,7 +123,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     rateLimiter: options.rateLimiter ?? createMemoryRateLimiter(),
     connectors: { ...defaultConnectors(), ...options.connectors },
   };
-  const tokenHashes = createTokenHashes(settings.tokenHashCacheSize, clock);
+  const caches = createCaches(settings, clock);
   const logger = toLogger(options.logger);
   const operations = { draining: false, metrics };
   const admin: { functions: Admin; token: Uint8Array } | null =
@@ -132,8 +133,9 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     router,
     ports,
     settings,
-    sessions: options.sessions ?? storageSessions(storage, clock, tokenHashes),
-    tokenHashes,
+    sessions: options.sessions ?? storageSessions(storage, clock, caches.tokenHashes),
+    caches,
+    guard: createGuard(ports),
     admin,
     logger,
     observe: createRequestObserver(logger, metrics, clock),

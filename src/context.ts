@@ -1,7 +1,9 @@
 import type { Admin } from "./admin/index.js";
 import type { Credential } from "./auth.js";
+import type { Caches } from "./caches.js";
 import type { AuditEvent } from "./domain/model.js";
 import type { TableSchemas } from "./domain/validation.js";
+import type { Guard } from "./guard.js";
 import type { Cache } from "./ports/cache.js";
 import type { Clock } from "./ports/clock.js";
 import type { ConnectorRegistry } from "./ports/connector.js";
@@ -106,6 +108,10 @@ export interface HandlerContext extends Ports {
   operations: Operations;
   /** Record an audit event without failing the request. */
   audit: (event: Omit<AuditEvent, "id" | "time"> & { time?: string }) => void;
+  /** This API instance's caches (src/caches.ts). */
+  caches: Caches;
+  /** This API instance's connection guard: cached answers, single-flight, upstream rate limits (src/guard.ts). */
+  guard: Guard;
 }
 
 /** Context of a route that requires a bearer credential. */

@@ -51,13 +51,15 @@ export interface GuardedQuery {
  * last good result: 429 `rate_limited` with `Retry-After`.
  *
  * Cache and rate limiter are ports (shared between instances when they are
- * Redis-backed). Single-flight is per process, and across the instances
- * sharing a cache that can claim flights (`FlightClaims`, the Redis cache).
+ * Redis-backed). Single-flight is per API instance (each makes its own
+ * guard), and across the instances sharing a cache that can claim flights
+ * (`Cache.claimFlight`, the Redis cache).
  * An upstream call that runs past `timeoutMs` ends with 504
  * `upstream_timeout` for every query waiting on it.
  */
 export function createGuard(ports: { cache: Cache; rateLimiter: RateLimiter; clock: Clock }) {
   const inFlight = new Map<string, Promise<GuardAnswer>>();
+  const claims = flightClaimsOf(ports.cache);
 
   async function query(request: GuardedQuery): Promise<GuardAnswer> {
     const metrics = request.metrics;
@@ -97,7 +99,6 @@ export function createGuard(ports: { cache: Cache; rateLimiter: RateLimiter; clo
    * for the others, not for it.
    */
   async function sharedFlight(request: GuardedQuery, key: string, settings: GuardSettings): Promise<GuardAnswer> {
-    const claims = flightClaimsOf(ports.cache);
     if (!claims || request.noCache) return callUpstream(request, key, settings);
     const name = `dp:conn:flight:${key}`;
     // Held at most as long as a call may run, so a dead instance's claim frees itself.
@@ -185,28 +186,15 @@ export function createGuard(ports: { cache: Cache; rateLimiter: RateLimiter; clo
 
 export type Guard = ReturnType<typeof createGuard>;
 
-/**
- * Optional on a cache that several instances share (the Redis cache): an
- * atomic claim, so identical queries on different instances make one
- * upstream call. The guard finds it on the cache it is given.
- */
-export interface FlightClaims {
-  /**
-   * Claim `name` for `ttlMs` milliseconds unless it is claimed: a token when
-   * this caller got it, null when someone else holds it. MUST be atomic
-   * across every instance sharing the cache.
-   */
-  claimFlight(name: string, ttlMs: number): Promise<string | null>;
-  /** Give `name` back, only if `token` still holds it. */
-  releaseFlight(name: string, token: string): Promise<void>;
-}
-
 /** How long a flight is claimed when the call has no timeout. */
 const FLIGHT_HOLD_MS = 30_000;
 
-function flightClaimsOf(cache: Cache): FlightClaims | null {
-  const claims = cache as Partial<FlightClaims>;
-  return typeof claims.claimFlight === "function" && typeof claims.releaseFlight === "function" ? (claims as FlightClaims) : null;
+/** The cache's atomic flight claims, when it offers both halves (a cache shared by several instances). */
+function flightClaimsOf(cache: Cache): Required<Pick<Cache, "claimFlight" | "releaseFlight">> | null {
+  const { claimFlight, releaseFlight } = cache;
+  return typeof claimFlight === "function" && typeof releaseFlight === "function"
+    ? { claimFlight: claimFlight.bind(cache), releaseFlight: releaseFlight.bind(cache) }
+    : null;
 }
 
 function sleep(ms: number): Promise<void> {
@@ -231,23 +219,6 @@ function upstreamOutcome(error: unknown): UpstreamOutcome {
   if (error instanceof InvalidQueryError) return "invalid_query";
   if (error instanceof ApiError && error.code === "upstream_timeout") return "timeout";
   return "error";
-}
-
-const guards = new WeakMap<Cache, WeakMap<RateLimiter, WeakMap<Clock, Guard>>>();
-
-/**
- * The guard of an API instance, made on first use and kept for its ports,
- * so the single-flight table lives as long as the API and two APIs share one
- * only when they share cache, rate limiter and clock.
- */
-export function guardFor(ports: { cache: Cache; rateLimiter: RateLimiter; clock: Clock }): Guard {
-  let byLimiter = guards.get(ports.cache);
-  if (!byLimiter) guards.set(ports.cache, (byLimiter = new WeakMap()));
-  let byClock = byLimiter.get(ports.rateLimiter);
-  if (!byClock) byLimiter.set(ports.rateLimiter, (byClock = new WeakMap()));
-  let guard = byClock.get(ports.clock);
-  if (!guard) byClock.set(ports.clock, (guard = createGuard(ports)));
-  return guard;
 }
 
 const positive = z.number().positive().finite();

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Admin } from "./admin/index.js";
+import type { Caches } from "./caches.js";
 import { actorOf, assertKeyPlan, assertScope, authenticate, bearerToken, type Credential, unauthorized } from "./auth.js";
 import { andThen, type Awaitable, isPromiseLike } from "./awaitable.js";
 import type { ApiSettings, HandlerContext, Operations, Ports } from "./context.js";
@@ -7,6 +8,7 @@ import { idSource, safeEqual } from "./domain/crypto.js";
 import type { AuditEvent } from "./domain/model.js";
 import { isoTime } from "./domain/time.js";
 import { ApiError } from "./errors.js";
+import type { Guard } from "./guard.js";
 import { checkDeclaredLength, isJsonType, parseJsonObject, parseJsonValue } from "./http/body.js";
 import { parseQuery } from "./http/query.js";
 import { JSON_CONTENT_TYPE, Reply } from "./http/reply.js";
@@ -18,7 +20,6 @@ import { resolveClientAddress } from "./proxy.js";
 import { isRateLimit, rateLimitHeaders, tokenBucket } from "./rate-limit.js";
 import type { RouteMatch, Router } from "./router.js";
 import type { AuthedRoute, RouteDef, RouteInput } from "./routing.js";
-import type { TokenHashes } from "./token-hashes.js";
 
 /** Largest JSON body of an admin route (a batch of 10,000 history items), unless `maxBodyBytes` is larger: 32 MiB. */
 export const ADMIN_BODY_BYTES = 32 * 1024 * 1024;
@@ -29,7 +30,8 @@ export interface PipelineParts {
   ports: Ports;
   settings: ApiSettings;
   sessions: SessionAuthenticator;
-  tokenHashes: TokenHashes;
+  caches: Caches;
+  guard: Guard;
   /** The admin functions and token, when the admin API is mounted. */
   admin: { functions: Admin; token: Uint8Array } | null;
   logger: Logger;
@@ -74,7 +76,7 @@ class Exchange {
  * nothing is answered without a promise and the adapter writes it at once.
  */
 export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Awaitable<ApiReply> {
-  const { router, ports, settings, sessions, tokenHashes, admin, logger, observe, operations } = parts;
+  const { router, ports, settings, sessions, caches, guard, admin, logger, observe, operations } = parts;
   const { storage, clock } = ports;
   const nextRequestId = idSource();
   const log = (message: string, error?: unknown) => logger.error(message, error);
@@ -117,7 +119,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
     if (route.auth === "none") return;
     const authorization = x.req.headers.get("authorization");
     if (route.auth === "admin") return checkAdminAuthorization(authorization, admin!.token);
-    return andThen(authenticate(authorization, storage, sessions, tokenHashes), (credential) => {
+    return andThen(authenticate(authorization, storage, sessions, caches.tokenHashes), (credential) => {
       x.credential = credential;
       if (apiLimit === null) return authorize(credential, route);
       // One token from the credential's bucket, or 429.
@@ -168,6 +170,8 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
       log,
       operations,
       audit: recordAudit,
+      caches,
+      guard,
       credential: x.credential,
       admin: isAdmin ? admin!.functions : undefined,
       actorUserId: isAdmin ? req.headers.get("x-actor-user-id") : null,

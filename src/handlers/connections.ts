@@ -3,7 +3,7 @@ import { actorOf } from "../auth.js";
 import type { AuthedContext } from "../context.js";
 import type { ConnectionRecord, DatasetRecord, Row } from "../domain/model.js";
 import { ApiError, invalidParameter } from "../errors.js";
-import { type GuardAnswer, guardFor } from "../guard.js";
+import type { GuardAnswer } from "../guard.js";
 import type { HeaderReader } from "../http/types.js";
 import { connectionSecrets, scrubUpstreamText } from "../connectors/scrub.js";
 import { type Connector, type ConnectorQuery, InvalidQueryError, UpstreamThrottledError, UpstreamUnavailableError } from "../ports/connector.js";
@@ -32,7 +32,7 @@ export async function queryConnection(ctx: AuthedContext, id: string, input: Con
 
   let answer: GuardAnswer;
   try {
-    answer = await guardFor(ctx).query({
+    answer = await ctx.guard.query({
       connection,
       connector,
       datasetId: dataset.id,

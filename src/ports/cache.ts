@@ -15,4 +15,15 @@ export interface Cache {
    * cache has nothing to reach and leaves it out.
    */
   ping?(): Promise<void>;
+  /**
+   * Optional, with `releaseFlight`, on a cache that several instances share
+   * (the Redis cache): claim `name` for `ttlMs` milliseconds unless it is
+   * claimed, atomically across every instance sharing the cache. Resolves to
+   * a token when this caller got the claim, null when someone else holds it.
+   * The connection guard uses it so identical queries on different
+   * instances make one upstream call; without it, single-flight is per instance.
+   */
+  claimFlight?(name: string, ttlMs: number): Promise<string | null>;
+  /** Give `name` back, only if `token` still holds it (with `claimFlight`). */
+  releaseFlight?(name: string, token: string): Promise<void>;
 }

@@ -4,7 +4,7 @@ import type { Clock } from "../ports/clock.js";
 import { openRedis, type RedisConnectionOptions } from "./connection.js";
 
 export interface RedisCache extends Cache {
-  /** Claim `name` for `ttlMs` unless claimed (atomic on the Redis server): a token when taken, else null. The guard's `FlightClaims`. */
+  /** Claim `name` for `ttlMs` unless claimed (atomic on the Redis server): a token when taken, else null. The Cache port's optional flight claims. */
   claimFlight(name: string, ttlMs: number): Promise<string | null>;
   /** Give `name` back if `token` still holds it. */
   releaseFlight(name: string, token: string): Promise<void>;

@@ -3,9 +3,6 @@ import { createOpenApiDocument } from "../openapi.js";
 import { admin, open } from "../routing.js";
 import { openApiDocumentSchema } from "../schemas/operations.js";
 
-/** One serialised document per application origin and body limit; the route table does not change at run time. */
-const documents = new Map<string, string>();
-
 export const openapiRoutes = [
   open({
     method: "GET",
@@ -17,15 +14,15 @@ export const openapiRoutes = [
     responses: { 200: openApiDocumentSchema },
     logged: false,
     async handle(_input, ctx) {
+      // Serialised once per API instance (ctx.caches): neither the route table nor the settings change at run time.
       const { appUrl, maxBodyBytes } = ctx.settings;
-      const key = `${maxBodyBytes} ${appUrl}`;
-      let text = documents.get(key);
+      let text = ctx.caches.documents.get("api");
       if (text === undefined) {
         // Imported when first asked for: the route table includes this very route.
         const { mounts } = await import("../routes.js");
         const routes = mounts.flatMap(({ base, routes }) => routes.map((route) => ({ mount: base, route })));
         text = JSON.stringify(createOpenApiDocument(routes, { serverUrl: appUrl, maxBodyBytes }));
-        documents.set(key, text);
+        ctx.caches.documents.set("api", text);
       }
       return Reply.jsonText(200, text, { "cache-control": "public, max-age=300" });
     },
@@ -33,7 +30,6 @@ export const openapiRoutes = [
 ];
 
 /** The admin API's own document (`/api/admin/v1/openapi.json`), behind the admin token like every admin route. */
-let adminDocument: { key: string; text: string } | null = null;
 export const adminOpenapiRoutes = [
   admin({
     method: "GET",
@@ -46,14 +42,15 @@ export const adminOpenapiRoutes = [
     logged: false,
     async handle(_input, ctx) {
       const { appUrl, maxBodyBytes, maxUploadBytes } = ctx.settings;
-      const key = `${maxBodyBytes} ${maxUploadBytes} ${appUrl}`;
-      if (adminDocument?.key !== key) {
+      let text = ctx.caches.documents.get("admin");
+      if (text === undefined) {
         const { adminMount } = await import("../routes.js");
         const routes = adminMount.routes.map((route) => ({ mount: adminMount.base, route }));
         const document = createOpenApiDocument(routes, { serverUrl: appUrl, title: "Dataport admin API", maxBodyBytes, maxUploadBytes });
-        adminDocument = { key, text: JSON.stringify(document) };
+        text = JSON.stringify(document);
+        ctx.caches.documents.set("admin", text);
       }
-      return Reply.jsonText(200, adminDocument.text);
+      return Reply.jsonText(200, text);
     },
   }),
 ];
