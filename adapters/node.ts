@@ -120,16 +120,12 @@ class NodeHeaders implements HeaderReader {
   }
 }
 
-/** Names already seen to be lower case (the core's own, asked on every request): a miss costs one lookup. */
-const lowerCaseNames = new Set<string>();
-
+/** No ASCII capital in `name` (the core asks in lower case, so a miss needs no lower-cased copy). */
 function isLowerCase(name: string): boolean {
-  if (lowerCaseNames.has(name)) return true;
   for (let i = 0; i < name.length; i++) {
     const c = name.charCodeAt(i);
     if (c >= 65 && c <= 90) return false;
   }
-  if (lowerCaseNames.size < 256) lowerCaseNames.add(name);
   return true;
 }
 
