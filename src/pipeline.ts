@@ -241,7 +241,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
   /** The usage log, off the critical path: a failing write never fails or slows the request. */
   function recordCall(call: Parameters<typeof storage.recordApiCall>[0]): void {
     try {
-      storage.recordApiCall(call)?.catch((error: unknown) => log("could not record an API call", error));
+      storage.recordApiCall(call).catch((error: unknown) => log("could not record an API call", error));
     } catch (error) {
       log("could not record an API call", error);
     }

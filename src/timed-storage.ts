@@ -40,7 +40,7 @@ export function instrumentStorage(storage: Storage, options: { timeoutMs: number
         throw error;
       }
       if (!isPromiseLike(result)) {
-        // Answered without a promise (recordApiCall may, see its port): measured, nothing to time out.
+        // A store answering without a promise (its port says it must not): measured, nothing to time out.
         metrics?.storageOperation(name, "ok", performance.now() - startedAt);
         return result;
       }

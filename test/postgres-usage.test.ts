@@ -49,8 +49,8 @@ describe.skipIf(!!skip)("postgres usage log and authentication", () => {
     const transactions = vi.spyOn(s.db, "transaction");
     for (let i = 0; i < 300; i++) {
       const day = i % 3 === 0 ? "2026-10-31" : "2026-11-01";
-      // A store that records synchronously returns no promise: the request pays for none.
-      expect(s.recordApiCall(call(`${day}T10:${String(i % 60).padStart(2, "0")}:00.000Z`, { status: i % 10 === 0 ? 500 : 200, latencyMs: i % 2 ? 10 : 11 }))).toBeUndefined();
+      // Counted at once: the promise is settled before any batch is written.
+      await expect(s.recordApiCall(call(`${day}T10:${String(i % 60).padStart(2, "0")}:00.000Z`, { status: i % 10 === 0 ? 500 : 200, latencyMs: i % 2 ? 10 : 11 }))).resolves.toBeUndefined();
     }
     expect(transactions).not.toHaveBeenCalled();
     const usage = await s.spaceApiUsage({ teamId: "team_ops", fromDay: "2026-10-01", toDay: "2026-11-30" });

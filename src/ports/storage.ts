@@ -72,9 +72,8 @@ export interface StorageLifecycle {
 
 /**
  * Everything Dataport persists: every area's methods on one object, plus its
- * lifecycle. Every method returns a promise (`recordApiCall` may also
- * return nothing, see there). Every guarantee a handler relies on is
- * written on the method.
+ * lifecycle. Every method returns a promise. Every guarantee a handler
+ * relies on is written on the method.
  */
 export interface Storage
   extends IdentityStore,

@@ -221,12 +221,16 @@ export function postgresAnalytics(
       );
     },
     recordApiCall(call) {
+      // Counted in memory at once (the usage reads write pending counters first); written within USAGE_FLUSH_MS.
       usage.record(call);
-      return undefined;
+      return COUNTED;
     },
     flushUsage: () => usage.settled(),
   };
 }
+
+/** What `recordApiCall` answers: the call counts for this store's reads before it returns. */
+const COUNTED: Promise<void> = Promise.resolve();
 
 /** Calls gathered before a batch is written. */
 const USAGE_FLUSH_MS = 100;

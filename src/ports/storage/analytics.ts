@@ -176,10 +176,12 @@ export interface AnalyticsStore {
   /**
    * Append to the API usage log. Off the critical path: the caller does not
    * await it, and a failure (a thrown error or a rejected promise) is only
-   * logged. A store that records synchronously may return undefined, which
-   * spares every request a promise.
+   * logged. Resolves once the call counts in this store's `spaceApiUsage`
+   * and `spaceDatasetUsage`; a store that writes calls in batches may
+   * resolve before its batch is written, when those reads count the calls
+   * still pending.
    */
-  recordApiCall(call: ApiCallRecord): Promise<void> | undefined;
+  recordApiCall(call: ApiCallRecord): Promise<void>;
 }
 
 /** The history behind the activity endpoints, as the host reports it. Each call is atomic and visible to the next read. */
