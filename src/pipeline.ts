@@ -235,7 +235,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
       });
     }
     observe?.(x.requestId, req.method, match ? match.group.template : null, reply.status, x.failure, durationMs, credential);
-    return reply;
+    return req.method === "HEAD" ? withoutBody(reply) : reply;
   }
 
   /** The usage log, off the critical path: a failing write never fails or slows the request. */
@@ -264,6 +264,18 @@ const PREFLIGHT_HEADERS: Readonly<Record<string, string>> = {
 
 function preflight(): Reply {
   return new Reply(204, null, { ...PREFLIGHT_HEADERS });
+}
+
+/**
+ * A HEAD reply: the GET reply's status and headers, with the length its
+ * body would have had, and no body (a streamed one is closed unread).
+ */
+function withoutBody(reply: ApiReply): ApiReply {
+  const { body, headers } = reply;
+  if (typeof body === "string") headers["content-length"] = String(Buffer.byteLength(body));
+  else if (body instanceof Uint8Array) headers["content-length"] = String(body.byteLength);
+  else if (body !== null) Promise.resolve(body[Symbol.asyncIterator]().return?.()).catch(() => {});
+  return { status: reply.status, headers, body: null };
 }
 
 /** Response headers a browser script may read, named only when the response carries them (most carry just the id). */

@@ -9,8 +9,9 @@ import type { RouteDef } from "./routing.js";
 export interface RouteGroup {
   /** Mount and pattern, `/api/v1/datasets/:id/rows`: what logs, metrics and the usage log name. */
   readonly template: string;
+  /** The route of each method; HEAD is the GET route's where there is one. */
   readonly byMethod: ReadonlyMap<string, RouteDef>;
-  /** The `Allow` header of a 405: the group's methods and OPTIONS. */
+  /** The `Allow` header of a 405: the group's methods (HEAD with GET) and OPTIONS. */
   readonly allow: string;
 }
 
@@ -61,8 +62,13 @@ export function createRouter(mounts: ReadonlyArray<{ base: string; routes: reado
         itty.all(template, () => found);
       }
       group.byMethod.set(route.method, route);
-      group.allow = [...group.byMethod.keys(), "OPTIONS"].join(", ");
     }
+  }
+  // HEAD is GET without the body (RFC 9110): a GET route answers it, and the pipeline drops the body.
+  for (const group of groups.values()) {
+    const get = group.byMethod.get("GET");
+    if (get && !group.byMethod.has("HEAD")) group.byMethod.set("HEAD", get);
+    group.allow = [...group.byMethod.keys(), "OPTIONS"].join(", ");
   }
 
   /** The group of a path: itty's patterns in table order, the first that matches. */

@@ -44,8 +44,34 @@ describe("edge: CORS, request ids, routing", () => {
     const wrong = await call("DELETE", "/api/v1/datasets", { token: TOKENS.sync });
     expect(wrong.status).toBe(405);
     expect(wrong.json.error.code).toBe("method_not_allowed");
-    expect(wrong.headers.get("allow")).toBe("GET, OPTIONS");
+    expect(wrong.headers.get("allow")).toBe("GET, HEAD, OPTIONS");
     expect(wrong.headers.get("content-type")).toMatch(/^application\/json/);
+  });
+});
+
+describe("HEAD", () => {
+  it("answers like GET with the length of GET's body and no body, on every GET route", async () => {
+    const { api } = await setup();
+    const send = (method: string, path: string) =>
+      api.fetch(new Request(`http://dataport.test${path}`, { method, headers: { authorization: `Bearer ${TOKENS.sync}` } }));
+    for (const path of ["/api/v1/me", "/api/v1/datasets", "/api/v1/datasets/ds_orders/rows?maxRows=2", "/api/health"]) {
+      const get = await send("GET", path);
+      const getBody = await get.text();
+      const head = await send("HEAD", path);
+      expect([path, head.status, head.headers.get("content-type")]).toEqual([path, get.status, get.headers.get("content-type")]);
+      expect(await head.text()).toBe("");
+      if (head.headers.get("content-length") !== null) expect(Number(head.headers.get("content-length"))).toBe(Buffer.byteLength(getBody));
+    }
+    const me = await send("HEAD", "/api/v1/me");
+    expect(me.headers.get("content-length")).toBe(String(Buffer.byteLength(await (await send("GET", "/api/v1/me")).text())));
+  });
+
+  it("is refused where GET is: 401 without a token, 405 on a POST-only path", async () => {
+    const { api } = await setup();
+    const anonymous = await api.fetch(new Request("http://dataport.test/api/v1/me", { method: "HEAD" }));
+    expect([anonymous.status, anonymous.headers.get("www-authenticate"), await anonymous.text()]).toEqual([401, "Bearer", ""]);
+    const webhook = await api.fetch(new Request("http://dataport.test/api/webhooks/wh_shop", { method: "HEAD" }));
+    expect([webhook.status, webhook.headers.get("allow")]).toEqual([405, "POST, OPTIONS"]);
   });
 });
 

@@ -88,7 +88,7 @@ describe("GET /api/v1/docs over HTTP", () => {
       for (const path of ["/api/v1/docs", "/api/v1/docs/assets/swagger-ui.css"]) {
         const res = await call(method, path);
         expect(res.status, `${method} ${path}`).toBe(405);
-        expect(res.headers.get("allow")).toBe("GET, OPTIONS");
+        expect(res.headers.get("allow")).toBe("GET, HEAD, OPTIONS");
       }
     }
   });

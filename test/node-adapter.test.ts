@@ -36,6 +36,31 @@ function raw(url: string, path: string, headers: Record<string, string>): Promis
 }
 
 describe("Node adapter over a real socket", () => {
+  it("answers HEAD with GET's headers and length and no body, keeping the connection usable", async () => {
+    const { api } = await setup();
+    const url = await listen(toNodeHandler(api));
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const send = (method: string) =>
+      new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }>((resolve, reject) => {
+        const req = http.request(`${url}/api/v1/me`, { method, agent, headers: { authorization: `Bearer ${TOKENS.sync}` } }, (res) => {
+          let body = "";
+          res.setEncoding("utf8");
+          res.on("data", (d) => (body += d));
+          res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body }));
+        });
+        req.on("error", reject);
+        req.end();
+      });
+    try {
+      const head = await send("HEAD");
+      const get = await send("GET");
+      expect([head.status, head.body, head.headers["content-length"]]).toEqual([200, "", String(Buffer.byteLength(get.body))]);
+      expect(JSON.parse(get.body).name).toBe("Warehouse sync");
+    } finally {
+      agent.destroy();
+    }
+  });
+
   it("reads request headers as IncomingMessage.headers combines them: any case, repeats joined, single-valued ones first-wins", async () => {
     const seen: Record<string, unknown> = {};
     const url = await listen(

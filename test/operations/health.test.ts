@@ -49,7 +49,7 @@ describe("GET /api/health/live and /api/health/ready", () => {
         const res = await call(method, path, { body: method === "DELETE" ? undefined : { x: 1 } });
         expect(res.status, `${method} ${path}`).toBe(405);
         expect(res.json.error.code).toBe("method_not_allowed");
-        expect(res.headers.get("allow")).toBe("GET, OPTIONS");
+        expect(res.headers.get("allow")).toBe("GET, HEAD, OPTIONS");
       }
     }
   });
