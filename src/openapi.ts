@@ -2,6 +2,7 @@ import { z } from "zod";
 import { MAX_DEDUP_KEY_LENGTH } from "./domain/dedup.js";
 import { MAX_IDEMPOTENCY_KEY_LENGTH } from "./domain/idempotency.js";
 import { SIGNATURE_TOLERANCE_SECONDS } from "./domain/signatures.js";
+import { jsonBodyLimit } from "./http/body.js";
 import { queryParamDocs } from "./http/query.js";
 import type { RouteDef } from "./routing.js";
 import { errorEnvelopeSchema } from "./schemas/common.js";
@@ -322,7 +323,7 @@ function requestBody(route: RouteDef, build: Build): NonNullable<OpenApiOperatio
   const declared = route.bodySchema ?? (route.body as { schema?: z.ZodType } | undefined)?.schema;
   // Without a declared schema: a JSON object where the route takes one, else any JSON value (an array of items, say).
   const schema: JsonSchema = declared ? toJsonSchema(declared, "input", build.components) : route.body?.kind === "json" ? {} : openObject();
-  const limit = `At most ${build.maxBodyBytes.toLocaleString("en-US")} bytes (413 payload_too_large beyond).`;
+  const limit = `At most ${jsonBodyLimit(route.auth, build.maxBodyBytes).toLocaleString("en-US")} bytes (413 payload_too_large beyond).`;
   if (route.body?.kind === "raw") {
     return {
       required: true,

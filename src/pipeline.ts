@@ -9,7 +9,7 @@ import type { AuditEvent } from "./domain/model.js";
 import { isoTime } from "./domain/time.js";
 import { ApiError } from "./errors.js";
 import type { Guard } from "./guard.js";
-import { checkDeclaredLength, isJsonType, parseJsonObject, parseJsonValue } from "./http/body.js";
+import { checkDeclaredLength, isJsonType, jsonBodyLimit, parseJsonObject, parseJsonValue } from "./http/body.js";
 import { parseQuery } from "./http/query.js";
 import { JSON_CONTENT_TYPE, Reply } from "./http/reply.js";
 import type { ApiReply, ApiRequest } from "./http/types.js";
@@ -20,9 +20,6 @@ import { resolveClientAddress } from "./proxy.js";
 import { isRateLimit, rateLimitHeaders, tokenBucket } from "./rate-limit.js";
 import type { RouteMatch, Router } from "./router.js";
 import type { AuthedRoute, RouteDef, RouteInput } from "./routing.js";
-
-/** Largest JSON body of an admin route (a batch of 10,000 history items), unless `maxBodyBytes` is larger: 32 MiB. */
-export const ADMIN_BODY_BYTES = 32 * 1024 * 1024;
 
 /** What the pipeline works with, built once by `createDataApi`. */
 export interface PipelineParts {
@@ -144,8 +141,8 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
       const chunks = req.streamBody ? req.streamBody(limit) : wholeBody(req, limit);
       return { params, query, body: { chunks, contentType }, headers: req.headers };
     }
-    // Admin batches carry up to 10,000 items: their bodies may exceed the API's limit, up to ADMIN_BODY_BYTES.
-    const limit = route.auth === "admin" ? Math.max(settings.maxBodyBytes, ADMIN_BODY_BYTES) : settings.maxBodyBytes;
+    // Admin batches carry up to 10,000 items: their bodies may exceed the API's limit (jsonBodyLimit).
+    const limit = jsonBodyLimit(route.auth, settings.maxBodyBytes);
     const contentType = checkBodyHeaders(req, kind, limit);
     return andThen(req.readBody(limit), (bytes) => {
       const body = kind === "raw" ? { bytes, contentType } : kind === "json" ? parseJsonValue(bytes) : parseJsonObject(bytes);

@@ -25,6 +25,14 @@ export async function readLimited(chunks: AsyncIterable<Uint8Array>, limit: numb
   return out;
 }
 
+/** Largest JSON body of an admin route (a batch of 10,000 history items), unless `maxBodyBytes` is larger: 32 MiB. */
+export const ADMIN_BODY_BYTES = 32 * 1024 * 1024;
+
+/** The largest JSON body a route takes: `maxBodyBytes`, and on the admin API at least ADMIN_BODY_BYTES. */
+export function jsonBodyLimit(auth: string, maxBodyBytes: number): number {
+  return auth === "admin" ? Math.max(maxBodyBytes, ADMIN_BODY_BYTES) : maxBodyBytes;
+}
+
 /** Refuse early on a declared Content-Length over the limit. */
 export function checkDeclaredLength(contentLength: string | null, limit: number): void {
   if (contentLength !== null && Number(contentLength) > limit) throw payloadTooLarge(limit);

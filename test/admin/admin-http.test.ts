@@ -43,6 +43,8 @@ describe("the admin HTTP API", () => {
     expect(Object.keys(doc.json.paths)).toContain("/api/admin/v1/users/{id}/memberships/{teamId}");
     expect(doc.json.paths["/api/admin/v1/teams/{id}"].put.security).toEqual([{ adminAuth: [] }]);
     expect(doc.json.paths["/api/admin/v1/datasets/{id}/rows"].put.requestBody.content).toHaveProperty("text/csv");
+    // Admin JSON bodies (batches of up to 10,000 items) take 32 MiB, more than the API's 1 MiB: the document says so.
+    expect(doc.json.paths["/api/admin/v1/teams/{id}"].put.requestBody.description).toBe("At most 33,554,432 bytes (413 payload_too_large beyond).");
     // The Data Access API's own document does not list admin operations.
     const api = await call("GET", "/api/v1/openapi.json");
     expect(Object.keys(api.json.paths).some((p) => p.startsWith("/api/admin"))).toBe(false);
