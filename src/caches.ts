@@ -20,7 +20,14 @@ export interface Caches {
   /** GET /me bodies of API keys (src/handlers/identity.ts). */
   readonly keyBodies: KeyBodies;
   /** Serialised OpenAPI documents, `api` and `admin` (src/routes/openapi.ts); the route table and settings never change. */
-  readonly documents: LRUCache<"api" | "admin", string>;
+  readonly documents: Documents;
+}
+
+/** Texts by name (an LRU of two). */
+export interface Documents {
+  get(name: "api" | "admin"): string | undefined;
+  set(name: "api" | "admin", text: string): void;
+  readonly size: number;
 }
 
 /**
@@ -44,7 +51,7 @@ export function createCaches(settings: { tokenHashCacheSize: number }, clock: Cl
   return {
     tokenHashes: createTokenHashes(settings.tokenHashCacheSize, clock),
     keyBodies: createKeyBodies(),
-    documents: new LRUCache<"api" | "admin", string>({ max: 2 }),
+    documents: new LRUCache<"api" | "admin", string>({ max: 2 }) as Documents,
   };
 }
 
