@@ -262,9 +262,9 @@ interface ReadCounter {
  * The usage log as per-day counters, as on SQLite: a call adds to a counter
  * in memory (per day, team, route, method and credential; per dataset for
  * reads), and the counters gathered over USAGE_FLUSH_MS are added to the
- * stored ones in one transaction (one UPSERT per table), so logging a read
- * costs it no commit of its own. One batch is written at a time; the
- * figures read this instance's pending counters after writing them
+ * stored ones by one statement (an UPSERT per table, atomic together), so
+ * logging a read costs it no commit of its own. One batch is written at a
+ * time; the figures read this instance's pending counters after writing them
  * (`settled`). Counters of a batch that fails are lost and logged: the log
  * never fails a request. Rows are upserted in key order (the order of the
  * array `json_to_recordset` reads), so two instances' batches cannot deadlock.
@@ -273,24 +273,26 @@ function usageLog(db: Db, log: (message: string, error: unknown) => void) {
   const { t } = db;
   let counters = new Map<string, UsageCounter>();
   let reads = new Map<string, ReadCounter>();
-  // Upserts of counters, prepared once per connection.
+  // The counters and the dataset reads of a batch, upserted by one statement (atomic, one round trip and one
+  // commit: no BEGIN/COMMIT around it), prepared once per connection. Both data-modifying parts always run.
   const counting = statement(
-    `insert into ${t("api_usage")} as u (key, day, team_id, method, route, credential_kind, credential_id, credential_name,
-                                         calls, errors, server_errors, latency_sum)
-     select json_build_array(day, team_id, method, route, credential_kind, credential_id, credential_name)::text,
-            day, team_id, method, route, credential_kind, credential_id, credential_name, calls, errors, server_errors, latency_sum
-       from json_to_recordset($1) as x(day text, team_id text, method text, route text, credential_kind text,
-            credential_id text, credential_name text, calls bigint, errors bigint, server_errors bigint, latency_sum double precision)
-     on conflict (key) do update set calls = u.calls + excluded.calls, errors = u.errors + excluded.errors,
-       server_errors = u.server_errors + excluded.server_errors, latency_sum = u.latency_sum + excluded.latency_sum`,
-  );
-  const reading = statement(
-    `insert into ${t("dataset_reads")} as r (dataset_id, reads, last_at, last_ms)
-     select dataset_id, reads, last_at, last_ms
-       from json_to_recordset($1) as x(dataset_id text, reads bigint, last_at text, last_ms bigint)
-     on conflict (dataset_id) do update set reads = r.reads + excluded.reads,
-       last_at = case when excluded.last_ms >= r.last_ms then excluded.last_at else r.last_at end,
-       last_ms = greatest(r.last_ms, excluded.last_ms)`,
+    `with counted as (
+       insert into ${t("api_usage")} as u (key, day, team_id, method, route, credential_kind, credential_id, credential_name,
+                                           calls, errors, server_errors, latency_sum)
+       select json_build_array(day, team_id, method, route, credential_kind, credential_id, credential_name)::text,
+              day, team_id, method, route, credential_kind, credential_id, credential_name, calls, errors, server_errors, latency_sum
+         from json_to_recordset($1) as x(day text, team_id text, method text, route text, credential_kind text,
+              credential_id text, credential_name text, calls bigint, errors bigint, server_errors bigint, latency_sum double precision)
+       on conflict (key) do update set calls = u.calls + excluded.calls, errors = u.errors + excluded.errors,
+         server_errors = u.server_errors + excluded.server_errors, latency_sum = u.latency_sum + excluded.latency_sum),
+     read as (
+       insert into ${t("dataset_reads")} as r (dataset_id, reads, last_at, last_ms)
+       select dataset_id, reads, last_at, last_ms
+         from json_to_recordset($2) as x(dataset_id text, reads bigint, last_at text, last_ms bigint)
+       on conflict (dataset_id) do update set reads = r.reads + excluded.reads,
+         last_at = case when excluded.last_ms >= r.last_ms then excluded.last_at else r.last_at end,
+         last_ms = greatest(r.last_ms, excluded.last_ms))
+     select 1`,
   );
   let writing: Promise<void> | null = null;
   let timer: ReturnType<typeof setTimeout> | null = null;
@@ -303,11 +305,7 @@ function usageLog(db: Db, log: (message: string, error: unknown) => void) {
     reads = new Map();
     if (batch.length === 0 && datasetReads.length === 0) return;
     try {
-      await db.transaction(async (client) => {
-        await client.query({ ...counting, values: [json(batch)] });
-        if (datasetReads.length === 0) return;
-        await client.query({ ...reading, values: [json(datasetReads)] });
-      });
+      await db.query(counting, [json(batch), json(datasetReads)]);
     } catch (error) {
       log("recording API calls failed", error);
     }
