@@ -22,9 +22,14 @@ async function listen(handler: (req: IncomingMessage, res: ServerResponse) => vo
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
-function raw(url: string, path: string, headers: Record<string, string>): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
+function raw(
+  url: string,
+  path: string,
+  headers: Record<string, string>,
+  options: { method?: string; agent?: http.Agent } = {},
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request(`${url}${path}`, { headers }, (res) => {
+    const req = http.request(`${url}${path}`, { headers, ...options }, (res) => {
       let body = "";
       res.setEncoding("utf8");
       res.on("data", (d) => (body += d));
@@ -40,17 +45,7 @@ describe("Node adapter over a real socket", () => {
     const { api } = await setup();
     const url = await listen(toNodeHandler(api));
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-    const send = (method: string) =>
-      new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string }>((resolve, reject) => {
-        const req = http.request(`${url}/api/v1/me`, { method, agent, headers: { authorization: `Bearer ${TOKENS.sync}` } }, (res) => {
-          let body = "";
-          res.setEncoding("utf8");
-          res.on("data", (d) => (body += d));
-          res.on("end", () => resolve({ status: res.statusCode!, headers: res.headers, body }));
-        });
-        req.on("error", reject);
-        req.end();
-      });
+    const send = (method: string) => raw(url, "/api/v1/me", { authorization: `Bearer ${TOKENS.sync}` }, { method, agent });
     try {
       const head = await send("HEAD");
       const get = await send("GET");
