@@ -2,33 +2,19 @@ import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import type { Column, Row } from "../src/domain/model.js";
-import { parseFixture } from "../src/fixture/load.js";
 import { listenerName } from "../src/postgres/catalog-events.js";
 import { createPostgresStorage, type PostgresStorage } from "../src/postgres/index.js";
-import { conformanceFixture } from "../src/testing/conformance/fixture.js";
-import { dropSchemas, POSTGRES_URL, postgresSkipReason, testSchema } from "./support/services.js";
+import { postgresStores } from "./support/postgres-stores.js";
+import { POSTGRES_URL, postgresSkipReason, testSchema } from "./support/services.js";
 import { startServerProcess, stopProcess } from "./support/server-process.js";
 
 // Webhook ingest on PostgreSQL (issue #18): group commit, the one-statement
 // path and its fallbacks, de-duplication across instances, amortised
 // trimming, the remembered endpoint lookup, and kill -9.
 const skip = await postgresSkipReason();
-const schemas: string[] = [];
-const open: PostgresStorage[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((s) => s.close()));
-});
-afterAll(() => dropSchemas(schemas));
-
-async function store(schema = testSchema("dp_ingest"), seed = true): Promise<PostgresStorage> {
-  if (!schemas.includes(schema)) schemas.push(schema);
-  const made = await createPostgresStorage({ connectionString: POSTGRES_URL, schema, maxConnections: 6 });
-  open.push(made);
-  if (seed) await made.seed(parseFixture(conformanceFixture()));
-  return made;
-}
+const { store, schema: useSchema } = postgresStores({ prefix: "dp_ingest", maxConnections: 6 });
 
 /** Two instances on one new schema, with the webhook connection `conn_hook` (endpoint `ep_hook`, dataset `ds_hook`). */
 async function pair(retainRows: number | null = null): Promise<[PostgresStorage, PostgresStorage]> {
@@ -249,8 +235,7 @@ describe.skipIf(!!skip)("postgres webhook ingest under kill -9", () => {
     });
 
   it("keeps every acknowledged delivery exactly once, and resends are duplicates with the same id", async () => {
-    const schema = testSchema("dp_kill");
-    schemas.push(schema);
+    const schema = useSchema(testSchema("dp_kill"));
     const fixture = fixtureFile();
     let server = await start(schema, fixture);
     const answered = new Map<number, string>();

@@ -1,29 +1,14 @@
-import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { Row } from "../src/domain/model.js";
-import { parseFixture } from "../src/fixture/load.js";
-import { createPostgresStorage, type PostgresStorage } from "../src/postgres/index.js";
+import type { PostgresStorage } from "../src/postgres/index.js";
 import type { RowQuery } from "../src/ports/storage/catalog.js";
-import { conformanceFixture } from "../src/testing/conformance/fixture.js";
-import { dropSchemas, POSTGRES_URL, postgresSkipReason, testSchema } from "./support/services.js";
+import { postgresStores } from "./support/postgres-stores.js";
+import { postgresSkipReason } from "./support/services.js";
 
 // Dataset reads on PostgreSQL (issue #18): filters pushed down to the GIN
 // index, deep offsets as positions, rows without a jsonb form.
 const skip = await postgresSkipReason();
-const schemas: string[] = [];
-const open: PostgresStorage[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((s) => s.close()));
-});
-afterAll(() => dropSchemas(schemas));
-
-async function store(): Promise<PostgresStorage> {
-  const schema = testSchema("dp_reads");
-  schemas.push(schema);
-  const made = await createPostgresStorage({ connectionString: POSTGRES_URL, schema, maxConnections: 4 });
-  open.push(made);
-  await made.seed(parseFixture(conformanceFixture()));
-  return made;
-}
+const { store } = postgresStores({ prefix: "dp_reads", maxConnections: 4 });
 
 const REGIONS = ["EMEA", "APAC", "LATAM", "NA"];
 

@@ -1,29 +1,17 @@
 import pg from "pg";
-import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { createDataApi } from "../src/api.js";
 import type { ApiCallRecord } from "../src/domain/model.js";
 import { parseFixture } from "../src/fixture/load.js";
-import { createPostgresStorage, MIGRATIONS, type PostgresStorage } from "../src/postgres/index.js";
+import { MIGRATIONS } from "../src/postgres/index.js";
 import { conformanceFixture, TOKENS } from "../src/testing/conformance/fixture.js";
-import { dropSchemas, POSTGRES_URL, postgresSkipReason, testSchema } from "./support/services.js";
+import { postgresStores } from "./support/postgres-stores.js";
+import { POSTGRES_URL, postgresSkipReason } from "./support/services.js";
 
 // The usage log as per-day counters written in batches, and authentication
 // in one round trip, on PostgreSQL (issue #18).
 const skip = await postgresSkipReason();
-const schemas: string[] = [];
-const open: PostgresStorage[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((s) => s.close()));
-});
-afterAll(() => dropSchemas(schemas));
-
-async function store(schema = testSchema("dp_usage"), seed = true): Promise<PostgresStorage> {
-  if (!schemas.includes(schema)) schemas.push(schema);
-  const made = await createPostgresStorage({ connectionString: POSTGRES_URL, schema, maxConnections: 4 });
-  open.push(made);
-  if (seed) await made.seed(parseFixture(conformanceFixture()));
-  return made;
-}
+const { store, schema: useSchema } = postgresStores({ prefix: "dp_usage", maxConnections: 4 });
 
 const ROWS = "/api/v1/datasets/:id/rows";
 
@@ -92,7 +80,7 @@ describe.skipIf(!!skip)("postgres usage log and authentication", () => {
   });
 
   it("adds up the counters of two instances, and keeps the latest read of a dataset (the one recorded last on a tie)", async () => {
-    const schema = testSchema("dp_usage");
+    const schema = useSchema();
     const a = await store(schema);
     const b = await store(schema, false);
     a.recordApiCall(call("2026-11-01T10:00:00.000Z"));
@@ -114,8 +102,7 @@ describe.skipIf(!!skip)("postgres usage log and authentication", () => {
   });
 
   it("migrates a version-4 schema's call log into counters and dataset reads, then drops it", async () => {
-    const schema = testSchema("dp_usage");
-    schemas.push(schema);
+    const schema = useSchema();
     const client = new pg.Client({ connectionString: POSTGRES_URL });
     await client.connect();
     const s = `"${schema}"`;

@@ -1,33 +1,22 @@
 import pg from "pg";
-import { afterAll, afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { parseFixture } from "../src/fixture/load.js";
 import { sha256Hex } from "../src/domain/crypto.js";
 import type { AuditEvent, Column, Row } from "../src/domain/model.js";
 import { createPostgresStorage, MIGRATIONS, type PostgresStorage } from "../src/postgres/index.js";
 import { conformanceFixture, TOKENS } from "../src/testing/conformance/fixture.js";
-import { dropSchemas, POSTGRES_URL, postgresSkipReason, testSchema } from "./support/services.js";
+import { postgresStores } from "./support/postgres-stores.js";
+import { POSTGRES_URL, postgresSkipReason, testSchema } from "./support/services.js";
 
 // PostgreSQL-specific guarantees: atomic claims across connections, xid
 // gating of the audit feed, positions for deep pages, concurrent start-up.
 // (The area conformance suites run in test/conformance/postgres.test.ts.)
 const skip = await postgresSkipReason();
-const schemas: string[] = [];
-const open: PostgresStorage[] = [];
-afterEach(async () => {
-  await Promise.all(open.splice(0).map((s) => s.close()));
-});
-afterAll(() => dropSchemas(schemas));
 
 const NOW = Date.parse("2026-11-01T12:00:00.000Z");
 const actor = { type: "api-key", id: "key_sync", name: "Warehouse sync" } as const;
 
-async function store(schema = testSchema(), seed = true): Promise<PostgresStorage> {
-  if (!schemas.includes(schema)) schemas.push(schema);
-  const made = await createPostgresStorage({ connectionString: POSTGRES_URL, schema, maxConnections: 25 });
-  open.push(made);
-  if (seed) await made.seed(parseFixture(spaceWithActivity()));
-  return made;
-}
+const { store, schema: useSchema, closeAfterTest } = postgresStores({ maxConnections: 25, fixture: spaceWithActivity });
 
 function spaceWithActivity() {
   const fixture = conformanceFixture() as ReturnType<typeof conformanceFixture> & Record<string, unknown>;
@@ -69,12 +58,11 @@ async function collect(rows: AsyncIterable<Row>): Promise<Row[]> {
 
 describe.skipIf(!!skip)("postgres storage", () => {
   it("starts many instances on one new schema at once: migrations once, seed once", async () => {
-    const schema = testSchema();
-    schemas.push(schema);
+    const schema = useSchema();
     const instances = await Promise.all(
       Array.from({ length: 4 }, () => createPostgresStorage({ connectionString: POSTGRES_URL, schema, maxConnections: 2 })),
     );
-    open.push(...instances);
+    closeAfterTest(...instances);
     const outcomes = await Promise.all(instances.map((s) => s.seed(parseFixture(conformanceFixture()))));
     expect(outcomes.sort()).toEqual(["kept", "kept", "kept", "loaded"]);
     const versions = await instances[0]!.db.query<{ version: number }>(`select version from ${instances[0]!.db.t("schema_migrations")}`);
@@ -484,8 +472,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
     });
 
     it("migrates a version-1 schema: sessions get ids, the first of a repeated audit event id keeps it", async () => {
-      const schema = testSchema();
-      schemas.push(schema);
+      const schema = useSchema();
       const client = new pg.Client({ connectionString: POSTGRES_URL });
       await client.connect();
       const s = `"${schema}"`;
