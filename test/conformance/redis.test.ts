@@ -8,4 +8,4 @@ const skip = await redisSkipReason();
 const prefix = `dp_test:${process.pid}:${Date.now()}:`;
 
 runRateLimiterConformance("redis", () => createRedisRateLimiter({ url: REDIS_URL, prefix }), skip ? { skip } : { shared: true, ping: true });
-runCacheConformance("redis", ({ clock }) => createRedisCache({ url: REDIS_URL, prefix, clock }), skip ? { skip } : { shared: true, ping: true });
+runCacheConformance("redis", ({ clock }) => createRedisCache({ url: REDIS_URL, prefix, clock }), skip ? { skip } : { shared: true, ping: true, flights: true });

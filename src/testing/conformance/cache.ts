@@ -17,6 +17,8 @@ export interface CacheConformanceOptions {
   shared?: boolean;
   /** The cache implements `ping` (a cache on a server): checked to answer. */
   ping?: boolean;
+  /** The cache implements `claimFlight`/`releaseFlight`: checked to be atomic across instances (with `shared`) and held by token. */
+  flights?: boolean;
 }
 
 let unique = 0;
@@ -40,6 +42,30 @@ export function runCacheConformance(name: string, factory: CacheFactory, options
       const c = await cache();
       expect(typeof c.ping).toBe("function");
       await expect(c.ping!()).resolves.toBeUndefined();
+    });
+
+    it.skipIf(!options.flights)("claims a flight for one caller at a time, and gives it back only to its holder's token", async () => {
+      const [a, b] = [await cache(), options.shared ? await cache() : undefined];
+      const other = b ?? a;
+      const name = freshKey("flight");
+      // Ten claims at once, half through another instance when the cache is shared: exactly one wins.
+      const claims = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? other : a).claimFlight!(name, 5_000)));
+      const winners = claims.filter((token): token is string => token !== null);
+      expect(winners).toHaveLength(1);
+      await a.releaseFlight!(name, "not-the-token");
+      expect(await other.claimFlight!(name, 5_000)).toBeNull();
+      await other.releaseFlight!(name, winners[0]!);
+      const next = await a.claimFlight!(name, 5_000);
+      expect(typeof next).toBe("string");
+      expect(next).not.toBe(winners[0]);
+    });
+
+    it.skipIf(!options.flights)("lets a claimed flight lapse after its time", async () => {
+      const c = await cache();
+      const name = freshKey("lapse");
+      expect(typeof (await c.claimFlight!(name, 100))).toBe("string");
+      await sleep(250);
+      expect(typeof (await c.claimFlight!(name, 100))).toBe("string");
     });
 
     it("returns what was set, as JSON values, and undefined for a missing key", async () => {
