@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type { Admin } from "./admin/index.js";
-import type { Caches } from "./caches.js";
 import { actorOf, assertKeyPlan, assertScope, authenticate, bearerToken, type Credential, unauthorized } from "./auth.js";
 import { andThen, type Awaitable, isPromiseLike } from "./awaitable.js";
+import type { Caches } from "./caches.js";
 import type { ApiSettings, HandlerContext, Operations, Ports } from "./context.js";
 import { idSource, safeEqual } from "./domain/crypto.js";
 import type { AuditEvent } from "./domain/model.js";
