@@ -24,7 +24,7 @@ export type { AuditStore, StoredAuditEvent } from "./storage/audit.js";
 export type { CatalogStore, CatalogWrites, DatasetRowsWrite, RowPage, RowQuery } from "./storage/catalog.js";
 export type { CredentialStore, IdentityStore, IdentityWrites, IdPage, KeyWithTeamLookup, PutResult } from "./storage/identity.js";
 export type { EditLogEntry, EditOp, IdempotencyClaim, RowWriteResult, StoredResponse, TableStore, TableWrites } from "./storage/tables.js";
-export type { WebhookEndpoint, WebhookStore } from "./storage/webhooks.js";
+export type { WebhookDelivery, WebhookEndpoint, WebhookReceipt, WebhookStore } from "./storage/webhooks.js";
 
 /**
  * The areas of storage. Each is a contract of its own, with its own

@@ -3,19 +3,12 @@ import type { PoolClient } from "pg";
 import { rowChangesColumns, widenColumns } from "../domain/columns.js";
 import type { Column, ColumnType } from "../domain/model.js";
 import { endpointFromConnection } from "../domain/webhook-config.js";
-import type { WebhookEndpoint, WebhookStore } from "../ports/storage/webhooks.js";
+import type { WebhookDelivery, WebhookEndpoint, WebhookReceipt, WebhookStore } from "../ports/storage/webhooks.js";
+import type { PendingDelivery } from "../storage/deliveries.js";
 import type { CatalogWatch } from "./catalog-events.js";
 import { type Db, json, num, type Statement, statement } from "./db.js";
 import { makeRoomForDeliveries } from "./dataset-rows.js";
 
-type IngestInput = Parameters<WebhookStore["ingestWebhookRow"]>[0];
-type IngestResult = { id: string; duplicate: boolean };
-
-interface Pending {
-  input: IngestInput;
-  resolve: (result: IngestResult) => void;
-  reject: (error: unknown) => void;
-}
 
 /** Endpoints remembered at most (found ones only: unknown ids are looked up every time). */
 const ENDPOINT_CACHE_SIZE = 1000;
@@ -58,7 +51,7 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch): WebhookStore & { 
 
   /** Each dataset's columns as stored (JSON text) when this instance last wrote or read them: the fast path's expectation. */
   const knownColumns: KnownColumns = new LRUCache({ max: ENDPOINT_CACHE_SIZE });
-  const queue: Pending[] = [];
+  const queue: PendingDelivery[] = [];
   let running: Promise<void> | null = null;
   let scheduled = false;
   const schedule = () => {
@@ -81,7 +74,7 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch): WebhookStore & { 
       const fast = plan.map((i) => batch[i]!);
       try {
         const outcomes = await fastIngest(db, fastStatement, fast.map((p) => p.input), knownColumns);
-        const decided = new Set<Pending>();
+        const decided = new Set<PendingDelivery>();
         fast.forEach((p, k) => {
           const outcome = outcomes[k];
           if (!outcome) return;
@@ -96,7 +89,7 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch): WebhookStore & { 
     if (rest.length > 0) await slowIngest(rest);
   };
   /** In one transaction that locks the datasets first; when that fails, each delivery alone. */
-  const slowIngest = async (batch: Pending[]) => {
+  const slowIngest = async (batch: PendingDelivery[]) => {
     try {
       const results = await db.transaction((client) => ingestBatch(client, t, batch.map((p) => p.input), knownColumns));
       batch.forEach((p, i) => settle(p, results[i]!));
@@ -136,7 +129,7 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch): WebhookStore & { 
       return endpoint;
     },
     ingestWebhookRow(input) {
-      return new Promise<IngestResult>((resolve, reject) => {
+      return new Promise<WebhookReceipt>((resolve, reject) => {
         queue.push({ input, resolve, reject });
         schedule();
       });
@@ -211,9 +204,9 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch): WebhookStore & { 
 }
 
 /** A delivery's outcome within its batch: stored, a duplicate, or refused on its own. */
-type Outcome = IngestResult | Error;
+type Outcome = WebhookReceipt | Error;
 
-function settle(pending: Pending, outcome: Outcome): void {
+function settle(pending: PendingDelivery, outcome: Outcome): void {
   if (outcome instanceof Error) pending.reject(outcome);
   else pending.resolve(outcome);
 }
@@ -246,7 +239,7 @@ interface StoredKey {
  * deliveries of the batch), append at the next position, widen columns,
  * trim beyond retention. Returns one outcome per input.
  */
-async function ingestBatch(client: PoolClient, t: Db["t"], inputs: readonly IngestInput[], knownColumns: KnownColumns): Promise<Outcome[]> {
+async function ingestBatch(client: PoolClient, t: Db["t"], inputs: readonly WebhookDelivery[], knownColumns: KnownColumns): Promise<Outcome[]> {
   const ids = [...new Set(inputs.map((i) => i.datasetId))].sort();
   // Locked in id order (the same in every instance, so batches never deadlock).
   const locked = await client.query<{
@@ -393,7 +386,7 @@ function knownFrom(text: string, columns: readonly Column[]): { text: string; ty
  * row of the batch widens, with one retention for the dataset and no dedup
  * key twice. The rest take the transaction.
  */
-function planFastIngest(inputs: readonly IngestInput[], knownColumns: KnownColumns): number[] {
+function planFastIngest(inputs: readonly WebhookDelivery[], knownColumns: KnownColumns): number[] {
   const groups = new Map<string, number[]>();
   inputs.forEach((input, i) => {
     const group = groups.get(input.datasetId);
@@ -441,9 +434,9 @@ function planFastIngest(inputs: readonly IngestInput[], knownColumns: KnownColum
 async function fastIngest(
   db: Db,
   sql: Statement,
-  inputs: readonly IngestInput[],
+  inputs: readonly WebhookDelivery[],
   knownColumns: KnownColumns,
-): Promise<Array<IngestResult | null>> {
+): Promise<Array<WebhookReceipt | null>> {
   const datasets = new Map<string, { id: string; retain: number; expect: string }>();
   for (const input of inputs) {
     if (!datasets.has(input.datasetId)) {
@@ -461,7 +454,7 @@ async function fastIngest(
     json([...datasets.values()]),
     inputs.map((i) => i.receivedAt),
   ]);
-  const outcomes: Array<IngestResult | null> = inputs.map(() => null);
+  const outcomes: Array<WebhookReceipt | null> = inputs.map(() => null);
   for (const r of rows) {
     if (!r.applied) continue;
     const i = num(r.n) - 1;

@@ -3,18 +3,11 @@ import { LRUCache } from "lru-cache";
 import { rowChangesColumns, widenColumns } from "../domain/columns.js";
 import type { Column, ColumnType, Row } from "../domain/model.js";
 import { endpointFromConnection } from "../domain/webhook-config.js";
-import type { WebhookEndpoint, WebhookStore } from "../ports/storage/webhooks.js";
+import type { WebhookDelivery, WebhookEndpoint, WebhookReceipt, WebhookStore } from "../ports/storage/webhooks.js";
+import type { PendingDelivery } from "../storage/deliveries.js";
 import { stagingMover } from "./bulk-rows.js";
 import { parseJson, rowKey, type SqliteHandle, writeTransaction } from "./db.js";
 
-type IngestInput = Parameters<WebhookStore["ingestWebhookRow"]>[0];
-type IngestResult = { id: string; duplicate: boolean };
-
-interface Pending {
-  input: IngestInput;
-  resolve: (result: IngestResult) => void;
-  reject: (error: unknown) => void;
-}
 
 interface EndpointRow {
   connection_id: string;
@@ -84,14 +77,14 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
 
   // Group commit: calls arriving in the same turn of the event loop share one
   // transaction (one WAL commit); each resolves only after that commit.
-  let queue: Pending[] = [];
+  let queue: PendingDelivery[] = [];
   let scheduled = false;
   const flush = () => {
     scheduled = false;
     const batch = queue;
     queue = [];
     if (batch.length === 0) return;
-    let results: IngestResult[];
+    let results: WebhookReceipt[];
     try {
       results = ingestBatch(batch.map((p) => p.input));
     } catch {
@@ -125,7 +118,7 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
       return endpoint;
     },
     ingestWebhookRow(input) {
-      return new Promise<IngestResult>((resolve, reject) => {
+      return new Promise<WebhookReceipt>((resolve, reject) => {
         queue.push({ input, resolve, reject });
         if (!scheduled) {
           scheduled = true;
@@ -190,7 +183,7 @@ function ingestTransaction(db: Database.Database) {
     "UPDATE datasets SET columns = ?, updated_at = ?, first_position = ?, next_position = ? WHERE seq = ?",
   );
 
-  return writeTransaction(db, (inputs: readonly IngestInput[]): IngestResult[] => {
+  return writeTransaction(db, (inputs: readonly WebhookDelivery[]): WebhookReceipt[] => {
     const datasets = new Map<string, DatasetState>();
     const state = (id: string): DatasetState => {
       let found = datasets.get(id);
@@ -211,7 +204,7 @@ function ingestTransaction(db: Database.Database) {
       }
       return found;
     };
-    const results = inputs.map((input): IngestResult => {
+    const results = inputs.map((input): WebhookReceipt => {
       const ds = state(input.datasetId);
       if (input.dedupKey !== null) {
         const seen = duplicate.get(ds.seq, input.dedupKey);

@@ -50,14 +50,7 @@ export interface WebhookStore {
    * row order. Dedup keys are at most 200 characters. Resolves only once the
    * row is durable. Throws when the dataset does not exist.
    */
-  ingestWebhookRow(input: {
-    datasetId: string;
-    dedupKey: string | null;
-    row: Row;
-    columns: Column[];
-    retainRows: number;
-    receivedAt: string;
-  }): Promise<{ id: string; duplicate: boolean }>;
+  ingestWebhookRow(input: WebhookDelivery): Promise<WebhookReceipt>;
   /**
    * Change the signing secret (null removes it) and/or the retention (null:
    * back to the host's default) of a webhook connection; absent fields are
@@ -81,4 +74,20 @@ export interface WebhookStore {
     endpoint: { endpointId: string; signingSecret: string | null; retainRows: number | null };
     dataset: { id: string; name: string };
   }): Promise<WebhookEndpoint>;
+}
+
+/** One delivery as the receiver hands it to `ingestWebhookRow`. */
+export interface WebhookDelivery {
+  datasetId: string;
+  dedupKey: string | null;
+  row: Row;
+  columns: Column[];
+  retainRows: number;
+  receivedAt: string;
+}
+
+/** What `ingestWebhookRow` answers: the row's id (the first delivery's, for a duplicate). */
+export interface WebhookReceipt {
+  id: string;
+  duplicate: boolean;
 }
