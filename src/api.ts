@@ -32,6 +32,7 @@ import { createPipeline } from "./pipeline.js";
 import { createRouter } from "./router.js";
 import { adminMount, defaultConnectors, mounts } from "./routes.js";
 import type { RouteDef } from "./routing.js";
+import { limiterWithPolicy } from "./rate-limit.js";
 import { instrumentStorage } from "./timed-storage.js";
 
 export interface DataApiOptions extends Partial<ApiSettings> {
@@ -101,7 +102,8 @@ export const DEFAULT_SETTINGS: ApiSettings = {
   tableSchemas: {},
   idempotencyWaitMs: 2000,
   apiRatePerSecond: 0,
-  storageTimeoutMs: 0,
+  storageTimeoutMs: 10_000,
+  rateLimitFailOpen: false,
   upstreamTimeoutMs: 15_000,
   healthTimeoutMs: 2000,
   metricsToken: null,
@@ -116,15 +118,18 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
   const metrics = options.metrics ?? null;
   // Wrapped only when a storage timeout or metrics ask for it; otherwise the store itself.
   const storage = instrumentStorage(options.storage ?? createMemoryStorage(), { timeoutMs: settings.storageTimeoutMs, metrics });
+  const logger = toLogger(options.logger);
   const ports: Ports = {
     storage,
     cache: options.cache ?? createMemoryCache({ clock }),
     clock,
-    rateLimiter: options.rateLimiter ?? createMemoryRateLimiter(),
+    // A host's limiter (Redis) may fail; the in-process one cannot.
+    rateLimiter: options.rateLimiter
+      ? limiterWithPolicy(options.rateLimiter, { failOpen: settings.rateLimitFailOpen, log: (message, error) => logger.error(message, error) })
+      : createMemoryRateLimiter(),
     connectors: { ...defaultConnectors(), ...options.connectors },
   };
   const caches = createCaches(settings, clock);
-  const logger = toLogger(options.logger);
   const operations = { draining: false, metrics };
   const admin: { functions: Admin; token: Uint8Array } | null =
     settings.adminToken === null ? null : { functions: createAdmin({ ports, settings }), token: Buffer.from(settings.adminToken, "utf8") };

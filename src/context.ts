@@ -50,10 +50,19 @@ export interface ApiSettings {
   apiRatePerSecond: number;
   /**
    * How long one storage call may take before the request ends with 503
-   * `storage_unavailable`, in ms. 0 (the default) means no limit and no
-   * wrapper around the store.
+   * `storage_unavailable`, in ms (default 10,000), so a stalled database
+   * costs a request at most this long. 0 means no limit. A streamed bulk
+   * row write is not bounded as a whole (it lasts as long as its upload).
    */
   storageTimeoutMs: number;
+  /**
+   * What a rate-limited request gets when the rate limiter cannot be asked
+   * (a shared Redis that is down): false (the default) answers 503
+   * `rate_limiter_unavailable` with `Retry-After` (fail closed); true lets
+   * requests through unlimited until the limiter is back (fail open). For
+   * the API limit, webhook deliveries and upstream queries alike.
+   */
+  rateLimitFailOpen: boolean;
   /** How long one upstream call may take before the query ends with 504 `upstream_timeout`, in ms (default 15,000). */
   upstreamTimeoutMs: number;
   /** How long each readiness check (`/api/health/ready`) may take before it counts as failed, in ms (default 2000). */

@@ -19,6 +19,7 @@ export type ErrorCode =
   | "rate_limited"
   | "upstream_unavailable"
   | "storage_unavailable"
+  | "rate_limiter_unavailable"
   | "upstream_timeout"
   | "internal";
 
@@ -36,9 +37,9 @@ export class ApiError extends Error {
     status: number,
     code: ErrorCode,
     message: string,
-    extra: { details?: Record<string, unknown>; headers?: Record<string, string> } = {},
+    extra: { details?: Record<string, unknown>; headers?: Record<string, string>; cause?: unknown } = {},
   ) {
-    super(message);
+    super(message, extra.cause === undefined ? undefined : { cause: extra.cause });
     this.name = "ApiError";
     this.status = status;
     this.code = code;

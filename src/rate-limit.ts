@@ -1,5 +1,5 @@
 import { ApiError } from "./errors.js";
-import type { RateDecision, RateLimit } from "./ports/rate-limiter.js";
+import type { RateDecision, RateLimit, RateLimiter } from "./ports/rate-limiter.js";
 
 /** Whether a configured rate is a limit at all (0, negative, NaN and Infinity are "off"). */
 export function isRateLimit(ratePerSecond: number): boolean {
@@ -29,4 +29,43 @@ export function rateLimitHeaders(decision: RateDecision, limit: RateLimit, refus
     });
   }
   return headers;
+}
+
+/** How often a limiter failure reaches the log while it lasts (each request is answered either way). */
+const LOG_EVERY_MS = 10_000;
+
+/**
+ * The rate limiter with the policy for a limiter that cannot be asked (a
+ * Redis outage): a `take` that fails answers 503 `rate_limiter_unavailable`
+ * with `Retry-After` (fail closed, the default), or — `failOpen` — lets the
+ * request through as if its bucket were full, so the limits lapse while the
+ * limiter is away. Either way the failure is logged, at most once every ten
+ * seconds. Every limited path (the API's per-credential limit, webhook
+ * deliveries, upstream queries) asks through this; `ping` is left as it is,
+ * so readiness keeps reporting the limiter.
+ */
+export function limiterWithPolicy(limiter: RateLimiter, policy: { failOpen: boolean; log: (message: string, error: unknown) => void }): RateLimiter {
+  let loggedAt = Number.NEGATIVE_INFINITY;
+  const failed = (limit: RateLimit) => (error: unknown): RateDecision => {
+    const now = Date.now();
+    if (now - loggedAt >= LOG_EVERY_MS) {
+      loggedAt = now;
+      policy.log(policy.failOpen ? "the rate limiter is unavailable; requests pass unlimited (rateLimitFailOpen)" : "the rate limiter is unavailable; limited requests answer 503", error);
+    }
+    if (!policy.failOpen) {
+      throw new ApiError(503, "rate_limiter_unavailable", "the rate limiter is unavailable; retry later", { headers: { "retry-after": "1" } });
+    }
+    return { allowed: true, remaining: limit.burst, resetSeconds: 0, retryAfterSeconds: 0 };
+  };
+  const wrapped: RateLimiter = {
+    take(key, limit, now) {
+      try {
+        return limiter.take(key, limit, now).catch(failed(limit));
+      } catch (error) {
+        return Promise.resolve().then(() => failed(limit)(error));
+      }
+    },
+  };
+  if (limiter.ping) wrapped.ping = () => limiter.ping!();
+  return wrapped;
 }

@@ -6,6 +6,8 @@ import { withTimeout } from "./timeout.js";
 
 /** Lifecycle methods are left alone: a seed may take long, and close/ping have their own callers' limits. */
 const UNWRAPPED = new Set(["seed", "close", "ping"]);
+/** Measured but not bounded: a streamed bulk write lasts as long as its upload (its rows arrive as it runs). */
+const UNBOUNDED = new Set(["writeDatasetRows"]);
 
 /**
  * The store with every call bounded by `timeoutMs` (503
@@ -45,7 +47,7 @@ export function instrumentStorage(storage: Storage, options: { timeoutMs: number
         return result;
       }
       const pending = Promise.resolve(result);
-      const bounded = timeoutMs === 0 ? pending : withTimeout(pending, timeoutMs, () => storageTimedOut(timeoutMs));
+      const bounded = timeoutMs === 0 || UNBOUNDED.has(name) ? pending : withTimeout(pending, timeoutMs, () => storageTimedOut(timeoutMs));
       if (metrics === null) return bounded;
       return bounded.then(
         (value) => {

@@ -19,6 +19,7 @@ export type ErrorCode =
   | "rate_limited"
   | "upstream_unavailable"
   | "storage_unavailable"
+  | "rate_limiter_unavailable"
   | "upstream_timeout"
   | "internal";
 
@@ -119,7 +120,7 @@ export class ConflictError extends DataportError {}
 export class UnprocessableEntityError extends DataportError {}
 /** 429: `rate_limited`, raised once the retries (or `maxRetryAfterMs`) are spent. */
 export class RateLimitError extends DataportError {}
-/** 5xx: `internal`, `upstream_unavailable`, `storage_unavailable`, `upstream_timeout`. */
+/** 5xx: `internal`, `upstream_unavailable`, `storage_unavailable`, `rate_limiter_unavailable`, `upstream_timeout`. */
 export class ServerError extends DataportError {}
 /** No answer within `timeoutMs` (after the retries): code `timeout`, status 0. */
 export class TimeoutError extends DataportError {}

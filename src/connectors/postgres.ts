@@ -1,6 +1,7 @@
 import type pg from "pg";
 import type { ConnectionRecord, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
+import { checkout, type Lease } from "../postgres/db.js";
 import {
   type Connector,
   type ConnectorQuery,
@@ -68,12 +69,13 @@ export function postgresConnector(options: PostgresConnectorOptions = {}): Conne
       const timeout = statementTimeout(connection.config.statementTimeoutMs, options.statementTimeoutMs ?? 5_000);
       // A missing pg is the host's to fix: it fails the request as an unexpected error, logged with the package to install.
       const { pgModule, types } = await loadDriver();
-      let client: pg.PoolClient;
+      let lease: Lease;
       try {
-        client = await poolOf(pgModule, connection).connect();
+        lease = await checkout(poolOf(pgModule, connection));
       } catch (error) {
         throw translate(error);
       }
+      const { client } = lease;
       try {
         await client.query("BEGIN TRANSACTION READ ONLY");
         await client.query(`SET LOCAL statement_timeout = ${timeout}`);
@@ -81,10 +83,10 @@ export function postgresConnector(options: PostgresConnectorOptions = {}): Conne
         await client.query("COMMIT");
         return result;
       } catch (error) {
-        await client.query("ROLLBACK").catch(() => {});
+        await client.query("ROLLBACK").catch(() => lease.spoil());
         throw translate(error);
       } finally {
-        client.release();
+        lease.release();
       }
     },
     async close() {

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import pg from "../peers/pg.js";
+import { withTimeout } from "../timeout.js";
 import { quoteIdent } from "./db.js";
 
 /**
@@ -31,9 +32,13 @@ export interface CatalogWatch {
   version(): number | null;
   /**
    * Resolves once every change committed before the call has been heard
-   * (one `select 1` on the listening connection, shared by the callers that
+   * (one round trip on the listening connection, shared by the callers that
    * came while the previous one was on its way). Resolves at once when not
    * listening (`version()` is null then: nothing may be remembered anyway).
+   * A listening connection that does not answer within `syncTimeoutMs` (a
+   * stalled network) is given up: the call resolves with `version()` null,
+   * so the caller reads from the database, and a new listener is opened on
+   * a later use.
    */
   sync(): Promise<void>;
   /** This process committed a catalog change (heard again later through the channel; this is at once). */
@@ -44,7 +49,7 @@ export interface CatalogWatch {
 /** A lost listener is reconnected on use, at most this often. */
 const RETRY_MS = 1000;
 
-export function watchCatalog(pool: pg.Pool, schemaName: string): CatalogWatch {
+export function watchCatalog(pool: pg.Pool, schemaName: string, options: { syncTimeoutMs: number }): CatalogWatch {
   const channel = catalogChannel(schemaName);
   let counter = 0;
   let client: pg.Client | null = null;
@@ -60,6 +65,8 @@ export function watchCatalog(pool: pg.Pool, schemaName: string): CatalogWatch {
     lost.emit(LOST);
     if (client === lost) client = null;
     lost.removeAllListeners("notification");
+    // A stalled connection would not answer a polite goodbye: its socket is closed at once.
+    (lost as unknown as { connection?: { stream?: { destroy?: () => void } } }).connection?.stream?.destroy?.();
     lost.end().catch(() => {});
     retryAt = Date.now() + RETRY_MS;
   };
@@ -111,7 +118,8 @@ export function watchCatalog(pool: pg.Pool, schemaName: string): CatalogWatch {
           return this.sync();
         }));
       }
-      syncing = barrier(listener).then(
+      const confirmed = withTimeout(barrier(listener), options.syncTimeoutMs, () => new Error("the listening connection did not answer"));
+      syncing = confirmed.then(
         () => {
           syncing = null;
         },

@@ -4,7 +4,7 @@ import { emptyRow } from "../domain/rows.js";
 import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";
 import type { CatalogWatch } from "./catalog-events.js";
 import { bulkRowWriter } from "./dataset-rows.js";
-import { type Db, idPageSql, json, num, PUT_RESULT, putResult } from "./db.js";
+import { checkout, type Db, idPageSql, json, type Lease, num, PUT_RESULT, putResult } from "./db.js";
 
 /** Rows fetched per round trip while streaming a read. */
 const BATCH = 1000;
@@ -19,7 +19,7 @@ const WRITE_BATCH = 5000;
  */
 export const HAS_JSONB = String.raw`row::text !~ '\\u(0000|[dD][89abcdefABCDEF])'`;
 
-export function postgresCatalog(db: Db, watch: CatalogWatch): CatalogStore & CatalogWrites {
+export function postgresCatalog(db: Db, watch: CatalogWatch, reads: OpenReads): CatalogStore & CatalogWrites {
   const { t } = db;
   const writeRows = bulkRowWriter(db);
   /** A catalog write: this instance forgets what it derived from the catalog at once, whatever the outcome. */
@@ -67,7 +67,7 @@ export function postgresCatalog(db: Db, watch: CatalogWatch): CatalogStore & Cat
       return row ? toDataset(row) : null;
     },
     readDatasetRows(datasetId, query) {
-      return readRows(db, datasetId, query);
+      return readRows(db, datasetId, query, reads);
     },
     async replaceDatasetRows(datasetId, data) {
       // A refresh is a bulk replace: staged, then published in one short transaction.
@@ -225,13 +225,13 @@ function filterSql(filters: Record<string, unknown> | null, params: unknown[]): 
  * A page with its `totalRows`, consistent with a bulk write committing
  * meanwhile (seen entirely or not at all, never the old count with the new
  * rows). A page of at most BATCH rows is one statement: count and rows from
- * one snapshot. A longer read counts now and streams lazily (see
- * `cursorRows`): memory holds one batch at a time, and nothing is held
- * until the rows are read, so a caller may read `totalRows` alone. Without
- * filters the offset becomes a position (`first_pos + offset`), so a deep
- * page costs an index seek.
+ * one snapshot. A longer read counts and streams in one read-only
+ * REPEATABLE READ transaction (see `SnapshotRows`): memory holds one batch
+ * at a time, and the rows are those the count saw. Without filters the
+ * offset becomes a position (`first_pos + offset`), so a deep page costs an
+ * index seek.
  */
-async function readRows(db: Db, datasetId: string, query: RowQuery): Promise<RowPage> {
+async function readRows(db: Db, datasetId: string, query: RowQuery, reads: OpenReads): Promise<RowPage> {
   const { t } = db;
   const limit = query.limit ?? null;
   const params: unknown[] = [datasetId];
@@ -246,43 +246,81 @@ async function readRows(db: Db, datasetId: string, query: RowQuery): Promise<Row
     const rows = result.filter((x) => x.pos !== null).map((x) => toRow(x.r, query.columns));
     return { totalRows: num(result[0]?.n), rows: fromArray(rows) };
   }
-  const [counted] = await db.query<{ n: string | null; version: string | null }>(
-    `select c.n, (select rows_version from ${t("datasets")} where id = $1) as version from (${count}) c`,
-    params,
-  );
-  return { totalRows: num(counted?.n), rows: cursorRows(db, datasetId, query, counted?.version ?? null) };
+  const lease = await checkout(db.pool);
+  try {
+    await lease.client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    const counted = await lease.client.query<{ n: string | null }>(count, params);
+    const pageParams: unknown[] = [datasetId];
+    const rows = new SnapshotRows(lease, pageSql(t, query, pageParams), pageParams, query.columns, reads);
+    return { totalRows: num(counted.rows[0]?.n), rows };
+  } catch (error) {
+    await lease.client.query("ROLLBACK").catch(() => lease.spoil());
+    lease.release();
+    throw error;
+  }
 }
 
+/** A page's transaction not yet read is given back after this long (its reader never came). */
+const UNREAD_MS = 30_000;
+
+/** The long reads whose transaction is open, so closing the store ends them instead of waiting for them. */
+export type OpenReads = Set<SnapshotRows>;
+
 /**
- * The page's rows through a server-side cursor in one read-only REPEATABLE
- * READ transaction, taken on the first read and released when the
- * iteration ends, breaks or throws: a bulk write committing while it is
- * read is not seen. `rows_version` (bumped by every bulk write) ties it to
- * the count: when a bulk write committed between the count and the first
- * read, the old rows are gone, and the read throws instead of serving the
- * new rows under the old count.
+ * The rows of a long page through a server-side cursor, in the REPEATABLE
+ * READ transaction its count ran in: a bulk write committing meanwhile is
+ * not seen. The transaction ends (and its connection goes back) when the
+ * iteration ends, breaks or throws — or, for a page whose rows are never
+ * read (a caller that wanted `totalRows` alone), after UNREAD_MS or when
+ * the store closes.
  */
-async function* cursorRows(db: Db, datasetId: string, query: RowQuery, countedVersion: string | null): AsyncGenerator<Row> {
-  const { t } = db;
-  const client = await db.pool.connect();
-  let ok = false;
-  try {
-    await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-    const found = await client.query<{ version: string }>(`select rows_version as version from ${t("datasets")} where id = $1`, [datasetId]);
-    const version = found.rows[0]?.version ?? null;
-    if (version !== countedVersion) throw new Error(`the rows of dataset ${datasetId} changed between the count and the read of a page; read it again`);
-    const params: unknown[] = [datasetId];
-    await client.query(`declare dataport_rows no scroll cursor for ${pageSql(t, query, params)}`, params);
-    for (;;) {
-      const batch = await client.query<{ pos: string; r: unknown }>(`fetch ${BATCH} from dataport_rows`);
-      for (const { r } of batch.rows) yield toRow(r, query.columns);
-      if (batch.rows.length < BATCH) break;
+class SnapshotRows implements AsyncIterable<Row> {
+  private declared = false;
+  private done = false;
+  private readonly unread: ReturnType<typeof setTimeout>;
+
+  constructor(
+    private readonly lease: Lease,
+    private readonly sql: string,
+    private readonly params: unknown[],
+    private readonly columns: string[] | null,
+    private readonly reads: OpenReads,
+  ) {
+    reads.add(this);
+    this.unread = setTimeout(() => void this.end(false), UNREAD_MS);
+    this.unread.unref?.();
+  }
+
+  async *[Symbol.asyncIterator](): AsyncGenerator<Row> {
+    clearTimeout(this.unread);
+    if (this.done) throw new Error("the rows of this page were given up unread; read the page again");
+    let ok = false;
+    try {
+      const { client } = this.lease;
+      if (!this.declared) {
+        this.declared = true;
+        await client.query(`declare dataport_rows no scroll cursor for ${this.sql}`, this.params);
+      }
+      for (;;) {
+        const batch = await client.query<{ pos: string; r: unknown }>(`fetch ${BATCH} from dataport_rows`);
+        for (const { r } of batch.rows) yield toRow(r, this.columns);
+        if (batch.rows.length < BATCH) break;
+      }
+      ok = true;
+    } finally {
+      // An abandoned iteration lands here too; the transaction only read.
+      await this.end(ok);
     }
-    ok = true;
-  } finally {
-    // An abandoned iteration lands here too; the transaction only read.
-    await client.query(ok ? "COMMIT" : "ROLLBACK").catch(() => {});
-    client.release();
+  }
+
+  /** Commit (or roll back) and give the connection back; once. */
+  async end(ok: boolean): Promise<void> {
+    if (this.done) return;
+    this.done = true;
+    clearTimeout(this.unread);
+    this.reads.delete(this);
+    await this.lease.client.query(ok ? "COMMIT" : "ROLLBACK").catch(() => this.lease.spoil());
+    this.lease.release();
   }
 }
 

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { PoolClient } from "pg";
 import type { DatasetRowsWrite } from "../ports/storage/catalog.js";
 import type { Row } from "../domain/model.js";
-import { type Db, json, num } from "./db.js";
+import { checkout, type Db, json, type Lease, num } from "./db.js";
 import { rowBatches } from "../storage/row-batches.js";
 
 /**
@@ -76,13 +76,15 @@ export function bulkRowWriter(db: Db): (write: BulkRowsWrite) => Promise<{ rowCo
 async function bulkWrite(db: Db, write: BulkRowsWrite): Promise<{ rowCount: number }> {
   const { t } = db;
   const source = rowBatches(write.rows);
+  let lease: Lease | null = null;
   let client: PoolClient | null = null;
   let locked = false;
   const lockKey = `dataport:rows:${db.schema}:${write.datasetId}`;
   try {
     await existing(db, write.datasetId);
     let batch = await source.next(STAGE_ROWS, STAGE_CHARS);
-    client = await db.pool.connect();
+    lease = await checkout(db.pool);
+    client = lease.client;
     await lockDataset(client, lockKey);
     locked = true;
     await abandonDeadClaim(client, t, write.datasetId);
@@ -143,7 +145,7 @@ async function bulkWrite(db: Db, write: BulkRowsWrite): Promise<{ rowCount: numb
     await source.close();
     throw error;
   } finally {
-    if (client) {
+    if (client && lease) {
       let unlocked = !locked;
       if (locked) {
         unlocked = await client
@@ -151,7 +153,8 @@ async function bulkWrite(db: Db, write: BulkRowsWrite): Promise<{ rowCount: numb
           .then(() => true, () => false);
       }
       // A connection that may still hold the lock (or a transaction) is closed rather than pooled: they go with it.
-      client.release(unlocked && !broken.has(client) ? undefined : new Error("the bulk write's connection is not reusable"));
+      if (!unlocked || broken.has(client)) lease.spoil();
+      lease.release();
     }
   }
 }

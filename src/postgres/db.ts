@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Pool, PoolClient, QueryResultRow } from "pg";
+import { ApiError } from "../errors.js";
 import type { IdPage, PutResult } from "../ports/storage/identity.js";
 
 /**
@@ -12,6 +13,11 @@ export interface Db {
   schema: string;
   /** A schema-qualified table name: `t("teams")` → `"dataport".teams`. */
   t(table: string): string;
+  /**
+   * One statement on a pooled connection. A read (a statement starting with
+   * `select`) that fails because its connection was lost is tried once more
+   * on another connection; a write is never repeated (it may have committed).
+   */
   query<R extends QueryResultRow = QueryResultRow>(sql: string | Statement, params?: readonly unknown[]): Promise<R[]>;
   /** Runs `work` in one transaction (READ COMMITTED), committing on success and rolling back on a throw. */
   transaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T>;
@@ -25,24 +31,129 @@ export function createDb(pool: Pool, schemaName: string): Db {
     t: (table) => `${schema}.${table}`,
     async query<R extends QueryResultRow>(sql: string | Statement, params: readonly unknown[] = []) {
       // pg copies a config object before adding the values to it, so a shared Statement goes as it is.
-      const result = await pool.query<R>(sql, params as unknown[]);
-      return result.rows;
+      try {
+        return (await pool.query<R>(sql, params as unknown[])).rows;
+      } catch (error) {
+        // pool.query hands a broken connection back as broken, so the second try gets another one.
+        if (!isConnectionLost(error) || !isRead(sql)) throw error;
+        return (await pool.query<R>(sql, params as unknown[])).rows;
+      }
     },
     async transaction(work) {
-      const client = await pool.connect();
+      const lease = await checkout(pool);
+      const { client } = lease;
       try {
         await client.query("BEGIN");
         const result = await work(client);
         await client.query("COMMIT");
         return result;
       } catch (error) {
-        await client.query("ROLLBACK").catch(() => {});
+        await client.query("ROLLBACK").catch(() => lease.spoil());
         throw error;
       } finally {
-        client.release();
+        lease.release();
       }
     },
   };
+}
+
+/** A connection checked out of the pool, safe to lose while it is held. */
+export interface Lease {
+  readonly client: PoolClient;
+  /** The connection failed or is in an unknown state: close it instead of pooling it. */
+  spoil(): void;
+  /** Back to the pool (or closed, when it failed or was spoiled); once. */
+  release(): void;
+}
+
+/**
+ * `pool.connect()` with an `error` listener for as long as the client is
+ * checked out. `pg` emits `error` on a client whose connection is lost (a
+ * terminated backend, a failover); on a checked-out client without a
+ * listener that event would crash the process. Here it only marks the
+ * lease: the query in flight fails on its own, and the connection is
+ * closed on release instead of going back to the pool.
+ */
+export async function checkout(pool: Pool): Promise<Lease> {
+  const client = await pool.connect();
+  let failure: Error | null = null;
+  const onError = (error: Error) => {
+    failure ??= error;
+  };
+  client.on("error", onError);
+  let released = false;
+  return {
+    client,
+    spoil() {
+      failure ??= new Error("the connection is in an unknown state");
+    },
+    release() {
+      if (released) return;
+      released = true;
+      client.off("error", onError);
+      client.release(failure ?? undefined);
+    },
+  };
+}
+
+/** Whether `sql` only reads (so repeating it after a lost connection changes nothing). */
+function isRead(sql: string | Statement): boolean {
+  const text = typeof sql === "string" ? sql : sql.text;
+  return /^\s*select\b/i.test(text);
+}
+
+/**
+ * SQLSTATE classes and codes that say the database could not do the work
+ * now, not that the work was wrong: connection exceptions (08), operator
+ * intervention (57P01 terminated by an administrator or a failover, 57P02
+ * crash shutdown, 57P03 cannot connect now), insufficient resources (53),
+ * serialization failure and deadlock (40001, 40P01; retrying succeeds).
+ */
+const UNAVAILABLE_STATES = /^(08|53|57P0[1-3]|40001$|40P01$)/;
+
+/** Node's socket errors for a database that is down or unreachable. */
+const SOCKET_ERRORS = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ENOTFOUND"]);
+
+/** pg's own messages for a connection that is gone or could not be had in time. */
+const LOST_MESSAGES = [
+  "Connection terminated",
+  "connection timeout",
+  "timeout exceeded when trying to connect",
+  "is not queryable",
+  "Query read timeout",
+  "Cannot use a pool after calling end",
+];
+
+/** The connection a statement ran on was lost (or none could be had): the statement's outcome is unknown, the database may be fine. */
+export function isConnectionLost(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === "string" && (SOCKET_ERRORS.has(code) || /^(08|57P0[1-3])/.test(code))) return true;
+  return LOST_MESSAGES.some((m) => error.message.includes(m));
+}
+
+/** Whether `error` means the database is unavailable for now (a retry later may succeed), as opposed to a wrong statement or a bug. */
+export function isUnavailable(error: unknown): boolean {
+  if (isConnectionLost(error)) return true;
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && UNAVAILABLE_STATES.test(code);
+}
+
+/**
+ * What a request sees when the database is unavailable: 503
+ * `storage_unavailable` with `Retry-After`, naming no host, user or query
+ * (the cause stays on the error for the log).
+ */
+export function storageUnavailable(cause: unknown): ApiError {
+  return new ApiError(503, "storage_unavailable", "the database is unavailable; retry later", {
+    headers: { "retry-after": "1" },
+    cause,
+  });
+}
+
+/** `error` as the store reports it: 503 when the database is unavailable, else as it is. */
+export function storeFault(error: unknown): unknown {
+  return isUnavailable(error) && !(error instanceof ApiError) ? storageUnavailable(error) : error;
 }
 
 /**

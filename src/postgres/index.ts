@@ -2,9 +2,9 @@ import pg from "../peers/pg.js";
 import type { Storage } from "../ports/storage.js";
 import { postgresAnalytics } from "./analytics.js";
 import { postgresAudit } from "./audit.js";
-import { postgresCatalog } from "./catalog.js";
+import { type OpenReads, postgresCatalog } from "./catalog.js";
 import { watchCatalog } from "./catalog-events.js";
-import { createDb, type Db } from "./db.js";
+import { createDb, type Db, storeFault } from "./db.js";
 import { postgresCredentials, postgresIdentity } from "./identity.js";
 import { migrate } from "./migrations.js";
 import { seedSpace } from "./seed.js";
@@ -21,6 +21,27 @@ export interface PostgresStorageOptions {
   schema?: string;
   /** Connections of the pool created from `connectionString`. Default 10. */
   maxConnections?: number;
+  /**
+   * How long getting a connection may take (connecting, or waiting for a
+   * free one) before the call fails with 503 `storage_unavailable`, in ms,
+   * for the pool created from `connectionString`. Default 2000.
+   */
+  connectTimeoutMs?: number;
+  /**
+   * How long one statement may go unanswered before its connection is
+   * given up (a stalled network, a frozen server), in ms, for the pool
+   * created from `connectionString` and the listening connection. A backstop
+   * behind the API's `storageTimeoutMs`; long enough for the largest bulk
+   * statements. Default 60,000.
+   */
+  statementTimeoutMs?: number;
+  /**
+   * How long a webhook delivery waits for the change feed to confirm that a
+   * remembered endpoint is still current, in ms. Past it the endpoint is
+   * read from the database instead (and the listening connection, which
+   * did not answer, is replaced). Default 500.
+   */
+  freshnessTimeoutMs?: number;
   /**
    * How long an audit read waits for transactions that hold back events
    * already committed (the xid gate) before returning what is readable. Default 50 ms.
@@ -43,11 +64,19 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
   const owned = !options.pool;
   const pool =
     options.pool ??
-    new pg.Pool({ connectionString: options.connectionString ?? process.env.DATABASE_URL, max: options.maxConnections ?? 10 });
-  // An idle client that loses its connection must not crash the process.
-  if (owned) pool.on("error", () => {});
+    new pg.Pool({
+      connectionString: options.connectionString ?? process.env.DATABASE_URL,
+      max: options.maxConnections ?? 10,
+      connectionTimeoutMillis: options.connectTimeoutMs ?? 2000,
+      query_timeout: options.statementTimeoutMs ?? 60_000,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
+    });
   const schema = options.schema ?? "dataport";
   const log = options.log ?? ((message, error) => console.error(`dataport: ${message}:`, error));
+  // An idle client that loses its connection (a failover, a terminated backend) must not crash the
+  // process: the pool drops it and connects anew on demand. A host's pool gets the listener too.
+  pool.on("error", (error) => log("an idle PostgreSQL connection was lost", error));
   try {
     await migrate(pool, schema);
   } catch (error) {
@@ -55,15 +84,16 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
     throw error;
   }
   const db = createDb(pool, schema);
-  const watch = watchCatalog(pool, schema);
+  const watch = watchCatalog(pool, schema, { syncTimeoutMs: options.freshnessTimeoutMs ?? 500 });
   const seen = sessionReads();
+  const reads: OpenReads = new Set();
   const { settled: deliveriesSettled, ...webhooks } = postgresWebhooks(db, watch);
   const { flushUsage, ...analytics } = postgresAnalytics(db, log);
   let closed = false;
-  return {
+  return withFaults({
     ...postgresIdentity(db, seen),
     ...postgresCredentials(db, seen),
-    ...postgresCatalog(db, watch),
+    ...postgresCatalog(db, watch, reads),
     ...postgresTables(db),
     ...webhooks,
     ...postgresAudit(db, { visibilityWaitMs: options.auditVisibilityWaitMs }),
@@ -85,11 +115,38 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
       // Deliveries already received are answered, and the usage counters written, before the pool goes.
       await deliveriesSettled();
       await flushUsage();
+      await Promise.all([...reads].map((read) => read.end(false)));
       await watch.close();
       if (owned) await pool.end();
     },
     db,
-  };
+  });
+}
+
+/**
+ * The store with every method's failure reported as the API reports it:
+ * a database that is unavailable (a lost connection, a failover, no
+ * connection within `connectTimeoutMs`) rejects with 503
+ * `storage_unavailable` and `Retry-After`, whichever statement met it.
+ */
+function withFaults(storage: PostgresStorage): PostgresStorage {
+  const wrapped: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(storage)) {
+    if (typeof value !== "function") {
+      wrapped[name] = value;
+      continue;
+    }
+    const method = value as (...args: unknown[]) => unknown;
+    wrapped[name] = (...args: unknown[]) => {
+      const result = method.apply(storage, args);
+      return result instanceof Promise ? result.catch(rethrowFault) : result;
+    };
+  }
+  return wrapped as unknown as PostgresStorage;
+}
+
+function rethrowFault(error: unknown): never {
+  throw storeFault(error);
 }
 
 export { MIGRATIONS, migrate } from "./migrations.js";

@@ -1,5 +1,5 @@
 import type { Pool } from "pg";
-import { quoteIdent } from "./db.js";
+import { checkout, quoteIdent } from "./db.js";
 
 export interface Migration {
   version: number;
@@ -256,7 +256,8 @@ create index dataset_rows_doc on {s}.dataset_rows using gin ((row::jsonb) jsonb_
  */
 export async function migrate(pool: Pool, schemaName: string): Promise<number[]> {
   const s = quoteIdent(schemaName);
-  const client = await pool.connect();
+  const lease = await checkout(pool);
+  const { client } = lease;
   try {
     await client.query("BEGIN");
     await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [`dataport:migrate:${schemaName}`]);
@@ -275,9 +276,9 @@ export async function migrate(pool: Pool, schemaName: string): Promise<number[]>
     await client.query("COMMIT");
     return applied;
   } catch (error) {
-    await client.query("ROLLBACK").catch(() => {});
+    await client.query("ROLLBACK").catch(() => lease.spoil());
     throw error;
   } finally {
-    client.release();
+    lease.release();
   }
 }

@@ -26,12 +26,12 @@ const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call
  * sharing it make one upstream call per query.
  */
 export function createRedisCache(options: RedisConnectionOptions & { clock?: Clock }): RedisCache {
-  const { redis, prefix, close } = openRedis(options);
+  const { redis, prefix, command, close } = openRedis(options);
   const clock = options.clock;
   const key = (name: string) => `${prefix}cache:${name}`;
   return {
     async get<T>(name: string) {
-      const text = await redis.get(key(name));
+      const text = await command(() => redis.get(key(name)));
       if (text === null) return undefined;
       const entry = JSON.parse(text) as { v: unknown; exp: number | null };
       if (clock && entry.exp !== null && clock.now() >= entry.exp) return undefined;
@@ -40,21 +40,21 @@ export function createRedisCache(options: RedisConnectionOptions & { clock?: Clo
     async set(name, value, ttlSeconds) {
       const ttlMs = Math.max(1, Math.round(ttlSeconds * 1000));
       const entry = { v: value, exp: clock ? clock.now() + ttlMs : null };
-      await redis.set(key(name), JSON.stringify(entry), "PX", ttlMs);
+      await command(() => redis.set(key(name), JSON.stringify(entry), "PX", ttlMs));
     },
     async delete(name) {
-      await redis.del(key(name));
+      await command(() => redis.del(key(name)));
     },
     async ping() {
-      await redis.ping();
+      await command(() => redis.ping());
     },
     async claimFlight(name, ttlMs) {
       const token = randomUUID();
-      const taken = await redis.set(`${prefix}flight:${name}`, token, "PX", Math.max(1, Math.round(ttlMs)), "NX");
+      const taken = await command(() => redis.set(`${prefix}flight:${name}`, token, "PX", Math.max(1, Math.round(ttlMs)), "NX"));
       return taken === "OK" ? token : null;
     },
     async releaseFlight(name, token) {
-      await redis.eval(RELEASE, 1, `${prefix}flight:${name}`, token);
+      await command(() => redis.eval(RELEASE, 1, `${prefix}flight:${name}`, token));
     },
     close,
   };

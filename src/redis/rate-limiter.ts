@@ -46,15 +46,18 @@ export interface RedisRateLimiter extends RateLimiter {
 
 /** A rate limiter shared by every instance that uses the same Redis and prefix. */
 export function createRedisRateLimiter(options: RedisConnectionOptions): RedisRateLimiter {
-  const { redis, prefix, close } = openRedis(options);
+  const { redis, prefix, command, close } = openRedis(options);
   const key = (name: string) => `${prefix}rl:${name}`;
   return {
     async take(name: string, limit: RateLimit, now: number): Promise<RateDecision> {
-      const [allowed, tokens] = (await redis.eval(TAKE, 1, key(name), limit.ratePerSecond, limit.burst, Math.floor(now))) as [number, string];
+      const [allowed, tokens] = (await command(() => redis.eval(TAKE, 1, key(name), limit.ratePerSecond, limit.burst, Math.floor(now)))) as [
+        number,
+        string,
+      ];
       return decision(allowed === 1, Number(tokens), limit);
     },
     async ping() {
-      await redis.ping();
+      await command(() => redis.ping());
     },
     close,
   };

@@ -37,6 +37,7 @@ export const ERROR_CODES = [
   "rate_limited",
   "upstream_unavailable",
   "storage_unavailable",
+  "rate_limiter_unavailable",
   "upstream_timeout",
   "internal",
 ] as const satisfies readonly ErrorCode[];
