@@ -17,6 +17,8 @@ export function tokenBucket(ratePerSecond: number): RateLimit {
  * a refusal is thrown as 429 `rate_limited` with `Retry-After`.
  */
 export function rateLimitHeaders(decision: RateDecision, limit: RateLimit, refusal: string): Record<string, string> {
+  // Let through while the limiter is away: no bucket to describe.
+  if (decision === UNLIMITED) return {};
   const headers: Record<string, string> = {
     "ratelimit-limit": String(limit.burst),
     "ratelimit-remaining": String(decision.remaining),
@@ -30,6 +32,9 @@ export function rateLimitHeaders(decision: RateDecision, limit: RateLimit, refus
   }
   return headers;
 }
+
+/** The decision of a request let through because the limiter could not be asked (fail open): allowed, with no RateLimit headers. */
+const UNLIMITED: RateDecision = Object.freeze({ allowed: true, remaining: 0, resetSeconds: 0, retryAfterSeconds: 0 });
 
 /** How often a limiter failure reaches the log while it lasts (each request is answered either way). */
 const LOG_EVERY_MS = 10_000;
@@ -46,7 +51,7 @@ const LOG_EVERY_MS = 10_000;
  */
 export function limiterWithPolicy(limiter: RateLimiter, policy: { failOpen: boolean; log: (message: string, error: unknown) => void }): RateLimiter {
   let loggedAt = Number.NEGATIVE_INFINITY;
-  const failed = (limit: RateLimit) => (error: unknown): RateDecision => {
+  const failed = (error: unknown): RateDecision => {
     const now = Date.now();
     if (now - loggedAt >= LOG_EVERY_MS) {
       loggedAt = now;
@@ -55,14 +60,14 @@ export function limiterWithPolicy(limiter: RateLimiter, policy: { failOpen: bool
     if (!policy.failOpen) {
       throw new ApiError(503, "rate_limiter_unavailable", "the rate limiter is unavailable; retry later", { headers: { "retry-after": "1" } });
     }
-    return { allowed: true, remaining: limit.burst, resetSeconds: 0, retryAfterSeconds: 0 };
+    return UNLIMITED;
   };
   const wrapped: RateLimiter = {
     take(key, limit, now) {
       try {
-        return limiter.take(key, limit, now).catch(failed(limit));
+        return limiter.take(key, limit, now).catch(failed);
       } catch (error) {
-        return Promise.resolve().then(() => failed(limit)(error));
+        return Promise.resolve().then(() => failed(error));
       }
     },
   };

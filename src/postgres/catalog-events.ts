@@ -75,7 +75,7 @@ export function watchCatalog(pool: pg.Pool, schemaName: string, options: { syncT
     if (closed || connecting || client || Date.now() < retryAt) return;
     connecting = true;
     // Named so operators (and tests) can tell it apart: one per store, idle but for `select 1`.
-    const candidate = new pg.Client({ ...pool.options, application_name: listenerName(schemaName) });
+    const candidate = new pg.Client(listenerConfig(pool.options, listenerName(schemaName)));
     candidate.on("notification", (message) => {
       if (message.channel === channel) counter++;
     });
@@ -190,4 +190,25 @@ export function listenerName(schemaName: string): string {
 /** The channel `notify_catalog_changed` (migration 4) notifies for a schema: its name's md5, so any schema name fits in 63 bytes. */
 export function catalogChannel(schemaName: string): string {
   return `dataport_catalog_${createHash("md5").update(schemaName).digest("hex")}`;
+}
+
+/**
+ * The pool's connection settings with the listener's own application name.
+ * `pg` lets a connection string's parameters win over the config's fields,
+ * so a name given in the URL (`?application_name=…`) is replaced there too.
+ */
+function listenerConfig(options: pg.PoolConfig, name: string): pg.ClientConfig {
+  const config: pg.ClientConfig = { ...options, application_name: name };
+  if (typeof options.connectionString === "string" && /^postgres(ql)?:\/\//i.test(options.connectionString)) {
+    try {
+      const url = new URL(options.connectionString);
+      if (url.searchParams.has("application_name")) {
+        url.searchParams.set("application_name", name);
+        config.connectionString = url.toString();
+      }
+    } catch {
+      // Not a URL pg would parse either: the config's name stands.
+    }
+  }
+  return config;
 }

@@ -4,7 +4,7 @@ import { emptyRow } from "../domain/rows.js";
 import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";
 import type { CatalogWatch } from "./catalog-events.js";
 import { bulkRowWriter } from "./dataset-rows.js";
-import { checkout, type Db, idPageSql, json, type Lease, num, PUT_RESULT, putResult } from "./db.js";
+import { begun, type Db, idPageSql, isConnectionLost, json, type Lease, num, PUT_RESULT, putResult, storeFault } from "./db.js";
 
 /** Rows fetched per round trip while streaming a read. */
 const BATCH = 1000;
@@ -246,19 +246,28 @@ async function readRows(db: Db, datasetId: string, query: RowQuery, reads: OpenR
     const rows = result.filter((x) => x.pos !== null).map((x) => toRow(x.r, query.columns));
     return { totalRows: num(result[0]?.n), rows: fromArray(rows) };
   }
-  const lease = await checkout(db.pool);
+  const lease = await begun(db.pool, SNAPSHOT);
   try {
-    await lease.client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-    const counted = await lease.client.query<{ n: string | null }>(count, params);
-    const pageParams: unknown[] = [datasetId];
-    const rows = new SnapshotRows(lease, pageSql(t, query, pageParams), pageParams, query.columns, reads);
-    return { totalRows: num(counted.rows[0]?.n), rows };
+    const [counted] = (
+      await lease.client.query<{ n: string | null; version: string | null }>(
+        `select c.n, (select rows_version from ${t("datasets")} where id = $1) as version from (${count}) c`,
+        params,
+      )
+    ).rows;
+    const rows = new SnapshotRows(db, lease, datasetId, query, counted?.version ?? null, reads);
+    return { totalRows: num(counted?.n), rows };
   } catch (error) {
     await lease.client.query("ROLLBACK").catch(() => lease.spoil());
     lease.release();
     throw error;
   }
 }
+
+/** The transaction a long read counts and streams in. */
+const SNAPSHOT = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+
+/** How often a long read goes on after a lost connection before it gives up. */
+const MAX_RESUMES = 3;
 
 /** A page's transaction not yet read is given back after this long (its reader never came). */
 const UNREAD_MS = 30_000;
@@ -273,17 +282,22 @@ export type OpenReads = Set<SnapshotRows>;
  * iteration ends, breaks or throws — or, for a page whose rows are never
  * read (a caller that wanted `totalRows` alone), after UNREAD_MS or when
  * the store closes.
+ *
+ * When the connection is lost midway (a terminated backend, a failover),
+ * the read goes on once, on a fresh connection, from the row it reached —
+ * if no bulk write changed the rows since the count (`rows_version`);
+ * otherwise it throws rather than mix two versions.
  */
 class SnapshotRows implements AsyncIterable<Row> {
-  private declared = false;
   private done = false;
   private readonly unread: ReturnType<typeof setTimeout>;
 
   constructor(
-    private readonly lease: Lease,
-    private readonly sql: string,
-    private readonly params: unknown[],
-    private readonly columns: string[] | null,
+    private readonly db: Db,
+    private lease: Lease,
+    private readonly datasetId: string,
+    private readonly query: RowQuery,
+    private readonly version: string | null,
     private readonly reads: OpenReads,
   ) {
     reads.add(this);
@@ -295,22 +309,56 @@ class SnapshotRows implements AsyncIterable<Row> {
     clearTimeout(this.unread);
     if (this.done) throw new Error("the rows of this page were given up unread; read the page again");
     let ok = false;
+    let read = 0;
+    let resumes = 0;
     try {
-      const { client } = this.lease;
-      if (!this.declared) {
-        this.declared = true;
-        await client.query(`declare dataport_rows no scroll cursor for ${this.sql}`, this.params);
-      }
+      let declared = false;
       for (;;) {
-        const batch = await client.query<{ pos: string; r: unknown }>(`fetch ${BATCH} from dataport_rows`);
-        for (const { r } of batch.rows) yield toRow(r, this.columns);
-        if (batch.rows.length < BATCH) break;
+        let batch: Array<{ r: unknown }>;
+        try {
+          if (!declared) await (resumes === 0 ? this.declare(0) : this.resume(read));
+          declared = true;
+          batch = (await this.lease.client.query<{ r: unknown }>(`fetch ${BATCH} from dataport_rows`)).rows;
+        } catch (error) {
+          // A failover ends every connection of the pool: the next one may be gone too, so a few tries.
+          if (resumes >= MAX_RESUMES || !isConnectionLost(error)) throw storeFault(error);
+          resumes++;
+          declared = false;
+          continue;
+        }
+        for (const { r } of batch) {
+          read++;
+          yield toRow(r, this.query.columns);
+        }
+        if (batch.length < BATCH) break;
       }
       ok = true;
     } finally {
       // An abandoned iteration lands here too; the transaction only read.
       await this.end(ok);
     }
+  }
+
+  /** The cursor over the page from its `skip`th row on. */
+  private async declare(skip: number): Promise<void> {
+    const { query } = this;
+    const rest = { ...query, offset: query.offset + skip, limit: query.limit === null ? null : query.limit - skip };
+    const params: unknown[] = [this.datasetId];
+    await this.lease.client.query(`declare dataport_rows no scroll cursor for ${pageSql(this.db.t, rest, params)}`, params);
+  }
+
+  /** The same page from its `skip`th row, on a new connection, when the rows are still those counted. */
+  private async resume(skip: number): Promise<void> {
+    this.lease.spoil();
+    this.lease.release();
+    this.lease = await begun(this.db.pool, SNAPSHOT);
+    const found = await this.lease.client.query<{ version: string }>(`select rows_version as version from ${this.db.t("datasets")} where id = $1`, [
+      this.datasetId,
+    ]);
+    if ((found.rows[0]?.version ?? null) !== this.version) {
+      throw new Error(`the rows of dataset ${this.datasetId} changed while a page of them was read after a lost connection; read it again`);
+    }
+    await this.declare(skip);
   }
 
   /** Commit (or roll back) and give the connection back; once. */

@@ -15,8 +15,9 @@ export interface Db {
   t(table: string): string;
   /**
    * One statement on a pooled connection. A read (a statement starting with
-   * `select`) that fails because its connection was lost is tried once more
-   * on another connection; a write is never repeated (it may have committed).
+   * `select`) that fails because its connection was lost is tried again on
+   * another connection (up to three tries in all: a failover ends every
+   * pooled connection); a write is never repeated (it may have committed).
    */
   query<R extends QueryResultRow = QueryResultRow>(sql: string | Statement, params?: readonly unknown[]): Promise<R[]>;
   /** Runs `work` in one transaction (READ COMMITTED), committing on success and rolling back on a throw. */
@@ -31,19 +32,20 @@ export function createDb(pool: Pool, schemaName: string): Db {
     t: (table) => `${schema}.${table}`,
     async query<R extends QueryResultRow>(sql: string | Statement, params: readonly unknown[] = []) {
       // pg copies a config object before adding the values to it, so a shared Statement goes as it is.
-      try {
-        return (await pool.query<R>(sql, params as unknown[])).rows;
-      } catch (error) {
-        // pool.query hands a broken connection back as broken, so the second try gets another one.
-        if (!isConnectionLost(error) || !isRead(sql)) throw error;
-        return (await pool.query<R>(sql, params as unknown[])).rows;
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return (await pool.query<R>(sql, params as unknown[])).rows;
+        } catch (error) {
+          // pool.query hands a broken connection back as broken, so the next try gets another one
+          // (after a failover the pool's other idle connections may be gone as well: a few tries).
+          if (attempt >= READ_ATTEMPTS || !isConnectionLost(error) || !isRead(sql)) throw error;
+        }
       }
     },
     async transaction(work) {
-      const lease = await checkout(pool);
+      const lease = await begun(pool, "BEGIN");
       const { client } = lease;
       try {
-        await client.query("BEGIN");
         const result = await work(client);
         await client.query("COMMIT");
         return result;
@@ -95,6 +97,28 @@ export async function checkout(pool: Pool): Promise<Lease> {
     },
   };
 }
+
+/**
+ * A connection with `begin` (a BEGIN statement) run on it. A pooled
+ * connection found lost at BEGIN (after a failover the idle ones are) is
+ * closed and another taken: nothing ran on it yet, so this is always safe.
+ */
+export async function begun(pool: Pool, begin: string): Promise<Lease> {
+  for (let attempt = 1; ; attempt++) {
+    const lease = await checkout(pool);
+    try {
+      await lease.client.query(begin);
+      return lease;
+    } catch (error) {
+      lease.spoil();
+      lease.release();
+      if (attempt >= READ_ATTEMPTS || !isConnectionLost(error)) throw error;
+    }
+  }
+}
+
+/** How often a read meeting a lost connection is tried in all. */
+const READ_ATTEMPTS = 3;
 
 /** Whether `sql` only reads (so repeating it after a lost connection changes nothing). */
 function isRead(sql: string | Statement): boolean {

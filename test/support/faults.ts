@@ -1,0 +1,175 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { createServer, type Server, Socket } from "node:net";
+import pg from "pg";
+import { POSTGRES_URL } from "./services.js";
+
+/**
+ * The faults the fault suite (test/faults.test.ts) causes, on the machine's
+ * real services but never disturbing other test files: a Redis server of
+ * its own to stop and start, a TCP proxy in front of PostgreSQL that can
+ * hold a connection silent, and terminating only the backends of one
+ * application name.
+ */
+
+/** A free TCP port on 127.0.0.1 (asked of the kernel, then released). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** Whether `redis-server` can be started here (the CI machine has it; a laptop may not). */
+export function hasRedisServer(): Promise<boolean> {
+  return new Promise((resolve) => {
+    const child = spawn("redis-server", ["--version"], { stdio: "ignore" });
+    child.once("error", () => resolve(false));
+    child.once("exit", (code) => resolve(code === 0));
+  });
+}
+
+/** A Redis server of the test's own on a fixed port, stopped and started again like an outage. */
+export interface PrivateRedis {
+  readonly url: string;
+  stop(): Promise<void>;
+  start(): Promise<void>;
+}
+
+export async function startPrivateRedis(): Promise<PrivateRedis> {
+  const port = await freePort();
+  let child: ChildProcess | null = null;
+  const start = async () => {
+    const server = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    child = server;
+    await new Promise<void>((resolve, reject) => {
+      let out = "";
+      const timer = setTimeout(() => reject(new Error(`redis-server did not start:\n${out}`)), 15_000);
+      server.stdout!.on("data", (d: Buffer) => {
+        out += d.toString();
+        if (out.includes("Ready to accept connections")) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      server.once("exit", (code) => {
+        clearTimeout(timer);
+        reject(new Error(`redis-server exited with ${code}:\n${out}`));
+      });
+    });
+  };
+  await start();
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    start,
+    async stop() {
+      const running = child;
+      child = null;
+      if (!running || running.exitCode !== null) return;
+      const exited = new Promise((resolve) => running.once("exit", resolve));
+      running.kill("SIGKILL");
+      await exited;
+    },
+  };
+}
+
+/**
+ * A TCP proxy to PostgreSQL. It reads each connection's startup message for
+ * its `application_name`, so a test can hold silent just the connections
+ * it names (a NAT dropping a flow without a reset): bytes stop flowing both
+ * ways, the sockets stay open.
+ */
+export interface PostgresProxy {
+  /** `POSTGRES_URL` through the proxy. */
+  readonly url: string;
+  /** Hold every open connection whose application name matches `pattern` silent; how many were. */
+  stall(pattern: RegExp): number;
+  /** Application names of the open connections. */
+  names(): string[];
+  close(): Promise<void>;
+}
+
+export async function startPostgresProxy(): Promise<PostgresProxy> {
+  const target = new URL(POSTGRES_URL);
+  const targetPort = Number(target.port || 5432);
+  const links = new Set<{ client: Socket; server: Socket; name: string | null; stalled: boolean }>();
+  const proxy: Server = createServer((client) => {
+    const server = new Socket();
+    const link = { client, server, name: null as string | null, stalled: false };
+    links.add(link);
+    const end = () => {
+      links.delete(link);
+      client.destroy();
+      server.destroy();
+    };
+    client.on("error", end).on("close", end);
+    server.on("error", end).on("close", end);
+    server.connect(targetPort, target.hostname, () => {
+      client.on("data", (chunk: Buffer) => {
+        if (link.name === null) link.name = applicationName(chunk) ?? "";
+        if (!link.stalled) server.write(chunk);
+      });
+      server.on("data", (chunk: Buffer) => {
+        if (!link.stalled) client.write(chunk);
+      });
+    });
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  const { port } = proxy.address() as { port: number };
+  const url = new URL(POSTGRES_URL);
+  url.hostname = "127.0.0.1";
+  url.port = String(port);
+  return {
+    url: url.toString(),
+    stall(pattern) {
+      let n = 0;
+      for (const link of links) {
+        if (link.name !== null && pattern.test(link.name)) {
+          link.stalled = true;
+          n++;
+        }
+      }
+      return n;
+    },
+    names: () => [...links].map((l) => l.name ?? ""),
+    async close() {
+      for (const link of links) {
+        link.client.destroy();
+        link.server.destroy();
+      }
+      await new Promise<void>((resolve) => proxy.close(() => resolve()));
+    },
+  };
+}
+
+/**
+ * The `application_name` of a PostgreSQL startup message (int32 length,
+ * int32 protocol 3.0, then NUL-terminated key/value pairs), or null when the
+ * chunk is not one (an SSL request, say).
+ */
+function applicationName(chunk: Buffer): string | null {
+  if (chunk.length < 8 || chunk.readInt32BE(4) !== 196608) return null;
+  const fields = chunk.subarray(8, chunk.readInt32BE(0)).toString("utf8").split("\0");
+  for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === "application_name") return fields[i + 1]!;
+  return null;
+}
+
+/** Terminate the backends of every connection named `applicationName` (as a failover or a restart would); how many. */
+export async function terminateBackends(pattern: string): Promise<number> {
+  const client = new pg.Client({ connectionString: POSTGRES_URL });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ n: string }>(
+      "select count(pg_terminate_backend(pid)) as n from pg_stat_activity where application_name like $1 and pid <> pg_backend_pid()",
+      [pattern],
+    );
+    return Number(rows[0]?.n ?? 0);
+  } finally {
+    await client.end();
+  }
+}
