@@ -88,7 +88,11 @@ const ERROR_RESPONSES: Record<number, { name: string; codes: string }> = {
   429: { name: "TooManyRequests", codes: "`rate_limited`, with `Retry-After` (seconds) and `RateLimit-*` headers" },
   500: { name: "InternalError", codes: "`internal`; the message reveals no internals" },
   502: { name: "BadGateway", codes: "`upstream_unavailable`: the connection's source failed" },
-  503: { name: "ServiceUnavailable", codes: "`storage_unavailable`: a storage call ran past the server's storage timeout (with `Retry-After`)" },
+  503: {
+    name: "ServiceUnavailable",
+    codes:
+      "`storage_unavailable`: the database is unavailable or a storage call ran past the storage timeout; `rate_limiter_unavailable`: the rate limiter cannot be asked (both with `Retry-After`)",
+  },
   504: { name: "GatewayTimeout", codes: "`upstream_timeout`: the connection's source did not answer within the upstream timeout" },
 };
 
@@ -372,7 +376,7 @@ function successResponses(route: RouteDef, build: Build): OpenApiOperation["resp
 
 /** The error statuses a route can answer, from what it takes (auth, query, body, path ids) and what it declares. */
 function errorStatuses(route: RouteDef, hasPathParams: boolean): number[] {
-  // 503: any route may meet a storage call past the storage timeout.
+  // 503: any route may meet an unavailable database (or rate limiter) or a storage call past the storage timeout.
   const statuses = new Set<number>([500, 503]);
   const bearer = route.auth === "bearer";
   if (route.query || route.body || hasPathParams) statuses.add(400);

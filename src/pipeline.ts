@@ -77,6 +77,16 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
   const { storage, clock } = ports;
   const nextRequestId = idSource();
   const log = (message: string, error?: unknown) => logger.error(message, error);
+  /** The usage log and audit writes failing because the store is away: one line per ten seconds, not one per request. */
+  let unavailableLoggedAt = Number.NEGATIVE_INFINITY;
+  const logRecordFailure = (message: string, error: unknown) => {
+    if (error instanceof ApiError && error.code === "storage_unavailable") {
+      const now = Date.now();
+      if (now - unavailableLoggedAt < 10_000) return;
+      unavailableLoggedAt = now;
+    }
+    log(message, error);
+  };
   /** The Data Access API's per-credential bucket (`apiRatePerSecond`), or null when it is off. */
   const apiLimit = isRateLimit(settings.apiRatePerSecond) ? tokenBucket(settings.apiRatePerSecond) : null;
 
@@ -238,7 +248,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
   /** The usage log, off the critical path: a failing write never fails or slows the request. */
   function recordCall(call: Parameters<typeof storage.recordApiCall>[0]): void {
     try {
-      storage.recordApiCall(call).catch((error: unknown) => log("could not record an API call", error));
+      storage.recordApiCall(call).catch((error: unknown) => logRecordFailure("could not record an API call", error));
     } catch (error) {
       log("could not record an API call", error);
     }
@@ -248,7 +258,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
   function recordAudit(event: Omit<AuditEvent, "id" | "time"> & { time?: string }): void {
     const now = clock.now();
     const full: AuditEvent = { ...event, id: `evt_${randomUUID()}`, time: event.time ?? isoTime(now) };
-    storage.appendAuditEvent(full, now).catch((error: unknown) => log("could not store an audit event", error));
+    storage.appendAuditEvent(full, now).catch((error: unknown) => logRecordFailure("could not store an audit event", error));
   }
 }
 

@@ -70,6 +70,7 @@ describe("reference tables in docs/", () => {
           expect(match, `${name}: default ${shown}`).not.toBeNull();
           expect(Number(match![1]!.replace(/,/g, "")) * (units[match![2] ?? ""] ?? 1), `${name}: default ${shown}`).toBe(actual);
         } else if (typeof actual === "string") expect(shown, name).toContain(actual);
+        else if (typeof actual === "boolean") expect(shown, name).toMatch(new RegExp(`^${actual}\\b`));
         else expect(shown, `${name}: default ${JSON.stringify(actual)}`).toMatch(/^none\b/);
       }
     }
