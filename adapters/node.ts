@@ -4,11 +4,13 @@ import { isPromiseLike } from "../src/awaitable.js";
 import { ApiError } from "../src/errors.js";
 import { payloadTooLarge } from "../src/http/body.js";
 import type { ApiReply, ApiRequest, HeaderReader } from "../src/http/types.js";
+import { normalizeClientAddress } from "./address.js";
 
 export interface NodeHandlerOptions {
   /**
    * Paths this handler answers; others go to `next()` when used as
    * Express/Connect middleware (and 404 otherwise). Default: `/api/`.
+   * Under a mount path (`app.use("/bi", …)`) it is matched below the mount.
    */
   prefix?: string;
 }
@@ -23,7 +25,8 @@ type Next = (error?: unknown) => void;
  * streams chunk by chunk with back-pressure, stopped when the client goes away).
  *
  *   http.createServer(toNodeHandler(api)).listen(8787)
- *   app.use(toNodeHandler(api))            // Express
+ *   app.use(toNodeHandler(api))            // Express: /api/v1/…
+ *   app.use("/bi", toNodeHandler(api))     // Express under a mount path: /bi/api/v1/…
  */
 export function toNodeHandler(
   api: Pick<DataApi, "handle"> & Partial<Pick<DataApi, "dispatch">>,
@@ -33,15 +36,39 @@ export function toNodeHandler(
   // dispatch answers without a promise when nothing had to wait; a bare { handle } (a host's own) works too.
   const serve: Serve = api.dispatch ?? api.handle;
   return (req, res, next) => {
-    // Express rewrites req.url under a mount path; originalUrl is what the client asked for.
-    const path = (req as IncomingMessage & { originalUrl?: string }).originalUrl ?? req.url ?? "/";
-    if (next && !path.startsWith(prefix)) return next();
+    const routed = routedPath(req, prefix);
+    if (routed === null && next) return next();
+    // A plain http server answers everything itself (a 404 outside the API).
+    const path = routed ?? req.url ?? "/";
     if (prefetchable(req)) {
       readWhole(req, (body) => respond(serve, new NodeRequest(req, res, path, body), res, next));
       return;
     }
     respond(serve, new NodeRequest(req, res, path, undefined), res, next);
   };
+}
+
+/**
+ * The path the core routes, or null when the request is not one of ours.
+ * Express and Connect strip a mount path from `req.url` and keep the target
+ * as sent in `req.originalUrl`. The API's paths (`/api/…`) are found in the
+ * target as sent, starting inside the mount path or right after it:
+ *
+ *   app.use(h)             /api/v1/me        → /api/v1/me
+ *   app.use("/bi", h)      /bi/api/v1/me     → /api/v1/me   (served below the mount, as Express does)
+ *   app.use("/api", h)     /api/v1/me        → /api/v1/me   (mounted at the API's own prefix)
+ *   app.use("/bi/api", h)  /bi/api/v1/me     → /api/v1/me
+ *
+ * A prefix that starts further in (`/bi/reports/api/…` under `/bi`) is the host's path, not ours.
+ */
+function routedPath(req: IncomingMessage & { originalUrl?: string }, prefix: string): string | null {
+  const below = req.url ?? "/";
+  if (below.startsWith(prefix)) return below;
+  const sent = req.originalUrl;
+  if (sent === undefined || sent === below || !sent.endsWith(below)) return sent?.startsWith(prefix) ? sent : null;
+  const mountLength = sent.length - below.length;
+  const at = sent.indexOf(prefix);
+  return at >= 0 && at <= mountLength ? sent.slice(at) : null;
 }
 
 const BODY_ALREADY_READ =
@@ -151,7 +178,7 @@ class NodeRequest implements ApiRequest {
     this.method = req.method ?? "GET";
     this.path = path.startsWith("/") ? path : `/${path}`;
     this.headers = new NodeHeaders(req.headers);
-    this.clientAddress = req.socket.remoteAddress ?? null;
+    this.clientAddress = normalizeClientAddress(req.socket.remoteAddress);
   }
 
   /** Built on first use (a target routed before needs none). The origin is nominal: a hostile Host header cannot break URL parsing. */

@@ -281,7 +281,7 @@ function queryParameters(route: RouteDef): OpenApiParameter[] {
 }
 
 function headerParameters(route: RouteDef): OpenApiParameter[] {
-  if (route.auth === "bearer" && route.method === "POST") {
+  if (route.auth === "bearer" && (route.method === "POST" || route.method === "PATCH")) {
     return [
       {
         name: "Idempotency-Key",

@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { Volume } from "memfs";
 import { describe, expect, it } from "vitest";
-import { HelpRequested, parseServerArgs, StartError, usage, UsageError } from "../examples/server/cli.js";
+import { HelpRequested, help, parseServerArgs, StartError, usage, UsageError } from "../examples/server/cli.js";
 import { startServer } from "../examples/server/server.js";
 import { checkPostgres, checkRedis } from "../examples/server/shared.js";
 import { parseExampleArgs } from "../examples/shared/options.js";
@@ -114,6 +114,19 @@ describe("example server flags", () => {
     expect(() => parseServerArgs(["--port", "1", "--help"], defaults)).not.toThrow(UsageError);
     expect(usage("npx dataport")).toMatch(/^usage: npx dataport \[--fixture FILE\] \[--port 8787\] \[--host 127\.0\.0\.1\]\n {20}\[--db PATH/);
     expect(usage("npm start --")).toContain("[--admin-token TOKEN] [--help]");
+  });
+
+  it("--help says what every flag does and its default", () => {
+    const text = help("npx dataport", { fixture: "/pkg/demo/space.json", db: ":memory:" });
+    const flags = [...new Set([...usage("npx dataport").matchAll(/--[a-z-]+/g)].map((m) => m[0]))];
+    const described = text.split("\n").filter((line) => /^  --/.test(line));
+    // One line per flag of the usage, each with a description (and a default, but for --help).
+    expect(described.map((line) => line.trim().split(" ")[0])).toEqual(flags);
+    for (const line of described) if (!line.includes("--help")) expect(line, line).toMatch(/^  --\S+(?: \S+)?\s+\S.* \(default: .+\)$/);
+    expect(text).toMatch(/--port N\s+the port to listen on; 0 picks a free one \(default: 8787\)/);
+    expect(text).toMatch(/--host ADDRESS\s+.* \(default: 127\.0\.0\.1 \(this machine only\)\)/);
+    expect(text).toContain("(default: /pkg/demo/space.json)");
+    expect(text).toMatch(/--db .* \(default: :memory:\)/);
   });
 
   it("refuses a --db URL of a scheme it cannot open, quoting the scheme but never the URL", () => {
@@ -248,6 +261,7 @@ describe("example server process", () => {
     const help = run(["--help"]);
     expect(await help.exited).toBe(0);
     expect(help.out()).toMatch(/^usage: npm start -- \[--fixture FILE\]/);
+    expect(help.out()).toMatch(/--api-rate PER_SECOND +requests per second per credential .* \(default: 20\)/);
     expect(help.err()).toBe("");
   });
 

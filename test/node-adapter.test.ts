@@ -1,6 +1,7 @@
 import { once } from "node:events";
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import net, { type AddressInfo } from "node:net";
+import express from "express";
 import { afterEach, describe, expect, it } from "vitest";
 import { toNodeHandler } from "../adapters/node.js";
 import type { Row } from "../src/domain/model.js";
@@ -293,6 +294,78 @@ describe("Node adapter over a real socket", () => {
     );
     expect((await raw(url, "/dashboard", {})).body).toBe("from the host app");
     expect((await raw(url, "/api/v1/me", {})).status).toBe(401);
+  });
+});
+
+describe("Node adapter as Express middleware under a mount path", () => {
+  /** An Express app with Dataport mounted at `mount` and a host route beside it; its origin. */
+  async function expressHost(mount: string | null): Promise<string> {
+    const { webhookFixture } = await import("../src/testing/conformance/webhooks.js");
+    const { api } = await setup({ fixture: webhookFixture() });
+    const app = express();
+    if (mount === null) app.use(toNodeHandler(api));
+    else app.use(mount, toNodeHandler(api));
+    app.use((req, res) => res.status(418).type("text/plain").send(`host: ${req.originalUrl}`));
+    return listen(app);
+  }
+  const me = (url: string, path: string) => fetch(`${url}${path}`, { headers: { authorization: `Bearer ${TOKENS.sessionAda}` } });
+
+  it.each([
+    [null, "/api/v1/me"],
+    ["/bi", "/bi/api/v1/me"],
+    ["/api", "/api/v1/me"],
+    ["/bi/api", "/bi/api/v1/me"],
+    ["/api/v1", "/api/v1/me"],
+  ])("mounted at %s, answers %s and leaves the host's paths to the host", async (mount, path) => {
+    const url = await expressHost(mount);
+    const res = await me(url, path);
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { kind: string }).kind).toBe("session-token");
+    const other = await fetch(`${url}/reports`);
+    expect([other.status, await other.text()]).toEqual([418, "host: /reports"]);
+  });
+
+  it("under /bi, serves the API only below the mount: /api/v1 at the root and a prefix deeper in are the host's", async () => {
+    const url = await expressHost("/bi");
+    const root = await me(url, "/api/v1/me");
+    expect([root.status, await root.text()]).toEqual([418, "host: /api/v1/me"]);
+    const beside = await fetch(`${url}/bi/reports`);
+    expect([beside.status, await beside.text()]).toEqual([418, "host: /bi/reports"]);
+    const deeper = await me(url, "/bi/reports/api/v1/me");
+    expect([deeper.status, await deeper.text()]).toEqual([418, "host: /bi/reports/api/v1/me"]);
+    const unknown = await me(url, "/bi/api/v1/nothing-here");
+    expect([unknown.status, ((await unknown.json()) as { error: { code: string } }).error.code]).toEqual([404, "not_found"]);
+  });
+
+  it("under /bi, receives a webhook (query string and body intact) and reads it back", async () => {
+    const url = await expressHost("/bi");
+    const post = await fetch(`${url}/bi/api/webhooks/hook-open?source=mounted`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ event: "mounted" }),
+    });
+    expect(post.status).toBe(200);
+    const rows = await me(url, "/bi/api/v1/datasets/ds_conn_hook_open/rows?columns=event,_sourceIp");
+    expect(((await rows.json()) as { data: Row[] }).data).toEqual([{ event: "mounted", _sourceIp: "127.0.0.1" }]);
+  });
+});
+
+describe("Node adapter: client addresses", () => {
+  it("stores an IPv4 peer of a dual-stack listener (::ffff:127.0.0.1) as 127.0.0.1", async () => {
+    const { webhookFixture } = await import("../src/testing/conformance/webhooks.js");
+    const { api } = await setup({ fixture: webhookFixture() });
+    const server = http.createServer(toNodeHandler(api));
+    servers.push(server);
+    let peer = "";
+    server.on("connection", (socket: net.Socket) => void (peer = socket.remoteAddress ?? ""));
+    server.listen(0, "::");
+    await once(server, "listening");
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const post = await fetch(`${url}/api/webhooks/hook-open`, { method: "POST", headers: { "content-type": "application/json" }, body: '{"event":"v4"}' });
+    expect(post.status).toBe(200);
+    expect(peer).toBe("::ffff:127.0.0.1");
+    const rows = await fetch(`${url}/api/v1/datasets/ds_conn_hook_open/rows?columns=_sourceIp`, { headers: { authorization: `Bearer ${TOKENS.sessionAda}` } });
+    expect(((await rows.json()) as { data: Row[] }).data).toEqual([{ _sourceIp: "127.0.0.1" }]);
   });
 });
 

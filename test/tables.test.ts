@@ -532,6 +532,48 @@ describe("Idempotency-Key on POST", () => {
   });
 });
 
+describe("Idempotency-Key on PATCH", () => {
+  const patchWithKey = (env: Awaited<ReturnType<typeof tables>>, rowId: string, body: unknown, key: string) =>
+    env.call("PATCH", `/api/v1/tables/tbl_targets/rows/${rowId}`, { token: TOKENS.sync, body, headers: { "idempotency-key": key } });
+
+  it("answers a retried compare-and-set whose first attempt succeeded with the first answer, not a 409", async () => {
+    const env = await tables();
+    const body = { target: 77, expectedUpdatedAt: ROW_1._updatedAt };
+    const first = await patchWithKey(env, "row_1", body, "patch-1");
+    expect([first.status, first.json.target, first.json._updatedAt]).toEqual([200, 77, NOW]);
+    env.clock.advance(5000);
+    const retried = await patchWithKey(env, "row_1", body, "patch-1");
+    expect([retried.status, retried.headers.get("idempotent-replayed")]).toEqual([200, "true"]);
+    expect(retried.json).toEqual(first.json);
+    // Without the key the same retry is the stale compare-and-set it looks like.
+    const keyless = await env.patch("tbl_targets", "row_1", body);
+    expect([keyless.status, keyless.json.error.code]).toEqual([409, "conflict"]);
+    expect((await env.rows("tbl_targets"))[0]).toMatchObject({ target: 77, _updatedAt: NOW });
+  });
+
+  it("answers the same key with another body, another row or a POST's key with 422 idempotency_key_reused", async () => {
+    const env = await tables();
+    expect((await patchWithKey(env, "row_1", { target: 1 }, "k-1")).status).toBe(200);
+    for (const res of [await patchWithKey(env, "row_1", { target: 2 }, "k-1"), await patchWithKey(env, "row_2", { target: 1 }, "k-1")]) {
+      expect([res.status, res.json.error.code]).toEqual([422, "idempotency_key_reused"]);
+    }
+    expect((await env.post("tbl_targets", { region: "EMEA", target: 5 }, { key: "k-2" })).status).toBe(201);
+    const crossed = await patchWithKey(env, "row_1", { region: "EMEA", target: 5 }, "k-2");
+    expect([crossed.status, crossed.json.error.code]).toEqual([422, "idempotency_key_reused"]);
+    expect((await env.rows("tbl_targets")).find((r: { _id: string }) => r._id === "row_1").target).toBe(1);
+  });
+
+  it("does not keep the key of a refused write: a retry after the refusal is judged afresh", async () => {
+    const env = await tables();
+    const stale = await patchWithKey(env, "row_1", { target: 9, expectedUpdatedAt: "2020-01-01T00:00:00.000Z" }, "k-3");
+    expect([stale.status, stale.json.error.code]).toEqual([409, "conflict"]);
+    const again = await patchWithKey(env, "row_1", { target: 9, expectedUpdatedAt: "2020-01-01T00:00:00.000Z" }, "k-3");
+    expect([again.status, again.json.error.code, again.headers.get("idempotent-replayed")]).toEqual([409, "conflict", null]);
+    const fixed = await patchWithKey(env, "row_1", { target: 9, expectedUpdatedAt: ROW_1._updatedAt }, "k-3");
+    expect([fixed.status, fixed.json.target]).toEqual([200, 9]);
+  });
+});
+
 describe("edit log and audit events", () => {
   it("records each write against the API key by name, with before and after", async () => {
     const { post, patch, call, admin, storage } = await tables();

@@ -65,6 +65,39 @@ export function usage(command: string): string {
   ].join(`\n${indent}`);
 }
 
+/** Every flag: its argument, what it does, and its default (`defaults` are the command's own). */
+function flagTable(defaults: { fixture: string; db: string }): Array<[flag: string, meaning: string, fallback: string]> {
+  return [
+    ["--fixture FILE", "the space to load at start (datasets, keys, dashboards; docs/fixtures.md)", defaults.fixture],
+    ["--port N", "the port to listen on; 0 picks a free one", "8787"],
+    ["--host ADDRESS", "the interface to listen on; 0.0.0.0 or :: for every interface", "127.0.0.1 (this machine only)"],
+    ["--db PATH|:memory:|postgres://...", "storage: a SQLite file, an in-memory store, or PostgreSQL", defaults.db],
+    ["--redis redis://...", "share the query cache and rate limits through Redis (several instances)", "none (in-process)"],
+    ["--now ISO_INSTANT", "start the clock at this instant and let it run (reproducible demos)", "the real time"],
+    ["--audit-lag SECONDS", "how far behind now the audit feed stays", "5"],
+    ["--webhook-rate PER_SECOND", "webhook deliveries per connection per second (burst twice that); 0 turns it off", "50"],
+    ["--app-url URL", "the public origin, for webhook URLs and the OpenAPI server", "http://HOST:PORT"],
+    ["--view-url URL", "the origin of published dashboard links", "the app URL"],
+    ["--log json|none", "request and error lines as JSON on stdout, or none (errors then on stderr)", "json"],
+    ["--metrics", "serve Prometheus metrics at /api/metrics", "off"],
+    ["--metrics-token TOKEN", "bearer token /api/metrics requires (16+ characters; implies --metrics)", "none"],
+    ["--api-rate PER_SECOND", "requests per second per credential on /api/v1 (burst twice that); 0 turns it off", "20"],
+    ["--drain-timeout SECONDS", "on SIGTERM, how long requests in flight may finish before connections are cut", "10"],
+    ["--storage-timeout SECONDS", "a storage call running longer ends its request with 503; 0 turns it off", "10"],
+    ["--upstream-timeout SECONDS", "an upstream query running longer ends with 504; 0 turns it off", "15"],
+    ["--admin-token TOKEN", "mount the admin HTTP API at /api/admin/v1 behind this bearer token (24+ characters)", "none (not mounted)"],
+    ["--help", "print this help and exit", ""],
+  ];
+}
+
+/** `--help`: the usage line, then every flag with what it does and its default. */
+export function help(command: string, defaults: { fixture: string; db: string }): string {
+  const rows = flagTable(defaults);
+  const width = Math.max(...rows.map(([flag]) => flag.length));
+  const lines = rows.map(([flag, meaning, fallback]) => `  ${flag.padEnd(width)}  ${meaning}${fallback === "" ? "" : ` (default: ${fallback})`}`);
+  return [usage(command), "", "Serves the Dataport API (/api/v1), its webhook receiver and reference page (/api/v1/docs).", "", "options:", ...lines].join("\n");
+}
+
 /** Parse the example server's flags (see README, "The example server"). Throws UsageError. */
 export function parseServerArgs(argv: readonly string[], defaults: { fixture: string; db: string }): ServerConfig {
   let values: Record<string, string | boolean | undefined>;

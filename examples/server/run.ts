@@ -1,6 +1,6 @@
 import fs from "node:fs";
 import { FixtureError } from "../../src/fixture/load.js";
-import { HelpRequested, parseServerArgs, StartError, type ServerConfig, usage, UsageError } from "./cli.js";
+import { HelpRequested, help, parseServerArgs, StartError, type ServerConfig, usage, UsageError } from "./cli.js";
 import { type RunningServer, startServer } from "./server.js";
 
 export interface ServerCommand {
@@ -23,7 +23,7 @@ export async function runServerCommand(argv: readonly string[], { command, defau
     config = parseServerArgs(argv, defaults);
   } catch (error) {
     if (error instanceof HelpRequested) {
-      console.log(usage(command));
+      console.log(help(command, defaults));
       process.exit(0);
     }
     if (error instanceof UsageError) fail(2, `${error.message}\n${usage(command)}`);

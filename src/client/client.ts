@@ -1,5 +1,7 @@
 import type { ResponseMeta } from "./errors.js";
-import { type Answer, call, type CallOptions, type FetchLike, type RetryOptions, sleep, type TransportOptions } from "./transport.js";
+import { collect, type CollectOptions, paged, type Paged } from "./paging.js";
+import { defaultUserAgent, serverRuntime } from "./runtime.js";
+import { type Answer, call, type CallOptions, type FetchLike, type RequestInfo, type RetryOptions, sleep, type TransportOptions } from "./transport.js";
 import type {
   AuditEvent,
   AuditFeedEvent,
@@ -45,7 +47,14 @@ export interface ClientOptions {
   timeoutMs?: number;
   /** Extra headers on every request. */
   headers?: Record<string, string>;
-  /** Called with the metadata of every answer a call ends with (request id, rate limit, attempts). */
+  /**
+   * The `User-Agent` on Node, Bun and Deno (default `dataport-client/0.1.0 node/20.19.0`;
+   * a `user-agent` in `headers` wins; `false` sends the runtime's own). Browsers send theirs.
+   */
+  userAgent?: string | false;
+  /** Called before every attempt, retries included, with the method, URL, attempt number and headers (token masked). */
+  onRequest?: (info: RequestInfo) => void;
+  /** Called with the metadata of every answer a call ends with (request id, rate limit, attempts, `durationMs`). */
   onResponse?: (meta: ResponseMeta) => void;
   /** For tests: replaces timers (backoff and poll waits). */
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
@@ -53,10 +62,15 @@ export interface ClientOptions {
   random?: () => number;
 }
 
+/** What every method takes besides its own arguments. */
 export interface RequestOptions {
   signal?: AbortSignal;
   /** Overrides the client's `timeoutMs` for this call. */
   timeoutMs?: number;
+  /** Overrides the client's `retry.retries` for this call (0: one attempt). */
+  retries?: number;
+  /** Extra headers for this call, over the client's. */
+  headers?: Record<string, string>;
 }
 
 export interface PageOptions extends RequestOptions {
@@ -90,17 +104,20 @@ export type DataportClient = ReturnType<typeof createClient>;
  *   dp.meta(await dp.me())?.requestId
  */
 export function createClient(options: ClientOptions) {
+  const userAgent = options.userAgent === false ? null : (options.userAgent ?? defaultUserAgent());
   const transport: TransportOptions = {
     baseUrl: options.baseUrl.replace(/\/+$/, ""),
     token: options.token,
     fetch: options.fetch ?? ((request) => globalThis.fetch(request)),
     retry: { retries: 3, baseDelayMs: 250, maxDelayMs: 8000, maxRetryAfterMs: 60_000, ...options.retry },
     timeoutMs: options.timeoutMs ?? 30_000,
-    headers: { ...options.headers },
+    headers: { ...(userAgent !== null && { "user-agent": userAgent }), ...lowerCased(options.headers) },
     sleep: options.sleep ?? sleep,
     random: options.random ?? Math.random,
     newIdempotencyKey: () => globalThis.crypto.randomUUID(),
     onResponse: options.onResponse,
+    onRequest: options.onRequest,
+    retryCountHeader: serverRuntime() !== null,
   };
   /** Metadata of the answers this client returned, by result object. */
   const metas = new WeakMap<object, ResponseMeta>();
@@ -116,9 +133,9 @@ export function createClient(options: ClientOptions) {
   };
   const send = <T>(method: string, path: string, extra: CallOptions = {}) => call<T>(transport, method, path, extra).then(remember);
   const get = <T>(path: string, query?: URLSearchParams, extra: Omit<CallOptions, "query"> = {}) =>
-    send<T>("GET", path, { signal: extra.signal, timeoutMs: extra.timeoutMs, headers: extra.headers, anonymous: extra.anonymous, query });
+    send<T>("GET", path, { ...extra, query });
   const team = (teamId: string | undefined) => query({ teamId: teamId ?? options.teamId });
-  const at = (opts: RequestOptions) => ({ signal: opts.signal, timeoutMs: opts.timeoutMs });
+  const at = (opts: RequestOptions): CallOptions => ({ signal: opts.signal, timeoutMs: opts.timeoutMs, retries: opts.retries, headers: lowerCased(opts.headers) });
 
   const datasets = {
     list: (opts: { teamId?: string } & RequestOptions = {}) =>
@@ -136,16 +153,17 @@ export function createClient(options: ClientOptions) {
         }),
         at(q),
       ),
-    /** Every row, page by page (`offset` advancing) until `hasMore` is false. */
-    async *iterateRows<R extends Row = Row>(id: string, q: Omit<DatasetRowsQuery, "maxRows"> & PageOptions = {}): AsyncGenerator<R> {
-      let offset = q.offset ?? 0;
-      for (;;) {
-        const page = await datasets.rows<R>(id, { ...q, offset, maxRows: q.pageSize ?? MAX_PAGE });
-        yield* page.data;
-        if (!page.metadata.hasMore || page.data.length === 0) return;
-        offset += page.data.length;
-      }
-    },
+    /** Every row, page by page (`offset` advancing) until `hasMore` is false; `.collect({ max })` for an array. */
+    iterateRows: <R extends Row = Row>(id: string, q: Omit<DatasetRowsQuery, "maxRows"> & PageOptions = {}): Paged<R> =>
+      paged(async function* () {
+        let offset = q.offset ?? 0;
+        for (;;) {
+          const page = await datasets.rows<R>(id, { ...q, offset, maxRows: q.pageSize ?? MAX_PAGE });
+          yield* page.data;
+          if (!page.metadata.hasMore || page.data.length === 0) return;
+          offset += page.data.length;
+        }
+      }),
   };
 
   /** One page of a connection query: rows by default, GeoJSON with `format: "geojson"`. */
@@ -176,16 +194,17 @@ export function createClient(options: ClientOptions) {
      * rows returned) until `hasMore` is false. Each page is a query of its own
      * (cached, rate-limited like any other).
      */
-    async *iterateRows<R extends Row = Row>(id: string, q: Omit<ConnectionQuery, "limit" | "format" | "params"> & PageOptions = {}): AsyncGenerator<R> {
-      const { pageSize, ...rest } = q;
-      let offset = q.offset ?? 0;
-      for (;;) {
-        const page = await queryConnection<R>(id, { ...rest, offset, limit: pageSize ?? MAX_PAGE });
-        yield* page.data;
-        if (!page.metadata.hasMore || page.data.length === 0) return;
-        offset += page.data.length;
-      }
-    },
+    iterateRows: <R extends Row = Row>(id: string, q: Omit<ConnectionQuery, "limit" | "format" | "params"> & PageOptions = {}): Paged<R> =>
+      paged(async function* () {
+        const { pageSize, ...rest } = q;
+        let offset = q.offset ?? 0;
+        for (;;) {
+          const page = await queryConnection<R>(id, { ...rest, offset, limit: pageSize ?? MAX_PAGE });
+          yield* page.data;
+          if (!page.metadata.hasMore || page.data.length === 0) return;
+          offset += page.data.length;
+        }
+      }),
   };
 
   function dashboardViews(id: string, q?: { days?: number; by?: "day" } & RequestOptions): Promise<DashboardViewsByDay>;
@@ -200,22 +219,27 @@ export function createClient(options: ClientOptions) {
     rows: (id: string, q: { limit?: number; offset?: number } & RequestOptions = {}) =>
       get<TableRowsPage>(`/tables/${seg(id)}/rows`, query({ limit: q.limit, offset: q.offset }), at(q)),
     /** Every row, page by page until `hasMore` is false. */
-    async *iterateRows(id: string, q: { offset?: number } & PageOptions = {}): AsyncGenerator<TableRow> {
-      let offset = q.offset ?? 0;
-      for (;;) {
-        const page = await tables.rows(id, { ...q, offset, limit: q.pageSize ?? MAX_PAGE });
-        yield* page.data;
-        if (!page.metadata.hasMore || page.data.length === 0) return;
-        offset += page.data.length;
-      }
-    },
+    iterateRows: (id: string, q: { offset?: number } & PageOptions = {}): Paged<TableRow> =>
+      paged(async function* () {
+        let offset = q.offset ?? 0;
+        for (;;) {
+          const page = await tables.rows(id, { ...q, offset, limit: q.pageSize ?? MAX_PAGE });
+          yield* page.data;
+          if (!page.metadata.hasMore || page.data.length === 0) return;
+          offset += page.data.length;
+        }
+      }),
     /** Adds a row (201). Retries reuse one `Idempotency-Key`, so a retried insert is stored once. */
     insert: (id: string, values: Row, opts: { idempotencyKey?: string } & RequestOptions = {}) =>
       send<TableRow>("POST", `/tables/${seg(id)}/rows`, { ...at(opts), idempotencyKey: opts.idempotencyKey, body: values }),
-    /** Changes columns; with `expectedUpdatedAt` a row changed since then is refused with 409 `conflict`. */
-    update: (id: string, rowId: string, values: Row, opts: { expectedUpdatedAt?: string } & RequestOptions = {}) =>
+    /**
+     * Changes columns; with `expectedUpdatedAt` a row changed since then is refused with 409 `conflict`.
+     * Retries reuse one `Idempotency-Key`, so a retry whose first attempt succeeded gets that answer, not a 409.
+     */
+    update: (id: string, rowId: string, values: Row, opts: { expectedUpdatedAt?: string; idempotencyKey?: string } & RequestOptions = {}) =>
       send<TableRow>("PATCH", `/tables/${seg(id)}/rows/${seg(rowId)}`, {
         ...at(opts),
+        idempotencyKey: opts.idempotencyKey,
         body: opts.expectedUpdatedAt === undefined ? values : { ...values, expectedUpdatedAt: opts.expectedUpdatedAt },
       }),
     delete: (id: string, rowId: string, opts: RequestOptions = {}) => send<{ deleted: true }>("DELETE", `/tables/${seg(id)}/rows/${seg(rowId)}`, at(opts)),
@@ -284,7 +308,16 @@ export function createClient(options: ClientOptions) {
      * status, attempts. Undefined for a value this client did not return.
      */
     meta: (result: object): ResponseMeta | undefined => metas.get(result),
+    /** Up to `max` items of any iterator (`iterateRows`, your own generator), fetching no page past them. */
+    collect: <T>(items: AsyncIterable<T>, opts: CollectOptions) => collect(items, opts),
   };
+}
+
+/** Header names in lower case, so a caller's `User-Agent` replaces the default rather than joining it. */
+function lowerCased(headers: Record<string, string> | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers ?? {})) out[name.toLowerCase()] = value;
+  return out;
 }
 
 function seg(value: string): string {

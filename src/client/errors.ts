@@ -61,6 +61,8 @@ export interface ResponseMeta {
   retryAfter: number | null;
   /** Requests made for this call (1 without retries). */
   attempts: number;
+  /** Milliseconds from sending the first attempt to the end of the last answer, retry waits included. */
+  durationMs: number;
   headers: Headers;
 }
 

@@ -17,5 +17,7 @@ export {
   type RateLimitInfo,
   type ResponseMeta,
 } from "./errors.js";
-export { parseRetryAfter, type FetchLike, type RetryOptions } from "./transport.js";
+export { collect, type CollectOptions, type Paged } from "./paging.js";
+export { CLIENT_VERSION } from "./runtime.js";
+export { parseRetryAfter, RETRY_COUNT_HEADER, type FetchLike, type RequestInfo, type RetryOptions } from "./transport.js";
 export type * from "./types.js";

@@ -32,17 +32,36 @@ export interface TransportOptions {
   newIdempotencyKey: () => string;
   /** Called with the metadata of every final answer (success or error). */
   onResponse: ((meta: ResponseMeta) => void) | undefined;
+  /** Called before every attempt is sent. */
+  onRequest: ((info: RequestInfo) => void) | undefined;
+  /** Send `Dataport-Retry-Count` on retries (not from browsers: a header the API's CORS does not list would fail the preflight). */
+  retryCountHeader: boolean;
 }
+
+/** What `onRequest` is told before each attempt. */
+export interface RequestInfo {
+  method: string;
+  url: string;
+  /** 1 for the first attempt, 2 for the first retry, … */
+  attempt: number;
+  /** The headers sent, `authorization` shown as `Bearer ***`. */
+  headers: Record<string, string>;
+}
+
+/** Sent on every retry with the number of earlier attempts (1 on the first retry), as Stripe's and OpenAI's SDKs do. */
+export const RETRY_COUNT_HEADER = "dataport-retry-count";
 
 export interface CallOptions {
   query?: URLSearchParams;
   body?: unknown;
   headers?: Record<string, string>;
-  /** POST only: the key sent as `Idempotency-Key` (default: a fresh UUID, reused on retries). */
+  /** POST and PATCH: the key sent as `Idempotency-Key` (default: a fresh UUID, reused on retries). */
   idempotencyKey?: string;
   signal?: AbortSignal;
   /** Overrides the client's `timeoutMs` for this call. */
   timeoutMs?: number;
+  /** Overrides the client's `retry.retries` for this call (0: one attempt). */
+  retries?: number;
   /** Send no `Authorization` header. */
   anonymous?: boolean;
 }
@@ -72,13 +91,17 @@ export async function call<T>(transport: TransportOptions, method: string, path:
     body = JSON.stringify(options.body);
     headers["content-type"] = "application/json";
   }
-  // One key per logical POST, the same on every retry, so the server applies it once.
-  if (method === "POST") headers["idempotency-key"] = options.idempotencyKey ?? transport.newIdempotencyKey();
+  // One key per logical write, the same on every retry, so the server applies it once
+  // (and answers a retry whose first attempt succeeded with that first answer).
+  if (method === "POST" || method === "PATCH") headers["idempotency-key"] = options.idempotencyKey ?? transport.newIdempotencyKey();
   const timeoutMs = options.timeoutMs ?? transport.timeoutMs;
 
-  const { retries } = transport.retry;
+  const retries = options.retries ?? transport.retry.retries;
+  const startedAt = performance.now();
   for (let attempt = 0; ; attempt++) {
     options.signal?.throwIfAborted();
+    if (attempt > 0 && transport.retryCountHeader) headers[RETRY_COUNT_HEADER] = String(attempt);
+    transport.onRequest?.({ method, url, attempt: attempt + 1, headers: shown(headers) });
     const outcome = await send(transport, (signal) => new Request(url, { method, headers, body, signal }), options.signal, timeoutMs);
     const last = attempt >= retries;
     if (outcome.kind !== "answer") {
@@ -92,7 +115,7 @@ export async function call<T>(transport: TransportOptions, method: string, path:
       throw new NetworkError(0, null, null, null, { code: "network_error", message: `${method} ${path} failed: ${messageOf(outcome.error)}`, cause: outcome.error });
     }
     const { response, text } = outcome;
-    const meta = metaOf(response, attempt + 1);
+    const meta = metaOf(response, attempt + 1, performance.now() - startedAt);
     if (response.ok) {
       transport.onResponse?.(meta);
       return { body: parseAnswer<T>(response, text, meta), meta };
@@ -165,7 +188,7 @@ export function parseRetryAfter(value: string | null, now: number): number | nul
   return Number.isFinite(at) ? Math.max(0, Math.ceil((at - now) / 1000)) : null;
 }
 
-function metaOf(response: Response, attempts: number): ResponseMeta {
+function metaOf(response: Response, attempts: number, durationMs: number): ResponseMeta {
   const { headers } = response;
   return {
     status: response.status,
@@ -173,8 +196,14 @@ function metaOf(response: Response, attempts: number): ResponseMeta {
     rateLimit: rateLimitOf(headers),
     retryAfter: parseRetryAfter(headers.get("retry-after"), Date.now()),
     attempts,
+    durationMs: Math.round(durationMs * 10) / 10,
     headers,
   };
+}
+
+/** The headers for a hook: the token never leaves the transport. */
+function shown(headers: Record<string, string>): Record<string, string> {
+  return headers.authorization === undefined ? { ...headers } : { ...headers, authorization: "Bearer ***" };
 }
 
 function rateLimitOf(headers: Headers): RateLimitInfo | null {

@@ -48,10 +48,20 @@ export async function createRow(ctx: AuthedContext, tableId: string, body: Row, 
   const table = await reachableTable(ctx, tableId);
   await validate(ctx, table, body, body);
   if (key === null) return Reply.json(201, await insert(ctx, table, body));
+  return once(ctx, { scope: idempotencyScope(credentialRef(ctx.credential), table.id), key, fingerprint: requestFingerprint(body) }, async () => ({
+    status: 201,
+    body: await insert(ctx, table, body),
+  }));
+}
 
-  const scope = idempotencyScope(credentialRef(ctx.credential), table.id);
-  const fingerprint = requestFingerprint(body);
-  const claim = await claimOrWait(ctx, { scope, key, fingerprint });
+/**
+ * The write `run` does, applied once per Idempotency-Key: a repeat with the
+ * same fingerprint gets the first response (replayed), another fingerprint
+ * 422, a repeat while the first still runs 409 (after `idempotencyWaitMs`).
+ */
+async function once(ctx: AuthedContext, claimed: { scope: string; key: string; fingerprint: string }, run: () => Promise<StoredResponse>): Promise<Reply> {
+  const { scope, key, fingerprint } = claimed;
+  const claim = await claimOrWait(ctx, claimed);
   if (claim.state !== "claimed") {
     if (claim.fingerprint !== fingerprint) {
       throw new ApiError(422, "idempotency_key_reused", "this Idempotency-Key was used with a different body; use a new key", {
@@ -65,21 +75,36 @@ export async function createRow(ctx: AuthedContext, tableId: string, body: Row, 
     }
     return Reply.json(claim.response.status, claim.response.body, { "idempotent-replayed": "true" });
   }
-  let row: Row;
+  let response: StoredResponse;
   try {
-    row = await insert(ctx, table, body);
+    response = await run();
   } catch (error) {
     await ctx.storage.releaseIdempotencyKey({ scope, key }).catch((e: unknown) => ctx.log("could not release an idempotency key", e));
     throw error;
   }
-  const response: StoredResponse = { status: 201, body: row };
-  // Once the row exists the claim is never released: a retry must not insert twice.
+  // Once the write is done the claim is never released: a retry must not write twice.
   await ctx.storage.completeIdempotencyKey({ scope, key, response });
   return Reply.json(response.status, response.body);
 }
 
-/** PATCH /tables/{id}/rows/{rowId}: optional `expectedUpdatedAt` makes it a compare-and-set. */
-export async function updateRow(ctx: AuthedContext, tableId: string, rowId: string, body: Row) {
+/**
+ * PATCH /tables/{id}/rows/{rowId}: optional `expectedUpdatedAt` makes it a
+ * compare-and-set. With an Idempotency-Key a retry whose first attempt
+ * succeeded gets that answer again instead of a 409 (the row changed: by it).
+ */
+export async function updateRow(ctx: AuthedContext, tableId: string, rowId: string, body: Row, idempotencyKey: string | null = null): Promise<Reply> {
+  const key = checkIdempotencyKey(idempotencyKey);
+  if (key === null) return Reply.json(200, await patchRow(ctx, tableId, rowId, body));
+  const table = await reachableTable(ctx, tableId);
+  // One key names one request: the method and row are part of what "the same request" means.
+  const fingerprint = requestFingerprint({ method: "PATCH", rowId, body });
+  return once(ctx, { scope: idempotencyScope(credentialRef(ctx.credential), table.id), key, fingerprint }, async () => ({
+    status: 200,
+    body: await patchRow(ctx, table.id, rowId, body),
+  }));
+}
+
+async function patchRow(ctx: AuthedContext, tableId: string, rowId: string, body: Row): Promise<Row> {
   const table = await reachableTable(ctx, tableId);
   const { expectedUpdatedAt, patch } = splitPatch(body);
   const schemas = schemasFor(ctx.settings.tableSchemas, table.id);

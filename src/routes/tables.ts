@@ -45,11 +45,11 @@ export const tableRoutes = [
     auth: "bearer",
     scope: "tables:write",
     tag: "Input tables",
-    summary: "Change some columns of a row (expectedUpdatedAt: compare-and-set)",
+    summary: "Change some columns of a row (expectedUpdatedAt: compare-and-set; Idempotency-Key makes retries safe)",
     body: { kind: "json-object" },
     bodySchema: tableRowPatchSchema,
     responses: { 200: tableRowSchema },
-    handle: ({ params, body }, ctx) => updateRow(ctx, params.id!, params.rowId!, body),
+    handle: ({ params, body, headers }, ctx) => updateRow(ctx, params.id!, params.rowId!, body, headers.get("idempotency-key")),
   }),
   authed({
     method: "DELETE",

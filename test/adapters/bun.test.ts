@@ -8,6 +8,13 @@ const bun = runtimeBinary("bun");
 
 if (bun.runnable) {
   describeAdapter("bun", () => startProcess("bun", bun.bin, ["examples/bun/server.ts", "--fixture", writeAdapterFixture(), "--port", "0"]));
+  describe("serveBun", () => {
+    it("listens on 127.0.0.1 unless given a hostname", () => {
+      const run = spawnSync(bun.bin, ["test/adapters/_serve-default.ts"], { cwd: ROOT, encoding: "utf8", timeout: 120_000 });
+      expect(run.status, run.stderr).toBe(0);
+      expect(JSON.parse(run.stdout)).toEqual({ hostname: "127.0.0.1", status: 200 });
+    }, 180_000);
+  });
   describe("example server: bun", () => {
     it("exits with code 2 and says what is wrong on a bad flag or fixture", () => {
       for (const [flags, message] of [

@@ -13,6 +13,14 @@ if (deno.runnable) {
   describeAdapter("deno", () =>
     startProcess("deno", deno.bin, [...DENO_ARGS, "examples/deno/server.ts", "--fixture", writeAdapterFixture(), "--port", "0"]),
   );
+  describe("serveDeno", () => {
+    it("listens on 127.0.0.1 unless given a hostname, and prints no deprecation notice when it answers", () => {
+      const run = spawnSync(deno.bin, [...DENO_ARGS, "test/adapters/_serve-default.ts"], { cwd: ROOT, encoding: "utf8", timeout: 120_000, env: { ...process.env, NO_COLOR: "1" } });
+      expect(run.status, run.stderr).toBe(0);
+      expect(JSON.parse(run.stdout)).toEqual({ hostname: "127.0.0.1", status: 200 });
+      expect(run.stderr).not.toMatch(/legacy behavior|deprecat/i);
+    }, 180_000);
+  });
   describe("example server: deno", () => {
     it("exits with code 2 and says what is wrong on a bad flag or fixture", () => {
       for (const [flags, message] of [

@@ -284,16 +284,34 @@ describe("retries", () => {
     expect(requests[1]!.headers.get("content-type")).toBe("application/json");
   });
 
-  it("sends no Idempotency-Key on other methods", async () => {
-    const { fetch, requests } = fakeFetch(() => json(200, { deleted: true }));
-    const dp = createClient({ baseUrl: BASE, token: "t", fetch });
+  it("sends an Idempotency-Key on PATCH (the same on its retries) and none on GET or DELETE", async () => {
+    const { sleep } = fakeSleep();
+    const { fetch, requests } = fakeFetch((_request, i) => (i === 1 ? json(503, envelope("internal")) : json(200, { deleted: true })));
+    const dp = createClient({ baseUrl: BASE, token: "t", fetch, sleep });
     await dp.tables.delete("tbl_targets", "row_1");
     await dp.tables.update("tbl_targets", "row_1", { target: 1 }, { expectedUpdatedAt: "2026-10-01T00:00:00.000Z" });
-    expect(requests.map((r) => [r.method, new URL(r.url).pathname, r.headers.get("idempotency-key")])).toEqual([
-      ["DELETE", "/api/v1/tables/tbl_targets/rows/row_1", null],
-      ["PATCH", "/api/v1/tables/tbl_targets/rows/row_1", null],
-    ]);
+    await dp.tables.update("tbl_targets", "row_1", { target: 2 }, { idempotencyKey: "patch-key-1" });
+    const sent = requests.map((r) => [r.method, r.headers.get("idempotency-key")] as const);
+    expect(sent.map(([method]) => method)).toEqual(["DELETE", "PATCH", "PATCH", "PATCH"]);
+    expect(sent[0]![1]).toBeNull();
+    expect(sent[1]![1]).toMatch(/^[0-9a-f-]{36}$/);
+    expect(sent[2]![1]).toBe(sent[1]![1]);
+    expect(sent[3]![1]).toBe("patch-key-1");
     expect(await requests[1]!.json()).toEqual({ target: 1, expectedUpdatedAt: "2026-10-01T00:00:00.000Z" });
+  });
+
+  it("answers a compare-and-set PATCH whose first answer was lost with the row it wrote, not a 409", async () => {
+    const { api } = await setup();
+    const { sleep } = fakeSleep();
+    const lossy = fakeFetch(async (request, i) => {
+      const response = await api.fetch(request);
+      return i === 0 ? json(503, envelope("internal")) : response;
+    });
+    const dp = createClient({ baseUrl: BASE, token: TOKENS.sync, fetch: lossy.fetch, sleep });
+    const updated = await dp.tables.update("tbl_targets", "row_1", { target: 5 }, { expectedUpdatedAt: "2026-10-01T00:00:00.000Z" });
+    expect(updated).toMatchObject({ _id: "row_1", target: 5 });
+    expect(dp.meta(updated)).toMatchObject({ attempts: 2, status: 200 });
+    expect(dp.meta(updated)!.headers.get("idempotent-replayed")).toBe("true");
   });
 
   it("parses Retry-After", () => {
@@ -325,6 +343,105 @@ describe("paging /tables/{id}/rows", () => {
     for await (const row of dp.tables.iterateRows("tbl_1", { pageSize: 2 })) seen.push(row.n as number);
     expect(seen).toEqual([0, 1, 2, 3, 4]);
     expect(requests.map((r) => new URL(r.url).search)).toEqual(["?limit=2&offset=0", "?limit=2&offset=2", "?limit=2&offset=4"]);
+  });
+});
+
+describe("collect({ max })", () => {
+  /** A table of `total` rows served page by page; the requests it was sent. */
+  function pagedTable(total: number) {
+    const all = Array.from({ length: total }, (_, i) => ({ _id: `r${i}`, _createdAt: "x", _updatedAt: "x", n: i }));
+    return fakeFetch((request) => {
+      const url = new URL(request.url);
+      const limit = Number(url.searchParams.get("limit"));
+      const offset = Number(url.searchParams.get("offset"));
+      const data = all.slice(offset, offset + limit);
+      return json(200, {
+        success: true,
+        data,
+        metadata: { tableId: "t", tableName: "T", totalRows: total, returnedRows: data.length, offset, hasMore: offset + data.length < total, columns: ["n"] },
+      });
+    });
+  }
+
+  it("stops at max and fetches no page past it", async () => {
+    const { fetch, requests } = pagedTable(10);
+    const dp = createClient({ baseUrl: BASE, token: "t", fetch });
+    const rows = await dp.tables.iterateRows("tbl_1", { pageSize: 2 }).collect({ max: 4 });
+    expect(rows.map((r) => r.n)).toEqual([0, 1, 2, 3]);
+    expect(requests.map((r) => new URL(r.url).search)).toEqual(["?limit=2&offset=0", "?limit=2&offset=2"]);
+  });
+
+  it("returns every item when there are fewer than max, and works on any async iterable", async () => {
+    const { fetch } = pagedTable(3);
+    const dp = createClient({ baseUrl: BASE, token: "t", fetch });
+    expect((await dp.tables.iterateRows("tbl_1", { pageSize: 2 }).collect({ max: 100 })).map((r) => r.n)).toEqual([0, 1, 2]);
+    async function* letters() {
+      yield* ["a", "b", "c"];
+    }
+    expect(await dp.collect(letters(), { max: 2 })).toEqual(["a", "b"]);
+  });
+
+  it("refuses a missing or non-positive max", async () => {
+    const dp = createClient({ baseUrl: BASE, token: "t", fetch: pagedTable(1).fetch });
+    for (const max of [0, -1, 1.5, Number.NaN]) {
+      await expect(dp.tables.iterateRows("tbl_1").collect({ max })).rejects.toThrow(/max must be a positive integer/);
+    }
+  });
+});
+
+describe("per-request options, hooks and headers", () => {
+  it("sends a User-Agent naming the client and the runtime; a header of yours or userAgent replaces it", async () => {
+    const { fetch, requests } = fakeFetch(() => json(200, { kind: "api-key" }));
+    await createClient({ baseUrl: BASE, token: "t", fetch }).me();
+    await createClient({ baseUrl: BASE, token: "t", fetch, headers: { "User-Agent": "warehouse-sync/1.4" } }).me();
+    await createClient({ baseUrl: BASE, token: "t", fetch, userAgent: "mine/2" }).me();
+    const version = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
+    expect(requests.map((r) => r.headers.get("user-agent"))).toEqual([`dataport-client/${version} node/${process.versions.node}`, "warehouse-sync/1.4", "mine/2"]);
+  });
+
+  it("numbers retries in Dataport-Retry-Count and tells onRequest about every attempt, token masked", async () => {
+    const { sleep } = fakeSleep();
+    const { fetch, requests } = fakeFetch((_request, i) => (i < 2 ? json(503, envelope("internal")) : json(200, { kind: "api-key" })));
+    const seen: Array<{ attempt: number; method: string; url: string; authorization: string | undefined }> = [];
+    const dp = createClient({
+      baseUrl: BASE,
+      token: "secret-token",
+      fetch,
+      sleep,
+      onRequest: (info) => seen.push({ attempt: info.attempt, method: info.method, url: info.url, authorization: info.headers.authorization }),
+    });
+    await dp.me();
+    expect(requests.map((r) => r.headers.get("dataport-retry-count"))).toEqual([null, "1", "2"]);
+    expect(seen).toEqual([1, 2, 3].map((attempt) => ({ attempt, method: "GET", url: `${BASE}/me`, authorization: "Bearer ***" })));
+  });
+
+  it("reports how long a call took, retry waits included, to onResponse and meta()", async () => {
+    const { fetch } = fakeFetch(async (_request, i) => {
+      if (i === 0) return json(503, envelope("internal"));
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      return json(200, { kind: "api-key" });
+    });
+    const metas: number[] = [];
+    const dp = createClient({ baseUrl: BASE, token: "t", fetch, retry: { baseDelayMs: 20 }, random: () => 1, onResponse: (meta) => metas.push(meta.durationMs) });
+    const me = await dp.me();
+    expect(metas).toHaveLength(1);
+    expect(metas[0]).toBeGreaterThanOrEqual(45);
+    expect(dp.meta(me)!.durationMs).toBe(metas[0]);
+  });
+
+  it("takes retries, timeoutMs, headers and signal per call", async () => {
+    const { sleep } = fakeSleep();
+    const { fetch, requests } = fakeFetch(() => json(503, envelope("internal")));
+    const dp = createClient({ baseUrl: BASE, token: "t", fetch, sleep, retry: { retries: 3 } });
+    const once = (await dp.me({ retries: 0, headers: { "X-Trace": "abc" } }).catch((e: unknown) => e)) as DataportError;
+    expect([once.status, once.meta?.attempts, requests.length]).toEqual([503, 1, 1]);
+    expect(requests[0]!.headers.get("x-trace")).toBe("abc");
+    const twice = (await dp.datasets.rows("ds_orders", { retries: 1 }).catch((e: unknown) => e)) as DataportError;
+    expect([twice.meta?.attempts, requests.length]).toEqual([2, 3]);
+    const aborted = new AbortController();
+    aborted.abort(new Error("stopped by the caller"));
+    await expect(dp.tables.rows("tbl_1", { signal: aborted.signal })).rejects.toThrow("stopped by the caller");
+    expect(requests.length).toBe(3);
   });
 });
 
