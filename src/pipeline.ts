@@ -265,7 +265,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
 const PREFLIGHT_HEADERS: Readonly<Record<string, string>> = {
   "access-control-allow-methods": "GET, POST, PATCH, DELETE, OPTIONS",
   "access-control-allow-headers":
-    "Content-Type, Authorization, Idempotency-Key, Cache-Control, X-Webhook-Signature, X-Hub-Signature-256, Webhook-Id, Webhook-Timestamp, Webhook-Signature",
+    "Content-Type, Authorization, Idempotency-Key, Cache-Control, X-Webhook-Signature, X-Hub-Signature-256, Webhook-Id, Webhook-Timestamp, Webhook-Signature, Dataport-Retry-Count",
   "access-control-max-age": "86400",
 };
 

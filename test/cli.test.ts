@@ -33,6 +33,7 @@ describe("example server flags", () => {
       drainTimeoutSeconds: 10,
       storageTimeoutSeconds: 10,
       upstreamTimeoutSeconds: 15,
+      rateLimitFailOpen: false,
       adminToken: null,
     });
   });
@@ -48,7 +49,7 @@ describe("example server flags", () => {
         "--fixture", "/f.json", "--port", "9000", "--host", "0.0.0.0", "--db", ":memory:", "--redis", "redis://127.0.0.1:6379",
         "--now", "2026-11-01T12:00:00Z", "--audit-lag", "2", "--webhook-rate", "10", "--app-url", "https://bi.example.com/",
         "--view-url", "https://view.example.com", "--log", "none", "--metrics", "--api-rate", "2.5", "--drain-timeout", "30",
-        "--storage-timeout", "0", "--upstream-timeout", "0.5", "--admin-token", "admin_token_of_24_chars__",
+        "--storage-timeout", "0", "--upstream-timeout", "0.5", "--rate-limit-fail-open", "--admin-token", "admin_token_of_24_chars__",
       ],
       defaults,
     );
@@ -70,6 +71,7 @@ describe("example server flags", () => {
       drainTimeoutSeconds: 30,
       storageTimeoutSeconds: 0,
       upstreamTimeoutSeconds: 0.5,
+      rateLimitFailOpen: true,
       adminToken: "admin_token_of_24_chars__",
     });
   });

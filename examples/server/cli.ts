@@ -45,6 +45,8 @@ export interface ServerConfig {
   drainTimeoutSeconds: number;
   /** A storage call running longer ends its request with 503; 0 turns the limit off. */
   storageTimeoutSeconds: number;
+  /** While the rate limiter (Redis) cannot be asked, let limited requests through instead of answering 503. */
+  rateLimitFailOpen: boolean;
   /** An upstream call running longer ends its query with 504; 0 turns the limit off. */
   upstreamTimeoutSeconds: number;
   /** Token of the admin HTTP API (`/api/admin/v1`), or null: not mounted. */
@@ -60,7 +62,7 @@ export function usage(command: string): string {
     `[--now ISO_INSTANT] [--audit-lag SECONDS] [--webhook-rate PER_SECOND]`,
     `[--app-url URL] [--view-url URL]`,
     `[--log json|none] [--metrics] [--metrics-token TOKEN] [--api-rate PER_SECOND]`,
-    `[--drain-timeout SECONDS] [--storage-timeout SECONDS] [--upstream-timeout SECONDS]`,
+    `[--drain-timeout SECONDS] [--storage-timeout SECONDS] [--upstream-timeout SECONDS] [--rate-limit-fail-open]`,
     `[--admin-token TOKEN] [--help]`,
   ].join(`\n${indent}`);
 }
@@ -85,6 +87,7 @@ function flagTable(defaults: { fixture: string; db: string }): Array<[flag: stri
     ["--drain-timeout SECONDS", "on SIGTERM, how long requests in flight may finish before connections are cut", "10"],
     ["--storage-timeout SECONDS", "a storage call running longer ends its request with 503; 0 turns it off", "10"],
     ["--upstream-timeout SECONDS", "an upstream query running longer ends with 504; 0 turns it off", "15"],
+    ["--rate-limit-fail-open", "while the rate limiter (Redis) cannot be asked, let limited requests through unlimited instead of answering 503", "off (fail closed)"],
     ["--admin-token TOKEN", "mount the admin HTTP API at /api/admin/v1 behind this bearer token (24+ characters)", "none (not mounted)"],
     ["--help", "print this help and exit", ""],
   ];
@@ -124,6 +127,7 @@ export function parseServerArgs(argv: readonly string[], defaults: { fixture: st
         "drain-timeout": { type: "string" },
         "storage-timeout": { type: "string" },
         "upstream-timeout": { type: "string" },
+        "rate-limit-fail-open": { type: "boolean" },
         "admin-token": { type: "string" },
         help: { type: "boolean" },
       },
@@ -175,6 +179,7 @@ export function parseServerArgs(argv: readonly string[], defaults: { fixture: st
     drainTimeoutSeconds: nonNegative("--drain-timeout", str("drain-timeout") ?? "10"),
     storageTimeoutSeconds: nonNegative("--storage-timeout", str("storage-timeout") ?? "10"),
     upstreamTimeoutSeconds: nonNegative("--upstream-timeout", str("upstream-timeout") ?? "15"),
+    rateLimitFailOpen: values["rate-limit-fail-open"] === true,
     adminToken,
   };
 }

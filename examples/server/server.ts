@@ -67,6 +67,7 @@ export async function startServer(config: ServerConfig, io: { fs: FixtureFs & { 
     webhookRatePerSecond: config.webhookRatePerSecond,
     apiRatePerSecond: config.apiRatePerSecond,
     storageTimeoutMs: config.storageTimeoutSeconds * 1000,
+    rateLimitFailOpen: config.rateLimitFailOpen,
     upstreamTimeoutMs: config.upstreamTimeoutSeconds * 1000,
     metricsToken: config.metricsToken,
     adminToken: config.adminToken,

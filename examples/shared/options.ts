@@ -58,7 +58,7 @@ export interface ExampleOptions {
 }
 
 /** Flags of the example server's operations features (logs, metrics, limits, drain), which these small examples leave out. */
-const OPERATIONS_FLAGS = ["--admin-token", "--log", "--metrics", "--metrics-token", "--api-rate", "--drain-timeout", "--storage-timeout", "--upstream-timeout"];
+const OPERATIONS_FLAGS = ["--admin-token", "--log", "--metrics", "--metrics-token", "--api-rate", "--drain-timeout", "--storage-timeout", "--upstream-timeout", "--rate-limit-fail-open"];
 
 /** The example server's own flag parser (examples/server/cli.ts), minus storage choices. */
 export function parseExampleArgs(args: string[], defaultFixture: string): ExampleOptions {
