@@ -79,7 +79,7 @@ export function identityAdmin(deps: AdminDeps): IdentityAdmin {
   return {
     async putBusiness(id, input, options) {
       assertWritable(storage, "putBusiness");
-      checkId(id, "business");
+      checkId(id);
       const business: Business = { id, ...parseBody(businessBody, input) };
       const actor = await actorFor(storage, options);
       const created = (await storage.putBusiness(business)) === "created";
@@ -105,7 +105,7 @@ export function identityAdmin(deps: AdminDeps): IdentityAdmin {
 
     async putTeam(id, input, options) {
       assertWritable(storage, "putTeam");
-      checkId(id, "team");
+      checkId(id);
       const body = parseBody(teamBody, input);
       if (body.businessId !== null) requireRef(await storage.getBusiness(body.businessId), "$.businessId", "business", body.businessId);
       const actor = await actorFor(storage, options);
@@ -135,7 +135,7 @@ export function identityAdmin(deps: AdminDeps): IdentityAdmin {
 
     async putUser(id, input, options) {
       assertWritable(storage, "putUser");
-      checkId(id, "user");
+      checkId(id);
       const user: User = { id, ...parseBody(userBody, input) };
       const actor = await actorFor(storage, options);
       const created = (await storage.putUser(user)) === "created";
@@ -156,6 +156,8 @@ export function identityAdmin(deps: AdminDeps): IdentityAdmin {
 
     async putMembership(userId, teamId, input, options) {
       assertWritable(storage, "putMembership");
+      checkId(userId);
+      checkId(teamId, "$.teamId");
       await existing(storage.getUser(userId), "user");
       const { role } = parseBody(membershipBody, input);
       requireRef(await storage.getTeam(teamId), "$.teamId", "team", teamId);

@@ -6,7 +6,7 @@ import { generateApiKeyToken } from "../domain/tokens.js";
 import { notFound } from "../errors.js";
 import { parseFixture } from "../fixture/load.js";
 import { assertWritable } from "../storage/mount.js";
-import { type AdminDeps, actorFor, type ChangeOptions, recordChange, requireRef } from "./change.js";
+import { type AdminDeps, actorFor, type ChangeOptions, checkId, recordChange, requireRef } from "./change.js";
 import { apiKeyBody, parseBody, validationFailed } from "./schemas.js";
 
 /** An API key as the host sees it: never the hash, never the token. */
@@ -78,6 +78,7 @@ export function keyAdmin(deps: AdminDeps): KeyAdmin {
 
     async createApiKey({ teamId, ...input }) {
       assertWritable(storage, "insertApiKey");
+      checkId(teamId, "$.teamId");
       const team = await storage.getTeam(teamId);
       if (!team) throw notFound("team");
       if (team.plan === "free") throw planRequired("API keys need the Pro, Team or Business plan");
