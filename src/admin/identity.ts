@@ -151,6 +151,7 @@ export function identityAdmin(deps: AdminDeps): IdentityAdmin {
       const teams = await teamsOfUser(id);
       if (!(await storage.deleteUser(id))) throw notFound("user");
       await storage.deleteUserSessions(id);
+      await storage.markKeysCreatorDeleted(id);
       await recordChange(deps, { teamIds: teams, action: "user.deleted", actor, target: { type: "user", id } });
     },
 

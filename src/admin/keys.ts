@@ -10,7 +10,7 @@ import { type AdminDeps, actorFor, type ChangeOptions, checkId, recordChange, re
 import { apiKeyBody, parseBody, validationFailed } from "./schemas.js";
 
 /** An API key as the host sees it: never the hash, never the token. */
-export type ApiKeyInfo = Omit<ApiKeyRecord, "tokenHash">;
+export type ApiKeyInfo = Omit<ApiKeyRecord, "tokenHash" | "creatorDeleted">;
 
 /** Seeding, API keys and host-written audit events. */
 export interface KeyAdmin {
@@ -69,7 +69,7 @@ export function keyAdmin(deps: AdminDeps): KeyAdmin {
     });
   }
 
-  const info = ({ tokenHash: _hash, ...key }: ApiKeyRecord): ApiKeyInfo => key;
+  const info = ({ tokenHash: _hash, creatorDeleted: _gone, ...key }: ApiKeyRecord): ApiKeyInfo => key;
 
   return {
     async seed(fixture, options = {}) {
