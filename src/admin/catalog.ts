@@ -89,8 +89,16 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
   async function createWebhook(id: string, body: ConnectionBody): Promise<ConnectionRecord | null> {
     const endpointId = typeof body.config.endpointId === "string" ? body.config.endpointId : randomId("whk_", 32);
     const endpointTaken = () => validationFailed("$.config.endpointId", "another connection has this endpoint id");
-    if (await storage.getWebhookEndpoint(endpointId)) throw endpointTaken();
-    if (await storage.getDataset(`ds_${id}`)) throw new ApiError(409, "conflict", `dataset ds_${id} already exists; the webhook connection's dataset needs that id`);
+    const holder = await storage.getWebhookEndpoint(endpointId);
+    if (holder) {
+      if (holder.connectionId === id) return null;
+      throw endpointTaken();
+    }
+    if (await storage.getDataset(`ds_${id}`)) {
+      // Made with the connection by a racing put that won, or another dataset that holds the id.
+      if (await storage.getConnection(id)) return null;
+      throw new ApiError(409, "conflict", `dataset ds_${id} already exists; the webhook connection's dataset needs that id`);
+    }
     try {
       await storage.createWebhookConnection({
         connection: { id, teamId: body.teamId, name: body.name, createdAt: body.createdAt ?? isoNow(deps) },
