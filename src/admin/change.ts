@@ -113,10 +113,7 @@ export function serialised<T>(storage: Storage, key: string, run: () => Promise<
   if (!tails) PUT_TAILS.set(storage, (tails = new Map()));
   const queue = tails;
   const result = (queue.get(key) ?? Promise.resolve()).then(run);
-  const tail = result.then(
-    () => {},
-    () => {},
-  );
+  const tail = result.then(ignore, ignore);
   queue.set(key, tail);
   void tail.then(() => {
     if (queue.get(key) === tail) queue.delete(key);
@@ -124,7 +121,9 @@ export function serialised<T>(storage: Storage, key: string, run: () => Promise<
   return result;
 }
 
+/** Not a cache: the puts in flight per store (an entry leaves when its last put ends), shared by every admin of that store. */
 const PUT_TAILS = new WeakMap<Storage, Map<string, Promise<void>>>();
+const ignore = () => {};
 
 const MAX_LIST_LIMIT = 1000;
 

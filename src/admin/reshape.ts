@@ -14,8 +14,8 @@ import { validationFailed } from "./schemas.js";
  */
 
 /** Whether rows stored under `before` need reshaping to stay true to `after`. */
-export function columnsChanged(before: readonly Column[] | null, after: readonly Column[]): boolean {
-  if (before === null || before.length !== after.length) return true;
+export function columnsChanged(before: readonly Column[], after: readonly Column[]): boolean {
+  if (before.length !== after.length) return true;
   return before.some((column, i) => column.name !== after[i]!.name || column.type !== after[i]!.type);
 }
 
