@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import { randomId } from "../domain/crypto.js";
-import type { ConnectionRecord, DatasetRecord } from "../domain/model.js";
+import type { Column, ConnectionRecord, DatasetRecord, Row } from "../domain/model.js";
 import { ApiError, notFound } from "../errors.js";
 import { assertWritable } from "../storage/mount.js";
 import {
@@ -16,11 +16,14 @@ import {
   putAction,
   recordChange,
   requireRef,
+  serialised,
 } from "./change.js";
 import { checkConnectionConfig } from "./connection-config.js";
+import { checkDeclaredColumns, columnsChanged, reshapeDatasetRow } from "./reshape.js";
 import { connectionBody, datasetBody, parseBody, signingSecretBody, validationFailed } from "./schemas.js";
 
 export type ConnectionInput = z.input<typeof connectionBody>;
+type ConnectionBody = z.output<typeof connectionBody>;
 export type DatasetInput = z.input<typeof datasetBody>;
 
 /**
@@ -78,6 +81,93 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
     return connection;
   }
 
+  /**
+   * Create a webhook connection with its endpoint and dataset. null when
+   * another instance created the id meanwhile (the put then replaces it);
+   * 422 when the endpoint id is taken.
+   */
+  async function createWebhook(id: string, body: ConnectionBody): Promise<ConnectionRecord | null> {
+    const endpointId = typeof body.config.endpointId === "string" ? body.config.endpointId : randomId("whk_", 32);
+    const endpointTaken = () => validationFailed("$.config.endpointId", "another connection has this endpoint id");
+    const holder = await storage.getWebhookEndpoint(endpointId);
+    if (holder) {
+      if (holder.connectionId === id) return null;
+      throw endpointTaken();
+    }
+    if (await storage.getDataset(`ds_${id}`)) {
+      // Made with the connection by a racing put that won, or another dataset that holds the id.
+      if (await storage.getConnection(id)) return null;
+      throw new ApiError(409, "conflict", `dataset ds_${id} already exists; the webhook connection's dataset needs that id`);
+    }
+    try {
+      await storage.createWebhookConnection({
+        connection: { id, teamId: body.teamId, name: body.name, createdAt: body.createdAt ?? isoNow(deps) },
+        endpoint: {
+          endpointId,
+          signingSecret: typeof body.config.signingSecret === "string" ? body.config.signingSecret : null,
+          retainRows: typeof body.config.retainRows === "number" ? body.config.retainRows : null,
+        },
+        dataset: { id: `ds_${id}`, name: body.name },
+      });
+    } catch (error) {
+      // A racing put won: the store refused a second row with one of these keys.
+      if (await storage.getConnection(id)) return null;
+      if (await storage.getWebhookEndpoint(endpointId)) throw endpointTaken();
+      throw error;
+    }
+    return (await storage.getConnection(id))!;
+  }
+
+  /**
+   * Replace a connection (create one of another type). A webhook's config is
+   * merged into the stored one: a field the body omits is kept, an explicit
+   * null removes it (admin-api.md, Revision 2); its endpoint id cannot be
+   * removed, only changed.
+   */
+  async function replaceConnection(
+    id: string,
+    body: ConnectionBody,
+    current: ConnectionRecord | null,
+  ): Promise<{ created: boolean; stored: ConnectionRecord; details: Record<string, unknown> | undefined }> {
+    if (current && current.teamId !== body.teamId) throw validationFailed("$.teamId", "a connection cannot move to another team");
+    if (current && current.type !== body.type) throw validationFailed("$.type", "a connection's type cannot change; delete it and create another");
+    let config = { ...body.config };
+    let details: Record<string, unknown> | undefined;
+    if (body.type === "webhook" && current) {
+      if (body.config.endpointId === null) throw validationFailed("$.config.endpointId", "a webhook connection keeps an endpoint id; send a new one or omit it");
+      config = { ...current.config };
+      for (const [key, value] of Object.entries(body.config)) {
+        if (value === null) delete config[key];
+        else config[key] = value;
+      }
+      if (config.endpointId !== current.config.endpointId) {
+        const taken = await storage.getWebhookEndpoint(String(config.endpointId));
+        if (taken && taken.connectionId !== id) throw validationFailed("$.config.endpointId", "another connection has this endpoint id");
+      }
+      const before = current.config.signingSecret;
+      const after = config.signingSecret;
+      if (before !== after) details = { signingSecret: typeof after === "string" ? "set" : "removed" };
+    }
+    const stored: ConnectionRecord = { id, teamId: body.teamId, name: body.name, type: body.type, config, createdAt: body.createdAt ?? current?.createdAt ?? isoNow(deps) };
+    const created = (await storage.putConnection(stored)) === "created";
+    return { created, stored, details };
+  }
+
+  /**
+   * The stored rows rewritten under newly declared columns, in one atomic
+   * replace that reads them as it writes (never all in memory); a value that
+   * does not convert refuses it (409) and the rows stay as they were.
+   */
+  async function reshapeDatasetRows(id: string, columns: Column[], updatedAt: string): Promise<void> {
+    const reshape = reshapeDatasetRow(columns);
+    const page = await storage.readDatasetRows(id, { offset: 0, limit: null, columns: null, filters: null });
+    async function* reshaped(): AsyncIterable<Row> {
+      let line = 0;
+      for await (const row of page.rows) yield reshape(row, ++line);
+    }
+    await storage.writeDatasetRows({ datasetId: id, mode: "replace", rows: reshaped(), columns: () => columns, updatedAt });
+  }
+
   async function existingDataset(id: string): Promise<DatasetRecord> {
     const dataset = await storage.getDataset(id);
     if (!dataset || dataset.type === "input_table") throw notFound("dataset");
@@ -87,40 +177,27 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
   return {
     async putConnection(id, input, options) {
       assertWritable(storage, "putConnection");
-      checkId(id, "connection");
+      checkId(id);
       const body = parseBody(connectionBody, input);
       requireRef(await storage.getTeam(body.teamId), "$.teamId", "team", body.teamId);
       checkConnectionConfig(body.type, body.config, connectors);
       const actor = await actorFor(storage, options);
-      const current = await storage.getConnection(id);
-      if (current && current.teamId !== body.teamId) throw validationFailed("$.teamId", "a connection cannot move to another team");
-      if (current && current.type !== body.type) throw validationFailed("$.type", "a connection's type cannot change; delete it and create another");
-      let stored: ConnectionRecord;
-      if (body.type === "webhook" && !current) {
-        const endpointId = typeof body.config.endpointId === "string" ? body.config.endpointId : randomId("whk_", 32);
-        if (await storage.getWebhookEndpoint(endpointId)) throw validationFailed("$.config.endpointId", "another connection has this endpoint id");
-        const signingSecret = typeof body.config.signingSecret === "string" ? body.config.signingSecret : null;
-        const retainRows = typeof body.config.retainRows === "number" ? body.config.retainRows : null;
-        if (await storage.getDataset(`ds_${id}`)) throw new ApiError(409, "conflict", `dataset ds_${id} already exists; the webhook connection's dataset needs that id`);
-        await storage.createWebhookConnection({
-          connection: { id, teamId: body.teamId, name: body.name, createdAt: body.createdAt ?? isoNow(deps) },
-          endpoint: { endpointId, signingSecret, retainRows },
-          dataset: { id: `ds_${id}`, name: body.name },
-        });
-        stored = (await storage.getConnection(id))!;
-      } else {
-        const config = { ...body.config };
-        // A webhook keeps its receiver address unless the body names a new one.
-        if (body.type === "webhook" && config.endpointId === undefined) config.endpointId = current!.config.endpointId;
-        if (body.type === "webhook" && config.endpointId !== current?.config.endpointId) {
-          const taken = await storage.getWebhookEndpoint(String(config.endpointId));
-          if (taken && taken.connectionId !== id) throw validationFailed("$.config.endpointId", "another connection has this endpoint id");
+      // One put of an id at a time here; a racing create in another instance is caught below.
+      const { created, stored, details } = await serialised(storage, `connection:${id}`, async () => {
+        const current = await storage.getConnection(id);
+        if (!current && body.type === "webhook") {
+          const made = await createWebhook(id, body);
+          if (made) return { created: true, stored: made, details: undefined };
         }
-        stored = { id, teamId: body.teamId, name: body.name, type: body.type, config, createdAt: body.createdAt ?? current?.createdAt ?? isoNow(deps) };
-        await storage.putConnection(stored);
-      }
-      const created = !current;
-      await recordChange(deps, { teamIds: [body.teamId], action: putAction("connection", created), actor, target: { type: "connection", id } });
+        return replaceConnection(id, body, (await storage.getConnection(id)) ?? current);
+      });
+      await recordChange(deps, {
+        teamIds: [body.teamId],
+        action: putAction("connection", created),
+        actor,
+        target: { type: "connection", id },
+        ...(details && { details }),
+      });
       return { created, value: view(stored) };
     },
 
@@ -139,6 +216,7 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
 
     async setSigningSecret(id, input, options) {
       assertWritable(storage, "updateWebhookSettings");
+      checkId(id);
       const connection = await existingConnection(id);
       if (connection.type !== "webhook") throw notFound("webhook connection");
       const { secret } = parseBody(signingSecretBody, input);
@@ -157,7 +235,7 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
 
     async putDataset(id, input, options) {
       assertWritable(storage, "putDataset");
-      checkId(id, "dataset");
+      checkId(id);
       const body = parseBody(datasetBody, input);
       requireRef(await storage.getTeam(body.teamId), "$.teamId", "team", body.teamId);
       if (body.connectionId !== null) {
@@ -165,10 +243,13 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
         if (connection.teamId !== body.teamId) throw validationFailed("$.connectionId", `unknown connection ${body.connectionId}`);
       }
       if (body.type === "connection" && body.connectionId === null) throw validationFailed("$.connectionId", "a connection dataset needs a connectionId");
+      if (body.columns) checkDeclaredColumns(body.columns, false);
       const current = await storage.getDataset(id);
       if (current?.type === "input_table") throw new ApiError(409, "conflict", `${id} is an input table; datasets and tables share ids`);
       if (current && current.teamId !== body.teamId) throw validationFailed("$.teamId", "a dataset cannot move to another team");
       const actor = await actorFor(storage, options);
+      // Omitted keeps the declaration; null removes it (the columns stay as the rows show them, inferred from then on).
+      const declared = body.columns === undefined ? (current?.columnsDeclared === true ? current.columns : null) : body.columns;
       const dataset: DatasetRecord = {
         id,
         teamId: body.teamId,
@@ -176,12 +257,15 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
         type: body.type,
         connectionId: body.connectionId,
         source: body.source,
-        columns: body.columns ?? current?.columns ?? [],
-        columnsDeclared: body.columns !== undefined,
+        columns: declared ?? current?.columns ?? [],
+        columnsDeclared: declared !== null,
         rowCount: current?.rowCount ?? 0,
         lastRefreshedAt: body.lastRefreshedAt ?? current?.lastRefreshedAt ?? null,
         updatedAt: isoNow(deps),
       };
+      if (body.columns && current && current.rowCount > 0 && (current.columnsDeclared !== true || columnsChanged(current.columns, body.columns))) {
+        await reshapeDatasetRows(id, body.columns, dataset.updatedAt);
+      }
       const created = (await storage.putDataset(dataset)) === "created";
       await recordChange(deps, { teamIds: [body.teamId], action: putAction("dataset", created), actor, target: { type: "dataset", id } });
       return { created, value: await existingDataset(id) };

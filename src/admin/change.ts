@@ -2,9 +2,9 @@ import type { ApiSettings, Ports } from "../context.js";
 import { randomId } from "../domain/crypto.js";
 import type { Actor } from "../domain/model.js";
 import { isoTime } from "../domain/time.js";
-import { ApiError, notFound } from "../errors.js";
+import { ApiError } from "../errors.js";
 import type { Storage } from "../ports/storage.js";
-import { validationFailed } from "./schemas.js";
+import { ID_PATTERN, validationFailed } from "./schemas.js";
 
 /** What every admin operation works with. */
 export interface AdminDeps {
@@ -91,11 +91,39 @@ export function requireRef<T>(found: T | null | undefined, path: string, what: s
   return found;
 }
 
-/** An id from the path: 1 to 200 characters. */
-export function checkId(id: string, what: string): string {
-  if (typeof id !== "string" || id.length === 0 || id.length > 200) throw notFound(what);
+/**
+ * An id a change names (in the path or the body): a name, not a payload —
+ * 1 to 200 letters, digits, `_`, `-`, `.` or `:` (`ID_PATTERN`). Anything
+ * else is 422 naming `path`, never 404: the object cannot exist.
+ */
+export function checkId(id: unknown, path = "$.id"): string {
+  if (typeof id !== "string" || !ID_PATTERN.test(id)) {
+    throw validationFailed(path, "an id is 1 to 200 letters, digits, '_', '-', '.' or ':'");
+  }
   return id;
 }
+
+/**
+ * Admin puts of one object, one after another in this process (keyed by
+ * store and object): a put that reads the object before writing it answers
+ * `created` once when racing puts create it, on every store.
+ */
+export function serialised<T>(storage: Storage, key: string, run: () => Promise<T>): Promise<T> {
+  let tails = PUT_TAILS.get(storage);
+  if (!tails) PUT_TAILS.set(storage, (tails = new Map()));
+  const queue = tails;
+  const result = (queue.get(key) ?? Promise.resolve()).then(run);
+  const tail = result.then(ignore, ignore);
+  queue.set(key, tail);
+  void tail.then(() => {
+    if (queue.get(key) === tail) queue.delete(key);
+  });
+  return result;
+}
+
+/** Not a cache: the puts in flight per store (an entry leaves when its last put ends), shared by every admin of that store. */
+const PUT_TAILS = new WeakMap<Storage, Map<string, Promise<void>>>();
+const ignore = () => {};
 
 const MAX_LIST_LIMIT = 1000;
 

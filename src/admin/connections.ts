@@ -4,6 +4,7 @@ import { inferColumns } from "../domain/columns.js";
 import type { Row } from "../domain/model.js";
 import { connectionSecrets, scrubUpstreamText } from "../connectors/scrub.js";
 import { ApiError, notFound } from "../errors.js";
+import { checkId } from "./change.js";
 import { type ConnectorResult, InvalidQueryError, UpstreamThrottledError, UpstreamUnavailableError } from "../ports/connector.js";
 
 /** Rows one refresh may pull when the caller sets no `maxRows`. */
@@ -37,6 +38,7 @@ export function connectionAdmin(ports: Ports): ConnectionAdmin {
   const { storage, clock, connectors } = ports;
   return {
     async refreshDataset(id, options = {}) {
+      checkId(id);
       const dataset = await storage.getDataset(id);
       if (!dataset) throw notFound("dataset");
       const connection = dataset.type === "connection" && dataset.connectionId ? await storage.getConnection(dataset.connectionId) : null;

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { DashboardRecord, DashboardVersion } from "../domain/model.js";
+import type { Actor, DashboardRecord, DashboardVersion } from "../domain/model.js";
 import { ApiError, notFound } from "../errors.js";
 import { assertWritable } from "../storage/mount.js";
 import {
@@ -15,6 +15,7 @@ import {
   putAction,
   recordChange,
   requireRef,
+  serialised,
 } from "./change.js";
 import { dashboardVersionBody, parseBody, validationFailed } from "./schemas.js";
 
@@ -46,7 +47,7 @@ export function dashboardAdmin(deps: AdminDeps): DashboardAdmin {
   return {
     async putDashboardVersion(id, version, input, options) {
       assertWritable(storage, "putDashboard");
-      checkId(id, "dashboard");
+      checkId(id);
       if (!Number.isInteger(version) || version < 1 || version > 1_000_000) {
         throw new ApiError(400, "invalid_parameter", "version is an integer from 1 to 1000000", { details: { parameter: "version" } });
       }
@@ -56,39 +57,10 @@ export function dashboardAdmin(deps: AdminDeps): DashboardAdmin {
       body.datasetIds.forEach((datasetId, i) => {
         if (!teamDatasets.has(datasetId)) throw validationFailed(`$.datasetIds[${i}]`, `unknown dataset ${datasetId}`);
       });
-      const current = await storage.getDashboard(id);
-      if (current && current.teamId !== body.teamId) throw validationFailed("$.teamId", "a dashboard cannot move to another team");
       const actor = await actorFor(storage, options);
-      const now = isoNow(deps);
-      const previous = current?.versions.find((v) => v.version === version);
-      const entry: DashboardVersion = {
-        version,
-        published: body.published,
-        createdAt: previous?.createdAt ?? now,
-        updatedAt: now,
-        publishedAt: body.publishedAt ?? (body.published ? (previous?.publishedAt ?? now) : null),
-      };
-      const versions = [...(current?.versions ?? []).filter((v) => v.version !== version), entry].sort((a, b) => a.version - b.version);
-      const highest = versions[versions.length - 1]!.version === version;
-      const dashboard: DashboardRecord = {
-        id,
-        teamId: body.teamId,
-        name: highest || !current ? body.name : current.name,
-        description: highest || !current ? body.description : current.description,
-        versions,
-        datasetIds: highest || !current ? body.datasetIds : current.datasetIds,
-      };
-      await storage.putDashboard(dashboard);
-      // 201 when this version is new; the audit action says whether the dashboard is.
-      const created = previous === undefined;
-      await recordChange(deps, {
-        teamIds: [body.teamId],
-        action: putAction("dashboard", current === null),
-        actor,
-        target: { type: "dashboard", id },
-        details: { version, published: body.published },
-      });
-      return { created, value: dashboard };
+      // The versions are read, changed and written back: one put of a dashboard at a time, so racing puts
+      // of one new version answer created once (and racing versions are all kept).
+      return serialised(storage, `dashboard:${id}`, () => putVersion(id, version, body, actor));
     },
     getDashboard: existing,
     listDashboards: (options) => listPage(options, (page) => storage.listAllDashboards(page)),
@@ -100,4 +72,39 @@ export function dashboardAdmin(deps: AdminDeps): DashboardAdmin {
       await recordChange(deps, { teamIds: [dashboard.teamId], action: "dashboard.deleted", actor, target: { type: "dashboard", id } });
     },
   };
+
+  async function putVersion(id: string, version: number, body: z.output<typeof dashboardVersionBody>, actor: Actor): Promise<Put<DashboardRecord>> {
+    const current = await storage.getDashboard(id);
+    if (current && current.teamId !== body.teamId) throw validationFailed("$.teamId", "a dashboard cannot move to another team");
+    const now = isoNow(deps);
+    const previous = current?.versions.find((v) => v.version === version);
+    const entry: DashboardVersion = {
+      version,
+      published: body.published,
+      createdAt: previous?.createdAt ?? now,
+      updatedAt: now,
+      publishedAt: body.publishedAt ?? (body.published ? (previous?.publishedAt ?? now) : null),
+    };
+    const versions = [...(current?.versions ?? []).filter((v) => v.version !== version), entry].sort((a, b) => a.version - b.version);
+    const highest = versions[versions.length - 1]!.version === version;
+    const dashboard: DashboardRecord = {
+      id,
+      teamId: body.teamId,
+      name: highest || !current ? body.name : current.name,
+      description: highest || !current ? body.description : current.description,
+      versions,
+      datasetIds: highest || !current ? body.datasetIds : current.datasetIds,
+    };
+    await storage.putDashboard(dashboard);
+    // 201 when this version is new; the audit action says whether the dashboard is.
+    const created = previous === undefined;
+    await recordChange(deps, {
+      teamIds: [body.teamId],
+      action: putAction("dashboard", current === null),
+      actor,
+      target: { type: "dashboard", id },
+      details: { version, published: body.published },
+    });
+    return { created, value: dashboard };
+  }
 }

@@ -2,7 +2,7 @@ import type { z } from "zod";
 import { randomId } from "../domain/crypto.js";
 import type { AuditEvent, CreditUsage, DashboardView, RefreshRun } from "../domain/model.js";
 import { assertWritable } from "../storage/mount.js";
-import { type AdminDeps, actorFor, type ChangeOptions, recordChange } from "./change.js";
+import { type AdminDeps, actorFor, type ChangeOptions, checkId, recordChange } from "./change.js";
 import { auditEventsBody, creditUsageBody, dashboardViewsBody, parseBody, refreshRunsBody, validationFailed } from "./schemas.js";
 
 export type DashboardViewInput = z.input<typeof dashboardViewsBody>[number];
@@ -90,6 +90,7 @@ export function historyAdmin(deps: AdminDeps): HistoryAdmin {
       const seen = new Set<string>();
       const events: AuditEvent[] = [];
       items.forEach((item, i) => {
+        if (item.id !== undefined) checkId(item.id, `$[${i}].id`);
         const event = { ...item, id: item.id ?? randomId("evt_") } as AuditEvent;
         if (seen.has(event.id)) throw validationFailed(`$[${i}].id`, `id ${event.id} appears twice in this batch`);
         seen.add(event.id);

@@ -79,7 +79,7 @@ export function identityAdmin(deps: AdminDeps): IdentityAdmin {
   return {
     async putBusiness(id, input, options) {
       assertWritable(storage, "putBusiness");
-      checkId(id, "business");
+      checkId(id);
       const business: Business = { id, ...parseBody(businessBody, input) };
       const actor = await actorFor(storage, options);
       const created = (await storage.putBusiness(business)) === "created";
@@ -105,7 +105,7 @@ export function identityAdmin(deps: AdminDeps): IdentityAdmin {
 
     async putTeam(id, input, options) {
       assertWritable(storage, "putTeam");
-      checkId(id, "team");
+      checkId(id);
       const body = parseBody(teamBody, input);
       if (body.businessId !== null) requireRef(await storage.getBusiness(body.businessId), "$.businessId", "business", body.businessId);
       const actor = await actorFor(storage, options);
@@ -135,7 +135,7 @@ export function identityAdmin(deps: AdminDeps): IdentityAdmin {
 
     async putUser(id, input, options) {
       assertWritable(storage, "putUser");
-      checkId(id, "user");
+      checkId(id);
       const user: User = { id, ...parseBody(userBody, input) };
       const actor = await actorFor(storage, options);
       const created = (await storage.putUser(user)) === "created";
@@ -151,11 +151,14 @@ export function identityAdmin(deps: AdminDeps): IdentityAdmin {
       const teams = await teamsOfUser(id);
       if (!(await storage.deleteUser(id))) throw notFound("user");
       await storage.deleteUserSessions(id);
+      await storage.markKeysCreatorDeleted(id);
       await recordChange(deps, { teamIds: teams, action: "user.deleted", actor, target: { type: "user", id } });
     },
 
     async putMembership(userId, teamId, input, options) {
       assertWritable(storage, "putMembership");
+      checkId(userId);
+      checkId(teamId, "$.teamId");
       await existing(storage.getUser(userId), "user");
       const { role } = parseBody(membershipBody, input);
       requireRef(await storage.getTeam(teamId), "$.teamId", "team", teamId);

@@ -6,11 +6,11 @@ import { generateApiKeyToken } from "../domain/tokens.js";
 import { notFound } from "../errors.js";
 import { parseFixture } from "../fixture/load.js";
 import { assertWritable } from "../storage/mount.js";
-import { type AdminDeps, actorFor, type ChangeOptions, recordChange, requireRef } from "./change.js";
+import { type AdminDeps, actorFor, type ChangeOptions, checkId, recordChange, requireRef } from "./change.js";
 import { apiKeyBody, parseBody, validationFailed } from "./schemas.js";
 
 /** An API key as the host sees it: never the hash, never the token. */
-export type ApiKeyInfo = Omit<ApiKeyRecord, "tokenHash">;
+export type ApiKeyInfo = Omit<ApiKeyRecord, "tokenHash" | "creatorDeleted">;
 
 /** Seeding, API keys and host-written audit events. */
 export interface KeyAdmin {
@@ -69,7 +69,7 @@ export function keyAdmin(deps: AdminDeps): KeyAdmin {
     });
   }
 
-  const info = ({ tokenHash: _hash, ...key }: ApiKeyRecord): ApiKeyInfo => key;
+  const info = ({ tokenHash: _hash, creatorDeleted: _gone, ...key }: ApiKeyRecord): ApiKeyInfo => key;
 
   return {
     async seed(fixture, options = {}) {
@@ -78,6 +78,7 @@ export function keyAdmin(deps: AdminDeps): KeyAdmin {
 
     async createApiKey({ teamId, ...input }) {
       assertWritable(storage, "insertApiKey");
+      checkId(teamId, "$.teamId");
       const team = await storage.getTeam(teamId);
       if (!team) throw notFound("team");
       if (team.plan === "free") throw planRequired("API keys need the Pro, Team or Business plan");

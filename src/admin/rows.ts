@@ -3,7 +3,7 @@ import { notFound } from "../errors.js";
 import { inferColumnsAlongside, parseRowStream } from "../http/bulk-rows.js";
 import type { StreamBody } from "../routing.js";
 import { assertWritable } from "../storage/mount.js";
-import { type AdminDeps, actorFor, type ChangeOptions, isoNow, recordChange } from "./change.js";
+import { type AdminDeps, actorFor, type ChangeOptions, checkId, isoNow, recordChange } from "./change.js";
 
 /** A dataset's rows, replaced or appended in bulk. */
 export interface RowsAdmin {
@@ -25,6 +25,7 @@ export function rowsAdmin(deps: AdminDeps): RowsAdmin {
 
   async function upload(id: string, mode: "replace" | "append", body: StreamBody, options?: ChangeOptions): Promise<DatasetRecord> {
     assertWritable(storage, "writeDatasetRows");
+    checkId(id);
     const dataset = await storage.getDataset(id);
     if (!dataset || dataset.type === "input_table") throw notFound("dataset");
     const actor = await actorFor(storage, options);

@@ -25,7 +25,9 @@ import { jsonPath } from "../fixture/load.js";
  * an unknown field is refused, never dropped.
  */
 
-const id = z.string().min(1);
+/** What an admin id is: 1 to 200 letters, digits, `_`, `-`, `.` or `:` (admin-api.md, Revision 2). */
+export const ID_PATTERN = /^[A-Za-z0-9_.:-]{1,200}$/;
+const id = z.string().regex(ID_PATTERN, "an id is 1 to 200 letters, digits, '_', '-', '.' or ':'");
 const timestamp = z.iso.datetime({ offset: true });
 
 /** Most items one history POST may carry. */
@@ -46,11 +48,10 @@ export const apiKeyBody = z
   .strict();
 export const connectionBody = connectionSchema.omit({ id: true }).partial({ createdAt: true }).strict();
 export const signingSecretBody = z.object({ secret: z.string().nullable() }).strict();
-export const datasetBody = datasetSchema
-  .omit({ id: true, rows: true, updatedAt: true })
-  .extend({ columns: z.array(columnSchema).optional() })
-  .strict();
-export const tableBody = tableSchema.omit({ id: true, rows: true, updatedAt: true }).strict();
+/** Declared columns in a put: omitted keeps the declaration, null removes it. */
+const declaredColumns = z.array(columnSchema).nullable().optional();
+export const datasetBody = datasetSchema.omit({ id: true, rows: true, updatedAt: true }).extend({ columns: declaredColumns }).strict();
+export const tableBody = tableSchema.omit({ id: true, rows: true, updatedAt: true }).extend({ columns: declaredColumns }).strict();
 export const dashboardVersionBody = z
   .object({
     teamId: id,

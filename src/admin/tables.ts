@@ -17,6 +17,7 @@ import {
   recordChange,
   requireRef,
 } from "./change.js";
+import { checkDeclaredColumns, columnsChanged, reshapeTableRow } from "./reshape.js";
 import { parseBody, tableBody, validationFailed } from "./schemas.js";
 
 export type TableInput = z.input<typeof tableBody>;
@@ -48,22 +49,21 @@ export function tableAdmin(deps: AdminDeps): TableAdmin {
   return {
     async putTable(id, input, options) {
       assertWritable(storage, "putTable");
-      checkId(id, "table");
+      checkId(id);
       const body = parseBody(tableBody, input);
       requireRef(await storage.getTeam(body.teamId), "$.teamId", "team", body.teamId);
-      const names = new Set<string>();
-      body.columns.forEach((column, i) => {
-        if (column.name.startsWith("_")) throw validationFailed(`$.columns[${i}].name`, "names starting with _ are reserved");
-        if (names.has(column.name)) throw validationFailed(`$.columns[${i}].name`, `duplicate column ${column.name}`);
-        names.add(column.name);
-      });
+      if (body.columns) checkDeclaredColumns(body.columns, true);
       const dataset = await storage.getDataset(id);
       if (dataset && dataset.type !== "input_table") throw new ApiError(409, "conflict", `${id} is a dataset; datasets and tables share ids`);
       const current = await storage.getTable(id);
       if (current && current.teamId !== body.teamId) throw validationFailed("$.teamId", "a table cannot move to another team");
       const actor = await actorFor(storage, options);
-      const table: TableRecord = { id, ...body, rowCount: current?.rowCount ?? 0, updatedAt: isoNow(deps) };
-      const created = (await storage.putTable(table)) === "created";
+      // Omitted keeps the declaration; null removes it (any shape again).
+      const columns = body.columns === undefined ? (current?.columns ?? []) : (body.columns ?? []);
+      const table: TableRecord = { id, teamId: body.teamId, name: body.name, columns, rowCount: current?.rowCount ?? 0, updatedAt: isoNow(deps) };
+      // Rows already stored take the new declaration (or the put is refused, 409, writing nothing).
+      const reshape = columns.length > 0 && current !== null && columnsChanged(current.columns, columns) ? reshapeTableRow(columns) : undefined;
+      const created = (await storage.putTable(table, reshape)) === "created";
       await recordChange(deps, { teamIds: [body.teamId], action: putAction("table", created), actor, target: { type: "table", id } });
       return { created, value: await existing(id) };
     },

@@ -1,4 +1,4 @@
-import { typeOfValue } from "./columns.js";
+import { typeOfValue, valueFitsType } from "./columns.js";
 import type { ColumnType } from "./model.js";
 
 /**
@@ -103,4 +103,20 @@ export function describeType(type: ColumnType): string {
     case "string":
       return "text";
   }
+}
+
+/**
+ * A stored value moved under a column of the declared type (a column
+ * declared anew, or its type changed): the value itself when it fits
+ * (`valueFitsType`), converted when it converts — text as a CSV cell of
+ * that type converts (`"12"` → 12), a number or boolean to its text, an
+ * object or array to its JSON text for a string column — and undefined
+ * when it does not (the caller refuses the change). null stays null.
+ */
+export function conformValue(value: unknown, type: ColumnType | null): unknown {
+  if (value === null || value === undefined) return null;
+  if (valueFitsType(value, type)) return value;
+  if (typeof value === "string") return convertCell(value, type);
+  if (type === "string") return typeof value === "object" ? JSON.stringify(value) : String(value);
+  return undefined;
 }

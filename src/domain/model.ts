@@ -61,6 +61,13 @@ export interface ApiKeyRecord {
   allowlist: Allowlist;
   createdAt: string;
   revokedAt: string | null;
+  /**
+   * true once the user who created the key was deleted (admin `deleteUser`):
+   * the key keeps working for its team but never again reaches what needed
+   * its creator (business-wide `/audit`), even when a user with the same id
+   * is created later. Absent otherwise.
+   */
+  creatorDeleted?: boolean;
 }
 
 export interface SessionRecord {

@@ -62,7 +62,11 @@ async function feedTeams(ctx: AuthedContext, teamId: string | undefined): Promis
   const team = await resolveTeam(credential, teamId, storage);
   if (team.plan !== "business") throw planRequired("the audit feed needs the Business plan");
   // A key reads the feed when its creator is (still) a business admin; only this endpoint needs the creator.
-  const admin = credential.kind === "api-key" ? (await storage.getUser(credential.key.createdBy))?.businessAdmin === true : credential.user.businessAdmin;
+  // A deleted creator is gone for good: a user created later with the same id is someone else.
+  const admin =
+    credential.kind === "api-key"
+      ? credential.key.creatorDeleted !== true && (await storage.getUser(credential.key.createdBy))?.businessAdmin === true
+      : credential.user.businessAdmin;
   if (!admin) {
     const who = credential.kind === "api-key" ? "this key was not created by a business admin" : "only a business admin may read the audit feed";
     throw new ApiError(403, "forbidden", who);

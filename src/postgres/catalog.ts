@@ -122,10 +122,10 @@ export function postgresCatalog(db: Db, watch: CatalogWatch, reads: OpenReads): 
         if (table.rowCount) throw new Error(`${dataset.id} is an input table`);
         // rowCount is the store's: 0 for a new dataset, kept on a replace.
         const rows = await client.query<{ created: boolean }>(
-          `insert into ${t("datasets")} (${DATASET_COLUMNS}) values ($1, $2, $3, $4, $5, $6, $7, 0, $8, $9)
+          `insert into ${t("datasets")} (${DATASET_COLUMNS}) values ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $10)
            on conflict (id) do update set team_id = excluded.team_id, name = excluded.name, type = excluded.type,
              connection_id = excluded.connection_id, source = excluded.source, columns = excluded.columns,
-             last_refreshed_at = excluded.last_refreshed_at, updated_at = excluded.updated_at
+             columns_declared = excluded.columns_declared, last_refreshed_at = excluded.last_refreshed_at, updated_at = excluded.updated_at
            returning ${PUT_RESULT}`,
           [
             dataset.id,
@@ -135,6 +135,7 @@ export function postgresCatalog(db: Db, watch: CatalogWatch, reads: OpenReads): 
             dataset.connectionId,
             dataset.source,
             json(dataset.columns),
+            dataset.columnsDeclared === true,
             dataset.lastRefreshedAt,
             dataset.updatedAt,
           ],
@@ -170,7 +171,7 @@ async function deleteRowsOf(client: PoolClient, t: Db["t"], ids: readonly string
 }
 
 const CONNECTION_COLUMNS = "id, team_id, name, type, config, created_at";
-const DATASET_COLUMNS = "id, team_id, name, type, connection_id, source, columns, row_count, last_refreshed_at, updated_at";
+const DATASET_COLUMNS = "id, team_id, name, type, connection_id, source, columns, columns_declared, row_count, last_refreshed_at, updated_at";
 
 /** The receiver path of a webhook connection, kept in `endpoint_id`; null for every other type. */
 export function webhookEndpointId(connection: ConnectionRecord): string | null {
@@ -180,9 +181,9 @@ export function webhookEndpointId(connection: ConnectionRecord): string | null {
 
 /** Datasets and input tables (as `input_table` datasets) in one relation. */
 function datasetsAndTables(t: Db["t"]): string {
-  return `select id, team_id, name, type, connection_id, source, columns, row_count, last_refreshed_at, updated_at from ${t("datasets")}
+  return `select ${DATASET_COLUMNS} from ${t("datasets")}
     union all
-    select id, team_id, name, 'input_table', null, null, columns, row_count, null, updated_at from ${t("input_tables")}`;
+    select id, team_id, name, 'input_table', null, null, columns, false, row_count, null, updated_at from ${t("input_tables")}`;
 }
 
 /** Insert rows at positions `firstPos`, `firstPos + 1`, … in batches (the caller sets the window). */
@@ -450,6 +451,7 @@ export interface DatasetRow {
   connection_id: string | null;
   source: string | null;
   columns: Column[];
+  columns_declared: boolean;
   row_count: string;
   last_refreshed_at: string | null;
   updated_at: string;
@@ -460,7 +462,7 @@ export function toConnection(r: ConnectionRow): ConnectionRecord {
 }
 
 export function toDataset(r: DatasetRow): DatasetRecord {
-  return {
+  const dataset: DatasetRecord = {
     id: r.id,
     teamId: r.team_id,
     name: r.name,
@@ -472,4 +474,7 @@ export function toDataset(r: DatasetRow): DatasetRecord {
     lastRefreshedAt: r.last_refreshed_at,
     updatedAt: r.updated_at,
   };
+  // As the SQLite store answers: the flag only when the columns were declared.
+  if (r.columns_declared === true) dataset.columnsDeclared = true;
+  return dataset;
 }

@@ -138,6 +138,7 @@ export function postgresCredentials(db: Db, seen: SessionReads): CredentialStore
     }
   };
   const keyColumns = "id, name, team_id, token_hash, created_by, scopes, allowlist, created_at, revoked_at";
+  const storedKeyColumns = `${keyColumns}, creator_deleted`;
   const sessionColumns = "id, token_hash, user_id, expires_at";
   // The session with this token hash as one JSON array (see `sessionFromArray`): [null, user id, expiry ms,
   // the user, the user's memberships with their teams]. One column: `pg` turns it into values with one
@@ -154,7 +155,7 @@ export function postgresCredentials(db: Db, seen: SessionReads): CredentialStore
   const keyOrSession = statement(
     `select coalesce(
        (select json_build_array(k.id, k.name, k.team_id, k.token_hash, k.created_by, k.scopes, k.allowlist, k.created_at, k.revoked_at,
-          (select json_build_array(tm.id, tm.name, tm.plan, tm.business_id, tm.is_personal) from ${t("teams")} tm where tm.id = k.team_id))
+          k.creator_deleted, (select json_build_array(tm.id, tm.name, tm.plan, tm.business_id, tm.is_personal) from ${t("teams")} tm where tm.id = k.team_id))
           from ${t("api_keys")} k where k.token_hash = $1),
        ${sessionArray})::text as found`,
   );
@@ -203,7 +204,7 @@ export function postgresCredentials(db: Db, seen: SessionReads): CredentialStore
       return (await forgetting(db.query(`delete from ${t("sessions")} where user_id = $1 returning 1`, [userId]))).length;
     },
     async findApiKeyByHash(tokenHash) {
-      const [row] = await db.query<KeyRow>(`select ${keyColumns} from ${t("api_keys")} where token_hash = $1`, [tokenHash]);
+      const [row] = await db.query<KeyRow>(`select ${storedKeyColumns} from ${t("api_keys")} where token_hash = $1`, [tokenHash]);
       return row ? toApiKey(row) : null;
     },
     async findApiKeyWithTeam(tokenHash) {
@@ -227,12 +228,12 @@ export function postgresCredentials(db: Db, seen: SessionReads): CredentialStore
       return key;
     },
     async getApiKey(id) {
-      const [row] = await db.query<KeyRow>(`select ${keyColumns} from ${t("api_keys")} where id = $1`, [id]);
+      const [row] = await db.query<KeyRow>(`select ${storedKeyColumns} from ${t("api_keys")} where id = $1`, [id]);
       return row ? toApiKey(row) : null;
     },
     async listApiKeys(teamId) {
       const rows = await db.query<KeyRow>(
-        `select ${keyColumns} from ${t("api_keys")} where team_id = $1 order by created_ms desc, created_at collate "C" desc, id collate "C"`,
+        `select ${storedKeyColumns} from ${t("api_keys")} where team_id = $1 order by created_ms desc, created_at collate "C" desc, id collate "C"`,
         [teamId],
       );
       return rows.map(toApiKey);
@@ -243,10 +244,13 @@ export function postgresCredentials(db: Db, seen: SessionReads): CredentialStore
     },
     async revokeApiKey(id, revokedAt) {
       const [row] = await db.query<KeyRow>(
-        `update ${t("api_keys")} set revoked_at = coalesce(revoked_at, $2) where id = $1 returning ${keyColumns}`,
+        `update ${t("api_keys")} set revoked_at = coalesce(revoked_at, $2) where id = $1 returning ${storedKeyColumns}`,
         [id, revokedAt],
       );
       return row ? toApiKey(row) : null;
+    },
+    async markKeysCreatorDeleted(userId) {
+      return (await forgetting(db.query(`update ${t("api_keys")} set creator_deleted = true where created_by = $1 and not creator_deleted returning 1`, [userId]))).length;
     },
   };
 }
@@ -262,6 +266,7 @@ type KeyArray = [
   allowlist: ApiKeyRecord["allowlist"],
   createdAt: string,
   revokedAt: string | null,
+  creatorDeleted: boolean,
   team: TeamArray | null,
 ];
 type SessionArray = [
@@ -277,7 +282,7 @@ function teamFromArray([id, name, plan, businessId, isPersonal]: TeamArray): Tea
 }
 
 /** A key and its team from the authentication statement's array, frozen through (the records the memory store hands out are too). */
-function frozenKey([id, name, teamId, tokenHash, createdBy, scopes, allowlist, createdAt, revokedAt, team]: KeyArray): {
+function frozenKey([id, name, teamId, tokenHash, createdBy, scopes, allowlist, createdAt, revokedAt, creatorDeleted, team]: KeyArray): {
   key: ApiKeyRecord;
   team: Team | null;
 } {
@@ -288,7 +293,18 @@ function frozenKey([id, name, teamId, tokenHash, createdBy, scopes, allowlist, c
     tables: Object.freeze(allowlist.tables),
   }) as ApiKeyRecord["allowlist"];
   return Object.freeze({
-    key: Object.freeze({ id, name, teamId, tokenHash, createdBy, scopes: Object.freeze(scopes) as Scope[], allowlist: frozenAllowlist, createdAt, revokedAt }),
+    key: Object.freeze({
+      id,
+      name,
+      teamId,
+      tokenHash,
+      createdBy,
+      scopes: Object.freeze(scopes) as Scope[],
+      allowlist: frozenAllowlist,
+      createdAt,
+      revokedAt,
+      ...(creatorDeleted && { creatorDeleted }),
+    }),
     team: team === null ? null : Object.freeze(teamFromArray(team)),
   });
 }
@@ -352,6 +368,7 @@ interface KeyRow {
   allowlist: ApiKeyRecord["allowlist"];
   created_at: string;
   revoked_at: string | null;
+  creator_deleted: boolean;
 }
 
 function toTeam(r: TeamRow): Team {
@@ -367,7 +384,7 @@ function toSession(r: SessionRow): SessionRecord {
 }
 
 function toApiKey(r: KeyRow): ApiKeyRecord {
-  return {
+  const key: ApiKeyRecord = {
     id: r.id,
     name: r.name,
     teamId: r.team_id,
@@ -378,4 +395,6 @@ function toApiKey(r: KeyRow): ApiKeyRecord {
     createdAt: r.created_at,
     revokedAt: r.revoked_at,
   };
+  if (r.creator_deleted) key.creatorDeleted = true;
+  return key;
 }

@@ -247,6 +247,18 @@ create index dataset_rows_doc on {s}.dataset_rows using gin ((row::jsonb) jsonb_
   where row::text !~ '\\\\u(0000|[dD][89abcdefABCDEF])';
 `,
   },
+  {
+    version: 7,
+    name: "declared dataset columns, keys of deleted creators",
+    sql: `
+-- A dataset's columns declared by the host (admin PUT /datasets/{id} with
+-- columns): uploads convert to them instead of inferring.
+alter table {s}.datasets add column columns_declared boolean not null default false;
+-- Set when the user who created the key is deleted: the key keeps working
+-- for its team but never again reaches what needed its creator.
+alter table {s}.api_keys add column creator_deleted boolean not null default false;
+`,
+  },
 ];
 
 /**

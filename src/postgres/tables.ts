@@ -6,6 +6,8 @@ import { appendAudit } from "./audit.js";
 import { type Db, idPageSql, json, num, PUT_RESULT, putResult } from "./db.js";
 
 const TABLE_COLUMNS = "id, team_id, name, columns, row_count, updated_at";
+/** Rows read and rewritten per statement while a put reshapes a table's rows. */
+const RESHAPE_BATCH = 1000;
 
 export function postgresTables(db: Db): TableStore & TableWrites {
   const { t } = db;
@@ -60,7 +62,7 @@ export function postgresTables(db: Db): TableStore & TableWrites {
       const rows = await db.query<TableRow>(`select ${TABLE_COLUMNS} from ${t("input_tables")}${idPageSql(page, params)}`, params);
       return rows.map(toTable);
     },
-    async putTable(table) {
+    async putTable(table, reshape) {
       return db.transaction(async (client) => {
         const dataset = await client.query(`select 1 from ${t("datasets")} where id = $1`, [table.id]);
         if (dataset.rowCount) throw new Error(`${table.id} is a dataset`);
@@ -72,6 +74,8 @@ export function postgresTables(db: Db): TableStore & TableWrites {
            returning ${PUT_RESULT}`,
           [table.id, table.teamId, table.name, json(table.columns), table.updatedAt],
         );
+        // The table's row is locked from here on, so row writes wait; a throw rolls the whole put back.
+        if (reshape) await reshapeRows(client, t, table.id, reshape);
         return putResult(rows.rows);
       });
     },
@@ -210,4 +214,23 @@ interface LogRow {
 
 export function toTable(r: TableRow): TableRecord {
   return { id: r.id, teamId: r.team_id, name: r.name, columns: r.columns, rowCount: num(r.row_count), updatedAt: r.updated_at };
+}
+
+/** Every row of the table as `reshape` makes it, batch by batch in the caller's transaction. */
+async function reshapeRows(client: PoolClient, t: Db["t"], tableId: string, reshape: (row: Row) => Row): Promise<void> {
+  for (let after = ""; ; ) {
+    const batch = await client.query<{ row_id: string; row: Row }>(
+      `select row_id, row from ${t("table_rows")} where table_id = $1 and row_id > $2 collate "C" order by row_id collate "C" limit $3`,
+      [tableId, after, RESHAPE_BATCH],
+    );
+    if (batch.rows.length > 0) {
+      await client.query(
+        `update ${t("table_rows")} r set row = u.row from unnest($2::text[], $3::json[]) as u(row_id, row)
+          where r.table_id = $1 and r.row_id = u.row_id`,
+        [tableId, batch.rows.map((r) => r.row_id), batch.rows.map((r) => json(reshape(r.row)))],
+      );
+    }
+    if (batch.rows.length < RESHAPE_BATCH) return;
+    after = batch.rows[batch.rows.length - 1]!.row_id;
+  }
 }

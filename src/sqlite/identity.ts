@@ -25,6 +25,7 @@ interface KeyRow {
   allowlist: string;
   created_at: string;
   revoked_at: string | null;
+  creator_deleted: number;
 }
 interface SessionRow {
   id: string;
@@ -62,6 +63,7 @@ export function sqliteIdentity({ db }: SqliteHandle): IdentityStore & IdentityWr
   const teamKeys = db.prepare<[string], KeyRow>("SELECT * FROM api_keys WHERE team_id = ? ORDER BY created_at DESC, id");
   const insertKey = insertApiKeyStatement(db);
   const revoke = db.prepare<[string, string]>("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
+  const markCreatorDeleted = db.prepare<[string]>("UPDATE api_keys SET creator_deleted = 1 WHERE created_by = ? AND creator_deleted = 0");
 
   return {
     async getBusiness(id) {
@@ -133,6 +135,9 @@ export function sqliteIdentity({ db }: SqliteHandle): IdentityStore & IdentityWr
       revoke.run(revokedAt, id);
       const row = keyById.get(id);
       return row ? toKey(row) : null;
+    },
+    async markKeysCreatorDeleted(userId) {
+      return markCreatorDeleted.run(userId).changes;
     },
   };
 }
@@ -267,7 +272,7 @@ function toUser(row: UserRow): User {
 }
 
 function toKey(row: KeyRow): ApiKeyRecord {
-  return {
+  const key: ApiKeyRecord = {
     id: row.id,
     name: row.name,
     teamId: row.team_id,
@@ -278,4 +283,6 @@ function toKey(row: KeyRow): ApiKeyRecord {
     createdAt: row.created_at,
     revokedAt: row.revoked_at,
   };
+  if (row.creator_deleted === 1) key.creatorDeleted = true;
+  return key;
 }

@@ -199,6 +199,11 @@ export const MIGRATIONS: readonly Migration[] = [
     name: "datasets remember whether their columns were declared",
     sql: `ALTER TABLE datasets ADD COLUMN columns_declared INTEGER NOT NULL DEFAULT 0;`,
   },
+  {
+    version: 5,
+    name: "keys remember that their creator was deleted",
+    sql: `ALTER TABLE api_keys ADD COLUMN creator_deleted INTEGER NOT NULL DEFAULT 0;`,
+  },
 ];
 
 /** Bring the database up to the newest version; returns the versions applied now. */

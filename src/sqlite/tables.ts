@@ -28,6 +28,8 @@ interface EditLogRow {
 
 /** How often (by the clock) expired idempotency claims are deleted. */
 const SWEEP_EVERY_MS = 60 * 60 * 1000;
+/** Rows read per statement while a put reshapes a table's rows. */
+const RESHAPE_BATCH = 1000;
 
 interface ClaimRow {
   fingerprint: string;
@@ -62,8 +64,8 @@ export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
     async listTables(page) {
       return tablePage(page).map(toTable);
     },
-    async putTable(table) {
-      return tableWrites.put(table);
+    async putTable(table, reshape) {
+      return tableWrites.put(table, reshape);
     },
     async deleteTable(id) {
       return tableWrites.remove(id);
@@ -186,9 +188,20 @@ function tableChanges(db: Database.Database) {
   const removeTable = db.prepare<[string]>("DELETE FROM input_tables WHERE id = ?");
   const removeRows = db.prepare<[string]>("DELETE FROM table_rows WHERE table_id = ?");
   const removeLog = db.prepare<[string]>("DELETE FROM edit_log WHERE table_id = ?");
-  const put = writeTransaction(db, (table: TableRecord): PutResult => {
+  const rowsAfter = db.prepare<[string, string, number], { row_id: string; data: string }>(
+    "SELECT row_id, data FROM table_rows WHERE table_id = ? AND row_id > ? ORDER BY row_id LIMIT ?",
+  );
+  const rewrite = db.prepare<[string, string, string]>("UPDATE table_rows SET data = ? WHERE table_id = ? AND row_id = ?");
+  const put = writeTransaction(db, (table: TableRecord, reshape?: (row: Row) => Row): PutResult => {
     const created = exists.get(table.id) === undefined;
     upsert.run(table.id, table.teamId, table.name, JSON.stringify(table.columns), table.updatedAt);
+    // In this transaction, batch by batch (no statement stays open across the updates): a throw rolls it all back.
+    for (let after = ""; reshape; ) {
+      const batch = rowsAfter.all(table.id, after, RESHAPE_BATCH);
+      for (const { row_id, data } of batch) rewrite.run(JSON.stringify(reshape(parseJson<Row>(data))), table.id, row_id);
+      if (batch.length < RESHAPE_BATCH) break;
+      after = batch[batch.length - 1]!.row_id;
+    }
     return created ? "created" : "updated";
   });
   const remove = writeTransaction(db, (id: string): boolean => {

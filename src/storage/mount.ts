@@ -9,7 +9,7 @@ export const AREA_METHODS = {
   },
   credentials: {
     reads: ["findSessionUser", "getSession", "findApiKeyByHash", "getApiKey", "listApiKeys"],
-    writes: ["insertSession", "deleteSession", "deleteUserSessions", "insertApiKey", "revokeApiKey"],
+    writes: ["insertSession", "deleteSession", "deleteUserSessions", "insertApiKey", "revokeApiKey", "markKeysCreatorDeleted"],
   },
   catalog: {
     reads: ["getConnection", "listConnections", "listDatasets", "listAllConnections", "listAllDatasets", "getDataset", "readDatasetRows"],

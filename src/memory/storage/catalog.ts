@@ -92,6 +92,8 @@ export function memoryCatalog(state: MemoryState): CatalogStore & CatalogWrites 
     async putDataset(record) {
       const current = state.datasetRows.get(record.id);
       const stored = { ...cloneJson(record), rowCount: current?.length ?? 0 };
+      // The flag only when declared, as the durable stores answer.
+      if (stored.columnsDeclared !== true) delete stored.columnsDeclared;
       const result = state.datasets.has(record.id) ? "updated" : "created";
       state.datasets.set(record.id, stored);
       if (!current) state.datasetRows.set(record.id, []);

@@ -70,5 +70,10 @@ export function memoryCredentials(state: MemoryState): CredentialStore & KeyWith
       state.apiKeys.set(id, revoked);
       return revoked;
     },
+    async markKeysCreatorDeleted(userId) {
+      const keys = [...state.apiKeys.values()].filter((k) => k.createdBy === userId && k.creatorDeleted !== true);
+      for (const key of keys) state.apiKeys.set(key.id, frozenCopy({ ...key, creatorDeleted: true }));
+      return keys.length;
+    },
   };
 }

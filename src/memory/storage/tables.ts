@@ -137,8 +137,11 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
       if (claims.get(id)?.response === null) claims.delete(id);
     },
 
-    async putTable(table) {
-      const rows = state.tableRows.get(table.id);
+    async putTable(table, reshape) {
+      const stored = state.tableRows.get(table.id);
+      // Every row reshaped before any is replaced: a refusal leaves the table as it was.
+      const rows = stored && reshape ? stored.map((row) => reshape(cloneJson(row))) : stored;
+      if (rows && rows !== stored) state.tableRows.set(table.id, rows);
       const result = state.tables.has(table.id) ? "updated" : "created";
       state.tables.set(table.id, { ...cloneJson(table), rowCount: rows?.length ?? 0 });
       if (!rows) state.tableRows.set(table.id, []);

@@ -79,6 +79,13 @@ export interface CredentialStore {
   insertApiKey(key: ApiKeyRecord): Promise<void>;
   /** Sets revokedAt (ISO) unless already revoked; returns the key as stored, or null when unknown. */
   revokeApiKey(id: string, revokedAt: string): Promise<ApiKeyRecord | null>;
+  /**
+   * Marks every key `userId` created as `creatorDeleted` (the user was
+   * deleted; a user created later with the same id is someone else). Keys
+   * created afterwards by a new user of that id are not marked. Returns how
+   * many keys were marked now.
+   */
+  markKeysCreatorDeleted(userId: string): Promise<number>;
 }
 
 /**

@@ -118,8 +118,12 @@ export interface TableWrites {
   /**
    * Creates or replaces the table with `table.id`. Replacing keeps its rows
    * and edit log; `rowCount` is the store's (the value passed is ignored).
+   * With `reshape` (new declared columns), every stored row becomes
+   * `reshape(row)` in the same transaction (its `_id` and stamps as the
+   * function returns them; no edit-log entries); when it throws for any row,
+   * nothing is written and the error is re-thrown.
    */
-  putTable(table: TableRecord): Promise<PutResult>;
+  putTable(table: TableRecord, reshape?: (row: Row) => Row): Promise<PutResult>;
   /** Deletes the table, its rows, its edit log, in one transaction; false when unknown. */
   deleteTable(id: string): Promise<boolean>;
 }

@@ -164,5 +164,18 @@ export function describeCredentialsConformance(name: string, factory: StorageFac
       expect((await store.findApiKeyByHash(key.tokenHash))?.revokedAt).toBe("2026-11-02T00:00:00.000Z");
       expect(await store.revokeApiKey("key_missing", "2026-11-03T00:00:00.000Z")).toBeNull();
     });
+
+    it("marks the keys a deleted user created, once, and only those", async () => {
+      const store = await written();
+      expect(await store.markKeysCreatorDeleted("usr_bob")).toBe(1);
+      expect(await store.getApiKey("key_mkt")).toEqual({ ...fixtureKeys().find((k) => k.id === "key_mkt"), creatorDeleted: true });
+      expect((await store.findApiKeyByHash(sha256Hex(TOKENS.noAdmin)))?.creatorDeleted).toBe(true);
+      if (store.findApiKeyWithTeam) expect((await store.findApiKeyWithTeam(sha256Hex(TOKENS.noAdmin)))?.key.creatorDeleted).toBe(true);
+      expect((await store.listApiKeys("team_mkt")).map((k) => k.creatorDeleted)).toEqual([true]);
+      // Ada's keys are untouched, and carry no flag at all.
+      expect(await store.getApiKey("key_sync")).not.toHaveProperty("creatorDeleted");
+      expect(await store.markKeysCreatorDeleted("usr_bob")).toBe(0);
+      expect(await store.markKeysCreatorDeleted("usr_nope")).toBe(0);
+    });
   });
 }

@@ -235,6 +235,25 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
         expect(await store.getTable("tbl_targets")).toMatchObject({ rowCount: 3 });
       });
 
+      it("reshapes every stored row in the put's transaction; a throw writes nothing", async () => {
+        const store = await seeded();
+        const created = await insert(store, "row_a", { region: "AMER", target: 1 });
+        const renamed = table("tbl_targets", { name: "Reshaped", columns: [{ name: "region", type: "string" }] });
+        await expect(
+          store.putTable(renamed, (row) => {
+            if (row._id === "row_a") throw new Error("refused");
+            return row;
+          }),
+        ).rejects.toThrow("refused");
+        expect(await store.getTable("tbl_targets")).toMatchObject({ name: expect.not.stringMatching("Reshaped") });
+        expect(await allRows(store)).toEqual([ROW_1, created]);
+        const keepRegion = (row: Row): Row => ({ _id: row._id, _createdAt: row._createdAt, _updatedAt: row._updatedAt, region: row.region });
+        expect(await store.putTable(renamed, keepRegion)).toBe("updated");
+        expect(await allRows(store)).toEqual([keepRegion(ROW_1), keepRegion(created)]);
+        expect(await store.getTable("tbl_targets")).toMatchObject({ name: "Reshaped", rowCount: 2 });
+        expect((await store.listEditLog("tbl_targets")).map((e) => e.op)).toEqual(["create"]);
+      });
+
       it("deletes a table with its rows and edit log; false when unknown", async () => {
         const store = await seeded();
         await insert(store, "row_a", { region: "AMER" });

@@ -1,0 +1,57 @@
+import { conformValue } from "../domain/cell-values.js";
+import type { Column, Row } from "../domain/model.js";
+import { emptyRow } from "../domain/rows.js";
+import { isReservedField } from "../domain/table-rows.js";
+import { ApiError } from "../errors.js";
+import { validationFailed } from "./schemas.js";
+
+/**
+ * Stored rows under newly declared columns (admin-api.md, Revision 2: served
+ * rows match declared columns). A row keeps only the declared columns, each
+ * value converted to its column's type; the first value that does not
+ * convert refuses the whole change with 409 `conflict`, and the store, which
+ * applies the reshaping inside the write, then writes nothing.
+ */
+
+/** Whether rows stored under `before` need reshaping to stay true to `after`. */
+export function columnsChanged(before: readonly Column[], after: readonly Column[]): boolean {
+  if (before.length !== after.length) return true;
+  return before.some((column, i) => column.name !== after[i]!.name || column.type !== after[i]!.type);
+}
+
+/** A dataset row under `columns`; `line` is its 1-based place in stored order, named by a refusal. */
+export function reshapeDatasetRow(columns: readonly Column[]): (row: Row, line: number) => Row {
+  return (row, line) => reshape(row, columns, { line }, false);
+}
+
+/** An input-table row under `columns`: its `_id`, `_createdAt` and `_updatedAt` stay; a refusal names its `_id`. */
+export function reshapeTableRow(columns: readonly Column[]): (row: Row) => Row {
+  return (row) => reshape(row, columns, { rowId: String(row._id) }, true);
+}
+
+/** Declared columns: no name twice, and (tables) none of the reserved `_` names; 422 naming the column otherwise. */
+export function checkDeclaredColumns(columns: readonly Column[], reservedPrefix: boolean): void {
+  const names = new Set<string>();
+  columns.forEach((column, i) => {
+    if (reservedPrefix && column.name.startsWith("_")) throw validationFailed(`$.columns[${i}].name`, "names starting with _ are reserved");
+    if (names.has(column.name)) throw validationFailed(`$.columns[${i}].name`, `duplicate column ${column.name}`);
+    names.add(column.name);
+  });
+}
+
+function reshape(row: Row, columns: readonly Column[], where: { line: number } | { rowId: string }, keepReserved: boolean): Row {
+  const out = emptyRow();
+  if (keepReserved) for (const name of Object.keys(row)) if (isReservedField(name)) out[name] = row[name];
+  for (const { name, type } of columns) {
+    if (!Object.hasOwn(row, name)) continue;
+    const value = row[name];
+    const converted = conformValue(value, type);
+    if (converted === undefined) {
+      throw new ApiError(409, "conflict", `column ${JSON.stringify(name)} cannot become ${type ?? "untyped"}: a stored value does not convert; nothing was changed`, {
+        details: { column: name, ...where, value },
+      });
+    }
+    out[name] = converted;
+  }
+  return out;
+}
