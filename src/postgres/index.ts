@@ -76,7 +76,8 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
   const log = options.log ?? ((message, error) => console.error(`dataport: ${message}:`, error));
   // An idle client that loses its connection (a failover, a terminated backend) must not crash the
   // process: the pool drops it and connects anew on demand. A host's pool gets the listener too.
-  pool.on("error", (error) => log("an idle PostgreSQL connection was lost", error));
+  // Logged as its code and message only: pg's error carries its client (and the connection settings).
+  pool.on("error", (error) => log("an idle PostgreSQL connection was lost; the pool connects anew on demand", briefly(error)));
   try {
     await migrate(pool, schema);
   } catch (error) {
@@ -143,6 +144,15 @@ function withFaults(storage: PostgresStorage): PostgresStorage {
     };
   }
   return wrapped as unknown as PostgresStorage;
+}
+
+/** An error as its name, code and message, without the objects a driver hangs on it. */
+function briefly(error: Error): Error {
+  const brief = new Error(error.message);
+  brief.name = error.name;
+  const { code } = error as { code?: unknown };
+  if (typeof code === "string") (brief as Error & { code?: string }).code = code;
+  return brief;
 }
 
 function rethrowFault(error: unknown): never {
