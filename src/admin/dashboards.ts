@@ -15,7 +15,6 @@ import {
   putAction,
   recordChange,
   requireRef,
-  serialised,
 } from "./change.js";
 import { dashboardVersionBody, parseBody, validationFailed } from "./schemas.js";
 
@@ -46,7 +45,7 @@ export function dashboardAdmin(deps: AdminDeps): DashboardAdmin {
 
   return {
     async putDashboardVersion(id, version, input, options) {
-      assertWritable(storage, "putDashboard");
+      assertWritable(storage, "changeDashboard");
       checkId(id);
       if (!Number.isInteger(version) || version < 1 || version > 1_000_000) {
         throw new ApiError(400, "invalid_parameter", "version is an integer from 1 to 1000000", { details: { parameter: "version" } });
@@ -58,9 +57,7 @@ export function dashboardAdmin(deps: AdminDeps): DashboardAdmin {
         if (!teamDatasets.has(datasetId)) throw validationFailed(`$.datasetIds[${i}]`, `unknown dataset ${datasetId}`);
       });
       const actor = await actorFor(storage, options);
-      // The versions are read, changed and written back: one put of a dashboard at a time, so racing puts
-      // of one new version answer created once (and racing versions are all kept).
-      return serialised(storage, `dashboard:${id}`, () => putVersion(id, version, body, actor));
+      return putVersion(id, version, body, actor);
     },
     getDashboard: existing,
     listDashboards: (options) => listPage(options, (page) => storage.listAllDashboards(page)),
@@ -74,28 +71,31 @@ export function dashboardAdmin(deps: AdminDeps): DashboardAdmin {
   };
 
   async function putVersion(id: string, version: number, body: z.output<typeof dashboardVersionBody>, actor: Actor): Promise<Put<DashboardRecord>> {
-    const current = await storage.getDashboard(id);
-    if (current && current.teamId !== body.teamId) throw validationFailed("$.teamId", "a dashboard cannot move to another team");
     const now = isoNow(deps);
-    const previous = current?.versions.find((v) => v.version === version);
-    const entry: DashboardVersion = {
-      version,
-      published: body.published,
-      createdAt: previous?.createdAt ?? now,
-      updatedAt: now,
-      publishedAt: body.publishedAt ?? (body.published ? (previous?.publishedAt ?? now) : null),
-    };
-    const versions = [...(current?.versions ?? []).filter((v) => v.version !== version), entry].sort((a, b) => a.version - b.version);
-    const highest = versions[versions.length - 1]!.version === version;
-    const dashboard: DashboardRecord = {
-      id,
-      teamId: body.teamId,
-      name: highest || !current ? body.name : current.name,
-      description: highest || !current ? body.description : current.description,
-      versions,
-      datasetIds: highest || !current ? body.datasetIds : current.datasetIds,
-    };
-    await storage.putDashboard(dashboard);
+    let previous: DashboardVersion | undefined;
+    // Read, changed and written back in one atomic step of the store: racing puts of one new version,
+    // on any instance, answer created once (and racing versions are all kept).
+    const { before: current, after: dashboard } = await storage.changeDashboard(id, (current) => {
+      if (current && current.teamId !== body.teamId) throw validationFailed("$.teamId", "a dashboard cannot move to another team");
+      previous = current?.versions.find((v) => v.version === version);
+      const entry: DashboardVersion = {
+        version,
+        published: body.published,
+        createdAt: previous?.createdAt ?? now,
+        updatedAt: now,
+        publishedAt: body.publishedAt ?? (body.published ? (previous?.publishedAt ?? now) : null),
+      };
+      const versions = [...(current?.versions ?? []).filter((v) => v.version !== version), entry].sort((a, b) => a.version - b.version);
+      const highest = versions[versions.length - 1]!.version === version;
+      return {
+        id,
+        teamId: body.teamId,
+        name: highest || !current ? body.name : current.name,
+        description: highest || !current ? body.description : current.description,
+        versions,
+        datasetIds: highest || !current ? body.datasetIds : current.datasetIds,
+      };
+    });
     // 201 when this version is new; the audit action says whether the dashboard is.
     const created = previous === undefined;
     await recordChange(deps, {

@@ -196,6 +196,17 @@ export function postgresAnalytics(
     async putDashboard(dashboard) {
       return putResult(await upsertDashboard(db.pool, t, dashboard));
     },
+    async changeDashboard(id, change) {
+      return db.transaction(async (client) => {
+        // Changes of one dashboard, from every instance, one at a time (the row may not exist yet to lock).
+        await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [`dataport:dashboard:${db.schema}:${id}`]);
+        const found = await client.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")} where id = $1`, [id]);
+        const before = found.rows[0] ? toDashboard(found.rows[0]) : null;
+        const after = change(found.rows[0] ? toDashboard(found.rows[0]) : null);
+        await upsertDashboard(client, t, after);
+        return { before, after };
+      });
+    },
     async deleteDashboard(id) {
       return db.transaction(async (client) => {
         const deleted = await client.query(`delete from ${t("dashboards")} where id = $1`, [id]);

@@ -261,6 +261,17 @@ function historyWrites(db: Database.Database): AnalyticsWrites {
     insertDashboard(d);
     return created ? "created" : "updated";
   });
+  const read = db.prepare<[string], DashboardRow>("SELECT * FROM dashboards WHERE id = ?");
+  // One IMMEDIATE transaction: the write lock is held from the read on, in every process on the file.
+  const change = writeTransaction(db, (id: string, compute: (current: DashboardRecord | null) => DashboardRecord) => {
+    const row = read.get(id);
+    const before = row ? toDashboard(row) : null;
+    const after = compute(before === null ? null : toDashboard(row!));
+    removeDashboard.run(id);
+    removeLinks.run(id);
+    insertDashboard(after);
+    return { before, after };
+  });
   const remove = writeTransaction(db, (id: string): boolean => {
     if (removeDashboard.run(id).changes === 0) return false;
     removeLinks.run(id);
@@ -276,6 +287,9 @@ function historyWrites(db: Database.Database): AnalyticsWrites {
   return {
     async putDashboard(dashboard) {
       return put(dashboard);
+    },
+    async changeDashboard(id, compute) {
+      return change(id, compute);
     },
     async deleteDashboard(id) {
       return remove(id);

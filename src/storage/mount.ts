@@ -49,7 +49,7 @@ export const AREA_METHODS = {
       "spaceApiUsage",
       "spaceDatasetUsage",
     ],
-    writes: ["recordRefreshRun", "recordApiCall", "putDashboard", "deleteDashboard", "appendDashboardViews", "appendRefreshRuns", "appendCreditUsage"],
+    writes: ["recordRefreshRun", "recordApiCall", "putDashboard", "changeDashboard", "deleteDashboard", "appendDashboardViews", "appendRefreshRuns", "appendCreditUsage"],
   },
 } as const satisfies { readonly [A in StorageArea]: { readonly reads: readonly (keyof Storage)[]; readonly writes: readonly (keyof Storage)[] } };
 

@@ -214,6 +214,19 @@ for (const kind of STORE_KINDS) {
         expect(statuses(answers)).toEqual({ 201: 1, 200: 7 });
       });
 
+      it.runIf(kind.name !== "memory")("answers racing dashboard-version creates from two instances with one 201 and keeps every racing version", async (t) => {
+        if (skip) return t.skip(skip);
+        const { send, again } = await world();
+        const other = createDataApi({ storage: await again!(), clock: createFixedClock(NOW), adminToken: ADMIN_TOKEN });
+        const sendOther = via === "http" ? httpAdmin(other) : functionAdmin(createAdmin(other));
+        const version = { teamId: "team_ops", name: "Board", description: null, published: false, publishedAt: null, datasetIds: [] };
+        const one = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? send : sendOther)("PUT", "/dashboards/dash_twice/versions/1", version)));
+        expect(statuses(one)).toEqual({ 201: 1, 200: 19 });
+        const many = await Promise.all([2, 3, 4, 5, 6, 7].map((n) => (n % 2 === 0 ? send : sendOther)("PUT", `/dashboards/dash_twice/versions/${n}`, version)));
+        expect(many.map((a) => a.status)).toEqual([201, 201, 201, 201, 201, 201]);
+        expect((await sendOther("GET", "/dashboards/dash_twice")).json.versions.map((v: { version: number }) => v.version)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+      });
+
       it("never lets a deleted user's keys reach the business audit feed again, even when the id is created again", async (t) => {
         if (skip) return t.skip(skip);
         const { call, send } = await world();

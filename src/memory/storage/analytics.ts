@@ -257,6 +257,15 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore & AnalyticsW
       return result;
     },
 
+    async changeDashboard(id, change) {
+      // One call runs to its end before another starts: nothing comes between the read and the write.
+      const stored = state.dashboards.get(id);
+      const before = stored ? cloneJson(stored) : null;
+      const after = change(before === null ? null : cloneJson(before));
+      state.dashboards.set(id, cloneJson(after));
+      return { before, after: cloneJson(after) };
+    },
+
     async deleteDashboard(id) {
       if (!state.dashboards.delete(id)) return false;
       state.dashboardViews = state.dashboardViews.filter((view) => view.dashboardId !== id);

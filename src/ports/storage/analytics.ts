@@ -188,6 +188,18 @@ export interface AnalyticsStore {
 export interface AnalyticsWrites {
   /** Creates or replaces the dashboard with `dashboard.id`, every version as given. */
   putDashboard(dashboard: DashboardRecord): Promise<PutResult>;
+  /**
+   * Reads the dashboard `id` (null when there is none), lets `change`
+   * compute its new record from it, and stores that record — atomically: no
+   * other change of the same dashboard, from any process sharing the store,
+   * runs in between, so racing changes each see the one before. When
+   * `change` throws, nothing is written and the error is re-thrown.
+   * Resolves with the record read and the record stored.
+   */
+  changeDashboard(
+    id: string,
+    change: (current: DashboardRecord | null) => DashboardRecord,
+  ): Promise<{ before: DashboardRecord | null; after: DashboardRecord }>;
   /** Deletes the dashboard and its views; false when unknown. */
   deleteDashboard(id: string): Promise<boolean>;
   /** Appends page views, all or none. */

@@ -386,6 +386,32 @@ export function describeAnalyticsConformance(name: string, factory: StorageFacto
         expect(usage).toEqual([expect.objectContaining({ dashboard_id: "dash_sales", dashboard: "Sales", published: false, views: 5 })]);
       });
 
+      it("changes a dashboard atomically: racing changes each see the one before; a change that throws writes nothing", async () => {
+        const store = await seeded();
+        const version = (n: number) => ({ version: n, published: false, createdAt: "2026-11-01T00:00:00Z", updatedAt: "2026-11-01T00:00:00Z", publishedAt: null });
+        const seen: Array<number | null> = [];
+        const results = await Promise.all(
+          [1, 2, 3, 4, 5].map((n) =>
+            store.changeDashboard("dash_raced", (current) => {
+              seen.push(current === null ? null : current.versions.length);
+              return { ...board("dash_raced"), versions: [...(current?.versions ?? []), version(n)] };
+            }),
+          ),
+        );
+        // Each change saw the one before it: the version counts it found, in the order the changes ran.
+        expect(seen).toEqual([null, 1, 2, 3, 4]);
+        expect(results.filter((r) => r.before === null)).toHaveLength(1);
+        expect((await store.getDashboard("dash_raced"))!.versions.map((v) => v.version).sort()).toEqual([1, 2, 3, 4, 5]);
+
+        const sales = await store.getDashboard("dash_sales");
+        await expect(
+          store.changeDashboard("dash_sales", () => {
+            throw new Error("refused");
+          }),
+        ).rejects.toThrow("refused");
+        expect(await store.getDashboard("dash_sales")).toEqual(sales);
+      });
+
       it("deletes a dashboard with its views; false when unknown", async () => {
         const store = await seeded();
         expect(await store.deleteDashboard("dash_sales")).toBe(true);
