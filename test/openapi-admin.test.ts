@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import openapiTS, { astToString } from "openapi-typescript";
@@ -88,6 +88,13 @@ describe("the admin OpenAPI document names every shape", () => {
     // A history item is the fixture's item, strict: an unknown field is refused, as the admin function refuses it.
     expect(document.components.schemas.DashboardViewInput).toMatchObject({ required: ["dashboardId", "at", "visitorId"], additionalProperties: false });
     expect(document.components.schemas.DashboardViewBatch).toMatchObject({ type: "array", maxItems: 10_000 });
+  });
+
+  it("is described in docs/openapi.md, which names exactly its components", () => {
+    const text = readFileSync(join(root, "docs", "openapi.md"), "utf8");
+    const section = text.slice(text.indexOf("## The admin document"), text.indexOf("## How it is kept true"));
+    const named = new Set([...section.matchAll(/`([A-Z][A-Za-z]+)`/g)].map((m) => m[1]!));
+    expect([...named].sort()).toEqual(Object.keys(adminDocument().components.schemas).sort());
   });
 
   it("finds what it looks for: an unnamed body, an open answer and an empty component", () => {
