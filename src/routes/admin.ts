@@ -107,7 +107,7 @@ function collection<T>(
 const putResponses = (item: z.ZodType) => ({ responses: { 200: item, 201: item } });
 const created = (item: z.ZodType) => ({ responses: { 201: item } });
 const deleted = { responses: { 204: z.null() } };
-/** A JSON body, validated by the admin function with this schema (and described by it). */
+/** A JSON body, described by the schema of the admin function's input (src/admin/schemas.ts). */
 const json = (schema: z.ZodType) => ({ body: { kind: "json" }, bodySchema: schema }) as const;
 
 export const adminRoutes: AdminRoute<any, any>[] = [
