@@ -1,6 +1,43 @@
 export { createDataApi, DEFAULT_SETTINGS, type DataApi, type DataApiOptions, type RequestContext } from "./api.js";
 export { ApiError, type ErrorCode } from "./errors.js";
-export { createAdmin, type Admin, type RefreshResult } from "./admin/index.js";
+export {
+  createAdmin,
+  type Admin,
+  type ApiKeyInfo,
+  type AuditAdmin,
+  type AuditEventInput,
+  type BusinessInput,
+  type CatalogAdmin,
+  type ChangeOptions,
+  type ConnectionAdmin,
+  type ConnectionInput,
+  type ConnectionView,
+  type CreditUsageInput,
+  type DashboardAdmin,
+  type DashboardVersionInput,
+  type DashboardViewInput,
+  type DatasetInput,
+  type HistoryAdmin,
+  type IdentityAdmin,
+  type KeyAdmin,
+  type ListOptions,
+  type ListPage,
+  type MembershipInput,
+  type Put,
+  type RefreshResult,
+  type RefreshRunInput,
+  type RowsAdmin,
+  type RowsWriteMode,
+  type SessionInfo,
+  type SessionInput,
+  type StreamBody,
+  type TableAdmin,
+  type TableInput,
+  type TeamInput,
+  type UserInput,
+  type WebhookAdmin,
+  type WebhookConnectionInfo,
+} from "./admin/index.js";
 export { parseFixture, readFixtureFile, FixtureError, type FixtureFs } from "./fixture/load.js";
 export type { SeedSpace } from "./fixture/space.js";
 export type { ApiRequest, ApiReply, HeaderReader } from "./http/types.js";

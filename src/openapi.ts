@@ -5,6 +5,7 @@ import { SIGNATURE_TOLERANCE_SECONDS } from "./domain/signatures.js";
 import { jsonBodyLimit } from "./http/body.js";
 import { queryParamDocs } from "./http/query.js";
 import type { RouteDef } from "./routing.js";
+import { rowsTextSchema, rowsUploadSchema } from "./schemas/admin.js";
 import { errorEnvelopeSchema } from "./schemas/common.js";
 
 /**
@@ -336,14 +337,14 @@ function requestBody(route: RouteDef, build: Build): NonNullable<OpenApiOperatio
     };
   }
   if (route.body?.kind === "stream") {
-    const rows = { description: `Rows: a JSON array of objects, NDJSON (one object per line) or CSV with a header row.` };
+    const text = toJsonSchema(rowsTextSchema, "input", build.components);
     return {
       required: true,
-      description: `Streamed; at most ${build.maxUploadBytes.toLocaleString("en-US")} bytes (413 payload_too_large beyond).`,
+      description: `Rows: a JSON array of objects, NDJSON (one object per line) or CSV with a header row. Streamed; at most ${build.maxUploadBytes.toLocaleString("en-US")} bytes (413 payload_too_large beyond).`,
       content: {
-        "application/json": { schema: { type: "array", items: openObject() } },
-        "application/x-ndjson": { schema: { type: "string", ...rows } },
-        "text/csv": { schema: { type: "string", ...rows } },
+        "application/json": { schema: toJsonSchema(rowsUploadSchema, "input", build.components) },
+        "application/x-ndjson": { schema: text },
+        "text/csv": { schema: text },
       },
     };
   }

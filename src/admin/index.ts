@@ -19,14 +19,34 @@ export type { AuditEventInput, CreditUsageInput, DashboardViewInput, HistoryAdmi
 export type { BusinessInput, IdentityAdmin, MembershipInput, SessionInfo, SessionInput, TeamInput, UserInput } from "./identity.js";
 export type { ApiKeyInfo, KeyAdmin } from "./keys.js";
 export type { RowsAdmin } from "./rows.js";
+/** A body as it arrives, for `uploadDatasetRows`: its chunks and its media type (`application/json`, `application/x-ndjson` or `text/csv`). */
+export type { StreamBody } from "../routing.js";
 export type { TableAdmin, TableInput } from "./tables.js";
 export type { WebhookAdmin, WebhookConnectionInfo } from "./webhooks.js";
+
+/** How `uploadDatasetRows` and `writeDatasetRows` change a dataset's rows: `replace` them or `append` to them. */
+export type RowsWriteMode = Parameters<RowsAdmin["uploadDatasetRows"]>[1];
 
 /**
  * The host's administration functions (plain functions, not HTTP): how a
  * host hands Dataport the changes to its world while it runs. The admin
  * HTTP API (`/api/admin/v1`) calls the very same functions. Every change is
  * validated before anything is written and appends an audit event.
+ *
+ * What a function answers follows its name:
+ * - `put…` creates or replaces what the id names and answers `Put<T>`:
+ *   `{ created, value }`, `created` when nothing had the id (HTTP 201, else
+ *   200), `value` the object as stored (as `get…` answers it);
+ * - `delete…` answers nothing (404 when there is nothing to delete);
+ * - `list…` of a whole collection takes `ListOptions` and answers a
+ *   `ListPage<T>`; `list…` of one owner's items (a user's memberships, a
+ *   team's keys) and `tableEditLog` answer an array;
+ * - every other function answers the object it read, made or changed, as
+ *   stored. One that shows a secret once answers it beside the object
+ *   (`createApiKey` → `{ key, token }`, `rotateWebhookSecret` →
+ *   `{ connection, secret }`) or in it (`createSession`: the session with
+ *   its `token`); a history batch answers its counts (`{ stored }`,
+ *   `{ stored, skipped }`); `seed` answers `"loaded"` or `"kept"`.
  */
 export interface Admin
   extends IdentityAdmin,

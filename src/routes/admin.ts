@@ -1,9 +1,11 @@
 import { z } from "zod";
+import type { Put } from "../admin/change.js";
+import * as bodies from "../admin/schemas.js";
 import type { AdminContext } from "../context.js";
 import { intParam } from "../http/query.js";
 import { Reply } from "../http/reply.js";
 import { admin, type AdminRoute, type Method, type StreamBody } from "../routing.js";
-import type { Put } from "../admin/change.js";
+import * as answers from "../schemas/admin.js";
 
 /**
  * The admin HTTP API (`/api/admin/v1`, see `admin-api.md`): the admin
@@ -67,6 +69,8 @@ function collection<T>(
   what: string,
   /** Operation ids: `list<Plural>`, `get<Name>`, `put<Name>`, `delete<Name>`. */
   name: { one: string; many: string },
+  /** The PUT body, a member as answered, and a page of the listing (named OpenAPI components). */
+  schemas: { input: z.ZodType; item: z.ZodType; page: z.ZodType },
   ops: {
     put: (id: string, body: unknown, ctx: AdminContext) => Promise<Put<T>>;
     get: (id: string, ctx: AdminContext) => Promise<unknown>;
@@ -77,13 +81,13 @@ function collection<T>(
   return [
     route<ListQuery>("GET", path, `List ${what}s by id (limit, cursor)`, ({ query }, ctx) => ops.list(query, ctx), {
       query: listQuery,
-      responses: { 200: listOf },
+      responses: { 200: schemas.page },
       operationId: `list${name.many}`,
     }),
-    route("GET", `${path}/:id`, `One ${what}`, ({ params }, ctx) => ops.get(params.id!, ctx), { responses: { 200: object }, operationId: `get${name.one}` }),
+    route("GET", `${path}/:id`, `One ${what}`, ({ params }, ctx) => ops.get(params.id!, ctx), { responses: { 200: schemas.item }, operationId: `get${name.one}` }),
     route<Record<string, never>, unknown>("PUT", `${path}/:id`, `Create or replace a ${what} (201 when created)`, async ({ params, body }, ctx) => putReply(await ops.put(params.id!, body, ctx)), {
-      ...json,
-      ...putResponses,
+      ...json(schemas.input),
+      ...putResponses(schemas.item),
       operationId: `put${name.one}`,
     }),
     route(
@@ -99,41 +103,40 @@ function collection<T>(
   ];
 }
 
-/** Stored objects are described where their shapes live (the fixture format); here any object. */
-const object = z.object({}).loose();
-const listOf = z.object({ data: z.array(object), hasMore: z.boolean(), nextCursor: z.string().nullable() });
-const putResponses = { responses: { 200: object, 201: object } };
-const created = { responses: { 201: object } };
+/** A create-or-replace answers the object as stored: 201 when it is new, 200 when it replaced one. */
+const putResponses = (item: z.ZodType) => ({ responses: { 200: item, 201: item } });
+const created = (item: z.ZodType) => ({ responses: { 201: item } });
 const deleted = { responses: { 204: z.null() } };
-const json = { body: { kind: "json" } } as const;
+/** A JSON body, described by the schema of the admin function's input (src/admin/schemas.ts). */
+const json = (schema: z.ZodType) => ({ body: { kind: "json" }, bodySchema: schema }) as const;
 
 export const adminRoutes: AdminRoute<any, any>[] = [
-  ...collection("/businesses", "business", { one: "Business", many: "Businesses" }, {
+  ...collection("/businesses", "business", { one: "Business", many: "Businesses" }, { input: bodies.businessBody, item: answers.businessRecordSchema, page: answers.businessPageSchema }, {
     put: (id, body, ctx) => ctx.admin.putBusiness(id, body as never, by(ctx)),
     get: (id, ctx) => ctx.admin.getBusiness(id),
     list: (query, ctx) => ctx.admin.listBusinesses(query),
     remove: (id, ctx) => ctx.admin.deleteBusiness(id, by(ctx)),
   }),
-  ...collection("/teams", "team", { one: "Team", many: "Teams" }, {
+  ...collection("/teams", "team", { one: "Team", many: "Teams" }, { input: bodies.teamBody, item: answers.teamRecordSchema, page: answers.teamPageSchema }, {
     put: (id, body, ctx) => ctx.admin.putTeam(id, body as never, by(ctx)),
     get: (id, ctx) => ctx.admin.getTeam(id),
     list: (query, ctx) => ctx.admin.listTeams(query),
     remove: (id, ctx) => ctx.admin.deleteTeam(id, by(ctx)),
   }),
-  ...collection("/users", "user", { one: "User", many: "Users" }, {
+  ...collection("/users", "user", { one: "User", many: "Users" }, { input: bodies.userBody, item: answers.userRecordSchema, page: answers.userPageSchema }, {
     put: (id, body, ctx) => ctx.admin.putUser(id, body as never, by(ctx)),
     get: (id, ctx) => ctx.admin.getUser(id),
     list: (query, ctx) => ctx.admin.listUsers(query),
     remove: (id, ctx) => ctx.admin.deleteUser(id, by(ctx)),
   }),
-  route("GET", "/users/:id/memberships", "A user's memberships", async ({ params }, ctx) => ({ data: await ctx.admin.listMemberships(params.id!) }), { responses: { 200: z.object({ data: z.array(object) }) } }),
-  route("GET", "/users/:id/memberships/:teamId", "One membership", ({ params }, ctx) => ctx.admin.getMembership(params.id!, params.teamId!), { responses: { 200: object } }),
+  route("GET", "/users/:id/memberships", "A user's memberships", async ({ params }, ctx) => ({ data: await ctx.admin.listMemberships(params.id!) }), { responses: { 200: answers.membershipListSchema } }),
+  route("GET", "/users/:id/memberships/:teamId", "One membership", ({ params }, ctx) => ctx.admin.getMembership(params.id!, params.teamId!), { responses: { 200: answers.membershipSchema } }),
   route<Record<string, never>, unknown>(
     "PUT",
     "/users/:id/memberships/:teamId",
     "Add a user to a team or change the role (201 when added)",
     async ({ params, body }, ctx) => putReply(await ctx.admin.putMembership(params.id!, params.teamId!, body as never, by(ctx))),
-    { ...json, ...putResponses },
+    { ...json(bodies.membershipBody), ...putResponses(answers.membershipSchema) },
   ),
   route("DELETE", "/users/:id/memberships/:teamId", "Remove a user from a team", async ({ params }, ctx) => {
     await ctx.admin.deleteMembership(params.id!, params.teamId!, by(ctx));
@@ -144,9 +147,9 @@ export const adminRoutes: AdminRoute<any, any>[] = [
     "/sessions",
     "Issue a session token (shown once; only its hash is kept)",
     async ({ body }, ctx) => Reply.json(201, await ctx.admin.createSession(body as never, by(ctx))),
-    { ...json, ...created },
+    { ...json(bodies.sessionBody), ...created(answers.issuedSessionSchema) },
   ),
-  route("GET", "/sessions/:id", "One session (never its token)", ({ params }, ctx) => ctx.admin.getSession(params.id!), { responses: { 200: object } }),
+  route("GET", "/sessions/:id", "One session (never its token)", ({ params }, ctx) => ctx.admin.getSession(params.id!), { responses: { 200: answers.sessionInfoSchema } }),
   route("DELETE", "/sessions/:id", "End a session: its token answers 401 at once", async ({ params }, ctx) => {
     await ctx.admin.deleteSession(params.id!, by(ctx));
     return noContent();
@@ -159,17 +162,17 @@ export const adminRoutes: AdminRoute<any, any>[] = [
       const { key, token } = await ctx.admin.createApiKey({ ...(body as object), teamId: params.teamId! } as never);
       return Reply.json(201, { ...key, token });
     },
-    { ...json, ...created },
+    { ...json(bodies.apiKeyBody), ...created(answers.issuedApiKeySchema) },
   ),
   route("GET", "/teams/:teamId/api-keys", "A team's API keys, newest first, without tokens", async ({ params }, ctx) => ({
     data: await ctx.admin.listApiKeys(params.teamId!),
-  }), { responses: { 200: z.object({ data: z.array(object) }) } }),
-  route("GET", "/api-keys/:id", "One API key, without its token", ({ params }, ctx) => ctx.admin.getApiKey(params.id!), { responses: { 200: object } }),
+  }), { responses: { 200: answers.apiKeyListSchema } }),
+  route("GET", "/api-keys/:id", "One API key, without its token", ({ params }, ctx) => ctx.admin.getApiKey(params.id!), { responses: { 200: answers.apiKeyInfoSchema } }),
   route("DELETE", "/api-keys/:id", "Revoke an API key: 401 at once", async ({ params }, ctx) => {
     await ctx.admin.deleteApiKey(params.id!, by(ctx));
     return noContent();
   }, deleted),
-  ...collection("/connections", "connection", { one: "Connection", many: "Connections" }, {
+  ...collection("/connections", "connection", { one: "Connection", many: "Connections" }, { input: bodies.connectionBody, item: answers.connectionViewSchema, page: answers.connectionPageSchema }, {
     put: (id, body, ctx) => ctx.admin.putConnection(id, body as never, by(ctx)),
     get: (id, ctx) => ctx.admin.getConnection(id),
     list: (query, ctx) => ctx.admin.listConnections(query),
@@ -180,9 +183,9 @@ export const adminRoutes: AdminRoute<any, any>[] = [
     "/connections/:id/signing-secret",
     "Set (or with null remove) a webhook connection's signing secret",
     ({ params, body }, ctx) => ctx.admin.setSigningSecret(params.id!, body as never, by(ctx)),
-    { ...json, responses: { 200: object } },
+    { ...json(bodies.signingSecretBody), responses: { 200: answers.connectionViewSchema } },
   ),
-  ...collection("/datasets", "dataset", { one: "Dataset", many: "Datasets" }, {
+  ...collection("/datasets", "dataset", { one: "Dataset", many: "Datasets" }, { input: bodies.datasetBody, item: answers.datasetRecordSchema, page: answers.datasetPageSchema }, {
     put: (id, body, ctx) => ctx.admin.putDataset(id, body as never, by(ctx)),
     get: (id, ctx) => ctx.admin.getDataset(id),
     list: (query, ctx) => ctx.admin.listDatasets(query),
@@ -193,36 +196,36 @@ export const adminRoutes: AdminRoute<any, any>[] = [
     "/datasets/:id/rows",
     "Replace a dataset's rows, atomically (JSON array, NDJSON or CSV, streamed)",
     ({ params, body }, ctx) => ctx.admin.uploadDatasetRows(params.id!, "replace", body, by(ctx)),
-    { body: { kind: "stream" }, responses: { 200: object } },
+    { body: { kind: "stream" }, responses: { 200: answers.datasetRecordSchema } },
   ),
   route<Record<string, never>, StreamBody>(
     "POST",
     "/datasets/:id/rows",
     "Append rows to a dataset, atomically (JSON array, NDJSON or CSV, streamed)",
     ({ params, body }, ctx) => ctx.admin.uploadDatasetRows(params.id!, "append", body, by(ctx)),
-    { body: { kind: "stream" }, responses: { 200: object } },
+    { body: { kind: "stream" }, responses: { 200: answers.datasetRecordSchema } },
   ),
   route<Record<string, never>, unknown>(
     "POST",
     "/datasets/:id/refresh",
     "Pull a connection dataset from its upstream and record the run",
     ({ params, body }, ctx) => ctx.admin.refreshDataset(params.id!, (body ?? {}) as never),
-    { ...json, responses: { 200: object } },
+    { ...json(bodies.refreshBody), responses: { 200: answers.refreshResultSchema } },
   ),
-  ...collection("/tables", "input table", { one: "Table", many: "Tables" }, {
+  ...collection("/tables", "input table", { one: "Table", many: "Tables" }, { input: bodies.tableBody, item: answers.tableRecordSchema, page: answers.tablePageSchema }, {
     put: (id, body, ctx) => ctx.admin.putTable(id, body as never, by(ctx)),
     get: (id, ctx) => ctx.admin.getTable(id),
     list: (query, ctx) => ctx.admin.listTables(query),
     remove: (id, ctx) => ctx.admin.deleteTable(id, by(ctx)),
   }),
-  route("GET", "/dashboards", "List dashboards by id (limit, cursor)", ({ query }, ctx) => ctx.admin.listDashboards(query as ListQuery), { query: listQuery, responses: { 200: listOf } }),
-  route("GET", "/dashboards/:id", "One dashboard with every version", ({ params }, ctx) => ctx.admin.getDashboard(params.id!), { responses: { 200: object } }),
+  route("GET", "/dashboards", "List dashboards by id (limit, cursor)", ({ query }, ctx) => ctx.admin.listDashboards(query as ListQuery), { query: listQuery, responses: { 200: answers.dashboardPageSchema } }),
+  route("GET", "/dashboards/:id", "One dashboard with every version", ({ params }, ctx) => ctx.admin.getDashboard(params.id!), { responses: { 200: answers.dashboardRecordSchema } }),
   route<Record<string, never>, unknown>(
     "PUT",
     "/dashboards/:id/versions/:version",
     "Create or replace one version of a dashboard (201 when the version is new)",
     async ({ params, body }, ctx) => putReply(await ctx.admin.putDashboardVersion(params.id!, versionOf(params.version!), body as never, by(ctx))),
-    { ...json, ...putResponses },
+    { ...json(bodies.dashboardVersionBody), ...putResponses(answers.dashboardRecordSchema) },
   ),
   route("DELETE", "/dashboards/:id", "Delete a dashboard and its view history", async ({ params }, ctx) => {
     await ctx.admin.deleteDashboard(params.id!, by(ctx));
@@ -233,28 +236,28 @@ export const adminRoutes: AdminRoute<any, any>[] = [
     "/dashboard-views",
     "Record dashboard page views (up to 10,000 per call, all or none)",
     async ({ body }, ctx) => Reply.json(201, await ctx.admin.recordDashboardViews(body as never, by(ctx))),
-    { ...json, ...created },
+    { ...json(bodies.dashboardViewsBody), ...created(answers.storedItemsSchema) },
   ),
   route<Record<string, never>, unknown>(
     "POST",
     "/refresh-runs",
     "Record refresh runs (up to 10,000 per call, all or none)",
     async ({ body }, ctx) => Reply.json(201, await ctx.admin.recordRefreshRuns(body as never, by(ctx))),
-    { ...json, ...created },
+    { ...json(bodies.refreshRunsBody), ...created(answers.storedItemsSchema) },
   ),
   route<Record<string, never>, unknown>(
     "POST",
     "/credit-usage",
     "Record credit usage (up to 10,000 per call, all or none)",
     async ({ body }, ctx) => Reply.json(201, await ctx.admin.recordCreditUsage(body as never, by(ctx))),
-    { ...json, ...created },
+    { ...json(bodies.creditUsageBody), ...created(answers.storedItemsSchema) },
   ),
   route<Record<string, never>, unknown>(
     "POST",
     "/audit-events",
     "Record host audit events (ids optional; an id already stored is skipped)",
     async ({ body }, ctx) => Reply.json(201, await ctx.admin.recordAuditEvents(body as never)),
-    { ...json, ...created },
+    { ...json(bodies.auditEventsBody), ...created(answers.storedAuditEventsSchema) },
   ),
 ];
 
