@@ -32,7 +32,7 @@ export function instrumentStorage(storage: Storage, options: { timeoutMs: number
       continue;
     }
     const method = value as (...args: unknown[]) => unknown;
-    wrapped[name] = (...args: unknown[]) => {
+    wrapped[name] = Object.assign((...args: unknown[]) => {
       const startedAt = performance.now();
       let result: unknown;
       try {
@@ -60,7 +60,8 @@ export function instrumentStorage(storage: Storage, options: { timeoutMs: number
           throw error;
         },
       );
-    };
+       // The method's own marks (a read-only area's) stay with it.
+    }, method);
   }
   return wrapped as unknown as Storage;
 }

@@ -5,6 +5,7 @@ import type { Row } from "../domain/model.js";
 import { connectionSecrets, scrubUpstreamText } from "../connectors/scrub.js";
 import { ApiError, notFound } from "../errors.js";
 import { checkId } from "./change.js";
+import { parseBody, refreshBody } from "./schemas.js";
 import { type ConnectorResult, InvalidQueryError, UpstreamThrottledError, UpstreamUnavailableError } from "../ports/connector.js";
 
 /** Rows one refresh may pull when the caller sets no `maxRows`. */
@@ -39,6 +40,8 @@ export function connectionAdmin(ports: Ports): ConnectionAdmin {
   return {
     async refreshDataset(id, options = {}) {
       checkId(id);
+      // Checked before anything is read or written: a maxRows that is not a positive integer is 422, never an empty refresh.
+      const { maxRows = DEFAULT_REFRESH_MAX_ROWS } = parseBody(refreshBody, options);
       const dataset = await storage.getDataset(id);
       if (!dataset) throw notFound("dataset");
       const connection = dataset.type === "connection" && dataset.connectionId ? await storage.getConnection(dataset.connectionId) : null;
@@ -48,7 +51,6 @@ export function connectionAdmin(ports: Ports): ConnectionAdmin {
           details: { parameter: "id" },
         });
       }
-      const maxRows = options.maxRows ?? DEFAULT_REFRESH_MAX_ROWS;
       const startedAt = new Date(clock.now()).toISOString();
       // A duration, not a point in time: the monotonic timer, like the API's latency log.
       const t0 = performance.now();

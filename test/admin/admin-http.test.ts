@@ -143,6 +143,27 @@ describe("refreshing a dataset", () => {
   });
 });
 
+describe("a refresh body", () => {
+  it("is checked before anything is read or written: a maxRows that is not a positive integer, or an unknown field, is 422 and the rows stay", async () => {
+    const { api, call } = await setup({ adminToken: ADMIN_TOKEN });
+    const send = httpAdmin(api);
+    await send("PUT", "/connections/conn_cities", { teamId: "team_ops", name: "Cities", type: "memory", config: { tables: { cities: [{ city: "Lyon" }, { city: "Oslo" }] } } });
+    await send("PUT", "/datasets/ds_cities", { teamId: "team_ops", name: "Cities", type: "connection", connectionId: "conn_cities", source: "cities" });
+    expect((await send("POST", "/datasets/ds_cities/refresh", {})).json).toMatchObject({ ok: true, rowsProcessed: 2 });
+    for (const [body, path] of [
+      [{ maxRows: "x" }, "$.maxRows"],
+      [{ maxRows: -1 }, "$.maxRows"],
+      [{ maxRows: 0.5 }, "$.maxRows"],
+      [{ limit: 5 }, "$.limit"],
+    ] as const) {
+      const refused = await send("POST", "/datasets/ds_cities/refresh", body);
+      expect([refused.status, refused.json.error.code, refused.json.error.details]).toEqual([422, "validation_failed", { path }]);
+    }
+    const rows = await call("GET", "/api/v1/datasets/ds_cities/rows?teamId=team_ops", { token: TOKENS.sessionAda });
+    expect(rows.json.data).toEqual([{ city: "Lyon" }, { city: "Oslo" }]);
+  });
+});
+
 describe("a connection changed through the admin API", () => {
   it("answers its next query from the new config, not from the cache of the old one", async () => {
     const { api, call } = await setup({ adminToken: ADMIN_TOKEN });
