@@ -117,7 +117,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
     const route = match.group.byMethod.get(req.method);
     if (!route) throw new ApiError(405, "method_not_allowed", `${req.method} is not allowed here`, { headers: { allow: match.group.allow } });
     x.route = route;
-    x.params = match.params;
+    x.params = route.auth === "admin" ? adminParams(match) : match.params;
     return route;
   }
 
@@ -304,6 +304,20 @@ function teamOf(credential: Credential, requestedTeamId?: string | string[]): st
   if (credential.kind === "api-key") return credential.team.id;
   const requested = typeof requestedTeamId === "string" ? credential.memberships.find((m) => m.teamId === requestedTeamId) : undefined;
   return requested?.teamId ?? credential.memberships[0]?.teamId ?? "";
+}
+
+/**
+ * An admin route's path parameters. Its ids are names (admin-api.md, Revision 2): one that cannot be
+ * decoded or holds NUL is 422 `validation_failed` naming it (`$.id`), as any other malformed id, never 400 or 404.
+ */
+function adminParams(match: RouteMatch): Readonly<Record<string, string>> {
+  const invalid = match.invalidParam();
+  if (invalid !== null) {
+    throw new ApiError(422, "validation_failed", `$.${invalid}: an id is 1 to 200 letters, digits, '_', '-', '.' or ':'`, {
+      details: { path: `$.${invalid}` },
+    });
+  }
+  return match.params;
 }
 
 /** `Bearer <admin token>`, compared in constant time; anything else is 401. */

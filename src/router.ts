@@ -33,6 +33,18 @@ export class RouteMatch {
   get params(): Readonly<Record<string, string>> {
     return (this.#params ??= Object.freeze(decodeParams(this.sent)));
   }
+
+  /** The name of the first path parameter that cannot be decoded or breaks the text rule, or null when all are fine. */
+  invalidParam(): string | null {
+    for (const key in this.sent) {
+      try {
+        decodeParams({ [key]: this.sent[key]! });
+      } catch {
+        return key;
+      }
+    }
+    return null;
+  }
 }
 
 export interface Router {

@@ -167,6 +167,15 @@ for (const kind of STORE_KINDS) {
           expect(answer.status, id).toBe(422);
           expect(answer.json.error).toMatchObject({ code: "validation_failed", details: { path: "$.id" } });
         }
+        if (via === "http") {
+          // Over HTTP an id that cannot even be decoded, or holds NUL, is no different: 422, not 400 or 404.
+          for (const raw of ["a%00b", "a%ZZb", "a%ED%A0%80b"]) {
+            const answer = await send("PUT", `/businesses/${raw}`, business);
+            expect([answer.status, answer.json.error.details], raw).toEqual([422, { path: "$.id" }]);
+          }
+          const member = await send("PUT", "/users/usr_ada/memberships/team%00x", { role: "viewer" });
+          expect([member.status, member.json.error.details]).toEqual([422, { path: "$.teamId" }]);
+        }
         expect((await send("PUT", `/businesses/${"x".repeat(200)}`, business)).status).toBe(201);
         expect((await send("PUT", "/businesses/biz_a-1.b:2", business)).status).toBe(201);
         const elsewhere = [
