@@ -36,7 +36,8 @@ export function instrumentStorage(storage: Storage, options: { timeoutMs: number
       const startedAt = performance.now();
       let result: unknown;
       try {
-        result = method.apply(storage, args);
+        // Looked up at each call, so a method replaced on the store later (a host's patch, a test's) is the one called.
+        result = ((storage as unknown as Record<string, (...a: unknown[]) => unknown>)[name] ?? method).apply(storage, args);
       } catch (error) {
         metrics?.storageOperation(name, "error", performance.now() - startedAt);
         throw error;

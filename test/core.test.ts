@@ -277,8 +277,7 @@ describe("api.dispatch (what the Node adapter calls)", () => {
 
   it("continues when a step answers with a promise, and a rejection there becomes the 500 envelope", async () => {
     const storage = createMemoryStorage();
-    // Unwrapped (no storage timeout), so the method replaced below is the one the API calls.
-    const { api } = await setup({ storage, storageTimeoutMs: 0 });
+    const { api } = await setup({ storage });
     const real = storage.findApiKeyWithTeam!.bind(storage);
     let fail = false;
     storage.findApiKeyWithTeam = async (hash: string) => {
