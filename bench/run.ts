@@ -100,6 +100,36 @@ const scenarios: Scenario[] = [
       request: [{ method: "POST", headers: { "content-type": "application/json" }, body: PAYLOAD_1KB }],
     },
   },
+  {
+    name: "me-sqlite: GET /api/v1/me on SQLite vs bare node:http + SHA-256 of the token + one prepared better-sqlite3 SELECT",
+    goal: 0.8,
+    dataport: { server: "webhook-sqlite-dataport", url: "/api/v1/me", request: [{ method: "GET", headers: { authorization: `Bearer ${TOKEN}` } }] },
+    baseline: {
+      server: "sqlite-read-baseline",
+      env: { BENCH_BASELINE: "me", TOKEN },
+      url: "/api/v1/me",
+      request: [{ method: "GET", headers: { authorization: `Bearer ${TOKEN}` } }],
+    },
+    prepare: async (url) => ({ BODY: await (await fetch(`${url}/api/v1/me`, { headers: { authorization: `Bearer ${TOKEN}` } })).text() }),
+  },
+  {
+    name: "rows-sqlite: GET /api/v1/datasets/{id}/rows?maxRows=100 (a 240-row dataset) on SQLite vs bare node:http + one SELECT of 100 stored JSON texts",
+    goal: 0.8,
+    dataport: {
+      server: "webhook-sqlite-dataport",
+      url: "/api/v1/datasets/ds_orders/rows?maxRows=100",
+      request: [{ method: "GET", headers: { authorization: `Bearer ${TOKEN}` } }],
+    },
+    baseline: {
+      server: "sqlite-read-baseline",
+      env: { BENCH_BASELINE: "rows", TOKEN },
+      url: "/api/v1/datasets/ds_orders/rows?maxRows=100",
+      request: [{ method: "GET", headers: { authorization: `Bearer ${TOKEN}` } }],
+    },
+    prepare: async (url) => ({
+      BODY: await (await fetch(`${url}/api/v1/datasets/ds_orders/rows?maxRows=100`, { headers: { authorization: `Bearer ${TOKEN}` } })).text(),
+    }),
+  },
   ...[1, 2].map(
     (instances): Scenario => ({
       name: `webhook-postgres${instances === 1 ? "" : "-2i"}: POST 1 KB JSON on PostgreSQL (200 after commit), ${instances === 1 ? "one instance" : "two instances on one schema"} vs bare node:http + pg pool, one INSERT per request${instances === 1 ? "" : " (two servers)"}`,
