@@ -8,6 +8,7 @@ import { listenerName } from "../src/postgres/catalog-events.js";
 import { createPostgresStorage, type PostgresStorage } from "../src/postgres/index.js";
 import { createRedisRateLimiter, type RedisRateLimiter } from "../src/redis/index.js";
 import { conformanceFixture, TOKENS } from "../src/testing/conformance/fixture.js";
+import { fixtureWebhook } from "./support/fixture.js";
 import { hasRedisServer, type PostgresProxy, type PrivateRedis, startPostgresProxy, startPrivateRedis, terminateBackends } from "./support/faults.js";
 import { startServerProcess, stopProcess } from "./support/server-process.js";
 import { dropSchemas, POSTGRES_URL, postgresSkipReason, testSchema } from "./support/services.js";
@@ -72,15 +73,7 @@ function expectOnlyFaultFreeAnswers(answers: Answer[], unavailable: string[]): v
 
 function fixture() {
   const f = conformanceFixture() as ReturnType<typeof conformanceFixture> & Record<string, unknown>;
-  const hook = (id: string, endpointId: string) => ({
-    id,
-    teamId: "team_ops",
-    name: id,
-    type: "webhook",
-    config: { endpointId, signingSecret: null },
-    createdAt: "2026-10-05T00:00:00Z",
-  });
-  f.connections = [...f.connections, hook("conn_fault_ingest", "fault-ingest"), hook("conn_fault_stall", "fault-stall")] as typeof f.connections;
+  f.connections = [...f.connections, fixtureWebhook("conn_fault_ingest", "fault-ingest"), fixtureWebhook("conn_fault_stall", "fault-stall")] as typeof f.connections;
   return f;
 }
 

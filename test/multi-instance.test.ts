@@ -14,6 +14,7 @@ import { createRedisCache, createRedisRateLimiter } from "../src/redis/index.js"
 import { apiV1Routes, webhookRoutes } from "../src/routes.js";
 import { sha256Hex } from "../src/domain/crypto.js";
 import { conformanceFixture, TOKENS } from "../src/testing/conformance/fixture.js";
+import { fixtureWebhook } from "./support/fixture.js";
 import { dropSchemas, POSTGRES_URL, postgresSkipReason, REDIS_URL, redisSkipReason, testSchema } from "./support/services.js";
 
 /**
@@ -38,16 +39,8 @@ const SECRETS = { old: "mi-old-secret-0001", rotated: "mi-rotated-secret-0002" }
 
 function fixture() {
   const f = conformanceFixture() as ReturnType<typeof conformanceFixture> & Record<string, unknown>;
-  const hook = (id: string, endpointId: string) => ({
-    id,
-    teamId: "team_ops",
-    name: id,
-    type: "webhook",
-    config: { endpointId, signingSecret: null },
-    createdAt: "2026-10-05T00:00:00Z",
-  });
-  const signed = { ...hook("conn_mi_secret", "mi-secret"), config: { endpointId: "mi-secret", signingSecret: SECRETS.old } };
-  f.connections = [...f.connections, hook("conn_mi_dedup", "mi-dedup"), hook("conn_mi_rate", "mi-rate"), signed] as typeof f.connections;
+  const signed = fixtureWebhook("conn_mi_secret", "mi-secret", SECRETS.old);
+  f.connections = [...f.connections, fixtureWebhook("conn_mi_dedup", "mi-dedup"), fixtureWebhook("conn_mi_rate", "mi-rate"), signed] as typeof f.connections;
   f.auditEvents = Array.from({ length: 7 }, (_, i) => ({
     id: `evt_mi_${i + 1}`,
     teamId: i % 2 ? "team_mkt" : "team_ops",

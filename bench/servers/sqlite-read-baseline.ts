@@ -6,18 +6,12 @@
  *   - BENCH_BASELINE=rows: one prepared SELECT of the page's 100 stored JSON texts, joined into the envelope.
  */
 import { createHash } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import Database from "better-sqlite3";
+import { tempSqlite } from "./temp-sqlite.js";
 
 const mode = process.env.BENCH_BASELINE === "rows" ? "rows" : "me";
 const body = process.env.BODY ?? "{}";
-const dir = mkdtempSync(join(tmpdir(), "dataport-bench-sqlite-read-"));
-const db = new Database(join(dir, "baseline.sqlite"));
-db.pragma("journal_mode = WAL");
-db.pragma("synchronous = NORMAL");
+const db = tempSqlite("sqlite-read-baseline");
 db.exec("CREATE TABLE api_keys (token_hash TEXT PRIMARY KEY, id TEXT NOT NULL, name TEXT NOT NULL, team_id TEXT NOT NULL)");
 db.exec("CREATE TABLE rows (dataset_id TEXT NOT NULL, pos INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (dataset_id, pos))");
 const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
@@ -46,10 +40,3 @@ createServer((req, res) => {
   res.end(text);
 }).listen(Number(process.env.PORT), "127.0.0.1", () => console.log("ready"));
 
-const stop = () => {
-  db.close();
-  rmSync(dir, { recursive: true, force: true });
-  process.exit(0);
-};
-process.on("SIGTERM", stop);
-process.on("SIGINT", stop);
