@@ -102,7 +102,7 @@ export const DEFAULT_SETTINGS: ApiSettings = {
   tableSchemas: {},
   idempotencyWaitMs: 2000,
   apiRatePerSecond: 0,
-  storageTimeoutMs: 10_000,
+  storageTimeoutMs: 0,
   rateLimitFailOpen: false,
   upstreamTimeoutMs: 15_000,
   healthTimeoutMs: 2000,

@@ -50,9 +50,11 @@ export interface ApiSettings {
   apiRatePerSecond: number;
   /**
    * How long one storage call may take before the request ends with 503
-   * `storage_unavailable`, in ms (default 10,000), so a stalled database
-   * costs a request at most this long. 0 means no limit. A streamed bulk
-   * row write is not bounded as a whole (it lasts as long as its upload).
+   * `storage_unavailable`, in ms. 0 (the default) means no limit here and no
+   * wrapper around the store: a store that talks over a network bounds its
+   * own calls (the PostgreSQL store: `callTimeoutMs`, 10 s by default). Set
+   * it for a host's own store that may hang. A streamed bulk row write is
+   * not bounded as a whole (it lasts as long as its upload).
    */
   storageTimeoutMs: number;
   /**

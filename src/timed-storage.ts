@@ -2,7 +2,7 @@ import { isPromiseLike } from "./awaitable.js";
 import { ApiError } from "./errors.js";
 import type { Metrics, StorageOutcome } from "./ports/metrics.js";
 import type { Storage } from "./ports/storage.js";
-import { withTimeout } from "./timeout.js";
+import { deadlines } from "./timeout.js";
 
 /** Lifecycle methods are left alone: a seed may take long, and close/ping have their own callers' limits. */
 const UNWRAPPED = new Set(["seed", "close", "ping"]);
@@ -24,6 +24,7 @@ export function instrumentStorage(storage: Storage, options: { timeoutMs: number
   const timeoutMs = options.timeoutMs > 0 && options.timeoutMs !== Number.POSITIVE_INFINITY ? options.timeoutMs : 0;
   const { metrics } = options;
   if (timeoutMs === 0 && metrics === null) return storage;
+  const bound = timeoutMs === 0 ? null : deadlines(timeoutMs, () => storageTimedOut(timeoutMs));
   const wrapped: Record<string, unknown> = {};
   for (const name of allKeys(storage)) {
     const value = (storage as unknown as Record<string, unknown>)[name];
@@ -48,7 +49,7 @@ export function instrumentStorage(storage: Storage, options: { timeoutMs: number
         return result;
       }
       const pending = Promise.resolve(result);
-      const bounded = timeoutMs === 0 || UNBOUNDED.has(name) ? pending : withTimeout(pending, timeoutMs, () => storageTimedOut(timeoutMs));
+      const bounded = bound === null || UNBOUNDED.has(name) ? pending : bound(pending);
       if (metrics === null) return bounded;
       return bounded.then(
         (value) => {

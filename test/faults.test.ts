@@ -306,6 +306,41 @@ describe.skipIf(!!skip)("when a dependency fails (PostgreSQL + Redis)", () => {
     }
   }, 60_000);
 
+  it("bounds every call of a stalled database (callTimeoutMs) with a quick 503, and recovers once the stalled connections are given up", async () => {
+    const name = `${app}_stalled`;
+    const stalled = await createPostgresStorage({
+      connectionString: `${proxy.url}?application_name=${name}`,
+      schema,
+      maxConnections: 2,
+      callTimeoutMs: 800,
+      statementTimeoutMs: 1500,
+      log: () => {},
+    });
+    try {
+      const api = createDataApi({ storage: stalled, logger: () => {} });
+      const me = async () => {
+        const started = performance.now();
+        const res = await api.fetch(new Request("http://dataport.test/api/v1/me", { headers: auth() }));
+        const body = (await res.json()) as { error?: { code: string } };
+        return { status: res.status, code: body.error?.code ?? null, retryAfter: res.headers.get("retry-after"), ms: performance.now() - started };
+      };
+      expect((await me()).status).toBe(200);
+      expect(proxy.stall(new RegExp(`^${name}$`))).toBeGreaterThan(0);
+      const during = await me();
+      expect({ ...during, ms: during.ms < QUICK_MS }).toEqual({ status: 503, code: "storage_unavailable", retryAfter: "1", ms: true });
+      // The stalled connections are given up after statementTimeoutMs; new ones (not stalled) serve again.
+      const deadline = Date.now() + 20_000;
+      let status = 0;
+      while (Date.now() < deadline && status !== 200) {
+        await sleep(250);
+        status = (await me()).status;
+      }
+      expect(status).toBe(200);
+    } finally {
+      await stalled.close();
+    }
+  }, 60_000);
+
   it("answers row reads during bulk replaces with whole pages of the old rows or the new ones, never an error", async () => {
     const sizes = { even: 1500, odd: 1100 };
     const generation = (name: "even" | "odd") => JSON.stringify(Array.from({ length: sizes[name] }, (_, i) => ({ order_id: `${name}-${i}`, amount: i })));

@@ -4,6 +4,8 @@ import { postgresAnalytics } from "./analytics.js";
 import { postgresAudit } from "./audit.js";
 import { type OpenReads, postgresCatalog } from "./catalog.js";
 import { watchCatalog } from "./catalog-events.js";
+import { ApiError } from "../errors.js";
+import { deadlines } from "../timeout.js";
 import { createDb, type Db, storeFault } from "./db.js";
 import { postgresCredentials, postgresIdentity } from "./identity.js";
 import { migrate } from "./migrations.js";
@@ -35,6 +37,14 @@ export interface PostgresStorageOptions {
    * statements. Default 60,000.
    */
   statementTimeoutMs?: number;
+  /**
+   * How long one call of the store may take before it fails with 503
+   * `storage_unavailable`, in ms (default 10,000; 0: no limit), so a
+   * database that stalls (a frozen server, a network that drops packets)
+   * costs a request at most this long. A streamed bulk row write is bounded
+   * per statement (`statementTimeoutMs`), not as a whole.
+   */
+  callTimeoutMs?: number;
   /**
    * How long a webhook delivery waits for the change feed to confirm that a
    * remembered endpoint is still current, in ms. Past it the endpoint is
@@ -91,7 +101,7 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
   const { settled: deliveriesSettled, ...webhooks } = postgresWebhooks(db, watch);
   const { flushUsage, ...analytics } = postgresAnalytics(db, log);
   let closed = false;
-  return withFaults({
+  return withFaults(options.callTimeoutMs ?? 10_000, {
     ...postgresIdentity(db, seen),
     ...postgresCredentials(db, seen),
     ...postgresCatalog(db, watch, reads),
@@ -130,7 +140,8 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
  * connection within `connectTimeoutMs`) rejects with 503
  * `storage_unavailable` and `Retry-After`, whichever statement met it.
  */
-function withFaults(storage: PostgresStorage): PostgresStorage {
+function withFaults(callTimeoutMs: number, storage: PostgresStorage): PostgresStorage {
+  const bound = callTimeoutMs > 0 && Number.isFinite(callTimeoutMs) ? deadlines(callTimeoutMs, () => callTimedOut(callTimeoutMs)) : null;
   const wrapped: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(storage)) {
     if (typeof value !== "function") {
@@ -138,12 +149,23 @@ function withFaults(storage: PostgresStorage): PostgresStorage {
       continue;
     }
     const method = value as (...args: unknown[]) => unknown;
+    const bounded = bound !== null && !UNBOUNDED.has(name);
     wrapped[name] = (...args: unknown[]) => {
       const result = method.apply(storage, args);
-      return result instanceof Promise ? result.catch(rethrowFault) : result;
+      if (!(result instanceof Promise)) return result;
+      return (bounded ? bound(result) : result).catch(rethrowFault);
     };
   }
   return wrapped as unknown as PostgresStorage;
+}
+
+/** Calls not bounded by `callTimeoutMs`: lifecycle (a seed may be large; close waits for work in flight) and streamed bulk writes. */
+const UNBOUNDED = new Set(["seed", "close", "ping", "writeDatasetRows", "replaceDatasetRows"]);
+
+function callTimedOut(timeoutMs: number): ApiError {
+  return new ApiError(503, "storage_unavailable", `the database did not answer within ${timeoutMs} ms; retry later`, {
+    headers: { "retry-after": "1" },
+  });
 }
 
 /** An error as its name, code and message, without the objects a driver hangs on it. */

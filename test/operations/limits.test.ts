@@ -109,10 +109,9 @@ describe("timeouts", () => {
     expect((await call("GET", "/api/v1/me", { token: TOKENS.sync })).status).toBe(200);
   });
 
-  it("bounds store calls by 10 s by default, and leaves the store unwrapped when the timeout is 0 and no metrics are set", async () => {
-    expect((await setup({})).api.settings.storageTimeoutMs).toBe(10_000);
+  it("leaves the store unwrapped when no storage timeout and no metrics are set", async () => {
     const storage = createMemoryStorage();
-    const { api } = await setup({ storage, storageTimeoutMs: 0 });
+    const { api } = await setup({ storage });
     expect(api.ports.storage).toBe(storage);
     const timed = await setup({ storage: createMemoryStorage(), storageTimeoutMs: 1000 });
     expect(timed.api.ports.storage).not.toBe(storage);
