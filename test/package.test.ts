@@ -41,6 +41,7 @@ const EXPECTED: Record<string, string[]> = {
   "./bun": ["toBunHandler", "serveBun"],
   "./deno": ["toDenoHandler", "serveDeno"],
   "./client": ["createClient", "DataportError"],
+  "./admin-client": ["createAdminClient", "DataportError"],
   "./memory": ["createMemoryStorage", "createFixedClock"],
   "./testing": ["runStorageConformance", "runRateLimiterConformance", "runCacheConformance"],
   "./postgres": ["createPostgresStorage"],
@@ -110,7 +111,7 @@ describe("the built package (npm pack's prepack build)", () => {
     });
   }
 
-  it("builds a client bundle that imports nothing but its own chunks", () => {
+  it("builds client bundles (dataport/client, dataport/admin-client) that import nothing but their own chunks", () => {
     const seen = new Set<string>();
     const visit = (file: string) => {
       if (seen.has(file)) return;
@@ -122,7 +123,8 @@ describe("the built package (npm pack's prepack build)", () => {
       }
     };
     visit(`${ROOT}dist/client/index.js`);
-    expect(seen.size).toBeGreaterThanOrEqual(1);
+    visit(`${ROOT}dist/admin-client/index.js`);
+    expect(seen.size).toBeGreaterThanOrEqual(2);
   });
 
   it("loads pg, ioredis and prom-client only through src/peers: no built file imports them itself", () => {
@@ -169,6 +171,8 @@ describe("the built package (npm pack's prepack build)", () => {
     const allowed: Record<string, string[]> = {
       ".": ["zod", "@standard-schema/spec"],
       "./client": [],
+      // The admin client's input types are the admin functions' own, inferred from their zod schemas.
+      "./admin-client": ["zod", "@standard-schema/spec"],
       "./memory": ["zod", "@standard-schema/spec"],
       "./bun": ["zod", "@standard-schema/spec"],
       "./deno": ["zod", "@standard-schema/spec"],
