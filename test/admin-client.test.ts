@@ -6,6 +6,7 @@ import {
   AuthenticationError,
   createAdminClient,
   DataportError,
+  NetworkError,
   NotFoundError,
   PermissionDeniedError,
   ServerError,
@@ -289,13 +290,63 @@ describe("the admin client against the admin API (memory store)", () => {
 });
 
 describe("the admin client over HTTP (Node listener)", () => {
-  it("streams 20,000 generated rows as one request body (NDJSON, no retry), stored whole", async () => {
+  async function listening() {
     const { api } = await setup({ adminToken: ADMIN_TOKEN });
     const server = createServer(toNodeHandler(api));
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    // The client's keep-alive connections would hold close() for seconds.
+    const close = () => new Promise((resolve) => server.close(resolve).closeAllConnections());
+    return { origin, close };
+  }
+
+  it("raises the error the rows' source threw mid-upload (not \"fetch failed\"), and the server stored nothing", async () => {
+    const { origin, close } = await listening();
     try {
-      const { port } = server.address() as AddressInfo;
-      const admin = createAdminClient({ baseUrl: `http://127.0.0.1:${port}/api/admin/v1/`, token: ADMIN_TOKEN, timeoutMs: 0 });
+      const admin = createAdminClient({ baseUrl: `${origin}/api/admin/v1`, token: ADMIN_TOKEN });
+      await admin.datasets.put("ds_n", { teamId: "team_ops", name: "N", type: "upload", connectionId: null, source: null });
+      await admin.datasets.replaceRows("ds_n", [{ n: 0 }]);
+      const broken = new Error("source failed at row 3");
+      async function* rows() {
+        yield { n: 1 };
+        yield { n: 2 };
+        throw broken;
+      }
+      await expect(admin.datasets.replaceRows("ds_n", rows())).rejects.toBe(broken);
+      await expect(admin.datasets.appendRows("ds_n", { format: "csv", body: (function* () {
+        yield "n\n4\n";
+        throw broken;
+      })() })).rejects.toBe(broken);
+      expect((await admin.datasets.get("ds_n")).rowCount).toBe(1);
+    } finally {
+      await close();
+    }
+  });
+
+  it("sends a session request once when the connection fails: a NetworkError, no second attempt", async () => {
+    let sent = 0;
+    const admin = createAdminClient({
+      baseUrl: ADMIN,
+      token: ADMIN_TOKEN,
+      sleep: async () => {},
+      fetch: async () => {
+        sent++;
+        throw new TypeError("fetch failed");
+      },
+    });
+    const error = await admin.sessions.create({ userId: "usr_ada" }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(NetworkError);
+    expect(error).toMatchObject({ code: "network_error", message: "POST /sessions failed: fetch failed" });
+    expect(sent).toBe(1);
+    // A PUT is retried on the same failure (3 more attempts by default).
+    await expect(admin.teams.get("team_ops")).rejects.toBeInstanceOf(NetworkError);
+    expect(sent).toBe(5);
+  });
+
+  it("streams 20,000 generated rows as one request body (NDJSON, no retry), stored whole", async () => {
+    const { origin, close } = await listening();
+    try {
+      const admin = createAdminClient({ baseUrl: `${origin}/api/admin/v1/`, token: ADMIN_TOKEN, timeoutMs: 0 });
       await admin.datasets.put("ds_big", { teamId: "team_ops", name: "Big", type: "upload", connectionId: null, source: null });
       let produced = 0;
       async function* rows() {
@@ -307,11 +358,11 @@ describe("the admin client over HTTP (Node listener)", () => {
       const stored = await admin.datasets.replaceRows("ds_big", rows());
       expect(produced).toBe(20_000);
       expect(stored).toMatchObject({ rowCount: 20_000, columns: [{ name: "i", type: "number" }, { name: "label", type: "string" }, { name: "even", type: "boolean" }] });
-      const dp = createClient({ baseUrl: `http://127.0.0.1:${port}/api/v1`, token: TOKENS.sessionAda });
+      const dp = createClient({ baseUrl: `${origin}/api/v1`, token: TOKENS.sessionAda });
       const last = await dp.datasets.rows("ds_big", { offset: 19_999 });
       expect(last.data).toEqual([{ i: 19_999, label: "row 19999", even: false }]);
     } finally {
-      await new Promise((resolve) => server.close(resolve));
+      await close();
     }
   });
 });

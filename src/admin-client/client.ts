@@ -162,17 +162,26 @@ export function createAdminClient(options: AdminClientOptions) {
      * they are iterated; an encoded body (`{ format: "csv", body }`) as it is.
      * Answers the dataset as stored. A stream or iterable is sent once (no retry).
      */
-    replaceRows: (id: string, rows: RowsUpload, opts?: ChangeRequestOptions): Promise<DatasetRecord> =>
-      send<DatasetRecord>("PUT", `/datasets/${seg(id)}/rows`, { ...at(opts), raw: uploadBody(rows) }),
+    replaceRows: (id: string, rows: RowsUpload, opts?: ChangeRequestOptions): Promise<DatasetRecord> => upload("PUT", id, rows, opts),
     /** Appends rows, atomically (the same bodies as `replaceRows`). Sent once (a retry would append twice). */
-    appendRows: (id: string, rows: RowsUpload, opts?: ChangeRequestOptions): Promise<DatasetRecord> =>
-      send<DatasetRecord>("POST", `/datasets/${seg(id)}/rows`, { ...at(opts), raw: uploadBody(rows), retryOn: "refused" }),
+    appendRows: (id: string, rows: RowsUpload, opts?: ChangeRequestOptions): Promise<DatasetRecord> => upload("POST", id, rows, opts),
     /** Pulls a connection dataset from its upstream and records the run. Sent once (a retry would pull and record again). */
     refresh: (id: string, opts: { maxRows?: number } & RequestOptions = {}): Promise<RefreshResult> => {
       const { maxRows, ...rest } = opts;
       return create<RefreshResult>(`/datasets/${seg(id)}/refresh`, maxRows === undefined ? {} : { maxRows }, rest);
     },
   };
+
+  /** A rows upload; when the rows' source throws while they are sent, that error is the one raised (the server stored nothing). */
+  async function upload(method: "PUT" | "POST", id: string, rows: RowsUpload, opts?: ChangeRequestOptions): Promise<DatasetRecord> {
+    const body = uploadBody(rows);
+    try {
+      return await send<DatasetRecord>(method, `/datasets/${seg(id)}/rows`, { ...at(opts), raw: body, retryOn: method === "PUT" ? "any" : "refused" });
+    } catch (error) {
+      const failed = body.failure();
+      throw failed === null ? error : failed.error;
+    }
+  }
 
   const dashboards = {
     ...members<DashboardRecord>("/dashboards"),

@@ -21,19 +21,30 @@ const CONTENT_TYPES: Record<EncodedRows["format"], string> = {
   csv: "text/csv; charset=utf-8",
 };
 
+/** An upload's body, and what its source threw while it was sent (the error the call raises rather than "fetch failed"). */
+export interface Upload extends RawBody {
+  failure: () => { error: unknown } | null;
+}
+
 /** The request body of an upload. Text, bytes, a Blob and an array of rows can be sent again on a retry; streams and other iterables once. */
-export function uploadBody(rows: RowsUpload): RawBody {
+export function uploadBody(rows: RowsUpload): Upload {
+  let failed: { error: unknown } | null = null;
+  const failure = () => failed;
+  const stream = (chunks: Iterable<string | Uint8Array> | AsyncIterable<string | Uint8Array>) =>
+    streamOf(chunks, (error) => {
+      failed = { error };
+    });
   if (isEncoded(rows)) {
     const { body } = rows;
     const contentType = CONTENT_TYPES[rows.format];
     if (typeof body === "string" || body instanceof Uint8Array || body instanceof Blob) {
-      return { contentType, open: () => body as BodyInit, replayable: true };
+      return { contentType, open: () => body as BodyInit, replayable: true, failure };
     }
-    if (body instanceof ReadableStream) return { contentType, open: () => body, replayable: false };
-    return { contentType, open: () => streamOf(body), replayable: false };
+    if (body instanceof ReadableStream) return { contentType, open: () => body, replayable: false, failure };
+    return { contentType, open: () => stream(body), replayable: false, failure };
   }
-  if (Array.isArray(rows)) return { contentType: CONTENT_TYPES.ndjson, open: () => rows.map(ndjsonLine).join(""), replayable: true };
-  return { contentType: CONTENT_TYPES.ndjson, open: () => streamOf(mapped(rows, ndjsonLine)), replayable: false };
+  if (Array.isArray(rows)) return { contentType: CONTENT_TYPES.ndjson, open: () => rows.map(ndjsonLine).join(""), replayable: true, failure };
+  return { contentType: CONTENT_TYPES.ndjson, open: () => stream(mapped(rows, ndjsonLine)), replayable: false, failure };
 }
 
 function isEncoded(rows: RowsUpload): rows is EncodedRows {
@@ -51,14 +62,22 @@ async function* mapped<T, U>(items: Iterable<T> | AsyncIterable<T>, map: (item: 
 /**
  * A byte stream pulling from `chunks` one chunk at a time, so a producer is
  * only asked for more as the request body is sent; cancelling the stream
- * (an aborted or failed request) closes the iterator.
+ * (an aborted or failed request) closes the iterator. What the producer
+ * throws goes to `onError` and fails the stream, so the request is cut off
+ * and the server stores nothing.
  */
-function streamOf(chunks: Iterable<string | Uint8Array> | AsyncIterable<string | Uint8Array>): ReadableStream<Uint8Array> {
+function streamOf(chunks: Iterable<string | Uint8Array> | AsyncIterable<string | Uint8Array>, onError: (error: unknown) => void): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
   const iterator = Symbol.asyncIterator in chunks ? chunks[Symbol.asyncIterator]() : chunks[Symbol.iterator]();
   return new ReadableStream<Uint8Array>({
     async pull(controller) {
-      const next = await iterator.next();
+      let next: IteratorResult<string | Uint8Array>;
+      try {
+        next = await iterator.next();
+      } catch (error) {
+        onError(error);
+        throw error;
+      }
       if (next.done) controller.close();
       else controller.enqueue(typeof next.value === "string" ? encoder.encode(next.value) : next.value);
     },
