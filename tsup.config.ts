@@ -17,6 +17,7 @@ export default defineConfig({
     "adapters/bun": "adapters/bun.ts",
     "adapters/deno": "adapters/deno.ts",
     "client/index": "src/client/index.ts",
+    "admin-client/index": "src/admin-client/index.ts",
     // `npx dataport`: the example server, with the demo fixture copied beside it below.
     "bin/dataport": "examples/server/bin.ts",
   },

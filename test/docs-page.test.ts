@@ -23,10 +23,11 @@ if (!HAVE_CHROMIUM && !IN_CI) {
   console.warn(`\n[test/docs-page] SKIPPING the browser test: ${CHROMIUM} is missing (apt-get install -y chromium). CI=true makes this a failure.\n`);
 }
 
+const ASSET_NAMES = ["swagger-ui-bundle.js", "swagger-ui.css", "dataport-docs.js", "dataport-docs.css", "favicon-32x32.png"];
 const bundleVersion = (JSON.parse(readFileSync(join(import.meta.dirname, "..", "node_modules", "swagger-ui-dist", "package.json"), "utf8")) as { version: string }).version;
 
 describe("GET /api/v1/docs over HTTP", () => {
-  it("serves the page without a token: strict type, no-cache, a policy allowing this origin only, assets by absolute path", async () => {
+  it("serves the page without a token: strict type, no-cache, a policy allowing this origin only, assets as ?asset= of its own URL", async () => {
     const { call } = await setup();
     const res = await call("GET", "/api/v1/docs");
     expect(res.status).toBe(200);
@@ -44,10 +45,31 @@ describe("GET /api/v1/docs over HTTP", () => {
     // No inline script or style in the page: all of it is in the assets.
     expect(res.text).not.toMatch(/<script(?![^>]*\ssrc=)[^>]*>|<style|\sstyle=|\son[a-z]+=/i);
     const sources = [...res.text.matchAll(/\s(?:src|href)="([^"]+)"/g)].map(([, url]) => url);
+    // Query-only references resolve against the page's own path, whatever mount path a host put it under.
     expect(sources.sort()).toEqual(
-      ["dataport-docs.css", "dataport-docs.js", "favicon-32x32.png", "swagger-ui-bundle.js", "swagger-ui.css"].map((name) => `/api/v1/docs/assets/${name}?v=${bundleVersion}`),
+      ["dataport-docs.css", "dataport-docs.js", "favicon-32x32.png", "swagger-ui-bundle.js", "swagger-ui.css"].map((name) => `?asset=${name}&amp;v=${bundleVersion}`),
     );
-    expect(res.text).toContain('data-openapi-url="/api/v1/openapi.json"');
+    expect(res.text).toContain('data-openapi-url="openapi.json"');
+  });
+
+  it("answers ?asset=NAME with the asset /docs/assets/NAME serves, at /docs and /docs/; an unknown name is 404", async () => {
+    const { api, call } = await setup();
+    for (const name of ["swagger-ui-bundle.js", "swagger-ui.css", "favicon-32x32.png", "dataport-docs.js"]) {
+      const viaPath = await api.fetch(new Request(`http://dataport.test/api/v1/docs/assets/${name}`));
+      for (const page of ["/api/v1/docs", "/api/v1/docs/"]) {
+        const viaQuery = await api.fetch(new Request(`http://dataport.test${page}?asset=${name}&v=${bundleVersion}`));
+        expect(viaQuery.status, name).toBe(200);
+        expect(viaQuery.headers.get("content-type"), name).toBe(viaPath.headers.get("content-type"));
+        expect(viaQuery.headers.get("cache-control"), name).toBe("public, max-age=86400");
+        expect(Buffer.from(await viaQuery.arrayBuffer()).equals(Buffer.from(await viaPath.clone().arrayBuffer())), `${page} ${name}`).toBe(true);
+      }
+    }
+    for (const name of ["package.json", "__proto__", "../package.json", ""]) {
+      const res = await call("GET", `/api/v1/docs?asset=${encodeURIComponent(name)}`);
+      expect(res.status, name).toBe(404);
+      expect(res.json.error.code, name).toBe("not_found");
+    }
+    expect((await call("GET", `/api/v1/docs?asset=${"x".repeat(101)}`)).status).toBe(400);
   });
 
   it("serves each asset with its own type and a day's cache; the bundle is the installed package's file", async () => {
@@ -173,15 +195,44 @@ describe.skipIf(!HAVE_CHROMIUM && !IN_CI)("the API reference page in headless Ch
 
     const elsewhere = requests.filter((url) => new URL(url).origin !== origin);
     expect(elsewhere).toEqual([]);
-    // The page, the document (twice: on load and by "Try it out") and the five assets.
-    expect(new Set(requests.map((url) => new URL(url).pathname))).toEqual(
-      new Set([
-        "/api/v1/docs",
-        "/api/v1/openapi.json",
-        ...["swagger-ui-bundle.js", "swagger-ui.css", "dataport-docs.js", "dataport-docs.css", "favicon-32x32.png"].map((name) => `/api/v1/docs/assets/${name}`),
-      ]),
-    );
+    // The page, the document (twice: on load and by "Try it out") and the five assets, as ?asset= of the page.
+    expect(new Set(requests.map((url) => new URL(url).pathname))).toEqual(new Set(["/api/v1/docs", "/api/v1/openapi.json"]));
+    expect(new Set(requests.map((url) => new URL(url).searchParams.get("asset")).filter((name) => name !== null))).toEqual(new Set(ASSET_NAMES));
     expect(problems).toEqual([]);
     await page.close();
   }, 30_000);
+
+  it.each(["/bi/api/v1/docs", "/bi/api/v1/docs/"])("renders every operation at %s, mounted by Express under /bi, loading everything below the mount", async (path) => {
+    const { default: express } = await import("express");
+    const app = express();
+    const { api } = await setup();
+    app.use("/bi", toNodeHandler(api));
+    app.use((req, res) => void res.status(418).send(`host: ${req.originalUrl}`));
+    const host = http.createServer(app).listen(0, "127.0.0.1");
+    await once(host, "listening");
+    const hostOrigin = `http://127.0.0.1:${(host.address() as AddressInfo).port}`;
+    const page = await context.newPage();
+    try {
+      const requests: Array<{ url: string; status: number }> = [];
+      const problems: string[] = [];
+      page.on("response", (response) => requests.push({ url: response.url(), status: response.status() }));
+      page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+      page.on("console", (message) => {
+        if (message.type() === "error") problems.push(`console.error: ${message.text()}`);
+      });
+      expect((await page.goto(hostOrigin + path))!.status()).toBe(200);
+      const document = (await (await fetch(`${hostOrigin}/bi/api/v1/openapi.json`)).json()) as OpenApiDocument;
+      const operations = Object.values(document.paths).flatMap((item) => Object.values(item)).length;
+      await page.locator(".opblock").nth(operations - 1).waitFor({ timeout: 15_000 });
+      expect(await page.locator(".opblock").count()).toBe(operations);
+      // Every request went below the mount and was answered by Dataport, none fell through to the host (418).
+      expect(requests.filter((r) => r.status !== 200)).toEqual([]);
+      expect(new Set(requests.map((r) => new URL(r.url).pathname))).toEqual(new Set([path, "/bi/api/v1/openapi.json"]));
+      expect(new Set(requests.map((r) => new URL(r.url).searchParams.get("asset")).filter((name) => name !== null))).toEqual(new Set(ASSET_NAMES));
+      expect(problems).toEqual([]);
+    } finally {
+      await page.close();
+      await new Promise((resolve) => host.close(resolve));
+    }
+  }, 60_000);
 });

@@ -41,6 +41,7 @@ const SUBPATHS: Record<string, string> = {
   "dataport/bun": "adapters/bun.ts",
   "dataport/deno": "adapters/deno.ts",
   "dataport/client": "src/client/index.ts",
+  "dataport/admin-client": "src/admin-client/index.ts",
   "dataport/memory": "src/memory/index.ts",
   "dataport/sqlite": "src/sqlite/index.ts",
   "dataport/postgres": "src/postgres/index.ts",

@@ -41,6 +41,7 @@ const EXPECTED: Record<string, string[]> = {
   "./bun": ["toBunHandler", "serveBun"],
   "./deno": ["toDenoHandler", "serveDeno"],
   "./client": ["createClient", "DataportError"],
+  "./admin-client": ["createAdminClient", "DataportError"],
   "./memory": ["createMemoryStorage", "createFixedClock"],
   "./testing": ["runStorageConformance", "runRateLimiterConformance", "runCacheConformance"],
   "./postgres": ["createPostgresStorage"],
@@ -110,7 +111,7 @@ describe("the built package (npm pack's prepack build)", () => {
     });
   }
 
-  it("builds a client bundle that imports nothing but its own chunks", () => {
+  it("builds client bundles (dataport/client, dataport/admin-client) that import nothing but their own chunks", () => {
     const seen = new Set<string>();
     const visit = (file: string) => {
       if (seen.has(file)) return;
@@ -122,7 +123,8 @@ describe("the built package (npm pack's prepack build)", () => {
       }
     };
     visit(`${ROOT}dist/client/index.js`);
-    expect(seen.size).toBeGreaterThanOrEqual(1);
+    visit(`${ROOT}dist/admin-client/index.js`);
+    expect(seen.size).toBeGreaterThanOrEqual(2);
   });
 
   it("loads pg, ioredis and prom-client only through src/peers: no built file imports them itself", () => {
@@ -154,8 +156,8 @@ describe("the built package (npm pack's prepack build)", () => {
     expect(written.openapi).toBe("3.1.0");
   });
 
-  it("declares pg, ioredis, prom-client, vitest and @types/pg as optional peers, and none of them a dependency", () => {
-    expect(Object.keys(pkg.peerDependencies).sort()).toEqual(["@types/pg", "ioredis", "pg", "prom-client", "vitest"]);
+  it("declares pg, ioredis, prom-client, swagger-ui-dist, vitest and @types/pg as optional peers, and none of them a dependency", () => {
+    expect(Object.keys(pkg.peerDependencies).sort()).toEqual(["@types/pg", "ioredis", "pg", "prom-client", "swagger-ui-dist", "vitest"]);
     for (const name of Object.keys(pkg.peerDependencies)) {
       expect(pkg.peerDependenciesMeta[name]?.optional, name).toBe(true);
       expect(pkg.dependencies[name], name).toBeUndefined();
@@ -169,6 +171,8 @@ describe("the built package (npm pack's prepack build)", () => {
     const allowed: Record<string, string[]> = {
       ".": ["zod", "@standard-schema/spec"],
       "./client": [],
+      // The admin client's input types are the admin functions' own, inferred from their zod schemas.
+      "./admin-client": ["zod", "@standard-schema/spec"],
       "./memory": ["zod", "@standard-schema/spec"],
       "./bun": ["zod", "@standard-schema/spec"],
       "./deno": ["zod", "@standard-schema/spec"],
@@ -234,7 +238,7 @@ describe("the packed tarball", () => {
     expect(remaining).toEqual([]);
   });
 
-  describe("installed into a fresh application without pg, ioredis or prom-client", () => {
+  describe("installed into a fresh application without pg, ioredis, prom-client or swagger-ui-dist", () => {
     let app: string;
     /** tsc over a file importing the core subpaths, started once the app is installed (it runs while the other checks do). */
     let typecheck: Promise<{ stdout: string }>;
@@ -251,6 +255,7 @@ describe("the packed tarball", () => {
         join(app, "check.ts"),
         `import { createDataApi, type DataApi } from "dataport";
 import { createClient } from "dataport/client";
+import { createAdminClient } from "dataport/admin-client";
 import { createMemoryStorage } from "dataport/memory";
 import { createSqliteStorage } from "dataport/sqlite";
 import { toNodeHandler } from "dataport/node";
@@ -258,7 +263,7 @@ import { serveBun } from "dataport/bun";
 import { serveDeno } from "dataport/deno";
 import { runStorageConformance } from "dataport/testing";
 const api: DataApi = createDataApi({ storage: createMemoryStorage() });
-export const all = [api, createClient, createSqliteStorage, toNodeHandler, serveBun, serveDeno, runStorageConformance];
+export const all = [api, createClient, createAdminClient, createSqliteStorage, toNodeHandler, serveBun, serveDeno, runStorageConformance];
 `,
       );
       writeFileSync(join(app, "check.cts"), `import dataport = require("dataport");\nexport const api: dataport.DataApi = dataport.createDataApi();\n`);
@@ -269,7 +274,7 @@ export const all = [api, createClient, createSqliteStorage, toNodeHandler, serve
     const node = (args: string[]) => run(process.execPath, args, { cwd: app, timeout: 300_000 });
 
     it("installs none of the optional peers", () => {
-      for (const name of ["pg", "ioredis", "prom-client", "vitest", "@types/pg"]) expect(existsSync(join(app, "node_modules", name)), name).toBe(false);
+      for (const name of ["pg", "ioredis", "prom-client", "swagger-ui-dist", "@scarf/scarf", "vitest", "@types/pg"]) expect(existsSync(join(app, "node_modules", name)), name).toBe(false);
       expect(existsSync(join(app, "node_modules/better-sqlite3"))).toBe(true);
     });
 
@@ -318,6 +323,46 @@ export const all = [api, createClient, createSqliteStorage, toNodeHandler, serve
           await storage.close();
         })();`;
       expect(JSON.parse((await node(["-e", script])).stdout)).toEqual([200, "Warehouse sync"]);
+    });
+
+    it("serves a page saying how to install swagger-ui-dist in place of the API reference, and the reference once it is installed", async () => {
+      const script = `const { createDataApi } = require("dataport");
+        const api = createDataApi();
+        (async () => {
+          const out = {};
+          for (const path of ["/api/v1/docs", "/api/v1/docs/", "/api/v1/docs?asset=swagger-ui-bundle.js", "/api/v1/docs/assets/swagger-ui.css", "/api/v1/openapi.json"]) {
+            const res = await api.fetch(new Request("http://app.test" + path));
+            out[path] = [res.status, res.headers.get("content-type"), (await res.text()).slice(0, 4000)];
+          }
+          console.log(JSON.stringify(out));
+        })();`;
+      const without = JSON.parse((await node(["-e", script])).stdout) as Record<string, [number, string, string]>;
+      for (const path of ["/api/v1/docs", "/api/v1/docs/"]) {
+        const [status, type, html] = without[path]!;
+        expect([status, type], path).toEqual([200, "text/html; charset=utf-8"]);
+        expect(html).toContain("<title>Dataport API reference: not installed</title>");
+        expect(html).toContain("<pre>npm install swagger-ui-dist</pre>");
+        expect(html).not.toContain("<script");
+      }
+      for (const path of ["/api/v1/docs?asset=swagger-ui-bundle.js", "/api/v1/docs/assets/swagger-ui.css"]) {
+        const [status, , body] = without[path]!;
+        expect(status, path).toBe(404);
+        expect(JSON.parse(body).error.message).toBe("the API reference page needs the npm package swagger-ui-dist, which is not installed: npm install swagger-ui-dist");
+      }
+      expect(without["/api/v1/openapi.json"]![0]).toBe(200);
+
+      // Installed beside dataport (the repository's copy, the version npm would install), the same server renders the page.
+      const installed = join(app, "node_modules/swagger-ui-dist");
+      cpSync(`${ROOT}node_modules/swagger-ui-dist`, installed, { recursive: true });
+      try {
+        const withIt = JSON.parse((await node(["-e", script])).stdout) as Record<string, [number, string, string]>;
+        expect(withIt["/api/v1/docs"]![2]).toContain("<title>Dataport API reference</title>");
+        expect(withIt["/api/v1/docs"]![2]).toMatch(/<script src="\?asset=swagger-ui-bundle\.js&amp;v=5\.\d+\.\d+"><\/script>/);
+        expect(withIt["/api/v1/docs?asset=swagger-ui-bundle.js"]!.slice(0, 2)).toEqual([200, "text/javascript; charset=utf-8"]);
+        expect(withIt["/api/v1/docs/assets/swagger-ui.css"]!.slice(0, 2)).toEqual([200, "text/css; charset=utf-8"]);
+      } finally {
+        rmSync(installed, { recursive: true, force: true });
+      }
     });
 
     it("type-checks the core subpaths with no @types package beyond what it installed (strict, skipLibCheck off), from ESM and CommonJS", async () => {

@@ -1,7 +1,7 @@
 import type { ResponseMeta } from "./errors.js";
 import { collect, type CollectOptions, paged, type Paged } from "./paging.js";
-import { defaultUserAgent, serverRuntime } from "./runtime.js";
-import { type Answer, call, type CallOptions, type FetchLike, type RequestInfo, type RetryOptions, sleep, type TransportOptions } from "./transport.js";
+import { query, seg } from "./url.js";
+import { type Answer, call, type CallOptions, createTransport, lowerCased, type TransportConfig } from "./transport.js";
 import type {
   AuditEvent,
   AuditFeedEvent,
@@ -28,38 +28,9 @@ import type {
   TableRowsPage,
 } from "./types.js";
 
-export interface ClientOptions {
-  /** The API base, ending in the version prefix: `https://bi.example.com/api/v1`. */
-  baseUrl: string;
-  /** An API key or a session token. */
-  token: string;
+export interface ClientOptions extends TransportConfig {
   /** Sent as `teamId` where an endpoint takes one (needed for session tokens). */
   teamId?: string;
-  /** Default: the global `fetch`. Any `(Request) => Promise<Response>` works, `api.fetch` included. */
-  fetch?: FetchLike;
-  retry?: RetryOptions;
-  /**
-   * How long one attempt may take, from sending the request to the last byte
-   * of the answer, in ms (default 30000; 0 for no limit). A timed-out attempt
-   * is retried like a network failure; the last one raises `TimeoutError`
-   * (code `timeout`).
-   */
-  timeoutMs?: number;
-  /** Extra headers on every request. */
-  headers?: Record<string, string>;
-  /**
-   * The `User-Agent` on Node, Bun and Deno (default `dataport-client/0.1.0 node/20.19.0`;
-   * a `user-agent` in `headers` wins; `false` sends the runtime's own). Browsers send theirs.
-   */
-  userAgent?: string | false;
-  /** Called before every attempt, retries included, with the method, URL, attempt number and headers (token masked). */
-  onRequest?: (info: RequestInfo) => void;
-  /** Called with the metadata of every answer a call ends with (request id, rate limit, attempts, `durationMs`). */
-  onResponse?: (meta: ResponseMeta) => void;
-  /** For tests: replaces timers (backoff and poll waits). */
-  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
-  /** For tests: the jitter source, in [0, 1). */
-  random?: () => number;
 }
 
 /** What every method takes besides its own arguments. */
@@ -104,21 +75,7 @@ export type DataportClient = ReturnType<typeof createClient>;
  *   dp.meta(await dp.me())?.requestId
  */
 export function createClient(options: ClientOptions) {
-  const userAgent = options.userAgent === false ? null : (options.userAgent ?? defaultUserAgent());
-  const transport: TransportOptions = {
-    baseUrl: options.baseUrl.replace(/\/+$/, ""),
-    token: options.token,
-    fetch: options.fetch ?? ((request) => globalThis.fetch(request)),
-    retry: { retries: 3, baseDelayMs: 250, maxDelayMs: 8000, maxRetryAfterMs: 60_000, ...options.retry },
-    timeoutMs: options.timeoutMs ?? 30_000,
-    headers: { ...(userAgent !== null && { "user-agent": userAgent }), ...lowerCased(options.headers) },
-    sleep: options.sleep ?? sleep,
-    random: options.random ?? Math.random,
-    newIdempotencyKey: () => globalThis.crypto.randomUUID(),
-    onResponse: options.onResponse,
-    onRequest: options.onRequest,
-    retryCountHeader: serverRuntime() !== null,
-  };
+  const transport = createTransport(options);
   /** Metadata of the answers this client returned, by result object. */
   const metas = new WeakMap<object, ResponseMeta>();
   const remember = <T>({ body, meta }: Answer<T>): T => {
@@ -311,21 +268,4 @@ export function createClient(options: ClientOptions) {
     /** Up to `max` items of any iterator (`iterateRows`, your own generator), fetching no page past them. */
     collect: <T>(items: AsyncIterable<T>, opts: CollectOptions) => collect(items, opts),
   };
-}
-
-/** Header names in lower case, so a caller's `User-Agent` replaces the default rather than joining it. */
-function lowerCased(headers: Record<string, string> | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [name, value] of Object.entries(headers ?? {})) out[name.toLowerCase()] = value;
-  return out;
-}
-
-function seg(value: string): string {
-  return encodeURIComponent(value);
-}
-
-function query(values: Record<string, string | number | undefined>): URLSearchParams {
-  const params = new URLSearchParams();
-  for (const [key, value] of Object.entries(values)) if (value !== undefined) params.set(key, String(value));
-  return params;
 }

@@ -19,5 +19,5 @@ export {
 } from "./errors.js";
 export { collect, type CollectOptions, type Paged } from "./paging.js";
 export { CLIENT_VERSION } from "./runtime.js";
-export { parseRetryAfter, RETRY_COUNT_HEADER, type FetchLike, type RequestInfo, type RetryOptions } from "./transport.js";
+export { parseRetryAfter, RETRY_COUNT_HEADER, type FetchLike, type RequestInfo, type RetryOptions, type TransportConfig } from "./transport.js";
 export type * from "./types.js";

@@ -1,4 +1,5 @@
 import { DataportError, errorForResponse, isErrorEnvelope, NetworkError, type RateLimitInfo, type ResponseMeta, TimeoutError } from "./errors.js";
+import { defaultUserAgent, serverRuntime } from "./runtime.js";
 
 export type FetchLike = (request: Request) => Promise<Response>;
 
@@ -38,6 +39,65 @@ export interface TransportOptions {
   retryCountHeader: boolean;
 }
 
+/** What a client is configured with: the API it calls, how, and what it is told. Shared by `createClient` and `createAdminClient`. */
+export interface TransportConfig {
+  /** The API base, ending in the version prefix: `https://bi.example.com/api/v1` (`…/api/admin/v1` for the admin client). */
+  baseUrl: string;
+  /** An API key or a session token (the admin token for the admin client). */
+  token: string;
+  /** Default: the global `fetch`. Any `(Request) => Promise<Response>` works, `api.fetch` included. */
+  fetch?: FetchLike;
+  retry?: RetryOptions;
+  /**
+   * How long one attempt may take, from sending the request to the last byte
+   * of the answer, in ms (default 30000; 0 for no limit). A timed-out attempt
+   * is retried like a network failure; the last one raises `TimeoutError`
+   * (code `timeout`).
+   */
+  timeoutMs?: number;
+  /** Extra headers on every request. */
+  headers?: Record<string, string>;
+  /**
+   * The `User-Agent` on Node, Bun and Deno (default `dataport-client/0.1.0 node/20.19.0`;
+   * a `user-agent` in `headers` wins; `false` sends the runtime's own). Browsers send theirs.
+   */
+  userAgent?: string | false;
+  /** Called before every attempt, retries included, with the method, URL, attempt number and headers (token masked). */
+  onRequest?: (info: RequestInfo) => void;
+  /** Called with the metadata of every answer a call ends with (request id, rate limit, attempts, `durationMs`). */
+  onResponse?: (meta: ResponseMeta) => void;
+  /** For tests: replaces timers (backoff and poll waits). */
+  sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
+  /** For tests: the jitter source, in [0, 1). */
+  random?: () => number;
+}
+
+/** The transport a configuration describes, its defaults filled in. */
+export function createTransport(config: TransportConfig): TransportOptions {
+  const userAgent = config.userAgent === false ? null : (config.userAgent ?? defaultUserAgent());
+  return {
+    baseUrl: config.baseUrl.replace(/\/+$/, ""),
+    token: config.token,
+    fetch: config.fetch ?? ((request) => globalThis.fetch(request)),
+    retry: { retries: 3, baseDelayMs: 250, maxDelayMs: 8000, maxRetryAfterMs: 60_000, ...config.retry },
+    timeoutMs: config.timeoutMs ?? 30_000,
+    headers: { ...(userAgent !== null && { "user-agent": userAgent }), ...lowerCased(config.headers) },
+    sleep: config.sleep ?? sleep,
+    random: config.random ?? Math.random,
+    newIdempotencyKey: () => globalThis.crypto.randomUUID(),
+    onResponse: config.onResponse,
+    onRequest: config.onRequest,
+    retryCountHeader: serverRuntime() !== null,
+  };
+}
+
+/** Header names in lower case, so a caller's `User-Agent` replaces the default rather than joining it. */
+export function lowerCased(headers: Record<string, string> | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers ?? {})) out[name.toLowerCase()] = value;
+  return out;
+}
+
 /** What `onRequest` is told before each attempt. */
 export interface RequestInfo {
   method: string;
@@ -51,9 +111,30 @@ export interface RequestInfo {
 /** Sent on every retry with the number of earlier attempts (1 on the first retry), as Stripe's and OpenAI's SDKs do. */
 export const RETRY_COUNT_HEADER = "dataport-retry-count";
 
+/** A body sent as it is rather than as JSON: text, bytes or a stream, with its content type. */
+export interface RawBody {
+  contentType: string;
+  /** The body of one attempt; called again for each retry when `replayable`. */
+  open: () => BodyInit;
+  /** False for a body that can be read only once (a stream): the call is then one attempt. */
+  replayable: boolean;
+}
+
 export interface CallOptions {
   query?: URLSearchParams;
+  /** Sent as JSON. */
   body?: unknown;
+  /** Sent as it is, instead of `body`. */
+  raw?: RawBody;
+  /**
+   * Which failures are retried: `any` (default) for calls the server applies
+   * once however often they arrive (GET, PUT, DELETE, and POST and PATCH with
+   * their `Idempotency-Key`); `refused` for a write the server would apply
+   * again: retried only after a 429 (refused before anything was done), never
+   * after a 5xx, a timeout or a lost connection, and sent without an
+   * `Idempotency-Key`.
+   */
+  retryOn?: "any" | "refused";
   headers?: Record<string, string>;
   /** POST and PATCH: the key sent as `Idempotency-Key` (default: a fresh UUID, reused on retries). */
   idempotencyKey?: string;
@@ -86,26 +167,33 @@ export async function call<T>(transport: TransportOptions, method: string, path:
   const url = transport.baseUrl + path + (options.query && [...options.query].length > 0 ? `?${options.query}` : "");
   const headers: Record<string, string> = { accept: "application/json", ...transport.headers, ...options.headers };
   if (!options.anonymous) headers.authorization = `Bearer ${transport.token}`;
-  let body: string | undefined;
-  if (options.body !== undefined) {
-    body = JSON.stringify(options.body);
+  let json: string | undefined;
+  if (options.raw !== undefined) headers["content-type"] = options.raw.contentType;
+  else if (options.body !== undefined) {
+    json = JSON.stringify(options.body);
     headers["content-type"] = "application/json";
   }
+  const body = (): BodyInit | undefined => options.raw?.open() ?? json;
+  const retryOn = options.retryOn ?? "any";
   // One key per logical write, the same on every retry, so the server applies it once
   // (and answers a retry whose first attempt succeeded with that first answer).
-  if (method === "POST" || method === "PATCH") headers["idempotency-key"] = options.idempotencyKey ?? transport.newIdempotencyKey();
+  if ((method === "POST" || method === "PATCH") && retryOn === "any") headers["idempotency-key"] = options.idempotencyKey ?? transport.newIdempotencyKey();
   const timeoutMs = options.timeoutMs ?? transport.timeoutMs;
 
-  const retries = options.retries ?? transport.retry.retries;
+  // A stream is read by its first attempt: there is nothing left to send again.
+  const retries = options.raw?.replayable === false ? 0 : (options.retries ?? transport.retry.retries);
   const startedAt = performance.now();
   for (let attempt = 0; ; attempt++) {
     options.signal?.throwIfAborted();
     if (attempt > 0 && transport.retryCountHeader) headers[RETRY_COUNT_HEADER] = String(attempt);
     transport.onRequest?.({ method, url, attempt: attempt + 1, headers: shown(headers) });
-    const outcome = await send(transport, (signal) => new Request(url, { method, headers, body, signal }), options.signal, timeoutMs);
+    const payload = body();
+    // `duplex: "half"` sends a stream as it is read (Node, Bun and Deno require it for a stream body).
+    const init: RequestInit & { duplex?: "half" } = { method, headers, body: payload ?? null, ...(payload instanceof ReadableStream && { duplex: "half" }) };
+    const outcome = await send(transport, (signal) => new Request(url, { ...init, signal }), options.signal, timeoutMs);
     const last = attempt >= retries;
     if (outcome.kind !== "answer") {
-      if (!last) {
+      if (!last && retryOn === "any") {
         await transport.sleep(backoff(transport, attempt), options.signal);
         continue;
       }
@@ -120,7 +208,7 @@ export async function call<T>(transport: TransportOptions, method: string, path:
       transport.onResponse?.(meta);
       return { body: parseAnswer<T>(response, text, meta), meta };
     }
-    if (RETRYABLE(response.status) && !last) {
+    if (RETRYABLE(response.status) && !last && (retryOn === "any" || response.status === 429)) {
       const wait = meta.retryAfter === null ? backoff(transport, attempt) : retryAfterWait(transport, meta.retryAfter * 1000);
       if (wait !== null) {
         await transport.sleep(wait, options.signal);

@@ -10,18 +10,18 @@ import { Reply } from "../http/reply.js";
  * copied into this package), rendering the served OpenAPI document. Every
  * script, style and image comes from this server, so the page works offline
  * and its Content-Security-Policy allows nothing but this origin.
+ *
+ * The page names its assets by query-only references (`?asset=swagger-ui.css`),
+ * which a browser resolves against the page's own path whatever it is: the page
+ * works at `/api/v1/docs`, at `/api/v1/docs/`, and under a host's mount path
+ * (`/bi/api/v1/docs`), where the core never learns the prefix.
  */
 
-/** The npm package whose standalone bundle renders the page (a dependency of dataport). */
+/** The npm package whose standalone bundle renders the page: an optional peer dependency of dataport. */
 export const REFERENCE_PACKAGE = "swagger-ui-dist";
 
-/** Where the page finds its assets and the document it renders (absolute paths on this origin). */
-export interface ReferencePaths {
-  /** The assets route's directory, without the trailing slash (`/api/v1/docs/assets`). */
-  assets: string;
-  /** The OpenAPI document (`/api/v1/openapi.json`). */
-  document: string;
-}
+/** What to run to get the page, shown where it is missing. */
+export const REFERENCE_INSTALL = `npm install ${REFERENCE_PACKAGE}`;
 
 /**
  * Only this origin, for everything the page loads and does: no inline script
@@ -70,12 +70,14 @@ const ASSETS: ReadonlyMap<string, Asset> = new Map<string, Asset>([
   [
     "dataport-docs.js",
     {
-      // The document's URL is the page's data-openapi-url attribute: one script for any mount.
+      // The document is beside the page (`openapi.json` next to `docs`), found from the page's own
+      // URL, so one script serves any mount path, with or without a trailing slash.
       text: `"use strict";
 window.addEventListener("load", function () {
   var root = document.getElementById("swagger-ui");
+  var dir = location.pathname.replace(/\\/docs\\/?$/, "/");
   window.ui = SwaggerUIBundle({
-    url: root.getAttribute("data-openapi-url"),
+    url: new URL(root.getAttribute("data-openapi-url"), location.origin + dir).href,
     domNode: root,
     presets: [SwaggerUIBundle.presets.apis],
     layout: "BaseLayout",
@@ -90,10 +92,16 @@ window.addEventListener("load", function () {
   ],
 ]);
 
-/** GET /api/v1/docs: the HTML page; its scripts and styles are the assets below. */
-export function referencePage(paths: ReferencePaths): Reply {
-  const { version } = referencePackage();
-  const asset = (name: string) => escapeAttribute(`${paths.assets}/${name}?v=${version}`);
+/**
+ * GET /api/v1/docs: the HTML page, whose scripts and styles are the assets
+ * below (`?asset=NAME`, the same answer as `/api/v1/docs/assets/NAME`).
+ * Without the package, a page saying how to install it.
+ */
+export async function referencePage(query: { asset?: string | undefined }): Promise<Reply> {
+  if (query.asset !== undefined) return referenceAsset(query.asset);
+  const found = referencePackage();
+  if (found === null) return notInstalledPage();
+  const asset = (name: string) => escapeAttribute(`?asset=${name}&v=${found.version}`);
   const html = `<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -105,7 +113,7 @@ export function referencePage(paths: ReferencePaths): Reply {
 <link rel="stylesheet" href="${asset("dataport-docs.css")}">
 </head>
 <body>
-<div id="swagger-ui" data-openapi-url="${escapeAttribute(paths.document)}"></div>
+<div id="swagger-ui" data-openapi-url="openapi.json"></div>
 <script src="${asset("swagger-ui-bundle.js")}"></script>
 <script src="${asset("dataport-docs.js")}"></script>
 </body>
@@ -114,12 +122,44 @@ export function referencePage(paths: ReferencePaths): Reply {
   return new Reply(200, html, headersFor("text/html; charset=utf-8", PAGE_CACHE));
 }
 
-/** GET /api/v1/docs/assets/:name: one of the named assets, 404 for any other name. */
+/**
+ * The page in its place when the package is missing: what to install, and
+ * where the document is meanwhile. Answered 200 like the page it stands for
+ * (the document describes this route's answer as an HTML page), never cached,
+ * so the page appears on the next load once the package is installed.
+ */
+function notInstalledPage(): Reply {
+  const html = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Dataport API reference: not installed</title>
+</head>
+<body>
+<h1>The API reference page needs ${REFERENCE_PACKAGE}</h1>
+<p>This page renders the API's OpenAPI document with Swagger UI, from the npm package
+<code>${REFERENCE_PACKAGE}</code> (about 12 MB), an optional peer dependency of dataport that
+this server does not have. Install it beside dataport, then reload this page:</p>
+<pre>${REFERENCE_INSTALL}</pre>
+<p>The OpenAPI document itself needs nothing: it is <code>openapi.json</code> beside this page
+(<code>/api/v1/openapi.json</code>, below the host's mount path if there is one).</p>
+</body>
+</html>
+`;
+  return new Reply(200, html, headersFor("text/html; charset=utf-8", PAGE_CACHE));
+}
+
+/** GET /api/v1/docs/assets/:name (and /api/v1/docs?asset=NAME): one of the named assets, 404 for any other name. */
 export async function referenceAsset(name: string): Promise<Reply> {
   const asset = ASSETS.get(name);
   if (asset === undefined) throw new ApiError(404, "not_found", "no such asset of the API reference page");
   if ("text" in asset) return new Reply(200, asset.text, headersFor(asset.type, ASSET_CACHE));
-  const { dir } = referencePackage();
+  const found = referencePackage();
+  if (found === null) {
+    throw new ApiError(404, "not_found", `the API reference page needs the npm package ${REFERENCE_PACKAGE}, which is not installed: ${REFERENCE_INSTALL}`);
+  }
+  const { dir } = found;
   const bytes = await readFile(join(dir, asset.file));
   return new Reply(200, new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength), headersFor(asset.type, ASSET_CACHE));
 }
@@ -127,15 +167,15 @@ export async function referenceAsset(name: string): Promise<Reply> {
 /**
  * The installed package's directory and version, looked up on each call from
  * this module's location (src/ in development, dist/ once published): the
- * package is found in node_modules as any import would find it. Missing, the
- * page is 404 naming the package to install.
+ * package is found in node_modules as any import would find it; null when it
+ * is not installed.
  */
-function referencePackage(): { dir: string; version: string } {
+function referencePackage(): { dir: string; version: string } | null {
   let manifestPath: string;
   try {
     manifestPath = createRequire(import.meta.url).resolve(`${REFERENCE_PACKAGE}/package.json`);
   } catch {
-    throw new ApiError(404, "not_found", `the API reference page needs the npm package ${REFERENCE_PACKAGE}, which is not installed: npm install ${REFERENCE_PACKAGE}`);
+    return null;
   }
   const { version } = createRequire(import.meta.url)(manifestPath) as { version: string };
   return { dir: dirname(manifestPath), version };

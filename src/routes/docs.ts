@@ -1,17 +1,23 @@
-import { referenceAsset, referencePage, type ReferencePaths } from "../handlers/docs.js";
+import { z } from "zod";
+import { referenceAsset, referencePage } from "../handlers/docs.js";
 import { open } from "../routing.js";
 import { errorEnvelopeSchema } from "../schemas/common.js";
 
 /**
  * The API reference page and its assets, beside `/openapi.json` under the
  * `/api/v1` mount: no authentication, kept out of the API usage log. The page
- * names its assets and the document by absolute path, so it works with or
- * without a trailing slash.
+ * loads its assets as `?asset=NAME` of its own URL, so it works with or
+ * without a trailing slash and under a host's mount path (`/bi/api/v1/docs`).
  */
-const PATHS: ReferencePaths = { assets: "/api/v1/docs/assets", document: "/api/v1/openapi.json" };
+const pageQuery = z.object({
+  /** One of the page's assets instead of the page (the names `/docs/assets/{name}` serves). */
+  asset: z.string().max(100).optional(),
+  /** The bundle's version, so that an upgrade is never met by a cached asset; not read. */
+  v: z.string().max(100).optional(),
+});
 
 export const docsRoutes = [
-  open({
+  open<z.infer<typeof pageQuery>>({
     method: "GET",
     path: "/docs",
     operationId: "getApiReference",
@@ -19,9 +25,10 @@ export const docsRoutes = [
     tag: "Meta",
     summary: "This API's interactive reference, an HTML page rendering the OpenAPI document (no authentication; every asset served from this origin)",
     produces: "text/html; charset=utf-8",
+    query: pageQuery,
     responses: { 404: errorEnvelopeSchema },
     logged: false,
-    handle: () => referencePage(PATHS),
+    handle: ({ query }) => referencePage(query),
   }),
   open({
     method: "GET",
