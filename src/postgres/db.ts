@@ -145,6 +145,7 @@ const LOST_MESSAGES = [
   "timeout exceeded when trying to connect",
   "is not queryable",
   "Query read timeout",
+  "connection given up",
   "Cannot use a pool after calling end",
 ];
 

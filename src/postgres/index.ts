@@ -1,3 +1,4 @@
+import type { Socket } from "node:net";
 import pg from "../peers/pg.js";
 import type { Storage } from "../ports/storage.js";
 import { postgresAnalytics } from "./analytics.js";
@@ -30,11 +31,12 @@ export interface PostgresStorageOptions {
    */
   connectTimeoutMs?: number;
   /**
-   * How long one statement may go unanswered before its connection is
-   * given up (a stalled network, a frozen server), in ms, for the pool
-   * created from `connectionString` and the listening connection. A backstop
-   * behind the API's `storageTimeoutMs`; long enough for the largest bulk
-   * statements. Default 60,000.
+   * How long a connection of the pool created from `connectionString` may
+   * wait for an answer with nothing moving on it (a stalled network, a
+   * frozen server) before it is given up: its statement fails as a lost
+   * connection and the pool connects anew. A backstop behind `callTimeoutMs`
+   * that frees the pool slot; long enough for the largest bulk statements.
+   * Default 60,000.
    */
   statementTimeoutMs?: number;
   /**
@@ -78,12 +80,12 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
       connectionString: options.connectionString ?? process.env.DATABASE_URL,
       max: options.maxConnections ?? 10,
       connectionTimeoutMillis: options.connectTimeoutMs ?? 2000,
-      query_timeout: options.statementTimeoutMs ?? 60_000,
       keepAlive: true,
       keepAliveInitialDelayMillis: 10_000,
     });
   const schema = options.schema ?? "dataport";
   const log = options.log ?? ((message, error) => console.error(`dataport: ${message}:`, error));
+  if (owned) giveUpStalledConnections(pool, options.statementTimeoutMs ?? 60_000);
   // An idle client that loses its connection (a failover, a terminated backend) must not crash the
   // process: the pool drops it and connects anew on demand. A host's pool gets the listener too.
   // Logged as its code and message only: pg's error carries its client (and the connection settings).
@@ -165,6 +167,23 @@ const UNBOUNDED = new Set(["seed", "close", "ping", "writeDatasetRows", "replace
 function callTimedOut(timeoutMs: number): ApiError {
   return new ApiError(503, "storage_unavailable", `the database did not answer within ${timeoutMs} ms; retry later`, {
     headers: { "retry-after": "1" },
+  });
+}
+
+/**
+ * A pooled connection over which nothing has moved for `timeoutMs` while it
+ * is open is given up (its socket closed, so the statement on it fails as a
+ * lost connection and the pool replaces it): a stalled network or a frozen
+ * server must not hold a pool slot forever. Idle connections are closed by
+ * the pool long before (after 10 s), so only a connection waiting for an
+ * answer gets this old. A timer per socket, refreshed by Node as data
+ * moves, instead of one per statement.
+ */
+function giveUpStalledConnections(pool: pg.Pool, timeoutMs: number): void {
+  if (!(timeoutMs > 0) || !Number.isFinite(timeoutMs)) return;
+  pool.on("connect", (client) => {
+    const socket = (client as unknown as { connection?: { stream?: Socket } }).connection?.stream;
+    socket?.setTimeout(timeoutMs, () => socket.destroy(new Error(`no answer from PostgreSQL for ${timeoutMs} ms; connection given up`)));
   });
 }
 
