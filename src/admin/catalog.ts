@@ -264,6 +264,13 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
         updatedAt: isoNow(deps),
       };
       if (body.columns && current && current.rowCount > 0 && (current.columnsDeclared !== true || columnsChanged(current.columns, body.columns))) {
+        // Rewriting the rows is a replace: deliveries arriving meanwhile, and the duplicate keys of those stored, would be lost.
+        const source = current.connectionId === null ? null : await storage.getConnection(current.connectionId);
+        if (source?.type === "webhook") {
+          throw new ApiError(409, "conflict", `dataset ${id} receives webhook deliveries and holds rows: its columns cannot be re-declared without losing deliveries; declare them while it is empty`, {
+            details: { datasetId: id, rowCount: current.rowCount },
+          });
+        }
         await reshapeDatasetRows(id, body.columns, dataset.updatedAt);
       }
       const created = (await storage.putDataset(dataset)) === "created";

@@ -194,6 +194,29 @@ for (const kind of STORE_KINDS) {
         expect(events.json.error).toMatchObject({ code: "validation_failed", details: { path: "$[0].id" } });
       });
 
+      it("refuses to re-declare the columns of a webhook dataset that holds rows (a rewrite would lose deliveries meanwhile), and writes nothing", async (t) => {
+        if (skip) return t.skip(skip);
+        const { api, send, rows } = await world();
+        const created = await send("PUT", "/connections/conn_feed", hook({}, "Feed"));
+        const endpointId = created.json.config.endpointId as string;
+        const deliver = (n: number) =>
+          api.fetch(new Request(`http://dataport.test/api/webhooks/${endpointId}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ n }) }));
+        expect((await deliver(1)).status).toBe(200);
+        const datasetId = "ds_conn_feed";
+        const dataset = (await send("GET", `/datasets/${datasetId}`)).json;
+        const redeclare = await send("PUT", `/datasets/${datasetId}`, {
+          teamId: "team_ops",
+          name: dataset.name,
+          type: "connection",
+          connectionId: "conn_feed",
+          source: null,
+          columns: [{ name: "n", type: "string" }],
+        });
+        expect([redeclare.status, redeclare.json.error.code, redeclare.json.error.details]).toEqual([409, "conflict", { datasetId, rowCount: 1 }]);
+        expect((await deliver(2)).status).toBe(200);
+        expect((await rows(`datasets/${datasetId}`)).map((r: { n: number }) => r.n)).toEqual([1, 2]);
+      });
+
       it("answers racing creates of one id with one 201 and otherwise 200", async (t) => {
         if (skip) return t.skip(skip);
         const { send } = await world();
