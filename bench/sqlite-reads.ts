@@ -147,7 +147,7 @@ function fillAudit(store: SqliteStorage, from: number, to: number): void {
 
 /** A page of 200 from a cursor in the middle of the log, in the default `audit` category. */
 async function readAuditPage(store: SqliteStorage, size: number): Promise<void> {
-  const page = await store.readAuditEvents({
+  const page = await store.audit.readAuditEvents({
     teamIds: ["team_ops", "team_mkt"],
     categories: ["audit"],
     after: String(Math.floor(size / 2)),

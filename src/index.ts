@@ -59,5 +59,5 @@ export type { ApiSettings, Ports, Operations } from "./context.js";
 export type { TableSchemas, ValidationIssue } from "./domain/validation.js";
 export { generateApiKeyToken, isWellFormedApiKeyToken } from "./domain/tokens.js";
 export { createOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from "./openapi.js";
-export { mountStorage, readOnlyArea, AREA_METHODS, type HostAreas, type SuppliedArea } from "./storage/mount.js";
+export { mountStorage, readOnlyArea, type HostAreas, type SuppliedArea } from "./storage/mount.js";
 export { STORAGE_AREAS } from "./ports/storage.js";

@@ -246,9 +246,9 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
   }
 
   /** The usage log, off the critical path: a failing write never fails or slows the request. */
-  function recordCall(call: Parameters<typeof storage.recordApiCall>[0]): void {
+  function recordCall(call: Parameters<typeof storage.usage.recordApiCall>[0]): void {
     try {
-      storage.recordApiCall(call).catch((error: unknown) => logRecordFailure("could not record an API call", error));
+      storage.usage.recordApiCall(call).catch((error: unknown) => logRecordFailure("could not record an API call", error));
     } catch (error) {
       log("could not record an API call", error);
     }
@@ -258,7 +258,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
   function recordAudit(event: Omit<AuditEvent, "id" | "time"> & { time?: string }): void {
     const now = clock.now();
     const full: AuditEvent = { ...event, id: `evt_${randomUUID()}`, time: event.time ?? isoTime(now) };
-    storage.appendAuditEvent(full, now).catch((error: unknown) => logRecordFailure("could not store an audit event", error));
+    storage.audit.appendAuditEvent(full, now).catch((error: unknown) => logRecordFailure("could not store an audit event", error));
   }
 }
 

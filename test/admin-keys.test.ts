@@ -30,7 +30,7 @@ describe("admin: API keys", () => {
       revokedAt: null,
     });
     expect(key).not.toHaveProperty("tokenHash");
-    const stored = await storage.getApiKey(key.id);
+    const stored = await storage.credentials.getApiKey(key.id);
     expect(stored?.tokenHash).toBe(sha256Hex(token));
     expect(JSON.stringify(stored)).not.toContain(token);
 

@@ -127,8 +127,8 @@ describe("Node adapter over a real socket", () => {
     const { api, storage } = await setup({ fixture });
     let produced = 0;
     let closed = false;
-    const read = storage.readDatasetRows.bind(storage);
-    storage.readDatasetRows = async (id, query) => {
+    const read = storage.catalog.readDatasetRows.bind(storage.catalog);
+    storage.catalog.readDatasetRows = async (id, query) => {
       const page = await read(id, query);
       async function* counted(): AsyncGenerator<Row> {
         try {

@@ -43,7 +43,7 @@ export const HOST_ACTOR: Actor = { type: "system", id: "host", name: "host appli
 export async function actorFor(storage: Storage, options: ChangeOptions | undefined): Promise<Actor> {
   const userId = options?.actorUserId;
   if (userId === undefined || userId === null) return HOST_ACTOR;
-  const user = typeof userId === "string" && userId !== "" ? await storage.getUser(userId) : null;
+  const user = typeof userId === "string" && userId !== "" ? await storage.identity.getUser(userId) : null;
   if (!user) throw new ApiError(422, "validation_failed", "X-Actor-User-Id names no known user", { details: { path: "X-Actor-User-Id" } });
   return { type: "user", id: user.id, email: user.email };
 }
@@ -61,7 +61,7 @@ export async function recordChange(
   const now = clock.now();
   const teams = change.teamIds.length > 0 ? [...new Set(change.teamIds)] : [""];
   for (const teamId of teams) {
-    await storage.appendAuditEvent(
+    await storage.audit.appendAuditEvent(
       {
         id: randomId("evt_"),
         time: isoTime(now),

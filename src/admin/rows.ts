@@ -24,9 +24,9 @@ export function rowsAdmin(deps: AdminDeps): RowsAdmin {
   const { storage } = deps.ports;
 
   async function upload(id: string, mode: "replace" | "append", body: StreamBody, options?: ChangeOptions): Promise<DatasetRecord> {
-    assertWritable(storage, "writeDatasetRows");
+    assertWritable(storage.catalog, "writeDatasetRows");
     checkId(id);
-    const dataset = await storage.getDataset(id);
+    const dataset = await storage.catalog.getDataset(id);
     if (!dataset || dataset.type === "input_table") throw notFound("dataset");
     const actor = await actorFor(storage, options);
     const declared = dataset.columnsDeclared === true ? dataset.columns : null;
@@ -34,7 +34,7 @@ export function rowsAdmin(deps: AdminDeps): RowsAdmin {
     // types, and a declared column without a type takes the one its values show).
     const base = mode === "append" ? dataset.columns : (declared ?? []);
     const tracked = inferColumnsAlongside(parseRowStream(body.chunks, body.contentType, { columns: declared }), base);
-    const { rowCount } = await storage.writeDatasetRows({
+    const { rowCount } = await storage.catalog.writeDatasetRows({
       datasetId: id,
       mode,
       rows: tracked.rows,
@@ -48,7 +48,7 @@ export function rowsAdmin(deps: AdminDeps): RowsAdmin {
       target: { type: "dataset", id },
       details: { rows: mode === "replace" ? "replaced" : "appended", rowCount },
     });
-    const stored = await storage.getDataset(id);
+    const stored = await storage.catalog.getDataset(id);
     if (!stored) throw notFound("dataset");
     return stored;
   }

@@ -13,7 +13,7 @@ export function describeCredential(ctx: AuthedContext) {
 async function describeSession(ctx: AuthedContext, credential: SessionCredential) {
   const teams = await Promise.all(
     credential.memberships.map(async (m) => {
-      const team = await ctx.storage.getTeam(m.teamId);
+      const team = await ctx.storage.identity.getTeam(m.teamId);
       return { id: m.teamId, name: team?.name ?? m.teamId, isPersonal: team?.isPersonal ?? false, role: m.role };
     }),
   );

@@ -25,7 +25,7 @@ export const invalidSignature = () => new ApiError(401, "invalid_signature", "in
  * 415, body 400 — and a refused delivery stores nothing.
  */
 export async function receiveWebhook(ctx: HandlerContext, endpointId: string, body: RawBody, headers: HeaderReader): Promise<Reply> {
-  const endpoint = await ctx.storage.getWebhookEndpoint(endpointId);
+  const endpoint = await ctx.storage.webhooks.getWebhookEndpoint(endpointId);
   if (!endpoint) throw notFound("webhook endpoint");
   const now = ctx.clock.now();
   // One token from the connection's bucket, or 429; the RateLimit-* headers are a fresh object the receipt takes over.
@@ -50,7 +50,7 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
   row._id = id;
   row._receivedAt = receivedAt;
   row._sourceIp = ctx.clientAddress;
-  const result = await ctx.storage.ingestWebhookRow({
+  const result = await ctx.storage.webhooks.ingestWebhookRow({
     datasetId: endpoint.datasetId,
     dedupKey: dedupKeyOf(headers, payload),
     row,

@@ -18,13 +18,14 @@ export interface MemoryStorage extends Storage {
 export function createMemoryStorage(): MemoryStorage {
   const state = createMemoryState();
   let closed = false;
+  const identity = memoryIdentity(state);
   return {
-    ...memoryIdentity(state),
-    ...memoryCredentials(state),
-    ...memoryCatalog(state),
-    ...memoryTables(state),
-    ...memoryWebhooks(state),
-    ...memoryAudit(state),
+    identity,
+    credentials: { ...memoryCredentials(state), teamsFrom: identity },
+    catalog: memoryCatalog(state),
+    tables: memoryTables(state),
+    webhooks: memoryWebhooks(state),
+    audit: memoryAudit(state),
     ...memoryAnalytics(state),
     async seed(space) {
       if (state.seeded) return "kept";

@@ -1,16 +1,8 @@
 import { utcDay } from "../domain/days.js";
 import type { PoolClient } from "pg";
 import type { ApiCallRecord, CreditUsage, DashboardRecord, DashboardVersion, DashboardView, RefreshRun } from "../domain/model.js";
-import {
-  type AnalyticsStore,
-  type AnalyticsWrites,
-  type ApiUsageRow,
-  type CreditUsageRow,
-  DATASET_READ_ROUTES,
-  type DashboardUsageRow,
-  type DatasetUsageRow,
-  type RefreshHistoryRow,
-} from "../ports/storage/analytics.js";
+import { type ApiUsageRow, type CreditUsageRow, DATASET_READ_ROUTES, type DashboardUsageRow, type DatasetUsageRow, type RefreshHistoryRow } from "../ports/storage/usage.js";
+import type { StorageAreas } from "../ports/storage.js";
 import { type Db, idPageSql, json, num, PUT_RESULT, putResult, statement } from "./db.js";
 import { millis } from "./identity.js";
 
@@ -23,218 +15,222 @@ import { millis } from "./identity.js";
 export function postgresAnalytics(
   db: Db,
   log: (message: string, error: unknown) => void,
-): AnalyticsStore & AnalyticsWrites & { flushUsage(): Promise<void> } {
+): Pick<StorageAreas, "dashboards" | "usage"> & { flushUsage(): Promise<void> } {
   const { t } = db;
   const usage = usageLog(db, log);
   return {
-    async listDashboards(teamIds) {
-      if (teamIds.length === 0) return [];
-      const rows = await db.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")} where team_id = any($1)`, [[...teamIds]]);
-      return rows.map(toDashboard);
+    dashboards: {
+      async listDashboards(teamIds) {
+        if (teamIds.length === 0) return [];
+        const rows = await db.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")} where team_id = any($1)`, [[...teamIds]]);
+        return rows.map(toDashboard);
+      },
+      async getDashboard(id) {
+        const [row] = await db.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")} where id = $1`, [id]);
+        return row ? toDashboard(row) : null;
+      },
+      async viewsByDay(dashboardId, window) {
+        const rows = await db.query<{ day: string; views: string; unique_visitors: string }>(
+          `select day, count(*) as views, count(distinct visitor_id) as unique_visitors
+             from ${t("dashboard_views")}
+            where dashboard_id = $1 and not editor and day between $2 and $3
+            group by day order by day`,
+          [dashboardId, window.fromDay, window.toDay],
+        );
+        return rows.map((r) => ({ day: r.day, views: num(r.views), uniqueVisitors: num(r.unique_visitors) }));
+      },
+      async viewsByViewer(dashboardId, window) {
+        const rows = await db.query<{ day: string; viewer_id: string | null; viewer: string; views: string }>(
+          `select * from (
+             select v.day, v.user_id as viewer_id, case when v.user_id is null then 'Anonymous' else coalesce(u.email, v.user_id) end as viewer,
+                    count(*) as views
+               from ${t("dashboard_views")} v left join ${t("users")} u on u.id = v.user_id
+              where v.dashboard_id = $1 and not v.editor and v.day between $2 and $3
+              group by v.day, v.user_id, u.email) x
+            order by day, viewer collate "C", viewer_id collate "C" nulls first`,
+          [dashboardId, window.fromDay, window.toDay],
+        );
+        return rows.map((r) => ({ day: r.day, viewerId: r.viewer_id, viewer: r.viewer, views: num(r.views) }));
+      },
+      async listAllDashboards(page) {
+        const params: unknown[] = [];
+        const rows = await db.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")}${idPageSql(page, params)}`, params);
+        return rows.map(toDashboard);
+      },
+      async putDashboard(dashboard) {
+        return putResult(await upsertDashboard(db.pool, t, dashboard));
+      },
+      async changeDashboard(id, change) {
+        return db.transaction(async (client) => {
+          // Changes of one dashboard, from every instance, one at a time (the row may not exist yet to lock).
+          await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [`dataport:dashboard:${db.schema}:${id}`]);
+          const found = await client.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")} where id = $1`, [id]);
+          const before = found.rows[0] ? toDashboard(found.rows[0]) : null;
+          const after = change(found.rows[0] ? toDashboard(found.rows[0]) : null);
+          await upsertDashboard(client, t, after);
+          return { before, after };
+        });
+      },
+      async deleteDashboard(id) {
+        return db.transaction(async (client) => {
+          const deleted = await client.query(`delete from ${t("dashboards")} where id = $1`, [id]);
+          if (deleted.rowCount === 0) return false;
+          await client.query(`delete from ${t("dashboard_views")} where dashboard_id = $1`, [id]);
+          return true;
+        });
+      },
+      // Each append is one INSERT statement: all or none.
+      async appendDashboardViews(views) {
+        await insertDashboardViews(db.pool, t, views);
+      },
     },
-    async getDashboard(id) {
-      const [row] = await db.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")} where id = $1`, [id]);
-      return row ? toDashboard(row) : null;
-    },
-    async viewsByDay(dashboardId, window) {
-      const rows = await db.query<{ day: string; views: string; unique_visitors: string }>(
-        `select day, count(*) as views, count(distinct visitor_id) as unique_visitors
-           from ${t("dashboard_views")}
-          where dashboard_id = $1 and not editor and day between $2 and $3
-          group by day order by day`,
-        [dashboardId, window.fromDay, window.toDay],
-      );
-      return rows.map((r) => ({ day: r.day, views: num(r.views), uniqueVisitors: num(r.unique_visitors) }));
-    },
-    async viewsByViewer(dashboardId, window) {
-      const rows = await db.query<{ day: string; viewer_id: string | null; viewer: string; views: string }>(
-        `select * from (
-           select v.day, v.user_id as viewer_id, case when v.user_id is null then 'Anonymous' else coalesce(u.email, v.user_id) end as viewer,
-                  count(*) as views
-             from ${t("dashboard_views")} v left join ${t("users")} u on u.id = v.user_id
-            where v.dashboard_id = $1 and not v.editor and v.day between $2 and $3
-            group by v.day, v.user_id, u.email) x
-          order by day, viewer collate "C", viewer_id collate "C" nulls first`,
-        [dashboardId, window.fromDay, window.toDay],
-      );
-      return rows.map((r) => ({ day: r.day, viewerId: r.viewer_id, viewer: r.viewer, views: num(r.views) }));
-    },
-    async spaceDashboardUsage({ teamId, fromDay, toDay }) {
-      const rows = await db.query(
-        `select v.day, d.id as dashboard_id, d.name as dashboard,
-                (select (e ->> 'published')::boolean from json_array_elements(d.versions) e
-                  order by (e ->> 'version')::int desc limit 1) as published,
-                count(*) as views, count(distinct v.visitor_id) as unique_visitors,
-                count(distinct v.user_id) as signed_in_viewers,
-                count(*) filter (where v.user_id is null) as anonymous_views
-           from ${t("dashboard_views")} v join ${t("dashboards")} d on d.id = v.dashboard_id
-          where d.team_id = $1 and not v.editor and v.day between $2 and $3
-          group by v.day, d.id, d.name, d.versions::text
-          order by v.day desc, d.name collate "C", d.id collate "C"`,
-        [teamId, fromDay, toDay],
-      );
-      return rows.map(
-        (r): DashboardUsageRow => ({
-          day: r.day,
-          dashboard_id: r.dashboard_id,
-          dashboard: r.dashboard,
-          published: r.published === true,
-          views: num(r.views),
-          unique_visitors: num(r.unique_visitors),
-          signed_in_viewers: num(r.signed_in_viewers),
-          anonymous_views: num(r.anonymous_views),
-        }),
-      );
-    },
-    async spaceRefreshHistory({ teamId, fromDay, toDay }) {
-      const rows = await db.query(
-        `select d.id as dataset_id, d.name as dataset, c.name as connection, r.day, count(*) as runs,
-                count(*) filter (where r.error is not null) as failures,
-                sum(r.rows_processed) as rows_processed, floor(avg(r.duration_ms) + 0.5) as avg_duration_ms,
-                (array_agg(r.error order by r.started_ms desc, r.seq desc) filter (where r.error is not null))[1] as last_error
-           from ${t("refresh_runs")} r join (${teamDatasets(t)}) d on d.id = r.dataset_id
-           left join ${t("connections")} c on c.id = d.connection_id
-          where d.team_id = $1 and r.day between $2 and $3
-          group by r.day, d.id, d.name, c.name
-          order by r.day desc, d.name collate "C", d.id collate "C"`,
-        [teamId, fromDay, toDay],
-      );
-      return rows.map(
-        (r): RefreshHistoryRow => ({
-          dataset_id: r.dataset_id,
-          dataset: r.dataset,
-          connection: r.connection ?? null,
-          day: r.day,
-          runs: num(r.runs),
-          failures: num(r.failures),
-          rows_processed: num(r.rows_processed),
-          avg_duration_ms: num(r.avg_duration_ms),
-          last_error: r.last_error ?? null,
-        }),
-      );
-    },
-    async spaceCreditUsage({ teamId, fromDay, toDay }) {
-      const rows = await db.query(
-        `select day, category, sum(credits) as credits, count(*) as uses, count(distinct user_id) as users
-           from ${t("credit_usage")}
-          where team_id = $1 and day between $2 and $3
-          group by day, category
-          order by day desc, category collate "C"`,
-        [teamId, fromDay, toDay],
-      );
-      return rows.map(
-        (r): CreditUsageRow => ({ day: r.day, category: r.category, credits: num(r.credits), uses: num(r.uses), users: num(r.users) }),
-      );
-    },
-    async spaceApiUsage({ teamId, fromDay, toDay }) {
-      await usage.settled();
-      const rows = await db.query(
-        `select day, method, route, credential_kind, credential_id, credential_name, sum(calls) as calls,
-                sum(errors) as errors, sum(server_errors) as server_errors,
-                floor(sum(latency_sum) / sum(calls) + 0.5) as avg_latency_ms
-           from ${t("api_usage")}
-          where team_id = $1 and day between $2 and $3
-          group by day, method, route, credential_kind, credential_id, credential_name
-          order by day desc, route collate "C", method collate "C", credential_kind collate "C",
-                   credential_name collate "C" nulls first, credential_id collate "C" nulls first`,
-        [teamId, fromDay, toDay],
-      );
-      return rows.map(
-        (r): ApiUsageRow => ({
-          day: r.day,
-          method: r.method,
-          route: r.route,
-          credential_kind: r.credential_kind,
-          credential_id: r.credential_id ?? null,
-          credential: r.credential_name ?? null,
-          calls: num(r.calls),
-          errors: num(r.errors),
-          server_errors: num(r.server_errors),
-          avg_latency_ms: num(r.avg_latency_ms),
-        }),
-      );
-    },
-    async spaceDatasetUsage({ teamId }) {
-      await usage.settled();
-      const rows = await db.query(
-        `select d.id as dataset_id, d.name as dataset, d.type, c.name as connection, d.row_count,
-                json_array_length(d.columns) as column_count, d.last_refreshed_at, d.updated_at,
-                (select r.error from ${t("refresh_runs")} r where r.dataset_id = d.id
-                  order by r.started_ms desc, r.seq desc limit 1) as last_refresh_error,
-                coalesce((select json_agg(b.name order by b.name collate "C") from ${t("dashboards")} b
-                           where b.team_id = d.team_id and (b.dataset_ids::jsonb) ? d.id), '[]'::json) as dashboards,
-                reads.reads as api_reads, reads.last_at as last_api_read_at
-           from (${teamDatasets(t)}) d
-           left join ${t("connections")} c on c.id = d.connection_id
-           left join ${t("dataset_reads")} reads on reads.dataset_id = d.id
-          where d.team_id = $1
-          order by d.name collate "C", d.id collate "C"`,
-        [teamId],
-      );
-      return rows.map(
-        (r): DatasetUsageRow => ({
-          dataset_id: r.dataset_id,
-          dataset: r.dataset,
-          type: r.type,
-          connection: r.connection ?? null,
-          row_count: num(r.row_count),
-          column_count: num(r.column_count),
-          last_refreshed_at: r.last_refreshed_at ?? null,
-          updated_at: r.updated_at,
-          last_refresh_error: r.last_refresh_error ?? null,
-          dashboards: r.dashboards,
-          api_reads: num(r.api_reads),
-          last_api_read_at: r.last_api_read_at ?? null,
-        }),
-      );
-    },
-    async listAllDashboards(page) {
-      const params: unknown[] = [];
-      const rows = await db.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")}${idPageSql(page, params)}`, params);
-      return rows.map(toDashboard);
-    },
-    async putDashboard(dashboard) {
-      return putResult(await upsertDashboard(db.pool, t, dashboard));
-    },
-    async changeDashboard(id, change) {
-      return db.transaction(async (client) => {
-        // Changes of one dashboard, from every instance, one at a time (the row may not exist yet to lock).
-        await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [`dataport:dashboard:${db.schema}:${id}`]);
-        const found = await client.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")} where id = $1`, [id]);
-        const before = found.rows[0] ? toDashboard(found.rows[0]) : null;
-        const after = change(found.rows[0] ? toDashboard(found.rows[0]) : null);
-        await upsertDashboard(client, t, after);
-        return { before, after };
-      });
-    },
-    async deleteDashboard(id) {
-      return db.transaction(async (client) => {
-        const deleted = await client.query(`delete from ${t("dashboards")} where id = $1`, [id]);
-        if (deleted.rowCount === 0) return false;
-        await client.query(`delete from ${t("dashboard_views")} where dashboard_id = $1`, [id]);
-        return true;
-      });
-    },
-    // Each append is one INSERT statement: all or none.
-    async appendDashboardViews(views) {
-      await insertDashboardViews(db.pool, t, views);
-    },
-    async appendRefreshRuns(runs) {
-      await insertRefreshRuns(db.pool, t, runs);
-    },
-    async appendCreditUsage(items) {
-      await insertCreditUsage(db.pool, t, items);
-    },
-    async recordRefreshRun(run) {
-      await db.query(
-        `insert into ${t("refresh_runs")} (dataset_id, started_at, started_ms, day, duration_ms, rows_processed, error) values ($1, $2, $3, $4, $5, $6, $7)`,
-        [run.datasetId, run.startedAt, millis(run.startedAt), utcDay(run.startedAt), run.durationMs, run.rowsProcessed, run.error],
-      );
-    },
-    recordApiCall(call) {
-      // Counted in memory at once (the usage reads write pending counters first); written within USAGE_FLUSH_MS.
-      usage.record(call);
-      return COUNTED;
+    usage: {
+      async spaceDashboardUsage({ teamId, fromDay, toDay }) {
+        const rows = await db.query(
+          `select v.day, d.id as dashboard_id, d.name as dashboard,
+                  (select (e ->> 'published')::boolean from json_array_elements(d.versions) e
+                    order by (e ->> 'version')::int desc limit 1) as published,
+                  count(*) as views, count(distinct v.visitor_id) as unique_visitors,
+                  count(distinct v.user_id) as signed_in_viewers,
+                  count(*) filter (where v.user_id is null) as anonymous_views
+             from ${t("dashboard_views")} v join ${t("dashboards")} d on d.id = v.dashboard_id
+            where d.team_id = $1 and not v.editor and v.day between $2 and $3
+            group by v.day, d.id, d.name, d.versions::text
+            order by v.day desc, d.name collate "C", d.id collate "C"`,
+          [teamId, fromDay, toDay],
+        );
+        return rows.map(
+          (r): DashboardUsageRow => ({
+            day: r.day,
+            dashboard_id: r.dashboard_id,
+            dashboard: r.dashboard,
+            published: r.published === true,
+            views: num(r.views),
+            unique_visitors: num(r.unique_visitors),
+            signed_in_viewers: num(r.signed_in_viewers),
+            anonymous_views: num(r.anonymous_views),
+          }),
+        );
+      },
+      async spaceRefreshHistory({ teamId, fromDay, toDay }) {
+        const rows = await db.query(
+          `select d.id as dataset_id, d.name as dataset, c.name as connection, r.day, count(*) as runs,
+                  count(*) filter (where r.error is not null) as failures,
+                  sum(r.rows_processed) as rows_processed, floor(avg(r.duration_ms) + 0.5) as avg_duration_ms,
+                  (array_agg(r.error order by r.started_ms desc, r.seq desc) filter (where r.error is not null))[1] as last_error
+             from ${t("refresh_runs")} r join (${teamDatasets(t)}) d on d.id = r.dataset_id
+             left join ${t("connections")} c on c.id = d.connection_id
+            where d.team_id = $1 and r.day between $2 and $3
+            group by r.day, d.id, d.name, c.name
+            order by r.day desc, d.name collate "C", d.id collate "C"`,
+          [teamId, fromDay, toDay],
+        );
+        return rows.map(
+          (r): RefreshHistoryRow => ({
+            dataset_id: r.dataset_id,
+            dataset: r.dataset,
+            connection: r.connection ?? null,
+            day: r.day,
+            runs: num(r.runs),
+            failures: num(r.failures),
+            rows_processed: num(r.rows_processed),
+            avg_duration_ms: num(r.avg_duration_ms),
+            last_error: r.last_error ?? null,
+          }),
+        );
+      },
+      async spaceCreditUsage({ teamId, fromDay, toDay }) {
+        const rows = await db.query(
+          `select day, category, sum(credits) as credits, count(*) as uses, count(distinct user_id) as users
+             from ${t("credit_usage")}
+            where team_id = $1 and day between $2 and $3
+            group by day, category
+            order by day desc, category collate "C"`,
+          [teamId, fromDay, toDay],
+        );
+        return rows.map(
+          (r): CreditUsageRow => ({ day: r.day, category: r.category, credits: num(r.credits), uses: num(r.uses), users: num(r.users) }),
+        );
+      },
+      async spaceApiUsage({ teamId, fromDay, toDay }) {
+        await usage.settled();
+        const rows = await db.query(
+          `select day, method, route, credential_kind, credential_id, credential_name, sum(calls) as calls,
+                  sum(errors) as errors, sum(server_errors) as server_errors,
+                  floor(sum(latency_sum) / sum(calls) + 0.5) as avg_latency_ms
+             from ${t("api_usage")}
+            where team_id = $1 and day between $2 and $3
+            group by day, method, route, credential_kind, credential_id, credential_name
+            order by day desc, route collate "C", method collate "C", credential_kind collate "C",
+                     credential_name collate "C" nulls first, credential_id collate "C" nulls first`,
+          [teamId, fromDay, toDay],
+        );
+        return rows.map(
+          (r): ApiUsageRow => ({
+            day: r.day,
+            method: r.method,
+            route: r.route,
+            credential_kind: r.credential_kind,
+            credential_id: r.credential_id ?? null,
+            credential: r.credential_name ?? null,
+            calls: num(r.calls),
+            errors: num(r.errors),
+            server_errors: num(r.server_errors),
+            avg_latency_ms: num(r.avg_latency_ms),
+          }),
+        );
+      },
+      async spaceDatasetUsage({ teamId }) {
+        await usage.settled();
+        const rows = await db.query(
+          `select d.id as dataset_id, d.name as dataset, d.type, c.name as connection, d.row_count,
+                  json_array_length(d.columns) as column_count, d.last_refreshed_at, d.updated_at,
+                  (select r.error from ${t("refresh_runs")} r where r.dataset_id = d.id
+                    order by r.started_ms desc, r.seq desc limit 1) as last_refresh_error,
+                  coalesce((select json_agg(b.name order by b.name collate "C") from ${t("dashboards")} b
+                             where b.team_id = d.team_id and (b.dataset_ids::jsonb) ? d.id), '[]'::json) as dashboards,
+                  reads.reads as api_reads, reads.last_at as last_api_read_at
+             from (${teamDatasets(t)}) d
+             left join ${t("connections")} c on c.id = d.connection_id
+             left join ${t("dataset_reads")} reads on reads.dataset_id = d.id
+            where d.team_id = $1
+            order by d.name collate "C", d.id collate "C"`,
+          [teamId],
+        );
+        return rows.map(
+          (r): DatasetUsageRow => ({
+            dataset_id: r.dataset_id,
+            dataset: r.dataset,
+            type: r.type,
+            connection: r.connection ?? null,
+            row_count: num(r.row_count),
+            column_count: num(r.column_count),
+            last_refreshed_at: r.last_refreshed_at ?? null,
+            updated_at: r.updated_at,
+            last_refresh_error: r.last_refresh_error ?? null,
+            dashboards: r.dashboards,
+            api_reads: num(r.api_reads),
+            last_api_read_at: r.last_api_read_at ?? null,
+          }),
+        );
+      },
+      async appendRefreshRuns(runs) {
+        await insertRefreshRuns(db.pool, t, runs);
+      },
+      async appendCreditUsage(items) {
+        await insertCreditUsage(db.pool, t, items);
+      },
+      async recordRefreshRun(run) {
+        await db.query(
+          `insert into ${t("refresh_runs")} (dataset_id, started_at, started_ms, day, duration_ms, rows_processed, error) values ($1, $2, $3, $4, $5, $6, $7)`,
+          [run.datasetId, run.startedAt, millis(run.startedAt), utcDay(run.startedAt), run.durationMs, run.rowsProcessed, run.error],
+        );
+      },
+      recordApiCall(call) {
+        // Counted in memory at once (the usage reads write pending counters first); written within USAGE_FLUSH_MS.
+        usage.record(call);
+        return COUNTED;
+      },
     },
     flushUsage: () => usage.settled(),
   };

@@ -1,5 +1,6 @@
 import pg from "../peers/pg.js";
 import type { Storage } from "../ports/storage.js";
+import { mapAreas } from "../storage/areas.js";
 import { postgresAnalytics } from "./analytics.js";
 import { postgresAudit } from "./audit.js";
 import { type OpenReads, postgresCatalog } from "./catalog.js";
@@ -91,13 +92,14 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
   const { settled: deliveriesSettled, ...webhooks } = postgresWebhooks(db, watch);
   const { flushUsage, ...analytics } = postgresAnalytics(db, log);
   let closed = false;
+  const identity = postgresIdentity(db, seen);
   return withFaults({
-    ...postgresIdentity(db, seen),
-    ...postgresCredentials(db, seen),
-    ...postgresCatalog(db, watch, reads),
-    ...postgresTables(db),
-    ...webhooks,
-    ...postgresAudit(db, { visibilityWaitMs: options.auditVisibilityWaitMs }),
+    identity,
+    credentials: { ...postgresCredentials(db, seen), teamsFrom: identity },
+    catalog: postgresCatalog(db, watch, reads),
+    tables: postgresTables(db),
+    webhooks,
+    audit: postgresAudit(db, { visibilityWaitMs: options.auditVisibilityWaitMs }),
     ...analytics,
     async seed(space) {
       try {
@@ -131,19 +133,21 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
  * `storage_unavailable` and `Retry-After`, whichever statement met it.
  */
 function withFaults(storage: PostgresStorage): PostgresStorage {
-  const wrapped: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(storage)) {
-    if (typeof value !== "function") {
-      wrapped[name] = value;
-      continue;
+  return mapAreas(storage, (area) => {
+    const wrapped: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(area)) {
+      if (typeof value !== "function") {
+        wrapped[name] = value;
+        continue;
+      }
+      const method = value as (...args: unknown[]) => unknown;
+      wrapped[name] = (...args: unknown[]) => {
+        const result = method.apply(area, args);
+        return result instanceof Promise ? result.catch(rethrowFault) : result;
+      };
     }
-    const method = value as (...args: unknown[]) => unknown;
-    wrapped[name] = (...args: unknown[]) => {
-      const result = method.apply(storage, args);
-      return result instanceof Promise ? result.catch(rethrowFault) : result;
-    };
-  }
-  return wrapped as unknown as PostgresStorage;
+    return wrapped as unknown as typeof area;
+  });
 }
 
 /** An error as its name, code and message, without the objects a driver hangs on it. */

@@ -3,18 +3,11 @@ import { currentVersion } from "../domain/dashboards.js";
 import { utcDay } from "../domain/days.js";
 import type { ApiCallRecord, CreditUsage, DashboardRecord, DashboardView, RefreshRun } from "../domain/model.js";
 import type { PutResult } from "../ports/storage/identity.js";
-import {
-  type AnalyticsStore,
-  type AnalyticsWrites,
-  type ApiUsageRow,
-  type CreditUsageRow,
-  DATASET_READ_ROUTES,
-  type DashboardUsageRow,
-  type DatasetUsageRow,
-  type DayViews,
-  type RefreshHistoryRow,
-  type ViewerDayViews,
-} from "../ports/storage/analytics.js";
+import type { DayViews, ViewerDayViews } from "../ports/storage/dashboards.js";
+import { type ApiUsageRow, type CreditUsageRow, DATASET_READ_ROUTES, type DashboardUsageRow, type DatasetUsageRow, type RefreshHistoryRow } from "../ports/storage/usage.js";
+import type { DashboardWrites } from "../ports/storage/dashboards.js";
+import type { UsageWrites } from "../ports/storage/usage.js";
+import type { StorageAreas } from "../ports/storage.js";
 import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
 import { idPageQuery } from "./identity.js";
 
@@ -36,7 +29,7 @@ const USAGE_BATCH_LIMIT = 10_000;
  * through the partial index's own condition. Ties are broken in BINARY
  * collation order, NULL first, as the port asks.
  */
-export function sqliteAnalytics({ db }: SqliteHandle): AnalyticsStore & AnalyticsWrites & { flush(): void } {
+export function sqliteAnalytics({ db }: SqliteHandle): Pick<StorageAreas, "dashboards" | "usage"> & { flush(): void } {
   const dashboards = db.prepare<[string], DashboardRow>("SELECT * FROM dashboards WHERE team_id IN (SELECT value FROM json_each(?))");
   const dashboard = db.prepare<[string], DashboardRow>("SELECT * FROM dashboards WHERE id = ?");
   const byDay = db.prepare<[string, string, string], DayViews>(
@@ -112,54 +105,59 @@ export function sqliteAnalytics({ db }: SqliteHandle): AnalyticsStore & Analytic
   const writes = historyWrites(db);
 
   return {
-    async listDashboards(teamIds) {
-      return dashboards.all(JSON.stringify(teamIds)).map(toDashboard);
+    dashboards: {
+      async listDashboards(teamIds) {
+        return dashboards.all(JSON.stringify(teamIds)).map(toDashboard);
+      },
+      async getDashboard(id) {
+        const row = dashboard.get(id);
+        return row ? toDashboard(row) : null;
+      },
+      async listAllDashboards(page) {
+        return dashboardPage(page).map(toDashboard);
+      },
+      async viewsByDay(dashboardId, { fromDay, toDay }) {
+        return byDay.all(dashboardId, fromDay, toDay);
+      },
+      async viewsByViewer(dashboardId, { fromDay, toDay }) {
+        return byViewer.all(dashboardId, fromDay, toDay);
+      },
+      ...writes.dashboards,
     },
-    async getDashboard(id) {
-      const row = dashboard.get(id);
-      return row ? toDashboard(row) : null;
-    },
-    async listAllDashboards(page) {
-      return dashboardPage(page).map(toDashboard);
-    },
-    ...writes,
-    async viewsByDay(dashboardId, { fromDay, toDay }) {
-      return byDay.all(dashboardId, fromDay, toDay);
-    },
-    async viewsByViewer(dashboardId, { fromDay, toDay }) {
-      return byViewer.all(dashboardId, fromDay, toDay);
-    },
-    async spaceDashboardUsage({ teamId, fromDay, toDay }) {
-      return dashboardUsage.all(teamId, fromDay, toDay).map(({ versions, ...row }) => ({
-        day: row.day,
-        dashboard_id: row.dashboard_id,
-        dashboard: row.dashboard,
-        published: currentVersion({ versions: parseJson(versions) } as DashboardRecord).published,
-        views: row.views,
-        unique_visitors: row.unique_visitors,
-        signed_in_viewers: row.signed_in_viewers,
-        anonymous_views: row.anonymous_views,
-      }));
-    },
-    async spaceRefreshHistory({ teamId, fromDay, toDay }) {
-      return refreshHistory.all(teamId, fromDay, toDay).map((r) => ({ ...r, avg_duration_ms: roundHalfUp(r.avg_duration_ms) }));
-    },
-    async spaceCreditUsage({ teamId, fromDay, toDay }) {
-      return creditUsage.all(teamId, fromDay, toDay);
-    },
-    async spaceApiUsage({ teamId, fromDay, toDay }) {
-      await usage.settled();
-      return apiUsage.all(teamId, fromDay, toDay).map((r) => ({ ...r, avg_latency_ms: roundHalfUp(r.avg_latency_ms) }));
-    },
-    async spaceDatasetUsage({ teamId }) {
-      await usage.settled();
-      return datasetUsage.all(teamId, teamId, teamId).map((r) => ({ ...r, dashboards: parseJson<string[]>(r.dashboards) }));
-    },
-    async recordRefreshRun(run) {
-      insertRun(run);
-    },
-    recordApiCall(call) {
-      return usage.record(call);
+    usage: {
+      async spaceDashboardUsage({ teamId, fromDay, toDay }) {
+        return dashboardUsage.all(teamId, fromDay, toDay).map(({ versions, ...row }) => ({
+          day: row.day,
+          dashboard_id: row.dashboard_id,
+          dashboard: row.dashboard,
+          published: currentVersion({ versions: parseJson(versions) } as DashboardRecord).published,
+          views: row.views,
+          unique_visitors: row.unique_visitors,
+          signed_in_viewers: row.signed_in_viewers,
+          anonymous_views: row.anonymous_views,
+        }));
+      },
+      async spaceRefreshHistory({ teamId, fromDay, toDay }) {
+        return refreshHistory.all(teamId, fromDay, toDay).map((r) => ({ ...r, avg_duration_ms: roundHalfUp(r.avg_duration_ms) }));
+      },
+      async spaceCreditUsage({ teamId, fromDay, toDay }) {
+        return creditUsage.all(teamId, fromDay, toDay);
+      },
+      async spaceApiUsage({ teamId, fromDay, toDay }) {
+        await usage.settled();
+        return apiUsage.all(teamId, fromDay, toDay).map((r) => ({ ...r, avg_latency_ms: roundHalfUp(r.avg_latency_ms) }));
+      },
+      async spaceDatasetUsage({ teamId }) {
+        await usage.settled();
+        return datasetUsage.all(teamId, teamId, teamId).map((r) => ({ ...r, dashboards: parseJson<string[]>(r.dashboards) }));
+      },
+      async recordRefreshRun(run) {
+        insertRun(run);
+      },
+      recordApiCall(call) {
+        return usage.record(call);
+      },
+      ...writes.usage,
     },
     flush: usage.flush,
   };
@@ -245,7 +243,7 @@ function usageLog(db: Database.Database) {
 }
 
 /** Dashboards and the history behind the activity endpoints: each call one IMMEDIATE transaction. */
-function historyWrites(db: Database.Database): AnalyticsWrites {
+function historyWrites(db: Database.Database): { dashboards: DashboardWrites; usage: UsageWrites } {
   const exists = db.prepare<[string], number>("SELECT 1 FROM dashboards WHERE id = ?").pluck();
   const removeDashboard = db.prepare<[string]>("DELETE FROM dashboards WHERE id = ?");
   const removeLinks = db.prepare<[string]>("DELETE FROM dashboard_datasets WHERE dashboard_id = ?");
@@ -285,23 +283,27 @@ function historyWrites(db: Database.Database): AnalyticsWrites {
   const runs = all(run);
   const credits = all(credit);
   return {
-    async putDashboard(dashboard) {
-      return put(dashboard);
+    dashboards: {
+      async putDashboard(dashboard) {
+        return put(dashboard);
+      },
+      async changeDashboard(id, compute) {
+        return change(id, compute);
+      },
+      async deleteDashboard(id) {
+        return remove(id);
+      },
+      async appendDashboardViews(items) {
+        views(items);
+      },
     },
-    async changeDashboard(id, compute) {
-      return change(id, compute);
-    },
-    async deleteDashboard(id) {
-      return remove(id);
-    },
-    async appendDashboardViews(items) {
-      views(items);
-    },
-    async appendRefreshRuns(items) {
-      runs(items);
-    },
-    async appendCreditUsage(items) {
-      credits(items);
+    usage: {
+      async appendRefreshRuns(items) {
+        runs(items);
+      },
+      async appendCreditUsage(items) {
+        credits(items);
+      },
     },
   };
 }

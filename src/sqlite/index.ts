@@ -32,15 +32,19 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
   const { flush: flushUsage, ...analytics } = sqliteAnalytics(handle);
   const load = seedTransaction(db);
   const probe = db.prepare("SELECT 1");
+  const { identity, credentials } = sqliteIdentity(handle);
   return {
-    ...sqliteIdentity(handle),
-    ...sqliteCatalog(handle),
-    ...sqliteTables(handle),
-    getWebhookEndpoint: webhooks.getWebhookEndpoint,
-    ingestWebhookRow: webhooks.ingestWebhookRow,
-    updateWebhookSettings: webhooks.updateWebhookSettings,
-    createWebhookConnection: webhooks.createWebhookConnection,
-    ...sqliteAudit(handle),
+    identity,
+    credentials: { ...credentials, teamsFrom: identity },
+    catalog: sqliteCatalog(handle),
+    tables: sqliteTables(handle),
+    webhooks: {
+      getWebhookEndpoint: webhooks.getWebhookEndpoint,
+      ingestWebhookRow: webhooks.ingestWebhookRow,
+      updateWebhookSettings: webhooks.updateWebhookSettings,
+      createWebhookConnection: webhooks.createWebhookConnection,
+    },
+    audit: sqliteAudit(handle),
     ...analytics,
     async seed(space) {
       try {
