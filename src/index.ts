@@ -55,7 +55,9 @@ export { InvalidQueryError, UpstreamThrottledError, UpstreamUnavailableError } f
 export { memoryConnector } from "./connectors/memory.js";
 export { postgresConnector, type PostgresConnectorOptions } from "./connectors/postgres.js";
 export { arcgisConnector, type ArcgisConnectorOptions } from "./connectors/arcgis.js";
-export type { ApiSettings, Ports, Operations } from "./context.js";
+export type { ApiSettings } from "./context/settings.js";
+export type { Ports } from "./context/ports.js";
+export type { Operations } from "./context/handler.js";
 export type { TableSchemas, ValidationIssue } from "./domain/validation.js";
 export { generateApiKeyToken, isWellFormedApiKeyToken } from "./domain/tokens.js";
 export { createOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from "./openapi.js";

@@ -19,7 +19,7 @@ import { webhookReceiverRoutes } from "./routes/webhooks.js";
  * The route table. Each mount is a prefix; a future `/api/v2` mounts its
  * own list beside `/api/v1`. The webhook receiver has no version prefix.
  */
-export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...connectionRoutes, ...dashboardRoutes, ...tableRoutes, ...auditRoutes, ...openapiRoutes, ...docsRoutes];
+export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...connectionRoutes, ...dashboardRoutes, ...tableRoutes, ...auditRoutes, ...openapiRoutes(() => mounts), ...docsRoutes];
 
 export const webhookRoutes: RouteDef[] = [...webhookReceiverRoutes];
 
@@ -29,10 +29,9 @@ export const mounts: ReadonlyArray<{ base: string; routes: readonly RouteDef[] }
 ];
 
 /** The admin HTTP API, mounted only when an admin token is configured (see `createDataApi`). */
-export const adminMount: { base: string; routes: readonly RouteDef[] } = { base: "/api/admin/v1", routes: [...adminRoutes, ...adminOpenapiRoutes] };
+export const adminMount: { base: string; routes: readonly RouteDef[] } = { base: "/api/admin/v1", routes: [...adminRoutes, ...adminOpenapiRoutes(() => adminMount)] };
 
-/** The webhook receiver's route template as request log lines and metrics name it. */
-export const WEBHOOK_ROUTE = `/api${webhookReceiverRoutes[0]!.path}`;
+export { WEBHOOK_ROUTE } from "./routes/webhooks.js";
 
 /** Connectors available without configuration. */
 export function defaultConnectors(): ConnectorRegistry {

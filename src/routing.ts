@@ -1,5 +1,6 @@
 import type { z } from "zod";
-import type { AdminContext, AuthedContext, HandlerContext } from "./context.js";
+import type { AuthedContext, HandlerContext } from "./context/handler.js";
+import type { AdminContext } from "./context/admin.js";
 import type { Scope } from "./domain/model.js";
 import type { Reply } from "./http/reply.js";
 import type { HeaderReader } from "./http/types.js";
@@ -26,15 +27,7 @@ export type BodySpec =
   /** The body as it arrives (`StreamBody`), bounded by `maxUploadBytes`: bulk uploads that must not be held whole. */
   | { kind: "stream" };
 
-export interface StreamBody {
-  chunks: AsyncIterable<Uint8Array>;
-  contentType: string | null;
-}
-
-export interface RawBody {
-  bytes: Uint8Array;
-  contentType: string | null;
-}
+export type { RawBody, StreamBody } from "./http/types.js";
 
 interface RouteBase<Query> {
   method: Method;

@@ -1,4 +1,4 @@
-import type { Ports } from "../context.js";
+import type { Ports } from "../context/ports.js";
 import { randomId } from "../domain/crypto.js";
 import type { AuditEvent } from "../domain/model.js";
 import { ApiError, notFound } from "../errors.js";

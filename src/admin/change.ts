@@ -1,4 +1,5 @@
-import type { ApiSettings, Ports } from "../context.js";
+import type { ApiSettings } from "../context/settings.js";
+import type { Ports } from "../context/ports.js";
 import { randomId } from "../domain/crypto.js";
 import type { Actor } from "../domain/model.js";
 import { isoTime } from "../domain/time.js";

@@ -1,4 +1,4 @@
-import type { Ports } from "../context.js";
+import type { Ports } from "../context/ports.js";
 import { randomId } from "../domain/crypto.js";
 import { inferColumns } from "../domain/columns.js";
 import type { Row } from "../domain/model.js";

@@ -1,7 +1,7 @@
 import type { DatasetRecord, Row } from "../domain/model.js";
 import { notFound } from "../errors.js";
 import { inferColumnsAlongside, parseRowStream } from "../http/bulk-rows.js";
-import type { StreamBody } from "../routing.js";
+import type { StreamBody } from "../http/types.js";
 import { assertWritable } from "../storage/mount.js";
 import { type AdminDeps, actorFor, type ChangeOptions, checkId, isoNow, recordChange } from "./change.js";
 

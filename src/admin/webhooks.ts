@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
-import type { ApiSettings, Ports } from "../context.js";
+import type { ApiSettings } from "../context/settings.js";
+import type { Ports } from "../context/ports.js";
 import { randomId } from "../domain/crypto.js";
 import type { Actor } from "../domain/model.js";
 import { ApiError, notFound } from "../errors.js";

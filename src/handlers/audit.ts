@@ -1,6 +1,6 @@
 import { resolveTeam } from "../access.js";
 import { planRequired } from "../auth.js";
-import type { AuthedContext } from "../context.js";
+import type { AuthedContext } from "../context/handler.js";
 import { decodeCursor, encodeCursor, type FeedCursor } from "../domain/cursor.js";
 import type { AuditCategory } from "../domain/model.js";
 import { toOcsf } from "../domain/ocsf.js";

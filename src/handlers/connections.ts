@@ -1,6 +1,6 @@
 import { reachable } from "../access.js";
 import { actorOf } from "../auth.js";
-import type { AuthedContext } from "../context.js";
+import type { AuthedContext } from "../context/handler.js";
 import type { ConnectionRecord, DatasetRecord, Row } from "../domain/model.js";
 import { ApiError, invalidParameter } from "../errors.js";
 import type { GuardAnswer } from "../guard.js";

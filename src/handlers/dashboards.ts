@@ -1,6 +1,6 @@
 import { resolveTeam } from "../access.js";
 import { planRequired } from "../auth.js";
-import type { AuthedContext } from "../context.js";
+import type { AuthedContext } from "../context/handler.js";
 import { currentVersion } from "../domain/dashboards.js";
 import { dayWindow, daysOf } from "../domain/days.js";
 import type { DashboardRecord } from "../domain/model.js";

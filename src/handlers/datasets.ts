@@ -1,6 +1,6 @@
 import { reachable, resolveTeam } from "../access.js";
 import { actorOf } from "../auth.js";
-import type { AuthedContext } from "../context.js";
+import type { AuthedContext } from "../context/handler.js";
 import type { ConnectionRecord, DatasetRecord } from "../domain/model.js";
 import { invalidParameter } from "../errors.js";
 import { jsonRowsBody } from "../http/json-stream.js";

@@ -1,4 +1,4 @@
-import type { HandlerContext } from "../context.js";
+import type { HandlerContext } from "../context/handler.js";
 import { Reply } from "../http/reply.js";
 import { withTimeout } from "../timeout.js";
 

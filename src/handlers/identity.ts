@@ -1,6 +1,6 @@
 import type { ApiKeyCredential, SessionCredential } from "../auth.js";
 import type { KeyBodies } from "../caches.js";
-import type { AuthedContext } from "../context.js";
+import type { AuthedContext } from "../context/handler.js";
 import { Reply } from "../http/reply.js";
 
 /** GET /me: what the token belongs to (an API key's answer needs no storage call, so no promise). */

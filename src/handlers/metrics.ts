@@ -1,5 +1,5 @@
 import { unauthorized } from "../auth.js";
-import type { HandlerContext } from "../context.js";
+import type { HandlerContext } from "../context/handler.js";
 import { safeEqual, sha256Hex } from "../domain/crypto.js";
 import { ApiError } from "../errors.js";
 import { Reply } from "../http/reply.js";

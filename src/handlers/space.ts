@@ -1,6 +1,6 @@
 import { resolveTeam } from "../access.js";
 import type { Credential } from "../auth.js";
-import type { AuthedContext } from "../context.js";
+import type { AuthedContext } from "../context/handler.js";
 import { dayWindow } from "../domain/days.js";
 import type { ColumnType } from "../domain/model.js";
 import { notFound } from "../errors.js";

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { reachable } from "../access.js";
 import { actorOf, type Credential } from "../auth.js";
-import type { AuthedContext } from "../context.js";
+import type { AuthedContext } from "../context/handler.js";
 import { randomId } from "../domain/crypto.js";
 import {
   IDEMPOTENCY_LEASE_MS,

@@ -1,4 +1,4 @@
-import type { HandlerContext } from "../context.js";
+import type { HandlerContext } from "../context/handler.js";
 import { typeOfValue } from "../domain/columns.js";
 import { idSource } from "../domain/crypto.js";
 import { dedupKeyOf } from "../domain/dedup.js";
@@ -12,7 +12,7 @@ import { isRateLimit, rateLimitHeaders, tokenBucket } from "../rate-limit.js";
 import { decodeUtf8, isFormType, isJsonType, JsonRefusal, parseJsonObject, parseJsonText, textProblem } from "../http/body.js";
 import { Reply } from "../http/reply.js";
 import type { HeaderReader } from "../http/types.js";
-import type { RawBody } from "../routing.js";
+import type { RawBody } from "../http/types.js";
 
 /** Row ids, `whr_<16 hex>-<counter>`: unique across processes (random prefix), no randomness drawn per delivery. */
 const nextRowId = idSource("whr_");

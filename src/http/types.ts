@@ -56,3 +56,15 @@ export interface ApiReply {
   headers: Record<string, string>;
   body: ReplyBody;
 }
+
+/** A request body as it arrives, chunk by chunk (bulk uploads that must not be held whole). */
+export interface StreamBody {
+  chunks: AsyncIterable<Uint8Array>;
+  contentType: string | null;
+}
+
+/** A request body as its exact bytes (webhook signatures are computed over them). */
+export interface RawBody {
+  bytes: Uint8Array;
+  contentType: string | null;
+}

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { Put } from "../admin/change.js";
 import * as bodies from "../admin/schemas.js";
-import type { AdminContext } from "../context.js";
+import type { AdminContext } from "../context/admin.js";
 import { intParam } from "../http/query.js";
 import { Reply } from "../http/reply.js";
 import { admin, type AdminRoute, type Method, type StreamBody } from "../routing.js";
