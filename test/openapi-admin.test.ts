@@ -106,7 +106,7 @@ describe("the admin OpenAPI document names every shape", () => {
       auth: "admin",
       body: { kind: "json" },
       responses: { 200: z.object({}).loose(), 201: z.object({ value: z.unknown().meta({ id: "Anything" }) }).meta({ id: "Thing" }) },
-      handle: () => null,
+      handle: () => ({}),
     });
     expect(unnamedShapes(adminDocument([loose]))).toEqual([
       "PUT /api/admin/v1/things/{id} body application/json: not a named component",

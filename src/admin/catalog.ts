@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import { randomId } from "../domain/crypto.js";
-import type { Column, ConnectionRecord, DatasetRecord, Row } from "../domain/model.js";
+import { type Column, type ConnectionRecord, type DatasetRecord, isUploadOrConnection, type Row, type UploadOrConnectionDataset } from "../domain/model.js";
 import { ApiError, notFound } from "../errors.js";
 import { assertWritable } from "../storage/mount.js";
 import {
@@ -52,9 +52,9 @@ export interface CatalogAdmin {
   /** A webhook connection's signing secret; null removes it. The next delivery is checked against it. */
   setSigningSecret(id: string, input: { secret: string | null }, options?: ChangeOptions): Promise<ConnectionView>;
   /** Create or replace an upload or connection dataset (its rows are kept; see the row operations). */
-  putDataset(id: string, input: DatasetInput, options?: ChangeOptions): Promise<Put<DatasetRecord>>;
-  getDataset(id: string): Promise<DatasetRecord>;
-  listDatasets(options?: ListOptions): Promise<ListPage<DatasetRecord>>;
+  putDataset(id: string, input: DatasetInput, options?: ChangeOptions): Promise<Put<UploadOrConnectionDataset>>;
+  getDataset(id: string): Promise<UploadOrConnectionDataset>;
+  listDatasets(options?: ListOptions): Promise<ListPage<UploadOrConnectionDataset>>;
   deleteDataset(id: string, options?: ChangeOptions): Promise<void>;
 }
 
@@ -168,9 +168,9 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
     await storage.catalog.writeDatasetRows({ datasetId: id, mode: "replace", rows: reshaped(), columns: () => columns, updatedAt });
   }
 
-  async function existingDataset(id: string): Promise<DatasetRecord> {
+  async function existingDataset(id: string): Promise<UploadOrConnectionDataset> {
     const dataset = await storage.catalog.getDataset(id);
-    if (!dataset || dataset.type === "input_table") throw notFound("dataset");
+    if (!dataset || !isUploadOrConnection(dataset)) throw notFound("dataset");
     return dataset;
   }
 
@@ -271,7 +271,8 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
       return { created, value: await existingDataset(id) };
     },
     getDataset: existingDataset,
-    listDatasets: (options) => listPage(options, (page) => storage.catalog.listAllDatasets(page)),
+    // listAllDatasets lists no input tables (its contract); the filter says so to the types.
+    listDatasets: (options) => listPage(options, async (page) => (await storage.catalog.listAllDatasets(page)).filter(isUploadOrConnection)),
     async deleteDataset(id, options) {
       assertWritable(storage.catalog, "deleteDataset");
       const actor = await actorFor(storage, options);

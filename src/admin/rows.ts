@@ -1,4 +1,4 @@
-import type { DatasetRecord, Row } from "../domain/model.js";
+import { isUploadOrConnection, type Row, type UploadOrConnectionDataset } from "../domain/model.js";
 import { notFound } from "../errors.js";
 import { inferColumnsAlongside, parseRowStream } from "../http/bulk-rows.js";
 import type { StreamBody } from "../http/types.js";
@@ -15,19 +15,19 @@ export interface RowsAdmin {
    * naming its line) stores nothing. Columns are inferred as for webhook
    * rows unless the dataset declares them. Answers the dataset as stored.
    */
-  uploadDatasetRows(id: string, mode: "replace" | "append", body: StreamBody, options?: ChangeOptions): Promise<DatasetRecord>;
+  uploadDatasetRows(id: string, mode: "replace" | "append", body: StreamBody, options?: ChangeOptions): Promise<UploadOrConnectionDataset>;
   /** The same from rows in hand (objects, nested ones flattened as in an upload). */
-  writeDatasetRows(id: string, mode: "replace" | "append", rows: Iterable<Row> | AsyncIterable<Row>, options?: ChangeOptions): Promise<DatasetRecord>;
+  writeDatasetRows(id: string, mode: "replace" | "append", rows: Iterable<Row> | AsyncIterable<Row>, options?: ChangeOptions): Promise<UploadOrConnectionDataset>;
 }
 
 export function rowsAdmin(deps: AdminDeps): RowsAdmin {
   const { storage } = deps.ports;
 
-  async function upload(id: string, mode: "replace" | "append", body: StreamBody, options?: ChangeOptions): Promise<DatasetRecord> {
+  async function upload(id: string, mode: "replace" | "append", body: StreamBody, options?: ChangeOptions): Promise<UploadOrConnectionDataset> {
     assertWritable(storage.catalog, "writeDatasetRows");
     checkId(id);
     const dataset = await storage.catalog.getDataset(id);
-    if (!dataset || dataset.type === "input_table") throw notFound("dataset");
+    if (!dataset || !isUploadOrConnection(dataset)) throw notFound("dataset");
     const actor = await actorFor(storage, options);
     const declared = dataset.columnsDeclared === true ? dataset.columns : null;
     // Appended rows widen the columns the dataset has; a replace infers them afresh (declared ones keep their
@@ -49,7 +49,7 @@ export function rowsAdmin(deps: AdminDeps): RowsAdmin {
       details: { rows: mode === "replace" ? "replaced" : "appended", rowCount },
     });
     const stored = await storage.catalog.getDataset(id);
-    if (!stored) throw notFound("dataset");
+    if (!stored || !isUploadOrConnection(stored)) throw notFound("dataset");
     return stored;
   }
 

@@ -57,7 +57,7 @@ export async function queryConnection(ctx: AuthedContext, id: string, input: Con
     details: { datasetId: dataset.id, format: query.format, cached: answer.cached, stale: answer.stale },
   });
 
-  const stale = answer.stale ? { stale: true } : {};
+  const stale = answer.stale ? { stale: true as const } : {};
   const { result } = answer;
   if (result.kind === "geojson") {
     return {

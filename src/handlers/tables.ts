@@ -149,7 +149,7 @@ export async function deleteRow(ctx: AuthedContext, tableId: string, rowId: stri
     auditEvent: rowEvent(ctx, table, rowId, "table.row.deleted"),
   });
   if (result.status !== "ok") throw notFound("row");
-  return { deleted: true };
+  return { deleted: true as const };
 }
 
 async function validate(ctx: AuthedContext, table: TableRecord, written: Row, row: Row): Promise<void> {
