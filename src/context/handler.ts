@@ -1,7 +1,7 @@
-import type { Credential } from "../auth.js";
-import type { Caches } from "../caches.js";
+import type { Credential } from "../core/auth.js";
+import type { Caches } from "../core/caches.js";
 import type { AuditEvent } from "../domain/model.js";
-import type { Guard } from "../guard.js";
+import type { Guard } from "../core/guard.js";
 import type { Metrics } from "../ports/metrics.js";
 import type { Ports } from "./ports.js";
 import type { ApiSettings } from "./settings.js";
@@ -26,9 +26,9 @@ export interface HandlerContext extends Ports {
   operations: Operations;
   /** Record an audit event without failing the request. */
   audit: (event: Omit<AuditEvent, "id" | "time"> & { time?: string }) => void;
-  /** This API instance's caches (src/caches.ts). */
+  /** This API instance's caches (src/core/caches.ts). */
   caches: Caches;
-  /** This API instance's connection guard: cached answers, single-flight, upstream rate limits (src/guard.ts). */
+  /** This API instance's connection guard: cached answers, single-flight, upstream rate limits (src/core/guard.ts). */
   guard: Guard;
 }
 

@@ -1,10 +1,10 @@
-import { resolveTeam } from "../access.js";
-import { planRequired } from "../auth.js";
+import { resolveTeam } from "../core/access.js";
+import { planRequired } from "../core/auth.js";
 import type { AuthedContext } from "../context/handler.js";
 import { decodeCursor, encodeCursor, type FeedCursor } from "../domain/cursor.js";
 import type { AuditCategory } from "../domain/model.js";
 import { toOcsf } from "../domain/ocsf.js";
-import { ApiError, invalidParameter } from "../errors.js";
+import { ApiError, invalidParameter } from "../core/errors.js";
 
 export interface AuditFeedQuery {
   cursor?: string;

@@ -1,10 +1,10 @@
-import { resolveTeam } from "../access.js";
-import { planRequired } from "../auth.js";
+import { resolveTeam } from "../core/access.js";
+import { planRequired } from "../core/auth.js";
 import type { AuthedContext } from "../context/handler.js";
 import { currentVersion } from "../domain/dashboards.js";
 import { dayWindow, daysOf } from "../domain/days.js";
 import type { DashboardRecord } from "../domain/model.js";
-import { notFound } from "../errors.js";
+import { notFound } from "../core/errors.js";
 
 /** A dashboard as the API shows it: its current version only. */
 export function dashboardView(dashboard: DashboardRecord, viewUrl: string) {

@@ -1,8 +1,8 @@
-import { reachable, resolveTeam } from "../access.js";
-import { actorOf } from "../auth.js";
+import { reachable, resolveTeam } from "../core/access.js";
+import { actorOf } from "../core/auth.js";
 import type { AuthedContext } from "../context/handler.js";
 import type { ConnectionRecord, DatasetRecord } from "../domain/model.js";
-import { invalidParameter } from "../errors.js";
+import { invalidParameter } from "../core/errors.js";
 import { jsonRowsBody } from "../http/json-stream.js";
 import { Reply } from "../http/reply.js";
 

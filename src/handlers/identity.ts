@@ -1,5 +1,5 @@
-import type { ApiKeyCredential, SessionCredential } from "../auth.js";
-import type { KeyBodies } from "../caches.js";
+import type { ApiKeyCredential, SessionCredential } from "../core/auth.js";
+import type { KeyBodies } from "../core/caches.js";
 import type { AuthedContext } from "../context/handler.js";
 import { Reply } from "../http/reply.js";
 
@@ -20,7 +20,7 @@ async function describeSession(ctx: AuthedContext, credential: SessionCredential
   return { kind: "session-token" as const, teams };
 }
 
-/** An API key's /me body; remembered per instance for records that cannot change (`KeyBodies`, src/caches.ts). */
+/** An API key's /me body; remembered per instance for records that cannot change (`KeyBodies`, src/core/caches.ts). */
 function apiKeyBody(bodies: KeyBodies, { key, team }: ApiKeyCredential): string {
   const known = bodies.get(key, team);
   if (known !== undefined) return known;

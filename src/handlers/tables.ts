@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { reachable } from "../access.js";
-import { actorOf, type Credential } from "../auth.js";
+import { reachable } from "../core/access.js";
+import { actorOf, type Credential } from "../core/auth.js";
 import type { AuthedContext } from "../context/handler.js";
 import { randomId } from "../domain/crypto.js";
 import {
@@ -14,7 +14,7 @@ import type { AuditEvent, Row, TableRecord } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
 import { changedSince, isReservedField, parseTimestamp, patchedRow, rowValues } from "../domain/table-rows.js";
 import { checkColumns, checkSchemas, schemasFor, type ValidationProblem } from "../domain/validation.js";
-import { ApiError, invalidParameter, notFound } from "../errors.js";
+import { ApiError, invalidParameter, notFound } from "../core/errors.js";
 import { Reply } from "../http/reply.js";
 import type { IdempotencyClaim, StoredResponse } from "../ports/storage/tables.js";
 

@@ -5,7 +5,7 @@ import type { AdminContext } from "../context/admin.js";
 import { intParam } from "../http/query.js";
 import { Reply } from "../http/reply.js";
 import type { RawBody, StreamBody } from "../http/types.js";
-import { admin, type AdminRoute, type Method, type Responses } from "../routing.js";
+import { admin, type AdminRoute, type Method, type Responses } from "../core/routing.js";
 import * as answers from "../schemas/admin.js";
 
 /**

@@ -1,5 +1,5 @@
 import { referenceAsset, referencePage, type ReferencePaths } from "../handlers/docs.js";
-import { open } from "../routing.js";
+import { open } from "../core/routing.js";
 import { errorEnvelopeSchema } from "../schemas/common.js";
 
 /**

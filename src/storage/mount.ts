@@ -1,4 +1,4 @@
-import { ApiError } from "../errors.js";
+import { ApiError } from "../core/errors.js";
 import type { Storage, StorageArea, StorageAreaReads, StorageAreas } from "../ports/storage.js";
 
 /** An area as a host supplies it: its reads (`StorageAreaReads`), and any of its other writes (none: read-only). */

@@ -1,19 +1,19 @@
-import { arcgisConnector } from "./connectors/arcgis.js";
-import { memoryConnector } from "./connectors/memory.js";
-import { postgresConnector } from "./connectors/postgres.js";
-import type { ConnectorRegistry } from "./ports/connector.js";
-import type { RouteDef } from "./routing.js";
-import { adminRoutes } from "./routes/admin.js";
-import { auditRoutes } from "./routes/audit.js";
-import { connectionRoutes } from "./routes/connections.js";
-import { dashboardRoutes } from "./routes/dashboards.js";
-import { datasetRoutes } from "./routes/datasets.js";
-import { docsRoutes } from "./routes/docs.js";
-import { identityRoutes } from "./routes/identity.js";
-import { adminOpenapiRoutes, openapiRoutes } from "./routes/openapi.js";
-import { operationsRoutes } from "./routes/operations.js";
-import { tableRoutes } from "./routes/tables.js";
-import { webhookReceiverRoutes } from "./routes/webhooks.js";
+import { arcgisConnector } from "../connectors/arcgis.js";
+import { memoryConnector } from "../connectors/memory.js";
+import { postgresConnector } from "../connectors/postgres.js";
+import type { ConnectorRegistry } from "../ports/connector.js";
+import type { RouteDef } from "../core/routing.js";
+import { adminRoutes } from "./admin.js";
+import { auditRoutes } from "./audit.js";
+import { connectionRoutes } from "./connections.js";
+import { dashboardRoutes } from "./dashboards.js";
+import { datasetRoutes } from "./datasets.js";
+import { docsRoutes } from "./docs.js";
+import { identityRoutes } from "./identity.js";
+import { adminOpenapiRoutes, openapiRoutes } from "./openapi.js";
+import { operationsRoutes } from "./operations.js";
+import { tableRoutes } from "./tables.js";
+import { webhookReceiverRoutes } from "./webhooks.js";
 
 /**
  * The route table. Each mount is a prefix; a future `/api/v2` mounts its
@@ -31,7 +31,7 @@ export const mounts: ReadonlyArray<{ base: string; routes: readonly RouteDef[] }
 /** The admin HTTP API, mounted only when an admin token is configured (see `createDataApi`). */
 export const adminMount: { base: string; routes: readonly RouteDef[] } = { base: "/api/admin/v1", routes: [...adminRoutes, ...adminOpenapiRoutes(() => adminMount)] };
 
-export { WEBHOOK_ROUTE } from "./routes/webhooks.js";
+export { WEBHOOK_ROUTE } from "./webhooks.js";
 
 /** Connectors available without configuration. */
 export function defaultConnectors(): ConnectorRegistry {

@@ -1,9 +1,9 @@
-import { isPromiseLike } from "./awaitable.js";
-import { ApiError } from "./errors.js";
-import type { Metrics, StorageOutcome } from "./ports/metrics.js";
-import type { Storage } from "./ports/storage.js";
-import { mapAreas } from "./storage/areas.js";
-import { withTimeout } from "./timeout.js";
+import { isPromiseLike } from "../core/awaitable.js";
+import { ApiError } from "../core/errors.js";
+import type { Metrics, StorageOutcome } from "../ports/metrics.js";
+import type { Storage } from "../ports/storage.js";
+import { mapAreas } from "./areas.js";
+import { withTimeout } from "../core/timeout.js";
 
 /** Measured but not bounded: a streamed bulk write lasts as long as its upload (its rows arrive as it runs). */
 const UNBOUNDED = new Set(["writeDatasetRows"]);

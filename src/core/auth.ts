@@ -1,9 +1,9 @@
 import { HASH_EVERY_TIME, type TokenHashes } from "./token-hashes.js";
-import type { Actor, ApiKeyRecord, Membership, Scope, Team, User } from "./domain/model.js";
+import type { Actor, ApiKeyRecord, Membership, Scope, Team, User } from "../domain/model.js";
 import { ApiError } from "./errors.js";
-import type { Clock } from "./ports/clock.js";
-import type { SessionAuthenticator } from "./ports/session.js";
-import type { Storage } from "./ports/storage.js";
+import type { Clock } from "../ports/clock.js";
+import type { SessionAuthenticator } from "../ports/session.js";
+import type { Storage } from "../ports/storage.js";
 
 export interface ApiKeyCredential {
   kind: "api-key";

@@ -1,12 +1,12 @@
 import { z } from "zod";
-import { MAX_DEDUP_KEY_LENGTH } from "./domain/dedup.js";
-import { MAX_IDEMPOTENCY_KEY_LENGTH } from "./domain/idempotency.js";
-import { SIGNATURE_TOLERANCE_SECONDS } from "./domain/signatures.js";
-import { jsonBodyLimit } from "./http/body.js";
-import { queryParamDocs } from "./http/query.js";
+import { MAX_DEDUP_KEY_LENGTH } from "../domain/dedup.js";
+import { MAX_IDEMPOTENCY_KEY_LENGTH } from "../domain/idempotency.js";
+import { SIGNATURE_TOLERANCE_SECONDS } from "../domain/signatures.js";
+import { jsonBodyLimit } from "../http/body.js";
+import { queryParamDocs } from "../http/query.js";
 import type { Responses, RouteDef } from "./routing.js";
-import { rowsTextSchema, rowsUploadSchema } from "./schemas/admin.js";
-import { errorEnvelopeSchema } from "./schemas/common.js";
+import { rowsTextSchema, rowsUploadSchema } from "../schemas/admin.js";
+import { errorEnvelopeSchema } from "../schemas/common.js";
 
 /**
  * The OpenAPI 3.1 document, generated from the route table: the same zod

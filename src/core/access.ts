@@ -1,7 +1,7 @@
 import { type Credential, planRequired } from "./auth.js";
-import type { Team } from "./domain/model.js";
+import type { Team } from "../domain/model.js";
 import { ApiError, notFound } from "./errors.js";
-import type { Storage } from "./ports/storage.js";
+import type { Storage } from "../ports/storage.js";
 
 /** Allowlist kinds of an API key. */
 export type AllowKind = "datasets" | "connections" | "tables";
