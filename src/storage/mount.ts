@@ -1,5 +1,6 @@
 import { ApiError } from "../core/errors.js";
-import type { Storage, StorageArea, StorageAreaReads, StorageAreas } from "../ports/storage.js";
+import { STORAGE_AREAS, type Storage, type StorageArea, type StorageAreaReads, type StorageAreas } from "../ports/storage.js";
+import { withAreas } from "./areas.js";
 
 /** An area as a host supplies it: its reads (`StorageAreaReads`), and any of its other writes (none: read-only). */
 export type SuppliedArea<A extends StorageArea> = StorageAreaReads[A] & Partial<StorageAreas[A]>;
@@ -24,13 +25,13 @@ export function readOnlyArea(area: StorageArea): ApiError {
  *   const storage = mountStorage(createSqliteStorage({ path }), { identity: myUsersAndTeams });
  */
 export function mountStorage(base: Storage, areas: HostAreas): Storage {
-  const mounted = Object.create(base) as Storage;
+  const mounted: Partial<Record<StorageArea, object>> = {};
   for (const [name, supplied] of Object.entries(areas) as [StorageArea, object | undefined][]) {
     if (supplied === undefined) continue;
-    if (!(name in base)) throw new TypeError(`mountStorage: unknown storage area '${name}'`);
-    Object.defineProperty(mounted, name, { value: readOnlyWhereMissing(name, supplied), enumerable: true });
+    if (!STORAGE_AREAS.includes(name)) throw new TypeError(`mountStorage: unknown storage area '${name}'`);
+    mounted[name] = readOnlyWhereMissing(name, supplied);
   }
-  return mounted;
+  return withAreas(base, mounted);
 }
 
 const READ_ONLY = Symbol("dataport.readOnlyArea");
