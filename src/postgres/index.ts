@@ -1,16 +1,17 @@
 import pg from "../peers/pg.js";
 import type { Storage } from "../ports/storage.js";
 import { mapAreas } from "../storage/areas.js";
-import { postgresAnalytics } from "./analytics.js";
 import { postgresAudit } from "./audit.js";
 import { type OpenReads, postgresCatalog } from "./catalog.js";
 import { watchCatalog } from "./catalog-events.js";
 import { createDb, type Db, storeFault } from "./db.js";
+import { postgresDashboards } from "./dashboards.js";
 import { postgresCredentials, postgresIdentity } from "./identity.js";
 import { migrate } from "./migrations.js";
 import { seedSpace } from "./seed.js";
 import { sessionReads } from "./session-read.js";
 import { postgresTables } from "./tables.js";
+import { postgresUsage } from "./usage.js";
 import { postgresWebhooks } from "./webhooks.js";
 
 export interface PostgresStorageOptions {
@@ -90,7 +91,7 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
   const seen = sessionReads();
   const reads: OpenReads = new Set();
   const { settled: deliveriesSettled, ...webhooks } = postgresWebhooks(db, watch);
-  const { flushUsage, ...analytics } = postgresAnalytics(db, log);
+  const { flushUsage, ...usage } = postgresUsage(db, log);
   let closed = false;
   const identity = postgresIdentity(db, seen);
   return withFaults({
@@ -100,7 +101,8 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
     tables: postgresTables(db),
     webhooks,
     audit: postgresAudit(db, { visibilityWaitMs: options.auditVisibilityWaitMs }),
-    ...analytics,
+    dashboards: postgresDashboards(db),
+    usage,
     async seed(space) {
       try {
         return await seedSpace(db, space);
