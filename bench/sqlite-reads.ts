@@ -147,7 +147,7 @@ function fillAudit(store: SqliteStorage, from: number, to: number): void {
 
 /** A page of 200 from a cursor in the middle of the log, in the default `audit` category. */
 async function readAuditPage(store: SqliteStorage, size: number): Promise<void> {
-  const page = await store.readAuditEvents({
+  const page = await store.audit.readAuditEvents({
     teamIds: ["team_ops", "team_mkt"],
     categories: ["audit"],
     after: String(Math.floor(size / 2)),
@@ -205,7 +205,7 @@ async function startServer(path: string, port: number): Promise<ChildProcess> {
 /** The measured server: the Node adapter on the SQLite file, plus /__rss reporting its own peak RSS (sampled every 10 ms). */
 async function serve(path: string): Promise<void> {
   const { toNodeHandler } = await import("../adapters/node.js");
-  const { createDataApi } = await import("../src/api.js");
+  const { createDataApi } = await import("../src/core/api.js");
   const storage = createSqliteStorage({ path });
   const handler = toNodeHandler(createDataApi({ storage }));
   let peak = process.memoryUsage().rss;

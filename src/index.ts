@@ -1,5 +1,5 @@
-export { createDataApi, DEFAULT_SETTINGS, type DataApi, type DataApiOptions, type RequestContext } from "./api.js";
-export { ApiError, type ErrorCode } from "./errors.js";
+export { createDataApi, DEFAULT_SETTINGS, type DataApi, type DataApiOptions, type RequestContext } from "./core/api.js";
+export { ApiError, type ErrorCode } from "./core/errors.js";
 export {
   createAdmin,
   type Admin,
@@ -46,7 +46,7 @@ export type * from "./ports/storage.js";
 export type { Cache } from "./ports/cache.js";
 export type { Logger, RequestLogLine, ErrorLogFields } from "./ports/logger.js";
 export type { Metrics, CacheResult, UpstreamOutcome, StorageOutcome } from "./ports/metrics.js";
-export { createJsonLogger, type JsonLoggerOptions } from "./logging.js";
+export { createJsonLogger, type JsonLoggerOptions } from "./core/logging.js";
 export type { Clock } from "./ports/clock.js";
 export type { RateLimiter, RateLimit, RateDecision } from "./ports/rate-limiter.js";
 export type { SessionAuthenticator } from "./ports/session.js";
@@ -55,9 +55,11 @@ export { InvalidQueryError, UpstreamThrottledError, UpstreamUnavailableError } f
 export { memoryConnector } from "./connectors/memory.js";
 export { postgresConnector, type PostgresConnectorOptions } from "./connectors/postgres.js";
 export { arcgisConnector, type ArcgisConnectorOptions } from "./connectors/arcgis.js";
-export type { ApiSettings, Ports, Operations } from "./context.js";
+export type { ApiSettings } from "./context/settings.js";
+export type { Ports } from "./context/ports.js";
+export type { Operations } from "./context/handler.js";
 export type { TableSchemas, ValidationIssue } from "./domain/validation.js";
 export { generateApiKeyToken, isWellFormedApiKeyToken } from "./domain/tokens.js";
-export { createOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from "./openapi.js";
-export { mountStorage, readOnlyArea, AREA_METHODS, type HostAreas, type SuppliedArea } from "./storage/mount.js";
+export { createOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from "./core/openapi.js";
+export { mountStorage, readOnlyArea, type HostAreas, type SuppliedArea } from "./storage/mount.js";
 export { STORAGE_AREAS } from "./ports/storage.js";

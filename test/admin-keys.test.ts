@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createAdmin } from "../src/admin/index.js";
-import { ApiError } from "../src/errors.js";
+import { ApiError } from "../src/core/errors.js";
 import { sha256Hex } from "../src/domain/crypto.js";
 import { generateApiKeyToken, isWellFormedApiKeyToken } from "../src/domain/tokens.js";
 import type { MemoryStorage } from "../src/memory/storage.js";
@@ -30,7 +30,7 @@ describe("admin: API keys", () => {
       revokedAt: null,
     });
     expect(key).not.toHaveProperty("tokenHash");
-    const stored = await storage.getApiKey(key.id);
+    const stored = await storage.credentials.getApiKey(key.id);
     expect(stored?.tokenHash).toBe(sha256Hex(token));
     expect(JSON.stringify(stored)).not.toContain(token);
 

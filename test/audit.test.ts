@@ -454,7 +454,7 @@ describe("events the library writes", () => {
   it("a dashboard error from the host is an error event, only with category=error", async () => {
     const { admin, storage, drain, clock } = await audit();
     const dashboard: DashboardRecord = { id: "dash_sales", teamId: "team_mkt", name: "Sales", description: null, versions: [], datasetIds: [] };
-    storage.getDashboard = async (id) => (id === dashboard.id ? dashboard : null);
+    storage.dashboards.getDashboard = async (id) => (id === dashboard.id ? dashboard : null);
     const start = await drain({ category: "error" });
     await admin.recordDashboardError({ dashboardId: "dash_sales", message: "query timed out", userId: "usr_bob", at: "2026-11-01T11:59:00.000Z" });
     await expect(admin.recordDashboardError({ dashboardId: "nope", message: "x" })).rejects.toMatchObject({ status: 404 });
@@ -481,7 +481,7 @@ describe("events the library writes", () => {
   it("the API's own 5xx is an error event of the credential's team; without a credential none is stored", async () => {
     const { call, storage } = await audit({ logger: () => {} });
     const apiErrors = () => storage.state.auditLog.filter((e) => e.event.action === "api.error").map((e) => e.event);
-    storage.getDataset = async () => {
+    storage.catalog.getDataset = async () => {
       throw new Error("disk on fire");
     };
     const failed = await call("GET", "/api/v1/datasets/ds_orders", { token: TOKENS.sync });
@@ -501,7 +501,7 @@ describe("events the library writes", () => {
         details: { requestId: failed.headers.get("x-request-id"), status: 500 },
       },
     ]);
-    storage.findApiKeyByHash = storage.findApiKeyWithTeam = async () => {
+    storage.credentials.findApiKeyByHash = storage.credentials.findApiKeyWithTeam = async () => {
       throw new Error("still on fire");
     };
     expect((await call("GET", "/api/v1/datasets/ds_orders", { token: TOKENS.sync })).status).toBe(500);
@@ -512,7 +512,7 @@ describe("events the library writes", () => {
 describe("OCSF schema", () => {
   it("every event the feed maps validates against the OCSF zod schema", async () => {
     const { admin, call, feed, record, clock, storage } = await audit();
-    storage.getDashboard = async (id) => ({ id, teamId: "team_ops", name: "D", description: null, versions: [], datasetIds: [] });
+    storage.dashboards.getDashboard = async (id) => ({ id, teamId: "team_ops", name: "D", description: null, versions: [], datasetIds: [] });
     await call("GET", "/api/v1/datasets/ds_orders/rows", { token: TOKENS.sync });
     const { key } = await admin.createApiKey({ teamId: "team_ops", name: "k", createdBy: "usr_ada", scopes: [] });
     await admin.revokeApiKey(key.id);

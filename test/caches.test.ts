@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { createDataApi } from "../src/api.js";
-import { createCaches } from "../src/caches.js";
+import { createDataApi } from "../src/core/api.js";
+import { createCaches } from "../src/core/caches.js";
 import type { ApiKeyRecord, Team } from "../src/domain/model.js";
 import { createFixedClock } from "../src/memory/clock.js";
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { bearerToken } from "../src/auth.js";
+import { bearerToken } from "../src/core/auth.js";
 import { sha256Hex } from "../src/domain/crypto.js";
-import { ApiError } from "../src/errors.js";
+import { ApiError } from "../src/core/errors.js";
 import type { ApiReply, ApiRequest } from "../src/http/types.js";
 import { webhookFixture } from "../src/testing/conformance/webhooks.js";
 import { createMemoryStorage } from "../src/memory/storage.js";
@@ -157,11 +157,12 @@ describe("GET /me with records that change", () => {
   async function withKeyRecords(current: () => { key: any; team: any }) {
     const storage = createMemoryStorage();
     const syncHash = sha256Hex(TOKENS.sync);
-    const wrapped: Storage = Object.assign(Object.create(storage), {
-      findApiKeyWithTeam: (hash: string) => (hash === syncHash ? current() : storage.findApiKeyWithTeam!(hash)),
+    const credentials = Object.assign(Object.create(storage.credentials), {
+      findApiKeyWithTeam: (hash: string) => (hash === syncHash ? current() : storage.credentials.findApiKeyWithTeam!(hash)),
     });
+    const wrapped: Storage = { ...storage, credentials };
     const api = await setup({ storage: wrapped });
-    const real = (await storage.findApiKeyWithTeam!(syncHash))!;
+    const real = (await storage.credentials.findApiKeyWithTeam!(syncHash))!;
     expect(Object.isFrozen(real.key)).toBe(true);
     return { ...api, real };
   }
@@ -255,7 +256,7 @@ describe("api.dispatch (what the Node adapter calls)", () => {
     expect(reply.body).toBe(`{"ok":true,"id":"${id}","duplicate":false}`);
     expect(reply.headers["x-request-id"]).toMatch(/-/);
     expect(reply.headers["access-control-allow-origin"]).toBe("*");
-    const page = await storage.readDatasetRows("ds_conn_hook_open", { offset: 0, limit: null, columns: null, filters: null });
+    const page = await storage.catalog.readDatasetRows("ds_conn_hook_open", { offset: 0, limit: null, columns: null, filters: null });
     const rows = [];
     for await (const row of page.rows) rows.push(row);
     expect(rows.map((r) => [r.event, r.n])).toEqual([["ping", 0], ["ping", 1]]);
@@ -278,9 +279,9 @@ describe("api.dispatch (what the Node adapter calls)", () => {
   it("continues when a step answers with a promise, and a rejection there becomes the 500 envelope", async () => {
     const storage = createMemoryStorage();
     const { api } = await setup({ storage });
-    const real = storage.findApiKeyWithTeam!.bind(storage);
+    const real = storage.credentials.findApiKeyWithTeam!.bind(storage.credentials);
     let fail = false;
-    storage.findApiKeyWithTeam = async (hash: string) => {
+    storage.credentials.findApiKeyWithTeam = async (hash: string) => {
       if (fail) throw new Error("database on fire");
       return real(hash);
     };
@@ -502,7 +503,7 @@ describe("GET /datasets/{id}/rows", () => {
 describe("authentication with a store that has no findApiKeyWithTeam (the optional one-call lookup)", () => {
   it("finds the key and then its team, and refuses revoked and Free-plan keys alike", async () => {
     const storage = createMemoryStorage();
-    delete (storage as { findApiKeyWithTeam?: unknown }).findApiKeyWithTeam;
+    delete (storage.credentials as { findApiKeyWithTeam?: unknown }).findApiKeyWithTeam;
     const { call } = await setup({ storage });
     const me = await call("GET", "/api/v1/me", { token: TOKENS.sync });
     expect(me.status).toBe(200);

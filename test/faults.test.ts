@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createDataApi } from "../src/api.js";
+import { createDataApi } from "../src/core/api.js";
 import { listenerName } from "../src/postgres/catalog-events.js";
 import { createPostgresStorage, type PostgresStorage } from "../src/postgres/index.js";
 import { createRedisRateLimiter, type RedisRateLimiter } from "../src/redis/index.js";
@@ -131,8 +131,8 @@ describe.skipIf(!!skip)("when a dependency fails (PostgreSQL + Redis)", () => {
 
   /** Each `n` stored in the endpoint's dataset, with how often. */
   async function storedCounts(endpoint: string): Promise<Map<number, number>> {
-    const found = await store.getWebhookEndpoint(endpoint);
-    const page = await store.readDatasetRows(found!.datasetId, { offset: 0, limit: null, columns: null, filters: null });
+    const found = await store.webhooks.getWebhookEndpoint(endpoint);
+    const page = await store.catalog.readDatasetRows(found!.datasetId, { offset: 0, limit: null, columns: null, filters: null });
     const counts = new Map<number, number>();
     for await (const row of page.rows) counts.set(Number(row.n), (counts.get(Number(row.n)) ?? 0) + 1);
     return counts;

@@ -7,12 +7,12 @@ describe("memory store", () => {
   it("a streaming read neither skips nor repeats rows when retention trims the front under it", async () => {
     const storage = createMemoryStorage();
     await storage.seed(parseFixture(testFixture()));
-    const page = await storage.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: ["order_id"], filters: null });
+    const page = await storage.catalog.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: ["order_id"], filters: null });
     const iterator = page.rows[Symbol.asyncIterator]();
     const seen: unknown[] = [];
     for (let i = 0; i < 2; i++) seen.push((await iterator.next()).value.order_id);
     for (const id of ["N-1", "N-2"]) {
-      await storage.ingestWebhookRow({
+      await storage.webhooks.ingestWebhookRow({
         datasetId: "ds_orders",
         dedupKey: null,
         row: { _id: id, order_id: id },
@@ -44,8 +44,8 @@ describe("memory store", () => {
       { ...base, at: "2026-11-01T23:59:00.000Z", credentialName: "Warehouse sync", method: "GET", status: 200, latencyMs: 8 },
       { ...base, at: "2026-11-02T10:00:00.000Z", credentialName: "Warehouse sync", method: "GET", status: 200, latencyMs: 2 },
     ];
-    for (const call of calls) storage.recordApiCall(call);
-    const rows = await storage.spaceApiUsage({ teamId: "team_ops", fromDay: "2026-11-01", toDay: "2026-11-02" });
+    for (const call of calls) storage.usage.recordApiCall(call);
+    const rows = await storage.usage.spaceApiUsage({ teamId: "team_ops", fromDay: "2026-11-01", toDay: "2026-11-02" });
     const brief = rows.map((r) => [r.day, r.method, r.credential, r.calls, r.errors, r.server_errors, r.avg_latency_ms]);
     expect(brief).toEqual([
       ["2026-11-02", "GET", "Sync (renamed)", 1, 0, 0, 2],
@@ -53,20 +53,20 @@ describe("memory store", () => {
       ["2026-11-02", "POST", "Warehouse sync", 1, 1, 0, 2],
       ["2026-11-01", "GET", "Warehouse sync", 1, 0, 0, 8],
     ]);
-    expect((await storage.spaceApiUsage({ teamId: "team_mkt", fromDay: "2026-11-02", toDay: "2026-11-02" })).map((r) => r.calls)).toEqual([1]);
+    expect((await storage.usage.spaceApiUsage({ teamId: "team_mkt", fromDay: "2026-11-02", toDay: "2026-11-02" })).map((r) => r.calls)).toEqual([1]);
   });
 });
 
 describe("memory store: what it hands out and takes in", () => {
   it("hands out identity records frozen, so a caller cannot change the store through them", async () => {
     const storage = createMemoryStorage();
-    await storage.putTeam({ id: "team_a", name: "A", plan: "pro", businessId: null, isPersonal: false });
-    const team = (await storage.getTeam("team_a"))!;
+    await storage.identity.putTeam({ id: "team_a", name: "A", plan: "pro", businessId: null, isPersonal: false });
+    const team = (await storage.identity.getTeam("team_a"))!;
     expect(Object.isFrozen(team)).toBe(true);
     expect(() => {
       (team as { name: string }).name = "changed";
     }).toThrow(TypeError);
-    expect((await storage.listTeams({ after: null, limit: 10 }))[0]).toBe(team);
+    expect((await storage.identity.listTeams({ after: null, limit: 10 }))[0]).toBe(team);
   });
 
   it("stores a copy of a delivered webhook row: the caller's row and columns stay the caller's", async () => {
@@ -78,13 +78,13 @@ describe("memory store: what it hands out and takes in", () => {
       { name: "order_id", type: "string" as const },
       { name: "amount", type: "number" as const },
     ];
-    await storage.ingestWebhookRow({ datasetId: "ds_orders", dedupKey: null, row, columns, retainRows: 10, receivedAt: "2026-11-01T00:00:00.000Z" });
+    await storage.webhooks.ingestWebhookRow({ datasetId: "ds_orders", dedupKey: null, row, columns, retainRows: 10, receivedAt: "2026-11-01T00:00:00.000Z" });
     row.order_id = "changed";
     columns[2]!.type = "boolean" as never;
     const stored = storage.state.datasetRows.get("ds_orders")!.at(-1)!;
     expect(stored).not.toBe(row);
     expect({ ...stored }).toEqual({ _id: "N-1", order_id: "N-1", amount: 5 });
-    expect((await storage.getDataset("ds_orders"))!.columns.find((c) => c.name === "amount")).toEqual({ name: "amount", type: "number" });
+    expect((await storage.catalog.getDataset("ds_orders"))!.columns.find((c) => c.name === "amount")).toEqual({ name: "amount", type: "number" });
   });
 
   it("refuses a space with one audit event id twice, loading nothing of it", async () => {
@@ -93,7 +93,7 @@ describe("memory store: what it hands out and takes in", () => {
     const event = { id: "evt_twice", teamId: "team_ops", time: "2026-11-01T00:00:00Z", category: "audit" as const, action: "x", actor: null, target: null, outcome: "success", ip: null, userAgent: null };
     space.auditEvents.push(event, { ...event });
     await expect(storage.seed(space)).rejects.toThrow(/evt_twice/);
-    expect(await storage.getTeam("team_ops")).toBeNull();
+    expect(await storage.identity.getTeam("team_ops")).toBeNull();
     expect(storage.state.auditLog).toEqual([]);
     expect(await storage.seed(parseFixture(testFixture()))).toBe("loaded");
   });
@@ -101,15 +101,15 @@ describe("memory store: what it hands out and takes in", () => {
   it("a read under way keeps the rows it started on when a bulk write replaces them, even after retention trimmed them", async () => {
     const storage = createMemoryStorage();
     await storage.seed(parseFixture(testFixture()));
-    const page = await storage.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: ["order_id"], filters: null });
+    const page = await storage.catalog.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: ["order_id"], filters: null });
     const iterator = page.rows[Symbol.asyncIterator]();
     const seen: unknown[] = [(await iterator.next()).value.order_id];
     // Retention trims the array the read is on, then a replace puts a new one.
-    await storage.ingestWebhookRow({ datasetId: "ds_orders", dedupKey: null, row: { _id: "N-1", order_id: "N-1" }, columns: [], retainRows: 5, receivedAt: "2026-11-01T00:00:00.000Z" });
+    await storage.webhooks.ingestWebhookRow({ datasetId: "ds_orders", dedupKey: null, row: { _id: "N-1", order_id: "N-1" }, columns: [], retainRows: 5, receivedAt: "2026-11-01T00:00:00.000Z" });
     async function* replacement() {
       yield { order_id: "R-1" };
     }
-    await storage.writeDatasetRows({ datasetId: "ds_orders", mode: "replace", rows: replacement(), columns: () => [{ name: "order_id", type: "string" }], updatedAt: "2026-11-01T00:00:01.000Z" });
+    await storage.catalog.writeDatasetRows({ datasetId: "ds_orders", mode: "replace", rows: replacement(), columns: () => [{ name: "order_id", type: "string" }], updatedAt: "2026-11-01T00:00:01.000Z" });
     for (let next = await iterator.next(); !next.done; next = await iterator.next()) seen.push(next.value.order_id);
     expect(seen).toEqual(["A-1", "A-2", "A-3", "A-4", "A-5", "N-1"]);
     expect(storage.state.datasetRows.get("ds_orders")).toEqual([{ order_id: "R-1" }]);

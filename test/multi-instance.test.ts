@@ -5,13 +5,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createDataApi } from "../src/api.js";
+import { createDataApi } from "../src/core/api.js";
 import type { ConnectionRecord } from "../src/domain/model.js";
 import { parseFixture } from "../src/fixture/load.js";
 import { createPostgresStorage, type PostgresStorage } from "../src/postgres/index.js";
 import { type Connector, type ConnectorQuery, type ConnectorResult, UpstreamUnavailableError } from "../src/ports/connector.js";
 import { createRedisCache, createRedisRateLimiter } from "../src/redis/index.js";
-import { apiV1Routes, webhookRoutes } from "../src/routes.js";
+import { apiV1Routes, webhookRoutes } from "../src/routes/index.js";
 import { sha256Hex } from "../src/domain/crypto.js";
 import { conformanceFixture, TOKENS } from "../src/testing/conformance/fixture.js";
 import { fixtureWebhook } from "./support/fixture.js";
@@ -142,13 +142,13 @@ describe.skipIf(!!skip)("two instances on one PostgreSQL and one Redis", () => {
     const bodies = (await Promise.all(replies.map((r) => r.json()))) as Array<{ ok: boolean; id: string; duplicate: boolean }>;
     expect(bodies.map((x) => x.duplicate).sort()).toEqual([false, true]);
     expect(bodies[0]!.id).toBe(bodies[1]!.id);
-    const endpoint = await store.getWebhookEndpoint("mi-dedup");
-    const page = await store.readDatasetRows(endpoint!.datasetId, { offset: 0, limit: null, columns: null, filters: null });
+    const endpoint = await store.webhooks.getWebhookEndpoint("mi-dedup");
+    const page = await store.catalog.readDatasetRows(endpoint!.datasetId, { offset: 0, limit: null, columns: null, filters: null });
     expect(page.totalRows).toBe(1);
   });
 
   it.skipIf(!features.tables)("adds one row for one Idempotency-Key sent to both at once", async () => {
-    const before = (await store.listTableRows("tbl_targets", { offset: 0, limit: 1000 })).totalRows;
+    const before = (await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 1000 })).totalRows;
     const send = (i: Instance) =>
       fetch(`${i.url}/api/v1/tables/tbl_targets/rows`, {
         method: "POST",
@@ -162,7 +162,7 @@ describe.skipIf(!!skip)("two instances on one PostgreSQL and one Redis", () => {
     const retry = await send(b);
     expect(retry.status).toBe(201);
     expect(retry.headers.get("idempotent-replayed")).toBe("true");
-    expect((await store.listTableRows("tbl_targets", { offset: 0, limit: 1000 })).totalRows).toBe(before + 1);
+    expect((await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 1000 })).totalRows).toBe(before + 1);
   });
 
   it.skipIf(!features.audit)("continues an audit cursor from one instance on the other, exactly once", async () => {
@@ -224,20 +224,20 @@ describe.skipIf(!!skip)("two instances on one PostgreSQL and one Redis", () => {
           return reply.status === 200 ? 200 : `${reply.status} ${body.error?.code}`;
         }),
       );
-    const ops = (await store.getTeam("team_ops"))!;
+    const ops = (await store.identity.getTeam("team_ops"))!;
 
     // A team moved to Free: its key is refused on its next call, on both.
     expect(await statuses("/datasets", TOKENS.sync)).toEqual([200, 200]);
-    expect(await store.putTeam({ ...ops, plan: "free" })).toBe("updated");
+    expect(await store.identity.putTeam({ ...ops, plan: "free" })).toBe("updated");
     expect(await statuses("/datasets", TOKENS.sync)).toEqual(["403 plan_required", "403 plan_required"]);
-    await store.putTeam(ops);
+    await store.identity.putTeam(ops);
     expect(await statuses("/datasets", TOKENS.sync)).toEqual([200, 200]);
 
     // A membership removed: the team's dataset is 404 for the user's session, on both.
     expect(await statuses("/datasets/ds_orders", TOKENS.sessionAda)).toEqual([200, 200]);
-    expect(await store.deleteMembership("usr_ada", "team_ops")).toBe(true);
+    expect(await store.identity.deleteMembership("usr_ada", "team_ops")).toBe(true);
     expect(await statuses("/datasets/ds_orders", TOKENS.sessionAda)).toEqual(["404 not_found", "404 not_found"]);
-    await store.putMembership({ userId: "usr_ada", teamId: "team_ops", role: "owner" });
+    await store.identity.putMembership({ userId: "usr_ada", teamId: "team_ops", role: "owner" });
     expect(await statuses("/datasets/ds_orders", TOKENS.sessionAda)).toEqual([200, 200]);
 
     // A signing secret rotated: the next delivery is checked against the new one, on either instance.
@@ -252,20 +252,20 @@ describe.skipIf(!!skip)("two instances on one PostgreSQL and one Redis", () => {
       return reply.status;
     };
     expect(await deliver(a, SECRETS.old, 1)).toBe(200);
-    const hook = (await store.getConnection("conn_mi_secret"))!;
-    expect(await store.putConnection({ ...hook, config: { ...hook.config, signingSecret: SECRETS.rotated } })).toBe("updated");
+    const hook = (await store.catalog.getConnection("conn_mi_secret"))!;
+    expect(await store.catalog.putConnection({ ...hook, config: { ...hook.config, signingSecret: SECRETS.rotated } })).toBe("updated");
     expect(await deliver(b, SECRETS.old, 2)).toBe(401);
     // Burst 2 at 1 per second: wait for a token so the next answer is the signature's, not the rate limit's.
     await new Promise((resolve) => setTimeout(resolve, 1100));
     expect(await deliver(a, SECRETS.rotated, 3)).toBe(200);
 
     // A session deleted: its token answers 401 at once, on both.
-    const session = (await store.getSession(`sess_${sha256Hex(TOKENS.sessionAda).slice(0, 24)}`))!;
+    const session = (await store.credentials.getSession(`sess_${sha256Hex(TOKENS.sessionAda).slice(0, 24)}`))!;
     expect(session).toMatchObject({ userId: "usr_ada", expiresAt: null });
     expect(await statuses("/me", TOKENS.sessionAda)).toEqual([200, 200]);
-    expect(await store.deleteSession(session.id)).toBe(true);
+    expect(await store.credentials.deleteSession(session.id)).toBe(true);
     expect(await statuses("/me", TOKENS.sessionAda)).toEqual(["401 unauthorized", "401 unauthorized"]);
-    await store.insertSession(session);
+    await store.credentials.insertSession(session);
     expect(await statuses("/me", TOKENS.sessionAda)).toEqual([200, 200]);
   });
 });

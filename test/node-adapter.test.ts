@@ -5,7 +5,7 @@ import express from "express";
 import { afterEach, describe, expect, it } from "vitest";
 import { toNodeHandler } from "../adapters/node.js";
 import type { Row } from "../src/domain/model.js";
-import { ApiError } from "../src/errors.js";
+import { ApiError } from "../src/core/errors.js";
 import type { ApiReply, ApiRequest } from "../src/http/types.js";
 import { setup } from "./support/api.js";
 import { testFixture, TOKENS } from "./support/fixture.js";
@@ -127,8 +127,8 @@ describe("Node adapter over a real socket", () => {
     const { api, storage } = await setup({ fixture });
     let produced = 0;
     let closed = false;
-    const read = storage.readDatasetRows.bind(storage);
-    storage.readDatasetRows = async (id, query) => {
+    const read = storage.catalog.readDatasetRows.bind(storage.catalog);
+    storage.catalog.readDatasetRows = async (id, query) => {
       const page = await read(id, query);
       async function* counted(): AsyncGenerator<Row> {
         try {

@@ -5,9 +5,9 @@ import openapiTS, { astToString } from "openapi-typescript";
 import ts from "typescript";
 import { afterAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { createOpenApiDocument, type JsonSchema, type OpenApiDocument } from "../src/openapi.js";
-import { adminMount } from "../src/routes.js";
-import { admin } from "../src/routing.js";
+import { createOpenApiDocument, type JsonSchema, type OpenApiDocument } from "../src/core/openapi.js";
+import { adminMount } from "../src/routes/index.js";
+import { admin } from "../src/core/routing.js";
 import { setup } from "./support/api.js";
 import { ADMIN_TOKEN } from "./support/admin.js";
 import { assertMatchesDocument, findPath } from "./support/openapi.js";
@@ -106,7 +106,7 @@ describe("the admin OpenAPI document names every shape", () => {
       auth: "admin",
       body: { kind: "json" },
       responses: { 200: z.object({}).loose(), 201: z.object({ value: z.unknown().meta({ id: "Anything" }) }).meta({ id: "Thing" }) },
-      handle: () => null,
+      handle: () => ({}),
     });
     expect(unnamedShapes(adminDocument([loose]))).toEqual([
       "PUT /api/admin/v1/things/{id} body application/json: not a named component",

@@ -3,9 +3,9 @@ import { join } from "node:path";
 import openapiTS, { astToString } from "openapi-typescript";
 import ts from "typescript";
 import { afterAll, describe, expect, it } from "vitest";
-import { createDataApi } from "../src/api.js";
-import { createOpenApiDocument, type OpenApiDocument } from "../src/openapi.js";
-import { adminMount } from "../src/routes.js";
+import { createDataApi } from "../src/core/api.js";
+import { createOpenApiDocument, type OpenApiDocument } from "../src/core/openapi.js";
+import { adminMount } from "../src/routes/index.js";
 
 /**
  * What a client generator makes of the document: openapi-typescript turns it

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { MAX_IDEMPOTENCY_KEY_LENGTH } from "../src/domain/idempotency.js";
 import { signStandard } from "../src/domain/signatures.js";
-import { createOpenApiDocument, derivedOperationId, toOpenApiPath, type OpenApiResponse } from "../src/openapi.js";
-import { adminMount } from "../src/routes.js";
+import { createOpenApiDocument, derivedOperationId, toOpenApiPath, type OpenApiResponse } from "../src/core/openapi.js";
+import { adminMount } from "../src/routes/index.js";
 import { WEBHOOK_SECRETS, webhookFixture } from "../src/testing/conformance/webhooks.js";
 import { NOW, setup } from "./support/api.js";
 import { TOKENS } from "./support/fixture.js";

@@ -21,7 +21,7 @@ async function pair(retainRows: number | null = null): Promise<[PostgresStorage,
   const schema = testSchema("dp_ingest");
   const a = await store(schema);
   const b = await store(schema, false);
-  await a.createWebhookConnection({
+  await a.webhooks.createWebhookConnection({
     connection: { id: "conn_hook", teamId: "team_ops", name: "Hook", createdAt: "2026-11-01T00:00:00.000Z" },
     endpoint: { endpointId: "ep_hook", signingSecret: "first-secret", retainRows },
     dataset: { id: "ds_hook", name: "Hook events" },
@@ -46,7 +46,7 @@ function columnsOf(r: Row): Column[] {
 
 function deliver(s: PostgresStorage, id: string, options: { key?: string | null; retain?: number; fields?: Record<string, unknown>; receivedAt?: string } = {}) {
   const r = row(id, options.fields ?? { n: Number(id.replace(/\D/g, "")) || 0 });
-  return s.ingestWebhookRow({
+  return s.webhooks.ingestWebhookRow({
     datasetId: "ds_hook",
     dedupKey: options.key === undefined ? null : options.key,
     row: r,
@@ -58,7 +58,7 @@ function deliver(s: PostgresStorage, id: string, options: { key?: string | null;
 
 async function ids(s: PostgresStorage, datasetId = "ds_hook"): Promise<string[]> {
   const out: string[] = [];
-  for await (const r of (await s.readDatasetRows(datasetId, { offset: 0, limit: null, columns: ["_id"], filters: null })).rows) out.push(String(r._id));
+  for await (const r of (await s.catalog.readDatasetRows(datasetId, { offset: 0, limit: null, columns: ["_id"], filters: null })).rows) out.push(String(r._id));
   return out;
 }
 
@@ -85,8 +85,8 @@ describe.skipIf(!!skip)("postgres webhook ingest", () => {
       expect(await writers(a, round * 100, round * 100 + 49)).toBe(1);
     }
     expect(await ids(b)).toEqual([...Array.from({ length: 50 }, (_, i) => `row_${i}`), ...Array.from({ length: 50 }, (_, i) => `row_${100 + i}`)]);
-    expect(await b.getDataset("ds_hook")).toMatchObject({ rowCount: 100, updatedAt: T, columns: [{ name: "_id", type: "string" }, { name: "_receivedAt", type: "string" }, { name: "n", type: "number" }] });
-    const page = await b.readDatasetRows("ds_hook", { offset: 98, limit: 5, columns: ["_id"], filters: null });
+    expect(await b.catalog.getDataset("ds_hook")).toMatchObject({ rowCount: 100, updatedAt: T, columns: [{ name: "_id", type: "string" }, { name: "_receivedAt", type: "string" }, { name: "n", type: "number" }] });
+    const page = await b.catalog.readDatasetRows("ds_hook", { offset: 98, limit: 5, columns: ["_id"], filters: null });
     expect(page.totalRows).toBe(100);
   });
 
@@ -134,7 +134,7 @@ describe.skipIf(!!skip)("postgres webhook ingest", () => {
     expect(await stored()).toBeGreaterThan(100);
     for (let k = 1; k < 6; k++) await Promise.all(Array.from({ length: 100 }, (_, i) => deliver(a, `row_${100 + k * 100 + i}`, { retain: 3 })));
     expect(await ids(a)).toEqual(["row_697", "row_698", "row_699"]);
-    expect((await a.getDataset("ds_hook"))!.rowCount).toBe(3);
+    expect((await a.catalog.getDataset("ds_hook"))!.rowCount).toBe(3);
     expect(await stored()).toBeLessThan(3 + 256 + 100);
   });
 
@@ -146,7 +146,7 @@ describe.skipIf(!!skip)("postgres webhook ingest", () => {
     await deliver(b, "row_3", { fields: { n: 3, region: "EMEA" } });
     expect(await deliver(a, "row_4", { fields: { n: 4 } })).toEqual({ id: "row_4", duplicate: false });
     await Promise.all([deliver(a, "row_5", { fields: { n: 5, region: "APAC" } }), deliver(a, "row_51", { fields: { n: 51, flag: true } })]);
-    expect((await b.getDataset("ds_hook"))!.columns).toEqual([
+    expect((await b.catalog.getDataset("ds_hook"))!.columns).toEqual([
       { name: "_id", type: "string" },
       { name: "_receivedAt", type: "string" },
       { name: "n", type: "number" },
@@ -155,14 +155,14 @@ describe.skipIf(!!skip)("postgres webhook ingest", () => {
     ]);
     const mixed = [
       deliver(a, "row_6"),
-      a.ingestWebhookRow({ datasetId: "ds_gone", dedupKey: null, row: row("x"), columns: columnsOf(row("x")), retainRows: 10, receivedAt: T }),
+      a.webhooks.ingestWebhookRow({ datasetId: "ds_gone", dedupKey: null, row: row("x"), columns: columnsOf(row("x")), retainRows: 10, receivedAt: T }),
       deliver(a, "row_7"),
     ];
     const settled = await Promise.allSettled(mixed);
     expect(settled.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
     expect(String((settled[1] as PromiseRejectedResult).reason)).toMatch(/unknown dataset ds_gone/);
     expect(await ids(b)).toEqual(["row_1", "row_2", "row_3", "row_4", "row_5", "row_51", "row_6", "row_7"]);
-    const filtered = await b.readDatasetRows("ds_hook", { offset: 0, limit: 10, columns: ["_id"], filters: { region: "APAC" } });
+    const filtered = await b.catalog.readDatasetRows("ds_hook", { offset: 0, limit: 10, columns: ["_id"], filters: { region: "APAC" } });
     expect(filtered.totalRows).toBe(1);
   });
 
@@ -171,7 +171,7 @@ describe.skipIf(!!skip)("postgres webhook ingest", () => {
     const queries = vi.spyOn(a.db.pool, "query");
     const lookup = async () => {
       const before = queries.mock.calls.length;
-      const endpoint = await a.getWebhookEndpoint("ep_hook");
+      const endpoint = await a.webhooks.getWebhookEndpoint("ep_hook");
       return { secret: endpoint?.signingSecret ?? null, roundTrips: queries.mock.calls.length - before };
     };
     // Listening starts with the first lookup; until then every lookup asks.
@@ -179,10 +179,10 @@ describe.skipIf(!!skip)("postgres webhook ingest", () => {
     await vi.waitFor(async () => expect((await lookup()).roundTrips).toBe(0), { timeout: 5000, interval: 20 });
     expect(await lookup()).toEqual({ secret: "first-secret", roundTrips: 0 });
 
-    const hook = (await b.getConnection("conn_hook"))!;
-    await b.putConnection({ ...hook, config: { ...hook.config, signingSecret: "second-secret" } });
+    const hook = (await b.catalog.getConnection("conn_hook"))!;
+    await b.catalog.putConnection({ ...hook, config: { ...hook.config, signingSecret: "second-secret" } });
     expect((await lookup()).secret).toBe("second-secret");
-    await b.updateWebhookSettings("conn_hook", { signingSecret: null });
+    await b.webhooks.updateWebhookSettings("conn_hook", { signingSecret: null });
     expect((await lookup()).secret).toBeNull();
     // A raw change made outside Dataport is heard too (the trigger notifies).
     await b.db.query(`update ${b.db.t("connections")} set config = jsonb_set(config::jsonb, '{signingSecret}', '"third-secret"')::json where id = 'conn_hook'`);
@@ -193,9 +193,9 @@ describe.skipIf(!!skip)("postgres webhook ingest", () => {
     const name = listenerName(a.db.schema.slice(1, -1));
     expect(await b.db.query(`select pg_terminate_backend(pid) as ok from pg_stat_activity where application_name = $1`, [name])).toEqual([{ ok: true }]);
     await vi.waitFor(async () => expect((await lookup()).roundTrips).toBe(1), { timeout: 5000, interval: 20 });
-    await b.deleteConnection("conn_hook");
+    await b.catalog.deleteConnection("conn_hook");
     expect(await lookup()).toEqual({ secret: null, roundTrips: 1 });
-    expect(await a.getWebhookEndpoint("ep_hook")).toBeNull();
+    expect(await a.webhooks.getWebhookEndpoint("ep_hook")).toBeNull();
     queries.mockRestore();
   });
 });
@@ -279,7 +279,7 @@ describe.skipIf(!!skip)("postgres webhook ingest under kill -9", () => {
       const reader = await createPostgresStorage({ connectionString: POSTGRES_URL, schema, maxConnections: 2 });
       try {
         const seqs: number[] = [];
-        for await (const r of (await reader.readDatasetRows("ds_shop_events", { offset: 0, limit: null, columns: ["durability_seq"], filters: null })).rows) {
+        for await (const r of (await reader.catalog.readDatasetRows("ds_shop_events", { offset: 0, limit: null, columns: ["durability_seq"], filters: null })).rows) {
           if (typeof r.durability_seq === "number") seqs.push(r.durability_seq);
         }
         console.log(`postgres kill -9: sent ${sent}, acknowledged ${answered.size}, stored ${seqs.length}`);

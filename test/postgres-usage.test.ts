@@ -1,6 +1,6 @@
 import pg from "pg";
 import { describe, expect, it, vi } from "vitest";
-import { createDataApi } from "../src/api.js";
+import { createDataApi } from "../src/core/api.js";
 import type { ApiCallRecord } from "../src/domain/model.js";
 import { parseFixture } from "../src/fixture/load.js";
 import { MIGRATIONS } from "../src/postgres/index.js";
@@ -40,10 +40,10 @@ describe.skipIf(!!skip)("postgres usage log and authentication", () => {
     for (let i = 0; i < 300; i++) {
       const day = i % 3 === 0 ? "2026-10-31" : "2026-11-01";
       // Counted at once: the promise is settled before any batch is written.
-      await expect(s.recordApiCall(call(`${day}T10:${String(i % 60).padStart(2, "0")}:00.000Z`, { status: i % 10 === 0 ? 500 : 200, latencyMs: i % 2 ? 10 : 11 }))).resolves.toBeUndefined();
+      await expect(s.usage.recordApiCall(call(`${day}T10:${String(i % 60).padStart(2, "0")}:00.000Z`, { status: i % 10 === 0 ? 500 : 200, latencyMs: i % 2 ? 10 : 11 }))).resolves.toBeUndefined();
     }
     expect(batches()).toBe(0);
-    const usage = await s.spaceApiUsage({ teamId: "team_ops", fromDay: "2026-10-01", toDay: "2026-11-30" });
+    const usage = await s.usage.spaceApiUsage({ teamId: "team_ops", fromDay: "2026-10-01", toDay: "2026-11-30" });
     // One statement for the 300 calls, outside any BEGIN/COMMIT of its own.
     expect(batches()).toBe(1);
     expect(transactions).not.toHaveBeenCalled();
@@ -83,20 +83,20 @@ describe.skipIf(!!skip)("postgres usage log and authentication", () => {
     const schema = useSchema();
     const a = await store(schema);
     const b = await store(schema, false);
-    a.recordApiCall(call("2026-11-01T10:00:00.000Z"));
-    a.recordApiCall(call("2026-11-01T10:05:00.000Z", { latencyMs: 30 }));
-    b.recordApiCall(call("2026-11-01T10:05:00.000Z", { credentialId: "usr_ada", credentialKind: "session-token", credentialName: "ada@northwind.test" }));
-    b.recordApiCall(call("2026-11-01T09:00:00.000Z", { status: 404 }));
-    b.recordApiCall(call("2026-11-01T11:00:00.000Z", { method: "POST" }));
+    a.usage.recordApiCall(call("2026-11-01T10:00:00.000Z"));
+    a.usage.recordApiCall(call("2026-11-01T10:05:00.000Z", { latencyMs: 30 }));
+    b.usage.recordApiCall(call("2026-11-01T10:05:00.000Z", { credentialId: "usr_ada", credentialKind: "session-token", credentialName: "ada@northwind.test" }));
+    b.usage.recordApiCall(call("2026-11-01T09:00:00.000Z", { status: 404 }));
+    b.usage.recordApiCall(call("2026-11-01T11:00:00.000Z", { method: "POST" }));
     // b's counters reach the database within its batch interval (or at once when it reads or closes).
     await b.close();
-    const usage = await a.spaceApiUsage({ teamId: "team_ops", fromDay: "2026-11-01", toDay: "2026-11-01" });
+    const usage = await a.usage.spaceApiUsage({ teamId: "team_ops", fromDay: "2026-11-01", toDay: "2026-11-01" });
     expect(usage.map((u) => [u.method, u.credential_id, u.calls, u.errors, u.avg_latency_ms])).toEqual([
       ["GET", "key_sync", 3, 1, 17], // (10 + 30 + 10) / 3; api-key before session-token
       ["GET", "usr_ada", 1, 0, 10],
       ["POST", "key_sync", 1, 0, 10],
     ]);
-    const orders = (await a.spaceDatasetUsage({ teamId: "team_ops" })).find((d) => d.dataset_id === "ds_orders");
+    const orders = (await a.usage.spaceDatasetUsage({ teamId: "team_ops" })).find((d) => d.dataset_id === "ds_orders");
     // 2xx GETs of its rows: a's two and b's session one; the 404 and the POST are not reads.
     expect(orders).toMatchObject({ api_reads: 3, last_api_read_at: "2026-11-01T10:05:00.000Z" });
   });
@@ -124,14 +124,14 @@ describe.skipIf(!!skip)("postgres usage log and authentication", () => {
     }
     const migrated = await store(schema, false);
     await migrated.seed(parseFixture(conformanceFixture()));
-    expect(await migrated.spaceApiUsage({ teamId: "team_ops", fromDay: "2026-10-01", toDay: "2026-11-30" })).toMatchObject([
+    expect(await migrated.usage.spaceApiUsage({ teamId: "team_ops", fromDay: "2026-10-01", toDay: "2026-11-30" })).toMatchObject([
       { day: "2026-11-01", route: ROWS, calls: 3, errors: 1, server_errors: 1, avg_latency_ms: 4 },
       { day: "2026-10-30", route: "/api/v1/datasets", calls: 1, errors: 0, avg_latency_ms: 2 },
     ]);
     // A counter migrated and one written now are the same group.
-    migrated.recordApiCall(call("2026-11-01T13:00:00.000Z", { latencyMs: 8 }));
-    expect((await migrated.spaceApiUsage({ teamId: "team_ops", fromDay: "2026-11-01", toDay: "2026-11-01" }))[0]).toMatchObject({ calls: 4, avg_latency_ms: 5 });
-    expect((await migrated.spaceDatasetUsage({ teamId: "team_ops" })).find((d) => d.dataset_id === "ds_orders")).toMatchObject({
+    migrated.usage.recordApiCall(call("2026-11-01T13:00:00.000Z", { latencyMs: 8 }));
+    expect((await migrated.usage.spaceApiUsage({ teamId: "team_ops", fromDay: "2026-11-01", toDay: "2026-11-01" }))[0]).toMatchObject({ calls: 4, avg_latency_ms: 5 });
+    expect((await migrated.usage.spaceDatasetUsage({ teamId: "team_ops" })).find((d) => d.dataset_id === "ds_orders")).toMatchObject({
       api_reads: 3,
       last_api_read_at: "2026-11-01T13:00:00.000Z",
     });
@@ -155,10 +155,10 @@ describe.skipIf(!!skip)("postgres usage log and authentication", () => {
       { id: "team_free", name: "Hobby", isPersonal: true, role: "owner" },
       { id: "team_ops", name: "Operations", isPersonal: false, role: "owner" },
     ]);
-    await s.deleteMembership("usr_ada", "team_free");
-    await s.putTeam({ ...(await s.getTeam("team_ops"))!, name: "Ops" });
+    await s.identity.deleteMembership("usr_ada", "team_free");
+    await s.identity.putTeam({ ...(await s.identity.getTeam("team_ops"))!, name: "Ops" });
     expect((await me(TOKENS.sessionAda)).body.teams).toEqual([{ id: "team_ops", name: "Ops", isPersonal: false, role: "owner" }]);
-    await s.deleteUser("usr_ada");
+    await s.identity.deleteUser("usr_ada");
     expect(await me(TOKENS.sessionAda)).toMatchObject({ status: 401, roundTrips: 1 });
     expect(await me("sess_nobody")).toMatchObject({ status: 401 });
     queries.mockRestore();

@@ -67,19 +67,19 @@ describe.skipIf(!!skip)("postgres storage", () => {
     expect(outcomes.sort()).toEqual(["kept", "kept", "kept", "loaded"]);
     const versions = await instances[0]!.db.query<{ version: number }>(`select version from ${instances[0]!.db.t("schema_migrations")}`);
     expect(versions.map((v) => v.version)).toEqual(MIGRATIONS.map((m) => m.version));
-    expect((await instances[3]!.listDatasets({ teamId: "team_ops" })).length).toBe(4);
+    expect((await instances[3]!.catalog.listDatasets({ teamId: "team_ops" })).length).toBe(4);
   });
 
   it("reopens an existing schema without re-applying migrations, keeping what was written", async () => {
     const schema = testSchema();
     const first = await store(schema);
-    await first.appendAuditEvent(event("evt_kept", "2026-10-01T00:00:00Z"), NOW - 10_000);
+    await first.audit.appendAuditEvent(event("evt_kept", "2026-10-01T00:00:00Z"), NOW - 10_000);
     await first.close();
     const again = await store(schema, false);
     expect(await again.seed(parseFixture(conformanceFixture()))).toBe("kept");
     const applied = await again.db.query<{ version: number }>(`select version from ${again.db.t("schema_migrations")}`);
     expect(applied.map((r) => r.version)).toEqual(MIGRATIONS.map((m) => m.version));
-    const feed = await again.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: NOW, limit: 10 });
+    const feed = await again.audit.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: NOW, limit: 10 });
     expect(feed.events.map((e) => e.event.id)).toEqual(["evt_fx_1", "evt_fx_2", "evt_fx_3", "evt_kept"]);
   });
 
@@ -89,20 +89,20 @@ describe.skipIf(!!skip)("postgres storage", () => {
 
     it("inserts, updates and deletes with strictly increasing _updatedAt, an edit log and audit events", async () => {
       const s = await store();
-      const created = await s.insertTableRow({ ...base, rowId: "row_2", values: { region: "APAC", target: 5 }, now: NOW, auditEvent: audit("c") });
+      const created = await s.tables.insertTableRow({ ...base, rowId: "row_2", values: { region: "APAC", target: 5 }, now: NOW, auditEvent: audit("c") });
       expect(created).toEqual({ _id: "row_2", region: "APAC", target: 5, _createdAt: "2026-11-01T12:00:00.000Z", _updatedAt: "2026-11-01T12:00:00.000Z" });
-      const first = await s.updateTableRow({ ...base, rowId: "row_2", patch: { target: 6 }, expectedUpdatedAt: null, now: NOW, auditEvent: audit("u1") });
-      const second = await s.updateTableRow({ ...base, rowId: "row_2", patch: { target: 7 }, expectedUpdatedAt: null, now: NOW, auditEvent: audit("u2") });
+      const first = await s.tables.updateTableRow({ ...base, rowId: "row_2", patch: { target: 6 }, expectedUpdatedAt: null, now: NOW, auditEvent: audit("u1") });
+      const second = await s.tables.updateTableRow({ ...base, rowId: "row_2", patch: { target: 7 }, expectedUpdatedAt: null, now: NOW, auditEvent: audit("u2") });
       expect(first.status === "ok" && first.row._updatedAt).toBe("2026-11-01T12:00:00.001Z");
       expect(second.status === "ok" && second.row._updatedAt).toBe("2026-11-01T12:00:00.002Z");
       expect(second.status === "ok" && second.row.target).toBe(7);
-      const stale = await s.updateTableRow({ ...base, rowId: "row_2", patch: { target: 8 }, expectedUpdatedAt: "2026-11-01T12:00:00.001Z", now: NOW, auditEvent: audit("u3") });
+      const stale = await s.tables.updateTableRow({ ...base, rowId: "row_2", patch: { target: 8 }, expectedUpdatedAt: "2026-11-01T12:00:00.001Z", now: NOW, auditEvent: audit("u3") });
       expect(stale).toEqual({ status: "conflict", current: { ...(second.status === "ok" ? second.row : {}) } });
-      expect(await s.updateTableRow({ ...base, rowId: "nope", patch: {}, expectedUpdatedAt: null, now: NOW, auditEvent: audit("u4") })).toEqual({ status: "not_found" });
-      const deleted = await s.deleteTableRow({ ...base, rowId: "row_2", now: NOW + 5, auditEvent: audit("d") });
+      expect(await s.tables.updateTableRow({ ...base, rowId: "nope", patch: {}, expectedUpdatedAt: null, now: NOW, auditEvent: audit("u4") })).toEqual({ status: "not_found" });
+      const deleted = await s.tables.deleteTableRow({ ...base, rowId: "row_2", now: NOW + 5, auditEvent: audit("d") });
       expect(deleted.status).toBe("ok");
-      expect((await s.getTable("tbl_targets"))?.rowCount).toBe(1);
-      const log = await s.listEditLog("tbl_targets");
+      expect((await s.tables.getTable("tbl_targets"))?.rowCount).toBe(1);
+      const log = await s.tables.listEditLog("tbl_targets");
       expect(log.map((e) => [e.op, e.rowId, e.actor.id])).toEqual([
         ["create", "row_2", "key_sync"],
         ["update", "row_2", "key_sync"],
@@ -111,7 +111,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
       ]);
       expect(log[1]?.before).toMatchObject({ target: 5 });
       expect(log[1]?.after).toMatchObject({ target: 6 });
-      const feed = await s.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: NOW + 5, limit: 100 });
+      const feed = await s.audit.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: NOW + 5, limit: 100 });
       expect(feed.events.map((e) => e.event.id.split("_")[1])).toEqual(["fx", "fx", "fx", "c", "u1", "u2", "d"]);
     });
 
@@ -119,7 +119,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
       const s = await store();
       const results = await Promise.all(
         Array.from({ length: 20 }, (_, i) =>
-          s.updateTableRow({ ...base, rowId: "row_1", patch: { target: i }, expectedUpdatedAt: "2026-10-01T00:00:00Z", now: NOW, auditEvent: audit(`p${i}`) }),
+          s.tables.updateTableRow({ ...base, rowId: "row_1", patch: { target: i }, expectedUpdatedAt: "2026-10-01T00:00:00Z", now: NOW, auditEvent: audit(`p${i}`) }),
         ),
       );
       expect(results.filter((r) => r.status === "ok")).toHaveLength(1);
@@ -129,30 +129,30 @@ describe.skipIf(!!skip)("postgres storage", () => {
     it("claims an Idempotency-Key for exactly one of 50 concurrent requests, replays it, and expires it after the TTL", async () => {
       const s = await store();
       const claim = { scope: "key_sync:tbl_targets", key: "k1", fingerprint: "fp", now: NOW, ttlMs: 86_400_000, leaseMs: 60_000 };
-      const claims = await Promise.all(Array.from({ length: 50 }, () => s.claimIdempotencyKey(claim)));
+      const claims = await Promise.all(Array.from({ length: 50 }, () => s.tables.claimIdempotencyKey(claim)));
       expect(claims.filter((c) => c.state === "claimed")).toHaveLength(1);
       expect(claims.filter((c) => c.state === "in_progress")).toHaveLength(49);
-      await s.completeIdempotencyKey({ scope: claim.scope, key: "k1", response: { status: 201, body: { _id: "row_9" } } });
-      expect(await s.claimIdempotencyKey({ ...claim, fingerprint: "other" })).toEqual({
+      await s.tables.completeIdempotencyKey({ scope: claim.scope, key: "k1", response: { status: 201, body: { _id: "row_9" } } });
+      expect(await s.tables.claimIdempotencyKey({ ...claim, fingerprint: "other" })).toEqual({
         state: "completed",
         fingerprint: "fp",
         response: { status: 201, body: { _id: "row_9" } },
       });
-      expect(await s.claimIdempotencyKey({ ...claim, now: NOW + 86_400_001 })).toEqual({ state: "claimed" });
-      await s.releaseIdempotencyKey({ scope: claim.scope, key: "k1" });
-      expect(await s.claimIdempotencyKey(claim)).toEqual({ state: "claimed" });
+      expect(await s.tables.claimIdempotencyKey({ ...claim, now: NOW + 86_400_001 })).toEqual({ state: "claimed" });
+      await s.tables.releaseIdempotencyKey({ scope: claim.scope, key: "k1" });
+      expect(await s.tables.claimIdempotencyKey(claim)).toEqual({ state: "claimed" });
     });
   });
 
   describe("webhooks", () => {
     const create = (s: PostgresStorage, retainRows = 10_000) =>
-      s.createWebhookConnection({
+      s.webhooks.createWebhookConnection({
         connection: { id: "conn_hook", teamId: "team_ops", name: "Hook", createdAt: "2026-11-01T00:00:00.000Z" },
         endpoint: { endpointId: "ep_123", signingSecret: null, retainRows },
         dataset: { id: "ds_hook", name: "Hook events" },
       });
     const ingest = (s: PostgresStorage, n: number, dedupKey: string | null, retainRows = 10_000) =>
-      s.ingestWebhookRow({
+      s.webhooks.ingestWebhookRow({
         datasetId: "ds_hook",
         dedupKey,
         row: { _id: `row_${n}`, n, _receivedAt: "2026-11-01T00:00:01.000Z" },
@@ -171,29 +171,29 @@ describe.skipIf(!!skip)("postgres storage", () => {
       const stored = results.filter((r) => !r.duplicate);
       expect(stored).toHaveLength(1);
       expect(results.every((r) => r.id === stored[0]!.id)).toBe(true);
-      const page = await s.readDatasetRows("ds_hook", { offset: 0, limit: null, columns: null, filters: null });
+      const page = await s.catalog.readDatasetRows("ds_hook", { offset: 0, limit: null, columns: null, filters: null });
       expect(page.totalRows).toBe(1);
-      expect(await s.getDataset("ds_hook")).toMatchObject({ rowCount: 1, columns: [{ name: "_id", type: "string" }, { name: "n", type: "number" }] });
+      expect(await s.catalog.getDataset("ds_hook")).toMatchObject({ rowCount: 1, columns: [{ name: "_id", type: "string" }, { name: "n", type: "number" }] });
     });
 
     it("trims the oldest rows beyond retention, forgets their dedup keys, and pages by position", async () => {
       const s = await store();
       await create(s, 3);
       for (let n = 1; n <= 6; n++) await ingest(s, n, `d${n}`, 3);
-      const page = await s.readDatasetRows("ds_hook", { offset: 1, limit: 5, columns: ["n", "__proto__"], filters: null });
+      const page = await s.catalog.readDatasetRows("ds_hook", { offset: 1, limit: 5, columns: ["n", "__proto__"], filters: null });
       expect(page.totalRows).toBe(3);
       const rows = await collect(page.rows);
       expect(rows.map((r) => ({ ...r }))).toEqual([
         { n: 5, ["__proto__"]: null },
         { n: 6, ["__proto__"]: null },
       ]);
-      expect((await s.getDataset("ds_hook"))?.rowCount).toBe(3);
+      expect((await s.catalog.getDataset("ds_hook"))?.rowCount).toBe(3);
       expect((await ingest(s, 1, "d1", 3)).duplicate).toBe(false);
       expect((await ingest(s, 6, "d6", 3)).duplicate).toBe(true);
-      expect(await s.getWebhookEndpoint("ep_123")).toMatchObject({ connectionId: "conn_hook", retainRows: 3 });
-      expect(await s.updateWebhookSettings("conn_hook", { signingSecret: "s3cret", retainRows: 2 })).toMatchObject({ signingSecret: "s3cret", retainRows: 2 });
-      expect((await s.getConnection("conn_hook"))?.config).toEqual({ endpointId: "ep_123", signingSecret: "s3cret", retainRows: 2 });
-      expect(await s.updateWebhookSettings("nope", { retainRows: 2 })).toBeNull();
+      expect(await s.webhooks.getWebhookEndpoint("ep_123")).toMatchObject({ connectionId: "conn_hook", retainRows: 3 });
+      expect(await s.webhooks.updateWebhookSettings("conn_hook", { signingSecret: "s3cret", retainRows: 2 })).toMatchObject({ signingSecret: "s3cret", retainRows: 2 });
+      expect((await s.catalog.getConnection("conn_hook"))?.config).toEqual({ endpointId: "ep_123", signingSecret: "s3cret", retainRows: 2 });
+      expect(await s.webhooks.updateWebhookSettings("nope", { retainRows: 2 })).toBeNull();
     });
   });
 
@@ -201,17 +201,17 @@ describe.skipIf(!!skip)("postgres storage", () => {
     it("keeps row key order, streams in batches and releases the connection when a reader stops early", async () => {
       const s = await store();
       const rows = Array.from({ length: 2500 }, (_, i) => ({ z: i, a: `r${i}`, m: { y: 1, b: 2 } }));
-      await s.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
-      const page = await s.readDatasetRows("ds_stores", { offset: 2400, limit: null, columns: null, filters: null });
+      await s.catalog.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
+      const page = await s.catalog.readDatasetRows("ds_stores", { offset: 2400, limit: null, columns: null, filters: null });
       expect(page.totalRows).toBe(2500);
       const read = await collect(page.rows);
       expect(read).toHaveLength(100);
       expect(Object.keys(read[0]!)).toEqual(["z", "a", "m"]);
       expect(Object.keys(read[0]!.m as object)).toEqual(["y", "b"]);
-      const filtered = await s.readDatasetRows("ds_stores", { offset: 0, limit: 2, columns: null, filters: { m: { b: 2, y: 1 }, z: 7 } });
+      const filtered = await s.catalog.readDatasetRows("ds_stores", { offset: 0, limit: 2, columns: null, filters: { m: { b: 2, y: 1 }, z: 7 } });
       expect(filtered.totalRows).toBe(1);
       expect(await collect(filtered.rows)).toEqual([rows[7]]);
-      for await (const row of (await s.readDatasetRows("ds_stores", { offset: 0, limit: null, columns: null, filters: null })).rows) {
+      for await (const row of (await s.catalog.readDatasetRows("ds_stores", { offset: 0, limit: null, columns: null, filters: null })).rows) {
         expect(row.z).toBe(0);
         break;
       }
@@ -221,11 +221,11 @@ describe.skipIf(!!skip)("postgres storage", () => {
 
   describe("audit feed", () => {
     const read = (s: PostgresStorage, after: string | null, limit = 100, storedBefore = NOW) =>
-      s.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after, since: null, storedBefore, limit });
+      s.audit.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after, since: null, storedBefore, limit });
 
     it("pages every event exactly once and validates positions", async () => {
       const s = await store();
-      for (let i = 0; i < 5; i++) await s.appendAuditEvent(event(`evt_${i}`, "2026-10-01T00:00:00Z"), NOW - 10_000);
+      for (let i = 0; i < 5; i++) await s.audit.appendAuditEvent(event(`evt_${i}`, "2026-10-01T00:00:00Z"), NOW - 10_000);
       const seen: string[] = [];
       let after: string | null = null;
       for (;;) {
@@ -235,8 +235,8 @@ describe.skipIf(!!skip)("postgres storage", () => {
         if (!page.hasMore) break;
       }
       expect(seen).toEqual(["evt_fx_1", "evt_fx_2", "evt_fx_3", "evt_0", "evt_1", "evt_2", "evt_3", "evt_4"]);
-      expect(s.isAuditPosition(after!)).toBe(true);
-      for (const bad of ["", "1", "abc.1", "1.0", "01.1", "1.-1", "99999999999999999999999.1", "1.1 "]) expect(s.isAuditPosition(bad)).toBe(false);
+      expect(s.audit.isAuditPosition(after!)).toBe(true);
+      for (const bad of ["", "1", "abc.1", "1.0", "01.1", "1.-1", "99999999999999999999999.1", "1.1 "]) expect(s.audit.isAuditPosition(bad)).toBe(false);
     });
 
     it("orders positions by transaction id as a number, across a change in its digit count (9 before 10, 99 before 100)", async () => {
@@ -264,9 +264,9 @@ describe.skipIf(!!skip)("postgres storage", () => {
 
     it("holds back events stored after the horizon, as a prefix", async () => {
       const s = await store();
-      await s.appendAuditEvent(event("evt_old", "2026-10-01T00:00:00Z"), NOW - 10_000);
-      await s.appendAuditEvent(event("evt_new", "2026-10-01T00:00:00Z"), NOW);
-      await s.appendAuditEvent(event("evt_older_clock", "2026-10-01T00:00:00Z"), NOW - 20_000);
+      await s.audit.appendAuditEvent(event("evt_old", "2026-10-01T00:00:00Z"), NOW - 10_000);
+      await s.audit.appendAuditEvent(event("evt_new", "2026-10-01T00:00:00Z"), NOW);
+      await s.audit.appendAuditEvent(event("evt_older_clock", "2026-10-01T00:00:00Z"), NOW - 20_000);
       const page = await read(s, null, 100, NOW - 5_000);
       expect(page.events.map((e) => e.event.id)).toEqual(["evt_fx_1", "evt_fx_2", "evt_fx_3", "evt_old"]);
       expect(page.hasMore).toBe(false);
@@ -287,7 +287,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
           NOW - 1000,
           JSON.stringify(event("evt_slow", "2026-10-01T00:00:00Z")),
         ]);
-        await s.appendAuditEvent(event("evt_fast", "2026-10-01T00:00:00Z"), NOW - 1000);
+        await s.audit.appendAuditEvent(event("evt_fast", "2026-10-01T00:00:00Z"), NOW - 1000);
         // evt_fast is committed but sits behind the open T1: not readable yet.
         expect((await read(s, cursor)).events).toEqual([]);
         await slow.query("COMMIT");
@@ -329,7 +329,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
       let writing = true;
       const poller = (async () => {
         while (writing || seen.length < written.length + 3) {
-          const page = await s.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after, since: null, storedBefore: NOW, limit: 7 });
+          const page = await s.audit.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after, since: null, storedBefore: NOW, limit: 7 });
           seen.push(...page.events.map((e) => e.event.id));
           if (page.events.length > 0) after = page.events.at(-1)!.position;
           else await sleep(2);
@@ -347,16 +347,16 @@ describe.skipIf(!!skip)("postgres storage", () => {
     it("aggregates views, refresh runs and the API usage log in SQL", async () => {
       const s = await store();
       const window = { fromDay: "2026-10-01", toDay: "2026-10-31" };
-      expect(await s.viewsByDay("dash_sales", window)).toEqual([
+      expect(await s.dashboards.viewsByDay("dash_sales", window)).toEqual([
         { day: "2026-10-20", views: 3, uniqueVisitors: 2 },
         { day: "2026-10-22", views: 1, uniqueVisitors: 1 },
       ]);
-      expect(await s.viewsByViewer("dash_sales", window)).toEqual([
+      expect(await s.dashboards.viewsByViewer("dash_sales", window)).toEqual([
         { day: "2026-10-20", viewerId: null, viewer: "Anonymous", views: 2 },
         { day: "2026-10-20", viewerId: "usr_ada", viewer: "ada@northwind.test", views: 1 },
         { day: "2026-10-22", viewerId: "usr_ada", viewer: "ada@northwind.test", views: 1 },
       ]);
-      expect(await s.spaceRefreshHistory({ teamId: "team_ops", ...window })).toEqual([
+      expect(await s.usage.spaceRefreshHistory({ teamId: "team_ops", ...window })).toEqual([
         {
           dataset_id: "ds_stores",
           dataset: "Stores",
@@ -369,7 +369,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
           last_error: "refused",
         },
       ]);
-      await s.recordApiCall({
+      await s.usage.recordApiCall({
         at: "2026-10-30T10:00:00.000Z",
         teamId: "team_ops",
         credentialKind: "api-key",
@@ -380,10 +380,10 @@ describe.skipIf(!!skip)("postgres storage", () => {
         status: 500,
         latencyMs: 12,
       });
-      expect(await s.spaceApiUsage({ teamId: "team_ops", ...window })).toMatchObject([
+      expect(await s.usage.spaceApiUsage({ teamId: "team_ops", ...window })).toMatchObject([
         { day: "2026-10-30", route: "/api/v1/datasets", credential: "Warehouse sync", calls: 1, errors: 1 },
       ]);
-      expect((await s.listDashboards(["team_ops"])).map((d) => d.id)).toEqual(["dash_sales"]);
+      expect((await s.dashboards.listDashboards(["team_ops"])).map((d) => d.id)).toEqual(["dash_sales"]);
     });
   });
   describe("admin writes across instances", () => {
@@ -394,52 +394,52 @@ describe.skipIf(!!skip)("postgres storage", () => {
       const keyHash = sha256Hex(TOKENS.sync);
 
       // Team plan change: authentication on the other instance reads the new plan.
-      expect((await two.findApiKeyWithTeam!(keyHash))?.team?.plan).toBe("business");
-      const ops = (await one.getTeam("team_ops"))!;
-      expect(await one.putTeam({ ...ops, plan: "free" })).toBe("updated");
-      expect((await two.findApiKeyWithTeam!(keyHash))?.team?.plan).toBe("free");
-      expect(await two.getTeam("team_ops")).toEqual({ ...ops, plan: "free" });
+      expect((await two.credentials.findApiKeyWithTeam!(keyHash))?.team?.plan).toBe("business");
+      const ops = (await one.identity.getTeam("team_ops"))!;
+      expect(await one.identity.putTeam({ ...ops, plan: "free" })).toBe("updated");
+      expect((await two.credentials.findApiKeyWithTeam!(keyHash))?.team?.plan).toBe("free");
+      expect(await two.identity.getTeam("team_ops")).toEqual({ ...ops, plan: "free" });
 
       // Membership removal.
-      expect((await two.listMemberships("usr_ada")).map((m) => m.teamId)).toEqual(["team_free", "team_ops"]);
-      expect(await one.deleteMembership("usr_ada", "team_ops")).toBe(true);
-      expect((await two.listMemberships("usr_ada")).map((m) => m.teamId)).toEqual(["team_free"]);
-      expect(await one.deleteMembership("usr_ada", "team_ops")).toBe(false);
+      expect((await two.identity.listMemberships("usr_ada")).map((m) => m.teamId)).toEqual(["team_free", "team_ops"]);
+      expect(await one.identity.deleteMembership("usr_ada", "team_ops")).toBe(true);
+      expect((await two.identity.listMemberships("usr_ada")).map((m) => m.teamId)).toEqual(["team_free"]);
+      expect(await one.identity.deleteMembership("usr_ada", "team_ops")).toBe(false);
 
       // Session deleted (fixture sessions carry sess_ + 24 hex digits of their hash).
       const sessionHash = sha256Hex(TOKENS.sessionAda);
-      expect(await two.findSessionUser(sessionHash, NOW)).toBe("usr_ada");
-      expect(await one.deleteSession(`sess_${sessionHash.slice(0, 24)}`)).toBe(true);
-      expect(await two.findSessionUser(sessionHash, NOW)).toBeNull();
-      expect(await two.getSession(`sess_${sessionHash.slice(0, 24)}`)).toBeNull();
+      expect(await two.credentials.findSessionUser(sessionHash, NOW)).toBe("usr_ada");
+      expect(await one.credentials.deleteSession(`sess_${sessionHash.slice(0, 24)}`)).toBe(true);
+      expect(await two.credentials.findSessionUser(sessionHash, NOW)).toBeNull();
+      expect(await two.credentials.getSession(`sess_${sessionHash.slice(0, 24)}`)).toBeNull();
 
       // A session with an expiry, written by one, expires on the other by its clock reading.
       const expiring = { id: "sess_exp", tokenHash: sha256Hex("expiring-token"), userId: "usr_bob", expiresAt: new Date(NOW + 1000).toISOString() };
-      await one.insertSession(expiring);
-      expect(await two.getSession("sess_exp")).toEqual(expiring);
-      expect(await two.findSessionUser(expiring.tokenHash, NOW + 999)).toBe("usr_bob");
-      expect(await two.findSessionUser(expiring.tokenHash, NOW + 1000)).toBeNull();
-      await expect(one.insertSession({ ...expiring, tokenHash: sha256Hex("other") })).rejects.toThrow();
-      await expect(one.insertSession({ ...expiring, id: "sess_other" })).rejects.toThrow();
+      await one.credentials.insertSession(expiring);
+      expect(await two.credentials.getSession("sess_exp")).toEqual(expiring);
+      expect(await two.credentials.findSessionUser(expiring.tokenHash, NOW + 999)).toBe("usr_bob");
+      expect(await two.credentials.findSessionUser(expiring.tokenHash, NOW + 1000)).toBeNull();
+      await expect(one.credentials.insertSession({ ...expiring, tokenHash: sha256Hex("other") })).rejects.toThrow();
+      await expect(one.credentials.insertSession({ ...expiring, id: "sess_other" })).rejects.toThrow();
 
       // Webhook signing secret changed through putConnection, then through updateWebhookSettings.
-      await one.createWebhookConnection({
+      await one.webhooks.createWebhookConnection({
         connection: { id: "conn_hook", teamId: "team_ops", name: "Hook", createdAt: "2026-11-01T00:00:00.000Z" },
         endpoint: { endpointId: "ep_multi", signingSecret: "first-secret", retainRows: null },
         dataset: { id: "ds_hook", name: "Hook events" },
       });
-      expect(await two.getWebhookEndpoint("ep_multi")).toMatchObject({ connectionId: "conn_hook", datasetId: "ds_hook", signingSecret: "first-secret" });
-      const hook = (await one.getConnection("conn_hook"))!;
-      expect(await one.putConnection({ ...hook, config: { ...hook.config, signingSecret: "second-secret" } })).toBe("updated");
-      expect((await two.getWebhookEndpoint("ep_multi"))?.signingSecret).toBe("second-secret");
-      await one.updateWebhookSettings("conn_hook", { signingSecret: null });
-      expect((await two.getWebhookEndpoint("ep_multi"))?.signingSecret).toBeNull();
+      expect(await two.webhooks.getWebhookEndpoint("ep_multi")).toMatchObject({ connectionId: "conn_hook", datasetId: "ds_hook", signingSecret: "first-secret" });
+      const hook = (await one.catalog.getConnection("conn_hook"))!;
+      expect(await one.catalog.putConnection({ ...hook, config: { ...hook.config, signingSecret: "second-secret" } })).toBe("updated");
+      expect((await two.webhooks.getWebhookEndpoint("ep_multi"))?.signingSecret).toBe("second-secret");
+      await one.webhooks.updateWebhookSettings("conn_hook", { signingSecret: null });
+      expect((await two.webhooks.getWebhookEndpoint("ep_multi"))?.signingSecret).toBeNull();
       // Moving the endpoint id frees the old one; taking another connection's is refused on either instance.
-      expect(await two.putConnection({ ...hook, config: { ...hook.config, endpointId: "ep_moved" } })).toBe("updated");
-      expect(await one.getWebhookEndpoint("ep_multi")).toBeNull();
-      expect((await one.getWebhookEndpoint("ep_moved"))?.connectionId).toBe("conn_hook");
-      await expect(one.putConnection({ ...hook, id: "conn_thief", config: { endpointId: "ep_moved" } })).rejects.toThrow(/ep_moved/);
-      expect(await two.getConnection("conn_thief")).toBeNull();
+      expect(await two.catalog.putConnection({ ...hook, config: { ...hook.config, endpointId: "ep_moved" } })).toBe("updated");
+      expect(await one.webhooks.getWebhookEndpoint("ep_multi")).toBeNull();
+      expect((await one.webhooks.getWebhookEndpoint("ep_moved"))?.connectionId).toBe("conn_hook");
+      await expect(one.catalog.putConnection({ ...hook, id: "conn_thief", config: { endpointId: "ep_moved" } })).rejects.toThrow(/ep_moved/);
+      expect(await two.catalog.getConnection("conn_thief")).toBeNull();
     });
 
     it("stores each audit event id once when two instances append overlapping batches at once", async () => {
@@ -450,18 +450,18 @@ describe.skipIf(!!skip)("postgres storage", () => {
       const batch = (list: string[]) => list.map((id) => event(id, "2026-10-02T00:00:00Z"));
       for (let round = 0; round < 5; round++) {
         const [x, y] = await Promise.all([
-          one.appendAuditEvents(batch(ids(round * 100 + 1, round * 100 + 60)), NOW - 10_000),
-          two.appendAuditEvents(batch(ids(round * 100 + 41, round * 100 + 100)), NOW - 10_000),
+          one.audit.appendAuditEvents(batch(ids(round * 100 + 1, round * 100 + 60)), NOW - 10_000),
+          two.audit.appendAuditEvents(batch(ids(round * 100 + 41, round * 100 + 100)), NOW - 10_000),
         ]);
         expect(x + y).toBe(100);
       }
       // Already stored, or repeated within the call: stored once.
-      expect(await one.appendAuditEvents(batch(["evt_b1", "evt_fx_1", "evt_new", "evt_new"]), NOW - 10_000)).toBe(1);
-      await expect(two.appendAuditEvent(event("evt_new", "2026-10-02T00:00:00Z"), NOW - 10_000)).rejects.toThrow();
+      expect(await one.audit.appendAuditEvents(batch(["evt_b1", "evt_fx_1", "evt_new", "evt_new"]), NOW - 10_000)).toBe(1);
+      await expect(two.audit.appendAuditEvent(event("evt_new", "2026-10-02T00:00:00Z"), NOW - 10_000)).rejects.toThrow();
       const seen: string[] = [];
       let after: string | null = null;
       for (;;) {
-        const page = await two.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after, since: null, storedBefore: NOW, limit: 97 });
+        const page = await two.audit.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after, since: null, storedBefore: NOW, limit: 97 });
         seen.push(...page.events.map((e) => e.event.id));
         if (page.events.length > 0) after = page.events.at(-1)!.position;
         if (!page.hasMore) break;
@@ -494,8 +494,8 @@ describe.skipIf(!!skip)("postgres storage", () => {
       const migrated = await store(schema, false);
       const applied = await migrated.db.query<{ version: number }>(`select version from ${migrated.db.t("schema_migrations")} order by version`);
       expect(applied.map((r) => r.version)).toEqual(MIGRATIONS.map((m) => m.version));
-      expect(await migrated.getSession(`sess_${hash.slice(0, 24)}`)).toEqual({ id: `sess_${hash.slice(0, 24)}`, tokenHash: hash, userId: "usr_ada", expiresAt: null });
-      expect(await migrated.findSessionUser(hash, NOW)).toBe("usr_ada");
+      expect(await migrated.credentials.getSession(`sess_${hash.slice(0, 24)}`)).toEqual({ id: `sess_${hash.slice(0, 24)}`, tokenHash: hash, userId: "usr_ada", expiresAt: null });
+      expect(await migrated.credentials.findSessionUser(hash, NOW)).toBe("usr_ada");
       const ids = await migrated.db.query<{ event_id: string | null; action: string }>(
         `select event_id, event ->> 'action' as action from ${migrated.db.t("audit_events")} order by xid, seq`,
       );
@@ -504,8 +504,8 @@ describe.skipIf(!!skip)("postgres storage", () => {
         { event_id: "evt_one", action: "only" },
         { event_id: null, action: "second" },
       ]);
-      expect(await migrated.appendAuditEvents([event("evt_dup", "2026-10-01T00:00:00Z"), event("evt_three", "2026-10-01T00:00:00Z")], NOW - 10_000)).toBe(1);
-      const feed = await migrated.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: NOW, limit: 10 });
+      expect(await migrated.audit.appendAuditEvents([event("evt_dup", "2026-10-01T00:00:00Z"), event("evt_three", "2026-10-01T00:00:00Z")], NOW - 10_000)).toBe(1);
+      const feed = await migrated.audit.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: NOW, limit: 10 });
       expect(feed.events.map((e) => e.event.id)).toEqual(["evt_dup", "evt_one", "evt_dup", "evt_three"]);
     });
   });
@@ -527,7 +527,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
       }
     }
     const write = (s: PostgresStorage, mode: "replace" | "append", rows: AsyncIterable<Row>, datasetId = "ds_orders") =>
-      s.writeDatasetRows({ datasetId, mode, rows, columns: () => COLUMNS, updatedAt: "2026-11-01T12:00:00.000Z" });
+      s.catalog.writeDatasetRows({ datasetId, mode, rows, columns: () => COLUMNS, updatedAt: "2026-11-01T12:00:00.000Z" });
     const gate = () => {
       let open!: () => void;
       const opened = new Promise<void>((resolve) => (open = resolve));
@@ -555,18 +555,18 @@ describe.skipIf(!!skip)("postgres storage", () => {
       const replacing = write(writer, "replace", generation("new", sizes.new, { at: 120_000, reached: reached.open, until: release.opened }));
       await reached.opened;
       // Mid-write (120,000 new rows inserted, uncommitted): a long read opened now keeps its snapshot across the commit.
-      const long = (await reader.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null })).rows[Symbol.asyncIterator]();
+      const long = (await reader.catalog.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null })).rows[Symbol.asyncIterator]();
       const first = await long.next();
       expect(first.value).toEqual({ g: "old", i: 0 });
       const seen: Record<string, number> = { old: 0, new: 0 };
       const page = async () => {
         const offset = Math.floor(Math.random() * 99_900);
-        const read = await reader.readDatasetRows("ds_orders", { offset, limit: 100, columns: null, filters: null });
+        const read = await reader.catalog.readDatasetRows("ds_orders", { offset, limit: 100, columns: null, filters: null });
         const rows = await collect(read.rows);
         expect(rows).toHaveLength(100);
         const g = generationOf({ totalRows: read.totalRows, rows }, offset, sizes);
         seen[g]!++;
-        expect([sizes.old, sizes.new]).toContain((await reader.getDataset("ds_orders"))!.rowCount);
+        expect([sizes.old, sizes.new]).toContain((await reader.catalog.getDataset("ds_orders"))!.rowCount);
       };
       for (let n = 0; n < 20; n++) await page();
       expect(seen).toEqual({ old: 20, new: 0 });
@@ -588,8 +588,8 @@ describe.skipIf(!!skip)("postgres storage", () => {
         count++;
       }
       expect(count).toBe(sizes.old);
-      expect(await reader.getDataset("ds_orders")).toMatchObject({ rowCount: sizes.new, columns: COLUMNS, updatedAt: "2026-11-01T12:00:00.000Z" });
-      const tail = await reader.readDatasetRows("ds_orders", { offset: sizes.new - 2, limit: 5, columns: ["i"], filters: null });
+      expect(await reader.catalog.getDataset("ds_orders")).toMatchObject({ rowCount: sizes.new, columns: COLUMNS, updatedAt: "2026-11-01T12:00:00.000Z" });
+      const tail = await reader.catalog.readDatasetRows("ds_orders", { offset: sizes.new - 2, limit: 5, columns: ["i"], filters: null });
       expect({ totalRows: tail.totalRows, rows: (await collect(tail.rows)).map((r) => ({ ...r })) }).toEqual({
         totalRows: sizes.new,
         rows: [{ i: sizes.new - 2 }, { i: sizes.new - 1 }],
@@ -605,38 +605,38 @@ describe.skipIf(!!skip)("postgres storage", () => {
       for (const mode of ["replace", "append"] as const) {
         await expect(write(s, mode, generation("new", 50_000, undefined, 42_001))).rejects.toThrow("upload broke off at row 42001");
         expect(busy(s)).toBe(0);
-        const page = await s.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null });
+        const page = await s.catalog.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null });
         const rows = await collect(page.rows);
         expect(page.totalRows).toBe(3000);
         expect(rows.every((r, k) => r.g === "old" && r.i === k)).toBe(true);
         expect(rows).toHaveLength(3000);
-        expect((await s.getDataset("ds_orders"))!.rowCount).toBe(3000);
+        expect((await s.catalog.getDataset("ds_orders"))!.rowCount).toBe(3000);
         expect(await version()).toBe(before);
       }
       // The lock went with the rollback: the next write goes through, positions still contiguous.
       expect(await write(s, "append", generation("more", 2))).toEqual({ rowCount: 3002 });
-      const tail = await s.readDatasetRows("ds_orders", { offset: 2999, limit: 10, columns: null, filters: null });
+      const tail = await s.catalog.readDatasetRows("ds_orders", { offset: 2999, limit: 10, columns: null, filters: null });
       expect(await collect(tail.rows)).toEqual([{ g: "old", i: 2999 }, { g: "more", i: 0 }, { g: "more", i: 1 }]);
     });
 
     it("serves a long page the rows its count saw when they are rewritten between the count and the first read", async () => {
       const s = await store();
       await write(s, "replace", generation("old", 1500));
-      const page = await s.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null });
+      const page = await s.catalog.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null });
       expect(page.totalRows).toBe(1500);
       await write(s, "replace", generation("new", 2));
       const rows = await collect(page.rows);
       expect(rows).toHaveLength(1500);
       expect(new Set(rows.map((r) => String(r.g)))).toEqual(new Set(["old"]));
       expect(busy(s)).toBe(0);
-      const after = await s.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null });
+      const after = await s.catalog.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null });
       expect([after.totalRows, (await collect(after.rows)).map((r) => r.g)]).toEqual([2, ["new", "new"]]);
     });
 
     it("gives back the connection of a long page whose rows are never read when the store closes", async () => {
       const s = await store();
       await write(s, "replace", generation("old", 1500));
-      const page = await s.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null });
+      const page = await s.catalog.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null });
       expect(page.totalRows).toBe(1500);
       expect(busy(s)).toBe(1);
       await s.close();
@@ -646,13 +646,13 @@ describe.skipIf(!!skip)("postgres storage", () => {
 
     it("stores webhook deliveries at once while their dataset is bulk-written: a replace takes them away as it publishes, an append follows them", async () => {
       const s = await store();
-      await s.createWebhookConnection({
+      await s.webhooks.createWebhookConnection({
         connection: { id: "conn_hook", teamId: "team_ops", name: "Hook", createdAt: "2026-11-01T00:00:00.000Z" },
         endpoint: { endpointId: "ep_bulk", signingSecret: null, retainRows: null },
         dataset: { id: "ds_hook", name: "Hook events" },
       });
       const deliver = (n: number) =>
-        s.ingestWebhookRow({
+        s.webhooks.ingestWebhookRow({
           datasetId: "ds_hook",
           dedupKey: `d${n}`,
           row: { _id: `row_${n}`, g: "hook", i: n },
@@ -661,7 +661,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
           receivedAt: "2026-11-01T13:00:00.000Z",
         });
       const tail = async (offset: number) =>
-        (await collect((await s.readDatasetRows("ds_hook", { offset, limit: 10, columns: ["g", "i"], filters: null })).rows)).map((r) => `${r.g}:${r.i}`);
+        (await collect((await s.catalog.readDatasetRows("ds_hook", { offset, limit: 10, columns: ["g", "i"], filters: null })).rows)).map((r) => `${r.g}:${r.i}`);
       await deliver(1);
 
       // A replace staging 7,000 rows (6,000 staged so far): a delivery is stored at once, in the old rows.
@@ -670,7 +670,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
       const replacing = write(s, "replace", generation("bulk", 7000, { at: 6000, reached: reached.open, until: release.opened }), "ds_hook");
       await reached.opened;
       expect(await deliver(2)).toEqual({ id: "row_2", duplicate: false });
-      expect((await s.getDataset("ds_hook"))!.rowCount).toBe(2);
+      expect((await s.catalog.getDataset("ds_hook"))!.rowCount).toBe(2);
       expect(await tail(0)).toEqual(["hook:1", "hook:2"]);
       release.open();
       expect(await replacing).toEqual({ rowCount: 7000 });
@@ -694,7 +694,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
       expect(await appending).toEqual({ rowCount: 12_004 });
       expect(await tail(7002)).toEqual(["hook:4", "hook:5", "more:0", "more:1", "more:2", "more:3", "more:4", "more:5", "more:6", "more:7"]);
       expect(await tail(11_999)).toEqual(["more:4995", "more:4996", "more:4997", "more:4998", "more:4999"]);
-      expect(await s.getDataset("ds_hook")).toMatchObject({ rowCount: 12_004, updatedAt: "2026-11-01T12:00:00.000Z" });
+      expect(await s.catalog.getDataset("ds_hook")).toMatchObject({ rowCount: 12_004, updatedAt: "2026-11-01T12:00:00.000Z" });
       expect(await deliver(3)).toEqual({ id: "row_3", duplicate: true });
       const stagings = await s.db.query(`select * from ${s.db.t("dataset_stagings")}`);
       expect(stagings).toEqual([]);
@@ -707,11 +707,11 @@ describe.skipIf(!!skip)("postgres storage", () => {
       const release = gate();
       const replacing = write(s, "replace", generation("new", 9000, { at: 8000, reached: reached.open, until: release.opened }));
       await reached.opened;
-      await s.appendAuditEvent(event("evt_during_bulk", "2026-11-01T11:59:00Z"), NOW - 1000);
-      const feed = await s.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: NOW, limit: 10 });
+      await s.audit.appendAuditEvent(event("evt_during_bulk", "2026-11-01T11:59:00Z"), NOW - 1000);
+      const feed = await s.audit.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: NOW, limit: 10 });
       expect(feed.events.map((e) => e.event.id)).toEqual(["evt_fx_1", "evt_fx_2", "evt_fx_3", "evt_during_bulk"]);
       // The write has not finished: its rows are not visible yet.
-      expect((await s.getDataset("ds_orders"))!.rowCount).toBe(10);
+      expect((await s.catalog.getDataset("ds_orders"))!.rowCount).toBe(10);
       release.open();
       expect(await replacing).toEqual({ rowCount: 9000 });
     });

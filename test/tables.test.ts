@@ -2,7 +2,7 @@ import type { StandardSchemaV1 } from "@standard-schema/spec";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAdmin } from "../src/admin/index.js";
-import type { DataApiOptions } from "../src/api.js";
+import type { DataApiOptions } from "../src/core/api.js";
 import { idempotencyScope, requestFingerprint } from "../src/domain/idempotency.js";
 import type { MemoryStorage } from "../src/memory/storage.js";
 import { NOW, setup } from "./support/api.js";
@@ -475,7 +475,7 @@ describe("Idempotency-Key on POST", () => {
   it("answers 409 idempotency_key_in_use while the first request still runs", async () => {
     const { post, storage, rows } = await tables({ idempotencyWaitMs: 20 });
     const body = { region: "AMER" };
-    const claim = await storage.claimIdempotencyKey({
+    const claim = await storage.tables.claimIdempotencyKey({
       scope: idempotencyScope({ kind: "api-key", id: "key_sync" }, "tbl_targets"),
       key: "busy",
       fingerprint: requestFingerprint(body),
@@ -493,7 +493,7 @@ describe("Idempotency-Key on POST", () => {
   it("lets a retry through once the first request has held its key for a minute without answering (it crashed)", async () => {
     const { post, storage, rows, clock } = await tables({ idempotencyWaitMs: 0 });
     const body = { region: "AMER" };
-    await storage.claimIdempotencyKey({
+    await storage.tables.claimIdempotencyKey({
       scope: idempotencyScope({ kind: "api-key", id: "key_sync" }, "tbl_targets"),
       key: "orphan",
       fingerprint: requestFingerprint(body),

@@ -517,7 +517,7 @@ describe("host admin API for webhook connections", () => {
     await expect(admin.rotateWebhookSecret("nope")).rejects.toMatchObject({ status: 404 });
     await expect(admin.setWebhookSecret("conn_hook_open", "fine", { userId: "usr_nobody" })).rejects.toMatchObject({ status: 404 });
     // Nothing changed and nothing was audited.
-    expect((await api.storage.getWebhookEndpoint("hook-open"))!.signingSecret).toBeNull();
+    expect((await api.storage.webhooks.getWebhookEndpoint("hook-open"))!.signingSecret).toBeNull();
     expect((api.storage as MemoryStorage).state.auditLog.filter((e) => e.event.action.startsWith("webhook."))).toEqual([]);
   });
 });

@@ -1,7 +1,7 @@
 import { createServer, type Server } from "node:http";
 import { toNodeHandler } from "../../adapters/node.js";
-import { createDataApi, type DataApi } from "../../src/api.js";
-import { createJsonLogger } from "../../src/logging.js";
+import { createDataApi, type DataApi } from "../../src/core/api.js";
+import { createJsonLogger } from "../../src/core/logging.js";
 import { type FixtureFs, readFixtureFile } from "../../src/fixture/load.js";
 import { createOffsetClock, systemClock } from "../../src/memory/clock.js";
 import type { Metrics } from "../../src/ports/metrics.js";

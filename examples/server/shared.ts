@@ -1,4 +1,4 @@
-import type { DataApiOptions } from "../../src/api.js";
+import type { DataApiOptions } from "../../src/core/api.js";
 import type { Clock } from "../../src/ports/clock.js";
 import type { PostgresStorage } from "../../src/postgres/index.js";
 import { StartError } from "./cli.js";

@@ -1,5 +1,5 @@
 import { dirname } from "node:path";
-import type { DataApiOptions } from "../../src/api.js";
+import type { DataApiOptions } from "../../src/core/api.js";
 import { createMemoryStorage } from "../../src/memory/storage.js";
 import type { Clock } from "../../src/ports/clock.js";
 import type { Storage } from "../../src/ports/storage.js";

@@ -1,4 +1,4 @@
-import { createDataApi, type DataApi } from "../../src/api.js";
+import { createDataApi, type DataApi } from "../../src/core/api.js";
 import { FixtureError, parseFixture } from "../../src/fixture/load.js";
 import { createOffsetClock } from "../../src/memory/clock.js";
 import { createMemoryStorage } from "../../src/memory/storage.js";

@@ -11,7 +11,7 @@ import type { ResponseMeta } from "../client/errors.js";
 import { paged, type Paged } from "../client/paging.js";
 import { type Answer, call, type CallOptions, createTransport, lowerCased, type TransportConfig } from "../client/transport.js";
 import { query, seg } from "../client/url.js";
-import type { Business, DashboardRecord, DatasetRecord, Membership, TableRecord, Team, User } from "../domain/model.js";
+import type { Business, DashboardRecord, Membership, TableRecord, Team, UploadOrConnectionDataset, User } from "../domain/model.js";
 import { type RowsUpload, uploadBody } from "./rows.js";
 
 export interface AdminClientOptions extends TransportConfig {
@@ -156,15 +156,15 @@ export function createAdminClient(options: AdminClientOptions) {
   };
 
   const datasets = {
-    ...collection<DatasetRecord, DatasetInput>("/datasets"),
+    ...collection<UploadOrConnectionDataset, DatasetInput>("/datasets"),
     /**
      * Replaces the dataset's rows, atomically. Row objects go as NDJSON while
      * they are iterated; an encoded body (`{ format: "csv", body }`) as it is.
      * Answers the dataset as stored. A stream or iterable is sent once (no retry).
      */
-    replaceRows: (id: string, rows: RowsUpload, opts?: ChangeRequestOptions): Promise<DatasetRecord> => upload("PUT", id, rows, opts),
+    replaceRows: (id: string, rows: RowsUpload, opts?: ChangeRequestOptions): Promise<UploadOrConnectionDataset> => upload("PUT", id, rows, opts),
     /** Appends rows, atomically (the same bodies as `replaceRows`). Sent once (a retry would append twice). */
-    appendRows: (id: string, rows: RowsUpload, opts?: ChangeRequestOptions): Promise<DatasetRecord> => upload("POST", id, rows, opts),
+    appendRows: (id: string, rows: RowsUpload, opts?: ChangeRequestOptions): Promise<UploadOrConnectionDataset> => upload("POST", id, rows, opts),
     /** Pulls a connection dataset from its upstream and records the run. Sent once (a retry would pull and record again). */
     refresh: (id: string, opts: { maxRows?: number } & RequestOptions = {}): Promise<RefreshResult> => {
       const { maxRows, ...rest } = opts;
@@ -173,10 +173,10 @@ export function createAdminClient(options: AdminClientOptions) {
   };
 
   /** A rows upload; when the rows' source throws while they are sent, that error is the one raised (the server stored nothing). */
-  async function upload(method: "PUT" | "POST", id: string, rows: RowsUpload, opts?: ChangeRequestOptions): Promise<DatasetRecord> {
+  async function upload(method: "PUT" | "POST", id: string, rows: RowsUpload, opts?: ChangeRequestOptions): Promise<UploadOrConnectionDataset> {
     const body = uploadBody(rows);
     try {
-      return await send<DatasetRecord>(method, `/datasets/${seg(id)}/rows`, { ...at(opts), raw: body, retryOn: method === "PUT" ? "any" : "refused" });
+      return await send<UploadOrConnectionDataset>(method, `/datasets/${seg(id)}/rows`, { ...at(opts), raw: body, retryOn: method === "PUT" ? "any" : "refused" });
     } catch (error) {
       const failed = body.failure();
       throw failed === null ? error : failed.error;

@@ -16,7 +16,7 @@ export type { AuditEventInput, CreditUsageInput, DashboardViewInput, RefreshRunI
 export type { BusinessInput, MembershipInput, SessionInfo, SessionInput, TeamInput, UserInput } from "../admin/identity.js";
 export type { ApiKeyInfo } from "../admin/keys.js";
 export type { TableInput } from "../admin/tables.js";
-export type { Business, DashboardRecord, DatasetRecord, Membership, Row, TableRecord, Team, User } from "../domain/model.js";
+export type { Business, DashboardRecord, DatasetRecord, Membership, Row, TableRecord, Team, UploadOrConnectionDataset, User } from "../domain/model.js";
 // The transport is dataport/client's: its errors, hooks and options are the same.
 export {
   AuthenticationError,

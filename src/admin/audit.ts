@@ -1,7 +1,7 @@
-import type { Ports } from "../context.js";
+import type { Ports } from "../context/ports.js";
 import { randomId } from "../domain/crypto.js";
 import type { AuditEvent } from "../domain/model.js";
-import { ApiError, notFound } from "../errors.js";
+import { ApiError, notFound } from "../core/errors.js";
 
 /** Events the host reports into the audit feed beyond its own `recordAuditEvent`. */
 export interface AuditAdmin {
@@ -26,7 +26,7 @@ export function auditAdmin(ports: Ports): AuditAdmin {
   const { storage, clock } = ports;
   return {
     async recordDashboardError(input) {
-      const dashboard = await storage.getDashboard(input.dashboardId);
+      const dashboard = await storage.dashboards.getDashboard(input.dashboardId);
       if (!dashboard) throw notFound("dashboard");
       if (input.message.trim() === "") {
         throw new ApiError(400, "invalid_parameter", "an error needs a message", { details: { parameter: "message" } });
@@ -34,7 +34,7 @@ export function auditAdmin(ports: Ports): AuditAdmin {
       if (input.at !== undefined && Number.isNaN(Date.parse(input.at))) {
         throw new ApiError(400, "invalid_parameter", "at must be an ISO 8601 timestamp", { details: { parameter: "at" } });
       }
-      const user = input.userId ? await storage.getUser(input.userId) : null;
+      const user = input.userId ? await storage.identity.getUser(input.userId) : null;
       const event: AuditEvent = {
         id: randomId("evt_"),
         teamId: dashboard.teamId,
@@ -48,7 +48,7 @@ export function auditAdmin(ports: Ports): AuditAdmin {
         userAgent: input.userAgent ?? null,
         details: { ...input.details, message: input.message },
       };
-      await storage.appendAuditEvent(event, clock.now());
+      await storage.audit.appendAuditEvent(event, clock.now());
       return event;
     },
   };

@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import { randomId } from "../domain/crypto.js";
-import type { Column, ConnectionRecord, DatasetRecord, Row } from "../domain/model.js";
-import { ApiError, notFound } from "../errors.js";
+import { type Column, type ConnectionRecord, type DatasetRecord, isUploadOrConnection, type Row, type UploadOrConnectionDataset } from "../domain/model.js";
+import { ApiError, notFound } from "../core/errors.js";
 import { assertWritable } from "../storage/mount.js";
 import {
   type AdminDeps,
@@ -52,9 +52,9 @@ export interface CatalogAdmin {
   /** A webhook connection's signing secret; null removes it. The next delivery is checked against it. */
   setSigningSecret(id: string, input: { secret: string | null }, options?: ChangeOptions): Promise<ConnectionView>;
   /** Create or replace an upload or connection dataset (its rows are kept; see the row operations). */
-  putDataset(id: string, input: DatasetInput, options?: ChangeOptions): Promise<Put<DatasetRecord>>;
-  getDataset(id: string): Promise<DatasetRecord>;
-  listDatasets(options?: ListOptions): Promise<ListPage<DatasetRecord>>;
+  putDataset(id: string, input: DatasetInput, options?: ChangeOptions): Promise<Put<UploadOrConnectionDataset>>;
+  getDataset(id: string): Promise<UploadOrConnectionDataset>;
+  listDatasets(options?: ListOptions): Promise<ListPage<UploadOrConnectionDataset>>;
   deleteDataset(id: string, options?: ChangeOptions): Promise<void>;
 }
 
@@ -76,7 +76,7 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
   }
 
   async function existingConnection(id: string): Promise<ConnectionRecord> {
-    const connection = await storage.getConnection(id);
+    const connection = await storage.catalog.getConnection(id);
     if (!connection) throw notFound("connection");
     return connection;
   }
@@ -89,18 +89,18 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
   async function createWebhook(id: string, body: ConnectionBody): Promise<ConnectionRecord | null> {
     const endpointId = typeof body.config.endpointId === "string" ? body.config.endpointId : randomId("whk_", 32);
     const endpointTaken = () => validationFailed("$.config.endpointId", "another connection has this endpoint id");
-    const holder = await storage.getWebhookEndpoint(endpointId);
+    const holder = await storage.webhooks.getWebhookEndpoint(endpointId);
     if (holder) {
       if (holder.connectionId === id) return null;
       throw endpointTaken();
     }
-    if (await storage.getDataset(`ds_${id}`)) {
+    if (await storage.catalog.getDataset(`ds_${id}`)) {
       // Made with the connection by a racing put that won, or another dataset that holds the id.
-      if (await storage.getConnection(id)) return null;
+      if (await storage.catalog.getConnection(id)) return null;
       throw new ApiError(409, "conflict", `dataset ds_${id} already exists; the webhook connection's dataset needs that id`);
     }
     try {
-      await storage.createWebhookConnection({
+      await storage.webhooks.createWebhookConnection({
         connection: { id, teamId: body.teamId, name: body.name, createdAt: body.createdAt ?? isoNow(deps) },
         endpoint: {
           endpointId,
@@ -111,11 +111,11 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
       });
     } catch (error) {
       // A racing put won: the store refused a second row with one of these keys.
-      if (await storage.getConnection(id)) return null;
-      if (await storage.getWebhookEndpoint(endpointId)) throw endpointTaken();
+      if (await storage.catalog.getConnection(id)) return null;
+      if (await storage.webhooks.getWebhookEndpoint(endpointId)) throw endpointTaken();
       throw error;
     }
-    return (await storage.getConnection(id))!;
+    return (await storage.catalog.getConnection(id))!;
   }
 
   /**
@@ -141,7 +141,7 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
         else config[key] = value;
       }
       if (config.endpointId !== current.config.endpointId) {
-        const taken = await storage.getWebhookEndpoint(String(config.endpointId));
+        const taken = await storage.webhooks.getWebhookEndpoint(String(config.endpointId));
         if (taken && taken.connectionId !== id) throw validationFailed("$.config.endpointId", "another connection has this endpoint id");
       }
       const before = current.config.signingSecret;
@@ -149,7 +149,7 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
       if (before !== after) details = { signingSecret: typeof after === "string" ? "set" : "removed" };
     }
     const stored: ConnectionRecord = { id, teamId: body.teamId, name: body.name, type: body.type, config, createdAt: body.createdAt ?? current?.createdAt ?? isoNow(deps) };
-    const created = (await storage.putConnection(stored)) === "created";
+    const created = (await storage.catalog.putConnection(stored)) === "created";
     return { created, stored, details };
   }
 
@@ -160,36 +160,36 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
    */
   async function reshapeDatasetRows(id: string, columns: Column[], updatedAt: string): Promise<void> {
     const reshape = reshapeDatasetRow(columns);
-    const page = await storage.readDatasetRows(id, { offset: 0, limit: null, columns: null, filters: null });
+    const page = await storage.catalog.readDatasetRows(id, { offset: 0, limit: null, columns: null, filters: null });
     async function* reshaped(): AsyncIterable<Row> {
       let line = 0;
       for await (const row of page.rows) yield reshape(row, ++line);
     }
-    await storage.writeDatasetRows({ datasetId: id, mode: "replace", rows: reshaped(), columns: () => columns, updatedAt });
+    await storage.catalog.writeDatasetRows({ datasetId: id, mode: "replace", rows: reshaped(), columns: () => columns, updatedAt });
   }
 
-  async function existingDataset(id: string): Promise<DatasetRecord> {
-    const dataset = await storage.getDataset(id);
-    if (!dataset || dataset.type === "input_table") throw notFound("dataset");
+  async function existingDataset(id: string): Promise<UploadOrConnectionDataset> {
+    const dataset = await storage.catalog.getDataset(id);
+    if (!dataset || !isUploadOrConnection(dataset)) throw notFound("dataset");
     return dataset;
   }
 
   return {
     async putConnection(id, input, options) {
-      assertWritable(storage, "putConnection");
+      assertWritable(storage.catalog, "putConnection");
       checkId(id);
       const body = parseBody(connectionBody, input);
-      requireRef(await storage.getTeam(body.teamId), "$.teamId", "team", body.teamId);
+      requireRef(await storage.identity.getTeam(body.teamId), "$.teamId", "team", body.teamId);
       checkConnectionConfig(body.type, body.config, connectors);
       const actor = await actorFor(storage, options);
       // One put of an id at a time here; a racing create in another instance is caught below.
       const { created, stored, details } = await serialised(storage, `connection:${id}`, async () => {
-        const current = await storage.getConnection(id);
+        const current = await storage.catalog.getConnection(id);
         if (!current && body.type === "webhook") {
           const made = await createWebhook(id, body);
           if (made) return { created: true, stored: made, details: undefined };
         }
-        return replaceConnection(id, body, (await storage.getConnection(id)) ?? current);
+        return replaceConnection(id, body, (await storage.catalog.getConnection(id)) ?? current);
       });
       await recordChange(deps, {
         teamIds: [body.teamId],
@@ -203,26 +203,26 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
 
     getConnection: async (id) => view(await existingConnection(id)),
     async listConnections(options) {
-      const page = await listPage(options, (p) => storage.listAllConnections(p));
+      const page = await listPage(options, (p) => storage.catalog.listAllConnections(p));
       return { ...page, data: page.data.map(view) };
     },
     async deleteConnection(id, options) {
-      assertWritable(storage, "deleteConnection");
+      assertWritable(storage.catalog, "deleteConnection");
       const actor = await actorFor(storage, options);
       const connection = await existingConnection(id);
-      if (!(await storage.deleteConnection(id))) throw notFound("connection");
+      if (!(await storage.catalog.deleteConnection(id))) throw notFound("connection");
       await recordChange(deps, { teamIds: [connection.teamId], action: "connection.deleted", actor, target: { type: "connection", id } });
     },
 
     async setSigningSecret(id, input, options) {
-      assertWritable(storage, "updateWebhookSettings");
+      assertWritable(storage.webhooks, "updateWebhookSettings");
       checkId(id);
       const connection = await existingConnection(id);
       if (connection.type !== "webhook") throw notFound("webhook connection");
       const { secret } = parseBody(signingSecretBody, input);
       if (secret !== null) checkConnectionConfig("webhook", { signingSecret: secret }, connectors);
       const actor = await actorFor(storage, options);
-      if (!(await storage.updateWebhookSettings(id, { signingSecret: secret }))) throw notFound("webhook connection");
+      if (!(await storage.webhooks.updateWebhookSettings(id, { signingSecret: secret }))) throw notFound("webhook connection");
       await recordChange(deps, {
         teamIds: [connection.teamId],
         action: "connection.updated",
@@ -234,17 +234,17 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
     },
 
     async putDataset(id, input, options) {
-      assertWritable(storage, "putDataset");
+      assertWritable(storage.catalog, "putDataset");
       checkId(id);
       const body = parseBody(datasetBody, input);
-      requireRef(await storage.getTeam(body.teamId), "$.teamId", "team", body.teamId);
+      requireRef(await storage.identity.getTeam(body.teamId), "$.teamId", "team", body.teamId);
       if (body.connectionId !== null) {
-        const connection = requireRef(await storage.getConnection(body.connectionId), "$.connectionId", "connection", body.connectionId);
+        const connection = requireRef(await storage.catalog.getConnection(body.connectionId), "$.connectionId", "connection", body.connectionId);
         if (connection.teamId !== body.teamId) throw validationFailed("$.connectionId", `unknown connection ${body.connectionId}`);
       }
       if (body.type === "connection" && body.connectionId === null) throw validationFailed("$.connectionId", "a connection dataset needs a connectionId");
       if (body.columns) checkDeclaredColumns(body.columns, false);
-      const current = await storage.getDataset(id);
+      const current = await storage.catalog.getDataset(id);
       if (current?.type === "input_table") throw new ApiError(409, "conflict", `${id} is an input table; datasets and tables share ids`);
       if (current && current.teamId !== body.teamId) throw validationFailed("$.teamId", "a dataset cannot move to another team");
       const actor = await actorFor(storage, options);
@@ -265,7 +265,7 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
       };
       if (body.columns && current && current.rowCount > 0 && (current.columnsDeclared !== true || columnsChanged(current.columns, body.columns))) {
         // Rewriting the rows is a replace: deliveries arriving meanwhile, and the duplicate keys of those stored, would be lost.
-        const source = current.connectionId === null ? null : await storage.getConnection(current.connectionId);
+        const source = current.connectionId === null ? null : await storage.catalog.getConnection(current.connectionId);
         if (source?.type === "webhook") {
           throw new ApiError(409, "conflict", `dataset ${id} receives webhook deliveries and holds rows: its columns cannot be re-declared without losing deliveries; declare them while it is empty`, {
             details: { datasetId: id, rowCount: current.rowCount },
@@ -273,17 +273,18 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
         }
         await reshapeDatasetRows(id, body.columns, dataset.updatedAt);
       }
-      const created = (await storage.putDataset(dataset)) === "created";
+      const created = (await storage.catalog.putDataset(dataset)) === "created";
       await recordChange(deps, { teamIds: [body.teamId], action: putAction("dataset", created), actor, target: { type: "dataset", id } });
       return { created, value: await existingDataset(id) };
     },
     getDataset: existingDataset,
-    listDatasets: (options) => listPage(options, (page) => storage.listAllDatasets(page)),
+    // listAllDatasets lists no input tables (its contract); the filter says so to the types.
+    listDatasets: (options) => listPage(options, async (page) => (await storage.catalog.listAllDatasets(page)).filter(isUploadOrConnection)),
     async deleteDataset(id, options) {
-      assertWritable(storage, "deleteDataset");
+      assertWritable(storage.catalog, "deleteDataset");
       const actor = await actorFor(storage, options);
       const dataset = await existingDataset(id);
-      if (!(await storage.deleteDataset(id))) throw notFound("dataset");
+      if (!(await storage.catalog.deleteDataset(id))) throw notFound("dataset");
       await recordChange(deps, { teamIds: [dataset.teamId], action: "dataset.deleted", actor, target: { type: "dataset", id } });
     },
   };

@@ -1,8 +1,9 @@
-import type { ApiSettings, Ports } from "../context.js";
+import type { ApiSettings } from "../context/settings.js";
+import type { Ports } from "../context/ports.js";
 import { randomId } from "../domain/crypto.js";
 import type { Actor } from "../domain/model.js";
 import { isoTime } from "../domain/time.js";
-import { ApiError } from "../errors.js";
+import { ApiError } from "../core/errors.js";
 import type { Storage } from "../ports/storage.js";
 import { ID_PATTERN, validationFailed } from "./schemas.js";
 
@@ -43,7 +44,7 @@ export const HOST_ACTOR: Actor = { type: "system", id: "host", name: "host appli
 export async function actorFor(storage: Storage, options: ChangeOptions | undefined): Promise<Actor> {
   const userId = options?.actorUserId;
   if (userId === undefined || userId === null) return HOST_ACTOR;
-  const user = typeof userId === "string" && userId !== "" ? await storage.getUser(userId) : null;
+  const user = typeof userId === "string" && userId !== "" ? await storage.identity.getUser(userId) : null;
   if (!user) throw new ApiError(422, "validation_failed", "X-Actor-User-Id names no known user", { details: { path: "X-Actor-User-Id" } });
   return { type: "user", id: user.id, email: user.email };
 }
@@ -61,7 +62,7 @@ export async function recordChange(
   const now = clock.now();
   const teams = change.teamIds.length > 0 ? [...new Set(change.teamIds)] : [""];
   for (const teamId of teams) {
-    await storage.appendAuditEvent(
+    await storage.audit.appendAuditEvent(
       {
         id: randomId("evt_"),
         time: isoTime(now),

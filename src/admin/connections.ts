@@ -1,9 +1,9 @@
-import type { Ports } from "../context.js";
+import type { Ports } from "../context/ports.js";
 import { randomId } from "../domain/crypto.js";
 import { inferColumns } from "../domain/columns.js";
 import type { Row } from "../domain/model.js";
 import { connectionSecrets, scrubUpstreamText } from "../connectors/scrub.js";
-import { ApiError, notFound } from "../errors.js";
+import { ApiError, notFound } from "../core/errors.js";
 import { checkId } from "./change.js";
 import { parseBody, refreshBody } from "./schemas.js";
 import { type ConnectorResult, InvalidQueryError, UpstreamThrottledError, UpstreamUnavailableError } from "../ports/connector.js";
@@ -42,9 +42,9 @@ export function connectionAdmin(ports: Ports): ConnectionAdmin {
       checkId(id);
       // Checked before anything is read or written: a maxRows that is not a positive integer is 422, never an empty refresh.
       const { maxRows = DEFAULT_REFRESH_MAX_ROWS } = parseBody(refreshBody, options);
-      const dataset = await storage.getDataset(id);
+      const dataset = await storage.catalog.getDataset(id);
       if (!dataset) throw notFound("dataset");
-      const connection = dataset.type === "connection" && dataset.connectionId ? await storage.getConnection(dataset.connectionId) : null;
+      const connection = dataset.type === "connection" && dataset.connectionId ? await storage.catalog.getConnection(dataset.connectionId) : null;
       const connector = connection && Object.hasOwn(connectors, connection.type) ? connectors[connection.type] : undefined;
       if (!connection || !connector) {
         throw new ApiError(400, "invalid_parameter", `dataset ${id} is not backed by a connection that can be queried`, {
@@ -69,7 +69,7 @@ export function connectionAdmin(ports: Ports): ConnectionAdmin {
             params: null,
           }),
         );
-        await storage.replaceDatasetRows(id, { rows, columns: inferColumns(rows), refreshedAt: startedAt });
+        await storage.catalog.replaceDatasetRows(id, { rows, columns: inferColumns(rows), refreshedAt: startedAt });
       } catch (caught) {
         // Shown by refresh-history: never the connection's secrets or an upstream URL's query.
         error = scrubUpstreamText(describe(caught), connectionSecrets(connection.config));
@@ -77,8 +77,8 @@ export function connectionAdmin(ports: Ports): ConnectionAdmin {
       }
       const durationMs = Math.round(performance.now() - t0);
       const run = { datasetId: id, startedAt, durationMs, rowsProcessed: rows.length, error };
-      await storage.recordRefreshRun(run);
-      await storage.appendAuditEvent(
+      await storage.usage.recordRefreshRun(run);
+      await storage.audit.appendAuditEvent(
         {
           id: randomId("evt_"),
           time: new Date(clock.now()).toISOString(),

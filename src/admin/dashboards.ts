@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { Actor, DashboardRecord, DashboardVersion } from "../domain/model.js";
-import { ApiError, notFound } from "../errors.js";
+import { ApiError, notFound } from "../core/errors.js";
 import { assertWritable } from "../storage/mount.js";
 import {
   type AdminDeps,
@@ -38,21 +38,21 @@ export function dashboardAdmin(deps: AdminDeps): DashboardAdmin {
   const { storage } = deps.ports;
 
   async function existing(id: string): Promise<DashboardRecord> {
-    const dashboard = await storage.getDashboard(id);
+    const dashboard = await storage.dashboards.getDashboard(id);
     if (!dashboard) throw notFound("dashboard");
     return dashboard;
   }
 
   return {
     async putDashboardVersion(id, version, input, options) {
-      assertWritable(storage, "changeDashboard");
+      assertWritable(storage.dashboards, "changeDashboard");
       checkId(id);
       if (!Number.isInteger(version) || version < 1 || version > 1_000_000) {
         throw new ApiError(400, "invalid_parameter", "version is an integer from 1 to 1000000", { details: { parameter: "version" } });
       }
       const body = parseBody(dashboardVersionBody, input);
-      requireRef(await storage.getTeam(body.teamId), "$.teamId", "team", body.teamId);
-      const teamDatasets = new Set((await storage.listDatasets({ teamId: body.teamId })).map((d) => d.id));
+      requireRef(await storage.identity.getTeam(body.teamId), "$.teamId", "team", body.teamId);
+      const teamDatasets = new Set((await storage.catalog.listDatasets({ teamId: body.teamId })).map((d) => d.id));
       body.datasetIds.forEach((datasetId, i) => {
         if (!teamDatasets.has(datasetId)) throw validationFailed(`$.datasetIds[${i}]`, `unknown dataset ${datasetId}`);
       });
@@ -60,12 +60,12 @@ export function dashboardAdmin(deps: AdminDeps): DashboardAdmin {
       return putVersion(id, version, body, actor);
     },
     getDashboard: existing,
-    listDashboards: (options) => listPage(options, (page) => storage.listAllDashboards(page)),
+    listDashboards: (options) => listPage(options, (page) => storage.dashboards.listAllDashboards(page)),
     async deleteDashboard(id, options) {
-      assertWritable(storage, "deleteDashboard");
+      assertWritable(storage.dashboards, "deleteDashboard");
       const actor = await actorFor(storage, options);
       const dashboard = await existing(id);
-      if (!(await storage.deleteDashboard(id))) throw notFound("dashboard");
+      if (!(await storage.dashboards.deleteDashboard(id))) throw notFound("dashboard");
       await recordChange(deps, { teamIds: [dashboard.teamId], action: "dashboard.deleted", actor, target: { type: "dashboard", id } });
     },
   };
@@ -75,7 +75,7 @@ export function dashboardAdmin(deps: AdminDeps): DashboardAdmin {
     let previous: DashboardVersion | undefined;
     // Read, changed and written back in one atomic step of the store: racing puts of one new version,
     // on any instance, answer created once (and racing versions are all kept).
-    const { before: current, after: dashboard } = await storage.changeDashboard(id, (current) => {
+    const { before: current, after: dashboard } = await storage.dashboards.changeDashboard(id, (current) => {
       if (current && current.teamId !== body.teamId) throw validationFailed("$.teamId", "a dashboard cannot move to another team");
       previous = current?.versions.find((v) => v.version === version);
       const entry: DashboardVersion = {

@@ -42,51 +42,51 @@ export function historyAdmin(deps: AdminDeps): HistoryAdmin {
 
   return {
     async recordDashboardViews(input, options) {
-      assertWritable(storage, "appendDashboardViews");
+      assertWritable(storage.dashboards, "appendDashboardViews");
       const views: DashboardView[] = parseBody(dashboardViewsBody, input);
       const teams = new Map<string, string>();
       await checkRefs(views, "dashboardId", "dashboard", async (id) => {
-        const dashboard = await storage.getDashboard(id);
+        const dashboard = await storage.dashboards.getDashboard(id);
         if (dashboard) teams.set(id, dashboard.teamId);
         return dashboard;
       });
-      await checkRefs(views, "userId", "user", (id) => storage.getUser(id));
+      await checkRefs(views, "userId", "user", (id) => storage.identity.getUser(id));
       const actor = await actorFor(storage, options);
-      await storage.appendDashboardViews(views);
+      await storage.dashboards.appendDashboardViews(views);
       await recordBatch(deps, "dashboard_view", views.map((v) => teams.get(v.dashboardId)!), actor);
       return { stored: views.length };
     },
 
     async recordRefreshRuns(input, options) {
-      assertWritable(storage, "appendRefreshRuns");
+      assertWritable(storage.usage, "appendRefreshRuns");
       const runs: RefreshRun[] = parseBody(refreshRunsBody, input);
       const teams = new Map<string, string>();
       await checkRefs(runs, "datasetId", "dataset", async (id) => {
-        const dataset = await storage.getDataset(id);
+        const dataset = await storage.catalog.getDataset(id);
         if (dataset && dataset.type !== "input_table") teams.set(id, dataset.teamId);
         return teams.has(id);
       });
       const actor = await actorFor(storage, options);
-      await storage.appendRefreshRuns(runs);
+      await storage.usage.appendRefreshRuns(runs);
       await recordBatch(deps, "refresh_run", runs.map((r) => teams.get(r.datasetId)!), actor);
       return { stored: runs.length };
     },
 
     async recordCreditUsage(input, options) {
-      assertWritable(storage, "appendCreditUsage");
+      assertWritable(storage.usage, "appendCreditUsage");
       const items: CreditUsage[] = parseBody(creditUsageBody, input);
-      await checkRefs(items, "teamId", "team", (id) => storage.getTeam(id));
-      await checkRefs(items, "userId", "user", (id) => storage.getUser(id));
+      await checkRefs(items, "teamId", "team", (id) => storage.identity.getTeam(id));
+      await checkRefs(items, "userId", "user", (id) => storage.identity.getUser(id));
       const actor = await actorFor(storage, options);
-      await storage.appendCreditUsage(items);
+      await storage.usage.appendCreditUsage(items);
       await recordBatch(deps, "credit_usage", items.map((c) => c.teamId), actor);
       return { stored: items.length };
     },
 
     async recordAuditEvents(input) {
-      assertWritable(storage, "appendAuditEvents");
+      assertWritable(storage.audit, "appendAuditEvents");
       const items = parseBody(auditEventsBody, input);
-      await checkRefs(items, "teamId", "team", (id) => storage.getTeam(id));
+      await checkRefs(items, "teamId", "team", (id) => storage.identity.getTeam(id));
       const seen = new Set<string>();
       const events: AuditEvent[] = [];
       items.forEach((item, i) => {
@@ -96,7 +96,7 @@ export function historyAdmin(deps: AdminDeps): HistoryAdmin {
         seen.add(event.id);
         events.push(event);
       });
-      const stored = await storage.appendAuditEvents(events, clock.now());
+      const stored = await storage.audit.appendAuditEvents(events, clock.now());
       return { stored, skipped: events.length - stored };
     },
   };

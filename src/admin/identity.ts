@@ -2,7 +2,7 @@ import type { z } from "zod";
 import { randomId, sha256Hex } from "../domain/crypto.js";
 import type { Business, Membership, Team, User } from "../domain/model.js";
 import { isoTime } from "../domain/time.js";
-import { ApiError, notFound } from "../errors.js";
+import { ApiError, notFound } from "../core/errors.js";
 import { assertWritable } from "../storage/mount.js";
 import {
   type AdminDeps,
@@ -67,7 +67,7 @@ export function identityAdmin(deps: AdminDeps): IdentityAdmin {
   const { storage, clock } = deps.ports;
 
   async function teamsOfUser(userId: string): Promise<string[]> {
-    return (await storage.listMemberships(userId)).map((m) => m.teamId);
+    return (await storage.identity.listMemberships(userId)).map((m) => m.teamId);
   }
 
   async function existing<T>(found: Promise<T | null>, what: string): Promise<T> {
@@ -78,93 +78,93 @@ export function identityAdmin(deps: AdminDeps): IdentityAdmin {
 
   return {
     async putBusiness(id, input, options) {
-      assertWritable(storage, "putBusiness");
+      assertWritable(storage.identity, "putBusiness");
       checkId(id);
       const business: Business = { id, ...parseBody(businessBody, input) };
       const actor = await actorFor(storage, options);
-      const created = (await storage.putBusiness(business)) === "created";
-      const teams = (await storage.listBusinessTeams(id)).map((t) => t.id);
+      const created = (await storage.identity.putBusiness(business)) === "created";
+      const teams = (await storage.identity.listBusinessTeams(id)).map((t) => t.id);
       await recordChange(deps, { teamIds: teams, action: putAction("business", created), actor, target: { type: "business", id } });
       return { created, value: business };
     },
-    getBusiness: (id) => existing(storage.getBusiness(id), "business"),
-    listBusinesses: (options) => listPage(options, (page) => storage.listBusinesses(page)),
+    getBusiness: (id) => existing(storage.identity.getBusiness(id), "business"),
+    listBusinesses: (options) => listPage(options, (page) => storage.identity.listBusinesses(page)),
     async deleteBusiness(id, options) {
-      assertWritable(storage, "deleteBusiness");
+      assertWritable(storage.identity, "deleteBusiness");
       const actor = await actorFor(storage, options);
-      await existing(storage.getBusiness(id), "business");
-      const teams = await storage.listBusinessTeams(id);
+      await existing(storage.identity.getBusiness(id), "business");
+      const teams = await storage.identity.listBusinessTeams(id);
       if (teams.length > 0) {
         throw new ApiError(409, "conflict", `business ${id} still has teams; move or delete them first`, {
           details: { teams: teams.map((t) => t.id) },
         });
       }
-      if (!(await storage.deleteBusiness(id))) throw notFound("business");
+      if (!(await storage.identity.deleteBusiness(id))) throw notFound("business");
       await recordChange(deps, { teamIds: [], action: "business.deleted", actor, target: { type: "business", id } });
     },
 
     async putTeam(id, input, options) {
-      assertWritable(storage, "putTeam");
+      assertWritable(storage.identity, "putTeam");
       checkId(id);
       const body = parseBody(teamBody, input);
-      if (body.businessId !== null) requireRef(await storage.getBusiness(body.businessId), "$.businessId", "business", body.businessId);
+      if (body.businessId !== null) requireRef(await storage.identity.getBusiness(body.businessId), "$.businessId", "business", body.businessId);
       const actor = await actorFor(storage, options);
       const team: Team = { id, ...body };
-      const created = (await storage.putTeam(team)) === "created";
+      const created = (await storage.identity.putTeam(team)) === "created";
       await recordChange(deps, { teamIds: [id], action: putAction("team", created), actor, target: { type: "team", id }, details: { plan: team.plan } });
       return { created, value: team };
     },
-    getTeam: (id) => existing(storage.getTeam(id), "team"),
-    listTeams: (options) => listPage(options, (page) => storage.listTeams(page)),
+    getTeam: (id) => existing(storage.identity.getTeam(id), "team"),
+    listTeams: (options) => listPage(options, (page) => storage.identity.listTeams(page)),
     async deleteTeam(id, options) {
-      assertWritable(storage, "deleteTeam");
+      assertWritable(storage.identity, "deleteTeam");
       const actor = await actorFor(storage, options);
-      await existing(storage.getTeam(id), "team");
+      await existing(storage.identity.getTeam(id), "team");
       // The team first: from here on its keys and memberships reach nothing; then what it owned.
-      if (!(await storage.deleteTeam(id))) throw notFound("team");
+      if (!(await storage.identity.deleteTeam(id))) throw notFound("team");
       const now = isoTime(clock.now());
-      for (const key of await storage.listApiKeys(id)) if (key.revokedAt === null) await storage.revokeApiKey(key.id, now);
-      for (const dashboard of await storage.listDashboards([id])) await storage.deleteDashboard(dashboard.id);
-      for (const dataset of await storage.listDatasets({ teamId: id })) {
-        if (dataset.type === "input_table") await storage.deleteTable(dataset.id);
-        else await storage.deleteDataset(dataset.id);
+      for (const key of await storage.credentials.listApiKeys(id)) if (key.revokedAt === null) await storage.credentials.revokeApiKey(key.id, now);
+      for (const dashboard of await storage.dashboards.listDashboards([id])) await storage.dashboards.deleteDashboard(dashboard.id);
+      for (const dataset of await storage.catalog.listDatasets({ teamId: id })) {
+        if (dataset.type === "input_table") await storage.tables.deleteTable(dataset.id);
+        else await storage.catalog.deleteDataset(dataset.id);
       }
-      for (const connection of await storage.listConnections(id)) await storage.deleteConnection(connection.id);
+      for (const connection of await storage.catalog.listConnections(id)) await storage.catalog.deleteConnection(connection.id);
       await recordChange(deps, { teamIds: [id], action: "team.deleted", actor, target: { type: "team", id } });
     },
 
     async putUser(id, input, options) {
-      assertWritable(storage, "putUser");
+      assertWritable(storage.identity, "putUser");
       checkId(id);
       const user: User = { id, ...parseBody(userBody, input) };
       const actor = await actorFor(storage, options);
-      const created = (await storage.putUser(user)) === "created";
+      const created = (await storage.identity.putUser(user)) === "created";
       await recordChange(deps, { teamIds: await teamsOfUser(id), action: putAction("user", created), actor, target: { type: "user", id } });
       return { created, value: user };
     },
-    getUser: (id) => existing(storage.getUser(id), "user"),
-    listUsers: (options) => listPage(options, (page) => storage.listUsers(page)),
+    getUser: (id) => existing(storage.identity.getUser(id), "user"),
+    listUsers: (options) => listPage(options, (page) => storage.identity.listUsers(page)),
     async deleteUser(id, options) {
-      assertWritable(storage, "deleteUser");
+      assertWritable(storage.identity, "deleteUser");
       const actor = await actorFor(storage, options);
-      await existing(storage.getUser(id), "user");
+      await existing(storage.identity.getUser(id), "user");
       const teams = await teamsOfUser(id);
-      if (!(await storage.deleteUser(id))) throw notFound("user");
-      await storage.deleteUserSessions(id);
-      await storage.markKeysCreatorDeleted(id);
+      if (!(await storage.identity.deleteUser(id))) throw notFound("user");
+      await storage.credentials.deleteUserSessions(id);
+      await storage.credentials.markKeysCreatorDeleted(id);
       await recordChange(deps, { teamIds: teams, action: "user.deleted", actor, target: { type: "user", id } });
     },
 
     async putMembership(userId, teamId, input, options) {
-      assertWritable(storage, "putMembership");
+      assertWritable(storage.identity, "putMembership");
       checkId(userId);
       checkId(teamId, "$.teamId");
-      await existing(storage.getUser(userId), "user");
+      await existing(storage.identity.getUser(userId), "user");
       const { role } = parseBody(membershipBody, input);
-      requireRef(await storage.getTeam(teamId), "$.teamId", "team", teamId);
+      requireRef(await storage.identity.getTeam(teamId), "$.teamId", "team", teamId);
       const actor = await actorFor(storage, options);
       const membership: Membership = { userId, teamId, role };
-      const created = (await storage.putMembership(membership)) === "created";
+      const created = (await storage.identity.putMembership(membership)) === "created";
       await recordChange(deps, {
         teamIds: [teamId],
         action: putAction("membership", created),
@@ -175,19 +175,19 @@ export function identityAdmin(deps: AdminDeps): IdentityAdmin {
       return { created, value: membership };
     },
     async getMembership(userId, teamId) {
-      await existing(storage.getUser(userId), "user");
-      const found = (await storage.listMemberships(userId)).find((m) => m.teamId === teamId);
+      await existing(storage.identity.getUser(userId), "user");
+      const found = (await storage.identity.listMemberships(userId)).find((m) => m.teamId === teamId);
       if (!found) throw notFound("membership");
       return found;
     },
     async listMemberships(userId) {
-      await existing(storage.getUser(userId), "user");
-      return storage.listMemberships(userId);
+      await existing(storage.identity.getUser(userId), "user");
+      return storage.identity.listMemberships(userId);
     },
     async deleteMembership(userId, teamId, options) {
-      assertWritable(storage, "deleteMembership");
+      assertWritable(storage.identity, "deleteMembership");
       const actor = await actorFor(storage, options);
-      if (!(await storage.deleteMembership(userId, teamId))) throw notFound("membership");
+      if (!(await storage.identity.deleteMembership(userId, teamId))) throw notFound("membership");
       await recordChange(deps, {
         teamIds: [teamId],
         action: "membership.deleted",
@@ -198,9 +198,9 @@ export function identityAdmin(deps: AdminDeps): IdentityAdmin {
     },
 
     async createSession(input, options) {
-      assertWritable(storage, "insertSession");
+      assertWritable(storage.credentials, "insertSession");
       const body = parseBody(sessionBody, input);
-      requireRef(await storage.getUser(body.userId), "$.userId", "user", body.userId);
+      requireRef(await storage.identity.getUser(body.userId), "$.userId", "user", body.userId);
       const actor = await actorFor(storage, options);
       const token = randomId("dps_", 40);
       const now = clock.now();
@@ -210,19 +210,19 @@ export function identityAdmin(deps: AdminDeps): IdentityAdmin {
         userId: body.userId,
         expiresAt: new Date(now + (body.expiresInSeconds ?? DEFAULT_SESSION_SECONDS) * 1000).toISOString(),
       };
-      await storage.insertSession(session);
+      await storage.credentials.insertSession(session);
       await recordChange(deps, { teamIds: await teamsOfUser(body.userId), action: "session.created", actor, target: { type: "session", id: session.id } });
       return { id: session.id, token, userId: session.userId, expiresAt: session.expiresAt };
     },
     async getSession(id) {
-      const { tokenHash: _hash, ...info } = await existing(storage.getSession(id), "session");
+      const { tokenHash: _hash, ...info } = await existing(storage.credentials.getSession(id), "session");
       return info;
     },
     async deleteSession(id, options) {
-      assertWritable(storage, "deleteSession");
+      assertWritable(storage.credentials, "deleteSession");
       const actor = await actorFor(storage, options);
-      const session = await existing(storage.getSession(id), "session");
-      if (!(await storage.deleteSession(id))) throw notFound("session");
+      const session = await existing(storage.credentials.getSession(id), "session");
+      if (!(await storage.credentials.deleteSession(id))) throw notFound("session");
       await recordChange(deps, { teamIds: await teamsOfUser(session.userId), action: "session.deleted", actor, target: { type: "session", id } });
     },
   };

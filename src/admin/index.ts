@@ -1,4 +1,5 @@
-import type { DataApi } from "../api.js";
+import type { Ports } from "../context/ports.js";
+import type { ApiSettings } from "../context/settings.js";
 import { type AuditAdmin, auditAdmin } from "./audit.js";
 import { type CatalogAdmin, catalogAdmin } from "./catalog.js";
 import { type ConnectionAdmin, connectionAdmin } from "./connections.js";
@@ -20,7 +21,7 @@ export type { BusinessInput, IdentityAdmin, MembershipInput, SessionInfo, Sessio
 export type { ApiKeyInfo, KeyAdmin } from "./keys.js";
 export type { RowsAdmin } from "./rows.js";
 /** A body as it arrives, for `uploadDatasetRows`: its chunks and its media type (`application/json`, `application/x-ndjson` or `text/csv`). */
-export type { StreamBody } from "../routing.js";
+export type { StreamBody } from "../http/types.js";
 export type { TableAdmin, TableInput } from "./tables.js";
 export type { WebhookAdmin, WebhookConnectionInfo } from "./webhooks.js";
 
@@ -60,7 +61,8 @@ export interface Admin
     ConnectionAdmin,
     AuditAdmin {}
 
-export function createAdmin(api: Pick<DataApi, "ports" | "settings">): Admin {
+/** The admin functions over an API's ports and settings (`createAdmin(api)` with a `DataApi`). */
+export function createAdmin(api: { ports: Ports; settings: ApiSettings }): Admin {
   const deps = { ports: api.ports, settings: api.settings };
   return {
     ...identityAdmin(deps),

@@ -1,9 +1,9 @@
-import { planRequired } from "../auth.js";
+import { planRequired } from "../core/auth.js";
 import { randomId, sha256Hex } from "../domain/crypto.js";
 import type { Allowlist, ApiKeyRecord, AuditEvent, Scope } from "../domain/model.js";
 import { isoTime } from "../domain/time.js";
 import { generateApiKeyToken } from "../domain/tokens.js";
-import { notFound } from "../errors.js";
+import { notFound } from "../core/errors.js";
 import { parseFixture } from "../fixture/load.js";
 import { assertWritable } from "../storage/mount.js";
 import { type AdminDeps, actorFor, type ChangeOptions, checkId, recordChange, requireRef } from "./change.js";
@@ -50,20 +50,20 @@ export function keyAdmin(deps: AdminDeps): KeyAdmin {
 
   async function recordAuditEvent(input: Omit<AuditEvent, "id" | "time"> & { id?: string; time?: string }): Promise<AuditEvent> {
     const event: AuditEvent = { ...input, id: input.id ?? randomId("evt_"), time: input.time ?? isoNow() };
-    await storage.appendAuditEvent(event, clock.now());
+    await storage.audit.appendAuditEvent(event, clock.now());
     return event;
   }
 
   /** Every allowlist entry must name an object of the key's team (422 naming the entry otherwise). */
   async function checkAllowlist(teamId: string, allowlist: Allowlist): Promise<void> {
-    const teamDatasets = new Map((await storage.listDatasets({ teamId })).map((d) => [d.id, d]));
+    const teamDatasets = new Map((await storage.catalog.listDatasets({ teamId })).map((d) => [d.id, d]));
     allowlist.datasets.forEach((id, i) => {
       if (!teamDatasets.has(id)) throw validationFailed(`$.allowlist.datasets[${i}]`, `unknown dataset ${id}`);
     });
     allowlist.tables.forEach((id, i) => {
       if (teamDatasets.get(id)?.type !== "input_table") throw validationFailed(`$.allowlist.tables[${i}]`, `unknown table ${id}`);
     });
-    const connections = new Set((await storage.listConnections(teamId)).map((c) => c.id));
+    const connections = new Set((await storage.catalog.listConnections(teamId)).map((c) => c.id));
     allowlist.connections.forEach((id, i) => {
       if (!connections.has(id)) throw validationFailed(`$.allowlist.connections[${i}]`, `unknown connection ${id}`);
     });
@@ -77,13 +77,13 @@ export function keyAdmin(deps: AdminDeps): KeyAdmin {
     },
 
     async createApiKey({ teamId, ...input }) {
-      assertWritable(storage, "insertApiKey");
+      assertWritable(storage.credentials, "insertApiKey");
       checkId(teamId, "$.teamId");
-      const team = await storage.getTeam(teamId);
+      const team = await storage.identity.getTeam(teamId);
       if (!team) throw notFound("team");
       if (team.plan === "free") throw planRequired("API keys need the Pro, Team or Business plan");
       const body = parseBody(apiKeyBody, input);
-      const creator = requireRef(await storage.getUser(body.createdBy), "$.createdBy", "user", body.createdBy);
+      const creator = requireRef(await storage.identity.getUser(body.createdBy), "$.createdBy", "user", body.createdBy);
       await checkAllowlist(team.id, body.allowlist);
       const token = generateApiKeyToken();
       const record: ApiKeyRecord = {
@@ -97,7 +97,7 @@ export function keyAdmin(deps: AdminDeps): KeyAdmin {
         createdAt: isoNow(),
         revokedAt: null,
       };
-      await storage.insertApiKey(record);
+      await storage.credentials.insertApiKey(record);
       await recordChange(deps, {
         teamIds: [team.id],
         action: "api_key.created",
@@ -109,29 +109,29 @@ export function keyAdmin(deps: AdminDeps): KeyAdmin {
     },
 
     async listApiKeys(teamId) {
-      if (!(await storage.getTeam(teamId))) throw notFound("team");
-      return (await storage.listApiKeys(teamId)).map(info);
+      if (!(await storage.identity.getTeam(teamId))) throw notFound("team");
+      return (await storage.credentials.listApiKeys(teamId)).map(info);
     },
 
     async getApiKey(id) {
-      const key = await storage.getApiKey(id);
+      const key = await storage.credentials.getApiKey(id);
       if (!key) throw notFound("api key");
       return info(key);
     },
 
     async revokeApiKey(id, by) {
-      assertWritable(storage, "revokeApiKey");
+      assertWritable(storage.credentials, "revokeApiKey");
       const actor = await actorFor(storage, { actorUserId: by?.userId ?? null });
-      const revoked = await storage.revokeApiKey(id, isoNow());
+      const revoked = await storage.credentials.revokeApiKey(id, isoNow());
       if (!revoked) throw notFound("api key");
       await recordChange(deps, { teamIds: [revoked.teamId], action: "api_key.revoked", actor, target: { type: "api_key", id } });
       return info(revoked);
     },
 
     async deleteApiKey(id, options) {
-      assertWritable(storage, "revokeApiKey");
+      assertWritable(storage.credentials, "revokeApiKey");
       const actor = await actorFor(storage, options);
-      const revoked = await storage.revokeApiKey(id, isoNow());
+      const revoked = await storage.credentials.revokeApiKey(id, isoNow());
       if (!revoked) throw notFound("api key");
       await recordChange(deps, { teamIds: [revoked.teamId], action: "api_key.deleted", actor, target: { type: "api_key", id } });
     },

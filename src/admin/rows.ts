@@ -1,7 +1,7 @@
-import type { DatasetRecord, Row } from "../domain/model.js";
-import { notFound } from "../errors.js";
+import { isUploadOrConnection, type Row, type UploadOrConnectionDataset } from "../domain/model.js";
+import { notFound } from "../core/errors.js";
 import { inferColumnsAlongside, parseRowStream } from "../http/bulk-rows.js";
-import type { StreamBody } from "../routing.js";
+import type { StreamBody } from "../http/types.js";
 import { assertWritable } from "../storage/mount.js";
 import { type AdminDeps, actorFor, type ChangeOptions, checkId, isoNow, recordChange } from "./change.js";
 
@@ -15,26 +15,26 @@ export interface RowsAdmin {
    * naming its line) stores nothing. Columns are inferred as for webhook
    * rows unless the dataset declares them. Answers the dataset as stored.
    */
-  uploadDatasetRows(id: string, mode: "replace" | "append", body: StreamBody, options?: ChangeOptions): Promise<DatasetRecord>;
+  uploadDatasetRows(id: string, mode: "replace" | "append", body: StreamBody, options?: ChangeOptions): Promise<UploadOrConnectionDataset>;
   /** The same from rows in hand (objects, nested ones flattened as in an upload). */
-  writeDatasetRows(id: string, mode: "replace" | "append", rows: Iterable<Row> | AsyncIterable<Row>, options?: ChangeOptions): Promise<DatasetRecord>;
+  writeDatasetRows(id: string, mode: "replace" | "append", rows: Iterable<Row> | AsyncIterable<Row>, options?: ChangeOptions): Promise<UploadOrConnectionDataset>;
 }
 
 export function rowsAdmin(deps: AdminDeps): RowsAdmin {
   const { storage } = deps.ports;
 
-  async function upload(id: string, mode: "replace" | "append", body: StreamBody, options?: ChangeOptions): Promise<DatasetRecord> {
-    assertWritable(storage, "writeDatasetRows");
+  async function upload(id: string, mode: "replace" | "append", body: StreamBody, options?: ChangeOptions): Promise<UploadOrConnectionDataset> {
+    assertWritable(storage.catalog, "writeDatasetRows");
     checkId(id);
-    const dataset = await storage.getDataset(id);
-    if (!dataset || dataset.type === "input_table") throw notFound("dataset");
+    const dataset = await storage.catalog.getDataset(id);
+    if (!dataset || !isUploadOrConnection(dataset)) throw notFound("dataset");
     const actor = await actorFor(storage, options);
     const declared = dataset.columnsDeclared === true ? dataset.columns : null;
     // Appended rows widen the columns the dataset has; a replace infers them afresh (declared ones keep their
     // types, and a declared column without a type takes the one its values show).
     const base = mode === "append" ? dataset.columns : (declared ?? []);
     const tracked = inferColumnsAlongside(parseRowStream(body.chunks, body.contentType, { columns: declared }), base);
-    const { rowCount } = await storage.writeDatasetRows({
+    const { rowCount } = await storage.catalog.writeDatasetRows({
       datasetId: id,
       mode,
       rows: tracked.rows,
@@ -48,8 +48,8 @@ export function rowsAdmin(deps: AdminDeps): RowsAdmin {
       target: { type: "dataset", id },
       details: { rows: mode === "replace" ? "replaced" : "appended", rowCount },
     });
-    const stored = await storage.getDataset(id);
-    if (!stored) throw notFound("dataset");
+    const stored = await storage.catalog.getDataset(id);
+    if (!stored || !isUploadOrConnection(stored)) throw notFound("dataset");
     return stored;
   }
 

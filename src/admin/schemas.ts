@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { ApiError } from "../errors.js";
+import { ApiError } from "../core/errors.js";
 import {
   allowlistSchema,
   auditEventSchema,

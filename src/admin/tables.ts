@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { TableRecord } from "../domain/model.js";
-import { ApiError, notFound } from "../errors.js";
+import { ApiError, notFound } from "../core/errors.js";
 import type { EditLogEntry } from "../ports/storage/tables.js";
 import { assertWritable } from "../storage/mount.js";
 import {
@@ -41,21 +41,21 @@ export function tableAdmin(deps: AdminDeps): TableAdmin {
   const { storage } = deps.ports;
 
   async function existing(id: string): Promise<TableRecord> {
-    const table = await storage.getTable(id);
+    const table = await storage.tables.getTable(id);
     if (!table) throw notFound("table");
     return table;
   }
 
   return {
     async putTable(id, input, options) {
-      assertWritable(storage, "putTable");
+      assertWritable(storage.tables, "putTable");
       checkId(id);
       const body = parseBody(tableBody, input);
-      requireRef(await storage.getTeam(body.teamId), "$.teamId", "team", body.teamId);
+      requireRef(await storage.identity.getTeam(body.teamId), "$.teamId", "team", body.teamId);
       if (body.columns) checkDeclaredColumns(body.columns, true);
-      const dataset = await storage.getDataset(id);
+      const dataset = await storage.catalog.getDataset(id);
       if (dataset && dataset.type !== "input_table") throw new ApiError(409, "conflict", `${id} is a dataset; datasets and tables share ids`);
-      const current = await storage.getTable(id);
+      const current = await storage.tables.getTable(id);
       if (current && current.teamId !== body.teamId) throw validationFailed("$.teamId", "a table cannot move to another team");
       const actor = await actorFor(storage, options);
       // Omitted keeps the declaration; null removes it (any shape again).
@@ -63,22 +63,22 @@ export function tableAdmin(deps: AdminDeps): TableAdmin {
       const table: TableRecord = { id, teamId: body.teamId, name: body.name, columns, rowCount: current?.rowCount ?? 0, updatedAt: isoNow(deps) };
       // Rows already stored take the new declaration (or the put is refused, 409, writing nothing).
       const reshape = columns.length > 0 && current !== null && columnsChanged(current.columns, columns) ? reshapeTableRow(columns) : undefined;
-      const created = (await storage.putTable(table, reshape)) === "created";
+      const created = (await storage.tables.putTable(table, reshape)) === "created";
       await recordChange(deps, { teamIds: [body.teamId], action: putAction("table", created), actor, target: { type: "table", id } });
       return { created, value: await existing(id) };
     },
     getTable: existing,
-    listTables: (options) => listPage(options, (page) => storage.listTables(page)),
+    listTables: (options) => listPage(options, (page) => storage.tables.listTables(page)),
     async deleteTable(id, options) {
-      assertWritable(storage, "deleteTable");
+      assertWritable(storage.tables, "deleteTable");
       const actor = await actorFor(storage, options);
       const table = await existing(id);
-      if (!(await storage.deleteTable(id))) throw notFound("table");
+      if (!(await storage.tables.deleteTable(id))) throw notFound("table");
       await recordChange(deps, { teamIds: [table.teamId], action: "table.deleted", actor, target: { type: "table", id } });
     },
     async tableEditLog(tableId, page = {}) {
       await existing(tableId);
-      return storage.listEditLog(tableId, { offset: Math.max(0, page.offset ?? 0), limit: Math.max(0, page.limit ?? 1000) });
+      return storage.tables.listEditLog(tableId, { offset: Math.max(0, page.offset ?? 0), limit: Math.max(0, page.limit ?? 1000) });
     },
   };
 }

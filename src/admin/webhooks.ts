@@ -1,8 +1,9 @@
 import { randomBytes } from "node:crypto";
-import type { ApiSettings, Ports } from "../context.js";
+import type { ApiSettings } from "../context/settings.js";
+import type { Ports } from "../context/ports.js";
 import { randomId } from "../domain/crypto.js";
 import type { Actor } from "../domain/model.js";
-import { ApiError, notFound } from "../errors.js";
+import { ApiError, notFound } from "../core/errors.js";
 import type { WebhookEndpoint } from "../ports/storage/webhooks.js";
 
 /** A webhook connection as the host sees it. The secret itself is never echoed. */
@@ -65,15 +66,15 @@ export function webhookAdmin(ports: Ports, settings: ApiSettings): WebhookAdmin 
   });
 
   async function actorOf(by: ChangedBy): Promise<Actor> {
-    const user = by ? await storage.getUser(by.userId) : null;
+    const user = by ? await storage.identity.getUser(by.userId) : null;
     if (by && !user) throw notFound("user");
     return user ? { type: "user", id: user.id, email: user.email } : { type: "system", id: "host", name: "host application" };
   }
 
   async function endpointOf(connectionId: string): Promise<WebhookEndpoint> {
-    const connection = await storage.getConnection(connectionId);
+    const connection = await storage.catalog.getConnection(connectionId);
     const endpointId = connection?.type === "webhook" ? connection.config.endpointId : undefined;
-    const endpoint = typeof endpointId === "string" ? await storage.getWebhookEndpoint(endpointId) : null;
+    const endpoint = typeof endpointId === "string" ? await storage.webhooks.getWebhookEndpoint(endpointId) : null;
     if (!endpoint || endpoint.connectionId !== connectionId) throw notFound("webhook connection");
     return endpoint;
   }
@@ -87,9 +88,9 @@ export function webhookAdmin(ports: Ports, settings: ApiSettings): WebhookAdmin 
     details: Record<string, unknown> = {},
   ): Promise<WebhookConnectionInfo> {
     const actor = await actorOf(by);
-    const updated = await storage.updateWebhookSettings(connectionId, update);
+    const updated = await storage.webhooks.updateWebhookSettings(connectionId, update);
     if (!updated) throw notFound("webhook connection");
-    await storage.appendAuditEvent(
+    await storage.audit.appendAuditEvent(
       {
         id: randomId("evt_"),
         time: isoNow(),
@@ -110,7 +111,7 @@ export function webhookAdmin(ports: Ports, settings: ApiSettings): WebhookAdmin 
 
   return {
     async createWebhookConnection(input) {
-      const team = await storage.getTeam(input.teamId);
+      const team = await storage.identity.getTeam(input.teamId);
       if (!team) throw notFound("team");
       const name = input.name.trim();
       if (name === "" || name.length > 200) throw invalid("name", "a webhook connection needs a name of 1 to 200 characters");
@@ -120,12 +121,12 @@ export function webhookAdmin(ports: Ports, settings: ApiSettings): WebhookAdmin 
       const actor = await actorOf(input.createdBy);
       const connectionId = randomId("conn_");
       const createdAt = isoNow();
-      const endpoint = await storage.createWebhookConnection({
+      const endpoint = await storage.webhooks.createWebhookConnection({
         connection: { id: connectionId, teamId: team.id, name, createdAt },
         endpoint: { endpointId: randomId("whk_", 32), signingSecret: secret, retainRows: input.retainRows ?? null },
         dataset: { id: `ds_${connectionId}`, name },
       });
-      await storage.appendAuditEvent(
+      await storage.audit.appendAuditEvent(
         {
           id: randomId("evt_"),
           time: createdAt,

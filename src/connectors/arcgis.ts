@@ -43,10 +43,11 @@ export function arcgisConnector(options: ArcgisConnectorOptions = {}): Connector
         secrets: connectionSecrets(connection.config),
       });
       if (query.format === "geojson") {
-        if (!Array.isArray(body.features)) throw new UpstreamUnavailableError("the upstream answer is not a FeatureCollection");
+        const { features } = body;
+        if (!Array.isArray(features)) throw new UpstreamUnavailableError("the upstream answer is not a FeatureCollection");
         const properties = isObject(body.properties) ? body.properties : {};
         const truncated = body.exceededTransferLimit === true || properties.exceededTransferLimit === true;
-        return { kind: "geojson", featureCollection: body, truncated };
+        return { kind: "geojson", featureCollection: { ...body, features }, truncated };
       }
       if (!Array.isArray(body.features)) throw new UpstreamUnavailableError("the upstream answer has no features");
       const rows: Row[] = body.features.map((f) => selectColumns(isObject(f) && isObject(f.attributes) ? f.attributes : {}, null));

@@ -1,4 +1,4 @@
-import type { DayWindow } from "../ports/storage/analytics.js";
+import type { DayWindow } from "../ports/storage/dashboards.js";
 
 const DAY_MS = 86_400_000;
 

@@ -114,6 +114,14 @@ export interface DatasetRecord {
   updatedAt: string;
 }
 
+/** An upload or connection dataset: a dataset of the admin API (input tables are its tables). */
+export type UploadOrConnectionDataset = DatasetRecord & { type: "upload" | "connection" };
+
+/** Whether a dataset is an upload or connection dataset, not an input table. */
+export function isUploadOrConnection(dataset: DatasetRecord): dataset is UploadOrConnectionDataset {
+  return dataset.type !== "input_table";
+}
+
 /** Input table metadata (the rows live in the table store). */
 export interface TableRecord {
   id: string;
@@ -175,8 +183,12 @@ export type Actor =
   | { type: "user"; id: string; email: string }
   | { type: "system"; id: string; name: string };
 
-/** A business audit event as written by its writer (the host or Dataport). */
-export interface AuditEvent {
+/**
+ * A business audit event as written by its writer (the host or Dataport).
+ * A type, not an interface, so it is a JSON object (`Record<string, unknown>`)
+ * where a response schema says so (OCSF's `unmapped`).
+ */
+export type AuditEvent = {
   id: string;
   teamId: string;
   /** The writer's timestamp. May be earlier than events already stored. */
@@ -189,7 +201,7 @@ export interface AuditEvent {
   ip: string | null;
   userAgent: string | null;
   details?: Record<string, unknown>;
-}
+};
 
 /** One call to the API, recorded after it answered (the API's own usage log). */
 export interface ApiCallRecord {

@@ -1,10 +1,10 @@
-import { resolveTeam } from "../access.js";
-import { planRequired } from "../auth.js";
-import type { AuthedContext } from "../context.js";
+import { resolveTeam } from "../core/access.js";
+import { planRequired } from "../core/auth.js";
+import type { AuthedContext } from "../context/handler.js";
 import { decodeCursor, encodeCursor, type FeedCursor } from "../domain/cursor.js";
 import type { AuditCategory } from "../domain/model.js";
 import { toOcsf } from "../domain/ocsf.js";
-import { ApiError, invalidParameter } from "../errors.js";
+import { ApiError, invalidParameter } from "../core/errors.js";
 
 export interface AuditFeedQuery {
   cursor?: string;
@@ -23,10 +23,10 @@ export interface AuditFeedQuery {
 export async function readAuditFeed(ctx: AuthedContext, query: AuditFeedQuery) {
   const { storage, clock, settings } = ctx;
   const teamIds = await feedTeams(ctx, query.teamId);
-  const start = startOf(query, storage.isAuditPosition);
+  const start = startOf(query, storage.audit.isAuditPosition);
   const lagSeconds = Math.max(0, Math.round(settings.auditLagSeconds));
   const categories = [...new Set<AuditCategory>(["audit", ...(query.category ?? [])])];
-  const page = await storage.readAuditEvents({
+  const page = await storage.audit.readAuditEvents({
     teamIds,
     categories,
     after: start.position,
@@ -65,12 +65,12 @@ async function feedTeams(ctx: AuthedContext, teamId: string | undefined): Promis
   // A deleted creator is gone for good: a user created later with the same id is someone else.
   const admin =
     credential.kind === "api-key"
-      ? credential.key.creatorDeleted !== true && (await storage.getUser(credential.key.createdBy))?.businessAdmin === true
+      ? credential.key.creatorDeleted !== true && (await storage.identity.getUser(credential.key.createdBy))?.businessAdmin === true
       : credential.user.businessAdmin;
   if (!admin) {
     const who = credential.kind === "api-key" ? "this key was not created by a business admin" : "only a business admin may read the audit feed";
     throw new ApiError(403, "forbidden", who);
   }
   if (team.businessId === null) return [team.id];
-  return (await storage.listBusinessTeams(team.businessId)).map((t) => t.id);
+  return (await storage.identity.listBusinessTeams(team.businessId)).map((t) => t.id);
 }

@@ -1,9 +1,9 @@
-import { reachable } from "../access.js";
-import { actorOf } from "../auth.js";
-import type { AuthedContext } from "../context.js";
+import { reachable } from "../core/access.js";
+import { actorOf } from "../core/auth.js";
+import type { AuthedContext } from "../context/handler.js";
 import type { ConnectionRecord, DatasetRecord, Row } from "../domain/model.js";
-import { ApiError, invalidParameter } from "../errors.js";
-import type { GuardAnswer } from "../guard.js";
+import { ApiError, invalidParameter } from "../core/errors.js";
+import type { GuardAnswer } from "../core/guard.js";
 import type { HeaderReader } from "../http/types.js";
 import { connectionSecrets, scrubUpstreamText } from "../connectors/scrub.js";
 import { type Connector, type ConnectorQuery, InvalidQueryError, UpstreamThrottledError, UpstreamUnavailableError } from "../ports/connector.js";
@@ -25,7 +25,7 @@ export interface ConnectionQueryInput {
 /** GET /connections/{id}/query: a live query through the guard (cache, single-flight, rate limit, stale). */
 export async function queryConnection(ctx: AuthedContext, id: string, input: ConnectionQueryInput, headers: HeaderReader) {
   const { credential, storage } = ctx;
-  const connection = await reachable(credential, ["connections"], await storage.getConnection(id), "connection", storage);
+  const connection = await reachable(credential, ["connections"], await storage.catalog.getConnection(id), "connection", storage);
   const connector = connectorOf(ctx, connection);
   const dataset = await datasetOf(ctx, connection, input.datasetId);
   const query = normalise(connector, connection, dataset, input);
@@ -57,7 +57,7 @@ export async function queryConnection(ctx: AuthedContext, id: string, input: Con
     details: { datasetId: dataset.id, format: query.format, cached: answer.cached, stale: answer.stale },
   });
 
-  const stale = answer.stale ? { stale: true } : {};
+  const stale = answer.stale ? { stale: true as const } : {};
   const { result } = answer;
   if (result.kind === "geojson") {
     return {
@@ -106,7 +106,7 @@ function connectorOf(ctx: AuthedContext, connection: ConnectionRecord): Connecto
 
 /** The dataset to query: `datasetId` when sent (a dataset of this connection), else the connection's only one. */
 async function datasetOf(ctx: AuthedContext, connection: ConnectionRecord, datasetId: string | undefined): Promise<DatasetRecord> {
-  const datasets = (await ctx.storage.listDatasets({ teamId: connection.teamId })).filter((d) => d.connectionId === connection.id);
+  const datasets = (await ctx.storage.catalog.listDatasets({ teamId: connection.teamId })).filter((d) => d.connectionId === connection.id);
   if (datasetId !== undefined) {
     const found = datasets.find((d) => d.id === datasetId);
     if (!found) throw invalidParameter("datasetId", `dataset ${datasetId} is not a dataset of connection ${connection.id}`);

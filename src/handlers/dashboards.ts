@@ -1,10 +1,10 @@
-import { resolveTeam } from "../access.js";
-import { planRequired } from "../auth.js";
-import type { AuthedContext } from "../context.js";
+import { resolveTeam } from "../core/access.js";
+import { planRequired } from "../core/auth.js";
+import type { AuthedContext } from "../context/handler.js";
 import { currentVersion } from "../domain/dashboards.js";
 import { dayWindow, daysOf } from "../domain/days.js";
 import type { DashboardRecord } from "../domain/model.js";
-import { notFound } from "../errors.js";
+import { notFound } from "../core/errors.js";
 
 /** A dashboard as the API shows it: its current version only. */
 export function dashboardView(dashboard: DashboardRecord, viewUrl: string) {
@@ -29,7 +29,7 @@ export function dashboardView(dashboard: DashboardRecord, viewUrl: string) {
  */
 export async function listDashboards(ctx: AuthedContext, teamId: string | undefined) {
   const team = await resolveTeam(ctx.credential, teamId, ctx.storage);
-  const dashboards = (await ctx.storage.listDashboards([team.id])).map((d) => dashboardView(d, ctx.settings.viewUrl));
+  const dashboards = (await ctx.storage.dashboards.listDashboards([team.id])).map((d) => dashboardView(d, ctx.settings.viewUrl));
   dashboards.sort((a, b) => Date.parse(b.createdAt) - Date.parse(a.createdAt) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   return { dashboards };
 }
@@ -41,14 +41,14 @@ export async function listDashboards(ctx: AuthedContext, teamId: string | undefi
  */
 export async function reachableDashboard(ctx: AuthedContext, id: string): Promise<DashboardRecord> {
   const { credential, storage } = ctx;
-  const dashboard = await storage.getDashboard(id);
+  const dashboard = await storage.dashboards.getDashboard(id);
   const inBoundary =
     dashboard !== null &&
     (credential.kind === "api-key"
       ? dashboard.teamId === credential.team.id
       : credential.memberships.some((m) => m.teamId === dashboard.teamId));
   if (!dashboard || !inBoundary) throw notFound("dashboard");
-  if (credential.kind === "session-token" && (await storage.getTeam(dashboard.teamId))?.plan === "free") throw planRequired();
+  if (credential.kind === "session-token" && (await storage.identity.getTeam(dashboard.teamId))?.plan === "free") throw planRequired();
   return dashboard;
 }
 
@@ -66,8 +66,8 @@ export async function dashboardViews(ctx: AuthedContext, id: string, query: View
   const dashboard = await reachableDashboard(ctx, id);
   const window = dayWindow(ctx.clock.now(), query.days);
   const [byDay, byViewer] = await Promise.all([
-    ctx.storage.viewsByDay(dashboard.id, window),
-    query.by === "viewer" ? ctx.storage.viewsByViewer(dashboard.id, window) : null,
+    ctx.storage.dashboards.viewsByDay(dashboard.id, window),
+    query.by === "viewer" ? ctx.storage.dashboards.viewsByViewer(dashboard.id, window) : null,
   ]);
   const totals = {
     views: byDay.reduce((n, d) => n + d.views, 0),

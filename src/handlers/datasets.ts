@@ -1,8 +1,8 @@
-import { reachable, resolveTeam } from "../access.js";
-import { actorOf } from "../auth.js";
-import type { AuthedContext } from "../context.js";
+import { reachable, resolveTeam } from "../core/access.js";
+import { actorOf } from "../core/auth.js";
+import type { AuthedContext } from "../context/handler.js";
 import type { ConnectionRecord, DatasetRecord } from "../domain/model.js";
-import { invalidParameter } from "../errors.js";
+import { invalidParameter } from "../core/errors.js";
 import { jsonRowsBody } from "../http/json-stream.js";
 import { Reply } from "../http/reply.js";
 
@@ -27,8 +27,8 @@ export async function listDatasets(ctx: AuthedContext, teamId: string | undefine
   const team = await resolveTeam(credential, teamId, storage);
   const ids = credential.kind === "api-key" ? [...credential.key.allowlist.datasets, ...credential.key.allowlist.tables] : undefined;
   const [datasets, connections] = await Promise.all([
-    storage.listDatasets(ids ? { teamId: team.id, ids } : { teamId: team.id }),
-    storage.listConnections(team.id),
+    storage.catalog.listDatasets(ids ? { teamId: team.id, ids } : { teamId: team.id }),
+    storage.catalog.listConnections(team.id),
   ]);
   const byId = new Map(connections.map((c) => [c.id, c]));
   return { datasets: datasets.map((d) => datasetView(d, d.connectionId ? (byId.get(d.connectionId) ?? null) : null)) };
@@ -36,7 +36,7 @@ export async function listDatasets(ctx: AuthedContext, teamId: string | undefine
 
 /** A dataset the credential may reach, or the same 404 as an unknown id. */
 export async function reachableDataset(ctx: AuthedContext, id: string): Promise<DatasetRecord> {
-  const dataset = await ctx.storage.getDataset(id);
+  const dataset = await ctx.storage.catalog.getDataset(id);
   const kinds = dataset?.type === "input_table" ? (["tables", "datasets"] as const) : (["datasets"] as const);
   return reachable(ctx.credential, kinds, dataset, "dataset", ctx.storage);
 }
@@ -44,7 +44,7 @@ export async function reachableDataset(ctx: AuthedContext, id: string): Promise<
 /** GET /datasets/{id} */
 export async function getDataset(ctx: AuthedContext, id: string) {
   const dataset = await reachableDataset(ctx, id);
-  const connection = dataset.connectionId ? await ctx.storage.getConnection(dataset.connectionId) : null;
+  const connection = dataset.connectionId ? await ctx.storage.catalog.getConnection(dataset.connectionId) : null;
   return { ...datasetView(dataset, connection), writable: dataset.type === "input_table" };
 }
 
@@ -70,7 +70,7 @@ export async function readDatasetRows(ctx: AuthedContext, id: string, query: Row
   if (unknownFilters.length > 0) {
     throw invalidParameter("filters", `unknown column ${unknownFilters[0]} in filters`, { unknownColumns: unknownFilters });
   }
-  const page = await ctx.storage.readDatasetRows(id, {
+  const page = await ctx.storage.catalog.readDatasetRows(id, {
     offset: query.offset,
     limit: query.maxRows ?? null,
     columns: query.columns ?? null,

@@ -1,6 +1,6 @@
-import type { HandlerContext } from "../context.js";
+import type { HandlerContext } from "../context/handler.js";
 import { Reply } from "../http/reply.js";
-import { withTimeout } from "../timeout.js";
+import { withTimeout } from "../core/timeout.js";
 
 export type CheckState = "ok" | "error";
 

@@ -1,19 +1,11 @@
-import { resolveTeam } from "../access.js";
-import type { Credential } from "../auth.js";
-import type { AuthedContext } from "../context.js";
+import { resolveTeam } from "../core/access.js";
+import type { Credential } from "../core/auth.js";
+import type { AuthedContext } from "../context/handler.js";
 import { dayWindow } from "../domain/days.js";
 import type { ColumnType } from "../domain/model.js";
-import { notFound } from "../errors.js";
+import { notFound } from "../core/errors.js";
 import type { Storage } from "../ports/storage.js";
-import type {
-  ApiUsageRow,
-  CreditUsageRow,
-  DashboardUsageRow,
-  DatasetUsageRow,
-  RefreshHistoryRow,
-  SpaceObject,
-  SpaceQuery,
-} from "../ports/storage/analytics.js";
+import type { ApiUsageRow, CreditUsageRow, DashboardUsageRow, DatasetUsageRow, RefreshHistoryRow, SpaceObject, SpaceQuery } from "../ports/storage/usage.js";
 
 interface SpaceSource<R> {
   /** Every field of the rows, in order, with its type (integers are `number`). */
@@ -34,7 +26,7 @@ const dashboardUsage: SpaceSource<DashboardUsageRow> = {
     { name: "signed_in_viewers", type: "number" },
     { name: "anonymous_views", type: "number" },
   ],
-  rows: (storage, query) => storage.spaceDashboardUsage(query),
+  rows: (storage, query) => storage.usage.spaceDashboardUsage(query),
 };
 
 const refreshHistory: SpaceSource<RefreshHistoryRow> = {
@@ -49,7 +41,7 @@ const refreshHistory: SpaceSource<RefreshHistoryRow> = {
     { name: "avg_duration_ms", type: "number" },
     { name: "last_error", type: "string" },
   ],
-  rows: (storage, query) => storage.spaceRefreshHistory(query),
+  rows: (storage, query) => storage.usage.spaceRefreshHistory(query),
   datasetField: "dataset_id",
 };
 
@@ -61,7 +53,7 @@ const creditUsage: SpaceSource<CreditUsageRow> = {
     { name: "uses", type: "number" },
     { name: "users", type: "number" },
   ],
-  rows: (storage, query) => storage.spaceCreditUsage(query),
+  rows: (storage, query) => storage.usage.spaceCreditUsage(query),
 };
 
 const apiUsage: SpaceSource<ApiUsageRow> = {
@@ -77,7 +69,7 @@ const apiUsage: SpaceSource<ApiUsageRow> = {
     { name: "server_errors", type: "number" },
     { name: "avg_latency_ms", type: "number" },
   ],
-  rows: (storage, query) => storage.spaceApiUsage(query),
+  rows: (storage, query) => storage.usage.spaceApiUsage(query),
 };
 
 /** Current state: the window does not apply. */
@@ -96,7 +88,7 @@ const datasetUsage: SpaceSource<DatasetUsageRow> = {
     { name: "api_reads", type: "number" },
     { name: "last_api_read_at", type: "datetime" },
   ],
-  rows: (storage, query) => storage.spaceDatasetUsage({ teamId: query.teamId }),
+  rows: (storage, query) => storage.usage.spaceDatasetUsage({ teamId: query.teamId }),
   datasetField: "dataset_id",
 };
 

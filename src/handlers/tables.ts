@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { reachable } from "../access.js";
-import { actorOf, type Credential } from "../auth.js";
-import type { AuthedContext } from "../context.js";
+import { reachable } from "../core/access.js";
+import { actorOf, type Credential } from "../core/auth.js";
+import type { AuthedContext } from "../context/handler.js";
 import { randomId } from "../domain/crypto.js";
 import {
   IDEMPOTENCY_LEASE_MS,
@@ -14,19 +14,19 @@ import type { AuditEvent, Row, TableRecord } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
 import { changedSince, isReservedField, parseTimestamp, patchedRow, rowValues } from "../domain/table-rows.js";
 import { checkColumns, checkSchemas, schemasFor, type ValidationProblem } from "../domain/validation.js";
-import { ApiError, invalidParameter, notFound } from "../errors.js";
+import { ApiError, invalidParameter, notFound } from "../core/errors.js";
 import { Reply } from "../http/reply.js";
 import type { IdempotencyClaim, StoredResponse } from "../ports/storage/tables.js";
 
 /** A table the credential may reach, or the same 404 as an unknown id. */
 async function reachableTable(ctx: AuthedContext, id: string): Promise<TableRecord> {
-  return reachable(ctx.credential, ["tables"], await ctx.storage.getTable(id), "table", ctx.storage);
+  return reachable(ctx.credential, ["tables"], await ctx.storage.tables.getTable(id), "table", ctx.storage);
 }
 
 /** GET /tables/{id}/rows */
 export async function listRows(ctx: AuthedContext, tableId: string, page: { limit: number; offset: number }) {
   const table = await reachableTable(ctx, tableId);
-  const { totalRows, rows } = await ctx.storage.listTableRows(table.id, page);
+  const { totalRows, rows } = await ctx.storage.tables.listTableRows(table.id, page);
   return {
     success: true,
     data: rows,
@@ -79,11 +79,11 @@ async function once(ctx: AuthedContext, claimed: { scope: string; key: string; f
   try {
     response = await run();
   } catch (error) {
-    await ctx.storage.releaseIdempotencyKey({ scope, key }).catch((e: unknown) => ctx.log("could not release an idempotency key", e));
+    await ctx.storage.tables.releaseIdempotencyKey({ scope, key }).catch((e: unknown) => ctx.log("could not release an idempotency key", e));
     throw error;
   }
   // Once the write is done the claim is never released: a retry must not write twice.
-  await ctx.storage.completeIdempotencyKey({ scope, key, response });
+  await ctx.storage.tables.completeIdempotencyKey({ scope, key, response });
   return Reply.json(response.status, response.body);
 }
 
@@ -123,7 +123,7 @@ async function patchRow(ctx: AuthedContext, tableId: string, rowId: string, body
       if (problem) throw validationFailed(problem);
       guard = String(current._updatedAt);
     }
-    const result = await ctx.storage.updateTableRow({
+    const result = await ctx.storage.tables.updateTableRow({
       tableId: table.id,
       rowId,
       patch,
@@ -141,7 +141,7 @@ async function patchRow(ctx: AuthedContext, tableId: string, rowId: string, body
 /** DELETE /tables/{id}/rows/{rowId} */
 export async function deleteRow(ctx: AuthedContext, tableId: string, rowId: string) {
   const table = await reachableTable(ctx, tableId);
-  const result = await ctx.storage.deleteTableRow({
+  const result = await ctx.storage.tables.deleteTableRow({
     tableId: table.id,
     rowId,
     actor: actorOf(ctx.credential),
@@ -149,7 +149,7 @@ export async function deleteRow(ctx: AuthedContext, tableId: string, rowId: stri
     auditEvent: rowEvent(ctx, table, rowId, "table.row.deleted"),
   });
   if (result.status !== "ok") throw notFound("row");
-  return { deleted: true };
+  return { deleted: true as const };
 }
 
 async function validate(ctx: AuthedContext, table: TableRecord, written: Row, row: Row): Promise<void> {
@@ -159,7 +159,7 @@ async function validate(ctx: AuthedContext, table: TableRecord, written: Row, ro
 
 async function insert(ctx: AuthedContext, table: TableRecord, values: Row): Promise<Row> {
   const rowId = randomId("row_");
-  return ctx.storage.insertTableRow({
+  return ctx.storage.tables.insertTableRow({
     tableId: table.id,
     rowId,
     values,
@@ -170,7 +170,7 @@ async function insert(ctx: AuthedContext, table: TableRecord, values: Row): Prom
 }
 
 async function readRow(ctx: AuthedContext, tableId: string, rowId: string): Promise<Row> {
-  const row = await ctx.storage.getTableRow(tableId, rowId);
+  const row = await ctx.storage.tables.getTableRow(tableId, rowId);
   if (!row) throw notFound("row");
   return row;
 }
@@ -184,7 +184,7 @@ async function claimOrWait(ctx: AuthedContext, input: { scope: string; key: stri
   let waited = 0;
   let delay = 2;
   for (;;) {
-    const claim = await ctx.storage.claimIdempotencyKey({ ...input, now: ctx.clock.now(), ttlMs: IDEMPOTENCY_TTL_MS, leaseMs: IDEMPOTENCY_LEASE_MS });
+    const claim = await ctx.storage.tables.claimIdempotencyKey({ ...input, now: ctx.clock.now(), ttlMs: IDEMPOTENCY_TTL_MS, leaseMs: IDEMPOTENCY_LEASE_MS });
     if (claim.state !== "in_progress" || claim.fingerprint !== input.fingerprint) return claim;
     if (waited >= ctx.settings.idempotencyWaitMs) return claim;
     const step = Math.min(delay, ctx.settings.idempotencyWaitMs - waited);

@@ -1,4 +1,4 @@
-import type { HandlerContext } from "../context.js";
+import type { HandlerContext } from "../context/handler.js";
 import { typeOfValue } from "../domain/columns.js";
 import { idSource } from "../domain/crypto.js";
 import { dedupKeyOf } from "../domain/dedup.js";
@@ -7,12 +7,12 @@ import { isoTime } from "../domain/time.js";
 import type { Column, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
 import { verifyWebhookSignature } from "../domain/signatures.js";
-import { ApiError, invalidBody, notFound } from "../errors.js";
-import { isRateLimit, rateLimitHeaders, tokenBucket } from "../rate-limit.js";
+import { ApiError, invalidBody, notFound } from "../core/errors.js";
+import { isRateLimit, rateLimitHeaders, tokenBucket } from "../core/rate-limit.js";
 import { decodeUtf8, isFormType, isJsonType, JsonRefusal, parseJsonObject, parseJsonText, textProblem } from "../http/body.js";
 import { Reply } from "../http/reply.js";
 import type { HeaderReader } from "../http/types.js";
-import type { RawBody } from "../routing.js";
+import type { RawBody } from "../http/types.js";
 
 /** Row ids, `whr_<16 hex>-<counter>`: unique across processes (random prefix), no randomness drawn per delivery. */
 const nextRowId = idSource("whr_");
@@ -25,7 +25,7 @@ export const invalidSignature = () => new ApiError(401, "invalid_signature", "in
  * 415, body 400 — and a refused delivery stores nothing.
  */
 export async function receiveWebhook(ctx: HandlerContext, endpointId: string, body: RawBody, headers: HeaderReader): Promise<Reply> {
-  const endpoint = await ctx.storage.getWebhookEndpoint(endpointId);
+  const endpoint = await ctx.storage.webhooks.getWebhookEndpoint(endpointId);
   if (!endpoint) throw notFound("webhook endpoint");
   const now = ctx.clock.now();
   // One token from the connection's bucket, or 429; the RateLimit-* headers are a fresh object the receipt takes over.
@@ -50,7 +50,7 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
   row._id = id;
   row._receivedAt = receivedAt;
   row._sourceIp = ctx.clientAddress;
-  const result = await ctx.storage.ingestWebhookRow({
+  const result = await ctx.storage.webhooks.ingestWebhookRow({
     datasetId: endpoint.datasetId,
     dedupKey: dedupKeyOf(headers, payload),
     row,

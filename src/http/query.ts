@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { invalidParameter } from "../errors.js";
+import { invalidParameter } from "../core/errors.js";
 import { checkText, JsonRefusal, parseJsonText } from "./body.js";
 
 /**

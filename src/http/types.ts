@@ -4,7 +4,7 @@
  * `IncomingMessage`, so no WHATWG Request or Response is materialised on
  * Node's hot path.
  */
-import type { Awaitable } from "../awaitable.js";
+import type { Awaitable } from "../core/awaitable.js";
 export interface HeaderReader {
   /** Case-insensitive; null when absent. Repeated headers are joined with ", ". */
   get(name: string): string | null;
@@ -55,4 +55,16 @@ export interface ApiReply {
   /** Lower-case header names. */
   headers: Record<string, string>;
   body: ReplyBody;
+}
+
+/** A request body as it arrives, chunk by chunk (bulk uploads that must not be held whole). */
+export interface StreamBody {
+  chunks: AsyncIterable<Uint8Array>;
+  contentType: string | null;
+}
+
+/** A request body as its exact bytes (webhook signatures are computed over them). */
+export interface RawBody {
+  bytes: Uint8Array;
+  contentType: string | null;
 }

@@ -1,12 +1,13 @@
 import type { SeedSpace } from "../fixture/space.js";
 import type { Storage } from "../ports/storage.js";
-import { memoryAnalytics } from "./storage/analytics.js";
 import { appendAuditEntry, memoryAudit } from "./storage/audit.js";
 import { memoryCatalog } from "./storage/catalog.js";
 import { memoryCredentials } from "./storage/credentials.js";
+import { memoryDashboards } from "./storage/dashboards.js";
 import { memoryIdentity } from "./storage/identity.js";
 import { cloneJson, createMemoryState, frozenCopy, type MemoryState } from "./storage/state.js";
 import { memoryTables } from "./storage/tables.js";
+import { memoryUsage } from "./storage/usage.js";
 import { memoryWebhooks } from "./storage/webhooks.js";
 
 export interface MemoryStorage extends Storage {
@@ -18,14 +19,16 @@ export interface MemoryStorage extends Storage {
 export function createMemoryStorage(): MemoryStorage {
   const state = createMemoryState();
   let closed = false;
+  const identity = memoryIdentity(state);
   return {
-    ...memoryIdentity(state),
-    ...memoryCredentials(state),
-    ...memoryCatalog(state),
-    ...memoryTables(state),
-    ...memoryWebhooks(state),
-    ...memoryAudit(state),
-    ...memoryAnalytics(state),
+    identity,
+    credentials: { ...memoryCredentials(state), teamsFrom: identity },
+    catalog: memoryCatalog(state),
+    tables: memoryTables(state),
+    webhooks: memoryWebhooks(state),
+    audit: memoryAudit(state),
+    dashboards: memoryDashboards(state),
+    usage: memoryUsage(state),
     async seed(space) {
       if (state.seeded) return "kept";
       const copy = cloneJson(space);

@@ -36,7 +36,7 @@ export type ConnectorResult =
    * The upstream's FeatureCollection, untouched. `truncated`: the upstream
    * capped the response at its fixed record count (more features exist).
    */
-  | { kind: "geojson"; featureCollection: unknown; truncated: boolean };
+  | { kind: "geojson"; featureCollection: { features: unknown[] } & Record<string, unknown>; truncated: boolean };
 
 /**
  * Guard settings of a connection, each with a default. A connection's

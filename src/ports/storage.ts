@@ -1,43 +1,62 @@
 import type { SeedSpace } from "../fixture/space.js";
-import type { AnalyticsStore, AnalyticsWrites } from "./storage/analytics.js";
 import type { AuditStore } from "./storage/audit.js";
 import type { CatalogStore, CatalogWrites } from "./storage/catalog.js";
-import type { CredentialStore, IdentityStore, IdentityWrites, KeyWithTeamLookup } from "./storage/identity.js";
+import type { CredentialStore, KeyWithTeamLookup } from "./storage/credentials.js";
+import type { DashboardStore, DashboardWrites } from "./storage/dashboards.js";
+import type { IdentityStore, IdentityWrites } from "./storage/identity.js";
 import type { TableStore, TableWrites } from "./storage/tables.js";
+import type { UsageStore, UsageWrites } from "./storage/usage.js";
 import type { WebhookStore } from "./storage/webhooks.js";
 
+export type { AuditStore, StoredAuditEvent } from "./storage/audit.js";
+export type { CatalogStore, CatalogWrites, DatasetRowsWrite, RowPage, RowQuery } from "./storage/catalog.js";
+export type { CredentialStore, KeyWithTeamLookup } from "./storage/credentials.js";
+export type { DashboardStore, DashboardWrites, DayViews, DayWindow, ViewerDayViews } from "./storage/dashboards.js";
+export type { IdentityStore, IdentityWrites, IdPage, PutResult } from "./storage/identity.js";
+export type { EditLogEntry, EditOp, IdempotencyClaim, RowWriteResult, StoredResponse, TableStore, TableWrites } from "./storage/tables.js";
 export type {
-  AnalyticsStore,
-  AnalyticsWrites,
   ApiUsageRow,
   CreditUsageRow,
   DashboardUsageRow,
   DatasetUsageRow,
-  DayViews,
-  DayWindow,
   RefreshHistoryRow,
   SpaceObject,
   SpaceQuery,
-  ViewerDayViews,
-} from "./storage/analytics.js";
-export type { AuditStore, StoredAuditEvent } from "./storage/audit.js";
-export type { CatalogStore, CatalogWrites, DatasetRowsWrite, RowPage, RowQuery } from "./storage/catalog.js";
-export type { CredentialStore, IdentityStore, IdentityWrites, IdPage, KeyWithTeamLookup, PutResult } from "./storage/identity.js";
-export type { EditLogEntry, EditOp, IdempotencyClaim, RowWriteResult, StoredResponse, TableStore, TableWrites } from "./storage/tables.js";
+  UsageStore,
+  UsageWrites,
+} from "./storage/usage.js";
 export type { WebhookDelivery, WebhookEndpoint, WebhookReceipt, WebhookStore } from "./storage/webhooks.js";
 
 /**
- * The areas of storage. Each is a contract of its own, with its own
- * conformance suite in `dataport/testing`; a host may supply any of them
- * from its own database and keep Dataport's store for the rest
- * (`mountStorage`). An area supplied without its writes is read-only: the
- * admin operations of that area answer 405.
+ * What a host must implement to supply an area itself: its reads, and the
+ * writes the core makes on its own (authentication, webhooks, table rows,
+ * the usage log). An area's other writes — the admin functions' — may be
+ * left out; the area is then read-only, and those admin operations answer
+ * 405 naming it (`mountStorage`).
+ */
+export interface StorageAreaReads {
+  identity: IdentityStore;
+  credentials: CredentialStore & KeyWithTeamLookup;
+  catalog: CatalogStore;
+  tables: TableStore;
+  webhooks: WebhookStore;
+  audit: AuditStore;
+  dashboards: DashboardStore;
+  usage: UsageStore;
+}
+
+/**
+ * The areas of storage, each declared once as the interfaces its stores
+ * implement (`src/ports/storage/<area>.ts`), each with its own conformance
+ * suite in `dataport/testing`. A host may supply any of them from its own
+ * database and keep Dataport's store for the rest: mounting an area is
+ * replacing one member (`mountStorage(store, { identity: hostIdentity })`).
  */
 export interface StorageAreas {
   /** Businesses, teams, users, memberships. */
   identity: IdentityStore & IdentityWrites;
   /** Session tokens and API keys. */
-  credentials: CredentialStore;
+  credentials: CredentialStore & KeyWithTeamLookup;
   /** Connections, datasets and their rows. */
   catalog: CatalogStore & CatalogWrites;
   /** Input tables, their rows, edit log and Idempotency-Key claims. */
@@ -46,12 +65,14 @@ export interface StorageAreas {
   webhooks: WebhookStore;
   /** The business audit feed. */
   audit: AuditStore;
-  /** Dashboards, views, refresh runs, credit usage and the API usage log. */
-  analytics: AnalyticsStore & AnalyticsWrites;
+  /** Dashboards, their versions and page views. */
+  dashboards: DashboardStore & DashboardWrites;
+  /** The space's usage objects, refresh runs, credit usage and the API usage log. */
+  usage: UsageStore & UsageWrites;
 }
 
 export type StorageArea = keyof StorageAreas;
-export const STORAGE_AREAS: readonly StorageArea[] = ["identity", "credentials", "catalog", "tables", "webhooks", "audit", "analytics"];
+export const STORAGE_AREAS: readonly StorageArea[] = ["identity", "credentials", "catalog", "tables", "webhooks", "audit", "dashboards", "usage"];
 
 /** Starting and stopping a store as a whole. */
 export interface StorageLifecycle {
@@ -71,21 +92,8 @@ export interface StorageLifecycle {
 }
 
 /**
- * Everything Dataport persists: every area's methods on one object, plus its
- * lifecycle. Every method returns a promise. Every guarantee a handler
- * relies on is written on the method.
+ * Everything Dataport persists: its areas (`storage.catalog.getDataset(id)`)
+ * and its lifecycle. Every method returns a promise. Every guarantee a
+ * handler relies on is written on the method.
  */
-export interface Storage
-  extends IdentityStore,
-    IdentityWrites,
-    CredentialStore,
-    KeyWithTeamLookup,
-    CatalogStore,
-    CatalogWrites,
-    TableStore,
-    TableWrites,
-    WebhookStore,
-    AuditStore,
-    AnalyticsStore,
-    AnalyticsWrites,
-    StorageLifecycle {}
+export interface Storage extends StorageAreas, StorageLifecycle {}

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Pool, PoolClient, QueryResultRow } from "pg";
-import { ApiError } from "../errors.js";
+import { ApiError } from "../core/errors.js";
 import type { IdPage, PutResult } from "../ports/storage/identity.js";
 
 /**

@@ -1,7 +1,8 @@
 import { LRUCache } from "lru-cache";
 import type { QueryResultRow } from "pg";
 import type { ApiKeyRecord, Membership, Plan, Role, Scope, SessionRecord, Team, User } from "../domain/model.js";
-import type { CredentialStore, IdentityStore, IdentityWrites, IdPage, KeyWithTeamLookup } from "../ports/storage/identity.js";
+import type { CredentialStore, KeyWithTeamLookup } from "../ports/storage/credentials.js";
+import type { IdentityStore, IdentityWrites, IdPage } from "../ports/storage/identity.js";
 import { type Db, idPageSql, PUT_RESULT, putResult, statement } from "./db.js";
 import type { SessionReads } from "./session-read.js";
 

@@ -1,18 +1,20 @@
 import type { Socket } from "node:net";
 import pg from "../peers/pg.js";
 import type { Storage } from "../ports/storage.js";
-import { postgresAnalytics } from "./analytics.js";
+import { mapAreas } from "../storage/areas.js";
 import { postgresAudit } from "./audit.js";
 import { type OpenReads, postgresCatalog } from "./catalog.js";
 import { watchCatalog } from "./catalog-events.js";
-import { ApiError } from "../errors.js";
-import { deadlines } from "../timeout.js";
+import { ApiError } from "../core/errors.js";
+import { deadlines } from "../core/timeout.js";
 import { createDb, type Db, storeFault } from "./db.js";
+import { postgresDashboards } from "./dashboards.js";
 import { postgresCredentials, postgresIdentity } from "./identity.js";
 import { migrate } from "./migrations.js";
 import { seedSpace } from "./seed.js";
 import { sessionReads } from "./session-read.js";
 import { postgresTables } from "./tables.js";
+import { postgresUsage } from "./usage.js";
 import { postgresWebhooks } from "./webhooks.js";
 
 export interface PostgresStorageOptions {
@@ -101,16 +103,18 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
   const seen = sessionReads();
   const reads: OpenReads = new Set();
   const { settled: deliveriesSettled, ...webhooks } = postgresWebhooks(db, watch);
-  const { flushUsage, ...analytics } = postgresAnalytics(db, log);
+  const { flushUsage, ...usage } = postgresUsage(db, log);
   let closed = false;
+  const identity = postgresIdentity(db, seen);
   return withFaults(options.callTimeoutMs ?? 10_000, {
-    ...postgresIdentity(db, seen),
-    ...postgresCredentials(db, seen),
-    ...postgresCatalog(db, watch, reads),
-    ...postgresTables(db),
-    ...webhooks,
-    ...postgresAudit(db, { visibilityWaitMs: options.auditVisibilityWaitMs }),
-    ...analytics,
+    identity,
+    credentials: { ...postgresCredentials(db, seen), teamsFrom: identity },
+    catalog: postgresCatalog(db, watch, reads),
+    tables: postgresTables(db),
+    webhooks,
+    audit: postgresAudit(db, { visibilityWaitMs: options.auditVisibilityWaitMs }),
+    dashboards: postgresDashboards(db),
+    usage,
     async seed(space) {
       try {
         return await seedSpace(db, space);
@@ -144,25 +148,27 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
  */
 function withFaults(callTimeoutMs: number, storage: PostgresStorage): PostgresStorage {
   const bound = callTimeoutMs > 0 && Number.isFinite(callTimeoutMs) ? deadlines(callTimeoutMs, () => callTimedOut(callTimeoutMs)) : null;
-  const wrapped: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(storage)) {
-    if (typeof value !== "function") {
-      wrapped[name] = value;
-      continue;
+  return mapAreas(storage, (area) => {
+    const wrapped: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(area)) {
+      if (typeof value !== "function") {
+        wrapped[name] = value;
+        continue;
+      }
+      const method = value as (...args: unknown[]) => unknown;
+      const bounded = bound !== null && !UNBOUNDED.has(name);
+      wrapped[name] = (...args: unknown[]) => {
+        const result = method.apply(area, args);
+        if (!(result instanceof Promise)) return result;
+        return (bounded ? bound(result) : result).catch(rethrowFault);
+      };
     }
-    const method = value as (...args: unknown[]) => unknown;
-    const bounded = bound !== null && !UNBOUNDED.has(name);
-    wrapped[name] = (...args: unknown[]) => {
-      const result = method.apply(storage, args);
-      if (!(result instanceof Promise)) return result;
-      return (bounded ? bound(result) : result).catch(rethrowFault);
-    };
-  }
-  return wrapped as unknown as PostgresStorage;
+    return wrapped as unknown as typeof area;
+  });
 }
 
-/** Calls not bounded by `callTimeoutMs`: lifecycle (a seed may be large; close waits for work in flight) and streamed bulk writes. */
-const UNBOUNDED = new Set(["seed", "close", "ping", "writeDatasetRows", "replaceDatasetRows"]);
+/** Calls not bounded by `callTimeoutMs`: streamed bulk writes (the lifecycle — seed, ping, close — is not wrapped at all). */
+const UNBOUNDED = new Set(["writeDatasetRows", "replaceDatasetRows"]);
 
 function callTimedOut(timeoutMs: number): ApiError {
   return new ApiError(503, "storage_unavailable", `the database did not answer within ${timeoutMs} ms; retry later`, {

@@ -1,6 +1,7 @@
 import type { PoolClient } from "pg";
 import type { SeedSpace } from "../fixture/space.js";
-import { insertCreditUsage, insertDashboardViews, insertRefreshRuns, upsertDashboard } from "./analytics.js";
+import { insertDashboardViews, upsertDashboard } from "./dashboards.js";
+import { insertCreditUsage, insertRefreshRuns } from "./usage.js";
 import { appendAudit } from "./audit.js";
 import { insertDatasetRows, webhookEndpointId } from "./catalog.js";
 import { type Db, json } from "./db.js";

@@ -1,10 +1,11 @@
 import { z } from "zod";
 import type { Put } from "../admin/change.js";
 import * as bodies from "../admin/schemas.js";
-import type { AdminContext } from "../context.js";
+import type { AdminContext } from "../context/admin.js";
 import { intParam } from "../http/query.js";
 import { Reply } from "../http/reply.js";
-import { admin, type AdminRoute, type Method, type StreamBody } from "../routing.js";
+import type { RawBody, StreamBody } from "../http/types.js";
+import { admin, type AdminRoute, type Method, type Responses } from "../core/routing.js";
 import * as answers from "../schemas/admin.js";
 
 /**
@@ -52,40 +53,42 @@ const OPERATION_IDS: Readonly<Record<string, string>> = {
   "POST /audit-events": "recordAuditEvents",
 };
 
-function route<Q = Record<string, never>, B = undefined>(
-  method: Method,
-  path: string,
-  summary: string,
-  handle: AdminRoute<Q, B>["handle"],
-  extra: Partial<AdminRoute<Q, B>> = {},
-): AdminRoute<Q, B> {
+/** What a route adds to its method, path and handler: its query, body and responses, from which its handler's types follow. */
+type RouteExtra = Partial<Omit<AdminRoute<any, any, any>, "handle">>;
+type QueryOf<E> = E extends { query: z.ZodType<infer Q> } ? Q : Record<string, never>;
+type BodyOf<E> = E extends { body: { kind: "stream" } } ? StreamBody : E extends { body: { kind: "raw" } } ? RawBody : E extends { body: object } ? unknown : undefined;
+type ResponsesOf<E> = E extends { responses: infer R extends Responses } ? R : Responses;
+type AdminRouteOf<E> = AdminRoute<QueryOf<E>, BodyOf<E>, ResponsesOf<E>>;
+
+function route<const E extends RouteExtra = {}>(method: Method, path: string, summary: string, handle: AdminRouteOf<E>["handle"], extra?: E): AdminRouteOf<E> {
   const operationId = OPERATION_IDS[`${method} ${path}`];
-  return admin<Q, B>({ method, path, summary, tag: TAG, auth: "admin", logged: false, handle, ...(operationId && { operationId }), ...extra });
+  return admin<QueryOf<E>, BodyOf<E>, ResponsesOf<E>>({ method, path, summary, tag: TAG, auth: "admin", logged: false, handle, ...(operationId && { operationId }), ...extra });
 }
 
 /** GET, PUT and DELETE of one collection's members, and its listing. */
-function collection<T>(
+function collection<Item extends z.ZodType, Page extends z.ZodType>(
   path: string,
   what: string,
   /** Operation ids: `list<Plural>`, `get<Name>`, `put<Name>`, `delete<Name>`. */
   name: { one: string; many: string },
   /** The PUT body, a member as answered, and a page of the listing (named OpenAPI components). */
-  schemas: { input: z.ZodType; item: z.ZodType; page: z.ZodType },
+  schemas: { input: z.ZodType; item: Item; page: Page },
+  /** What the admin functions answer: the item and page schemas' types. */
   ops: {
-    put: (id: string, body: unknown, ctx: AdminContext) => Promise<Put<T>>;
-    get: (id: string, ctx: AdminContext) => Promise<unknown>;
-    list: (query: ListQuery, ctx: AdminContext) => Promise<unknown>;
+    put: (id: string, body: unknown, ctx: AdminContext) => Promise<Put<z.output<Item>>>;
+    get: (id: string, ctx: AdminContext) => Promise<z.output<Item>>;
+    list: (query: ListQuery, ctx: AdminContext) => Promise<z.output<Page>>;
     remove: (id: string, ctx: AdminContext) => Promise<void>;
   },
-): AdminRoute<any, any>[] {
+): AdminRoute<any, any, any>[] {
   return [
-    route<ListQuery>("GET", path, `List ${what}s by id (limit, cursor)`, ({ query }, ctx) => ops.list(query, ctx), {
+    route("GET", path, `List ${what}s by id (limit, cursor)`, ({ query }, ctx) => ops.list(query, ctx), {
       query: listQuery,
       responses: { 200: schemas.page },
       operationId: `list${name.many}`,
     }),
     route("GET", `${path}/:id`, `One ${what}`, ({ params }, ctx) => ops.get(params.id!, ctx), { responses: { 200: schemas.item }, operationId: `get${name.one}` }),
-    route<Record<string, never>, unknown>("PUT", `${path}/:id`, `Create or replace a ${what} (201 when created)`, async ({ params, body }, ctx) => putReply(await ops.put(params.id!, body, ctx)), {
+    route("PUT", `${path}/:id`, `Create or replace a ${what} (201 when created)`, async ({ params, body }, ctx) => putReply(await ops.put(params.id!, body, ctx)), {
       ...json(schemas.input),
       ...putResponses(schemas.item),
       operationId: `put${name.one}`,
@@ -110,7 +113,7 @@ const deleted = { responses: { 204: z.null() } };
 /** A JSON body, described by the schema of the admin function's input (src/admin/schemas.ts). */
 const json = (schema: z.ZodType) => ({ body: { kind: "json" }, bodySchema: schema }) as const;
 
-export const adminRoutes: AdminRoute<any, any>[] = [
+export const adminRoutes: AdminRoute<any, any, any>[] = [
   ...collection("/businesses", "business", { one: "Business", many: "Businesses" }, { input: bodies.businessBody, item: answers.businessRecordSchema, page: answers.businessPageSchema }, {
     put: (id, body, ctx) => ctx.admin.putBusiness(id, body as never, by(ctx)),
     get: (id, ctx) => ctx.admin.getBusiness(id),
@@ -131,7 +134,7 @@ export const adminRoutes: AdminRoute<any, any>[] = [
   }),
   route("GET", "/users/:id/memberships", "A user's memberships", async ({ params }, ctx) => ({ data: await ctx.admin.listMemberships(params.id!) }), { responses: { 200: answers.membershipListSchema } }),
   route("GET", "/users/:id/memberships/:teamId", "One membership", ({ params }, ctx) => ctx.admin.getMembership(params.id!, params.teamId!), { responses: { 200: answers.membershipSchema } }),
-  route<Record<string, never>, unknown>(
+  route(
     "PUT",
     "/users/:id/memberships/:teamId",
     "Add a user to a team or change the role (201 when added)",
@@ -142,7 +145,7 @@ export const adminRoutes: AdminRoute<any, any>[] = [
     await ctx.admin.deleteMembership(params.id!, params.teamId!, by(ctx));
     return noContent();
   }, deleted),
-  route<Record<string, never>, unknown>(
+  route(
     "POST",
     "/sessions",
     "Issue a session token (shown once; only its hash is kept)",
@@ -154,7 +157,7 @@ export const adminRoutes: AdminRoute<any, any>[] = [
     await ctx.admin.deleteSession(params.id!, by(ctx));
     return noContent();
   }, deleted),
-  route<Record<string, never>, unknown>(
+  route(
     "POST",
     "/teams/:teamId/api-keys",
     "Create an API key (its token is shown once)",
@@ -178,7 +181,7 @@ export const adminRoutes: AdminRoute<any, any>[] = [
     list: (query, ctx) => ctx.admin.listConnections(query),
     remove: (id, ctx) => ctx.admin.deleteConnection(id, by(ctx)),
   }),
-  route<Record<string, never>, unknown>(
+  route(
     "PUT",
     "/connections/:id/signing-secret",
     "Set (or with null remove) a webhook connection's signing secret",
@@ -191,21 +194,21 @@ export const adminRoutes: AdminRoute<any, any>[] = [
     list: (query, ctx) => ctx.admin.listDatasets(query),
     remove: (id, ctx) => ctx.admin.deleteDataset(id, by(ctx)),
   }),
-  route<Record<string, never>, StreamBody>(
+  route(
     "PUT",
     "/datasets/:id/rows",
     "Replace a dataset's rows, atomically (JSON array, NDJSON or CSV, streamed)",
     ({ params, body }, ctx) => ctx.admin.uploadDatasetRows(params.id!, "replace", body, by(ctx)),
     { body: { kind: "stream" }, responses: { 200: answers.datasetRecordSchema } },
   ),
-  route<Record<string, never>, StreamBody>(
+  route(
     "POST",
     "/datasets/:id/rows",
     "Append rows to a dataset, atomically (JSON array, NDJSON or CSV, streamed)",
     ({ params, body }, ctx) => ctx.admin.uploadDatasetRows(params.id!, "append", body, by(ctx)),
     { body: { kind: "stream" }, responses: { 200: answers.datasetRecordSchema } },
   ),
-  route<Record<string, never>, unknown>(
+  route(
     "POST",
     "/datasets/:id/refresh",
     "Pull a connection dataset from its upstream and record the run",
@@ -218,9 +221,9 @@ export const adminRoutes: AdminRoute<any, any>[] = [
     list: (query, ctx) => ctx.admin.listTables(query),
     remove: (id, ctx) => ctx.admin.deleteTable(id, by(ctx)),
   }),
-  route("GET", "/dashboards", "List dashboards by id (limit, cursor)", ({ query }, ctx) => ctx.admin.listDashboards(query as ListQuery), { query: listQuery, responses: { 200: answers.dashboardPageSchema } }),
+  route("GET", "/dashboards", "List dashboards by id (limit, cursor)", ({ query }, ctx) => ctx.admin.listDashboards(query), { query: listQuery, responses: { 200: answers.dashboardPageSchema } }),
   route("GET", "/dashboards/:id", "One dashboard with every version", ({ params }, ctx) => ctx.admin.getDashboard(params.id!), { responses: { 200: answers.dashboardRecordSchema } }),
-  route<Record<string, never>, unknown>(
+  route(
     "PUT",
     "/dashboards/:id/versions/:version",
     "Create or replace one version of a dashboard (201 when the version is new)",
@@ -231,28 +234,28 @@ export const adminRoutes: AdminRoute<any, any>[] = [
     await ctx.admin.deleteDashboard(params.id!, by(ctx));
     return noContent();
   }, deleted),
-  route<Record<string, never>, unknown>(
+  route(
     "POST",
     "/dashboard-views",
     "Record dashboard page views (up to 10,000 per call, all or none)",
     async ({ body }, ctx) => Reply.json(201, await ctx.admin.recordDashboardViews(body as never, by(ctx))),
     { ...json(bodies.dashboardViewsBody), ...created(answers.storedItemsSchema) },
   ),
-  route<Record<string, never>, unknown>(
+  route(
     "POST",
     "/refresh-runs",
     "Record refresh runs (up to 10,000 per call, all or none)",
     async ({ body }, ctx) => Reply.json(201, await ctx.admin.recordRefreshRuns(body as never, by(ctx))),
     { ...json(bodies.refreshRunsBody), ...created(answers.storedItemsSchema) },
   ),
-  route<Record<string, never>, unknown>(
+  route(
     "POST",
     "/credit-usage",
     "Record credit usage (up to 10,000 per call, all or none)",
     async ({ body }, ctx) => Reply.json(201, await ctx.admin.recordCreditUsage(body as never, by(ctx))),
     { ...json(bodies.creditUsageBody), ...created(answers.storedItemsSchema) },
   ),
-  route<Record<string, never>, unknown>(
+  route(
     "POST",
     "/audit-events",
     "Record host audit events (ids optional; an id already stored is skipped)",

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { getDataset, listDatasets, readDatasetRows } from "../handlers/datasets.js";
 import { intParam, jsonObjectParam, listParam } from "../http/query.js";
-import { authed } from "../routing.js";
+import { authed } from "../core/routing.js";
 import { teamIdParam } from "../schemas/common.js";
 import { datasetDetailSchema, datasetListSchema, datasetRowsPageSchema, datasetSchema } from "../schemas/datasets.js";
 

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { referenceAsset, referencePage } from "../handlers/docs.js";
-import { open } from "../routing.js";
+import { open } from "../core/routing.js";
 import { errorEnvelopeSchema } from "../schemas/common.js";
 
 /**

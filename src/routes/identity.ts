@@ -1,5 +1,5 @@
 import { describeCredential } from "../handlers/identity.js";
-import { authed } from "../routing.js";
+import { authed } from "../core/routing.js";
 import { meSchema } from "../schemas/identity.js";
 
 export const identityRoutes = [

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { createRow, deleteRow, listRows, updateRow } from "../handlers/tables.js";
 import type { Row } from "../domain/model.js";
 import { intParam } from "../http/query.js";
-import { authed } from "../routing.js";
+import { authed } from "../core/routing.js";
 import { tableRowDeletedSchema, tableRowPatchSchema, tableRowSchema, tableRowsPageSchema, tableRowValuesSchema } from "../schemas/tables.js";
 
 export { tableRowSchema };

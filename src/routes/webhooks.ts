@@ -1,5 +1,5 @@
 import { receiveWebhook } from "../handlers/webhooks.js";
-import { open, type RawBody } from "../routing.js";
+import { open, type RawBody } from "../core/routing.js";
 import { webhookPayloadSchema, webhookReceiptSchema } from "../schemas/webhooks.js";
 
 export const webhookReceiverRoutes = [
@@ -18,3 +18,6 @@ export const webhookReceiverRoutes = [
     handle: ({ params, body, headers }, ctx) => receiveWebhook(ctx, params.id!, body, headers),
   }),
 ];
+
+/** The webhook receiver's route template as request log lines and metrics name it. */
+export const WEBHOOK_ROUTE = `/api${webhookReceiverRoutes[0]!.path}`;

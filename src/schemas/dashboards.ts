@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { SPACE_OBJECTS, type SpaceObject } from "../ports/storage/analytics.js";
+import { SPACE_OBJECTS, type SpaceObject } from "../ports/storage/usage.js";
 import { columnSchema, isoTimestamp, rowSchema } from "./common.js";
 
 const day = z.string().describe("UTC day, YYYY-MM-DD");

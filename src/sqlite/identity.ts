@@ -1,5 +1,6 @@
 import type { ApiKeyRecord, Business, Membership, Plan, Role, SessionRecord, Team, User } from "../domain/model.js";
-import type { CredentialStore, IdentityStore, IdentityWrites, IdPage, KeyWithTeamLookup, PutResult } from "../ports/storage/identity.js";
+import type { StorageAreas } from "../ports/storage.js";
+import type { IdentityWrites, IdPage, PutResult } from "../ports/storage/identity.js";
 import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
 
 interface TeamRow {
@@ -39,7 +40,7 @@ interface SessionRow {
  * which sees every commit (this process's or another's on the same file), so
  * a write is visible to the very next read everywhere.
  */
-export function sqliteIdentity({ db }: SqliteHandle): IdentityStore & IdentityWrites & CredentialStore & KeyWithTeamLookup {
+export function sqliteIdentity({ db }: SqliteHandle): Pick<StorageAreas, "identity" | "credentials"> {
   const business = db.prepare<[string], Business>("SELECT id, name FROM businesses WHERE id = ?");
   const team = db.prepare<[string], TeamRow>("SELECT * FROM teams WHERE id = ?");
   const businessTeams = db.prepare<[string], TeamRow>("SELECT * FROM teams WHERE business_id = ? ORDER BY id");
@@ -66,78 +67,82 @@ export function sqliteIdentity({ db }: SqliteHandle): IdentityStore & IdentityWr
   const markCreatorDeleted = db.prepare<[string]>("UPDATE api_keys SET creator_deleted = 1 WHERE created_by = ? AND creator_deleted = 0");
 
   return {
-    async getBusiness(id) {
-      return business.get(id) ?? null;
+    identity: {
+      async getBusiness(id) {
+        return business.get(id) ?? null;
+      },
+      async getTeam(id) {
+        const row = team.get(id);
+        return row ? toTeam(row) : null;
+      },
+      async listBusinessTeams(businessId) {
+        return businessTeams.all(businessId).map(toTeam);
+      },
+      async getUser(id) {
+        const row = user.get(id);
+        return row ? toUser(row) : null;
+      },
+      async listMemberships(userId) {
+        return memberships.all(userId).map((m): Membership => ({ userId: m.user_id, teamId: m.team_id, role: m.role as Role }));
+      },
+      async listBusinesses(page) {
+        return businessPage(page);
+      },
+      async listTeams(page) {
+        return teamPage(page).map(toTeam);
+      },
+      async listUsers(page) {
+        return userPage(page).map(toUser);
+      },
+      ...writes,
     },
-    async getTeam(id) {
-      const row = team.get(id);
-      return row ? toTeam(row) : null;
-    },
-    async listBusinessTeams(businessId) {
-      return businessTeams.all(businessId).map(toTeam);
-    },
-    async getUser(id) {
-      const row = user.get(id);
-      return row ? toUser(row) : null;
-    },
-    async listMemberships(userId) {
-      return memberships.all(userId).map((m): Membership => ({ userId: m.user_id, teamId: m.team_id, role: m.role as Role }));
-    },
-    async listBusinesses(page) {
-      return businessPage(page);
-    },
-    async listTeams(page) {
-      return teamPage(page).map(toTeam);
-    },
-    async listUsers(page) {
-      return userPage(page).map(toUser);
-    },
-    ...writes,
-    async findSessionUser(tokenHash, now) {
-      return session.get(tokenHash, now)?.user_id ?? null;
-    },
-    async getSession(id) {
-      const row = sessionById.get(id);
-      return row ? { id: row.id, tokenHash: row.token_hash, userId: row.user_id, expiresAt: row.expires_at } : null;
-    },
-    async insertSession(record) {
-      // The token hash (primary key) and the UNIQUE id make a duplicate throw.
-      insertSession(record);
-    },
-    async deleteSession(id) {
-      return deleteSession.run(id).changes > 0;
-    },
-    async deleteUserSessions(userId) {
-      return deleteUserSessions.run(userId).changes;
-    },
-    async findApiKeyByHash(tokenHash) {
-      const row = keyByHash.get(tokenHash);
-      return row ? toKey(row) : null;
-    },
-    async findApiKeyWithTeam(tokenHash) {
-      const row = keyByHash.get(tokenHash);
-      if (!row) return null;
-      const teamRow = team.get(row.team_id);
-      return { key: toKey(row), team: teamRow ? toTeam(teamRow) : null };
-    },
-    async getApiKey(id) {
-      const row = keyById.get(id);
-      return row ? toKey(row) : null;
-    },
-    async listApiKeys(teamId) {
-      return teamKeys.all(teamId).map(toKey);
-    },
-    async insertApiKey(key) {
-      // The primary key and the UNIQUE token hash make a duplicate throw.
-      insertKey(key);
-    },
-    async revokeApiKey(id, revokedAt) {
-      revoke.run(revokedAt, id);
-      const row = keyById.get(id);
-      return row ? toKey(row) : null;
-    },
-    async markKeysCreatorDeleted(userId) {
-      return markCreatorDeleted.run(userId).changes;
+    credentials: {
+      async findSessionUser(tokenHash, now) {
+        return session.get(tokenHash, now)?.user_id ?? null;
+      },
+      async getSession(id) {
+        const row = sessionById.get(id);
+        return row ? { id: row.id, tokenHash: row.token_hash, userId: row.user_id, expiresAt: row.expires_at } : null;
+      },
+      async insertSession(record) {
+        // The token hash (primary key) and the UNIQUE id make a duplicate throw.
+        insertSession(record);
+      },
+      async deleteSession(id) {
+        return deleteSession.run(id).changes > 0;
+      },
+      async deleteUserSessions(userId) {
+        return deleteUserSessions.run(userId).changes;
+      },
+      async findApiKeyByHash(tokenHash) {
+        const row = keyByHash.get(tokenHash);
+        return row ? toKey(row) : null;
+      },
+      async findApiKeyWithTeam(tokenHash) {
+        const row = keyByHash.get(tokenHash);
+        if (!row) return null;
+        const teamRow = team.get(row.team_id);
+        return { key: toKey(row), team: teamRow ? toTeam(teamRow) : null };
+      },
+      async getApiKey(id) {
+        const row = keyById.get(id);
+        return row ? toKey(row) : null;
+      },
+      async listApiKeys(teamId) {
+        return teamKeys.all(teamId).map(toKey);
+      },
+      async insertApiKey(key) {
+        // The primary key and the UNIQUE token hash make a duplicate throw.
+        insertKey(key);
+      },
+      async revokeApiKey(id, revokedAt) {
+        revoke.run(revokedAt, id);
+        const row = keyById.get(id);
+        return row ? toKey(row) : null;
+      },
+      async markKeysCreatorDeleted(userId) {
+        return markCreatorDeleted.run(userId).changes;
+      },
     },
   };
 }

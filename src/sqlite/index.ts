@@ -1,12 +1,13 @@
 import type Database from "better-sqlite3";
 import type { SeedSpace } from "../fixture/space.js";
 import type { Storage } from "../ports/storage.js";
-import { creditUsageStatement, dashboardViewStatement, insertDashboardStatement, refreshRunStatement, sqliteAnalytics } from "./analytics.js";
 import { appendAuditStatement, sqliteAudit } from "./audit.js";
 import { appendRowsStatement, sqliteCatalog } from "./catalog.js";
+import { dashboardViewStatement, insertDashboardStatement, sqliteDashboards } from "./dashboards.js";
 import { openSqlite, type SqliteStorageOptions } from "./db.js";
 import { insertApiKeyStatement, insertSessionStatement, sqliteIdentity } from "./identity.js";
 import { insertTableStatement, sqliteTables } from "./tables.js";
+import { creditUsageStatement, refreshRunStatement, sqliteUsage } from "./usage.js";
 import { sqliteWebhooks } from "./webhooks.js";
 
 export type { SqliteStorageOptions } from "./db.js";
@@ -29,19 +30,24 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
   const handle = openSqlite(options);
   const { db } = handle;
   const webhooks = sqliteWebhooks(handle);
-  const { flush: flushUsage, ...analytics } = sqliteAnalytics(handle);
+  const { flush: flushUsage, ...usage } = sqliteUsage(handle);
   const load = seedTransaction(db);
   const probe = db.prepare("SELECT 1");
+  const { identity, credentials } = sqliteIdentity(handle);
   return {
-    ...sqliteIdentity(handle),
-    ...sqliteCatalog(handle),
-    ...sqliteTables(handle),
-    getWebhookEndpoint: webhooks.getWebhookEndpoint,
-    ingestWebhookRow: webhooks.ingestWebhookRow,
-    updateWebhookSettings: webhooks.updateWebhookSettings,
-    createWebhookConnection: webhooks.createWebhookConnection,
-    ...sqliteAudit(handle),
-    ...analytics,
+    identity,
+    credentials: { ...credentials, teamsFrom: identity },
+    catalog: sqliteCatalog(handle),
+    tables: sqliteTables(handle),
+    webhooks: {
+      getWebhookEndpoint: webhooks.getWebhookEndpoint,
+      ingestWebhookRow: webhooks.ingestWebhookRow,
+      updateWebhookSettings: webhooks.updateWebhookSettings,
+      createWebhookConnection: webhooks.createWebhookConnection,
+    },
+    audit: sqliteAudit(handle),
+    dashboards: sqliteDashboards(handle),
+    usage,
     async seed(space) {
       try {
         return load(space);

@@ -1,61 +1,9 @@
-import { ApiError } from "../errors.js";
-import type { Storage, StorageArea } from "../ports/storage.js";
+import { ApiError } from "../core/errors.js";
+import { STORAGE_AREAS, type Storage, type StorageArea, type StorageAreaReads, type StorageAreas } from "../ports/storage.js";
+import { withAreas } from "./areas.js";
 
-/** Every area's methods: `reads` a supplied area must have, `writes` it may leave out (then the area is read-only). */
-export const AREA_METHODS = {
-  identity: {
-    reads: ["getBusiness", "getTeam", "listBusinessTeams", "getUser", "listMemberships", "listBusinesses", "listTeams", "listUsers"],
-    writes: ["putBusiness", "deleteBusiness", "putTeam", "deleteTeam", "putUser", "deleteUser", "putMembership", "deleteMembership"],
-  },
-  credentials: {
-    reads: ["findSessionUser", "getSession", "findApiKeyByHash", "getApiKey", "listApiKeys"],
-    writes: ["insertSession", "deleteSession", "deleteUserSessions", "insertApiKey", "revokeApiKey", "markKeysCreatorDeleted"],
-  },
-  catalog: {
-    reads: ["getConnection", "listConnections", "listDatasets", "listAllConnections", "listAllDatasets", "getDataset", "readDatasetRows"],
-    writes: ["replaceDatasetRows", "putConnection", "deleteConnection", "putDataset", "deleteDataset", "writeDatasetRows"],
-  },
-  tables: {
-    reads: ["getTable", "listTables", "listTableRows", "getTableRow", "listEditLog"],
-    writes: [
-      "insertTableRow",
-      "updateTableRow",
-      "deleteTableRow",
-      "claimIdempotencyKey",
-      "completeIdempotencyKey",
-      "releaseIdempotencyKey",
-      "putTable",
-      "deleteTable",
-    ],
-  },
-  webhooks: {
-    reads: ["getWebhookEndpoint"],
-    writes: ["ingestWebhookRow", "updateWebhookSettings", "createWebhookConnection"],
-  },
-  audit: {
-    reads: ["readAuditEvents", "isAuditPosition"],
-    writes: ["appendAuditEvent", "appendAuditEvents"],
-  },
-  analytics: {
-    reads: [
-      "listDashboards",
-      "getDashboard",
-      "listAllDashboards",
-      "viewsByDay",
-      "viewsByViewer",
-      "spaceDashboardUsage",
-      "spaceRefreshHistory",
-      "spaceCreditUsage",
-      "spaceApiUsage",
-      "spaceDatasetUsage",
-    ],
-    writes: ["recordRefreshRun", "recordApiCall", "putDashboard", "changeDashboard", "deleteDashboard", "appendDashboardViews", "appendRefreshRuns", "appendCreditUsage"],
-  },
-} as const satisfies { readonly [A in StorageArea]: { readonly reads: readonly (keyof Storage)[]; readonly writes: readonly (keyof Storage)[] } };
-
-/** An area as a host supplies it: every read, and any of the writes (none: read-only). */
-export type SuppliedArea<A extends StorageArea> = Pick<Storage, (typeof AREA_METHODS)[A]["reads"][number]> &
-  Partial<Pick<Storage, (typeof AREA_METHODS)[A]["writes"][number]>>;
+/** An area as a host supplies it: its reads (`StorageAreaReads`), and any of its other writes (none: read-only). */
+export type SuppliedArea<A extends StorageArea> = StorageAreaReads[A] & Partial<StorageAreas[A]>;
 
 /** The areas a host supplies itself. */
 export type HostAreas = { [A in StorageArea]?: SuppliedArea<A> };
@@ -66,35 +14,45 @@ export function readOnlyArea(area: StorageArea): ApiError {
 }
 
 /**
- * Dataport's store with some areas supplied by the host: every method of a
- * supplied area is the host's (bound to the object it came from), the rest
- * stay the base store's. A write the host's area lacks answers 405
- * `method_not_allowed` naming the area. Seeding, `ping` and `close` stay
- * the base store's: a host fills its own areas itself.
+ * Dataport's store with some areas supplied by the host: `{ ...base,
+ * identity: hostIdentity }`, except that a method the host's area lacks (a
+ * write it leaves out) answers 405 `method_not_allowed` naming the area.
+ * Seeding, `ping` and `close` stay the base store's: a host fills its own
+ * areas itself. The one-call key lookup of the base's credentials area is
+ * left alone: it applies only while the identity area is the base's own
+ * (`KeyWithTeamLookup.teamsFrom`).
  *
  *   const storage = mountStorage(createSqliteStorage({ path }), { identity: myUsersAndTeams });
  */
-export function mountStorage<S extends Storage>(base: S, areas: HostAreas): Storage {
-  const mounted: Record<string, unknown> = {};
-  for (const [name, value] of Object.entries(base)) mounted[name] = typeof value === "function" ? value.bind(base) : value;
-  for (const area of Object.keys(areas) as StorageArea[]) {
-    const supplied = areas[area] as Record<string, unknown> | undefined;
-    if (!supplied) continue;
-    const methods = AREA_METHODS[area];
-    if (!methods) throw new TypeError(`mountStorage: unknown storage area '${area}'`);
-    const missing = methods.reads.filter((name: string) => typeof supplied[name] !== "function");
-    if (missing.length > 0) throw new TypeError(`mountStorage: the ${area} area lacks ${missing.join(", ")}`);
-    for (const name of [...methods.reads, ...methods.writes]) {
-      const method = supplied[name];
-      mounted[name] = typeof method === "function" ? (method as (...args: unknown[]) => unknown).bind(supplied) : readOnlyWrite(area);
-    }
+export function mountStorage(base: Storage, areas: HostAreas): Storage {
+  const mounted: Partial<Record<StorageArea, object>> = {};
+  for (const [name, supplied] of Object.entries(areas) as [StorageArea, object | undefined][]) {
+    if (supplied === undefined) continue;
+    if (!STORAGE_AREAS.includes(name)) throw new TypeError(`mountStorage: unknown storage area '${name}'`);
+    mounted[name] = readOnlyWhereMissing(name, supplied);
   }
-  // The one-call key lookup joins identity and credentials: only when both are the base store's.
-  if (areas.identity || areas.credentials) delete mounted.findApiKeyWithTeam;
-  return mounted as unknown as Storage;
+  return withAreas(base, mounted);
 }
 
 const READ_ONLY = Symbol("dataport.readOnlyArea");
+
+/**
+ * The host's area as it is, where every method it lacks is a stand-in that
+ * answers 405 (and says so to `assertWritable`). What a method is comes
+ * from the area's type, not from a list: any name the object lacks.
+ */
+function readOnlyWhereMissing(area: StorageArea, supplied: object): object {
+  const standIns = new Map<string, () => Promise<never>>();
+  return new Proxy(supplied, {
+    get(target, name, receiver) {
+      // `then` is asked by `await` and Promise.resolve: an area is not a promise.
+      if (typeof name !== "string" || name in target || name === "then" || name === "toJSON") return Reflect.get(target, name, receiver);
+      let write = standIns.get(name);
+      if (write === undefined) standIns.set(name, (write = readOnlyWrite(area)));
+      return write;
+    },
+  });
+}
 
 /** The stand-in for a write a host's area lacks: it answers 405, and says so to `assertWritable` before anything is validated. */
 function readOnlyWrite(area: StorageArea): () => Promise<never> {
@@ -102,8 +60,8 @@ function readOnlyWrite(area: StorageArea): () => Promise<never> {
   return Object.assign(write, { [READ_ONLY]: area });
 }
 
-/** Throws the 405 of a read-only area when `method` of this store is one of its stand-ins; admin operations call it first. */
-export function assertWritable(storage: Storage, method: keyof Storage): void {
-  const area = (storage[method] as { [READ_ONLY]?: StorageArea } | undefined)?.[READ_ONLY];
-  if (area !== undefined) throw readOnlyArea(area);
+/** Throws the 405 of a read-only area when `method` of this area is one of its stand-ins; admin operations call it first. */
+export function assertWritable<T extends object>(area: T, method: keyof T & string): void {
+  const name = (area[method] as { [READ_ONLY]?: StorageArea } | undefined)?.[READ_ONLY];
+  if (name !== undefined) throw readOnlyArea(name);
 }

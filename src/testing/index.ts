@@ -3,9 +3,11 @@ import { describeAnalyticsConformance } from "./conformance/analytics.js";
 import { describeAuditConformance } from "./conformance/audit.js";
 import { describeCatalogConformance } from "./conformance/catalog.js";
 import { describeCredentialsConformance } from "./conformance/credentials.js";
+import { describeDashboardsConformance } from "./conformance/dashboards.js";
 import { describeIdentityConformance } from "./conformance/identity.js";
 import { describeLifecycleConformance } from "./conformance/lifecycle.js";
 import { describeTablesConformance } from "./conformance/tables.js";
+import { describeUsageConformance } from "./conformance/usage.js";
 import { describeWebhooksConformance } from "./conformance/webhooks.js";
 
 export type { ConformanceOptions, StorageFactory } from "./conformance/harness.js";
@@ -24,7 +26,8 @@ export function runStorageConformance(name: string, factory: StorageFactory, opt
   describeIdentityConformance(name, factory, options);
   describeCredentialsConformance(name, factory, options);
   describeCatalogConformance(name, factory, options);
-  describeAnalyticsConformance(name, factory, options);
+  describeDashboardsConformance(name, factory, options);
+  describeUsageConformance(name, factory, options);
   describeTablesConformance(name, factory, options);
   describeWebhooksConformance(name, factory, options);
   describeAuditConformance(name, factory, options);
@@ -37,6 +40,8 @@ export function runStorageConformance(name: string, factory: StorageFactory, opt
  *
  *   describeIdentityConformance("our users", async () => mountStorage(createMemoryStorage(), { identity: ourIdentity() }));
  *
+ * `describeAnalyticsConformance` is the dashboards and usage suites together.
+ *
  * The identity and credentials suites write their data through the area's
  * own methods; the others load a fixture (`ConformanceOptions.load`).
  */
@@ -45,9 +50,11 @@ export {
   describeAuditConformance,
   describeCatalogConformance,
   describeCredentialsConformance,
+  describeDashboardsConformance,
   describeIdentityConformance,
   describeLifecycleConformance,
   describeTablesConformance,
+  describeUsageConformance,
   describeWebhooksConformance,
 };
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createDataApi } from "../../src/api.js";
+import { createDataApi } from "../../src/core/api.js";
 import { createMemoryStorage } from "../../src/memory/storage.js";
 import type { IdentityStore } from "../../src/ports/storage.js";
 import { mountStorage } from "../../src/storage/mount.js";
@@ -98,14 +98,14 @@ describe("the admin HTTP API", () => {
   it("answers 405 naming the area for a change to an area the host supplies read-only", async () => {
     const hostStore = createMemoryStorage();
     const readOnly: IdentityStore = {
-      getBusiness: (id) => hostStore.getBusiness(id),
-      getTeam: (id) => hostStore.getTeam(id),
-      listBusinessTeams: (id) => hostStore.listBusinessTeams(id),
-      getUser: (id) => hostStore.getUser(id),
-      listMemberships: (id) => hostStore.listMemberships(id),
-      listBusinesses: (page) => hostStore.listBusinesses(page),
-      listTeams: (page) => hostStore.listTeams(page),
-      listUsers: (page) => hostStore.listUsers(page),
+      getBusiness: (id) => hostStore.identity.getBusiness(id),
+      getTeam: (id) => hostStore.identity.getTeam(id),
+      listBusinessTeams: (id) => hostStore.identity.listBusinessTeams(id),
+      getUser: (id) => hostStore.identity.getUser(id),
+      listMemberships: (id) => hostStore.identity.listMemberships(id),
+      listBusinesses: (page) => hostStore.identity.listBusinesses(page),
+      listTeams: (page) => hostStore.identity.listTeams(page),
+      listUsers: (page) => hostStore.identity.listUsers(page),
     };
     const { api, call } = await setup({ storage: mountStorage(createMemoryStorage(), { identity: readOnly }), adminToken: ADMIN_TOKEN });
     const send = httpAdmin(api);

@@ -5,5 +5,5 @@ import { describeCredentialsConformance, describeIdentityConformance, runStorage
 runStorageConformance("memory", async () => createMemoryStorage());
 
 // One area supplied by a host, checked on its own: here the host's area is a second memory store.
-describeIdentityConformance("memory with a mounted identity area", async () => mountStorage(createMemoryStorage(), { identity: createMemoryStorage() }));
-describeCredentialsConformance("memory with a mounted credentials area", async () => mountStorage(createMemoryStorage(), { credentials: createMemoryStorage() }));
+describeIdentityConformance("memory with a mounted identity area", async () => mountStorage(createMemoryStorage(), { identity: createMemoryStorage().identity }));
+describeCredentialsConformance("memory with a mounted credentials area", async () => mountStorage(createMemoryStorage(), { credentials: createMemoryStorage().credentials }));

@@ -6,7 +6,7 @@
  * invariants a refused write must leave intact.
  */
 import { expect } from "vitest";
-import { createDataApi, type DataApi } from "../../src/api.js";
+import { createDataApi, type DataApi } from "../../src/core/api.js";
 import { parseFixture } from "../../src/fixture/load.js";
 import type { ApiRequest } from "../../src/http/types.js";
 import { createFixedClock } from "../../src/memory/clock.js";

@@ -97,7 +97,7 @@ describe("API rate limit per credential (apiRatePerSecond)", () => {
 describe("timeouts", () => {
   it("ends a request whose storage call hangs with 503 storage_unavailable and Retry-After after storageTimeoutMs", async () => {
     const store = createMemoryStorage();
-    const hung: Storage = { ...store, getDataset: () => new Promise(() => {}) };
+    const hung: Storage = { ...store, catalog: { ...store.catalog, getDataset: () => new Promise(() => {}) } };
     const { call } = await setup({ storage: hung, storageTimeoutMs: 80 });
     const started = performance.now();
     const res = await call("GET", "/api/v1/datasets/ds_orders", { token: TOKENS.sync });
@@ -115,7 +115,7 @@ describe("timeouts", () => {
     expect(api.ports.storage).toBe(storage);
     const timed = await setup({ storage: createMemoryStorage(), storageTimeoutMs: 1000 });
     expect(timed.api.ports.storage).not.toBe(storage);
-    expect(typeof timed.api.ports.storage.isAuditPosition("x")).toBe("boolean");
+    expect(typeof timed.api.ports.storage.audit.isAuditPosition("x")).toBe("boolean");
   });
 
   it("ends a connection query whose upstream hangs with 504 upstream_timeout, aborting the connector's signal", async () => {

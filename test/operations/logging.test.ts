@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { signHex } from "../../src/domain/signatures.js";
-import { consoleErrorLogger, createJsonLogger } from "../../src/logging.js";
+import { consoleErrorLogger, createJsonLogger } from "../../src/core/logging.js";
 import { createFixedClock } from "../../src/memory/clock.js";
 import { createMemoryStorage } from "../../src/memory/storage.js";
-import { createRequestObserver } from "../../src/observe.js";
+import { createRequestObserver } from "../../src/core/observe.js";
 import type { ErrorLogFields, Logger, RequestLogLine } from "../../src/ports/logger.js";
 import type { Storage } from "../../src/ports/storage.js";
 import { WEBHOOK_SECRETS, webhookFixture } from "../../src/testing/conformance/webhooks.js";
@@ -80,8 +80,11 @@ describe("request log lines", () => {
     const store = createMemoryStorage();
     const broken: Storage = {
       ...store,
-      getDataset: async () => {
-        throw new Error("disk on fire at /var/lib/secret-path");
+      catalog: {
+        ...store.catalog,
+        getDataset: async () => {
+          throw new Error("disk on fire at /var/lib/secret-path");
+        },
       },
     };
     const { call } = await setup({ logger, storage: broken });
@@ -99,7 +102,7 @@ describe("request log lines", () => {
   it("keeps the older function form of logger: errors only, with the request id in the message", async () => {
     const seen: string[] = [];
     const store = createMemoryStorage();
-    const broken: Storage = { ...store, getDataset: () => Promise.reject(new Error("boom")) };
+    const broken: Storage = { ...store, catalog: { ...store.catalog, getDataset: () => Promise.reject(new Error("boom")) } };
     const { call } = await setup({ logger: (message) => seen.push(message), storage: broken });
     const res = await call("GET", "/api/v1/datasets/ds_orders", { token: TOKENS.sync });
     expect(seen).toContain(`unexpected error (request ${res.json.error.requestId})`);
@@ -132,7 +135,7 @@ describe("createJsonLogger", () => {
     const written: string[] = [];
     const logger = createJsonLogger({ write: (line) => written.push(line), now: () => Date.parse(NOW) });
     const store = createMemoryStorage();
-    const broken: Storage = { ...store, getDataset: () => Promise.reject(new TypeError("bad row")) };
+    const broken: Storage = { ...store, catalog: { ...store.catalog, getDataset: () => Promise.reject(new TypeError("bad row")) } };
     const { call } = await setup({ logger, storage: broken });
     await call("GET", "/api/v1/me", { token: TOKENS.sync });
     const failed = await call("GET", "/api/v1/datasets/ds_orders", { token: TOKENS.sync });

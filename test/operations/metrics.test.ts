@@ -207,7 +207,7 @@ describe("GET /api/metrics", () => {
   it("counts upstream and storage timeouts by outcome", async () => {
     const store = createMemoryStorage();
     let hang = false;
-    const slow: Storage = { ...store, getDataset: (id) => (hang ? new Promise(() => {}) : store.getDataset(id)) };
+    const slow: Storage = { ...store, catalog: { ...store.catalog, getDataset: (id) => (hang ? new Promise(() => {}) : store.catalog.getDataset(id)) } };
     const never: Connector = { isSpatial: () => false, query: () => new Promise(() => {}) };
     const { call } = await setup({
       storage: slow,

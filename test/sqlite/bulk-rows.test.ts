@@ -73,7 +73,7 @@ async function collect(rows: AsyncIterable<Row>): Promise<Row[]> {
 }
 
 async function all(s: SqliteStorage, datasetId: string): Promise<Row[]> {
-  return collect((await s.readDatasetRows(datasetId, { offset: 0, limit: null, columns: null, filters: null })).rows);
+  return collect((await s.catalog.readDatasetRows(datasetId, { offset: 0, limit: null, columns: null, filters: null })).rows);
 }
 
 function seqOf(s: SqliteStorage, datasetId: string): number {
@@ -95,7 +95,7 @@ function onPublished(s: SqliteStorage, datasetId: string, rowCount: number, chec
   return (async () => {
     for (;;) {
       await new Promise((r) => setImmediate(r));
-      if ((await s.getDataset(datasetId))?.rowCount === rowCount) return check();
+      if ((await s.catalog.getDataset(datasetId))?.rowCount === rowCount) return check();
     }
   })();
 }
@@ -111,25 +111,25 @@ describe("sqlite: streamed bulk row writes", () => {
     const other = store(path);
     const OLD = 12_000; // more than one sweep transaction deletes: readers also run while old rows are swept
     const NEW = 200_000;
-    await s.writeDatasetRows(rowsWrite("ds_orders", "replace", generate(OLD, "old")));
-    expect((await s.getDataset("ds_orders"))?.rowCount).toBe(OLD);
+    await s.catalog.writeDatasetRows(rowsWrite("ds_orders", "replace", generate(OLD, "old")));
+    expect((await s.catalog.getDataset("ds_orders"))?.rowCount).toBe(OLD);
 
     let done = false;
     const seen = { old: 0, new: 0 };
     let stagedWhileStreaming = -1;
     const page = async (reader: SqliteStorage, k: number) => {
       const offset = (k * 7919) % 2990;
-      const result = await reader.readDatasetRows("ds_orders", { offset, limit: 10, columns: null, filters: null });
+      const result = await reader.catalog.readDatasetRows("ds_orders", { offset, limit: 10, columns: null, filters: null });
       const rows = await collect(result.rows);
       const v = result.totalRows === OLD ? "old" : "new";
       expect([OLD, NEW]).toContain(result.totalRows);
       expect(rows).toEqual(Array.from({ length: 10 }, (_, j) => ({ v, i: offset + j })));
-      const count = (await reader.getDataset("ds_orders"))!.rowCount;
+      const count = (await reader.catalog.getDataset("ds_orders"))!.rowCount;
       expect([OLD, NEW]).toContain(count);
       seen[v]++;
       if (k % 4 !== 0) return;
       // Exactly one row has i = 5, old or new, also while staged rows exist.
-      const filtered = await reader.readDatasetRows("ds_orders", { offset: 0, limit: 10, columns: ["i"], filters: { i: 5 } });
+      const filtered = await reader.catalog.readDatasetRows("ds_orders", { offset: 0, limit: 10, columns: ["i"], filters: { i: 5 } });
       expect(filtered.totalRows).toBe(1);
       expect(await collect(filtered.rows)).toEqual([{ i: 5 }]);
     };
@@ -142,7 +142,7 @@ describe("sqlite: streamed bulk row writes", () => {
     });
 
     // A large read on the other connection that starts during the write holds its snapshot: all old.
-    const longRead = (await other.readDatasetRows("ds_orders", { offset: 1000, limit: null, columns: ["v"], filters: null })).rows[Symbol.asyncIterator]();
+    const longRead = (await other.catalog.readDatasetRows("ds_orders", { offset: 1000, limit: null, columns: ["v"], filters: null })).rows[Symbol.asyncIterator]();
     let longFirst: IteratorResult<Row> | null = null;
     // One created during the write but first pulled after it: it reads the window of its snapshot, the new rows
     // (not the old positions, being swept).
@@ -152,7 +152,7 @@ describe("sqlite: streamed bulk row writes", () => {
       pauseEvery: 500,
       onRow: async (i) => {
         if (i === 50_000) longFirst = await longRead.next();
-        if (i === 60_000) lateRead = (await other.readDatasetRows("ds_orders", { offset: 1000, limit: null, columns: ["v"], filters: null })).rows;
+        if (i === 60_000) lateRead = (await other.catalog.readDatasetRows("ds_orders", { offset: 1000, limit: null, columns: ["v"], filters: null })).rows;
         // Rows are written as they come, not collected until the end.
         if (i === 150_000) stagedWhileStreaming = storedRows(other, "ds_orders") - OLD;
       },
@@ -161,11 +161,11 @@ describe("sqlite: streamed bulk row writes", () => {
     let unswept = 0;
     const whileSweeping = onPublished(other, "ds_orders", NEW, async () => {
       unswept = storedRows(other, "ds_orders") - NEW;
-      const filtered = await other.readDatasetRows("ds_orders", { offset: 0, limit: 10, columns: null, filters: { i: OLD - 1 } });
+      const filtered = await other.catalog.readDatasetRows("ds_orders", { offset: 0, limit: 10, columns: null, filters: { i: OLD - 1 } });
       expect(filtered.totalRows).toBe(1);
       expect(await collect(filtered.rows)).toEqual([{ v: "new", i: OLD - 1 }]);
     });
-    const result = await s.writeDatasetRows(rowsWrite("ds_orders", "replace", rows));
+    const result = await s.catalog.writeDatasetRows(rowsWrite("ds_orders", "replace", rows));
     done = true;
     await Promise.all([...readers, whileSweeping]);
     expect(unswept).toBe(OLD - 10_000);
@@ -184,8 +184,8 @@ describe("sqlite: streamed bulk row writes", () => {
     expect(late.every((r) => r.v === "new")).toBe(true);
     expect(rest.every((r) => r.v === "old")).toBe(true);
 
-    expect(await other.getDataset("ds_orders")).toMatchObject({ rowCount: NEW, columns: COLUMNS, updatedAt: "2026-11-02T00:00:00.000Z" });
-    const tail = await collect((await other.readDatasetRows("ds_orders", { offset: NEW - 2, limit: 5, columns: null, filters: null })).rows);
+    expect(await other.catalog.getDataset("ds_orders")).toMatchObject({ rowCount: NEW, columns: COLUMNS, updatedAt: "2026-11-02T00:00:00.000Z" });
+    const tail = await collect((await other.catalog.readDatasetRows("ds_orders", { offset: NEW - 2, limit: 5, columns: null, filters: null })).rows);
     expect(tail).toEqual([
       { v: "new", i: NEW - 2 },
       { v: "new", i: NEW - 1 },
@@ -199,22 +199,22 @@ describe("sqlite: streamed bulk row writes", () => {
     it(`an iterator that throws (at row ${throwAt}) leaves the old rows and nothing staged`, async () => {
       const s = await seeded();
       const before = await all(s, "ds_orders");
-      const dataset = await s.getDataset("ds_orders");
+      const dataset = await s.catalog.getDataset("ds_orders");
       let asked = 0;
       const failing = rowsWrite("ds_orders", "replace", generate(10_000, "new", { throwAt }));
       failing.columns = () => {
         asked++;
         return COLUMNS;
       };
-      await expect(s.writeDatasetRows(failing)).rejects.toThrow(`upstream broke at row ${throwAt}`);
+      await expect(s.catalog.writeDatasetRows(failing)).rejects.toThrow(`upstream broke at row ${throwAt}`);
       expect(asked).toBe(0);
       expect(await all(s, "ds_orders")).toEqual(before);
-      expect(await s.getDataset("ds_orders")).toEqual(dataset);
+      expect(await s.catalog.getDataset("ds_orders")).toEqual(dataset);
       expect(storedRows(s, "ds_orders")).toBe(before.length);
       expect(staging(s)).toEqual([]);
       expect(s.db.prepare("SELECT stage_from FROM datasets WHERE id = 'ds_orders'").get()).toEqual({ stage_from: null });
       // The dataset takes the next write.
-      expect(await s.writeDatasetRows(rowsWrite("ds_orders", "append", generate(3, "more")))).toEqual({ rowCount: before.length + 3 });
+      expect(await s.catalog.writeDatasetRows(rowsWrite("ds_orders", "append", generate(3, "more")))).toEqual({ rowCount: before.length + 3 });
     });
   }
 
@@ -228,12 +228,12 @@ describe("sqlite: streamed bulk row writes", () => {
       calls.push(consumed);
       return [{ name: "order_id", type: "string" }, ...COLUMNS];
     };
-    expect(await s.writeDatasetRows(write)).toEqual({ rowCount: before.length + 2500 });
+    expect(await s.catalog.writeDatasetRows(write)).toEqual({ rowCount: before.length + 2500 });
     expect(calls).toEqual([2500]);
     const after = await all(s, "ds_orders");
     expect(after.slice(0, before.length)).toEqual(before);
     expect(after.slice(before.length)).toEqual(Array.from({ length: 2500 }, (_, i) => ({ v: "added", i })));
-    expect((await s.getDataset("ds_orders"))?.columns.map((c) => c.name)).toEqual(["order_id", "v", "i"]);
+    expect((await s.catalog.getDataset("ds_orders"))?.columns.map((c) => c.name)).toEqual(["order_id", "v", "i"]);
   });
 
   it("refuses an unknown dataset or an input table without reading a row", async () => {
@@ -243,8 +243,8 @@ describe("sqlite: streamed bulk row writes", () => {
       started = true;
       yield { a: 1 };
     })();
-    await expect(s.writeDatasetRows(rowsWrite("nope", "replace", rows))).rejects.toThrow(/unknown dataset nope/);
-    await expect(s.writeDatasetRows(rowsWrite("tbl_targets", "replace", rows))).rejects.toThrow(/input table/);
+    await expect(s.catalog.writeDatasetRows(rowsWrite("nope", "replace", rows))).rejects.toThrow(/unknown dataset nope/);
+    await expect(s.catalog.writeDatasetRows(rowsWrite("tbl_targets", "replace", rows))).rejects.toThrow(/input table/);
     expect(started).toBe(false);
   });
 
@@ -258,37 +258,37 @@ describe("sqlite: streamed bulk row writes", () => {
       retainRows: 1_000_000,
       receivedAt: "2026-11-01T00:00:00.000Z",
     });
-    for (let i = 0; i < 3; i++) await s.ingestWebhookRow(hook(i, `k${i}`));
+    for (let i = 0; i < 3; i++) await s.webhooks.ingestWebhookRow(hook(i, `k${i}`));
     // Deliveries at rows 1500 and 2500 of the bulk write: each reaches the staged range and moves it.
     const rows = generate(6000, "bulk", {
       onRow: async (i) => {
-        if (i === 1500 || i === 2500 || i === 5999) expect(await s.ingestWebhookRow(hook(i, `k${i}`))).toEqual({ id: `hook_${i}`, duplicate: false });
+        if (i === 1500 || i === 2500 || i === 5999) expect(await s.webhooks.ingestWebhookRow(hook(i, `k${i}`))).toEqual({ id: `hook_${i}`, duplicate: false });
       },
     });
-    expect(await s.writeDatasetRows(rowsWrite("ds_conn_hook", "append", rows))).toEqual({ rowCount: 6006 });
+    expect(await s.catalog.writeDatasetRows(rowsWrite("ds_conn_hook", "append", rows))).toEqual({ rowCount: 6006 });
     const appended = await all(s, "ds_conn_hook");
     expect(appended.slice(0, 6).map((r) => r.i)).toEqual([0, 1, 2, 1500, 2500, 5999]);
     expect(appended.slice(6)).toEqual(Array.from({ length: 6000 }, (_, i) => ({ v: "bulk", i })));
     expect(storedRows(s, "ds_conn_hook")).toBe(6006);
-    expect(await s.ingestWebhookRow(hook(99, "k1500"))).toEqual({ id: "hook_1500", duplicate: true });
+    expect(await s.webhooks.ingestWebhookRow(hook(99, "k1500"))).toEqual({ id: "hook_1500", duplicate: true });
 
     // 30,000 more keyed deliveries: the replace's old rows take three sweep transactions.
-    await Promise.all(Array.from({ length: 30_000 }, (_, i) => s.ingestWebhookRow(hook(10_000 + i, `m${i}`))));
+    await Promise.all(Array.from({ length: 30_000 }, (_, i) => s.webhooks.ingestWebhookRow(hook(10_000 + i, `m${i}`))));
     const replacement = generate(3000, "fresh", {
       onRow: async (i) => {
-        if (i === 2000) await s.ingestWebhookRow(hook(2000, "during"));
+        if (i === 2000) await s.webhooks.ingestWebhookRow(hook(2000, "during"));
       },
     });
     // The replaced rows' keys go with them at once, before the rows are swept: the same deliveries are new again
     // (m29999 is the last old row, swept last).
     const whileSweeping = onPublished(s, "ds_conn_hook", 3000, async () => {
       expect(storedRows(s, "ds_conn_hook")).toBeGreaterThan(3000);
-      expect(await s.ingestWebhookRow(hook(100, "m29999"))).toEqual({ id: "hook_100", duplicate: false });
+      expect(await s.webhooks.ingestWebhookRow(hook(100, "m29999"))).toEqual({ id: "hook_100", duplicate: false });
     });
-    expect(await s.writeDatasetRows(rowsWrite("ds_conn_hook", "replace", replacement))).toEqual({ rowCount: 3000 });
+    expect(await s.catalog.writeDatasetRows(rowsWrite("ds_conn_hook", "replace", replacement))).toEqual({ rowCount: 3000 });
     await whileSweeping;
-    expect(await s.ingestWebhookRow(hook(101, "during"))).toEqual({ id: "hook_101", duplicate: false });
-    expect(await s.ingestWebhookRow(hook(102, "k1500"))).toEqual({ id: "hook_102", duplicate: false });
+    expect(await s.webhooks.ingestWebhookRow(hook(101, "during"))).toEqual({ id: "hook_101", duplicate: false });
+    expect(await s.webhooks.ingestWebhookRow(hook(102, "k1500"))).toEqual({ id: "hook_102", duplicate: false });
     const stored = await all(s, "ds_conn_hook");
     expect(stored.slice(0, 3000)).toEqual(Array.from({ length: 3000 }, (_, i) => ({ v: "fresh", i })));
     expect(stored.slice(3000).map((r) => r._id)).toEqual(["hook_100", "hook_101", "hook_102"]);
@@ -299,11 +299,11 @@ describe("sqlite: streamed bulk row writes", () => {
     const path = file();
     const s = await seeded(path);
     const other = store(path);
-    const base = (await s.getDataset("ds_orders"))!.rowCount;
+    const base = (await s.catalog.getDataset("ds_orders"))!.rowCount;
     const results = await Promise.all([
-      s.writeDatasetRows(rowsWrite("ds_orders", "append", generate(3000, "a", { pauseEvery: 100 }))),
-      other.writeDatasetRows(rowsWrite("ds_orders", "append", generate(3000, "b", { pauseEvery: 100 }))),
-      s.writeDatasetRows(rowsWrite("ds_orders", "append", generate(2000, "c", { pauseEvery: 100 }))),
+      s.catalog.writeDatasetRows(rowsWrite("ds_orders", "append", generate(3000, "a", { pauseEvery: 100 }))),
+      other.catalog.writeDatasetRows(rowsWrite("ds_orders", "append", generate(3000, "b", { pauseEvery: 100 }))),
+      s.catalog.writeDatasetRows(rowsWrite("ds_orders", "append", generate(2000, "c", { pauseEvery: 100 }))),
     ]);
     const added = (await all(other, "ds_orders")).slice(base);
     expect(added).toHaveLength(8000);
@@ -329,7 +329,7 @@ describe("sqlite: streamed bulk row writes", () => {
     const insert = s.db.prepare("INSERT INTO dataset_rows (row_key, dataset_seq, position, data) VALUES (?, ?, ?, ?)");
     for (const p of [next, next + 1]) insert.run(rowKey(seq, p), seq, p, '{"v":"orphan"}');
 
-    expect(await s.writeDatasetRows(rowsWrite("ds_orders", "append", [{ v: "new", i: 0 }]))).toEqual({ rowCount: 6 });
+    expect(await s.catalog.writeDatasetRows(rowsWrite("ds_orders", "append", [{ v: "new", i: 0 }]))).toEqual({ rowCount: 6 });
     expect((await all(s, "ds_orders")).map((r) => r.v ?? r.order_id)).toEqual(["A-1", "A-2", "A-3", "A-4", "A-5", "new"]);
     expect(storedRows(s, "ds_orders")).toBe(6);
     expect(staging(s)).toEqual([]);
@@ -340,11 +340,11 @@ describe("sqlite: streamed bulk row writes", () => {
     const seq = seqOf(s, "ds_orders");
     const rows = generate(5000, "x", {
       onRow: async (i) => {
-        if (i === 3000) expect(await s.deleteDataset("ds_orders")).toBe(true);
+        if (i === 3000) expect(await s.catalog.deleteDataset("ds_orders")).toBe(true);
       },
     });
-    await expect(s.writeDatasetRows(rowsWrite("ds_orders", "replace", rows))).rejects.toThrow(/deleted or its claim taken over/);
-    expect(await s.getDataset("ds_orders")).toBeNull();
+    await expect(s.catalog.writeDatasetRows(rowsWrite("ds_orders", "replace", rows))).rejects.toThrow(/deleted or its claim taken over/);
+    expect(await s.catalog.getDataset("ds_orders")).toBeNull();
     expect(s.db.prepare("SELECT count(*) AS n FROM dataset_rows WHERE dataset_seq = ?").get(seq)).toEqual({ n: 0 });
     expect(staging(s)).toEqual([]);
   });
@@ -352,12 +352,12 @@ describe("sqlite: streamed bulk row writes", () => {
   it("replaceDatasetRows (a refresh) goes the same way and sets lastRefreshedAt", async () => {
     const s = await seeded();
     const rows = Array.from({ length: 2500 }, (_, i) => ({ store_id: `S${i}` }));
-    await s.replaceDatasetRows("ds_stores", { rows, columns: [{ name: "store_id", type: "string" }], refreshedAt: "2026-11-03T00:00:00.000Z" });
-    expect(await s.getDataset("ds_stores")).toMatchObject({ rowCount: 2500, lastRefreshedAt: "2026-11-03T00:00:00.000Z", updatedAt: "2026-11-03T00:00:00.000Z" });
+    await s.catalog.replaceDatasetRows("ds_stores", { rows, columns: [{ name: "store_id", type: "string" }], refreshedAt: "2026-11-03T00:00:00.000Z" });
+    expect(await s.catalog.getDataset("ds_stores")).toMatchObject({ rowCount: 2500, lastRefreshedAt: "2026-11-03T00:00:00.000Z", updatedAt: "2026-11-03T00:00:00.000Z" });
     expect((await all(s, "ds_stores")).at(-1)).toEqual({ store_id: "S2499" });
     // A bulk write keeps lastRefreshedAt.
-    await s.writeDatasetRows(rowsWrite("ds_stores", "replace", [{ v: "x", i: 0 }]));
-    expect(await s.getDataset("ds_stores")).toMatchObject({ rowCount: 1, lastRefreshedAt: "2026-11-03T00:00:00.000Z", updatedAt: "2026-11-02T00:00:00.000Z" });
+    await s.catalog.writeDatasetRows(rowsWrite("ds_stores", "replace", [{ v: "x", i: 0 }]));
+    expect(await s.catalog.getDataset("ds_stores")).toMatchObject({ rowCount: 1, lastRefreshedAt: "2026-11-03T00:00:00.000Z", updatedAt: "2026-11-02T00:00:00.000Z" });
     expect(storedRows(s, "ds_stores")).toBe(1);
   });
 });
@@ -387,10 +387,10 @@ describe("sqlite: migration 3", () => {
   it("refuses an audit event id already stored; appendAuditEvents stores the new ones at consecutive positions", async () => {
     const s = await seeded();
     const e = (id: string) => ({ id, teamId: "team_ops", time: "2026-11-01T00:00:00.000Z", category: "audit" as const, action: "t", actor: null, target: null, outcome: "success", ip: null, userAgent: null });
-    await s.appendAuditEvent(e("x1"), 10);
-    await expect(s.appendAuditEvent(e("x1"), 11)).rejects.toThrow(/UNIQUE/);
-    expect(await s.appendAuditEvents([e("x1"), e("x2"), e("x2"), e("x3")], 12)).toBe(2);
-    const page = await s.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: 100, limit: 100 });
+    await s.audit.appendAuditEvent(e("x1"), 10);
+    await expect(s.audit.appendAuditEvent(e("x1"), 11)).rejects.toThrow(/UNIQUE/);
+    expect(await s.audit.appendAuditEvents([e("x1"), e("x2"), e("x2"), e("x3")], 12)).toBe(2);
+    const page = await s.audit.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: 100, limit: 100 });
     const mine = page.events.filter((p) => p.event.id.startsWith("x"));
     expect(mine.map((p) => p.event.id)).toEqual(["x1", "x2", "x3"]);
     expect(Number(mine[2]!.position) - Number(mine[1]!.position)).toBe(1);

@@ -80,13 +80,13 @@ describe("sqlite: schema and durability", () => {
     expect(versions).toEqual(MIGRATIONS.map((m) => ({ version: m.version })));
     expect(first.db.pragma("journal_mode", { simple: true })).toBe("wal");
     expect(first.db.pragma("synchronous", { simple: true })).toBe(1);
-    await first.ingestWebhookRow(hook(1));
+    await first.webhooks.ingestWebhookRow(hook(1));
     await first.close();
 
     const again = store(path);
     expect(again.db.prepare("SELECT count(*) AS n FROM schema_migrations").get()).toEqual({ n: MIGRATIONS.length });
     expect(await again.seed(parseFixture(conformanceFixture()))).toBe("kept");
-    const page = await again.readDatasetRows("ds_conn_hook", { offset: 0, limit: null, columns: null, filters: null });
+    const page = await again.catalog.readDatasetRows("ds_conn_hook", { offset: 0, limit: null, columns: null, filters: null });
     expect(page.totalRows).toBe(1);
     expect(await collect(page.rows)).toEqual([{ _id: "row_1", n: 1, _receivedAt: "2026-11-01T00:00:00.000Z" }]);
   });
@@ -118,7 +118,7 @@ describe("sqlite: schema and durability", () => {
       { row_key: 3 * 2 ** 43 + 3, dataset_seq: 3, position: 3, dedup_key: null },
       { row_key: 4 * 2 ** 43, dataset_seq: 4, position: 0, dedup_key: null },
     ]);
-    const page = await s.readDatasetRows("ds_old", { offset: 1, limit: 10, columns: null, filters: null });
+    const page = await s.catalog.readDatasetRows("ds_old", { offset: 1, limit: 10, columns: null, filters: null });
     expect(page.totalRows).toBe(3);
     expect(await collect(page.rows)).toEqual([{ p: 2 }, { p: 3 }]);
   });
@@ -128,24 +128,24 @@ describe("sqlite: dataset rows", () => {
   it("pages deep offsets by position, filters with JSON types and streams large reads", async () => {
     const s = await seeded();
     const rows = Array.from({ length: 2500 }, (_, i) => ({ i, even: i % 2 === 0, tag: i % 3 === 0 ? "x" : null, obj: { a: i % 5, b: 1 } }));
-    await s.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
-    const deep = await s.readDatasetRows("ds_stores", { offset: 2400, limit: 3, columns: ["i"], filters: null });
+    await s.catalog.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
+    const deep = await s.catalog.readDatasetRows("ds_stores", { offset: 2400, limit: 3, columns: ["i"], filters: null });
     expect(deep.totalRows).toBe(2500);
     expect(await collect(deep.rows)).toEqual([{ i: 2400 }, { i: 2401 }, { i: 2402 }]);
 
-    const filtered = await s.readDatasetRows("ds_stores", { offset: 2, limit: 2, columns: ["i"], filters: { even: true, tag: "x" } });
+    const filtered = await s.catalog.readDatasetRows("ds_stores", { offset: 2, limit: 2, columns: ["i"], filters: { even: true, tag: "x" } });
     expect(filtered.totalRows).toBe(417); // i ≡ 0 (mod 6) below 2500
     expect(await collect(filtered.rows)).toEqual([{ i: 12 }, { i: 18 }]);
 
-    const nulls = await s.readDatasetRows("ds_stores", { offset: 0, limit: 2, columns: ["i"], filters: { tag: null, missing: null } });
+    const nulls = await s.catalog.readDatasetRows("ds_stores", { offset: 0, limit: 2, columns: ["i"], filters: { tag: null, missing: null } });
     expect(nulls.totalRows).toBe(2500 - 834);
     expect(await collect(nulls.rows)).toEqual([{ i: 1 }, { i: 2 }]);
 
-    const objects = await s.readDatasetRows("ds_stores", { offset: 1, limit: 2, columns: ["i"], filters: { obj: { b: 1, a: 4 } } });
+    const objects = await s.catalog.readDatasetRows("ds_stores", { offset: 1, limit: 2, columns: ["i"], filters: { obj: { b: 1, a: 4 } } });
     expect(objects.totalRows).toBe(500);
     expect(await collect(objects.rows)).toEqual([{ i: 9 }, { i: 14 }]);
 
-    const all = await s.readDatasetRows("ds_stores", { offset: 10, limit: null, columns: ["i"], filters: null });
+    const all = await s.catalog.readDatasetRows("ds_stores", { offset: 10, limit: null, columns: ["i"], filters: null });
     const streamed = await collect(all.rows);
     expect(streamed).toHaveLength(2490);
     expect(streamed[0]).toEqual({ i: 10 });
@@ -155,10 +155,10 @@ describe("sqlite: dataset rows", () => {
   it("keeps __proto__ and constructor columns as plain data on every read path", async () => {
     const s = await seeded();
     const hostile = JSON.parse('{"__proto__": {"polluted": 1}, "constructor": "c", "a": 1}') as Row;
-    await s.replaceDatasetRows("ds_stores", { rows: Array.from({ length: 1500 }, () => hostile), columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
-    const small = await collect((await s.readDatasetRows("ds_stores", { offset: 0, limit: 1, columns: null, filters: null })).rows);
-    const streamed = await collect((await s.readDatasetRows("ds_stores", { offset: 1499, limit: null, columns: null, filters: null })).rows);
-    const picked = await collect((await s.readDatasetRows("ds_stores", { offset: 0, limit: 1, columns: ["__proto__"], filters: { constructor: "c" } })).rows);
+    await s.catalog.replaceDatasetRows("ds_stores", { rows: Array.from({ length: 1500 }, () => hostile), columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
+    const small = await collect((await s.catalog.readDatasetRows("ds_stores", { offset: 0, limit: 1, columns: null, filters: null })).rows);
+    const streamed = await collect((await s.catalog.readDatasetRows("ds_stores", { offset: 1499, limit: null, columns: null, filters: null })).rows);
+    const picked = await collect((await s.catalog.readDatasetRows("ds_stores", { offset: 0, limit: 1, columns: ["__proto__"], filters: { constructor: "c" } })).rows);
     for (const row of [...small, ...streamed, ...picked]) {
       expect(Object.hasOwn(row, "__proto__")).toBe(true);
       expect(Object.getOwnPropertyDescriptor(row, "__proto__")?.value).toEqual({ polluted: 1 });
@@ -173,9 +173,9 @@ describe("sqlite: dataset rows", () => {
     const s = await seeded();
     const odd = ['say "hi"', "back\\slash", "lone\ud800", "", "a.b"];
     const rows = [0, 1, 2].map((i) => Object.fromEntries(odd.map((k) => [k, i % 2 === 0 ? `v${k}` : null])));
-    await s.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
+    await s.catalog.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
     for (const key of odd) {
-      const page = await s.readDatasetRows("ds_stores", { offset: 0, limit: 10, columns: [key], filters: { [key]: `v${key}` } });
+      const page = await s.catalog.readDatasetRows("ds_stores", { offset: 0, limit: 10, columns: [key], filters: { [key]: `v${key}` } });
       expect(page.totalRows).toBe(2);
       expect(await collect(page.rows)).toEqual([{ [key]: `v${key}` }, { [key]: `v${key}` }]);
     }
@@ -184,52 +184,52 @@ describe("sqlite: dataset rows", () => {
   it("hands rows over as their JSON text when no columns are picked, identical to serialising the rows", async () => {
     const s = await seeded();
     const rows = Array.from({ length: 1500 }, (_, i) => JSON.parse(`{"i":${i},"__proto__":{"x":1},"s":"é\\u0000","n":${i / 3}}`) as Row);
-    await s.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
+    await s.catalog.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
     for (const query of [
       { offset: 3, limit: 10, columns: null, filters: null },
       { offset: 1000, limit: null, columns: null, filters: null },
       { offset: 1, limit: null, columns: null, filters: JSON.parse('{"__proto__": {"x": 1}}') as Record<string, unknown> },
     ]) {
       const texts: string[] = [];
-      for await (const text of (await s.readDatasetRows("ds_stores", query)).rowsJson!) texts.push(text);
-      const objects = await collect((await s.readDatasetRows("ds_stores", query)).rows);
+      for await (const text of (await s.catalog.readDatasetRows("ds_stores", query)).rowsJson!) texts.push(text);
+      const objects = await collect((await s.catalog.readDatasetRows("ds_stores", query)).rows);
       expect(texts).toEqual(objects.map((r) => JSON.stringify(r)));
       expect(texts.length).toBeGreaterThan(0);
     }
-    expect((await s.readDatasetRows("ds_stores", { offset: 0, limit: 1, columns: ["i"], filters: null })).rowsJson).toBeUndefined();
+    expect((await s.catalog.readDatasetRows("ds_stores", { offset: 0, limit: 1, columns: ["i"], filters: null })).rowsJson).toBeUndefined();
   });
 
   it("a streamed read sees one snapshot although a refresh commits in the middle", async () => {
     const s = await seeded();
     const old = Array.from({ length: 1200 }, (_, i) => ({ v: "old", i }));
-    await s.replaceDatasetRows("ds_stores", { rows: old, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
-    const page = await s.readDatasetRows("ds_stores", { offset: 0, limit: null, columns: ["v"], filters: null });
+    await s.catalog.replaceDatasetRows("ds_stores", { rows: old, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
+    const page = await s.catalog.readDatasetRows("ds_stores", { offset: 0, limit: null, columns: ["v"], filters: null });
     const iterator = page.rows[Symbol.asyncIterator]();
     const seen: unknown[] = [(await iterator.next()).value];
-    await s.replaceDatasetRows("ds_stores", { rows: [{ v: "new", i: 0 }], columns: [], refreshedAt: "2026-11-02T00:00:00.000Z" });
+    await s.catalog.replaceDatasetRows("ds_stores", { rows: [{ v: "new", i: 0 }], columns: [], refreshedAt: "2026-11-02T00:00:00.000Z" });
     for (let next = await iterator.next(); !next.done; next = await iterator.next()) seen.push(next.value);
     expect(seen).toHaveLength(1200);
     expect(seen.every((r) => (r as Row).v === "old")).toBe(true);
-    expect(await collect((await s.readDatasetRows("ds_stores", { offset: 0, limit: 10, columns: ["v"], filters: null })).rows)).toEqual([{ v: "new" }]);
+    expect(await collect((await s.catalog.readDatasetRows("ds_stores", { offset: 0, limit: 10, columns: ["v"], filters: null })).rows)).toEqual([{ v: "new" }]);
   });
 });
 
 describe("sqlite: webhooks", () => {
   it("de-duplicates 20 concurrent deliveries of one key into one row (group commit)", async () => {
     const s = await seeded();
-    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => s.ingestWebhookRow(hook(i, "delivery-1"))));
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => s.webhooks.ingestWebhookRow(hook(i, "delivery-1"))));
     expect(results.filter((r) => !r.duplicate)).toEqual([{ id: "row_0", duplicate: false }]);
     expect(results.filter((r) => r.duplicate).every((r) => r.id === "row_0")).toBe(true);
-    expect((await s.getDataset("ds_conn_hook"))?.rowCount).toBe(1);
+    expect((await s.catalog.getDataset("ds_conn_hook"))?.rowCount).toBe(1);
   });
 
   it("trims beyond retainRows with their dedup keys, widens columns and moves updatedAt", async () => {
     const s = await seeded();
-    for (let i = 1; i <= 5; i++) await s.ingestWebhookRow(hook(i, `k${i}`));
-    const page = await s.readDatasetRows("ds_conn_hook", { offset: 0, limit: null, columns: ["n"], filters: null });
+    for (let i = 1; i <= 5; i++) await s.webhooks.ingestWebhookRow(hook(i, `k${i}`));
+    const page = await s.catalog.readDatasetRows("ds_conn_hook", { offset: 0, limit: null, columns: ["n"], filters: null });
     expect(page.totalRows).toBe(3);
     expect(await collect(page.rows)).toEqual([{ n: 3 }, { n: 4 }, { n: 5 }]);
-    expect(await s.getDataset("ds_conn_hook")).toMatchObject({
+    expect(await s.catalog.getDataset("ds_conn_hook")).toMatchObject({
       rowCount: 3,
       updatedAt: "2026-11-01T00:00:05.000Z",
       columns: [
@@ -237,13 +237,13 @@ describe("sqlite: webhooks", () => {
         { name: "n", type: "number" },
       ],
     });
-    expect(await s.ingestWebhookRow(hook(7, "k1"))).toEqual({ id: "row_7", duplicate: false });
-    expect(await s.ingestWebhookRow(hook(8, "k5"))).toEqual({ id: "row_5", duplicate: true });
+    expect(await s.webhooks.ingestWebhookRow(hook(7, "k1"))).toEqual({ id: "row_7", duplicate: false });
+    expect(await s.webhooks.ingestWebhookRow(hook(8, "k5"))).toEqual({ id: "row_5", duplicate: true });
   });
 
   it("creates connections, finds endpoints and changes settings", async () => {
     const s = await seeded();
-    expect(await s.getWebhookEndpoint("ep_shop")).toEqual({
+    expect(await s.webhooks.getWebhookEndpoint("ep_shop")).toEqual({
       connectionId: "conn_hook",
       teamId: "team_ops",
       name: "Shop events",
@@ -252,33 +252,33 @@ describe("sqlite: webhooks", () => {
       signingSecret: null,
       retainRows: 3,
     });
-    await s.createWebhookConnection({
+    await s.webhooks.createWebhookConnection({
       connection: { id: "conn_new", teamId: "team_ops", name: "New", createdAt: "2026-11-01T00:00:00.000Z" },
       endpoint: { endpointId: "ep_new", signingSecret: "s1", retainRows: 10 },
       dataset: { id: "ds_new", name: "New" },
     });
-    expect(await s.updateWebhookSettings("conn_new", { signingSecret: null, retainRows: 5 })).toMatchObject({ signingSecret: null, retainRows: 5, datasetId: "ds_new" });
-    expect(await s.getDataset("ds_new")).toMatchObject({ type: "connection", connectionId: "conn_new", rowCount: 0, columns: [] });
-    expect((await s.getConnection("conn_new"))?.config).toEqual({ endpointId: "ep_new", signingSecret: null, retainRows: 5 });
-    expect(await s.updateWebhookSettings("nope", { retainRows: 1 })).toBeNull();
-    expect(await s.getWebhookEndpoint("nope")).toBeNull();
+    expect(await s.webhooks.updateWebhookSettings("conn_new", { signingSecret: null, retainRows: 5 })).toMatchObject({ signingSecret: null, retainRows: 5, datasetId: "ds_new" });
+    expect(await s.catalog.getDataset("ds_new")).toMatchObject({ type: "connection", connectionId: "conn_new", rowCount: 0, columns: [] });
+    expect((await s.catalog.getConnection("conn_new"))?.config).toEqual({ endpointId: "ep_new", signingSecret: null, retainRows: 5 });
+    expect(await s.webhooks.updateWebhookSettings("nope", { retainRows: 1 })).toBeNull();
+    expect(await s.webhooks.getWebhookEndpoint("nope")).toBeNull();
   });
 
   it("sees a secret changed through this store or another connection on the next lookup (the endpoint cache never serves a stale one)", async () => {
     const path = file();
     const s = await seeded(path);
-    expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBeNull();
-    expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBeNull(); // now remembered
+    expect((await s.webhooks.getWebhookEndpoint("ep_shop"))?.signingSecret).toBeNull();
+    expect((await s.webhooks.getWebhookEndpoint("ep_shop"))?.signingSecret).toBeNull(); // now remembered
 
-    await s.updateWebhookSettings("conn_hook", { signingSecret: "whsec_one" });
-    expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_one");
+    await s.webhooks.updateWebhookSettings("conn_hook", { signingSecret: "whsec_one" });
+    expect((await s.webhooks.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_one");
 
     // Another process on the same file (here: another connection) rotates and then removes the secret.
     const other = store(path);
-    await other.updateWebhookSettings("conn_hook", { signingSecret: "whsec_two" });
-    expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_two");
-    await other.updateWebhookSettings("conn_hook", { signingSecret: null, retainRows: 7 });
-    expect(await s.getWebhookEndpoint("ep_shop")).toMatchObject({ signingSecret: null, retainRows: 7 });
+    await other.webhooks.updateWebhookSettings("conn_hook", { signingSecret: "whsec_two" });
+    expect((await s.webhooks.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_two");
+    await other.webhooks.updateWebhookSettings("conn_hook", { signingSecret: null, retainRows: 7 });
+    expect(await s.webhooks.getWebhookEndpoint("ep_shop")).toMatchObject({ signingSecret: null, retainRows: 7 });
   });
 });
 
@@ -286,69 +286,69 @@ describe("sqlite: input tables", () => {
   it("advances _updatedAt strictly within one millisecond and refuses a stale write", async () => {
     const s = await seeded();
     const now = Date.parse("2026-11-01T00:00:00.000Z");
-    const row = await s.insertTableRow({ tableId: "tbl_targets", rowId: "r2", values: { region: "APAC", target: 1 }, actor: ACTOR, now, auditEvent: auditEvent("e1") });
+    const row = await s.tables.insertTableRow({ tableId: "tbl_targets", rowId: "r2", values: { region: "APAC", target: 1 }, actor: ACTOR, now, auditEvent: auditEvent("e1") });
     expect(row).toEqual({ _id: "r2", region: "APAC", target: 1, _createdAt: "2026-11-01T00:00:00.000Z", _updatedAt: "2026-11-01T00:00:00.000Z" });
     const base = { tableId: "tbl_targets", rowId: "r2", actor: ACTOR, now, auditEvent: auditEvent("e2") };
-    const a = await s.updateTableRow({ ...base, patch: { target: 2 }, expectedUpdatedAt: row._updatedAt as string });
-    const b = await s.updateTableRow({ ...base, patch: { target: 3 }, expectedUpdatedAt: row._updatedAt as string });
+    const a = await s.tables.updateTableRow({ ...base, patch: { target: 2 }, expectedUpdatedAt: row._updatedAt as string });
+    const b = await s.tables.updateTableRow({ ...base, patch: { target: 3 }, expectedUpdatedAt: row._updatedAt as string });
     expect(a).toMatchObject({ status: "ok", row: { target: 2, _updatedAt: "2026-11-01T00:00:00.001Z" } });
     expect(b).toEqual({ status: "conflict", current: { ...(a as { row: Row }).row } });
-    const c = await s.updateTableRow({ ...base, patch: { target: 4 }, expectedUpdatedAt: null, auditEvent: auditEvent("e2b") });
+    const c = await s.tables.updateTableRow({ ...base, patch: { target: 4 }, expectedUpdatedAt: null, auditEvent: auditEvent("e2b") });
     expect(c).toMatchObject({ status: "ok", row: { target: 4, _updatedAt: "2026-11-01T00:00:00.002Z", _createdAt: "2026-11-01T00:00:00.000Z" } });
-    expect(await s.deleteTableRow({ tableId: "tbl_targets", rowId: "r2", actor: ACTOR, now, auditEvent: auditEvent("e3") })).toMatchObject({ status: "ok" });
-    expect(await s.deleteTableRow({ tableId: "tbl_targets", rowId: "r2", actor: ACTOR, now, auditEvent: auditEvent("e4") })).toEqual({ status: "not_found" });
-    expect((await s.listEditLog("tbl_targets")).map((e) => [e.op, e.rowId, e.actor.id, (e.after ?? e.before)?.target])).toEqual([
+    expect(await s.tables.deleteTableRow({ tableId: "tbl_targets", rowId: "r2", actor: ACTOR, now, auditEvent: auditEvent("e3") })).toMatchObject({ status: "ok" });
+    expect(await s.tables.deleteTableRow({ tableId: "tbl_targets", rowId: "r2", actor: ACTOR, now, auditEvent: auditEvent("e4") })).toEqual({ status: "not_found" });
+    expect((await s.tables.listEditLog("tbl_targets")).map((e) => [e.op, e.rowId, e.actor.id, (e.after ?? e.before)?.target])).toEqual([
       ["create", "r2", "key_sync", 1],
       ["update", "r2", "key_sync", 2],
       ["update", "r2", "key_sync", 4],
       ["delete", "r2", "key_sync", 4],
     ]);
-    expect((await s.getTable("tbl_targets"))?.rowCount).toBe(1);
-    const audit = await s.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: now, limit: 10 });
+    expect((await s.tables.getTable("tbl_targets"))?.rowCount).toBe(1);
+    const audit = await s.audit.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: now, limit: 10 });
     expect(audit.events.map((e) => e.event.id)).toEqual(["e1", "e2", "e2b", "e3"]);
   });
 
   it("claims an idempotency key once, replays it completed and re-claims it after the ttl", async () => {
     const s = await seeded();
     const claim = { scope: "key_sync:tbl_targets", key: "k", fingerprint: "f1", now: 1000, ttlMs: 100, leaseMs: 100 };
-    const claims = await Promise.all(Array.from({ length: 10 }, () => s.claimIdempotencyKey(claim)));
+    const claims = await Promise.all(Array.from({ length: 10 }, () => s.tables.claimIdempotencyKey(claim)));
     expect(claims.filter((c) => c.state === "claimed")).toHaveLength(1);
     expect(claims.filter((c) => c.state === "in_progress")).toHaveLength(9);
-    await s.completeIdempotencyKey({ scope: claim.scope, key: "k", response: { status: 201, body: { _id: "r" } } });
-    expect(await s.claimIdempotencyKey({ ...claim, fingerprint: "f2", now: 1099 })).toEqual({
+    await s.tables.completeIdempotencyKey({ scope: claim.scope, key: "k", response: { status: 201, body: { _id: "r" } } });
+    expect(await s.tables.claimIdempotencyKey({ ...claim, fingerprint: "f2", now: 1099 })).toEqual({
       state: "completed",
       fingerprint: "f1",
       response: { status: 201, body: { _id: "r" } },
     });
-    expect(await s.claimIdempotencyKey({ ...claim, now: 1100 })).toEqual({ state: "claimed" });
-    await s.releaseIdempotencyKey({ scope: claim.scope, key: "k" });
-    expect(await s.claimIdempotencyKey({ ...claim, now: 1102 })).toEqual({ state: "claimed" });
+    expect(await s.tables.claimIdempotencyKey({ ...claim, now: 1100 })).toEqual({ state: "claimed" });
+    await s.tables.releaseIdempotencyKey({ scope: claim.scope, key: "k" });
+    expect(await s.tables.claimIdempotencyKey({ ...claim, now: 1102 })).toEqual({ state: "claimed" });
   });
 });
 
 describe("sqlite: audit", () => {
   it("pages by position with a horizon, since and hasMore; positions survive deletion", async () => {
     const s = await seeded();
-    for (let i = 1; i <= 5; i++) await s.appendAuditEvent(auditEvent(`a${i}`, `2026-11-0${i}T00:00:00.000Z`), 100 * i);
-    await s.appendAuditEvent(auditEvent("other", "2026-11-01T00:00:00.000Z", "team_mkt"), 150);
+    for (let i = 1; i <= 5; i++) await s.audit.appendAuditEvent(auditEvent(`a${i}`, `2026-11-0${i}T00:00:00.000Z`), 100 * i);
+    await s.audit.appendAuditEvent(auditEvent("other", "2026-11-01T00:00:00.000Z", "team_mkt"), 150);
     const q = { teamIds: ["team_ops"], categories: ["audit" as const], since: null, storedBefore: 400, limit: 2 };
-    const first = await s.readAuditEvents({ ...q, after: null });
+    const first = await s.audit.readAuditEvents({ ...q, after: null });
     expect(first.events.map((e) => e.event.id)).toEqual(["a1", "a2"]);
     expect(first.hasMore).toBe(true);
-    const second = await s.readAuditEvents({ ...q, after: first.events[1]!.position });
+    const second = await s.audit.readAuditEvents({ ...q, after: first.events[1]!.position });
     expect(second.events.map((e) => [e.event.id, e.storedAt])).toEqual([["a3", 300], ["a4", 400]]);
     expect(second.hasMore).toBe(false);
-    const since = await s.readAuditEvents({ ...q, after: null, since: "2026-11-03T00:00:00.000Z", storedBefore: 1000, limit: 10 });
+    const since = await s.audit.readAuditEvents({ ...q, after: null, since: "2026-11-03T00:00:00.000Z", storedBefore: 1000, limit: 10 });
     expect(since.events.map((e) => e.event.id)).toEqual(["a3", "a4", "a5"]);
 
     const last = Number(since.events.at(-1)!.position);
     s.db.prepare("DELETE FROM audit_events WHERE position >= ?").run(last - 1);
-    await s.appendAuditEvent(auditEvent("a6"), 500);
-    const after = await s.readAuditEvents({ ...q, after: String(last - 2), storedBefore: 1000, limit: 10 });
+    await s.audit.appendAuditEvent(auditEvent("a6"), 500);
+    const after = await s.audit.readAuditEvents({ ...q, after: String(last - 2), storedBefore: 1000, limit: 10 });
     expect(after.events.map((e) => e.event.id)).toEqual(["a6"]);
     expect(Number(after.events[0]!.position)).toBe(last + 2); // "other" took one position; none reused
-    expect(s.isAuditPosition("12")).toBe(true);
-    expect(s.isAuditPosition("0")).toBe(false);
-    expect(s.isAuditPosition("1e3")).toBe(false);
+    expect(s.audit.isAuditPosition("12")).toBe(true);
+    expect(s.audit.isAuditPosition("0")).toBe(false);
+    expect(s.audit.isAuditPosition("1e3")).toBe(false);
   });
 });

@@ -51,18 +51,18 @@ async function seededFile(): Promise<{ path: string; s: SqliteStorage }> {
 
 /** Read everything the assertions look at, so anything this store remembers is warm. */
 async function warm(s: SqliteStorage): Promise<void> {
-  expect((await s.getTeam("team_ops"))?.plan).toBe("business");
-  expect((await s.findApiKeyWithTeam!(sha256Hex(TOKENS.sync)))?.team?.plan).toBe("business");
-  expect((await s.listMemberships("usr_ada")).map((m) => m.teamId)).toEqual(["team_free", "team_ops"]);
-  expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_old");
-  expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_old");
+  expect((await s.identity.getTeam("team_ops"))?.plan).toBe("business");
+  expect((await s.credentials.findApiKeyWithTeam!(sha256Hex(TOKENS.sync)))?.team?.plan).toBe("business");
+  expect((await s.identity.listMemberships("usr_ada")).map((m) => m.teamId)).toEqual(["team_free", "team_ops"]);
+  expect((await s.webhooks.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_old");
+  expect((await s.webhooks.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_old");
 }
 
 async function expectChanged(s: SqliteStorage, secret: string): Promise<void> {
-  expect((await s.getTeam("team_ops"))?.plan).toBe("free");
-  expect((await s.findApiKeyWithTeam!(sha256Hex(TOKENS.sync)))?.team?.plan).toBe("free");
-  expect((await s.listMemberships("usr_ada")).map((m) => m.teamId)).toEqual(["team_free"]);
-  expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe(secret);
+  expect((await s.identity.getTeam("team_ops"))?.plan).toBe("free");
+  expect((await s.credentials.findApiKeyWithTeam!(sha256Hex(TOKENS.sync)))?.team?.plan).toBe("free");
+  expect((await s.identity.listMemberships("usr_ada")).map((m) => m.teamId)).toEqual(["team_free"]);
+  expect((await s.webhooks.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe(secret);
 }
 
 const OPS_FREE = { id: "team_ops", name: "Operations", plan: "free", businessId: "biz_1", isPersonal: false } as const;
@@ -74,24 +74,24 @@ describe("sqlite: admin writes are visible at once", () => {
     const other = store(path);
     await warm(s);
 
-    expect(await other.putTeam(OPS_FREE)).toBe("updated");
-    expect(await other.deleteMembership("usr_ada", "team_ops")).toBe(true);
-    expect(await other.putConnection(rotated("whsec_new"))).toBe("updated");
+    expect(await other.identity.putTeam(OPS_FREE)).toBe("updated");
+    expect(await other.identity.deleteMembership("usr_ada", "team_ops")).toBe(true);
+    expect(await other.catalog.putConnection(rotated("whsec_new"))).toBe("updated");
     await expectChanged(s, "whsec_new");
 
-    await other.updateWebhookSettings("conn_hook", { signingSecret: "whsec_newer" });
-    expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_newer");
-    await other.updateWebhookSettings("conn_hook", { signingSecret: null });
-    expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBeNull();
+    await other.webhooks.updateWebhookSettings("conn_hook", { signingSecret: "whsec_newer" });
+    expect((await s.webhooks.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_newer");
+    await other.webhooks.updateWebhookSettings("conn_hook", { signingSecret: null });
+    expect((await s.webhooks.getWebhookEndpoint("ep_shop"))?.signingSecret).toBeNull();
   });
 
   it("to another process on the file, right after its commits", async () => {
     const { path, s } = await seededFile();
     await warm(s);
     const calls = [
-      { method: "putTeam", args: [OPS_FREE] },
-      { method: "deleteMembership", args: ["usr_ada", "team_ops"] },
-      { method: "putConnection", args: [rotated("whsec_from_child")] },
+      { method: "identity.putTeam", args: [OPS_FREE] },
+      { method: "identity.deleteMembership", args: ["usr_ada", "team_ops"] },
+      { method: "catalog.putConnection", args: [rotated("whsec_from_child")] },
     ];
     const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", join(root, "test/sqlite/support/store-calls.ts"), path, JSON.stringify(calls)], { cwd: root });
     expect(stdout.trim().split("\n")).toEqual(['"updated"', "true", '"updated"']);
@@ -99,50 +99,50 @@ describe("sqlite: admin writes are visible at once", () => {
 
     await promisify(execFile)(
       process.execPath,
-      ["--import", "tsx", join(root, "test/sqlite/support/store-calls.ts"), path, JSON.stringify([{ method: "updateWebhookSettings", args: ["conn_hook", { signingSecret: "whsec_2" }] }])],
+      ["--import", "tsx", join(root, "test/sqlite/support/store-calls.ts"), path, JSON.stringify([{ method: "webhooks.updateWebhookSettings", args: ["conn_hook", { signingSecret: "whsec_2" }] }])],
       { cwd: root },
     );
-    expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_2");
+    expect((await s.webhooks.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_2");
   }, 30_000);
 
   it("to this store's own endpoint cache: putConnection rotates, moves the endpoint id, deleteConnection removes it", async () => {
     const { s } = await seededFile();
     await warm(s);
-    await s.putConnection(rotated("whsec_local"));
-    expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_local");
+    await s.catalog.putConnection(rotated("whsec_local"));
+    expect((await s.webhooks.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_local");
 
-    await s.putConnection({ ...HOOK, config: { ...HOOK.config, endpointId: "ep_moved" } });
-    expect(await s.getWebhookEndpoint("ep_shop")).toBeNull();
-    expect(await s.getWebhookEndpoint("ep_moved")).toMatchObject({ connectionId: "conn_hook", datasetId: "ds_conn_hook", signingSecret: "whsec_old" });
+    await s.catalog.putConnection({ ...HOOK, config: { ...HOOK.config, endpointId: "ep_moved" } });
+    expect(await s.webhooks.getWebhookEndpoint("ep_shop")).toBeNull();
+    expect(await s.webhooks.getWebhookEndpoint("ep_moved")).toMatchObject({ connectionId: "conn_hook", datasetId: "ds_conn_hook", signingSecret: "whsec_old" });
     expect(s.db.prepare("SELECT endpoint_id FROM connections WHERE id = 'conn_hook'").get()).toEqual({ endpoint_id: "ep_moved" });
 
     // Not a webhook any more: no endpoint.
-    await s.putConnection({ ...HOOK, type: "memory", config: { endpointId: "ep_moved" } });
-    expect(await s.getWebhookEndpoint("ep_moved")).toBeNull();
+    await s.catalog.putConnection({ ...HOOK, type: "memory", config: { endpointId: "ep_moved" } });
+    expect(await s.webhooks.getWebhookEndpoint("ep_moved")).toBeNull();
     expect(s.db.prepare("SELECT endpoint_id FROM connections WHERE id = 'conn_hook'").get()).toEqual({ endpoint_id: null });
 
-    await s.putConnection(HOOK);
-    expect((await s.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_old");
-    expect(await s.deleteConnection("conn_hook")).toBe(true);
-    expect(await s.getWebhookEndpoint("ep_shop")).toBeNull();
-    expect(await s.getDataset("ds_conn_hook")).toBeNull();
-    expect(await s.deleteConnection("conn_hook")).toBe(false);
+    await s.catalog.putConnection(HOOK);
+    expect((await s.webhooks.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_old");
+    expect(await s.catalog.deleteConnection("conn_hook")).toBe(true);
+    expect(await s.webhooks.getWebhookEndpoint("ep_shop")).toBeNull();
+    expect(await s.catalog.getDataset("ds_conn_hook")).toBeNull();
+    expect(await s.catalog.deleteConnection("conn_hook")).toBe(false);
   });
 
   it("refuses a put that takes another connection's endpoint id, writing nothing", async () => {
     const { path, s } = await seededFile();
-    await s.createWebhookConnection({
+    await s.webhooks.createWebhookConnection({
       connection: { id: "conn_two", teamId: "team_ops", name: "Two", createdAt: "2026-11-01T00:00:00.000Z" },
       endpoint: { endpointId: "ep_two", signingSecret: null, retainRows: null },
       dataset: { id: "ds_two", name: "Two" },
     });
-    const two = await s.getConnection("conn_two");
-    await expect(s.putConnection({ ...two!, config: { ...two!.config, endpointId: "ep_shop" } })).rejects.toThrow(/endpoint id ep_shop/);
-    await expect(s.putConnection({ ...HOOK, id: "conn_three" })).rejects.toThrow(/endpoint id ep_shop/);
-    expect(await s.getConnection("conn_two")).toEqual(two);
-    expect(await s.getConnection("conn_three")).toBeNull();
-    expect((await s.getWebhookEndpoint("ep_shop"))?.connectionId).toBe("conn_hook");
-    expect((await store(path).getWebhookEndpoint("ep_two"))?.connectionId).toBe("conn_two");
+    const two = await s.catalog.getConnection("conn_two");
+    await expect(s.catalog.putConnection({ ...two!, config: { ...two!.config, endpointId: "ep_shop" } })).rejects.toThrow(/endpoint id ep_shop/);
+    await expect(s.catalog.putConnection({ ...HOOK, id: "conn_three" })).rejects.toThrow(/endpoint id ep_shop/);
+    expect(await s.catalog.getConnection("conn_two")).toEqual(two);
+    expect(await s.catalog.getConnection("conn_three")).toBeNull();
+    expect((await s.webhooks.getWebhookEndpoint("ep_shop"))?.connectionId).toBe("conn_hook");
+    expect((await store(path).webhooks.getWebhookEndpoint("ep_two"))?.connectionId).toBe("conn_two");
   });
 
   it("sessions: inserted, expired and deleted by another connection, seen by the next lookup", async () => {
@@ -150,23 +150,23 @@ describe("sqlite: admin writes are visible at once", () => {
     const other = store(path);
     const now = Date.parse("2026-11-01T12:00:00.000Z");
     const hash = sha256Hex("sess_token_new");
-    expect(await s.findSessionUser(hash, now)).toBeNull();
-    await other.insertSession({ id: "sess_new", tokenHash: hash, userId: "usr_bob", expiresAt: "2026-11-01T13:00:00.000Z" });
-    expect(await s.findSessionUser(hash, now)).toBe("usr_bob");
-    expect(await s.findSessionUser(hash, Date.parse("2026-11-01T13:00:00.000Z"))).toBeNull(); // at expiresAt: expired
-    expect(await s.getSession("sess_new")).toEqual({ id: "sess_new", tokenHash: hash, userId: "usr_bob", expiresAt: "2026-11-01T13:00:00.000Z" });
-    await expect(s.insertSession({ id: "sess_new", tokenHash: sha256Hex("x"), userId: "usr_bob", expiresAt: null })).rejects.toThrow();
-    await expect(s.insertSession({ id: "sess_other", tokenHash: hash, userId: "usr_bob", expiresAt: null })).rejects.toThrow();
-    await expect(s.insertSession({ id: "sess_bad", tokenHash: sha256Hex("y"), userId: "usr_bob", expiresAt: "soon" })).rejects.toThrow(/expiresAt/);
-    expect(await s.getSession("sess_bad")).toBeNull();
+    expect(await s.credentials.findSessionUser(hash, now)).toBeNull();
+    await other.credentials.insertSession({ id: "sess_new", tokenHash: hash, userId: "usr_bob", expiresAt: "2026-11-01T13:00:00.000Z" });
+    expect(await s.credentials.findSessionUser(hash, now)).toBe("usr_bob");
+    expect(await s.credentials.findSessionUser(hash, Date.parse("2026-11-01T13:00:00.000Z"))).toBeNull(); // at expiresAt: expired
+    expect(await s.credentials.getSession("sess_new")).toEqual({ id: "sess_new", tokenHash: hash, userId: "usr_bob", expiresAt: "2026-11-01T13:00:00.000Z" });
+    await expect(s.credentials.insertSession({ id: "sess_new", tokenHash: sha256Hex("x"), userId: "usr_bob", expiresAt: null })).rejects.toThrow();
+    await expect(s.credentials.insertSession({ id: "sess_other", tokenHash: hash, userId: "usr_bob", expiresAt: null })).rejects.toThrow();
+    await expect(s.credentials.insertSession({ id: "sess_bad", tokenHash: sha256Hex("y"), userId: "usr_bob", expiresAt: "soon" })).rejects.toThrow(/expiresAt/);
+    expect(await s.credentials.getSession("sess_bad")).toBeNull();
     // Fixture sessions: the id form of the fixture loader, never expiring.
     const adaHash = sha256Hex(TOKENS.sessionAda);
-    expect(await s.getSession(`sess_${adaHash.slice(0, 24)}`)).toEqual({ id: `sess_${adaHash.slice(0, 24)}`, tokenHash: adaHash, userId: "usr_ada", expiresAt: null });
+    expect(await s.credentials.getSession(`sess_${adaHash.slice(0, 24)}`)).toEqual({ id: `sess_${adaHash.slice(0, 24)}`, tokenHash: adaHash, userId: "usr_ada", expiresAt: null });
 
-    expect(await other.deleteSession("sess_new")).toBe(true);
-    expect(await s.findSessionUser(hash, now)).toBeNull();
-    expect(await other.deleteUserSessions("usr_ada")).toBe(1);
-    expect(await s.findSessionUser(adaHash, now)).toBeNull();
-    expect(await s.findSessionUser(sha256Hex(TOKENS.sessionBob), now)).toBe("usr_bob");
+    expect(await other.credentials.deleteSession("sess_new")).toBe(true);
+    expect(await s.credentials.findSessionUser(hash, now)).toBeNull();
+    expect(await other.credentials.deleteUserSessions("usr_ada")).toBe(1);
+    expect(await s.credentials.findSessionUser(adaHash, now)).toBeNull();
+    expect(await s.credentials.findSessionUser(sha256Hex(TOKENS.sessionBob), now)).toBe("usr_bob");
   });
 });

@@ -1,4 +1,4 @@
-import { createDataApi, type DataApiOptions } from "../../src/api.js";
+import { createDataApi, type DataApiOptions } from "../../src/core/api.js";
 import { parseFixture } from "../../src/fixture/load.js";
 import { createFixedClock } from "../../src/memory/clock.js";
 import { createMemoryStorage } from "../../src/memory/storage.js";

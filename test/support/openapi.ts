@@ -1,6 +1,6 @@
 import { z } from "zod";
-import type { DataApi } from "../../src/api.js";
-import { createOpenApiDocument, type JsonSchema, type OpenApiDocument, type OpenApiResponse } from "../../src/openapi.js";
+import type { DataApi } from "../../src/core/api.js";
+import { createOpenApiDocument, type JsonSchema, type OpenApiDocument, type OpenApiResponse } from "../../src/core/openapi.js";
 
 /**
  * Checks responses against the OpenAPI document the API serves. `setup().call`

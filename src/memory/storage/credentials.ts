@@ -1,4 +1,4 @@
-import type { CredentialStore, KeyWithTeamLookup } from "../../ports/storage/identity.js";
+import type { CredentialStore, KeyWithTeamLookup } from "../../ports/storage/credentials.js";
 import { compare } from "./order.js";
 import { frozenCopy, type MemoryState } from "./state.js";
 

@@ -40,7 +40,7 @@ export interface ApiUsageCounter {
 
 /**
  * Everything the memory store holds, on Maps and arrays. Each area module
- * (identity, catalog, tables, webhooks, audit, analytics) reads and writes its part.
+ * (identity, credentials, catalog, tables, webhooks, audit, dashboards, usage) reads and writes its part.
  */
 export interface MemoryState {
   seeded: boolean;

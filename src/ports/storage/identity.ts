@@ -1,4 +1,4 @@
-import type { ApiKeyRecord, Business, Membership, SessionRecord, Team, User } from "../../domain/model.js";
+import type { Business, Membership, Team, User } from "../../domain/model.js";
 
 /**
  * A keyset page of a collection, in id order (binary, code-unit order):
@@ -15,7 +15,7 @@ export type PutResult = "created" | "updated";
 /**
  * Businesses, teams, users and memberships: the host's own people and
  * spaces. The read half is what every request needs; a host may supply it
- * from its own tables (see `mountStorage`).
+ * from its own tables (`mountStorage(store, { identity: hostIdentity })`).
  */
 export interface IdentityStore {
   getBusiness(id: string): Promise<Business | null>;
@@ -52,48 +52,4 @@ export interface IdentityWrites {
   putMembership(membership: Membership): Promise<PutResult>;
   /** false when there was none. */
   deleteMembership(userId: string, teamId: string): Promise<boolean>;
-}
-
-/** Session tokens and API keys: stored as SHA-256 hashes of the plaintext only. */
-export interface CredentialStore {
-  /**
-   * The user id of the session whose token has this hex SHA-256, or null
-   * when there is none or it has expired (`expiresAt` at or before `now`,
-   * epoch ms).
-   */
-  findSessionUser(tokenHash: string, now: number): Promise<string | null>;
-  /** A session by id (expired ones too), or null. */
-  getSession(id: string): Promise<SessionRecord | null>;
-  /** MUST fail (throw) when the id or the token hash already exists. */
-  insertSession(session: SessionRecord): Promise<void>;
-  /** false when there was none. */
-  deleteSession(id: string): Promise<boolean>;
-  /** Deletes every session of the user; returns how many. */
-  deleteUserSessions(userId: string): Promise<number>;
-  /** Looked up by the hex SHA-256 of the token; revoked keys are returned too (the caller refuses them). */
-  findApiKeyByHash(tokenHash: string): Promise<ApiKeyRecord | null>;
-  getApiKey(id: string): Promise<ApiKeyRecord | null>;
-  /** Keys of a team, newest first (`createdAt` descending, then id). */
-  listApiKeys(teamId: string): Promise<ApiKeyRecord[]>;
-  /** MUST fail (throw) when the id or the token hash already exists. */
-  insertApiKey(key: ApiKeyRecord): Promise<void>;
-  /** Sets revokedAt (ISO) unless already revoked; returns the key as stored, or null when unknown. */
-  revokeApiKey(id: string, revokedAt: string): Promise<ApiKeyRecord | null>;
-  /**
-   * Marks every key `userId` created as `creatorDeleted` (the user was
-   * deleted; a user created later with the same id is someone else). Keys
-   * created afterwards by a new user of that id are not marked. Returns how
-   * many keys were marked now.
-   */
-  markKeysCreatorDeleted(userId: string): Promise<number>;
-}
-
-/**
- * Optional, on a store that holds both identity and credentials: the key
- * found as `findApiKeyByHash` finds it, with its team (null when the team
- * is gone), in one call. Without it, authentication calls
- * `findApiKeyByHash` and then `getTeam`.
- */
-export interface KeyWithTeamLookup {
-  findApiKeyWithTeam?(tokenHash: string): Promise<{ key: ApiKeyRecord; team: Team | null } | null>;
 }

@@ -12,7 +12,7 @@ async function collect(rows: AsyncIterable<Row>): Promise<Row[]> {
 }
 
 const all: RowQuery = { offset: 0, limit: null, columns: null, filters: null };
-const rowsOf = async (store: Storage, datasetId: string) => collect((await store.readDatasetRows(datasetId, all)).rows);
+const rowsOf = async (store: Storage, datasetId: string) => collect((await store.catalog.readDatasetRows(datasetId, all)).rows);
 
 const ORDERS: Row[] = [
   { order_id: "A-1", amount: 12.5, region: "EMEA" },
@@ -66,7 +66,7 @@ function bulk(store: Storage, datasetId: string, mode: DatasetRowsWrite["mode"],
     yield* rows;
     finished = true;
   }
-  const done = store.writeDatasetRows({
+  const done = store.catalog.writeDatasetRows({
     datasetId,
     mode,
     rows: watched(),
@@ -88,22 +88,22 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
 
     it("lists a team's datasets and input tables by name, optionally only some ids", async () => {
       const store = await seeded();
-      expect((await store.listDatasets({ teamId: "team_ops" })).map((d) => [d.id, d.type])).toEqual([
+      expect((await store.catalog.listDatasets({ teamId: "team_ops" })).map((d) => [d.id, d.type])).toEqual([
         ["ds_orders", "upload"],
         ["ds_secret", "upload"],
         ["tbl_targets", "input_table"],
         ["ds_stores", "connection"],
       ]);
-      expect((await store.listDatasets({ teamId: "team_ops", ids: ["ds_stores", "tbl_targets", "ds_campaigns"] })).map((d) => d.id)).toEqual([
+      expect((await store.catalog.listDatasets({ teamId: "team_ops", ids: ["ds_stores", "tbl_targets", "ds_campaigns"] })).map((d) => d.id)).toEqual([
         "tbl_targets",
         "ds_stores",
       ]);
-      expect(await store.listDatasets({ teamId: "team_ops", ids: [] })).toEqual([]);
+      expect(await store.catalog.listDatasets({ teamId: "team_ops", ids: [] })).toEqual([]);
     });
 
     it("gets datasets and tables with their metadata", async () => {
       const store = await seeded();
-      expect(await store.getDataset("ds_stores")).toEqual({
+      expect(await store.catalog.getDataset("ds_stores")).toEqual({
         id: "ds_stores",
         teamId: "team_ops",
         name: "Stores",
@@ -118,47 +118,47 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
         lastRefreshedAt: "2026-10-03T00:00:00Z",
         updatedAt: "2026-10-03T00:00:00Z",
       });
-      expect(await store.getDataset("tbl_targets")).toMatchObject({ type: "input_table", rowCount: 1, connectionId: null });
-      expect(await store.getDataset("nope")).toBeNull();
-      expect(await store.getConnection("conn_retail")).toMatchObject({ id: "conn_retail", type: "memory", name: "Retail warehouse" });
-      expect((await store.listConnections("team_ops")).map((c) => c.id)).toEqual(["conn_retail"]);
+      expect(await store.catalog.getDataset("tbl_targets")).toMatchObject({ type: "input_table", rowCount: 1, connectionId: null });
+      expect(await store.catalog.getDataset("nope")).toBeNull();
+      expect(await store.catalog.getConnection("conn_retail")).toMatchObject({ id: "conn_retail", type: "memory", name: "Retail warehouse" });
+      expect((await store.catalog.listConnections("team_ops")).map((c) => c.id)).toEqual(["conn_retail"]);
     });
 
     it("pages rows in stored order with offset and limit pushed down", async () => {
       const store = await seeded();
-      const page = await store.readDatasetRows("ds_orders", { ...all, offset: 1, limit: 2 });
+      const page = await store.catalog.readDatasetRows("ds_orders", { ...all, offset: 1, limit: 2 });
       expect(page.totalRows).toBe(5);
       expect(await collect(page.rows)).toEqual([
         { order_id: "A-2", amount: 30, region: "AMER" },
         { order_id: "A-3", amount: 7.25, region: "EMEA" },
       ]);
-      expect(await collect((await store.readDatasetRows("ds_orders", { ...all, offset: 5 })).rows)).toEqual([]);
-      expect(await collect((await store.readDatasetRows("ds_orders", { ...all, limit: 0 })).rows)).toEqual([]);
-      expect((await collect((await store.readDatasetRows("ds_orders", all)).rows)).map((r) => r.order_id)).toEqual(["A-1", "A-2", "A-3", "A-4", "A-5"]);
+      expect(await collect((await store.catalog.readDatasetRows("ds_orders", { ...all, offset: 5 })).rows)).toEqual([]);
+      expect(await collect((await store.catalog.readDatasetRows("ds_orders", { ...all, limit: 0 })).rows)).toEqual([]);
+      expect((await collect((await store.catalog.readDatasetRows("ds_orders", all)).rows)).map((r) => r.order_id)).toEqual(["A-1", "A-2", "A-3", "A-4", "A-5"]);
     });
 
     it("filters by JSON equality and selects columns in the asked order", async () => {
       const store = await seeded();
-      const page = await store.readDatasetRows("ds_orders", { offset: 1, limit: 5, columns: ["amount", "order_id"], filters: { region: "EMEA" } });
+      const page = await store.catalog.readDatasetRows("ds_orders", { offset: 1, limit: 5, columns: ["amount", "order_id"], filters: { region: "EMEA" } });
       expect(page.totalRows).toBe(3);
       expect(await collect(page.rows)).toEqual([
         { amount: 7.25, order_id: "A-3" },
         { amount: 1, order_id: "A-5" },
       ]);
-      const typed = await store.readDatasetRows("ds_orders", { ...all, filters: { amount: "30" } });
+      const typed = await store.catalog.readDatasetRows("ds_orders", { ...all, filters: { amount: "30" } });
       expect(typed.totalRows).toBe(0);
-      const number = await store.readDatasetRows("ds_orders", { ...all, filters: { amount: 30 } });
+      const number = await store.catalog.readDatasetRows("ds_orders", { ...all, filters: { amount: 30 } });
       expect((await collect(number.rows)).map((r) => r.order_id)).toEqual(["A-2"]);
     });
 
     it("gives rowsJson, when it offers it, as exactly the JSON of the rows it would yield", async () => {
       const store = await seeded();
       for (const query of [all, { ...all, offset: 1, limit: 2 }, { ...all, filters: { region: "EMEA" } }]) {
-        const json = (await store.readDatasetRows("ds_orders", query)).rowsJson;
+        const json = (await store.catalog.readDatasetRows("ds_orders", query)).rowsJson;
         if (!json) continue; // optional capability
         const texts: string[] = [];
         for await (const text of json) texts.push(text);
-        const rows = await collect((await store.readDatasetRows("ds_orders", query)).rows);
+        const rows = await collect((await store.catalog.readDatasetRows("ds_orders", query)).rows);
         expect(texts.map((t) => JSON.parse(t))).toEqual(rows);
         expect(texts).toEqual(rows.map((r) => JSON.stringify(r)));
       }
@@ -166,7 +166,7 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
 
     it("replaces a connection dataset's rows in one step", async () => {
       const store = await seeded();
-      await store.replaceDatasetRows("ds_stores", {
+      await store.catalog.replaceDatasetRows("ds_stores", {
         rows: [
           { store_id: "S2", city: "Oslo", open: true },
           { store_id: "S3", city: "Rome", open: false },
@@ -178,10 +178,10 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
         ],
         refreshedAt: "2026-11-01T00:00:00.000Z",
       });
-      const dataset = await store.getDataset("ds_stores");
+      const dataset = await store.catalog.getDataset("ds_stores");
       expect(dataset).toMatchObject({ rowCount: 2, lastRefreshedAt: "2026-11-01T00:00:00.000Z", updatedAt: "2026-11-01T00:00:00.000Z" });
       expect(dataset?.columns.map((c) => c.name)).toEqual(["store_id", "city", "open"]);
-      expect(await collect((await store.readDatasetRows("ds_stores", all)).rows)).toEqual([
+      expect(await collect((await store.catalog.readDatasetRows("ds_stores", all)).rows)).toEqual([
         { store_id: "S2", city: "Oslo", open: true },
         { store_id: "S3", city: "Rome", open: false },
       ]);
@@ -190,19 +190,19 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
     it("lists every connection by id (binary order), a page at a time", async () => {
       const store = await seeded();
       const conn = (id: string): ConnectionRecord => ({ id, teamId: "team_mkt", name: `Connection ${id}`, type: "memory", config: { tables: {} }, createdAt: "2026-11-01T00:00:00Z" });
-      for (const id of ["conn_z", "conn_A", "conn_b"]) expect(await store.putConnection(conn(id))).toBe("created");
-      expect(await store.listAllConnections({ after: null, limit: 2 })).toEqual([conn("conn_A"), conn("conn_b")]);
-      expect((await store.listAllConnections({ after: "conn_b", limit: 2 })).map((c) => c.id)).toEqual(["conn_retail", "conn_z"]);
-      expect(await store.listAllConnections({ after: "conn_z", limit: 2 })).toEqual([]);
-      expect((await readAllPages((page) => store.listAllConnections(page), 1)).map((c) => c.id)).toEqual(["conn_A", "conn_b", "conn_retail", "conn_z"]);
+      for (const id of ["conn_z", "conn_A", "conn_b"]) expect(await store.catalog.putConnection(conn(id))).toBe("created");
+      expect(await store.catalog.listAllConnections({ after: null, limit: 2 })).toEqual([conn("conn_A"), conn("conn_b")]);
+      expect((await store.catalog.listAllConnections({ after: "conn_b", limit: 2 })).map((c) => c.id)).toEqual(["conn_retail", "conn_z"]);
+      expect(await store.catalog.listAllConnections({ after: "conn_z", limit: 2 })).toEqual([]);
+      expect((await readAllPages((page) => store.catalog.listAllConnections(page), 1)).map((c) => c.id)).toEqual(["conn_A", "conn_b", "conn_retail", "conn_z"]);
     });
 
     it("lists every upload and connection dataset of every team by id, never an input table", async () => {
       const store = await seeded();
-      expect((await store.listAllDatasets({ after: null, limit: 3 })).map((d) => d.id)).toEqual(["ds_campaigns", "ds_orders", "ds_secret"]);
-      expect(await store.listAllDatasets({ after: "ds_secret", limit: 3 })).toEqual([await store.getDataset("ds_stores")]);
-      expect(await store.listAllDatasets({ after: "ds_stores", limit: 3 })).toEqual([]);
-      expect((await readAllPages((page) => store.listAllDatasets(page), 2)).map((d) => d.id)).toEqual(["ds_campaigns", "ds_orders", "ds_secret", "ds_stores"]);
+      expect((await store.catalog.listAllDatasets({ after: null, limit: 3 })).map((d) => d.id)).toEqual(["ds_campaigns", "ds_orders", "ds_secret"]);
+      expect(await store.catalog.listAllDatasets({ after: "ds_secret", limit: 3 })).toEqual([await store.catalog.getDataset("ds_stores")]);
+      expect(await store.catalog.listAllDatasets({ after: "ds_stores", limit: 3 })).toEqual([]);
+      expect((await readAllPages((page) => store.catalog.listAllDatasets(page), 2)).map((d) => d.id)).toEqual(["ds_campaigns", "ds_orders", "ds_secret", "ds_stores"]);
     });
 
     it("puts a connection: created, then updated with its config replaced, not merged", async () => {
@@ -215,28 +215,28 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
         config: { url: "postgres://db.example.test/w", options: { ssl: true, schemas: ["a", "b"] } },
         createdAt: "2026-11-01T00:00:00Z",
       };
-      expect(await store.putConnection(pg)).toBe("created");
-      expect(await store.getConnection("conn_pg")).toEqual(pg);
-      expect((await store.listConnections("team_ops")).map((c) => c.id)).toEqual(["conn_pg", "conn_retail"]);
-      expect(await store.putConnection({ ...pg, name: "Warehouse 2", config: { url: "postgres://db2.example.test/w" } })).toBe("updated");
-      expect(await store.getConnection("conn_pg")).toEqual({ ...pg, name: "Warehouse 2", config: { url: "postgres://db2.example.test/w" } });
-      expect((await store.listAllConnections({ after: null, limit: 10 })).map((c) => c.id)).toEqual(["conn_pg", "conn_retail"]);
+      expect(await store.catalog.putConnection(pg)).toBe("created");
+      expect(await store.catalog.getConnection("conn_pg")).toEqual(pg);
+      expect((await store.catalog.listConnections("team_ops")).map((c) => c.id)).toEqual(["conn_pg", "conn_retail"]);
+      expect(await store.catalog.putConnection({ ...pg, name: "Warehouse 2", config: { url: "postgres://db2.example.test/w" } })).toBe("updated");
+      expect(await store.catalog.getConnection("conn_pg")).toEqual({ ...pg, name: "Warehouse 2", config: { url: "postgres://db2.example.test/w" } });
+      expect((await store.catalog.listAllConnections({ after: null, limit: 10 })).map((c) => c.id)).toEqual(["conn_pg", "conn_retail"]);
     });
 
     it("a webhook connection's put is what the receiver sees next; another connection's endpoint id is refused", async () => {
       const store = await withWebhooks();
-      const gh = (await store.getConnection("conn_hook_gh"))!;
-      expect(await store.putConnection({ ...gh, config: { ...gh.config, signingSecret: "rotated" } })).toBe("updated");
-      expect(await store.getWebhookEndpoint("hook-gh")).toMatchObject({ connectionId: "conn_hook_gh", datasetId: "ds_conn_hook_gh", signingSecret: "rotated" });
+      const gh = (await store.catalog.getConnection("conn_hook_gh"))!;
+      expect(await store.catalog.putConnection({ ...gh, config: { ...gh.config, signingSecret: "rotated" } })).toBe("updated");
+      expect(await store.webhooks.getWebhookEndpoint("hook-gh")).toMatchObject({ connectionId: "conn_hook_gh", datasetId: "ds_conn_hook_gh", signingSecret: "rotated" });
 
-      await expect(store.putConnection({ ...gh, config: { ...gh.config, endpointId: "hook-open" } })).rejects.toThrow();
-      expect((await store.getConnection("conn_hook_gh"))!.config).toEqual({ ...gh.config, signingSecret: "rotated" });
-      expect((await store.getWebhookEndpoint("hook-open"))?.connectionId).toBe("conn_hook_open");
-      expect((await store.getWebhookEndpoint("hook-gh"))?.connectionId).toBe("conn_hook_gh");
+      await expect(store.catalog.putConnection({ ...gh, config: { ...gh.config, endpointId: "hook-open" } })).rejects.toThrow();
+      expect((await store.catalog.getConnection("conn_hook_gh"))!.config).toEqual({ ...gh.config, signingSecret: "rotated" });
+      expect((await store.webhooks.getWebhookEndpoint("hook-open"))?.connectionId).toBe("conn_hook_open");
+      expect((await store.webhooks.getWebhookEndpoint("hook-gh"))?.connectionId).toBe("conn_hook_gh");
 
-      expect(await store.putConnection({ ...gh, name: "Moved", config: { ...gh.config, endpointId: "hook-moved" } })).toBe("updated");
-      expect(await store.getWebhookEndpoint("hook-gh")).toBeNull();
-      expect(await store.getWebhookEndpoint("hook-moved")).toEqual({
+      expect(await store.catalog.putConnection({ ...gh, name: "Moved", config: { ...gh.config, endpointId: "hook-moved" } })).toBe("updated");
+      expect(await store.webhooks.getWebhookEndpoint("hook-gh")).toBeNull();
+      expect(await store.webhooks.getWebhookEndpoint("hook-moved")).toEqual({
         connectionId: "conn_hook_gh",
         teamId: "team_ops",
         name: "Moved",
@@ -249,20 +249,20 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
 
     it("deletes a connection with its datasets and their rows, and nothing else", async () => {
       const store = await seeded();
-      expect(await store.deleteConnection("conn_retail")).toBe(true);
-      expect(await store.getConnection("conn_retail")).toBeNull();
-      expect(await store.getDataset("ds_stores")).toBeNull();
-      expect((await store.listDatasets({ teamId: "team_ops" })).map((d) => d.id)).toEqual(["ds_orders", "ds_secret", "tbl_targets"]);
-      expect(await store.listConnections("team_ops")).toEqual([]);
-      expect(await store.listAllConnections({ after: null, limit: 10 })).toEqual([]);
-      expect((await store.listAllDatasets({ after: null, limit: 10 })).map((d) => d.id)).toEqual(["ds_campaigns", "ds_orders", "ds_secret"]);
+      expect(await store.catalog.deleteConnection("conn_retail")).toBe(true);
+      expect(await store.catalog.getConnection("conn_retail")).toBeNull();
+      expect(await store.catalog.getDataset("ds_stores")).toBeNull();
+      expect((await store.catalog.listDatasets({ teamId: "team_ops" })).map((d) => d.id)).toEqual(["ds_orders", "ds_secret", "tbl_targets"]);
+      expect(await store.catalog.listConnections("team_ops")).toEqual([]);
+      expect(await store.catalog.listAllConnections({ after: null, limit: 10 })).toEqual([]);
+      expect((await store.catalog.listAllDatasets({ after: null, limit: 10 })).map((d) => d.id)).toEqual(["ds_campaigns", "ds_orders", "ds_secret"]);
       expect(await rowsOf(store, "ds_orders")).toEqual(ORDERS);
-      expect(await store.deleteConnection("conn_retail")).toBe(false);
-      expect(await store.deleteConnection("conn_nope")).toBe(false);
+      expect(await store.catalog.deleteConnection("conn_retail")).toBe(false);
+      expect(await store.catalog.deleteConnection("conn_nope")).toBe(false);
       // The dataset id is free again, with no rows left behind.
       const stores = { id: "ds_stores", teamId: "team_ops", name: "Stores", type: "upload", connectionId: null, source: null, columns: [], rowCount: 0, lastRefreshedAt: null, updatedAt: UPDATED_AT } as const;
-      expect(await store.putDataset({ ...stores, columns: [] })).toBe("created");
-      expect((await store.readDatasetRows("ds_stores", all)).totalRows).toBe(0);
+      expect(await store.catalog.putDataset({ ...stores, columns: [] })).toBe("created");
+      expect((await store.catalog.readDatasetRows("ds_stores", all)).totalRows).toBe(0);
     });
 
     it("deletes a webhook connection with its endpoint, dataset, rows and dedup keys", async () => {
@@ -270,20 +270,20 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
       const delivery = (id: string) => {
         const row: Row = Object.create(null);
         Object.assign(row, { _id: id, n: 1 });
-        return store.ingestWebhookRow({ datasetId: "ds_conn_hook_gh", dedupKey: "h:1", row, columns: [{ name: "_id", type: "string" }, { name: "n", type: "number" }], retainRows: 100, receivedAt: UPDATED_AT });
+        return store.webhooks.ingestWebhookRow({ datasetId: "ds_conn_hook_gh", dedupKey: "h:1", row, columns: [{ name: "_id", type: "string" }, { name: "n", type: "number" }], retainRows: 100, receivedAt: UPDATED_AT });
       };
       expect(await delivery("r1")).toEqual({ id: "r1", duplicate: false });
-      expect(await store.deleteConnection("conn_hook_gh")).toBe(true);
-      expect(await store.getWebhookEndpoint("hook-gh")).toBeNull();
-      expect(await store.getDataset("ds_conn_hook_gh")).toBeNull();
-      expect(await store.getWebhookEndpoint("hook-open")).toMatchObject({ connectionId: "conn_hook_open" });
+      expect(await store.catalog.deleteConnection("conn_hook_gh")).toBe(true);
+      expect(await store.webhooks.getWebhookEndpoint("hook-gh")).toBeNull();
+      expect(await store.catalog.getDataset("ds_conn_hook_gh")).toBeNull();
+      expect(await store.webhooks.getWebhookEndpoint("hook-open")).toMatchObject({ connectionId: "conn_hook_open" });
       // Ids and the endpoint id can be taken again; the old dedup key went with its row.
-      await store.createWebhookConnection({
+      await store.webhooks.createWebhookConnection({
         connection: { id: "conn_hook_gh", teamId: "team_ops", name: "Again", createdAt: UPDATED_AT },
         endpoint: { endpointId: "hook-gh", signingSecret: null, retainRows: null },
         dataset: { id: "ds_conn_hook_gh", name: "Again" },
       });
-      expect(await store.getDataset("ds_conn_hook_gh")).toMatchObject({ rowCount: 0, columns: [] });
+      expect(await store.catalog.getDataset("ds_conn_hook_gh")).toMatchObject({ rowCount: 0, columns: [] });
       expect(await delivery("r2")).toEqual({ id: "r2", duplicate: false });
       expect((await rowsOf(store, "ds_conn_hook_gh")).map((r) => r._id)).toEqual(["r2"]);
     });
@@ -302,32 +302,32 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
         lastRefreshedAt: null,
         updatedAt: "2026-11-01T00:00:00Z",
       };
-      expect(await store.putDataset(created)).toBe("created");
-      expect(await store.getDataset("ds_new")).toEqual({ ...created, rowCount: 0 });
-      expect((await store.readDatasetRows("ds_new", all)).totalRows).toBe(0);
-      expect((await store.listDatasets({ teamId: "team_ops" })).map((d) => d.id)).toEqual(["ds_new", "ds_orders", "ds_secret", "tbl_targets", "ds_stores"]);
+      expect(await store.catalog.putDataset(created)).toBe("created");
+      expect(await store.catalog.getDataset("ds_new")).toEqual({ ...created, rowCount: 0 });
+      expect((await store.catalog.readDatasetRows("ds_new", all)).totalRows).toBe(0);
+      expect((await store.catalog.listDatasets({ teamId: "team_ops" })).map((d) => d.id)).toEqual(["ds_new", "ds_orders", "ds_secret", "tbl_targets", "ds_stores"]);
 
-      const orders = (await store.getDataset("ds_orders"))!;
+      const orders = (await store.catalog.getDataset("ds_orders"))!;
       const replaced = { ...orders, name: "Orders", columns: [{ name: "order_id", type: "string" as const }], rowCount: 999, lastRefreshedAt: "2026-11-01T01:00:00Z", updatedAt: UPDATED_AT };
-      expect(await store.putDataset(replaced)).toBe("updated");
-      expect(await store.getDataset("ds_orders")).toEqual({ ...replaced, rowCount: 5 });
+      expect(await store.catalog.putDataset(replaced)).toBe("updated");
+      expect(await store.catalog.getDataset("ds_orders")).toEqual({ ...replaced, rowCount: 5 });
       expect(await rowsOf(store, "ds_orders")).toEqual(ORDERS);
     });
 
     it("deletes an upload or connection dataset and its rows; never an input table", async () => {
       const store = await seeded();
-      const orders = (await store.getDataset("ds_orders"))!;
-      expect(await store.deleteDataset("ds_orders")).toBe(true);
-      expect(await store.getDataset("ds_orders")).toBeNull();
-      expect((await store.listDatasets({ teamId: "team_ops" })).map((d) => d.id)).toEqual(["ds_secret", "tbl_targets", "ds_stores"]);
-      expect(await store.deleteDataset("ds_orders")).toBe(false);
-      expect(await store.putDataset(orders)).toBe("created");
-      expect(await store.getDataset("ds_orders")).toEqual({ ...orders, rowCount: 0 });
+      const orders = (await store.catalog.getDataset("ds_orders"))!;
+      expect(await store.catalog.deleteDataset("ds_orders")).toBe(true);
+      expect(await store.catalog.getDataset("ds_orders")).toBeNull();
+      expect((await store.catalog.listDatasets({ teamId: "team_ops" })).map((d) => d.id)).toEqual(["ds_secret", "tbl_targets", "ds_stores"]);
+      expect(await store.catalog.deleteDataset("ds_orders")).toBe(false);
+      expect(await store.catalog.putDataset(orders)).toBe("created");
+      expect(await store.catalog.getDataset("ds_orders")).toEqual({ ...orders, rowCount: 0 });
       expect(await rowsOf(store, "ds_orders")).toEqual([]);
-      expect(await store.deleteDataset("tbl_targets")).toBe(false);
-      expect(await store.getDataset("tbl_targets")).toMatchObject({ type: "input_table", rowCount: 1 });
-      expect(await store.deleteDataset("ds_nope")).toBe(false);
-      expect(await store.getConnection("conn_retail")).not.toBeNull();
+      expect(await store.catalog.deleteDataset("tbl_targets")).toBe(false);
+      expect(await store.catalog.getDataset("tbl_targets")).toMatchObject({ type: "input_table", rowCount: 1 });
+      expect(await store.catalog.deleteDataset("ds_nope")).toBe(false);
+      expect(await store.catalog.getConnection("conn_retail")).not.toBeNull();
     });
 
     it("replaces a dataset's rows from a stream: rows, columns, rowCount and updatedAt, lastRefreshedAt kept", async () => {
@@ -337,11 +337,11 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
       expect(await write.done).toEqual({ rowCount: 2 });
       expect(write.columnsCalls).toEqual([true]);
       expect(await rowsOf(store, "ds_stores")).toEqual(rows);
-      expect(await store.getDataset("ds_stores")).toMatchObject({ columns: NEW_COLUMNS, rowCount: 2, updatedAt: UPDATED_AT, lastRefreshedAt: "2026-10-03T00:00:00Z" });
+      expect(await store.catalog.getDataset("ds_stores")).toMatchObject({ columns: NEW_COLUMNS, rowCount: 2, updatedAt: UPDATED_AT, lastRefreshedAt: "2026-10-03T00:00:00Z" });
       const none = bulk(store, "ds_stores", "replace", stream([]), []);
       expect(await none.done).toEqual({ rowCount: 0 });
       expect(await rowsOf(store, "ds_stores")).toEqual([]);
-      expect(await store.getDataset("ds_stores")).toMatchObject({ columns: [], rowCount: 0 });
+      expect(await store.catalog.getDataset("ds_stores")).toMatchObject({ columns: [], rowCount: 0 });
     });
 
     it("appends a stream after the stored rows", async () => {
@@ -350,19 +350,19 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
       expect(await write.done).toEqual({ rowCount: 7 });
       expect(write.columnsCalls).toEqual([true]);
       expect(await rowsOf(store, "ds_orders")).toEqual([...ORDERS, ...nb("N", 2)]);
-      expect(await store.getDataset("ds_orders")).toMatchObject({ columns: NEW_COLUMNS, rowCount: 7, updatedAt: UPDATED_AT, lastRefreshedAt: null });
-      const page = await store.readDatasetRows("ds_orders", { offset: 4, limit: 2, columns: ["order_id"], filters: null });
+      expect(await store.catalog.getDataset("ds_orders")).toMatchObject({ columns: NEW_COLUMNS, rowCount: 7, updatedAt: UPDATED_AT, lastRefreshedAt: null });
+      const page = await store.catalog.readDatasetRows("ds_orders", { offset: 4, limit: 2, columns: ["order_id"], filters: null });
       expect([page.totalRows, await collect(page.rows)]).toEqual([7, [{ order_id: "A-5" }, { order_id: "N-1" }]]);
     });
 
     it("writes nothing when the stream throws, and rethrows its error", async () => {
       const store = await seeded();
-      const before = await store.getDataset("ds_orders");
+      const before = await store.catalog.getDataset("ds_orders");
       for (const mode of ["replace", "append"] as const) {
         for (const failAfter of [0, 2]) {
           await expect(bulk(store, "ds_orders", mode, stream(nb("F", 3), { failAfter })).done).rejects.toThrow("the upload broke off");
           expect(await rowsOf(store, "ds_orders")).toEqual(ORDERS);
-          expect(await store.getDataset("ds_orders")).toEqual(before);
+          expect(await store.catalog.getDataset("ds_orders")).toEqual(before);
         }
       }
     });
@@ -370,10 +370,10 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
     it("refuses an unknown dataset and an input table, writing nothing", async () => {
       const store = await seeded();
       await expect(bulk(store, "ds_nope", "replace", stream(nb("X", 1))).done).rejects.toThrow();
-      expect(await store.getDataset("ds_nope")).toBeNull();
+      expect(await store.catalog.getDataset("ds_nope")).toBeNull();
       await expect(bulk(store, "tbl_targets", "append", stream(nb("X", 1))).done).rejects.toThrow();
       await expect(bulk(store, "tbl_targets", "replace", stream(nb("X", 1))).done).rejects.toThrow();
-      expect(await store.getDataset("tbl_targets")).toMatchObject({ type: "input_table", rowCount: 1, columns: [{ name: "region", type: "string" }, { name: "target", type: "number" }] });
+      expect(await store.catalog.getDataset("tbl_targets")).toMatchObject({ type: "input_table", rowCount: 1, columns: [{ name: "region", type: "string" }, { name: "target", type: "number" }] });
     });
 
     it("keeps __proto__ and constructor as ordinary column names in streamed rows", async () => {
@@ -390,25 +390,25 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
     it("readers see the rows before a write or after it, never a part, even a page read across it", async () => {
       const store = await seeded();
       // A page opened before the write, two rows read.
-      const early = (await store.readDatasetRows("ds_orders", all)).rows[Symbol.asyncIterator]();
+      const early = (await store.catalog.readDatasetRows("ds_orders", all)).rows[Symbol.asyncIterator]();
       const earlyRows = [(await early.next()).value, (await early.next()).value];
       const reached = gate();
       const release = gate();
       const write = bulk(store, "ds_orders", "replace", stream(nb("R", 3), { hold: { before: 2, reached: reached.open, until: release.opened } }));
       await reached.opened;
       // Mid-write: the old rows, whole.
-      const during = await store.readDatasetRows("ds_orders", { ...all, offset: 1, limit: 2 });
+      const during = await store.catalog.readDatasetRows("ds_orders", { ...all, offset: 1, limit: 2 });
       expect(during.totalRows).toBe(5);
       expect(await collect(during.rows)).toEqual(ORDERS.slice(1, 3));
-      expect((await store.getDataset("ds_orders"))!.rowCount).toBe(5);
+      expect((await store.catalog.getDataset("ds_orders"))!.rowCount).toBe(5);
       release.open();
       expect(await write.done).toEqual({ rowCount: 3 });
       for (let next = await early.next(); !next.done; next = await early.next()) earlyRows.push(next.value);
       expect(earlyRows.map((r) => ({ ...r }))).toEqual(ORDERS);
-      const after = await store.readDatasetRows("ds_orders", all);
+      const after = await store.catalog.readDatasetRows("ds_orders", all);
       expect(after.totalRows).toBe(3);
       expect(await collect(after.rows)).toEqual(nb("R", 3));
-      expect((await store.getDataset("ds_orders"))!.rowCount).toBe(3);
+      expect((await store.catalog.getDataset("ds_orders"))!.rowCount).toBe(3);
     });
 
     it("serialises concurrent bulk writes to one dataset: the outcome of one after the other", async () => {
@@ -420,7 +420,7 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
       const xFirst = counts[0] === 8;
       expect(counts).toEqual(xFirst ? [8, 11] : [11, 8]);
       expect(rows).toEqual(xFirst ? [...ORDERS, ...nb("X", 3), ...nb("Y", 3)] : [...ORDERS, ...nb("Y", 3), ...nb("X", 3)]);
-      expect((await store.getDataset("ds_orders"))!.rowCount).toBe(11);
+      expect((await store.catalog.getDataset("ds_orders"))!.rowCount).toBe(11);
 
       const replace = bulk(store, "ds_secret", "replace", stream(nb("R", 2)));
       const append = bulk(store, "ds_secret", "append", stream(nb("A", 2)));
@@ -430,7 +430,7 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
       // Append last: the new rows then the appended ones. Replace last: only the new rows.
       if (appended === 4) expect(final).toEqual([...nb("R", 2), ...nb("A", 2)]);
       else expect([appended, final]).toEqual([3, nb("R", 2)]);
-      expect((await store.getDataset("ds_secret"))!.rowCount).toBe(final.length);
+      expect((await store.catalog.getDataset("ds_secret"))!.rowCount).toBe(final.length);
     });
   });
 }

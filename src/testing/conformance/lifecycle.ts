@@ -16,14 +16,14 @@ export function describeLifecycleConformance(name: string, factory: StorageFacto
       const changed = conformanceFixture();
       changed.teams[0]!.name = "Renamed";
       expect(await store.seed(parseFixture(changed))).toBe("kept");
-      expect((await store.getTeam("team_ops"))?.name).toBe("Operations");
+      expect((await store.identity.getTeam("team_ops"))?.name).toBe("Operations");
     });
 
     it("seeds fixture sessions under their derived id, never expiring", async () => {
       const store = await seeded();
       const tokenHash = sha256Hex(TOKENS.sessionAda);
-      expect(await store.getSession(`sess_${tokenHash.slice(0, 24)}`)).toEqual({ id: `sess_${tokenHash.slice(0, 24)}`, tokenHash, userId: "usr_ada", expiresAt: null });
-      expect(await store.findSessionUser(tokenHash, Date.parse("2100-01-01T00:00:00Z"))).toBe("usr_ada");
+      expect(await store.credentials.getSession(`sess_${tokenHash.slice(0, 24)}`)).toEqual({ id: `sess_${tokenHash.slice(0, 24)}`, tokenHash, userId: "usr_ada", expiresAt: null });
+      expect(await store.credentials.findSessionUser(tokenHash, Date.parse("2100-01-01T00:00:00Z"))).toBe("usr_ada");
     });
 
     it("answers ping with a round trip while open, empty or seeded", async () => {

@@ -27,12 +27,12 @@ function event(action: string, rowId: string, actor: Actor = KEY): AuditEvent {
 }
 
 function insert(store: Storage, rowId: string, values: Row, now = NOW, actor: Actor = KEY) {
-  return store.insertTableRow({ tableId: "tbl_targets", rowId, values, actor, now, auditEvent: event("table.row.created", rowId, actor) });
+  return store.tables.insertTableRow({ tableId: "tbl_targets", rowId, values, actor, now, auditEvent: event("table.row.created", rowId, actor) });
 }
 
 function update(store: Storage, patch: Row, options: { rowId?: string; expectedUpdatedAt?: string | null; now?: number } = {}) {
   const rowId = options.rowId ?? "row_1";
-  return store.updateTableRow({
+  return store.tables.updateTableRow({
     tableId: "tbl_targets",
     rowId,
     patch,
@@ -44,9 +44,9 @@ function update(store: Storage, patch: Row, options: { rowId?: string; expectedU
 }
 
 const remove = (store: Storage, rowId: string) =>
-  store.deleteTableRow({ tableId: "tbl_targets", rowId, actor: USER, now: NOW, auditEvent: event("table.row.deleted", rowId, USER) });
+  store.tables.deleteTableRow({ tableId: "tbl_targets", rowId, actor: USER, now: NOW, auditEvent: event("table.row.deleted", rowId, USER) });
 
-const allRows = async (store: Storage) => (await store.listTableRows("tbl_targets", { offset: 0, limit: 1000 })).rows;
+const allRows = async (store: Storage) => (await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 1000 })).rows;
 
 /** Input-table rows, the edit log and Idempotency-Key claims (`TableStore`). */
 export function describeTablesConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
@@ -55,7 +55,7 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
 
     it("gets a table, its rows in creation order and one row by id", async () => {
       const store = await seeded();
-      expect(await store.getTable("tbl_targets")).toEqual({
+      expect(await store.tables.getTable("tbl_targets")).toEqual({
         id: "tbl_targets",
         teamId: "team_ops",
         name: "Quarterly targets",
@@ -66,10 +66,10 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
         rowCount: 1,
         updatedAt: "2026-10-01T00:00:00Z",
       });
-      expect(await store.getTable("tbl_nope")).toBeNull();
-      expect(await store.getTableRow("tbl_targets", "row_1")).toEqual(ROW_1);
-      expect(await store.getTableRow("tbl_targets", "row_nope")).toBeNull();
-      expect(await store.listTableRows("tbl_targets", { offset: 0, limit: 10 })).toEqual({ totalRows: 1, rows: [ROW_1] });
+      expect(await store.tables.getTable("tbl_nope")).toBeNull();
+      expect(await store.tables.getTableRow("tbl_targets", "row_1")).toEqual(ROW_1);
+      expect(await store.tables.getTableRow("tbl_targets", "row_nope")).toBeNull();
+      expect(await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10 })).toEqual({ totalRows: 1, rows: [ROW_1] });
     });
 
     it("inserts with both stamps at now, keeps creation order and the table's rowCount", async () => {
@@ -79,24 +79,24 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       await insert(store, "row_b", { region: "APAC", nested: { list: [1, "two", null] } }, NOW + 5);
       await insert(store, "row_c", { region: "LATAM" }, NOW - 60_000);
       expect((await allRows(store)).map((r) => r._id)).toEqual(["row_1", "row_a", "row_b", "row_c"]);
-      expect(await store.getTableRow("tbl_targets", "row_b")).toMatchObject({ nested: { list: [1, "two", null] } });
-      const page = await store.listTableRows("tbl_targets", { offset: 1, limit: 2 });
+      expect(await store.tables.getTableRow("tbl_targets", "row_b")).toMatchObject({ nested: { list: [1, "two", null] } });
+      const page = await store.tables.listTableRows("tbl_targets", { offset: 1, limit: 2 });
       expect([page.totalRows, page.rows.map((r) => r._id)]).toEqual([4, ["row_a", "row_b"]]);
-      expect(await store.getTable("tbl_targets")).toMatchObject({ rowCount: 4 });
+      expect(await store.tables.getTable("tbl_targets")).toMatchObject({ rowCount: 4 });
     });
 
     it("stores __proto__ and constructor as own data properties", async () => {
       const store = await seeded();
       const values: Row = JSON.parse('{"__proto__":{"polluted":"yes"},"constructor":"c","plain":1}');
       await insert(store, "row_p", values);
-      const row = (await store.getTableRow("tbl_targets", "row_p"))!;
+      const row = (await store.tables.getTableRow("tbl_targets", "row_p"))!;
       expect(Object.hasOwn(row, "__proto__")).toBe(true);
       expect(Object.getOwnPropertyDescriptor(row, "__proto__")?.value).toEqual({ polluted: "yes" });
       expect(Object.getOwnPropertyDescriptor(row, "constructor")?.value).toBe("c");
       expect(({} as Record<string, unknown>).polluted).toBeUndefined();
       const result = await update(store, JSON.parse('{"__proto__":{"polluted":"again"}}'), { rowId: "row_p" });
       expect(result.status).toBe("ok");
-      const updated = (await store.getTableRow("tbl_targets", "row_p"))!;
+      const updated = (await store.tables.getTableRow("tbl_targets", "row_p"))!;
       expect(Object.getOwnPropertyDescriptor(updated, "__proto__")?.value).toEqual({ polluted: "again" });
       expect(updated.plain).toBe(1);
     });
@@ -112,7 +112,7 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       // A clock that goes backwards still cannot make _updatedAt go backwards.
       const earlier = await update(store, { target: 4 }, { now: NOW - 1000 });
       expect(earlier.status === "ok" && earlier.row._updatedAt).toBe(iso(NOW + 3));
-      expect(await store.getTable("tbl_targets")).toMatchObject({ rowCount: 1 });
+      expect(await store.tables.getTable("tbl_targets")).toMatchObject({ rowCount: 1 });
     });
 
     it("compares expectedUpdatedAt as an instant: later row → conflict with the current row, same instant → applies", async () => {
@@ -120,7 +120,7 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       const moved = await update(store, { target: 2 });
       if (moved.status !== "ok") throw new Error("update failed");
       expect(await update(store, { target: 3 }, { expectedUpdatedAt: ROW_1._updatedAt })).toEqual({ status: "conflict", current: moved.row });
-      expect(await store.getTableRow("tbl_targets", "row_1")).toEqual(moved.row);
+      expect(await store.tables.getTableRow("tbl_targets", "row_1")).toEqual(moved.row);
       const sameInstant = await update(store, { target: 4 }, { expectedUpdatedAt: "2026-11-01T13:00:00+01:00" });
       expect(sameInstant).toMatchObject({ status: "ok", row: { target: 4, _updatedAt: iso(NOW + 1) } });
       const later = await update(store, { target: 5 }, { expectedUpdatedAt: iso(NOW + 60_000) });
@@ -136,8 +136,8 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       const ok = results.filter((r) => r.status === "ok");
       expect(ok).toHaveLength(1);
       expect(results.filter((r) => r.status === "conflict")).toHaveLength(19);
-      expect(await store.getTableRow("tbl_targets", "row_1")).toEqual(ok[0]!.row);
-      expect(await store.listEditLog("tbl_targets")).toHaveLength(1);
+      expect(await store.tables.getTableRow("tbl_targets", "row_1")).toEqual(ok[0]!.row);
+      expect(await store.tables.listEditLog("tbl_targets")).toHaveLength(1);
     });
 
     it("deletes a row once and returns it; the table's rowCount follows", async () => {
@@ -145,7 +145,7 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       expect(await remove(store, "row_1")).toEqual({ status: "ok", row: ROW_1 });
       expect(await remove(store, "row_1")).toEqual({ status: "not_found" });
       expect(await allRows(store)).toEqual([]);
-      expect(await store.getTable("tbl_targets")).toMatchObject({ rowCount: 0 });
+      expect(await store.tables.getTable("tbl_targets")).toMatchObject({ rowCount: 0 });
     });
 
     it("keeps an edit log per table, oldest first, with actor, time, before and after; refused writes log nothing", async () => {
@@ -157,20 +157,20 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       await remove(store, "row_a");
       await remove(store, "row_a");
       if (updated.status !== "ok") throw new Error("update failed");
-      const log = await store.listEditLog("tbl_targets");
+      const log = await store.tables.listEditLog("tbl_targets");
       expect(log).toEqual([
         { tableId: "tbl_targets", rowId: "row_a", op: "create", actor: KEY, at: iso(NOW), before: null, after: created },
         { tableId: "tbl_targets", rowId: "row_1", op: "update", actor: KEY, at: iso(NOW), before: ROW_1, after: updated.row },
         { tableId: "tbl_targets", rowId: "row_a", op: "delete", actor: USER, at: iso(NOW), before: created, after: null },
       ]);
-      expect(await store.listEditLog("tbl_targets", { offset: 1, limit: 1 })).toEqual([log[1]]);
-      expect(await store.listEditLog("tbl_other")).toEqual([]);
+      expect(await store.tables.listEditLog("tbl_targets", { offset: 1, limit: 1 })).toEqual([log[1]]);
+      expect(await store.tables.listEditLog("tbl_other")).toEqual([]);
     });
 
     it("stores each write's audit event with it", async ({ skip }) => {
       const store = await seeded();
       const read = () =>
-        store.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: NOW, limit: 100 });
+        store.audit.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: NOW, limit: 100 });
       const before = await read().catch((error: unknown) => error);
       if (before instanceof Error && /not implemented/.test(before.message)) skip("readAuditEvents is not implemented by this store yet");
       await insert(store, "row_a", { region: "AMER" });
@@ -189,18 +189,18 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
     it("writes nothing when a row write's audit event id is already stored (one transaction)", async () => {
       const store = await seeded();
       const taken = event("table.row.created", "row_a");
-      await store.insertTableRow({ tableId: "tbl_targets", rowId: "row_a", values: { region: "AMER" }, actor: KEY, now: NOW, auditEvent: taken });
-      const log = await store.listEditLog("tbl_targets");
-      await expect(store.insertTableRow({ tableId: "tbl_targets", rowId: "row_b", values: { region: "APAC" }, actor: KEY, now: NOW, auditEvent: taken })).rejects.toThrow();
+      await store.tables.insertTableRow({ tableId: "tbl_targets", rowId: "row_a", values: { region: "AMER" }, actor: KEY, now: NOW, auditEvent: taken });
+      const log = await store.tables.listEditLog("tbl_targets");
+      await expect(store.tables.insertTableRow({ tableId: "tbl_targets", rowId: "row_b", values: { region: "APAC" }, actor: KEY, now: NOW, auditEvent: taken })).rejects.toThrow();
       await expect(
-        store.updateTableRow({ tableId: "tbl_targets", rowId: "row_1", patch: { target: 1 }, expectedUpdatedAt: null, actor: KEY, now: NOW, auditEvent: taken }),
+        store.tables.updateTableRow({ tableId: "tbl_targets", rowId: "row_1", patch: { target: 1 }, expectedUpdatedAt: null, actor: KEY, now: NOW, auditEvent: taken }),
       ).rejects.toThrow();
-      await expect(store.deleteTableRow({ tableId: "tbl_targets", rowId: "row_a", actor: KEY, now: NOW, auditEvent: taken })).rejects.toThrow();
-      expect(await store.getTableRow("tbl_targets", "row_b")).toBeNull();
-      expect(await store.getTableRow("tbl_targets", "row_1")).toEqual(ROW_1);
+      await expect(store.tables.deleteTableRow({ tableId: "tbl_targets", rowId: "row_a", actor: KEY, now: NOW, auditEvent: taken })).rejects.toThrow();
+      expect(await store.tables.getTableRow("tbl_targets", "row_b")).toBeNull();
+      expect(await store.tables.getTableRow("tbl_targets", "row_1")).toEqual(ROW_1);
       expect((await allRows(store)).map((r) => r._id)).toEqual(["row_1", "row_a"]);
-      expect(await store.getTable("tbl_targets")).toMatchObject({ rowCount: 2 });
-      expect(await store.listEditLog("tbl_targets")).toEqual(log);
+      expect(await store.tables.getTable("tbl_targets")).toMatchObject({ rowCount: 2 });
+      expect(await store.tables.listEditLog("tbl_targets")).toEqual(log);
     });
 
     describe("table writes", () => {
@@ -216,23 +216,23 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
 
       it("puts a new table without rows, whatever rowCount it is given", async () => {
         const store = await seeded();
-        expect(await store.putTable(table("tbl_new", { rowCount: 42 }))).toBe("created");
-        expect(await store.getTable("tbl_new")).toEqual(table("tbl_new"));
-        expect(await store.listTableRows("tbl_new", { offset: 0, limit: 10 })).toEqual({ totalRows: 0, rows: [] });
-        expect(await store.listEditLog("tbl_new")).toEqual([]);
+        expect(await store.tables.putTable(table("tbl_new", { rowCount: 42 }))).toBe("created");
+        expect(await store.tables.getTable("tbl_new")).toEqual(table("tbl_new"));
+        expect(await store.tables.listTableRows("tbl_new", { offset: 0, limit: 10 })).toEqual({ totalRows: 0, rows: [] });
+        expect(await store.tables.listEditLog("tbl_new")).toEqual([]);
       });
 
       it("replaces a table keeping its rows, its edit log and its own rowCount", async () => {
         const store = await seeded();
         const created = await insert(store, "row_a", { region: "AMER", target: 1 });
         const replaced = table("tbl_targets", { name: "Targets 2027", columns: [], rowCount: 99, updatedAt: "2026-11-02T00:00:00Z" });
-        expect(await store.putTable(replaced)).toBe("updated");
-        expect(await store.getTable("tbl_targets")).toEqual({ ...replaced, rowCount: 2 });
+        expect(await store.tables.putTable(replaced)).toBe("updated");
+        expect(await store.tables.getTable("tbl_targets")).toEqual({ ...replaced, rowCount: 2 });
         expect(await allRows(store)).toEqual([ROW_1, created]);
-        expect((await store.listEditLog("tbl_targets")).map((e) => [e.op, e.rowId])).toEqual([["create", "row_a"]]);
+        expect((await store.tables.listEditLog("tbl_targets")).map((e) => [e.op, e.rowId])).toEqual([["create", "row_a"]]);
         // Row writes go on as before.
         await insert(store, "row_b", { anything: true });
-        expect(await store.getTable("tbl_targets")).toMatchObject({ rowCount: 3 });
+        expect(await store.tables.getTable("tbl_targets")).toMatchObject({ rowCount: 3 });
       });
 
       it("reshapes every stored row in the put's transaction; a throw writes nothing", async () => {
@@ -240,53 +240,53 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
         const created = await insert(store, "row_a", { region: "AMER", target: 1 });
         const renamed = table("tbl_targets", { name: "Reshaped", columns: [{ name: "region", type: "string" }] });
         await expect(
-          store.putTable(renamed, (row) => {
+          store.tables.putTable(renamed, (row) => {
             if (row._id === "row_a") throw new Error("refused");
             return row;
           }),
         ).rejects.toThrow("refused");
-        expect(await store.getTable("tbl_targets")).toMatchObject({ name: expect.not.stringMatching("Reshaped") });
+        expect(await store.tables.getTable("tbl_targets")).toMatchObject({ name: expect.not.stringMatching("Reshaped") });
         expect(await allRows(store)).toEqual([ROW_1, created]);
         const keepRegion = (row: Row): Row => ({ _id: row._id, _createdAt: row._createdAt, _updatedAt: row._updatedAt, region: row.region });
-        expect(await store.putTable(renamed, keepRegion)).toBe("updated");
+        expect(await store.tables.putTable(renamed, keepRegion)).toBe("updated");
         expect(await allRows(store)).toEqual([keepRegion(ROW_1), keepRegion(created)]);
-        expect(await store.getTable("tbl_targets")).toMatchObject({ name: "Reshaped", rowCount: 2 });
-        expect((await store.listEditLog("tbl_targets")).map((e) => e.op)).toEqual(["create"]);
+        expect(await store.tables.getTable("tbl_targets")).toMatchObject({ name: "Reshaped", rowCount: 2 });
+        expect((await store.tables.listEditLog("tbl_targets")).map((e) => e.op)).toEqual(["create"]);
       });
 
       it("deletes a table with its rows and edit log; false when unknown", async () => {
         const store = await seeded();
         await insert(store, "row_a", { region: "AMER" });
-        expect(await store.deleteTable("tbl_targets")).toBe(true);
-        expect(await store.getTable("tbl_targets")).toBeNull();
-        expect(await store.getTableRow("tbl_targets", "row_1")).toBeNull();
-        expect(await store.listTableRows("tbl_targets", { offset: 0, limit: 10 })).toEqual({ totalRows: 0, rows: [] });
-        expect(await store.listEditLog("tbl_targets")).toEqual([]);
-        expect(await store.deleteTable("tbl_targets")).toBe(false);
-        expect(await store.deleteTable("tbl_nope")).toBe(false);
+        expect(await store.tables.deleteTable("tbl_targets")).toBe(true);
+        expect(await store.tables.getTable("tbl_targets")).toBeNull();
+        expect(await store.tables.getTableRow("tbl_targets", "row_1")).toBeNull();
+        expect(await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10 })).toEqual({ totalRows: 0, rows: [] });
+        expect(await store.tables.listEditLog("tbl_targets")).toEqual([]);
+        expect(await store.tables.deleteTable("tbl_targets")).toBe(false);
+        expect(await store.tables.deleteTable("tbl_nope")).toBe(false);
         // Put back under the same id, it starts empty: nothing of the old table is left behind.
-        expect(await store.putTable(table("tbl_targets"))).toBe("created");
-        expect(await store.getTable("tbl_targets")).toEqual(table("tbl_targets"));
-        expect(await store.listTableRows("tbl_targets", { offset: 0, limit: 10 })).toEqual({ totalRows: 0, rows: [] });
-        expect(await store.listEditLog("tbl_targets")).toEqual([]);
+        expect(await store.tables.putTable(table("tbl_targets"))).toBe("created");
+        expect(await store.tables.getTable("tbl_targets")).toEqual(table("tbl_targets"));
+        expect(await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10 })).toEqual({ totalRows: 0, rows: [] });
+        expect(await store.tables.listEditLog("tbl_targets")).toEqual([]);
       });
 
       it("lists every input table by id (binary order), a page at a time", async () => {
         const store = await seeded();
-        for (const id of ["tbl_z", "TBL_A", "tbl_a", "tbl_10"]) await store.putTable(table(id, { teamId: "team_mkt" }));
-        expect((await store.listTables({ after: null, limit: 2 })).map((t) => t.id)).toEqual(["TBL_A", "tbl_10"]);
-        expect((await store.listTables({ after: "tbl_10", limit: 2 })).map((t) => t.id)).toEqual(["tbl_a", "tbl_targets"]);
-        expect(await store.listTables({ after: "tbl_targets", limit: 2 })).toEqual([table("tbl_z", { teamId: "team_mkt" })]);
-        expect(await store.listTables({ after: "tbl_z", limit: 2 })).toEqual([]);
-        expect((await store.listTables({ after: "tbl_b", limit: 1 }))[0]).toEqual(await store.getTable("tbl_targets"));
-        await store.deleteTable("tbl_a");
-        expect((await readAllPages((page) => store.listTables(page), 2)).map((t) => t.id)).toEqual(["TBL_A", "tbl_10", "tbl_targets", "tbl_z"]);
+        for (const id of ["tbl_z", "TBL_A", "tbl_a", "tbl_10"]) await store.tables.putTable(table(id, { teamId: "team_mkt" }));
+        expect((await store.tables.listTables({ after: null, limit: 2 })).map((t) => t.id)).toEqual(["TBL_A", "tbl_10"]);
+        expect((await store.tables.listTables({ after: "tbl_10", limit: 2 })).map((t) => t.id)).toEqual(["tbl_a", "tbl_targets"]);
+        expect(await store.tables.listTables({ after: "tbl_targets", limit: 2 })).toEqual([table("tbl_z", { teamId: "team_mkt" })]);
+        expect(await store.tables.listTables({ after: "tbl_z", limit: 2 })).toEqual([]);
+        expect((await store.tables.listTables({ after: "tbl_b", limit: 1 }))[0]).toEqual(await store.tables.getTable("tbl_targets"));
+        await store.tables.deleteTable("tbl_a");
+        expect((await readAllPages((page) => store.tables.listTables(page), 2)).map((t) => t.id)).toEqual(["TBL_A", "tbl_10", "tbl_targets", "tbl_z"]);
       });
     });
 
     describe("idempotency claims", () => {
       const claim = (store: Storage, input: { scope?: string; key?: string; fingerprint?: string; now?: number } = {}) =>
-        store.claimIdempotencyKey({ scope: input.scope ?? "s1", key: input.key ?? "k1", fingerprint: input.fingerprint ?? "f1", now: input.now ?? NOW, ttlMs: 1000, leaseMs: 100 });
+        store.tables.claimIdempotencyKey({ scope: input.scope ?? "s1", key: input.key ?? "k1", fingerprint: input.fingerprint ?? "f1", now: input.now ?? NOW, ttlMs: 1000, leaseMs: 100 });
 
       it("grants exactly one of 50 concurrent claims; the others see it in progress with its fingerprint", async () => {
         const store = await seeded();
@@ -300,7 +300,7 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
         const store = await seeded();
         expect(await claim(store)).toEqual({ state: "claimed" });
         const response = { status: 201, body: { _id: "row_x", n: [1, { a: null }] } };
-        await store.completeIdempotencyKey({ scope: "s1", key: "k1", response });
+        await store.tables.completeIdempotencyKey({ scope: "s1", key: "k1", response });
         expect(await claim(store, { fingerprint: "other", now: NOW + 999 })).toEqual({ state: "completed", fingerprint: "f1", response });
         expect(await claim(store, { fingerprint: "f2", now: NOW + 1000 })).toEqual({ state: "claimed" });
         expect(await claim(store, { now: NOW + 1001 })).toEqual({ state: "in_progress", fingerprint: "f2" });
@@ -313,7 +313,7 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
         expect(await claim(store, { fingerprint: "f2", now: NOW + 100 })).toEqual({ state: "claimed" });
         expect(await claim(store, { fingerprint: "f3", now: NOW + 150 })).toEqual({ state: "in_progress", fingerprint: "f2" });
         // A completed claim is kept for the whole TTL, lease or not.
-        await store.completeIdempotencyKey({ scope: "s1", key: "k1", response: { status: 201, body: { ok: 1 } } });
+        await store.tables.completeIdempotencyKey({ scope: "s1", key: "k1", response: { status: 201, body: { ok: 1 } } });
         expect(await claim(store, { fingerprint: "f4", now: NOW + 900 })).toEqual({ state: "completed", fingerprint: "f2", response: { status: 201, body: { ok: 1 } } });
       });
 
@@ -322,7 +322,7 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
         await claim(store);
         expect(await claim(store, { scope: "s2" })).toEqual({ state: "claimed" });
         expect(await claim(store, { key: "k2" })).toEqual({ state: "claimed" });
-        await store.releaseIdempotencyKey({ scope: "s1", key: "k1" });
+        await store.tables.releaseIdempotencyKey({ scope: "s1", key: "k1" });
         expect(await claim(store, { fingerprint: "f9" })).toEqual({ state: "claimed" });
         expect(await claim(store)).toEqual({ state: "in_progress", fingerprint: "f9" });
       });

@@ -46,7 +46,7 @@ const T0 = "2026-11-01T12:00:00.000Z";
 
 async function rowsOf(store: Storage, datasetId: string): Promise<Row[]> {
   const out: Row[] = [];
-  for await (const row of (await store.readDatasetRows(datasetId, all)).rows) out.push({ ...row });
+  for await (const row of (await store.catalog.readDatasetRows(datasetId, all)).rows) out.push({ ...row });
   return out;
 }
 
@@ -67,7 +67,7 @@ function columnsOf(r: Row): Column[] {
 }
 
 function ingest(store: Storage, datasetId: string, r: Row, dedupKey: string | null = null, retainRows = 10_000) {
-  return store.ingestWebhookRow({ datasetId, dedupKey, row: r, columns: columnsOf(r), retainRows, receivedAt: T0 });
+  return store.webhooks.ingestWebhookRow({ datasetId, dedupKey, row: r, columns: columnsOf(r), retainRows, receivedAt: T0 });
 }
 
 /** Webhook endpoints and delivered rows (`WebhookStore`): de-duplication, retention, settings. */
@@ -86,7 +86,7 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
 
     it("finds an endpoint by its path segment, with its dataset, secret and retention", async () => {
       const store = await seeded();
-      expect(await store.getWebhookEndpoint("hook-gh")).toEqual({
+      expect(await store.webhooks.getWebhookEndpoint("hook-gh")).toEqual({
         connectionId: "conn_hook_gh",
         teamId: "team_ops",
         name: "Hook hook-gh",
@@ -95,15 +95,15 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
         signingSecret: WEBHOOK_SECRETS.github,
         retainRows: null,
       });
-      expect(await store.getWebhookEndpoint("hook-small")).toMatchObject({ signingSecret: null, retainRows: 3 });
-      expect(await store.getWebhookEndpoint("nope")).toBeNull();
-      expect(await store.getWebhookEndpoint("conn_hook_gh")).toBeNull();
+      expect(await store.webhooks.getWebhookEndpoint("hook-small")).toMatchObject({ signingSecret: null, retainRows: 3 });
+      expect(await store.webhooks.getWebhookEndpoint("nope")).toBeNull();
+      expect(await store.webhooks.getWebhookEndpoint("conn_hook_gh")).toBeNull();
     });
 
     it("appends rows in arrival order, widens the columns and moves rowCount and updatedAt", async () => {
       const store = await seeded();
       expect(await ingest(store, "ds_conn_hook_open", row("r1", { a: 1 }))).toEqual({ id: "r1", duplicate: false });
-      await store.ingestWebhookRow({
+      await store.webhooks.ingestWebhookRow({
         datasetId: "ds_conn_hook_open",
         dedupKey: null,
         row: row("r2", { a: "x", b: true }),
@@ -111,7 +111,7 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
         retainRows: 10_000,
         receivedAt: "2026-11-01T12:00:05.000Z",
       });
-      const dataset = await store.getDataset("ds_conn_hook_open");
+      const dataset = await store.catalog.getDataset("ds_conn_hook_open");
       expect(dataset).toMatchObject({ type: "connection", connectionId: "conn_hook_open", rowCount: 2, updatedAt: "2026-11-01T12:00:05.000Z" });
       expect(dataset!.columns).toEqual([
         { name: "_id", type: "string" },
@@ -134,7 +134,7 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
       // Keys are per dataset.
       expect(await ingest(store, "ds_conn_hook_gh", row("r4"), "h:delivery-1")).toEqual({ id: "r4", duplicate: false });
       expect((await rowsOf(store, "ds_conn_hook_open")).map((r) => r._id)).toEqual(["r1", "r3"]);
-      expect((await store.getDataset("ds_conn_hook_open"))!.rowCount).toBe(2);
+      expect((await store.catalog.getDataset("ds_conn_hook_open"))!.rowCount).toBe(2);
     });
 
     it("stores exactly one row for 20 concurrent copies of one delivery", async () => {
@@ -152,7 +152,7 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
       const store = await seeded();
       for (let i = 1; i <= 5; i++) await ingest(store, "ds_conn_hook_small", row(`r${i}`), `h:d${i}`, 3);
       expect((await rowsOf(store, "ds_conn_hook_small")).map((r) => r._id)).toEqual(["r3", "r4", "r5"]);
-      expect((await store.getDataset("ds_conn_hook_small"))!.rowCount).toBe(3);
+      expect((await store.catalog.getDataset("ds_conn_hook_small"))!.rowCount).toBe(3);
       // Retained: still a duplicate. Trimmed: a new row.
       expect(await ingest(store, "ds_conn_hook_small", row("x3"), "h:d3", 3)).toEqual({ id: "r3", duplicate: true });
       expect(await ingest(store, "ds_conn_hook_small", row("x1"), "h:d1", 3)).toEqual({ id: "x1", duplicate: false });
@@ -169,29 +169,29 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
       expect(Object.hasOwn(stored!, "__proto__")).toBe(true);
       expect(JSON.parse(JSON.stringify(stored))).toMatchObject({ ["__proto__"]: "p", "constructor.prototype.polluted": 1 });
       expect(({} as Record<string, unknown>).polluted).toBeUndefined();
-      expect((await store.getDataset("ds_conn_hook_open"))!.columns.map((c) => c.name)).toContain("__proto__");
+      expect((await store.catalog.getDataset("ds_conn_hook_open"))!.columns.map((c) => c.name)).toContain("__proto__");
     });
 
     it("changes secret and retention; lowering retention trims at once", async () => {
       const store = await seeded();
       for (let i = 1; i <= 4; i++) await ingest(store, "ds_conn_hook_open", row(`r${i}`), `h:d${i}`);
-      expect(await store.updateWebhookSettings("conn_hook_open", { signingSecret: "s3cret" })).toMatchObject({ signingSecret: "s3cret", retainRows: null });
-      expect((await store.getWebhookEndpoint("hook-open"))!.signingSecret).toBe("s3cret");
-      expect(await store.updateWebhookSettings("conn_hook_open", { retainRows: 2 })).toMatchObject({ signingSecret: "s3cret", retainRows: 2 });
+      expect(await store.webhooks.updateWebhookSettings("conn_hook_open", { signingSecret: "s3cret" })).toMatchObject({ signingSecret: "s3cret", retainRows: null });
+      expect((await store.webhooks.getWebhookEndpoint("hook-open"))!.signingSecret).toBe("s3cret");
+      expect(await store.webhooks.updateWebhookSettings("conn_hook_open", { retainRows: 2 })).toMatchObject({ signingSecret: "s3cret", retainRows: 2 });
       expect((await rowsOf(store, "ds_conn_hook_open")).map((r) => r._id)).toEqual(["r3", "r4"]);
-      expect((await store.getDataset("ds_conn_hook_open"))!.rowCount).toBe(2);
+      expect((await store.catalog.getDataset("ds_conn_hook_open"))!.rowCount).toBe(2);
       expect(await ingest(store, "ds_conn_hook_open", row("x1"), "h:d1", 2)).toEqual({ id: "x1", duplicate: false });
-      expect(await store.updateWebhookSettings("conn_hook_open", { signingSecret: null, retainRows: null })).toMatchObject({
+      expect(await store.webhooks.updateWebhookSettings("conn_hook_open", { signingSecret: null, retainRows: null })).toMatchObject({
         signingSecret: null,
         retainRows: null,
       });
-      expect(await store.updateWebhookSettings("nope", { signingSecret: null })).toBeNull();
-      expect(await store.updateWebhookSettings("conn_retail", { signingSecret: "x" })).toBeNull();
+      expect(await store.webhooks.updateWebhookSettings("nope", { signingSecret: null })).toBeNull();
+      expect(await store.webhooks.updateWebhookSettings("conn_retail", { signingSecret: "x" })).toBeNull();
     });
 
     it("creates a webhook connection with an empty dataset the catalog serves", async () => {
       const store = await seeded();
-      const endpoint = await store.createWebhookConnection({
+      const endpoint = await store.webhooks.createWebhookConnection({
         connection: { id: "conn_new", teamId: "team_ops", name: "Stripe events", createdAt: T0 },
         endpoint: { endpointId: "whk_new", signingSecret: null, retainRows: 50 },
         dataset: { id: "ds_conn_new", name: "Stripe events" },
@@ -205,9 +205,9 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
         signingSecret: null,
         retainRows: 50,
       });
-      expect(await store.getWebhookEndpoint("whk_new")).toEqual(endpoint);
-      expect(await store.getConnection("conn_new")).toMatchObject({ type: "webhook", config: { endpointId: "whk_new", signingSecret: null, retainRows: 50 } });
-      expect(await store.getDataset("ds_conn_new")).toEqual({
+      expect(await store.webhooks.getWebhookEndpoint("whk_new")).toEqual(endpoint);
+      expect(await store.catalog.getConnection("conn_new")).toMatchObject({ type: "webhook", config: { endpointId: "whk_new", signingSecret: null, retainRows: 50 } });
+      expect(await store.catalog.getDataset("ds_conn_new")).toEqual({
         id: "ds_conn_new",
         teamId: "team_ops",
         name: "Stripe events",
@@ -220,9 +220,9 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
         updatedAt: T0,
       });
       await ingest(store, "ds_conn_new", row("r1", { x: 1 }));
-      expect((await store.readDatasetRows("ds_conn_new", all)).totalRows).toBe(1);
+      expect((await store.catalog.readDatasetRows("ds_conn_new", all)).totalRows).toBe(1);
       await expect(
-        store.createWebhookConnection({
+        store.webhooks.createWebhookConnection({
           connection: { id: "conn_other", teamId: "team_ops", name: "Dup", createdAt: T0 },
           endpoint: { endpointId: "whk_new", signingSecret: null, retainRows: null },
           dataset: { id: "ds_conn_other", name: "Dup" },

@@ -1,57 +1,27 @@
 import type Database from "better-sqlite3";
 import { currentVersion } from "../domain/dashboards.js";
 import { utcDay } from "../domain/days.js";
-import type { ApiCallRecord, CreditUsage, DashboardRecord, DashboardView, RefreshRun } from "../domain/model.js";
-import type { PutResult } from "../ports/storage/identity.js";
+import type { ApiCallRecord, CreditUsage, DashboardRecord, RefreshRun } from "../domain/model.js";
+import type { StorageAreas } from "../ports/storage.js";
 import {
-  type AnalyticsStore,
-  type AnalyticsWrites,
   type ApiUsageRow,
   type CreditUsageRow,
   DATASET_READ_ROUTES,
   type DashboardUsageRow,
   type DatasetUsageRow,
-  type DayViews,
   type RefreshHistoryRow,
-  type ViewerDayViews,
-} from "../ports/storage/analytics.js";
+  type UsageWrites,
+} from "../ports/storage/usage.js";
 import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
-import { idPageQuery } from "./identity.js";
-
-interface DashboardRow {
-  id: string;
-  team_id: string;
-  name: string;
-  description: string | null;
-  versions: string;
-  dataset_ids: string;
-}
-
-/** Calls to the usage log waiting for the next group commit. */
-const USAGE_BATCH_LIMIT = 10_000;
 
 /**
- * Every figure is a GROUP BY over an index on (owner, day); days are UTC
+ * The space's usage objects, refresh runs, credit usage and the API usage
+ * log. Every figure is a GROUP BY over an index on (owner, day); days are UTC
  * days computed once when a record is stored. Editor views are excluded
  * through the partial index's own condition. Ties are broken in BINARY
  * collation order, NULL first, as the port asks.
  */
-export function sqliteAnalytics({ db }: SqliteHandle): AnalyticsStore & AnalyticsWrites & { flush(): void } {
-  const dashboards = db.prepare<[string], DashboardRow>("SELECT * FROM dashboards WHERE team_id IN (SELECT value FROM json_each(?))");
-  const dashboard = db.prepare<[string], DashboardRow>("SELECT * FROM dashboards WHERE id = ?");
-  const byDay = db.prepare<[string, string, string], DayViews>(
-    `SELECT day, count(*) AS views, count(DISTINCT visitor_id) AS uniqueVisitors
-     FROM dashboard_views WHERE dashboard_id = ? AND editor = 0 AND day BETWEEN ? AND ?
-     GROUP BY day ORDER BY day`,
-  );
-  const byViewer = db.prepare<[string, string, string], ViewerDayViews>(
-    `SELECT v.day, v.user_id AS viewerId,
-            CASE WHEN v.user_id IS NULL THEN 'Anonymous' ELSE coalesce(u.email, v.user_id) END AS viewer,
-            count(*) AS views
-     FROM dashboard_views v LEFT JOIN users u ON u.id = v.user_id
-     WHERE v.dashboard_id = ? AND v.editor = 0 AND v.day BETWEEN ? AND ?
-     GROUP BY v.day, v.user_id ORDER BY v.day, viewer, viewerId`,
-  );
+export function sqliteUsage({ db }: SqliteHandle): StorageAreas["usage"] & { flush(): void } {
   const dashboardUsage = db.prepare<[string, string, string], Omit<DashboardUsageRow, "published"> & { versions: string }>(
     `SELECT v.day, v.dashboard_id, d.name AS dashboard, d.versions, count(*) AS views,
             count(DISTINCT v.visitor_id) AS unique_visitors,
@@ -108,27 +78,8 @@ export function sqliteAnalytics({ db }: SqliteHandle): AnalyticsStore & Analytic
   );
   const insertRun = refreshRunStatement(db);
   const usage = usageLog(db);
-  const dashboardPage = idPageQuery<DashboardRow>(db, "SELECT * FROM dashboards");
-  const writes = historyWrites(db);
-
+  const usageHistory = usageWrites(db);
   return {
-    async listDashboards(teamIds) {
-      return dashboards.all(JSON.stringify(teamIds)).map(toDashboard);
-    },
-    async getDashboard(id) {
-      const row = dashboard.get(id);
-      return row ? toDashboard(row) : null;
-    },
-    async listAllDashboards(page) {
-      return dashboardPage(page).map(toDashboard);
-    },
-    ...writes,
-    async viewsByDay(dashboardId, { fromDay, toDay }) {
-      return byDay.all(dashboardId, fromDay, toDay);
-    },
-    async viewsByViewer(dashboardId, { fromDay, toDay }) {
-      return byViewer.all(dashboardId, fromDay, toDay);
-    },
     async spaceDashboardUsage({ teamId, fromDay, toDay }) {
       return dashboardUsage.all(teamId, fromDay, toDay).map(({ versions, ...row }) => ({
         day: row.day,
@@ -161,9 +112,13 @@ export function sqliteAnalytics({ db }: SqliteHandle): AnalyticsStore & Analytic
     recordApiCall(call) {
       return usage.record(call);
     },
+    ...usageHistory,
     flush: usage.flush,
   };
 }
+
+/** Calls to the usage log waiting for the next group commit. */
+const USAGE_BATCH_LIMIT = 10_000;
 
 /** Math.round is half up for the non-negative means reported here. */
 function roundHalfUp(value: number): number {
@@ -244,81 +199,22 @@ function usageLog(db: Database.Database) {
   };
 }
 
-/** Dashboards and the history behind the activity endpoints: each call one IMMEDIATE transaction. */
-function historyWrites(db: Database.Database): AnalyticsWrites {
-  const exists = db.prepare<[string], number>("SELECT 1 FROM dashboards WHERE id = ?").pluck();
-  const removeDashboard = db.prepare<[string]>("DELETE FROM dashboards WHERE id = ?");
-  const removeLinks = db.prepare<[string]>("DELETE FROM dashboard_datasets WHERE dashboard_id = ?");
-  const removeViews = db.prepare<[string]>("DELETE FROM dashboard_views WHERE dashboard_id = ?");
-  const insertDashboard = insertDashboardStatement(db);
-  const view = dashboardViewStatement(db);
+/** The usage history as the host reports it: each append one IMMEDIATE transaction, all or none. */
+function usageWrites(db: Database.Database): UsageWrites {
   const run = refreshRunStatement(db);
   const credit = creditUsageStatement(db);
-  const put = writeTransaction(db, (d: DashboardRecord): PutResult => {
-    const created = exists.get(d.id) === undefined;
-    removeDashboard.run(d.id);
-    removeLinks.run(d.id);
-    insertDashboard(d);
-    return created ? "created" : "updated";
-  });
-  const read = db.prepare<[string], DashboardRow>("SELECT * FROM dashboards WHERE id = ?");
-  // One IMMEDIATE transaction: the write lock is held from the read on, in every process on the file.
-  const change = writeTransaction(db, (id: string, compute: (current: DashboardRecord | null) => DashboardRecord) => {
-    const row = read.get(id);
-    const before = row ? toDashboard(row) : null;
-    const after = compute(before === null ? null : toDashboard(row!));
-    removeDashboard.run(id);
-    removeLinks.run(id);
-    insertDashboard(after);
-    return { before, after };
-  });
-  const remove = writeTransaction(db, (id: string): boolean => {
-    if (removeDashboard.run(id).changes === 0) return false;
-    removeLinks.run(id);
-    removeViews.run(id);
-    return true;
-  });
   const all = <T>(write: (item: T) => void) => writeTransaction(db, (items: readonly T[]) => {
     for (const item of items) write(item);
   });
-  const views = all(view);
   const runs = all(run);
   const credits = all(credit);
   return {
-    async putDashboard(dashboard) {
-      return put(dashboard);
-    },
-    async changeDashboard(id, compute) {
-      return change(id, compute);
-    },
-    async deleteDashboard(id) {
-      return remove(id);
-    },
-    async appendDashboardViews(items) {
-      views(items);
-    },
     async appendRefreshRuns(items) {
       runs(items);
     },
     async appendCreditUsage(items) {
       credits(items);
     },
-  };
-}
-
-export function insertDashboardStatement(db: Database.Database): (dashboard: DashboardRecord) => void {
-  const insert = db.prepare("INSERT INTO dashboards (id, team_id, name, description, versions, dataset_ids) VALUES (?, ?, ?, ?, ?, ?)");
-  const link = db.prepare("INSERT OR IGNORE INTO dashboard_datasets (dashboard_id, dataset_id) VALUES (?, ?)");
-  return (d) => {
-    insert.run(d.id, d.teamId, d.name, d.description, JSON.stringify(d.versions), JSON.stringify(d.datasetIds));
-    for (const datasetId of d.datasetIds) link.run(d.id, datasetId);
-  };
-}
-
-export function dashboardViewStatement(db: Database.Database): (view: DashboardView) => void {
-  const insert = db.prepare("INSERT INTO dashboard_views (dashboard_id, day, at, visitor_id, user_id, editor) VALUES (?, ?, ?, ?, ?, ?)");
-  return (v) => {
-    insert.run(v.dashboardId, utcDay(v.at), v.at, v.visitorId, v.userId, v.editor ? 1 : 0);
   };
 }
 
@@ -336,16 +232,5 @@ export function creditUsageStatement(db: Database.Database): (usage: CreditUsage
   const insert = db.prepare("INSERT INTO credit_usage (team_id, day, at, category, credits, user_id) VALUES (?, ?, ?, ?, ?, ?)");
   return (c) => {
     insert.run(c.teamId, utcDay(c.at), c.at, c.category, c.credits, c.userId);
-  };
-}
-
-function toDashboard(row: DashboardRow): DashboardRecord {
-  return {
-    id: row.id,
-    teamId: row.team_id,
-    name: row.name,
-    description: row.description,
-    versions: parseJson(row.versions),
-    datasetIds: parseJson(row.dataset_ids),
   };
 }

@@ -1,4 +1,4 @@
-import type { ErrorLogFields, Logger, RequestLogLine } from "./ports/logger.js";
+import type { ErrorLogFields, Logger, RequestLogLine } from "../ports/logger.js";
 
 /** The library's default: nothing per request, errors to `console.error` (with the request id when there is one). */
 export const consoleErrorLogger: Logger = {

@@ -1,5 +1,5 @@
 import { ApiError } from "./errors.js";
-import type { RateDecision, RateLimit, RateLimiter } from "./ports/rate-limiter.js";
+import type { RateDecision, RateLimit, RateLimiter } from "../ports/rate-limiter.js";
 
 /** Whether a configured rate is a limit at all (0, negative, NaN and Infinity are "off"). */
 export function isRateLimit(ratePerSecond: number): boolean {

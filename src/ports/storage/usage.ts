@@ -1,35 +1,9 @@
-import type { ApiCallRecord, CreditUsage, DashboardRecord, DashboardView, RefreshRun } from "../../domain/model.js";
-import type { IdPage, PutResult } from "./identity.js";
-
-/**
- * An inclusive window of UTC days, `YYYY-MM-DD`. An event belongs to the
- * UTC day of its instant: a timestamp written with an offset
- * (`2026-10-31T23:30:00-02:00`) counts on its UTC day (`2026-11-01`).
- */
-export interface DayWindow {
-  fromDay: string;
-  toDay: string;
-}
+import type { ApiCallRecord, CreditUsage, RefreshRun } from "../../domain/model.js";
+import type { DayWindow } from "./dashboards.js";
 
 /** A team's window, the query of every day-based space object. */
 export interface SpaceQuery extends DayWindow {
   teamId: string;
-}
-
-export interface DayViews {
-  day: string;
-  views: number;
-  /** Distinct `visitorId`s that day. */
-  uniqueVisitors: number;
-}
-
-export interface ViewerDayViews {
-  day: string;
-  /** User id; null for public-link (anonymous) viewers, who form one row per day. */
-  viewerId: string | null;
-  /** The user's email, or `Anonymous`. */
-  viewer: string;
-  views: number;
 }
 
 /** The space objects of GET /space/{object}. */
@@ -136,32 +110,23 @@ export interface DatasetUsageRow {
 export const DATASET_READ_ROUTES: readonly string[] = ["/api/v1/datasets/:id/rows", "/api/v1/tables/:id/rows"];
 
 /**
- * Dashboards, view statistics, refresh runs, credit usage and the API usage
- * log. Every aggregate is computed by storage (GROUP BY in SQL stores); the
- * handlers never pull raw events to count them. Editor views
- * (`editor: true`) are excluded from every view figure.
+ * The space's usage objects (GET /space/{object}) and the logs behind them:
+ * refresh runs, credit usage and the API usage log. Every aggregate is
+ * computed by storage (GROUP BY in SQL stores); the handlers never pull raw
+ * events to count them. `dashboard-usage` and `dataset-usage` read the
+ * dashboards and catalog of the same store. Editor views (`editor: true`)
+ * are excluded from every view figure.
  *
  * Ordering: where rows tie on `day` (or have none) they are ordered by the
  * named text fields in binary (code unit) order — `COLLATE "C"` in
  * PostgreSQL, the default BINARY collation in SQLite — with null before
  * any string.
+ *
+ * `recordRefreshRun` and `recordApiCall` are here, not in `UsageWrites`:
+ * the core writes them itself (a refresh, every API call), so a host that
+ * supplies this area supplies them too.
  */
-export interface AnalyticsStore {
-  /** Dashboards of the teams with all versions, in no particular order. */
-  listDashboards(teamIds: readonly string[]): Promise<DashboardRecord[]>;
-  /** One dashboard with all versions, or null. */
-  getDashboard(id: string): Promise<DashboardRecord | null>;
-  /** Every dashboard, by id (the admin listing). */
-  listAllDashboards(page: IdPage): Promise<DashboardRecord[]>;
-  /** Only days of the window that have views, oldest first. */
-  viewsByDay(dashboardId: string, window: DayWindow): Promise<DayViews[]>;
-  /**
-   * Only rows with views, oldest day first, then by `viewer` (binary order),
-   * then `viewerId`. A signed-in viewer is grouped by `userId` and named by
-   * the user's email (the user id when the user is unknown); all views with
-   * `userId` null form one `Anonymous` row per day.
-   */
-  viewsByViewer(dashboardId: string, window: DayWindow): Promise<ViewerDayViews[]>;
+export interface UsageStore {
   /** `dashboard-usage` rows: day descending, then `dashboard`, then `dashboard_id`. */
   spaceDashboardUsage(query: SpaceQuery): Promise<DashboardUsageRow[]>;
   /** `refresh-history` rows of the team's datasets: day descending, then `dataset`, then `dataset_id`. */
@@ -184,26 +149,8 @@ export interface AnalyticsStore {
   recordApiCall(call: ApiCallRecord): Promise<void>;
 }
 
-/** The history behind the activity endpoints, as the host reports it. Each call is atomic and visible to the next read. */
-export interface AnalyticsWrites {
-  /** Creates or replaces the dashboard with `dashboard.id`, every version as given. */
-  putDashboard(dashboard: DashboardRecord): Promise<PutResult>;
-  /**
-   * Reads the dashboard `id` (null when there is none), lets `change`
-   * compute its new record from it, and stores that record — atomically: no
-   * other change of the same dashboard, from any process sharing the store,
-   * runs in between, so racing changes each see the one before. When
-   * `change` throws, nothing is written and the error is re-thrown.
-   * Resolves with the record read and the record stored.
-   */
-  changeDashboard(
-    id: string,
-    change: (current: DashboardRecord | null) => DashboardRecord,
-  ): Promise<{ before: DashboardRecord | null; after: DashboardRecord }>;
-  /** Deletes the dashboard and its views; false when unknown. */
-  deleteDashboard(id: string): Promise<boolean>;
-  /** Appends page views, all or none. */
-  appendDashboardViews(views: readonly DashboardView[]): Promise<void>;
+/** The usage history as the host reports it. Each call is atomic and visible to the next read. */
+export interface UsageWrites {
   /** Appends refresh runs, all or none. */
   appendRefreshRuns(runs: readonly RefreshRun[]): Promise<void>;
   /** Appends credit usage records, all or none. */

@@ -1,64 +1,24 @@
 import { utcDay } from "../domain/days.js";
 import type { PoolClient } from "pg";
-import type { ApiCallRecord, CreditUsage, DashboardRecord, DashboardVersion, DashboardView, RefreshRun } from "../domain/model.js";
-import {
-  type AnalyticsStore,
-  type AnalyticsWrites,
-  type ApiUsageRow,
-  type CreditUsageRow,
-  DATASET_READ_ROUTES,
-  type DashboardUsageRow,
-  type DatasetUsageRow,
-  type RefreshHistoryRow,
-} from "../ports/storage/analytics.js";
-import { type Db, idPageSql, json, num, PUT_RESULT, putResult, statement } from "./db.js";
+import type { ApiCallRecord, CreditUsage, RefreshRun } from "../domain/model.js";
+import { type ApiUsageRow, type CreditUsageRow, DATASET_READ_ROUTES, type DashboardUsageRow, type DatasetUsageRow, type RefreshHistoryRow } from "../ports/storage/usage.js";
+import type { StorageAreas } from "../ports/storage.js";
+import { type Db, json, num, statement } from "./db.js";
 import { millis } from "./identity.js";
 
 /**
- * Dashboards, views, refresh runs, credits and the API usage log. Every
+ * The space's usage objects, refresh runs, credits and the API usage log. Every
  * figure is a GROUP BY in SQL; text ties are ordered `COLLATE "C"` (binary,
  * as the port asks) with nulls first. Means are rounded half up with
  * `floor(x + 0.5)` (`round()` on a double rounds half to even).
  */
-export function postgresAnalytics(
+export function postgresUsage(
   db: Db,
   log: (message: string, error: unknown) => void,
-): AnalyticsStore & AnalyticsWrites & { flushUsage(): Promise<void> } {
+): StorageAreas["usage"] & { flushUsage(): Promise<void> } {
   const { t } = db;
   const usage = usageLog(db, log);
   return {
-    async listDashboards(teamIds) {
-      if (teamIds.length === 0) return [];
-      const rows = await db.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")} where team_id = any($1)`, [[...teamIds]]);
-      return rows.map(toDashboard);
-    },
-    async getDashboard(id) {
-      const [row] = await db.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")} where id = $1`, [id]);
-      return row ? toDashboard(row) : null;
-    },
-    async viewsByDay(dashboardId, window) {
-      const rows = await db.query<{ day: string; views: string; unique_visitors: string }>(
-        `select day, count(*) as views, count(distinct visitor_id) as unique_visitors
-           from ${t("dashboard_views")}
-          where dashboard_id = $1 and not editor and day between $2 and $3
-          group by day order by day`,
-        [dashboardId, window.fromDay, window.toDay],
-      );
-      return rows.map((r) => ({ day: r.day, views: num(r.views), uniqueVisitors: num(r.unique_visitors) }));
-    },
-    async viewsByViewer(dashboardId, window) {
-      const rows = await db.query<{ day: string; viewer_id: string | null; viewer: string; views: string }>(
-        `select * from (
-           select v.day, v.user_id as viewer_id, case when v.user_id is null then 'Anonymous' else coalesce(u.email, v.user_id) end as viewer,
-                  count(*) as views
-             from ${t("dashboard_views")} v left join ${t("users")} u on u.id = v.user_id
-            where v.dashboard_id = $1 and not v.editor and v.day between $2 and $3
-            group by v.day, v.user_id, u.email) x
-          order by day, viewer collate "C", viewer_id collate "C" nulls first`,
-        [dashboardId, window.fromDay, window.toDay],
-      );
-      return rows.map((r) => ({ day: r.day, viewerId: r.viewer_id, viewer: r.viewer, views: num(r.views) }));
-    },
     async spaceDashboardUsage({ teamId, fromDay, toDay }) {
       const rows = await db.query(
         `select v.day, d.id as dashboard_id, d.name as dashboard,
@@ -188,37 +148,6 @@ export function postgresAnalytics(
         }),
       );
     },
-    async listAllDashboards(page) {
-      const params: unknown[] = [];
-      const rows = await db.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")}${idPageSql(page, params)}`, params);
-      return rows.map(toDashboard);
-    },
-    async putDashboard(dashboard) {
-      return putResult(await upsertDashboard(db.pool, t, dashboard));
-    },
-    async changeDashboard(id, change) {
-      return db.transaction(async (client) => {
-        // Changes of one dashboard, from every instance, one at a time (the row may not exist yet to lock).
-        await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [`dataport:dashboard:${db.schema}:${id}`]);
-        const found = await client.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")} where id = $1`, [id]);
-        const before = found.rows[0] ? toDashboard(found.rows[0]) : null;
-        const after = change(found.rows[0] ? toDashboard(found.rows[0]) : null);
-        await upsertDashboard(client, t, after);
-        return { before, after };
-      });
-    },
-    async deleteDashboard(id) {
-      return db.transaction(async (client) => {
-        const deleted = await client.query(`delete from ${t("dashboards")} where id = $1`, [id]);
-        if (deleted.rowCount === 0) return false;
-        await client.query(`delete from ${t("dashboard_views")} where dashboard_id = $1`, [id]);
-        return true;
-      });
-    },
-    // Each append is one INSERT statement: all or none.
-    async appendDashboardViews(views) {
-      await insertDashboardViews(db.pool, t, views);
-    },
     async appendRefreshRuns(runs) {
       await insertRefreshRuns(db.pool, t, runs);
     },
@@ -245,6 +174,7 @@ const COUNTED: Promise<void> = Promise.resolve();
 
 /** Calls gathered before a batch is written. */
 const USAGE_FLUSH_MS = 100;
+
 /** Counters waiting at most; one more call writes them at once. */
 const USAGE_PENDING_LIMIT = 10_000;
 
@@ -393,33 +323,6 @@ function usageLog(db: Db, log: (message: string, error: unknown) => void) {
 /** A pool or a client in a transaction. */
 type Queryable = Pick<PoolClient, "query">;
 
-/** Creates or replaces a dashboard; `created` tells which. */
-export async function upsertDashboard(client: Queryable, t: Db["t"], d: DashboardRecord): Promise<Array<{ created: boolean }>> {
-  const result = await client.query<{ created: boolean }>(
-    `insert into ${t("dashboards")} (${DASHBOARD_COLUMNS}) values ($1, $2, $3, $4, $5, $6)
-     on conflict (id) do update set team_id = excluded.team_id, name = excluded.name, description = excluded.description,
-       versions = excluded.versions, dataset_ids = excluded.dataset_ids
-     returning ${PUT_RESULT}`,
-    [d.id, d.teamId, d.name, d.description, json(d.versions), json(d.datasetIds)],
-  );
-  return result.rows;
-}
-
-/**
- * The append statements: one INSERT each (atomic on its own), rows in the
- * given order (json_to_recordset yields them in array order, so `seq`
- * follows it: "the one stored last" of refresh-history).
- */
-export async function insertDashboardViews(client: Queryable, t: Db["t"], views: readonly DashboardView[]): Promise<void> {
-  if (views.length === 0) return;
-  await client.query(
-    `insert into ${t("dashboard_views")} (dashboard_id, at, day, visitor_id, user_id, editor)
-     select "dashboardId", at, day, "visitorId", "userId", coalesce(editor, false) from json_to_recordset($1)
-       as x("dashboardId" text, at text, day text, "visitorId" text, "userId" text, editor boolean)`,
-    [json(views.map((v) => ({ ...v, day: utcDay(v.at) })))],
-  );
-}
-
 export async function insertRefreshRuns(client: Queryable, t: Db["t"], runs: readonly RefreshRun[]): Promise<void> {
   if (runs.length === 0) return;
   await client.query(
@@ -440,24 +343,9 @@ export async function insertCreditUsage(client: Queryable, t: Db["t"], items: re
   );
 }
 
-const DASHBOARD_COLUMNS = "id, team_id, name, description, versions, dataset_ids";
-
 /** The datasets and input tables of every team, with the fields the aggregates need. */
 function teamDatasets(t: Db["t"]): string {
   return `select id, team_id, name, type, connection_id, columns, row_count, last_refreshed_at, updated_at from ${t("datasets")}
     union all
     select id, team_id, name, 'input_table', null, columns, row_count, null, updated_at from ${t("input_tables")}`;
-}
-
-interface DashboardRow {
-  id: string;
-  team_id: string;
-  name: string;
-  description: string | null;
-  versions: DashboardVersion[];
-  dataset_ids: string[];
-}
-
-function toDashboard(r: DashboardRow): DashboardRecord {
-  return { id: r.id, teamId: r.team_id, name: r.name, description: r.description, versions: r.versions, datasetIds: r.dataset_ids };
 }

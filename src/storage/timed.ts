@@ -1,11 +1,10 @@
-import { isPromiseLike } from "./awaitable.js";
-import { ApiError } from "./errors.js";
-import type { Metrics, StorageOutcome } from "./ports/metrics.js";
-import type { Storage } from "./ports/storage.js";
-import { deadlines } from "./timeout.js";
+import { isPromiseLike } from "../core/awaitable.js";
+import { ApiError } from "../core/errors.js";
+import type { Metrics, StorageOutcome } from "../ports/metrics.js";
+import type { Storage } from "../ports/storage.js";
+import { mapAreas } from "./areas.js";
+import { deadlines } from "../core/timeout.js";
 
-/** Lifecycle methods are left alone: a seed may take long, and close/ping have their own callers' limits. */
-const UNWRAPPED = new Set(["seed", "close", "ping"]);
 /** Measured but not bounded: a streamed bulk write lasts as long as its upload (its rows arrive as it runs). */
 const UNBOUNDED = new Set(["writeDatasetRows"]);
 
@@ -25,20 +24,27 @@ export function instrumentStorage(storage: Storage, options: { timeoutMs: number
   const { metrics } = options;
   if (timeoutMs === 0 && metrics === null) return storage;
   const bound = timeoutMs === 0 ? null : deadlines(timeoutMs, () => storageTimedOut(timeoutMs));
-  const wrapped: Record<string, unknown> = {};
-  for (const name of allKeys(storage)) {
-    const value = (storage as unknown as Record<string, unknown>)[name];
-    if (typeof value !== "function" || UNWRAPPED.has(name)) {
-      wrapped[name] = typeof value === "function" ? value.bind(storage) : value;
-      continue;
-    }
+  // The lifecycle is left alone: a seed may take long, and close/ping have their own callers' limits.
+  return mapAreas(storage, (area) => instrumentArea(area, bound, metrics));
+}
+
+/**
+ * The area with each method bounded and measured (under its own name). The
+ * area stays the wrapper's prototype, so what is not a method of its own
+ * (a read-only area's stand-ins, `teamsFrom`) is read from it unchanged.
+ */
+function instrumentArea<A extends object>(area: A, bound: (<T>(promise: Promise<T>) => Promise<T>) | null, metrics: Metrics | null): A {
+  const wrapped = Object.create(area) as Record<string, unknown>;
+  for (const name of allKeys(area)) {
+    const value = (area as Record<string, unknown>)[name];
+    if (typeof value !== "function") continue;
     const method = value as (...args: unknown[]) => unknown;
     wrapped[name] = Object.assign((...args: unknown[]) => {
       const startedAt = performance.now();
       let result: unknown;
       try {
-        // Looked up at each call, so a method replaced on the store later (a host's patch, a test's) is the one called.
-        result = ((storage as unknown as Record<string, (...a: unknown[]) => unknown>)[name] ?? method).apply(storage, args);
+        // Looked up at each call, so a method replaced on the area later (a host's patch, a test's) is the one called.
+        result = ((area as Record<string, (...a: unknown[]) => unknown>)[name] ?? method).apply(area, args);
       } catch (error) {
         metrics?.storageOperation(name, "error", performance.now() - startedAt);
         throw error;
@@ -65,7 +71,7 @@ export function instrumentStorage(storage: Storage, options: { timeoutMs: number
        // The method's own marks (a read-only area's) stay with it.
     }, method);
   }
-  return wrapped as unknown as Storage;
+  return wrapped as A;
 }
 
 function storageTimedOut(timeoutMs: number): ApiError {

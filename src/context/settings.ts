@@ -1,15 +1,4 @@
-import type { Admin } from "./admin/index.js";
-import type { Credential } from "./auth.js";
-import type { Caches } from "./caches.js";
-import type { AuditEvent } from "./domain/model.js";
-import type { TableSchemas } from "./domain/validation.js";
-import type { Guard } from "./guard.js";
-import type { Cache } from "./ports/cache.js";
-import type { Clock } from "./ports/clock.js";
-import type { ConnectorRegistry } from "./ports/connector.js";
-import type { Metrics } from "./ports/metrics.js";
-import type { RateLimiter } from "./ports/rate-limiter.js";
-import type { Storage } from "./ports/storage.js";
+import type { TableSchemas } from "../domain/validation.js";
 
 /** Limits and addresses, every one with a default (see `createDataApi`). */
 export interface ApiSettings {
@@ -88,50 +77,4 @@ export interface ApiSettings {
   adminToken: string | null;
   /** Largest bulk row upload (admin `…/datasets/{id}/rows`), in bytes; streamed, never held whole (default 1 GiB). */
   maxUploadBytes: number;
-}
-
-/** The running API's own state, read by the operations routes (health, metrics) and the instrumented code. */
-export interface Operations {
-  /** True once `api.drain()` was called: readiness answers 503 `draining`. */
-  readonly draining: boolean;
-  /** Where measurements go, or null when metrics are off. */
-  readonly metrics: Metrics | null;
-}
-
-/** The ports every handler receives. */
-export interface Ports {
-  storage: Storage;
-  cache: Cache;
-  clock: Clock;
-  rateLimiter: RateLimiter;
-  connectors: ConnectorRegistry;
-}
-
-/** Per-request context handed to a handler alongside its parsed input. */
-export interface HandlerContext extends Ports {
-  settings: ApiSettings;
-  requestId: string;
-  /** The client address (after trusted-proxy resolution). */
-  clientAddress: string | null;
-  userAgent: string | null;
-  /** Log an error without failing the request. */
-  log: (message: string, error?: unknown) => void;
-  operations: Operations;
-  /** Record an audit event without failing the request. */
-  audit: (event: Omit<AuditEvent, "id" | "time"> & { time?: string }) => void;
-  /** This API instance's caches (src/caches.ts). */
-  caches: Caches;
-  /** This API instance's connection guard: cached answers, single-flight, upstream rate limits (src/guard.ts). */
-  guard: Guard;
-}
-
-/** Context of a route that requires a bearer credential. */
-export interface AuthedContext extends HandlerContext {
-  credential: Credential;
-}
-
-/** Context of an admin route: the admin functions, and who makes the change (`X-Actor-User-Id`). */
-export interface AdminContext extends HandlerContext {
-  admin: Admin;
-  actorUserId: string | null;
 }

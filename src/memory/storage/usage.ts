@@ -1,32 +1,16 @@
 import { utcDay } from "../../domain/days.js";
 import { tableAsDataset } from "../../domain/rows.js";
 import { currentVersion } from "../../domain/dashboards.js";
-import type { ApiCallRecord, DashboardView } from "../../domain/model.js";
-import {
-  type AnalyticsStore,
-  type AnalyticsWrites,
-  type ApiUsageRow,
-  type CreditUsageRow,
-  DATASET_READ_ROUTES,
-  type DashboardUsageRow,
-  type DatasetUsageRow,
-  type DayViews,
-  type DayWindow,
-  type RefreshHistoryRow,
-  type ViewerDayViews,
-} from "../../ports/storage/analytics.js";
-import { pageById } from "./order.js";
+import type { DashboardView } from "../../domain/model.js";
+import type { DayWindow } from "../../ports/storage/dashboards.js";
+import { type ApiUsageRow, type CreditUsageRow, DATASET_READ_ROUTES, type DashboardUsageRow, type DatasetUsageRow, type RefreshHistoryRow } from "../../ports/storage/usage.js";
+import type { StorageAreas } from "../../ports/storage.js";
+import { appendAll, compare, distinct, groupBy, sum, viewsIn } from "./aggregate.js";
 import { cloneJson, type MemoryState } from "./state.js";
 
-/** Dashboards, view statistics and the space aggregates, computed over the state's arrays. */
-export function memoryAnalytics(state: MemoryState): AnalyticsStore & AnalyticsWrites {
-  /** Non-editor views of the dashboards within the window, with their UTC day. */
-  const viewsOf = (dashboardIds: ReadonlySet<string>, window: DayWindow) =>
-    state.dashboardViews.flatMap((view) => {
-      if (view.editor || !dashboardIds.has(view.dashboardId)) return [];
-      const day = utcDay(view.at);
-      return day >= window.fromDay && day <= window.toDay ? [{ view, day }] : [];
-    });
+/** The space aggregates, refresh runs, credit usage and the API usage log, computed over the state's arrays. */
+export function memoryUsage(state: MemoryState): StorageAreas["usage"] {
+  const viewsOf = (dashboardIds: ReadonlySet<string>, window: DayWindow) => viewsIn(state, dashboardIds, window);
   const teamDatasets = (teamId: string) => {
     const out = new Map<string, { name: string; connectionId: string | null }>();
     for (const d of state.datasets.values()) if (d.teamId === teamId) out.set(d.id, d);
@@ -34,40 +18,7 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore & AnalyticsW
     return out;
   };
   const connectionName = (id: string | null) => (id ? (state.connections.get(id)?.name ?? null) : null);
-
   return {
-    async listDashboards(teamIds) {
-      const teams = new Set(teamIds);
-      return [...state.dashboards.values()].filter((d) => teams.has(d.teamId)).map((d) => cloneJson(d));
-    },
-
-    async getDashboard(id) {
-      const dashboard = state.dashboards.get(id);
-      return dashboard ? cloneJson(dashboard) : null;
-    },
-
-    async listAllDashboards(page) {
-      return pageById(state.dashboards.values(), page).map(cloneJson);
-    },
-
-    async viewsByDay(dashboardId, window) {
-      const days = groupBy(viewsOf(new Set([dashboardId]), window), ({ day }) => [day]);
-      return [...days.values()]
-        .map((group): DayViews => ({ day: group[0]!.day, views: group.length, uniqueVisitors: distinct(group, ({ view }) => view.visitorId) }))
-        .sort((a, b) => compare(a.day, b.day));
-    },
-
-    async viewsByViewer(dashboardId, window) {
-      const groups = groupBy(viewsOf(new Set([dashboardId]), window), ({ view, day }) => [day, view.userId]);
-      return [...groups.values()]
-        .map((group): ViewerDayViews => {
-          const { view, day } = group[0]!;
-          const viewer = view.userId === null ? "Anonymous" : (state.users.get(view.userId)?.email ?? view.userId);
-          return { day, viewerId: view.userId, viewer, views: group.length };
-        })
-        .sort((a, b) => compare(a.day, b.day) || compare(a.viewer, b.viewer) || compare(a.viewerId, b.viewerId));
-    },
-
     async spaceDashboardUsage({ teamId, ...window }) {
       const dashboards = new Map([...state.dashboards.values()].filter((d) => d.teamId === teamId).map((d) => [d.id, d]));
       const groups = groupBy(viewsOf(new Set(dashboards.keys()), window), ({ view, day }) => [day, view.dashboardId]);
@@ -92,7 +43,6 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore & AnalyticsW
         })
         .sort((a, b) => compare(b.day, a.day) || compare(a.dashboard, b.dashboard) || compare(a.dashboard_id, b.dashboard_id));
     },
-
     async spaceRefreshHistory({ teamId, ...window }) {
       const datasets = teamDatasets(teamId);
       const runs = state.refreshRuns.flatMap((run, position) => {
@@ -120,7 +70,6 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore & AnalyticsW
         })
         .sort((a, b) => compare(b.day, a.day) || compare(a.dataset, b.dataset) || compare(a.dataset_id, b.dataset_id));
     },
-
     async spaceCreditUsage({ teamId, ...window }) {
       const uses = state.creditUsage.flatMap((use) => {
         if (use.teamId !== teamId) return [];
@@ -142,7 +91,6 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore & AnalyticsW
         )
         .sort((a, b) => compare(b.day, a.day) || compare(a.category, b.category));
     },
-
     async spaceApiUsage({ teamId, ...window }) {
       return [...state.apiUsage.values()]
         .flatMap((byCredential) => [...byCredential.values()].flat())
@@ -171,7 +119,6 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore & AnalyticsW
             compare(a.credential_id, b.credential_id),
         );
     },
-
     async spaceDatasetUsage({ teamId }) {
       const dashboards = [...state.dashboards.values()].filter((d) => d.teamId === teamId);
       const latestRun = new Map<string, { startedAt: number; error: string | null }>();
@@ -205,11 +152,9 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore & AnalyticsW
       });
       return rows.sort((a, b) => compare(a.dataset, b.dataset) || compare(a.dataset_id, b.dataset_id));
     },
-
     async recordRefreshRun(run) {
       state.refreshRuns.push(cloneJson(run));
     },
-
     // The log is kept as per-day counters (what api-usage and dataset-usage
     // report), so a long-running memory store does not grow with every call.
     // Counted at once: the promise is already settled.
@@ -250,80 +195,19 @@ export function memoryAnalytics(state: MemoryState): AnalyticsStore & AnalyticsW
       }
       return COUNTED;
     },
-
-    async putDashboard(dashboard) {
-      const result = state.dashboards.has(dashboard.id) ? "updated" : "created";
-      state.dashboards.set(dashboard.id, cloneJson(dashboard));
-      return result;
-    },
-
-    async changeDashboard(id, change) {
-      // One call runs to its end before another starts: nothing comes between the read and the write.
-      const stored = state.dashboards.get(id);
-      const before = stored ? cloneJson(stored) : null;
-      const after = change(before === null ? null : cloneJson(before));
-      state.dashboards.set(id, cloneJson(after));
-      return { before, after: cloneJson(after) };
-    },
-
-    async deleteDashboard(id) {
-      if (!state.dashboards.delete(id)) return false;
-      state.dashboardViews = state.dashboardViews.filter((view) => view.dashboardId !== id);
-      return true;
-    },
-
-    // Each append copies everything first, then stores it in one step: all or none.
-    async appendDashboardViews(views) {
-      appendAll(state.dashboardViews, views.map(cloneJson));
-    },
-
     async appendRefreshRuns(runs) {
       appendAll(state.refreshRuns, runs.map(cloneJson));
     },
-
     async appendCreditUsage(items) {
       appendAll(state.creditUsage, items.map(cloneJson));
     },
   };
 }
 
-/** `push(...items)` without its limit on the number of arguments. */
-function appendAll<T>(target: T[], items: readonly T[]): void {
-  for (const item of items) target.push(item);
-}
-
-/** Group items by a composite key, keeping first-seen order inside each group. */
-function groupBy<T>(items: readonly T[], key: (item: T) => unknown[]): Map<string, T[]> {
-  const groups = new Map<string, T[]>();
-  for (const item of items) {
-    const k = JSON.stringify(key(item));
-    const group = groups.get(k);
-    if (group) group.push(item);
-    else groups.set(k, [item]);
-  }
-  return groups;
-}
-
-function distinct<T>(items: readonly T[], key: (item: T) => unknown): number {
-  return new Set(items.map(key)).size;
-}
-
-function sum(values: readonly number[]): number {
-  return values.reduce((a, b) => a + b, 0);
-}
-
 /** Whether run `a` is later than `b` (by start, then by stored position). */
 function later(a: { run: { startedAt: string }; position: number }, b: { run: { startedAt: string }; position: number }): boolean {
   const diff = Date.parse(a.run.startedAt) - Date.parse(b.run.startedAt);
   return diff !== 0 ? diff > 0 : a.position > b.position;
-}
-
-/** Binary (code unit) order, null first. */
-function compare(a: string | null, b: string | null): number {
-  if (a === b) return 0;
-  if (a === null) return -1;
-  if (b === null) return 1;
-  return a < b ? -1 : 1;
 }
 
 /** What `recordApiCall` answers: the call is counted before it returns. */

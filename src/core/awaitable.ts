@@ -3,14 +3,14 @@
  *
  * - ports (storage, cache, rate limiter, connectors) answer with promises;
  * - handlers are plain functions returning a value or a promise of one;
- * - only the request pipeline (src/pipeline.ts) and the adapter that calls it
+ * - only the request pipeline (src/core/pipeline.ts) and the adapter that calls it
  *   continue without a promise when a step gave a plain value, so a request
  *   that waits for nothing (a preflight, a 404, a refusal before any port is
  *   asked, a handler that needs no port) is answered without one.
  *
  * This module is how they do it. Besides the pipeline, only the Node adapter
  * (writing a reply that came without a promise) and the storage wrapper
- * (timed-storage.ts, passing on whatever a store's method returned) use it.
+ * (src/storage/timed.ts, passing on whatever a store's method returned) use it.
  */
 
 /** A value, or a promise of it: what a handler returns and the pipeline passes on. */

@@ -1,6 +1,6 @@
 import { LRUCache } from "lru-cache";
-import type { ApiKeyRecord, Team } from "./domain/model.js";
-import type { Clock } from "./ports/clock.js";
+import type { ApiKeyRecord, Team } from "../domain/model.js";
+import type { Clock } from "../ports/clock.js";
 import { createTokenHashes, type TokenHashes } from "./token-hashes.js";
 
 /**
@@ -10,12 +10,12 @@ import { createTokenHashes, type TokenHashes } from "./token-hashes.js";
  * is kept in module state. docs/performance.md says what each one saves.
  *
  * The one cache not here is the router's own (request target → matched
- * route, src/router.ts), which lives inside the routing module. Stores keep
+ * route, src/core/router.ts), which lives inside the routing module. Stores keep
  * theirs behind the storage port; connection query results go through the
  * Cache port by design.
  */
 export interface Caches {
-  /** SHA-256 of bearer tokens that recently authenticated (src/token-hashes.ts). */
+  /** SHA-256 of bearer tokens that recently authenticated (src/core/token-hashes.ts). */
   readonly tokenHashes: TokenHashes;
   /** GET /me bodies of API keys (src/handlers/identity.ts). */
   readonly keyBodies: KeyBodies;

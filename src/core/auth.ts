@@ -1,9 +1,9 @@
 import { HASH_EVERY_TIME, type TokenHashes } from "./token-hashes.js";
-import type { Actor, ApiKeyRecord, Membership, Scope, Team, User } from "./domain/model.js";
+import type { Actor, ApiKeyRecord, Membership, Scope, Team, User } from "../domain/model.js";
 import { ApiError } from "./errors.js";
-import type { Clock } from "./ports/clock.js";
-import type { SessionAuthenticator } from "./ports/session.js";
-import type { Storage } from "./ports/storage.js";
+import type { Clock } from "../ports/clock.js";
+import type { SessionAuthenticator } from "../ports/session.js";
+import type { Storage } from "../ports/storage.js";
 
 export interface ApiKeyCredential {
   kind: "api-key";
@@ -47,7 +47,7 @@ export async function authenticate(
 async function sessionCredential(token: string, storage: Storage, sessions: SessionAuthenticator): Promise<Credential> {
   const session = await sessions(token);
   if (session) {
-    const [user, memberships] = await Promise.all([storage.getUser(session.userId), storage.listMemberships(session.userId)]);
+    const [user, memberships] = await Promise.all([storage.identity.getUser(session.userId), storage.identity.listMemberships(session.userId)]);
     if (user) return { kind: "session-token", user, memberships };
   }
   throw unauthorized("invalid or revoked token");
@@ -65,22 +65,23 @@ export function bearerToken(authorization: string): string | null {
 
 type FoundKey = { key: ApiKeyRecord; team: Team | null };
 
-/** A key and its team: in one call when the store offers it, else two. */
+/** A key and its team: in one call when the store offers it for the identity area in use, else two. */
 function findKey(storage: Storage, tokenHash: string): Promise<FoundKey | null> {
-  if (storage.findApiKeyWithTeam) return storage.findApiKeyWithTeam(tokenHash);
+  const { credentials } = storage;
+  if (credentials.findApiKeyWithTeam && credentials.teamsFrom === storage.identity) return credentials.findApiKeyWithTeam(tokenHash);
   return findKeyThenTeam(storage, tokenHash);
 }
 
 async function findKeyThenTeam(storage: Storage, tokenHash: string): Promise<FoundKey | null> {
-  const key = await storage.findApiKeyByHash(tokenHash);
-  return key ? { key, team: key.revokedAt === null ? await storage.getTeam(key.teamId) : null } : null;
+  const key = await storage.credentials.findApiKeyByHash(tokenHash);
+  return key ? { key, team: key.revokedAt === null ? await storage.identity.getTeam(key.teamId) : null } : null;
 }
 
 /** The default session authenticator: the token's SHA-256 looked up in storage. */
 export function storageSessions(storage: Storage, clock: Clock, hashes: TokenHashes = HASH_EVERY_TIME): SessionAuthenticator {
   return async (token) => {
     const tokenHash = hashes.of(token);
-    const userId = await storage.findSessionUser(tokenHash, clock.now());
+    const userId = await storage.credentials.findSessionUser(tokenHash, clock.now());
     if (!userId) return null;
     hashes.remember(token, tokenHash);
     return { userId };

@@ -9,31 +9,32 @@
  * request and response to and from the pipeline's; handlers (src/handlers)
  * are plain functions of their parsed input and the ports.
  */
-import { type Admin, createAdmin } from "./admin/index.js";
+import { type Admin, createAdmin } from "../admin/index.js";
 import { storageSessions } from "./auth.js";
 import { createCaches } from "./caches.js";
 import type { Awaitable } from "./awaitable.js";
-import type { ApiSettings, Ports } from "./context.js";
+import type { ApiSettings } from "../context/settings.js";
+import type { Ports } from "../context/ports.js";
 import { createGuard } from "./guard.js";
-import { fromWebRequest, toWebResponse } from "./http/web.js";
-import type { ApiReply, ApiRequest } from "./http/types.js";
+import { fromWebRequest, toWebResponse } from "../http/web.js";
+import type { ApiReply, ApiRequest } from "../http/types.js";
 import { toLogger } from "./logging.js";
-import { createMemoryCache } from "./memory/cache.js";
-import { systemClock } from "./memory/clock.js";
-import { createMemoryRateLimiter } from "./memory/rate-limiter.js";
-import { createMemoryStorage } from "./memory/storage.js";
+import { createMemoryCache } from "../memory/cache.js";
+import { systemClock } from "../memory/clock.js";
+import { createMemoryRateLimiter } from "../memory/rate-limiter.js";
+import { createMemoryStorage } from "../memory/storage.js";
 import { createRequestObserver } from "./observe.js";
-import type { ConnectorRegistry } from "./ports/connector.js";
-import type { Logger } from "./ports/logger.js";
-import type { Metrics } from "./ports/metrics.js";
-import type { SessionAuthenticator } from "./ports/session.js";
-import type { Storage } from "./ports/storage.js";
+import type { ConnectorRegistry } from "../ports/connector.js";
+import type { Logger } from "../ports/logger.js";
+import type { Metrics } from "../ports/metrics.js";
+import type { SessionAuthenticator } from "../ports/session.js";
+import type { Storage } from "../ports/storage.js";
 import { createPipeline } from "./pipeline.js";
 import { createRouter } from "./router.js";
-import { adminMount, defaultConnectors, mounts } from "./routes.js";
+import { adminMount, defaultConnectors, mounts } from "../routes/index.js";
 import type { RouteDef } from "./routing.js";
 import { limiterWithPolicy } from "./rate-limit.js";
-import { instrumentStorage } from "./timed-storage.js";
+import { instrumentStorage } from "../storage/timed.js";
 
 export interface DataApiOptions extends Partial<ApiSettings> {
   /** Where everything is persisted. Default: a fresh in-memory store. */

@@ -1,10 +1,10 @@
 import type { Credential } from "./auth.js";
-import { isoTime } from "./domain/time.js";
+import { isoTime } from "../domain/time.js";
 import { ApiError } from "./errors.js";
-import type { Clock } from "./ports/clock.js";
-import type { Logger, RequestLogLine } from "./ports/logger.js";
-import type { Metrics } from "./ports/metrics.js";
-import { WEBHOOK_ROUTE } from "./routes.js";
+import type { Clock } from "../ports/clock.js";
+import type { Logger, RequestLogLine } from "../ports/logger.js";
+import type { Metrics } from "../ports/metrics.js";
+import { WEBHOOK_ROUTE } from "../routes/webhooks.js";
 
 /**
  * Called once at the end of every request with facts `handle` already

@@ -1,12 +1,12 @@
 import { z } from "zod";
-import { MAX_DEDUP_KEY_LENGTH } from "./domain/dedup.js";
-import { MAX_IDEMPOTENCY_KEY_LENGTH } from "./domain/idempotency.js";
-import { SIGNATURE_TOLERANCE_SECONDS } from "./domain/signatures.js";
-import { jsonBodyLimit } from "./http/body.js";
-import { queryParamDocs } from "./http/query.js";
-import type { RouteDef } from "./routing.js";
-import { rowsTextSchema, rowsUploadSchema } from "./schemas/admin.js";
-import { errorEnvelopeSchema } from "./schemas/common.js";
+import { MAX_DEDUP_KEY_LENGTH } from "../domain/dedup.js";
+import { MAX_IDEMPOTENCY_KEY_LENGTH } from "../domain/idempotency.js";
+import { SIGNATURE_TOLERANCE_SECONDS } from "../domain/signatures.js";
+import { jsonBodyLimit } from "../http/body.js";
+import { queryParamDocs } from "../http/query.js";
+import type { Responses, RouteDef } from "./routing.js";
+import { rowsTextSchema, rowsUploadSchema } from "../schemas/admin.js";
+import { errorEnvelopeSchema } from "../schemas/common.js";
 
 /**
  * The OpenAPI 3.1 document, generated from the route table: the same zod
@@ -360,7 +360,7 @@ function successResponses(route: RouteDef, build: Build): OpenApiOperation["resp
   const out: OpenApiOperation["responses"] = {};
   // Bearer calls carry RateLimit-* when the server sets an API rate; deliveries when it sets a webhook rate.
   const headers = route.auth === "bearer" || route.body?.kind === "raw" ? { ...requestIdHeader(), ...rateLimitHeaders() } : requestIdHeader();
-  for (const [status, schema] of Object.entries(route.responses ?? {})) {
+  for (const [status, schema] of Object.entries((route.responses ?? {}) as Responses)) {
     if (Number(status) >= 400) continue;
     if (status === "204") {
       out[status] = { description: route.summary, headers };

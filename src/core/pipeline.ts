@@ -1,21 +1,23 @@
 import { randomUUID } from "node:crypto";
-import type { Admin } from "./admin/index.js";
+import type { Admin } from "../admin/index.js";
 import { actorOf, assertKeyPlan, assertScope, authenticate, bearerToken, type Credential, unauthorized } from "./auth.js";
 import { andThen, type Awaitable, isPromiseLike } from "./awaitable.js";
 import type { Caches } from "./caches.js";
-import type { ApiSettings, HandlerContext, Operations, Ports } from "./context.js";
-import { idSource, safeEqual } from "./domain/crypto.js";
-import type { AuditEvent } from "./domain/model.js";
-import { isoTime } from "./domain/time.js";
+import type { ApiSettings } from "../context/settings.js";
+import type { Ports } from "../context/ports.js";
+import type { HandlerContext, Operations } from "../context/handler.js";
+import { idSource, safeEqual } from "../domain/crypto.js";
+import type { AuditEvent } from "../domain/model.js";
+import { isoTime } from "../domain/time.js";
 import { ApiError } from "./errors.js";
 import type { Guard } from "./guard.js";
-import { checkDeclaredLength, isJsonType, jsonBodyLimit, parseJsonObject, parseJsonValue } from "./http/body.js";
-import { parseQuery } from "./http/query.js";
-import { JSON_CONTENT_TYPE, Reply } from "./http/reply.js";
-import type { ApiReply, ApiRequest } from "./http/types.js";
+import { checkDeclaredLength, isJsonType, jsonBodyLimit, parseJsonObject, parseJsonValue } from "../http/body.js";
+import { parseQuery } from "../http/query.js";
+import { JSON_CONTENT_TYPE, Reply } from "../http/reply.js";
+import type { ApiReply, ApiRequest } from "../http/types.js";
 import type { RequestObserver } from "./observe.js";
-import type { Logger } from "./ports/logger.js";
-import type { SessionAuthenticator } from "./ports/session.js";
+import type { Logger } from "../ports/logger.js";
+import type { SessionAuthenticator } from "../ports/session.js";
 import { resolveClientAddress } from "./proxy.js";
 import { isRateLimit, rateLimitHeaders, tokenBucket } from "./rate-limit.js";
 import type { RouteMatch, Router } from "./router.js";
@@ -67,7 +69,7 @@ class Exchange {
  * A failure in any stage, thrown or rejected, becomes the error envelope
  * (`fail`) and is finished like any reply.
  *
- * The async rule (src/awaitable.ts): ports answer with promises, handlers
+ * The async rule (src/core/awaitable.ts): ports answer with promises, handlers
  * return a value or a promise; each stage continues at once when the one
  * before gave a plain value (`andThen`), so a request that waits for
  * nothing is answered without a promise and the adapter writes it at once.
@@ -246,9 +248,9 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
   }
 
   /** The usage log, off the critical path: a failing write never fails or slows the request. */
-  function recordCall(call: Parameters<typeof storage.recordApiCall>[0]): void {
+  function recordCall(call: Parameters<typeof storage.usage.recordApiCall>[0]): void {
     try {
-      storage.recordApiCall(call).catch((error: unknown) => logRecordFailure("could not record an API call", error));
+      storage.usage.recordApiCall(call).catch((error: unknown) => logRecordFailure("could not record an API call", error));
     } catch (error) {
       log("could not record an API call", error);
     }
@@ -258,7 +260,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
   function recordAudit(event: Omit<AuditEvent, "id" | "time"> & { time?: string }): void {
     const now = clock.now();
     const full: AuditEvent = { ...event, id: `evt_${randomUUID()}`, time: event.time ?? isoTime(now) };
-    storage.appendAuditEvent(full, now).catch((error: unknown) => logRecordFailure("could not store an audit event", error));
+    storage.audit.appendAuditEvent(full, now).catch((error: unknown) => logRecordFailure("could not store an audit event", error));
   }
 }
 

@@ -1,8 +1,8 @@
 import { IttyRouter } from "itty-router";
 import { LRUCache } from "lru-cache";
 import { ApiError } from "./errors.js";
-import { checkText } from "./http/body.js";
-import { type RawQuery, rawQuery } from "./http/query.js";
+import { checkText } from "../http/body.js";
+import { type RawQuery, rawQuery } from "../http/query.js";
 import type { RouteDef } from "./routing.js";
 
 /** Every route of one path pattern, by method. */

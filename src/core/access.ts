@@ -1,7 +1,7 @@
 import { type Credential, planRequired } from "./auth.js";
-import type { Team } from "./domain/model.js";
+import type { Team } from "../domain/model.js";
 import { ApiError, notFound } from "./errors.js";
-import type { Storage } from "./ports/storage.js";
+import type { Storage } from "../ports/storage.js";
 
 /** Allowlist kinds of an API key. */
 export type AllowKind = "datasets" | "connections" | "tables";
@@ -22,7 +22,7 @@ export async function resolveTeam(credential: Credential, teamId: string | undef
     });
   }
   if (!credential.memberships.some((m) => m.teamId === teamId)) throw notFound("team");
-  const team = await storage.getTeam(teamId);
+  const team = await storage.identity.getTeam(teamId);
   if (!team) throw notFound("team");
   if (team.plan === "free") throw planRequired();
   return team;
@@ -55,7 +55,7 @@ export async function reachable<T extends { id: string; teamId: string }>(
 ): Promise<T> {
   if (!object || !canReach(credential, kinds, object)) throw notFound(what);
   if (credential.kind === "session-token") {
-    const team = await storage.getTeam(object.teamId);
+    const team = await storage.identity.getTeam(object.teamId);
     if (team?.plan === "free") throw planRequired();
   }
   return object;

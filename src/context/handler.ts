@@ -1,0 +1,38 @@
+import type { Credential } from "../core/auth.js";
+import type { Caches } from "../core/caches.js";
+import type { AuditEvent } from "../domain/model.js";
+import type { Guard } from "../core/guard.js";
+import type { Metrics } from "../ports/metrics.js";
+import type { Ports } from "./ports.js";
+import type { ApiSettings } from "./settings.js";
+
+/** The running API's own state, read by the operations routes (health, metrics) and the instrumented code. */
+export interface Operations {
+  /** True once `api.drain()` was called: readiness answers 503 `draining`. */
+  readonly draining: boolean;
+  /** Where measurements go, or null when metrics are off. */
+  readonly metrics: Metrics | null;
+}
+
+/** Per-request context handed to a handler alongside its parsed input. */
+export interface HandlerContext extends Ports {
+  settings: ApiSettings;
+  requestId: string;
+  /** The client address (after trusted-proxy resolution). */
+  clientAddress: string | null;
+  userAgent: string | null;
+  /** Log an error without failing the request. */
+  log: (message: string, error?: unknown) => void;
+  operations: Operations;
+  /** Record an audit event without failing the request. */
+  audit: (event: Omit<AuditEvent, "id" | "time"> & { time?: string }) => void;
+  /** This API instance's caches (src/core/caches.ts). */
+  caches: Caches;
+  /** This API instance's connection guard: cached answers, single-flight, upstream rate limits (src/core/guard.ts). */
+  guard: Guard;
+}
+
+/** Context of a route that requires a bearer credential. */
+export interface AuthedContext extends HandlerContext {
+  credential: Credential;
+}
