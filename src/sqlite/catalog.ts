@@ -217,8 +217,9 @@ function startOf(plan: ReadPlan, query: RowQuery): Resume {
   return { position: isPlain(plan) ? from + query.offset : from };
 }
 
+/** The offset SQL skips: none when `startOf` made it a position, or when JS filters (and skips) rows. */
 function sqlOffsetFor(plan: ReadPlan, offset: number): number {
-  return isPlain(plan) || plan.residual !== null ? 0 : offset;
+  return (isPlain(plan) && plan.sort.length === 0) || plan.residual !== null ? 0 : offset;
 }
 
 /** One batch of the read from `resume` on, in its order. */

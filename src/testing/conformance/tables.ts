@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Actor, AuditEvent, Row, TableRecord } from "../../domain/model.js";
+import type { RowCondition } from "../../domain/row-query.js";
 import type { Storage } from "../../ports/storage.js";
 import { type ConformanceOptions, readAllPages, seededStore, type StorageFactory } from "./harness.js";
 
@@ -201,6 +202,35 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       expect((await allRows(store)).map((r) => r._id)).toEqual(["row_1", "row_a"]);
       expect(await store.getTable("tbl_targets")).toMatchObject({ rowCount: 2 });
       expect(await store.listEditLog("tbl_targets")).toEqual(log);
+    });
+
+
+    it("reads rows by where and sort, _id and stamps included, and pages after the last key", async () => {
+      const store = await seeded();
+      await insert(store, "row_2", { region: "AMER", target: 50000 }, NOW + 1000);
+      await insert(store, "row_3", { region: "APAC", target: null }, NOW + 2000);
+      await insert(store, "row_4", { region: "EMEA", target: 50000 }, NOW + 3000);
+      const ids = (rows: Row[]) => rows.map((r) => r._id);
+      const test = (column: string, op: string, operand: unknown) => ({ kind: "test", column, op, operand }) as RowCondition;
+      const targets = await store.listTableRows("tbl_targets", { offset: 0, limit: 10, where: test("target", "lt", 100000) });
+      expect({ total: targets.totalRows, ids: ids(targets.rows) }).toEqual({ total: 2, ids: ["row_2", "row_4"] });
+      const byId = await store.listTableRows("tbl_targets", { offset: 0, limit: 10, where: test("_id", "in", ["row_3", "row_1", "row_9"]) });
+      expect(ids(byId.rows)).toEqual(["row_1", "row_3"]);
+      const since = await store.listTableRows("tbl_targets", { offset: 0, limit: 10, where: test("_createdAt", "gt", "2026-10-01T00:00:00Z") });
+      expect(ids(since.rows)).toEqual(["row_2", "row_3", "row_4"]);
+      const sort = [
+        { column: "target", descending: false },
+        { column: "_createdAt", descending: true },
+      ];
+      const sorted = await store.listTableRows("tbl_targets", { offset: 0, limit: 10, sort });
+      expect({ total: sorted.totalRows, ids: ids(sorted.rows) }).toEqual({ total: 4, ids: ["row_4", "row_2", "row_1", "row_3"] });
+      const first = await store.listTableRows("tbl_targets", { offset: 0, limit: 2, sort });
+      expect(first.lastKey?.values).toEqual([50000, first.rows[1]!._createdAt]);
+      const next = await store.listTableRows("tbl_targets", { offset: 0, limit: 2, sort, after: first.lastKey });
+      expect({ total: next.totalRows, ids: ids(next.rows) }).toEqual({ total: 4, ids: ["row_1", "row_3"] });
+      const plain = await store.listTableRows("tbl_targets", { offset: 0, limit: 3 });
+      const rest = await store.listTableRows("tbl_targets", { offset: 0, limit: 3, after: plain.lastKey });
+      expect(ids(rest.rows)).toEqual(["row_4"]);
     });
 
     describe("table writes", () => {
