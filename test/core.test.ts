@@ -391,6 +391,7 @@ describe("GET /datasets/{id}/rows", () => {
         columns: ["order_id", "amount", "region"],
         columnTypes: { order_id: "string", amount: "number", region: "string" },
         lastUpdated: "2026-10-02T10:00:00Z",
+        nextCursor: expect.stringMatching(/^[\w-]+$/),
       },
     });
   });

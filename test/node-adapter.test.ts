@@ -140,7 +140,7 @@ describe("Node adapter over a real socket", () => {
           closed = true;
         }
       }
-      return { totalRows: page.totalRows, rows: counted() };
+      return { totalRows: page.totalRows, rows: counted(), lastKey: () => page.lastKey() };
     };
     const url = await listen(toNodeHandler(api));
     await new Promise<void>((resolve) => {

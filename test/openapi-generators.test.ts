@@ -24,7 +24,8 @@ import createClient from "openapi-fetch";
 import type { components, paths } from "./schema.js";
 
 type Schemas = components["schemas"];
-const client = createClient<paths>({ baseUrl: "http://127.0.0.1:8787" });
+// JSON answers: the rows endpoints also document text/csv and application/x-ndjson downloads.
+const client = createClient<paths, "application/json">({ baseUrl: "http://127.0.0.1:8787" });
 const auth = { Authorization: "Bearer dp_demo_full_access_0000000000001" };
 
 export async function everyOperation(): Promise<void> {

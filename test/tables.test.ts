@@ -67,6 +67,7 @@ describe("GET /tables/{id}/rows", () => {
         offset: 0,
         hasMore: false,
         columns: ["region", "target"],
+        nextCursor: null,
       },
     });
   });

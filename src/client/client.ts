@@ -1,7 +1,7 @@
 import type { ResponseMeta } from "./errors.js";
 import { collect, type CollectOptions, paged, type Paged } from "./paging.js";
 import { query, seg } from "./url.js";
-import { type Answer, call, type CallOptions, createTransport, lowerCased, type TransportConfig } from "./transport.js";
+import { type Answer, call, type CallOptions, callStream, createTransport, lowerCased, type TransportConfig } from "./transport.js";
 import type {
   AuditEvent,
   AuditFeedEvent,
@@ -19,9 +19,11 @@ import type {
   DatasetDetail,
   DatasetRowsPage,
   DatasetRowsQuery,
+  ExportFormat,
   Me,
   OcsfApiActivity,
   Row,
+  RowQueryOptions,
   SpaceObject,
   SpaceObjectName,
   TableRow,
@@ -99,28 +101,29 @@ export function createClient(options: ClientOptions) {
       get<{ datasets: Dataset[] }>("/datasets", team(opts.teamId), at(opts)).then((r) => carry(r, r.datasets)),
     get: (id: string, opts: RequestOptions = {}) => get<DatasetDetail>(`/datasets/${seg(id)}`, undefined, at(opts)),
     /** One page of rows. */
-    rows: <R extends Row = Row>(id: string, q: DatasetRowsQuery & RequestOptions = {}) =>
-      get<DatasetRowsPage<R>>(
-        `/datasets/${seg(id)}/rows`,
-        query({
-          maxRows: q.maxRows,
-          offset: q.offset,
-          columns: q.columns?.join(","),
-          filters: q.filters && JSON.stringify(q.filters),
-        }),
-        at(q),
-      ),
-    /** Every row, page by page (`offset` advancing) until `hasMore` is false; `.collect({ max })` for an array. */
-    iterateRows: <R extends Row = Row>(id: string, q: Omit<DatasetRowsQuery, "maxRows"> & PageOptions = {}): Paged<R> =>
+    rows: <R extends Row = Row>(id: string, q: DatasetRowsQuery<R> & RequestOptions = {}) =>
+      get<DatasetRowsPage<R>>(`/datasets/${seg(id)}/rows`, datasetRowsQuery(q), at(q)),
+    /**
+     * Every row, page by page with cursors (keyset paging: each page costs
+     * what the first does) until `hasMore` is false; `.collect({ max })` for an array.
+     */
+    iterateRows: <R extends Row = Row>(id: string, q: Omit<DatasetRowsQuery<R>, "maxRows"> & PageOptions = {}): Paged<R> =>
       paged(async function* () {
-        let offset = q.offset ?? 0;
+        let page = await datasets.rows<R>(id, { ...q, maxRows: q.pageSize ?? MAX_PAGE });
         for (;;) {
-          const page = await datasets.rows<R>(id, { ...q, offset, maxRows: q.pageSize ?? MAX_PAGE });
           yield* page.data;
-          if (!page.metadata.hasMore || page.data.length === 0) return;
-          offset += page.data.length;
+          const { nextCursor } = page.metadata;
+          if (!page.metadata.hasMore || page.data.length === 0 || nextCursor === null) return;
+          const { offset: _offset, ...rest } = q;
+          page = await datasets.rows<R>(id, { ...rest, cursor: nextCursor, maxRows: q.pageSize ?? MAX_PAGE });
         }
       }),
+    /**
+     * The rows as a CSV or NDJSON download, streamed: the body's bytes as
+     * they arrive (pipe them to a file; nothing is held whole).
+     */
+    export: <R extends Row = Row>(id: string, q: DatasetRowsQuery<R> & { format: ExportFormat } & RequestOptions) =>
+      callStream(transport, `/datasets/${seg(id)}/rows`, datasetRowsQuery(q), { ...at(q), accept: ACCEPT[q.format] }),
   };
 
   /** One page of a connection query: rows by default, GeoJSON with `format: "geojson"`. */
@@ -173,19 +176,22 @@ export function createClient(options: ClientOptions) {
 
   const tables = {
     /** One page of rows. */
-    rows: (id: string, q: { limit?: number; offset?: number } & RequestOptions = {}) =>
-      get<TableRowsPage>(`/tables/${seg(id)}/rows`, query({ limit: q.limit, offset: q.offset }), at(q)),
-    /** Every row, page by page until `hasMore` is false. */
-    iterateRows: (id: string, q: { offset?: number } & PageOptions = {}): Paged<TableRow> =>
+    rows: (id: string, q: TableRowsOptions & RequestOptions = {}) => get<TableRowsPage>(`/tables/${seg(id)}/rows`, tableRowsQuery(q), at(q)),
+    /** Every row, page by page with cursors until `hasMore` is false. */
+    iterateRows: (id: string, q: Omit<TableRowsOptions, "limit"> & PageOptions = {}): Paged<TableRow> =>
       paged(async function* () {
-        let offset = q.offset ?? 0;
+        let page = await tables.rows(id, { ...q, limit: q.pageSize ?? MAX_PAGE });
         for (;;) {
-          const page = await tables.rows(id, { ...q, offset, limit: q.pageSize ?? MAX_PAGE });
           yield* page.data;
-          if (!page.metadata.hasMore || page.data.length === 0) return;
-          offset += page.data.length;
+          const { nextCursor } = page.metadata;
+          if (!page.metadata.hasMore || page.data.length === 0 || nextCursor === null) return;
+          const { offset: _offset, ...rest } = q;
+          page = await tables.rows(id, { ...rest, cursor: nextCursor, limit: q.pageSize ?? MAX_PAGE });
         }
       }),
+    /** The rows as a CSV or NDJSON download, streamed (every row unless `limit` says otherwise). */
+    export: (id: string, q: TableRowsOptions & { format: ExportFormat } & RequestOptions) =>
+      callStream(transport, `/tables/${seg(id)}/rows`, tableRowsQuery(q), { ...at(q), accept: ACCEPT[q.format] }),
     /** Adds a row (201). Retries reuse one `Idempotency-Key`, so a retried insert is stored once. */
     insert: (id: string, values: Row, opts: { idempotencyKey?: string } & RequestOptions = {}) =>
       send<TableRow>("POST", `/tables/${seg(id)}/rows`, { ...at(opts), idempotencyKey: opts.idempotencyKey, body: values }),
@@ -268,4 +274,36 @@ export function createClient(options: ClientOptions) {
     /** Up to `max` items of any iterator (`iterateRows`, your own generator), fetching no page past them. */
     collect: <T>(items: AsyncIterable<T>, opts: CollectOptions) => collect(items, opts),
   };
+}
+
+/** What `tables.rows` takes. */
+export interface TableRowsOptions extends RowQueryOptions<TableRow> {
+  /** Rows per page, 1 to 1000 (default 100). */
+  limit?: number;
+  offset?: number;
+}
+
+const ACCEPT: Record<ExportFormat, string> = { csv: "text/csv", ndjson: "application/x-ndjson" };
+
+function rowQueryParams(q: RowQueryOptions<Row> & { format?: ExportFormat }) {
+  return {
+    where: q.where && JSON.stringify(q.where),
+    sort: q.sort && q.sort.length > 0 ? q.sort.join(",") : undefined,
+    cursor: q.cursor,
+    format: q.format,
+  };
+}
+
+function datasetRowsQuery(q: DatasetRowsQuery<Row> & { format?: ExportFormat }): URLSearchParams {
+  return query({
+    maxRows: q.maxRows,
+    offset: q.offset,
+    columns: q.columns?.join(","),
+    filters: q.filters && JSON.stringify(q.filters),
+    ...rowQueryParams(q),
+  });
+}
+
+function tableRowsQuery(q: TableRowsOptions & { format?: ExportFormat }): URLSearchParams {
+  return query({ limit: q.limit, offset: q.offset, ...rowQueryParams(q as RowQueryOptions<Row>) });
 }

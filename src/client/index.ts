@@ -1,4 +1,4 @@
-export { createClient, type ClientOptions, type DataportClient, type PageOptions, type PollOptions, type RequestOptions } from "./client.js";
+export { createClient, type ClientOptions, type DataportClient, type PageOptions, type PollOptions, type RequestOptions, type TableRowsOptions } from "./client.js";
 export {
   AuthenticationError,
   BadRequestError,

@@ -349,3 +349,50 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
+
+/**
+ * A call whose successful answer is streamed, not read: its body as bytes
+ * (downloads). Refusals raise a DataportError as `call` does; 429 and 5xx
+ * answers and failures before the answer are retried, a body under way is
+ * not. `timeoutMs` bounds the wait for the answer's headers only.
+ */
+export async function callStream(transport: TransportOptions, path: string, query: URLSearchParams, options: CallOptions & { accept: string }): Promise<ReadableStream<Uint8Array>> {
+  const url = transport.baseUrl + path + ([...query].length > 0 ? `?${query}` : "");
+  const headers: Record<string, string> = { ...transport.headers, ...options.headers, accept: options.accept, authorization: `Bearer ${transport.token}` };
+  const retries = options.retries ?? transport.retry.retries;
+  const startedAt = performance.now();
+  for (let attempt = 0; ; attempt++) {
+    options.signal?.throwIfAborted();
+    if (attempt > 0 && transport.retryCountHeader) headers[RETRY_COUNT_HEADER] = String(attempt);
+    transport.onRequest?.({ method: "GET", url, attempt: attempt + 1, headers: shown(headers) });
+    const timeoutMs = options.timeoutMs ?? transport.timeoutMs;
+    const timeout = timeoutMs > 0 && Number.isFinite(timeoutMs) ? AbortSignal.timeout(timeoutMs) : null;
+    let response: Response;
+    try {
+      const headersArrived = transport.fetch(new Request(url, { method: "GET", headers, ...(options.signal && { signal: options.signal }) }));
+      response = timeout ? await Promise.race([headersArrived, new Promise<never>((_, reject) => timeout.addEventListener("abort", () => reject(timeout.reason)))]) : await headersArrived;
+    } catch (error) {
+      if (options.signal?.aborted) throw options.signal.reason;
+      if (attempt < retries) {
+        await transport.sleep(backoff(transport, attempt), options.signal);
+        continue;
+      }
+      throw new NetworkError(0, null, null, null, { code: "network_error", message: `GET ${path} failed: ${messageOf(error)}`, cause: error });
+    }
+    const meta = metaOf(response, attempt + 1, performance.now() - startedAt);
+    if (response.ok && response.body) {
+      transport.onResponse?.(meta);
+      return response.body;
+    }
+    const text = await response.text();
+    if (RETRYABLE(response.status) && attempt < retries) {
+      const wait = meta.retryAfter === null ? backoff(transport, attempt) : retryAfterWait(transport, meta.retryAfter * 1000);
+      if (wait !== null) {
+        await transport.sleep(wait, options.signal);
+        continue;
+      }
+    }
+    transport.onResponse?.(meta);
+    throw errorForResponse(response.status, envelopeOf(text), meta);
+  }
+}

@@ -64,10 +64,12 @@ export interface DatasetRowsPage<R extends Row = Row> {
     columns: string[];
     columnTypes: Record<string, string | null>;
     lastUpdated: string;
+    /** Pass as `cursor` for the next page; null on the last page. */
+    nextCursor: string | null;
   };
 }
 
-export interface DatasetRowsQuery {
+export interface DatasetRowsQuery<R extends Row = Row> extends RowQueryOptions<R> {
   /** Rows per page (omitted: all remaining rows). */
   maxRows?: number;
   offset?: number;
@@ -75,6 +77,47 @@ export interface DatasetRowsQuery {
   /** Exact matches, column name to value (JSON equality). */
   filters?: Record<string, unknown>;
 }
+
+/**
+ * The operators of a `where` condition on one column. Comparisons never
+ * coerce (a number never matches a string); `ne`, `nin` and comparisons
+ * never match a null or absent value; `eq: null` and `in` with null match them.
+ */
+export interface RowOperators<V = unknown> {
+  eq?: V | null;
+  ne?: V | null;
+  gt?: number | string;
+  gte?: number | string;
+  lt?: number | string;
+  lte?: number | string;
+  /** 1 to 1000 values. */
+  in?: Array<V | null>;
+  nin?: Array<V | null>;
+  /** true: null or absent; false: present and not null. */
+  isNull?: boolean;
+  contains?: string;
+  startsWith?: string;
+}
+
+/** Conditions by column (ANDed), with `and` / `or` lists nested up to 4 deep (at most 100 conditions). */
+export type RowWhere<R extends Row = Row> = { and?: RowWhere<R>[]; or?: RowWhere<R>[] } & {
+  [K in keyof R & string]?: RowOperators<R[K]> | RowWhere<R>[];
+};
+
+/** A sort column, `-` in front for descending. */
+export type SortColumn<R extends Row = Row> = (keyof R & string) | `-${keyof R & string}`;
+
+/** `where`, `sort` and `cursor`, as both rows endpoints take them. */
+export interface RowQueryOptions<R extends Row = Row> {
+  where?: RowWhere<R>;
+  /** At most 8 columns; nulls last both ways, ties by stored order. */
+  sort?: SortColumn<R>[];
+  /** `metadata.nextCursor` of the previous page (not with `offset`). */
+  cursor?: string;
+}
+
+/** A download of rows: CSV (RFC 4180, header line) or NDJSON. */
+export type ExportFormat = "csv" | "ndjson";
 
 export interface ConnectionQuery {
   /** Rows per page, 1 to 1000 (default 100). */
@@ -212,6 +255,8 @@ export interface TableRowsPage {
     offset: number;
     hasMore: boolean;
     columns: string[];
+    /** Pass as `cursor` for the next page; null on the last page. */
+    nextCursor: string | null;
   };
 }
 

@@ -366,7 +366,9 @@ function successResponses(route: RouteDef, build: Build): OpenApiOperation["resp
       out[status] = { description: route.summary, headers };
       continue;
     }
-    out[status] = { description: route.summary, headers, content: json(toJsonSchema(schema, "output", build.components)) };
+    const content: Record<string, { schema: JsonSchema }> = json(toJsonSchema(schema, "output", build.components));
+    if (status === "200") for (const type of route.alsoProduces ?? []) content[type] = { schema: { type: "string" } };
+    out[status] = { description: route.summary, headers, content };
   }
   if (Object.keys(out).length === 0) {
     const content = route.produces ? { [route.produces]: { schema: { type: "string" } } } : json({});

@@ -55,6 +55,8 @@ interface RouteBase<Query, R extends Responses> {
   responses?: R;
   /** Media type of the success body when it is not JSON (the metrics exposition); documented as text. */
   produces?: string;
+  /** Media types the 200 body may also take besides JSON (row downloads, chosen by `format` or `Accept`); documented as text. */
+  alsoProduces?: readonly string[];
   /** Whether this call is written to the API usage log (default true). */
   logged?: boolean;
 }

@@ -5,6 +5,7 @@ import type { ConnectionRecord, DatasetRecord } from "../domain/model.js";
 import { invalidParameter } from "../core/errors.js";
 import { jsonRowsBody } from "../http/json-stream.js";
 import { Reply } from "../http/reply.js";
+import { checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./row-query.js";
 
 /** A dataset as the API shows it. */
 export function datasetView(dataset: DatasetRecord, connection: ConnectionRecord | null) {
@@ -48,15 +49,19 @@ export async function getDataset(ctx: AuthedContext, id: string) {
   return { ...datasetView(dataset, connection), writable: dataset.type === "input_table" };
 }
 
-export interface RowsQuery {
+export interface RowsQuery extends RowQueryParams {
   maxRows?: number;
   offset: number;
   columns?: string[];
   filters?: Record<string, unknown>;
 }
 
-/** GET /datasets/{id}/rows: paging, columns and filters pushed down to storage; large reads stream. */
-export async function readDatasetRows(ctx: AuthedContext, id: string, query: RowsQuery): Promise<Reply> {
+/**
+ * GET /datasets/{id}/rows: paging, columns, filters, `where` and `sort`
+ * pushed down to storage; large reads stream; `cursor` continues a read;
+ * `format` (or `Accept`) makes it a CSV or NDJSON download.
+ */
+export async function readDatasetRows(ctx: AuthedContext, id: string, query: RowsQuery, accept: string | null = null): Promise<Reply> {
   const dataset = await reachableDataset(ctx, id);
   if (dataset.type === "input_table") {
     throw invalidParameter("id", `dataset ${id} is an input table; read its rows with GET /api/v1/tables/${id}/rows`);
@@ -70,13 +75,19 @@ export async function readDatasetRows(ctx: AuthedContext, id: string, query: Row
   if (unknownFilters.length > 0) {
     throw invalidParameter("filters", `unknown column ${unknownFilters[0]} in filters`, { unknownColumns: unknownFilters });
   }
+  const checked = checkRowQuery(dataset.id, known, query);
+  const format = exportFormat(query.format, accept);
   const page = await ctx.storage.catalog.readDatasetRows(id, {
     offset: query.offset,
     limit: query.maxRows ?? null,
     columns: query.columns ?? null,
     filters: query.filters ?? null,
+    ...(checked.where && { where: checked.where }),
+    ...(checked.sort && { sort: checked.sort }),
+    ...(checked.after && { after: checked.after }),
   });
-  const available = Math.max(0, page.totalRows - query.offset);
+  const offset = checked.before + query.offset;
+  const available = Math.max(0, page.totalRows - offset);
   const returnedRows = Math.min(available, query.maxRows ?? available);
   ctx.audit({
     teamId: dataset.teamId,
@@ -87,24 +98,28 @@ export async function readDatasetRows(ctx: AuthedContext, id: string, query: Row
     outcome: "success",
     ip: ctx.clientAddress,
     userAgent: ctx.userAgent,
-    details: { requestId: ctx.requestId, offset: query.offset, returnedRows },
+    details: { requestId: ctx.requestId, offset, returnedRows, ...(format !== "json" && { format }) },
   });
   const names = query.columns ?? dataset.columns.map((c) => c.name);
+  if (format !== "json") return exportReply(format, dataset.id, names, page.rows, query.columns === undefined ? page.rowsJson : undefined);
   const types = new Map(dataset.columns.map((c) => [c.name, c.type]));
   const columnTypes: Record<string, string | null> = Object.create(null);
   for (const name of names) columnTypes[name] = types.get(name) ?? null;
+  const hasMore = offset + returnedRows < page.totalRows;
   const metadata = {
     datasetId: dataset.id,
     datasetName: dataset.name,
     totalRows: page.totalRows,
     returnedRows,
-    offset: query.offset,
-    hasMore: query.offset + returnedRows < page.totalRows,
+    offset,
+    hasMore,
     columns: names,
     columnTypes,
     lastUpdated: dataset.lastRefreshedAt ?? dataset.updatedAt,
   };
-  const suffix = `],"metadata":${JSON.stringify(metadata)}}`;
+  // The cursor names the page's last row, known once the rows are written.
+  const suffix = () =>
+    `],"metadata":${JSON.stringify({ ...metadata, nextCursor: nextCursor(checked, { offset: query.offset, returned: returnedRows, hasMore, lastKey: page.lastKey() }) })}}`;
   // A store that holds rows as JSON text hands them over as text: no parse and re-serialise per row.
   const body = page.rowsJson
     ? await jsonRowsBody('{"success":true,"data":[', page.rowsJson, suffix, String)

@@ -16,17 +16,52 @@ import { changedSince, isReservedField, parseTimestamp, patchedRow, rowValues } 
 import { checkColumns, checkSchemas, schemasFor, type ValidationProblem } from "../domain/validation.js";
 import { ApiError, invalidParameter, notFound } from "../core/errors.js";
 import { Reply } from "../http/reply.js";
-import type { IdempotencyClaim, StoredResponse } from "../ports/storage/tables.js";
+import type { IdempotencyClaim, StoredResponse, TableRowsQuery } from "../ports/storage/tables.js";
+import type { RowKey } from "../domain/row-query.js";
+import { checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./row-query.js";
 
 /** A table the credential may reach, or the same 404 as an unknown id. */
 async function reachableTable(ctx: AuthedContext, id: string): Promise<TableRecord> {
   return reachable(ctx.credential, ["tables"], await ctx.storage.tables.getTable(id), "table", ctx.storage);
 }
 
-/** GET /tables/{id}/rows */
-export async function listRows(ctx: AuthedContext, tableId: string, page: { limit: number; offset: number }) {
+export interface TableRowsParams extends RowQueryParams {
+  /** Rows per page; JSON pages default to 100, a download without it has every row. */
+  limit?: number;
+  offset: number;
+}
+
+/** JSON pages hold this many rows unless `limit` says otherwise. */
+const DEFAULT_PAGE = 100;
+/** Rows fetched per store call while a download streams. */
+const EXPORT_BATCH = 1000;
+
+/** GET /tables/{id}/rows: a page, or a CSV/NDJSON download; `where`, `sort` and `cursor` as on datasets. */
+export async function listRows(ctx: AuthedContext, tableId: string, params: TableRowsParams, accept: string | null = null): Promise<Reply | object> {
   const table = await reachableTable(ctx, tableId);
-  const { totalRows, rows } = await ctx.storage.tables.listTableRows(table.id, page);
+  // Columns are the declared ones and the stamps; a table that declares none takes any name.
+  const known: ReadonlySet<string> =
+    table.columns.length > 0 ? new Set([...table.columns.map((c) => c.name), ...RESERVED_COLUMNS]) : { has: () => true } as unknown as ReadonlySet<string>;
+  const checked = checkRowQuery(table.id, known, params);
+  const format = exportFormat(params.format, accept);
+  const query = {
+    ...(checked.where && { where: checked.where }),
+    ...(checked.sort && { sort: checked.sort }),
+  };
+  if (format !== "json") {
+    const columns = table.columns.length > 0 ? [...RESERVED_COLUMNS.slice(0, 1), ...table.columns.map((c) => c.name), ...RESERVED_COLUMNS.slice(1)] : null;
+    const rows = exportedRows(ctx, table.id, query, checked.after, params);
+    return exportReply(format, table.id, columns ?? (await firstFields(ctx, table.id, query)), rows);
+  }
+  const limit = params.limit ?? DEFAULT_PAGE;
+  const { totalRows, rows, lastKey } = await ctx.storage.tables.listTableRows(table.id, {
+    offset: params.offset,
+    limit,
+    ...query,
+    ...(checked.after && { after: checked.after }),
+  });
+  const offset = checked.before + params.offset;
+  const hasMore = offset + rows.length < totalRows;
   return {
     success: true,
     data: rows,
@@ -35,11 +70,43 @@ export async function listRows(ctx: AuthedContext, tableId: string, page: { limi
       tableName: table.name,
       totalRows,
       returnedRows: rows.length,
-      offset: page.offset,
-      hasMore: page.offset + rows.length < totalRows,
+      offset,
+      hasMore,
       columns: table.columns.length > 0 ? table.columns.map((c) => c.name) : fieldsOf(rows),
+      nextCursor: nextCursor(checked, { offset: params.offset, returned: rows.length, hasMore, lastKey }),
     },
   };
+}
+
+/** `_id` first, the stamps last: how a download lays out an input table's columns. */
+const RESERVED_COLUMNS = ["_id", "_createdAt", "_updatedAt"];
+
+/** A download's rows, fetched EXPORT_BATCH at a time, each batch continuing after the last. */
+async function* exportedRows(
+  ctx: AuthedContext,
+  tableId: string,
+  query: Pick<TableRowsQuery, "where" | "sort">,
+  start: RowKey | null,
+  params: TableRowsParams,
+): AsyncGenerator<Row> {
+  let after = start;
+  let offset = params.offset;
+  let remaining = params.limit ?? Number.POSITIVE_INFINITY;
+  while (remaining > 0) {
+    const limit = Math.min(EXPORT_BATCH, remaining);
+    const page = await ctx.storage.tables.listTableRows(tableId, { offset, limit, ...query, ...(after && { after }) });
+    yield* page.rows;
+    remaining -= page.rows.length;
+    if (page.rows.length < limit || page.lastKey === null) return;
+    after = page.lastKey;
+    offset = 0;
+  }
+}
+
+/** The header of a table without declared columns: the fields of its first rows, as its JSON pages show them. */
+async function firstFields(ctx: AuthedContext, tableId: string, query: Pick<TableRowsQuery, "where" | "sort">): Promise<string[]> {
+  const { rows } = await ctx.storage.tables.listTableRows(tableId, { offset: 0, limit: EXPORT_BATCH, ...query });
+  return ["_id", ...fieldsOf(rows), "_createdAt", "_updatedAt"];
 }
 
 /** POST /tables/{id}/rows: 201 with the stored row; an Idempotency-Key makes retries safe. */

@@ -10,7 +10,8 @@ const CHUNK = 64 * 1024;
 export async function jsonRowsBody(
   prefix: string,
   rows: AsyncIterable<unknown>,
-  suffix: string,
+  /** The closing text, or a function giving it once every row is written (it may depend on the rows). */
+  suffix: string | (() => string),
   /** How a row becomes JSON text; pass `String` for rows that already are JSON text. */
   serialize: (row: unknown) => string = JSON.stringify,
 ): Promise<string | AsyncIterable<string>> {
@@ -19,7 +20,7 @@ export async function jsonRowsBody(
   let first = true;
   for (;;) {
     const next = await iterator.next();
-    if (next.done) return buffer + suffix;
+    if (next.done) return buffer + (typeof suffix === "string" ? suffix : suffix());
     buffer += (first ? "" : ",") + serialize(next.value);
     first = false;
     if (buffer.length >= CHUNK) break;
@@ -38,7 +39,7 @@ export async function jsonRowsBody(
             out = "";
           }
         }
-        yield out + suffix;
+        yield out + (typeof suffix === "string" ? suffix : suffix());
       } finally {
         await iterator.return?.();
       }

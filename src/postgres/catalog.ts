@@ -1,9 +1,12 @@
 import type { PoolClient } from "pg";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
+import type { RowKey } from "../domain/row-query.js";
+import { afterSql, conditionSql, orderSql, renderNumbered } from "../domain/row-query-sql.js";
 import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";
 import type { CatalogWatch } from "./catalog-events.js";
 import { bulkRowWriter } from "./dataset-rows.js";
+import { postgresRowDialect } from "./row-query.js";
 import { begun, type Db, idPageSql, isConnectionLost, json, type Lease, num, PUT_RESULT, putResult, storeFault } from "./db.js";
 
 /** Rows fetched per round trip while streaming a read. */
@@ -236,16 +239,18 @@ async function readRows(db: Db, datasetId: string, query: RowQuery, reads: OpenR
   const { t } = db;
   const limit = query.limit ?? null;
   const params: unknown[] = [datasetId];
-  const count = countSql(t, query.filters, params);
+  const count = countSql(t, query, params);
   if (limit !== null && limit <= BATCH) {
     const page = pageSql(t, query, params);
     // The left join keeps the count when the page is empty (pos is then null).
-    const result = await db.query<{ n: string | null; pos: string | null; r: unknown }>(
-      `select c.n, p.pos, p.r from (${count}) c left join lateral (${page}) p on true order by p.pos`,
+    const result = await db.query<{ n: string | null } & Partial<PageRow>>(
+      `select c.n, p.pos, p.r, p.k from (${count}) c left join lateral (${page}) p on true order by p.ord`,
       params,
     );
-    const rows = result.filter((x) => x.pos !== null).map((x) => toRow(x.r, query.columns));
-    return { totalRows: num(result[0]?.n), rows: fromArray(rows) };
+    const found = result.filter((x): x is { n: string | null } & PageRow => x.pos !== null && x.pos !== undefined);
+    const rows = found.map((x) => toRow(x.r, query.columns));
+    const end = found.at(-1);
+    return { totalRows: num(result[0]?.n), rows: fromArray(rows), lastKey: () => (end ? keyOfPage(end) : null) };
   }
   const lease = await begun(db.pool, SNAPSHOT);
   try {
@@ -256,7 +261,7 @@ async function readRows(db: Db, datasetId: string, query: RowQuery, reads: OpenR
       )
     ).rows;
     const rows = new SnapshotRows(db, lease, datasetId, query, counted?.version ?? null, reads);
-    return { totalRows: num(counted?.n), rows };
+    return { totalRows: num(counted?.n), rows, lastKey: () => rows.lastKey };
   } catch (error) {
     await lease.client.query("ROLLBACK").catch(() => lease.spoil());
     lease.release();
@@ -292,6 +297,8 @@ export type OpenReads = Set<SnapshotRows>;
 class SnapshotRows implements AsyncIterable<Row> {
   private done = false;
   private readonly unread: ReturnType<typeof setTimeout>;
+  /** The key of the last row yielded (`RowPage.lastKey`). */
+  lastKey: RowKey | null = null;
 
   constructor(
     private readonly db: Db,
@@ -315,11 +322,11 @@ class SnapshotRows implements AsyncIterable<Row> {
     try {
       let declared = false;
       for (;;) {
-        let batch: Array<{ r: unknown }>;
+        let batch: PageRow[];
         try {
           if (!declared) await (resumes === 0 ? this.declare(0) : this.resume(read));
           declared = true;
-          batch = (await this.lease.client.query<{ r: unknown }>(`fetch ${BATCH} from dataport_rows`)).rows;
+          batch = (await this.lease.client.query<PageRow>(`fetch ${BATCH} from dataport_rows`)).rows;
         } catch (error) {
           // A failover ends every connection of the pool: the next one may be gone too, so a few tries.
           if (resumes >= MAX_RESUMES || !isConnectionLost(error)) throw storeFault(error);
@@ -327,9 +334,10 @@ class SnapshotRows implements AsyncIterable<Row> {
           declared = false;
           continue;
         }
-        for (const { r } of batch) {
+        for (const fetched of batch) {
           read++;
-          yield toRow(r, this.query.columns);
+          this.lastKey = keyOfPage(fetched);
+          yield toRow(fetched.r, this.query.columns);
         }
         if (batch.length < BATCH) break;
       }
@@ -374,32 +382,62 @@ class SnapshotRows implements AsyncIterable<Row> {
 }
 
 /**
- * The row count of a read (filters applied), as `n`. Without filters it is
- * the window's size; with them, a count of the window's matching rows.
+ * The row count of a read (filters and `where` applied), as `n`. Without
+ * them it is the window's size; with them, a count of the window's
+ * matching rows.
  */
-function countSql(t: Db["t"], filters: Record<string, unknown> | null, params: unknown[]): string {
-  const where = filterSql(filters, params);
+function countSql(t: Db["t"], query: RowQuery, params: unknown[]): string {
+  const where = filterSql(query.filters, params) + whereSql(query, params);
   return where === ""
     ? `select coalesce((select next_pos - first_pos from ${t("datasets")} where id = $1), 0) as n`
     : `select count(*) as n from ${t("dataset_rows")} where dataset_id = $1 and ${windowSql(t)}${where}`;
 }
 
+/** A page row: position, the row (or the selected values as a JSON array), the sort values (`k`, null unsorted), its rank in the page (`ord`). */
+interface PageRow {
+  pos: string;
+  r: unknown;
+  k: unknown[] | null;
+}
+
+const DIALECT = postgresRowDialect("row", "pos");
+
+/** ` and (…)` for the read's `where`, or nothing. */
+function whereSql(query: RowQuery, params: unknown[]): string {
+  return query.where ? ` and ${renderNumbered(conditionSql(query.where, DIALECT), params)}` : "";
+}
+
 /**
- * The page as `pos` and `r` (the row, or the selected values as a JSON
- * array), in position order. `$1` is the dataset id. Positions in the window
- * are dense, so without filters the offset is a position: a deep page costs
- * an index seek, not a walk over the rows before it.
+ * The page as `pos`, `r`, `k` and `ord` (see PageRow), in the read's order.
+ * `$1` is the dataset id. Positions in the window are dense, so in stored
+ * order without conditions the offset (after a cursor's position) is a
+ * position: a deep page costs an index seek, not a walk over the rows
+ * before it. Sorted, a cursor is a keyset predicate over the sort terms.
  */
 function pageSql(t: Db["t"], query: RowQuery, params: unknown[]): string {
+  const sort = query.sort ?? [];
   const select = query.columns ? `json_build_array(${query.columns.map((c) => `row -> $${params.push(c)}::text`).join(", ")})` : "row";
-  const where = filterSql(query.filters, params);
+  const keys = sort.length > 0 ? `json_build_array(${sort.map((k) => `row -> $${params.push(k.column)}::text`).join(", ")})` : "null::json";
+  const where = filterSql(query.filters, params) + whereSql(query, params);
   let sql: string;
-  if (where !== "") {
-    sql = `select pos, ${select} as r from ${t("dataset_rows")} where dataset_id = $1 and ${windowSql(t)}${where}
-           order by pos offset $${params.push(query.offset)}`;
+  if (where !== "" || sort.length > 0) {
+    let after = "";
+    if (query.after) {
+      after = ` and ${sort.length > 0 ? renderNumbered(afterSql(sort, query.after, DIALECT), params) : `pos > $${params.push(query.after.position)}::bigint`}`;
+    }
+    const order = sort.length > 0 ? renderNumbered(orderSql(sort, DIALECT), params) : "pos";
+    const ord = sort.length > 0 ? `row_number() over (order by ${order})` : "pos";
+    const window =
+      where !== ""
+        ? windowSql(t)
+        : `pos >= (select first_pos from ${t("datasets")} where id = $1) and pos < (select next_pos from ${t("datasets")} where id = $1)`;
+    sql = `select pos, ${select} as r, ${keys} as k, ${ord} as ord from ${t("dataset_rows")} where dataset_id = $1 and ${window}${where}${after}
+           order by ${order} offset $${params.push(query.offset)}`;
   } else {
-    const from = `(select first_pos from ${t("datasets")} where id = $1) + $${params.push(query.offset)}::bigint`;
-    sql = `select pos, ${select} as r from ${t("dataset_rows")}
+    // A cursor's position from before a replace is below the window: the read starts at its beginning.
+    const start = query.after ? `greatest(first_pos, $${params.push(query.after.position)}::bigint + 1)` : "first_pos";
+    const from = `(select ${start} from ${t("datasets")} where id = $1) + $${params.push(query.offset)}::bigint`;
+    sql = `select pos, ${select} as r, ${keys} as k, pos as ord from ${t("dataset_rows")}
             where dataset_id = $1 and pos >= ${from} and pos < (select next_pos from ${t("datasets")} where id = $1) order by pos`;
   }
   if (query.limit !== null) sql += ` limit $${params.push(Math.max(0, query.limit))}`;
@@ -415,6 +453,10 @@ function pageSql(t: Db["t"], query: RowQuery, params: unknown[]): string {
  */
 function windowSql(t: Db["t"]): string {
   return `pos + 0 >= (select first_pos from ${t("datasets")} where id = $1) and pos + 0 < (select next_pos from ${t("datasets")} where id = $1)`;
+}
+
+function keyOfPage(row: PageRow): RowKey {
+  return { values: row.k ?? [], position: Number(row.pos) };
 }
 
 function toRow(r: unknown, columns: string[] | null): Row {

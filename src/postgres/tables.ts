@@ -4,6 +4,7 @@ import type { EditLogEntry, EditOp, IdempotencyClaim, StoredResponse, TableStore
 import { changedSince, newRow, nextUpdatedAt, patchedRow } from "../domain/table-rows.js";
 import { appendAudit } from "./audit.js";
 import { type Db, idPageSql, json, num, PUT_RESULT, putResult } from "./db.js";
+import { queriedTableRows } from "./row-query.js";
 
 const TABLE_COLUMNS = "id, team_id, name, columns, row_count, updated_at";
 /** Rows read and rewritten per statement while a put reshapes a table's rows. */
@@ -90,12 +91,14 @@ export function postgresTables(db: Db): TableStore & TableWrites {
       });
     },
     async listTableRows(tableId, page) {
+      if (page.where || page.sort?.length || page.after) return queriedTableRows(db, tableId, page);
       const [count] = await db.query<{ n: string }>(`select count(*) as n from ${t("table_rows")} where table_id = $1`, [tableId]);
-      const rows = await db.query<{ row: Row }>(
-        `select row from ${t("table_rows")} where table_id = $1 order by pos offset $2 limit $3`,
+      const rows = await db.query<{ row: Row; pos: string }>(
+        `select row, pos from ${t("table_rows")} where table_id = $1 order by pos offset $2 limit $3`,
         [tableId, page.offset, page.limit],
       );
-      return { totalRows: num(count?.n), rows: rows.map((r) => r.row) };
+      const end = rows.at(-1);
+      return { totalRows: num(count?.n), rows: rows.map((r) => r.row), lastKey: end ? { values: [], position: Number(end.pos) } : null };
     },
     async getTableRow(tableId, rowId) {
       const [found] = await db.query<{ row: Row }>(`select row from ${t("table_rows")} where table_id = $1 and row_id = $2`, [tableId, rowId]);

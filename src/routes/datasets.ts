@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { getDataset, listDatasets, readDatasetRows } from "../handlers/datasets.js";
 import { intParam, jsonObjectParam, listParam } from "../http/query.js";
+import { EXPORT_TYPES, rowQueryParams } from "./row-query.js";
 import { authed } from "../core/routing.js";
 import { teamIdParam } from "../schemas/common.js";
 import { datasetDetailSchema, datasetListSchema, datasetRowsPageSchema, datasetSchema } from "../schemas/datasets.js";
@@ -12,6 +13,7 @@ const rowsQuery = z.object({
   offset: intParam({ min: 0 }).default(0),
   columns: listParam().optional(),
   filters: jsonObjectParam().optional(),
+  ...rowQueryParams,
 });
 
 export const datasetRoutes = [
@@ -48,6 +50,7 @@ export const datasetRoutes = [
     summary: "Rows of an uploaded or connection-backed dataset",
     query: rowsQuery,
     responses: { 200: datasetRowsPageSchema },
-    handle: ({ params, query }, ctx) => readDatasetRows(ctx, params.id!, query),
+    alsoProduces: EXPORT_TYPES,
+    handle: ({ params, query, headers }, ctx) => readDatasetRows(ctx, params.id!, query, headers.get("accept")),
   }),
 ];

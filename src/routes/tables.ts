@@ -2,14 +2,16 @@ import { z } from "zod";
 import { createRow, deleteRow, listRows, updateRow } from "../handlers/tables.js";
 import type { Row } from "../domain/model.js";
 import { intParam } from "../http/query.js";
+import { EXPORT_TYPES, rowQueryParams } from "./row-query.js";
 import { authed } from "../core/routing.js";
 import { tableRowDeletedSchema, tableRowPatchSchema, tableRowSchema, tableRowsPageSchema, tableRowValuesSchema } from "../schemas/tables.js";
 
 export { tableRowSchema };
 
 const rowsQuery = z.object({
-  limit: intParam({ min: 1, max: 1000 }).default(100),
+  limit: intParam({ min: 1, max: 1000 }).optional().describe("rows per page; 100 when absent (a csv or ndjson download without it has every row)"),
   offset: intParam({ min: 0 }).default(0),
+  ...rowQueryParams,
 });
 
 export const tableRoutes = [
@@ -20,10 +22,11 @@ export const tableRoutes = [
     auth: "bearer",
     scope: "data:read",
     tag: "Input tables",
-    summary: "Rows of an input table, in creation order",
+    summary: "Rows of an input table, in creation order unless sorted",
     query: rowsQuery,
     responses: { 200: tableRowsPageSchema },
-    handle: ({ params, query }, ctx) => listRows(ctx, params.id!, query),
+    alsoProduces: EXPORT_TYPES,
+    handle: ({ params, query, headers }, ctx) => listRows(ctx, params.id!, query, headers.get("accept")),
   }),
   authed<Record<string, never>, Row>({
     method: "POST",

@@ -28,13 +28,14 @@ export const datasetRowsPageSchema = z
     metadata: z.object({
       datasetId: z.string(),
       datasetName: z.string(),
-      totalRows: z.number().int().describe("rows matching the filters"),
+      totalRows: z.number().int().describe("rows matching the filters and where"),
       returnedRows: z.number().int(),
-      offset: z.number().int(),
-      hasMore: z.boolean().describe("more rows follow; ask again with offset + returnedRows"),
+      offset: z.number().int().describe("matching rows before this page"),
+      hasMore: z.boolean().describe("more rows follow; ask again with cursor=nextCursor (or offset + returnedRows)"),
       columns: z.array(z.string()),
       columnTypes: z.record(z.string(), z.string().nullable()),
       lastUpdated: isoTimestamp,
+      nextCursor: z.string().nullable().describe("pass as cursor for the next page (keyset paging: deep pages cost what the first does); null on the last page"),
     }),
   })
   .meta({ id: "DatasetRowsPage", description: "One page of a dataset's rows" });

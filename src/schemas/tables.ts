@@ -14,14 +14,15 @@ export const tableRowsPageSchema = z
     metadata: z.object({
       tableId: z.string(),
       tableName: z.string(),
-      totalRows: z.number().int(),
+      totalRows: z.number().int().describe("rows matching where"),
       returnedRows: z.number().int(),
-      offset: z.number().int(),
+      offset: z.number().int().describe("matching rows before this page"),
       hasMore: z.boolean(),
       columns: z.array(z.string()),
+      nextCursor: z.string().nullable().describe("pass as cursor for the next page (keyset paging); null on the last page"),
     }),
   })
-  .meta({ id: "TableRowsPage", description: "One page of an input table's rows, in creation order" });
+  .meta({ id: "TableRowsPage", description: "One page of an input table's rows, in creation order or sorted" });
 
 export const tableRowDeletedSchema = z.object({ deleted: z.literal(true) }).meta({ id: "TableRowDeleted" });
 

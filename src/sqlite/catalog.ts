@@ -1,11 +1,15 @@
 import type Database from "better-sqlite3";
 import { matchesFilters, selectColumns } from "../domain/rows.js";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
+import type { RowKey, SortKey } from "../domain/row-query.js";
+import { keyOf } from "../domain/row-query-order.js";
+import { afterSql, conditionSql, orderSql, raw, renderPositional, Sql, sql } from "../domain/row-query-sql.js";
 import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";
 import { bulkRowWriter } from "./bulk-rows.js";
 import { catalogWrites } from "./catalog-writes.js";
 import { parseJson, rowKey, type SqliteHandle } from "./db.js";
 import { idPageQuery } from "./identity.js";
+import { sqliteRowDialect } from "./row-query.js";
 
 /** Rows fetched per step of a streamed read. */
 const BATCH = 500;
@@ -71,7 +75,7 @@ export function sqliteCatalog(handle: SqliteHandle): CatalogStore & CatalogWrite
   // when another process publishes a bulk write in between (a streamed page takes its own).
   const read = db.transaction((datasetId: string, query: RowQuery): RowPage => {
     const at = positions.get(datasetId);
-    if (!at) return { totalRows: 0, rows: empty(), rowsJson: empty() };
+    if (!at) return { totalRows: 0, rows: empty(), rowsJson: empty(), lastKey: () => null };
     return readRows(handle, at, query);
   });
 
@@ -118,96 +122,163 @@ interface Positions {
   next_position: number;
 }
 
-/** A read split into what SQL can filter and what only JSON equality in JS can (object/array values, odd column names). */
+/**
+ * A read split into what SQL can filter and what only JSON equality in JS can
+ * (object/array filter values, odd column names), with the compiled `where`
+ * and the sort (empty: stored order).
+ */
 interface ReadPlan {
   at: Positions;
   where: string;
   params: unknown[];
   residual: Record<string, unknown> | null;
+  condition: Sql | null;
+  sort: SortKey[];
 }
+
+/** A stored row as a read fetches it. */
+interface Fetched {
+  position: number;
+  data: string;
+}
+
+/** Where the next batch starts: after a position (stored order) or after a row key (sorted). */
+type Resume = { position: number } | { key: RowKey | null };
+
+const DIALECT = sqliteRowDialect("data", "position");
 
 function readRows(handle: SqliteHandle, at: Positions, query: RowQuery): RowPage {
   const { where, params, residual } = compileFilters(query.filters);
-  const plan: ReadPlan = { at, where, params, residual };
+  const plan: ReadPlan = {
+    at,
+    where,
+    params,
+    residual,
+    condition: query.where ? conditionSql(query.where, DIALECT) : null,
+    sort: query.sort ?? [],
+  };
   const totalRows = countRows(handle.db, plan);
-  if (query.limit !== null && query.limit <= 0) return { totalRows, rows: empty(), rowsJson: empty() };
-  let texts: () => AsyncIterable<string>;
+  const last: { row: Fetched | null } = { row: null };
+  const lastKey = () => (last.row === null ? null : keyOf(parseJson<Row>(last.row.data), last.row.position, plan.sort));
+  if (query.limit !== null && query.limit <= 0) return { totalRows, rows: empty(), rowsJson: empty(), lastKey };
+  let fetched: () => AsyncIterable<Fetched>;
   if (residual === null && query.limit !== null && query.limit <= SMALL_READ) {
     // One query on the writer connection: consistent by construction and cheap.
-    const batch = pageStatement(handle.db, plan).all(...pageParams(plan, afterFor(plan, query.offset), query.limit, sqlOffsetFor(plan, query.offset)));
-    texts = () => fromBatch(batch);
+    const batch = fetchBatch(handle.db, plan, startOf(plan, query), query.limit, sqlOffsetFor(plan, query.offset));
+    fetched = () => fromBatch(batch);
   } else {
-    texts = () => streamTexts(handle, plan, query);
+    fetched = () => streamRows(handle, plan, query);
   }
-  const page: RowPage = { totalRows, rows: parsed(texts(), query.columns) };
+  const page: RowPage = { totalRows, rows: parsed(tracked(fetched(), last), query.columns), lastKey };
   // Stored text is JSON.stringify of the row, so without a projection it is the row's JSON as is.
-  if (query.columns === null) page.rowsJson = texts();
+  if (query.columns === null) page.rowsJson = texts(tracked(fetched(), last));
   return page;
 }
 
+function isPlain(plan: ReadPlan): boolean {
+  return plan.where === "" && plan.residual === null && plan.condition === null;
+}
+
 function countRows(db: Database.Database, plan: ReadPlan): number {
-  if (plan.where === "" && plan.residual === null) return plan.at.next_position - plan.at.first_position;
+  if (isPlain(plan)) return plan.at.next_position - plan.at.first_position;
   // Bounded by the window on both sides: rows below it (a replace's old rows, not yet swept) and
   // above it (a bulk write's staged rows) are not the dataset's.
-  const sql = `SELECT ${plan.residual ? "data" : "count(*) AS n"} FROM dataset_rows
-    WHERE row_key >= ? AND row_key < ? ${plan.where}`;
   const low = rowKey(plan.at.seq, plan.at.first_position);
   const high = rowKey(plan.at.seq, plan.at.next_position);
+  const { text, params } = renderPositional(
+    sql`SELECT ${raw(plan.residual ? "data" : "count(*) AS n")} FROM dataset_rows WHERE row_key >= ${low} AND row_key < ${high} ${conditionsOf(plan)}`,
+  );
   if (!plan.residual) {
-    return (db.prepare(sql).get(low, high, ...plan.params) as { n: number }).n;
+    return (db.prepare(text).get(...params) as { n: number }).n;
   }
   let n = 0;
-  for (const r of db.prepare(sql).iterate(low, high, ...plan.params) as Iterable<{ data: string }>) {
+  for (const r of db.prepare(text).iterate(...params) as Iterable<{ data: string }>) {
     if (matchesFilters(parseJson(r.data), plan.residual)) n++;
   }
   return n;
 }
 
-/** Without filters the row at offset k sits at position first + k: skip by key, not by scanning. */
-function afterFor(plan: ReadPlan, offset: number): number {
-  return plan.where === "" && plan.residual === null ? plan.at.first_position + offset - 1 : plan.at.first_position - 1;
+/** The filters and the `where` of a read as one fragment (`AND …` each). */
+function conditionsOf(plan: ReadPlan): Sql {
+  // compileFilters' SQL holds no literal "?": its placeholders are its params, in order.
+  const filters = new Sql(plan.where.split("?"), plan.params);
+  return plan.condition === null ? filters : sql`${filters} AND ${plan.condition}`;
 }
 
+/**
+ * Where a read starts. In stored order without conditions the row at
+ * offset k after position p sits at p + 1 + k (positions are dense): skip
+ * by key, not by scanning. A cursor's position from before a replace is
+ * below the window: the read starts at its beginning.
+ */
+function startOf(plan: ReadPlan, query: RowQuery): Resume {
+  if (plan.sort.length > 0) return { key: query.after ?? null };
+  const from = Math.max(plan.at.first_position - 1, query.after?.position ?? -Infinity);
+  return { position: isPlain(plan) ? from + query.offset : from };
+}
+
+/** The offset SQL skips: none when `startOf` made it a position, or when JS filters (and skips) rows. */
 function sqlOffsetFor(plan: ReadPlan, offset: number): number {
-  return plan.where !== "" && plan.residual === null ? offset : 0;
+  return (isPlain(plan) && plan.sort.length === 0) || plan.residual !== null ? 0 : offset;
 }
 
-function pageStatement(db: Database.Database, plan: ReadPlan): Database.Statement<unknown[], { position: number; data: string }> {
-  return db.prepare(
-    `SELECT position, data FROM dataset_rows
-     WHERE row_key > ? AND row_key < ? ${plan.where}
-     ORDER BY row_key LIMIT ? OFFSET ?`,
+/** One batch of the read from `resume` on, in its order. */
+function fetchBatch(db: Database.Database, plan: ReadPlan, resume: Resume, limit: number, offset: number): Fetched[] {
+  const low = rowKey(plan.at.seq, plan.at.first_position);
+  const high = rowKey(plan.at.seq, plan.at.next_position);
+  if ("position" in resume) {
+    const after = rowKey(plan.at.seq, Math.max(resume.position, plan.at.first_position - 1));
+    const { text, params } = renderPositional(
+      sql`SELECT position, data FROM dataset_rows WHERE row_key > ${after} AND row_key < ${high} ${conditionsOf(plan)}
+          ORDER BY row_key LIMIT ${limit} OFFSET ${offset}`,
+    );
+    return db.prepare<unknown[], Fetched>(text).all(...params);
+  }
+  const after = resume.key === null ? raw("") : sql`AND ${afterSql(plan.sort, resume.key, DIALECT)}`;
+  const { text, params } = renderPositional(
+    sql`SELECT position, data FROM dataset_rows WHERE row_key >= ${low} AND row_key < ${high} ${conditionsOf(plan)} ${after}
+        ORDER BY ${orderSql(plan.sort, DIALECT)} LIMIT ${limit} OFFSET ${offset}`,
   );
+  return db.prepare<unknown[], Fetched>(text).all(...params);
 }
 
-function pageParams(plan: ReadPlan, after: number, limit: number, offset: number): unknown[] {
-  return [rowKey(plan.at.seq, after), rowKey(plan.at.seq, plan.at.next_position), ...plan.params, limit, offset];
+/** The rows of a page already read. */
+async function* fromBatch(batch: readonly Fetched[]): AsyncGenerator<Fetched> {
+  yield* batch;
 }
 
-/** The stored JSON texts of a page already read. */
-async function* fromBatch(batch: readonly { data: string }[]): AsyncGenerator<string> {
-  for (const r of batch) yield r.data;
+/** Remembers the last row that went by (for `lastKey`). */
+async function* tracked(rows: AsyncIterable<Fetched>, last: { row: Fetched | null }): AsyncGenerator<Fetched> {
+  for await (const row of rows) {
+    last.row = row;
+    yield row;
+  }
+}
+
+async function* texts(rows: AsyncIterable<Fetched>): AsyncGenerator<string> {
+  for await (const row of rows) yield row.data;
 }
 
 /** Rows parsed from JSON text are fresh objects, owned by the caller; `__proto__` in them is an own data key. */
-async function* parsed(texts: AsyncIterable<string>, columns: string[] | null): AsyncGenerator<Row> {
-  for await (const text of texts) {
-    const row = parseJson<Row>(text);
+async function* parsed(rows: AsyncIterable<Fetched>, columns: string[] | null): AsyncGenerator<Row> {
+  for await (const { data } of rows) {
+    const row = parseJson<Row>(data);
     yield columns === null ? row : selectColumns(row, columns);
   }
 }
 
 /**
- * A large read in keyset batches, as the stored JSON texts. On a file
- * database the batches run in one read transaction on a borrowed read-only
- * connection, so the whole read sees one snapshot (a concurrent refresh is
- * seen entirely or not at all) and the writer stays free. `:memory:` has no
- * second connection: batches run on the writer, between other requests.
- * Nothing is borrowed until the first row is asked for; the window is read
- * again in that snapshot, so a bulk write published in between is read
- * whole (its rows, not the old ones being swept).
+ * A large read in keyset batches. On a file database the batches run in
+ * one read transaction on a borrowed read-only connection, so the whole
+ * read sees one snapshot (a concurrent refresh is seen entirely or not at
+ * all) and the writer stays free. `:memory:` has no second connection:
+ * batches run on the writer, between other requests. Nothing is borrowed
+ * until the first row is asked for; the window is read again in that
+ * snapshot, so a bulk write published in between is read whole (its rows,
+ * not the old ones being swept). Each batch continues after the last row
+ * of the one before: by position in stored order, by row key when sorted.
  */
-async function* streamTexts(handle: SqliteHandle, asked: ReadPlan, query: RowQuery): AsyncGenerator<string> {
+async function* streamRows(handle: SqliteHandle, asked: ReadPlan, query: RowQuery): AsyncGenerator<Fetched> {
   const reader = handle.borrowReader();
   const conn = reader ?? handle.db;
   try {
@@ -215,22 +286,22 @@ async function* streamTexts(handle: SqliteHandle, asked: ReadPlan, query: RowQue
     const at = conn.prepare<[string], Positions>("SELECT id, seq, first_position, next_position FROM datasets WHERE id = ?").get(asked.at.id);
     if (!at || at.seq !== asked.at.seq) return;
     const plan: ReadPlan = { ...asked, at };
-    const stmt = pageStatement(conn, plan);
-    let after = afterFor(plan, query.offset);
+    let resume = startOf(plan, query);
     let sqlOffset = sqlOffsetFor(plan, query.offset);
     let skip = plan.residual ? query.offset : 0;
     let remaining = query.limit ?? Number.POSITIVE_INFINITY;
     while (remaining > 0) {
-      const batch = stmt.all(...pageParams(plan, after, BATCH, sqlOffset));
+      const batch = fetchBatch(conn, plan, resume, BATCH, sqlOffset);
       sqlOffset = 0;
+      const end = batch.at(-1);
+      if (end) resume = plan.sort.length > 0 ? { key: keyOf(parseJson<Row>(end.data), end.position, plan.sort) } : { position: end.position };
       for (const r of batch) {
-        after = r.position;
         if (plan.residual && !matchesFilters(parseJson<Row>(r.data), plan.residual)) continue;
         if (skip > 0) {
           skip--;
           continue;
         }
-        yield r.data;
+        yield r;
         if (--remaining <= 0) break;
       }
       if (batch.length < BATCH) break;

@@ -1,5 +1,6 @@
 import Database from "better-sqlite3";
 import { migrate } from "./migrations.js";
+import { registerRowQueryFunctions } from "./row-query.js";
 
 export interface SqliteStorageOptions {
   /** A database file (created when missing, with its directory's WAL files beside it) or `:memory:`. */
@@ -79,6 +80,7 @@ function openReader(path: string, busyTimeoutMs: number): Database.Database {
 
 function configure(db: Database.Database, busyTimeoutMs: number): void {
   db.pragma(`busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
+  registerRowQueryFunctions(db);
 }
 
 /** JSON text from the database back to a value; objects come back as plain JSON objects (keys like `__proto__` are own data). */

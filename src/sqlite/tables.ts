@@ -6,6 +6,7 @@ import { changedSince, newRow, nextUpdatedAt, patchedRow } from "../domain/table
 import { appendAuditStatement } from "./audit.js";
 import { parseJson, parseJsonOrNull, type SqliteHandle, writeTransaction } from "./db.js";
 import { idPageQuery } from "./identity.js";
+import { queriedTableRows } from "./row-query.js";
 
 interface TableRow {
   id: string;
@@ -41,8 +42,8 @@ export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
   const { db } = handle;
   const table = db.prepare<[string], TableRow>("SELECT * FROM input_tables WHERE id = ?");
   const count = db.prepare<[string], { n: number }>("SELECT count(*) AS n FROM table_rows WHERE table_id = ?");
-  const page = db.prepare<[string, number, number], { data: string }>(
-    "SELECT data FROM table_rows WHERE table_id = ? ORDER BY seq LIMIT ? OFFSET ?",
+  const page = db.prepare<[string, number, number], { seq: number; data: string }>(
+    "SELECT seq, data FROM table_rows WHERE table_id = ? ORDER BY seq LIMIT ? OFFSET ?",
   );
   const editLog = db.prepare<[string, number, number], EditLogRow>(
     "SELECT * FROM edit_log WHERE table_id = ? ORDER BY seq LIMIT ? OFFSET ?",
@@ -70,11 +71,18 @@ export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
     async deleteTable(id) {
       return tableWrites.remove(id);
     },
-    async listTableRows(tableId, { offset, limit }) {
-      return db.transaction(() => ({
-        totalRows: count.get(tableId)?.n ?? 0,
-        rows: page.all(tableId, Math.max(0, limit), Math.max(0, offset)).map((r) => parseJson<Row>(r.data)),
-      }))();
+    async listTableRows(tableId, query) {
+      const { offset, limit } = query;
+      if (query.where || query.sort?.length || query.after) return db.transaction(() => queriedTableRows(db, tableId, query))();
+      return db.transaction(() => {
+        const found = page.all(tableId, Math.max(0, limit), Math.max(0, offset));
+        const end = found.at(-1);
+        return {
+          totalRows: count.get(tableId)?.n ?? 0,
+          rows: found.map((r) => parseJson<Row>(r.data)),
+          lastKey: end ? { values: [], position: end.seq } : null,
+        };
+      })();
     },
     async getTableRow(tableId, rowId) {
       const row = one.get(tableId, rowId);

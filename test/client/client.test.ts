@@ -57,7 +57,7 @@ describe("client against the API (api.fetch, no network)", () => {
     expect(one).toMatchObject({ id: "ds_orders", rowCount: 5, writable: false });
   });
 
-  it("pages /datasets/{id}/rows with offset until hasMore is false", async () => {
+  it("pages /datasets/{id}/rows with cursors until hasMore is false", async () => {
     const { api } = await setup();
     const spy = fakeFetch((request) => api.fetch(request));
     const dp = createClient({ baseUrl: BASE, token: TOKENS.sync, fetch: spy.fetch });
@@ -65,10 +65,11 @@ describe("client against the API (api.fetch, no network)", () => {
     for await (const row of dp.datasets.iterateRows<{ order_id: string }>("ds_orders", { pageSize: 2, columns: ["order_id"] })) rows.push(row);
     expect(rows.map((r) => r.order_id)).toEqual(["A-1", "A-2", "A-3", "A-4", "A-5"]);
     expect(rows[0]).toEqual({ order_id: "A-1" });
-    expect(spy.requests.map((r) => new URL(r.url).search)).toEqual([
-      "?maxRows=2&offset=0&columns=order_id",
-      "?maxRows=2&offset=2&columns=order_id",
-      "?maxRows=2&offset=4&columns=order_id",
+    const searches = spy.requests.map((r) => new URL(r.url).searchParams);
+    expect(searches.map((q) => [q.get("maxRows"), q.get("columns"), q.get("offset"), q.has("cursor")])).toEqual([
+      ["2", "order_id", null, false],
+      ["2", "order_id", null, true],
+      ["2", "order_id", null, true],
     ]);
   });
 

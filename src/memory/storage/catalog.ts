@@ -1,6 +1,8 @@
 import { matchesFilters, selectColumns, tableAsDataset } from "../../domain/rows.js";
 import type { ConnectionRecord, DatasetRecord, Row } from "../../domain/model.js";
-import type { CatalogStore, CatalogWrites, RowQuery } from "../../ports/storage/catalog.js";
+import type { RowKey } from "../../domain/row-query.js";
+import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../../ports/storage/catalog.js";
+import { queriedRows } from "./row-query.js";
 import { compare, pageById } from "./order.js";
 import { cloneJson, type MemoryState } from "./state.js";
 
@@ -58,8 +60,11 @@ export function memoryCatalog(state: MemoryState): CatalogStore & CatalogWrites 
     },
     async readDatasetRows(datasetId, query) {
       const rows = state.datasetRows.get(datasetId) ?? [];
+      if (query.where || query.sort?.length || query.after) return queriedRows(rows, state.rowsTrimmed.get(rows) ?? 0, query);
       const totalRows = query.filters ? rows.reduce((n, r) => n + (matchesFilters(r, query.filters) ? 1 : 0), 0) : rows.length;
-      return { totalRows, rows: pageOf(rows, query, () => state.rowsTrimmed.get(rows) ?? 0) };
+      const last: { key: RowKey | null } = { key: null };
+      const page: RowPage = { totalRows, rows: pageOf(rows, query, () => state.rowsTrimmed.get(rows) ?? 0, last), lastKey: () => last.key };
+      return page;
     },
     async replaceDatasetRows(datasetId, data) {
       const found = state.datasets.get(datasetId);
@@ -135,7 +140,7 @@ function webhookEndpointId(connection: ConnectionRecord): string | null {
  * absolute (index + rows trimmed so far), so retention trimming the front
  * while a read is under way neither repeats nor skips a retained row.
  */
-async function* pageOf(rows: readonly Row[], query: RowQuery, trimmed: () => number): AsyncGenerator<Row> {
+async function* pageOf(rows: readonly Row[], query: RowQuery, trimmed: () => number, last: { key: RowKey | null }): AsyncGenerator<Row> {
   let skipped = 0;
   let returned = 0;
   const limit = query.limit ?? Number.POSITIVE_INFINITY;
@@ -152,6 +157,7 @@ async function* pageOf(rows: readonly Row[], query: RowQuery, trimmed: () => num
         continue;
       }
     }
+    last.key = { values: [], position };
     yield selectColumns(row, query.columns);
     if (++returned >= limit) return;
   }

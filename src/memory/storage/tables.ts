@@ -3,6 +3,7 @@ import { changedSince, newRow, nextUpdatedAt, patchedRow } from "../../domain/ta
 import type { EditLogEntry, StoredResponse, TableStore, TableWrites } from "../../ports/storage/tables.js";
 import { appendAuditEntry, assertNewAuditId } from "./audit.js";
 import { pageById } from "./order.js";
+import { queriedTableRows } from "./row-query.js";
 import { cloneJson, type MemoryState } from "./state.js";
 
 interface Claim {
@@ -53,9 +54,8 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
       return pageById(state.tables.values(), page).map(cloneJson);
     },
 
-    async listTableRows(tableId, page) {
-      const rows = state.tableRows.get(tableId) ?? [];
-      return { totalRows: rows.length, rows: rows.slice(page.offset, page.offset + page.limit).map(cloneJson) };
+    async listTableRows(tableId, query) {
+      return queriedTableRows(state.tableRows.get(tableId) ?? [], query);
     },
 
     async getTableRow(tableId, rowId) {

@@ -1,12 +1,22 @@
 import type { Column, ConnectionRecord, DatasetRecord, Row } from "../../domain/model.js";
+import type { RowCondition, RowKey, SortKey } from "../../domain/row-query.js";
 import type { IdPage, PutResult } from "./identity.js";
+
+export type { RowCondition, RowKey, SortKey };
 
 /**
  * A read of dataset rows, pushed down to storage. Rows come in stored order
- * (upload order; webhook rows by arrival).
+ * (upload order; webhook rows by arrival), or sorted by `sort`.
+ *
+ * `where`, `sort` and `after` mean what ../shared/row-queries.md says, on
+ * every store alike (`src/domain/row-query-order.ts` is the reference):
+ * JSON kinds never coerce, nulls and absent values sort last both ways, ties
+ * go by stored position ascending. A store MUST evaluate them itself, not by
+ * loading the dataset into the process (the memory store, which holds every
+ * row anyway, excepted).
  */
 export interface RowQuery {
-  /** Rows to skip (after filtering). */
+  /** Rows to skip (after filtering, after `after`). */
   offset: number;
   /** Maximum rows; null means all remaining rows. */
   limit: number | null;
@@ -14,10 +24,20 @@ export interface RowQuery {
   columns: string[] | null;
   /** Exact matches: JSON equality of the stored value. null means no filter. */
   filters: Record<string, unknown> | null;
+  /** Conditions (AND with `filters`); absent or null means none. Column names checked by the caller. */
+  where?: RowCondition | null;
+  /** Sort columns; absent, null or empty means stored order. */
+  sort?: SortKey[] | null;
+  /**
+   * Keyset paging: only rows strictly after this key in the read's order
+   * (its `values` are the sort columns' values, `position` the stored
+   * position `lastKey` reported). Absent or null: from the first row.
+   */
+  after?: RowKey | null;
 }
 
 export interface RowPage {
-  /** Rows matching `filters` (ignoring offset and limit). */
+  /** Rows matching `filters` and `where` (ignoring `after`, offset and limit). */
   totalRows: number;
   /**
    * The page, produced lazily so a large read can be streamed: an
@@ -31,6 +51,14 @@ export interface RowPage {
    * each row. Equally lazy. A caller consumes `rows` OR `rowsJson`, never both.
    */
   rowsJson?: AsyncIterable<string>;
+  /**
+   * Once `rows` or `rowsJson` has been read (wholly or in part), the key of
+   * the last row it yielded (its sort values and stored position), which a
+   * later read passes as `after` to continue right behind it; null when it
+   * yielded none. Positions are the store's: stable while nobody writes the
+   * dataset, growing with appends.
+   */
+  lastKey(): RowKey | null;
 }
 
 /** Connections and datasets. Input tables are datasets of type `input_table`. */

@@ -1,5 +1,28 @@
 import type { Actor, AuditEvent, Row, TableRecord } from "../../domain/model.js";
+import type { RowCondition, RowKey, SortKey } from "../../domain/row-query.js";
 import type { IdPage, PutResult } from "./identity.js";
+
+/**
+ * A page of an input table's rows: `offset` and `limit` as always; `where`,
+ * `sort` and `after` as `RowQuery` of the catalog says (the same meaning on
+ * every store; `_id`, `_createdAt` and `_updatedAt` are columns like the
+ * others).
+ */
+export interface TableRowsQuery {
+  offset: number;
+  limit: number;
+  where?: RowCondition | null;
+  sort?: SortKey[] | null;
+  after?: RowKey | null;
+}
+
+export interface TableRowsPage {
+  /** Rows matching `where` (ignoring `after`, offset and limit). */
+  totalRows: number;
+  rows: Row[];
+  /** The key of the last row of `rows` (sort values and stored position), for a later `after`; null when `rows` is empty. */
+  lastKey: RowKey | null;
+}
 
 export type EditOp = "create" | "update" | "delete";
 
@@ -51,8 +74,8 @@ export interface TableStore {
   getTable(id: string): Promise<TableRecord | null>;
   /** Every input table, by id (the admin listing). */
   listTables(page: IdPage): Promise<TableRecord[]>;
-  /** Stored order (creation order); `totalRows` counts the whole table. */
-  listTableRows(tableId: string, page: { offset: number; limit: number }): Promise<{ totalRows: number; rows: Row[] }>;
+  /** Stored order (creation order) unless sorted; `totalRows` counts the matching rows. */
+  listTableRows(tableId: string, page: TableRowsQuery): Promise<TableRowsPage>;
   /** One row by `_id`, or null. */
   getTableRow(tableId: string, rowId: string): Promise<Row | null>;
   /**

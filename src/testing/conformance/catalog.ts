@@ -2,6 +2,8 @@ import { describe, expect, it } from "vitest";
 import type { Column, ConnectionRecord, DatasetRecord, Row } from "../../domain/model.js";
 import type { Storage } from "../../ports/storage.js";
 import type { DatasetRowsWrite, RowQuery } from "../../ports/storage/catalog.js";
+import type { RowCondition } from "../../domain/row-query.js";
+import { compareKeys, keyOf } from "../../domain/row-query-order.js";
 import { type ConformanceOptions, readAllPages, seededStore, type StorageFactory, tick } from "./harness.js";
 import { webhookFixture } from "./webhooks.js";
 
@@ -80,6 +82,57 @@ function bulk(store: Storage, datasetId: string, mode: DatasetRowsWrite["mode"],
 }
 
 const nb = (prefix: string, n: number): Row[] => Array.from({ length: n }, (_, i) => ({ order_id: `${prefix}-${i + 1}`, amount: i + 1, note: prefix }));
+
+
+/** Rows of several JSON kinds per column, for `where` and `sort` (positions 0–7). */
+const MIXED: Row[] = [
+  { id: "r0", amount: 10, name: "apple", flag: true, tags: ["a"] },
+  { id: "r1", amount: 2.5, name: "Banana", flag: false },
+  { id: "r2", amount: null, name: "cherry", flag: true },
+  { id: "r3", name: "apricot" },
+  { id: "r4", amount: "10", name: "", flag: null },
+  { id: "r5", amount: 10, name: "éclair", flag: false, tags: { k: 1 } },
+  { id: "r6", amount: -1, name: "😀 smile", flag: true },
+  { id: "r7", amount: true, name: "\uffff end" },
+];
+const MIXED_COLUMNS: Column[] = ["id", "amount", "name", "flag", "tags"].map((name) => ({ name, type: "string" }));
+
+/** A new upload dataset holding `rows`. */
+async function datasetWith(store: Storage, id: string, rows: readonly Row[], columns: Column[] = MIXED_COLUMNS): Promise<void> {
+  await store.catalog.putDataset({
+    id,
+    teamId: "team_ops",
+    name: id,
+    type: "upload",
+    connectionId: null,
+    source: null,
+    columns,
+    rowCount: 0,
+    lastRefreshedAt: null,
+    updatedAt: UPDATED_AT,
+  });
+  await store.catalog.writeDatasetRows({ datasetId: id, mode: "replace", rows: stream(rows), columns: () => columns, updatedAt: UPDATED_AT });
+}
+
+/** The ids of a query's page on `ds_mixed`, with its total. */
+async function idsOf(store: Storage, query: Partial<RowQuery>): Promise<{ total: number; ids: unknown[] }> {
+  const page = await store.catalog.readDatasetRows("ds_mixed", { ...all, ...query });
+  return { total: page.totalRows, ids: (await collect(page.rows)).map((r) => r.id) };
+}
+
+/** Every row of a query, page by page through `lastKey` / `after`. */
+async function pageThrough(store: Storage, datasetId: string, query: Partial<RowQuery>, size: number): Promise<Row[]> {
+  const out: Row[] = [];
+  let after: RowQuery["after"] = null;
+  for (let pages = 0; pages < 10_000; pages++) {
+    const page = await store.catalog.readDatasetRows(datasetId, { ...all, ...query, limit: size, after });
+    const rows = await collect(page.rows);
+    out.push(...rows);
+    if (rows.length < size) return out;
+    after = page.lastKey();
+  }
+  throw new Error("paging did not end");
+}
 
 export function describeCatalogConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
   describe.skipIf(!!options.skip)(`${name}: catalog`, () => {
@@ -431,6 +484,149 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
       if (appended === 4) expect(final).toEqual([...nb("R", 2), ...nb("A", 2)]);
       else expect([appended, final]).toEqual([3, nb("R", 2)]);
       expect((await store.catalog.getDataset("ds_secret"))!.rowCount).toBe(final.length);
+    });
+
+    describe("row queries (where, sort, after)", () => {
+      const mixed = async () => {
+        const store = await seeded();
+        await datasetWith(store, "ds_mixed", MIXED);
+        return store;
+      };
+      const test = (column: string, op: string, operand: unknown) => ({ kind: "test", column, op, operand }) as RowCondition;
+
+      it("compares by JSON kind: numbers never equal strings, nulls and absent values never match ne, nin or a comparison", async () => {
+        const store = await mixed();
+        const cases: Array<[RowCondition, string[]]> = [
+          [test("amount", "eq", 10), ["r0", "r5"]],
+          [test("amount", "eq", "10"), ["r4"]],
+          [test("amount", "eq", null), ["r2", "r3"]],
+          [test("amount", "ne", 10), ["r1", "r4", "r6", "r7"]],
+          [test("amount", "ne", null), ["r0", "r1", "r4", "r5", "r6", "r7"]],
+          [test("amount", "gt", 2.5), ["r0", "r5"]],
+          [test("amount", "gte", 2.5), ["r0", "r1", "r5"]],
+          [test("amount", "lt", 0), ["r6"]],
+          [test("amount", "lte", 10), ["r0", "r1", "r5", "r6"]],
+          [test("amount", "gt", "1"), ["r4"]],
+          [test("name", "gt", "b"), ["r2", "r5", "r6", "r7"]],
+          [test("name", "lt", "B"), ["r4"]],
+          [test("amount", "in", [10, "10"]), ["r0", "r4", "r5"]],
+          [test("amount", "in", [null, 2.5]), ["r1", "r2", "r3"]],
+          [test("amount", "nin", [10, null]), ["r1", "r4", "r6", "r7"]],
+          [test("amount", "in", [true]), ["r7"]],
+          [test("tags", "in", [["a"]]), ["r0"]],
+          [test("tags", "eq", { k: 1 }), ["r5"]],
+          [test("tags", "ne", ["a"]), ["r5"]],
+          [test("flag", "eq", true), ["r0", "r2", "r6"]],
+          [test("flag", "eq", false), ["r1", "r5"]],
+          [test("flag", "isNull", true), ["r3", "r4", "r7"]],
+          [test("flag", "isNull", false), ["r0", "r1", "r2", "r5", "r6"]],
+          [test("name", "contains", "an"), ["r1"]],
+          [test("name", "contains", "AN"), []],
+          [test("name", "startsWith", "ap"), ["r0", "r3"]],
+          [test("name", "startsWith", "😀"), ["r6"]],
+          [test("amount", "contains", "1"), ["r4"]],
+        ];
+        for (const [where, ids] of cases) {
+          expect({ where, ...(await idsOf(store, { where })) }).toEqual({ where, total: ids.length, ids });
+        }
+      });
+
+      it("combines and/or with each other, with several operators of one column and with filters", async () => {
+        const store = await mixed();
+        const where: RowCondition = {
+          kind: "all",
+          of: [{ kind: "any", of: [test("amount", "gt", 5), test("name", "startsWith", "ch")] }, test("flag", "eq", true)],
+        };
+        expect(await idsOf(store, { where })).toEqual({ total: 2, ids: ["r0", "r2"] });
+        expect(await idsOf(store, { where: { kind: "all", of: [test("amount", "gte", 0), test("amount", "lt", 10)] } })).toEqual({ total: 1, ids: ["r1"] });
+        expect(await idsOf(store, { where: { kind: "all", of: [] } })).toEqual({ total: 8, ids: MIXED.map((r) => r.id) });
+        expect(await idsOf(store, { where: test("amount", "eq", 10), filters: { flag: false } })).toEqual({ total: 1, ids: ["r5"] });
+        expect(await idsOf(store, { where: test("flag", "isNull", false), offset: 1, limit: 2 })).toEqual({ total: 5, ids: ["r1", "r2"] });
+      });
+
+      it("sorts numbers before strings before booleans before objects and arrays, nulls last both ways, ties by stored order", async () => {
+        const store = await mixed();
+        const sorted = async (...sort: Array<[string, boolean]>) =>
+          (await idsOf(store, { sort: sort.map(([column, descending]) => ({ column, descending })) })).ids;
+        expect(await sorted(["amount", false])).toEqual(["r6", "r1", "r0", "r5", "r4", "r7", "r2", "r3"]);
+        expect(await sorted(["amount", true])).toEqual(["r7", "r4", "r0", "r5", "r1", "r6", "r2", "r3"]);
+        // Code point order: "B" < "a", and U+FFFF before U+1F600 (UTF-16 order would say otherwise).
+        expect(await sorted(["name", false])).toEqual(["r4", "r1", "r0", "r3", "r2", "r5", "r7", "r6"]);
+        expect(await sorted(["flag", false], ["name", true])).toEqual(["r5", "r1", "r6", "r2", "r0", "r7", "r3", "r4"]);
+        expect(await sorted(["tags", false])).toEqual(["r0", "r5", "r1", "r2", "r3", "r4", "r6", "r7"]);
+        const page = await store.catalog.readDatasetRows("ds_mixed", {
+          ...all,
+          where: test("amount", "ne", null),
+          sort: [{ column: "amount", descending: true }],
+          columns: ["name"],
+          offset: 1,
+          limit: 3,
+        });
+        expect(page.totalRows).toBe(6);
+        expect(await collect(page.rows)).toEqual([{ name: "" }, { name: "apple" }, { name: "éclair" }]);
+        // The key of the last row: its sort value (a column not selected) and its stored position.
+        expect(page.lastKey()).toEqual({ values: [10], position: expect.any(Number) });
+      });
+
+      it("continues after a key: cursor pages visit every matching row once, in order, sorted or not", async () => {
+        const store = await mixed();
+        const queries: Array<Partial<RowQuery>> = [
+          {},
+          { sort: [{ column: "amount", descending: false }] },
+          { sort: [{ column: "flag", descending: true }, { column: "amount", descending: false }] },
+          { where: test("amount", "ne", null), sort: [{ column: "amount", descending: true }] },
+          { where: test("name", "gt", "a"), filters: { flag: true } },
+        ];
+        for (const query of queries) {
+          const whole = (await idsOf(store, query)).ids;
+          for (const size of [1, 3]) {
+            expect({ query, size, ids: (await pageThrough(store, "ds_mixed", query, size)).map((r) => r.id) }).toEqual({ query, size, ids: whole });
+          }
+        }
+        const first = await store.catalog.readDatasetRows("ds_mixed", { ...all, limit: 2, sort: [{ column: "name", descending: false }] });
+        await collect(first.rows);
+        const after = first.lastKey();
+        expect(after?.values).toEqual(["Banana"]);
+        const next = await store.catalog.readDatasetRows("ds_mixed", { ...all, limit: 2, offset: 1, sort: [{ column: "name", descending: false }], after });
+        expect(next.totalRows).toBe(8);
+        expect((await collect(next.rows)).map((r) => r.id)).toEqual(["r3", "r2"]);
+        expect((await store.catalog.readDatasetRows("ds_mixed", { ...all, limit: 0 })).lastKey()).toBeNull();
+      });
+
+      it("pages in stored order past rows appended meanwhile: no row twice, none missed", async () => {
+        const store = await mixed();
+        const first = await store.catalog.readDatasetRows("ds_mixed", { ...all, limit: 5 });
+        expect((await collect(first.rows)).map((r) => r.id)).toEqual(["r0", "r1", "r2", "r3", "r4"]);
+        await bulk(store, "ds_mixed", "append", stream([{ id: "r8", amount: 3 }]), MIXED_COLUMNS).done;
+        const rest = await store.catalog.readDatasetRows("ds_mixed", { ...all, limit: 10, after: first.lastKey() });
+        expect((await collect(rest.rows)).map((r) => r.id)).toEqual(["r5", "r6", "r7", "r8"]);
+      });
+
+      it("streams long sorted and filtered reads in the same order as short pages", async () => {
+        const store = await seeded();
+        const rows: Row[] = Array.from({ length: 2600 }, (_, i) => ({ id: i, g: i % 7 === 3 ? null : i % 7, s: `v${(i * 7919) % 1000}` }));
+        const columns: Column[] = ["id", "g", "s"].map((name) => ({ name, type: "string" }));
+        await datasetWith(store, "ds_long", rows, columns);
+        const sort = [{ column: "g", descending: true }, { column: "s", descending: false }];
+        const where = test("id", "gte", 100);
+        const expected = rows
+          .map((row, i) => ({ row, key: keyOf(row, i, sort) }))
+          .filter(({ row }) => (row.id as number) >= 100)
+          .sort((a, b) => compareKeys(a.key, b.key, sort))
+          .map(({ row }) => row.id);
+        const page = await store.catalog.readDatasetRows("ds_long", { ...all, where, sort, offset: 5 });
+        expect(page.totalRows).toBe(2500);
+        const read = (await collect(page.rows)).map((r) => r.id);
+        expect(read).toEqual(expected.slice(5));
+        expect(page.lastKey()).toMatchObject({ values: [null, expect.any(String)] });
+        const paged = (await pageThrough(store, "ds_long", { where, sort }, 1100)).map((r) => r.id);
+        expect(paged).toEqual(expected);
+        // Unsorted, past a cursor, longer than a batch.
+        const half = await store.catalog.readDatasetRows("ds_long", { ...all, limit: 1300 });
+        await collect(half.rows);
+        const rest = await store.catalog.readDatasetRows("ds_long", { ...all, after: half.lastKey() });
+        expect((await collect(rest.rows)).map((r) => r.id)).toEqual(rows.slice(1300).map((r) => r.id));
+      });
     });
   });
 }

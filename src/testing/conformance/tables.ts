@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Actor, AuditEvent, Row, TableRecord } from "../../domain/model.js";
+import type { RowCondition } from "../../domain/row-query.js";
 import type { Storage } from "../../ports/storage.js";
 import { type ConformanceOptions, readAllPages, seededStore, type StorageFactory } from "./harness.js";
 
@@ -69,7 +70,7 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       expect(await store.tables.getTable("tbl_nope")).toBeNull();
       expect(await store.tables.getTableRow("tbl_targets", "row_1")).toEqual(ROW_1);
       expect(await store.tables.getTableRow("tbl_targets", "row_nope")).toBeNull();
-      expect(await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10 })).toEqual({ totalRows: 1, rows: [ROW_1] });
+      expect(await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10 })).toMatchObject({ totalRows: 1, rows: [ROW_1] });
     });
 
     it("inserts with both stamps at now, keeps creation order and the table's rowCount", async () => {
@@ -203,6 +204,35 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       expect(await store.tables.listEditLog("tbl_targets")).toEqual(log);
     });
 
+
+    it("reads rows by where and sort, _id and stamps included, and pages after the last key", async () => {
+      const store = await seeded();
+      await insert(store, "row_2", { region: "AMER", target: 50000 }, NOW + 1000);
+      await insert(store, "row_3", { region: "APAC", target: null }, NOW + 2000);
+      await insert(store, "row_4", { region: "EMEA", target: 50000 }, NOW + 3000);
+      const ids = (rows: Row[]) => rows.map((r) => r._id);
+      const test = (column: string, op: string, operand: unknown) => ({ kind: "test", column, op, operand }) as RowCondition;
+      const targets = await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10, where: test("target", "lt", 100000) });
+      expect({ total: targets.totalRows, ids: ids(targets.rows) }).toEqual({ total: 2, ids: ["row_2", "row_4"] });
+      const byId = await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10, where: test("_id", "in", ["row_3", "row_1", "row_9"]) });
+      expect(ids(byId.rows)).toEqual(["row_1", "row_3"]);
+      const since = await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10, where: test("_createdAt", "gt", "2026-10-01T00:00:00Z") });
+      expect(ids(since.rows)).toEqual(["row_2", "row_3", "row_4"]);
+      const sort = [
+        { column: "target", descending: false },
+        { column: "_createdAt", descending: true },
+      ];
+      const sorted = await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10, sort });
+      expect({ total: sorted.totalRows, ids: ids(sorted.rows) }).toEqual({ total: 4, ids: ["row_4", "row_2", "row_1", "row_3"] });
+      const first = await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 2, sort });
+      expect(first.lastKey?.values).toEqual([50000, first.rows[1]!._createdAt]);
+      const next = await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 2, sort, after: first.lastKey });
+      expect({ total: next.totalRows, ids: ids(next.rows) }).toEqual({ total: 4, ids: ["row_1", "row_3"] });
+      const plain = await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 3 });
+      const rest = await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 3, after: plain.lastKey });
+      expect(ids(rest.rows)).toEqual(["row_4"]);
+    });
+
     describe("table writes", () => {
       const table = (id: string, over: Partial<TableRecord> = {}): TableRecord => ({
         id,
@@ -218,7 +248,7 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
         const store = await seeded();
         expect(await store.tables.putTable(table("tbl_new", { rowCount: 42 }))).toBe("created");
         expect(await store.tables.getTable("tbl_new")).toEqual(table("tbl_new"));
-        expect(await store.tables.listTableRows("tbl_new", { offset: 0, limit: 10 })).toEqual({ totalRows: 0, rows: [] });
+        expect(await store.tables.listTableRows("tbl_new", { offset: 0, limit: 10 })).toEqual({ totalRows: 0, rows: [], lastKey: null });
         expect(await store.tables.listEditLog("tbl_new")).toEqual([]);
       });
 
@@ -260,14 +290,14 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
         expect(await store.tables.deleteTable("tbl_targets")).toBe(true);
         expect(await store.tables.getTable("tbl_targets")).toBeNull();
         expect(await store.tables.getTableRow("tbl_targets", "row_1")).toBeNull();
-        expect(await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10 })).toEqual({ totalRows: 0, rows: [] });
+        expect(await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10 })).toEqual({ totalRows: 0, rows: [], lastKey: null });
         expect(await store.tables.listEditLog("tbl_targets")).toEqual([]);
         expect(await store.tables.deleteTable("tbl_targets")).toBe(false);
         expect(await store.tables.deleteTable("tbl_nope")).toBe(false);
         // Put back under the same id, it starts empty: nothing of the old table is left behind.
         expect(await store.tables.putTable(table("tbl_targets"))).toBe("created");
         expect(await store.tables.getTable("tbl_targets")).toEqual(table("tbl_targets"));
-        expect(await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10 })).toEqual({ totalRows: 0, rows: [] });
+        expect(await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10 })).toEqual({ totalRows: 0, rows: [], lastKey: null });
         expect(await store.tables.listEditLog("tbl_targets")).toEqual([]);
       });
 

@@ -1,0 +1,151 @@
+import type { RowCondition, RowKey, RowTest, SortKey } from "./row-query.js";
+import { RANK, sortTerms } from "./row-query-order.js";
+
+/**
+ * What the SQLite and PostgreSQL compilers of a row query share: SQL
+ * fragments whose values are always bound parameters, and the shape of a
+ * condition, an order and a keyset predicate. A store supplies its dialect
+ * (how a column's kind and value are read from its stored JSON).
+ */
+
+/** SQL text with bound values: `strings` around `values` (one more string than values). */
+export class Sql {
+  constructor(
+    readonly strings: readonly string[],
+    readonly values: readonly unknown[],
+  ) {}
+}
+
+/** A fragment: interpolated `Sql` is inlined, anything else becomes a bound parameter. */
+export function sql(strings: TemplateStringsArray, ...values: unknown[]): Sql {
+  const outStrings: string[] = [strings[0]!];
+  const outValues: unknown[] = [];
+  values.forEach((value, i) => {
+    if (value instanceof Sql) {
+      outStrings[outStrings.length - 1] += value.strings[0]!;
+      for (let j = 0; j < value.values.length; j++) {
+        outValues.push(value.values[j]);
+        outStrings.push(value.strings[j + 1]!);
+      }
+      outStrings[outStrings.length - 1] += strings[i + 1]!;
+    } else {
+      outValues.push(value);
+      outStrings.push(strings[i + 1]!);
+    }
+  });
+  return new Sql(outStrings, outValues);
+}
+
+/** Trusted SQL text (a column name of the store's own schema), never a value. */
+export function raw(text: string): Sql {
+  return new Sql([text], []);
+}
+
+export function join(parts: readonly Sql[], separator: string): Sql {
+  return parts.reduce((out, part, i) => (i === 0 ? part : sql`${out}${raw(separator)}${part}`), raw(""));
+}
+
+/** SQLite: `?` placeholders, values in order. */
+export function renderPositional(fragment: Sql): { text: string; params: unknown[] } {
+  return { text: fragment.strings.join("?"), params: [...fragment.values] };
+}
+
+/** PostgreSQL: `$n` placeholders numbered after the `params` already there, which receive the values. */
+export function renderNumbered(fragment: Sql, params: unknown[]): string {
+  let text = fragment.strings[0]!;
+  fragment.values.forEach((value, i) => {
+    text += `$${params.push(value)}${fragment.strings[i + 1]!}`;
+  });
+  return text;
+}
+
+/** How a store reads a column of its stored JSON. */
+export interface SqlDialect {
+  /** The SQL of one operator test (matching exactly the rows `matchesWhere` matches). */
+  test(test: RowTest): Sql;
+  /** The column's kind as a RANK number (4 for null or absent). */
+  rank(column: string): Sql;
+  /** The column's value when it is a number, else NULL. */
+  num(column: string): Sql;
+  /** The column's sort text when it is a string, boolean, object or array (in code point order), else NULL. */
+  text(column: string): Sql;
+  /** Bound constants of each term's type. */
+  rankValue(rank: number): Sql;
+  numValue(value: number): Sql;
+  textValue(value: string): Sql;
+  /** The stored position of a row. */
+  position: Sql;
+  positionValue(position: number): Sql;
+}
+
+export const TRUE = raw("(1 = 1)");
+const FALSE = raw("(1 = 0)");
+
+/** A condition as SQL (true for an empty `all`). */
+export function conditionSql(condition: RowCondition, dialect: SqlDialect): Sql {
+  switch (condition.kind) {
+    case "test":
+      return dialect.test(condition);
+    case "all":
+      return condition.of.length === 0 ? TRUE : sql`(${join(condition.of.map((c) => conditionSql(c, dialect)), " AND ")})`;
+    case "any":
+      return sql`(${join(condition.of.map((c) => conditionSql(c, dialect)), " OR ")})`;
+  }
+}
+
+/** ORDER BY terms of a sorted read: per column kind, number, text; nulls last both ways; then position. */
+export function orderSql(sort: readonly SortKey[], dialect: SqlDialect): Sql {
+  const terms: Sql[] = [];
+  for (const { column, descending } of sort) {
+    if (descending) {
+      terms.push(sql`(${dialect.rank(column)} = 4) ASC`, sql`${dialect.rank(column)} DESC`, sql`${dialect.num(column)} DESC`, sql`${dialect.text(column)} DESC`);
+    } else {
+      terms.push(sql`${dialect.rank(column)} ASC`, sql`${dialect.num(column)} ASC`, sql`${dialect.text(column)} ASC`);
+    }
+  }
+  terms.push(sql`${dialect.position} ASC`);
+  return join(terms, ", ");
+}
+
+/**
+ * Rows strictly after `key` in the order of `sort` (then position): the
+ * keyset predicate of a cursor. Per column, "equal" and "after" are built
+ * from the key value's kind, known here, so no NULL comparison decides.
+ */
+export function afterSql(sort: readonly SortKey[], key: RowKey, dialect: SqlDialect): Sql {
+  const equal: Sql[] = [];
+  const alternatives: Sql[] = [];
+  sort.forEach(({ column, descending }, i) => {
+    const terms = sortTerms(key.values[i] ?? null);
+    const rank = dialect.rank(column);
+    const sameRank = sql`${rank} = ${dialect.rankValue(terms.rank)}`;
+    const value =
+      terms.rank === RANK.number
+        ? { column: dialect.num(column), key: dialect.numValue(terms.num!) }
+        : terms.rank === RANK.null
+          ? null
+          : { column: dialect.text(column), key: dialect.textValue(terms.text!) };
+    let after: Sql;
+    if (value === null) after = FALSE;
+    else if (!descending) after = sql`(${rank} > ${dialect.rankValue(terms.rank)} OR (${sameRank} AND ${value.column} > ${value.key}))`;
+    else after = sql`(${rank} = 4 OR ${rank} < ${dialect.rankValue(terms.rank)} OR (${sameRank} AND ${value.column} < ${value.key}))`;
+    alternatives.push(equal.length === 0 ? after : sql`(${join(equal, " AND ")} AND ${after})`);
+    equal.push(value === null ? sameRank : sql`${sameRank} AND ${value.column} = ${value.key}`);
+  });
+  const later = sql`${dialect.position} > ${dialect.positionValue(key.position)}`;
+  alternatives.push(equal.length === 0 ? later : sql`(${join(equal, " AND ")} AND ${later})`);
+  return sql`(${join(alternatives, " OR ")})`;
+}
+
+/** The `in` list split by kind, as the SQL compilers test each kind differently. */
+export function splitByKind(values: readonly unknown[]): { hasNull: boolean; strings: string[]; numbers: number[]; booleans: boolean[]; structures: unknown[] } {
+  const out = { hasNull: false, strings: [] as string[], numbers: [] as number[], booleans: [] as boolean[], structures: [] as unknown[] };
+  for (const value of values) {
+    if (value === null) out.hasNull = true;
+    else if (typeof value === "string") out.strings.push(value);
+    else if (typeof value === "number") out.numbers.push(value);
+    else if (typeof value === "boolean") out.booleans.push(value);
+    else out.structures.push(value);
+  }
+  return out;
+}

@@ -1,0 +1,125 @@
+import type { Row } from "../domain/model.js";
+import { parseSort, parseWhere, type RowCondition, type RowKey, type SortKey } from "../domain/row-query.js";
+import { type CursorState, decodeCursor, encodeCursor, queryFingerprint } from "../domain/row-query-cursor.js";
+import { invalidParameter } from "../core/errors.js";
+import { Reply } from "../http/reply.js";
+
+/** The row-query parameters both rows endpoints take (see ../shared/row-queries.md). */
+export interface RowQueryParams {
+  where?: Record<string, unknown>;
+  sort?: string;
+  cursor?: string;
+  format?: ExportFormat;
+}
+
+export type ExportFormat = "json" | "csv" | "ndjson";
+
+/** A read's query, checked against the target's columns, with where its cursor left off. */
+export interface CheckedRowQuery {
+  where: RowCondition | null;
+  sort: SortKey[] | null;
+  /** Matching rows before the page the cursor asks for (0 without one). */
+  before: number;
+  after: RowKey | null;
+  /** What this query's cursors are bound to. */
+  fingerprint: string;
+}
+
+/**
+ * Parse and check `where`, `sort` and `cursor` for a read of `targetId`
+ * whose columns are `columns`: 400 `invalid_parameter` naming the
+ * parameter (and for `where` the JSON path) on any problem, before anything
+ * is read.
+ */
+export function checkRowQuery(
+  targetId: string,
+  columns: ReadonlySet<string>,
+  params: RowQueryParams & { filters?: Record<string, unknown>; offset: number },
+): CheckedRowQuery {
+  const where = params.where === undefined ? null : parseWhere(params.where, columns);
+  const sort = params.sort === undefined ? null : parseSort(params.sort, columns);
+  const fingerprint = queryFingerprint(targetId, { where: params.where, filters: params.filters, sort });
+  let state: CursorState = { before: 0, after: null };
+  if (params.cursor !== undefined) {
+    if (params.offset > 0) throw invalidParameter("cursor", "cursor: cannot be combined with an offset; a cursor already says where the page starts");
+    state = decodeCursor(params.cursor, fingerprint, sort?.length ?? 0);
+  }
+  return { where, sort, before: state.before, after: state.after, fingerprint };
+}
+
+/** The cursor of the page after this one (`metadata.nextCursor`), or null when it is the last. */
+export function nextCursor(query: CheckedRowQuery, page: { offset: number; returned: number; hasMore: boolean; lastKey: RowKey | null }): string | null {
+  if (!page.hasMore) return null;
+  // A page that returned no row (maxRows=0) continues where it started.
+  return encodeCursor(query.fingerprint, { before: query.before + page.offset + page.returned, after: page.lastKey ?? query.after });
+}
+
+/** `format`, else what `Accept` asks for first among the formats offered, else JSON. */
+export function exportFormat(format: ExportFormat | undefined, accept: string | null): ExportFormat {
+  if (format !== undefined) return format;
+  for (const part of (accept ?? "").split(",")) {
+    const type = part.split(";")[0]!.trim().toLowerCase();
+    if (type === "text/csv") return "csv";
+    if (type === "application/x-ndjson") return "ndjson";
+    if (type === "application/json") return "json";
+  }
+  return "json";
+}
+
+/** Characters collected before a chunk of an export is sent. */
+const CHUNK = 64 * 1024;
+
+/**
+ * A streamed CSV or NDJSON download of `rows` (`columns` in order). One
+ * chunk is held at a time; the rows' source is closed when the client goes.
+ * `rowsJson`, when given (rows as their JSON text), spares NDJSON a
+ * re-serialisation.
+ */
+export function exportReply(
+  format: "csv" | "ndjson",
+  targetId: string,
+  columns: readonly string[],
+  rows: AsyncIterable<Row>,
+  rowsJson?: AsyncIterable<string>,
+): Reply {
+  const lines = format === "csv" ? csvLines(columns, rows) : rowsJson ? jsonLines(rowsJson) : jsonLines(rows, JSON.stringify);
+  const filename = `${targetId.replace(/[^\w.-]/g, "_")}.${format}`;
+  return new Reply(200, chunked(lines), {
+    "content-type": format === "csv" ? "text/csv; charset=utf-8" : "application/x-ndjson",
+    "content-disposition": `attachment; filename="${filename}"`,
+  });
+}
+
+async function* chunked(lines: AsyncIterable<string>): AsyncGenerator<string> {
+  let out = "";
+  for await (const line of lines) {
+    out += line;
+    if (out.length >= CHUNK) {
+      yield out;
+      out = "";
+    }
+  }
+  if (out !== "") yield out;
+}
+
+async function* jsonLines<T>(rows: AsyncIterable<T>, serialize: (row: T) => string = String): AsyncGenerator<string> {
+  for await (const row of rows) yield `${serialize(row)}\n`;
+}
+
+/** RFC 4180: a header line, then one line per row, CRLF; null and absent are empty fields. */
+async function* csvLines(columns: readonly string[], rows: AsyncIterable<Row>): AsyncGenerator<string> {
+  yield `${columns.map(csvField).join(",")}\r\n`;
+  for await (const row of rows) {
+    yield `${columns.map((c) => csvValue(Object.hasOwn(row, c) ? row[c] : null)).join(",")}\r\n`;
+  }
+}
+
+function csvValue(value: unknown): string {
+  if (value === null || value === undefined) return "";
+  if (typeof value === "string") return value === "" ? '""' : csvField(value);
+  return csvField(JSON.stringify(value));
+}
+
+function csvField(text: string): string {
+  return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+}
