@@ -108,15 +108,9 @@ export function createClient(options: ClientOptions) {
      * what the first does) until `hasMore` is false; `.collect({ max })` for an array.
      */
     iterateRows: <R extends Row = Row>(id: string, q: Omit<DatasetRowsQuery<R>, "maxRows"> & PageOptions = {}): Paged<R> =>
-      paged(async function* () {
-        let page = await datasets.rows<R>(id, { ...q, maxRows: q.pageSize ?? MAX_PAGE });
-        for (;;) {
-          yield* page.data;
-          const { nextCursor } = page.metadata;
-          if (!page.metadata.hasMore || page.data.length === 0 || nextCursor === null) return;
-          const { offset: _offset, ...rest } = q;
-          page = await datasets.rows<R>(id, { ...rest, cursor: nextCursor, maxRows: q.pageSize ?? MAX_PAGE });
-        }
+      paged(() => {
+        const { offset: _offset, ...rest } = q;
+        return pages(q.offset ?? 0, (at) => datasets.rows<R>(id, { ...(at.cursor === undefined ? q : rest), ...at, maxRows: q.pageSize ?? MAX_PAGE }));
       }),
     /**
      * The rows as a CSV or NDJSON download, streamed: the body's bytes as
@@ -179,15 +173,9 @@ export function createClient(options: ClientOptions) {
     rows: (id: string, q: TableRowsOptions & RequestOptions = {}) => get<TableRowsPage>(`/tables/${seg(id)}/rows`, tableRowsQuery(q), at(q)),
     /** Every row, page by page with cursors until `hasMore` is false. */
     iterateRows: (id: string, q: Omit<TableRowsOptions, "limit"> & PageOptions = {}): Paged<TableRow> =>
-      paged(async function* () {
-        let page = await tables.rows(id, { ...q, limit: q.pageSize ?? MAX_PAGE });
-        for (;;) {
-          yield* page.data;
-          const { nextCursor } = page.metadata;
-          if (!page.metadata.hasMore || page.data.length === 0 || nextCursor === null) return;
-          const { offset: _offset, ...rest } = q;
-          page = await tables.rows(id, { ...rest, cursor: nextCursor, limit: q.pageSize ?? MAX_PAGE });
-        }
+      paged(() => {
+        const { offset: _offset, ...rest } = q;
+        return pages(q.offset ?? 0, (at) => tables.rows(id, { ...(at.cursor === undefined ? q : rest), ...at, limit: q.pageSize ?? MAX_PAGE }));
       }),
     /** The rows as a CSV or NDJSON download, streamed (every row unless `limit` says otherwise). */
     export: (id: string, q: TableRowsOptions & { format: ExportFormat } & RequestOptions) =>
@@ -274,6 +262,25 @@ export function createClient(options: ClientOptions) {
     /** Up to `max` items of any iterator (`iterateRows`, your own generator), fetching no page past them. */
     collect: <T>(items: AsyncIterable<T>, opts: CollectOptions) => collect(items, opts),
   };
+}
+
+/**
+ * Every page's rows until `hasMore` is false: after the first page (at
+ * `offset`), by the cursor the server hands back (keyset paging), or — from
+ * a server that sends no `nextCursor` (one older than cursors) — by offset.
+ */
+async function* pages<R>(
+  offset: number,
+  read: (at: { cursor?: string; offset?: number }) => Promise<{ data: R[]; metadata: { hasMore: boolean; nextCursor?: string | null } }>,
+): AsyncGenerator<R> {
+  let page = await read(offset === 0 ? {} : { offset });
+  for (;;) {
+    yield* page.data;
+    const { hasMore, nextCursor } = page.metadata;
+    if (!hasMore || page.data.length === 0 || nextCursor === null) return;
+    offset += page.data.length;
+    page = await read(typeof nextCursor === "string" ? { cursor: nextCursor } : { offset });
+  }
 }
 
 /** What `tables.rows` takes. */
