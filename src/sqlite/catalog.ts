@@ -7,7 +7,7 @@ import { afterSql, conditionSql, orderSql, raw, renderPositional, Sql, sql } fro
 import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";
 import { bulkRowWriter } from "./bulk-rows.js";
 import { catalogWrites } from "./catalog-writes.js";
-import { parseJson, rowKey, type SqliteHandle } from "./db.js";
+import { parseJson, prepared, rowKey, type SqliteHandle } from "./db.js";
 import { idPageQuery } from "./identity.js";
 import { sqliteRowDialect } from "./row-query.js";
 
@@ -189,7 +189,7 @@ function countRows(db: Database.Database, plan: ReadPlan): number {
     sql`SELECT ${raw(plan.residual ? "data" : "count(*) AS n")} FROM dataset_rows WHERE row_key >= ${low} AND row_key < ${high} ${conditionsOf(plan)}`,
   );
   if (!plan.residual) {
-    return (db.prepare(text).get(...params) as { n: number }).n;
+    return (prepared(db, text).get(...params) as { n: number }).n;
   }
   let n = 0;
   for (const r of db.prepare(text).iterate(...params) as Iterable<{ data: string }>) {
@@ -232,14 +232,14 @@ function fetchBatch(db: Database.Database, plan: ReadPlan, resume: Resume, limit
       sql`SELECT position, data FROM dataset_rows WHERE row_key > ${after} AND row_key < ${high} ${conditionsOf(plan)}
           ORDER BY row_key LIMIT ${limit} OFFSET ${offset}`,
     );
-    return db.prepare<unknown[], Fetched>(text).all(...params);
+    return prepared<Fetched>(db, text).all(...params);
   }
   const after = resume.key === null ? raw("") : sql`AND ${afterSql(plan.sort, resume.key, DIALECT)}`;
   const { text, params } = renderPositional(
     sql`SELECT position, data FROM dataset_rows WHERE row_key >= ${low} AND row_key < ${high} ${conditionsOf(plan)} ${after}
         ORDER BY ${orderSql(plan.sort, DIALECT)} LIMIT ${limit} OFFSET ${offset}`,
   );
-  return db.prepare<unknown[], Fetched>(text).all(...params);
+  return prepared<Fetched>(db, text).all(...params);
 }
 
 /** The rows of a page already read. */

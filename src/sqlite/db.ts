@@ -1,4 +1,5 @@
 import Database from "better-sqlite3";
+import { LRUCache } from "lru-cache";
 import { migrate } from "./migrations.js";
 import { registerRowQueryFunctions } from "./row-query.js";
 
@@ -117,4 +118,27 @@ export function rowKey(seq: number, position: number): bigint {
   // -1 is allowed: "after position -1" is the exclusive lower bound of a range starting at 0.
   if (position < -1 || position >= 2 ** 43) throw new Error(`dataset ${seq} has used every row position`);
   return BigInt(seq) * ROW_KEY_SPAN + BigInt(position);
+}
+
+/** Prepared statements per connection, by SQL text (reads whose SQL is built per request). */
+const preparedByConnection = new WeakMap<Database.Database, LRUCache<string, Database.Statement<unknown[], unknown>>>();
+
+/**
+ * `db.prepare(text)`, kept for the next request whose SQL has the same text
+ * (a read's SQL depends on its shape — conditions, sort — and binds its
+ * values), at most 256 texts per connection. For `get` and `all` only: a
+ * statement being iterated is busy until its iteration ends.
+ */
+export function prepared<Result = unknown>(db: Database.Database, text: string): Database.Statement<unknown[], Result> {
+  let cache = preparedByConnection.get(db);
+  if (!cache) {
+    cache = new LRUCache({ max: 256 });
+    preparedByConnection.set(db, cache);
+  }
+  let statement = cache.get(text);
+  if (!statement) {
+    statement = db.prepare<unknown[], unknown>(text);
+    cache.set(text, statement);
+  }
+  return statement as Database.Statement<unknown[], Result>;
 }
