@@ -78,6 +78,49 @@ export interface SqlDialect {
   positionValue(position: number): Sql;
 }
 
+/** What a dialect says of one column, from which `operatorSql` builds every operator the same way on every store. */
+export interface ColumnTests {
+  /** JSON-equal to `value` (null: null or absent). */
+  equals(column: string, value: unknown): Sql;
+  /** Present, not null, and not JSON-equal to the non-null `value`. */
+  differs(column: string, value: unknown): Sql;
+  present(column: string): Sql;
+  nullish(column: string): Sql;
+  /** One of the non-null `values`. */
+  oneOf(column: string, values: readonly unknown[]): Sql;
+  compare(column: string, op: "<" | "<=" | ">" | ">=", operand: number | string): Sql;
+  contains(column: string, operand: string): Sql;
+  startsWith(column: string, operand: string): Sql;
+}
+
+const COMPARISONS = { gt: ">", gte: ">=", lt: "<", lte: "<=" } as const;
+
+/** The SQL of one operator test, from a dialect's column tests (`SqlDialect.test`). */
+export function operatorSql(test: RowTest, on: ColumnTests): Sql {
+  const name = test.column;
+  switch (test.op) {
+    case "eq":
+      return on.equals(name, test.operand);
+    case "ne":
+      return test.operand === null ? on.present(name) : on.differs(name, test.operand);
+    case "gt":
+    case "gte":
+    case "lt":
+    case "lte":
+      return on.compare(name, COMPARISONS[test.op], test.operand);
+    case "in":
+      return test.operand.includes(null) ? sql`(${on.nullish(name)} OR ${on.oneOf(name, test.operand)})` : on.oneOf(name, test.operand);
+    case "nin":
+      return sql`(${on.present(name)} AND NOT ${on.oneOf(name, test.operand)})`;
+    case "isNull":
+      return test.operand ? on.nullish(name) : on.present(name);
+    case "contains":
+      return on.contains(name, test.operand);
+    case "startsWith":
+      return on.startsWith(name, test.operand);
+  }
+}
+
 export const TRUE = raw("(1 = 1)");
 const FALSE = raw("(1 = 0)");
 

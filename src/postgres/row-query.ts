@@ -1,7 +1,7 @@
 import type { Row } from "../domain/model.js";
 import type { RowTest } from "../domain/row-query.js";
 import { keyOf } from "../domain/row-query-order.js";
-import { afterSql, conditionSql, orderSql, raw, renderNumbered, splitByKind, type Sql, sql, type SqlDialect, TRUE } from "../domain/row-query-sql.js";
+import { afterSql, conditionSql, operatorSql, orderSql, raw, renderNumbered, splitByKind, type Sql, sql, type SqlDialect, TRUE } from "../domain/row-query-sql.js";
 import type { TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";
 import { type Db, num } from "./db.js";
 
@@ -33,39 +33,23 @@ export function postgresRowDialect(doc: string, position: string): SqlDialect {
     return texts.length === 0 ? raw("(1 = 0)") : sql`coalesce((${member(name)})::jsonb = any(${texts}::jsonb[]), false)`;
   };
 
-  const compare = (name: string, op: string, operand: number | string): Sql =>
+  const compare = (name: string, op: "<" | "<=" | ">" | ">=", operand: number | string): Sql =>
     typeof operand === "number"
       ? sql`${numberOf(name)} ${raw(op)} ${operand}::float8`
       : sql`(${kindOf(name)} = 'string' AND ${textOf(name)} COLLATE "C" ${raw(op)} ${operand}::text)`;
 
   return {
-    test(test: RowTest): Sql {
-      const name = test.column;
-      switch (test.op) {
-        case "eq":
-          return equals(name, test.operand);
-        case "ne":
-          return test.operand === null ? present(name) : sql`(${present(name)} AND NOT coalesce(${equals(name, test.operand)}, false))`;
-        case "gt":
-          return compare(name, ">", test.operand);
-        case "gte":
-          return compare(name, ">=", test.operand);
-        case "lt":
-          return compare(name, "<", test.operand);
-        case "lte":
-          return compare(name, "<=", test.operand);
-        case "in":
-          return test.operand.includes(null) ? sql`(${nullish(name)} OR ${oneOf(name, test.operand)})` : oneOf(name, test.operand);
-        case "nin":
-          return sql`(${present(name)} AND NOT ${oneOf(name, test.operand)})`;
-        case "isNull":
-          return test.operand ? nullish(name) : present(name);
-        case "contains":
-          return sql`(${kindOf(name)} = 'string' AND strpos(${textOf(name)}, ${test.operand}::text) > 0)`;
-        case "startsWith":
-          return sql`(${kindOf(name)} = 'string' AND starts_with(${textOf(name)}, ${test.operand}::text))`;
-      }
-    },
+    test: (test: RowTest) =>
+      operatorSql(test, {
+        equals,
+        differs: (name, value) => sql`(${present(name)} AND NOT coalesce(${equals(name, value)}, false))`,
+        present,
+        nullish,
+        oneOf,
+        compare,
+        contains: (name, operand) => sql`(${kindOf(name)} = 'string' AND strpos(${textOf(name)}, ${operand}::text) > 0)`,
+        startsWith: (name, operand) => sql`(${kindOf(name)} = 'string' AND starts_with(${textOf(name)}, ${operand}::text))`,
+      }),
     rank: (name) =>
       sql`(CASE ${kindOf(name)} WHEN 'number' THEN 0 WHEN 'string' THEN 1 WHEN 'boolean' THEN 2 WHEN 'array' THEN 3 WHEN 'object' THEN 3 ELSE 4 END)`,
     num: numberOf,

@@ -2,7 +2,7 @@ import type Database from "better-sqlite3";
 import type { Row } from "../domain/model.js";
 import type { RowTest } from "../domain/row-query.js";
 import { keyOf } from "../domain/row-query-order.js";
-import { afterSql, conditionSql, orderSql, raw, renderPositional, splitByKind, type Sql, sql, type SqlDialect, TRUE } from "../domain/row-query-sql.js";
+import { afterSql, conditionSql, operatorSql, orderSql, raw, renderPositional, splitByKind, type Sql, sql, type SqlDialect, TRUE } from "../domain/row-query-sql.js";
 import { canonicalJson } from "../domain/rows.js";
 import type { TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";
 
@@ -50,37 +50,21 @@ export function sqliteRowDialect(doc: string, position: string): SqlDialect {
     return parts.length === 0 ? raw("(1 = 0)") : sql`(${joinOr(parts)})`;
   };
 
-  const compare = (name: string, op: string, operand: number | string): Sql =>
+  const compare = (name: string, op: "<" | "<=" | ">" | ">=", operand: number | string): Sql =>
     sql`(${typeof operand === "number" ? isNumber(name) : isText(name)} AND ${valueOf(name)} ${raw(op)} ${operand})`;
 
   return {
-    test(test: RowTest): Sql {
-      const name = test.column;
-      switch (test.op) {
-        case "eq":
-          return equals(name, test.operand);
-        case "ne":
-          return test.operand === null ? present(name) : sql`(${present(name)} AND NOT ${equals(name, test.operand)})`;
-        case "gt":
-          return compare(name, ">", test.operand);
-        case "gte":
-          return compare(name, ">=", test.operand);
-        case "lt":
-          return compare(name, "<", test.operand);
-        case "lte":
-          return compare(name, "<=", test.operand);
-        case "in":
-          return test.operand.includes(null) ? sql`(${nullish(name)} OR ${oneOf(name, test.operand)})` : oneOf(name, test.operand);
-        case "nin":
-          return sql`(${present(name)} AND NOT ${oneOf(name, test.operand)})`;
-        case "isNull":
-          return test.operand ? nullish(name) : present(name);
-        case "contains":
-          return sql`(${isText(name)} AND instr(${valueOf(name)}, ${test.operand}) > 0)`;
-        case "startsWith":
-          return sql`(${isText(name)} AND substr(${valueOf(name)}, 1, length(${test.operand})) = ${test.operand})`;
-      }
-    },
+    test: (test: RowTest) =>
+      operatorSql(test, {
+        equals,
+        differs: (name, value) => sql`(${present(name)} AND NOT ${equals(name, value)})`,
+        present,
+        nullish,
+        oneOf,
+        compare,
+        contains: (name, operand) => sql`(${isText(name)} AND instr(${valueOf(name)}, ${operand}) > 0)`,
+        startsWith: (name, operand) => sql`(${isText(name)} AND substr(${valueOf(name)}, 1, length(${operand})) = ${operand})`,
+      }),
     rank: (name) =>
       sql`(CASE ${kindOf(name)} WHEN 'integer' THEN 0 WHEN 'real' THEN 0 WHEN 'text' THEN 1 WHEN 'true' THEN 2 WHEN 'false' THEN 2
         WHEN 'array' THEN 3 WHEN 'object' THEN 3 ELSE 4 END)`,
