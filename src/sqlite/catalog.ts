@@ -148,6 +148,7 @@ type Resume = { position: number } | { key: RowKey | null };
 const DIALECT = sqliteRowDialect("data", "position");
 
 function readRows(handle: SqliteHandle, at: Positions, query: RowQuery): RowPage {
+  if (isPlainPage(query)) return plainPage(handle.db, at, query);
   const { where, params, residual } = compileFilters(query.filters);
   const plan: ReadPlan = {
     at,
@@ -172,6 +173,43 @@ function readRows(handle: SqliteHandle, at: Positions, query: RowQuery): RowPage
   const page: RowPage = { totalRows, rows: parsed(tracked(fetched(), last), query.columns), lastKey };
   // Stored text is JSON.stringify of the row, so without a projection it is the row's JSON as is.
   if (query.columns === null) page.rowsJson = texts(tracked(fetched(), last));
+  return page;
+}
+
+/** A small page in stored order without conditions: the common read. */
+function isPlainPage(query: RowQuery): query is RowQuery & { limit: number } {
+  return query.filters === null && !query.where && !query.sort?.length && query.limit !== null && query.limit > 0 && query.limit <= SMALL_READ;
+}
+
+/**
+ * A plain page from one statement that fetches only the stored texts:
+ * positions in the window are dense, so the rows are those after the
+ * start position (a cursor's, or the window's beginning) plus the offset,
+ * and the last one's position is counted, not read.
+ */
+function plainPage(db: Database.Database, at: Positions, query: RowQuery & { limit: number }): RowPage {
+  const start = Math.max(at.first_position - 1, query.after?.position ?? -Infinity) + query.offset;
+  const texts =
+    start + 1 >= at.next_position
+      ? []
+      : prepared<string>(db, "SELECT data FROM dataset_rows WHERE row_key > ? AND row_key < ? ORDER BY row_key LIMIT ?")
+          .pluck()
+          .all(rowKey(at.seq, start), rowKey(at.seq, at.next_position), query.limit);
+  let yielded = 0;
+  const lastKey = () => (yielded === 0 ? null : { values: [], position: start + yielded });
+  async function* each<T>(map: (text: string) => T): AsyncGenerator<T> {
+    for (const text of texts) {
+      yielded++;
+      yield map(text);
+    }
+  }
+  const { columns } = query;
+  const page: RowPage = {
+    totalRows: at.next_position - at.first_position,
+    rows: each((text) => (columns === null ? parseJson<Row>(text) : selectColumns(parseJson<Row>(text), columns))),
+    lastKey,
+  };
+  if (columns === null) page.rowsJson = each(String);
   return page;
 }
 
