@@ -183,3 +183,66 @@ describe("durability on SQLite (kill -9)", () => {
     expectExactlyOnce((await killNine(bareStore, "bare-store"))!);
   }, 120_000);
 });
+
+/**
+ * What a read records (docs/operating.md, "What a crash can lose"): its
+ * `data_access` audit event is committed before the answer is sent, so
+ * every answered read is on record after kill -9; its usage counters ride
+ * the group commit of the turn that answered, so a kill can lose at most the
+ * reads answered in the process's last turn (at most one per client here).
+ */
+describe("what reads record on SQLite (kill -9)", () => {
+  it("every answered read's audit event survives kill -9; usage counts lose at most the last turn's reads", async () => {
+    const db = join(dir, "reads.sqlite");
+    const port = 19_600 + Math.floor(Math.random() * 300);
+    const args = [join(root, "examples/server/main.ts"), "--db", db, "--fixture", join(root, "examples/demo/space.json"), "--api-rate", "0"];
+    let server = await startServerProcess([...args, "--port", String(port)]);
+    const agent = `durability-reads-${Date.now()}`;
+    const clients = 12;
+    let sent = 0;
+    let answered = 0;
+    let stopped = false;
+    let killed: Promise<void> | null = null;
+    const client = async () => {
+      while (!stopped) {
+        sent++;
+        try {
+          const res = await fetch(`${server.url}/api/v1/datasets/ds_orders/rows?maxRows=5`, {
+            headers: { authorization: `Bearer ${TOKEN}`, "user-agent": agent },
+          });
+          const body = (await res.json()) as { success: boolean };
+          if (res.status === 200 && body.success && !stopped) answered++;
+        } catch {
+          // no answer: the server died with this read in flight
+        }
+        if (answered >= 600 && !stopped) {
+          stopped = true;
+          killed = stop(server, "SIGKILL");
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: clients }, client));
+    await killed;
+
+    server = await startServerProcess([...args, "--port", String(port + 1)]);
+    try {
+      const Database = (await import("better-sqlite3")).default;
+      const file = new Database(db, { readonly: true });
+      const audited = (
+        file
+          .prepare("SELECT count(*) AS n FROM audit_events WHERE category = 'data_access' AND json_extract(event, '$.userAgent') = ?")
+          .get(agent) as { n: number }
+      ).n;
+      const counted = (file.prepare("SELECT reads FROM dataset_reads WHERE dataset_id = 'ds_orders'").get() as { reads: number }).reads;
+      file.close();
+      console.log(`reads (kill -9): sent ${sent}, answered ${answered}, audited ${audited}, counted ${counted}`);
+      expect(answered).toBeGreaterThanOrEqual(600);
+      expect(audited).toBeGreaterThanOrEqual(answered);
+      expect(audited).toBeLessThanOrEqual(sent);
+      expect(counted).toBeGreaterThanOrEqual(answered - clients);
+      expect(counted).toBeLessThanOrEqual(sent);
+    } finally {
+      await stop(server, "SIGTERM");
+    }
+  }, 120_000);
+});

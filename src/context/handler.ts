@@ -24,8 +24,13 @@ export interface HandlerContext extends Ports {
   /** Log an error without failing the request. */
   log: (message: string, error?: unknown) => void;
   operations: Operations;
-  /** Record an audit event without failing the request. */
-  audit: (event: Omit<AuditEvent, "id" | "time"> & { time?: string }) => void;
+  /**
+   * Record an audit event without failing the request: resolves once the
+   * store has it, or once its write failed (logged); never rejects. A
+   * handler that serves data awaits it before answering, so an answered
+   * read is on record even if the process dies right after.
+   */
+  audit: (event: Omit<AuditEvent, "id" | "time"> & { time?: string }) => Promise<void>;
   /** This API instance's caches (src/core/caches.ts). */
   caches: Caches;
   /** This API instance's connection guard: cached answers, single-flight, upstream rate limits (src/core/guard.ts). */

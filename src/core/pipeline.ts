@@ -205,7 +205,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
     // Without a credential no business can be named, so only the log in errorReply keeps it.
     const { credential } = x;
     if (reply.status >= 500 && credential) {
-      recordAudit({
+      void recordAudit({
         teamId: teamOf(credential, x.match?.query.teamId),
         category: "error",
         action: "api.error",
@@ -257,10 +257,15 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
   }
 
   /** An audit event the library writes (handlers' `ctx.audit`, 5xx), off the critical path like the usage log. */
-  function recordAudit(event: Omit<AuditEvent, "id" | "time"> & { time?: string }): void {
+  function recordAudit(event: Omit<AuditEvent, "id" | "time"> & { time?: string }): Promise<void> {
     const now = clock.now();
     const full: AuditEvent = { ...event, id: `evt_${randomUUID()}`, time: event.time ?? isoTime(now) };
-    storage.audit.appendAuditEvent(full, now).catch((error: unknown) => logRecordFailure("could not store an audit event", error));
+    try {
+      return storage.audit.appendAuditEvent(full, now).catch((error: unknown) => logRecordFailure("could not store an audit event", error));
+    } catch (error) {
+      logRecordFailure("could not store an audit event", error);
+      return Promise.resolve();
+    }
   }
 }
 

@@ -45,7 +45,7 @@ export async function queryConnection(ctx: AuthedContext, id: string, input: Con
     throw toApiError(error, connectionSecrets(connection.config));
   }
 
-  ctx.audit({
+  await ctx.audit({
     teamId: connection.teamId,
     category: "data_access",
     action: "connection.query",

@@ -89,7 +89,8 @@ export async function readDatasetRows(ctx: AuthedContext, id: string, query: Row
   const offset = checked.before + query.offset;
   const available = Math.max(0, page.totalRows - offset);
   const returnedRows = Math.min(available, query.maxRows ?? available);
-  ctx.audit({
+  // On record before the answer: a read answered is a read audited, even if the process dies right after.
+  await ctx.audit({
     teamId: dataset.teamId,
     category: "data_access",
     action: "dataset.rows.read",

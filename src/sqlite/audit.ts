@@ -2,6 +2,7 @@ import type Database from "better-sqlite3";
 import type { AuditEvent } from "../domain/model.js";
 import type { AuditStore, StoredAuditEvent } from "../ports/storage/audit.js";
 import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
+import type { GroupCommit } from "./group-commit.js";
 
 /**
  * Positions are the AUTOINCREMENT key of `audit_events`, as decimal strings.
@@ -9,7 +10,7 @@ import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
  * transaction, so positions become readable in increasing order and a
  * trimmed position is never handed out again.
  */
-export function sqliteAudit({ db }: SqliteHandle): AuditStore {
+export function sqliteAudit({ db }: SqliteHandle, group: GroupCommit): AuditStore {
   const append = appendAuditStatement(db);
   const stored = db.prepare<[string], number>("SELECT 1 FROM audit_events WHERE event_id = ?").pluck();
   // Look before inserting: an INSERT that ON CONFLICT does nothing would still use up an
@@ -37,15 +38,18 @@ export function sqliteAudit({ db }: SqliteHandle): AuditStore {
      ORDER BY position LIMIT ?`,
   );
   return {
-    async appendAuditEvent(event, storedAt) {
-      // The UNIQUE event_id makes an id already stored throw; nothing is stored then.
-      append(event, storedAt);
+    appendAuditEvent(event, storedAt) {
+      // In this turn's group commit; the UNIQUE event_id makes an id already stored fail (only this event).
+      return group.add(() => append(event, storedAt));
     },
     async appendAuditEvents(events, storedAt) {
+      group.flush();
       return appendNew(events, storedAt);
     },
     async readAuditEvents(query) {
       if (query.limit <= 0 || query.teamIds.length === 0 || query.categories.length === 0) return { events: [], hasMore: false };
+      // This process's events still waiting for their group are committed first: a read sees every append made before it.
+      group.flush();
       const after = query.after === null ? 0 : Number(query.after);
       const since = query.since === null ? null : Date.parse(query.since);
       const sinceMs = since === null || Number.isNaN(since) ? null : since;

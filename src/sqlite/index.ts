@@ -5,6 +5,7 @@ import { appendAuditStatement, sqliteAudit } from "./audit.js";
 import { appendRowsStatement, sqliteCatalog } from "./catalog.js";
 import { dashboardViewStatement, insertDashboardStatement, sqliteDashboards } from "./dashboards.js";
 import { openSqlite, type SqliteStorageOptions } from "./db.js";
+import { groupCommit } from "./group-commit.js";
 import { insertApiKeyStatement, insertSessionStatement, sqliteIdentity } from "./identity.js";
 import { insertTableStatement, sqliteTables } from "./tables.js";
 import { creditUsageStatement, refreshRunStatement, sqliteUsage } from "./usage.js";
@@ -30,7 +31,9 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
   const handle = openSqlite(options);
   const { db } = handle;
   const webhooks = sqliteWebhooks(handle);
-  const { flush: flushUsage, ...usage } = sqliteUsage(handle);
+  // Audit events and usage counters share one group commit per turn of the event loop.
+  const records = groupCommit(db);
+  const usage = sqliteUsage(handle, records);
   const load = seedTransaction(db);
   const probe = db.prepare("SELECT 1");
   const { identity, credentials } = sqliteIdentity(handle);
@@ -45,7 +48,7 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
       updateWebhookSettings: webhooks.updateWebhookSettings,
       createWebhookConnection: webhooks.createWebhookConnection,
     },
-    audit: sqliteAudit(handle),
+    audit: sqliteAudit(handle, records),
     dashboards: sqliteDashboards(handle),
     usage,
     async seed(space) {
@@ -62,7 +65,7 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
     async close() {
       if (!db.open) return;
       webhooks.flush();
-      flushUsage();
+      records.flush();
       handle.close();
     },
     db,

@@ -13,6 +13,7 @@ import {
   type UsageWrites,
 } from "../ports/storage/usage.js";
 import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
+import type { GroupCommit } from "./group-commit.js";
 
 /**
  * The space's usage objects, refresh runs, credit usage and the API usage
@@ -21,7 +22,7 @@ import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
  * through the partial index's own condition. Ties are broken in BINARY
  * collation order, NULL first, as the port asks.
  */
-export function sqliteUsage({ db }: SqliteHandle): StorageAreas["usage"] & { flush(): void } {
+export function sqliteUsage({ db }: SqliteHandle, group: GroupCommit): StorageAreas["usage"] {
   const dashboardUsage = db.prepare<[string, string, string], Omit<DashboardUsageRow, "published"> & { versions: string }>(
     `SELECT v.day, v.dashboard_id, d.name AS dashboard, d.versions, count(*) AS views,
             count(DISTINCT v.visitor_id) AS unique_visitors,
@@ -77,7 +78,7 @@ export function sqliteUsage({ db }: SqliteHandle): StorageAreas["usage"] & { flu
      ORDER BY dataset, dataset_id`,
   );
   const insertRun = refreshRunStatement(db);
-  const usage = usageLog(db);
+  const usage = usageLog(db, group);
   const usageHistory = usageWrites(db);
   return {
     async spaceDashboardUsage({ teamId, fromDay, toDay }) {
@@ -99,11 +100,11 @@ export function sqliteUsage({ db }: SqliteHandle): StorageAreas["usage"] & { flu
       return creditUsage.all(teamId, fromDay, toDay);
     },
     async spaceApiUsage({ teamId, fromDay, toDay }) {
-      await usage.settled();
+      usage.settle();
       return apiUsage.all(teamId, fromDay, toDay).map((r) => ({ ...r, avg_latency_ms: roundHalfUp(r.avg_latency_ms) }));
     },
     async spaceDatasetUsage({ teamId }) {
-      await usage.settled();
+      usage.settle();
       return datasetUsage.all(teamId, teamId, teamId).map((r) => ({ ...r, dashboards: parseJson<string[]>(r.dashboards) }));
     },
     async recordRefreshRun(run) {
@@ -113,12 +114,8 @@ export function sqliteUsage({ db }: SqliteHandle): StorageAreas["usage"] & { flu
       return usage.record(call);
     },
     ...usageHistory,
-    flush: usage.flush,
   };
 }
-
-/** Calls to the usage log waiting for the next group commit. */
-const USAGE_BATCH_LIMIT = 10_000;
 
 /** Math.round is half up for the non-negative means reported here. */
 function roundHalfUp(value: number): number {
@@ -126,11 +123,13 @@ function roundHalfUp(value: number): number {
 }
 
 /**
- * The usage log as per-day counters, written by group commit: calls recorded
- * in the same turn of the event loop share one transaction of UPSERTs, so
- * logging a read costs the read no commit of its own. Never rejects.
+ * The usage log as per-day counters, written by the store's group commit:
+ * calls recorded in the same turn of the event loop share one transaction of
+ * UPSERTs (with that turn's audit events), so logging a read costs the read
+ * no commit of its own. Never rejects: a lost counter is the price of a
+ * failing write, never a failed request.
  */
-function usageLog(db: Database.Database) {
+function usageLog(db: Database.Database, group: GroupCommit) {
   const count = db.prepare(
     `INSERT INTO api_usage (key, day, team_id, method, route, credential_kind, credential_id, credential_name, calls, errors, server_errors, latency_sum)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)
@@ -143,59 +142,23 @@ function usageLog(db: Database.Database) {
        last_at = CASE WHEN excluded.last_ms >= last_ms THEN excluded.last_at ELSE last_at END,
        last_ms = max(last_ms, excluded.last_ms)`,
   );
-  const write = writeTransaction(db, (calls: readonly ApiCallRecord[]) => {
-    for (const c of calls) {
-      const day = utcDay(c.at);
-      const key = JSON.stringify([day, c.teamId, c.method, c.route, c.credentialKind, c.credentialId, c.credentialName]);
-      count.run(key, day, c.teamId, c.method, c.route, c.credentialKind, c.credentialId, c.credentialName, c.status >= 400 ? 1 : 0, c.status >= 500 ? 1 : 0, c.latencyMs);
-      if (c.method === "GET" && c.status >= 200 && c.status <= 299 && c.objectId && DATASET_READ_ROUTES.includes(c.route)) {
-        const ms = Date.parse(c.at);
-        read.run(c.objectId, c.at, Number.isNaN(ms) ? 0 : ms);
-      }
-    }
-  });
-  let queue: ApiCallRecord[] = [];
-  let waiting: (() => void)[] = [];
-  let scheduled = false;
-  const flush = () => {
-    scheduled = false;
-    const calls = queue;
-    const done = waiting;
-    queue = [];
-    waiting = [];
-    if (calls.length > 0 && db.open) {
-      try {
-        write(calls);
-      } catch {
-        // The usage log never fails a request; a lost batch of counters is the price.
-      }
-    }
-    for (const resolve of done) resolve();
-  };
-  const schedule = () => {
-    if (!scheduled) {
-      scheduled = true;
-      setImmediate(flush);
+  const write = (c: ApiCallRecord) => {
+    const day = utcDay(c.at);
+    const key = JSON.stringify([day, c.teamId, c.method, c.route, c.credentialKind, c.credentialId, c.credentialName]);
+    count.run(key, day, c.teamId, c.method, c.route, c.credentialKind, c.credentialId, c.credentialName, c.status >= 400 ? 1 : 0, c.status >= 500 ? 1 : 0, c.latencyMs);
+    if (c.method === "GET" && c.status >= 200 && c.status <= 299 && c.objectId && DATASET_READ_ROUTES.includes(c.route)) {
+      const ms = Date.parse(c.at);
+      read.run(c.objectId, c.at, Number.isNaN(ms) ? 0 : ms);
     }
   };
   return {
     record(call: ApiCallRecord): Promise<void> {
-      if (queue.length >= USAGE_BATCH_LIMIT) flush();
-      queue.push(call);
-      return new Promise<void>((resolve) => {
-        waiting.push(resolve);
-        schedule();
-      });
+      return group.add(() => write(call)).catch(() => {});
     },
-    /** Resolves once everything recorded so far is written. */
-    settled(): Promise<void> {
-      if (queue.length === 0) return Promise.resolve();
-      return new Promise<void>((resolve) => {
-        waiting.push(resolve);
-        schedule();
-      });
+    /** Commits everything recorded so far (before a read of the counters). */
+    settle(): void {
+      group.flush();
     },
-    flush,
   };
 }
 

@@ -352,3 +352,42 @@ describe("sqlite: audit", () => {
     expect(s.audit.isAuditPosition("1e3")).toBe(false);
   });
 });
+
+describe("sqlite: what requests record (group commit)", () => {
+  it("appends one turn's audit events in one commit, each resolving after it; a duplicate id fails only itself", async () => {
+    const s = await seeded();
+    await s.audit.appendAuditEvent(auditEvent("dup"), 100);
+    const reader = new Database(s.db.name, { readonly: true });
+    const storedBy = (id: string) => reader.prepare("SELECT count(*) AS n FROM audit_events WHERE event_id = ?").get(id) as { n: number };
+    try {
+      const appends = ["g1", "g2", "dup", "g3"].map((id) => s.audit.appendAuditEvent(auditEvent(id), 200));
+      // Queued, not yet committed: nothing is visible to another connection until the group commits.
+      expect(storedBy("g1").n).toBe(0);
+      const outcomes = await Promise.allSettled(appends);
+      expect(outcomes.map((o) => o.status)).toEqual(["fulfilled", "fulfilled", "rejected", "fulfilled"]);
+      expect(["g1", "g2", "g3"].map((id) => storedBy(id).n)).toEqual([1, 1, 1]);
+      expect(storedBy("dup").n).toBe(1);
+    } finally {
+      reader.close();
+    }
+  });
+
+  it("a read's answer is sent after its data_access event is committed (visible to another connection at once)", async () => {
+    const path = file();
+    const s = await seeded(path);
+    const { createDataApi } = await import("../../src/index.js");
+    const api = createDataApi({ storage: s });
+    const reader = new Database(path, { readonly: true });
+    try {
+      const res = await api.handle(
+        new Request("http://x/api/v1/datasets/ds_orders/rows?maxRows=2", { headers: { authorization: "Bearer dp_test_sync_0000000000000000" } }),
+      );
+      // No turn of the event loop passes between the answer and this count.
+      const audited = reader.prepare("SELECT count(*) AS n FROM audit_events WHERE category = 'data_access'").get() as { n: number };
+      expect(res.status).toBe(200);
+      expect(audited.n).toBe(1);
+    } finally {
+      reader.close();
+    }
+  });
+});
