@@ -379,7 +379,7 @@ describe("sqlite: what requests record (group commit)", () => {
     const api = createDataApi({ storage: s });
     const reader = new Database(path, { readonly: true });
     try {
-      const res = await api.handle(
+      const res = await api.fetch(
         new Request("http://x/api/v1/datasets/ds_orders/rows?maxRows=2", { headers: { authorization: "Bearer dp_test_sync_0000000000000000" } }),
       );
       // No turn of the event loop passes between the answer and this count.
