@@ -28,6 +28,8 @@ export interface SqliteHandle {
    * (which does not change on this connection's own writes).
    */
   catalogVersion: number;
+  /** Counts this process's writes to teams and API keys (the credential lookups' memo compares it, as `catalogVersion`). */
+  identityVersion: number;
   close(): void;
 }
 
@@ -52,6 +54,7 @@ export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
   return {
     db,
     catalogVersion: 0,
+    identityVersion: 0,
     borrowReader() {
       if (memory) return null;
       const reader = idle.pop() ?? openReader(options.path, busyTimeoutMs);

@@ -1,6 +1,7 @@
 import type { ApiKeyRecord, Business, Membership, Plan, Role, SessionRecord, Team, User } from "../domain/model.js";
 import type { StorageAreas } from "../ports/storage.js";
 import type { IdentityWrites, IdPage, PutResult } from "../ports/storage/identity.js";
+import { LRUCache } from "lru-cache";
 import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
 
 interface TeamRow {
@@ -36,11 +37,16 @@ interface SessionRow {
 }
 
 /**
- * Nothing here is cached: every read is a query on the writer connection,
- * which sees every commit (this process's or another's on the same file), so
- * a write is visible to the very next read everywhere.
+ * Every read is a query on the writer connection, which sees every commit
+ * (this process's or another's on the same file), so a write is visible to
+ * the very next read everywhere. The one exception, the lookup every API
+ * request makes (a key and its team by token hash), is remembered, and
+ * forgotten as soon as `PRAGMA data_version` shows another connection's
+ * commit or this store writes teams or keys (`identityVersion`): the same
+ * visibility, without two queries and a JSON parse per request.
  */
-export function sqliteIdentity({ db }: SqliteHandle): Pick<StorageAreas, "identity" | "credentials"> {
+export function sqliteIdentity(handle: SqliteHandle): Pick<StorageAreas, "identity" | "credentials"> {
+  const { db } = handle;
   const business = db.prepare<[string], Business>("SELECT id, name FROM businesses WHERE id = ?");
   const team = db.prepare<[string], TeamRow>("SELECT * FROM teams WHERE id = ?");
   const businessTeams = db.prepare<[string], TeamRow>("SELECT * FROM teams WHERE business_id = ? ORDER BY id");
@@ -58,13 +64,14 @@ export function sqliteIdentity({ db }: SqliteHandle): Pick<StorageAreas, "identi
   const businessPage = idPageQuery<Business>(db, "SELECT id, name FROM businesses");
   const teamPage = idPageQuery<TeamRow>(db, "SELECT * FROM teams");
   const userPage = idPageQuery<UserRow>(db, "SELECT * FROM users");
-  const writes = identityWrites(db);
+  const writes = identityWrites(handle);
   const keyByHash = db.prepare<[string], KeyRow>("SELECT * FROM api_keys WHERE token_hash = ?");
   const keyById = db.prepare<[string], KeyRow>("SELECT * FROM api_keys WHERE id = ?");
   const teamKeys = db.prepare<[string], KeyRow>("SELECT * FROM api_keys WHERE team_id = ? ORDER BY created_at DESC, id");
   const insertKey = insertApiKeyStatement(db);
   const revoke = db.prepare<[string, string]>("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
   const markCreatorDeleted = db.prepare<[string]>("UPDATE api_keys SET creator_deleted = 1 WHERE created_by = ? AND creator_deleted = 0");
+  const keysByHash = rememberedLookups<{ key: ApiKeyRecord; team: Team | null }>(handle);
 
   return {
     identity: {
@@ -119,10 +126,12 @@ export function sqliteIdentity({ db }: SqliteHandle): Pick<StorageAreas, "identi
         return row ? toKey(row) : null;
       },
       async findApiKeyWithTeam(tokenHash) {
-        const row = keyByHash.get(tokenHash);
-        if (!row) return null;
-        const teamRow = team.get(row.team_id);
-        return { key: toKey(row), team: teamRow ? toTeam(teamRow) : null };
+        return keysByHash.get(tokenHash, () => {
+          const row = keyByHash.get(tokenHash);
+          if (!row) return null;
+          const teamRow = team.get(row.team_id);
+          return deepFreeze({ key: toKey(row), team: teamRow ? toTeam(teamRow) : null });
+        });
       },
       async getApiKey(id) {
         const row = keyById.get(id);
@@ -133,22 +142,69 @@ export function sqliteIdentity({ db }: SqliteHandle): Pick<StorageAreas, "identi
       },
       async insertApiKey(key) {
         // The primary key and the UNIQUE token hash make a duplicate throw.
-        insertKey(key);
+        try {
+          insertKey(key);
+        } finally {
+          handle.identityVersion++;
+        }
       },
       async revokeApiKey(id, revokedAt) {
         revoke.run(revokedAt, id);
+        handle.identityVersion++;
         const row = keyById.get(id);
         return row ? toKey(row) : null;
       },
       async markKeysCreatorDeleted(userId) {
-        return markCreatorDeleted.run(userId).changes;
+        try {
+          return markCreatorDeleted.run(userId).changes;
+        } finally {
+          handle.identityVersion++;
+        }
       },
     },
   };
 }
 
-/** The identity writes, each one IMMEDIATE transaction (a put reads whether the id existed in it). */
-function identityWrites(db: SqliteHandle["db"]): IdentityWrites {
+/** Lookups remembered per connection: at most this many, the least recently used forgotten first. */
+const REMEMBERED = 10_000;
+
+/**
+ * Found values by key, valid while no other connection committed (`PRAGMA
+ * data_version`) and this store wrote no team or key (`identityVersion`).
+ * Misses are not remembered (a flood of unknown tokens fills nothing).
+ * Values are frozen: every caller shares them.
+ */
+function rememberedLookups<V extends object>(handle: SqliteHandle): { get(key: string, load: () => V | null): V | null } {
+  const dataVersion = handle.db.prepare<[], number>("PRAGMA data_version").pluck();
+  const found = new LRUCache<string, V>({ max: REMEMBERED });
+  let seen = { data: -1, own: -1 };
+  return {
+    get(key, load) {
+      const data = dataVersion.get()!;
+      if (data !== seen.data || handle.identityVersion !== seen.own) {
+        found.clear();
+        seen = { data, own: handle.identityVersion };
+      }
+      const known = found.get(key);
+      if (known !== undefined) return known;
+      const value = load();
+      if (value !== null) found.set(key, value);
+      return value;
+    },
+  };
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const inner of Object.values(value)) deepFreeze(inner);
+  }
+  return value;
+}
+
+/** The identity writes, each one IMMEDIATE transaction (a put reads whether the id existed in it); each counts in `identityVersion`. */
+function identityWrites(handle: SqliteHandle): IdentityWrites {
+  const { db } = handle;
   const put = <T>(exists: string, upsert: string, values: (item: T) => unknown[]) => {
     const found = db.prepare(exists);
     const write = db.prepare(upsert);
@@ -196,7 +252,14 @@ function identityWrites(db: SqliteHandle["db"]): IdentityWrites {
     removeUserMemberships.run(id);
     return true;
   });
-  return {
+  const counted = <A extends unknown[], R>(write: (...args: A) => R) => (...args: A): R => {
+    try {
+      return write(...args);
+    } finally {
+      handle.identityVersion++;
+    }
+  };
+  const writes: IdentityWrites = {
     async putBusiness(business) {
       return putBusiness([business.id], business);
     },
@@ -222,6 +285,7 @@ function identityWrites(db: SqliteHandle["db"]): IdentityWrites {
       return removeMembership.run(userId, teamId).changes > 0;
     },
   };
+  return Object.fromEntries(Object.entries(writes).map(([name, write]) => [name, counted(write as (...args: unknown[]) => unknown)])) as unknown as IdentityWrites;
 }
 
 /**

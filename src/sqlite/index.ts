@@ -55,6 +55,7 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
       try {
         return load(space);
       } finally {
+        handle.identityVersion++;
         webhooks.forget();
       }
     },

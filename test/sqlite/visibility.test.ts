@@ -170,3 +170,25 @@ describe("sqlite: admin writes are visible at once", () => {
     expect(await s.credentials.findSessionUser(sha256Hex(TOKENS.sessionBob), now)).toBe("usr_bob");
   });
 });
+
+describe("sqlite: the remembered key lookup", () => {
+  it("forgets on this store's own writes: revoke, team plan, a new key, the creator deleted", async () => {
+    const { s } = await seededFile();
+    const hash = sha256Hex(TOKENS.sync);
+    const first = await s.credentials.findApiKeyWithTeam!(hash);
+    expect(first?.key.revokedAt).toBeNull();
+    expect(Object.isFrozen(first?.key.scopes)).toBe(true);
+
+    await s.identity.putTeam(OPS_FREE);
+    expect((await s.credentials.findApiKeyWithTeam!(hash))?.team?.plan).toBe("free");
+    await s.credentials.revokeApiKey(first!.key.id, "2026-11-24T00:00:00.000Z");
+    expect((await s.credentials.findApiKeyWithTeam!(hash))?.key.revokedAt).toBe("2026-11-24T00:00:00.000Z");
+    await s.credentials.markKeysCreatorDeleted(first!.key.createdBy);
+    expect((await s.credentials.findApiKeyWithTeam!(hash))?.key.creatorDeleted).toBe(true);
+
+    const fresh = sha256Hex("dp_test_fresh_0000000000000000");
+    expect(await s.credentials.findApiKeyWithTeam!(fresh)).toBeNull();
+    await s.credentials.insertApiKey({ ...first!.key, id: "key_fresh", tokenHash: fresh, revokedAt: null, creatorDeleted: false });
+    expect((await s.credentials.findApiKeyWithTeam!(fresh))?.key.id).toBe("key_fresh");
+  });
+});
