@@ -391,3 +391,39 @@ describe("sqlite: what requests record (group commit)", () => {
     }
   });
 });
+
+describe("sqlite: the usage log sums a turn's calls", () => {
+  it("counts every call of one turn once, per counter: calls, errors, latency, dataset reads and the latest read", async () => {
+    const s = await seeded();
+    const call = (status: number, latencyMs: number, at: string, objectId = "ds_orders") =>
+      s.usage.recordApiCall({
+        at,
+        teamId: "team_ops",
+        credentialKind: "api-key",
+        credentialId: "key_sync",
+        credentialName: "Warehouse sync",
+        method: "GET",
+        route: "/api/v1/datasets/:id/rows",
+        objectId,
+        status,
+        latencyMs,
+      });
+    const calls = [
+      ...Array.from({ length: 40 }, (_, i) => call(200, 2, `2026-11-24T10:00:${String(i).padStart(2, "0")}.000Z`)),
+      ...Array.from({ length: 7 }, () => call(404, 1, "2026-11-24T09:00:00.000Z")),
+      call(503, 30, "2026-11-24T08:00:00.000Z"),
+      call(200, 5, "2026-11-24T11:00:00.000Z", "ds_stores"),
+    ];
+    await Promise.all(calls);
+    const usage = await s.usage.spaceApiUsage({ teamId: "team_ops", fromDay: "2026-11-24", toDay: "2026-11-24" });
+    expect(usage.map((r) => [r.calls, r.errors, r.server_errors, r.avg_latency_ms])).toEqual([[49, 8, 1, 2]]); // (40·2 + 7·1 + 30 + 5) / 49 = 2.49
+    const datasets = await s.usage.spaceDatasetUsage({ teamId: "team_ops" });
+    const reads = Object.fromEntries(datasets.map((d) => [d.dataset_id, [d.api_reads, d.last_api_read_at]]));
+    expect(reads.ds_orders).toEqual([40, "2026-11-24T10:00:39.000Z"]);
+    expect(reads.ds_stores).toEqual([1, "2026-11-24T11:00:00.000Z"]);
+
+    await call(200, 4, "2026-11-24T12:00:00.000Z");
+    const again = await s.usage.spaceApiUsage({ teamId: "team_ops", fromDay: "2026-11-24", toDay: "2026-11-24" });
+    expect(again.map((r) => r.calls)).toEqual([50]);
+  });
+});
