@@ -1,5 +1,5 @@
 import type { Ports } from "../context/ports.js";
-import { randomId } from "../domain/crypto.js";
+import { eventId } from "../domain/crypto.js";
 import type { AuditEvent } from "../domain/model.js";
 import { ApiError, notFound } from "../core/errors.js";
 
@@ -36,7 +36,7 @@ export function auditAdmin(ports: Ports): AuditAdmin {
       }
       const user = input.userId ? await storage.identity.getUser(input.userId) : null;
       const event: AuditEvent = {
-        id: randomId("evt_"),
+        id: eventId(),
         teamId: dashboard.teamId,
         time: input.at ?? new Date(clock.now()).toISOString(),
         category: "error",

@@ -1,6 +1,6 @@
 import type { ApiSettings } from "../context/settings.js";
 import type { Ports } from "../context/ports.js";
-import { randomId } from "../domain/crypto.js";
+import { eventId } from "../domain/crypto.js";
 import type { Actor } from "../domain/model.js";
 import { isoTime } from "../domain/time.js";
 import { ApiError } from "../core/errors.js";
@@ -64,7 +64,7 @@ export async function recordChange(
   for (const teamId of teams) {
     await storage.audit.appendAuditEvent(
       {
-        id: randomId("evt_"),
+        id: eventId(),
         time: isoTime(now),
         teamId,
         category: "audit",

@@ -1,5 +1,5 @@
 import type { Ports } from "../context/ports.js";
-import { randomId } from "../domain/crypto.js";
+import { eventId } from "../domain/crypto.js";
 import { inferColumns } from "../domain/columns.js";
 import type { Row } from "../domain/model.js";
 import { connectionSecrets, scrubUpstreamText } from "../connectors/scrub.js";
@@ -80,7 +80,7 @@ export function connectionAdmin(ports: Ports): ConnectionAdmin {
       await storage.usage.recordRefreshRun(run);
       await storage.audit.appendAuditEvent(
         {
-          id: randomId("evt_"),
+          id: eventId(),
           time: new Date(clock.now()).toISOString(),
           teamId: dataset.teamId,
           category: "audit",

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import { randomId } from "../domain/crypto.js";
+import { eventId } from "../domain/crypto.js";
 import type { AuditEvent, CreditUsage, DashboardView, RefreshRun } from "../domain/model.js";
 import { assertWritable } from "../storage/mount.js";
 import { type AdminDeps, actorFor, type ChangeOptions, checkId, recordChange } from "./change.js";
@@ -91,7 +91,7 @@ export function historyAdmin(deps: AdminDeps): HistoryAdmin {
       const events: AuditEvent[] = [];
       items.forEach((item, i) => {
         if (item.id !== undefined) checkId(item.id, `$[${i}].id`);
-        const event = { ...item, id: item.id ?? randomId("evt_") } as AuditEvent;
+        const event = { ...item, id: item.id ?? eventId() } as AuditEvent;
         if (seen.has(event.id)) throw validationFailed(`$[${i}].id`, `id ${event.id} appears twice in this batch`);
         seen.add(event.id);
         events.push(event);

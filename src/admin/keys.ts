@@ -1,5 +1,5 @@
 import { planRequired } from "../core/auth.js";
-import { randomId, sha256Hex } from "../domain/crypto.js";
+import { eventId, randomId, sha256Hex } from "../domain/crypto.js";
 import type { Allowlist, ApiKeyRecord, AuditEvent, Scope } from "../domain/model.js";
 import { isoTime } from "../domain/time.js";
 import { generateApiKeyToken } from "../domain/tokens.js";
@@ -49,7 +49,7 @@ export function keyAdmin(deps: AdminDeps): KeyAdmin {
   const isoNow = () => isoTime(clock.now());
 
   async function recordAuditEvent(input: Omit<AuditEvent, "id" | "time"> & { id?: string; time?: string }): Promise<AuditEvent> {
-    const event: AuditEvent = { ...input, id: input.id ?? randomId("evt_"), time: input.time ?? isoNow() };
+    const event: AuditEvent = { ...input, id: input.id ?? eventId(), time: input.time ?? isoNow() };
     await storage.audit.appendAuditEvent(event, clock.now());
     return event;
   }

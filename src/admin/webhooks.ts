@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { ApiSettings } from "../context/settings.js";
 import type { Ports } from "../context/ports.js";
-import { randomId } from "../domain/crypto.js";
+import { eventId, randomId } from "../domain/crypto.js";
 import type { Actor } from "../domain/model.js";
 import { ApiError, notFound } from "../core/errors.js";
 import type { WebhookEndpoint } from "../ports/storage/webhooks.js";
@@ -92,7 +92,7 @@ export function webhookAdmin(ports: Ports, settings: ApiSettings): WebhookAdmin 
     if (!updated) throw notFound("webhook connection");
     await storage.audit.appendAuditEvent(
       {
-        id: randomId("evt_"),
+        id: eventId(),
         time: isoNow(),
         teamId: updated.teamId,
         category: "audit",
@@ -128,7 +128,7 @@ export function webhookAdmin(ports: Ports, settings: ApiSettings): WebhookAdmin 
       });
       await storage.audit.appendAuditEvent(
         {
-          id: randomId("evt_"),
+          id: eventId(),
           time: createdAt,
           teamId: team.id,
           category: "audit",

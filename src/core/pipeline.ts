@@ -1,4 +1,3 @@
-import { randomUUID } from "node:crypto";
 import type { Admin } from "../admin/index.js";
 import { actorOf, assertKeyPlan, assertScope, authenticate, bearerToken, type Credential, unauthorized } from "./auth.js";
 import { andThen, type Awaitable, isPromiseLike } from "./awaitable.js";
@@ -6,7 +5,7 @@ import type { Caches } from "./caches.js";
 import type { ApiSettings } from "../context/settings.js";
 import type { Ports } from "../context/ports.js";
 import type { HandlerContext, Operations } from "../context/handler.js";
-import { idSource, safeEqual } from "../domain/crypto.js";
+import { eventId, idSource, safeEqual } from "../domain/crypto.js";
 import type { AuditEvent } from "../domain/model.js";
 import { isoTime } from "../domain/time.js";
 import { ApiError } from "./errors.js";
@@ -259,7 +258,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
   /** An audit event the library writes (handlers' `ctx.audit`, 5xx), off the critical path like the usage log. */
   function recordAudit(event: Omit<AuditEvent, "id" | "time"> & { time?: string }): Promise<void> {
     const now = clock.now();
-    const full: AuditEvent = { ...event, id: `evt_${randomUUID()}`, time: event.time ?? isoTime(now) };
+    const full: AuditEvent = { ...event, id: eventId(), time: event.time ?? isoTime(now) };
     try {
       return storage.audit.appendAuditEvent(full, now).catch((error: unknown) => logRecordFailure("could not store an audit event", error));
     } catch (error) {

@@ -1,4 +1,5 @@
-import { createHmac, hash, randomBytes, timingSafeEqual } from "node:crypto";
+import { createHmac, hash, randomBytes, randomFillSync, timingSafeEqual } from "node:crypto";
+import { v7 as uuidv7 } from "uuid";
 
 /** Hex SHA-256 of a UTF-8 string: how tokens are stored and looked up. */
 export function sha256Hex(value: string): string {
@@ -21,6 +22,28 @@ export function safeEqual(a: Uint8Array, b: Uint8Array): boolean {
     return false;
   }
   return timingSafeEqual(a, b);
+}
+
+/** Random bytes for event ids, drawn from a pool refilled 256 ids at a time (one call into the OS per pool, not per id). */
+const idPool = new Uint8Array(16 * 256);
+let idPoolAt = idPool.length;
+function pooledRandom16(): Uint8Array {
+  if (idPoolAt === idPool.length) {
+    randomFillSync(idPool);
+    idPoolAt = 0;
+  }
+  idPoolAt += 16;
+  return idPool.subarray(idPoolAt - 16, idPoolAt);
+}
+
+/**
+ * An audit event id: `evt_` and a UUIDv7 (RFC 9562: the time in ms first,
+ * then 74 random bits), so ids made one after another sort together and a
+ * store's unique index on them grows at its end rather than at random
+ * pages (half the cost of a recorded read on SQLite).
+ */
+export function eventId(): string {
+  return `evt_${uuidv7({ rng: pooledRandom16 })}`;
 }
 
 /** A random id: prefix + 20 base62 characters (~119 bits). */

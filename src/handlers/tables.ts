@@ -2,7 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { reachable } from "../core/access.js";
 import { actorOf, type Credential } from "../core/auth.js";
 import type { AuthedContext } from "../context/handler.js";
-import { randomId } from "../domain/crypto.js";
+import { eventId, randomId } from "../domain/crypto.js";
 import {
   IDEMPOTENCY_LEASE_MS,
   IDEMPOTENCY_TTL_MS,
@@ -297,7 +297,7 @@ function credentialRef(credential: Credential): { kind: string; id: string } {
 
 function rowEvent(ctx: AuthedContext, table: TableRecord, rowId: string, action: string): AuditEvent {
   return {
-    id: randomId("evt_"),
+    id: eventId(),
     teamId: table.teamId,
     time: new Date(ctx.clock.now()).toISOString(),
     category: "audit",
