@@ -3,7 +3,7 @@ import { actorOf } from "../core/auth.js";
 import type { AuthedContext } from "../context/handler.js";
 import type { ConnectionRecord, DatasetRecord } from "../domain/model.js";
 import { invalidParameter } from "../core/errors.js";
-import { jsonRowsBody } from "../http/json-stream.js";
+import { joinedTexts, jsonRowsBody } from "../http/json-stream.js";
 import { Reply } from "../http/reply.js";
 import { checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./row-query.js";
 
@@ -123,7 +123,7 @@ export async function readDatasetRows(ctx: AuthedContext, id: string, query: Row
     `],"metadata":${JSON.stringify({ ...metadata, nextCursor: nextCursor(checked, { offset: query.offset, returned: returnedRows, hasMore, lastKey: page.lastKey() }) })}}`;
   // A store that holds rows as JSON text hands them over as text: no parse and re-serialise per row.
   const body = page.rowsJson
-    ? await jsonRowsBody('{"success":true,"data":[', page.rowsJson, suffix, String)
+    ? await jsonRowsBody('{"success":true,"data":[', page.rowsJson, suffix, joinedTexts)
     : await jsonRowsBody('{"success":true,"data":[', page.rows, suffix);
   return typeof body === "string" ? Reply.jsonText(200, body) : Reply.jsonStream(body);
 }

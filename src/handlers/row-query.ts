@@ -80,9 +80,9 @@ export function exportReply(
   targetId: string,
   columns: readonly string[],
   rows: AsyncIterable<Row>,
-  rowsJson?: AsyncIterable<string>,
+  rowsJson?: AsyncIterable<readonly string[]>,
 ): Reply {
-  const lines = format === "csv" ? csvLines(columns, rows) : rowsJson ? jsonLines(rowsJson) : jsonLines(rows, JSON.stringify);
+  const lines = format === "csv" ? csvLines(columns, rows) : rowsJson ? jsonTextLines(rowsJson) : jsonLines(rows, JSON.stringify);
   const filename = `${targetId.replace(/[^\w.-]/g, "_")}.${format}`;
   return new Reply(200, chunked(lines), {
     "content-type": format === "csv" ? "text/csv; charset=utf-8" : "application/x-ndjson",
@@ -102,8 +102,13 @@ async function* chunked(lines: AsyncIterable<string>): AsyncGenerator<string> {
   if (out !== "") yield out;
 }
 
-async function* jsonLines<T>(rows: AsyncIterable<T>, serialize: (row: T) => string = String): AsyncGenerator<string> {
+async function* jsonLines<T>(rows: AsyncIterable<T>, serialize: (row: T) => string): AsyncGenerator<string> {
   for await (const row of rows) yield `${serialize(row)}\n`;
+}
+
+/** Batches of rows' JSON texts as NDJSON lines, a batch at a time. */
+async function* jsonTextLines(batches: AsyncIterable<readonly string[]>): AsyncGenerator<string> {
+  for await (const batch of batches) if (batch.length > 0) yield `${batch.join("\n")}\n`;
 }
 
 /** RFC 4180: a header line, then one line per row, CRLF; null and absent are empty fields. */

@@ -7,13 +7,13 @@ const CHUNK = 64 * 1024;
  * so a million-row read never sits in memory as one string. When the
  * consumer stops early (client gone) the row source is closed.
  */
-export async function jsonRowsBody(
+export async function jsonRowsBody<T>(
   prefix: string,
-  rows: AsyncIterable<unknown>,
+  rows: AsyncIterable<T>,
   /** The closing text, or a function giving it once every row is written (it may depend on the rows). */
   suffix: string | (() => string),
-  /** How a row becomes JSON text; pass `String` for rows that already are JSON text. */
-  serialize: (row: unknown) => string = JSON.stringify,
+  /** How a row becomes JSON text (an empty text adds nothing: see `joinedTexts`). */
+  serialize: (row: T) => string = JSON.stringify,
 ): Promise<string | AsyncIterable<string>> {
   const iterator = rows[Symbol.asyncIterator]();
   let buffer = prefix;
@@ -21,7 +21,9 @@ export async function jsonRowsBody(
   for (;;) {
     const next = await iterator.next();
     if (next.done) return buffer + (typeof suffix === "string" ? suffix : suffix());
-    buffer += (first ? "" : ",") + serialize(next.value);
+    const text = serialize(next.value);
+    if (text === "") continue;
+    buffer += (first ? "" : ",") + text;
     first = false;
     if (buffer.length >= CHUNK) break;
   }
@@ -33,7 +35,8 @@ export async function jsonRowsBody(
         for (;;) {
           const next = await iterator.next();
           if (next.done) break;
-          out += `,${serialize(next.value)}`;
+          const text = serialize(next.value);
+          if (text !== "") out += `,${text}`;
           if (out.length >= CHUNK) {
             yield out;
             out = "";
@@ -45,4 +48,9 @@ export async function jsonRowsBody(
       }
     },
   };
+}
+
+/** For `jsonRowsBody` over batches of rows' JSON texts: a batch as one comma-separated text ("" for an empty batch). */
+export function joinedTexts(batch: readonly string[]): string {
+  return batch.join(",");
 }

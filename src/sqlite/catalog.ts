@@ -163,16 +163,18 @@ function readRows(handle: SqliteHandle, at: Positions, query: RowQuery): RowPage
   const lastKey = () => (last.row === null ? null : keyOf(parseJson<Row>(last.row.data), last.row.position, plan.sort));
   if (query.limit !== null && query.limit <= 0) return { totalRows, rows: empty(), rowsJson: empty(), lastKey };
   let fetched: () => AsyncIterable<Fetched>;
+  let whole: Fetched[] | null = null;
   if (residual === null && query.limit !== null && query.limit <= SMALL_READ) {
     // One query on the writer connection: consistent by construction and cheap.
     const batch = fetchBatch(handle.db, plan, startOf(plan, query), query.limit, sqlOffsetFor(plan, query.offset));
+    whole = batch;
     fetched = () => fromBatch(batch);
   } else {
     fetched = () => streamRows(handle, plan, query);
   }
   const page: RowPage = { totalRows, rows: parsed(tracked(fetched(), last), query.columns), lastKey };
   // Stored text is JSON.stringify of the row, so without a projection it is the row's JSON as is.
-  if (query.columns === null) page.rowsJson = texts(tracked(fetched(), last));
+  if (query.columns === null) page.rowsJson = whole ? textBatch(whole, last) : texts(tracked(fetched(), last));
   return page;
 }
 
@@ -209,7 +211,12 @@ function plainPage(db: Database.Database, at: Positions, query: RowQuery & { lim
     rows: each((text) => (columns === null ? parseJson<Row>(text) : selectColumns(parseJson<Row>(text), columns))),
     lastKey,
   };
-  if (columns === null) page.rowsJson = each(String);
+  if (columns === null) {
+    page.rowsJson = (async function* () {
+      yielded = texts.length;
+      yield texts;
+    })();
+  }
   return page;
 }
 
@@ -293,8 +300,23 @@ async function* tracked(rows: AsyncIterable<Fetched>, last: { row: Fetched | nul
   }
 }
 
-async function* texts(rows: AsyncIterable<Fetched>): AsyncGenerator<string> {
-  for await (const row of rows) yield row.data;
+/** Stored texts of a streamed read, in batches of up to `BATCH`. */
+async function* texts(rows: AsyncIterable<Fetched>): AsyncGenerator<readonly string[]> {
+  let batch: string[] = [];
+  for await (const row of rows) {
+    batch.push(row.data);
+    if (batch.length >= BATCH) {
+      yield batch;
+      batch = [];
+    }
+  }
+  if (batch.length > 0) yield batch;
+}
+
+/** A page read whole: its stored texts as one batch. */
+async function* textBatch(rows: readonly Fetched[], last: { row: Fetched | null }): AsyncGenerator<readonly string[]> {
+  last.row = rows.at(-1) ?? null;
+  yield rows.map((r) => r.data);
 }
 
 /** Rows parsed from JSON text are fresh objects, owned by the caller; `__proto__` in them is an own data key. */

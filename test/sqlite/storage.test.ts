@@ -191,7 +191,7 @@ describe("sqlite: dataset rows", () => {
       { offset: 1, limit: null, columns: null, filters: JSON.parse('{"__proto__": {"x": 1}}') as Record<string, unknown> },
     ]) {
       const texts: string[] = [];
-      for await (const text of (await s.catalog.readDatasetRows("ds_stores", query)).rowsJson!) texts.push(text);
+      for await (const batch of (await s.catalog.readDatasetRows("ds_stores", query)).rowsJson!) texts.push(...batch);
       const objects = await collect((await s.catalog.readDatasetRows("ds_stores", query)).rows);
       expect(texts).toEqual(objects.map((r) => JSON.stringify(r)));
       expect(texts.length).toBeGreaterThan(0);

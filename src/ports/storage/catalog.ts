@@ -47,10 +47,11 @@ export interface RowPage {
   /**
    * Optional, for stores that keep rows as JSON text: the same page as
    * `JSON.stringify(row)` of every row `rows` would yield, in the same
-   * order, so a response can be streamed without parsing and re-serialising
-   * each row. Equally lazy. A caller consumes `rows` OR `rowsJson`, never both.
+   * order, in batches as the store fetches them (a batch may be empty), so a
+   * response can be written without parsing and re-serialising each row.
+   * Equally lazy. A caller consumes `rows` OR `rowsJson`, never both.
    */
-  rowsJson?: AsyncIterable<string>;
+  rowsJson?: AsyncIterable<readonly string[]>;
   /**
    * Once `rows` or `rowsJson` has been read (wholly or in part), the key of
    * the last row it yielded (its sort values and stored position), which a

@@ -210,7 +210,7 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
         const json = (await store.catalog.readDatasetRows("ds_orders", query)).rowsJson;
         if (!json) continue; // optional capability
         const texts: string[] = [];
-        for await (const text of json) texts.push(text);
+        for await (const batch of json) texts.push(...batch);
         const rows = await collect((await store.catalog.readDatasetRows("ds_orders", query)).rows);
         expect(texts.map((t) => JSON.parse(t))).toEqual(rows);
         expect(texts).toEqual(rows.map((r) => JSON.stringify(r)));
