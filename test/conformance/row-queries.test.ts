@@ -29,23 +29,26 @@ const value = fc.oneof(
   fc.constantFrom(["a"], [1, 2], { k: 1 }, { k: "x", j: [true] }, []),
 );
 const row = fc.dictionary(fc.constantFrom(...COLUMNS), value, { maxKeys: 3 });
+// Operands may hold U+0000, which PostgreSQL text cannot (no stored row here holds one).
+const withNul = fc.constantFrom("a\u0000", "\u0000", "ab\u0000c", { k: "\u0000" }, ["\u0000"]);
+const operandValue = fc.oneof({ weight: 4, arbitrary: value }, { weight: 1, arbitrary: withNul });
 const operand = (op: string) => {
   switch (op) {
     case "gt":
     case "gte":
     case "lt":
     case "lte":
-      return fc.oneof(fc.integer({ min: -3, max: 11 }), fc.constantFrom("", "a", "ab", "B", "é", "10"));
+      return fc.oneof(fc.integer({ min: -3, max: 11 }), fc.constantFrom("", "a", "ab", "B", "é", "10", "a\u0000", "ab\u0000c", "\u0000"));
     case "in":
     case "nin":
-      return fc.array(value, { minLength: 1, maxLength: 4 });
+      return fc.array(operandValue, { minLength: 1, maxLength: 4 });
     case "isNull":
       return fc.boolean();
     case "contains":
     case "startsWith":
-      return fc.constantFrom("a", "b", "1", "é", "😀");
+      return fc.constantFrom("a", "b", "1", "é", "😀", "\u0000", "a\u0000");
     default:
-      return value;
+      return operandValue;
   }
 };
 const test = fc
