@@ -7,7 +7,7 @@ import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/st
 import type { CatalogWatch } from "./catalog-events.js";
 import { bulkRowWriter } from "./dataset-rows.js";
 import { syncDatasetIndexes } from "./row-indexes.js";
-import { HAS_JSONB, indexableColumn, postgresRowDialect, type PostgresRowDialect, UNPARSABLE } from "./row-query.js";
+import { HAS_JSONB, hasNul, indexableColumn, postgresRowDialect, type PostgresRowDialect, UNPARSABLE } from "./row-query.js";
 import { begun, type Db, idPageSql, isConnectionLost, json, type Lease, num, PUT_RESULT, putResult, storeFault } from "./db.js";
 
 /** Rows fetched per round trip while streaming a read. */
@@ -219,6 +219,8 @@ function filterSql(filters: Record<string, unknown> | null, params: unknown[]): 
   const contained: Record<string, unknown> = Object.create(null);
   for (const key of keys) {
     const value = filters[key] ?? null;
+    // PostgreSQL text cannot carry U+0000, and the rows these conditions reach hold none: no match.
+    if (key.includes("\u0000") || hasNul(value)) return " and false";
     if (value !== null) contained[key] = value;
     params.push(key, json(value));
     parts.push(`coalesce((row::jsonb) -> $${params.length - 1}::text, 'null'::jsonb) = $${params.length}::jsonb`);

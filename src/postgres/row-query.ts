@@ -178,8 +178,11 @@ const NO_COLUMNS: ReadonlySet<string> = new Set();
 const FALSE = raw("(1 = 0)");
 
 /** Whether a JSON value holds U+0000 anywhere (a key or a string), which PostgreSQL text and jsonb cannot. */
-function hasNul(value: unknown): boolean {
-  return JSON.stringify(value).includes("\\u0000");
+export function hasNul(value: unknown): boolean {
+  if (typeof value === "string") return value.includes("\u0000");
+  if (value === null || typeof value !== "object") return false;
+  if (Array.isArray(value)) return value.some(hasNul);
+  return Object.keys(value).some((key) => key.includes("\u0000") || hasNul((value as Record<string, unknown>)[key]));
 }
 
 /** `doc -> 'name'` with the name as a literal. */

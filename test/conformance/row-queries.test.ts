@@ -24,7 +24,8 @@ afterAll(() => dropSchemas(schemas));
 const COLUMNS = ["a", "b", "it's"];
 const COLUMN_SET = new Set(COLUMNS);
 const value = fc.oneof(
-  fc.constantFrom(0, 1, -1, 2.5, 10, 1e21, "", "a", "B", "ab", "é", "😀", "\uffff", "10", true, false, null),
+  // "\\u0000" is a backslash and five characters: text PostgreSQL's row indexes leave out (their condition is textual), read without them.
+  fc.constantFrom(0, 1, -1, 2.5, 10, 1e21, "", "a", "B", "ab", "é", "😀", "\uffff", "10", "\\u0000", true, false, null),
   fc.integer({ min: -3, max: 3 }),
   fc.constantFrom(["a"], [1, 2], { k: 1 }, { k: "x", j: [true] }, []),
 );
