@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Column, DatasetRecord, Row, TableRecord } from "../../src/domain/model.js";
 import { parseSort, parseWhere } from "../../src/domain/row-query.js";
@@ -91,6 +94,23 @@ describe("row indexes (SQLite)", () => {
     expect(indexNames(storage)).toHaveLength(3);
     await storage.catalog.deleteDataset("ds_idx");
     expect(indexNames(storage)).toEqual([]);
+  });
+
+  it("a file whose declared dataset lacks its indexes (made before them) gets them when opened", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "dataport-rowidx-"));
+    try {
+      const path = join(dir, "db.sqlite");
+      const first = createSqliteStorage({ path });
+      await first.catalog.putDataset(dataset(true));
+      for (const name of indexNames(first)) first.db.exec(`DROP INDEX "${name}"`);
+      expect(indexNames(first)).toEqual([]);
+      await first.close();
+      const again = createSqliteStorage({ path });
+      open.push(again);
+      expect(indexNames(again)).toHaveLength(3);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("sorted pages, cursor pages, lookups and counts on a declared column use its index", async () => {
