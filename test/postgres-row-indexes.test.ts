@@ -143,6 +143,31 @@ describe.skipIf(!!skip)("postgres row indexes", () => {
     expect(probe.map((r) => r["QUERY PLAN"]).join("\n")).toContain("dataset_rows_unparsable");
   });
 
+  it("a repeated count is answered without counting while the dataset is unchanged, and counted again after any change", async () => {
+    const s = await store(undefined, false);
+    await s.catalog.putDataset(dataset(false));
+    await fill(s, generated(3000));
+    const where = parseWhere({ code: { ne: "c1" } }, NAMES);
+    const total = async () => (await read(s, { where, limit: 0 })).total;
+    expect(await total()).toBe(2990);
+    // The statement of a repeated read sends the count and does not run the counting subquery.
+    const spy = vi.spyOn(s.db.pool, "query");
+    expect(await total()).toBe(2990);
+    const [text, params] = spy.mock.calls.at(-1)! as unknown as [string, unknown[]];
+    spy.mockRestore();
+    const analyzed = await s.db.query<{ "QUERY PLAN": string }>(`explain analyze ${text}`, params);
+    expect(analyzed.map((r) => r["QUERY PLAN"]).join("\n")).toMatch(/Aggregate[^\n]*\(never executed\)/);
+    // Every change of the rows is seen: an append, a replace, a delete and re-create with as many rows.
+    await s.catalog.writeDatasetRows({ datasetId: "ds_idx", mode: "append", rows: (async function* () { yield { id: -1, code: "c2", amount: 0 }; })(), columns: () => COLUMNS, updatedAt: "2026-11-01T00:00:00.000Z" });
+    expect(await total()).toBe(2991);
+    await fill(s, generated(300));
+    expect(await total()).toBe(299);
+    await s.catalog.deleteDataset("ds_idx");
+    await s.catalog.putDataset(dataset(false));
+    await fill(s, Array.from({ length: 300 }, () => ({ id: 0, code: "c1", amount: 0 })));
+    expect(await total()).toBe(0);
+  });
+
   it("a where operand holding U+0000 answers as no stored value holds one (not an error)", async () => {
     const s = await store(undefined, false);
     for (const declared of [true, false]) {

@@ -1,3 +1,4 @@
+import { LRUCache } from "lru-cache";
 import type { PoolClient } from "pg";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
@@ -18,6 +19,7 @@ const WRITE_BATCH = 5000;
 export function postgresCatalog(db: Db, watch: CatalogWatch, reads: OpenReads): CatalogStore & CatalogWrites {
   const { t } = db;
   const writeRows = bulkRowWriter(db);
+  const counts: CountMemo = new LRUCache({ max: COUNT_MEMO_SIZE });
   /** A catalog write: this instance forgets what it derived from the catalog at once, whatever the outcome. */
   const changing = async <T>(write: Promise<T>): Promise<T> => {
     try {
@@ -63,7 +65,7 @@ export function postgresCatalog(db: Db, watch: CatalogWatch, reads: OpenReads): 
       return row ? toDataset(row) : null;
     },
     readDatasetRows(datasetId, query) {
-      return readRows(db, datasetId, query, reads);
+      return readRows(db, datasetId, query, reads, counts);
     },
     async replaceDatasetRows(datasetId, data) {
       // A refresh is a bulk replace: staged, then published in one short transaction.
@@ -239,20 +241,25 @@ function filterSql(filters: Record<string, unknown> | null, params: unknown[]): 
  * offset becomes a position (`first_pos + offset`), so a deep page costs an
  * index seek.
  */
-async function readRows(db: Db, datasetId: string, query: RowQuery, reads: OpenReads): Promise<RowPage> {
+async function readRows(db: Db, datasetId: string, query: RowQuery, reads: OpenReads, counts: CountMemo): Promise<RowPage> {
   const { t } = db;
   const limit = query.limit ?? null;
   const params: unknown[] = [datasetId];
   const how = query.where || query.sort?.length ? await datasetReading(db, datasetId) : PLAIN;
-  const count = countSql(t, query, params, how);
+  const memoKey = `${datasetId}\u0000${JSON.stringify([query.where ?? null, query.filters ?? null])}`;
+  const count = countSql(t, query, params, how, counts.get(memoKey) ?? null);
+  const remember = (row: { n: string | null; counted_at: string | null } | undefined) => {
+    if (row?.counted_at) counts.set(memoKey, { version: row.counted_at, n: num(row.n) });
+  };
   if (limit !== null && limit <= BATCH) {
     const page = pageSql(t, query, params, how);
     // The left join keeps the count when the page is empty (pos is then null).
-    const result = await db.query<{ n: string | null } & Partial<PageRow>>(
-      `select c.n, p.pos, p.r, p.k from (${count}) c left join lateral (${page}) p on true order by p.ord`,
+    const result = await db.query<{ n: string | null; counted_at: string | null } & Partial<PageRow>>(
+      `select c.n, c.counted_at, p.pos, p.r, p.k from (${count}) c left join lateral (${page}) p on true order by p.ord`,
       params,
     );
-    const found = result.filter((x): x is { n: string | null } & PageRow => x.pos !== null && x.pos !== undefined);
+    remember(result[0]);
+    const found = result.filter((x): x is { n: string | null; counted_at: string | null } & PageRow => x.pos !== null && x.pos !== undefined);
     const rows = found.map((x) => toRow(x.r, query.columns));
     const end = found.at(-1);
     return { totalRows: num(result[0]?.n), rows: fromArray(rows), lastKey: () => (end ? keyOfPage(end) : null) };
@@ -260,11 +267,12 @@ async function readRows(db: Db, datasetId: string, query: RowQuery, reads: OpenR
   const lease = await begun(db.pool, SNAPSHOT);
   try {
     const [counted] = (
-      await lease.client.query<{ n: string | null; version: string | null }>(
-        `select c.n, (select rows_version from ${t("datasets")} where id = $1) as version from (${count}) c`,
+      await lease.client.query<{ n: string | null; counted_at: string | null; version: string | null }>(
+        `select c.n, c.counted_at, (select rows_version from ${t("datasets")} where id = $1) as version from (${count}) c`,
         params,
       )
     ).rows;
+    remember(counted);
     const rows = new SnapshotRows(db, lease, datasetId, query, how, counted?.version ?? null, reads);
     return { totalRows: num(counted?.n), rows, lastKey: () => rows.lastKey };
   } catch (error) {
@@ -392,12 +400,38 @@ class SnapshotRows implements AsyncIterable<Row> {
  * them it is the window's size; with them, a count of the window's
  * matching rows.
  */
-function countSql(t: Db["t"], query: RowQuery, params: unknown[], how: Reading): string {
+function countSql(t: Db["t"], query: RowQuery, params: unknown[], how: Reading, known: Counted | null): string {
   const where = filterSql(query.filters, params) + whereSql(query, params, how);
-  return where === ""
-    ? `select coalesce((select next_pos - first_pos from ${t("datasets")} where id = $1), 0) as n`
-    : `select count(*) as n from ${t("dataset_rows")} where dataset_id = $1 and ${windowSql(t)}${where}`;
+  if (where === "") return `select coalesce((select next_pos - first_pos from ${t("datasets")} where id = $1), 0) as n, null::text as counted_at`;
+  const version = `(select ${COUNTED_AT} from ${t("datasets")} where id = $1)`;
+  // The count in an uncorrelated subquery of a CASE branch: PostgreSQL runs it only when that branch is taken.
+  return `select case when ${version} = $${params.push(known?.version ?? null)}::text then $${params.push(known?.n ?? null)}::bigint
+      else (select count(*) from ${t("dataset_rows")} where dataset_id = $1 and ${windowSql(t)}${where}) end as n,
+    ${version} as counted_at`;
 }
+
+/**
+ * The counts of reads with conditions, by dataset and conditions, each with
+ * the version of the dataset row it was made at (`COUNTED_AT`). A read
+ * sends the count it holds, and its statement answers it instead of
+ * counting when the dataset row is still that version, checked in the
+ * read's own snapshot: every change of the rows a read sees (an append, a
+ * trim, a bulk write's publishing, a delete and re-create) writes that row,
+ * which gives it a new xmin. So a cursor's next page (or any read repeated)
+ * does not count the same matching rows again; `totalRows` stays exact.
+ * Bounded, one per store instance.
+ */
+export type CountMemo = LRUCache<string, Counted>;
+
+interface Counted {
+  version: string;
+  n: number;
+}
+
+const COUNT_MEMO_SIZE = 1024;
+
+/** The version of a dataset row: its xmin (new at every write of the row) and its window. */
+const COUNTED_AT = "xmin::text || ':' || rows_version || ':' || first_pos || ':' || next_pos";
 
 /** A page row: position, the row (or the selected values as a JSON array), the sort values (`k`, null unsorted), its rank in the page (`ord`). */
 interface PageRow {
