@@ -9,8 +9,8 @@
  *   - an eq on `code` matching ~100 rows (first page, with its count);
  *   - counts alone (maxRows=0): the eq above, and a range on `amount` matching half the rows.
  *
- * Each figure is the median of RUNS reads after one warm-up, in ms, rows
- * consumed. Also the load itself (rows/s) and, with PROBE_INGEST, the cost of
+ * Each figure is the median of RUNS reads after one warm-up (the first
+ * read, also shown: a store may remember a count), in ms, rows consumed. Also the load itself (rows/s) and, with PROBE_INGEST, the cost of
  * single-row appends (the webhook path's shape) on the loaded dataset.
  *
  *   npx tsx bench/row-index-probe.ts
@@ -117,7 +117,7 @@ async function probe(name: string, storage: Storage): Promise<void> {
   const code = parseWhere({ code: { eq: "c1234" } }, NAMES);
   const half = parseWhere({ amount: { gt: 500 } }, NAMES);
 
-  const figures: Array<[string, number, number]> = [];
+  const figures: Array<[string, number, number, number]> = [];
   const time = async (label: string, query: Partial<RowQuery>) => {
     let got = 0;
     const once = async () => {
@@ -127,7 +127,9 @@ async function probe(name: string, storage: Storage): Promise<void> {
       got = n;
       return page.totalRows;
     };
+    const coldStart = performance.now();
     await once();
+    const cold = performance.now() - coldStart;
     const ms: number[] = [];
     let total = 0;
     for (let i = 0; i < RUNS; i++) {
@@ -136,7 +138,7 @@ async function probe(name: string, storage: Storage): Promise<void> {
       ms.push(performance.now() - start);
     }
     ms.sort((a, b) => a - b);
-    figures.push([label, ms[Math.floor(ms.length / 2)]!, total]);
+    figures.push([label, ms[Math.floor(ms.length / 2)]!, total, cold]);
     if (query.limit !== 0 && got === 0) console.log(`  (${label}: no rows)`);
   };
   await time("first page, stored order", {});
@@ -146,7 +148,9 @@ async function probe(name: string, storage: Storage): Promise<void> {
   await time("eq on code (~100 rows), first page", { where: code });
   await time("count: eq on code", { where: code, limit: 0 });
   await time("count: amount gt (half the rows)", { where: half, limit: 0 });
-  for (const [label, ms, total] of figures) console.log(`  ${label.padEnd(40)} ${ms.toFixed(2).padStart(9)} ms   totalRows ${total}`);
+  for (const [label, ms, total, cold] of figures) {
+    console.log(`  ${label.padEnd(40)} ${ms.toFixed(2).padStart(9)} ms   (first read ${cold.toFixed(2)} ms)   totalRows ${total}`);
+  }
 
   if (INGEST > 0) {
     const start = performance.now();
