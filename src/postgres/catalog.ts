@@ -1,3 +1,4 @@
+import { LRUCache } from "lru-cache";
 import type { PoolClient } from "pg";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
@@ -6,7 +7,8 @@ import { afterSql, conditionSql, orderSql, renderNumbered } from "../domain/row-
 import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";
 import type { CatalogWatch } from "./catalog-events.js";
 import { bulkRowWriter } from "./dataset-rows.js";
-import { postgresRowDialect } from "./row-query.js";
+import { syncDatasetIndexes } from "./row-indexes.js";
+import { HAS_JSONB, hasNul, indexableColumn, postgresRowDialect, type PostgresRowDialect, UNPARSABLE } from "./row-query.js";
 import { begun, type Db, idPageSql, isConnectionLost, json, type Lease, num, PUT_RESULT, putResult, storeFault } from "./db.js";
 
 /** Rows fetched per round trip while streaming a read. */
@@ -14,17 +16,10 @@ const BATCH = 1000;
 /** Rows per INSERT statement when writing many rows. */
 const WRITE_BATCH = 5000;
 
-/**
- * The condition of the partial GIN index `dataset_rows_doc` (migration 6),
- * verbatim so the planner can use it: rows whose JSON text holds a `\u0000`
- * or surrogate escape have no jsonb form (PostgreSQL refuses one) and are
- * neither indexed nor matched by filters.
- */
-export const HAS_JSONB = String.raw`row::text !~ '\\u(0000|[dD][89abcdefABCDEF])'`;
-
 export function postgresCatalog(db: Db, watch: CatalogWatch, reads: OpenReads): CatalogStore & CatalogWrites {
   const { t } = db;
   const writeRows = bulkRowWriter(db);
+  const counts: CountMemo = new LRUCache({ max: COUNT_MEMO_SIZE });
   /** A catalog write: this instance forgets what it derived from the catalog at once, whatever the outcome. */
   const changing = async <T>(write: Promise<T>): Promise<T> => {
     try {
@@ -70,7 +65,7 @@ export function postgresCatalog(db: Db, watch: CatalogWatch, reads: OpenReads): 
       return row ? toDataset(row) : null;
     },
     readDatasetRows(datasetId, query) {
-      return readRows(db, datasetId, query, reads);
+      return readRows(db, datasetId, query, reads, counts);
     },
     async replaceDatasetRows(datasetId, data) {
       // A refresh is a bulk replace: staged, then published in one short transaction.
@@ -106,7 +101,8 @@ export function postgresCatalog(db: Db, watch: CatalogWatch, reads: OpenReads): 
       }));
     },
     async deleteConnection(id) {
-      return changing(db.transaction(async (client) => {
+      const gone: string[] = [];
+      const deleted = await changing(db.transaction(async (client) => {
         const deleted = await client.query(`delete from ${t("connections")} where id = $1`, [id]);
         if (deleted.rowCount === 0) return false;
         // Locked first (in id order, as deliveries lock them), so deliveries in flight finish before their rows go.
@@ -116,11 +112,14 @@ export function postgresCatalog(db: Db, watch: CatalogWatch, reads: OpenReads): 
         );
         const ids = datasets.rows.map((d) => d.id);
         if (ids.length > 0) await deleteRowsOf(client, t, ids);
+        gone.push(...ids);
         return true;
       }));
+      for (const datasetId of gone) await syncDatasetIndexes(db, datasetId, []);
+      return deleted;
     },
     async putDataset(dataset) {
-      return changing(db.transaction(async (client) => {
+      const result = await changing(db.transaction(async (client) => {
         const table = await client.query(`select 1 from ${t("input_tables")} where id = $1`, [dataset.id]);
         if (table.rowCount) throw new Error(`${dataset.id} is an input table`);
         // rowCount is the store's: 0 for a new dataset, kept on a replace.
@@ -145,15 +144,20 @@ export function postgresCatalog(db: Db, watch: CatalogWatch, reads: OpenReads): 
         );
         return putResult(rows.rows);
       }));
+      // Declared columns are indexed (row-indexes.ts), after the commit: the builds do not block writers.
+      await syncDatasetIndexes(db, dataset.id, dataset.columnsDeclared === true ? dataset.columns.map((c) => c.name) : []);
+      return result;
     },
     async deleteDataset(id) {
-      return changing(db.transaction(async (client) => {
+      const deleted = await changing(db.transaction(async (client) => {
         // The lock waits for deliveries in flight on this dataset (and for a bulk write's publishing).
         const found = await client.query(`select 1 from ${t("datasets")} where id = $1 for update`, [id]);
         if (found.rowCount === 0) return false;
         await deleteRowsOf(client, t, [id]);
         return true;
       }));
+      if (deleted) await syncDatasetIndexes(db, id, []);
+      return deleted;
     },
     writeDatasetRows(write) {
       return writeRows(write);
@@ -217,6 +221,8 @@ function filterSql(filters: Record<string, unknown> | null, params: unknown[]): 
   const contained: Record<string, unknown> = Object.create(null);
   for (const key of keys) {
     const value = filters[key] ?? null;
+    // PostgreSQL text cannot carry U+0000, and the rows these conditions reach hold none: no match.
+    if (key.includes("\u0000") || hasNul(value)) return " and false";
     if (value !== null) contained[key] = value;
     params.push(key, json(value));
     parts.push(`coalesce((row::jsonb) -> $${params.length - 1}::text, 'null'::jsonb) = $${params.length}::jsonb`);
@@ -235,19 +241,25 @@ function filterSql(filters: Record<string, unknown> | null, params: unknown[]): 
  * offset becomes a position (`first_pos + offset`), so a deep page costs an
  * index seek.
  */
-async function readRows(db: Db, datasetId: string, query: RowQuery, reads: OpenReads): Promise<RowPage> {
+async function readRows(db: Db, datasetId: string, query: RowQuery, reads: OpenReads, counts: CountMemo): Promise<RowPage> {
   const { t } = db;
   const limit = query.limit ?? null;
   const params: unknown[] = [datasetId];
-  const count = countSql(t, query, params);
+  const how = query.where || query.sort?.length ? await datasetReading(db, datasetId) : PLAIN;
+  const memoKey = `${datasetId}\u0000${JSON.stringify([query.where ?? null, query.filters ?? null])}`;
+  const count = countSql(t, query, params, how, counts.get(memoKey) ?? null);
+  const remember = (row: { n: string | null; counted_at: string | null } | undefined) => {
+    if (row?.counted_at) counts.set(memoKey, { version: row.counted_at, n: num(row.n) });
+  };
   if (limit !== null && limit <= BATCH) {
-    const page = pageSql(t, query, params);
+    const page = pageSql(t, query, params, how);
     // The left join keeps the count when the page is empty (pos is then null).
-    const result = await db.query<{ n: string | null } & Partial<PageRow>>(
-      `select c.n, p.pos, p.r, p.k from (${count}) c left join lateral (${page}) p on true order by p.ord`,
+    const result = await db.query<{ n: string | null; counted_at: string | null } & Partial<PageRow>>(
+      `select c.n, c.counted_at, p.pos, p.r, p.k from (${count}) c left join lateral (${page}) p on true order by p.ord`,
       params,
     );
-    const found = result.filter((x): x is { n: string | null } & PageRow => x.pos !== null && x.pos !== undefined);
+    remember(result[0]);
+    const found = result.filter((x): x is { n: string | null; counted_at: string | null } & PageRow => x.pos !== null && x.pos !== undefined);
     const rows = found.map((x) => toRow(x.r, query.columns));
     const end = found.at(-1);
     return { totalRows: num(result[0]?.n), rows: fromArray(rows), lastKey: () => (end ? keyOfPage(end) : null) };
@@ -255,12 +267,13 @@ async function readRows(db: Db, datasetId: string, query: RowQuery, reads: OpenR
   const lease = await begun(db.pool, SNAPSHOT);
   try {
     const [counted] = (
-      await lease.client.query<{ n: string | null; version: string | null }>(
-        `select c.n, (select rows_version from ${t("datasets")} where id = $1) as version from (${count}) c`,
+      await lease.client.query<{ n: string | null; counted_at: string | null; version: string | null }>(
+        `select c.n, c.counted_at, (select rows_version from ${t("datasets")} where id = $1) as version from (${count}) c`,
         params,
       )
     ).rows;
-    const rows = new SnapshotRows(db, lease, datasetId, query, counted?.version ?? null, reads);
+    remember(counted);
+    const rows = new SnapshotRows(db, lease, datasetId, query, how, counted?.version ?? null, reads);
     return { totalRows: num(counted?.n), rows, lastKey: () => rows.lastKey };
   } catch (error) {
     await lease.client.query("ROLLBACK").catch(() => lease.spoil());
@@ -305,6 +318,7 @@ class SnapshotRows implements AsyncIterable<Row> {
     private lease: Lease,
     private readonly datasetId: string,
     private readonly query: RowQuery,
+    private readonly how: Reading,
     private readonly version: string | null,
     private readonly reads: OpenReads,
   ) {
@@ -353,7 +367,7 @@ class SnapshotRows implements AsyncIterable<Row> {
     const { query } = this;
     const rest = { ...query, offset: query.offset + skip, limit: query.limit === null ? null : query.limit - skip };
     const params: unknown[] = [this.datasetId];
-    await this.lease.client.query(`declare dataport_rows no scroll cursor for ${pageSql(this.db.t, rest, params)}`, params);
+    await this.lease.client.query(`declare dataport_rows no scroll cursor for ${pageSql(this.db.t, rest, params, this.how)}`, params);
   }
 
   /** The same page from its `skip`th row, on a new connection, when the rows are still those counted. */
@@ -386,12 +400,38 @@ class SnapshotRows implements AsyncIterable<Row> {
  * them it is the window's size; with them, a count of the window's
  * matching rows.
  */
-function countSql(t: Db["t"], query: RowQuery, params: unknown[]): string {
-  const where = filterSql(query.filters, params) + whereSql(query, params);
-  return where === ""
-    ? `select coalesce((select next_pos - first_pos from ${t("datasets")} where id = $1), 0) as n`
-    : `select count(*) as n from ${t("dataset_rows")} where dataset_id = $1 and ${windowSql(t)}${where}`;
+function countSql(t: Db["t"], query: RowQuery, params: unknown[], how: Reading, known: Counted | null): string {
+  const where = filterSql(query.filters, params) + whereSql(query, params, how);
+  if (where === "") return `select coalesce((select next_pos - first_pos from ${t("datasets")} where id = $1), 0) as n, null::text as counted_at`;
+  const version = `(select ${COUNTED_AT} from ${t("datasets")} where id = $1)`;
+  // The count in an uncorrelated subquery of a CASE branch: PostgreSQL runs it only when that branch is taken.
+  return `select case when ${version} = $${params.push(known?.version ?? null)}::text then $${params.push(known?.n ?? null)}::bigint
+      else (select count(*) from ${t("dataset_rows")} where dataset_id = $1 and ${windowSql(t)}${where}) end as n,
+    ${version} as counted_at`;
 }
+
+/**
+ * The counts of reads with conditions, by dataset and conditions, each with
+ * the version of the dataset row it was made at (`COUNTED_AT`). A read
+ * sends the count it holds, and its statement answers it instead of
+ * counting when the dataset row is still that version, checked in the
+ * read's own snapshot: every change of the rows a read sees (an append, a
+ * trim, a bulk write's publishing, a delete and re-create) writes that row,
+ * which gives it a new xmin. So a cursor's next page (or any read repeated)
+ * does not count the same matching rows again; `totalRows` stays exact.
+ * Bounded, one per store instance.
+ */
+export type CountMemo = LRUCache<string, Counted>;
+
+interface Counted {
+  version: string;
+  n: number;
+}
+
+const COUNT_MEMO_SIZE = 1024;
+
+/** The version of a dataset row: its xmin (new at every write of the row) and its window. */
+const COUNTED_AT = "xmin::text || ':' || rows_version || ':' || first_pos || ':' || next_pos";
 
 /** A page row: position, the row (or the selected values as a JSON array), the sort values (`k`, null unsorted), its rank in the page (`ord`). */
 interface PageRow {
@@ -400,11 +440,36 @@ interface PageRow {
   k: unknown[] | null;
 }
 
-const DIALECT = postgresRowDialect("row", "pos");
+/** How a read with where or sort reads the dataset's columns: through row indexes or not. */
+interface Reading {
+  dialect: PostgresRowDialect;
+  /** The indexes' condition (` and HAS_JSONB`), held by the rows of a window without unparsable rows; else "". */
+  guard: string;
+}
 
-/** ` and (…)` for the read's `where`, or nothing. */
-function whereSql(query: RowQuery, params: unknown[]): string {
-  return query.where ? ` and ${renderNumbered(conditionSql(query.where, DIALECT), params)}` : "";
+const PLAIN: Reading = { dialect: postgresRowDialect("row", "pos"), guard: "" };
+
+/**
+ * A dataset's declared columns are indexed (row-indexes.ts) for the rows
+ * PostgreSQL can take apart. A window holding a row it cannot (a `\u0000`
+ * escape: rare, found through the small `dataset_rows_unparsable` index)
+ * is read without the indexes, as before them.
+ */
+async function datasetReading(db: Db, datasetId: string): Promise<Reading> {
+  const [found] = await db.query<{ columns: Column[]; columns_declared: boolean; unparsable: boolean }>(
+    `select d.columns, d.columns_declared, exists (select 1 from ${db.t("dataset_rows")} r where r.dataset_id = d.id and ${UNPARSABLE}
+        and r.pos >= d.first_pos and r.pos < d.next_pos) as unparsable
+       from ${db.t("datasets")} d where d.id = $1`,
+    [datasetId],
+  );
+  if (!found?.columns_declared || found.unparsable) return PLAIN;
+  const indexed = new Set(found.columns.map((c) => c.name).filter(indexableColumn));
+  return indexed.size === 0 ? PLAIN : { dialect: postgresRowDialect("row", "pos", { indexed }), guard: ` and ${HAS_JSONB}` };
+}
+
+/** ` and (…)` for the read's `where` (and the indexes' condition), or nothing. */
+function whereSql(query: RowQuery, params: unknown[], how: Reading): string {
+  return query.where ? `${how.guard} and ${renderNumbered(conditionSql(query.where, how.dialect), params)}` : "";
 }
 
 /**
@@ -414,18 +479,22 @@ function whereSql(query: RowQuery, params: unknown[]): string {
  * position: a deep page costs an index seek, not a walk over the rows
  * before it. Sorted, a cursor is a keyset predicate over the sort terms.
  */
-function pageSql(t: Db["t"], query: RowQuery, params: unknown[]): string {
+function pageSql(t: Db["t"], query: RowQuery, params: unknown[], how: Reading): string {
   const sort = query.sort ?? [];
+  const indexedOrder = how.dialect.indexedOrder(sort);
   const select = query.columns ? `json_build_array(${query.columns.map((c) => `row -> $${params.push(c)}::text`).join(", ")})` : "row";
   const keys = sort.length > 0 ? `json_build_array(${sort.map((k) => `row -> $${params.push(k.column)}::text`).join(", ")})` : "null::json";
-  const where = filterSql(query.filters, params) + whereSql(query, params);
+  let where = filterSql(query.filters, params) + whereSql(query, params, how);
+  // A sort by an indexed column walks its index, which holds only rows with the indexes' condition.
+  if (indexedOrder && !query.where) where += how.guard;
   let sql: string;
   if (where !== "" || sort.length > 0) {
     let after = "";
     if (query.after) {
-      after = ` and ${sort.length > 0 ? renderNumbered(afterSql(sort, query.after, DIALECT), params) : `pos > $${params.push(query.after.position)}::bigint`}`;
+      const keyset = indexedOrder?.after(query.after) ?? afterSql(sort, query.after, how.dialect);
+      after = ` and ${sort.length > 0 ? renderNumbered(keyset, params) : `pos > $${params.push(query.after.position)}::bigint`}`;
     }
-    const order = sort.length > 0 ? renderNumbered(orderSql(sort, DIALECT), params) : "pos";
+    const order = sort.length > 0 ? renderNumbered(indexedOrder?.order ?? orderSql(sort, how.dialect), params) : "pos";
     const ord = sort.length > 0 ? `row_number() over (order by ${order})` : "pos";
     const window =
       where !== ""

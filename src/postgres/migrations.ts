@@ -259,6 +259,19 @@ alter table {s}.datasets add column columns_declared boolean not null default fa
 alter table {s}.api_keys add column creator_deleted boolean not null default false;
 `,
   },
+  {
+    version: 8,
+    name: "unparsable rows",
+    sql: `
+-- Rows whose text holds a \\u0000 or surrogate escape, which PostgreSQL
+-- cannot take apart (->> fails on them): usually none. A read with where or
+-- sort looks here first; with none in its window it may use the row indexes
+-- of declared columns (made per dataset, see row-indexes.ts), whose
+-- condition leaves such rows out.
+create index dataset_rows_unparsable on {s}.dataset_rows (dataset_id, pos) where row::text ~ '\\\\u(0000|[dD][89abcdefABCDEF])';
+create index table_rows_unparsable on {s}.table_rows (table_id, pos) where row::text ~ '\\\\u(0000|[dD][89abcdefABCDEF])';
+`,
+  },
 ];
 
 /**

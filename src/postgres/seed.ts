@@ -6,6 +6,7 @@ import { appendAudit } from "./audit.js";
 import { insertDatasetRows, webhookEndpointId } from "./catalog.js";
 import { type Db, json } from "./db.js";
 import { apiKeyParams, millis } from "./identity.js";
+import { syncDatasetIndexes, syncTableIndexes } from "./row-indexes.js";
 
 /**
  * Load a space into an empty store in one transaction. The `seeded` marker
@@ -14,12 +15,18 @@ import { apiKeyParams, millis } from "./identity.js";
  */
 export async function seedSpace(db: Db, space: SeedSpace): Promise<"loaded" | "kept"> {
   const { t } = db;
-  return db.transaction(async (client) => {
+  const outcome = await db.transaction(async (client) => {
     const claimed = await client.query(`insert into ${t("meta")} (key, value) values ('seeded', now()::text) on conflict (key) do nothing returning key`);
     if (claimed.rowCount === 0) return "kept";
     await load(client, t, space);
     return "loaded";
   });
+  // Row indexes of declared columns, built after the commit (CONCURRENTLY, outside any transaction).
+  if (outcome === "loaded") {
+    for (const d of space.datasets) if (d.columnsDeclared === true) await syncDatasetIndexes(db, d.id, d.columns.map((c) => c.name));
+    for (const table of space.tables) await syncTableIndexes(db, table.id, table.columns.map((c) => c.name));
+  }
+  return outcome;
 }
 
 /** Insert `items` through one `json_to_recordset` statement. */

@@ -4,6 +4,7 @@ import type { EditLogEntry, EditOp, IdempotencyClaim, StoredResponse, TableStore
 import { changedSince, newRow, nextUpdatedAt, patchedRow } from "../domain/table-rows.js";
 import { appendAudit } from "./audit.js";
 import { type Db, idPageSql, json, num, PUT_RESULT, putResult } from "./db.js";
+import { syncTableIndexes } from "./row-indexes.js";
 import { queriedTableRows } from "./row-query.js";
 
 const TABLE_COLUMNS = "id, team_id, name, columns, row_count, updated_at";
@@ -64,7 +65,7 @@ export function postgresTables(db: Db): TableStore & TableWrites {
       return rows.map(toTable);
     },
     async putTable(table, reshape) {
-      return db.transaction(async (client) => {
+      const result = await db.transaction(async (client) => {
         const dataset = await client.query(`select 1 from ${t("datasets")} where id = $1`, [table.id]);
         if (dataset.rowCount) throw new Error(`${table.id} is a dataset`);
         // rowCount is the store's: 0 for a new table, kept on a replace (its rows stay).
@@ -79,9 +80,12 @@ export function postgresTables(db: Db): TableStore & TableWrites {
         if (reshape) await reshapeRows(client, t, table.id, reshape);
         return putResult(rows.rows);
       });
+      // Declared columns are indexed (row-indexes.ts), after the commit: the builds do not block writers.
+      await syncTableIndexes(db, table.id, table.columns.map((c) => c.name));
+      return result;
     },
     async deleteTable(id) {
-      return db.transaction(async (client) => {
+      const deleted = await db.transaction(async (client) => {
         // Deleting the table row first waits for any row write in flight (they lock or update it).
         const deleted = await client.query(`delete from ${t("input_tables")} where id = $1`, [id]);
         if (deleted.rowCount === 0) return false;
@@ -89,6 +93,8 @@ export function postgresTables(db: Db): TableStore & TableWrites {
         await client.query(`delete from ${t("edit_log")} where table_id = $1`, [id]);
         return true;
       });
+      if (deleted) await syncTableIndexes(db, id, []);
+      return deleted;
     },
     async listTableRows(tableId, page) {
       if (page.where || page.sort?.length || page.after) return queriedTableRows(db, tableId, page);

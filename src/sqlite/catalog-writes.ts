@@ -3,6 +3,7 @@ import type { ConnectionRecord, DatasetRecord } from "../domain/model.js";
 import type { CatalogWrites } from "../ports/storage/catalog.js";
 import type { PutResult } from "../ports/storage/identity.js";
 import { rowKey, type SqliteHandle, writeTransaction } from "./db.js";
+import { syncDatasetIndexes } from "./row-indexes.js";
 
 type MetadataWrites = Pick<CatalogWrites, "putConnection" | "deleteConnection" | "putDataset" | "deleteDataset">;
 
@@ -69,9 +70,10 @@ export function catalogWrites(handle: SqliteHandle): MetadataWrites {
       d.updatedAt,
     ] as const;
     // Replacing keeps the rows: the window (first/next position) is not touched.
-    if (updateDataset.run(...values, d.id).changes > 0) return "updated";
-    insertDataset.run(d.id, ...values);
-    return "created";
+    const result: PutResult = updateDataset.run(...values, d.id).changes > 0 ? "updated" : (insertDataset.run(d.id, ...values), "created");
+    // Declared columns are indexed (row-indexes.ts); inferred ones are not.
+    syncDatasetIndexes(db, datasetSeq.get(d.id)!, d.columnsDeclared === true ? d.columns.map((c) => c.name) : []);
+    return result;
   });
 
   const deleteDataset = writeTransaction(db, (id: string): boolean => {
@@ -116,6 +118,7 @@ function dropDataset(db: Database.Database): (seq: number) => void {
   const claim = db.prepare<[number]>("DELETE FROM dataset_stagings WHERE dataset_seq = ?");
   const dataset = db.prepare<[number]>("DELETE FROM datasets WHERE seq = ?");
   return (seq) => {
+    syncDatasetIndexes(db, seq, []);
     rows.run(rowKey(seq, 0), rowKey(seq, 0) + 2n ** 43n);
     claim.run(seq);
     dataset.run(seq);

@@ -3,13 +3,14 @@ import { matchesFilters, selectColumns } from "../domain/rows.js";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
 import type { RowKey, SortKey } from "../domain/row-query.js";
 import { keyOf } from "../domain/row-query-order.js";
-import { afterSql, conditionSql, orderSql, raw, renderPositional, Sql, sql } from "../domain/row-query-sql.js";
+import { conditionSql, raw, renderPositional, Sql, sql } from "../domain/row-query-sql.js";
 import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";
 import { bulkRowWriter } from "./bulk-rows.js";
 import { catalogWrites } from "./catalog-writes.js";
 import { parseJson, prepared, rowKey, type SqliteHandle } from "./db.js";
 import { idPageQuery } from "./identity.js";
-import { sqliteRowDialect } from "./row-query.js";
+import { ensureRowIndexes } from "./row-indexes.js";
+import { indexableColumn, seeksIndex, sortedPageSql, sqliteRowDialect, type SqliteRowDialect } from "./row-query.js";
 
 /** Rows fetched per step of a streamed read. */
 const BATCH = 500;
@@ -71,6 +72,7 @@ export function sqliteCatalog(handle: SqliteHandle): CatalogStore & CatalogWrite
   const connectionPage = idPageQuery<ConnectionRow>(db, "SELECT * FROM connections");
   const datasetPage = idPageQuery<DatasetRow>(db, `SELECT ${DATASET_COLUMNS} FROM datasets`);
   const bulkWrite = bulkRowWriter(handle);
+  ensureRowIndexes(db);
   // One read transaction: the window, the count and a small page come from one snapshot, even
   // when another process publishes a bulk write in between (a streamed page takes its own).
   const read = db.transaction((datasetId: string, query: RowQuery): RowPage => {
@@ -134,6 +136,10 @@ interface ReadPlan {
   residual: Record<string, unknown> | null;
   condition: Sql | null;
   sort: SortKey[];
+  /** The dataset's dialect: its indexed (declared) columns, its positions as row keys. */
+  dialect: SqliteRowDialect;
+  /** The read starts from a row index (`seeksIndex`); a count, also from a range on one. */
+  seek: { page: boolean; count: boolean };
 }
 
 /** A stored row as a read fetches it. */
@@ -145,18 +151,21 @@ interface Fetched {
 /** Where the next batch starts: after a position (stored order) or after a row key (sorted). */
 type Resume = { position: number } | { key: RowKey | null };
 
-const DIALECT = sqliteRowDialect("data", "position");
-
 function readRows(handle: SqliteHandle, at: Positions, query: RowQuery): RowPage {
   if (isPlainPage(query)) return plainPage(handle.db, at, query);
   const { where, params, residual } = compileFilters(query.filters);
+  const sort = query.sort ?? [];
+  const dialect = datasetDialect(handle.db, at.seq, query.where || sort.length > 0);
+  const condition = query.where ?? null;
   const plan: ReadPlan = {
     at,
     where,
     params,
     residual,
-    condition: query.where ? conditionSql(query.where, DIALECT) : null,
-    sort: query.sort ?? [],
+    condition: condition ? conditionSql(condition, dialect) : null,
+    sort,
+    dialect,
+    seek: { page: seeksIndex(condition, sort, dialect, false), count: seeksIndex(condition, [], dialect, true) },
   };
   const totalRows = countRows(handle.db, plan);
   const last: { row: Fetched | null } = { row: null };
@@ -228,10 +237,8 @@ function countRows(db: Database.Database, plan: ReadPlan): number {
   if (isPlain(plan)) return plan.at.next_position - plan.at.first_position;
   // Bounded by the window on both sides: rows below it (a replace's old rows, not yet swept) and
   // above it (a bulk write's staged rows) are not the dataset's.
-  const low = rowKey(plan.at.seq, plan.at.first_position);
-  const high = rowKey(plan.at.seq, plan.at.next_position);
   const { text, params } = renderPositional(
-    sql`SELECT ${raw(plan.residual ? "data" : "count(*) AS n")} FROM dataset_rows WHERE row_key >= ${low} AND row_key < ${high} ${conditionsOf(plan)}`,
+    sql`SELECT ${raw(plan.residual ? "data" : "count(*) AS n")} FROM dataset_rows WHERE ${windowOf(plan, plan.seek.count)} ${conditionsOf(plan)}`,
   );
   if (!plan.residual) {
     return (prepared(db, text).get(...params) as { n: number }).n;
@@ -242,6 +249,40 @@ function countRows(db: Database.Database, plan: ReadPlan): number {
   }
   return n;
 }
+
+/**
+ * The rows of the dataset's window: rows below it (a replace's old rows, not
+ * yet swept) and above it (a bulk write's staged rows) are not the
+ * dataset's. A read that starts from a row index names the dataset by the
+ * literal of the index's condition and keeps the planner off the row key
+ * range (`+row_key`), which it would otherwise take for the cheaper start.
+ */
+function windowOf(plan: ReadPlan, seek: boolean): Sql {
+  const low = rowKey(plan.at.seq, plan.at.first_position);
+  const high = rowKey(plan.at.seq, plan.at.next_position);
+  if (!seek) return sql`row_key >= ${low} AND row_key < ${high}`;
+  return sql`dataset_seq = ${raw(String(plan.at.seq))} AND +row_key >= ${low} AND +row_key < ${high}`;
+}
+
+/**
+ * A dataset's dialect: positions are compared as row keys (the same order
+ * within a dataset; the key is what its indexes hold); declared columns are
+ * indexed (see `syncRowIndexes`), read only for a read with where or sort.
+ */
+function datasetDialect(db: Database.Database, seq: number, queried: unknown): SqliteRowDialect {
+  // Without where and sort the dialect goes unused: rows come by position.
+  if (!queried) return PLAIN_DIALECT;
+  let indexed: ReadonlySet<string> | undefined;
+  const found = prepared<{ columns: string; columns_declared: number }>(db, "SELECT columns, columns_declared FROM datasets WHERE seq = ?").get(seq);
+  if (found?.columns_declared === 1) indexed = new Set(parseJson<Column[]>(found.columns).map((c) => c.name).filter(indexableColumn));
+  return sqliteRowDialect("data", "row_key", {
+    ...(indexed && { indexed }),
+    positionValue: (position) => sql`${rowKey(seq, Math.min(Math.max(position, -1), MAX_POSITION - 1))}`,
+  });
+}
+
+const MAX_POSITION = 2 ** 43;
+const PLAIN_DIALECT = sqliteRowDialect("data", "position");
 
 /** The filters and the `where` of a read as one fragment (`AND …` each). */
 function conditionsOf(plan: ReadPlan): Sql {
@@ -269,20 +310,21 @@ function sqlOffsetFor(plan: ReadPlan, offset: number): number {
 
 /** One batch of the read from `resume` on, in its order. */
 function fetchBatch(db: Database.Database, plan: ReadPlan, resume: Resume, limit: number, offset: number): Fetched[] {
-  const low = rowKey(plan.at.seq, plan.at.first_position);
   const high = rowKey(plan.at.seq, plan.at.next_position);
   if ("position" in resume) {
     const after = rowKey(plan.at.seq, Math.max(resume.position, plan.at.first_position - 1));
+    const range = plan.seek.page ? sql`dataset_seq = ${raw(String(plan.at.seq))} AND +row_key > ${after} AND +row_key < ${high}` : sql`row_key > ${after} AND row_key < ${high}`;
     const { text, params } = renderPositional(
-      sql`SELECT position, data FROM dataset_rows WHERE row_key > ${after} AND row_key < ${high} ${conditionsOf(plan)}
+      sql`SELECT position, data FROM dataset_rows WHERE ${range} ${conditionsOf(plan)}
           ORDER BY row_key LIMIT ${limit} OFFSET ${offset}`,
     );
     return prepared<Fetched>(db, text).all(...params);
   }
-  const after = resume.key === null ? raw("") : sql`AND ${afterSql(plan.sort, resume.key, DIALECT)}`;
   const { text, params } = renderPositional(
-    sql`SELECT position, data FROM dataset_rows WHERE row_key >= ${low} AND row_key < ${high} ${conditionsOf(plan)} ${after}
-        ORDER BY ${orderSql(plan.sort, DIALECT)} LIMIT ${limit} OFFSET ${offset}`,
+    sortedPageSql(
+      { select: "position, data", from: "dataset_rows", where: sql`${windowOf(plan, plan.seek.page)} ${conditionsOf(plan)}`, sort: plan.sort, after: resume.key, limit, offset },
+      plan.dialect,
+    ),
   );
   return prepared<Fetched>(db, text).all(...params);
 }

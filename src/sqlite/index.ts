@@ -3,6 +3,7 @@ import type { SeedSpace } from "../fixture/space.js";
 import type { Storage } from "../ports/storage.js";
 import { appendAuditStatement, sqliteAudit } from "./audit.js";
 import { appendRowsStatement, sqliteCatalog } from "./catalog.js";
+import { syncDatasetIndexes } from "./row-indexes.js";
 import { dashboardViewStatement, insertDashboardStatement, sqliteDashboards } from "./dashboards.js";
 import { openSqlite, type SqliteStorageOptions } from "./db.js";
 import { groupCommit } from "./group-commit.js";
@@ -126,6 +127,7 @@ function seedTransaction(db: Database.Database): (space: SeedSpace) => "loaded" 
         d.rows.length,
       )!;
       rows(seq, 0, d.rows);
+      if (d.columnsDeclared === true) syncDatasetIndexes(db, seq, d.columns.map((c) => c.name));
     }
     for (const t of space.tables) table(t);
     for (const d of space.dashboards) dashboard(d);

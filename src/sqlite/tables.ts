@@ -6,6 +6,7 @@ import { changedSince, newRow, nextUpdatedAt, patchedRow } from "../domain/table
 import { appendAuditStatement } from "./audit.js";
 import { parseJson, parseJsonOrNull, type SqliteHandle, writeTransaction } from "./db.js";
 import { idPageQuery } from "./identity.js";
+import { syncTableIndexes } from "./row-indexes.js";
 import { queriedTableRows } from "./row-query.js";
 
 interface TableRow {
@@ -203,6 +204,7 @@ function tableChanges(db: Database.Database) {
   const put = writeTransaction(db, (table: TableRecord, reshape?: (row: Row) => Row): PutResult => {
     const created = exists.get(table.id) === undefined;
     upsert.run(table.id, table.teamId, table.name, JSON.stringify(table.columns), table.updatedAt);
+    syncTableIndexes(db, table.id, table.columns.map((c) => c.name));
     // In this transaction, batch by batch (no statement stays open across the updates): a throw rolls it all back.
     for (let after = ""; reshape; ) {
       const batch = rowsAfter.all(table.id, after, RESHAPE_BATCH);
@@ -214,6 +216,7 @@ function tableChanges(db: Database.Database) {
   });
   const remove = writeTransaction(db, (id: string): boolean => {
     if (removeTable.run(id).changes === 0) return false;
+    syncTableIndexes(db, id, []);
     removeRows.run(id);
     removeLog.run(id);
     return true;
@@ -255,6 +258,7 @@ export function insertTableStatement(db: Database.Database): (table: TableRecord
   const row = db.prepare("INSERT INTO table_rows (table_id, row_id, data) VALUES (?, ?, ?)");
   return (table) => {
     meta.run(table.id, table.teamId, table.name, JSON.stringify(table.columns), table.rows.length, table.updatedAt);
+    syncTableIndexes(db, table.id, table.columns.map((c) => c.name));
     for (const r of table.rows) row.run(table.id, String(r._id), JSON.stringify(r));
   };
 }

@@ -1,0 +1,178 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import type { Column, DatasetRecord, Row, TableRecord } from "../../src/domain/model.js";
+import { parseSort, parseWhere } from "../../src/domain/row-query.js";
+import type { RowQuery } from "../../src/ports/storage/catalog.js";
+import { createSqliteStorage, type SqliteStorage } from "../../src/sqlite/index.js";
+
+/**
+ * Row indexes on SQLite: a declared column gets one partial index, and the
+ * reads that sort by it, page after a cursor on it or look it up are
+ * index walks and seeks (EXPLAIN QUERY PLAN), never a sort of the dataset
+ * or a scan of its rows. Undeclared datasets get none.
+ */
+const open: SqliteStorage[] = [];
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((s) => s.close()));
+});
+
+const COLUMNS: Column[] = [
+  { name: "id", type: "number" },
+  { name: "code", type: "string" },
+  { name: "amount", type: "number" },
+];
+const NAMES = new Set(COLUMNS.map((c) => c.name));
+const ROWS = 3000;
+
+function dataset(declared: boolean): DatasetRecord {
+  return {
+    id: "ds_idx",
+    teamId: "team_ops",
+    name: "indexed",
+    type: "upload",
+    connectionId: null,
+    source: null,
+    columns: COLUMNS,
+    rowCount: 0,
+    lastRefreshedAt: null,
+    updatedAt: "2026-11-01T00:00:00.000Z",
+    ...(declared && { columnsDeclared: true }),
+  };
+}
+
+async function loaded(declared = true): Promise<SqliteStorage> {
+  const storage = createSqliteStorage({ path: ":memory:" });
+  open.push(storage);
+  await storage.catalog.putDataset(dataset(declared));
+  const rows = Array.from({ length: ROWS }, (_, i): Row => ({ id: i, code: `c${i % 100}`, amount: (i * 7919) % 1000 }));
+  await storage.catalog.writeDatasetRows({ datasetId: "ds_idx", mode: "replace", rows: (async function* () { yield* rows; })(), columns: () => COLUMNS, updatedAt: "2026-11-01T00:00:00.000Z" });
+  return storage;
+}
+
+function indexNames(storage: SqliteStorage, table = "dataset_rows"): string[] {
+  return storage.db
+    .prepare<[string], { name: string }>("SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = ? AND name LIKE 'rx1%' ORDER BY name")
+    .all(table)
+    .map((r) => r.name);
+}
+
+/** The read's rows, and the query plans of the statements it prepared. */
+async function traced(storage: SqliteStorage, query: Partial<RowQuery>): Promise<{ rows: Row[]; total: number; plans: string[][]; lastKey: RowQuery["after"] }> {
+  const { db } = storage;
+  const texts: string[] = [];
+  const prepare = db.prepare.bind(db);
+  db.prepare = ((text: string) => {
+    texts.push(text);
+    return prepare(text);
+  }) as typeof db.prepare;
+  try {
+    const page = await storage.catalog.readDatasetRows("ds_idx", { offset: 0, limit: 5, columns: null, filters: null, ...query });
+    const rows: Row[] = [];
+    for await (const r of page.rows) rows.push({ ...r });
+    const plans = texts
+      .filter((t) => t.includes("dataset_rows"))
+      // The plan does not depend on the bound values (no statistics): NULL for each placeholder.
+      .map((t) => prepare(`EXPLAIN QUERY PLAN ${t}`).all(...new Array((t.match(/\?/g) ?? []).length).fill(null)) as Array<{ detail: string }>)
+      .map((lines) => lines.map((l) => l.detail));
+    return { rows, total: page.totalRows, plans, lastKey: page.lastKey() };
+  } finally {
+    db.prepare = prepare;
+  }
+}
+
+describe("row indexes (SQLite)", () => {
+  it("a declared dataset gets one index per declared column; dropping the declaration or the dataset drops them", async () => {
+    const storage = await loaded();
+    expect(indexNames(storage)).toHaveLength(3);
+    await storage.catalog.putDataset({ ...dataset(true), columns: COLUMNS.slice(0, 2) });
+    expect(indexNames(storage)).toHaveLength(2);
+    await storage.catalog.putDataset(dataset(false));
+    expect(indexNames(storage)).toEqual([]);
+    await storage.catalog.putDataset(dataset(true));
+    expect(indexNames(storage)).toHaveLength(3);
+    await storage.catalog.deleteDataset("ds_idx");
+    expect(indexNames(storage)).toEqual([]);
+  });
+
+  it("a file whose declared dataset lacks its indexes (made before them) gets them when opened", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "dataport-rowidx-"));
+    try {
+      const path = join(dir, "db.sqlite");
+      const first = createSqliteStorage({ path });
+      await first.catalog.putDataset(dataset(true));
+      for (const name of indexNames(first)) first.db.exec(`DROP INDEX "${name}"`);
+      expect(indexNames(first)).toEqual([]);
+      await first.close();
+      const again = createSqliteStorage({ path });
+      open.push(again);
+      expect(indexNames(again)).toHaveLength(3);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("sorted pages, cursor pages, lookups and counts on a declared column use its index", async () => {
+    const storage = await loaded();
+    const checks: Array<[string, Partial<RowQuery>]> = [];
+    const asc = parseSort("amount", NAMES);
+    const desc = parseSort("-amount", NAMES);
+    const first = await traced(storage, { sort: desc });
+    expect(first.rows.map((r) => r.amount)).toEqual([999, 999, 999, 998, 998]);
+    const deep = await traced(storage, { sort: desc, offset: 2700, limit: 1 });
+    checks.push(
+      ["sort asc", { sort: asc }],
+      ["sort desc", { sort: desc }],
+      ["cursor asc", { sort: asc, after: deep.lastKey }],
+      ["cursor desc", { sort: desc, after: deep.lastKey }],
+      ["eq", { where: parseWhere({ code: { eq: "c7" } }, NAMES) }],
+      ["in", { where: parseWhere({ code: { in: ["c7", "c8"] } }, NAMES) }],
+      ["range count", { where: parseWhere({ amount: { gte: 990 } }, NAMES), limit: 0 }],
+    );
+    for (const [label, query] of checks) {
+      // A fresh store: statements are prepared (and so seen here) once per connection.
+      const { plans } = await traced(await loaded(), query);
+      expect(plans.length, label).toBeGreaterThan(0);
+      for (const plan of plans) {
+        const text = plan.join("\n");
+        // Every access to the rows goes through a row index; nothing sorts the dataset's rows.
+        expect(text, `${label}:\n${text}`).not.toMatch(/SCAN dataset_rows(?! USING INDEX rx1)/);
+        expect(text, `${label}:\n${text}`).not.toMatch(/dataset_rows USING INTEGER PRIMARY KEY/);
+        expect(text, `${label}:\n${text}`).toMatch(/dataset_rows USING (COVERING )?INDEX rx1/);
+        // A sort only of the few rows the seeks found (their merge), or of a lookup's matches.
+        plan.forEach((line, i) => {
+          if (!line.includes("TEMP B-TREE") || /^SCAN \(subquery-\d+\)$/.test(plan[i - 1] ?? "")) return;
+          for (const access of plan.filter((l) => l.includes("dataset_rows"))) expect(access, `${label}:\n${text}`).toMatch(/^SEARCH .*\(<expr>=\?\)$/);
+        });
+        if (label === "sort asc") expect(text).not.toContain("TEMP B-TREE");
+      }
+    }
+    // The desc cursor continues right after the 2701st row in that order.
+    const next = await traced(storage, { sort: desc, after: deep.lastKey, limit: 3 });
+    const all = await traced(storage, { sort: desc, offset: 2701, limit: 3 });
+    expect(next.rows).toEqual(all.rows);
+    expect(next.total).toBe(ROWS);
+  });
+
+  it("an undeclared dataset has no row index and reads its window", async () => {
+    const storage = await loaded(false);
+    expect(indexNames(storage)).toEqual([]);
+    const { plans, rows } = await traced(storage, { where: parseWhere({ code: { eq: "c7" } }, NAMES) });
+    expect(rows.map((r) => r.id)).toEqual([7, 107, 207, 307, 407]);
+    expect(plans.flat().join("\n")).toContain("USING INTEGER PRIMARY KEY");
+  });
+
+  it("an input table's declared columns are indexed while declared", async () => {
+    const storage = createSqliteStorage({ path: ":memory:" });
+    open.push(storage);
+    const table: TableRecord = { id: "tbl_idx", teamId: "team_ops", name: "t", columns: [{ name: "score", type: "number" }], rowCount: 0, updatedAt: "2026-11-01T00:00:00.000Z" };
+    await storage.tables.putTable(table);
+    expect(indexNames(storage, "table_rows")).toHaveLength(1);
+    await storage.tables.putTable({ ...table, columns: [] });
+    expect(indexNames(storage, "table_rows")).toEqual([]);
+    await storage.tables.putTable(table);
+    await storage.tables.deleteTable("tbl_idx");
+    expect(indexNames(storage, "table_rows")).toEqual([]);
+  });
+});
