@@ -432,7 +432,7 @@ async function run(scenario: Scenario): Promise<void> {
  * run only when a word given is a prefix of their name (`rowquery`,
  * `export`, `rowquery-sqlite`…), never in a run without names.
  */
-const ROW_QUERY_SCENARIOS = ["rowquery-sqlite", "rowquery-postgres", "export-sqlite", "export-postgres", "export-memory"];
+const ROW_QUERY_SCENARIOS = ["rowquery-sqlite", "rowquery-postgres", "export-sqlite", "export-postgres", "export-memory", "export-table-sqlite"];
 const rowQueryNames = ROW_QUERY_SCENARIOS.filter((name) => filters.some((f) => name.startsWith(f)));
 if (rowQueryNames.length > 0) {
   const child = spawn(process.execPath, ["--import", "tsx", "bench/row-queries.ts", ...rowQueryNames], { stdio: "inherit" });
