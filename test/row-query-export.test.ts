@@ -8,6 +8,8 @@ import { createMemoryStorage } from "../src/memory/storage.js";
 import type { Storage } from "../src/ports/storage.js";
 import { createSqliteStorage } from "../src/sqlite/index.js";
 import { NOW, setup } from "./support/api.js";
+import { postgresStores } from "./support/postgres-stores.js";
+import { postgresSkipReason } from "./support/services.js";
 import { exportRow } from "./support/export-server.js";
 import { TOKENS } from "./support/fixture.js";
 import { startServerProcess, stopProcess } from "./support/server-process.js";
@@ -23,19 +25,27 @@ function audited(storage: Storage): { storage: Storage; reads: () => AuditEvent[
   return { storage, reads: () => events.filter((e) => e.category === "data_access") };
 }
 
-const stores: Array<[string, () => Storage]> = [
-  ["memory", () => createMemoryStorage()],
-  ["sqlite", () => createSqliteStorage({ path: ":memory:" })],
+const pgSkip = await postgresSkipReason();
+const pg = postgresStores({ prefix: "dp_rq_export", maxConnections: 4 });
+
+const stores: Array<[name: string, make: () => Storage | Promise<Storage>, skip: string | undefined]> = [
+  ["memory", () => createMemoryStorage(), undefined],
+  ["sqlite", () => createSqliteStorage({ path: ":memory:" }), undefined],
+  ["postgres", () => pg.store(undefined, false), pgSkip],
 ];
 
-describe.each(stores)("a read exported counts and is audited like any rows read (%s)", (_name, makeStorage) => {
+for (const [name, makeStorage, skip] of stores) {
+  describe.skipIf(!!skip)(`a read exported counts and is audited like any rows read (${name})`, () => auditedReads(makeStorage));
+}
+
+function auditedReads(makeStorage: () => Storage | Promise<Storage>): void {
   async function apiReads(call: Awaited<ReturnType<typeof setup>>["call"], id: string): Promise<{ api_reads: number; last_api_read_at: string | null }> {
     const usage = await call("GET", "/api/v1/space/dataset-usage?teamId=team_ops", { token: TOKENS.sessionAda });
     return usage.json.rows.find((r: { dataset_id: string }) => r.dataset_id === id);
   }
 
   it("a table read, as a JSON page or a download, is a data_access event table.rows.read and counts in dataset-usage", async () => {
-    const { storage, reads } = audited(makeStorage());
+    const { storage, reads } = audited(await makeStorage());
     const { call } = await setup({ storage });
     for (const [region, target] of [
       ["AMER", 5],
@@ -79,7 +89,7 @@ describe.each(stores)("a read exported counts and is audited like any rows read 
   });
 
   it("a dataset download is audited as dataset.rows.read with its format and the rows it holds, and counts as a read", async () => {
-    const { storage, reads } = audited(makeStorage());
+    const { storage, reads } = audited(await makeStorage());
     const { call } = await setup({ storage });
     const before = await apiReads(call, "ds_orders");
     const csv = await call("GET", "/api/v1/datasets/ds_orders/rows?format=csv&sort=amount&offset=1&maxRows=2&columns=order_id,amount", { token: TOKENS.sync });
@@ -100,7 +110,7 @@ describe.each(stores)("a read exported counts and is audited like any rows read 
     });
     await vi.waitFor(async () => expect(await apiReads(call, "ds_orders")).toMatchObject({ api_reads: before.api_reads + 1, last_api_read_at: NOW }));
   });
-});
+}
 
 /**
  * A large download streams: the server (a process of its own, on a SQLite
