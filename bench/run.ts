@@ -12,6 +12,8 @@
  *       # A/B: Dataport built from another checkout's dist/ takes the baseline's
  *       # place, so the ratio is this build against that one (above 1: faster)
  *   npm run bench -- postgres     # the PostgreSQL scenarios (webhook-postgres, me-postgres, postgres-reads)
+ *   npm run bench -- rowquery     # opt-in: row-query pages of a 1,000,000-row dataset on SQLite and PostgreSQL
+ *   npm run bench -- export       # opt-in: 1,000,000-row CSV/NDJSON exports and the server's RSS growth (bench/row-queries.ts)
  *
  * PostgreSQL scenarios run on the database BENCH_PG_URL (default
  * postgres://postgres@127.0.0.1:5432/dataport_bench, created when missing:
@@ -423,6 +425,18 @@ async function run(scenario: Scenario): Promise<void> {
     const sides = AB_DIST ? `${AB_DIST} ${await commits(baselineSide)}, this build` : `baseline ${await commits(baselineSide)}, dataport`;
     console.log(`  PostgreSQL commits per request (each side alone, ${CONNECTIONS} connections): ${sides} ${await commits(dataportSide)}`);
   }
+}
+
+/**
+ * Opt-in scenarios (a 1,000,000-row dataset each; see bench/row-queries.ts):
+ * run only when a word given is a prefix of their name (`rowquery`,
+ * `export`, `rowquery-sqlite`…), never in a run without names.
+ */
+const ROW_QUERY_SCENARIOS = ["rowquery-sqlite", "rowquery-postgres", "export-sqlite", "export-postgres", "export-memory", "export-table-sqlite"];
+const rowQueryNames = ROW_QUERY_SCENARIOS.filter((name) => filters.some((f) => name.startsWith(f)));
+if (rowQueryNames.length > 0) {
+  const child = spawn(process.execPath, ["--import", "tsx", "bench/row-queries.ts", ...rowQueryNames], { stdio: "inherit" });
+  await new Promise((r) => child.once("exit", r));
 }
 
 for (const script of ["bench/sqlite-reads.ts", "bench/postgres-reads.ts", "bench/bulk-upload.ts"]) {

@@ -71,7 +71,9 @@ const CHUNK = 64 * 1024;
 
 /**
  * A streamed CSV or NDJSON download of `rows` (`columns` in order). One
- * chunk is held at a time; the rows' source is closed when the client goes.
+ * chunk (about CHUNK characters) is held at a time, and the next rows are
+ * asked for only once the client has taken it (the adapters wait for the
+ * socket to drain). The rows' source is closed when the client goes.
  * `rowsJson`, when given (rows as their JSON text), spares NDJSON a
  * re-serialisation.
  */
@@ -82,41 +84,48 @@ export function exportReply(
   rows: AsyncIterable<Row>,
   rowsJson?: AsyncIterable<readonly string[]>,
 ): Reply {
-  const lines = format === "csv" ? csvLines(columns, rows) : rowsJson ? jsonTextLines(rowsJson) : jsonLines(rows, JSON.stringify);
+  const body =
+    format === "csv"
+      ? chunks(`${columns.map(csvField).join(",")}\r\n`, rows, csvLine(columns))
+      : rowsJson
+        ? chunks("", rowsJson, jsonTextLines)
+        : chunks("", rows, jsonLine);
   const filename = `${targetId.replace(/[^\w.-]/g, "_")}.${format}`;
-  return new Reply(200, chunked(lines), {
+  return new Reply(200, body, {
     "content-type": format === "csv" ? "text/csv; charset=utf-8" : "application/x-ndjson",
     "content-disposition": `attachment; filename="${filename}"`,
   });
 }
 
-async function* chunked(lines: AsyncIterable<string>): AsyncGenerator<string> {
-  let out = "";
-  for await (const line of lines) {
-    out += line;
-    if (out.length >= CHUNK) {
-      yield out;
-      out = "";
+/** `header`, then a line per row, sent in chunks of about CHUNK characters. */
+async function* chunks<T>(header: string, rows: AsyncIterable<T>, line: (row: T) => string): AsyncGenerator<string> {
+  let parts = [header];
+  let size = header.length;
+  for await (const row of rows) {
+    const text = line(row);
+    parts.push(text);
+    size += text.length;
+    if (size >= CHUNK) {
+      yield parts.join("");
+      parts = [];
+      size = 0;
     }
   }
-  if (out !== "") yield out;
+  if (size > 0) yield parts.join("");
 }
 
-async function* jsonLines<T>(rows: AsyncIterable<T>, serialize: (row: T) => string): AsyncGenerator<string> {
-  for await (const row of rows) yield `${serialize(row)}\n`;
+function jsonLine(row: Row): string {
+  return `${JSON.stringify(row)}\n`;
 }
 
-/** Batches of rows' JSON texts as NDJSON lines, a batch at a time. */
-async function* jsonTextLines(batches: AsyncIterable<readonly string[]>): AsyncGenerator<string> {
-  for await (const batch of batches) if (batch.length > 0) yield `${batch.join("\n")}\n`;
+/** A batch of rows' JSON texts as NDJSON lines ("" for an empty batch). */
+function jsonTextLines(batch: readonly string[]): string {
+  return batch.length === 0 ? "" : `${batch.join("\n")}\n`;
 }
 
-/** RFC 4180: a header line, then one line per row, CRLF; null and absent are empty fields. */
-async function* csvLines(columns: readonly string[], rows: AsyncIterable<Row>): AsyncGenerator<string> {
-  yield `${columns.map(csvField).join(",")}\r\n`;
-  for await (const row of rows) {
-    yield `${columns.map((c) => csvValue(Object.hasOwn(row, c) ? row[c] : null)).join(",")}\r\n`;
-  }
+/** RFC 4180: one line per row, CRLF; null and absent are empty fields. */
+function csvLine(columns: readonly string[]): (row: Row) => string {
+  return (row) => `${columns.map((c) => csvValue(Object.hasOwn(row, c) ? row[c] : null)).join(",")}\r\n`;
 }
 
 function csvValue(value: unknown): string {

@@ -16,8 +16,7 @@ import { changedSince, isReservedField, parseTimestamp, patchedRow, rowValues } 
 import { checkColumns, checkSchemas, schemasFor, type ValidationProblem } from "../domain/validation.js";
 import { ApiError, invalidParameter, notFound } from "../core/errors.js";
 import { Reply } from "../http/reply.js";
-import type { IdempotencyClaim, StoredResponse, TableRowsQuery } from "../ports/storage/tables.js";
-import type { RowKey } from "../domain/row-query.js";
+import type { IdempotencyClaim, StoredResponse, TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";
 import { checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./row-query.js";
 
 /** A table the credential may reach, or the same 404 as an unknown id. */
@@ -48,10 +47,19 @@ export async function listRows(ctx: AuthedContext, tableId: string, params: Tabl
     ...(checked.where && { where: checked.where }),
     ...(checked.sort && { sort: checked.sort }),
   };
+  const offset = checked.before + params.offset;
   if (format !== "json") {
+    // The first batch is read before the reply, so the audit event can say how many rows the download holds.
+    const limit = params.limit ?? Number.POSITIVE_INFINITY;
+    const first = await ctx.storage.tables.listTableRows(table.id, {
+      offset: params.offset,
+      limit: Math.min(EXPORT_BATCH, limit),
+      ...query,
+      ...(checked.after && { after: checked.after }),
+    });
+    await auditRead(ctx, table, { offset, returnedRows: Math.min(Math.max(0, first.totalRows - offset), limit), format });
     const columns = table.columns.length > 0 ? [...RESERVED_COLUMNS.slice(0, 1), ...table.columns.map((c) => c.name), ...RESERVED_COLUMNS.slice(1)] : null;
-    const rows = exportedRows(ctx, table.id, query, checked.after, params);
-    return exportReply(format, table.id, columns ?? (await firstFields(ctx, table.id, query)), rows);
+    return exportReply(format, table.id, columns ?? (await firstFields(ctx, table.id, query)), exportedRows(ctx, table.id, query, first, limit));
   }
   const limit = params.limit ?? DEFAULT_PAGE;
   const { totalRows, rows, lastKey } = await ctx.storage.tables.listTableRows(table.id, {
@@ -60,7 +68,7 @@ export async function listRows(ctx: AuthedContext, tableId: string, params: Tabl
     ...query,
     ...(checked.after && { after: checked.after }),
   });
-  const offset = checked.before + params.offset;
+  await auditRead(ctx, table, { offset, returnedRows: rows.length });
   const hasMore = offset + rows.length < totalRows;
   return {
     success: true,
@@ -81,25 +89,47 @@ export async function listRows(ctx: AuthedContext, tableId: string, params: Tabl
 /** `_id` first, the stamps last: how a download lays out an input table's columns. */
 const RESERVED_COLUMNS = ["_id", "_createdAt", "_updatedAt"];
 
-/** A download's rows, fetched EXPORT_BATCH at a time, each batch continuing after the last. */
+/**
+ * A table rows read (a JSON page or a download) in the audit feed, as a
+ * dataset's is: `data_access`, `table.rows.read`, with the rows it returns;
+ * on record before the answer (the caller awaits it).
+ */
+function auditRead(ctx: AuthedContext, table: TableRecord, read: { offset: number; returnedRows: number; format?: "csv" | "ndjson" }): Promise<void> {
+  return ctx.audit({
+    teamId: table.teamId,
+    category: "data_access",
+    action: "table.rows.read",
+    actor: actorOf(ctx.credential),
+    target: { type: "table", id: table.id },
+    outcome: "success",
+    ip: ctx.clientAddress,
+    userAgent: ctx.userAgent,
+    details: { requestId: ctx.requestId, offset: read.offset, returnedRows: read.returnedRows, ...(read.format && { format: read.format }) },
+  });
+}
+
+/**
+ * A download's rows: the first batch, already read, then EXPORT_BATCH at a
+ * time, each batch continuing after the last, until `limit` rows are out.
+ * A batch is read only when the previous one has been taken, so the
+ * download goes no faster than its reader.
+ */
 async function* exportedRows(
   ctx: AuthedContext,
   tableId: string,
   query: Pick<TableRowsQuery, "where" | "sort">,
-  start: RowKey | null,
-  params: TableRowsParams,
+  first: TableRowsPage,
+  limit: number,
 ): AsyncGenerator<Row> {
-  let after = start;
-  let offset = params.offset;
-  let remaining = params.limit ?? Number.POSITIVE_INFINITY;
-  while (remaining > 0) {
-    const limit = Math.min(EXPORT_BATCH, remaining);
-    const page = await ctx.storage.tables.listTableRows(tableId, { offset, limit, ...query, ...(after && { after }) });
+  let page = first;
+  let asked = Math.min(EXPORT_BATCH, limit);
+  let remaining = limit;
+  for (;;) {
     yield* page.rows;
     remaining -= page.rows.length;
-    if (page.rows.length < limit || page.lastKey === null) return;
-    after = page.lastKey;
-    offset = 0;
+    if (remaining <= 0 || page.rows.length < asked || page.lastKey === null) return;
+    asked = Math.min(EXPORT_BATCH, remaining);
+    page = await ctx.storage.tables.listTableRows(tableId, { offset: 0, limit: asked, ...query, after: page.lastKey });
   }
 }
 
