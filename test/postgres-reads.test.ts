@@ -84,13 +84,14 @@ describe.skipIf(!!skip)("postgres dataset reads", () => {
     );
   });
 
-  it("stores rows that have no jsonb form (a NUL or a lone surrogate from an upstream) and leaves them out of filtered reads only", async () => {
+  it("stores rows that have no jsonb form (a NUL or a lone surrogate from an upstream) and filters them like any other row", async () => {
     const s = await store();
     const odd: Row[] = [{ id: 1, text: "a\u0000b" }, { id: 2, text: "\ud800" }, { id: 3, text: "plain" }];
     await s.catalog.replaceDatasetRows("ds_orders", { rows: odd, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
     expect((await read(s, {})).rows.map((r) => r.id)).toEqual([1, 2, 3]);
     expect((await read(s, {})).rows[0]!.text).toBe("a\u0000b");
     expect(await read(s, { filters: { text: "plain" } })).toEqual({ total: 1, rows: [{ id: 3, text: "plain" }] });
-    expect((await read(s, { filters: { id: 1 } })).total).toBe(0);
+    expect(await read(s, { filters: { id: 1 } })).toEqual({ total: 1, rows: [{ id: 1, text: "a\u0000b" }] });
+    expect(await read(s, { filters: { id: 2 } })).toEqual({ total: 1, rows: [{ id: 2, text: "\ud800" }] });
   });
 });

@@ -1,14 +1,15 @@
 import { LRUCache } from "lru-cache";
 import type { PoolClient } from "pg";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
-import { emptyRow } from "../domain/rows.js";
-import type { RowKey } from "../domain/row-query.js";
+import { selectColumns } from "../domain/rows.js";
+import type { RowKey, SortKey } from "../domain/row-query.js";
+import { keyOf } from "../domain/row-query-order.js";
 import { afterSql, conditionSql, orderSql, renderNumbered } from "../domain/row-query-sql.js";
 import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";
 import type { CatalogWatch } from "./catalog-events.js";
 import { bulkRowWriter } from "./dataset-rows.js";
 import { syncDatasetIndexes } from "./row-indexes.js";
-import { HAS_JSONB, hasNul, indexableColumn, postgresRowDialect, type PostgresRowDialect, UNPARSABLE } from "./row-query.js";
+import { HAS_JSONB, hasNul, indexableColumn, postgresRowDialect, type PostgresRowDialect, SANE_ROW, UNPARSABLE } from "./row-query.js";
 import { begun, type Db, idPageSql, isConnectionLost, json, type Lease, num, PUT_RESULT, putResult, storeFault } from "./db.js";
 
 /** Rows fetched per round trip while streaming a read. */
@@ -213,10 +214,11 @@ export async function insertDatasetRows(client: PoolClient, t: Db["t"], datasetI
  * also become one `@>` over the GIN index, which narrows the read to the
  * candidate rows; equality is then checked on those.
  */
-function filterSql(filters: Record<string, unknown> | null, params: unknown[]): string {
+function filterSql(filters: Record<string, unknown> | null, params: unknown[], how: Reading): string {
   if (!filters) return "";
   const keys = Object.keys(filters);
   if (keys.length === 0) return "";
+  if (how.sane) return saneFilterSql(filters, params);
   const parts = [HAS_JSONB];
   const contained: Record<string, unknown> = Object.create(null);
   for (const key of keys) {
@@ -228,6 +230,18 @@ function filterSql(filters: Record<string, unknown> | null, params: unknown[]): 
     parts.push(`coalesce((row::jsonb) -> $${params.length - 1}::text, 'null'::jsonb) = $${params.length}::jsonb`);
   }
   if (Object.keys(contained).length > 0) parts.push(`(row::jsonb) @> $${params.push(json(contained))}::jsonb`);
+  return ` and ${parts.join(" and ")}`;
+}
+
+/** Exact-match filters over a window holding a row PostgreSQL cannot take apart: the same equality, on `SANE_ROW`, without the GIN index. */
+function saneFilterSql(filters: Record<string, unknown>, params: unknown[]): string {
+  const parts: string[] = [];
+  for (const key of Object.keys(filters)) {
+    const value = filters[key] ?? null;
+    if (key.includes("\u0000") || hasNul(value)) return " and false";
+    params.push(key, json(value));
+    parts.push(`coalesce((${SANE_ROW}::jsonb) -> $${params.length - 1}::text, 'null'::jsonb) = $${params.length}::jsonb`);
+  }
   return ` and ${parts.join(" and ")}`;
 }
 
@@ -245,7 +259,8 @@ async function readRows(db: Db, datasetId: string, query: RowQuery, reads: OpenR
   const { t } = db;
   const limit = query.limit ?? null;
   const params: unknown[] = [datasetId];
-  const how = query.where || query.sort?.length ? await datasetReading(db, datasetId) : PLAIN;
+  const filtered = query.filters !== null && Object.keys(query.filters).length > 0;
+  const how = query.where || query.sort?.length || filtered ? await datasetReading(db, datasetId) : PLAIN;
   const memoKey = `${datasetId}\u0000${JSON.stringify([query.where ?? null, query.filters ?? null])}`;
   const count = countSql(t, query, params, how, counts.get(memoKey) ?? null);
   const remember = (row: { n: string | null; counted_at: string | null } | undefined) => {
@@ -262,7 +277,7 @@ async function readRows(db: Db, datasetId: string, query: RowQuery, reads: OpenR
     const found = result.filter((x): x is { n: string | null; counted_at: string | null } & PageRow => x.pos !== null && x.pos !== undefined);
     const rows = found.map((x) => toRow(x.r, query.columns));
     const end = found.at(-1);
-    return { totalRows: num(result[0]?.n), rows: fromArray(rows), lastKey: () => (end ? keyOfPage(end) : null) };
+    return { totalRows: num(result[0]?.n), rows: fromArray(rows), lastKey: () => (end ? keyOfPage(end, query.sort) : null) };
   }
   const lease = await begun(db.pool, SNAPSHOT);
   try {
@@ -350,7 +365,7 @@ class SnapshotRows implements AsyncIterable<Row> {
         }
         for (const fetched of batch) {
           read++;
-          this.lastKey = keyOfPage(fetched);
+          this.lastKey = keyOfPage(fetched, this.query.sort);
           yield toRow(fetched.r, this.query.columns);
         }
         if (batch.length < BATCH) break;
@@ -401,7 +416,7 @@ class SnapshotRows implements AsyncIterable<Row> {
  * matching rows.
  */
 function countSql(t: Db["t"], query: RowQuery, params: unknown[], how: Reading, known: Counted | null): string {
-  const where = filterSql(query.filters, params) + whereSql(query, params, how);
+  const where = filterSql(query.filters, params, how) + whereSql(query, params, how);
   if (where === "") return `select coalesce((select next_pos - first_pos from ${t("datasets")} where id = $1), 0) as n, null::text as counted_at`;
   const version = `(select ${COUNTED_AT} from ${t("datasets")} where id = $1)`;
   // The count in an uncorrelated subquery of a CASE branch: PostgreSQL runs it only when that branch is taken.
@@ -445,9 +460,12 @@ interface Reading {
   dialect: PostgresRowDialect;
   /** The indexes' condition (` and HAS_JSONB`), held by the rows of a window without unparsable rows; else "". */
   guard: string;
+  /** The window holds a row PostgreSQL cannot take apart: conditions, filters and sorts read `SANE_ROW`. */
+  sane?: true;
 }
 
 const PLAIN: Reading = { dialect: postgresRowDialect("row", "pos"), guard: "" };
+const SANE: Reading = { dialect: postgresRowDialect(SANE_ROW, "pos"), guard: "", sane: true };
 
 /**
  * A dataset's declared columns are indexed (row-indexes.ts) for the rows
@@ -462,7 +480,8 @@ async function datasetReading(db: Db, datasetId: string): Promise<Reading> {
        from ${db.t("datasets")} d where d.id = $1`,
     [datasetId],
   );
-  if (!found?.columns_declared || found.unparsable) return PLAIN;
+  if (found?.unparsable) return SANE;
+  if (!found?.columns_declared) return PLAIN;
   const indexed = new Set(found.columns.map((c) => c.name).filter(indexableColumn));
   return indexed.size === 0 ? PLAIN : { dialect: postgresRowDialect("row", "pos", { indexed }), guard: ` and ${HAS_JSONB}` };
 }
@@ -482,9 +501,11 @@ function whereSql(query: RowQuery, params: unknown[], how: Reading): string {
 function pageSql(t: Db["t"], query: RowQuery, params: unknown[], how: Reading): string {
   const sort = query.sort ?? [];
   const indexedOrder = how.dialect.indexedOrder(sort);
-  const select = query.columns ? `json_build_array(${query.columns.map((c) => `row -> $${params.push(c)}::text`).join(", ")})` : "row";
-  const keys = sort.length > 0 ? `json_build_array(${sort.map((k) => `row -> $${params.push(k.column)}::text`).join(", ")})` : "null::json";
-  let where = filterSql(query.filters, params) + whereSql(query, params, how);
+  // The whole row: columns and sort keys are taken from it in JS (`toRow`, `keyOfPage`), as PostgreSQL's
+  // `->` fails on a row holding a value it cannot take apart (see SANE_ROW).
+  const select = "row";
+  const keys = "null::json";
+  let where = filterSql(query.filters, params, how) + whereSql(query, params, how);
   // A sort by an indexed column walks its index, which holds only rows with the indexes' condition.
   if (indexedOrder && !query.where) where += how.guard;
   let sql: string;
@@ -524,25 +545,16 @@ function windowSql(t: Db["t"]): string {
   return `pos + 0 >= (select first_pos from ${t("datasets")} where id = $1) and pos + 0 < (select next_pos from ${t("datasets")} where id = $1)`;
 }
 
-function keyOfPage(row: PageRow): RowKey {
-  return { values: row.k ?? [], position: Number(row.pos) };
+function keyOfPage(row: PageRow, sort: readonly SortKey[] | null | undefined): RowKey {
+  return keyOf(row.r as Row, Number(row.pos), sort);
 }
 
 function toRow(r: unknown, columns: string[] | null): Row {
-  return columns ? zip(columns, r as unknown[]) : (r as Row);
+  return columns ? selectColumns(r as Row, columns) : (r as Row);
 }
 
 async function* fromArray(rows: readonly Row[]): AsyncGenerator<Row> {
   yield* rows;
-}
-
-/** Selected columns back into a row, on a null-prototype object (a column may be `__proto__`). */
-function zip(columns: readonly string[], values: readonly unknown[]): Row {
-  const out: Row = emptyRow();
-  columns.forEach((c, i) => {
-    out[c] = values[i] ?? null;
-  });
-  return out;
 }
 
 interface ConnectionRow {

@@ -17,6 +17,19 @@ export const HAS_JSONB = String.raw`row::text !~ '\\u(0000|[dD][89abcdefABCDEF])
 export const UNPARSABLE = String.raw`row::text ~ '\\u(0000|[dD][89abcdefABCDEF])'`;
 
 /**
+ * A row as PostgreSQL can take it apart: a row without such an escape as it
+ * is; in one with, each `\u0000` or surrogate escape (one not itself
+ * escaped: an even run of backslashes before it) becomes `\ufffd`. Stored
+ * text is `JSON.stringify`'s, which escapes only lone surrogates, so no
+ * valid pair is touched. Conditions and sorts over a window holding such a
+ * row read this instead of `row` (never the rows they return): PostgreSQL
+ * compares U+FFFD where memory and SQLite compare U+0000 or the lone
+ * surrogate, the one place the stores may answer differently, instead of
+ * failing.
+ */
+export const SANE_ROW = String.raw`(CASE WHEN ${UNPARSABLE} THEN regexp_replace(row::text, '(?<!\\)((?:\\\\)*)\\u(0000|[dD][89abcdefABCDEF][0-9a-fA-F]{2})', '\1\\ufffd', 'g')::json ELSE row END)`;
+
+/**
  * Row queries on PostgreSQL, over a row's `json` column: a column is
  * `doc -> name` (SQL NULL when absent), its kind `json_typeof`; JSON
  * equality is jsonb equality of that value (key order and number spelling
@@ -229,6 +242,7 @@ function prefixEnd(prefix: string): string | null {
 }
 
 const TABLE_DIALECT = postgresRowDialect("row", "pos");
+const SANE_TABLE_DIALECT = postgresRowDialect(SANE_ROW, "pos");
 
 /** A page of an input table's rows with `where`, `sort` or `after`: the count and the rows from one statement (one snapshot). */
 export async function queriedTableRows(db: Db, tableId: string, query: TableRowsQuery): Promise<TableRowsPage> {
@@ -240,7 +254,7 @@ export async function queriedTableRows(db: Db, tableId: string, query: TableRows
     [tableId],
   );
   const indexed = found && !found.unparsable ? new Set(found.columns.map((c) => c.name).filter(indexableColumn)) : NO_COLUMNS;
-  const dialect = indexed.size > 0 ? postgresRowDialect("row", "pos", { indexed }) : TABLE_DIALECT;
+  const dialect = found?.unparsable ? SANE_TABLE_DIALECT : indexed.size > 0 ? postgresRowDialect("row", "pos", { indexed }) : TABLE_DIALECT;
   const guard = indexed.size > 0 ? ` and ${HAS_JSONB}` : "";
   const params: unknown[] = [tableId];
   const condition = renderNumbered(query.where ? conditionSql(query.where, dialect) : TRUE, params) + guard;
