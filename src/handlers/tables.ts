@@ -129,7 +129,7 @@ async function* exportedRows(
     remaining -= page.rows.length;
     if (remaining <= 0 || page.rows.length < asked || page.lastKey === null) return;
     asked = Math.min(EXPORT_BATCH, remaining);
-    page = await ctx.storage.tables.listTableRows(tableId, { offset: 0, limit: asked, ...query, after: page.lastKey });
+    page = await ctx.storage.tables.listTableRows(tableId, { offset: 0, limit: asked, ...query, after: page.lastKey, count: false });
   }
 }
 

@@ -263,7 +263,7 @@ export async function queriedTableRows(db: Db, tableId: string, query: TableRows
   if (query.after) after = ` and ${renderNumbered(indexedOrder ? indexedOrder.after(query.after) : afterSql(sort, query.after, dialect), params)}`;
   const order = sort.length > 0 ? renderNumbered(indexedOrder?.order ?? orderSql(sort, dialect), params) : "pos";
   const result = await db.query<{ n: string; pos: string | null; row: Row | null }>(
-    `select c.n, p.pos, p.row from (select count(*) as n from ${t("table_rows")} where table_id = $1 and ${condition}) c
+    `select c.n, p.pos, p.row from (${query.count === false ? "select -1 as n" : `select count(*) as n from ${t("table_rows")} where table_id = $1 and ${condition}`}) c
      left join lateral (
        select pos, row, row_number() over (order by ${order}) as ord from ${t("table_rows")} where table_id = $1 and ${condition}${after}
        order by ${order} offset $${params.push(Math.max(0, query.offset))} limit $${params.push(Math.max(0, query.limit))}

@@ -98,7 +98,8 @@ export function postgresTables(db: Db): TableStore & TableWrites {
     },
     async listTableRows(tableId, page) {
       if (page.where || page.sort?.length || page.after) return queriedTableRows(db, tableId, page);
-      const [count] = await db.query<{ n: string }>(`select count(*) as n from ${t("table_rows")} where table_id = $1`, [tableId]);
+      const [count] =
+        page.count === false ? [{ n: "-1" }] : await db.query<{ n: string }>(`select count(*) as n from ${t("table_rows")} where table_id = $1`, [tableId]);
       const rows = await db.query<{ row: Row; pos: string }>(
         `select row, pos from ${t("table_rows")} where table_id = $1 order by pos offset $2 limit $3`,
         [tableId, page.offset, page.limit],

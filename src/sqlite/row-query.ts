@@ -291,7 +291,7 @@ export function queriedTableRows(db: Database.Database, tableId: string, query: 
   const table = indexed.size > 0 ? raw(`table_id = ${sqlString(tableId)}`) : sql`table_id = ${tableId}`;
   const condition = query.where ? conditionSql(query.where, dialect) : TRUE;
   const counted = renderPositional(sql`SELECT count(*) AS n FROM table_rows WHERE ${table} AND ${condition}`);
-  const totalRows = (db.prepare(counted.text).get(...counted.params) as { n: number }).n;
+  const totalRows = query.count === false ? -1 : (db.prepare(counted.text).get(...counted.params) as { n: number }).n;
   const paged = renderPositional(
     sortedPageSql(
       { select: "seq, data", from: "table_rows", where: sql`${table} AND ${condition}`, sort, after: query.after ?? null, limit: Math.max(0, query.limit), offset: Math.max(0, query.offset) },

@@ -79,7 +79,7 @@ export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
         const found = page.all(tableId, Math.max(0, limit), Math.max(0, offset));
         const end = found.at(-1);
         return {
-          totalRows: count.get(tableId)?.n ?? 0,
+          totalRows: query.count === false ? -1 : (count.get(tableId)?.n ?? 0),
           rows: found.map((r) => parseJson<Row>(r.data)),
           lastKey: end ? { values: [], position: end.seq } : null,
         };

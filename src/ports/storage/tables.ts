@@ -11,6 +11,8 @@ import type { IdPage, PutResult } from "./identity.js";
 export interface TableRowsQuery {
   offset: number;
   limit: number;
+  /** false: the caller needs no `totalRows` (a download's later batches); the store may skip counting and answer -1. */
+  count?: boolean;
   where?: RowCondition | null;
   sort?: SortKey[] | null;
   after?: RowKey | null;

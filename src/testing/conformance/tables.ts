@@ -233,6 +233,22 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       expect(ids(rest.rows)).toEqual(["row_4"]);
     });
 
+    it("answers the same rows and keys without counting when the caller needs no totalRows (count: false: -1 or the count)", async () => {
+      const store = await seeded();
+      await insert(store, "row_2", { region: "AMER", target: 50000 }, NOW + 1000);
+      await insert(store, "row_3", { region: "APAC", target: null }, NOW + 2000);
+      const sort = [{ column: "region", descending: true }];
+      for (const query of [{ offset: 0, limit: 2 }, { offset: 0, limit: 2, sort }]) {
+        const counted = await store.tables.listTableRows("tbl_targets", query);
+        const uncounted = await store.tables.listTableRows("tbl_targets", { ...query, count: false });
+        expect(uncounted.rows).toEqual(counted.rows);
+        expect(uncounted.lastKey).toEqual(counted.lastKey);
+        expect([-1, 3]).toContain(uncounted.totalRows);
+        const after = await store.tables.listTableRows("tbl_targets", { ...query, after: counted.lastKey, count: false });
+        expect(after.rows.map((r) => r._id)).toEqual((await store.tables.listTableRows("tbl_targets", { ...query, after: counted.lastKey })).rows.map((r) => r._id));
+      }
+    });
+
     describe("table writes", () => {
       const table = (id: string, over: Partial<TableRecord> = {}): TableRecord => ({
         id,
