@@ -3,6 +3,7 @@ import type { Column, DatasetRecord, Row } from "../src/domain/model.js";
 import { parseSort, parseWhere } from "../src/domain/row-query.js";
 import type { PostgresStorage } from "../src/postgres/index.js";
 import type { RowQuery } from "../src/ports/storage/catalog.js";
+import { indexBuildsSettled } from "../src/postgres/row-indexes.js";
 import { postgresStores } from "./support/postgres-stores.js";
 import { postgresSkipReason } from "./support/services.js";
 
@@ -90,6 +91,28 @@ describe.skipIf(!!skip)("postgres row indexes", () => {
     await s.catalog.putDataset(dataset(true));
     await s.catalog.deleteDataset("ds_idx");
     expect(await indexNames(s)).toEqual([]);
+  });
+
+  it("a declaration answers without waiting out a long index build, which goes on and completes", async () => {
+    const s = await store(undefined, false);
+    // A transaction holding the lock an index build needs keeps the build waiting, as a large table would.
+    const blocker = await s.db.pool.connect();
+    try {
+      await blocker.query("begin");
+      await blocker.query(`lock table ${s.db.t("dataset_rows")} in share update exclusive mode`);
+      const started = performance.now();
+      expect(await s.catalog.putDataset(dataset(true))).toBe("created");
+      const waited = performance.now() - started;
+      expect(waited).toBeGreaterThanOrEqual(1900);
+      expect(waited).toBeLessThan(8000);
+      expect((await s.catalog.getDataset("ds_idx"))?.columnsDeclared).toBe(true);
+      expect(await indexNames(s)).toEqual([]);
+      await blocker.query("commit");
+    } finally {
+      blocker.release();
+    }
+    await indexBuildsSettled(s.db);
+    expect(await indexNames(s)).toHaveLength(6);
   });
 
   it("sorted pages, cursor pages, lookups and counts on a declared column are index scans", async () => {

@@ -22,13 +22,16 @@ export interface Db {
   query<R extends QueryResultRow = QueryResultRow>(sql: string | Statement, params?: readonly unknown[]): Promise<R[]>;
   /** Runs `work` in one transaction (READ COMMITTED), committing on success and rolling back on a throw. */
   transaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T>;
+  /** The store's log (the `log` option), for work that no request waits for. */
+  log(message: string, error?: unknown): void;
 }
 
-export function createDb(pool: Pool, schemaName: string): Db {
+export function createDb(pool: Pool, schemaName: string, log: Db["log"] = (message, error) => console.error(`dataport: ${message}:`, error)): Db {
   const schema = quoteIdent(schemaName);
   return {
     pool,
     schema,
+    log,
     t: (table) => `${schema}.${table}`,
     async query<R extends QueryResultRow>(sql: string | Statement, params: readonly unknown[] = []) {
       // pg copies a config object before adding the values to it, so a shared Statement goes as it is.
@@ -235,4 +238,13 @@ export const PUT_RESULT = "(xmax = 0) as created";
 
 export function putResult(rows: ReadonlyArray<{ created: boolean }>): PutResult {
   return rows[0]?.created ? "created" : "updated";
+}
+
+/** An error as its name, code and message, without the objects a driver hangs on it. */
+export function briefly(error: Error): Error {
+  const brief = new Error(error.message);
+  brief.name = error.name;
+  const { code } = error as { code?: unknown };
+  if (typeof code === "string") (brief as Error & { code?: string }).code = code;
+  return brief;
 }

@@ -7,7 +7,7 @@ import { type OpenReads, postgresCatalog } from "./catalog.js";
 import { watchCatalog } from "./catalog-events.js";
 import { ApiError } from "../core/errors.js";
 import { deadlines } from "../core/timeout.js";
-import { createDb, type Db, storeFault } from "./db.js";
+import { briefly, createDb, type Db, storeFault } from "./db.js";
 import { postgresDashboards } from "./dashboards.js";
 import { postgresCredentials, postgresIdentity } from "./identity.js";
 import { migrate } from "./migrations.js";
@@ -98,7 +98,7 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
     if (owned) await pool.end().catch(() => {});
     throw error;
   }
-  const db = createDb(pool, schema);
+  const db = createDb(pool, schema, log);
   const watch = watchCatalog(pool, schema, { syncTimeoutMs: options.freshnessTimeoutMs ?? 500 });
   const seen = sessionReads();
   const reads: OpenReads = new Set();
@@ -191,15 +191,6 @@ function giveUpStalledConnections(pool: pg.Pool, timeoutMs: number): void {
     const socket = (client as unknown as { connection?: { stream?: Socket } }).connection?.stream;
     socket?.setTimeout(timeoutMs, () => socket.destroy(new Error(`no answer from PostgreSQL for ${timeoutMs} ms; connection given up`)));
   });
-}
-
-/** An error as its name, code and message, without the objects a driver hangs on it. */
-function briefly(error: Error): Error {
-  const brief = new Error(error.message);
-  brief.name = error.name;
-  const { code } = error as { code?: unknown };
-  if (typeof code === "string") (brief as Error & { code?: string }).code = code;
-  return brief;
 }
 
 function rethrowFault(error: unknown): never {

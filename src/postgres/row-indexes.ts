@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { Db } from "./db.js";
+import { briefly, type Db } from "./db.js";
 import { HAS_JSONB, indexableColumn, quoteLiteral, sortTermsSql } from "./row-query.js";
 
 /**
@@ -19,17 +19,58 @@ import { HAS_JSONB, indexableColumn, quoteLiteral, sortTermsSql } from "./row-qu
  * built (it reads the whole rows table), reads go on meanwhile (without it).
  * An index left invalid by a failed build is dropped and built again by
  * the next sync.
+ *
+ * A build reads the whole rows table, which takes seconds on a large one:
+ * the declaring write waits for its indexes at most `WAIT_MS`, then answers
+ * while they are built (reads are correct meanwhile, without them; a build's
+ * failure is logged, and the next sync of the dataset builds again). Syncs
+ * of one dataset or table run one after the other in this store instance.
  */
 
 /** In every index name: an index of another expression would get another. */
 const VERSION = "rx1";
 
+/** How long a declaring write waits for its index builds before it answers (they go on). */
+const WAIT_MS = 2000;
+
 export async function syncDatasetIndexes(db: Db, datasetId: string, columns: readonly string[]): Promise<void> {
-  await sync(db, { table: "dataset_rows", prefix: prefixOf("d", datasetId), scope: `dataset_id = ${quoteLiteral(datasetId)}` }, columns);
+  await scheduled(db, { table: "dataset_rows", prefix: prefixOf("d", datasetId), scope: `dataset_id = ${quoteLiteral(datasetId)}` }, columns);
 }
 
 export async function syncTableIndexes(db: Db, tableId: string, columns: readonly string[]): Promise<void> {
-  await sync(db, { table: "table_rows", prefix: prefixOf("t", tableId), scope: `table_id = ${quoteLiteral(tableId)}` }, columns);
+  await scheduled(db, { table: "table_rows", prefix: prefixOf("t", tableId), scope: `table_id = ${quoteLiteral(tableId)}` }, columns);
+}
+
+/** The last sync of each dataset or table, per store (its `Db`), so syncs of one target run in order. */
+const pending = new WeakMap<Db, Map<string, Promise<void>>>();
+
+/** Runs `sync` after the target's previous one; resolves when it is done or after WAIT_MS, whichever is first. Never rejects. */
+function scheduled(db: Db, target: Target, columns: readonly string[]): Promise<void> {
+  let queue = pending.get(db);
+  if (!queue) pending.set(db, (queue = new Map()));
+  const previous = queue.get(target.prefix) ?? Promise.resolve();
+  const run: Promise<void> = previous
+    .then(() => sync(db, target, columns))
+    .catch((error: unknown) => db.log(`could not build the row indexes of ${target.scope}; the next declaration builds them again`, error instanceof Error ? briefly(error) : error))
+    .finally(() => {
+      if (queue.get(target.prefix) === run) queue.delete(target.prefix);
+    });
+  queue.set(target.prefix, run);
+  let timer: NodeJS.Timeout | undefined;
+  const waited = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, WAIT_MS);
+    timer.unref();
+  });
+  return Promise.race([run, waited]).finally(() => clearTimeout(timer));
+}
+
+/** Resolves once every index build this store started is done (tests, tools). */
+export async function indexBuildsSettled(db: Db): Promise<void> {
+  for (;;) {
+    const running = [...(pending.get(db)?.values() ?? [])];
+    if (running.length === 0) return;
+    await Promise.all(running);
+  }
 }
 
 function prefixOf(kind: "d" | "t", id: string): string {
