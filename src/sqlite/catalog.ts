@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
 import { matchesFilters, selectColumns } from "../domain/rows.js";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
-import type { RowKey, SortKey } from "../domain/row-query.js";
+import type { RowCondition, RowKey, SortKey } from "../domain/row-query.js";
 import { keyOf } from "../domain/row-query-order.js";
 import { conditionSql, raw, renderPositional, Sql, sql } from "../domain/row-query-sql.js";
 import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";
@@ -10,12 +10,14 @@ import { catalogWrites } from "./catalog-writes.js";
 import { parseJson, prepared, rowKey, type SqliteHandle } from "./db.js";
 import { idPageQuery } from "./identity.js";
 import { ensureRowIndexes } from "./row-indexes.js";
-import { indexableColumn, seeksIndex, sortedPageSql, sqliteRowDialect, type SqliteRowDialect } from "./row-query.js";
+import { boundedColumns, indexableColumn, seeksIndex, sortedPageSql, sqliteRowDialect, type SqliteRowDialect } from "./row-query.js";
 
 /** Rows fetched per step of a streamed read. */
 const BATCH = 500;
 /** Reads up to this many rows are answered from one query on the writer connection. */
 const SMALL_READ = 1000;
+/** Matches a read may sort after seeking them through a row index (see `readRows`). */
+const FEW_MATCHES = 10_000;
 
 interface DatasetRow {
   seq: number;
@@ -155,7 +157,7 @@ function readRows(handle: SqliteHandle, at: Positions, query: RowQuery): RowPage
   if (isPlainPage(query)) return plainPage(handle.db, at, query);
   const { where, params, residual } = compileFilters(query.filters);
   const sort = query.sort ?? [];
-  const dialect = datasetDialect(handle.db, at.seq, query.where || sort.length > 0);
+  const dialect = datasetDialect(handle.db, at.seq, query.where || sort.length > 0, query.where);
   const condition = query.where ?? null;
   const plan: ReadPlan = {
     at,
@@ -168,6 +170,9 @@ function readRows(handle: SqliteHandle, at: Positions, query: RowQuery): RowPage
     seek: { page: seeksIndex(condition, sort, dialect, false), count: seeksIndex(condition, [], dialect, true) },
   };
   const totalRows = countRows(handle.db, plan);
+  // A range on an indexed column that the count (from that index) found few rows in: the page
+  // seeks them too, sorting at most FEW_MATCHES, instead of walking the window to find them.
+  if (!plan.seek.page && plan.seek.count && totalRows <= FEW_MATCHES) plan.seek.page = true;
   const last: { row: Fetched | null } = { row: null };
   const lastKey = () => (last.row === null ? null : keyOf(parseJson<Row>(last.row.data), last.row.position, plan.sort));
   if (query.limit !== null && query.limit <= 0) return { totalRows, rows: empty(), rowsJson: empty(), lastKey };
@@ -269,14 +274,14 @@ function windowOf(plan: ReadPlan, seek: boolean): Sql {
  * within a dataset; the key is what its indexes hold); declared columns are
  * indexed (see `syncRowIndexes`), read only for a read with where or sort.
  */
-function datasetDialect(db: Database.Database, seq: number, queried: unknown): SqliteRowDialect {
+function datasetDialect(db: Database.Database, seq: number, queried: unknown, where: RowCondition | null | undefined): SqliteRowDialect {
   // Without where and sort the dialect goes unused: rows come by position.
   if (!queried) return PLAIN_DIALECT;
   let indexed: ReadonlySet<string> | undefined;
   const found = prepared<{ columns: string; columns_declared: number }>(db, "SELECT columns, columns_declared FROM datasets WHERE seq = ?").get(seq);
   if (found?.columns_declared === 1) indexed = new Set(parseJson<Column[]>(found.columns).map((c) => c.name).filter(indexableColumn));
   return sqliteRowDialect("data", "row_key", {
-    ...(indexed && { indexed }),
+    ...(indexed && { indexed, bounded: boundedColumns(where) }),
     positionValue: (position) => sql`${rowKey(seq, Math.min(Math.max(position, -1), MAX_POSITION - 1))}`,
   });
 }

@@ -70,9 +70,10 @@ export function sqliteRowDialect(doc: string, position: string, options: Dialect
     if (!indexed.has(name)) return sql`(${typeof operand === "number" ? isNumber(name) : isText(name)} AND ${valueOf(name)} ${raw(op)} ${operand})`;
     // Sort values order numbers < text < blobs (booleans, structures, null): a range of one kind is bounded by the next kind.
     const key = keyOf(name);
+    const kindKey = options.bounded?.has(name) ? sql`+${key}` : key;
     const upward = op === ">" || op === ">=";
-    if (typeof operand === "number") return upward ? sql`(${key} ${raw(op)} ${operand} AND ${key} < '')` : sql`${key} ${raw(op)} ${operand}`;
-    return upward ? sql`(${key} ${raw(op)} ${operand} AND ${key} < X'')` : sql`(${key} ${raw(op)} ${operand} AND ${key} >= '')`;
+    if (typeof operand === "number") return upward ? sql`(${key} ${raw(op)} ${operand} AND ${kindKey} < '')` : sql`${key} ${raw(op)} ${operand}`;
+    return upward ? sql`(${key} ${raw(op)} ${operand} AND ${kindKey} < X'')` : sql`(${key} ${raw(op)} ${operand} AND ${kindKey} >= '')`;
   };
 
   const startsWith = (name: string, operand: string): Sql => {
@@ -119,6 +120,28 @@ export interface DialectOptions {
   indexed?: ReadonlySet<string>;
   /** The bound value of a stored position, when `position` is another column in the same order (a dataset's row_key). */
   positionValue?: (position: number) => Sql;
+  /** Indexed columns the condition bounds on both sides (`boundedColumns`): their comparisons leave the kind bounds out of the index range. */
+  bounded?: ReadonlySet<string>;
+}
+
+/**
+ * The columns a condition compares from below (gt, gte) and from above (lt,
+ * lte) among the tests every row must pass. SQLite seeks an index range by
+ * the first lower and the first upper bound it meets, not the tightest: a
+ * range's kind bounds (numbers end where text begins) would widen
+ * `gte a AND lt b` to everything above `a`, so for these columns they are
+ * written so that no index uses them (`+`).
+ */
+export function boundedColumns(condition: RowCondition | null | undefined): ReadonlySet<string> {
+  const lower = new Set<string>();
+  const upper = new Set<string>();
+  const visit = (c: RowCondition) => {
+    if (c.kind === "all") c.of.forEach(visit);
+    else if (c.kind === "test" && (c.op === "gt" || c.op === "gte")) lower.add(c.column);
+    else if (c.kind === "test" && (c.op === "lt" || c.op === "lte")) upper.add(c.column);
+  };
+  if (condition) visit(condition);
+  return new Set([...lower].filter((column) => upper.has(column)));
 }
 
 export interface SqliteRowDialect extends SqlDialect {
@@ -286,7 +309,7 @@ const TABLE_DIALECT = sqliteRowDialect("data", "seq");
 export function queriedTableRows(db: Database.Database, tableId: string, query: TableRowsQuery): TableRowsPage {
   const sort = query.sort ?? [];
   const indexed = indexedTableColumns(db, tableId);
-  const dialect = indexed.size > 0 ? sqliteRowDialect("data", "seq", { indexed }) : TABLE_DIALECT;
+  const dialect = indexed.size > 0 ? sqliteRowDialect("data", "seq", { indexed, bounded: boundedColumns(query.where) }) : TABLE_DIALECT;
   // A partial index serves a query naming its table by the same literal.
   const table = indexed.size > 0 ? raw(`table_id = ${sqlString(tableId)}`) : sql`table_id = ${tableId}`;
   const condition = query.where ? conditionSql(query.where, dialect) : TRUE;

@@ -176,3 +176,20 @@ describe("row indexes (SQLite)", () => {
     expect(indexNames(storage, "table_rows")).toEqual([]);
   });
 });
+
+describe("sqlite: a range bounded on both sides", () => {
+  it("seeks between its two bounds: the kinds' own bounds stay out of the index range", async () => {
+    const { boundedColumns, sqliteRowDialect } = await import("../../src/sqlite/row-query.js");
+    const { conditionSql, renderPositional } = await import("../../src/domain/row-query-sql.js");
+    const names = new Set(["at", "n"]);
+    const both = parseWhere({ at: { gte: "2025-01-01", lt: "2025-02-01" }, n: { gt: 5 } }, names);
+    expect([...boundedColumns(both)]).toEqual(["at"]);
+    expect([...boundedColumns(parseWhere({ or: [{ at: { gte: "a" } }, { at: { lt: "b" } }] }, names))]).toEqual([]);
+    const dialect = sqliteRowDialect("data", "row_key", { indexed: names, bounded: boundedColumns(both) });
+    const text = renderPositional(conditionSql(both, dialect)).text.replace(/\s+/g, " ");
+    // `at`: both kind bounds (text begins at '', blobs at X'') carry the unary plus; `n`, bounded once, keeps its kind bound in the range.
+    expect(text.match(/\+\(CASE json_type\(data, '\$\."at"'\)/g)).toHaveLength(2);
+    expect(text).not.toContain(`+(CASE json_type(data, '$."n"')`);
+    expect(text).toContain(`'$."n"') WHEN 'integer'`);
+  });
+});
