@@ -24,6 +24,11 @@ import { indexableColumn, sortValueSql, sqlString } from "./row-query.js";
 /** In every index name: an index of another expression would get another. */
 const VERSION = "rx1";
 
+/** The name of the row index of a dataset's declared column (see `sync`). */
+export function datasetIndexName(seq: number, column: string): string {
+  return `${VERSION}_d${Number(seq)}_${sha256Hex(column).slice(0, 16)}`;
+}
+
 /** Make and drop a dataset's row indexes so they are those of `columns` (empty: none). Inside the caller's write transaction. */
 export function syncDatasetIndexes(db: Database.Database, seq: number, columns: readonly string[]): void {
   sync(db, { table: "dataset_rows", prefix: `${VERSION}_d${seq}_`, scope: `dataset_seq = ${Number(seq)}` }, columns);

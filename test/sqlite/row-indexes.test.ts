@@ -193,3 +193,31 @@ describe("sqlite: a range bounded on both sides", () => {
     expect(text).toContain(`'$."n"') WHEN 'integer'`);
   });
 });
+
+describe("sqlite: a sorted page under a condition matching many rows", () => {
+  it("walks the sort column's index (not the condition's, then sorting every match) and answers as without indexes", async () => {
+    const big = async (declared: boolean) => {
+      const storage = createSqliteStorage({ path: ":memory:" });
+      open.push(storage);
+      await storage.catalog.putDataset(dataset(declared));
+      const rows = Array.from({ length: 12_000 }, (_, i): Row => ({ id: i, code: `c${(i * 7) % 500}`, amount: (i * 7919) % 12_000 }));
+      await storage.catalog.writeDatasetRows({ datasetId: "ds_idx", mode: "replace", rows: (async function* () { yield* rows; })(), columns: () => COLUMNS, updatedAt: "2026-11-01T00:00:00.000Z" });
+      return storage;
+    };
+    const indexed = await big(true);
+    const plain = await big(false);
+    const query = { where: parseWhere({ amount: { gte: 100 } }, NAMES), sort: parseSort("-code", NAMES), limit: 7 };
+    const first = await traced(indexed, query);
+    expect(first.total).toBe(11_900);
+    const { datasetIndexName } = await import("../../src/sqlite/row-indexes.js");
+    const seq = (indexed.db.prepare("SELECT seq FROM datasets WHERE id = 'ds_idx'").get() as { seq: number }).seq;
+    const plan = first.plans.at(-1)!.join("\n"); // the page (the count before it seeks the condition's index)
+    expect(plan).toContain(`USING INDEX ${datasetIndexName(seq, "code")}`);
+    expect(plan).not.toContain(datasetIndexName(seq, "amount"));
+    const expected = await traced(plain, query);
+    expect(first.rows).toEqual(expected.rows);
+    const next = await traced(indexed, { ...query, after: first.lastKey });
+    expect(next.rows).toEqual((await traced(plain, { ...query, after: expected.lastKey })).rows);
+    expect(next.rows).toHaveLength(7);
+  });
+});
