@@ -1,4 +1,5 @@
 import type Database from "better-sqlite3";
+import { LRUCache } from "lru-cache";
 import { matchesFilters, selectColumns } from "../domain/rows.js";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
 import type { RowCondition, RowKey, SortKey } from "../domain/row-query.js";
@@ -171,7 +172,9 @@ function readRows(handle: SqliteHandle, at: Positions, query: RowQuery): RowPage
     dialect,
     seek: { page: seeksIndex(condition, sort, dialect, false), count: seeksIndex(condition, [], dialect, true) },
   };
-  const totalRows = countRows(handle.db, plan);
+  const totalRows = isPlain(plan)
+    ? countRows(handle.db, plan)
+    : rememberedCount(handle, plan, JSON.stringify([query.where ?? null, query.filters]), () => countRows(handle.db, plan));
   // A range on an indexed column that the count (from that index) found few rows in: the page
   // seeks them too, sorting at most FEW_MATCHES, instead of walking the window to find them.
   if (!plan.seek.page && plan.seek.count && totalRows <= FEW_MATCHES) plan.seek.page = true;
@@ -245,6 +248,46 @@ function plainPage(db: Database.Database, at: Positions, query: RowQuery & { lim
 
 function isPlain(plan: ReadPlan): boolean {
   return plan.where === "" && plan.residual === null && plan.condition === null;
+}
+
+/** Counts remembered per store: at most this many (reads with conditions), the least recently used forgotten first. */
+const REMEMBERED_COUNTS = 1024;
+
+interface CountMemo {
+  dataVersion: Database.Statement<[], number>;
+  /** PRAGMA data_version and this store's catalog version when the counts were made. */
+  seen: { data: number; catalog: number };
+  counts: LRUCache<string, { first: number; next: number; n: number }>;
+}
+const countMemos = new WeakMap<SqliteHandle, CountMemo>();
+
+/**
+ * The count of a read with conditions, not made again while the dataset is
+ * unchanged, so a cursor's next page (or any read repeated) does not count
+ * the same matching rows again; `totalRows` stays exact. A dataset's rows
+ * never change in place: every change moves its window (an append, a trim,
+ * a replace's publishing), read in the read's own transaction. What could
+ * bring back an old window (the dataset deleted and made again under the
+ * same seq) is a catalog write, here (`catalogVersion`) or by another
+ * connection (`PRAGMA data_version`): either forgets every count.
+ */
+function rememberedCount(handle: SqliteHandle, plan: ReadPlan, conditions: string, count: () => number): number {
+  let memo = countMemos.get(handle);
+  if (!memo) {
+    memo = { dataVersion: handle.db.prepare<[], number>("PRAGMA data_version").pluck(), seen: { data: -1, catalog: -1 }, counts: new LRUCache({ max: REMEMBERED_COUNTS }) };
+    countMemos.set(handle, memo);
+  }
+  const data = memo.dataVersion.get()!;
+  if (data !== memo.seen.data || handle.catalogVersion !== memo.seen.catalog) {
+    memo.counts.clear();
+    memo.seen = { data, catalog: handle.catalogVersion };
+  }
+  const key = `${plan.at.seq}\u0000${conditions}`;
+  const known = memo.counts.get(key);
+  if (known && known.first === plan.at.first_position && known.next === plan.at.next_position) return known.n;
+  const n = count();
+  memo.counts.set(key, { first: plan.at.first_position, next: plan.at.next_position, n });
+  return n;
 }
 
 function countRows(db: Database.Database, plan: ReadPlan): number {

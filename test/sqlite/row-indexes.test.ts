@@ -194,6 +194,32 @@ describe("sqlite: a range bounded on both sides", () => {
   });
 });
 
+describe("sqlite: counts of reads with conditions", () => {
+  const count = async (storage: SqliteStorage, where: unknown) =>
+    (await storage.catalog.readDatasetRows("ds_idx", { offset: 0, limit: 0, columns: null, filters: null, where: parseWhere(where, NAMES) })).totalRows;
+  const write = (storage: SqliteStorage, mode: "replace" | "append", rows: Row[]) =>
+    storage.catalog.writeDatasetRows({ datasetId: "ds_idx", mode, rows: (async function* () { yield* rows; })(), columns: () => COLUMNS, updatedAt: "2026-11-01T00:00:00.000Z" });
+
+  it("are remembered while the dataset's rows are unchanged, and made again after an append, a replace, a delete and re-create", async () => {
+    const storage = await loaded(true);
+    const where = { code: { eq: "c7" } };
+    expect(await count(storage, where)).toBe(30);
+    // Rows never change in place; changing one behind the store's back shows the count is not made again.
+    storage.db.prepare("UPDATE dataset_rows SET data = json_set(data, '$.code', 'c7') WHERE position = 0 AND dataset_seq = (SELECT seq FROM datasets WHERE id = 'ds_idx')").run();
+    expect(await count(storage, where)).toBe(30);
+    expect(await count(storage, { code: { eq: "c8" } })).toBe(30);
+
+    await write(storage, "append", [{ id: 9001, code: "c7", amount: 1 }]);
+    expect(await count(storage, where)).toBe(32);
+    await write(storage, "replace", [{ id: 1, code: "c7", amount: 1 }, { id: 2, code: "c9", amount: 2 }]);
+    expect(await count(storage, where)).toBe(1);
+    await storage.catalog.deleteDataset("ds_idx");
+    await storage.catalog.putDataset(dataset(true));
+    await write(storage, "replace", [{ id: 1, code: "c9", amount: 1 }, { id: 2, code: "c9", amount: 2 }]);
+    expect(await count(storage, where)).toBe(0);
+  });
+});
+
 describe("sqlite: a sorted page under a condition matching many rows", () => {
   it("walks the sort column's index (not the condition's, then sorting every match) and answers as without indexes", async () => {
     const big = async (declared: boolean) => {
