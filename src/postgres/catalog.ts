@@ -262,12 +262,18 @@ async function readRows(db: Db, datasetId: string, query: RowQuery, reads: OpenR
   const filtered = query.filters !== null && Object.keys(query.filters).length > 0;
   const how = query.where || query.sort?.length || filtered ? await datasetReading(db, datasetId) : PLAIN;
   const memoKey = `${datasetId}\u0000${JSON.stringify([query.where ?? null, query.filters ?? null])}`;
-  const count = countSql(t, query, params, how, counts.get(memoKey) ?? null);
   const remember = (row: { n: string | null; counted_at: string | null } | undefined) => {
     if (row?.counted_at) counts.set(memoKey, { version: row.counted_at, n: num(row.n) });
   };
+  if (choosesByCount(how, query) && !counts.has(memoKey)) {
+    // How a sorted page reads depends on how many rows match (pageReading): count first. The page's
+    // statement still answers its own count if the dataset changed in between.
+    const countParams: unknown[] = [datasetId];
+    remember((await db.query<{ n: string | null; counted_at: string | null }>(countSql(t, query, countParams, how, null), countParams))[0]);
+  }
+  const count = countSql(t, query, params, how, counts.get(memoKey) ?? null);
   if (limit !== null && limit <= BATCH) {
-    const page = pageSql(t, query, params, how);
+    const page = pageSql(t, query, params, pageReading(how, query, counts.get(memoKey)?.n ?? null));
     // The left join keeps the count when the page is empty (pos is then null).
     const result = await db.query<{ n: string | null; counted_at: string | null } & Partial<PageRow>>(
       `select c.n, c.counted_at, p.pos, p.r, p.k from (${count}) c left join lateral (${page}) p on true order by p.ord`,
@@ -288,7 +294,7 @@ async function readRows(db: Db, datasetId: string, query: RowQuery, reads: OpenR
       )
     ).rows;
     remember(counted);
-    const rows = new SnapshotRows(db, lease, datasetId, query, how, counted?.version ?? null, reads);
+    const rows = new SnapshotRows(db, lease, datasetId, query, pageReading(how, query, counted ? num(counted.n) : null), counted?.version ?? null, reads);
     return { totalRows: num(counted?.n), rows, lastKey: () => rows.lastKey };
   } catch (error) {
     await lease.client.query("ROLLBACK").catch(() => lease.spoil());
@@ -484,6 +490,28 @@ async function datasetReading(db: Db, datasetId: string): Promise<Reading> {
   if (!found?.columns_declared) return PLAIN;
   const indexed = new Set(found.columns.map((c) => c.name).filter(indexableColumn));
   return indexed.size === 0 ? PLAIN : { dialect: postgresRowDialect("row", "pos", { indexed }), guard: ` and ${HAS_JSONB}` };
+}
+
+/** Matches a sorted page may seek through a condition's index and sort (see `pageReading`). */
+const FEW_MATCHES = 10_000;
+
+/**
+ * How a page sorted by one indexed column reads its conditions: through
+ * plain expressions (no index of theirs to take), so the planner walks the
+ * sort column's index and stops after the page — unless the read's count,
+ * when known, says the matches are few enough to seek and sort. PostgreSQL
+ * has no statistics of a JSON column's values: it took a range matching
+ * most of a million rows for a handful and sorted all of them (seconds).
+ */
+function pageReading(how: Reading, query: RowQuery, matches: number | null): Reading {
+  if (!choosesByCount(how, query) || (matches !== null && matches <= FEW_MATCHES)) return how;
+  return { ...how, dialect: postgresRowDialect("row", "pos", { indexed: new Set([query.sort![0]!.column]) }) };
+}
+
+/** A page sorted by one indexed column under conditions that could seek another index: its reading depends on its count. */
+function choosesByCount(how: Reading, query: RowQuery): boolean {
+  const sort = query.sort ?? [];
+  return !!query.where && sort.length === 1 && how.dialect.indexed.has(sort[0]!.column) && how.dialect.indexed.size > 1;
 }
 
 /** ` and (…)` for the read's `where` (and the indexes' condition), or nothing. */
