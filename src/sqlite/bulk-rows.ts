@@ -33,6 +33,10 @@ import { rowBatches } from "../storage/row-batches.js";
 
 /** Rows written per staging transaction: a few ms of SQLite's write lock, so deliveries and other writes interleave. */
 const STAGE_BATCH = 1000;
+/** The most rows a staging transaction takes, when each row costs little (see `nextBatchSize`). */
+const STAGE_BATCH_MAX = 10_000;
+/** How long a staging transaction may hold the writer (and the event loop): batches grow or shrink toward it. */
+const STAGE_TARGET_MS = 40;
 /** Rows deleted per cleanup transaction. */
 const DELETE_BATCH = 10_000;
 /** A claim not refreshed for this long belongs to a process that died. Wall-clock time: storage bookkeeping, not request data. */
@@ -210,12 +214,19 @@ export function bulkRowWriter(handle: SqliteHandle): (write: BulkRowsWrite) => P
     const heartbeat = setInterval(() => beat(seq, owner), HEARTBEAT_MS);
     heartbeat.unref();
     try {
+      // Declared columns are indexed (row-indexes.ts): their batches grow (see nextBatchSize); others stay small, holding fewer rows.
+      const indexed = sql.declared.get(write.datasetId) === 1;
+      let size = STAGE_BATCH;
       for (;;) {
-        if (batch.texts.length > 0) stage(seq, owner, batch.texts);
+        if (batch.texts.length > 0) {
+          const started = performance.now();
+          stage(seq, owner, batch.texts);
+          if (indexed) size = nextBatchSize(size, batch.texts.length, performance.now() - started);
+        }
         if (batch.done) break;
         // Rows from code (an array, a generator) arrive without I/O: let other requests run between batches.
         await nextTurn();
-        batch = await source.next(STAGE_BATCH);
+        batch = await source.next(size);
       }
       const published = publishStaged(seq, owner, write, write.columns());
       clearInterval(heartbeat);
@@ -266,6 +277,7 @@ function statements(db: Database.Database) {
     dataset: db.prepare<[string], DatasetAt>("SELECT seq, first_position, next_position FROM datasets WHERE id = ?"),
     datasetBySeq: db.prepare<[number], DatasetAt>("SELECT seq, first_position, next_position FROM datasets WHERE seq = ?"),
     isTable: db.prepare<[string], number>("SELECT 1 FROM input_tables WHERE id = ?").pluck(),
+    declared: db.prepare<[string], number>("SELECT columns_declared FROM datasets WHERE id = ?").pluck(),
     claim: db.prepare<[number], Claim>("SELECT owner, from_position, end_position, heartbeat_ms FROM dataset_stagings WHERE dataset_seq = ?"),
     insertClaim: db.prepare<[number, string, number, number, number]>(
       "INSERT INTO dataset_stagings (dataset_seq, owner, from_position, end_position, heartbeat_ms) VALUES (?, ?, ?, ?, ?)",
@@ -358,4 +370,20 @@ function sleep(ms: number): Promise<void> {
 /** Let other requests run between staging or cleanup transactions. */
 function nextTurn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
+}
+
+/**
+ * The next staging batch of a dataset with declared (indexed) columns: as
+ * many rows as the last batch staged in STAGE_TARGET_MS, between STAGE_BATCH
+ * and STAGE_BATCH_MAX. Each transaction rewrites the index pages its rows
+ * touch, so larger batches write far less (1,000,000 rows, four indexed
+ * columns: 28.5 s in batches of 1,000, 12.7 s of 10,000), while the time one
+ * batch holds the writer (and the event loop) stays bounded. Other datasets
+ * keep batches of STAGE_BATCH: larger ones gain nothing there and hold more
+ * rows in memory.
+ */
+export function nextBatchSize(size: number, staged: number, elapsedMs: number): number {
+  if (staged < size) return size;
+  const fitting = Math.floor((staged * STAGE_TARGET_MS) / Math.max(elapsedMs, 1));
+  return Math.min(STAGE_BATCH_MAX, Math.max(STAGE_BATCH, fitting));
 }

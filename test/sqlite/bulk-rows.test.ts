@@ -396,3 +396,15 @@ describe("sqlite: migration 3", () => {
     expect(Number(mine[2]!.position) - Number(mine[1]!.position)).toBe(1);
   });
 });
+
+describe("sqlite: staging batches of a dataset with indexed columns", () => {
+  it("grow toward what stages in 40 ms, within 1,000 and 10,000 rows; a short last batch changes nothing", async () => {
+    const { nextBatchSize } = await import("../../src/sqlite/bulk-rows.js");
+    expect(nextBatchSize(1000, 1000, 10)).toBe(4000);
+    expect(nextBatchSize(4000, 4000, 20)).toBe(8000);
+    expect(nextBatchSize(8000, 8000, 4)).toBe(10_000);
+    expect(nextBatchSize(4000, 4000, 80)).toBe(2000);
+    expect(nextBatchSize(2000, 2000, 400)).toBe(1000);
+    expect(nextBatchSize(4000, 1200, 1)).toBe(4000);
+  });
+});
