@@ -36,6 +36,7 @@ export function syncDatasetIndexes(db: Database.Database, seq: number, columns: 
 
 /** The same for an input table's rows. */
 export function syncTableIndexes(db: Database.Database, tableId: string, columns: readonly string[]): void {
+  // Names as tableIndexName (row-query.ts) gives them.
   sync(db, { table: "table_rows", prefix: `${VERSION}_t${sha256Hex(tableId).slice(0, 16)}_`, scope: `table_id = ${sqlString(tableId)}` }, columns);
 }
 

@@ -3,6 +3,7 @@ import type { Column, Row } from "../domain/model.js";
 import type { RowCondition, RowKey, RowTest, SortKey } from "../domain/row-query.js";
 import { keyOf } from "../domain/row-query-order.js";
 import { afterSql, conditionSql, join, operatorSql, orderSql, raw, renderPositional, splitByKind, type Sql, sql, type SqlDialect, TRUE } from "../domain/row-query-sql.js";
+import { sha256Hex } from "../domain/crypto.js";
 import { canonicalJson } from "../domain/rows.js";
 import type { TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";
 
@@ -313,18 +314,65 @@ export function queriedTableRows(db: Database.Database, tableId: string, query: 
   // A partial index serves a query naming its table by the same literal.
   const table = indexed.size > 0 ? raw(`table_id = ${sqlString(tableId)}`) : sql`table_id = ${tableId}`;
   const condition = query.where ? conditionSql(query.where, dialect) : TRUE;
-  const counted = renderPositional(sql`SELECT count(*) AS n FROM table_rows WHERE ${table} AND ${condition}`);
-  const totalRows = query.count === false ? -1 : (db.prepare(counted.text).get(...counted.params) as { n: number }).n;
-  const paged = renderPositional(
-    sortedPageSql(
-      { select: "seq, data", from: "table_rows", where: sql`${table} AND ${condition}`, sort, after: query.after ?? null, limit: Math.max(0, query.limit), offset: Math.max(0, query.offset) },
-      dialect,
-    ),
-  );
-  const found = db.prepare<unknown[], { seq: number; data: string }>(paged.text).all(...paged.params);
+  // Without statistics the planner takes the table's own index (table_id, seq) and reads every row:
+  // a count seeks the condition's index, a page sorted by an indexed column walks that column's.
+  const seeking = seekColumn(query.where ?? null, indexed);
+  const sorting = sort.length === 1 && indexed.has(sort[0]!.column) ? sort[0]!.column : null;
+  const counted = (from: string) => renderPositional(sql`SELECT count(*) AS n FROM ${raw(from)} WHERE ${table} AND ${condition}`);
+  const totalRows = query.count === false ? -1 : (withIndex(db, tableId, seeking, counted).get() as { n: number }).n;
+  const walked = sorting ?? (totalRows >= 0 && totalRows <= FEW_TABLE_MATCHES ? seeking : null);
+  const paged = (from: string) =>
+    renderPositional(
+      sortedPageSql(
+        { select: "seq, data", from, where: sql`${table} AND ${condition}`, sort, after: query.after ?? null, limit: Math.max(0, query.limit), offset: Math.max(0, query.offset) },
+        dialect,
+      ),
+    );
+  const found = withIndex(db, tableId, walked, paged).all() as Array<{ seq: number; data: string }>;
   const rows = found.map((r) => JSON.parse(r.data) as Row);
   const end = found.at(-1);
   return { totalRows, rows, lastKey: end ? keyOf(rows.at(-1)!, end.seq, sort) : null };
+}
+
+/** Matches a table's page may seek through a condition's index and sort. */
+const FEW_TABLE_MATCHES = 10_000;
+
+/** The name of the row index of an input table's declared column (row-indexes.ts makes it). */
+export function tableIndexName(tableId: string, column: string): string {
+  return `rx1_t${sha256Hex(tableId).slice(0, 16)}_${sha256Hex(column).slice(0, 16)}`;
+}
+
+/** An indexed column a test every row must pass looks up (eq, in, isNull, a comparison, startsWith), or null. */
+function seekColumn(condition: RowCondition | null, indexed: ReadonlySet<string>): string | null {
+  if (condition === null) return null;
+  if (condition.kind === "all") {
+    for (const c of condition.of) {
+      const found = seekColumn(c, indexed);
+      if (found !== null) return found;
+    }
+    return null;
+  }
+  if (condition.kind !== "test" || !indexed.has(condition.column)) return null;
+  return ["eq", "in", "isNull", "gt", "gte", "lt", "lte", "startsWith"].includes(condition.op) ? condition.column : null;
+}
+
+/** A statement over `table_rows` through the named column's index (INDEXED BY); without it if there is none (or no column). */
+function withIndex(db: Database.Database, tableId: string, column: string | null, render: (from: string) => { text: string; params: unknown[] }) {
+  if (column !== null) {
+    const { text, params } = render(`table_rows INDEXED BY "${tableIndexName(tableId, column)}"`);
+    try {
+      return bound(db.prepare(text), params);
+    } catch (error) {
+      // Not there (dropped by another process), or of no use to this statement: the planner's choice.
+      if (!/no query solution|no such index/.test(String((error as Error).message))) throw error;
+    }
+  }
+  const { text, params } = render("table_rows");
+  return bound(db.prepare(text), params);
+}
+
+function bound(statement: Database.Statement, params: unknown[]) {
+  return { get: () => statement.get(...params), all: () => statement.all(...params) };
 }
 
 /** The declared columns of an input table that have row indexes. */

@@ -247,3 +247,46 @@ describe("sqlite: a sorted page under a condition matching many rows", () => {
     expect(next.rows).toHaveLength(7);
   });
 });
+
+describe("sqlite: an input table's reads choose its row indexes", () => {
+  it("counts through the condition's index, pages sorted by an indexed column through that column's, with the same rows as without", async () => {
+    const { tableIndexName } = await import("../../src/sqlite/row-query.js");
+    const actor = { type: "api-key", id: "key_sync", name: "sync" } as const;
+    const make = async (declared: boolean) => {
+      const storage = createSqliteStorage({ path: ":memory:" });
+      open.push(storage);
+      const columns: Column[] = declared ? [{ name: "score", type: "number" }, { name: "team", type: "string" }] : [];
+      await storage.tables.putTable({ id: "tbl_idx", teamId: "team_ops", name: "t", columns, rowCount: 0, updatedAt: "2026-11-01T00:00:00.000Z" });
+      for (let i = 0; i < 300; i++) {
+        await storage.tables.insertTableRow({
+          tableId: "tbl_idx",
+          rowId: `r${i}`,
+          values: { score: (i * 37) % 300, team: `t${i % 7}` },
+          actor,
+          now: Date.parse("2026-11-01T00:00:00.000Z") + i,
+          auditEvent: { id: `evt_t${declared}_${i}`, teamId: "team_ops", time: "2026-11-01T00:00:00.000Z", category: "audit", action: "table.row.created", actor, target: null, outcome: "success", ip: null, userAgent: null },
+        });
+      }
+      return storage;
+    };
+    const indexed = await make(true);
+    const plain = await make(false);
+    const names = new Set(["score", "team", "_id"]);
+    const query = { offset: 0, limit: 5, where: parseWhere({ team: { eq: "t3" }, score: { gte: 10 } }, names), sort: parseSort("-score", names) };
+    const texts: string[] = [];
+    const prepare = indexed.db.prepare.bind(indexed.db);
+    indexed.db.prepare = ((text: string) => {
+      texts.push(text);
+      return prepare(text);
+    }) as typeof indexed.db.prepare;
+    const page = await indexed.tables.listTableRows("tbl_idx", query);
+    indexed.db.prepare = prepare;
+    const expected = await plain.tables.listTableRows("tbl_idx", query);
+    expect(page.rows.map((r) => r._id)).toEqual(expected.rows.map((r) => r._id));
+    expect(page.totalRows).toBe(expected.totalRows);
+    expect(texts.find((t) => t.includes("count(*)"))).toContain(`INDEXED BY "${tableIndexName("tbl_idx", "team")}"`);
+    expect(texts.find((t) => t.includes("sort_value_"))).toContain(`INDEXED BY "${tableIndexName("tbl_idx", "score")}"`);
+    const next = await indexed.tables.listTableRows("tbl_idx", { ...query, after: page.lastKey, count: false });
+    expect(next.rows.map((r) => r._id)).toEqual((await plain.tables.listTableRows("tbl_idx", { ...query, after: expected.lastKey })).rows.map((r) => r._id));
+  });
+});
