@@ -17,13 +17,14 @@
  * the upload) and, where that cannot be reset, from VmRSS sampled every 20 ms.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { built, type Dataport, type NodeAdapter, type SqliteEntry } from "./servers/built.js";
+import { processMemory, resetPeak } from "./support.js";
 
 const ADMIN_TOKEN = "x".repeat(32);
 const TEAM = "team_bulk";
@@ -57,17 +58,17 @@ async function run(format: Format, rows: number): Promise<void> {
     }
     await new Promise((r) => setTimeout(r, 500));
     const pid = server.pid!;
-    const idle = status(pid).rss;
+    const idle = processMemory(pid).rss;
     const resettable = resetPeak(pid);
     let sampled = idle;
     const sampler = setInterval(() => {
-      sampled = Math.max(sampled, status(pid).rss);
+      sampled = Math.max(sampled, processMemory(pid).rss);
     }, 20);
     const started = performance.now();
     const result = await upload(base, format, rows);
     const seconds = (performance.now() - started) / 1000;
     clearInterval(sampler);
-    const peak = Math.max(sampled, resettable ? status(pid).hwm : 0);
+    const peak = Math.max(sampled, resettable ? processMemory(pid).hwm : 0);
     const stored = JSON.parse(result.body) as { rowCount?: number; error?: { message: string } };
     if (result.status !== 200 || stored.rowCount !== rows) {
       console.log(`- bulk-upload ${format}: FAILED: ${result.status} ${result.body.slice(0, 300)}`);
@@ -149,22 +150,7 @@ async function admin(method: string, url: string, body: unknown): Promise<{ stat
   return { status: res.status, body: await res.text() };
 }
 
-/** VmRSS and VmHWM of a process, in bytes. */
-function status(pid: number): { rss: number; hwm: number } {
-  const text = readFileSync(`/proc/${pid}/status`, "utf8");
-  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? 0) * 1024;
-  return { rss: kb("VmRSS"), hwm: kb("VmHWM") };
-}
 
-/** Reset the process's peak RSS (VmHWM) to its current RSS; false where the kernel does not allow it. */
-function resetPeak(pid: number): boolean {
-  try {
-    writeFileSync(`/proc/${pid}/clear_refs`, "5");
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(0)} MB`;
 

@@ -38,13 +38,14 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import pg from "pg";
+import { ensureDatabase, processMemory, resetPeak } from "./support.js";
 import type { Row } from "../src/domain/model.js";
 import { built, type Dataport, type MemoryEntry, type NodeAdapter, type PostgresEntry, type SqliteEntry } from "./servers/built.js";
 
@@ -170,7 +171,7 @@ async function sqliteCache(): Promise<string> {
 
 /** The cached PostgreSQL schema, built when missing or incomplete; older `bench_rq_` schemas are dropped. */
 async function postgresCache(): Promise<string> {
-  await createBenchDatabase();
+  await ensureDatabase(PG_URL);
   const schema = `bench_rq_${cacheKey("postgres")}_${ROWS}`;
   const client = new pg.Client({ connectionString: PG_URL });
   await client.connect();
@@ -204,19 +205,6 @@ async function postgresCache(): Promise<string> {
   return schema;
 }
 
-async function createBenchDatabase(): Promise<void> {
-  const url = new URL(PG_URL);
-  const name = decodeURIComponent(url.pathname.slice(1));
-  url.pathname = "/postgres";
-  const client = new pg.Client({ connectionString: url.toString() });
-  await client.connect();
-  try {
-    const found = await client.query("select 1 from pg_database where datname = $1", [name]);
-    if (found.rowCount === 0) await client.query(`create database "${name.replaceAll('"', '""')}"`);
-  } finally {
-    await client.end();
-  }
-}
 
 /** A server on a copy of the SQLite cache, the PostgreSQL schema, or a memory store it loads itself. */
 interface Server {
@@ -408,10 +396,10 @@ async function measureExport(server: Server, path: string, format: "csv" | "ndjs
   await fetch(`${server.origin}/__gc`, { method: "POST" });
   const idleHeap = ((await (await fetch(`${server.origin}/__peak`)).json()) as NodeJS.MemoryUsage).heapUsed;
   await new Promise((r) => setTimeout(r, 300));
-  const idle = procStatus(pid).rss;
+  const idle = processMemory(pid).rss;
   const resettable = resetPeak(pid);
   let peak = idle;
-  const sampler = setInterval(() => (peak = Math.max(peak, procStatus(pid).rss)), 20);
+  const sampler = setInterval(() => (peak = Math.max(peak, processMemory(pid).rss)), 20);
   const started = performance.now();
   const got = await download(`${url}${q({ format })}`);
   const seconds = (performance.now() - started) / 1000;
@@ -419,7 +407,7 @@ async function measureExport(server: Server, path: string, format: "csv" | "ndjs
   const atPeak = (await (await fetch(`${server.origin}/__peak`)).json()) as NodeJS.MemoryUsage;
   await fetch(`${server.origin}/__gc`, { method: "POST" });
   const afterHeap = ((await (await fetch(`${server.origin}/__peak`)).json()) as NodeJS.MemoryUsage).heapUsed;
-  peak = Math.max(peak, resettable ? procStatus(pid).hwm : 0);
+  peak = Math.max(peak, resettable ? processMemory(pid).hwm : 0);
   const expectedLines = ROWS + (format === "csv" ? 1 : 0);
   const first = format === "csv" ? got.lines[1] : got.lines[0];
   const lastId = format === "csv" ? `SH-${ROWS - 1},` : `"SH-${ROWS - 1}"`;
@@ -465,21 +453,7 @@ function download(url: string): Promise<{ bytes: number; count: number; lines: s
   });
 }
 
-function procStatus(pid: number): { rss: number; hwm: number } {
-  const text = readFileSync(`/proc/${pid}/status`, "utf8");
-  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(text)?.[1] ?? 0) * 1024;
-  return { rss: kb("VmRSS"), hwm: kb("VmHWM") };
-}
 
-/** Reset the process's peak RSS (VmHWM) to its current RSS; false where the kernel does not allow it. */
-function resetPeak(pid: number): boolean {
-  try {
-    writeFileSync(`/proc/${pid}/clear_refs`, "5");
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 function quantile(values: number[], q: number): number {
   const sorted = [...values].sort((a, b) => a - b);

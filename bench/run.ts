@@ -28,6 +28,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import autocannon from "autocannon";
 import pg from "pg";
+import { ensureDatabase } from "./support.js";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 /** Baseline and Dataport alternate this many times; the median of the per-round ratios is reported (this machine's throughput drifts by ±25% run to run). */
@@ -348,19 +349,6 @@ async function commitsPerRequest(side: Side, env: Record<string, string>): Promi
   return ((await pgCommits()) - before) / total;
 }
 
-async function preparePostgres(): Promise<void> {
-  const url = new URL(PG_URL);
-  const name = decodeURIComponent(url.pathname.slice(1));
-  url.pathname = "/postgres";
-  const client = new pg.Client({ connectionString: url.toString() });
-  await client.connect();
-  try {
-    const found = await client.query("select 1 from pg_database where datname = $1", [name]);
-    if (found.rowCount === 0) await client.query(`create database "${name.replaceAll('"', '""')}"`);
-  } finally {
-    await client.end();
-  }
-}
 
 async function dropPostgresSchemas(): Promise<void> {
   if (pgSchemas.length === 0) return;
@@ -375,7 +363,7 @@ async function dropPostgresSchemas(): Promise<void> {
 
 const filters = process.argv.slice(2);
 const selected = scenarios.filter((scenario) => filters.length === 0 || filters.some((f) => scenario.name.includes(f)));
-if (selected.some((scenario) => scenario.postgres)) await preparePostgres();
+if (selected.some((scenario) => scenario.postgres)) await ensureDatabase(PG_URL);
 try {
   for (const scenario of selected) await run(scenario);
 } finally {
