@@ -1,5 +1,4 @@
 import type Database from "better-sqlite3";
-import { LRUCache } from "lru-cache";
 import { matchesFilters, selectColumns } from "../domain/rows.js";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
 import type { RowCondition, RowKey, SortKey } from "../domain/row-query.js";
@@ -8,7 +7,7 @@ import { conditionSql, raw, renderPositional, Sql, sql } from "../domain/row-que
 import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";
 import { bulkRowWriter } from "./bulk-rows.js";
 import { catalogWrites } from "./catalog-writes.js";
-import { parseJson, prepared, rowKey, type SqliteHandle } from "./db.js";
+import { parseJson, prepared, type RememberedReads, rememberedReads, rowKey, type SqliteHandle } from "./db.js";
 import { idPageQuery } from "./identity.js";
 import { datasetIndexName, ensureRowIndexes } from "./row-indexes.js";
 import { boundedColumns, indexableColumn, seeksIndex, sortedPageSql, sqliteRowDialect, type SqliteRowDialect } from "./row-query.js";
@@ -78,10 +77,11 @@ export function sqliteCatalog(handle: SqliteHandle): CatalogStore & CatalogWrite
   ensureRowIndexes(db);
   // One read transaction: the window, the count and a small page come from one snapshot, even
   // when another process publishes a bulk write in between (a streamed page takes its own).
+  const counts: CountMemo = rememberedReads(db, () => handle.catalogVersion, REMEMBERED_COUNTS);
   const read = db.transaction((datasetId: string, query: RowQuery): RowPage => {
     const at = positions.get(datasetId);
     if (!at) return { totalRows: 0, rows: empty(), rowsJson: empty(), lastKey: () => null };
-    return readRows(handle, at, query);
+    return readRows(handle, counts, at, query);
   });
 
   return {
@@ -156,7 +156,7 @@ interface Fetched {
 /** Where the next batch starts: after a position (stored order) or after a row key (sorted). */
 type Resume = { position: number } | { key: RowKey | null };
 
-function readRows(handle: SqliteHandle, at: Positions, query: RowQuery): RowPage {
+function readRows(handle: SqliteHandle, counts: CountMemo, at: Positions, query: RowQuery): RowPage {
   if (isPlainPage(query)) return plainPage(handle.db, at, query);
   const { where, params, residual } = compileFilters(query.filters);
   const sort = query.sort ?? [];
@@ -174,7 +174,7 @@ function readRows(handle: SqliteHandle, at: Positions, query: RowQuery): RowPage
   };
   const totalRows = isPlain(plan)
     ? countRows(handle.db, plan)
-    : rememberedCount(handle, plan, JSON.stringify([query.where ?? null, query.filters]), () => countRows(handle.db, plan));
+    : rememberedCount(counts, plan, JSON.stringify([query.where ?? null, query.filters]), () => countRows(handle.db, plan));
   // A range on an indexed column that the count (from that index) found few rows in: the page
   // seeks them too, sorting at most FEW_MATCHES, instead of walking the window to find them.
   if (!plan.seek.page && plan.seek.count && totalRows <= FEW_MATCHES) plan.seek.page = true;
@@ -253,13 +253,8 @@ function isPlain(plan: ReadPlan): boolean {
 /** Counts remembered per store: at most this many (reads with conditions), the least recently used forgotten first. */
 const REMEMBERED_COUNTS = 1024;
 
-interface CountMemo {
-  dataVersion: Database.Statement<[], number>;
-  /** PRAGMA data_version and this store's catalog version when the counts were made. */
-  seen: { data: number; catalog: number };
-  counts: LRUCache<string, { first: number; next: number; n: number }>;
-}
-const countMemos = new WeakMap<SqliteHandle, CountMemo>();
+/** The counts of reads with conditions, by dataset seq and conditions, each with the window it was made in. */
+type CountMemo = RememberedReads<{ first: number; next: number; n: number }>;
 
 /**
  * The count of a read with conditions, not made again while the dataset is
@@ -271,22 +266,13 @@ const countMemos = new WeakMap<SqliteHandle, CountMemo>();
  * same seq) is a catalog write, here (`catalogVersion`) or by another
  * connection (`PRAGMA data_version`): either forgets every count.
  */
-function rememberedCount(handle: SqliteHandle, plan: ReadPlan, conditions: string, count: () => number): number {
-  let memo = countMemos.get(handle);
-  if (!memo) {
-    memo = { dataVersion: handle.db.prepare<[], number>("PRAGMA data_version").pluck(), seen: { data: -1, catalog: -1 }, counts: new LRUCache({ max: REMEMBERED_COUNTS }) };
-    countMemos.set(handle, memo);
-  }
-  const data = memo.dataVersion.get()!;
-  if (data !== memo.seen.data || handle.catalogVersion !== memo.seen.catalog) {
-    memo.counts.clear();
-    memo.seen = { data, catalog: handle.catalogVersion };
-  }
+function rememberedCount(memo: CountMemo, plan: ReadPlan, conditions: string, count: () => number): number {
+  const counts = memo.current();
   const key = `${plan.at.seq}\u0000${conditions}`;
-  const known = memo.counts.get(key);
+  const known = counts.get(key);
   if (known && known.first === plan.at.first_position && known.next === plan.at.next_position) return known.n;
   const n = count();
-  memo.counts.set(key, { first: plan.at.first_position, next: plan.at.next_position, n });
+  counts.set(key, { first: plan.at.first_position, next: plan.at.next_position, n });
   return n;
 }
 

@@ -123,6 +123,35 @@ export function rowKey(seq: number, position: number): bigint {
   return BigInt(seq) * ROW_KEY_SPAN + BigInt(position);
 }
 
+export interface RememberedReads<V extends object> {
+  current(): LRUCache<string, V>;
+}
+
+/**
+ * Values read from the file, remembered for as long as nothing can have
+ * changed them: `current()` gives the cache, emptied first when another
+ * connection (another process on the file) has committed (`PRAGMA
+ * data_version`, which does not move on this connection's own commits) or
+ * `ownVersion` (a counter of this store's own writes to what is remembered)
+ * has moved. Both checks are a counter read.
+ */
+export function rememberedReads<V extends object>(db: Database.Database, ownVersion: () => number, max: number): RememberedReads<V> {
+  const dataVersion = db.prepare<[], number>("PRAGMA data_version").pluck();
+  const cache = new LRUCache<string, V>({ max });
+  let seen = { data: -1, own: -1 };
+  return {
+    current() {
+      const data = dataVersion.get()!;
+      const own = ownVersion();
+      if (data !== seen.data || own !== seen.own) {
+        cache.clear();
+        seen = { data, own };
+      }
+      return cache;
+    },
+  };
+}
+
 /** Prepared statements per connection, by SQL text (reads whose SQL is built per request). */
 const preparedByConnection = new WeakMap<Database.Database, LRUCache<string, Database.Statement<unknown[], unknown>>>();
 

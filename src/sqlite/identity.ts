@@ -1,8 +1,7 @@
 import type { ApiKeyRecord, Business, Membership, Plan, Role, SessionRecord, Team, User } from "../domain/model.js";
 import type { StorageAreas } from "../ports/storage.js";
 import type { IdentityWrites, IdPage, PutResult } from "../ports/storage/identity.js";
-import { LRUCache } from "lru-cache";
-import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
+import { parseJson, rememberedReads, type SqliteHandle, writeTransaction } from "./db.js";
 
 interface TeamRow {
   id: string;
@@ -71,7 +70,8 @@ export function sqliteIdentity(handle: SqliteHandle): Pick<StorageAreas, "identi
   const insertKey = insertApiKeyStatement(db);
   const revoke = db.prepare<[string, string]>("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
   const markCreatorDeleted = db.prepare<[string]>("UPDATE api_keys SET creator_deleted = 1 WHERE created_by = ? AND creator_deleted = 0");
-  const keysByHash = rememberedLookups<{ key: ApiKeyRecord; team: Team | null }>(handle);
+  // Misses are not remembered (a flood of unknown tokens fills nothing); values are frozen: every caller shares them.
+  const keysByHash = rememberedReads<{ key: ApiKeyRecord; team: Team | null }>(db, () => handle.identityVersion, REMEMBERED);
 
   return {
     identity: {
@@ -126,12 +126,15 @@ export function sqliteIdentity(handle: SqliteHandle): Pick<StorageAreas, "identi
         return row ? toKey(row) : null;
       },
       async findApiKeyWithTeam(tokenHash) {
-        return keysByHash.get(tokenHash, () => {
-          const row = keyByHash.get(tokenHash);
-          if (!row) return null;
-          const teamRow = team.get(row.team_id);
-          return deepFreeze({ key: toKey(row), team: teamRow ? toTeam(teamRow) : null });
-        });
+        const remembered = keysByHash.current();
+        const known = remembered.get(tokenHash);
+        if (known) return known;
+        const row = keyByHash.get(tokenHash);
+        if (!row) return null;
+        const teamRow = team.get(row.team_id);
+        const found = deepFreeze({ key: toKey(row), team: teamRow ? toTeam(teamRow) : null });
+        remembered.set(tokenHash, found);
+        return found;
       },
       async getApiKey(id) {
         const row = keyById.get(id);
@@ -167,32 +170,6 @@ export function sqliteIdentity(handle: SqliteHandle): Pick<StorageAreas, "identi
 
 /** Lookups remembered per connection: at most this many, the least recently used forgotten first. */
 const REMEMBERED = 10_000;
-
-/**
- * Found values by key, valid while no other connection committed (`PRAGMA
- * data_version`) and this store wrote no team or key (`identityVersion`).
- * Misses are not remembered (a flood of unknown tokens fills nothing).
- * Values are frozen: every caller shares them.
- */
-function rememberedLookups<V extends object>(handle: SqliteHandle): { get(key: string, load: () => V | null): V | null } {
-  const dataVersion = handle.db.prepare<[], number>("PRAGMA data_version").pluck();
-  const found = new LRUCache<string, V>({ max: REMEMBERED });
-  let seen = { data: -1, own: -1 };
-  return {
-    get(key, load) {
-      const data = dataVersion.get()!;
-      if (data !== seen.data || handle.identityVersion !== seen.own) {
-        found.clear();
-        seen = { data, own: handle.identityVersion };
-      }
-      const known = found.get(key);
-      if (known !== undefined) return known;
-      const value = load();
-      if (value !== null) found.set(key, value);
-      return value;
-    },
-  };
-}
 
 function deepFreeze<T>(value: T): T {
   if (value !== null && typeof value === "object" && !Object.isFrozen(value)) {

@@ -1,12 +1,11 @@
 import type Database from "better-sqlite3";
-import { LRUCache } from "lru-cache";
 import { rowChangesColumns, widenColumns } from "../domain/columns.js";
 import type { Column, ColumnType, Row } from "../domain/model.js";
 import { endpointFromConnection } from "../domain/webhook-config.js";
 import type { WebhookDelivery, WebhookEndpoint, WebhookReceipt, WebhookStore } from "../ports/storage/webhooks.js";
 import type { PendingDelivery } from "../storage/deliveries.js";
 import { stagingMover } from "./bulk-rows.js";
-import { parseJson, rowKey, type SqliteHandle, writeTransaction } from "./db.js";
+import { parseJson, rememberedReads, rowKey, type SqliteHandle, writeTransaction } from "./db.js";
 
 
 interface EndpointRow {
@@ -29,10 +28,7 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
   // another connection — another process on the same file — commits; either
   // forgets them. So a rotated or removed signing secret applies to the very
   // next delivery, as without the cache. Both checks are a counter read.
-  const dataVersion = db.prepare<[], number>("PRAGMA data_version").pluck();
-  const endpoints = new LRUCache<string, WebhookEndpoint>({ max: ENDPOINT_CACHE_SIZE });
-  let endpointsVersion = -1;
-  let endpointsCatalog = handle.catalogVersion;
+  const remembered = rememberedReads<WebhookEndpoint>(db, () => handle.catalogVersion, ENDPOINT_CACHE_SIZE);
   const forget = () => {
     handle.catalogVersion++;
   };
@@ -103,12 +99,7 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
 
   return {
     async getWebhookEndpoint(endpointId) {
-      const version = dataVersion.get()!;
-      if (version !== endpointsVersion || handle.catalogVersion !== endpointsCatalog) {
-        endpoints.clear();
-        endpointsVersion = version;
-        endpointsCatalog = handle.catalogVersion;
-      }
+      const endpoints = remembered.current();
       const known = endpoints.get(endpointId);
       if (known) return known;
       const row = byEndpoint.get(endpointId);
