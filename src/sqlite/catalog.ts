@@ -9,15 +9,13 @@ import { bulkRowWriter } from "./bulk-rows.js";
 import { catalogWrites } from "./catalog-writes.js";
 import { parseJson, prepared, type RememberedReads, rememberedReads, rowKey, type SqliteHandle } from "./db.js";
 import { idPageQuery } from "./identity.js";
-import { datasetIndexName, ensureRowIndexes } from "./row-indexes.js";
-import { boundedColumns, indexableColumn, seeksIndex, sortedPageSql, sqliteRowDialect, type SqliteRowDialect } from "./row-query.js";
+import { ensureRowIndexes } from "./row-indexes.js";
+import { boundedColumns, datasetIndexPrefix, FEW_MATCHES, indexableColumn, rowIndexName, seeksIndex, sortedPageSql, sqliteRowDialect, type SqliteRowDialect, throughIndex } from "./row-query.js";
 
 /** Rows fetched per step of a streamed read. */
 const BATCH = 500;
 /** Reads up to this many rows are answered from one query on the writer connection. */
 const SMALL_READ = 1000;
-/** Matches a read may sort after seeking them through a row index (see `readRows`). */
-const FEW_MATCHES = 10_000;
 
 interface DatasetRow {
   seq: number;
@@ -183,7 +181,7 @@ function readRows(handle: SqliteHandle, counts: CountMemo, at: Positions, query:
   // index and sort every match (seconds for a range matching most of a million rows).
   const only = plan.sort.length === 1 ? plan.sort[0]!.column : null;
   if (only !== null && plan.dialect.indexed.has(only) && plan.condition !== null && totalRows > FEW_MATCHES) {
-    plan.walk = datasetIndexName(plan.at.seq, only);
+    plan.walk = rowIndexName(datasetIndexPrefix(plan.at.seq), only);
   }
   const last: { row: Fetched | null } = { row: null };
   const lastKey = () => (last.row === null ? null : keyOf(parseJson<Row>(last.row.data), last.row.position, plan.sort));
@@ -370,17 +368,7 @@ function fetchBatch(db: Database.Database, plan: ReadPlan, resume: Resume, limit
         plan.dialect,
       ),
     );
-  if (plan.walk !== undefined) {
-    const { text, params } = sorted(`dataset_rows INDEXED BY "${plan.walk}"`);
-    try {
-      return prepared<Fetched>(db, text).all(...params);
-    } catch (error) {
-      // The index is not there (dropped by another process meanwhile): the planner's own choice.
-      if (!String((error as Error).message).includes("no query solution") && !String((error as Error).message).includes("no such index")) throw error;
-    }
-  }
-  const { text, params } = sorted("dataset_rows");
-  return prepared<Fetched>(db, text).all(...params);
+  return throughIndex((text) => prepared(db, text), "dataset_rows", plan.walk ?? null, sorted).all() as Fetched[];
 }
 
 /** The rows of a page already read. */

@@ -1,7 +1,6 @@
 import type Database from "better-sqlite3";
-import { sha256Hex } from "../domain/crypto.js";
 import type { Column } from "../domain/model.js";
-import { indexableColumn, sortValueSql, sqlString } from "./row-query.js";
+import { datasetIndexPrefix, indexableColumn, rowIndexName, sortValueSql, sqlString, tableIndexPrefix } from "./row-query.js";
 
 /**
  * Row indexes: for each DECLARED column of a dataset (`columns_declared`)
@@ -21,23 +20,14 @@ import { indexableColumn, sortValueSql, sqlString } from "./row-query.js";
  * done at declaration time, never on a read or a row write.
  */
 
-/** In every index name: an index of another expression would get another. */
-const VERSION = "rx1";
-
-/** The name of the row index of a dataset's declared column (see `sync`). */
-export function datasetIndexName(seq: number, column: string): string {
-  return `${VERSION}_d${Number(seq)}_${sha256Hex(column).slice(0, 16)}`;
-}
-
 /** Make and drop a dataset's row indexes so they are those of `columns` (empty: none). Inside the caller's write transaction. */
 export function syncDatasetIndexes(db: Database.Database, seq: number, columns: readonly string[]): void {
-  sync(db, { table: "dataset_rows", prefix: `${VERSION}_d${seq}_`, scope: `dataset_seq = ${Number(seq)}` }, columns);
+  sync(db, { table: "dataset_rows", prefix: datasetIndexPrefix(seq), scope: `dataset_seq = ${Number(seq)}` }, columns);
 }
 
 /** The same for an input table's rows. */
 export function syncTableIndexes(db: Database.Database, tableId: string, columns: readonly string[]): void {
-  // Names as tableIndexName (row-query.ts) gives them.
-  sync(db, { table: "table_rows", prefix: `${VERSION}_t${sha256Hex(tableId).slice(0, 16)}_`, scope: `table_id = ${sqlString(tableId)}` }, columns);
+  sync(db, { table: "table_rows", prefix: tableIndexPrefix(tableId), scope: `table_id = ${sqlString(tableId)}` }, columns);
 }
 
 /** The indexes declared columns should have and do not (a file from before row indexes, a dataset seeded without them), made now. */
@@ -47,11 +37,11 @@ export function ensureRowIndexes(db: Database.Database): void {
   const work: Array<() => void> = [];
   for (const d of datasets) {
     const columns = names(d.columns);
-    if (missing(db, `${VERSION}_d${d.seq}_`, columns)) work.push(() => syncDatasetIndexes(db, d.seq, columns));
+    if (missing(db, datasetIndexPrefix(d.seq), columns)) work.push(() => syncDatasetIndexes(db, d.seq, columns));
   }
   for (const t of tables) {
     const columns = names(t.columns);
-    if (missing(db, `${VERSION}_t${sha256Hex(t.id).slice(0, 16)}_`, columns)) work.push(() => syncTableIndexes(db, t.id, columns));
+    if (missing(db, tableIndexPrefix(t.id), columns)) work.push(() => syncTableIndexes(db, t.id, columns));
   }
   if (work.length > 0) db.transaction(() => work.forEach((w) => w())).immediate();
 }
@@ -71,7 +61,7 @@ function sync(db: Database.Database, target: Target, columns: readonly string[])
   const wanted = new Map<string, string>();
   for (const column of new Set(columns)) {
     if (!indexableColumn(column)) continue;
-    const base = `${target.prefix}${sha256Hex(column).slice(0, 16)}`;
+    const base = rowIndexName(target.prefix, column);
     wanted.set(base, `CREATE INDEX "${base}" ON ${target.table} (${sortValueSql("data", column)}) WHERE ${target.scope}`);
   }
   const present = existing(db, target.prefix);
@@ -88,5 +78,5 @@ function existing(db: Database.Database, prefix: string): string[] {
 
 function missing(db: Database.Database, prefix: string, columns: readonly string[]): boolean {
   const present = new Set(existing(db, prefix));
-  return columns.some((c) => indexableColumn(c) && !present.has(`${prefix}${sha256Hex(c).slice(0, 16)}`));
+  return columns.some((c) => indexableColumn(c) && !present.has(rowIndexName(prefix, c)));
 }

@@ -279,29 +279,37 @@ function indexedPageSql(
  */
 export function seeksIndex(condition: RowCondition | null, sort: readonly SortKey[], dialect: SqliteRowDialect, ranges: boolean): boolean {
   if (sort.length === 1 && dialect.indexed.has(sort[0]!.column)) return true;
-  const seeks = (c: RowCondition): boolean => {
-    if (c.kind === "all") return c.of.some(seeks);
-    if (c.kind === "any") return false;
-    if (!dialect.indexed.has(c.column)) return false;
-    switch (c.op) {
-      case "eq":
-        return c.operand === null || typeof c.operand !== "object";
-      case "in":
-        // One IN list over the index (an OR of several lookups would be left to the planner).
-        return c.operand.every((v) => typeof v === "string" || typeof v === "number");
-      case "gt":
-      case "gte":
-      case "lt":
-      case "lte":
-      case "startsWith":
-        return ranges;
-      case "isNull":
-        return c.operand;
-      default:
-        return false;
+  return seekedColumn(condition, dialect.indexed, ranges) !== null;
+}
+
+/** The indexed column the first such test (see `seeksIndex`) looks up, or null. */
+function seekedColumn(condition: RowCondition | null, indexed: ReadonlySet<string>, ranges: boolean): string | null {
+  if (condition === null || condition.kind === "any") return null;
+  if (condition.kind === "all") {
+    for (const c of condition.of) {
+      const found = seekedColumn(c, indexed, ranges);
+      if (found !== null) return found;
     }
-  };
-  return condition !== null && seeks(condition);
+    return null;
+  }
+  if (!indexed.has(condition.column)) return null;
+  switch (condition.op) {
+    case "eq":
+      return condition.operand === null || typeof condition.operand !== "object" ? condition.column : null;
+    case "in":
+      // One IN list over the index (an OR of several lookups would be left to the planner).
+      return condition.operand.every((v) => typeof v === "string" || typeof v === "number") ? condition.column : null;
+    case "gt":
+    case "gte":
+    case "lt":
+    case "lte":
+    case "startsWith":
+      return ranges ? condition.column : null;
+    case "isNull":
+      return condition.operand ? condition.column : null;
+    default:
+      return null;
+  }
 }
 
 const TABLE_DIALECT = sqliteRowDialect("data", "seq");
@@ -316,11 +324,14 @@ export function queriedTableRows(db: Database.Database, tableId: string, query: 
   const condition = query.where ? conditionSql(query.where, dialect) : TRUE;
   // Without statistics the planner takes the table's own index (table_id, seq) and reads every row:
   // a count seeks the condition's index, a page sorted by an indexed column walks that column's.
-  const seeking = seekColumn(query.where ?? null, indexed);
+  const seeking = seekedColumn(query.where ?? null, indexed, true);
   const sorting = sort.length === 1 && indexed.has(sort[0]!.column) ? sort[0]!.column : null;
   const counted = (from: string) => renderPositional(sql`SELECT count(*) AS n FROM ${raw(from)} WHERE ${table} AND ${condition}`);
-  const totalRows = query.count === false ? -1 : (withIndex(db, tableId, seeking, counted).get() as { n: number }).n;
-  const walked = sorting ?? (totalRows >= 0 && totalRows <= FEW_TABLE_MATCHES ? seeking : null);
+  const prefix = tableIndexPrefix(tableId);
+  const through = (column: string | null) => (column === null ? null : rowIndexName(prefix, column));
+  const prepare = (text: string) => db.prepare(text);
+  const totalRows = query.count === false ? -1 : (throughIndex(prepare, "table_rows", through(seeking), counted).get() as { n: number }).n;
+  const walked = sorting ?? (totalRows >= 0 && totalRows <= FEW_MATCHES ? seeking : null);
   const paged = (from: string) =>
     renderPositional(
       sortedPageSql(
@@ -328,47 +339,54 @@ export function queriedTableRows(db: Database.Database, tableId: string, query: 
         dialect,
       ),
     );
-  const found = withIndex(db, tableId, walked, paged).all() as Array<{ seq: number; data: string }>;
+  const found = throughIndex(prepare, "table_rows", through(walked), paged).all() as Array<{ seq: number; data: string }>;
   const rows = found.map((r) => JSON.parse(r.data) as Row);
   const end = found.at(-1);
   return { totalRows, rows, lastKey: end ? keyOf(rows.at(-1)!, end.seq, sort) : null };
 }
 
-/** Matches a table's page may seek through a condition's index and sort. */
-const FEW_TABLE_MATCHES = 10_000;
+/** Matches a sorted or conditioned page may seek through a condition's row index and then sort; more walk an index in order. */
+export const FEW_MATCHES = 10_000;
 
-/** The name of the row index of an input table's declared column (row-indexes.ts makes it). */
-export function tableIndexName(tableId: string, column: string): string {
-  return `rx1_t${sha256Hex(tableId).slice(0, 16)}_${sha256Hex(column).slice(0, 16)}`;
+/** In every row index name: an index of another expression would get another. */
+const INDEX_VERSION = "rx1";
+
+/** The names of a dataset's row indexes begin with this. */
+export function datasetIndexPrefix(seq: number): string {
+  return `${INDEX_VERSION}_d${Number(seq)}_`;
 }
 
-/** An indexed column a test every row must pass looks up (eq, in, isNull, a comparison, startsWith), or null. */
-function seekColumn(condition: RowCondition | null, indexed: ReadonlySet<string>): string | null {
-  if (condition === null) return null;
-  if (condition.kind === "all") {
-    for (const c of condition.of) {
-      const found = seekColumn(c, indexed);
-      if (found !== null) return found;
-    }
-    return null;
-  }
-  if (condition.kind !== "test" || !indexed.has(condition.column)) return null;
-  return ["eq", "in", "isNull", "gt", "gte", "lt", "lte", "startsWith"].includes(condition.op) ? condition.column : null;
+/** The names of an input table's row indexes begin with this. */
+export function tableIndexPrefix(tableId: string): string {
+  return `${INDEX_VERSION}_t${sha256Hex(tableId).slice(0, 16)}_`;
 }
 
-/** A statement over `table_rows` through the named column's index (INDEXED BY); without it if there is none (or no column). */
-function withIndex(db: Database.Database, tableId: string, column: string | null, render: (from: string) => { text: string; params: unknown[] }) {
-  if (column !== null) {
-    const { text, params } = render(`table_rows INDEXED BY "${tableIndexName(tableId, column)}"`);
+/** The row index of a declared column (row-indexes.ts makes it): its dataset's or table's prefix, then the column's hash. */
+export function rowIndexName(prefix: string, column: string): string {
+  return `${prefix}${sha256Hex(column).slice(0, 16)}`;
+}
+
+/**
+ * A statement over `table` through the named index (INDEXED BY); without it
+ * when none is named, or the index is not there (dropped by another process)
+ * or of no use to this statement: the planner's own choice.
+ */
+export function throughIndex(
+  prepare: (text: string) => Database.Statement,
+  table: string,
+  index: string | null,
+  render: (from: string) => { text: string; params: unknown[] },
+): { get(): unknown; all(): unknown[] } {
+  if (index !== null) {
+    const { text, params } = render(`${table} INDEXED BY "${index}"`);
     try {
-      return bound(db.prepare(text), params);
+      return bound(prepare(text), params);
     } catch (error) {
-      // Not there (dropped by another process), or of no use to this statement: the planner's choice.
       if (!/no query solution|no such index/.test(String((error as Error).message))) throw error;
     }
   }
-  const { text, params } = render("table_rows");
-  return bound(db.prepare(text), params);
+  const { text, params } = render(table);
+  return bound(prepare(text), params);
 }
 
 function bound(statement: Database.Statement, params: unknown[]) {

@@ -235,7 +235,8 @@ describe("sqlite: a sorted page under a condition matching many rows", () => {
     const query = { where: parseWhere({ amount: { gte: 100 } }, NAMES), sort: parseSort("-code", NAMES), limit: 7 };
     const first = await traced(indexed, query);
     expect(first.total).toBe(11_900);
-    const { datasetIndexName } = await import("../../src/sqlite/row-indexes.js");
+    const { datasetIndexPrefix, rowIndexName } = await import("../../src/sqlite/row-query.js");
+    const datasetIndexName = (seq: number, column: string) => rowIndexName(datasetIndexPrefix(seq), column);
     const seq = (indexed.db.prepare("SELECT seq FROM datasets WHERE id = 'ds_idx'").get() as { seq: number }).seq;
     const plan = first.plans.at(-1)!.join("\n"); // the page (the count before it seeks the condition's index)
     expect(plan).toContain(`USING INDEX ${datasetIndexName(seq, "code")}`);
@@ -250,7 +251,8 @@ describe("sqlite: a sorted page under a condition matching many rows", () => {
 
 describe("sqlite: an input table's reads choose its row indexes", () => {
   it("counts through the condition's index, pages sorted by an indexed column through that column's, with the same rows as without", async () => {
-    const { tableIndexName } = await import("../../src/sqlite/row-query.js");
+    const { rowIndexName, tableIndexPrefix } = await import("../../src/sqlite/row-query.js");
+    const tableIndexName = (tableId: string, column: string) => rowIndexName(tableIndexPrefix(tableId), column);
     const actor = { type: "api-key", id: "key_sync", name: "sync" } as const;
     const make = async (declared: boolean) => {
       const storage = createSqliteStorage({ path: ":memory:" });
