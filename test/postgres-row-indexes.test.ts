@@ -6,6 +6,7 @@ import type { RowQuery } from "../src/ports/storage/catalog.js";
 import { indexBuildsSettled } from "../src/postgres/row-indexes.js";
 import { postgresStores } from "./support/postgres-stores.js";
 import { postgresSkipReason } from "./support/services.js";
+import { uploadDataset, writeRows } from "./support/datasets.js";
 
 // Row indexes on PostgreSQL (issue #29): declared columns get partial btree
 // indexes on their sort terms; sorted pages, cursor pages, lookups and
@@ -23,31 +24,11 @@ const NAMES = new Set(COLUMNS.map((c) => c.name));
 const ROWS = 30_000;
 
 function dataset(declared: boolean, columns = COLUMNS): DatasetRecord {
-  return {
-    id: "ds_idx",
-    teamId: "team_ops",
-    name: "indexed",
-    type: "upload",
-    connectionId: null,
-    source: null,
-    columns,
-    rowCount: 0,
-    lastRefreshedAt: null,
-    updatedAt: "2026-11-01T00:00:00.000Z",
-    ...(declared && { columnsDeclared: true }),
-  };
+  return uploadDataset("ds_idx", "indexed", columns, declared);
 }
 
 async function fill(s: PostgresStorage, rows: Iterable<Row>): Promise<void> {
-  await s.catalog.writeDatasetRows({
-    datasetId: "ds_idx",
-    mode: "replace",
-    rows: (async function* () {
-      yield* rows;
-    })(),
-    columns: () => COLUMNS,
-    updatedAt: "2026-11-01T00:00:00.000Z",
-  });
+  await writeRows(s, "ds_idx", "replace", rows, COLUMNS);
 }
 
 function* generated(n: number): Generator<Row> {
@@ -188,7 +169,7 @@ describe.skipIf(!!skip)("postgres row indexes", () => {
     const analyzed = await s.db.query<{ "QUERY PLAN": string }>(`explain analyze ${text}`, params);
     expect(analyzed.map((r) => r["QUERY PLAN"]).join("\n")).toMatch(/Aggregate[^\n]*\(never executed\)/);
     // Every change of the rows is seen: an append, a replace, a delete and re-create with as many rows.
-    await s.catalog.writeDatasetRows({ datasetId: "ds_idx", mode: "append", rows: (async function* () { yield { id: -1, code: "c2", amount: 0 }; })(), columns: () => COLUMNS, updatedAt: "2026-11-01T00:00:00.000Z" });
+    await writeRows(s, "ds_idx", "append", [{ id: -1, code: "c2", amount: 0 }], COLUMNS);
     expect(await total()).toBe(2991);
     await fill(s, generated(300));
     expect(await total()).toBe(299);

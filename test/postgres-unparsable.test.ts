@@ -5,6 +5,7 @@ import type { PostgresStorage } from "../src/postgres/index.js";
 import type { RowQuery } from "../src/ports/storage/catalog.js";
 import { postgresStores } from "./support/postgres-stores.js";
 import { postgresSkipReason } from "./support/services.js";
+import { uploadDataset, writeRows } from "./support/datasets.js";
 
 // Rows whose JSON PostgreSQL cannot take apart (a string holding U+0000 or a
 // lone surrogate: valid JSON, but neither jsonb nor text can hold it) are
@@ -22,19 +23,7 @@ const COLUMNS: Column[] = [
 const NAMES = new Set(COLUMNS.map((c) => c.name));
 
 function dataset(declared: boolean): DatasetRecord {
-  return {
-    id: "ds_nul",
-    teamId: "team_ops",
-    name: "nul",
-    type: "upload",
-    connectionId: null,
-    source: null,
-    columns: COLUMNS,
-    rowCount: 0,
-    lastRefreshedAt: null,
-    updatedAt: "2026-11-01T00:00:00.000Z",
-    ...(declared && { columnsDeclared: true }),
-  };
+  return uploadDataset("ds_nul", "nul", COLUMNS, declared);
 }
 
 const ROWS: Row[] = [
@@ -57,15 +46,7 @@ describe.skipIf(skip)("postgres: a dataset holding rows PostgreSQL cannot take a
     it(`answers filters, conditions and sorts (${declared ? "declared, indexed" : "undeclared"} columns)`, async () => {
       const s = await store();
       await s.catalog.putDataset(dataset(declared));
-      await s.catalog.writeDatasetRows({
-        datasetId: "ds_nul",
-        mode: "replace",
-        rows: (async function* () {
-          yield* ROWS;
-        })(),
-        columns: () => COLUMNS,
-        updatedAt: "2026-11-01T00:00:00.000Z",
-      });
+      await writeRows(s, "ds_nul", "replace", ROWS, COLUMNS);
       const all = await s.catalog.readDatasetRows("ds_nul", { offset: 0, limit: 100, columns: null, filters: null });
       const rows: Row[] = [];
       for await (const row of all.rows) rows.push(row);

@@ -8,6 +8,7 @@ import type { Storage } from "../../src/ports/storage.js";
 import { createPostgresStorage } from "../../src/postgres/index.js";
 import { createSqliteStorage } from "../../src/sqlite/index.js";
 import { dropSchemas, POSTGRES_URL, postgresSkipReason, testSchema } from "../support/services.js";
+import { uploadDataset, writeRows } from "../support/datasets.js";
 
 /**
  * The three stores answer every row query alike: random small datasets
@@ -85,28 +86,8 @@ async function stores(): Promise<Array<[string, Storage]>> {
 /** Declared columns are indexed (and read through their indexes' expressions); inferred ones are not. */
 async function replaceRows(store: Storage, rows: readonly Row[], declared: boolean): Promise<void> {
   const columns: Column[] = COLUMNS.map((name) => ({ name, type: "string" }));
-  await store.catalog.putDataset({
-    ...(declared && { columnsDeclared: true }),
-    id: "ds_fuzz",
-    teamId: "team_ops",
-    name: "fuzz",
-    type: "upload",
-    connectionId: null,
-    source: null,
-    columns,
-    rowCount: 0,
-    lastRefreshedAt: null,
-    updatedAt: "2026-11-01T00:00:00.000Z",
-  });
-  await store.catalog.writeDatasetRows({
-    datasetId: "ds_fuzz",
-    mode: "replace",
-    rows: (async function* () {
-      yield* rows;
-    })(),
-    columns: () => columns,
-    updatedAt: "2026-11-01T00:00:00.000Z",
-  });
+  await store.catalog.putDataset(uploadDataset("ds_fuzz", "fuzz", columns, declared));
+  await writeRows(store, "ds_fuzz", "replace", rows, columns);
 }
 
 /** A page, and the pages after it by `lastKey`, as the store answers them. */

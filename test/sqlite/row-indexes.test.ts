@@ -6,6 +6,7 @@ import type { Column, DatasetRecord, Row, TableRecord } from "../../src/domain/m
 import { parseSort, parseWhere } from "../../src/domain/row-query.js";
 import type { RowQuery } from "../../src/ports/storage/catalog.js";
 import { createSqliteStorage, type SqliteStorage } from "../../src/sqlite/index.js";
+import { uploadDataset, writeRows } from "../support/datasets.js";
 
 /**
  * Row indexes on SQLite: a declared column gets one partial index, and the
@@ -27,19 +28,7 @@ const NAMES = new Set(COLUMNS.map((c) => c.name));
 const ROWS = 3000;
 
 function dataset(declared: boolean): DatasetRecord {
-  return {
-    id: "ds_idx",
-    teamId: "team_ops",
-    name: "indexed",
-    type: "upload",
-    connectionId: null,
-    source: null,
-    columns: COLUMNS,
-    rowCount: 0,
-    lastRefreshedAt: null,
-    updatedAt: "2026-11-01T00:00:00.000Z",
-    ...(declared && { columnsDeclared: true }),
-  };
+  return uploadDataset("ds_idx", "indexed", COLUMNS, declared);
 }
 
 async function loaded(declared = true): Promise<SqliteStorage> {
@@ -47,7 +36,7 @@ async function loaded(declared = true): Promise<SqliteStorage> {
   open.push(storage);
   await storage.catalog.putDataset(dataset(declared));
   const rows = Array.from({ length: ROWS }, (_, i): Row => ({ id: i, code: `c${i % 100}`, amount: (i * 7919) % 1000 }));
-  await storage.catalog.writeDatasetRows({ datasetId: "ds_idx", mode: "replace", rows: (async function* () { yield* rows; })(), columns: () => COLUMNS, updatedAt: "2026-11-01T00:00:00.000Z" });
+  await writeRows(storage, "ds_idx", "replace", rows, COLUMNS);
   return storage;
 }
 
@@ -198,7 +187,7 @@ describe("sqlite: counts of reads with conditions", () => {
   const count = async (storage: SqliteStorage, where: unknown) =>
     (await storage.catalog.readDatasetRows("ds_idx", { offset: 0, limit: 0, columns: null, filters: null, where: parseWhere(where, NAMES) })).totalRows;
   const write = (storage: SqliteStorage, mode: "replace" | "append", rows: Row[]) =>
-    storage.catalog.writeDatasetRows({ datasetId: "ds_idx", mode, rows: (async function* () { yield* rows; })(), columns: () => COLUMNS, updatedAt: "2026-11-01T00:00:00.000Z" });
+    writeRows(storage, "ds_idx", mode, rows, COLUMNS);
 
   it("are remembered while the dataset's rows are unchanged, and made again after an append, a replace, a delete and re-create", async () => {
     const storage = await loaded(true);
@@ -227,7 +216,7 @@ describe("sqlite: a sorted page under a condition matching many rows", () => {
       open.push(storage);
       await storage.catalog.putDataset(dataset(declared));
       const rows = Array.from({ length: 12_000 }, (_, i): Row => ({ id: i, code: `c${(i * 7) % 500}`, amount: (i * 7919) % 12_000 }));
-      await storage.catalog.writeDatasetRows({ datasetId: "ds_idx", mode: "replace", rows: (async function* () { yield* rows; })(), columns: () => COLUMNS, updatedAt: "2026-11-01T00:00:00.000Z" });
+      await writeRows(storage, "ds_idx", "replace", rows, COLUMNS);
       return storage;
     };
     const indexed = await big(true);
