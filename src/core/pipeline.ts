@@ -248,21 +248,22 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
 
   /** The usage log, off the critical path: a failing write never fails or slows the request. */
   function recordCall(call: Parameters<typeof storage.usage.recordApiCall>[0]): void {
-    try {
-      storage.usage.recordApiCall(call).catch((error: unknown) => logRecordFailure("could not record an API call", error));
-    } catch (error) {
-      log("could not record an API call", error);
-    }
+    void offPath("could not record an API call", () => storage.usage.recordApiCall(call));
   }
 
   /** An audit event the library writes (handlers' `ctx.audit`, 5xx), off the critical path like the usage log. */
   function recordAudit(event: Omit<AuditEvent, "id" | "time"> & { time?: string }): Promise<void> {
     const now = clock.now();
     const full: AuditEvent = { ...event, id: eventId(), time: event.time ?? isoTime(now) };
+    return offPath("could not store an audit event", () => storage.audit.appendAuditEvent(full, now));
+  }
+
+  /** A record's write (the usage log, an audit event): never rejects and never throws; a failure is logged. */
+  function offPath(message: string, write: () => Promise<void>): Promise<void> {
     try {
-      return storage.audit.appendAuditEvent(full, now).catch((error: unknown) => logRecordFailure("could not store an audit event", error));
+      return write().catch((error: unknown) => logRecordFailure(message, error));
     } catch (error) {
-      logRecordFailure("could not store an audit event", error);
+      logRecordFailure(message, error);
       return Promise.resolve();
     }
   }
