@@ -218,30 +218,20 @@ function filterSql(filters: Record<string, unknown> | null, params: unknown[], h
   if (!filters) return "";
   const keys = Object.keys(filters);
   if (keys.length === 0) return "";
-  if (how.sane) return saneFilterSql(filters, params);
-  const parts = [HAS_JSONB];
+  // A window holding a row PostgreSQL cannot take apart reads `SANE_ROW`, which no index covers; any
+  // other reads `row`, through the GIN index, whose condition (HAS_JSONB) its rows all meet.
+  const doc = how.sane ? SANE_ROW : "row";
+  const parts = how.sane ? [] : [HAS_JSONB];
   const contained: Record<string, unknown> = Object.create(null);
   for (const key of keys) {
     const value = filters[key] ?? null;
-    // PostgreSQL text cannot carry U+0000, and the rows these conditions reach hold none: no match.
+    // PostgreSQL text cannot carry U+0000: a filter holding one matches nothing.
     if (key.includes("\u0000") || hasNul(value)) return " and false";
     if (value !== null) contained[key] = value;
     params.push(key, json(value));
-    parts.push(`coalesce((row::jsonb) -> $${params.length - 1}::text, 'null'::jsonb) = $${params.length}::jsonb`);
+    parts.push(`coalesce((${doc}::jsonb) -> $${params.length - 1}::text, 'null'::jsonb) = $${params.length}::jsonb`);
   }
-  if (Object.keys(contained).length > 0) parts.push(`(row::jsonb) @> $${params.push(json(contained))}::jsonb`);
-  return ` and ${parts.join(" and ")}`;
-}
-
-/** Exact-match filters over a window holding a row PostgreSQL cannot take apart: the same equality, on `SANE_ROW`, without the GIN index. */
-function saneFilterSql(filters: Record<string, unknown>, params: unknown[]): string {
-  const parts: string[] = [];
-  for (const key of Object.keys(filters)) {
-    const value = filters[key] ?? null;
-    if (key.includes("\u0000") || hasNul(value)) return " and false";
-    params.push(key, json(value));
-    parts.push(`coalesce((${SANE_ROW}::jsonb) -> $${params.length - 1}::text, 'null'::jsonb) = $${params.length}::jsonb`);
-  }
+  if (!how.sane && Object.keys(contained).length > 0) parts.push(`(row::jsonb) @> $${params.push(json(contained))}::jsonb`);
   return ` and ${parts.join(" and ")}`;
 }
 
