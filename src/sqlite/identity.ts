@@ -144,25 +144,16 @@ export function sqliteIdentity(handle: SqliteHandle): Pick<StorageAreas, "identi
         return teamKeys.all(teamId).map(toKey);
       },
       async insertApiKey(key) {
-        // The primary key and the UNIQUE token hash make a duplicate throw.
-        try {
-          insertKey(key);
-        } finally {
-          handle.identityVersion++;
-        }
+        // The primary key and the UNIQUE token hash make a duplicate throw (and nothing changed).
+        identityChanged(handle, insertKey(key));
       },
       async revokeApiKey(id, revokedAt) {
-        revoke.run(revokedAt, id);
-        handle.identityVersion++;
+        identityChanged(handle, revoke.run(revokedAt, id));
         const row = keyById.get(id);
         return row ? toKey(row) : null;
       },
       async markKeysCreatorDeleted(userId) {
-        try {
-          return markCreatorDeleted.run(userId).changes;
-        } finally {
-          handle.identityVersion++;
-        }
+        return identityChanged(handle, markCreatorDeleted.run(userId).changes);
       },
     },
   };
@@ -177,6 +168,16 @@ function deepFreeze<T>(value: T): T {
     for (const inner of Object.values(value)) deepFreeze(inner);
   }
   return value;
+}
+
+/**
+ * Counts a write of teams or keys that has been made in `identityVersion`
+ * (the key lookups' memo compares it) and passes its result on. A write that
+ * throws changed nothing (each is one statement or one transaction).
+ */
+function identityChanged<R>(handle: SqliteHandle, result: R): R {
+  handle.identityVersion++;
+  return result;
 }
 
 /** The identity writes, each one IMMEDIATE transaction (a put reads whether the id existed in it); each counts in `identityVersion`. */
@@ -229,40 +230,33 @@ function identityWrites(handle: SqliteHandle): IdentityWrites {
     removeUserMemberships.run(id);
     return true;
   });
-  const counted = <A extends unknown[], R>(write: (...args: A) => R) => (...args: A): R => {
-    try {
-      return write(...args);
-    } finally {
-      handle.identityVersion++;
-    }
-  };
-  const writes: IdentityWrites = {
+  const changed = <R>(result: R): R => identityChanged(handle, result);
+  return {
     async putBusiness(business) {
-      return putBusiness([business.id], business);
+      return changed(putBusiness([business.id], business));
     },
     async deleteBusiness(id) {
-      return removeBusiness.run(id).changes > 0;
+      return changed(removeBusiness.run(id).changes > 0);
     },
     async putTeam(team) {
-      return putTeam([team.id], team);
+      return changed(putTeam([team.id], team));
     },
     async deleteTeam(id) {
-      return deleteTeam(id);
+      return changed(deleteTeam(id));
     },
     async putUser(user) {
-      return putUser([user.id], user);
+      return changed(putUser([user.id], user));
     },
     async deleteUser(id) {
-      return deleteUser(id);
+      return changed(deleteUser(id));
     },
     async putMembership(membership) {
-      return putMembership([membership.userId, membership.teamId], membership);
+      return changed(putMembership([membership.userId, membership.teamId], membership));
     },
     async deleteMembership(userId, teamId) {
-      return removeMembership.run(userId, teamId).changes > 0;
+      return changed(removeMembership.run(userId, teamId).changes > 0);
     },
   };
-  return Object.fromEntries(Object.entries(writes).map(([name, write]) => [name, counted(write as (...args: unknown[]) => unknown)])) as unknown as IdentityWrites;
 }
 
 /**
