@@ -7,7 +7,7 @@ import { conditionSql, raw, renderPositional, Sql, sql } from "../domain/row-que
 import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";
 import { bulkRowWriter } from "./bulk-rows.js";
 import { catalogWrites } from "./catalog-writes.js";
-import { parseJson, prepared, type RememberedReads, rememberedReads, rowKey, type SqliteHandle } from "./db.js";
+import { deepFreeze, parseJson, prepared, type RememberedReads, rememberedReads, rowKey, type SqliteHandle } from "./db.js";
 import { idPageQuery } from "./identity.js";
 import { ensureRowIndexes } from "./row-indexes.js";
 import { boundedColumns, datasetIndexPrefix, FEW_MATCHES, indexableColumn, rowIndexName, seeksIndex, sortedPageSql, sqliteRowDialect, type SqliteRowDialect, throughIndex } from "./row-query.js";
@@ -48,9 +48,10 @@ const TABLE_AS_DATASET = `NULL AS seq, id, team_id, name, 'input_table' AS type,
   0 AS columns_declared, NULL AS last_refreshed_at, updated_at, row_count`;
 
 /**
- * Nothing here is cached: reads query the writer connection (or a snapshot
- * on a read-only one), so every commit, of this process or another on the
- * same file, is seen by the next read.
+ * Reads query the writer connection (or a snapshot on a read-only one), so
+ * every commit, of this process or another on the same file, is seen by the
+ * next read. What is remembered (dataset records, counts) is forgotten as
+ * soon as either can have changed it.
  */
 export function sqliteCatalog(handle: SqliteHandle): CatalogStore & CatalogWrites {
   const { db } = handle;
@@ -76,6 +77,9 @@ export function sqliteCatalog(handle: SqliteHandle): CatalogStore & CatalogWrite
   // One read transaction: the window, the count and a small page come from one snapshot, even
   // when another process publishes a bulk write in between (a streamed page takes its own).
   const counts: CountMemo = rememberedReads(db, () => handle.catalogVersion, REMEMBERED_COUNTS);
+  // Every read of rows asks for its dataset first (access, columns): its record is remembered, frozen, until
+  // another process commits or this one writes a dataset or input table (misses are not remembered).
+  const records = rememberedReads<DatasetRecord>(db, () => handle.datasetsVersion, REMEMBERED_RECORDS);
   const read = db.transaction((datasetId: string, query: RowQuery): RowPage => {
     const at = positions.get(datasetId);
     if (!at) return { totalRows: 0, rows: empty(), rowsJson: empty(), lastKey: () => null };
@@ -101,8 +105,14 @@ export function sqliteCatalog(handle: SqliteHandle): CatalogStore & CatalogWrite
       return datasetPage(page).map(toDataset);
     },
     async getDataset(id) {
+      const remembered = records.current();
+      const known = remembered.get(id);
+      if (known) return known;
       const row = dataset.get(id) ?? table.get(id);
-      return row ? toDataset(row) : null;
+      if (!row) return null;
+      const record = deepFreeze(toDataset(row));
+      remembered.set(id, record);
+      return record;
     },
     async readDatasetRows(datasetId, query) {
       return read(datasetId, query);
@@ -247,6 +257,9 @@ function plainPage(db: Database.Database, at: Positions, query: RowQuery & { lim
 function isPlain(plan: ReadPlan): boolean {
   return plan.where === "" && plan.residual === null && plan.condition === null;
 }
+
+/** Dataset records remembered per store: at most this many, the least recently used forgotten first. */
+const REMEMBERED_RECORDS = 1024;
 
 /** Counts remembered per store: at most this many (reads with conditions), the least recently used forgotten first. */
 const REMEMBERED_COUNTS = 1024;

@@ -30,6 +30,13 @@ export interface SqliteHandle {
   catalogVersion: number;
   /** Counts this process's writes to teams and API keys (the credential lookups' memo compares it, as `catalogVersion`). */
   identityVersion: number;
+  /**
+   * Counts this connection's writes to datasets and input tables (the
+   * dataset records' memo compares it). Temporary triggers count them, so
+   * no write path (ingest, bulk writes, trims, table writes, admin) can
+   * forget to: every statement inserting, updating or deleting one moves it.
+   */
+  datasetsVersion: number;
   close(): void;
 }
 
@@ -51,10 +58,11 @@ export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
 
   const idle: Database.Database[] = [];
   const lent = new Set<Database.Database>();
-  return {
+  const handle: SqliteHandle = {
     db,
     catalogVersion: 0,
     identityVersion: 0,
+    datasetsVersion: 0,
     borrowReader() {
       if (memory) return null;
       const reader = idle.pop() ?? openReader(options.path, busyTimeoutMs);
@@ -74,6 +82,28 @@ export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
       if (db.open) db.close();
     },
   };
+  countDatasetWrites(handle);
+  return handle;
+}
+
+/**
+ * Temporary (this connection's own, never stored in the file) triggers on
+ * datasets and input tables that move `datasetsVersion` once per row a
+ * statement inserts, updates or deletes. Another process's writes are seen
+ * through `PRAGMA data_version` instead.
+ */
+function countDatasetWrites(handle: SqliteHandle): void {
+  const { db } = handle;
+  db.function("dataport_datasets_written", { varargs: false }, () => {
+    handle.datasetsVersion++;
+    return null;
+  });
+  for (const table of ["datasets", "input_tables"]) {
+    for (const event of ["INSERT", "UPDATE", "DELETE"]) {
+      db.exec(`CREATE TEMP TRIGGER IF NOT EXISTS dataport_${table}_${event.toLowerCase()} AFTER ${event} ON main.${table}
+        BEGIN SELECT dataport_datasets_written(); END`);
+    }
+  }
 }
 
 function openReader(path: string, busyTimeoutMs: number): Database.Database {
@@ -150,6 +180,15 @@ export function rememberedReads<V extends object>(db: Database.Database, ownVers
       return cache;
     },
   };
+}
+
+/** `value` and everything in it frozen: a remembered value every caller shares. */
+export function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const inner of Object.values(value)) deepFreeze(inner);
+  }
+  return value;
 }
 
 /** Prepared statements per connection, by SQL text (reads whose SQL is built per request). */

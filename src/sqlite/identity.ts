@@ -1,7 +1,7 @@
 import type { ApiKeyRecord, Business, Membership, Plan, Role, SessionRecord, Team, User } from "../domain/model.js";
 import type { StorageAreas } from "../ports/storage.js";
 import type { IdentityWrites, IdPage, PutResult } from "../ports/storage/identity.js";
-import { parseJson, rememberedReads, type SqliteHandle, writeTransaction } from "./db.js";
+import { deepFreeze, parseJson, rememberedReads, type SqliteHandle, writeTransaction } from "./db.js";
 
 interface TeamRow {
   id: string;
@@ -161,14 +161,6 @@ export function sqliteIdentity(handle: SqliteHandle): Pick<StorageAreas, "identi
 
 /** Lookups remembered per connection: at most this many, the least recently used forgotten first. */
 const REMEMBERED = 10_000;
-
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === "object" && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const inner of Object.values(value)) deepFreeze(inner);
-  }
-  return value;
-}
 
 /**
  * Counts a write of teams or keys that has been made in `identityVersion`

@@ -192,3 +192,67 @@ describe("sqlite: the remembered key lookup", () => {
     expect((await s.credentials.findApiKeyWithTeam!(fresh))?.key.id).toBe("key_fresh");
   });
 });
+
+describe("sqlite: the remembered dataset records", () => {
+  const actor = { type: "api-key", id: "key_sync", name: "Warehouse sync" } as const;
+  const event = (id: string) =>
+    ({ id, teamId: "team_ops", time: "2026-11-24T00:00:00.000Z", category: "audit", action: "table.row.created", actor, target: null, outcome: "success", ip: null, userAgent: null }) as const;
+  const columns = [{ name: "region", type: "string" as const }];
+  async function* rows(n: number) {
+    for (let i = 0; i < n; i++) yield { region: `r${i}` };
+  }
+
+  it("forgets on every write of this store: ingest, trims, bulk writes, a replace, a put, a table row, a delete", async () => {
+    const { s } = await seededFile();
+    const first = await s.catalog.getDataset("ds_orders");
+    expect(Object.isFrozen(first)).toBe(true);
+    expect(Object.isFrozen(first?.columns[0])).toBe(true);
+    expect(await s.catalog.getDataset("ds_orders")).toBe(first); // remembered: the same frozen record
+
+    await s.catalog.writeDatasetRows({ datasetId: "ds_orders", mode: "append", rows: rows(4), columns: () => columns, updatedAt: "2026-11-24T01:00:00.000Z" });
+    expect(await s.catalog.getDataset("ds_orders")).toMatchObject({ rowCount: first!.rowCount + 4, updatedAt: "2026-11-24T01:00:00.000Z" });
+    await s.catalog.replaceDatasetRows("ds_orders", { rows: [{ region: "EMEA" }], columns, refreshedAt: "2026-11-24T02:00:00.000Z" });
+    expect(await s.catalog.getDataset("ds_orders")).toMatchObject({ rowCount: 1, lastRefreshedAt: "2026-11-24T02:00:00.000Z", columns });
+    await s.catalog.putDataset({ ...first!, name: "Orders (renamed)" });
+    expect((await s.catalog.getDataset("ds_orders"))?.name).toBe("Orders (renamed)");
+
+    // The webhook's dataset: ingest moves rowCount and updatedAt; past retainRows (3) the trim keeps it at 3.
+    expect((await s.catalog.getDataset("ds_conn_hook"))?.rowCount).toBe(0);
+    for (let i = 1; i <= 4; i++) {
+      await s.webhooks.ingestWebhookRow({
+        datasetId: "ds_conn_hook",
+        dedupKey: null,
+        row: { _id: `row_${i}`, n: i },
+        columns: [{ name: "n", type: "number" }],
+        retainRows: 3,
+        receivedAt: `2026-11-24T00:00:0${i}.000Z`,
+      });
+      expect(await s.catalog.getDataset("ds_conn_hook")).toMatchObject({ rowCount: Math.min(i, 3), updatedAt: `2026-11-24T00:00:0${i}.000Z` });
+    }
+
+    const table = await s.catalog.getDataset("tbl_targets");
+    await s.tables.insertTableRow({ tableId: "tbl_targets", rowId: "row_new", values: { region: "APAC" }, actor, now: Date.parse("2026-11-24T03:00:00.000Z"), auditEvent: event("evt_memo_1") });
+    expect((await s.catalog.getDataset("tbl_targets"))?.rowCount).toBe(table!.rowCount + 1);
+
+    expect(await s.catalog.deleteDataset("ds_orders")).toBe(true);
+    expect(await s.catalog.getDataset("ds_orders")).toBeNull();
+  });
+
+  it("forgets when another connection or another process on the file commits", async () => {
+    const { path, s } = await seededFile();
+    const first = await s.catalog.getDataset("ds_stores");
+    expect(await s.catalog.getDataset("ds_stores")).toBe(first);
+
+    const other = store(path);
+    await other.catalog.putDataset({ ...first!, name: "Stores (from another connection)" });
+    expect((await s.catalog.getDataset("ds_stores"))?.name).toBe("Stores (from another connection)");
+
+    // A real second process, through plain SQL on the file.
+    await promisify(execFile)(
+      process.execPath,
+      ["-e", `const D = require("better-sqlite3"); const db = new D(${JSON.stringify(path)}); db.pragma("busy_timeout = 5000"); db.prepare("UPDATE datasets SET name = 'Stores (from another process)' WHERE id = 'ds_stores'").run(); db.close();`],
+      { cwd: root },
+    );
+    expect((await s.catalog.getDataset("ds_stores"))?.name).toBe("Stores (from another process)");
+  });
+});
