@@ -1,4 +1,5 @@
 import type Database from "better-sqlite3";
+import { deferred, mapped, NOTHING } from "../domain/async-iterables.js";
 import { matchesFilters, selectColumns } from "../domain/rows.js";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
 import type { RowCondition, RowKey, SortKey } from "../domain/row-query.js";
@@ -82,7 +83,7 @@ export function sqliteCatalog(handle: SqliteHandle): CatalogStore & CatalogWrite
   const records = rememberedReads<DatasetRecord>(db, () => handle.datasetsVersion, REMEMBERED_RECORDS);
   const read = db.transaction((datasetId: string, query: RowQuery): RowPage => {
     const at = positions.get(datasetId);
-    if (!at) return { totalRows: 0, rows: empty(), rowsJson: empty(), lastKey: () => null };
+    if (!at) return { totalRows: 0, rows: NOTHING, rowsJson: NOTHING, lastKey: () => null };
     return readRows(handle, counts, at, query);
   });
 
@@ -195,20 +196,31 @@ function readRows(handle: SqliteHandle, counts: CountMemo, at: Positions, query:
   }
   const last: { row: Fetched | null } = { row: null };
   const lastKey = () => (last.row === null ? null : keyOf(parseJson<Row>(last.row.data), last.row.position, plan.sort));
-  if (query.limit !== null && query.limit <= 0) return { totalRows, rows: empty(), rowsJson: empty(), lastKey };
-  let fetched: () => AsyncIterable<Fetched>;
-  let whole: Fetched[] | null = null;
+  if (query.limit !== null && query.limit <= 0) return { totalRows, rows: NOTHING, rowsJson: NOTHING, lastKey };
+  const { columns } = query;
   if (residual === null && query.limit !== null && query.limit <= SMALL_READ) {
     // One query on the writer connection: consistent by construction and cheap.
     const batch = fetchBatch(handle.db, plan, startOf(plan, query), query.limit, sqlOffsetFor(plan, query.offset));
-    whole = batch;
-    fetched = () => fromBatch(batch);
-  } else {
-    fetched = () => streamRows(handle, plan, query);
+    const page: RowPage = {
+      totalRows,
+      rows: mapped(batch, (fetched) => {
+        last.row = fetched;
+        return parsedRow(fetched.data, columns);
+      }),
+      lastKey,
+    };
+    // Stored text is JSON.stringify of the row, so without a projection it is the row's JSON as is.
+    if (columns === null) {
+      page.rowsJson = mapped([batch], (rows) => {
+        last.row = rows.at(-1) ?? null;
+        return rows.map((r) => r.data);
+      });
+    }
+    return page;
   }
-  const page: RowPage = { totalRows, rows: parsed(tracked(fetched(), last), query.columns), lastKey };
-  // Stored text is JSON.stringify of the row, so without a projection it is the row's JSON as is.
-  if (query.columns === null) page.rowsJson = whole ? textBatch(whole, last) : texts(tracked(fetched(), last));
+  const streamed = () => tracked(streamRows(handle, plan, query), last);
+  const page: RowPage = { totalRows, rows: deferred(() => parsed(streamed(), columns)), lastKey };
+  if (columns === null) page.rowsJson = deferred(() => texts(streamed()));
   return page;
 }
 
@@ -233,23 +245,20 @@ function plainPage(db: Database.Database, at: Positions, query: RowQuery & { lim
           .all(rowKey(at.seq, start), rowKey(at.seq, at.next_position), query.limit);
   let yielded = 0;
   const lastKey = () => (yielded === 0 ? null : { values: [], position: start + yielded });
-  async function* each<T>(map: (text: string) => T): AsyncGenerator<T> {
-    for (const text of texts) {
-      yielded++;
-      yield map(text);
-    }
-  }
   const { columns } = query;
   const page: RowPage = {
     totalRows: at.next_position - at.first_position,
-    rows: each((text) => (columns === null ? parseJson<Row>(text) : selectColumns(parseJson<Row>(text), columns))),
+    rows: mapped(texts, (text, i) => {
+      yielded = i + 1;
+      return columns === null ? parseJson<Row>(text) : selectColumns(parseJson<Row>(text), columns);
+    }),
     lastKey,
   };
   if (columns === null) {
-    page.rowsJson = (async function* () {
-      yielded = texts.length;
-      yield texts;
-    })();
+    page.rowsJson = mapped([texts], (batch) => {
+      yielded = batch.length;
+      return batch;
+    });
   }
   return page;
 }
@@ -384,11 +393,6 @@ function fetchBatch(db: Database.Database, plan: ReadPlan, resume: Resume, limit
   return throughIndex((text) => prepared(db, text), "dataset_rows", plan.walk ?? null, sorted).all() as Fetched[];
 }
 
-/** The rows of a page already read. */
-async function* fromBatch(batch: readonly Fetched[]): AsyncGenerator<Fetched> {
-  yield* batch;
-}
-
 /** Remembers the last row that went by (for `lastKey`). */
 async function* tracked(rows: AsyncIterable<Fetched>, last: { row: Fetched | null }): AsyncGenerator<Fetched> {
   for await (const row of rows) {
@@ -410,18 +414,14 @@ async function* texts(rows: AsyncIterable<Fetched>): AsyncGenerator<readonly str
   if (batch.length > 0) yield batch;
 }
 
-/** A page read whole: its stored texts as one batch. */
-async function* textBatch(rows: readonly Fetched[], last: { row: Fetched | null }): AsyncGenerator<readonly string[]> {
-  last.row = rows.at(-1) ?? null;
-  yield rows.map((r) => r.data);
+/** Rows parsed from JSON text are fresh objects, owned by the caller; `__proto__` in them is an own data key. */
+function parsedRow(data: string, columns: string[] | null): Row {
+  const row = parseJson<Row>(data);
+  return columns === null ? row : selectColumns(row, columns);
 }
 
-/** Rows parsed from JSON text are fresh objects, owned by the caller; `__proto__` in them is an own data key. */
 async function* parsed(rows: AsyncIterable<Fetched>, columns: string[] | null): AsyncGenerator<Row> {
-  for await (const { data } of rows) {
-    const row = parseJson<Row>(data);
-    yield columns === null ? row : selectColumns(row, columns);
-  }
+  for await (const { data } of rows) yield parsedRow(data, columns);
 }
 
 /**
@@ -470,8 +470,6 @@ async function* streamRows(handle: SqliteHandle, asked: ReadPlan, query: RowQuer
     }
   }
 }
-
-async function* empty(): AsyncGenerator<never> {}
 
 /** A key SQLite would receive mangled (UTF-8 cannot carry it): filtered in JS instead. */
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
