@@ -124,42 +124,99 @@ function roundHalfUp(value: number): number {
 
 /**
  * The usage log as per-day counters, written by the store's group commit:
- * calls recorded in the same turn of the event loop share one transaction of
- * UPSERTs (with that turn's audit events), so logging a read costs the read
- * no commit of its own. Never rejects: a lost counter is the price of a
- * failing write, never a failed request.
+ * the calls recorded in one turn of the event loop are summed per counter
+ * in memory and written as one UPSERT per counter (a turn of reads by one
+ * key is two statements, not two per read), in the same transaction as
+ * that turn's audit events, so logging a read costs the read no commit of
+ * its own. Never rejects: a lost counter is the price of a failing write,
+ * never a failed request.
  */
 function usageLog(db: Database.Database, group: GroupCommit) {
   const count = db.prepare(
     `INSERT INTO api_usage (key, day, team_id, method, route, credential_kind, credential_id, credential_name, calls, errors, server_errors, latency_sum)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)
-     ON CONFLICT (key) DO UPDATE SET calls = calls + 1, errors = errors + excluded.errors,
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+     ON CONFLICT (key) DO UPDATE SET calls = calls + excluded.calls, errors = errors + excluded.errors,
        server_errors = server_errors + excluded.server_errors, latency_sum = latency_sum + excluded.latency_sum`,
   );
   const read = db.prepare(
-    `INSERT INTO dataset_reads (dataset_id, reads, last_at, last_ms) VALUES (?, 1, ?, ?)
-     ON CONFLICT (dataset_id) DO UPDATE SET reads = reads + 1,
+    `INSERT INTO dataset_reads (dataset_id, reads, last_at, last_ms) VALUES (?, ?, ?, ?)
+     ON CONFLICT (dataset_id) DO UPDATE SET reads = reads + excluded.reads,
        last_at = CASE WHEN excluded.last_ms >= last_ms THEN excluded.last_at ELSE last_at END,
        last_ms = max(last_ms, excluded.last_ms)`,
   );
-  const write = (c: ApiCallRecord) => {
-    const day = utcDay(c.at);
-    const key = JSON.stringify([day, c.teamId, c.method, c.route, c.credentialKind, c.credentialId, c.credentialName]);
-    count.run(key, day, c.teamId, c.method, c.route, c.credentialKind, c.credentialId, c.credentialName, c.status >= 400 ? 1 : 0, c.status >= 500 ? 1 : 0, c.latencyMs);
-    if (c.method === "GET" && c.status >= 200 && c.status <= 299 && c.objectId && DATASET_READ_ROUTES.includes(c.route)) {
-      const ms = Date.parse(c.at);
-      read.run(c.objectId, c.at, Number.isNaN(ms) ? 0 : ms);
-    }
+  /** The counters of the turn not yet handed to the group commit, and the promise of their commit. */
+  let turn: { calls: Map<string, CallCounter>; reads: Map<string, ReadCounter>; committed: Promise<void> } | null = null;
+  const write = (calls: Map<string, CallCounter>, reads: Map<string, ReadCounter>) => {
+    if (turn?.calls === calls) turn = null; // later calls start the next group
+    for (const [key, c] of calls) count.run(key, c.day, c.teamId, c.method, c.route, c.credentialKind, c.credentialId, c.credentialName, c.calls, c.errors, c.serverErrors, c.latencySum);
+    for (const [datasetId, r] of reads) read.run(datasetId, r.reads, r.lastAt, r.lastMs);
   };
   return {
     record(call: ApiCallRecord): Promise<void> {
-      return group.add(() => write(call)).catch(() => {});
+      if (turn === null) {
+        const calls = new Map<string, CallCounter>();
+        const reads = new Map<string, ReadCounter>();
+        turn = { calls, reads, committed: group.add(() => write(calls, reads)).catch(() => {}) };
+      }
+      sumCall(turn.calls, turn.reads, call);
+      return turn.committed;
     },
     /** Commits everything recorded so far (before a read of the counters). */
     settle(): void {
       group.flush();
     },
   };
+}
+
+interface CallCounter {
+  day: string;
+  teamId: string | null;
+  method: string;
+  route: string;
+  credentialKind: string;
+  credentialId: string | null;
+  credentialName: string | null;
+  calls: number;
+  errors: number;
+  serverErrors: number;
+  latencySum: number;
+}
+
+interface ReadCounter {
+  reads: number;
+  lastAt: string;
+  lastMs: number;
+}
+
+/** One call added to a turn's counters: its day's API counter and, for a successful read of rows, its dataset's reads. */
+function sumCall(calls: Map<string, CallCounter>, reads: Map<string, ReadCounter>, c: ApiCallRecord): void {
+  const day = utcDay(c.at);
+  const key = JSON.stringify([day, c.teamId, c.method, c.route, c.credentialKind, c.credentialId, c.credentialName]);
+  const error = c.status >= 400 ? 1 : 0;
+  const serverError = c.status >= 500 ? 1 : 0;
+  const counter = calls.get(key);
+  if (counter) {
+    counter.calls++;
+    counter.errors += error;
+    counter.serverErrors += serverError;
+    counter.latencySum += c.latencyMs;
+  } else {
+    calls.set(key, { day, teamId: c.teamId, method: c.method, route: c.route, credentialKind: c.credentialKind, credentialId: c.credentialId, credentialName: c.credentialName, calls: 1, errors: error, serverErrors: serverError, latencySum: c.latencyMs });
+  }
+  if (c.method === "GET" && c.status >= 200 && c.status <= 299 && c.objectId && DATASET_READ_ROUTES.includes(c.route)) {
+    const parsed = Date.parse(c.at);
+    const ms = Number.isNaN(parsed) ? 0 : parsed;
+    const known = reads.get(c.objectId);
+    if (!known) reads.set(c.objectId, { reads: 1, lastAt: c.at, lastMs: ms });
+    else {
+      known.reads++;
+      // The latest read wins; of two at the same millisecond, the later recorded (as the UPSERT's >= does).
+      if (ms >= known.lastMs) {
+        known.lastAt = c.at;
+        known.lastMs = ms;
+      }
+    }
+  }
 }
 
 /** The usage history as the host reports it: each append one IMMEDIATE transaction, all or none. */

@@ -425,5 +425,14 @@ describe("sqlite: the usage log sums a turn's calls", () => {
     await call(200, 4, "2026-11-24T12:00:00.000Z");
     const again = await s.usage.spaceApiUsage({ teamId: "team_ops", fromDay: "2026-11-24", toDay: "2026-11-24" });
     expect(again.map((r) => r.calls)).toEqual([50]);
+
+    // A read of the counters in the middle of a turn commits the calls before it; the calls after it are the next group's.
+    const before = [call(200, 1, "2026-11-24T12:00:01.000Z"), call(200, 1, "2026-11-24T12:00:02.000Z")];
+    const midTurn = s.usage.spaceApiUsage({ teamId: "team_ops", fromDay: "2026-11-24", toDay: "2026-11-24" });
+    const after = call(500, 1, "2026-11-24T12:00:03.000Z");
+    expect((await midTurn).map((r) => r.calls)).toEqual([52]);
+    await Promise.all([...before, after]);
+    const last = await s.usage.spaceApiUsage({ teamId: "team_ops", fromDay: "2026-11-24", toDay: "2026-11-24" });
+    expect(last.map((r) => [r.calls, r.server_errors])).toEqual([[53, 2]]);
   });
 });
