@@ -7,6 +7,7 @@
  *   npm run bench                 # every scenario
  *   npm run bench -- me webhook   # scenarios whose name contains a word
  *   BENCH_DATAPORT=adapter-only npm run bench -- me:   # another server in Dataport's place (diagnosis)
+ *   BENCH_DATAPORT=sqlite-read-recorded npm run bench -- rows-sqlite   # the bare read plus the records a read keeps
  *   npm run bench -- bulk-upload  # a 1,000,000-row CSV upload: rows/s and server peak RSS (bench/bulk-upload.ts)
  *   BENCH_AB=/tmp/dist-before npm run bench -- webhook-memory
  *       # A/B: Dataport built from another checkout's dist/ takes the baseline's
@@ -382,7 +383,8 @@ async function run(scenario: Scenario): Promise<void> {
     env = await scenario.prepare(`http://127.0.0.1:${probe.ports[0]}`);
     await stopSide(probe);
   }
-  const dataportSide = OVERRIDE ? { ...scenario.dataport, server: OVERRIDE } : scenario.dataport;
+  // A diagnosis server in Dataport's place gets what the baseline is told too (BENCH_BASELINE, TOKEN).
+  const dataportSide = OVERRIDE ? { ...scenario.dataport, server: OVERRIDE, env: { ...scenario.baseline.env, ...scenario.dataport.env } } : scenario.dataport;
   const baselineSide = AB_DIST ? { ...scenario.dataport, env: { ...scenario.dataport.env, BENCH_DIST: AB_DIST } } : scenario.baseline;
   const rounds: Array<{ baseline: Measured; dataport: Measured; ratio: number; cpuRatio: number | null }> = [];
   for (let round = 0; round < ROUNDS; round++) {
