@@ -1,7 +1,7 @@
 import { utcDay } from "../domain/days.js";
 import type { PoolClient } from "pg";
 import type { ApiCallRecord, CreditUsage, RefreshRun } from "../domain/model.js";
-import { type ApiUsageRow, type CreditUsageRow, DATASET_READ_ROUTES, type DashboardUsageRow, type DatasetUsageRow, type RefreshHistoryRow } from "../ports/storage/usage.js";
+import { type ApiUsageRow, type CreditUsageRow, type DashboardUsageRow, type DatasetUsageRow, isDatasetRead, type RefreshHistoryRow } from "../ports/storage/usage.js";
 import type { StorageAreas } from "../ports/storage.js";
 import { type Db, json, num, statement } from "./db.js";
 import { millis } from "./identity.js";
@@ -289,7 +289,7 @@ function usageLog(db: Db, log: (message: string, error: unknown) => void) {
       if (call.status >= 400) counter.errors += 1;
       if (call.status >= 500) counter.server_errors += 1;
       counter.latency_sum += call.latencyMs;
-      if (call.method === "GET" && call.status >= 200 && call.status <= 299 && call.objectId && DATASET_READ_ROUTES.includes(call.route)) {
+      if (isDatasetRead(call)) {
         const ms = millis(call.at);
         const read = reads.get(call.objectId);
         if (!read) reads.set(call.objectId, { dataset_id: call.objectId, reads: 1, last_at: call.at, last_ms: ms });

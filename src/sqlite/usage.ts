@@ -4,9 +4,12 @@ import { utcDay } from "../domain/days.js";
 import type { ApiCallRecord, CreditUsage, DashboardRecord, RefreshRun } from "../domain/model.js";
 import type { StorageAreas } from "../ports/storage.js";
 import {
+  type ApiUsageCounter,
   type ApiUsageRow,
+  countCall,
   type CreditUsageRow,
-  DATASET_READ_ROUTES,
+  isDatasetRead,
+  usageCounterFor,
   type DashboardUsageRow,
   type DatasetUsageRow,
   type RefreshHistoryRow,
@@ -145,8 +148,8 @@ function usageLog(db: Database.Database, group: GroupCommit) {
        last_ms = max(last_ms, excluded.last_ms)`,
   );
   /** The counters of the turn not yet handed to the group commit, and the promise of their commit. */
-  let turn: { calls: Map<string, CallCounter>; reads: Map<string, ReadCounter>; committed: Promise<void> } | null = null;
-  const write = (calls: Map<string, CallCounter>, reads: Map<string, ReadCounter>) => {
+  let turn: { calls: Map<string, ApiUsageCounter>; reads: Map<string, ReadCounter>; committed: Promise<void> } | null = null;
+  const write = (calls: Map<string, ApiUsageCounter>, reads: Map<string, ReadCounter>) => {
     if (turn?.calls === calls) turn = null; // later calls start the next group
     for (const [key, c] of calls) count.run(key, c.day, c.teamId, c.method, c.route, c.credentialKind, c.credentialId, c.credentialName, c.calls, c.errors, c.serverErrors, c.latencySum);
     for (const [datasetId, r] of reads) read.run(datasetId, r.reads, r.lastAt, r.lastMs);
@@ -154,7 +157,7 @@ function usageLog(db: Database.Database, group: GroupCommit) {
   return {
     record(call: ApiCallRecord): Promise<void> {
       if (turn === null) {
-        const calls = new Map<string, CallCounter>();
+        const calls = new Map<string, ApiUsageCounter>();
         const reads = new Map<string, ReadCounter>();
         turn = { calls, reads, committed: group.add(() => write(calls, reads)).catch(() => {}) };
       }
@@ -168,20 +171,6 @@ function usageLog(db: Database.Database, group: GroupCommit) {
   };
 }
 
-interface CallCounter {
-  day: string;
-  teamId: string | null;
-  method: string;
-  route: string;
-  credentialKind: string;
-  credentialId: string | null;
-  credentialName: string | null;
-  calls: number;
-  errors: number;
-  serverErrors: number;
-  latencySum: number;
-}
-
 interface ReadCounter {
   reads: number;
   lastAt: string;
@@ -189,21 +178,13 @@ interface ReadCounter {
 }
 
 /** One call added to a turn's counters: its day's API counter and, for a successful read of rows, its dataset's reads. */
-function sumCall(calls: Map<string, CallCounter>, reads: Map<string, ReadCounter>, c: ApiCallRecord): void {
+function sumCall(calls: Map<string, ApiUsageCounter>, reads: Map<string, ReadCounter>, c: ApiCallRecord): void {
   const day = utcDay(c.at);
   const key = JSON.stringify([day, c.teamId, c.method, c.route, c.credentialKind, c.credentialId, c.credentialName]);
-  const error = c.status >= 400 ? 1 : 0;
-  const serverError = c.status >= 500 ? 1 : 0;
-  const counter = calls.get(key);
-  if (counter) {
-    counter.calls++;
-    counter.errors += error;
-    counter.serverErrors += serverError;
-    counter.latencySum += c.latencyMs;
-  } else {
-    calls.set(key, { day, teamId: c.teamId, method: c.method, route: c.route, credentialKind: c.credentialKind, credentialId: c.credentialId, credentialName: c.credentialName, calls: 1, errors: error, serverErrors: serverError, latencySum: c.latencyMs });
-  }
-  if (c.method === "GET" && c.status >= 200 && c.status <= 299 && c.objectId && DATASET_READ_ROUTES.includes(c.route)) {
+  let counter = calls.get(key);
+  if (!counter) calls.set(key, (counter = usageCounterFor(c, day)));
+  countCall(counter, c);
+  if (isDatasetRead(c)) {
     const parsed = Date.parse(c.at);
     const ms = Number.isNaN(parsed) ? 0 : parsed;
     const known = reads.get(c.objectId);

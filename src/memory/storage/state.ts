@@ -1,5 +1,4 @@
 import type {
-  ApiCallRecord,
   ApiKeyRecord,
   Business,
   ConnectionRecord,
@@ -17,25 +16,12 @@ import type {
 } from "../../domain/model.js";
 import type { StoredAuditEvent } from "../../ports/storage/audit.js";
 import type { EditLogEntry } from "../../ports/storage/tables.js";
+import type { ApiUsageCounter } from "../../ports/storage/usage.js";
 
 /** The dedup keys of a webhook dataset's retained rows, both ways. */
 export interface DedupKeys {
   rowIdByKey: Map<string, string>;
   keyByRowId: Map<string, string>;
-}
-
-export interface ApiUsageCounter {
-  day: string;
-  teamId: string | null;
-  method: string;
-  route: string;
-  credentialKind: ApiCallRecord["credentialKind"];
-  credentialId: string | null;
-  credentialName: string | null;
-  calls: number;
-  errors: number;
-  serverErrors: number;
-  latencySum: number;
 }
 
 /**

@@ -3,7 +3,7 @@ import { tableAsDataset } from "../../domain/rows.js";
 import { currentVersion } from "../../domain/dashboards.js";
 import type { DashboardView } from "../../domain/model.js";
 import type { DayWindow } from "../../ports/storage/dashboards.js";
-import { type ApiUsageRow, type CreditUsageRow, DATASET_READ_ROUTES, type DashboardUsageRow, type DatasetUsageRow, type RefreshHistoryRow } from "../../ports/storage/usage.js";
+import { type ApiUsageRow, countCall, type CreditUsageRow, type DashboardUsageRow, type DatasetUsageRow, isDatasetRead, type RefreshHistoryRow, usageCounterFor } from "../../ports/storage/usage.js";
 import type { StorageAreas } from "../../ports/storage.js";
 import { appendAll, compare, distinct, groupBy, sum, viewsIn } from "./aggregate.js";
 import { cloneJson, type MemoryState } from "./state.js";
@@ -168,26 +168,11 @@ export function memoryUsage(state: MemoryState): StorageAreas["usage"] {
         (c) => c.day === day && c.teamId === call.teamId && c.method === call.method && c.credentialKind === call.credentialKind && c.credentialName === call.credentialName,
       );
       if (!usage) {
-        usage = {
-          day,
-          teamId: call.teamId,
-          method: call.method,
-          route: call.route,
-          credentialKind: call.credentialKind,
-          credentialId: call.credentialId,
-          credentialName: call.credentialName,
-          calls: 0,
-          errors: 0,
-          serverErrors: 0,
-          latencySum: 0,
-        };
+        usage = usageCounterFor(call, day);
         counters.push(usage);
       }
-      usage.calls++;
-      if (call.status >= 400) usage.errors++;
-      if (call.status >= 500) usage.serverErrors++;
-      usage.latencySum += call.latencyMs;
-      if (call.method === "GET" && call.status >= 200 && call.status <= 299 && call.objectId && DATASET_READ_ROUTES.includes(call.route)) {
+      countCall(usage, call);
+      if (isDatasetRead(call)) {
         const reads = state.datasetReads.get(call.objectId) ?? { count: 0, lastAt: null };
         reads.count++;
         if (reads.lastAt === null || Date.parse(call.at) >= Date.parse(reads.lastAt)) reads.lastAt = call.at;

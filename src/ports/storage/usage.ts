@@ -109,6 +109,40 @@ export interface DatasetUsageRow {
 /** Route templates whose successful GETs count as API reads of the dataset named by `objectId`. */
 export const DATASET_READ_ROUTES: readonly string[] = ["/api/v1/datasets/:id/rows", "/api/v1/tables/:id/rows"];
 
+/** Whether `call` counts as an API read of the dataset named by its `objectId` (see `api_reads`). */
+export function isDatasetRead(call: ApiCallRecord): call is ApiCallRecord & { objectId: string } {
+  return call.method === "GET" && call.status >= 200 && call.status <= 299 && !!call.objectId && DATASET_READ_ROUTES.includes(call.route);
+}
+
+/** One counter of the API usage log: the calls of one day, team, method, route and credential. */
+export interface ApiUsageCounter {
+  day: string;
+  teamId: string | null;
+  method: string;
+  route: string;
+  credentialKind: ApiCallRecord["credentialKind"];
+  credentialId: string | null;
+  credentialName: string | null;
+  calls: number;
+  errors: number;
+  serverErrors: number;
+  latencySum: number;
+}
+
+/** The counter `call` belongs to (on `day`, its UTC day), with nothing counted yet. */
+export function usageCounterFor(call: ApiCallRecord, day: string): ApiUsageCounter {
+  const { teamId, method, route, credentialKind, credentialId, credentialName } = call;
+  return { day, teamId, method, route, credentialKind, credentialId, credentialName, calls: 0, errors: 0, serverErrors: 0, latencySum: 0 };
+}
+
+/** `call` counted in `counter`: a call, an error from 400 on, a server error from 500 on, its latency. */
+export function countCall(counter: ApiUsageCounter, call: ApiCallRecord): void {
+  counter.calls++;
+  if (call.status >= 400) counter.errors++;
+  if (call.status >= 500) counter.serverErrors++;
+  counter.latencySum += call.latencyMs;
+}
+
 /**
  * The space's usage objects (GET /space/{object}) and the logs behind them:
  * refresh runs, credit usage and the API usage log. Every aggregate is
