@@ -1,3 +1,4 @@
+import { LRUCache } from "lru-cache";
 import { invalidParameter } from "../core/errors.js";
 import { sha256Hex } from "./crypto.js";
 import type { RowKey } from "./row-query.js";
@@ -23,8 +24,16 @@ const MAX_CURSOR_LENGTH = 64 * 1024;
 
 /** What a cursor is bound to: the dataset or table, and the where/filters/sort it pages through. */
 export function queryFingerprint(targetId: string, query: { where: unknown; filters: unknown; sort: unknown }): string {
-  return sha256Hex(canonicalJson({ id: targetId, where: query.where ?? null, filters: query.filters ?? null, sort: query.sort ?? null })).slice(0, 24);
+  const plain = query.where == null && query.filters == null && query.sort == null;
+  const known = plain ? plainFingerprints.get(targetId) : undefined;
+  if (known !== undefined) return known;
+  const fingerprint = sha256Hex(canonicalJson({ id: targetId, where: query.where ?? null, filters: query.filters ?? null, sort: query.sort ?? null })).slice(0, 24);
+  if (plain) plainFingerprints.set(targetId, fingerprint);
+  return fingerprint;
 }
+
+/** Fingerprints of reads without conditions or sort (most reads), by target id: a hash and a canonical JSON each saved. */
+const plainFingerprints = new LRUCache<string, string>({ max: 4096 });
 
 export function encodeCursor(fingerprint: string, state: CursorState): string {
   const payload = { v: 1, q: fingerprint, n: state.before, k: state.after === null ? null : [state.after.values, state.after.position] };

@@ -66,7 +66,7 @@ export async function readDatasetRows(ctx: AuthedContext, id: string, query: Row
   if (dataset.type === "input_table") {
     throw invalidParameter("id", `dataset ${id} is an input table; read its rows with GET /api/v1/tables/${id}/rows`);
   }
-  const known = new Set(dataset.columns.map((c) => c.name));
+  const { known, names: allNames, columnTypes: allTypes } = columnFacts(dataset);
   const unknownColumns = (query.columns ?? []).filter((c) => !known.has(c));
   if (unknownColumns.length > 0) {
     throw invalidParameter("columns", `unknown column ${unknownColumns[0]}`, { unknownColumns });
@@ -101,11 +101,14 @@ export async function readDatasetRows(ctx: AuthedContext, id: string, query: Row
     userAgent: ctx.userAgent,
     details: { requestId: ctx.requestId, offset, returnedRows, ...(format !== "json" && { format }) },
   });
-  const names = query.columns ?? dataset.columns.map((c) => c.name);
+  const names = query.columns ?? allNames;
   if (format !== "json") return exportReply(format, dataset.id, names, page.rows, query.columns === undefined ? page.rowsJson : undefined);
-  const types = new Map(dataset.columns.map((c) => [c.name, c.type]));
-  const columnTypes: Record<string, string | null> = Object.create(null);
-  for (const name of names) columnTypes[name] = types.get(name) ?? null;
+  let columnTypes = allTypes;
+  if (query.columns) {
+    const picked: Record<string, string | null> = Object.create(null);
+    for (const name of names) picked[name] = allTypes[name] ?? null;
+    columnTypes = picked;
+  }
   const hasMore = offset + returnedRows < page.totalRows;
   const metadata = {
     datasetId: dataset.id,
@@ -126,4 +129,28 @@ export async function readDatasetRows(ctx: AuthedContext, id: string, query: Row
     ? await jsonRowsBody('{"success":true,"data":[', page.rowsJson, suffix, joinedTexts)
     : await jsonRowsBody('{"success":true,"data":[', page.rows, suffix);
   return typeof body === "string" ? Reply.jsonText(200, body) : Reply.jsonStream(body);
+}
+
+/** What a read checks and describes of a dataset's columns: their names (a set and in order) and types. */
+interface ColumnFacts {
+  known: ReadonlySet<string>;
+  names: readonly string[];
+  columnTypes: Readonly<Record<string, string | null>>;
+}
+
+/**
+ * A store that remembers dataset records (SQLite) hands the same frozen
+ * record to every read until it changes: its column facts are worked out
+ * once per record. A fresh record (other stores) is worked out each time.
+ */
+const factsByRecord = new WeakMap<DatasetRecord, ColumnFacts>();
+
+function columnFacts(dataset: DatasetRecord): ColumnFacts {
+  const known = factsByRecord.get(dataset);
+  if (known) return known;
+  const columnTypes: Record<string, string | null> = Object.create(null);
+  for (const c of dataset.columns) columnTypes[c.name] = c.type;
+  const facts: ColumnFacts = { known: new Set(dataset.columns.map((c) => c.name)), names: dataset.columns.map((c) => c.name), columnTypes };
+  if (Object.isFrozen(dataset) && Object.isFrozen(dataset.columns)) factsByRecord.set(dataset, facts);
+  return facts;
 }

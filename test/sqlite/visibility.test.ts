@@ -256,3 +256,36 @@ describe("sqlite: the remembered dataset records", () => {
     expect((await s.catalog.getDataset("ds_stores"))?.name).toBe("Stores (from another process)");
   });
 });
+
+describe("sqlite: reads of a remembered dataset record", () => {
+  it("describe the dataset's columns as they are now, after a declaration changes them", async () => {
+    const { createDataApi } = await import("../../src/core/api.js");
+    const { createAdmin } = await import("../../src/admin/index.js");
+    const { s } = await seededFile();
+    const api = createDataApi({ storage: s });
+    const admin = createAdmin(api);
+    const read = async (query = "") => {
+      const reply = await api.handle({
+        method: "GET",
+        url: `http://localhost/api/v1/datasets/ds_stores/rows?maxRows=1${query}`,
+        headers: { get: (name: string) => (name === "authorization" ? `Bearer ${TOKENS.sync}` : null), keys: () => ["authorization"] },
+        clientAddress: "127.0.0.1",
+        readBody: async () => new Uint8Array(),
+      });
+      return JSON.parse(String(reply.body)) as { metadata: { columns: string[]; columnTypes: Record<string, string | null>; datasetName: string } };
+    };
+    const before = (await read()).metadata;
+    expect((await read()).metadata).toEqual(before); // the record is remembered: the same facts
+    const declared = [
+      { name: "store_id", type: "string" as const },
+      { name: "opened", type: "date" as const },
+    ];
+    const current = (await s.catalog.getDataset("ds_stores"))!;
+    await admin.putDataset("ds_stores", { teamId: current.teamId, name: "Stores v2", type: current.type, connectionId: current.connectionId, source: current.source, columns: declared });
+    const after = (await read()).metadata;
+    expect(after.datasetName).toBe("Stores v2");
+    expect(after.columns).toEqual(["store_id", "opened"]);
+    expect(after.columnTypes).toEqual({ store_id: "string", opened: "date" });
+    expect((await read("&columns=opened")).metadata.columnTypes).toEqual({ opened: "date" });
+  });
+});
