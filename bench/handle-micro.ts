@@ -2,7 +2,7 @@
  * In-process cost of one `api.handle` call (no HTTP): the core's own work per
  * request, for profiling. Prints the best of several runs, in CPU µs.
  *
- *   node --import tsx bench/handle-micro.ts me|wh|wh-sqlite|me-sqlite|rows-sqlite|rows-memory
+ *   node --import tsx bench/handle-micro.ts me|wh|wh-sqlite|me-sqlite|rows-sqlite|rows-memory|rows-sorted-memory
  *
  * Calls run 50 at a time (like 50 connections), so SQLite's group commit
  * batches as it does under load.
@@ -29,7 +29,7 @@ const sent: Record<string, string> =
   reads ? { authorization: "Bearer dp_demo_full_access_0000000000001" } : { "content-type": "application/json", "content-length": String(payload.length) };
 const request: ApiRequest = {
   method: reads ? "GET" : "POST",
-  url: which.startsWith("rows-") ? "http://localhost/api/v1/datasets/ds_orders/rows?maxRows=100" : reads ? "http://localhost/api/v1/me" : "http://localhost/api/webhooks/wh_demo_shop_events",
+  url: which.startsWith("rows-") ? `http://localhost/api/v1/datasets/ds_orders/rows?maxRows=100${which.startsWith("rows-sorted") ? "&sort=amount" : ""}` : reads ? "http://localhost/api/v1/me" : "http://localhost/api/webhooks/wh_demo_shop_events",
   headers: { get: (name) => sent[name] ?? null, keys: () => Object.keys(sent) },
   clientAddress: "127.0.0.1",
   readBody: async () => payload,
