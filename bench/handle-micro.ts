@@ -2,7 +2,11 @@
  * In-process cost of one `api.handle` call (no HTTP): the core's own work per
  * request, for profiling. Prints the best of several runs, in CPU µs.
  *
- *   node --import tsx bench/handle-micro.ts me|wh|wh-sqlite|me-sqlite|rows-sqlite
+ *   node --import tsx bench/handle-micro.ts me|wh|wh-sqlite|me-sqlite|rows-sqlite|rows-memory|rows-sorted-memory|rows-postgres
+ *
+ * MICRO_CALLS sets the calls per round (default 30,000).
+ * rows-postgres reads a schema of its own in BENCH_PG_URL (default the
+ * dataport_bench database), dropped at the end; only this process's CPU counts.
  *
  * Calls run 50 at a time (like 50 connections), so SQLite's group commit
  * batches as it does under load.
@@ -14,12 +18,22 @@ import { createDataApi } from "../src/core/api.js";
 import { parseFixture } from "../src/fixture/load.js";
 import type { ApiRequest } from "../src/http/types.js";
 import { createMemoryStorage } from "../src/memory/storage.js";
+import { createPostgresStorage } from "../src/postgres/index.js";
 import { createSqliteStorage } from "../src/sqlite/index.js";
+import pg from "pg";
+import { ensureDatabase } from "./support.js";
 
 const which = process.argv[2] ?? "me";
 const dir = mkdtempSync(join(tmpdir(), "dataport-micro-"));
-const reads = which === "me" || which.endsWith("me-sqlite") || which === "rows-sqlite";
-const storage = which.endsWith("sqlite") ? createSqliteStorage({ path: join(dir, "micro.sqlite") }) : createMemoryStorage();
+const reads = which === "me" || which.endsWith("me-sqlite") || which.startsWith("rows-");
+const PG_URL = process.env.BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/dataport_bench";
+const schema = `bench_micro_${process.pid}`;
+if (which.endsWith("postgres")) await ensureDatabase(PG_URL);
+const storage = which.endsWith("sqlite")
+  ? createSqliteStorage({ path: join(dir, "micro.sqlite") })
+  : which.endsWith("postgres")
+    ? await createPostgresStorage({ connectionString: PG_URL, schema })
+    : createMemoryStorage();
 await storage.seed(parseFixture(JSON.parse(readFileSync(new URL("../examples/demo/space.json", import.meta.url), "utf8"))));
 const api = createDataApi({ storage, webhookRatePerSecond: 1e9 });
 const payload = new TextEncoder().encode(
@@ -29,7 +43,7 @@ const sent: Record<string, string> =
   reads ? { authorization: "Bearer dp_demo_full_access_0000000000001" } : { "content-type": "application/json", "content-length": String(payload.length) };
 const request: ApiRequest = {
   method: reads ? "GET" : "POST",
-  url: which === "rows-sqlite" ? "http://localhost/api/v1/datasets/ds_orders/rows?maxRows=100" : reads ? "http://localhost/api/v1/me" : "http://localhost/api/webhooks/wh_demo_shop_events",
+  url: which.startsWith("rows-") ? `http://localhost/api/v1/datasets/ds_orders/rows?maxRows=100${which.startsWith("rows-sorted") ? "&sort=amount" : ""}` : reads ? "http://localhost/api/v1/me" : "http://localhost/api/webhooks/wh_demo_shop_events",
   headers: { get: (name) => sent[name] ?? null, keys: () => Object.keys(sent) },
   clientAddress: "127.0.0.1",
   readBody: async () => payload,
@@ -41,8 +55,9 @@ async function run(calls: number): Promise<void> {
     if (replies[0]!.status !== 200) throw new Error(`status ${replies[0]!.status}: ${String(replies[0]!.body)}`);
   }
 }
-await run(20_000);
-const N = 30_000;
+/** Calls per round (MICRO_CALLS, default 30,000; the warm-up is two thirds of that). */
+const N = Number(process.env.MICRO_CALLS ?? 30_000);
+await run(Math.round((N * 2) / 3 / CONCURRENCY) * CONCURRENCY);
 let best = Number.POSITIVE_INFINITY;
 for (let round = 0; round < 7; round++) {
   const before = process.cpuUsage();
@@ -52,4 +67,10 @@ for (let round = 0; round < 7; round++) {
 }
 console.log(which, best.toFixed(2), "µs CPU per handle (best of 7)");
 await storage.close();
+if (which.endsWith("postgres")) {
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  await client.query(`drop schema if exists "${schema}" cascade`);
+  await client.end();
+}
 rmSync(dir, { recursive: true, force: true });

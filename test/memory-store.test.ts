@@ -4,6 +4,46 @@ import { createMemoryStorage } from "../src/memory/storage.js";
 import { testFixture } from "./support/fixture.js";
 
 describe("memory store", () => {
+  const all = { offset: 0, limit: null, columns: null, filters: null };
+
+  it("a page stopped early keeps the key of the last row handed over, stays done, and hands over copies", async () => {
+    const storage = createMemoryStorage();
+    await storage.seed(parseFixture(testFixture()));
+    const plain = await storage.catalog.readDatasetRows("ds_orders", { ...all, offset: 1, limit: 3 });
+    expect(plain.lastKey()).toBeNull();
+    const iterator = plain.rows[Symbol.asyncIterator]();
+    const first = (await iterator.next()).value;
+    expect(first).toEqual({ order_id: "A-2", amount: 30, region: "AMER" });
+    first.order_id = "changed";
+    expect((await iterator.next()).value.order_id).toBe("A-3");
+    expect(plain.lastKey()).toEqual({ values: [], position: 2 });
+    await iterator.return!();
+    expect(await iterator.next()).toEqual({ done: true, value: undefined });
+    expect(plain.lastKey()).toEqual({ values: [], position: 2 });
+
+    const filtered = await storage.catalog.readDatasetRows("ds_orders", { ...all, offset: 1, filters: { region: "EMEA" } });
+    for await (const row of filtered.rows) {
+      expect(row.order_id).toBe("A-3");
+      break;
+    }
+    expect(filtered.lastKey()).toEqual({ values: [], position: 2 });
+
+    const sorted = await storage.catalog.readDatasetRows("ds_orders", { ...all, sort: [{ column: "amount", descending: true }] });
+    const seen: unknown[] = [];
+    for await (const row of sorted.rows) {
+      seen.push(row.order_id);
+      if (seen.length === 2) break;
+    }
+    expect(seen).toEqual(["A-4", "A-2"]);
+    expect(sorted.lastKey()).toEqual({ values: [30], position: 1 });
+
+    const again = await storage.catalog.readDatasetRows("ds_orders", { ...all, limit: 1 });
+    for await (const row of again.rows) expect(row.order_id).toBe("A-1");
+    const rest = await storage.catalog.readDatasetRows("ds_orders", { ...all, offset: 1, limit: 1 });
+    for await (const row of rest.rows) expect(row.order_id).toBe("A-2");
+    expect((await storage.catalog.readDatasetRows("ds_orders", { ...all, limit: 0 })).lastKey()).toBeNull();
+  });
+
   it("a streaming read neither skips nor repeats rows when retention trims the front under it", async () => {
     const storage = createMemoryStorage();
     await storage.seed(parseFixture(testFixture()));

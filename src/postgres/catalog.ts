@@ -1,5 +1,6 @@
 import { LRUCache } from "lru-cache";
 import type { PoolClient } from "pg";
+import { mapped } from "../domain/async-iterables.js";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
 import { selectColumns } from "../domain/rows.js";
 import type { RowKey, SortKey } from "../domain/row-query.js";
@@ -271,9 +272,10 @@ async function readRows(db: Db, datasetId: string, query: RowQuery, reads: OpenR
     );
     remember(result[0]);
     const found = result.filter((x): x is { n: string | null; counted_at: string | null } & PageRow => x.pos !== null && x.pos !== undefined);
-    const rows = found.map((x) => toRow(x.r, query.columns));
     const end = found.at(-1);
-    return { totalRows: num(result[0]?.n), rows: fromArray(rows), lastKey: () => (end ? keyOfPage(end, query.sort) : null) };
+    // A plain iterator over the rows read, not an async generator (see `domain/async-iterables.ts`).
+    const rows = mapped(found, (x) => toRow(x.r, query.columns));
+    return { totalRows: num(result[0]?.n), rows, lastKey: () => (end ? keyOfPage(end, query.sort) : null) };
   }
   const lease = await begun(db.pool, SNAPSHOT);
   try {
@@ -569,10 +571,6 @@ function keyOfPage(row: PageRow, sort: readonly SortKey[] | null | undefined): R
 
 function toRow(r: unknown, columns: string[] | null): Row {
   return columns ? selectColumns(r as Row, columns) : (r as Row);
-}
-
-async function* fromArray(rows: readonly Row[]): AsyncGenerator<Row> {
-  yield* rows;
 }
 
 interface ConnectionRow {

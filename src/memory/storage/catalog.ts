@@ -63,7 +63,7 @@ export function memoryCatalog(state: MemoryState): CatalogStore & CatalogWrites 
       if (query.where || query.sort?.length || query.after) return queriedRows(rows, state.rowsTrimmed.get(rows) ?? 0, query);
       const totalRows = query.filters ? rows.reduce((n, r) => n + (matchesFilters(r, query.filters) ? 1 : 0), 0) : rows.length;
       const last: { key: RowKey | null } = { key: null };
-      const page: RowPage = { totalRows, rows: pageOf(rows, query, () => state.rowsTrimmed.get(rows) ?? 0, last), lastKey: () => last.key };
+      const page: RowPage = { totalRows, rows: new PageOf(rows, query, () => state.rowsTrimmed.get(rows) ?? 0, last), lastKey: () => last.key };
       return page;
     },
     async replaceDatasetRows(datasetId, data) {
@@ -139,26 +139,75 @@ function webhookEndpointId(connection: ConnectionRecord): string | null {
  * The page as a lazy sequence over the live row array. Positions are
  * absolute (index + rows trimmed so far), so retention trimming the front
  * while a read is under way neither repeats nor skips a retained row.
+ *
+ * A hand-written iterator, not an async generator (see
+ * `domain/async-iterables.ts`), that behaves as the generator did: nothing
+ * runs until the first `next()`, each row is found when it is asked for,
+ * `last` is the key of the row last handed over, and once done (ended,
+ * returned or thrown) it stays done; iterating it again goes on where it is.
  */
-async function* pageOf(rows: readonly Row[], query: RowQuery, trimmed: () => number, last: { key: RowKey | null }): AsyncGenerator<Row> {
-  let skipped = 0;
-  let returned = 0;
-  const limit = query.limit ?? Number.POSITIVE_INFINITY;
-  if (limit <= 0) return;
-  for (let position = trimmed() + (query.filters ? 0 : query.offset); ; position++) {
-    const i = Math.max(0, position - trimmed());
-    position = i + trimmed();
-    if (i >= rows.length) return;
-    const row = rows[i]!;
-    if (query.filters) {
-      if (!matchesFilters(row, query.filters)) continue;
-      if (skipped < query.offset) {
-        skipped++;
-        continue;
+class PageOf implements AsyncIterableIterator<Row> {
+  /** The position of the row last handed over, or null before the first. */
+  private position: number | null = null;
+  private skipped = 0;
+  private returned = 0;
+  private done = false;
+
+  constructor(
+    private readonly rows: readonly Row[],
+    private readonly query: RowQuery,
+    private readonly trimmed: () => number,
+    private readonly last: { key: RowKey | null },
+  ) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<Row, undefined>> {
+    if (this.done) return Promise.resolve(DONE);
+    try {
+      const row = this.step();
+      if (row === null) {
+        this.done = true;
+        return Promise.resolve(DONE);
       }
+      return Promise.resolve({ done: false, value: row });
+    } catch (error) {
+      this.done = true;
+      return Promise.reject(error);
     }
-    last.key = { values: [], position };
-    yield selectColumns(row, query.columns);
-    if (++returned >= limit) return;
+  }
+
+  return(): Promise<IteratorResult<Row, undefined>> {
+    this.done = true;
+    return Promise.resolve(DONE);
+  }
+
+  /** The next row of the page (a fresh copy), or null at its end. */
+  private step(): Row | null {
+    const { rows, query, trimmed } = this;
+    const limit = query.limit ?? Number.POSITIVE_INFINITY;
+    if (this.returned >= limit) return null;
+    let position = this.position === null ? trimmed() + (query.filters ? 0 : query.offset) : this.position + 1;
+    for (; ; position++) {
+      const i = Math.max(0, position - trimmed());
+      position = i + trimmed();
+      if (i >= rows.length) return null;
+      const row = rows[i]!;
+      if (query.filters) {
+        if (!matchesFilters(row, query.filters)) continue;
+        if (this.skipped < query.offset) {
+          this.skipped++;
+          continue;
+        }
+      }
+      this.position = position;
+      this.returned++;
+      this.last.key = { values: [], position };
+      return selectColumns(row, query.columns);
+    }
   }
 }
+
+const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });

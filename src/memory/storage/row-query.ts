@@ -1,3 +1,4 @@
+import { mapped } from "../../domain/async-iterables.js";
 import type { Row } from "../../domain/model.js";
 import type { RowKey } from "../../domain/row-query.js";
 import { compareKeys, keyOf, matchesWhere } from "../../domain/row-query-order.js";
@@ -15,13 +16,13 @@ import { cloneJson } from "./state.js";
 export function queriedRows(rows: readonly Row[], first: number, query: RowQuery): RowPage {
   const { matching, page } = select(rows, first, query, query.limit);
   let last: RowKey | null = null;
-  async function* yielded(): AsyncGenerator<Row> {
-    for (const entry of page) {
-      last = entry.key;
-      yield selectColumns(entry.row, query.columns);
-    }
-  }
-  return { totalRows: matching, rows: yielded(), lastKey: () => last };
+  // A plain iterator, not an async generator (see `domain/async-iterables.ts`): each row is copied
+  // when it is asked for, and `last` is the key of the row last handed over.
+  const selected = mapped(page, (entry) => {
+    last = entry.key;
+    return selectColumns(entry.row, query.columns);
+  });
+  return { totalRows: matching, rows: selected, lastKey: () => last };
 }
 
 /** The same for an input table (whose rows sit at positions 0, 1, … in creation order). */
