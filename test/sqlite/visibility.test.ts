@@ -281,7 +281,8 @@ describe("sqlite: reads of a remembered dataset record", () => {
       { name: "opened", type: "date" as const },
     ];
     const current = (await s.catalog.getDataset("ds_stores"))!;
-    await admin.putDataset("ds_stores", { teamId: current.teamId, name: "Stores v2", type: current.type, connectionId: current.connectionId, source: current.source, columns: declared });
+    expect(current.type).toBe("connection");
+    await admin.putDataset("ds_stores", { teamId: current.teamId, name: "Stores v2", type: "connection", connectionId: current.connectionId, source: current.source, columns: declared });
     const after = (await read()).metadata;
     expect(after.datasetName).toBe("Stores v2");
     expect(after.columns).toEqual(["store_id", "opened"]);
