@@ -1,11 +1,10 @@
 import { reachable, resolveTeam } from "../core/access.js";
-import { actorOf } from "../core/auth.js";
 import type { AuthedContext } from "../context/handler.js";
 import type { ConnectionRecord, DatasetRecord } from "../domain/model.js";
 import { invalidParameter } from "../core/errors.js";
 import { joinedTexts, jsonRowsBody } from "../http/json-stream.js";
 import { Reply } from "../http/reply.js";
-import { checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./row-query.js";
+import { auditRowsRead, checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./row-query.js";
 
 /** A dataset as the API shows it. */
 export function datasetView(dataset: DatasetRecord, connection: ConnectionRecord | null) {
@@ -89,18 +88,7 @@ export async function readDatasetRows(ctx: AuthedContext, id: string, query: Row
   const offset = checked.before + query.offset;
   const available = Math.max(0, page.totalRows - offset);
   const returnedRows = Math.min(available, query.maxRows ?? available);
-  // On record before the answer: a read answered is a read audited, even if the process dies right after.
-  await ctx.audit({
-    teamId: dataset.teamId,
-    category: "data_access",
-    action: "dataset.rows.read",
-    actor: actorOf(ctx.credential),
-    target: { type: "dataset", id: dataset.id },
-    outcome: "success",
-    ip: ctx.clientAddress,
-    userAgent: ctx.userAgent,
-    details: { requestId: ctx.requestId, offset, returnedRows, ...(format !== "json" && { format }) },
-  });
+  await auditRowsRead(ctx, { type: "dataset", id: dataset.id, teamId: dataset.teamId }, { offset, returnedRows, format });
   const names = query.columns ?? allNames;
   if (format !== "json") return exportReply(format, dataset.id, names, page.rows, query.columns === undefined ? page.rowsJson : undefined);
   let columnTypes = allTypes;

@@ -1,3 +1,5 @@
+import type { AuthedContext } from "../context/handler.js";
+import { actorOf } from "../core/auth.js";
 import type { Row } from "../domain/model.js";
 import { parseSort, parseWhere, type RowCondition, type RowKey, type SortKey } from "../domain/row-query.js";
 import { type CursorState, decodeCursor, encodeCursor, queryFingerprint } from "../domain/row-query-cursor.js";
@@ -52,6 +54,33 @@ export function nextCursor(query: CheckedRowQuery, page: { offset: number; retur
   if (!page.hasMore) return null;
   // A page that returned no row (maxRows=0) continues where it started.
   return encodeCursor(query.fingerprint, { before: query.before + page.offset + page.returned, after: page.lastKey ?? query.after });
+}
+
+/**
+ * A rows read of a dataset or an input table (a JSON page or a download) in
+ * the audit feed: `data_access`, `dataset.rows.read` or `table.rows.read`,
+ * with the rows it returns (and a download's format). The caller awaits it
+ * before answering: a read answered is a read audited, even if the process
+ * dies right after.
+ */
+export function auditRowsRead(
+  ctx: AuthedContext,
+  target: { type: "dataset" | "table"; id: string; teamId: string },
+  read: { offset: number; returnedRows: number; format?: ExportFormat },
+): Promise<void> {
+  const { requestId } = ctx;
+  const { offset, returnedRows, format } = read;
+  return ctx.audit({
+    teamId: target.teamId,
+    category: "data_access",
+    action: `${target.type}.rows.read`,
+    actor: actorOf(ctx.credential),
+    target: { type: target.type, id: target.id },
+    outcome: "success",
+    ip: ctx.clientAddress,
+    userAgent: ctx.userAgent,
+    details: format === undefined || format === "json" ? { requestId, offset, returnedRows } : { requestId, offset, returnedRows, format },
+  });
 }
 
 /** `format`, else what `Accept` asks for first among the formats offered, else JSON. */

@@ -17,7 +17,7 @@ import { checkColumns, checkSchemas, schemasFor, type ValidationProblem } from "
 import { ApiError, invalidParameter, notFound } from "../core/errors.js";
 import { Reply } from "../http/reply.js";
 import type { IdempotencyClaim, StoredResponse, TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";
-import { checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./row-query.js";
+import { auditRowsRead, checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./row-query.js";
 
 /** A table the credential may reach, or the same 404 as an unknown id. */
 async function reachableTable(ctx: AuthedContext, id: string): Promise<TableRecord> {
@@ -57,7 +57,7 @@ export async function listRows(ctx: AuthedContext, tableId: string, params: Tabl
       ...query,
       ...(checked.after && { after: checked.after }),
     });
-    await auditRead(ctx, table, { offset, returnedRows: Math.min(Math.max(0, first.totalRows - offset), limit), format });
+    await auditRowsRead(ctx, { type: "table", id: table.id, teamId: table.teamId }, { offset, returnedRows: Math.min(Math.max(0, first.totalRows - offset), limit), format });
     const columns = table.columns.length > 0 ? [...RESERVED_COLUMNS.slice(0, 1), ...table.columns.map((c) => c.name), ...RESERVED_COLUMNS.slice(1)] : null;
     return exportReply(format, table.id, columns ?? (await firstFields(ctx, table.id, query)), exportedRows(ctx, table.id, query, first, limit));
   }
@@ -68,7 +68,7 @@ export async function listRows(ctx: AuthedContext, tableId: string, params: Tabl
     ...query,
     ...(checked.after && { after: checked.after }),
   });
-  await auditRead(ctx, table, { offset, returnedRows: rows.length });
+  await auditRowsRead(ctx, { type: "table", id: table.id, teamId: table.teamId }, { offset, returnedRows: rows.length });
   const hasMore = offset + rows.length < totalRows;
   return {
     success: true,
@@ -88,25 +88,6 @@ export async function listRows(ctx: AuthedContext, tableId: string, params: Tabl
 
 /** `_id` first, the stamps last: how a download lays out an input table's columns. */
 const RESERVED_COLUMNS = ["_id", "_createdAt", "_updatedAt"];
-
-/**
- * A table rows read (a JSON page or a download) in the audit feed, as a
- * dataset's is: `data_access`, `table.rows.read`, with the rows it returns;
- * on record before the answer (the caller awaits it).
- */
-function auditRead(ctx: AuthedContext, table: TableRecord, read: { offset: number; returnedRows: number; format?: "csv" | "ndjson" }): Promise<void> {
-  return ctx.audit({
-    teamId: table.teamId,
-    category: "data_access",
-    action: "table.rows.read",
-    actor: actorOf(ctx.credential),
-    target: { type: "table", id: table.id },
-    outcome: "success",
-    ip: ctx.clientAddress,
-    userAgent: ctx.userAgent,
-    details: { requestId: ctx.requestId, offset: read.offset, returnedRows: read.returnedRows, ...(read.format && { format: read.format }) },
-  });
-}
 
 /**
  * A download's rows: the first batch, already read, then EXPORT_BATCH at a
