@@ -7,7 +7,8 @@
  * have read whole over with these.
  */
 
-const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
+/** The result of an iterator that has ended (frozen: every iterator here hands out this one). */
+export const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
 
 /** `values` one by one, each as `map` makes it at the moment it is asked for (`index` counts from 0). */
 export function mapped<T, U>(values: readonly T[], map: (value: T, index: number) => U): AsyncIterable<U> {

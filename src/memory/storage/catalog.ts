@@ -1,3 +1,4 @@
+import { DONE } from "../../domain/async-iterables.js";
 import { matchesFilters, selectColumns, tableAsDataset } from "../../domain/rows.js";
 import type { ConnectionRecord, DatasetRecord, Row } from "../../domain/model.js";
 import type { RowKey } from "../../domain/row-query.js";
@@ -209,5 +210,3 @@ class PageOf implements AsyncIterableIterator<Row> {
     }
   }
 }
-
-const DONE: IteratorReturnResult<undefined> = Object.freeze({ done: true, value: undefined });
