@@ -35,7 +35,7 @@ export function sqliteAudit({ db }: SqliteHandle, group: GroupCommit): AuditStor
        AND team_id IN (SELECT value FROM json_each(?))
        AND category IN (SELECT value FROM json_each(?))
        AND (? IS NULL OR time_ms >= ?)
-     ORDER BY position LIMIT ?`,
+     ORDER BY position LIMIT +?`,
   );
   return {
     appendAuditEvent(event, storedAt) {

@@ -303,7 +303,7 @@ function statements(db: Database.Database) {
       `DELETE FROM dataset_rows WHERE row_key IN (
          SELECT row_key FROM dataset_rows WHERE row_key >= ?
            AND row_key < (SELECT seq * 8796093022208 + first_position FROM datasets WHERE seq = ? AND id = ?)
-         LIMIT ?)`,
+         LIMIT +?)`,
     ),
     setWindow: db.prepare<[number, number, string, string, string | null, number]>(
       `UPDATE datasets SET first_position = ?, next_position = ?, stage_from = NULL, columns = ?, updated_at = ?,

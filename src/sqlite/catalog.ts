@@ -240,7 +240,7 @@ function plainPage(db: Database.Database, at: Positions, query: RowQuery & { lim
   const texts =
     start + 1 >= at.next_position
       ? []
-      : prepared<string>(db, "SELECT data FROM dataset_rows WHERE row_key > ? AND row_key < ? ORDER BY row_key LIMIT ?")
+      : prepared<string>(db, "SELECT data FROM dataset_rows WHERE row_key > ? AND row_key < ? ORDER BY row_key LIMIT +?")
           .pluck()
           .all(rowKey(at.seq, start), rowKey(at.seq, at.next_position), query.limit);
   let yielded = 0;
@@ -379,7 +379,7 @@ function fetchBatch(db: Database.Database, plan: ReadPlan, resume: Resume, limit
     const range = plan.seek.page ? sql`dataset_seq = ${raw(String(plan.at.seq))} AND +row_key > ${after} AND +row_key < ${high}` : sql`row_key > ${after} AND row_key < ${high}`;
     const { text, params } = renderPositional(
       sql`SELECT position, data FROM dataset_rows WHERE ${range} ${conditionsOf(plan)}
-          ORDER BY row_key LIMIT ${limit} OFFSET ${offset}`,
+          ORDER BY row_key LIMIT +${limit} OFFSET ${offset}`,
     );
     return prepared<Fetched>(db, text).all(...params);
   }

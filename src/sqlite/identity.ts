@@ -257,8 +257,8 @@ function identityWrites(handle: SqliteHandle): IdentityWrites {
  * only between U+E000–U+FFFF and characters beyond U+FFFF), at most `limit`.
  */
 export function idPageQuery<R>(db: SqliteHandle["db"], select: string): (page: IdPage) => R[] {
-  const first = db.prepare<[number], R>(`${select} ORDER BY id LIMIT ?`);
-  const after = db.prepare<[string, number], R>(`${select} WHERE id > ? ORDER BY id LIMIT ?`);
+  const first = db.prepare<[number], R>(`${select} ORDER BY id LIMIT +?`);
+  const after = db.prepare<[string, number], R>(`${select} WHERE id > ? ORDER BY id LIMIT +?`);
   return ({ after: from, limit }) => {
     const n = Math.max(0, Math.floor(limit));
     return from === null ? first.all(n) : after.all(from, n);

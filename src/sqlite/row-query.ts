@@ -221,7 +221,7 @@ export function sortedPageSql(
   const key = only ? dialect.sortKey(only.column) : null;
   if (only && key) return indexedPageSql({ ...parts, key, descending: only.descending }, dialect);
   const keyset = after ? sql`AND ${afterSql(sort, after, dialect)}` : raw("");
-  return sql`SELECT ${raw(select)} FROM ${raw(from)} WHERE ${where} ${keyset} ORDER BY ${orderSql(sort, dialect)} LIMIT ${limit} OFFSET ${offset}`;
+  return sql`SELECT ${raw(select)} FROM ${raw(from)} WHERE ${where} ${keyset} ORDER BY ${orderSql(sort, dialect)} LIMIT +${limit} OFFSET ${offset}`;
 }
 
 /**
@@ -246,13 +246,13 @@ function indexedPageSql(
   const upTo = limit + offset;
   const rows = (condition: Sql, order: Sql) =>
     sql`SELECT * FROM (SELECT ${raw(select)}, ${key} AS sort_value_, ${position} AS sort_position_ FROM ${raw(from)}
-      WHERE ${where} AND ${condition} ORDER BY ${order} LIMIT ${upTo})`;
+      WHERE ${where} AND ${condition} ORDER BY ${order} LIMIT +${upTo})`;
   const value = after ? sortValueOf(after.values[0] ?? null) : null;
   const ties = after ? rows(sql`${key} = ${value!} AND ${position} > ${dialect.positionValue(after.position)}`, position) : null;
   if (!descending) {
-    if (!after) return sql`SELECT ${raw(select)} FROM ${raw(from)} WHERE ${where} ORDER BY ${key}, ${position} LIMIT ${limit} OFFSET ${offset}`;
+    if (!after) return sql`SELECT ${raw(select)} FROM ${raw(from)} WHERE ${where} ORDER BY ${key}, ${position} LIMIT +${limit} OFFSET ${offset}`;
     return sql`SELECT * FROM (${ties!} UNION ALL ${rows(sql`${key} > ${value!}`, sql`${key}, ${position}`)})
-      ORDER BY sort_value_, sort_position_ LIMIT ${limit} OFFSET ${offset}`;
+      ORDER BY sort_value_, sort_position_ LIMIT +${limit} OFFSET ${offset}`;
   }
   const nullValue = raw(NULL_LAST);
   const afterNull = after !== null && (after.values[0] ?? null) === null;
@@ -265,7 +265,7 @@ function indexedPageSql(
   }
   merged.push(afterNull ? ties! : rows(sql`${key} = ${nullValue}`, position));
   return sql`SELECT * FROM (${join(merged, " UNION ALL ")})
-    ORDER BY sort_value_ = ${nullValue}, sort_value_ DESC, sort_position_ LIMIT ${limit} OFFSET ${offset}`;
+    ORDER BY sort_value_ = ${nullValue}, sort_value_ DESC, sort_position_ LIMIT +${limit} OFFSET ${offset}`;
 }
 
 /**

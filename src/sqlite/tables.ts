@@ -44,10 +44,10 @@ export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
   const table = db.prepare<[string], TableRow>("SELECT * FROM input_tables WHERE id = ?");
   const count = db.prepare<[string], { n: number }>("SELECT count(*) AS n FROM table_rows WHERE table_id = ?");
   const page = db.prepare<[string, number, number], { seq: number; data: string }>(
-    "SELECT seq, data FROM table_rows WHERE table_id = ? ORDER BY seq LIMIT ? OFFSET ?",
+    "SELECT seq, data FROM table_rows WHERE table_id = ? ORDER BY seq LIMIT +? OFFSET ?",
   );
   const editLog = db.prepare<[string, number, number], EditLogRow>(
-    "SELECT * FROM edit_log WHERE table_id = ? ORDER BY seq LIMIT ? OFFSET ?",
+    "SELECT * FROM edit_log WHERE table_id = ? ORDER BY seq LIMIT +? OFFSET ?",
   );
   const one = db.prepare<[string, string], { data: string }>("SELECT data FROM table_rows WHERE table_id = ? AND row_id = ?");
   const writes = rowWrites(db);
@@ -198,7 +198,7 @@ function tableChanges(db: Database.Database) {
   const removeRows = db.prepare<[string]>("DELETE FROM table_rows WHERE table_id = ?");
   const removeLog = db.prepare<[string]>("DELETE FROM edit_log WHERE table_id = ?");
   const rowsAfter = db.prepare<[string, string, number], { row_id: string; data: string }>(
-    "SELECT row_id, data FROM table_rows WHERE table_id = ? AND row_id > ? ORDER BY row_id LIMIT ?",
+    "SELECT row_id, data FROM table_rows WHERE table_id = ? AND row_id > ? ORDER BY row_id LIMIT +?",
   );
   const rewrite = db.prepare<[string, string, string]>("UPDATE table_rows SET data = ? WHERE table_id = ? AND row_id = ?");
   const put = writeTransaction(db, (table: TableRecord, reshape?: (row: Row) => Row): PutResult => {
