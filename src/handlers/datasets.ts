@@ -65,7 +65,8 @@ export async function readDatasetRows(ctx: AuthedContext, id: string, query: Row
   if (dataset.type === "input_table") {
     throw invalidParameter("id", `dataset ${id} is an input table; read its rows with GET /api/v1/tables/${id}/rows`);
   }
-  const { known, names: allNames, columnTypes: allTypes } = columnFacts(dataset);
+  const facts = columnFacts(dataset);
+  const { known, names: allNames, columnTypes: allTypes } = facts;
   const unknownColumns = (query.columns ?? []).filter((c) => !known.has(c));
   if (unknownColumns.length > 0) {
     throw invalidParameter("columns", `unknown column ${unknownColumns[0]}`, { unknownColumns });
@@ -98,20 +99,13 @@ export async function readDatasetRows(ctx: AuthedContext, id: string, query: Row
     columnTypes = picked;
   }
   const hasMore = offset + returnedRows < page.totalRows;
-  const metadata = {
-    datasetId: dataset.id,
-    datasetName: dataset.name,
-    totalRows: page.totalRows,
-    returnedRows,
-    offset,
-    hasMore,
-    columns: names,
-    columnTypes,
-    lastUpdated: dataset.lastRefreshedAt ?? dataset.updatedAt,
-  };
+  // The record's own parts of the metadata are the same text for every read of all its columns.
+  const around = query.columns ? metadataAround(dataset, names, columnTypes) : facts.metadataAround;
   // The cursor names the page's last row, known once the rows are written.
   const suffix = () =>
-    `],"metadata":${JSON.stringify({ ...metadata, nextCursor: nextCursor(checked, { offset: query.offset, returned: returnedRows, hasMore, lastKey: page.lastKey() }) })}}`;
+    `],"metadata":${around.head}${page.totalRows},"returnedRows":${returnedRows},"offset":${offset},"hasMore":${hasMore}${around.tail},"nextCursor":${JSON.stringify(
+      nextCursor(checked, { offset: query.offset, returned: returnedRows, hasMore, lastKey: page.lastKey() }),
+    )}}}`;
   // A store that holds rows as JSON text hands them over as text: no parse and re-serialise per row.
   const body = page.rowsJson
     ? await jsonRowsBody('{"success":true,"data":[', page.rowsJson, suffix, joinedTexts)
@@ -124,6 +118,25 @@ interface ColumnFacts {
   known: ReadonlySet<string>;
   names: readonly string[];
   columnTypes: Readonly<Record<string, string | null>>;
+  /** The metadata text of a read of every column, around its page's numbers. */
+  metadataAround: MetadataAround;
+}
+
+/**
+ * A page's `metadata` as JSON text, but for the page's numbers and cursor:
+ * `head` + totalRows + returnedRows, offset, hasMore + `tail` + nextCursor,
+ * the keys in the order JSON.stringify of the metadata object gives them.
+ */
+interface MetadataAround {
+  head: string;
+  tail: string;
+}
+
+function metadataAround(dataset: DatasetRecord, columns: readonly string[], columnTypes: Readonly<Record<string, string | null>>): MetadataAround {
+  return {
+    head: `{"datasetId":${JSON.stringify(dataset.id)},"datasetName":${JSON.stringify(dataset.name)},"totalRows":`,
+    tail: `,"columns":${JSON.stringify(columns)},"columnTypes":${JSON.stringify(columnTypes)},"lastUpdated":${JSON.stringify(dataset.lastRefreshedAt ?? dataset.updatedAt)}`,
+  };
 }
 
 /**
@@ -138,7 +151,8 @@ function columnFacts(dataset: DatasetRecord): ColumnFacts {
   if (known) return known;
   const columnTypes: Record<string, string | null> = Object.create(null);
   for (const c of dataset.columns) columnTypes[c.name] = c.type;
-  const facts: ColumnFacts = { known: new Set(dataset.columns.map((c) => c.name)), names: dataset.columns.map((c) => c.name), columnTypes };
+  const names = dataset.columns.map((c) => c.name);
+  const facts: ColumnFacts = { known: new Set(names), names, columnTypes, metadataAround: metadataAround(dataset, names, columnTypes) };
   if (Object.isFrozen(dataset) && Object.isFrozen(dataset.columns)) factsByRecord.set(dataset, facts);
   return facts;
 }

@@ -25,7 +25,7 @@ describe("the SQLite store's SQL", () => {
     db.exec("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT NOT NULL)");
     const insert = db.prepare("INSERT INTO t VALUES (?, ?)");
     for (let k = 1; k <= 10; k++) insert.run(k, `v${k}`);
-    const page = db.prepare<[number, number, number], string>("SELECT v FROM t WHERE k > ? AND k < ? ORDER BY k LIMIT +? OFFSET ?").pluck();
+    const page = db.prepare<[number, number, number, number], string>("SELECT v FROM t WHERE k > ? AND k < ? ORDER BY k LIMIT +? OFFSET ?").pluck();
     expect(page.all(2, 9, 3, 0)).toEqual(["v3", "v4", "v5"]);
     expect(page.all(2, 9, 2, 1)).toEqual(["v4", "v5"]);
     expect(page.all(0, 11, 100, 8)).toEqual(["v9", "v10"]);
