@@ -43,7 +43,15 @@ export interface SqliteHandle {
 const IDLE_READERS = 4;
 
 export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
+  // Without a path better-sqlite3 opens a private database in memory: a host whose path setting
+  // is missing would lose everything at exit, and each read-only connection would see its own.
+  if (typeof options?.path !== "string") {
+    throw new TypeError(`createSqliteStorage needs { path }: a database file, or ":memory:" (got ${options === undefined ? "no options" : `path ${typeof options?.path}`})`);
+  }
   const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+  if (typeof busyTimeoutMs !== "number" || !(busyTimeoutMs >= 0) || busyTimeoutMs === Infinity) {
+    throw new TypeError("createSqliteStorage: busyTimeoutMs must be a finite number of milliseconds, 0 or more");
+  }
   const memory = options.path === ":memory:" || options.path === "";
   const db = new Database(options.path);
   configure(db, busyTimeoutMs);

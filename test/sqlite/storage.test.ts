@@ -73,6 +73,16 @@ function hook(i: number, dedupKey: string | null = null) {
 }
 
 describe("sqlite: schema and durability", () => {
+  it("refuses to open without a path or with a bad busy timeout, instead of a private database in memory", () => {
+    const open = (options: unknown) => () => createSqliteStorage(options as Parameters<typeof createSqliteStorage>[0]);
+    expect(open(undefined)).toThrow('createSqliteStorage needs { path }: a database file, or ":memory:" (got no options)');
+    expect(open({})).toThrow('createSqliteStorage needs { path }: a database file, or ":memory:" (got path undefined)');
+    expect(open({ path: 42 })).toThrow("(got path number)");
+    for (const busyTimeoutMs of [-1, Number.NaN, Infinity, "5000"]) {
+      expect(open({ path: ":memory:", busyTimeoutMs })).toThrow("createSqliteStorage: busyTimeoutMs must be a finite number of milliseconds, 0 or more");
+    }
+  });
+
   it("applies every migration once and keeps data across a reopen", async () => {
     const path = file();
     const first = await seeded(path);
