@@ -1,7 +1,7 @@
 import { utcDay } from "../domain/days.js";
 import type { PoolClient } from "pg";
 import type { ApiCallRecord, CreditUsage, RefreshRun } from "../domain/model.js";
-import { type ApiUsageRow, type CreditUsageRow, type DashboardUsageRow, type DatasetUsageRow, isDatasetRead, type RefreshHistoryRow } from "../ports/storage/usage.js";
+import { type ApiUsageRow, type CreditUsageRow, type DashboardUsageRow, type DatasetUsageRow, type RefreshHistoryRow, sumCall, usageSums } from "../ports/storage/usage.js";
 import type { StorageAreas } from "../ports/storage.js";
 import { type Db, json, num, statement } from "./db.js";
 import { millis } from "./identity.js";
@@ -178,27 +178,6 @@ const USAGE_FLUSH_MS = 100;
 /** Counters waiting at most; one more call writes them at once. */
 const USAGE_PENDING_LIMIT = 10_000;
 
-interface UsageCounter {
-  day: string;
-  team_id: string | null;
-  method: string;
-  route: string;
-  credential_kind: string;
-  credential_id: string | null;
-  credential_name: string | null;
-  calls: number;
-  errors: number;
-  server_errors: number;
-  latency_sum: number;
-}
-
-interface ReadCounter {
-  dataset_id: string;
-  reads: number;
-  last_at: string;
-  last_ms: number;
-}
-
 /**
  * The usage log as per-day counters, as on SQLite: a call adds to a counter
  * in memory (per day, team, route, method and credential; per dataset for
@@ -212,24 +191,23 @@ interface ReadCounter {
  */
 function usageLog(db: Db, log: (message: string, error: unknown) => void) {
   const { t } = db;
-  let counters = new Map<string, UsageCounter>();
-  let reads = new Map<string, ReadCounter>();
+  let sums = usageSums();
   // The counters and the dataset reads of a batch, upserted by one statement (atomic, one round trip and one
   // commit: no BEGIN/COMMIT around it), prepared once per connection. Both data-modifying parts always run.
   const counting = statement(
     `with counted as (
        insert into ${t("api_usage")} as u (key, day, team_id, method, route, credential_kind, credential_id, credential_name,
                                            calls, errors, server_errors, latency_sum)
-       select json_build_array(day, team_id, method, route, credential_kind, credential_id, credential_name)::text,
-              day, team_id, method, route, credential_kind, credential_id, credential_name, calls, errors, server_errors, latency_sum
-         from json_to_recordset($1) as x(day text, team_id text, method text, route text, credential_kind text,
-              credential_id text, credential_name text, calls bigint, errors bigint, server_errors bigint, latency_sum double precision)
+       select json_build_array(day, "teamId", method, route, "credentialKind", "credentialId", "credentialName")::text,
+              day, "teamId", method, route, "credentialKind", "credentialId", "credentialName", calls, errors, "serverErrors", "latencySum"
+         from json_to_recordset($1) as x(day text, "teamId" text, method text, route text, "credentialKind" text,
+              "credentialId" text, "credentialName" text, calls bigint, errors bigint, "serverErrors" bigint, "latencySum" double precision)
        on conflict (key) do update set calls = u.calls + excluded.calls, errors = u.errors + excluded.errors,
          server_errors = u.server_errors + excluded.server_errors, latency_sum = u.latency_sum + excluded.latency_sum),
      read as (
        insert into ${t("dataset_reads")} as r (dataset_id, reads, last_at, last_ms)
-       select dataset_id, reads, last_at, last_ms
-         from json_to_recordset($2) as x(dataset_id text, reads bigint, last_at text, last_ms bigint)
+       select "datasetId", reads, "lastAt", "lastMs"
+         from json_to_recordset($2) as x("datasetId" text, reads bigint, "lastAt" text, "lastMs" bigint)
        on conflict (dataset_id) do update set reads = r.reads + excluded.reads,
          last_at = case when excluded.last_ms >= r.last_ms then excluded.last_at else r.last_at end,
          last_ms = greatest(r.last_ms, excluded.last_ms))
@@ -240,10 +218,12 @@ function usageLog(db: Db, log: (message: string, error: unknown) => void) {
 
   const write = async () => {
     timer = null;
-    const batch = [...counters.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, c]) => c);
-    const datasetReads = [...reads.values()].sort((a, b) => (a.dataset_id < b.dataset_id ? -1 : a.dataset_id > b.dataset_id ? 1 : 0));
-    counters = new Map();
-    reads = new Map();
+    const { calls, reads } = sums;
+    sums = usageSums();
+    // In key order (see above): the counters as they are, the reads with their dataset's id.
+    const byKey = <V>(entries: Map<string, V>) => [...entries].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const batch = byKey(calls).map(([, c]) => c);
+    const datasetReads = byKey(reads).map(([datasetId, r]) => ({ datasetId, ...r }));
     if (batch.length === 0 && datasetReads.length === 0) return;
     try {
       await db.query(counting, [json(batch), json(datasetReads)]);
@@ -255,7 +235,7 @@ function usageLog(db: Db, log: (message: string, error: unknown) => void) {
     timer = null;
     writing = write().finally(() => {
       writing = null;
-      if (counters.size > 0 || reads.size > 0) schedule();
+      if (sums.calls.size > 0 || sums.reads.size > 0) schedule();
     });
   };
   const schedule = () => {
@@ -266,43 +246,8 @@ function usageLog(db: Db, log: (message: string, error: unknown) => void) {
 
   return {
     record(call: ApiCallRecord): void {
-      const day = utcDay(call.at);
-      const key = JSON.stringify([day, call.teamId, call.method, call.route, call.credentialKind, call.credentialId, call.credentialName]);
-      let counter = counters.get(key);
-      if (!counter) {
-        counter = {
-          day,
-          team_id: call.teamId,
-          method: call.method,
-          route: call.route,
-          credential_kind: call.credentialKind,
-          credential_id: call.credentialId,
-          credential_name: call.credentialName,
-          calls: 0,
-          errors: 0,
-          server_errors: 0,
-          latency_sum: 0,
-        };
-        counters.set(key, counter);
-      }
-      counter.calls += 1;
-      if (call.status >= 400) counter.errors += 1;
-      if (call.status >= 500) counter.server_errors += 1;
-      counter.latency_sum += call.latencyMs;
-      if (isDatasetRead(call)) {
-        const ms = millis(call.at);
-        const read = reads.get(call.objectId);
-        if (!read) reads.set(call.objectId, { dataset_id: call.objectId, reads: 1, last_at: call.at, last_ms: ms });
-        else {
-          read.reads += 1;
-          // The later call wins; on a tie the one recorded last.
-          if (ms >= read.last_ms) {
-            read.last_at = call.at;
-            read.last_ms = ms;
-          }
-        }
-      }
-      if (counters.size + reads.size >= USAGE_PENDING_LIMIT && timer) {
+      sumCall(sums, call);
+      if (sums.calls.size + sums.reads.size >= USAGE_PENDING_LIMIT && timer) {
         clearTimeout(timer);
         start();
       } else schedule();

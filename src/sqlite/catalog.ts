@@ -250,7 +250,7 @@ function plainPage(db: Database.Database, at: Positions, query: RowQuery & { lim
     totalRows: at.next_position - at.first_position,
     rows: mapped(texts, (text, i) => {
       yielded = i + 1;
-      return columns === null ? parseJson<Row>(text) : selectColumns(parseJson<Row>(text), columns);
+      return parsedRow(text, columns);
     }),
     lastKey,
   };

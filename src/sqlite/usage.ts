@@ -4,12 +4,11 @@ import { utcDay } from "../domain/days.js";
 import type { ApiCallRecord, CreditUsage, DashboardRecord, RefreshRun } from "../domain/model.js";
 import type { StorageAreas } from "../ports/storage.js";
 import {
-  type ApiUsageCounter,
   type ApiUsageRow,
-  countCall,
   type CreditUsageRow,
-  isDatasetRead,
-  usageCounterFor,
+  sumCall,
+  type UsageSums,
+  usageSums,
   type DashboardUsageRow,
   type DatasetUsageRow,
   type RefreshHistoryRow,
@@ -147,21 +146,20 @@ function usageLog(db: Database.Database, group: GroupCommit) {
        last_at = CASE WHEN excluded.last_ms >= last_ms THEN excluded.last_at ELSE last_at END,
        last_ms = max(last_ms, excluded.last_ms)`,
   );
-  /** The counters of the turn not yet handed to the group commit, and the promise of their commit. */
-  let turn: { calls: Map<string, ApiUsageCounter>; reads: Map<string, ReadCounter>; committed: Promise<void> } | null = null;
-  const write = (calls: Map<string, ApiUsageCounter>, reads: Map<string, ReadCounter>) => {
-    if (turn?.calls === calls) turn = null; // later calls start the next group
-    for (const [key, c] of calls) count.run(key, c.day, c.teamId, c.method, c.route, c.credentialKind, c.credentialId, c.credentialName, c.calls, c.errors, c.serverErrors, c.latencySum);
-    for (const [datasetId, r] of reads) read.run(datasetId, r.reads, r.lastAt, r.lastMs);
+  /** The calls of the turn not yet handed to the group commit, and the promise of their commit. */
+  let turn: { sums: UsageSums; committed: Promise<void> } | null = null;
+  const write = (sums: UsageSums) => {
+    if (turn?.sums === sums) turn = null; // later calls start the next group
+    for (const [key, c] of sums.calls) count.run(key, c.day, c.teamId, c.method, c.route, c.credentialKind, c.credentialId, c.credentialName, c.calls, c.errors, c.serverErrors, c.latencySum);
+    for (const [datasetId, r] of sums.reads) read.run(datasetId, r.reads, r.lastAt, r.lastMs);
   };
   return {
     record(call: ApiCallRecord): Promise<void> {
       if (turn === null) {
-        const calls = new Map<string, ApiUsageCounter>();
-        const reads = new Map<string, ReadCounter>();
-        turn = { calls, reads, committed: group.add(() => write(calls, reads)).catch(() => {}) };
+        const sums = usageSums();
+        turn = { sums, committed: group.add(() => write(sums)).catch(() => {}) };
       }
-      sumCall(turn.calls, turn.reads, call);
+      sumCall(turn.sums, call);
       return turn.committed;
     },
     /** Commits everything recorded so far (before a read of the counters). */
@@ -169,35 +167,6 @@ function usageLog(db: Database.Database, group: GroupCommit) {
       group.flush();
     },
   };
-}
-
-interface ReadCounter {
-  reads: number;
-  lastAt: string;
-  lastMs: number;
-}
-
-/** One call added to a turn's counters: its day's API counter and, for a successful read of rows, its dataset's reads. */
-function sumCall(calls: Map<string, ApiUsageCounter>, reads: Map<string, ReadCounter>, c: ApiCallRecord): void {
-  const day = utcDay(c.at);
-  const key = JSON.stringify([day, c.teamId, c.method, c.route, c.credentialKind, c.credentialId, c.credentialName]);
-  let counter = calls.get(key);
-  if (!counter) calls.set(key, (counter = usageCounterFor(c, day)));
-  countCall(counter, c);
-  if (isDatasetRead(c)) {
-    const parsed = Date.parse(c.at);
-    const ms = Number.isNaN(parsed) ? 0 : parsed;
-    const known = reads.get(c.objectId);
-    if (!known) reads.set(c.objectId, { reads: 1, lastAt: c.at, lastMs: ms });
-    else {
-      known.reads++;
-      // The latest read wins; of two at the same millisecond, the later recorded (as the UPSERT's >= does).
-      if (ms >= known.lastMs) {
-        known.lastAt = c.at;
-        known.lastMs = ms;
-      }
-    }
-  }
 }
 
 /** The usage history as the host reports it: each append one IMMEDIATE transaction, all or none. */

@@ -1,4 +1,5 @@
 import type { ApiCallRecord, CreditUsage, RefreshRun } from "../../domain/model.js";
+import { utcDay } from "../../domain/days.js";
 import type { DayWindow } from "./dashboards.js";
 
 /** A team's window, the query of every day-based space object. */
@@ -141,6 +142,50 @@ export function countCall(counter: ApiUsageCounter, call: ApiCallRecord): void {
   if (call.status >= 400) counter.errors++;
   if (call.status >= 500) counter.serverErrors++;
   counter.latencySum += call.latencyMs;
+}
+
+/** A dataset's API reads summed: how many, and the latest (`lastMs` its epoch ms, 0 when `lastAt` is not an instant). */
+export interface DatasetReadCounter {
+  reads: number;
+  lastAt: string;
+  lastMs: number;
+}
+
+/**
+ * API calls summed in memory before a store writes them: the counters by
+ * their key (day, team, method, route and credential as a JSON array, the
+ * stored `key` of a counter), the successful reads by dataset id.
+ */
+export interface UsageSums {
+  calls: Map<string, ApiUsageCounter>;
+  reads: Map<string, DatasetReadCounter>;
+}
+
+export function usageSums(): UsageSums {
+  return { calls: new Map(), reads: new Map() };
+}
+
+/** `call` added to `sums`: its day's counter and, for a successful read of rows, its dataset's reads. */
+export function sumCall(sums: UsageSums, call: ApiCallRecord): void {
+  const day = utcDay(call.at);
+  const key = JSON.stringify([day, call.teamId, call.method, call.route, call.credentialKind, call.credentialId, call.credentialName]);
+  let counter = sums.calls.get(key);
+  if (!counter) sums.calls.set(key, (counter = usageCounterFor(call, day)));
+  countCall(counter, call);
+  if (isDatasetRead(call)) {
+    const parsed = Date.parse(call.at);
+    const ms = Number.isNaN(parsed) ? 0 : parsed;
+    const known = sums.reads.get(call.objectId);
+    if (!known) sums.reads.set(call.objectId, { reads: 1, lastAt: call.at, lastMs: ms });
+    else {
+      known.reads++;
+      // The latest read wins; of two at the same millisecond, the later recorded (as the stores' UPSERTs' >= do).
+      if (ms >= known.lastMs) {
+        known.lastAt = call.at;
+        known.lastMs = ms;
+      }
+    }
+  }
 }
 
 /**
