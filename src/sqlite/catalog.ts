@@ -81,10 +81,11 @@ export function sqliteCatalog(handle: SqliteHandle): CatalogStore & CatalogWrite
   // Every read of rows asks for its dataset first (access, columns): its record is remembered, frozen, until
   // another process commits or this one writes a dataset or input table (misses are not remembered).
   const records = rememberedReads<DatasetRecord>(db, () => handle.datasetsVersion, REMEMBERED_RECORDS);
+  const pages = rememberedPages(handle);
   const read = db.transaction((datasetId: string, query: RowQuery): RowPage => {
     const at = positions.get(datasetId);
     if (!at) return { totalRows: 0, rows: NOTHING, rowsJson: NOTHING, lastKey: () => null };
-    return readRows(handle, counts, at, query);
+    return readRows(handle, { counts, pages }, at, query);
   });
 
   return {
@@ -165,8 +166,8 @@ interface Fetched {
 /** Where the next batch starts: after a position (stored order) or after a row key (sorted). */
 type Resume = { position: number } | { key: RowKey | null };
 
-function readRows(handle: SqliteHandle, counts: CountMemo, at: Positions, query: RowQuery): RowPage {
-  if (isPlainPage(query)) return plainPage(handle.db, at, query);
+function readRows(handle: SqliteHandle, { counts, pages }: { counts: CountMemo; pages: PageMemo | null }, at: Positions, query: RowQuery): RowPage {
+  if (isPlainPage(query)) return plainPage(handle.db, pages, at, query);
   const { where, params, residual } = compileFilters(query.filters);
   const sort = query.sort ?? [];
   const dialect = datasetDialect(handle.db, at.seq, query.where || sort.length > 0, query.where);
@@ -235,14 +236,9 @@ function isPlainPage(query: RowQuery): query is RowQuery & { limit: number } {
  * start position (a cursor's, or the window's beginning) plus the offset,
  * and the last one's position is counted, not read.
  */
-function plainPage(db: Database.Database, at: Positions, query: RowQuery & { limit: number }): RowPage {
+function plainPage(db: Database.Database, pages: PageMemo | null, at: Positions, query: RowQuery & { limit: number }): RowPage {
   const start = Math.max(at.first_position - 1, query.after?.position ?? -Infinity) + query.offset;
-  const texts =
-    start + 1 >= at.next_position
-      ? []
-      : prepared<string>(db, "SELECT data FROM dataset_rows WHERE row_key > ? AND row_key < ? ORDER BY row_key LIMIT +?")
-          .pluck()
-          .all(rowKey(at.seq, start), rowKey(at.seq, at.next_position), query.limit);
+  const texts = start + 1 >= at.next_position ? [] : pageTexts(db, pages, at.seq, start, Math.min(at.next_position, start + 1 + query.limit));
   let yielded = 0;
   const lastKey = () => (yielded === 0 ? null : { values: [], position: start + yielded });
   const { columns } = query;
@@ -261,6 +257,41 @@ function plainPage(db: Database.Database, at: Positions, query: RowQuery & { lim
     });
   }
   return page;
+}
+
+/** A page's texts: the rows at positions start < p < end, in order, remembered (frozen) when they fit. */
+function pageTexts(db: Database.Database, pages: PageMemo | null, seq: number, start: number, end: number): readonly string[] {
+  const remembered = pages?.current();
+  const key = `${seq}:${start}:${end}`;
+  const known = remembered?.get(key);
+  if (known) return known;
+  const texts = prepared<string>(db, "SELECT data FROM dataset_rows WHERE row_key > ? AND row_key < ? ORDER BY row_key")
+    .pluck()
+    .all(rowKey(seq, start), rowKey(seq, end));
+  remembered?.set(key, Object.freeze(texts));
+  return texts;
+}
+
+/**
+ * Plain pages read again while nothing can have changed them, by dataset seq
+ * and position range. A dataset's rows never change in place and positions
+ * are never written twice: every change moves the window (appends above it,
+ * trims and a replace's publishing past its start), and a page is read from
+ * inside the window only, so the rows at a range of positions are those
+ * remembered for as long as the seq names the same dataset. A seq can come
+ * back with a new dataset after a delete: a dataset made here
+ * (`datasetsMade`) or any commit of another process (`PRAGMA data_version`)
+ * forgets every page. Read inside the read's transaction (no lock of its own).
+ */
+type PageMemo = RememberedReads<readonly string[]>;
+
+function rememberedPages(handle: SqliteHandle): PageMemo | null {
+  if (handle.pageMemoryBytes === 0) return null;
+  return rememberedReads<readonly string[]>(handle.db, () => handle.datasetsMade, {
+    maxSize: handle.pageMemoryBytes,
+    // UTF-16 at most, plus a string's header and the array's slot.
+    sizeOf: (texts) => texts.reduce((bytes, text) => bytes + 2 * text.length + 24, 64),
+  });
 }
 
 function isPlain(plan: ReadPlan): boolean {

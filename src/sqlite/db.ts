@@ -8,6 +8,13 @@ export interface SqliteStorageOptions {
   path: string;
   /** How long a write waits for another process's lock before failing, in ms. Default 5000. */
   busyTimeoutMs?: number;
+  /**
+   * Memory for pages read again while their dataset is unchanged: a page of
+   * up to 1,000 rows in stored order is kept as its rows' JSON texts, at most
+   * this many bytes in all (counted as UTF-16, the least recently read
+   * forgotten first). 0 keeps none. Default 8 MiB.
+   */
+  pageMemoryBytes?: number;
 }
 
 /**
@@ -37,10 +44,19 @@ export interface SqliteHandle {
    * forget to: every statement inserting, updating or deleting one moves it.
    */
   datasetsVersion: number;
+  /**
+   * Counts datasets this connection creates (also by temporary trigger). A
+   * deleted dataset's seq can come back with a new dataset, and with it the
+   * row keys of its positions: what is remembered by row key compares this.
+   */
+  datasetsMade: number;
+  /** `pageMemoryBytes`, checked. */
+  pageMemoryBytes: number;
   close(): void;
 }
 
 const IDLE_READERS = 4;
+const DEFAULT_PAGE_MEMORY = 8 * 1024 * 1024;
 
 export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
   // Without a path better-sqlite3 opens a private database in memory: a host whose path setting
@@ -51,6 +67,10 @@ export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
   const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
   if (typeof busyTimeoutMs !== "number" || !(busyTimeoutMs >= 0) || busyTimeoutMs === Infinity) {
     throw new TypeError("createSqliteStorage: busyTimeoutMs must be a finite number of milliseconds, 0 or more");
+  }
+  const pageMemoryBytes = options.pageMemoryBytes ?? DEFAULT_PAGE_MEMORY;
+  if (!Number.isSafeInteger(pageMemoryBytes) || pageMemoryBytes < 0) {
+    throw new TypeError("createSqliteStorage: pageMemoryBytes must be a whole number of bytes, 0 or more");
   }
   const memory = options.path === ":memory:" || options.path === "";
   const db = new Database(options.path);
@@ -71,6 +91,8 @@ export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
     catalogVersion: 0,
     identityVersion: 0,
     datasetsVersion: 0,
+    datasetsMade: 0,
+    pageMemoryBytes,
     borrowReader() {
       if (memory) return null;
       const reader = idle.pop() ?? openReader(options.path, busyTimeoutMs);
@@ -97,13 +119,18 @@ export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
 /**
  * Temporary (this connection's own, never stored in the file) triggers on
  * datasets and input tables that move `datasetsVersion` once per row a
- * statement inserts, updates or deletes. Another process's writes are seen
- * through `PRAGMA data_version` instead.
+ * statement inserts, updates or deletes, and `datasetsMade` once per dataset
+ * inserted. Another process's writes are seen through `PRAGMA data_version`
+ * instead.
  */
 function countDatasetWrites(handle: SqliteHandle): void {
   const { db } = handle;
   db.function("dataport_datasets_written", { varargs: false }, () => {
     handle.datasetsVersion++;
+    return null;
+  });
+  db.function("dataport_dataset_made", { varargs: false }, () => {
+    handle.datasetsMade++;
     return null;
   });
   for (const table of ["datasets", "input_tables"]) {
@@ -112,6 +139,8 @@ function countDatasetWrites(handle: SqliteHandle): void {
         BEGIN SELECT dataport_datasets_written(); END`);
     }
   }
+  db.exec(`CREATE TEMP TRIGGER IF NOT EXISTS dataport_datasets_made AFTER INSERT ON main.datasets
+    BEGIN SELECT dataport_dataset_made(); END`);
 }
 
 function openReader(path: string, busyTimeoutMs: number): Database.Database {
@@ -173,9 +202,16 @@ export interface RememberedReads<V extends object> {
  * `ownVersion` (a counter of this store's own writes to what is remembered)
  * has moved. Both checks are a counter read.
  */
-export function rememberedReads<V extends object>(db: Database.Database, ownVersion: () => number, max: number): RememberedReads<V> {
+export function rememberedReads<V extends object>(
+  db: Database.Database,
+  ownVersion: () => number,
+  /** At most this many values, or values up to this total size. */
+  bound: number | { maxSize: number; sizeOf(value: V): number },
+): RememberedReads<V> {
   const dataVersion = db.prepare<[], number>("PRAGMA data_version").pluck();
-  const cache = new LRUCache<string, V>({ max });
+  const cache = new LRUCache<string, V>(
+    typeof bound === "number" ? { max: bound } : { maxSize: bound.maxSize, maxEntrySize: bound.maxSize / 8, sizeCalculation: bound.sizeOf },
+  );
   let seen = { data: -1, own: -1 };
   return {
     current() {
