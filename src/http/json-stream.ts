@@ -50,7 +50,19 @@ export async function jsonRowsBody<T>(
   };
 }
 
-/** For `jsonRowsBody` over batches of rows' JSON texts: a batch as one comma-separated text ("" for an empty batch). */
+/**
+ * For `jsonRowsBody` over batches of rows' JSON texts: a batch as one
+ * comma-separated text ("" for an empty batch). A frozen batch (one a store
+ * remembers and hands to every read of the same page) is joined once.
+ */
 export function joinedTexts(batch: readonly string[]): string {
-  return batch.join(",");
+  if (!Object.isFrozen(batch)) return batch.join(",");
+  let text = joinedBatches.get(batch);
+  if (text === undefined) {
+    text = batch.join(",");
+    joinedBatches.set(batch, text);
+  }
+  return text;
 }
+
+const joinedBatches = new WeakMap<readonly string[], string>();
