@@ -8,7 +8,7 @@ import { conditionSql, raw, renderPositional, Sql, sql } from "../domain/row-que
 import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";
 import { bulkRowWriter } from "./bulk-rows.js";
 import { catalogWrites } from "./catalog-writes.js";
-import { deepFreeze, parseJson, prepared, type RememberedReads, rememberedReads, rowKey, type SqliteHandle } from "./db.js";
+import { dataVersionOf, deepFreeze, parseJson, prepared, type RememberedReads, rememberedReads, rowKey, type SqliteHandle } from "./db.js";
 import { idPageQuery } from "./identity.js";
 import { ensureRowIndexes } from "./row-indexes.js";
 import { boundedColumns, datasetIndexPrefix, FEW_MATCHES, indexableColumn, rowIndexName, seeksIndex, sortedPageSql, sqliteRowDialect, type SqliteRowDialect, throughIndex } from "./row-query.js";
@@ -68,7 +68,9 @@ export function sqliteCatalog(handle: SqliteHandle): CatalogStore & CatalogWrite
      UNION ALL SELECT ${TABLE_AS_DATASET} FROM input_tables WHERE team_id = ? AND id IN (SELECT value FROM json_each(?))
      ORDER BY name, id`,
   );
-  const dataset = db.prepare<[string], DatasetRow>(`SELECT ${DATASET_COLUMNS} FROM datasets WHERE id = ?`);
+  const dataset = db.prepare<[string], DatasetRow & { first_position: number; next_position: number }>(
+    `SELECT ${DATASET_COLUMNS}, first_position, next_position FROM datasets WHERE id = ?`,
+  );
   const table = db.prepare<[string], DatasetRow>(`SELECT ${TABLE_AS_DATASET} FROM input_tables WHERE id = ?`);
   const positions = db.prepare<[string], Positions>("SELECT id, seq, first_position, next_position FROM datasets WHERE id = ?");
   const connectionPage = idPageQuery<ConnectionRow>(db, "SELECT * FROM connections");
@@ -80,8 +82,24 @@ export function sqliteCatalog(handle: SqliteHandle): CatalogStore & CatalogWrite
   const counts: CountMemo = rememberedReads(db, () => handle.catalogVersion, REMEMBERED_COUNTS);
   // Every read of rows asks for its dataset first (access, columns): its record is remembered, frozen, until
   // another process commits or this one writes a dataset or input table (misses are not remembered).
-  const records = rememberedReads<DatasetRecord>(db, () => handle.datasetsVersion, REMEMBERED_RECORDS);
+  // With the record, its window (input tables have none): the same row, the same changes.
+  const records = rememberedReads<RememberedDataset>(db, () => handle.datasetsVersion, REMEMBERED_RECORDS);
+  const remembered = (id: string): RememberedDataset | null => {
+    const known = records.current();
+    const found = known.get(id);
+    if (found) return found;
+    const row = dataset.get(id);
+    const tableRow = row ? undefined : table.get(id);
+    const read: RememberedDataset | null = row
+      ? { record: deepFreeze(toDataset(row)), at: { id, seq: row.seq, first_position: row.first_position, next_position: row.next_position } }
+      : tableRow
+        ? { record: deepFreeze(toDataset(tableRow)), at: null }
+        : null;
+    if (read) known.set(id, read);
+    return read;
+  };
   const pages = rememberedPages(handle);
+  const dataVersion = dataVersionOf(db);
   const read = db.transaction((datasetId: string, query: RowQuery): RowPage => {
     const at = positions.get(datasetId);
     if (!at) return { totalRows: 0, rows: NOTHING, rowsJson: NOTHING, lastKey: () => null };
@@ -107,16 +125,18 @@ export function sqliteCatalog(handle: SqliteHandle): CatalogStore & CatalogWrite
       return datasetPage(page).map(toDataset);
     },
     async getDataset(id) {
-      const remembered = records.current();
-      const known = remembered.get(id);
-      if (known) return known;
-      const row = dataset.get(id) ?? table.get(id);
-      if (!row) return null;
-      const record = deepFreeze(toDataset(row));
-      remembered.set(id, record);
-      return record;
+      return remembered(id)?.record ?? null;
     },
     async readDatasetRows(datasetId, query) {
+      // A plain page read again: its dataset's window and its texts are both remembered, and one
+      // PRAGMA data_version shows neither can have changed, so it needs no read transaction.
+      if (pages !== null && isPlainPage(query)) {
+        const data = dataVersion();
+        const at = records.current(data).get(datasetId)?.at;
+        const range = at ? plainRange(at, query) : null;
+        const texts = at && range && (range.start + 1 >= at.next_position ? [] : pages.current(data).get(pageKey(at.seq, range)));
+        if (at && range && texts) return plainPageOf(texts, at, range.start, query.columns);
+      }
       return read(datasetId, query);
     },
     async replaceDatasetRows(datasetId, data) {
@@ -237,11 +257,25 @@ function isPlainPage(query: RowQuery): query is RowQuery & { limit: number } {
  * and the last one's position is counted, not read.
  */
 function plainPage(db: Database.Database, pages: PageMemo | null, at: Positions, query: RowQuery & { limit: number }): RowPage {
+  const range = plainRange(at, query);
+  const texts = range.start + 1 >= at.next_position ? [] : pageTexts(db, pages, at.seq, range);
+  return plainPageOf(texts, at, range.start, query.columns);
+}
+
+/** A plain page's rows: those at positions start < p < end. */
+interface PageRange {
+  start: number;
+  end: number;
+}
+
+function plainRange(at: Positions, query: RowQuery & { limit: number }): PageRange {
   const start = Math.max(at.first_position - 1, query.after?.position ?? -Infinity) + query.offset;
-  const texts = start + 1 >= at.next_position ? [] : pageTexts(db, pages, at.seq, start, Math.min(at.next_position, start + 1 + query.limit));
+  return { start, end: Math.min(at.next_position, start + 1 + query.limit) };
+}
+
+function plainPageOf(texts: readonly string[], at: Positions, start: number, columns: string[] | null): RowPage {
   let yielded = 0;
   const lastKey = () => (yielded === 0 ? null : { values: [], position: start + yielded });
-  const { columns } = query;
   const page: RowPage = {
     totalRows: at.next_position - at.first_position,
     rows: mapped(texts, (text, i) => {
@@ -259,10 +293,10 @@ function plainPage(db: Database.Database, pages: PageMemo | null, at: Positions,
   return page;
 }
 
-/** A page's texts: the rows at positions start < p < end, in order, remembered (frozen) when they fit. */
-function pageTexts(db: Database.Database, pages: PageMemo | null, seq: number, start: number, end: number): readonly string[] {
+/** A page's texts, in order, remembered (frozen) when they fit. */
+function pageTexts(db: Database.Database, pages: PageMemo | null, seq: number, { start, end }: PageRange): readonly string[] {
   const remembered = pages?.current();
-  const key = `${seq}:${start}:${end}`;
+  const key = pageKey(seq, { start, end });
   const known = remembered?.get(key);
   if (known) return known;
   const texts = prepared<string>(db, "SELECT data FROM dataset_rows WHERE row_key > ? AND row_key < ? ORDER BY row_key")
@@ -270,6 +304,10 @@ function pageTexts(db: Database.Database, pages: PageMemo | null, seq: number, s
     .all(rowKey(seq, start), rowKey(seq, end));
   remembered?.set(key, Object.freeze(texts));
   return texts;
+}
+
+function pageKey(seq: number, { start, end }: PageRange): string {
+  return `${seq}:${start}:${end}`;
 }
 
 /**
@@ -296,6 +334,12 @@ function rememberedPages(handle: SqliteHandle): PageMemo | null {
 
 function isPlain(plan: ReadPlan): boolean {
   return plan.where === "" && plan.residual === null && plan.condition === null;
+}
+
+/** A dataset record as remembered, with its window when it has rows of its own (not an input table). */
+interface RememberedDataset {
+  record: DatasetRecord;
+  at: Positions | null;
 }
 
 /** Dataset records remembered per store: at most this many, the least recently used forgotten first. */

@@ -191,7 +191,18 @@ export function rowKey(seq: number, position: number): bigint {
 }
 
 export interface RememberedReads<V extends object> {
-  current(): LRUCache<string, V>;
+  /**
+   * The cache, emptied first when anything can have changed it. `dataVersion`:
+   * a `PRAGMA data_version` the caller has just read on this connection (see
+   * `dataVersionOf`), so that several memos checked together cost one read.
+   */
+  current(dataVersion?: number): LRUCache<string, V>;
+}
+
+/** `PRAGMA data_version` of this connection: it moves when another connection (another process) commits to the file. */
+export function dataVersionOf(db: Database.Database): () => number {
+  const statement = db.prepare<[], number>("PRAGMA data_version").pluck();
+  return () => statement.get()!;
 }
 
 /**
@@ -208,14 +219,13 @@ export function rememberedReads<V extends object>(
   /** At most this many values, or values up to this total size. */
   bound: number | { maxSize: number; sizeOf(value: V): number },
 ): RememberedReads<V> {
-  const dataVersion = db.prepare<[], number>("PRAGMA data_version").pluck();
+  const dataVersion = dataVersionOf(db);
   const cache = new LRUCache<string, V>(
     typeof bound === "number" ? { max: bound } : { maxSize: bound.maxSize, maxEntrySize: bound.maxSize / 8, sizeCalculation: bound.sizeOf },
   );
   let seen = { data: -1, own: -1 };
   return {
-    current() {
-      const data = dataVersion.get()!;
+    current(data = dataVersion()) {
       const own = ownVersion();
       if (data !== seen.data || own !== seen.own) {
         cache.clear();

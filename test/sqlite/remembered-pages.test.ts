@@ -76,6 +76,8 @@ const PAGE: RowQuery = { offset: 0, limit: 3, columns: null, filters: null };
 
 /** The page's batches of texts as handed over, and the values they hold. */
 async function read(s: SqliteStorage, id: string, query: Partial<RowQuery> = {}): Promise<{ batches: (readonly string[])[]; values: string[] }> {
+  // As a rows request does: the record first (access, columns), then the page.
+  await s.catalog.getDataset(id);
   const page = await s.catalog.readDatasetRows(id, { ...PAGE, ...query });
   const batches: (readonly string[])[] = [];
   for await (const batch of page.rowsJson!) batches.push(batch);
