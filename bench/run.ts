@@ -8,6 +8,7 @@
  *   npm run bench -- me webhook   # scenarios whose name contains a word
  *   BENCH_DATAPORT=adapter-only npm run bench -- me:   # another server in Dataport's place (diagnosis)
  *   BENCH_DATAPORT=sqlite-read-recorded npm run bench -- rows-sqlite   # the bare read plus the records a read keeps
+ *   BENCH_PAGE_MEMORY=0 npm run bench -- rows-sqlite   # Dataport with no remembered pages: every read reads its page from the file
  *   npm run bench -- bulk-upload  # a 1,000,000-row CSV upload: rows/s and server peak RSS (bench/bulk-upload.ts)
  *   BENCH_AB=/tmp/dist-before npm run bench -- webhook-memory
  *       # A/B: Dataport built from another checkout's dist/ takes the baseline's
