@@ -9,12 +9,13 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import type { Column, DatasetRecord, Row } from "../../src/domain/model.js";
+import type { Column, Row } from "../../src/domain/model.js";
 import { parseFixture } from "../../src/fixture/load.js";
 import { joinedTexts } from "../../src/http/json-stream.js";
 import type { RowQuery } from "../../src/ports/storage.js";
 import { createSqliteStorage, type SqliteStorage } from "../../src/sqlite/index.js";
 import { conformanceFixture } from "../../src/testing/conformance/fixture.js";
+import { uploadDataset, writeRows } from "../support/datasets.js";
 
 const dir = mkdtempSync(join(tmpdir(), "dataport-sqlite-pages-"));
 let n = 0;
@@ -39,36 +40,14 @@ async function seeded(pageMemoryBytes?: number): Promise<{ path: string; s: Sqli
 
 const COLUMNS: Column[] = [{ name: "v", type: "string" }];
 
-function record(id: string): DatasetRecord {
-  return {
-    id,
-    teamId: "team_ops",
-    name: `Memo ${id}`,
-    type: "upload",
-    connectionId: null,
-    source: null,
-    columns: COLUMNS,
-    rowCount: 0,
-    lastRefreshedAt: null,
-    updatedAt: "2026-11-24T00:00:00.000Z",
-  };
-}
-
-async function write(s: SqliteStorage, id: string, mode: "replace" | "append", values: string[]): Promise<void> {
-  await s.catalog.writeDatasetRows({
-    datasetId: id,
-    mode,
-    rows: (async function* () {
-      for (const v of values) yield { v } as Row;
-    })(),
-    columns: () => COLUMNS,
-    updatedAt: "2026-11-24T00:00:01.000Z",
-  });
+/** A dataset holding rows { v } in this order. */
+function write(s: SqliteStorage, id: string, mode: "replace" | "append", values: string[]) {
+  return writeRows(s, id, mode, values.map((v) => ({ v }) as Row), COLUMNS);
 }
 
 /** A new dataset holding `values`, made through the catalog as a host's admin call makes one. */
 async function made(s: SqliteStorage, id: string, values: string[]): Promise<void> {
-  await s.catalog.putDataset(record(id));
+  await s.catalog.putDataset(uploadDataset(id, `Memo ${id}`, COLUMNS, false));
   await write(s, id, "replace", values);
 }
 
@@ -150,34 +129,26 @@ describe("remembered plain pages on SQLite", () => {
     expect((await read(s, "ds_memo", { after })).values).toEqual(["q", "r"]);
   });
 
-  it("forgets pages when a dataset is deleted and made again under the same seq by this process", async () => {
-    const { s } = await seeded();
+  it.each([
+    ["this process", false],
+    ["another connection on the file", true],
+  ])("forgets pages when %s deletes the dataset and makes it again under the same seq", async (_, elsewhere) => {
+    const { path, s } = await seeded();
+    const writer = elsewhere ? store(path) : s;
     await made(s, "ds_memo", ["old-1", "old-2", "old-3"]);
     const seq = seqOf(s, "ds_memo");
     expect((await read(s, "ds_memo")).values).toEqual(["old-1", "old-2", "old-3"]);
-    expect(await s.catalog.deleteDataset("ds_memo")).toBe(true);
-    await made(s, "ds_memo", ["new-1", "new-2", "new-3"]);
+    expect(await writer.catalog.deleteDataset("ds_memo")).toBe(true);
+    await made(writer, "ds_memo", ["new-1", "new-2", "new-3"]);
     // The highest seq came back: the same row keys now hold other rows.
     expect(seqOf(s, "ds_memo")).toBe(seq);
     expect((await read(s, "ds_memo")).values).toEqual(["new-1", "new-2", "new-3"]);
-  });
-
-  it("forgets pages when another connection on the file deletes and makes the dataset again", async () => {
-    const { path, s } = await seeded();
-    const other = store(path);
-    await made(s, "ds_memo", ["old-1", "old-2", "old-3"]);
-    const seq = seqOf(s, "ds_memo");
-    expect((await read(s, "ds_memo")).values).toEqual(["old-1", "old-2", "old-3"]);
-    expect(await other.catalog.deleteDataset("ds_memo")).toBe(true);
-    await made(other, "ds_memo", ["new-1", "new-2", "new-3"]);
-    expect(seqOf(other, "ds_memo")).toBe(seq);
-    expect((await read(s, "ds_memo")).values).toEqual(["new-1", "new-2", "new-3"]);
-    // And the other way round: a page the other connection remembers follows this one's writes.
-    expect((await read(other, "ds_memo")).values).toEqual(["new-1", "new-2", "new-3"]);
+    // And the other way round: a page the writer remembers follows the reader's own remake.
+    expect((await read(writer, "ds_memo")).values).toEqual(["new-1", "new-2", "new-3"]);
     await s.catalog.deleteDataset("ds_memo");
     await made(s, "ds_memo", ["third-1", "third-2"]);
     expect(seqOf(s, "ds_memo")).toBe(seq);
-    expect((await read(other, "ds_memo")).values).toEqual(["third-1", "third-2"]);
+    expect((await read(writer, "ds_memo")).values).toEqual(["third-1", "third-2"]);
   });
 
   it("sees webhook deliveries and their retention trims in the next read", async () => {
