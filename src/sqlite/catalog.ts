@@ -90,16 +90,26 @@ export function sqliteCatalog(handle: SqliteHandle): CatalogStore & CatalogWrite
     if (found) return found;
     const row = dataset.get(id);
     const tableRow = row ? undefined : table.get(id);
-    const read: RememberedDataset | null = row
+    const loaded: RememberedDataset | null = row
       ? { record: deepFreeze(toDataset(row)), at: { id, seq: row.seq, first_position: row.first_position, next_position: row.next_position } }
       : tableRow
         ? { record: deepFreeze(toDataset(tableRow)), at: null }
         : null;
-    if (read) known.set(id, read);
-    return read;
+    if (loaded) known.set(id, loaded);
+    return loaded;
   };
   const pages = rememberedPages(handle);
   const dataVersion = dataVersionOf(db);
+  // A plain page read again: its dataset's window and its texts are both remembered, and one
+  // PRAGMA data_version shows neither can have changed, so it needs no read transaction.
+  const rememberedPage = (datasetId: string, query: RowQuery & { limit: number }, memo: PageMemo): RowPage | null => {
+    const data = dataVersion();
+    const at = records.current(data).get(datasetId)?.at;
+    if (!at) return null;
+    const range = plainRange(at, query);
+    const texts = isEmpty(range) ? [] : memo.current(data).get(pageKey(at.seq, range));
+    return texts ? plainPageOf(texts, at, range.start, query.columns) : null;
+  };
   const read = db.transaction((datasetId: string, query: RowQuery): RowPage => {
     const at = positions.get(datasetId);
     if (!at) return { totalRows: 0, rows: NOTHING, rowsJson: NOTHING, lastKey: () => null };
@@ -128,16 +138,7 @@ export function sqliteCatalog(handle: SqliteHandle): CatalogStore & CatalogWrite
       return remembered(id)?.record ?? null;
     },
     async readDatasetRows(datasetId, query) {
-      // A plain page read again: its dataset's window and its texts are both remembered, and one
-      // PRAGMA data_version shows neither can have changed, so it needs no read transaction.
-      if (pages !== null && isPlainPage(query)) {
-        const data = dataVersion();
-        const at = records.current(data).get(datasetId)?.at;
-        const range = at ? plainRange(at, query) : null;
-        const texts = at && range && (range.start + 1 >= at.next_position ? [] : pages.current(data).get(pageKey(at.seq, range)));
-        if (at && range && texts) return plainPageOf(texts, at, range.start, query.columns);
-      }
-      return read(datasetId, query);
+      return (pages !== null && isPlainPage(query) && rememberedPage(datasetId, query, pages)) || read(datasetId, query);
     },
     async replaceDatasetRows(datasetId, data) {
       // A refresh is a bulk replace that also sets lastRefreshedAt: the same staging, the same queue.
@@ -258,7 +259,7 @@ function isPlainPage(query: RowQuery): query is RowQuery & { limit: number } {
  */
 function plainPage(db: Database.Database, pages: PageMemo | null, at: Positions, query: RowQuery & { limit: number }): RowPage {
   const range = plainRange(at, query);
-  const texts = range.start + 1 >= at.next_position ? [] : pageTexts(db, pages, at.seq, range);
+  const texts = isEmpty(range) ? [] : pageTexts(db, pages, at.seq, range);
   return plainPageOf(texts, at, range.start, query.columns);
 }
 
@@ -266,6 +267,11 @@ function plainPage(db: Database.Database, pages: PageMemo | null, at: Positions,
 interface PageRange {
   start: number;
   end: number;
+}
+
+/** No position lies strictly between start and end (the page starts at or past the window's end). */
+function isEmpty({ start, end }: PageRange): boolean {
+  return end <= start + 1;
 }
 
 function plainRange(at: Positions, query: RowQuery & { limit: number }): PageRange {
@@ -327,6 +333,8 @@ function rememberedPages(handle: SqliteHandle): PageMemo | null {
   if (handle.pageMemoryBytes === 0) return null;
   return rememberedReads<readonly string[]>(handle.db, () => handle.datasetsMade, {
     maxSize: handle.pageMemoryBytes,
+    // A page over an eighth of the memory is read from the file each time, so one cannot push out most of the others.
+    maxEntrySize: handle.pageMemoryBytes / 8,
     // UTF-16 at most, plus a string's header and the array's slot.
     sizeOf: (texts) => texts.reduce((bytes, text) => bytes + 2 * text.length + 24, 64),
   });

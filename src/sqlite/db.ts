@@ -216,12 +216,12 @@ export function dataVersionOf(db: Database.Database): () => number {
 export function rememberedReads<V extends object>(
   db: Database.Database,
   ownVersion: () => number,
-  /** At most this many values, or values up to this total size. */
-  bound: number | { maxSize: number; sizeOf(value: V): number },
+  /** At most this many values, or values up to this total size (a value larger than `maxEntrySize` is not kept). */
+  bound: number | { maxSize: number; maxEntrySize: number; sizeOf(value: V): number },
 ): RememberedReads<V> {
   const dataVersion = dataVersionOf(db);
   const cache = new LRUCache<string, V>(
-    typeof bound === "number" ? { max: bound } : { maxSize: bound.maxSize, maxEntrySize: bound.maxSize / 8, sizeCalculation: bound.sizeOf },
+    typeof bound === "number" ? { max: bound } : { maxSize: bound.maxSize, maxEntrySize: bound.maxEntrySize, sizeCalculation: bound.sizeOf },
   );
   let seen = { data: -1, own: -1 };
   return {
