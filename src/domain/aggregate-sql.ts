@@ -1,0 +1,212 @@
+import type { AggregateAnswer, AggregateQuery, Metric } from "./aggregate-query.js";
+import type { Row } from "./model.js";
+import { conditionSql, join, orderSql, raw, type Sql, sql, type SqlDialect, TRUE } from "./row-query-sql.js";
+import { emptyRow } from "./rows.js";
+import { bucketSql, bucketStages, type BucketSqlDialect } from "./time-bucket-sql.js";
+
+/**
+ * An aggregate as ONE SQL statement, the same shape on SQLite and
+ * PostgreSQL (a store supplies its `AggregateDialect`), answering what
+ * `evaluateAggregate` answers:
+ *
+ *     WITH g AS MATERIALIZED (             -- the groups: one scan of the matching rows
+ *            SELECT keys, count(*) AS n, metric aggregates
+ *            FROM (stages: each used column read once per row, then time buckets) GROUP BY keys),
+ *          h AS MATERIALIZED (             -- the groups answered, as JSON objects, numbered in order
+ *            SELECT doc, row_number() OVER (ORDER BY order over doc) AS ord
+ *            FROM (SELECT json object of keys and metrics AS doc FROM g) WHERE having over doc)
+ *     SELECT 0 AS part, ord, doc, NULL AS matched FROM h WHERE ord in the page
+ *     UNION ALL
+ *     SELECT 1, (SELECT count(*) FROM h), json object of the totals (from g), sum(n) FROM g
+ *     ORDER BY part, ord
+ *
+ * `having` and the order read each group's JSON object through the store's
+ * row-query dialect, so they mean what `where` and `sort` mean on rows.
+ * Totals are made from the groups (counts and sums add up, min of mins);
+ * only `countDistinct` reads the matching rows a second time. Memory in the
+ * database is bounded by the groups; the process reads only the page.
+ */
+
+export interface AggregateDialect extends BucketSqlDialect {
+  /**
+   * `SELECT <the value of each of columns> <from>`, from the stored rows that
+   * `from` (`FROM … WHERE …`) names, reading each value once per row; the
+   * other methods read the value of `columns[i]` by its index `i`.
+   */
+  members(from: Sql, columns: readonly string[]): Sql;
+  /** Keeps the planner from merging a derived table into the query that reads it (each column is then computed once per row). */
+  fence: Sql;
+  /** One SQL value per JSON value, equal only for JSON-equal values (5 and "5" differ); NULL for null and absent. */
+  identity(i: number): Sql;
+  /** True when the value is present and not null. */
+  present(i: number): Sql;
+  /** The value when it is a number, as `sum` adds it; else NULL. */
+  number(i: number): Sql;
+  /** The aggregate adding numbers exactly or with compensation (see the store's dialect). */
+  sum(numbers: Sql): Sql;
+  /** A sum or mean from `sum` as a JSON number (NULL when it has none). */
+  jsonNumber(value: Sql): Sql;
+  /** The value when it is a string, else NULL. */
+  stringValue(i: number): Sql;
+  /** The value's JSON text when it is an object or array, else NULL. */
+  structureText(i: number): Sql;
+  /** The least of texts in code point order (an aggregate). */
+  leastText(texts: Sql): Sql;
+  /** A group key's JSON value from its `identity` and the least `structureText` of its rows (shown for objects and arrays). */
+  keyJson(key: Sql, structureText: Sql): Sql;
+  /** `min`/`max` of a column in the sort order of values: aggregates named from `prefix`, the value per group and over all groups. */
+  extreme(fn: "min" | "max", i: number, prefix: string): MetricSql;
+  /** A JSON object of the named values, in order. */
+  jsonObject(fields: ReadonlyArray<readonly [string, Sql]>): Sql;
+  /** The row-query dialect reading the JSON object column `doc` (a group), for `having` and the order. */
+  fields(doc: string): SqlDialect;
+}
+
+/** A metric in the statement: its aggregates over the rows (name, expression), its JSON value in a group and over the groups. */
+export interface MetricSql {
+  aggregates: Array<readonly [string, Sql]>;
+  value: Sql;
+  total: Sql;
+}
+
+/**
+ * The statement of `query` over the stored rows `table` (trusted SQL) that
+ * `scope` selects (a dataset's window, a table's id), `rowDialect` reading
+ * their stored JSON for `where`.
+ */
+export function aggregateSql(query: AggregateQuery, target: { table: Sql; scope: Sql; rowDialect: SqlDialect }, dialect: AggregateDialect): Sql {
+  const columns = usedColumns(query);
+  const at = (column: string) => columns.indexOf(column);
+  const where = query.where ? conditionSql(query.where, target.rowDialect) : TRUE;
+  const members = dialect.members(sql`FROM ${target.table} WHERE ${target.scope} AND ${where}`, columns);
+
+  // Derived tables over the members: the stages of time buckets (fenced: each column once per row), then the keys.
+  let rows = members;
+  const stages: Array<Array<[string, Sql]>> = [];
+  const bucketed = [...new Set(query.groupBy.filter((k) => k.bucket !== null).map((k) => k.column))];
+  for (const column of bucketed) {
+    bucketStages(bucketPrefix(at(column)), dialect.stringValue(at(column)), dialect).forEach((stage, n) => (stages[n] = [...(stages[n] ?? []), ...stage]));
+  }
+  stages.forEach((stage, n) => (rows = sql`SELECT *, ${selectList(stage)} FROM (${rows}) AS b${raw(String(n))} ${dialect.fence}`));
+  // Each key as `k<j>`; a column key also as `r<j>`, its JSON text when it is an object or array.
+  const keys = query.groupBy.map((k, j) => ({
+    name: k.name,
+    key: `k${j}`,
+    expression: k.bucket === null ? dialect.identity(at(k.column)) : bucketSql(k.bucket, bucketPrefix(at(k.column)), dialect),
+    text: k.bucket === null ? { alias: `r${j}`, expression: dialect.structureText(at(k.column)) } : null,
+  }));
+  if (keys.length > 0) {
+    const texts = keys.flatMap((k) => (k.text ? [[k.text.alias, k.text.expression] as const] : []));
+    rows = sql`SELECT *, ${selectList([...keys.map((k) => [k.key, k.expression] as const), ...texts])} FROM (${rows}) AS k`;
+  }
+
+  const metrics = query.metrics.map((m, n) => metricSql(m, m.column === null ? -1 : at(m.column), `a${n}_`, query, members, dialect));
+  const grouped = sql`SELECT ${join(
+    [
+      ...keys.map((k) => raw(k.key)),
+      ...keys.flatMap((k) => (k.text ? [sql`${dialect.leastText(raw(k.text.alias))} AS ${raw(k.text.alias)}`] : [])),
+      raw("count(*) AS n"),
+      ...metrics.flatMap((m) => m.aggregates.map(([name, expression]) => sql`${expression} AS ${raw(name)}`)),
+    ],
+    ", ",
+  )} FROM (${rows}) AS r${keys.length > 0 ? sql` GROUP BY ${join(keys.map((k) => raw(k.key)), ", ")}` : raw("")}`;
+
+  const doc = dialect.jsonObject([
+    ...keys.map((k) => [k.name, k.text ? dialect.keyJson(raw(k.key), raw(k.text.alias)) : raw(k.key)] as const),
+    ...query.metrics.map((m, n) => [m.name, metrics[n]!.value] as const),
+  ]);
+  const fields = dialect.fields("doc");
+  const having = query.having ? conditionSql(query.having, fields) : TRUE;
+  const totals = dialect.jsonObject(query.metrics.map((m, n) => [m.name, metrics[n]!.total] as const));
+  return sql`WITH g AS MATERIALIZED (${grouped}),
+    h AS MATERIALIZED (SELECT doc, row_number() OVER (ORDER BY ${orderSql(query.order, fields)}) AS ord
+      FROM (SELECT ${doc} AS doc FROM g) AS x WHERE ${having})
+    SELECT 0 AS part, ord, doc, NULL AS matched FROM h WHERE ord > ${query.offset} AND ord <= ${query.offset + query.limit}
+    UNION ALL
+    SELECT 1 AS part, (SELECT count(*) FROM h) AS ord, ${totals} AS doc, coalesce(sum(n), 0) AS matched FROM g
+    ORDER BY part, ord`;
+}
+
+/** A row of the statement (`part` 0: a group of the page, by `ord`; 1: the totals, `ord` the number of groups). */
+export interface AggregateSqlRow {
+  part: number | string;
+  ord: number | string;
+  /** JSON text (SQLite) or the parsed object (PostgreSQL's `json`). */
+  doc: unknown;
+  matched: number | string | null;
+}
+
+/** The answer from the statement's rows. A number the JSON of a store cannot hold (SQLite's infinity) is null. */
+export function aggregateAnswer(rows: readonly AggregateSqlRow[]): AggregateAnswer {
+  const groups: Row[] = [];
+  let totals: AggregateSqlRow | undefined;
+  for (const r of rows) {
+    if (Number(r.part) === 0) groups.push(answerRow(r.doc));
+    else totals = r;
+  }
+  if (totals === undefined) throw new Error("an aggregate statement answered no totals row");
+  return { groups, matchedRows: Number(totals.matched), totalGroups: Number(totals.ord), totals: answerRow(totals.doc) };
+}
+
+function answerRow(doc: unknown): Row {
+  const parsed = (typeof doc === "string" ? JSON.parse(doc) : doc) as Record<string, unknown>;
+  const row = emptyRow();
+  for (const key of Object.keys(parsed)) {
+    const value = parsed[key];
+    row[key] = typeof value === "number" && !Number.isFinite(value) ? null : value;
+  }
+  return row;
+}
+
+/** Columns the keys and metrics read, each once, in order of first use. */
+function usedColumns(query: AggregateQuery): string[] {
+  const names = [...query.groupBy.map((k) => k.column), ...query.metrics.flatMap((m) => (m.column === null ? [] : [m.column]))];
+  return [...new Set(names)];
+}
+
+function bucketPrefix(i: number): string {
+  return `b${i}_`;
+}
+
+function selectList(columns: ReadonlyArray<readonly [string, Sql]>): Sql {
+  return join(columns.map(([name, expression]) => sql`${expression} AS ${raw(name)}`), ", ");
+}
+
+function metricSql(metric: Metric, i: number, prefix: string, query: AggregateQuery, members: Sql, dialect: AggregateDialect): MetricSql {
+  const own = raw(prefix);
+  const s = raw(`${prefix}s`);
+  const c = raw(`${prefix}c`);
+  if (metric.column === null) return { aggregates: [], value: raw("n"), total: raw("coalesce(sum(n), 0)") };
+  switch (metric.fn) {
+    case "count":
+      return { aggregates: [[prefix, sql`count(CASE WHEN ${dialect.present(i)} THEN 1 END)`]], value: own, total: sql`coalesce(sum(${own}), 0)` };
+    case "countDistinct": {
+      const distinct = sql`count(DISTINCT ${dialect.identity(i)})`;
+      // Distinct values of several groups overlap: over all rows they are counted again, unless there is one group.
+      const total = query.groupBy.length === 0 ? sql`coalesce(max(${own}), 0)` : sql`(SELECT ${distinct} FROM (${members}) AS dv)`;
+      return { aggregates: [[prefix, distinct]], value: own, total };
+    }
+    case "sum":
+    case "avg": {
+      const aggregates: Array<readonly [string, Sql]> = [
+        [`${prefix}s`, dialect.sum(dialect.number(i))],
+        [`${prefix}c`, sql`count(${dialect.number(i)})`],
+      ];
+      if (metric.fn === "sum") {
+        return {
+          aggregates,
+          value: sql`(CASE WHEN ${c} > 0 THEN ${dialect.jsonNumber(s)} END)`,
+          total: sql`(CASE WHEN sum(${c}) > 0 THEN ${dialect.jsonNumber(dialect.sum(s))} END)`,
+        };
+      }
+      return {
+        aggregates,
+        value: sql`(CASE WHEN ${c} > 0 THEN ${dialect.jsonNumber(sql`${s} / ${c}`)} END)`,
+        total: sql`(CASE WHEN sum(${c}) > 0 THEN ${dialect.jsonNumber(sql`${dialect.sum(s)} / sum(${c})`)} END)`,
+      };
+    }
+    case "min":
+    case "max":
+      return dialect.extreme(metric.fn, i, prefix);
+  }
+}
