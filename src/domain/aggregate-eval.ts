@@ -20,7 +20,9 @@ export function evaluateAggregate(rows: Iterable<Row>, query: AggregateQuery): A
   for (const row of rows) {
     if (query.where && !matchesWhere(row, query.where)) continue;
     matchedRows++;
-    const keys = query.groupBy.map((k) => (k.bucket === null ? valueOf(row, k.column) : timeBucket(k.bucket, valueOf(row, k.column))));
+    const keys = query.groupBy.map((k) =>
+      k.bucket === null ? valueOf(row, k.column) : timeBucket(k.bucket, valueOf(row, k.column)),
+    );
     // JSON equality: 5 and "5" differ; objects equal whatever their key order.
     const id = keys.map(canonicalJson).join(",");
     let group = groups.get(id);

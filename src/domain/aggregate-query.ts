@@ -95,7 +95,12 @@ export function parseAggregateQuery(params: AggregateParams, columns: ReadonlySe
   const fields = new Set([...groupBy.map((k) => k.name), ...metrics.map((m) => m.name)]);
   const having = params.having === undefined ? null : parseHaving(params.having, fields);
   const sort = params.sort === undefined ? [] : parseGroupSort(params.sort, fields);
-  const order = [...sort, ...groupBy.filter((k) => !sort.some((s) => s.column === k.name)).map((k) => ({ column: k.name, descending: false }))];
+  const order = [
+    ...sort,
+    ...groupBy
+      .filter((k) => !sort.some((s) => s.column === k.name))
+      .map((k) => ({ column: k.name, descending: false })),
+  ];
   return {
     groupBy,
     metrics,
@@ -126,15 +131,19 @@ function parseGroupBy(text: string | undefined, columns: ReadonlySet<string>): G
   const keys = items.map((raw, i): GroupKey => {
     const at = `groupBy[${i}]`;
     const item = parseItem(raw);
-    if (item === null) throw invalidParameter("groupBy", `${at}: must be a column or a time bucket such as month(ordered_on)`);
-    // A name that is a column is one, even if it looks like a call (an input table without declared columns takes any name).
+    if (item === null)
+      throw invalidParameter("groupBy", `${at}: must be a column or a time bucket such as month(ordered_on)`);
+    // A name that is a column is one, even if it looks like a call (a table without declared columns takes any).
     if (item.kind === "name" || (!isTimeUnit(item.fn) && columns.has(raw.trim()))) {
       const column = item.kind === "name" ? item.name : raw.trim();
       if (!columns.has(column)) unknown.push({ at, column });
       return { name: column, column, bucket: null };
     }
     if (!isTimeUnit(item.fn)) {
-      throw invalidParameter("groupBy", `${at}: unknown bucket ${JSON.stringify(item.fn)}; one of ${TIME_UNITS.join(", ")}`);
+      throw invalidParameter(
+        "groupBy",
+        `${at}: unknown bucket ${JSON.stringify(item.fn)}; one of ${TIME_UNITS.join(", ")}`,
+      );
     }
     if (!columns.has(item.argument)) unknown.push({ at, column: item.argument });
     return { name: `${item.fn}(${item.argument})`, column: item.argument, bucket: item.fn };
@@ -151,13 +160,15 @@ function parseMetrics(text: string | undefined, columns: ReadonlySet<string>): M
   const metrics = items.map((raw, i): Metric => {
     const at = `metrics[${i}]`;
     const item = parseItem(raw);
-    if (item === null) throw invalidParameter("metrics", `${at}: must be count or a function of a column, such as sum(amount)`);
+    if (item === null)
+      throw invalidParameter("metrics", `${at}: must be count or a function of a column, such as sum(amount)`);
     if (item.kind === "name") {
       if (item.name === "count") return { name: "count", fn: "count", column: null };
       throw invalidParameter("metrics", `${at}: ${JSON.stringify(item.name)} is not a metric; one of count, ${CALLS}`);
     }
     const fn = METRIC_FUNCTIONS.find((f) => f === item.fn);
-    if (fn === undefined) throw invalidParameter("metrics", `${at}: unknown function ${JSON.stringify(item.fn)}; one of count, ${CALLS}`);
+    if (fn === undefined)
+      throw invalidParameter("metrics", `${at}: unknown function ${JSON.stringify(item.fn)}; one of count, ${CALLS}`);
     if (!columns.has(item.argument)) unknown.push({ at, column: item.argument });
     return { name: `${fn}(${item.argument})`, fn, column: item.argument } as Metric;
   });
@@ -170,7 +181,9 @@ const CALLS = METRIC_FUNCTIONS.map((f) => `${f}(c)`).join(", ");
 function refuseUnknown(parameter: string, unknown: ReadonlyArray<{ at: string; column: string }>): void {
   if (unknown.length === 0) return;
   const unknownColumns = [...new Set(unknown.map((u) => u.column))];
-  throw invalidParameter(parameter, `${unknown[0]!.at}: unknown column ${JSON.stringify(unknown[0]!.column)}`, { unknownColumns });
+  throw invalidParameter(parameter, `${unknown[0]!.at}: unknown column ${JSON.stringify(unknown[0]!.column)}`, {
+    unknownColumns,
+  });
 }
 
 /** Each field of the answer (keys, then metrics) is named once. */
@@ -181,7 +194,11 @@ function refuseRepeatedNames(groupBy: readonly GroupKey[], metrics: readonly Met
     ...metrics.map((m, i) => ({ parameter: "metrics", at: `metrics[${i}]`, name: m.name })),
   ];
   for (const { parameter, at, name } of named) {
-    if (seen.has(name)) throw invalidParameter(parameter, `${at}: ${JSON.stringify(name)} is named twice; each field of the answer is named once`);
+    if (seen.has(name))
+      throw invalidParameter(
+        parameter,
+        `${at}: ${JSON.stringify(name)} is named twice; each field of the answer is named once`,
+      );
     seen.add(name);
   }
 }
@@ -190,8 +207,14 @@ function refuseRepeatedNames(groupBy: readonly GroupKey[], metrics: readonly Met
 function filtersCondition(filters: Record<string, unknown>, columns: ReadonlySet<string>): RowCondition {
   const names = Object.keys(filters);
   const unknownColumns = names.filter((c) => !columns.has(c));
-  if (unknownColumns.length > 0) throw invalidParameter("filters", `unknown column ${unknownColumns[0]} in filters`, { unknownColumns });
-  const tests = names.map((column): RowCondition => ({ kind: "test", column, op: "eq", operand: filters[column] ?? null }));
+  if (unknownColumns.length > 0)
+    throw invalidParameter("filters", `unknown column ${unknownColumns[0]} in filters`, { unknownColumns });
+  const tests = names.map((column): RowCondition => ({
+    kind: "test",
+    column,
+    op: "eq",
+    operand: filters[column] ?? null,
+  }));
   return tests.length === 1 ? tests[0]! : { kind: "all", of: tests };
 }
 
@@ -204,10 +227,14 @@ function parseHaving(having: unknown, fields: ReadonlySet<string>): RowCondition
     const unknown = error instanceof ApiError ? (error.details?.unknownColumns as string[] | undefined) : undefined;
     if (unknown === undefined) throw error;
     const path = String((error as ApiError).details?.path);
-    throw invalidParameter("having", `${path}: the answer has no field ${unknown[0]}; its fields are ${[...fields].join(", ")}`, {
-      path,
-      unknownFields: unknown,
-    });
+    throw invalidParameter(
+      "having",
+      `${path}: the answer has no field ${unknown[0]}; its fields are ${[...fields].join(", ")}`,
+      {
+        path,
+        unknownFields: unknown,
+      },
+    );
   }
 }
 
@@ -220,10 +247,15 @@ function parseGroupSort(text: string, fields: ReadonlySet<string>): SortKey[] {
     const trimmed = raw.trim();
     const descending = trimmed.startsWith("-");
     const item = parseItem(descending ? trimmed.slice(1) : trimmed);
-    if (item === null) throw invalidParameter("sort", `${at}: must be a field of the answer, - before it for descending`);
+    if (item === null)
+      throw invalidParameter("sort", `${at}: must be a field of the answer, - before it for descending`);
     const field = item.kind === "name" ? item.name : `${item.fn}(${item.argument})`;
     if (!fields.has(field)) {
-      throw invalidParameter("sort", `${at}: the answer has no field ${field}; its fields are ${[...fields].join(", ")}`, { unknownFields: [field] });
+      throw invalidParameter(
+        "sort",
+        `${at}: the answer has no field ${field}; its fields are ${[...fields].join(", ")}`,
+        { unknownFields: [field] },
+      );
     }
     if (keys.some((k) => k.column === field)) throw invalidParameter("sort", `${at}: ${field} is named twice`);
     return [...keys, { column: field, descending }];
@@ -232,7 +264,8 @@ function parseGroupSort(text: string, fields: ReadonlySet<string>): SortKey[] {
 
 function pageNumber(parameter: string, value: number | undefined, fallback: number, max: number): number {
   if (value === undefined) return fallback;
-  if (!Number.isInteger(value) || value < 0 || value > max) throw invalidParameter(parameter, `${parameter}: must be an integer from 0 to ${max}`);
+  if (!Number.isInteger(value) || value < 0 || value > max)
+    throw invalidParameter(parameter, `${parameter}: must be an integer from 0 to ${max}`);
   return value;
 }
 

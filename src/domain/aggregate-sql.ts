@@ -34,7 +34,7 @@ export interface AggregateDialect extends BucketSqlDialect {
    * other methods read the value of `columns[i]` by its index `i`.
    */
   members(from: Sql, columns: readonly string[]): Sql;
-  /** Keeps the planner from merging a derived table into the query that reads it (each column is then computed once per row). */
+  /** Keeps the planner from merging a derived table into its reader (each column is then computed once per row). */
   fence: Sql;
   /** One SQL value per JSON value, equal only for JSON-equal values (5 and "5" differ); NULL for null and absent. */
   identity(i: number): Sql;
@@ -52,9 +52,12 @@ export interface AggregateDialect extends BucketSqlDialect {
   structureText(i: number): Sql;
   /** The least of texts in code point order (an aggregate). */
   leastText(texts: Sql): Sql;
-  /** A group key's JSON value from its `identity` and the least `structureText` of its rows (shown for objects and arrays). */
+  /** A key's JSON value from its `identity` and the least `structureText` of its rows (shown for objects, arrays). */
   keyJson(key: Sql, structureText: Sql): Sql;
-  /** `min`/`max` of a column in the sort order of values: aggregates named from `prefix`, the value per group and over all groups. */
+  /**
+   * `min`/`max` of a column in the sort order of values: its aggregates
+   * (named from `prefix`), its value per group and over all groups.
+   */
   extreme(fn: "min" | "max", i: number, prefix: string): MetricSql;
   /** A JSON object of the named values, in order. */
   jsonObject(fields: ReadonlyArray<readonly [string, Sql]>): Sql;
@@ -62,7 +65,7 @@ export interface AggregateDialect extends BucketSqlDialect {
   fields(doc: string): SqlDialect;
 }
 
-/** A metric in the statement: its aggregates over the rows (name, expression), its JSON value in a group and over the groups. */
+/** A metric in the statement: its aggregates over the rows (name, expression), its JSON value per group and in all. */
 export interface MetricSql {
   aggregates: Array<readonly [string, Sql]>;
   value: Sql;
@@ -74,57 +77,89 @@ export interface MetricSql {
  * `scope` selects (a dataset's window, a table's id), `rowDialect` reading
  * their stored JSON for `where`.
  */
-export function aggregateSql(query: AggregateQuery, target: { table: Sql; scope: Sql; rowDialect: SqlDialect }, dialect: AggregateDialect): Sql {
+export function aggregateSql(
+  query: AggregateQuery,
+  target: { table: Sql; scope: Sql; rowDialect: SqlDialect },
+  dialect: AggregateDialect,
+): Sql {
   const columns = usedColumns(query);
-  const at = (column: string) => columns.indexOf(column);
   const where = query.where ? conditionSql(query.where, target.rowDialect) : TRUE;
   const members = dialect.members(sql`FROM ${target.table} WHERE ${target.scope} AND ${where}`, columns);
-
-  // Derived tables over the members: the stages of time buckets (fenced: each column once per row), then the keys.
-  let rows = members;
-  const stages: Array<Array<[string, Sql]>> = [];
-  const bucketed = [...new Set(query.groupBy.filter((k) => k.bucket !== null).map((k) => k.column))];
-  for (const column of bucketed) {
-    bucketStages(bucketPrefix(at(column)), dialect.stringValue(at(column)), dialect).forEach((stage, n) => (stages[n] = [...(stages[n] ?? []), ...stage]));
-  }
-  stages.forEach((stage, n) => (rows = sql`SELECT *, ${selectList(stage)} FROM (${rows}) AS b${raw(String(n))} ${dialect.fence}`));
-  // Each key as `k<j>`; a column key also as `r<j>`, its JSON text when it is an object or array.
-  const keys = query.groupBy.map((k, j) => ({
-    name: k.name,
-    key: `k${j}`,
-    expression: k.bucket === null ? dialect.identity(at(k.column)) : bucketSql(k.bucket, bucketPrefix(at(k.column)), dialect),
-    text: k.bucket === null ? { alias: `r${j}`, expression: dialect.structureText(at(k.column)) } : null,
-  }));
-  if (keys.length > 0) {
-    const texts = keys.flatMap((k) => (k.text ? [[k.text.alias, k.text.expression] as const] : []));
-    rows = sql`SELECT *, ${selectList([...keys.map((k) => [k.key, k.expression] as const), ...texts])} FROM (${rows}) AS k`;
-  }
-
-  const metrics = query.metrics.map((m, n) => metricSql(m, m.column === null ? -1 : at(m.column), `a${n}_`, query, members, dialect));
+  const { rows, keys } = keyedRows(query, columns, members, dialect);
+  const metrics = query.metrics.map((m, n) =>
+    metricSql(m, m.column === null ? -1 : columns.indexOf(m.column), `a${n}_`, query, members, dialect),
+  );
   const grouped = sql`SELECT ${join(
     [
       ...keys.map((k) => raw(k.key)),
-      ...keys.flatMap((k) => (k.text ? [sql`${dialect.leastText(raw(k.text.alias))} AS ${raw(k.text.alias)}`] : [])),
+      ...keys.flatMap((k) => (k.text ? [sql`${dialect.leastText(raw(k.text))} AS ${raw(k.text)}`] : [])),
       raw("count(*) AS n"),
       ...metrics.flatMap((m) => m.aggregates.map(([name, expression]) => sql`${expression} AS ${raw(name)}`)),
     ],
     ", ",
-  )} FROM (${rows}) AS r${keys.length > 0 ? sql` GROUP BY ${join(keys.map((k) => raw(k.key)), ", ")}` : raw("")}`;
+  )} FROM (${rows}) AS r${
+    keys.length > 0
+      ? sql` GROUP BY ${join(
+          keys.map((k) => raw(k.key)),
+          ", ",
+        )}`
+      : raw("")
+  }`;
 
   const doc = dialect.jsonObject([
-    ...keys.map((k) => [k.name, k.text ? dialect.keyJson(raw(k.key), raw(k.text.alias)) : raw(k.key)] as const),
+    ...keys.map((k) => [k.name, k.text ? dialect.keyJson(raw(k.key), raw(k.text)) : raw(k.key)] as const),
     ...query.metrics.map((m, n) => [m.name, metrics[n]!.value] as const),
   ]);
   const fields = dialect.fields("doc");
   const having = query.having ? conditionSql(query.having, fields) : TRUE;
   const totals = dialect.jsonObject(query.metrics.map((m, n) => [m.name, metrics[n]!.total] as const));
+  const last = query.offset + query.limit;
   return sql`WITH g AS MATERIALIZED (${grouped}),
     h AS MATERIALIZED (SELECT doc, row_number() OVER (ORDER BY ${orderSql(query.order, fields)}) AS ord
       FROM (SELECT ${doc} AS doc FROM g) AS x WHERE ${having})
-    SELECT 0 AS part, ord, doc, NULL AS matched FROM h WHERE ord > ${query.offset} AND ord <= ${query.offset + query.limit}
+    SELECT 0 AS part, ord, doc, NULL AS matched FROM h WHERE ord > ${query.offset} AND ord <= ${last}
     UNION ALL
     SELECT 1 AS part, (SELECT count(*) FROM h) AS ord, ${totals} AS doc, coalesce(sum(n), 0) AS matched FROM g
     ORDER BY part, ord`;
+}
+
+/** A group key in the statement: its field, its column (`k<j>`), and for a column key `r<j>`, its structure text. */
+interface KeySql {
+  name: string;
+  key: string;
+  text: string | null;
+}
+
+/**
+ * The members with the keys added: the stages of each bucketed column
+ * (fenced: each stage computed once per row), then `k<j>` and `r<j>`.
+ */
+function keyedRows(
+  query: AggregateQuery,
+  columns: readonly string[],
+  members: Sql,
+  dialect: AggregateDialect,
+): { rows: Sql; keys: KeySql[] } {
+  const at = (column: string) => columns.indexOf(column);
+  let rows = members;
+  const stages: Array<Array<[string, Sql]>> = [];
+  for (const column of new Set(query.groupBy.filter((k) => k.bucket !== null).map((k) => k.column))) {
+    const own = bucketStages(bucketPrefix(at(column)), dialect.stringValue(at(column)), dialect);
+    own.forEach((stage, n) => (stages[n] = [...(stages[n] ?? []), ...stage]));
+  }
+  stages.forEach((stage, n) => {
+    rows = sql`SELECT *, ${selectList(stage)} FROM (${rows}) AS b${raw(String(n))} ${dialect.fence}`;
+  });
+  if (query.groupBy.length === 0) return { rows, keys: [] };
+  const keys: KeySql[] = [];
+  const added: Array<readonly [string, Sql]> = [];
+  query.groupBy.forEach((k, j) => {
+    const i = at(k.column);
+    keys.push({ name: k.name, key: `k${j}`, text: k.bucket === null ? `r${j}` : null });
+    added.push([`k${j}`, k.bucket === null ? dialect.identity(i) : bucketSql(k.bucket, bucketPrefix(i), dialect)]);
+    if (k.bucket === null) added.push([`r${j}`, dialect.structureText(i)]);
+  });
+  return { rows: sql`SELECT *, ${selectList(added)} FROM (${rows}) AS k`, keys };
 }
 
 /** A row of the statement (`part` 0: a group of the page, by `ord`; 1: the totals, `ord` the number of groups). */
@@ -145,7 +180,12 @@ export function aggregateAnswer(rows: readonly AggregateSqlRow[]): AggregateAnsw
     else totals = r;
   }
   if (totals === undefined) throw new Error("an aggregate statement answered no totals row");
-  return { groups, matchedRows: Number(totals.matched), totalGroups: Number(totals.ord), totals: answerRow(totals.doc) };
+  return {
+    groups,
+    matchedRows: Number(totals.matched),
+    totalGroups: Number(totals.ord),
+    totals: answerRow(totals.doc),
+  };
 }
 
 function answerRow(doc: unknown): Row {
@@ -160,7 +200,10 @@ function answerRow(doc: unknown): Row {
 
 /** Columns the keys and metrics read, each once, in order of first use. */
 function usedColumns(query: AggregateQuery): string[] {
-  const names = [...query.groupBy.map((k) => k.column), ...query.metrics.flatMap((m) => (m.column === null ? [] : [m.column]))];
+  const names = [
+    ...query.groupBy.map((k) => k.column),
+    ...query.metrics.flatMap((m) => (m.column === null ? [] : [m.column])),
+  ];
   return [...new Set(names)];
 }
 
@@ -169,21 +212,36 @@ function bucketPrefix(i: number): string {
 }
 
 function selectList(columns: ReadonlyArray<readonly [string, Sql]>): Sql {
-  return join(columns.map(([name, expression]) => sql`${expression} AS ${raw(name)}`), ", ");
+  return join(
+    columns.map(([name, expression]) => sql`${expression} AS ${raw(name)}`),
+    ", ",
+  );
 }
 
-function metricSql(metric: Metric, i: number, prefix: string, query: AggregateQuery, members: Sql, dialect: AggregateDialect): MetricSql {
+function metricSql(
+  metric: Metric,
+  i: number,
+  prefix: string,
+  query: AggregateQuery,
+  members: Sql,
+  dialect: AggregateDialect,
+): MetricSql {
   const own = raw(prefix);
   const s = raw(`${prefix}s`);
   const c = raw(`${prefix}c`);
   if (metric.column === null) return { aggregates: [], value: raw("n"), total: raw("coalesce(sum(n), 0)") };
   switch (metric.fn) {
     case "count":
-      return { aggregates: [[prefix, sql`count(CASE WHEN ${dialect.present(i)} THEN 1 END)`]], value: own, total: sql`coalesce(sum(${own}), 0)` };
+      return {
+        aggregates: [[prefix, sql`count(CASE WHEN ${dialect.present(i)} THEN 1 END)`]],
+        value: own,
+        total: sql`coalesce(sum(${own}), 0)`,
+      };
     case "countDistinct": {
       const distinct = sql`count(DISTINCT ${dialect.identity(i)})`;
       // Distinct values of several groups overlap: over all rows they are counted again, unless there is one group.
-      const total = query.groupBy.length === 0 ? sql`coalesce(max(${own}), 0)` : sql`(SELECT ${distinct} FROM (${members}) AS dv)`;
+      const total =
+        query.groupBy.length === 0 ? sql`coalesce(max(${own}), 0)` : sql`(SELECT ${distinct} FROM (${members}) AS dv)`;
       return { aggregates: [[prefix, distinct]], value: own, total };
     }
     case "sum":

@@ -16,7 +16,10 @@ import type { TimeUnit } from "./time-buckets.js";
 
 /** How a database writes the few things that differ. */
 export interface BucketSqlDialect {
-  /** Whether a text (or NULL) has one of the accepted forms, `^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})?)?$`. */
+  /**
+   * Whether a text (or NULL) has one of the accepted forms:
+   * `^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})?)?$`, ASCII digits.
+   */
   isoForm(text: Sql): Sql;
   /** An integer read from ASCII digits. */
   integer(digits: Sql): Sql;
@@ -31,17 +34,22 @@ export function bucketStages(prefix: string, text: Sql, d: BucketSqlDialect): Ar
   const at = (start: string, length: number) => d.integer(sql`substr(${iso}, ${raw(start)}, ${raw(String(length))})`);
   const hasSeconds = sql`(length(${iso}) >= 19 AND substr(${iso}, 17, 1) = ':')`;
   const offsetSign = sql`substr(${iso}, length(${iso}) - 5, 1)`;
-  const offset = sql`(${at(`length(${prefix}iso) - 4`, 2)} * 60 + ${at(`length(${prefix}iso) - 1`, 2)})`;
+  const [offsetHours, offsetMinutes] = [at(`length(${prefix}iso) - 4`, 2), at(`length(${prefix}iso) - 1`, 2)];
+  const offset = sql`(${offsetHours} * 60 + ${offsetMinutes})`;
   // CASE, not OR: PostgreSQL may evaluate both sides of an OR, and digits that are not there fail its cast.
-  const timeOk = sql`(${at("12", 2)} <= 23 AND ${at("15", 2)} <= 59 AND (CASE WHEN ${hasSeconds} THEN ${at("18", 2)} <= 59 ELSE TRUE END)
-    AND (CASE WHEN ${offsetSign} IN ('+', '-') THEN ${at(`length(${prefix}iso) - 4`, 2)} <= 23 AND ${at(`length(${prefix}iso) - 1`, 2)} <= 59
-      ELSE TRUE END))`;
+  const timeOk = sql`(${at("12", 2)} <= 23 AND ${at("15", 2)} <= 59
+    AND (CASE WHEN ${hasSeconds} THEN ${at("18", 2)} <= 59 ELSE TRUE END)
+    AND (CASE WHEN ${offsetSign} IN ('+', '-') THEN ${offsetHours} <= 23 AND ${offsetMinutes} <= 59 ELSE TRUE END))`;
+
   const [y, mo, day, lm, ok] = [c("y"), c("mo"), c("d"), c("lm"), c("ok")];
   const valid = sql`(${ok} = 1 AND ${mo} BETWEEN 1 AND 12 AND ${day} BETWEEN 1 AND ${daysInMonth(y, mo)})`;
-  const after = sql`${lm} >= 1440`;
-  const before = sql`${lm} < 0`;
+  const utc = (value: Sql) => sql`(CASE WHEN ${valid} THEN ${value} END)`;
+  const [after, before] = [sql`${lm} >= 1440`, sql`${lm} < 0`];
   const monthEnd = sql`${day} = ${daysInMonth(y, mo)}`;
-  return [
+  const nextMonth = sql`(CASE WHEN ${mo} = 12 THEN 1 ELSE ${mo} + 1 END)`;
+  const previousMonth = sql`(CASE WHEN ${mo} = 1 THEN 12 ELSE ${mo} - 1 END)`;
+  const previousMonthEnd = sql`(CASE WHEN ${mo} = 1 THEN 31 ELSE ${daysInMonth(y, sql`${mo} - 1`)} END)`;
+  const stages: Array<Array<[string, Sql]>> = [
     [["iso", sql`(CASE WHEN ${d.isoForm(text)} THEN ${text} END)`]],
     [
       ["y", at("1", 4)],
@@ -55,17 +63,27 @@ export function bucketStages(prefix: string, text: Sql, d: BucketSqlDialect): Ar
       ],
       ["ok", sql`(CASE WHEN ${iso} IS NULL THEN 0 WHEN length(${iso}) = 10 THEN 1 WHEN ${timeOk} THEN 1 ELSE 0 END)`],
     ],
+    // The UTC date and hour: the local date, or the day after or before it.
     [
-      ["uy", sql`(CASE WHEN ${valid} THEN (CASE WHEN ${after} AND ${monthEnd} AND ${mo} = 12 THEN ${y} + 1
-        WHEN ${before} AND ${day} = 1 AND ${mo} = 1 THEN ${y} - 1 ELSE ${y} END) END)`],
-      ["um", sql`(CASE WHEN ${valid} THEN (CASE WHEN ${after} AND ${monthEnd} THEN (CASE WHEN ${mo} = 12 THEN 1 ELSE ${mo} + 1 END)
-        WHEN ${before} AND ${day} = 1 THEN (CASE WHEN ${mo} = 1 THEN 12 ELSE ${mo} - 1 END) ELSE ${mo} END) END)`],
-      ["ud", sql`(CASE WHEN ${valid} THEN (CASE WHEN ${after} THEN (CASE WHEN ${monthEnd} THEN 1 ELSE ${day} + 1 END)
-        WHEN ${before} THEN (CASE WHEN ${day} > 1 THEN ${day} - 1 WHEN ${mo} = 1 THEN 31 ELSE ${daysInMonth(y, sql`${mo} - 1`)} END)
-        ELSE ${day} END) END)`],
-      ["uh", sql`(CASE WHEN ${valid} THEN ((${lm} + 1440) % 1440) / 60 END)`],
+      [
+        "uy",
+        utc(sql`(CASE WHEN ${after} AND ${monthEnd} AND ${mo} = 12 THEN ${y} + 1
+          WHEN ${before} AND ${day} = 1 AND ${mo} = 1 THEN ${y} - 1 ELSE ${y} END)`),
+      ],
+      [
+        "um",
+        utc(sql`(CASE WHEN ${after} AND ${monthEnd} THEN ${nextMonth}
+          WHEN ${before} AND ${day} = 1 THEN ${previousMonth} ELSE ${mo} END)`),
+      ],
+      [
+        "ud",
+        utc(sql`(CASE WHEN ${after} THEN (CASE WHEN ${monthEnd} THEN 1 ELSE ${day} + 1 END)
+          WHEN ${before} THEN (CASE WHEN ${day} > 1 THEN ${day} - 1 ELSE ${previousMonthEnd} END) ELSE ${day} END)`),
+      ],
+      ["uh", utc(sql`((${lm} + 1440) % 1440) / 60`)],
     ],
-  ].map((stage) => stage.map(([name, expression]) => [prefix + name, expression] as [string, Sql]));
+  ];
+  return stages.map((stage) => stage.map(([name, expression]) => [prefix + name, expression]));
 }
 
 /** The bucket (text, or NULL) from the last stage of `bucketStages(prefix, …)`. */
@@ -88,19 +106,22 @@ function mondaySql(y: Sql, m: Sql, day: Sql, d: BucketSqlDialect): Sql {
   // Days back to Monday: (weekday + 6) % 7, weekday by Sakamoto's method, 0 for Sunday; 400 years on, the
   // calendar and its weekdays repeat, so the year is never negative.
   const year = sql`(${y} + 400 - (CASE WHEN ${m} < 3 THEN 1 ELSE 0 END))`;
-  const weekday = sql`((${year} + ${year} / 4 - ${year} / 100 + ${year} / 400 + ${d.integer(sql`substr('032503514624', ${m}, 1)`)} + ${day}) % 7)`;
+  const monthTerm = d.integer(sql`substr('032503514624', ${m}, 1)`);
+  const weekday = sql`((${year} + ${year} / 4 - ${year} / 100 + ${year} / 400 + ${monthTerm} + ${day}) % 7)`;
   const back = sql`((${weekday} + 6) % 7)`;
   const inMonth = sql`${day} > ${back}`;
   const mondayYear = sql`(CASE WHEN ${inMonth} OR ${m} > 1 THEN ${y} ELSE ${y} - 1 END)`;
   const mondayMonth = sql`(CASE WHEN ${inMonth} THEN ${m} WHEN ${m} > 1 THEN ${m} - 1 ELSE 12 END)`;
-  const mondayDay = sql`(CASE WHEN ${inMonth} THEN ${day} - ${back} WHEN ${m} > 1 THEN ${daysInMonth(y, sql`${m} - 1`)} + ${day} - ${back}
-    ELSE 31 + ${day} - ${back} END)`;
-  return sql`(CASE WHEN ${mondayYear} BETWEEN 0 AND 9999 THEN ${d.digits(mondayYear, 4)} || '-' || ${d.digits(mondayMonth, 2)} || '-'
-    || ${d.digits(mondayDay, 2)} END)`;
+  const previousMonthEnd = sql`(CASE WHEN ${m} > 1 THEN ${daysInMonth(y, sql`${m} - 1`)} ELSE 31 END)`;
+  const mondayDay = sql`(CASE WHEN ${inMonth} THEN ${day} - ${back} ELSE ${previousMonthEnd} + ${day} - ${back} END)`;
+  const [yyyy, mm, dd] = [d.digits(mondayYear, 4), d.digits(mondayMonth, 2), d.digits(mondayDay, 2)];
+  const text = sql`${yyyy} || '-' || ${mm} || '-' || ${dd}`;
+  return sql`(CASE WHEN ${mondayYear} BETWEEN 0 AND 9999 THEN ${text} END)`;
 }
 
 /** Days in a month (1–12) of a year (0 or more), proleptic Gregorian. */
 function daysInMonth(year: Sql, month: Sql): Sql {
-  return sql`(CASE WHEN ${month} = 2 THEN (CASE WHEN ${year} % 4 = 0 AND (${year} % 100 <> 0 OR ${year} % 400 = 0) THEN 29 ELSE 28 END)
-    ELSE 30 + (${month} + ${month} / 8) % 2 END)`;
+  const [y, m] = [sql`(${year})`, sql`(${month})`];
+  const leap = sql`${y} % 4 = 0 AND (${y} % 100 <> 0 OR ${y} % 400 = 0)`;
+  return sql`(CASE WHEN ${m} = 2 THEN (CASE WHEN ${leap} THEN 29 ELSE 28 END) ELSE 30 + (${m} + ${m} / 8) % 2 END)`;
 }

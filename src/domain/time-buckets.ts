@@ -66,7 +66,8 @@ function utcHour(value: unknown): UtcHour | null {
   }
   // Minutes into the local day, moved to UTC: less than a day either way.
   const minutes = hour * 60 + minute - offset;
-  const date = minutes < 0 ? dayBefore(year, month, day) : minutes >= 1440 ? dayAfter(year, month, day) : { year, month, day };
+  const date =
+    minutes < 0 ? dayBefore(year, month, day) : minutes >= 1440 ? dayAfter(year, month, day) : { year, month, day };
   return { ...date, hour: Math.floor((((minutes % 1440) + 1440) % 1440) / 60) };
 }
 
@@ -88,7 +89,9 @@ function dayAfter(year: number, month: number, day: number): CivilDate {
 
 function dayBefore(year: number, month: number, day: number): CivilDate {
   if (day > 1) return { year, month, day: day - 1 };
-  return month > 1 ? { year, month: month - 1, day: daysInMonth(year, month - 1) } : { year: year - 1, month: 12, day: 31 };
+  return month > 1
+    ? { year, month: month - 1, day: daysInMonth(year, month - 1) }
+    : { year: year - 1, month: 12, day: 31 };
 }
 
 /** The Monday on or before a date (ISO weeks start on Monday). */

@@ -20,12 +20,16 @@ import { postgresRowDialect } from "./row-query.js";
 export function postgresAggregateDialect(doc: string): AggregateDialect {
   const m = (i: number) => raw(`m${i}`);
   const kind = (i: number) => sql`jsonb_typeof(${m(i)})`;
-  const ofKind = (i: number, kinds: string, value: Sql) => sql`(CASE WHEN ${kind(i)} IN (${raw(kinds)}) THEN ${value} END)`;
+  const ofKind = (i: number, kinds: string, value: Sql) =>
+    sql`(CASE WHEN ${kind(i)} IN (${raw(kinds)}) THEN ${value} END)`;
   return {
     members(from, columns) {
       const values = columns.map((name, i) => sql`s.j -> ${name}::text AS ${m(i)}`);
       // Objects' and arrays' JSON text as stored (jsonb would respace it and reorder its keys).
-      const texts = columns.map((name, i) => sql`(CASE WHEN ${kind(i)} IN ('object', 'array') THEN (d -> ${name}::text)::text END) AS ${raw(`o${i}`)}`);
+      const texts = columns.map(
+        (name, i) =>
+          sql`(CASE WHEN ${kind(i)} IN ('object', 'array') THEN (d -> ${name}::text)::text END) AS ${raw(`o${i}`)}`,
+      );
       const taken = sql`SELECT ${join([raw("s.d"), ...values], ", ")}
         FROM (SELECT ${raw(doc)} AS d, (${raw(doc)})::jsonb AS j ${from} OFFSET 0) AS s OFFSET 0`;
       return texts.length === 0 ? taken : sql`SELECT *, ${join(texts, ", ")} FROM (${taken}) AS v`;
@@ -36,12 +40,13 @@ export function postgresAggregateDialect(doc: string): AggregateDialect {
     number: (i) => ofKind(i, "'number'", sql`(${m(i)})::numeric`),
     sum: (numbers) => sql`sum(${numbers})`,
     jsonNumber: (value) =>
-      sql`(CASE WHEN abs(${value}) >= ${raw(BEYOND_DOUBLE)} THEN NULL WHEN abs(${value}) * ${raw(TWO_TO_1075)} <= 1 THEN 0::float8
-        ELSE (${value})::float8 END)`,
+      sql`(CASE WHEN abs(${value}) >= ${raw(BEYOND_DOUBLE)} THEN NULL
+        WHEN abs(${value}) * ${raw(TWO_TO_1075)} <= 1 THEN 0::float8 ELSE (${value})::float8 END)`,
     stringValue: (i) => ofKind(i, "'string'", sql`${m(i)} #>> '{}'`),
     structureText: (i) => raw(`o${i}`),
     leastText: (texts) => sql`min(${texts} COLLATE "C")`,
-    keyJson: (key, structureText) => sql`(CASE WHEN ${structureText} IS NOT NULL THEN (${structureText})::json ELSE (${key})::json END)`,
+    keyJson: (key, structureText) =>
+      sql`(CASE WHEN ${structureText} IS NOT NULL THEN (${structureText})::json ELSE (${key})::json END)`,
     extreme(fn, i, prefix): MetricSql {
       const [n, s, b, o] = ["n", "s", "b", "o"].map((part) => raw(prefix + part)) as [Sql, Sql, Sql, Sql];
       const all = fn === "min" ? raw("bool_and") : raw("bool_or");
@@ -67,7 +72,11 @@ export function postgresAggregateDialect(doc: string): AggregateDialect {
         total: pick(sql`${f}(${n})`, sql`${f}(${s} COLLATE "C")`, sql`${all}(${b})`, sql`${f}(${o} COLLATE "C")`),
       };
     },
-    jsonObject: (fields) => sql`json_build_object(${join(fields.map(([name, value]) => sql`${name}::text, ${value}`), ", ")})`,
+    jsonObject: (fields) =>
+      sql`json_build_object(${join(
+        fields.map(([name, value]) => sql`${name}::text, ${value}`),
+        ", ",
+      )})`,
     fields: (column) => postgresRowDialect(column, UNORDERED),
     isoForm: (text) => sql`(${text} ~ ${raw(`'${ISO_FORM}'`)})`,
     integer: (digits) => sql`CAST(${digits} AS integer)`,
@@ -76,7 +85,8 @@ export function postgresAggregateDialect(doc: string): AggregateDialect {
 }
 
 /** The accepted forms of a time bucket's value (time-buckets.ts): ASCII digits, `T` and `Z` upper case. */
-const ISO_FORM = "^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]{1,9})?)?(Z|[+-][0-9]{2}:[0-9]{2})?)?$";
+const ISO_FORM =
+  "^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]{1,9})?)?(Z|[+-][0-9]{2}:[0-9]{2})?)?$";
 
 /** Numerics from here on round to an infinite double (2^1024 - 2^970, halfway past the largest): null instead. */
 const BEYOND_DOUBLE = (2n ** 1024n - 2n ** 970n).toString();

@@ -1,6 +1,6 @@
 import type { AggregateDialect, MetricSql } from "../domain/aggregate-sql.js";
 import { join, raw, type Sql, sql } from "../domain/row-query-sql.js";
-import { sqliteRowDialect } from "./row-query.js";
+import { sqliteRowDialect, sqlString } from "./row-query.js";
 
 /**
  * Aggregates on SQLite (see `aggregate-sql.ts`), over rows kept as JSON
@@ -28,15 +28,19 @@ export function sqliteAggregateDialect(doc: string): AggregateDialect {
   const x = (i: number) => raw(`x${i}`);
   const isNumber = (i: number) => sql`${t(i)} IN ('integer', 'real')`;
   /** The JSON value of a sort value or identity (a blob holds `true`, `false` or JSON text after its first byte). */
-  const decoded = (value: Sql) => sql`(CASE WHEN typeof(${value}) = 'blob' THEN json(CAST(substr(${value}, 2) AS TEXT)) ELSE ${value} END)`;
-  const blobbed = (text: Sql) =>
-    sql`WHEN 'true' THEN ${raw(TRUE_BLOB)} WHEN 'false' THEN ${raw(FALSE_BLOB)} WHEN 'array' THEN CAST(char(2) || ${text} AS BLOB)
-      WHEN 'object' THEN CAST(char(2) || ${text} AS BLOB)`;
-  const scalar = (i: number) => sql`CASE ${t(i)} WHEN 'integer' THEN ${x(i)} WHEN 'real' THEN ${x(i)} WHEN 'text' THEN ${x(i)}`;
+  const decoded = (value: Sql) =>
+    sql`(CASE WHEN typeof(${value}) = 'blob' THEN json(CAST(substr(${value}, 2) AS TEXT)) ELSE ${value} END)`;
+  const blobbed = (text: Sql) => sql`WHEN 'true' THEN ${raw(TRUE_BLOB)} WHEN 'false' THEN ${raw(FALSE_BLOB)}
+    WHEN 'array' THEN CAST(char(2) || ${text} AS BLOB) WHEN 'object' THEN CAST(char(2) || ${text} AS BLOB)`;
+  const scalar = (i: number) =>
+    sql`CASE ${t(i)} WHEN 'integer' THEN ${x(i)} WHEN 'real' THEN ${x(i)} WHEN 'text' THEN ${x(i)}`;
 
   return {
     members(from, columns) {
-      const items = columns.flatMap((name, i) => [sql`${kindOf(doc, name)} AS ${t(i)}`, sql`${valueOf(doc, name)} AS ${x(i)}`]);
+      const items = columns.flatMap((name, i) => [
+        sql`${kindOf(doc, name)} AS ${t(i)}`,
+        sql`${valueOf(doc, name)} AS ${x(i)}`,
+      ]);
       return sql`SELECT ${items.length > 0 ? join(items, ", ") : raw("1 AS one")} ${from} LIMIT -1 OFFSET 0`;
     },
     fence: raw("LIMIT -1 OFFSET 0"),
@@ -48,7 +52,8 @@ export function sqliteAggregateDialect(doc: string): AggregateDialect {
     stringValue: (i) => sql`(CASE WHEN ${t(i)} = 'text' THEN ${x(i)} END)`,
     structureText: (i) => sql`(CASE WHEN ${t(i)} IN ('array', 'object') THEN ${x(i)} END)`,
     leastText: (texts) => sql`min(${texts})`,
-    keyJson: (key, structureText) => sql`(CASE WHEN ${structureText} IS NOT NULL THEN json(${structureText}) ELSE ${decoded(key)} END)`,
+    keyJson: (key, structureText) =>
+      sql`(CASE WHEN ${structureText} IS NOT NULL THEN json(${structureText}) ELSE ${decoded(key)} END)`,
     extreme(fn, i, prefix): MetricSql {
       const own = raw(prefix);
       return {
@@ -57,27 +62,39 @@ export function sqliteAggregateDialect(doc: string): AggregateDialect {
         total: decoded(sql`${raw(fn)}(${own})`),
       };
     },
-    jsonObject: (fields) => sql`json_object(${join(fields.map(([name, value]) => sql`${name}, ${value}`), ", ")})`,
+    jsonObject: (fields) =>
+      sql`json_object(${join(
+        fields.map(([name, value]) => sql`${name}, ${value}`),
+        ", ",
+      )})`,
     fields: (column) => sqliteRowDialect(column, UNORDERED),
-    // GLOB has no optional parts: the datetime's tail after `YYYY-MM-DDTHH:MM` is checked piece by piece.
-    isoForm: (text) => {
-      const rest = sql`substr(${text}, 17)`;
-      const fraction = sql`substr(${text}, 21)`;
-      const digitsOnly = (part: Sql) => sql`${part} NOT GLOB '*[^0-9]*'`;
-      return sql`(CASE WHEN length(${text}) = 10 THEN ${text} GLOB '${raw(DATE)}'
-        WHEN substr(${text}, 1, 16) GLOB '${raw(DATE)}T${raw(D2)}:${raw(D2)}' THEN (
-          ${rest} IN ('', 'Z') OR ${rest} GLOB '${raw(OFFSET)}' OR ${rest} GLOB ':${raw(D2)}' OR ${rest} GLOB ':${raw(D2)}Z'
-          OR ${rest} GLOB ':${raw(D2)}${raw(OFFSET)}'
-          OR (${rest} GLOB ':${raw(D2)}.[0-9]*' AND (
-            (${digitsOnly(fraction)} AND length(${fraction}) BETWEEN 1 AND 9)
-            OR (${fraction} GLOB '*Z' AND ${digitsOnly(sql`substr(${fraction}, 1, length(${fraction}) - 1)`)} AND length(${fraction}) BETWEEN 2 AND 10)
-            OR (${fraction} GLOB '*${raw(OFFSET)}' AND ${digitsOnly(sql`substr(${fraction}, 1, length(${fraction}) - 6)`)}
-              AND length(${fraction}) BETWEEN 7 AND 15))))
-        ELSE 0 END)`;
-    },
+    isoForm,
     integer: (digits) => sql`CAST(${digits} AS INTEGER)`,
     digits: (value, width) => sql`printf('%0${raw(String(width))}d', ${value})`,
   };
+}
+
+/**
+ * The accepted forms of a time bucket's value (time-buckets.ts). GLOB has no
+ * optional parts: after `YYYY-MM-DDTHH:MM` the tail is one of a few
+ * patterns, or seconds with a fraction of 1 to 9 digits before `Z`, an
+ * offset or nothing.
+ */
+function isoForm(text: Sql): Sql {
+  const glob = (part: Sql, pattern: string) => sql`${part} GLOB ${raw(sqlString(pattern))}`;
+  const tail = sql`substr(${text}, 17)`;
+  const fraction = sql`substr(${text}, 21)`;
+  const fractionThen = (end: string, endLength: number) => {
+    const [least, most, cut] = [1 + endLength, 9 + endLength, endLength].map((n) => raw(String(n)));
+    return sql`(${glob(fraction, `*${end}`)} AND length(${fraction}) BETWEEN ${least} AND ${most}
+      AND substr(${fraction}, 1, length(${fraction}) - ${cut}) NOT GLOB '*[^0-9]*')`;
+  };
+  const tails = ["", "Z", OFFSET, `:${D2}`, `:${D2}Z`, `:${D2}${OFFSET}`].map((pattern) => glob(tail, pattern));
+  const fractions = [fractionThen("", 0), fractionThen("Z", 1), fractionThen(OFFSET, 6)];
+  return sql`(CASE WHEN length(${text}) = 10 THEN ${glob(text, DATE)}
+    WHEN ${glob(sql`substr(${text}, 1, 16)`, `${DATE}T${D2}:${D2}`)}
+      THEN (${join(tails, " OR ")} OR (${glob(tail, `:${D2}.[0-9]*`)} AND (${join(fractions, " OR ")})))
+    ELSE 0 END)`;
 }
 
 const D2 = "[0-9][0-9]";
@@ -91,11 +108,15 @@ const UNORDERED = "0 + 0";
 
 /** `json_type` of a column (NULL when absent); a name a JSON path cannot quote is looked up with json_each. */
 function kindOf(doc: string, name: string): Sql {
-  return plainPath(name) ? sql`json_type(${raw(doc)}, ${`$."${name}"`})` : sql`(SELECT type FROM json_each(${raw(doc)}) WHERE key = ${name})`;
+  return plainPath(name)
+    ? sql`json_type(${raw(doc)}, ${`$."${name}"`})`
+    : sql`(SELECT type FROM json_each(${raw(doc)}) WHERE key = ${name})`;
 }
 
 function valueOf(doc: string, name: string): Sql {
-  return plainPath(name) ? sql`json_extract(${raw(doc)}, ${`$."${name}"`})` : sql`(SELECT value FROM json_each(${raw(doc)}) WHERE key = ${name})`;
+  return plainPath(name)
+    ? sql`json_extract(${raw(doc)}, ${`$."${name}"`})`
+    : sql`(SELECT value FROM json_each(${raw(doc)}) WHERE key = ${name})`;
 }
 
 /** As row-query.ts: `$."name"` cannot hold `"` or `\`, nor an unpaired surrogate. */
