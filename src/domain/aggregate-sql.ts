@@ -27,29 +27,35 @@ import { bucketSql, bucketStages, type BucketSqlDialect } from "./time-bucket-sq
  * database is bounded by the groups; the process reads only the page.
  */
 
+/** A column the aggregate reads: its name, and its place among the columns read (which names its SQL columns). */
+export interface Column {
+  index: number;
+  name: string;
+}
+
 export interface AggregateDialect extends BucketSqlDialect {
   /**
    * `SELECT <the value of each of columns> <from>`, from the stored rows that
-   * `from` (`FROM … WHERE …`) names, reading each value once per row; the
-   * other methods read the value of `columns[i]` by its index `i`.
+   * `from` (`FROM … WHERE …`) names, reading each value once per row, for the
+   * other methods to read by column.
    */
-  members(from: Sql, columns: readonly string[]): Sql;
+  values(from: Sql, columns: readonly Column[]): Sql;
   /** Keeps the planner from merging a derived table into its reader (each column is then computed once per row). */
   fence: Sql;
   /** One SQL value per JSON value, equal only for JSON-equal values (5 and "5" differ); NULL for null and absent. */
-  identity(i: number): Sql;
+  identity(column: Column): Sql;
   /** True when the value is present and not null. */
-  present(i: number): Sql;
+  present(column: Column): Sql;
   /** The value when it is a number, as `sum` adds it; else NULL. */
-  number(i: number): Sql;
+  number(column: Column): Sql;
   /** The aggregate adding numbers exactly or with compensation (see the store's dialect). */
   sum(numbers: Sql): Sql;
   /** A sum or mean from `sum` as a JSON number (NULL when it has none). */
   jsonNumber(value: Sql): Sql;
   /** The value when it is a string, else NULL. */
-  stringValue(i: number): Sql;
+  stringValue(column: Column): Sql;
   /** The value's JSON text when it is an object or array, else NULL. */
-  structureText(i: number): Sql;
+  structureText(column: Column): Sql;
   /** The least of texts in code point order (an aggregate). */
   leastText(texts: Sql): Sql;
   /** A key's JSON value from its `identity` and the least `structureText` of its rows (shown for objects, arrays). */
@@ -58,7 +64,7 @@ export interface AggregateDialect extends BucketSqlDialect {
    * `min`/`max` of a column in the sort order of values: its aggregates
    * (named from `prefix`), its value per group and over all groups.
    */
-  extreme(fn: "min" | "max", i: number, prefix: string): MetricSql;
+  extreme(fn: "min" | "max", column: Column, prefix: string): MetricSql;
   /** A JSON object of the named values, in order. */
   jsonObject(fields: ReadonlyArray<readonly [string, Sql]>): Sql;
   /** The row-query dialect reading the JSON object column `doc` (a group), for `having` and the order. */
@@ -84,11 +90,9 @@ export function aggregateSql(
 ): Sql {
   const columns = usedColumns(query);
   const where = query.where ? conditionSql(query.where, target.rowDialect) : TRUE;
-  const members = dialect.members(sql`FROM ${target.table} WHERE ${target.scope} AND ${where}`, columns);
-  const { rows, keys } = keyedRows(query, columns, members, dialect);
-  const metrics = query.metrics.map((m, n) =>
-    metricSql(m, m.column === null ? -1 : columns.indexOf(m.column), `a${n}_`, query, members, dialect),
-  );
+  const values = dialect.values(sql`FROM ${target.table} WHERE ${target.scope} AND ${where}`, columns);
+  const { rows, keys } = keyedRows(query, columns, values, dialect);
+  const metrics = query.metrics.map((m, n) => metricSql(m, columns, `a${n}_`, query, values, dialect));
   const grouped = sql`SELECT ${join(
     [
       ...keys.map((k) => raw(k.key)),
@@ -116,7 +120,7 @@ export function aggregateSql(
   const last = query.offset + query.limit;
   return sql`WITH g AS MATERIALIZED (${grouped}),
     h AS MATERIALIZED (SELECT doc, row_number() OVER (ORDER BY ${orderSql(query.order, fields)}) AS ord
-      FROM (SELECT ${doc} AS doc FROM g) AS x WHERE ${having})
+      FROM (SELECT ${doc} AS doc FROM g ${dialect.fence}) AS x WHERE ${having})
     SELECT 0 AS part, ord, doc, NULL AS matched FROM h WHERE ord > ${query.offset} AND ord <= ${last}
     UNION ALL
     SELECT 1 AS part, (SELECT count(*) FROM h) AS ord, ${totals} AS doc, coalesce(sum(n), 0) AS matched FROM g
@@ -136,12 +140,12 @@ interface KeySql {
  */
 function keyedRows(
   query: AggregateQuery,
-  columns: readonly string[],
-  members: Sql,
+  columns: readonly Column[],
+  values: Sql,
   dialect: AggregateDialect,
 ): { rows: Sql; keys: KeySql[] } {
-  const at = (column: string) => columns.indexOf(column);
-  let rows = members;
+  const at = (name: string) => columns.find((c) => c.name === name)!;
+  let rows = values;
   const stages: Array<Array<[string, Sql]>> = [];
   for (const column of new Set(query.groupBy.filter((k) => k.bucket !== null).map((k) => k.column))) {
     const own = bucketStages(bucketPrefix(at(column)), dialect.stringValue(at(column)), dialect);
@@ -154,10 +158,11 @@ function keyedRows(
   const keys: KeySql[] = [];
   const added: Array<readonly [string, Sql]> = [];
   query.groupBy.forEach((k, j) => {
-    const i = at(k.column);
+    const column = at(k.column);
     keys.push({ name: k.name, key: `k${j}`, text: k.bucket === null ? `r${j}` : null });
-    added.push([`k${j}`, k.bucket === null ? dialect.identity(i) : bucketSql(k.bucket, bucketPrefix(i), dialect)]);
-    if (k.bucket === null) added.push([`r${j}`, dialect.structureText(i)]);
+    const key = k.bucket === null ? dialect.identity(column) : bucketSql(k.bucket, bucketPrefix(column), dialect);
+    added.push([`k${j}`, key]);
+    if (k.bucket === null) added.push([`r${j}`, dialect.structureText(column)]);
   });
   return { rows: sql`SELECT *, ${selectList(added)} FROM (${rows}) AS k`, keys };
 }
@@ -199,16 +204,16 @@ function answerRow(doc: unknown): Row {
 }
 
 /** Columns the keys and metrics read, each once, in order of first use. */
-function usedColumns(query: AggregateQuery): string[] {
+function usedColumns(query: AggregateQuery): Column[] {
   const names = [
     ...query.groupBy.map((k) => k.column),
     ...query.metrics.flatMap((m) => (m.column === null ? [] : [m.column])),
   ];
-  return [...new Set(names)];
+  return [...new Set(names)].map((name, index) => ({ index, name }));
 }
 
-function bucketPrefix(i: number): string {
-  return `b${i}_`;
+function bucketPrefix(column: Column): string {
+  return `b${column.index}_`;
 }
 
 function selectList(columns: ReadonlyArray<readonly [string, Sql]>): Sql {
@@ -220,16 +225,17 @@ function selectList(columns: ReadonlyArray<readonly [string, Sql]>): Sql {
 
 function metricSql(
   metric: Metric,
-  i: number,
+  columns: readonly Column[],
   prefix: string,
   query: AggregateQuery,
-  members: Sql,
+  values: Sql,
   dialect: AggregateDialect,
 ): MetricSql {
   const own = raw(prefix);
   const s = raw(`${prefix}s`);
   const c = raw(`${prefix}c`);
   if (metric.column === null) return { aggregates: [], value: raw("n"), total: raw("coalesce(sum(n), 0)") };
+  const i = columns.find((column) => column.name === metric.column)!;
   switch (metric.fn) {
     case "count":
       return {
@@ -241,7 +247,7 @@ function metricSql(
       const distinct = sql`count(DISTINCT ${dialect.identity(i)})`;
       // Distinct values of several groups overlap: over all rows they are counted again, unless there is one group.
       const total =
-        query.groupBy.length === 0 ? sql`coalesce(max(${own}), 0)` : sql`(SELECT ${distinct} FROM (${members}) AS dv)`;
+        query.groupBy.length === 0 ? sql`coalesce(max(${own}), 0)` : sql`(SELECT ${distinct} FROM (${values}) AS dv)`;
       return { aggregates: [[prefix, distinct]], value: own, total };
     }
     case "sum":

@@ -1,4 +1,4 @@
-import type { AggregateDialect, MetricSql } from "../domain/aggregate-sql.js";
+import type { AggregateDialect, Column, MetricSql } from "../domain/aggregate-sql.js";
 import { join, raw, type Sql, sql } from "../domain/row-query-sql.js";
 import { postgresRowDialect } from "./row-query.js";
 
@@ -18,36 +18,32 @@ import { postgresRowDialect } from "./row-query.js";
  * objects and arrays) and answer the first kind present in the sort order.
  */
 export function postgresAggregateDialect(doc: string): AggregateDialect {
-  const m = (i: number) => raw(`m${i}`);
-  const kind = (i: number) => sql`jsonb_typeof(${m(i)})`;
-  const ofKind = (i: number, kinds: string, value: Sql) =>
-    sql`(CASE WHEN ${kind(i)} IN (${raw(kinds)}) THEN ${value} END)`;
+  const m = (column: Column) => raw(`m${column.index}`);
+  const kind = (column: Column) => sql`jsonb_typeof(${m(column)})`;
+  const ofKind = (column: Column, kinds: string, value: Sql) =>
+    sql`(CASE WHEN ${kind(column)} IN (${raw(kinds)}) THEN ${value} END)`;
+  // Objects' and arrays' JSON text as stored (jsonb would respace it and reorder its keys), read only for them.
+  const structureText = (column: Column) => ofKind(column, "'object', 'array'", sql`(d -> ${column.name}::text)::text`);
   return {
-    members(from, columns) {
-      const values = columns.map((name, i) => sql`s.j -> ${name}::text AS ${m(i)}`);
-      // Objects' and arrays' JSON text as stored (jsonb would respace it and reorder its keys).
-      const texts = columns.map(
-        (name, i) =>
-          sql`(CASE WHEN ${kind(i)} IN ('object', 'array') THEN (d -> ${name}::text)::text END) AS ${raw(`o${i}`)}`,
-      );
-      const taken = sql`SELECT ${join([raw("s.d"), ...values], ", ")}
+    values(from, columns) {
+      const values = columns.map((column) => sql`s.j -> ${column.name}::text AS ${m(column)}`);
+      return sql`SELECT ${join([raw("s.d"), ...values], ", ")}
         FROM (SELECT ${raw(doc)} AS d, (${raw(doc)})::jsonb AS j ${from} OFFSET 0) AS s OFFSET 0`;
-      return texts.length === 0 ? taken : sql`SELECT *, ${join(texts, ", ")} FROM (${taken}) AS v`;
     },
     fence: raw("OFFSET 0"),
-    identity: (i) => sql`(CASE WHEN ${kind(i)} <> 'null' THEN ${m(i)} END)`,
-    present: (i) => sql`${kind(i)} <> 'null'`,
-    number: (i) => ofKind(i, "'number'", sql`(${m(i)})::numeric`),
+    identity: (column) => sql`(CASE WHEN ${kind(column)} <> 'null' THEN ${m(column)} END)`,
+    present: (column) => sql`${kind(column)} <> 'null'`,
+    number: (column) => ofKind(column, "'number'", sql`(${m(column)})::numeric`),
     sum: (numbers) => sql`sum(${numbers})`,
     jsonNumber: (value) =>
       sql`(CASE WHEN abs(${value}) >= ${raw(BEYOND_DOUBLE)} THEN NULL
         WHEN abs(${value}) * ${raw(TWO_TO_1075)} <= 1 THEN 0::float8 ELSE (${value})::float8 END)`,
-    stringValue: (i) => ofKind(i, "'string'", sql`${m(i)} #>> '{}'`),
-    structureText: (i) => raw(`o${i}`),
+    stringValue: (column) => ofKind(column, "'string'", sql`${m(column)} #>> '{}'`),
+    structureText,
     leastText: (texts) => sql`min(${texts} COLLATE "C")`,
     keyJson: (key, structureText) =>
       sql`(CASE WHEN ${structureText} IS NOT NULL THEN (${structureText})::json ELSE (${key})::json END)`,
-    extreme(fn, i, prefix): MetricSql {
+    extreme(fn, column, prefix): MetricSql {
       const [n, s, b, o] = ["n", "s", "b", "o"].map((part) => raw(prefix + part)) as [Sql, Sql, Sql, Sql];
       const all = fn === "min" ? raw("bool_and") : raw("bool_or");
       const f = raw(fn);
@@ -63,10 +59,10 @@ export function postgresAggregateDialect(doc: string): AggregateDialect {
       };
       return {
         aggregates: [
-          [`${prefix}n`, sql`${f}(${ofKind(i, "'number'", sql`(${m(i)})::float8`)})`],
-          [`${prefix}s`, sql`${f}(${ofKind(i, "'string'", sql`${m(i)} #>> '{}'`)} COLLATE "C")`],
-          [`${prefix}b`, sql`${all}(${ofKind(i, "'boolean'", sql`(${m(i)})::boolean`)})`],
-          [`${prefix}o`, sql`${f}(${raw(`o${i}`)} COLLATE "C")`],
+          [`${prefix}n`, sql`${f}(${ofKind(column, "'number'", sql`(${m(column)})::float8`)})`],
+          [`${prefix}s`, sql`${f}(${ofKind(column, "'string'", sql`${m(column)} #>> '{}'`)} COLLATE "C")`],
+          [`${prefix}b`, sql`${all}(${ofKind(column, "'boolean'", sql`(${m(column)})::boolean`)})`],
+          [`${prefix}o`, sql`${f}(${structureText(column)} COLLATE "C")`],
         ],
         value: pick(n, s, b, o),
         total: pick(sql`${f}(${n})`, sql`${f}(${s} COLLATE "C")`, sql`${all}(${b})`, sql`${f}(${o} COLLATE "C")`),

@@ -1,4 +1,4 @@
-import type { AggregateDialect, MetricSql } from "../domain/aggregate-sql.js";
+import type { AggregateDialect, Column, MetricSql } from "../domain/aggregate-sql.js";
 import { join, raw, type Sql, sql } from "../domain/row-query-sql.js";
 import { sqliteRowDialect, sqlString } from "./row-query.js";
 
@@ -24,40 +24,40 @@ import { sqliteRowDialect, sqlString } from "./row-query.js";
  * again). A sum beyond the double range is infinite, answered as null.
  */
 export function sqliteAggregateDialect(doc: string): AggregateDialect {
-  const t = (i: number) => raw(`t${i}`);
-  const x = (i: number) => raw(`x${i}`);
-  const isNumber = (i: number) => sql`${t(i)} IN ('integer', 'real')`;
+  const t = (column: Column) => raw(`t${column.index}`);
+  const x = (column: Column) => raw(`x${column.index}`);
+  const isNumber = (column: Column) => sql`${t(column)} IN ('integer', 'real')`;
   /** The JSON value of a sort value or identity (a blob holds `true`, `false` or JSON text after its first byte). */
   const decoded = (value: Sql) =>
     sql`(CASE WHEN typeof(${value}) = 'blob' THEN json(CAST(substr(${value}, 2) AS TEXT)) ELSE ${value} END)`;
   const blobbed = (text: Sql) => sql`WHEN 'true' THEN ${raw(TRUE_BLOB)} WHEN 'false' THEN ${raw(FALSE_BLOB)}
     WHEN 'array' THEN CAST(char(2) || ${text} AS BLOB) WHEN 'object' THEN CAST(char(2) || ${text} AS BLOB)`;
-  const scalar = (i: number) =>
-    sql`CASE ${t(i)} WHEN 'integer' THEN ${x(i)} WHEN 'real' THEN ${x(i)} WHEN 'text' THEN ${x(i)}`;
+  const scalar = (column: Column) =>
+    sql`CASE ${t(column)} WHEN 'integer' THEN ${x(column)} WHEN 'real' THEN ${x(column)} WHEN 'text' THEN ${x(column)}`;
 
   return {
-    members(from, columns) {
-      const items = columns.flatMap((name, i) => [
-        sql`${kindOf(doc, name)} AS ${t(i)}`,
-        sql`${valueOf(doc, name)} AS ${x(i)}`,
+    values(from, columns) {
+      const items = columns.flatMap((column) => [
+        sql`${kindOf(doc, column.name)} AS ${t(column)}`,
+        sql`${valueOf(doc, column.name)} AS ${x(column)}`,
       ]);
       return sql`SELECT ${items.length > 0 ? join(items, ", ") : raw("1 AS one")} ${from} LIMIT -1 OFFSET 0`;
     },
     fence: raw("LIMIT -1 OFFSET 0"),
-    identity: (i) => sql`(${scalar(i)} ${blobbed(sql`dataport_canonical_json(${x(i)})`)} END)`,
-    present: (i) => sql`${t(i)} <> 'null'`,
-    number: (i) => sql`(CASE WHEN ${isNumber(i)} THEN ${x(i)} END)`,
+    identity: (column) => sql`(${scalar(column)} ${blobbed(sql`dataport_canonical_json(${x(column)})`)} END)`,
+    present: (column) => sql`${t(column)} <> 'null'`,
+    number: (column) => sql`(CASE WHEN ${isNumber(column)} THEN ${x(column)} END)`,
     sum: (numbers) => sql`total(${numbers})`,
     jsonNumber: (value) => value,
-    stringValue: (i) => sql`(CASE WHEN ${t(i)} = 'text' THEN ${x(i)} END)`,
-    structureText: (i) => sql`(CASE WHEN ${t(i)} IN ('array', 'object') THEN ${x(i)} END)`,
+    stringValue: (column) => sql`(CASE WHEN ${t(column)} = 'text' THEN ${x(column)} END)`,
+    structureText: (column) => sql`(CASE WHEN ${t(column)} IN ('array', 'object') THEN ${x(column)} END)`,
     leastText: (texts) => sql`min(${texts})`,
     keyJson: (key, structureText) =>
       sql`(CASE WHEN ${structureText} IS NOT NULL THEN json(${structureText}) ELSE ${decoded(key)} END)`,
-    extreme(fn, i, prefix): MetricSql {
+    extreme(fn, column, prefix): MetricSql {
       const own = raw(prefix);
       return {
-        aggregates: [[prefix, sql`${raw(fn)}(${scalar(i)} ${blobbed(x(i))} END)`]],
+        aggregates: [[prefix, sql`${raw(fn)}(${scalar(column)} ${blobbed(x(column))} END)`]],
         value: decoded(own),
         total: decoded(sql`${raw(fn)}(${own})`),
       };

@@ -38,10 +38,12 @@ export function sqliteAggregate(store: SqliteStorage, target: Target, query: Agg
   return aggregateAnswer(store.db.prepare(text).all(...params) as AggregateSqlRow[]);
 }
 
+/** `doc`: how rows are read, `row`, or `SANE_ROW` where one holds a `\u0000` escape (as row queries choose). */
 export async function postgresAggregate(
   store: PostgresStorage,
   target: Target,
   query: AggregateQuery,
+  doc = "row",
 ): Promise<AggregateAnswer> {
   const { t } = store.db;
   const scope =
@@ -52,8 +54,8 @@ export async function postgresAggregate(
   const table = raw(t("dataset" in target ? "dataset_rows" : "table_rows"));
   const statement = aggregateSql(
     query,
-    { table, scope, rowDialect: postgresRowDialect("row", "pos") },
-    postgresAggregateDialect("row"),
+    { table, scope, rowDialect: postgresRowDialect(doc, "pos") },
+    postgresAggregateDialect(doc),
   );
   const params: unknown[] = [];
   const text = renderNumbered(statement, params);
