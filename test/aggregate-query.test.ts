@@ -226,6 +226,22 @@ describe("refusals: 400 invalid_parameter naming the parameter and the part", ()
     });
   });
 
+  it("refuses long hostile lists in linear time (no backtracking)", () => {
+    const hostile = [
+      "a" + " ".repeat(100_000) + "(" + " ".repeat(100_000),
+      "sum(" + "(".repeat(200_000),
+      " ".repeat(200_000) + "(",
+    ];
+    for (const text of hostile) {
+      for (const parameter of ["groupBy", "metrics", "sort"] as const) {
+        expect(refusal({ groupBy: "region", [parameter]: text })).toMatchObject({
+          status: 400,
+          details: { parameter },
+        });
+      }
+    }
+  });
+
   it("names every unknown column of a list at once", () => {
     expect(refusal({ metrics: "sum(a),min(b),max(a)" }).details).toEqual({
       parameter: "metrics",

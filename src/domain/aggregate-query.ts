@@ -118,9 +118,13 @@ type Item = { kind: "name"; name: string } | { kind: "call"; fn: string; argumen
 function parseItem(text: string): Item | null {
   const trimmed = text.trim();
   if (trimmed === "") return null;
-  const call = /^([^()]*?)\s*\(\s*(.*?)\s*\)$/s.exec(trimmed);
-  if (call === null) return { kind: "name", name: trimmed };
-  return call[1] === "" || call[2] === "" ? null : { kind: "call", fn: call[1]!, argument: call[2]! };
+  // By index, not by a regular expression: a long hostile list must not backtrack.
+  const open = trimmed.indexOf("(");
+  if (open < 0 || !trimmed.endsWith(")")) return { kind: "name", name: trimmed };
+  const fn = trimmed.slice(0, open).trimEnd();
+  if (fn.includes(")")) return { kind: "name", name: trimmed };
+  const argument = trimmed.slice(open + 1, -1).trim();
+  return fn === "" || argument === "" ? null : { kind: "call", fn, argument };
 }
 
 function parseGroupBy(text: string | undefined, columns: ReadonlySet<string>): GroupKey[] {
