@@ -1,6 +1,6 @@
 import { MAX_DATASET_COLUMNS, typeOfValue, widenType } from "../domain/columns.js";
 import type { Column, ColumnType, Row } from "../domain/model.js";
-import { ApiError } from "../core/errors.js";
+import { ApiError } from "../base/api-error.js";
 import { declaredTypes } from "./bulk-common.js";
 import { csvRows } from "./bulk-csv.js";
 import { jsonRows } from "./bulk-json.js";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { invalidParameter } from "../core/errors.js";
+import { invalidParameter } from "../base/api-error.js";
 import { checkText, JsonRefusal, parseJsonText } from "./body.js";
 
 /**

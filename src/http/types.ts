@@ -4,7 +4,7 @@
  * `IncomingMessage`, so no WHATWG Request or Response is materialised on
  * Node's hot path.
  */
-import type { Awaitable } from "../core/awaitable.js";
+import type { Awaitable } from "../base/awaitable.js";
 export interface HeaderReader {
   /** Case-insensitive; null when absent. Repeated headers are joined with ", ". */
   get(name: string): string | null;

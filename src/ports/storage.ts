@@ -1,4 +1,4 @@
-import type { SeedSpace } from "../fixture/space.js";
+import type { SeedSpace } from "../domain/seed-space.js";
 import type { AuditStore } from "./storage/audit.js";
 import type { CatalogStore, CatalogWrites } from "./storage/catalog.js";
 import type { CredentialStore, KeyWithTeamLookup } from "./storage/credentials.js";

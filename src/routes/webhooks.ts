@@ -1,5 +1,5 @@
 import { receiveWebhook } from "../handlers/webhooks.js";
-import { open, type RawBody } from "../core/routing.js";
+import { open, type RawBody } from "./route-def.js";
 import { webhookPayloadSchema, webhookReceiptSchema } from "../schemas/webhooks.js";
 
 export const webhookReceiverRoutes = [

@@ -103,7 +103,7 @@ export interface DatasetUsageRow {
    * 200–299. All recorded time (dataset-usage has no window).
    */
   api_reads: number;
-  /** `at` of the latest such call, as recorded (api.ts records `toISOString()` form); null without one. */
+  /** `at` of the latest such call, as recorded (the pipeline records `toISOString()` form); null without one. */
   last_api_read_at: string | null;
 }
 

@@ -8,7 +8,7 @@ import { type ConformanceOptions, emptyStore, loadSpace, type StorageFactory } f
 const sync = { teamId: "team_ops", credentialKind: "api-key", credentialId: "key_sync", credentialName: "Warehouse sync" } as const;
 const rowsRoute = "/api/v1/datasets/:id/rows";
 
-/** API calls as api.ts records them (`at` in toISOString form). */
+/** API calls as the pipeline records them (`at` in toISOString form). */
 const CALLS: ApiCallRecord[] = [
   { ...sync, at: "2026-11-01T10:00:00.000Z", method: "GET", route: rowsRoute, objectId: "ds_orders", status: 200, latencyMs: 10 },
   { ...sync, at: "2026-11-01T10:05:00.000Z", method: "GET", route: rowsRoute, objectId: "ds_orders", status: 200, latencyMs: 21 },

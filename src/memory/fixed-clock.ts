@@ -1,4 +1,4 @@
-import type { Clock } from "../ports/clock.js";
+import type { Clock } from "../base/clock.js";
 
 /** The real time. */
 export const systemClock: Clock = { now: () => Date.now() };

@@ -1,7 +1,7 @@
 import type { z } from "zod";
-import type { Awaitable } from "./awaitable.js";
+import type { Awaitable } from "../base/awaitable.js";
 import type { AuthedContext, HandlerContext } from "../context/handler.js";
-import type { AdminContext } from "../context/admin.js";
+import type { AdminContext } from "./admin-context.js";
 import type { Scope } from "../domain/model.js";
 import type { Reply } from "../http/reply.js";
 import type { HeaderReader } from "../http/types.js";
