@@ -40,8 +40,11 @@ export {
 } from "./admin/index.js";
 export { parseFixture, readFixtureFile, FixtureError, type FixtureFs } from "./fixture/load.js";
 export type { SeedSpace } from "./domain/seed-space.js";
-export type { ApiRequest, ApiReply, HeaderReader } from "./http/types.js";
+export type { ApiRequest, ApiReply } from "./http/types.js";
+export type { HeaderReader } from "./base/headers.js";
 export type * from "./domain/model.js";
+export type { DayWindow } from "./domain/days.js";
+export type { WebhookEndpoint } from "./domain/webhook-config.js";
 export type * from "./ports/storage.js";
 export type { Cache } from "./ports/cache.js";
 export type { Logger, RequestLogLine, ErrorLogFields } from "./ports/logger.js";

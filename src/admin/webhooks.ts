@@ -4,7 +4,7 @@ import type { Ports } from "../context/ports.js";
 import { eventId, randomId } from "../domain/crypto.js";
 import type { Actor } from "../domain/model.js";
 import { ApiError, notFound } from "../base/api-error.js";
-import type { WebhookEndpoint } from "../ports/storage/webhooks.js";
+import type { WebhookEndpoint } from "../domain/webhook-config.js";
 
 /** A webhook connection as the host sees it. The secret itself is never echoed. */
 export interface WebhookConnectionInfo {

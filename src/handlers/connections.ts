@@ -4,7 +4,7 @@ import type { AuthedContext } from "../context/handler.js";
 import type { ConnectionRecord, DatasetRecord, Row } from "../domain/model.js";
 import { ApiError, invalidParameter } from "../base/api-error.js";
 import type { GuardAnswer } from "../core/guard.js";
-import type { HeaderReader } from "../http/types.js";
+import type { HeaderReader } from "../base/headers.js";
 import { connectionSecrets, scrubUpstreamText } from "../connectors/scrub.js";
 import { type Connector, type ConnectorQuery, InvalidQueryError, UpstreamThrottledError, UpstreamUnavailableError } from "../ports/connector.js";
 

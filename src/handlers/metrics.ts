@@ -3,7 +3,7 @@ import type { HandlerContext } from "../context/handler.js";
 import { safeEqual, sha256Hex } from "../domain/crypto.js";
 import { ApiError } from "../base/api-error.js";
 import { Reply } from "../http/reply.js";
-import type { HeaderReader } from "../http/types.js";
+import type { HeaderReader } from "../base/headers.js";
 
 const encoder = new TextEncoder();
 

@@ -5,8 +5,6 @@ import { declaredTypes } from "./bulk-common.js";
 import { csvRows } from "./bulk-csv.js";
 import { jsonRows } from "./bulk-json.js";
 
-export { MAX_FIELD_BYTES, MAX_NESTING, MAX_ROW_CHARS } from "./bulk-common.js";
-
 /**
  * Bulk row uploads (`PUT/POST /api/admin/v1/datasets/{id}/rows`): a body in
  * one of three formats becomes rows as it arrives, so a store can write a

@@ -20,7 +20,7 @@ import { fromWebRequest, toWebResponse } from "../http/web.js";
 import type { ApiReply, ApiRequest } from "../http/types.js";
 import { toLogger } from "./logging.js";
 import { createMemoryCache } from "../memory/cache.js";
-import { systemClock } from "../memory/fixed-clock.js";
+import { systemClock } from "../base/clock.js";
 import { createMemoryRateLimiter } from "../memory/rate-limiter.js";
 import { createMemoryStorage } from "../memory/storage.js";
 import { createRequestObserver } from "./observe.js";

@@ -1,6 +1,6 @@
 import type { ApiCallRecord, CreditUsage, RefreshRun } from "../../domain/model.js";
 import { utcDay } from "../../domain/days.js";
-import type { DayWindow } from "./dashboards.js";
+import type { DayWindow } from "../../domain/days.js";
 
 /** A team's window, the query of every day-based space object. */
 export interface SpaceQuery extends DayWindow {
