@@ -25,8 +25,9 @@ export interface SqliteStorage extends Storage {
  * `synchronous=NORMAL`, a busy timeout, versioned migrations applied on open.
  * Several processes may open the same file; SQLite serialises their writes.
  * Every write is visible to the next read of every process on the file:
- * reads query the database (the only cache, webhook endpoints, is checked
- * against `PRAGMA data_version` and this process's own catalog writes).
+ * what this store remembers between reads (webhook endpoints; dataset
+ * records, row counts and plain pages, in catalog.ts) is checked against
+ * `PRAGMA data_version` and this process's own writes before it is used.
  */
 export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorage {
   const handle = openSqlite(options);
