@@ -97,15 +97,15 @@ describe("the folders of src/", () => {
     const graph = folderGraph(
       new Map([
         ["index.ts", ["server/api.ts"]],
-        ["server/api.ts", ["server/pipeline.ts", "base/errors.ts"]],
-        ["server/pipeline.ts", ["base/errors.ts"]],
-        ["base/errors.ts", ["base/awaitable.ts"]],
+        ["server/api.ts", ["server/pipeline.ts", "base/api-error.ts"]],
+        ["server/pipeline.ts", ["base/api-error.ts"]],
+        ["base/api-error.ts", ["base/awaitable.ts"]],
         ["base/awaitable.ts", ["server/api.ts"]],
       ]),
     );
     expect(Object.fromEntries([...graph].map(([folder, to]) => [folder, Object.fromEntries(to)]))).toEqual({
       "index.ts": { server: ["index.ts -> server/api.ts"] },
-      server: { base: ["server/api.ts -> base/errors.ts", "server/pipeline.ts -> base/errors.ts"] },
+      server: { base: ["server/api.ts -> base/api-error.ts", "server/pipeline.ts -> base/api-error.ts"] },
       base: { server: ["base/awaitable.ts -> server/api.ts"] },
     });
     const arrows = new Map([...graph].map(([folder, to]) => [folder, [...to.keys()]]));
