@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { ApiCallRecord } from "../../domain/model.js";
 import { parseFixture } from "../../fixture/load.js";
 import type { Storage } from "../../ports/storage.js";
-import { analyticsFixture } from "./analytics-fixture.js";
+import { activityFixture } from "./activity-fixture.js";
 import { type ConformanceOptions, emptyStore, loadSpace, type StorageFactory } from "./harness.js";
 
 const sync = { teamId: "team_ops", credentialKind: "api-key", credentialId: "key_sync", credentialName: "Warehouse sync" } as const;
@@ -63,7 +63,7 @@ export function describeUsageConformance(name: string, factory: StorageFactory, 
     const empty = emptyStore(factory);
     const seeded = async (): Promise<Storage> => {
       const store = await empty();
-      await loadSpace(store, parseFixture(analyticsFixture()), options);
+      await loadSpace(store, parseFixture(activityFixture()), options);
       return store;
     };
 
