@@ -17,7 +17,7 @@ import { checkColumns, checkSchemas, schemasFor, type ValidationProblem } from "
 import { ApiError, invalidParameter, notFound } from "../base/api-error.js";
 import { Reply } from "../http/reply.js";
 import type { IdempotencyClaim, StoredResponse, TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";
-import { auditRowsRead, checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./row-reads.js";
+import { auditRowsRead, checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./rows-common.js";
 
 /** A table the credential may reach, or the same 404 as an unknown id. */
 async function reachableTable(ctx: AuthedContext, id: string): Promise<TableRecord> {
