@@ -1,5 +1,5 @@
 import type Database from "better-sqlite3";
-import type { SeedSpace } from "../domain/seed-space.js";
+import type { SeedSpace } from "../fixture/space.js";
 import type { Storage } from "../ports/storage.js";
 import { appendAuditStatement, sqliteAudit } from "./audit.js";
 import { appendRowsStatement, sqliteCatalog } from "./catalog.js";
@@ -25,9 +25,8 @@ export interface SqliteStorage extends Storage {
  * `synchronous=NORMAL`, a busy timeout, versioned migrations applied on open.
  * Several processes may open the same file; SQLite serialises their writes.
  * Every write is visible to the next read of every process on the file:
- * what this store remembers between reads (webhook endpoints; dataset
- * records, row counts and plain pages, in catalog.ts) is checked against
- * `PRAGMA data_version` and this process's own writes before it is used.
+ * reads query the database (the only cache, webhook endpoints, is checked
+ * against `PRAGMA data_version` and this process's own catalog writes).
  */
 export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorage {
   const handle = openSqlite(options);
