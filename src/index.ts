@@ -1,4 +1,10 @@
-export { createDataApi, DEFAULT_SETTINGS, type DataApi, type DataApiOptions, type RequestContext } from "./server/api.js";
+export {
+  createDataApi,
+  DEFAULT_SETTINGS,
+  type DataApi,
+  type DataApiOptions,
+  type RequestContext,
+} from "./server/api.js";
 export { ApiError, type ErrorCode } from "./base/api-error.js";
 export {
   createAdmin,
