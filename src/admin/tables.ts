@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { TableRecord } from "../domain/model.js";
-import { ApiError, notFound } from "../core/errors.js";
+import { ApiError, notFound } from "../base/api-error.js";
 import type { EditLogEntry } from "../ports/storage/tables.js";
 import { assertWritable } from "../storage/mount.js";
 import {
