@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ApiError } from "../src/core/errors.js";
+import { ApiError } from "../src/base/api-error.js";
 import { type AggregateParams, parseAggregateQuery } from "../src/domain/aggregate-query.js";
 
 const COLUMNS = new Set(["region", "ordered_on", "amount", "order date", "customer"]);

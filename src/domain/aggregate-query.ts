@@ -1,6 +1,6 @@
-import { ApiError, invalidParameter } from "../core/errors.js";
+import { ApiError, invalidParameter } from "../base/api-error.js";
 import type { Row } from "./model.js";
-import { MAX_SORT_COLUMNS, parseWhere, type RowCondition, type SortKey } from "./row-query.js";
+import { MAX_SORT_COLUMNS, parseWhere, type RowCondition, type SortKey } from "./row-query-model.js";
 import { TIME_UNITS, type TimeUnit } from "./time-buckets.js";
 
 /**

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ApiError } from "../../src/core/errors.js";
+import { ApiError } from "../../src/base/api-error.js";
 import { evaluateAggregate } from "../../src/domain/aggregate-eval.js";
 import { type AggregateParams, type AggregateQuery, parseAggregateQuery } from "../../src/domain/aggregate-query.js";
 import type { Actor, AuditEvent, Column, Row } from "../../src/domain/model.js";
