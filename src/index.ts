@@ -30,6 +30,7 @@ export {
   type RowsWriteMode,
   type SessionInfo,
   type SessionInput,
+  type SigningSecretInput,
   type StreamBody,
   type TableAdmin,
   type TableInput,
@@ -37,6 +38,7 @@ export {
   type UserInput,
   type WebhookAdmin,
   type WebhookConnectionInfo,
+  type WebhookSecretOptions,
 } from "./admin/index.js";
 export { parseFixture, readFixtureFile, FixtureError, type FixtureFs } from "./fixture/load.js";
 export type { SeedSpace } from "./fixture/space.js";
@@ -59,6 +61,9 @@ export type { ApiSettings } from "./context/settings.js";
 export type { Ports } from "./context/ports.js";
 export type { Operations } from "./context/handler.js";
 export type { TableSchemas, ValidationIssue } from "./domain/validation.js";
+export { SIGNATURE_SCHEMES, type SignatureScheme, type WebhookSignature } from "./domain/signature-schemes.js";
+export type { SignatureRefusal, VerifiedBy } from "./domain/signatures.js";
+export { endpointFromConnection, newWebhookConfig, webhookConfigWith } from "./domain/webhook-config.js";
 export { generateApiKeyToken, isWellFormedApiKeyToken } from "./domain/tokens.js";
 export { createOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from "./core/openapi.js";
 export { mountStorage, readOnlyArea, type HostAreas, type SuppliedArea } from "./storage/mount.js";

@@ -1,4 +1,4 @@
-import type { ConnectionInput, ConnectionView, DatasetInput } from "../admin/catalog.js";
+import type { ConnectionInput, ConnectionView, DatasetInput, SigningSecretInput } from "../admin/catalog.js";
 import type { ChangeOptions, ListOptions, ListPage, Put } from "../admin/change.js";
 import type { RefreshResult } from "../admin/connections.js";
 import type { DashboardVersionInput } from "../admin/dashboards.js";
@@ -150,8 +150,11 @@ export function createAdminClient(options: AdminClientOptions) {
 
   const connections = {
     ...collection<ConnectionView, ConnectionInput>("/connections"),
-    /** A webhook connection's signing secret; `{ secret: null }` removes it. */
-    setSigningSecret: (id: string, input: { secret: string | null }, opts?: ChangeRequestOptions): Promise<ConnectionView> =>
+    /**
+     * A webhook connection's signing secret; `{ secret: null }` removes every secret. With
+     * `overlapSeconds` (at most 7 days) the secret it replaces is accepted too until the overlap ends.
+     */
+    setSigningSecret: (id: string, input: SigningSecretInput, opts?: ChangeRequestOptions): Promise<ConnectionView> =>
       send<ConnectionView>("PUT", `/connections/${seg(id)}/signing-secret`, { ...at(opts), body: input }),
   };
 

@@ -8,7 +8,8 @@ export {
 } from "./client.js";
 export type { EncodedRows, RowsUpload } from "./rows.js";
 // The admin functions' own types: what the client takes and answers.
-export type { ConnectionInput, ConnectionView, DatasetInput } from "../admin/catalog.js";
+export type { ConnectionInput, ConnectionView, DatasetInput, SigningSecretInput } from "../admin/catalog.js";
+export type { SignatureScheme, WebhookSignature } from "../domain/signature-schemes.js";
 export type { ChangeOptions, ListOptions, ListPage, Put } from "../admin/change.js";
 export type { RefreshResult } from "../admin/connections.js";
 export type { DashboardVersionInput } from "../admin/dashboards.js";

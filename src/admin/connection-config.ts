@@ -1,5 +1,6 @@
 import { isIP } from "node:net";
 import type { ConnectorRegistry } from "../ports/connector.js";
+import { signatureProblem } from "../domain/signature-schemes.js";
 import { MAX_RETAIN_ROWS } from "./webhooks.js";
 import { validationFailed } from "./schemas.js";
 
@@ -31,9 +32,9 @@ const ENDPOINT_ID = /^[A-Za-z0-9_-]{8,200}$/;
 
 function checkWebhookConfig(config: Record<string, unknown>): void {
   for (const key of Object.keys(config)) {
-    if (!["endpointId", "signingSecret", "retainRows"].includes(key)) throw validationFailed(`$.config.${key}`, "unknown field");
+    if (!["endpointId", "signingSecret", "retainRows", "signature"].includes(key)) throw validationFailed(`$.config.${key}`, "unknown field");
   }
-  const { endpointId, signingSecret, retainRows } = config;
+  const { endpointId, signingSecret, retainRows, signature } = config;
   if (endpointId !== undefined && (typeof endpointId !== "string" || !ENDPOINT_ID.test(endpointId))) {
     throw validationFailed("$.config.endpointId", "an endpoint id is 8 to 200 letters, digits, '-' or '_'");
   }
@@ -47,6 +48,9 @@ function checkWebhookConfig(config: Record<string, unknown>): void {
       throw validationFailed("$.config.retainRows", `retainRows is an integer from 1 to ${MAX_RETAIN_ROWS}`);
     }
   }
+  // null removes it (back to auto), as every webhook field.
+  const problem = signature === undefined || signature === null ? null : signatureProblem(signature);
+  if (problem) throw validationFailed(`$.config.signature${problem.path}`, problem.message);
 }
 
 function checkMemoryConfig(config: Record<string, unknown>): void {

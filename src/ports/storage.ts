@@ -25,7 +25,7 @@ export type {
   UsageStore,
   UsageWrites,
 } from "./storage/usage.js";
-export type { WebhookDelivery, WebhookEndpoint, WebhookReceipt, WebhookStore } from "./storage/webhooks.js";
+export type { WebhookDelivery, WebhookEndpoint, WebhookReceipt, WebhookSettings, WebhookStore } from "./storage/webhooks.js";
 
 /**
  * What a host must implement to supply an area itself: its reads, and the

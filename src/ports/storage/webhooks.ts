@@ -1,10 +1,12 @@
 import type { Column, Row } from "../../domain/model.js";
+import type { WebhookSignature } from "../../domain/signature-schemes.js";
 
 /**
  * A webhook connection as the receiver needs it. It is read from a
  * connection of type `webhook` whose config is
- * `{ endpointId, signingSecret, retainRows }`, and the dataset whose
- * `connectionId` is that connection.
+ * `{ endpointId, signingSecret, retainRows, signature?, previousSigningSecret?, previousSecretValidUntil? }`,
+ * and the dataset whose `connectionId` is that connection. The stores build
+ * it with `endpointFromConnection` (src/domain/webhook-config.ts).
  */
 export interface WebhookEndpoint {
   connectionId: string;
@@ -21,6 +23,31 @@ export interface WebhookEndpoint {
    * connection config) means the host's default, `settings.webhookRetainRows`.
    */
   retainRows: number | null;
+  /** How deliveries are signed (`config.signature`); `{ scheme: "auto" }` when the config names none. */
+  signature: Readonly<WebhookSignature>;
+  /**
+   * The secret a rotation with overlap replaced, accepted until `validUntilMs`
+   * (epoch ms; the receiver compares it with its clock). null: none, and
+   * always null when `signingSecret` is.
+   */
+  previousSecret: { secret: string; validUntilMs: number } | null;
+}
+
+/** A change of a webhook connection's settings; absent fields are left alone. */
+export interface WebhookSettings {
+  /** The new secret; null removes it and any previous secret with it. */
+  signingSecret?: string | null;
+  /**
+   * With a new `signingSecret`: the secret it replaces (when there is one
+   * and it differs) stays valid as the previous secret until this ISO time,
+   * replacing any earlier previous secret. Without it (or null), a new
+   * secret leaves no previous secret. Ignored without `signingSecret`.
+   */
+  previousSecretValidUntil?: string | null;
+  /** null: back to the host's default. */
+  retainRows?: number | null;
+  /** null: back to `auto`. */
+  signature?: WebhookSignature | null;
 }
 
 export interface WebhookStore {
@@ -52,26 +79,27 @@ export interface WebhookStore {
    */
   ingestWebhookRow(input: WebhookDelivery): Promise<WebhookReceipt>;
   /**
-   * Change the signing secret (null removes it) and/or the retention (null:
-   * back to the host's default) of a webhook connection; absent fields are
-   * left alone. Lowering `retainRows` below the stored row count trims the
-   * oldest rows (and their dedup keys) at once, atomically with the change.
-   * Returns the updated endpoint, or null when no webhook connection has this id.
+   * Change the secrets, the retention and/or the signature scheme of a
+   * webhook connection (see `WebhookSettings`) in ONE atomic write: the
+   * config becomes `webhookConfigWith(current config, settings)`
+   * (src/domain/webhook-config.ts), so two rotations at once each keep the
+   * secret the other replaced or its own, never a mix. Lowering `retainRows`
+   * below the stored row count trims the oldest rows (and their dedup keys)
+   * at once, atomically with the change. Returns the updated endpoint, or
+   * null when no webhook connection has this id.
    */
-  updateWebhookSettings(
-    connectionId: string,
-    settings: { signingSecret?: string | null; retainRows?: number | null },
-  ): Promise<WebhookEndpoint | null>;
+  updateWebhookSettings(connectionId: string, settings: WebhookSettings): Promise<WebhookEndpoint | null>;
   /**
    * Create a webhook connection (type `webhook`, config
-   * `{ endpointId, signingSecret, retainRows }`) and its empty dataset (type
+   * `newWebhookConfig(endpoint)`: `{ endpointId, signingSecret, retainRows }`
+   * and `signature` when given) and its empty dataset (type
    * `connection`, no source, no columns, rowCount 0, lastRefreshedAt null,
    * updatedAt = createdAt) in one transaction. Throws when the connection id,
    * dataset id or endpointId is already taken.
    */
   createWebhookConnection(input: {
     connection: { id: string; teamId: string; name: string; createdAt: string };
-    endpoint: { endpointId: string; signingSecret: string | null; retainRows: number | null };
+    endpoint: { endpointId: string; signingSecret: string | null; retainRows: number | null; signature?: WebhookSignature | null };
     dataset: { id: string; name: string };
   }): Promise<WebhookEndpoint>;
 }
