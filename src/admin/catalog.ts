@@ -19,7 +19,7 @@ import {
   serialised,
 } from "./change.js";
 import { isoTime } from "../domain/time.js";
-import { PREVIOUS_SECRET, withoutStalePreviousSecret } from "../domain/webhook-config.js";
+import { PREVIOUS_SECRET, PREVIOUS_SECRET_UNTIL, withoutStalePreviousSecret } from "../domain/webhook-config.js";
 import type { WebhookSignature } from "../domain/signature-schemes.js";
 import { checkConnectionConfig } from "./connection-config.js";
 import { checkDeclaredColumns, columnsChanged, reshapeDatasetRow } from "./reshape.js";
@@ -34,7 +34,8 @@ export type SigningSecretInput = z.input<typeof signingSecretBody>;
 /**
  * A connection as the admin API answers it: secrets are never echoed (a
  * webhook's signing secret becomes `signed`, a URL's password is masked);
- * a webhook connection also answers its `endpointUrl`.
+ * a webhook connection also answers its `endpointUrl`, and while a
+ * rotation's overlap lasts `config.previousSecretValidUntil`.
  */
 export interface ConnectionView extends ConnectionRecord {
   endpointUrl?: string;
@@ -78,6 +79,9 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
       const signed = typeof config.signingSecret === "string" && config.signingSecret !== "";
       delete config.signingSecret;
       delete config[PREVIOUS_SECRET];
+      // The overlap's end is shown while it lasts.
+      const until = config[PREVIOUS_SECRET_UNTIL];
+      if (!signed || typeof until !== "string" || !(Date.parse(until) > deps.ports.clock.now())) delete config[PREVIOUS_SECRET_UNTIL];
       config.signed = signed;
       const endpointUrl = `${settings.appUrl}/api/webhooks/${encodeURIComponent(String(config.endpointId))}`;
       return { ...connection, config, endpointUrl };
