@@ -105,10 +105,16 @@ for (const kind of STORE_KINDS) {
       for (const api of instances) expect(await deliver(api, NEW)).toBe(200);
 
       // The audit names the overlap's end, never a secret.
-      const audit = await ctx.call("GET", "/api/v1/audit?limit=1000&format=raw", { token: TOKENS.sync });
-      const updates = (audit.json.events as Array<{ action: string; target: { id: string } | null; details?: Record<string, unknown> }>).filter(
-        (e) => e.action === "connection.updated" && e.target?.id === "conn_rot",
-      );
+      // (On PostgreSQL an event shows once every transaction older than it ended, in the whole cluster: wait for that.)
+      type Event = { action: string; target: { id: string } | null; details?: Record<string, unknown> };
+      let audit = await ctx.call("GET", "/api/v1/audit?limit=1000&format=raw", { token: TOKENS.sync });
+      // The last change (the rename) is the one without details.
+      const lastShown = () => (audit.json.events as Event[]).some((e) => e.target?.id === "conn_rot" && e.action === "connection.updated" && !e.details);
+      for (let i = 0; i < 100 && !lastShown(); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        audit = await ctx.call("GET", "/api/v1/audit?limit=1000&format=raw", { token: TOKENS.sync });
+      }
+      const updates = (audit.json.events as Event[]).filter((e) => e.action === "connection.updated" && e.target?.id === "conn_rot");
       expect(updates[0]!.details).toEqual({ signingSecret: "set", previousSecretValidUntil: end });
       expect(updates[1]!.details).toEqual({ signingSecret: "set", previousSecretValidUntil: new Date(Date.parse(end) + HOUR * 1000).toISOString() });
       expect(updates.filter((e) => e.details?.signingSecret === "set" && !("previousSecretValidUntil" in e.details)).length).toBeGreaterThan(0);
