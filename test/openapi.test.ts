@@ -228,7 +228,13 @@ describe("OpenAPI document for code generators", () => {
       "webhook-signature",
       "X-Webhook-Signature",
       "X-Hub-Signature-256",
+      "Stripe-Signature",
+      "X-Shopify-Hmac-Sha256",
+      "X-Slack-Signature",
+      "X-Slack-Request-Timestamp",
     ]);
+    expect(header("Stripe-Signature")!.description).toContain("`{t}.{body}`");
+    expect(header("X-Slack-Signature")!.description).toContain("within 300 seconds");
     // A delivery id of any length is taken (a long one compared by its hash): no maxLength.
     expect(header("Idempotency-Key")!.schema).toEqual({ type: "string" });
     expect(header("Idempotency-Key")!.description).toContain("Any length");

@@ -297,7 +297,10 @@ function headerParameters(route: RouteDef): OpenApiParameter[] {
   return [];
 }
 
-/** What a webhook delivery may carry: delivery ids (de-duplication) and signatures, as `verifyWebhookSignature` and `dedupKeyOf` read them. */
+const SIGNED =
+  " A connection with a signing secret reads the headers of its scheme (`config.signature.scheme`, default `auto`); without a valid signature it answers 401 invalid_signature, `details.reason` one of `signature_missing`, `signature_invalid`, `timestamp_out_of_tolerance`.";
+
+/** What a webhook delivery may carry: delivery ids (de-duplication) and signatures, as `verifySignature` and `dedupKeyOf` read them. */
 function webhookHeaders(): OpenApiParameter[] {
   const header = (name: string, description: string, schema: JsonSchema = { type: "string" }): OpenApiParameter => ({ name, in: "header", required: false, description, schema });
   const hashed = `Any length: an id longer than ${MAX_DEDUP_KEY_LENGTH - 2} characters is compared by its SHA-256.`;
@@ -317,10 +320,21 @@ function webhookHeaders(): OpenApiParameter[] {
     ),
     header(
       "webhook-signature",
-      "Standard Webhooks: space-separated `v1,<base64>` entries, each an HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`; one valid entry is enough. A `whsec_` secret is the base64 key after the prefix, any other secret is keyed by its UTF-8 bytes. Svix's `svix-id`, `svix-timestamp` and `svix-signature` are read the same way. Required (or an `X-Webhook-Signature`) when the connection has a signing secret: 401 invalid_signature otherwise.",
+      "Standard Webhooks: space-separated `v1,<base64>` entries, each an HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`; one valid entry is enough. A `whsec_` secret is the base64 key after the prefix, any other secret is keyed by its UTF-8 bytes. Svix's `svix-id`, `svix-timestamp` and `svix-signature` are read the same way. Read by the `auto` and `standard-webhooks` schemes." +
+        SIGNED,
     ),
-    header("X-Webhook-Signature", "Hex HMAC-SHA256 of the raw body keyed with the signing secret (`sha256=` prefix allowed); an alternative to `webhook-signature`."),
-    header("X-Hub-Signature-256", "GitHub's signature: the same hex HMAC-SHA256 as `X-Webhook-Signature`, `sha256=` prefixed."),
+    header("X-Webhook-Signature", `Hex HMAC-SHA256 of the raw body keyed with the signing secret (\`sha256=\` prefix allowed): the \`auto\` and \`hmac-sha256-hex\` schemes (the latter may name another header).${SIGNED}`),
+    header("X-Hub-Signature-256", `GitHub's signature: the same hex HMAC-SHA256, \`sha256=\` prefixed: the \`auto\` and \`github\` schemes.${SIGNED}`),
+    header(
+      "Stripe-Signature",
+      `The \`stripe\` scheme: \`t=<Unix seconds>,v1=<hex>[,v1=<hex>…]\`, each \`v1\` an HMAC-SHA256 of \`{t}.{body}\` keyed with the whole \`whsec_…\` secret; \`t\` within ${SIGNATURE_TOLERANCE_SECONDS} seconds of the server's clock.${SIGNED}`,
+    ),
+    header("X-Shopify-Hmac-Sha256", `The \`shopify\` scheme: base64 HMAC-SHA256 of the raw body.${SIGNED}`),
+    header(
+      "X-Slack-Signature",
+      `The \`slack\` scheme: \`v0=<hex>\`, an HMAC-SHA256 of \`v0:{X-Slack-Request-Timestamp}:{body}\`; the timestamp within ${SIGNATURE_TOLERANCE_SECONDS} seconds of the server's clock.${SIGNED}`,
+    ),
+    header("X-Slack-Request-Timestamp", "The `slack` scheme: when the request was signed, in Unix seconds.", { type: "string", pattern: "^[0-9]{1,15}$" }),
   ];
 }
 
