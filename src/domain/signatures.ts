@@ -163,7 +163,7 @@ const READERS: Record<SignatureScheme, Reader> = {
     ];
     return found.includes(true);
   },
-  "hmac-sha256-hex": (headers, claims, signature) => readHex(headers, claims, signature.header ?? "x-webhook-signature", false),
+  "hmac-sha256-hex": (headers, claims, signature) => readHex(headers, claims, signature.header?.toLowerCase() ?? "x-webhook-signature", false),
   github: (headers, claims) => readHex(headers, claims, "x-hub-signature-256", true),
   "standard-webhooks"(headers, claims) {
     const found = [readStandard(headers, claims, "webhook"), readStandard(headers, claims, "svix")];

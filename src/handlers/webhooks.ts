@@ -6,7 +6,7 @@ import { flattenPayload } from "../domain/flatten.js";
 import { isoTime } from "../domain/time.js";
 import type { Column, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
-import { type SignatureRefusal, type VerifiedBy, verifySignature } from "../domain/signatures.js";
+import { SIGNATURE_TOLERANCE_SECONDS, type SignatureRefusal, type VerifiedBy, verifySignature } from "../domain/signatures.js";
 import { ApiError, invalidBody, notFound } from "../core/errors.js";
 import { isRateLimit, rateLimitHeaders, tokenBucket } from "../core/rate-limit.js";
 import { decodeUtf8, isFormType, isJsonType, JsonRefusal, parseJsonObject, parseJsonText, textProblem } from "../http/body.js";
@@ -21,7 +21,7 @@ const nextRowId = idSource("whr_");
 const SIGNATURE_MESSAGES: Record<SignatureRefusal, string> = {
   signature_missing: "missing webhook signature",
   signature_invalid: "invalid webhook signature",
-  timestamp_out_of_tolerance: "webhook signature timestamp too far from the server's clock (more than 5 minutes)",
+  timestamp_out_of_tolerance: `webhook signature timestamp more than ${SIGNATURE_TOLERANCE_SECONDS / 60} minutes from the server's clock`,
 };
 
 /** 401 `invalid_signature`, `details.reason` saying why (never the secret or the signature). */
@@ -61,7 +61,7 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
     const limit = tokenBucket(rate);
     rateHeaders = rateLimitHeaders(await ctx.rateLimiter.take(`webhook:${endpoint.connectionId}`, limit, now), limit, DELIVERY_REFUSAL);
   }
-  // Which secret verified it: what the delivery log records (webhook-inbox.md).
+  // Which secret verified it (current or previous): the delivery log of webhook-inbox.md will record it.
   const verifiedBy = verifyDelivery(endpoint, body, headers, now);
   const payload = parsePayload(body);
   const receivedAt = isoTime(now);
