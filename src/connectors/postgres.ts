@@ -1,7 +1,7 @@
 import type pg from "pg";
 import type { ConnectionRecord, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
-import { checkout, type Lease } from "../postgres/db.js";
+import { checkout, guardClients, type Lease } from "../postgres/db.js";
 import {
   type Connector,
   type ConnectorQuery,
@@ -54,8 +54,9 @@ export function postgresConnector(options: PostgresConnectorOptions = {}): Conne
         allowExitOnIdle: true,
         application_name: "dataport",
       });
-      // An idle client losing its server must not crash the host.
+      // A client losing its server, idle or checked out, must not crash the host.
       pool.on("error", () => {});
+      guardClients(pool);
       pools.set(key, pool);
     }
     return pool;

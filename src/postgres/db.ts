@@ -72,15 +72,53 @@ export interface Lease {
 }
 
 /**
- * `pool.connect()` with an `error` listener for as long as the client is
- * checked out. `pg` emits `error` on a client whose connection is lost (a
- * terminated backend, a failover); on a checked-out client without a
- * listener that event would crash the process. Here it only marks the
- * lease: the query in flight fails on its own, and the connection is
- * closed on release instead of going back to the pool.
+ * Every client `pool` creates from now on keeps an `error` listener from the
+ * moment the pool hands it out the first time until it is destroyed (until
+ * then the pool's own idle listener covers it). `pg` emits `error` on a
+ * client whose connection is lost (a terminated backend, a failover), and
+ * an `error` without a listener crashes the process. A pool's own listener
+ * covers a client only while it is idle, and a lease's only once its
+ * holder has it: a client released to a waiting `connect()` can receive
+ * the backend's FATAL in the same socket read, before the waiter runs.
+ * The event needs no handling here: the client is no longer queryable, so
+ * the statement on it fails and the pool closes it when it is released.
+ * Once per pool (a host may pass one pool to several stores).
  */
-export async function checkout(pool: Pool): Promise<Lease> {
-  const client = await pool.connect();
+export function guardClients(pool: Pool): void {
+  if (guarded.has(pool)) return;
+  guarded.add(pool);
+  pool.on("connect", (client) => {
+    client.on("error", ignoreClientError);
+  });
+}
+
+const guarded = new WeakSet<Pool>();
+
+/** The statement in flight (if any) fails with its own error; the pool drops the client on release. */
+function ignoreClientError(): void {}
+
+/**
+ * `pool.connect()` with an `error` listener for as long as the client is
+ * checked out, attached in the pool's callback, in the same turn as the
+ * pool hands the client over (a promise would resume a turn later, and an
+ * `error` in between would find no listener on a client that a host's pool
+ * created before `guardClients`). The event only marks the lease: the
+ * query in flight fails on its own, and the connection is closed on
+ * release instead of going back to the pool.
+ */
+export function checkout(pool: Pool): Promise<Lease> {
+  return new Promise((resolve, reject) => {
+    pool.connect((error, client) => {
+      if (error || !client) {
+        reject(error ?? new Error("the pool gave no client"));
+        return;
+      }
+      resolve(leaseOf(client));
+    });
+  });
+}
+
+function leaseOf(client: PoolClient): Lease {
   let failure: Error | null = null;
   const onError = (error: Error) => {
     failure ??= error;

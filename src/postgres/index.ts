@@ -7,7 +7,7 @@ import { type OpenReads, postgresCatalog } from "./catalog.js";
 import { watchCatalog } from "./catalog-events.js";
 import { ApiError } from "../core/errors.js";
 import { deadlines } from "../core/timeout.js";
-import { briefly, createDb, type Db, storeFault } from "./db.js";
+import { briefly, createDb, type Db, guardClients, storeFault } from "./db.js";
 import { postgresDashboards } from "./dashboards.js";
 import { postgresCredentials, postgresIdentity } from "./identity.js";
 import { migrate } from "./migrations.js";
@@ -88,9 +88,11 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
   const schema = options.schema ?? "dataport";
   const log = options.log ?? ((message, error) => console.error(`dataport: ${message}:`, error));
   if (owned) giveUpStalledConnections(pool, options.statementTimeoutMs ?? 60_000);
-  // An idle client that loses its connection (a failover, a terminated backend) must not crash the
-  // process: the pool drops it and connects anew on demand. A host's pool gets the listener too.
-  // Logged as its code and message only: pg's error carries its client (and the connection settings).
+  // A client that loses its connection (a failover, a terminated backend) must not crash the process,
+  // whether idle, checked out, or on its way from one to the other: the pool drops it and connects anew
+  // on demand. A host's pool gets the listeners too. Logged as its code and message only: pg's error
+  // carries its client (and the connection settings).
+  guardClients(pool);
   pool.on("error", (error) => log("an idle PostgreSQL connection was lost; the pool connects anew on demand", briefly(error)));
   try {
     await migrate(pool, schema);

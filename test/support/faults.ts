@@ -89,6 +89,15 @@ export interface PostgresProxy {
   readonly url: string;
   /** Hold every open connection whose application name matches `pattern` silent; how many were. */
   stall(pattern: RegExp): number;
+  /**
+   * On every open connection whose application name matches `pattern`: the
+   * next answer the server completes (its chunk ending in ReadyForQuery) is
+   * followed, in the same write, by the FATAL a terminated backend sends,
+   * and the connection is closed — so the client reads both in one socket
+   * read, as it does when a backend is terminated just as it answers. How
+   * many connections were armed.
+   */
+  terminateAfterNextAnswer(pattern: RegExp): number;
   /** Application names of the open connections. */
   names(): string[];
   close(): Promise<void>;
@@ -97,10 +106,10 @@ export interface PostgresProxy {
 export async function startPostgresProxy(): Promise<PostgresProxy> {
   const target = new URL(POSTGRES_URL);
   const targetPort = Number(target.port || 5432);
-  const links = new Set<{ client: Socket; server: Socket; name: string | null; stalled: boolean }>();
+  const links = new Set<{ client: Socket; server: Socket; name: string | null; stalled: boolean; terminating: boolean }>();
   const proxy: Server = createServer((client) => {
     const server = new Socket();
-    const link = { client, server, name: null as string | null, stalled: false };
+    const link = { client, server, name: null as string | null, stalled: false, terminating: false };
     links.add(link);
     const end = () => {
       links.delete(link);
@@ -115,7 +124,14 @@ export async function startPostgresProxy(): Promise<PostgresProxy> {
         if (!link.stalled) server.write(chunk);
       });
       server.on("data", (chunk: Buffer) => {
-        if (!link.stalled) client.write(chunk);
+        if (link.stalled) return;
+        if (link.terminating && endsWithReadyForQuery(chunk)) {
+          link.terminating = false;
+          client.end(Buffer.concat([chunk, TERMINATED]));
+          server.destroy();
+          return;
+        }
+        client.write(chunk);
       });
     });
   });
@@ -131,6 +147,16 @@ export async function startPostgresProxy(): Promise<PostgresProxy> {
       for (const link of links) {
         if (link.name !== null && pattern.test(link.name)) {
           link.stalled = true;
+          n++;
+        }
+      }
+      return n;
+    },
+    terminateAfterNextAnswer(pattern) {
+      let n = 0;
+      for (const link of links) {
+        if (link.name !== null && pattern.test(link.name)) {
+          link.terminating = true;
           n++;
         }
       }
@@ -157,6 +183,22 @@ function applicationName(chunk: Buffer): string | null {
   const fields = chunk.subarray(8, chunk.readInt32BE(0)).toString("utf8").split("\0");
   for (let i = 0; i + 1 < fields.length; i += 2) if (fields[i] === "application_name") return fields[i + 1]!;
   return null;
+}
+
+/** Whether a chunk from the server ends with ReadyForQuery ('Z', length 5, a status byte): an answer is complete. */
+function endsWithReadyForQuery(chunk: Buffer): boolean {
+  return chunk.length >= 6 && chunk[chunk.length - 6] === 0x5a && chunk.readInt32BE(chunk.length - 5) === 5;
+}
+
+/** The ErrorResponse a backend sends as `pg_terminate_backend` ends it (FATAL 57P01). */
+const TERMINATED = errorResponse({ S: "FATAL", V: "FATAL", C: "57P01", M: "terminating connection due to administrator command" });
+
+function errorResponse(fields: Record<string, string>): Buffer {
+  const body = Buffer.from(`${Object.entries(fields).map(([k, v]) => `${k}${v}\0`).join("")}\0`, "utf8");
+  const head = Buffer.alloc(5);
+  head.write("E", 0, "latin1");
+  head.writeInt32BE(body.length + 4, 1);
+  return Buffer.concat([head, body]);
 }
 
 /** Terminate the backends of every connection named `applicationName` (as a failover or a restart would); how many. */
