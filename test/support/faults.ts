@@ -98,6 +98,15 @@ export interface PostgresProxy {
    * many connections were armed.
    */
   terminateAfterNextAnswer(pattern: RegExp): number;
+  /**
+   * Once: the first message a client whose application name matches
+   * `pattern` sends containing `text` (on a connection open now or opened
+   * later) is forwarded — and then `more` further messages of that client
+   * (1: the COMMIT after the statement) — and then that connection is held
+   * silent as `stall` holds it: the server got them, nothing more moves.
+   * Resolves with the connection's application name when it happened.
+   */
+  stallAfterSending(pattern: RegExp, text: string, more?: number): Promise<string>;
   /** Application names of the open connections. */
   names(): string[];
   close(): Promise<void>;
@@ -106,10 +115,11 @@ export interface PostgresProxy {
 export async function startPostgresProxy(): Promise<PostgresProxy> {
   const target = new URL(POSTGRES_URL);
   const targetPort = Number(target.port || 5432);
-  const links = new Set<{ client: Socket; server: Socket; name: string | null; stalled: boolean; terminating: boolean }>();
+  const links = new Set<{ client: Socket; server: Socket; name: string | null; stalled: boolean; terminating: boolean; stallIn: number }>();
+  const triggers = new Set<{ pattern: RegExp; text: Buffer; more: number; fired: (name: string) => void }>();
   const proxy: Server = createServer((client) => {
     const server = new Socket();
-    const link = { client, server, name: null as string | null, stalled: false, terminating: false };
+    const link = { client, server, name: null as string | null, stalled: false, terminating: false, stallIn: -1 };
     links.add(link);
     const end = () => {
       links.delete(link);
@@ -121,7 +131,18 @@ export async function startPostgresProxy(): Promise<PostgresProxy> {
     server.connect(targetPort, target.hostname, () => {
       client.on("data", (chunk: Buffer) => {
         if (link.name === null) link.name = applicationName(chunk) ?? "";
-        if (!link.stalled) server.write(chunk);
+        if (link.stalled) return;
+        server.write(chunk);
+        if (link.stallIn > 0 && --link.stallIn === 0) link.stalled = true;
+        for (const trigger of triggers) {
+          if (link.stallIn < 0 && trigger.pattern.test(link.name) && chunk.includes(trigger.text)) {
+            triggers.delete(trigger);
+            link.stallIn = trigger.more;
+            if (trigger.more === 0) link.stalled = true;
+            trigger.fired(link.name);
+            break;
+          }
+        }
       });
       server.on("data", (chunk: Buffer) => {
         if (link.stalled) return;
@@ -151,6 +172,9 @@ export async function startPostgresProxy(): Promise<PostgresProxy> {
         }
       }
       return n;
+    },
+    stallAfterSending(pattern, text, more = 0) {
+      return new Promise((resolve) => triggers.add({ pattern, text: Buffer.from(text), more, fired: resolve }));
     },
     terminateAfterNextAnswer(pattern) {
       let n = 0;
