@@ -26,9 +26,10 @@ export interface ApiSettings {
    */
   tableSchemas: Readonly<Record<string, TableSchemas>>;
   /**
-   * How long a POST whose `Idempotency-Key` is held by a request still
-   * running waits for that request to finish (and replays its response)
-   * before answering 409 `idempotency_key_in_use`, in ms (default 2000).
+   * How long a write whose `Idempotency-Key` is held by a request still
+   * writing (its transaction not yet committed) waits for that request to
+   * finish (and replays its response) before answering 409
+   * `idempotency_key_in_use` with `Retry-After`, in ms (default 2000).
    */
   idempotencyWaitMs: number;
   /**
