@@ -52,11 +52,12 @@ async function send(url: string, init: RequestInit = {}): Promise<Answer> {
     // not JSON: kept as text
   }
   const code = (body as { error?: { code?: string } } | null)?.error?.code ?? null;
-  return { status: res.status, code, retryAfter: res.headers.get("retry-after"), ms: performance.now() - started, body };
+  const retryAfter = res.headers.get("retry-after");
+  return { status: res.status, code, retryAfter, ms: performance.now() - started, body };
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const auth = { authorization: `Bearer ${TOKENS.sync}` };
+const headers = { authorization: `Bearer ${TOKENS.sync}` };
 
 describe.skipIf(!!skip)("when every backend of a server is terminated again and again under load (PostgreSQL)", () => {
   const schema = testSchema("dp_kills");
@@ -71,8 +72,8 @@ describe.skipIf(!!skip)("when every backend of a server is terminated again and 
     space.connections = [...space.connections, fixtureWebhook("conn_kills", "kills")] as typeof space.connections;
     writeFileSync(join(dir, "space.json"), JSON.stringify(space));
     const db = `${POSTGRES_URL}?schema=${schema}&application_name=${app}`;
-    const args = ["--import", "tsx", "examples/server/main.ts", "--db", db, "--fixture", join(dir, "space.json"), "--port", "0"];
-    args.push("--api-rate", "0", "--webhook-rate", "0", "--log", "none");
+    const args = ["--import", "tsx", "examples/server/main.ts", "--db", db, "--fixture", join(dir, "space.json")];
+    args.push("--port", "0", "--api-rate", "0", "--webhook-rate", "0", "--log", "none");
     child = spawn(process.execPath, args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
     const watched = watchOutput(child, { exitRejects: true });
     output = watched.output;
@@ -87,7 +88,7 @@ describe.skipIf(!!skip)("when every backend of a server is terminated again and 
 
   const exited = () => child.exitCode !== null || child.signalCode !== null;
 
-  it("stays up, answers 200 or a quick 503 with Retry-After, writes each idempotent row once, and recovers", async () => {
+  it("stays up, answers 200 or a quick 503, writes each idempotent row once, and recovers", async () => {
     const answers: Answer[] = [];
     /** Idempotency-Key → the answers its POSTs got, in order. */
     const writes = new Map<string, Answer[]>();
@@ -97,7 +98,7 @@ describe.skipIf(!!skip)("when every backend of a server is terminated again and 
     const post = async (key: string) => {
       const answer = await send(`${base}/api/v1/tables/tbl_targets/rows`, {
         method: "POST",
-        headers: { ...auth, "content-type": "application/json", "idempotency-key": key },
+        headers: { ...headers, "content-type": "application/json", "idempotency-key": key },
         body: JSON.stringify({ region: key, target: 1 }),
       });
       writes.set(key, [...(writes.get(key) ?? []), answer]);
@@ -108,8 +109,8 @@ describe.skipIf(!!skip)("when every backend of a server is terminated again and 
         const n = next++;
         const pick = n % 4;
         if (pick === 0) answers.push(await post(`kill-${n}`));
-        else if (pick === 1) answers.push(await send(`${base}/api/v1/datasets/ds_orders/rows?maxRows=50`, { headers: auth }));
-        else if (pick === 2) answers.push(await send(`${base}/api/v1/me`, { headers: auth }));
+        else if (pick === 1) answers.push(await send(`${base}/api/v1/datasets/ds_orders/rows?maxRows=50`, { headers }));
+        else if (pick === 2) answers.push(await send(`${base}/api/v1/me`, { headers }));
         else {
           answers.push(
             await send(`${base}/api/webhooks/kills`, {
@@ -135,15 +136,16 @@ describe.skipIf(!!skip)("when every backend of a server is terminated again and 
     expect(exited() ? output() : "running").toBe("running");
     expect(terminated).toBeGreaterThan(10);
     expect(answers.length).toBeGreaterThan(100);
-    const unexpected = answers.filter((a) => !(a.status < 300 || (a.status === 503 && a.code === "storage_unavailable" && a.retryAfter !== null)));
+    const refusal = (a: Answer) => a.status === 503 && a.code === "storage_unavailable" && a.retryAfter !== null;
+    const unexpected = answers.filter((a) => !(a.status < 300 || refusal(a)));
     expect(unexpected.map((a) => `${a.status} ${a.code}`)).toEqual([]);
     expect(answers.filter((a) => a.status === 503 && a.ms > QUICK_MS).map((a) => Math.round(a.ms))).toEqual([]);
     expect(answers.filter((a) => a.status === 503).length).toBeGreaterThan(0);
 
     // Recovered without a restart: every kind of request answers 200 again.
     const recovered = await Promise.all([
-      send(`${base}/api/v1/me`, { headers: auth }),
-      send(`${base}/api/v1/datasets/ds_orders/rows?maxRows=50`, { headers: auth }),
+      send(`${base}/api/v1/me`, { headers }),
+      send(`${base}/api/v1/datasets/ds_orders/rows?maxRows=50`, { headers }),
       post("kill-after"),
       send(`${base}/api/health/ready`),
     ]);
@@ -157,17 +159,19 @@ describe.skipIf(!!skip)("when every backend of a server is terminated again and 
       await sleep(250);
       for (const key of unsettled()) await post(key);
     }
-    expect([...writes].map(([key, tries]) => [key, tries.at(-1)!.status]).filter(([, status]) => status !== 201)).toEqual([]);
+    const unanswered = [...writes].filter(([, tries]) => tries.at(-1)!.status !== 201);
+    expect(unanswered.map(([key, tries]) => [key, tries.at(-1)!.status])).toEqual([]);
     // Exactly one row per key, whatever the backends did to the first attempts.
     const counts = await rowsPerRegion(schema);
     const refused = answers.filter((a) => a.status === 503);
     const slowest = Math.round(Math.max(0, ...refused.map((a) => a.ms)));
     console.info(
-      `repeated kills: ${terminated} backends terminated, ${answers.length} answers (${refused.length} 503, slowest ${slowest} ms), ` +
+      `repeated kills: ${terminated} backends terminated, ${answers.length} answers ` +
+        `(${refused.length} 503, slowest ${slowest} ms), ` +
         `${writes.size} keys settled in ${Math.round(performance.now() - loadEnded)} ms`,
     );
-    const twice = [...writes.keys()].filter((key) => counts.get(key) !== 1).map((key) => `${key}: ${counts.get(key) ?? 0}`);
-    expect(twice).toEqual([]);
+    const twice = [...writes.keys()].filter((key) => counts.get(key) !== 1);
+    expect(twice.map((key) => `${key}: ${counts.get(key) ?? 0}`)).toEqual([]);
   }, 120_000);
 });
 
@@ -177,7 +181,8 @@ async function rowsPerRegion(schema: string): Promise<Map<string, number>> {
   await client.connect();
   try {
     const { rows } = await client.query<{ region: string; n: string }>(
-      `select row->>'region' as region, count(*) as n from "${schema}".table_rows where table_id = 'tbl_targets' group by 1`,
+      `select row->>'region' as region, count(*) as n from "${schema}".table_rows
+        where table_id = 'tbl_targets' group by 1`,
     );
     return new Map(rows.map((r) => [r.region, Number(r.n)]));
   } finally {

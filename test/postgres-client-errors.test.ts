@@ -27,7 +27,7 @@ describe.skipIf(!!skip)("a pg client losing its backend as it is handed to a wai
     await proxy?.close();
   });
 
-  /** A one-connection pool through the proxy, its connection open and idle, armed to be terminated after its next answer. */
+  /** A one-connection pool through the proxy, its connection open, idle and armed to end after its next answer. */
   async function armedPool(name: string, guarded: boolean): Promise<pg.Pool> {
     const url = new URL(proxy.url);
     url.searchParams.set("application_name", name);
@@ -40,7 +40,7 @@ describe.skipIf(!!skip)("a pg client losing its backend as it is handed to a wai
     return pool;
   }
 
-  it("guardClients: a promise-style pool.connect() waiting for the client gets it broken, and the process stays up", async () => {
+  it("guardClients: a promise-style connect() waiting for the client gets it broken; no crash", async () => {
     const pool = await armedPool("dp_client_errors_guarded", true);
     // The query takes the one connection; connect() waits for it and is handed it as the FATAL arrives.
     const [answer, waiter] = await Promise.all([pool.query<{ one: number }>("select 1 as one"), pool.connect()]);
@@ -52,7 +52,7 @@ describe.skipIf(!!skip)("a pg client losing its backend as it is handed to a wai
     expect((await pool.query<{ two: number }>("select 2 as two")).rows).toEqual([{ two: 2 }]);
   });
 
-  it("checkout: a lease taken from a host's pool without guardClients has its listener from the first moment", async () => {
+  it("checkout: a lease from a host's pool without guardClients has its listener from the first moment", async () => {
     const pool = await armedPool("dp_client_errors_host", false);
     const [answer, lease] = await Promise.all([pool.query<{ one: number }>("select 1 as one"), checkout(pool)]);
     expect(answer.rows).toEqual([{ one: 1 }]);

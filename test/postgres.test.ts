@@ -15,6 +15,7 @@ const skip = await postgresSkipReason();
 
 const NOW = Date.parse("2026-11-01T12:00:00.000Z");
 const actor = { type: "api-key", id: "key_sync", name: "Warehouse sync" } as const;
+const DAY = 86_400_000;
 
 const { store, schema: useSchema, closeAfterTest } = postgresStores({ maxConnections: 25, fixture: spaceWithActivity });
 
@@ -126,13 +127,20 @@ describe.skipIf(!!skip)("postgres storage", () => {
       expect(results.filter((r) => r.status === "conflict")).toHaveLength(19);
     });
 
-    it("writes one row for 40 concurrent inserts with one Idempotency-Key on two instances; the others replay it", async () => {
+    it("writes one row for 40 concurrent inserts with one Idempotency-Key on two instances", async () => {
       const s = await store();
       const other = await store(s.db.schema.slice(1, -1), false);
-      const idempotency = { scope: "key_sync:tbl_targets", key: "k1", fingerprint: "fp", status: 201, ttlMs: 86_400_000 };
+      const idempotency = { scope: "key_sync:tbl_targets", key: "k1", fingerprint: "fp", status: 201, ttlMs: DAY };
       const outcomes = await Promise.all(
         Array.from({ length: 40 }, (_, i) =>
-          (i % 2 ? other : s).tables.insertTableRowOnce({ ...base, rowId: `row_k${i}`, values: { n: i }, now: NOW, auditEvent: audit(`k${i}`), idempotency }),
+          (i % 2 ? other : s).tables.insertTableRowOnce({
+            ...base,
+            rowId: `row_k${i}`,
+            values: { n: i },
+            now: NOW,
+            auditEvent: audit(`k${i}`),
+            idempotency,
+          }),
         ),
       );
       const written = outcomes.filter((o) => o.state === "written");
@@ -144,7 +152,8 @@ describe.skipIf(!!skip)("postgres storage", () => {
       const rows = await s.tables.listTableRows("tbl_targets", { offset: 0, limit: 100 });
       expect(rows.rows.map((r) => r._id)).toEqual(["row_1", row._id]);
       // Expired by the clock: written afresh.
-      const later = await s.tables.insertTableRowOnce({ ...base, rowId: "row_late", values: {}, now: NOW + 86_400_001, auditEvent: audit("late"), idempotency });
+      const late = { ...base, rowId: "row_late", values: {}, now: NOW + DAY + 1, auditEvent: audit("late") };
+      const later = await s.tables.insertTableRowOnce({ ...late, idempotency });
       expect(later).toMatchObject({ state: "written", result: { _id: "row_late" } });
     });
   });

@@ -473,23 +473,25 @@ describe("Idempotency-Key on POST", () => {
     expect(await rows("tbl_targets")).toHaveLength(2);
   });
 
-  it("tries again while another request's write holds the key, then answers 409 idempotency_key_in_use with Retry-After", async () => {
+  it("tries again while another request's write holds the key, then answers 409 idempotency_key_in_use", async () => {
     const { post, storage, rows } = await tables({ idempotencyWaitMs: 60 });
     const write = storage.tables.insertTableRowOnce;
     let tries = 0;
-    // What a SQL store answers while the first request's transaction has not committed: in progress, fingerprint unseen.
+    // What a SQL store answers while the first request's transaction is uncommitted: in progress, fingerprint unseen.
     storage.tables.insertTableRowOnce = async () => {
       tries++;
       return { state: "in_progress", fingerprint: null };
     };
     const started = performance.now();
     const res = await post("tbl_targets", { region: "AMER" }, { key: "busy" });
-    expect([res.status, res.json.error.code, res.headers.get("retry-after")]).toEqual([409, "idempotency_key_in_use", "1"]);
+    const refusal = [res.status, res.json.error.code, res.headers.get("retry-after")];
+    expect(refusal).toEqual([409, "idempotency_key_in_use", "1"]);
     expect(performance.now() - started).toBeGreaterThanOrEqual(55);
     expect(tries).toBeGreaterThan(2);
     // The holder committed meanwhile: the next try replays it.
     tries = 0;
-    storage.tables.insertTableRowOnce = async (input) => (++tries < 3 ? { state: "in_progress", fingerprint: null } : write(input));
+    storage.tables.insertTableRowOnce = async (input) =>
+      ++tries < 3 ? { state: "in_progress", fingerprint: null } : write(input);
     const done = await post("tbl_targets", { region: "AMER" }, { key: "busy" });
     expect([done.status, tries]).toEqual([201, 3]);
     expect(await rows("tbl_targets")).toEqual([ROW_1, done.json]);
@@ -499,7 +501,8 @@ describe("Idempotency-Key on POST", () => {
     const { post, storage, rows } = await tables();
     const write = storage.tables.insertTableRowOnce;
     storage.tables.insertTableRowOnce = async () => {
-      throw new ApiError(503, "storage_unavailable", "the database is unavailable; retry later", { headers: { "retry-after": "1" } });
+      const headers = { "retry-after": "1" };
+      throw new ApiError(503, "storage_unavailable", "the database is unavailable; retry later", { headers });
     };
     const failed = await post("tbl_targets", { region: "AMER" }, { key: "after-503" });
     expect([failed.status, failed.headers.get("retry-after")]).toEqual([503, "1"]);
@@ -562,14 +565,15 @@ describe("Idempotency-Key on PATCH", () => {
     expect((await env.rows("tbl_targets")).find((r: { _id: string }) => r._id === "row_1").target).toBe(1);
   });
 
-  it("replays a retried compare-and-set under a row validator too (the validator never sees the stale retry)", async () => {
+  it("replays a retried compare-and-set under a row validator too (which never sees the stale retry)", async () => {
     const env = await tables({ tableSchemas: { tbl_targets: { row: z.object({ region: z.string() }) } } });
     const body = { target: 78, expectedUpdatedAt: ROW_1._updatedAt };
     const first = await patchWithKey(env, "row_1", body, "patch-v");
     expect([first.status, first.json.target]).toEqual([200, 78]);
     env.clock.advance(5000);
     const retried = await patchWithKey(env, "row_1", body, "patch-v");
-    expect([retried.status, retried.headers.get("idempotent-replayed"), retried.json]).toEqual([200, "true", first.json]);
+    const replay = [retried.status, retried.headers.get("idempotent-replayed"), retried.json];
+    expect(replay).toEqual([200, "true", first.json]);
     // Another key with the same stale body is the conflict it is.
     const stale = await patchWithKey(env, "row_1", body, "patch-w");
     expect([stale.status, stale.json.error.code]).toEqual([409, "conflict"]);

@@ -218,7 +218,8 @@ export async function call<T>(transport: TransportOptions, method: string, path:
       transport.onResponse?.(meta);
       return { body: parseAnswer<T>(response, text, meta), meta };
     }
-    if ((RETRYABLE(response.status) || keyStillWriting(response.status, text, retryOn)) && !last && (retryOn === "any" || response.status === 429)) {
+    const retryable = RETRYABLE(response.status) || keyStillWriting(response.status, text, retryOn);
+    if (retryable && !last && (retryOn === "any" || response.status === 429)) {
       const wait = meta.retryAfter === null ? backoff(transport, attempt) : retryAfterWait(transport, meta.retryAfter * 1000);
       if (wait !== null) {
         await transport.sleep(wait, options.signal);

@@ -132,9 +132,13 @@ export async function createRow(ctx: AuthedContext, tableId: string, body: Row, 
   const key = checkIdempotencyKey(idempotencyKey);
   const table = await reachableTable(ctx, tableId);
   await validate(ctx, table, body, body);
-  if (key === null) return Reply.json(201, await ctx.storage.tables.insertTableRow(insertion(ctx, table, body)));
-  const use = { scope: idempotencyScope(credentialRef(ctx.credential), table.id), key, fingerprint: requestFingerprint(body), status: 201 };
-  const outcome = await once(ctx, use, (idempotency) => ctx.storage.tables.insertTableRowOnce({ ...insertion(ctx, table, body), idempotency }));
+  const { tables } = ctx.storage;
+  if (key === null) return Reply.json(201, await tables.insertTableRow(insertion(ctx, table, body)));
+  const scope = idempotencyScope(credentialRef(ctx.credential), table.id);
+  const use = { scope, key, fingerprint: requestFingerprint(body), status: 201 };
+  const outcome = await once(ctx, use, (idempotency) =>
+    tables.insertTableRowOnce({ ...insertion(ctx, table, body), idempotency }),
+  );
   return outcome instanceof Reply ? outcome : Reply.json(201, outcome);
 }
 
@@ -162,7 +166,9 @@ async function once<R>(
         details: { idempotencyKey: use.key },
       });
     }
-    if (outcome.state === "completed") return Reply.json(outcome.response.status, outcome.response.body, { "idempotent-replayed": "true" });
+    if (outcome.state === "completed") {
+      return Reply.json(outcome.response.status, outcome.response.body, { "idempotent-replayed": "true" });
+    }
     // Measured on the wall clock: a wait in the store counts too (the API's clock may stand still in tests).
     const left = ctx.settings.idempotencyWaitMs - (performance.now() - started);
     if (left <= 0) {
@@ -183,8 +189,8 @@ async function once<R>(
 export async function updateRow(ctx: AuthedContext, tableId: string, rowId: string, body: Row, idempotencyKey: string | null = null): Promise<Reply> {
   const key = checkIdempotencyKey(idempotencyKey);
   if (key === null) {
-    const updated = await patchRow(ctx, tableId, rowId, body, { keyed: false, write: (input) => ctx.storage.tables.updateTableRow(input) });
-    return Reply.json(200, updated);
+    const plain: RowUpdate = { keyed: false, write: (input) => ctx.storage.tables.updateTableRow(input) };
+    return Reply.json(200, await patchRow(ctx, tableId, rowId, body, plain));
   }
   const table = await reachableTable(ctx, tableId);
   // One key names one request: the method and row are part of what "the same request" means.
@@ -203,7 +209,13 @@ interface RowUpdate {
   write(input: UpdateRowInput): Promise<RowWriteResult | Reply>;
 }
 
-async function patchRow(ctx: AuthedContext, tableId: string, rowId: string, body: Row, update: RowUpdate): Promise<Row | Reply> {
+async function patchRow(
+  ctx: AuthedContext,
+  tableId: string,
+  rowId: string,
+  body: Row,
+  update: RowUpdate,
+): Promise<Row | Reply> {
   const table = await reachableTable(ctx, tableId);
   const { expectedUpdatedAt, patch } = splitPatch(body);
   const schemas = schemasFor(ctx.settings.tableSchemas, table.id);
@@ -222,7 +234,8 @@ async function patchRow(ctx: AuthedContext, tableId: string, rowId: string, body
         // otherwise its compare-and-set refuses the write (nothing unvalidated is written).
         if (!update.keyed) throw conflict(current);
       } else {
-        const problem = await checkSchemas(schemas, patch, rowValues(patchedRow(current, patch, String(current._updatedAt))));
+        const merged = patchedRow(current, patch, String(current._updatedAt));
+        const problem = await checkSchemas(schemas, patch, rowValues(merged));
         if (problem) throw validationFailed(problem);
         guard = String(current._updatedAt);
       }

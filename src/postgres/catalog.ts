@@ -11,7 +11,19 @@ import type { CatalogWatch } from "./catalog-events.js";
 import { bulkRowWriter } from "./dataset-rows.js";
 import { syncDatasetIndexes } from "./row-indexes.js";
 import { HAS_JSONB, hasNul, indexableColumn, postgresRowDialect, type PostgresRowDialect, SANE_ROW, UNPARSABLE } from "./row-query.js";
-import { begun, bounded, type Db, idPageSql, isConnectionLost, json, type Lease, num, PUT_RESULT, putResult, storeFault } from "./db.js";
+import {
+  begun,
+  bounded,
+  type Db,
+  idPageSql,
+  isConnectionLost,
+  json,
+  type Lease,
+  num,
+  PUT_RESULT,
+  putResult,
+  storeFault,
+} from "./db.js";
 
 /** Rows fetched per round trip while streaming a read. */
 const BATCH = 1000;

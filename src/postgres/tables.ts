@@ -68,7 +68,7 @@ export function postgresTables(db: Db): TableStore & TableWrites {
     await appendAudit(client, t, input.auditEvent, input.now);
   };
 
-  /** The row inserted, in the caller's transaction (the table's row locked first: inserts into one table queue there). */
+  /** The row inserted, in the caller's transaction (the table's row locked first: inserts into a table queue there). */
   const insertRow = async (client: PoolClient, input: InsertRowInput): Promise<Row> => {
     const table = await client.query(`select id from ${t("input_tables")} where id = $1 for update`, [input.tableId]);
     if (table.rowCount === 0) throw new Error(`unknown table ${input.tableId}`);
@@ -126,15 +126,19 @@ export function postgresTables(db: Db): TableStore & TableWrites {
     const { scope, key, fingerprint, status, ttlMs } = input.idempotency;
     const { now } = input;
     // Expired keys are swept now and then (indexed by claimed_ms).
-    if (++claims % 256 === 1) await db.query(`delete from ${t("idempotency_keys")} where claimed_ms <= $1::bigint - $2::bigint`, [now, ttlMs]);
+    if (++claims % 256 === 1) {
+      await db.query(`delete from ${t("idempotency_keys")} where claimed_ms <= $1::bigint - $2::bigint`, [now, ttlMs]);
+    }
     for (let attempt = 1; ; attempt++) {
       let waitingForKey = true;
       try {
         return await db.transaction(async (client): Promise<IdempotentOutcome<R>> => {
           // Inserts the key, or takes over an expired one (or an earlier version's claim past its lease).
           const claimed = await client.query(
-            `insert into ${t("idempotency_keys")} as k (scope, key, fingerprint, claimed_ms, response) values ($1, $2, $3, $4, null)
-             on conflict (scope, key) do update set fingerprint = excluded.fingerprint, claimed_ms = excluded.claimed_ms, response = null
+            `insert into ${t("idempotency_keys")} as k (scope, key, fingerprint, claimed_ms, response)
+               values ($1, $2, $3, $4, null)
+             on conflict (scope, key) do update
+               set fingerprint = excluded.fingerprint, claimed_ms = excluded.claimed_ms, response = null
                where $4 - k.claimed_ms >= $5 or (k.response is null and $4 - k.claimed_ms >= $6)
              returning 1`,
             [scope, key, fingerprint, now, ttlMs, IDEMPOTENCY_LEASE_MS],

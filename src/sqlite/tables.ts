@@ -248,10 +248,13 @@ function tableChanges(db: Database.Database) {
  * records nothing.
  */
 function idempotentWrites(db: Database.Database) {
-  const existing = db.prepare<[string, string], ClaimRow>("SELECT fingerprint, claimed_at, response FROM idempotency_keys WHERE scope = ? AND key = ?");
+  const existing = db.prepare<[string, string], ClaimRow>(
+    "SELECT fingerprint, claimed_at, response FROM idempotency_keys WHERE scope = ? AND key = ?",
+  );
   const record = db.prepare<[string, string, string, number, string]>(
     `INSERT INTO idempotency_keys (scope, key, fingerprint, claimed_at, response) VALUES (?, ?, ?, ?, ?)
-     ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, claimed_at = excluded.claimed_at, response = excluded.response`,
+     ON CONFLICT (scope, key) DO UPDATE
+       SET fingerprint = excluded.fingerprint, claimed_at = excluded.claimed_at, response = excluded.response`,
   );
   // Expired keys are swept now and then (by the clock), so the table holds about one TTL of keys.
   const sweep = db.prepare<[number]>("DELETE FROM idempotency_keys WHERE claimed_at <= ?");
@@ -266,12 +269,17 @@ function idempotentWrites(db: Database.Database) {
       }
       const held = existing.get(scope, key);
       if (held && now - held.claimed_at < ttlMs) {
-        if (held.response !== null) return { state: "completed", fingerprint: held.fingerprint, response: parseJson<StoredResponse>(held.response) };
+        const { fingerprint: heldBy, response } = held;
+        if (response !== null) {
+          return { state: "completed", fingerprint: heldBy, response: parseJson<StoredResponse>(response) };
+        }
         // An earlier version's claim, recorded before its write: in progress until its lease runs out.
-        if (now - held.claimed_at < IDEMPOTENCY_LEASE_MS) return { state: "in_progress", fingerprint: held.fingerprint };
+        if (now - held.claimed_at < IDEMPOTENCY_LEASE_MS) return { state: "in_progress", fingerprint: heldBy };
       }
       const { result, answer } = write(input);
-      if (answer !== null) record.run(scope, key, fingerprint, now, JSON.stringify({ status, body: answer } satisfies StoredResponse));
+      if (answer !== null) {
+        record.run(scope, key, fingerprint, now, JSON.stringify({ status, body: answer } satisfies StoredResponse));
+      }
       return { state: "written", result };
     });
 }

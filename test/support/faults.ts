@@ -115,11 +115,20 @@ export interface PostgresProxy {
 export async function startPostgresProxy(): Promise<PostgresProxy> {
   const target = new URL(POSTGRES_URL);
   const targetPort = Number(target.port || 5432);
-  const links = new Set<{ client: Socket; server: Socket; name: string | null; stalled: boolean; terminating: boolean; stallIn: number }>();
+  interface Link {
+    client: Socket;
+    server: Socket;
+    name: string | null;
+    stalled: boolean;
+    terminating: boolean;
+    /** Client messages still forwarded before the link stalls (-1: not armed). */
+    stallIn: number;
+  }
+  const links = new Set<Link>();
   const triggers = new Set<{ pattern: RegExp; text: Buffer; more: number; fired: (name: string) => void }>();
   const proxy: Server = createServer((client) => {
     const server = new Socket();
-    const link = { client, server, name: null as string | null, stalled: false, terminating: false, stallIn: -1 };
+    const link: Link = { client, server, name: null, stalled: false, terminating: false, stallIn: -1 };
     links.add(link);
     const end = () => {
       links.delete(link);
@@ -215,7 +224,12 @@ function endsWithReadyForQuery(chunk: Buffer): boolean {
 }
 
 /** The ErrorResponse a backend sends as `pg_terminate_backend` ends it (FATAL 57P01). */
-const TERMINATED = errorResponse({ S: "FATAL", V: "FATAL", C: "57P01", M: "terminating connection due to administrator command" });
+const TERMINATED = errorResponse({
+  S: "FATAL",
+  V: "FATAL",
+  C: "57P01",
+  M: "terminating connection due to administrator command",
+});
 
 function errorResponse(fields: Record<string, string>): Buffer {
   const body = Buffer.from(`${Object.entries(fields).map(([k, v]) => `${k}${v}\0`).join("")}\0`, "utf8");

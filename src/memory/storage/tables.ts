@@ -63,7 +63,8 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
     return cloneJson(row);
   }
 
-  function updateRow({ tableId, rowId, patch, expectedUpdatedAt, actor, now, auditEvent }: UpdateRowInput): RowWriteResult {
+  function updateRow(input: UpdateRowInput): RowWriteResult {
+    const { tableId, rowId, patch, expectedUpdatedAt, actor, now, auditEvent } = input;
     const rows = state.tableRows.get(tableId) ?? [];
     const index = rows.findIndex((r) => r._id === rowId);
     const current = rows[index];
@@ -86,7 +87,11 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
    * else the write, and its answer (when it wrote) kept under the key, with
    * no `await` in between, so the key and the row land together.
    */
-  function once<R>(use: IdempotencyKeyUse, now: number, write: () => { result: R; answer: Row | null }): IdempotentOutcome<R> {
+  function once<R>(
+    use: IdempotencyKeyUse,
+    now: number,
+    write: () => { result: R; answer: Row | null },
+  ): IdempotentOutcome<R> {
     sweep(now, use.ttlMs);
     const id = claimId(use.scope, use.key);
     const existing = claims.get(id);
@@ -94,7 +99,10 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
       return { state: "completed", fingerprint: existing.fingerprint, response: cloneJson(existing.response) };
     }
     const { result, answer } = write();
-    if (answer !== null) claims.set(id, { fingerprint: use.fingerprint, claimedAt: now, response: { status: use.status, body: cloneJson(answer) } });
+    if (answer !== null) {
+      const response = { status: use.status, body: cloneJson(answer) };
+      claims.set(id, { fingerprint: use.fingerprint, claimedAt: now, response });
+    }
     return { state: "written", result };
   }
 

@@ -72,7 +72,10 @@ export type IdempotentOutcome<R> =
    * it was (unused), so a corrected retry may use it.
    */
   | { state: "written"; result: R }
-  /** An earlier request with this key committed its write: nothing was written now; replay `response` if `fingerprint` matches. */
+  /**
+   * An earlier request with this key committed its write: nothing was
+   * written now; replay `response` if `fingerprint` matches.
+   */
   | { state: "completed"; fingerprint: string; response: StoredResponse }
   /**
    * Another request with this key is writing and has not committed after
@@ -167,7 +170,9 @@ export interface TableStore {
    * own write would now cause. A `not_found` or `conflict` result records
    * nothing under the key.
    */
-  updateTableRowOnce(input: UpdateRowInput & { idempotency: IdempotencyKeyUse }): Promise<IdempotentOutcome<RowWriteResult>>;
+  updateTableRowOnce(
+    input: UpdateRowInput & { idempotency: IdempotencyKeyUse },
+  ): Promise<IdempotentOutcome<RowWriteResult>>;
   /**
    * Deletes and returns the deleted row as `ok`; appends edit log entry and
    * `auditEvent` in the same transaction; `rowCount` shrinks by one. Nothing

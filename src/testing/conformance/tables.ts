@@ -338,7 +338,8 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
         status: input.status ?? 201,
         ttlMs: 1000,
       });
-      const insertOnce = (store: Storage, rowId: string, options: { now?: number; key?: string; scope?: string; fingerprint?: string } = {}) =>
+      type OnceOptions = { now?: number; key?: string; scope?: string; fingerprint?: string };
+      const insertOnce = (store: Storage, rowId: string, options: OnceOptions = {}) =>
         store.tables.insertTableRowOnce({
           tableId: "tbl_targets",
           rowId,
@@ -348,7 +349,8 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
           auditEvent: event("table.row.created", rowId),
           idempotency: use(options),
         });
-      const updateOnce = (store: Storage, patch: Row, options: { expectedUpdatedAt?: string | null; rowId?: string; now?: number; key?: string } = {}) =>
+      type UpdateOptions = { expectedUpdatedAt?: string | null; rowId?: string; now?: number; key?: string };
+      const updateOnce = (store: Storage, patch: Row, options: UpdateOptions = {}) =>
         store.tables.updateTableRowOnce({
           tableId: "tbl_targets",
           rowId: options.rowId ?? "row_1",
@@ -362,13 +364,15 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
 
       it("stores one row for 20 concurrent inserts with one key; the others get its answer", async () => {
         const store = await seeded();
-        const outcomes = await Promise.all(Array.from({ length: 20 }, (_, i) => insertOnce(store, `row_c${i}`, { fingerprint: `f${i}` })));
+        const attempts = Array.from({ length: 20 }, (_, i) => insertOnce(store, `row_c${i}`, { fingerprint: `f${i}` }));
+        const outcomes = await Promise.all(attempts);
         const written = outcomes.flatMap((o, i) => (o.state === "written" ? [i] : []));
         expect(written).toHaveLength(1);
         const winner = outcomes[written[0]!] as { state: "written"; result: Row };
         expect(winner.result).toMatchObject({ _id: `row_c${written[0]}`, region: `row_c${written[0]}` });
         for (const o of outcomes) {
-          if (o.state !== "written") expect(o).toEqual({ state: "completed", fingerprint: `f${written[0]}`, response: { status: 201, body: winner.result } });
+          const response = { status: 201, body: winner.result };
+          if (o.state !== "written") expect(o).toEqual({ state: "completed", fingerprint: `f${written[0]}`, response });
         }
         expect((await allRows(store)).map((r) => r._id)).toEqual(["row_1", `row_c${written[0]}`]);
         expect(await store.tables.getTable("tbl_targets")).toMatchObject({ rowCount: 2 });
@@ -385,17 +389,23 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
           fingerprint: "f1",
           response: { status: 201, body },
         });
-        expect(await insertOnce(store, "row_s2", { scope: "s2" })).toMatchObject({ state: "written", result: { _id: "row_s2" } });
-        expect(await insertOnce(store, "row_k2", { key: "k2" })).toMatchObject({ state: "written", result: { _id: "row_k2" } });
+        const wrote = (rowId: string) => ({ state: "written", result: { _id: rowId } });
+        expect(await insertOnce(store, "row_s2", { scope: "s2" })).toMatchObject(wrote("row_s2"));
+        expect(await insertOnce(store, "row_k2", { key: "k2" })).toMatchObject(wrote("row_k2"));
         // Expired: written afresh, and answered from then on.
-        expect(await insertOnce(store, "row_c", { fingerprint: "f2", now: NOW + 1000 })).toMatchObject({ state: "written", result: { _id: "row_c" } });
-        expect(await insertOnce(store, "row_d", { now: NOW + 1001 })).toMatchObject({ state: "completed", fingerprint: "f2", response: { body: { _id: "row_c" } } });
+        expect(await insertOnce(store, "row_c", { fingerprint: "f2", now: NOW + 1000 })).toMatchObject(wrote("row_c"));
+        expect(await insertOnce(store, "row_d", { now: NOW + 1001 })).toMatchObject({
+          state: "completed",
+          fingerprint: "f2",
+          response: { body: { _id: "row_c" } },
+        });
         expect((await allRows(store)).map((r) => r._id)).toEqual(["row_1", "row_a", "row_s2", "row_k2", "row_c"]);
       });
 
-      it("records nothing for a refused update (not found, a conflict), so the key writes once the request is right", async () => {
+      it("records nothing for a refused update (not found, a conflict); the right request writes", async () => {
         const store = await seeded();
-        expect(await updateOnce(store, { target: 1 }, { rowId: "row_nope" })).toEqual({ state: "written", result: { status: "not_found" } });
+        const missing = await updateOnce(store, { target: 1 }, { rowId: "row_nope" });
+        expect(missing).toEqual({ state: "written", result: { status: "not_found" } });
         expect(await updateOnce(store, { target: 2 }, { expectedUpdatedAt: "2026-09-01T00:00:00.000Z" })).toEqual({
           state: "written",
           result: { status: "conflict", current: ROW_1 },
@@ -417,7 +427,8 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       it("records no key for a write that fails: the retry writes", async () => {
         const store = await seeded();
         const taken = event("table.row.created", "row_a");
-        await store.tables.insertTableRow({ tableId: "tbl_targets", rowId: "row_a", values: { region: "AMER" }, actor: KEY, now: NOW, auditEvent: taken });
+        const row = { tableId: "tbl_targets", rowId: "row_a", values: { region: "AMER" }, actor: KEY, now: NOW };
+        await store.tables.insertTableRow({ ...row, auditEvent: taken });
         const failing = store.tables.insertTableRowOnce({
           tableId: "tbl_targets",
           rowId: "row_b",
