@@ -1,5 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { rmSync } from "node:fs";
 import { createServer, type Server, Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import pg from "pg";
 import { POSTGRES_URL } from "./services.js";
 
@@ -112,8 +115,8 @@ export interface PostgresProxy {
   close(): Promise<void>;
 }
 
-export async function startPostgresProxy(): Promise<PostgresProxy> {
-  const target = new URL(POSTGRES_URL);
+export async function startPostgresProxy(server: string = POSTGRES_URL): Promise<PostgresProxy> {
+  const target = new URL(server);
   const targetPort = Number(target.port || 5432);
   interface Link {
     client: Socket;
@@ -167,7 +170,7 @@ export async function startPostgresProxy(): Promise<PostgresProxy> {
   });
   await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
   const { port } = proxy.address() as { port: number };
-  const url = new URL(POSTGRES_URL);
+  const url = new URL(server);
   url.hostname = "127.0.0.1";
   url.port = String(port);
   return {
@@ -239,9 +242,83 @@ function errorResponse(fields: Record<string, string>): Buffer {
   return Buffer.concat([head, body]);
 }
 
+/**
+ * A PostgreSQL server of the test's own: a new cluster (`initdb`) in a
+ * temporary directory, trust authentication, 127.0.0.1 on a free port,
+ * without fsync. For tests that hold write transactions open for seconds
+ * on purpose (a stalled connection, a held lock): on the shared server
+ * such a transaction would hold back every other test's audit feed, whose
+ * horizon (`pg_snapshot_xmin`) is the oldest transaction of the whole
+ * cluster. Run as the `postgres` user when this process is root (the
+ * server refuses to run as root). Null when this machine cannot start one
+ * (no `initdb` on the PATH); with CI=true that is an error.
+ */
+export interface PrivatePostgres {
+  /** `postgres://postgres@127.0.0.1:<port>/postgres`. */
+  readonly url: string;
+  stop(): Promise<void>;
+}
+
+export async function startPrivatePostgres(): Promise<PrivatePostgres | null> {
+  const asPostgres = process.getuid?.() === 0 ? ["runuser", "-u", "postgres", "--"] : [];
+  const run = (args: string[]) => {
+    const [command, ...rest] = [...asPostgres, ...args];
+    return spawn(command!, rest, { stdio: ["ignore", "pipe", "pipe"] });
+  };
+  const finished = (child: ChildProcess): Promise<{ code: number | null; output: string }> =>
+    new Promise((resolve) => {
+      let output = "";
+      child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
+      child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
+      child.once("error", (error) => resolve({ code: -1, output: error.message }));
+      child.once("close", (code) => resolve({ code, output }));
+    });
+  const made = await finished(run(["mktemp", "-d", join(tmpdir(), "dataport-pg-XXXXXX")]));
+  const dir = made.output.trim();
+  const data = join(dir, "data");
+  const initdb = ["initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"];
+  const init = made.code === 0 ? await finished(run(initdb)) : made;
+  if (init.code !== 0) {
+    if (dir !== "") rmSync(dir, { recursive: true, force: true });
+    const reason = `cannot start a PostgreSQL server of the test's own (initdb): ${init.output.trim().split("\n").at(-1)}`;
+    if (process.env.CI === "true") throw new Error(reason);
+    console.warn(`\n  ⚠ ${reason}; skipping\n`);
+    return null;
+  }
+  const port = await freePort();
+  const settings = ["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"];
+  const server = run(["postgres", "-D", data, "-p", String(port), "-k", dir, ...settings]);
+  const exited = finished(server);
+  const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
+  for (let tries = 0; ; tries++) {
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1000 });
+    client.on("error", () => {});
+    try {
+      await client.connect();
+      await client.end();
+      break;
+    } catch (error) {
+      await client.end().catch(() => {});
+      if (tries >= 150 || server.exitCode !== null) {
+        server.kill("SIGKILL");
+        throw new Error(`the private PostgreSQL server did not start: ${(await exited).output}`, { cause: error });
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  return {
+    url,
+    async stop() {
+      await finished(run(["pg_ctl", "stop", "-D", data, "-m", "immediate", "-s"]));
+      await exited;
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 /** Terminate the backends of every connection named `applicationName` (as a failover or a restart would); how many. */
-export async function terminateBackends(pattern: string): Promise<number> {
-  const client = new pg.Client({ connectionString: POSTGRES_URL });
+export async function terminateBackends(pattern: string, server: string = POSTGRES_URL): Promise<number> {
+  const client = new pg.Client({ connectionString: server });
   await client.connect();
   try {
     const { rows } = await client.query<{ n: string }>(
