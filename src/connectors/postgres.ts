@@ -2,6 +2,7 @@ import type pg from "pg";
 import type { ConnectionRecord, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
 import { checkout, type Lease } from "../postgres/db.js";
+import { ForbiddenAddressError, guardedSocketFactory, type Resolver } from "./dial-guard.js";
 import {
   type Connector,
   type ConnectorQuery,
@@ -16,6 +17,17 @@ export interface PostgresConnectorOptions {
   poolSize?: number;
   /** Statement timeout when the connection's config sets none, ms. Default 5000. */
   statementTimeoutMs?: number;
+  /**
+   * Whether databases on loopback and private networks (and local sockets)
+   * may be reached. Default true: a host's warehouse is often internal. Set
+   * false when the people who write connection URLs are not trusted with
+   * the host's network (`createDataApi` passes its `allowPrivateUpstreams`).
+   * Link-local (cloud metadata), unspecified and multicast addresses are
+   * never reached either way.
+   */
+  allowPrivateAddresses?: boolean;
+  /** How a database host name becomes addresses (default: the system's, `dns.lookup`). Every address is checked before it is dialled. */
+  resolve?: Resolver;
 }
 
 interface SourceColumn {
@@ -32,9 +44,16 @@ interface SourceColumn {
  * checked against `information_schema.columns` and quoted; values travel as
  * bind parameters; each query runs in a READ ONLY transaction with a
  * statement timeout. Nothing from the request is ever spliced into SQL.
+ *
+ * Addresses: every socket the pool opens is judged as it is dialled, after
+ * the host name (wherever the URL puts it: its host, `?host=`) is resolved,
+ * so a name that resolves to a forbidden address is refused however it is
+ * spelled, and DNS cannot answer one address to the check and another to
+ * the connect.
  */
 export function postgresConnector(options: PostgresConnectorOptions = {}): Connector {
   const pools = new Map<string, pg.Pool>();
+  const stream = guardedSocketFactory({ allowPrivate: options.allowPrivateAddresses ?? true, resolve: options.resolve });
   // pg is an optional peer: loaded at the first query of a postgres connection, so
   // `import "dataport"` (which registers this connector by default) never loads it.
   let driver: Promise<PgDriver> | undefined;
@@ -53,6 +72,7 @@ export function postgresConnector(options: PostgresConnectorOptions = {}): Conne
         idleTimeoutMillis: 10_000,
         allowExitOnIdle: true,
         application_name: "dataport",
+        stream,
       });
       // An idle client losing its server must not crash the host.
       pool.on("error", () => {});
@@ -209,6 +229,7 @@ function translate(error: unknown): Error {
   if (error instanceof InvalidQueryError || error instanceof UpstreamUnavailableError || error instanceof UpstreamThrottledError) {
     return error;
   }
+  if (error instanceof ForbiddenAddressError) return new UpstreamUnavailableError(error.message);
   const code = typeof (error as { code?: unknown })?.code === "string" ? (error as { code: string }).code : "";
   if (code.startsWith("22") || code === "42883") {
     return new InvalidQueryError("filters", "a filter value does not fit its column's type");

@@ -111,6 +111,8 @@ export const DEFAULT_SETTINGS: ApiSettings = {
   tokenHashCacheSize: 1024,
   adminToken: null,
   maxUploadBytes: 1024 * 1024 * 1024,
+  allowPrivateUpstreams: true,
+  csvEscapeFormulas: true,
 };
 
 export function createDataApi(options: DataApiOptions = {}): DataApi {
@@ -128,7 +130,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
     rateLimiter: options.rateLimiter
       ? limiterWithPolicy(options.rateLimiter, { failOpen: settings.rateLimitFailOpen, log: (message, error) => logger.error(message, error) })
       : createMemoryRateLimiter(),
-    connectors: { ...defaultConnectors(), ...options.connectors },
+    connectors: { ...defaultConnectors(settings), ...options.connectors },
   };
   const caches = createCaches(settings, clock);
   const operations = { draining: false, metrics };

@@ -91,7 +91,10 @@ export async function readDatasetRows(ctx: AuthedContext, id: string, query: Row
   const returnedRows = Math.min(available, query.maxRows ?? available);
   await auditRowsRead(ctx, { type: "dataset", id: dataset.id, teamId: dataset.teamId }, { offset, returnedRows, format });
   const names = query.columns ?? allNames;
-  if (format !== "json") return exportReply(format, dataset.id, names, page.rows, query.columns === undefined ? page.rowsJson : undefined);
+  if (format !== "json") {
+    const rowsJson = query.columns === undefined ? page.rowsJson : undefined;
+    return exportReply(format, dataset.id, names, page.rows, rowsJson, { escapeFormulas: ctx.settings.csvEscapeFormulas });
+  }
   let columnTypes = allTypes;
   if (query.columns) {
     const picked: Record<string, string | null> = Object.create(null);
