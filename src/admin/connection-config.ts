@@ -1,4 +1,5 @@
 import { type AddressPolicy, hostProblem } from "../domain/addresses.js";
+import { featureCollectionProblem } from "../domain/geojson.js";
 import type { ConnectorRegistry } from "../ports/connector.js";
 import { MAX_RETAIN_ROWS } from "./webhooks.js";
 import { validationFailed } from "./schemas.js";
@@ -73,6 +74,8 @@ function checkMemoryConfig(config: Record<string, unknown>): void {
       if (!isObject(layer) || !isObject(layer.featureCollection)) {
         throw validationFailed(`$.config.layers.${name}.featureCollection`, "a layer carries a GeoJSON featureCollection");
       }
+      const problem = featureCollectionProblem(layer.featureCollection);
+      if (problem) throw validationFailed(`$.config.layers.${name}.featureCollection${problem.path ? `.${problem.path}` : ""}`, problem.message);
       const max = layer.maxRecordCount;
       if (max !== undefined && (typeof max !== "number" || !Number.isInteger(max) || max < 1)) {
         throw validationFailed(`$.config.layers.${name}.maxRecordCount`, "maxRecordCount is a positive integer");
