@@ -19,7 +19,14 @@ import {
   serialised,
 } from "./change.js";
 import { checkConnectionConfig } from "./connection-config.js";
-import { checkDeclaredColumns, checkDropColumns, columnsChanged, dropRefused, reshapeDatasetRow, valuesLost } from "./reshape.js";
+import {
+  checkDeclaredColumns,
+  checkDropColumns,
+  columnsChanged,
+  dropRefused,
+  reshapeDatasetRow,
+  valuesLost,
+} from "./reshape.js";
 import { connectionBody, datasetBody, parseBody, signingSecretBody, validationFailed } from "./schemas.js";
 
 export type ConnectionInput = z.input<typeof connectionBody>;
@@ -159,7 +166,12 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
    * does not convert, or a value in a column left out and not listed in
    * `dropColumns`, refuses it (409) and the rows stay as they were.
    */
-  async function reshapeDatasetRows(id: string, columns: Column[], dropColumns: readonly string[], updatedAt: string): Promise<void> {
+  async function reshapeDatasetRows(
+    id: string,
+    columns: Column[],
+    dropColumns: readonly string[],
+    updatedAt: string,
+  ): Promise<void> {
     const reshape = reshapeDatasetRow(columns);
     const lose = valuesLost(columns, dropColumns, false);
     const page = await storage.catalog.readDatasetRows(id, { offset: 0, limit: null, columns: null, filters: null });
@@ -284,7 +296,9 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
       }
       const created = (await storage.catalog.putDataset(dataset)) === "created";
       const dropped = body.dropColumns?.length ? { details: { dropColumns: body.dropColumns } } : {};
-      await recordChange(deps, { teamIds: [body.teamId], action: putAction("dataset", created), actor, target: { type: "dataset", id }, ...dropped });
+      const target = { type: "dataset", id };
+      const action = putAction("dataset", created);
+      await recordChange(deps, { teamIds: [body.teamId], action, actor, target, ...dropped });
       return { created, value: await existingDataset(id) };
     },
     getDataset: existingDataset,

@@ -75,7 +75,10 @@ function checkMemoryConfig(config: Record<string, unknown>): void {
         throw validationFailed(`$.config.layers.${name}.featureCollection`, "a layer carries a GeoJSON featureCollection");
       }
       const problem = featureCollectionProblem(layer.featureCollection);
-      if (problem) throw validationFailed(`$.config.layers.${name}.featureCollection${problem.path ? `.${problem.path}` : ""}`, problem.message);
+      if (problem) {
+        const where = `$.config.layers.${name}.featureCollection${problem.path ? `.${problem.path}` : ""}`;
+        throw validationFailed(where, problem.message);
+      }
       const max = layer.maxRecordCount;
       if (max !== undefined && (typeof max !== "number" || !Number.isInteger(max) || max < 1)) {
         throw validationFailed(`$.config.layers.${name}.maxRecordCount`, "maxRecordCount is a positive integer");
@@ -96,7 +99,7 @@ function checkUrl(value: unknown, path: string, protocols: readonly string[]): U
   return url;
 }
 
-/** An ArcGIS service: an http(s) URL with a host the policy allows (the WHATWG parser has already read it as fetch will). */
+/** An ArcGIS service: an http(s) URL with a host the policy allows (the WHATWG parser read it as a request will). */
 function checkHttpUrl(value: unknown, path: string, policy: AddressPolicy): void {
   const url = checkUrl(value, path, ["http:", "https:"]);
   if (url.username !== "" || url.password !== "") {
@@ -123,14 +126,20 @@ function checkPostgresUrl(value: unknown, path: string, policy: AddressPolicy): 
     throw validationFailed(path, "the URL's host is not valid percent-encoding");
   }
   if (!policy.allowPrivate) {
-    if (hosts.length === 0) throw validationFailed(path, "the URL needs a host (without one the driver connects to this machine)");
+    if (hosts.length === 0) {
+      throw validationFailed(path, "the URL needs a host (without one the driver connects to this machine)");
+    }
     for (const file of ["sslcert", "sslkey", "sslrootcert"]) {
-      if (url.searchParams.has(file)) throw validationFailed(path, `${file} names a file of this machine; connections may not`);
+      if (url.searchParams.has(file)) {
+        throw validationFailed(path, `${file} names a file of this machine; connections may not`);
+      }
     }
   }
   for (const host of hosts) {
     if (host.startsWith("/")) {
-      if (!policy.allowPrivate) throw validationFailed(path, "the URL's host is a local socket, which connections may not reach");
+      if (!policy.allowPrivate) {
+        throw validationFailed(path, "the URL's host is a local socket, which connections may not reach");
+      }
       continue;
     }
     refuseHost(host, path, policy);

@@ -43,21 +43,24 @@ export function reshapeTableRow(columns: readonly Column[], dropColumns: readonl
  * Revision 3: dropping values is said out loud). An input table's reserved
  * fields (`keepReserved`) are kept, never dropped.
  */
-export function valuesLost(columns: readonly Column[], dropColumns: readonly string[], keepReserved: boolean): (row: Row) => string[] {
+export function valuesLost(
+  columns: readonly Column[],
+  dropColumns: readonly string[],
+  keepReserved: boolean,
+): (row: Row) => string[] {
   const kept = new Set([...columns.map((c) => c.name), ...dropColumns]);
-  const holds = (row: Row, name: string) => row[name] !== null && row[name] !== undefined;
-  return (row) => Object.keys(row).filter((name) => !kept.has(name) && !(keepReserved && isReservedField(name)) && holds(row, name));
+  const droppable = (name: string) => !kept.has(name) && !(keepReserved && isReservedField(name));
+  return (row) => Object.keys(row).filter((name) => droppable(name) && row[name] !== null && row[name] !== undefined);
 }
 
 /** 409 `conflict`: the declaration would drop the values of `names`, which the body did not list in `dropColumns`. */
 export function dropRefused(names: readonly string[]): ApiError {
   const list = names.map((n) => JSON.stringify(n)).join(", ");
-  return new ApiError(
-    409,
-    "conflict",
-    `the new columns leave out ${list}, which hold values in stored rows; list ${names.length === 1 ? "it" : "them"} in dropColumns to drop the values, or declare ${names.length === 1 ? "it" : "them"}; nothing was changed`,
-    { details: { dropColumns: [...names] } },
-  );
+  const them = names.length === 1 ? "it" : "them";
+  const message =
+    `the new columns leave out ${list}, which hold values in stored rows; ` +
+    `list ${them} in dropColumns to drop the values, or declare ${them}; nothing was changed`;
+  return new ApiError(409, "conflict", message, { details: { dropColumns: [...names] } });
 }
 
 /** Declared columns: no name twice, and (tables) none of the reserved `_` names; 422 naming the column otherwise. */
@@ -71,12 +74,16 @@ export function checkDeclaredColumns(columns: readonly Column[], reservedPrefix:
 }
 
 /** `dropColumns` goes with a `columns` declaration and names no declared column; 422 naming the entry otherwise. */
-export function checkDropColumns(columns: readonly Column[] | null | undefined, dropColumns: readonly string[] | undefined): void {
+export function checkDropColumns(
+  columns: readonly Column[] | null | undefined,
+  dropColumns: readonly string[] | undefined,
+): void {
   if (dropColumns === undefined || dropColumns.length === 0) return;
-  if (!columns) throw validationFailed("$.dropColumns", "dropColumns goes with a columns declaration (the columns to keep)");
+  if (!columns) throw validationFailed("$.dropColumns", "dropColumns goes with a columns declaration (those to keep)");
   const declared = new Set(columns.map((c) => c.name));
   dropColumns.forEach((name, i) => {
-    if (declared.has(name)) throw validationFailed(`$.dropColumns[${i}]`, `${name} is declared in columns; a column is kept or dropped, not both`);
+    const both = `${name} is declared in columns; a column is kept or dropped, not both`;
+    if (declared.has(name)) throw validationFailed(`$.dropColumns[${i}]`, both);
   });
 }
 

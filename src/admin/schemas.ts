@@ -61,7 +61,8 @@ const dropColumns = z
   .array(z.string().min(1))
   .optional()
   .describe(
-    "columns the new `columns` leave out whose stored values are to be dropped; without them, a declaration that would drop values is refused (409, details.dropColumns)",
+    "columns the new `columns` leave out whose stored values are to be dropped; without them, " +
+      "a declaration that would drop values is refused (409, details.dropColumns)",
   );
 export const datasetBody = datasetSchema
   .omit({ id: true, rows: true, updatedAt: true })

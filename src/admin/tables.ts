@@ -18,7 +18,14 @@ import {
   recordChange,
   requireRef,
 } from "./change.js";
-import { checkDeclaredColumns, checkDropColumns, columnsChanged, dropRefused, reshapeTableRow, valuesLost } from "./reshape.js";
+import {
+  checkDeclaredColumns,
+  checkDropColumns,
+  columnsChanged,
+  dropRefused,
+  reshapeTableRow,
+  valuesLost,
+} from "./reshape.js";
 import { parseBody, tableBody, validationFailed } from "./schemas.js";
 
 export type TableInput = z.input<typeof tableBody>;
@@ -51,13 +58,19 @@ export function tableAdmin(deps: AdminDeps): TableAdmin {
    * A table with declared columns holds no others, so only its left-out
    * declared columns can lose values; an undeclared one is read through.
    */
-  async function refuseLostValues(id: string, current: TableRecord, columns: readonly Column[], dropColumns: readonly string[]): Promise<void> {
+  async function refuseLostValues(
+    id: string,
+    current: TableRecord,
+    columns: readonly Column[],
+    dropColumns: readonly string[],
+  ): Promise<void> {
     const kept = new Set([...columns.map((c) => c.name), ...dropColumns]);
     if (current.columns.length > 0 && current.columns.every((c) => kept.has(c.name))) return;
     const lose = valuesLost(columns, dropColumns, true);
     const lost = new Set<string>();
     for (let after: RowKey | null = null; ; ) {
-      const page: TableRowsPage = await storage.tables.listTableRows(id, { offset: 0, limit: SCAN_PAGE, count: false, after });
+      const query = { offset: 0, limit: SCAN_PAGE, count: false, after };
+      const page: TableRowsPage = await storage.tables.listTableRows(id, query);
       for (const row of page.rows) for (const name of lose(row)) lost.add(name);
       if (page.rows.length < SCAN_PAGE || page.lastKey === null) break;
       after = page.lastKey;
@@ -94,7 +107,9 @@ export function tableAdmin(deps: AdminDeps): TableAdmin {
       const reshape = reshaping ? reshapeTableRow(columns, dropColumns) : undefined;
       const created = (await storage.tables.putTable(table, reshape)) === "created";
       const dropped = dropColumns.length > 0 ? { details: { dropColumns } } : {};
-      await recordChange(deps, { teamIds: [body.teamId], action: putAction("table", created), actor, target: { type: "table", id }, ...dropped });
+      const target = { type: "table", id };
+      const action = putAction("table", created);
+      await recordChange(deps, { teamIds: [body.teamId], action, actor, target, ...dropped });
       return { created, value: await existing(id) };
     },
     getTable: existing,

@@ -8,7 +8,8 @@ import {
   UpstreamThrottledError,
   UpstreamUnavailableError,
 } from "../ports/connector.js";
-import { ForbiddenAddressError, type Resolver } from "./dial-guard.js";
+import type { Resolver } from "../domain/addresses.js";
+import { ForbiddenAddressError } from "./dial-guard.js";
 import { type GuardedHttp, guardedHttp, type UpstreamResponse } from "./guarded-http.js";
 import { connectionSecrets, scrubUpstreamText } from "./scrub.js";
 
@@ -26,7 +27,7 @@ export interface ArcgisConnectorOptions {
    * never reached either way.
    */
   allowPrivateAddresses?: boolean;
-  /** How the service's host name becomes addresses (default: the system's, `dns.lookup`). Every address is checked before it is dialled. */
+  /** How the service's host name becomes addresses (default `dns.lookup`); each is judged before it is dialled. */
   resolve?: Resolver;
 }
 
@@ -145,7 +146,8 @@ async function fetchJson(
   const signal = AbortSignal.any([timeout, ...(limits.signal ? [limits.signal] : [])]);
   const unreachable = (error: unknown) => {
     if (error instanceof ForbiddenAddressError) return new UpstreamUnavailableError(error.message);
-    return new UpstreamUnavailableError(timeout.aborted ? `no answer within ${limits.timeoutMs} ms` : "cannot reach the service");
+    const why = timeout.aborted ? `no answer within ${limits.timeoutMs} ms` : "cannot reach the service";
+    return new UpstreamUnavailableError(why);
   };
   let response: UpstreamResponse;
   try {
@@ -184,8 +186,12 @@ async function fetchJson(
   return body;
 }
 
-/** The body as text, refusing more than `maxBytes` (declared or streamed); `interrupted` names why a cut-off body stopped. */
-async function readCapped(response: UpstreamResponse, maxBytes: number, interrupted: () => Error | null): Promise<string> {
+/** The body as text, refusing more than `maxBytes` (declared or streamed); `interrupted` says why it was cut off. */
+async function readCapped(
+  response: UpstreamResponse,
+  maxBytes: number,
+  interrupted: () => Error | null,
+): Promise<string> {
   const tooLarge = () => new UpstreamUnavailableError(`the service's answer is larger than ${maxBytes} bytes`);
   const declared = Number(response.header("content-length"));
   if (Number.isFinite(declared) && declared > maxBytes) {

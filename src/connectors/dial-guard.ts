@@ -1,9 +1,12 @@
 import { lookup as dnsLookup } from "node:dns";
 import { Socket, type TcpSocketConnectOpts } from "node:net";
-import { type AddressPolicy, addressProblem, formatIpAddress, parseIpAddress } from "../domain/addresses.js";
-
-/** A name's addresses, as `dns.lookup(name, { all: true })` answers them. */
-export type Resolver = (hostname: string) => Promise<Array<{ address: string; family: 4 | 6 }>>;
+import {
+  type AddressPolicy,
+  addressProblem,
+  formatIpAddress,
+  parseIpAddress,
+  type Resolver,
+} from "../domain/addresses.js";
 
 /** What a connector dials with: the address rule, and (for tests, or a host's own DNS) the resolver. */
 export interface DialOptions extends AddressPolicy {
@@ -22,14 +25,19 @@ export class ForbiddenAddressError extends Error {
   }
 }
 
-/** A literal address (any spelling) that may not be dialled; null for an allowed one or a name (judged once resolved). */
+/** A literal address (any spelling) that may not be dialled; null when allowed, or a name (judged once resolved). */
 export function dialProblem(host: string, policy: AddressPolicy): ForbiddenAddressError | null {
   const address = parseIpAddress(host);
   const problem = address ? addressProblem(address, policy) : null;
   return problem === null ? null : new ForbiddenAddressError(host, problem);
 }
 
-type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | Array<{ address: string; family: number }>, family?: number) => void;
+type LookupCallback = (
+  error: NodeJS.ErrnoException | null,
+  address: string | Array<{ address: string; family: number }>,
+  family?: number,
+) => void;
+type Lookup = (hostname: string, lookupOptions: object, callback: LookupCallback) => void;
 
 /**
  * A `lookup` for `net.connect` and `http.request`: the name's addresses
@@ -38,7 +46,7 @@ type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | Ar
  * rebinding, cannot slip past: there is no second time). One forbidden
  * address refuses the name.
  */
-export function guardedLookup(options: DialOptions): (hostname: string, lookupOptions: object, callback: LookupCallback) => void {
+export function guardedLookup(options: DialOptions): Lookup {
   const resolve = options.resolve ?? systemResolve;
   return (hostname, lookupOptions, callback) => {
     const wantsAll = (lookupOptions as { all?: boolean }).all === true;
@@ -46,11 +54,16 @@ export function guardedLookup(options: DialOptions): (hostname: string, lookupOp
     resolve(hostname).then(
       (found) => {
         const addresses = found.filter((a) => family !== 4 && family !== 6 ? true : a.family === family);
-        if (addresses.length === 0) return callback(Object.assign(new Error(`${hostname} has no address`), { code: "ENOTFOUND" }), "", 0);
+        if (addresses.length === 0) {
+          return callback(Object.assign(new Error(`${hostname} has no address`), { code: "ENOTFOUND" }), "", 0);
+        }
         for (const { address } of addresses) {
           const parsed = parseIpAddress(address);
           const problem = parsed ? addressProblem(parsed, options) : `an address that does not parse (${address})`;
-          if (problem !== null) return callback(new ForbiddenAddressError(`${hostname} (${parsed ? formatIpAddress(parsed) : address})`, problem), "", 0);
+          if (problem !== null) {
+            const dialled = `${hostname} (${parsed ? formatIpAddress(parsed) : address})`;
+            return callback(new ForbiddenAddressError(dialled, problem), "", 0);
+          }
         }
         if (wantsAll) callback(null, addresses);
         else callback(null, addresses[0]!.address, addresses[0]!.family);

@@ -28,7 +28,8 @@ export interface GuardedHttp {
  */
 export function guardedHttp(options: DialOptions): GuardedHttp {
   const lookup = guardedLookup(options);
-  const agents = { http: new HttpAgent({ keepAlive: true, timeout: 30_000 }), https: new HttpsAgent({ keepAlive: true, timeout: 30_000 }) };
+  const pooled = { keepAlive: true, timeout: 30_000 };
+  const agents = { http: new HttpAgent(pooled), https: new HttpsAgent(pooled) };
   return {
     get(url, init) {
       const refused = dialProblem(url.hostname.replace(/^\[|\]$/g, ""), options);
@@ -36,11 +37,9 @@ export function guardedHttp(options: DialOptions): GuardedHttp {
       const secure = url.protocol === "https:";
       const send = secure ? httpsRequest : httpRequest;
       return new Promise((resolve, reject) => {
-        const request = send(
-          url,
-          { method: "GET", headers: init.headers, signal: init.signal, agent: secure ? agents.https : agents.http, lookup: lookup as never },
-          (response) => resolve(upstreamResponse(response)),
-        );
+        const agent = secure ? agents.https : agents.http;
+        const options = { method: "GET", headers: init.headers, signal: init.signal, agent, lookup: lookup as never };
+        const request = send(url, options, (response) => resolve(upstreamResponse(response)));
         request.on("error", reject);
         request.end();
       });

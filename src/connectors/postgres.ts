@@ -2,7 +2,8 @@ import type pg from "pg";
 import type { ConnectionRecord, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
 import { checkout, type Lease } from "../postgres/db.js";
-import { ForbiddenAddressError, guardedSocketFactory, type Resolver } from "./dial-guard.js";
+import type { Resolver } from "../domain/addresses.js";
+import { ForbiddenAddressError, guardedSocketFactory } from "./dial-guard.js";
 import {
   type Connector,
   type ConnectorQuery,
@@ -26,7 +27,7 @@ export interface PostgresConnectorOptions {
    * never reached either way.
    */
   allowPrivateAddresses?: boolean;
-  /** How a database host name becomes addresses (default: the system's, `dns.lookup`). Every address is checked before it is dialled. */
+  /** How a database host name becomes addresses (default `dns.lookup`); each is judged before it is dialled. */
   resolve?: Resolver;
 }
 
@@ -53,7 +54,8 @@ interface SourceColumn {
  */
 export function postgresConnector(options: PostgresConnectorOptions = {}): Connector {
   const pools = new Map<string, pg.Pool>();
-  const stream = guardedSocketFactory({ allowPrivate: options.allowPrivateAddresses ?? true, resolve: options.resolve });
+  const allowPrivate = options.allowPrivateAddresses ?? true;
+  const stream = guardedSocketFactory({ allowPrivate, resolve: options.resolve });
   // pg is an optional peer: loaded at the first query of a postgres connection, so
   // `import "dataport"` (which registers this connector by default) never loads it.
   let driver: Promise<PgDriver> | undefined;

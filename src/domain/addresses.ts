@@ -19,6 +19,9 @@ export interface AddressPolicy {
   allowPrivate: boolean;
 }
 
+/** How a host name becomes addresses, as `dns.lookup(name, { all: true })` answers them. */
+export type Resolver = (hostname: string) => Promise<Array<{ address: string; family: 4 | 6 }>>;
+
 /**
  * The address a host name spells, when it spells one (brackets, an IPv6
  * zone and one trailing dot allowed); null for a name that DNS resolves.
@@ -31,7 +34,8 @@ export function parseIpAddress(host: string): IpAddress | null {
     return groups ? { version: 6, groups } : null;
   }
   const value = parseIPv4(text.endsWith(".") ? text.slice(0, -1) : text);
-  return value === null ? null : { version: 4, bytes: [value >>> 24, (value >>> 16) & 255, (value >>> 8) & 255, value & 255] };
+  if (value === null) return null;
+  return { version: 4, bytes: [value >>> 24, (value >>> 16) & 255, (value >>> 8) & 255, value & 255] };
 }
 
 /**
@@ -75,7 +79,8 @@ function ipv4Problem([a, b, c, d]: readonly number[], policy: AddressPolicy): st
   if (a === 100 && b === 100 && c === 100 && d === 200) return "a cloud metadata address";
   if (policy.allowPrivate) return null;
   if (a === 127) return "a loopback address (127.0.0.0/8)";
-  if (a === 10 || (a === 172 && b! >= 16 && b! <= 31) || (a === 192 && b === 168)) return "a private address (RFC 1918)";
+  const rfc1918 = a === 10 || (a === 172 && b! >= 16 && b! <= 31) || (a === 192 && b === 168);
+  if (rfc1918) return "a private address (RFC 1918)";
   if (a === 100 && b! >= 64 && b! <= 127) return "a shared address (100.64.0.0/10)";
   if (a === 192 && b === 0 && c === 0) return "an IETF protocol address (192.0.0.0/24)";
   if (a === 198 && (b === 18 || b === 19)) return "a benchmarking address (198.18.0.0/15)";

@@ -14,7 +14,15 @@ export interface GeoJsonProblem {
   message: string;
 }
 
-const GEOMETRY_TYPES = ["Point", "MultiPoint", "LineString", "MultiLineString", "Polygon", "MultiPolygon", "GeometryCollection"];
+const GEOMETRY_TYPES = [
+  "Point",
+  "MultiPoint",
+  "LineString",
+  "MultiLineString",
+  "Polygon",
+  "MultiPolygon",
+  "GeometryCollection",
+];
 
 /** The first RFC 7946 problem of a FeatureCollection, or null when it is valid. */
 export function featureCollectionProblem(value: unknown): GeoJsonProblem | null {
@@ -36,7 +44,10 @@ class Invalid extends Error {
   }
 }
 
-const at = (path: string, key: string | number) => (typeof key === "number" ? `${path}[${key}]` : path === "" ? key : `${path}.${key}`);
+function at(path: string, key: string | number): string {
+  if (typeof key === "number") return `${path}[${key}]`;
+  return path === "" ? key : `${path}.${key}`;
+}
 
 function checkFeatureCollection(value: unknown): void {
   if (!isObject(value)) throw new Invalid("", "a FeatureCollection is a JSON object");
@@ -52,7 +63,9 @@ function checkFeature(value: unknown, path: string): void {
   if (!("geometry" in value)) throw new Invalid(at(path, "geometry"), "is required (a geometry object or null)");
   if (value.geometry !== null) checkGeometry(value.geometry, at(path, "geometry"));
   if (!("properties" in value)) throw new Invalid(at(path, "properties"), "is required (an object or null)");
-  if (value.properties !== null && !isObject(value.properties)) throw new Invalid(at(path, "properties"), "must be an object or null");
+  if (value.properties !== null && !isObject(value.properties)) {
+    throw new Invalid(at(path, "properties"), "must be an object or null");
+  }
   if ("id" in value && typeof value.id !== "string" && !(typeof value.id === "number" && Number.isFinite(value.id))) {
     throw new Invalid(at(path, "id"), "must be a string or a number");
   }
@@ -113,7 +126,9 @@ function checkPolygon(value: unknown, path: string): void {
     if (positions.length < 4) throw new Invalid(ringPath, "a linear ring has 4 or more positions");
     const first = positions[0]!;
     const last = positions.at(-1)!;
-    if (first.length !== last.length || first.some((n, i) => n !== last[i])) throw new Invalid(ringPath, "ring is not closed (its last position must equal its first)");
+    if (first.length !== last.length || first.some((n, i) => n !== last[i])) {
+      throw new Invalid(ringPath, "ring is not closed (its last position must equal its first)");
+    }
   });
 }
 
@@ -125,7 +140,8 @@ function eachOf(value: unknown, path: string, what: string, check: (item: unknow
 /** A bounding box, when present: 2×n numbers (n = 2 or 3); west may exceed east (a box across the antimeridian). */
 function checkBbox(value: unknown, path: string): void {
   if (value === undefined) return;
-  if (!Array.isArray(value) || (value.length !== 4 && value.length !== 6) || value.some((n) => typeof n !== "number" || !Number.isFinite(n))) {
+  const numbers = Array.isArray(value) && value.every((n) => typeof n === "number" && Number.isFinite(n));
+  if (!numbers || (value.length !== 4 && value.length !== 6)) {
     throw new Invalid(path, "a bbox is an array of 4 or 6 numbers");
   }
 }

@@ -138,7 +138,10 @@ export const ocsfApiActivitySchema = z
       service: z.object({ name: z.string() }),
       request: z.object({ uid: z.string() }).optional(),
     }),
-    src_endpoint: z.object({ ip: z.string().min(1) }).optional().describe("the client address; absent when the event has none"),
+    src_endpoint: z
+      .object({ ip: z.string().min(1) })
+      .optional()
+      .describe("the client address; absent when the event has none"),
     http_request: z.object({ user_agent: z.string() }).optional(),
     resources: z.array(z.object({ uid: z.string(), type: z.string() })).optional(),
     metadata: z.object({
@@ -151,7 +154,7 @@ export const ocsfApiActivitySchema = z
         .int()
         .positive()
         .optional()
-        .describe("epoch milliseconds at which the event was stored (a seeded event: its own time); absent when unknown"),
+        .describe("epoch ms at which the event was stored (a seeded event: its own time); absent when unknown"),
       tenant_uid: z.string(),
     }),
     unmapped: z.record(z.string(), z.unknown()).describe("the raw stored event"),

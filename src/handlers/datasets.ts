@@ -93,7 +93,8 @@ export async function readDatasetRows(ctx: AuthedContext, id: string, query: Row
   const names = query.columns ?? allNames;
   if (format !== "json") {
     const rowsJson = query.columns === undefined ? page.rowsJson : undefined;
-    return exportReply(format, dataset.id, names, page.rows, rowsJson, { escapeFormulas: ctx.settings.csvEscapeFormulas });
+    const csv = { escapeFormulas: ctx.settings.csvEscapeFormulas };
+    return exportReply(format, dataset.id, names, page.rows, rowsJson, csv);
   }
   let columnTypes = allTypes;
   if (query.columns) {

@@ -60,7 +60,8 @@ export async function listRows(ctx: AuthedContext, tableId: string, params: Tabl
     await auditRowsRead(ctx, { type: "table", id: table.id, teamId: table.teamId }, { offset, returnedRows: Math.min(Math.max(0, first.totalRows - offset), limit), format });
     const columns = table.columns.length > 0 ? [...RESERVED_COLUMNS.slice(0, 1), ...table.columns.map((c) => c.name), ...RESERVED_COLUMNS.slice(1)] : null;
     const names = columns ?? (await firstFields(ctx, table.id, query));
-    return exportReply(format, table.id, names, exportedRows(ctx, table.id, query, first, limit), undefined, { escapeFormulas: ctx.settings.csvEscapeFormulas });
+    const csv = { escapeFormulas: ctx.settings.csvEscapeFormulas };
+    return exportReply(format, table.id, names, exportedRows(ctx, table.id, query, first, limit), undefined, csv);
   }
   const limit = params.limit ?? DEFAULT_PAGE;
   const { totalRows, rows, lastKey } = await ctx.storage.tables.listTableRows(table.id, {

@@ -37,5 +37,9 @@ export { WEBHOOK_ROUTE } from "./webhooks.js";
 /** Connectors available without configuration (the upstream address rule from the settings). */
 export function defaultConnectors(settings: Pick<ApiSettings, "allowPrivateUpstreams">): ConnectorRegistry {
   const allowPrivateAddresses = settings.allowPrivateUpstreams;
-  return { memory: memoryConnector(), postgres: postgresConnector({ allowPrivateAddresses }), arcgis: arcgisConnector({ allowPrivateAddresses }) };
+  return {
+    memory: memoryConnector(),
+    postgres: postgresConnector({ allowPrivateAddresses }),
+    arcgis: arcgisConnector({ allowPrivateAddresses }),
+  };
 }
