@@ -2,7 +2,7 @@ import type { StandardSchemaV1 } from "@standard-schema/spec";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAdmin } from "../src/admin/index.js";
-import type { DataApiOptions } from "../src/core/api.js";
+import type { DataApiOptions } from "../src/server/api.js";
 import { idempotencyScope, requestFingerprint } from "../src/domain/idempotency.js";
 import type { MemoryStorage } from "../src/memory/storage.js";
 import { NOW, setup } from "./support/api.js";

@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import { randomId } from "../domain/crypto.js";
 import { type Column, type ConnectionRecord, type DatasetRecord, isUploadOrConnection, type Row, type UploadOrConnectionDataset } from "../domain/model.js";
-import { ApiError, notFound } from "../core/errors.js";
+import { ApiError, notFound } from "../base/api-error.js";
 import { assertWritable } from "../storage/mount.js";
 import {
   type AdminDeps,

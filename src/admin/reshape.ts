@@ -2,7 +2,7 @@ import { conformValue } from "../domain/cell-values.js";
 import type { Column, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
 import { isReservedField } from "../domain/table-rows.js";
-import { ApiError } from "../core/errors.js";
+import { ApiError } from "../base/api-error.js";
 import { validationFailed } from "./schemas.js";
 
 /**

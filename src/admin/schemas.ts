@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { ApiError } from "../core/errors.js";
+import { ApiError } from "../base/api-error.js";
 import {
   allowlistSchema,
   auditEventSchema,

@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import type { Column, TableRecord } from "../domain/model.js";
-import type { RowKey } from "../domain/row-query.js";
-import { ApiError, notFound } from "../core/errors.js";
+import type { RowKey } from "../domain/row-query-model.js";
+import { ApiError, notFound } from "../base/api-error.js";
 import type { EditLogEntry, TableRowsPage } from "../ports/storage/tables.js";
 import { assertWritable } from "../storage/mount.js";
 import {

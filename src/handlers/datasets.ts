@@ -1,10 +1,10 @@
 import { reachable, resolveTeam } from "../core/access.js";
 import type { AuthedContext } from "../context/handler.js";
 import type { ConnectionRecord, DatasetRecord } from "../domain/model.js";
-import { invalidParameter } from "../core/errors.js";
+import { invalidParameter } from "../base/api-error.js";
 import { joinedTexts, jsonRowsBody } from "../http/json-stream.js";
 import { Reply } from "../http/reply.js";
-import { auditRowsRead, checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./row-query.js";
+import { auditRowsRead, checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./rows-common.js";
 
 /** A dataset as the API shows it. */
 export function datasetView(dataset: DatasetRecord, connection: ConnectionRecord | null) {

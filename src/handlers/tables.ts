@@ -14,10 +14,10 @@ import type { AuditEvent, Row, TableRecord } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
 import { changedSince, isReservedField, parseTimestamp, patchedRow, rowValues } from "../domain/table-rows.js";
 import { checkColumns, checkSchemas, schemasFor, type ValidationProblem } from "../domain/validation.js";
-import { ApiError, invalidParameter, notFound } from "../core/errors.js";
+import { ApiError, invalidParameter, notFound } from "../base/api-error.js";
 import { Reply } from "../http/reply.js";
 import type { IdempotencyClaim, StoredResponse, TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";
-import { auditRowsRead, checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./row-query.js";
+import { auditRowsRead, checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./rows-common.js";
 
 /** A table the credential may reach, or the same 404 as an unknown id. */
 async function reachableTable(ctx: AuthedContext, id: string): Promise<TableRecord> {

@@ -3,7 +3,7 @@ import { memoryConnector } from "../connectors/memory.js";
 import { postgresConnector } from "../connectors/postgres.js";
 import type { ApiSettings } from "../context/settings.js";
 import type { ConnectorRegistry } from "../ports/connector.js";
-import type { RouteDef } from "../core/routing.js";
+import type { RouteDef } from "./route-def.js";
 import { adminRoutes } from "./admin.js";
 import { auditRoutes } from "./audit.js";
 import { connectionRoutes } from "./connections.js";

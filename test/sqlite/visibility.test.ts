@@ -259,7 +259,7 @@ describe("sqlite: the remembered dataset records", () => {
 
 describe("sqlite: reads of a remembered dataset record", () => {
   it("describe the dataset's columns as they are now, after a declaration changes them", async () => {
-    const { createDataApi } = await import("../../src/core/api.js");
+    const { createDataApi } = await import("../../src/server/api.js");
     const { createAdmin } = await import("../../src/admin/index.js");
     const { s } = await seededFile();
     const api = createDataApi({ storage: s });

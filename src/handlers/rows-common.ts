@@ -1,9 +1,9 @@
 import type { AuthedContext } from "../context/handler.js";
 import { actorOf } from "../core/auth.js";
 import type { Row } from "../domain/model.js";
-import { parseSort, parseWhere, type RowCondition, type RowKey, type SortKey } from "../domain/row-query.js";
+import { parseSort, parseWhere, type RowCondition, type RowKey, type SortKey } from "../domain/row-query-model.js";
 import { type CursorState, decodeCursor, encodeCursor, queryFingerprint } from "../domain/row-query-cursor.js";
-import { invalidParameter } from "../core/errors.js";
+import { invalidParameter } from "../base/api-error.js";
 import { Reply } from "../http/reply.js";
 
 /** The row-query parameters both rows endpoints take (see ../shared/row-queries.md). */
