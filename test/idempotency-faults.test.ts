@@ -4,7 +4,7 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createDataApi } from "../src/core/api.js";
+import { createDataApi } from "../src/server/api.js";
 import { parseFixture } from "../src/fixture/load.js";
 import { createPostgresStorage, type PostgresStorage, type PostgresStorageOptions } from "../src/postgres/index.js";
 import type { Storage } from "../src/ports/storage.js";

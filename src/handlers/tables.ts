@@ -13,7 +13,7 @@ import type { AuditEvent, Row, TableRecord } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
 import { changedSince, isReservedField, parseTimestamp, patchedRow, rowValues } from "../domain/table-rows.js";
 import { checkColumns, checkSchemas, schemasFor, type ValidationProblem } from "../domain/validation.js";
-import { ApiError, invalidParameter, notFound } from "../core/errors.js";
+import { ApiError, invalidParameter, notFound } from "../base/api-error.js";
 import { Reply } from "../http/reply.js";
 import type {
   IdempotencyKeyUse,
@@ -24,7 +24,7 @@ import type {
   TableRowsQuery,
   UpdateRowInput,
 } from "../ports/storage/tables.js";
-import { auditRowsRead, checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./row-query.js";
+import { auditRowsRead, checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./rows-common.js";
 
 /** A table the credential may reach, or the same 404 as an unknown id. */
 async function reachableTable(ctx: AuthedContext, id: string): Promise<TableRecord> {
@@ -66,7 +66,9 @@ export async function listRows(ctx: AuthedContext, tableId: string, params: Tabl
     });
     await auditRowsRead(ctx, { type: "table", id: table.id, teamId: table.teamId }, { offset, returnedRows: Math.min(Math.max(0, first.totalRows - offset), limit), format });
     const columns = table.columns.length > 0 ? [...RESERVED_COLUMNS.slice(0, 1), ...table.columns.map((c) => c.name), ...RESERVED_COLUMNS.slice(1)] : null;
-    return exportReply(format, table.id, columns ?? (await firstFields(ctx, table.id, query)), exportedRows(ctx, table.id, query, first, limit));
+    const names = columns ?? (await firstFields(ctx, table.id, query));
+    const csv = { escapeFormulas: ctx.settings.csvEscapeFormulas };
+    return exportReply(format, table.id, names, exportedRows(ctx, table.id, query, first, limit), undefined, csv);
   }
   const limit = params.limit ?? DEFAULT_PAGE;
   const { totalRows, rows, lastKey } = await ctx.storage.tables.listTableRows(table.id, {

@@ -3,7 +3,7 @@ import type { PoolClient } from "pg";
 import { mapped } from "../domain/async-iterables.js";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
 import { selectColumns } from "../domain/rows.js";
-import type { RowKey, SortKey } from "../domain/row-query.js";
+import type { RowKey, SortKey } from "../domain/row-query-model.js";
 import { keyOf } from "../domain/row-query-order.js";
 import { afterSql, conditionSql, orderSql, renderNumbered } from "../domain/row-query-sql.js";
 import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";

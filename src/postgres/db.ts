@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Pool, PoolClient, QueryResultRow } from "pg";
-import { ApiError } from "../core/errors.js";
+import { ApiError } from "../base/api-error.js";
 import type { IdPage, PutResult } from "../ports/storage/identity.js";
 
 /**

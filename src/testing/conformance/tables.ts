@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Actor, AuditEvent, Row, TableRecord } from "../../domain/model.js";
-import type { RowCondition } from "../../domain/row-query.js";
+import type { RowCondition } from "../../domain/row-query-model.js";
 import type { Storage } from "../../ports/storage.js";
 import { type ConformanceOptions, readAllPages, seededStore, type StorageFactory } from "./harness.js";
 
