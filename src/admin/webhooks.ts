@@ -5,9 +5,8 @@ import { eventId, randomId } from "../domain/crypto.js";
 import type { Actor } from "../domain/model.js";
 import { signatureProblem, type WebhookSignature } from "../domain/signature-schemes.js";
 import { isoTime } from "../domain/time.js";
-import { MAX_SECRET_OVERLAP_SECONDS } from "../domain/webhook-config.js";
-import { ApiError, notFound } from "../core/errors.js";
-import type { WebhookEndpoint, WebhookSettings } from "../ports/storage/webhooks.js";
+import { MAX_SECRET_OVERLAP_SECONDS, type WebhookEndpoint, type WebhookSettings } from "../domain/webhook-config.js";
+import { ApiError, notFound } from "../base/api-error.js";
 import { validationFailed } from "./schemas.js";
 
 /** A webhook connection as the host sees it. The secret itself is never echoed. */

@@ -26,9 +26,10 @@ export interface ApiSettings {
    */
   tableSchemas: Readonly<Record<string, TableSchemas>>;
   /**
-   * How long a POST whose `Idempotency-Key` is held by a request still
-   * running waits for that request to finish (and replays its response)
-   * before answering 409 `idempotency_key_in_use`, in ms (default 2000).
+   * How long a write whose `Idempotency-Key` is held by a request still
+   * writing (its transaction not yet committed) waits for that request to
+   * finish (and replays its response) before answering 409
+   * `idempotency_key_in_use` with `Retry-After`, in ms (default 2000).
    */
   idempotencyWaitMs: number;
   /**
@@ -77,4 +78,20 @@ export interface ApiSettings {
   adminToken: string | null;
   /** Largest bulk row upload (admin `…/datasets/{id}/rows`), in bytes; streamed, never held whole (default 1 GiB). */
   maxUploadBytes: number;
+  /**
+   * Whether connections may reach loopback and private networks (and local
+   * sockets): true (the default) suits a host whose own people write the
+   * connection URLs, its warehouse often being internal; false refuses them
+   * when the URL is stored and again when the built-in connectors dial, for
+   * a host whose customers bring their own databases. Link-local (cloud
+   * metadata), unspecified and multicast addresses are refused either way.
+   */
+  allowPrivateUpstreams: boolean;
+  /**
+   * Whether a CSV export writes a text cell that a spreadsheet would run as
+   * a formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage return,
+   * and not a plain number) with a leading `'` (default true). false writes
+   * every text as stored, for hosts whose readers need the raw text.
+   */
+  csvEscapeFormulas: boolean;
 }

@@ -1,4 +1,4 @@
-import { ApiError } from "./errors.js";
+import { ApiError } from "../base/api-error.js";
 import type { RateDecision, RateLimit, RateLimiter } from "../ports/rate-limiter.js";
 
 /** Whether a configured rate is a limit at all (0, negative, NaN and Infinity are "off"). */

@@ -1,7 +1,7 @@
 import { createHmac } from "node:crypto";
 import { hmacSha256, safeEqual } from "./crypto.js";
 import type { SignatureScheme, WebhookSignature } from "./signature-schemes.js";
-import type { HeaderReader } from "../http/types.js";
+import type { HeaderReader } from "../base/headers.js";
 
 /** A signed timestamp (Standard Webhooks, Stripe, Slack) further than this from the clock is refused as a replay. */
 export const SIGNATURE_TOLERANCE_SECONDS = 5 * 60;

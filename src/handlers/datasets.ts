@@ -1,10 +1,10 @@
 import { reachable, resolveTeam } from "../core/access.js";
 import type { AuthedContext } from "../context/handler.js";
 import type { ConnectionRecord, DatasetRecord } from "../domain/model.js";
-import { invalidParameter } from "../core/errors.js";
+import { invalidParameter } from "../base/api-error.js";
 import { joinedTexts, jsonRowsBody } from "../http/json-stream.js";
 import { Reply } from "../http/reply.js";
-import { auditRowsRead, checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./row-query.js";
+import { auditRowsRead, checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./rows-common.js";
 
 /** A dataset as the API shows it. */
 export function datasetView(dataset: DatasetRecord, connection: ConnectionRecord | null) {
@@ -91,7 +91,11 @@ export async function readDatasetRows(ctx: AuthedContext, id: string, query: Row
   const returnedRows = Math.min(available, query.maxRows ?? available);
   await auditRowsRead(ctx, { type: "dataset", id: dataset.id, teamId: dataset.teamId }, { offset, returnedRows, format });
   const names = query.columns ?? allNames;
-  if (format !== "json") return exportReply(format, dataset.id, names, page.rows, query.columns === undefined ? page.rowsJson : undefined);
+  if (format !== "json") {
+    const rowsJson = query.columns === undefined ? page.rowsJson : undefined;
+    const csv = { escapeFormulas: ctx.settings.csvEscapeFormulas };
+    return exportReply(format, dataset.id, names, page.rows, rowsJson, csv);
+  }
   let columnTypes = allTypes;
   if (query.columns) {
     const picked: Record<string, string | null> = Object.create(null);

@@ -2,8 +2,8 @@ import { z } from "zod";
 import { createRow, deleteRow, listRows, updateRow } from "../handlers/tables.js";
 import type { Row } from "../domain/model.js";
 import { intParam } from "../http/query.js";
-import { EXPORT_TYPES, rowQueryParams } from "./row-query.js";
-import { authed } from "../core/routing.js";
+import { EXPORT_TYPES, rowQueryParams } from "./row-query-params.js";
+import { authed } from "./route-def.js";
 import { tableRowDeletedSchema, tableRowPatchSchema, tableRowSchema, tableRowsPageSchema, tableRowValuesSchema } from "../schemas/tables.js";
 
 export { tableRowSchema };

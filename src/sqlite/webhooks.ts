@@ -1,8 +1,14 @@
 import type Database from "better-sqlite3";
 import { rowChangesColumns, widenColumns } from "../domain/columns.js";
 import type { Column, ColumnType, Row } from "../domain/model.js";
-import { endpointFromConnection, newWebhookConfig, webhookConfigWith } from "../domain/webhook-config.js";
-import type { WebhookDelivery, WebhookEndpoint, WebhookReceipt, WebhookSettings, WebhookStore } from "../ports/storage/webhooks.js";
+import {
+  endpointFromConnection,
+  newWebhookConfig,
+  type WebhookEndpoint,
+  type WebhookSettings,
+  webhookConfigWith,
+} from "../domain/webhook-config.js";
+import type { WebhookDelivery, WebhookReceipt, WebhookStore } from "../ports/storage/webhooks.js";
 import type { PendingDelivery } from "../storage/deliveries.js";
 import { stagingMover } from "./bulk-rows.js";
 import { parseJson, rememberedReads, rowKey, type SqliteHandle, writeTransaction } from "./db.js";

@@ -1,54 +1,6 @@
 import type { Column, Row } from "../../domain/model.js";
 import type { WebhookSignature } from "../../domain/signature-schemes.js";
-
-/**
- * A webhook connection as the receiver needs it. It is read from a
- * connection of type `webhook` whose config is
- * `{ endpointId, signingSecret, retainRows, signature?, previousSigningSecret?, previousSecretValidUntil? }`,
- * and the dataset whose `connectionId` is that connection. The stores build
- * it with `endpointFromConnection` (src/domain/webhook-config.ts).
- */
-export interface WebhookEndpoint {
-  connectionId: string;
-  teamId: string;
-  name: string;
-  /** The dataset its rows land in. */
-  datasetId: string;
-  /** The path segment of /api/webhooks/{endpointId}. */
-  endpointId: string;
-  /** null (or an empty/absent config value) means unsigned requests are accepted. */
-  signingSecret: string | null;
-  /**
-   * Most recent rows kept; older rows are trimmed. null (absent in the
-   * connection config) means the host's default, `settings.webhookRetainRows`.
-   */
-  retainRows: number | null;
-  /** How deliveries are signed (`config.signature`); `{ scheme: "auto" }` when the config names none. */
-  signature: Readonly<WebhookSignature>;
-  /**
-   * The secret a rotation with overlap replaced, accepted until `validUntilMs`
-   * (epoch ms; the receiver compares it with its clock). null: none, and
-   * always null when `signingSecret` is.
-   */
-  previousSecret: { secret: string; validUntilMs: number } | null;
-}
-
-/** A change of a webhook connection's settings; absent fields are left alone. */
-export interface WebhookSettings {
-  /** The new secret; null removes it and any previous secret with it. */
-  signingSecret?: string | null;
-  /**
-   * With a new `signingSecret`: the secret it replaces (when there is one
-   * and it differs) stays valid as the previous secret until this ISO time,
-   * replacing any earlier previous secret. Without it (or null), a new
-   * secret leaves no previous secret. Ignored without `signingSecret`.
-   */
-  previousSecretValidUntil?: string | null;
-  /** null: back to the host's default. */
-  retainRows?: number | null;
-  /** null: back to `auto`. */
-  signature?: WebhookSignature | null;
-}
+import type { WebhookEndpoint, WebhookSettings } from "../../domain/webhook-config.js";
 
 export interface WebhookStore {
   /** The endpoint with this path segment, or null. Called on every delivery: keep it an indexed lookup. */
