@@ -67,6 +67,8 @@ export interface OpenApiOptions {
   version?: string;
   /** Default: `Dataport Data Access API`. */
   title?: string;
+  /** `info.description` (Markdown). Default: the Data Access API's (authentication, errors, CORS, paging, versioning). */
+  description?: string;
   /** The largest JSON or webhook body the server takes, in bytes, as documented (default 1 MiB, the API's default `maxBodyBytes`). */
   maxBodyBytes?: number;
   /** The largest streamed upload (bulk rows), in bytes (default 1 GiB, the API's default `maxUploadBytes`). */
@@ -161,7 +163,7 @@ export function createOpenApiDocument(routes: ReadonlyArray<RouteEntry>, options
   }
   return {
     openapi: "3.1.0",
-    info: { title: options.title ?? "Dataport Data Access API", version: options.version ?? "1.0.0", description: DESCRIPTION },
+    info: { title: options.title ?? "Dataport Data Access API", version: options.version ?? "1.0.0", description: options.description ?? DESCRIPTION },
     jsonSchemaDialect: "https://spec.openapis.org/oas/3.1/dialect/base",
     servers: options.serverUrl
       ? [{ url: options.serverUrl }]
