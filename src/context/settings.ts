@@ -1,5 +1,13 @@
 import type { TableSchemas } from "../domain/validation.js";
 
+/**
+ * How rate limits are told (`rateLimitHeaders`): `limit-remaining-reset`
+ * (`RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`, the earlier
+ * drafts' fields), `policy` (`RateLimit-Policy` and `RateLimit`, the current
+ * draft-ietf-httpapi-ratelimit-headers), or `both`.
+ */
+export type RateLimitHeaderStyle = "limit-remaining-reset" | "policy" | "both";
+
 /** Limits and addresses, every one with a default (see `createDataApi`). */
 export interface ApiSettings {
   /** Application origin, e.g. `https://bi.example.com`; webhook URLs are built on it. */
@@ -54,6 +62,13 @@ export interface ApiSettings {
    * the API limit, webhook deliveries and upstream queries alike.
    */
   rateLimitFailOpen: boolean;
+  /**
+   * The rate-limit headers of limited answers (API calls when `apiRatePerSecond`
+   * is set, webhook deliveries, upstream refusals): `limit-remaining-reset`
+   * (the default, as before), `policy` for the current IETF draft's
+   * `RateLimit-Policy: "api";q=100;w=2` and `RateLimit: "api";r=42;t=1`, or `both`.
+   */
+  rateLimitHeaders: RateLimitHeaderStyle;
   /** How long one upstream call may take before the query ends with 504 `upstream_timeout`, in ms (default 15,000). */
   upstreamTimeoutMs: number;
   /** How long each readiness check (`/api/health/ready`) may take before it counts as failed, in ms (default 2000). */

@@ -183,6 +183,16 @@ export function createOpenApiDocument(routes: ReadonlyArray<RouteEntry>, options
         RateLimitLimit: { description: "Requests allowed in the window (sent when the server sets a rate limit).", schema: { type: "integer" } },
         RateLimitRemaining: { description: "Requests left in the window.", schema: { type: "integer" } },
         RateLimitReset: { description: "Seconds until the window resets.", schema: { type: "integer" } },
+        RateLimitPolicy: {
+          description:
+            'The quota policy, in the current IETF draft\'s form (sent when the server sets `rateLimitHeaders` to `policy` or `both`): `"api";q=100;w=2` — a bucket of `q` requests that fills in `w` seconds (`api`, `webhook` or `upstream`).',
+          schema: { type: "string" },
+        },
+        RateLimit: {
+          description:
+            'The service limit under the policy (`rateLimitHeaders`: `policy` or `both`): `"api";r=42;t=1` — `r` requests left, the bucket full again in `t` seconds (on a 429, `t` is `Retry-After`).',
+          schema: { type: "string" },
+        },
         WwwAuthenticate: { description: "`Bearer`.", schema: { type: "string" } },
       },
     },
@@ -419,6 +429,8 @@ function rateLimitHeaders(): NonNullable<OpenApiResponse["headers"]> {
     "RateLimit-Limit": { $ref: "#/components/headers/RateLimitLimit" },
     "RateLimit-Remaining": { $ref: "#/components/headers/RateLimitRemaining" },
     "RateLimit-Reset": { $ref: "#/components/headers/RateLimitReset" },
+    "RateLimit-Policy": { $ref: "#/components/headers/RateLimitPolicy" },
+    RateLimit: { $ref: "#/components/headers/RateLimit" },
   };
 }
 

@@ -133,7 +133,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
       // One token from the credential's bucket, or 429.
       const key = credential.kind === "api-key" ? `api:key:${credential.key.id}` : `api:user:${credential.user.id}`;
       return andThen(ports.rateLimiter.take(key, apiLimit, clock.now()), (decision) => {
-        x.rateHeaders = rateLimitHeaders(decision, apiLimit, "too many requests for this credential; retry later");
+        x.rateHeaders = rateLimitHeaders(decision, apiLimit, API_REFUSAL, settings.rateLimitHeaders, "api");
         authorize(credential, route);
       });
     });
@@ -269,6 +269,8 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
   }
 }
 
+const API_REFUSAL = "too many requests for this credential; retry later";
+
 const PREFLIGHT_HEADERS: Readonly<Record<string, string>> = {
   "access-control-allow-methods": "GET, POST, PATCH, DELETE, OPTIONS",
   "access-control-allow-headers":
@@ -296,6 +298,7 @@ function withoutBody(reply: ApiReply): ApiReply {
 const EXPOSABLE: ReadonlyArray<[header: string, exposed: string]> = [
   ["retry-after", "Retry-After"],
   ["ratelimit-limit", "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset"],
+  ["ratelimit", "RateLimit, RateLimit-Policy"],
   ["idempotent-replayed", "Idempotent-Replayed"],
   ["www-authenticate", "WWW-Authenticate"],
 ];

@@ -33,7 +33,8 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
   let rateHeaders: Record<string, string> = {};
   if (isRateLimit(rate)) {
     const limit = tokenBucket(rate);
-    rateHeaders = rateLimitHeaders(await ctx.rateLimiter.take(`webhook:${endpoint.connectionId}`, limit, now), limit, DELIVERY_REFUSAL);
+    const decision = await ctx.rateLimiter.take(`webhook:${endpoint.connectionId}`, limit, now);
+    rateHeaders = rateLimitHeaders(decision, limit, DELIVERY_REFUSAL, ctx.settings.rateLimitHeaders, "webhook");
   }
   if (endpoint.signingSecret !== null) {
     if (!verifyWebhookSignature({ secret: endpoint.signingSecret, body: body.bytes, headers, nowMs: now })) throw invalidSignature();
