@@ -115,6 +115,21 @@ export const DEFAULT_SETTINGS: ApiSettings = {
 };
 
 export function createDataApi(options: DataApiOptions = {}): DataApi {
+  return assembleDataApi(options, { mounts, adminMount });
+}
+
+/** What an API serves: its mounts, and the admin mount when an admin token is set. */
+export interface RouteTable {
+  mounts: ReadonlyArray<{ base: string; routes: readonly RouteDef[] }>;
+  adminMount: { base: string; routes: readonly RouteDef[] };
+}
+
+/**
+ * `createDataApi` over a route table of its own. Not exported from the
+ * package: it lets a test serve a `/api/v2` mount beside `/api/v1` the way a
+ * breaking change would ship (docs/versioning.md) before one exists.
+ */
+export function assembleDataApi(options: DataApiOptions, table: RouteTable): DataApi {
   const settings = settingsOf(options);
   const clock = options.clock ?? systemClock;
   const metrics = options.metrics ?? null;
@@ -135,7 +150,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
   const operations = { draining: false, metrics };
   const admin: { functions: Admin; token: Uint8Array } | null =
     settings.adminToken === null ? null : { functions: createAdmin({ ports, settings }), token: Buffer.from(settings.adminToken, "utf8") };
-  const router = createRouter(admin === null ? mounts : [...mounts, adminMount]);
+  const router = createRouter(admin === null ? table.mounts : [...table.mounts, table.adminMount]);
   const dispatch = createPipeline({
     router,
     ports,

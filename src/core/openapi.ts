@@ -21,6 +21,8 @@ export type JsonSchema = Record<string, unknown>;
 export interface OpenApiOperation {
   operationId: string;
   summary: string;
+  description?: string;
+  deprecated?: boolean;
   tags: string[];
   security: Array<Record<string, string[]>>;
   "x-scope": string | null;
@@ -105,7 +107,7 @@ const DESCRIPTION = `Data Access API and inbound webhook receiver.
 * **Errors**: every error has the body \`{ "error": { "code", "message", "details"?, "requestId" } }\` (schema \`Error\`).
 * **CORS**: every response carries \`Access-Control-Allow-Origin: *\` and \`X-Request-Id\`; a preflight \`OPTIONS\` answers 204.
 * **Paging**: rows pages with \`offset\` until \`metadata.hasMore\` is false; the audit feed follows its opaque \`cursor\`.
-* **Versioning**: \`/api/v1\` keeps working at least 12 months after \`/api/v2\` ships; webhooks carry no version.`;
+* **Versioning**: \`/api/v1\` keeps working at least 12 months after \`/api/v2\` ships; webhooks carry no version. A deprecated operation says so (\`deprecated: true\`) and its answers carry \`Deprecation\`, \`Sunset\` and \`Link: <…>; rel="deprecation"\`.`;
 
 const methods = { GET: "get", POST: "post", PUT: "put", PATCH: "patch", DELETE: "delete" } as const;
 
@@ -194,6 +196,9 @@ export function createOpenApiDocument(routes: ReadonlyArray<RouteEntry>, options
           schema: { type: "string" },
         },
         WwwAuthenticate: { description: "`Bearer`.", schema: { type: "string" } },
+        Deprecation: { description: "RFC 9745: when this operation was (or will be) deprecated, `@<unix seconds>`.", schema: { type: "string" } },
+        Sunset: { description: "RFC 8594: the HTTP-date after which this operation may stop answering.", schema: { type: "string" } },
+        DeprecationLink: { description: 'Where the deprecation is explained: `<https://…>; rel="deprecation"`.', schema: { type: "string" } },
       },
     },
   };
@@ -220,6 +225,15 @@ function operation(route: RouteDef, build: Build): OpenApiOperation {
     parameters,
     responses: successResponses(route, build),
   };
+  if (route.deprecated) {
+    const { since, sunset } = route.deprecated;
+    op.deprecated = true;
+    op.description = `Deprecated since ${since}${sunset ? `; answers until ${sunset} (its \`Sunset\`)` : ""}. Its answers carry \`Deprecation\`, \`Sunset\` and \`Link: <…>; rel="deprecation"\`.`;
+    for (const response of Object.values(op.responses)) {
+      if ("$ref" in response) continue;
+      response.headers = { ...response.headers, ...deprecationHeaderDocs() };
+    }
+  }
   if (route.body) op.requestBody = requestBody(route, build);
   for (const status of errorStatuses(route, pathParams.length > 0)) {
     const declared = route.responses?.[status];
@@ -431,6 +445,14 @@ function rateLimitHeaders(): NonNullable<OpenApiResponse["headers"]> {
     "RateLimit-Reset": { $ref: "#/components/headers/RateLimitReset" },
     "RateLimit-Policy": { $ref: "#/components/headers/RateLimitPolicy" },
     RateLimit: { $ref: "#/components/headers/RateLimit" },
+  };
+}
+
+function deprecationHeaderDocs(): NonNullable<OpenApiResponse["headers"]> {
+  return {
+    Deprecation: { $ref: "#/components/headers/Deprecation" },
+    Sunset: { $ref: "#/components/headers/Sunset" },
+    Link: { $ref: "#/components/headers/DeprecationLink" },
   };
 }
 

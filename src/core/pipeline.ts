@@ -5,6 +5,7 @@ import type { Caches } from "./caches.js";
 import type { ApiSettings } from "../context/settings.js";
 import type { Ports } from "../context/ports.js";
 import type { HandlerContext, Operations } from "../context/handler.js";
+import { deprecationsOf } from "./deprecation.js";
 import { eventId, idSource, safeEqual } from "../domain/crypto.js";
 import type { AuditEvent } from "../domain/model.js";
 import { isoTime } from "../domain/time.js";
@@ -88,6 +89,11 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
     }
     log(message, error);
   };
+  /** The headers of the deprecated routes (`route.deprecated`), by route. */
+  const deprecations = deprecationsOf(
+    router.routes.map(({ route }) => route),
+    settings.appUrl,
+  );
   /** The Data Access API's per-credential bucket (`apiRatePerSecond`), or null when it is off. */
   const apiLimit = isRateLimit(settings.apiRatePerSecond) ? tokenBucket(settings.apiRatePerSecond) : null;
 
@@ -224,6 +230,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
     const { headers } = reply;
     const { route, match, credential, req } = x;
     if (x.rateHeaders !== null) for (const name in x.rateHeaders) headers[name] ??= x.rateHeaders[name]!;
+    if (route?.deprecated !== undefined) Object.assign(headers, deprecations.get(route));
     headers["access-control-allow-origin"] = "*";
     headers["access-control-expose-headers"] = exposedHeaders(headers);
     headers["x-request-id"] = x.requestId;
@@ -301,6 +308,7 @@ const EXPOSABLE: ReadonlyArray<[header: string, exposed: string]> = [
   ["ratelimit", "RateLimit, RateLimit-Policy"],
   ["idempotent-replayed", "Idempotent-Replayed"],
   ["www-authenticate", "WWW-Authenticate"],
+  ["deprecation", "Deprecation, Sunset, Link"],
 ];
 
 function exposedHeaders(headers: Record<string, string>): string {

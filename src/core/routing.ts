@@ -2,6 +2,7 @@ import type { z } from "zod";
 import type { Awaitable } from "./awaitable.js";
 import type { AuthedContext, HandlerContext } from "../context/handler.js";
 import type { AdminContext } from "../context/admin.js";
+import type { Deprecation } from "./deprecation.js";
 import type { Scope } from "../domain/model.js";
 import type { Reply } from "../http/reply.js";
 import type { HeaderReader } from "../http/types.js";
@@ -59,6 +60,12 @@ interface RouteBase<Query, R extends Responses> {
   alsoProduces?: readonly string[];
   /** Whether this call is written to the API usage log (default true). */
   logged?: boolean;
+  /**
+   * Marks the route deprecated: its answers carry `Deprecation`, `Sunset`
+   * and `Link: <…>; rel="deprecation"`, and the OpenAPI document says
+   * `deprecated: true`. How a breaking change ships: docs/versioning.md.
+   */
+  deprecated?: Deprecation;
 }
 
 export interface AuthedRoute<Query = unknown, Body = unknown, R extends Responses = Responses> extends RouteBase<Query, R> {
