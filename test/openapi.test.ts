@@ -53,7 +53,7 @@ describe("OpenAPI document", () => {
     expect(params.find((p) => p.name === "params")!.schema).toEqual({ type: "string" });
     expect(JSON.stringify(createOpenApiDocument(api.routes))).not.toContain("contentMediaType");
     expect(param("columns")!.description).toBe("comma-separated names");
-    expect(Object.keys(rows.responses)).toEqual(["200", "400", "401", "403", "404", "429", "500", "503"]);
+    expect(Object.keys(rows.responses)).toEqual(["200", "304", "400", "401", "403", "404", "429", "500", "503"]);
   });
 
   it("gives every error the envelope schema, with WWW-Authenticate on 401 and Retry-After on 429", async () => {

@@ -87,6 +87,7 @@ const ERROR_RESPONSES: Record<number, { name: string; codes: string }> = {
   404: { name: "NotFound", codes: "`not_found`: unknown id, outside the key's allowlist, or a team the person is not in (indistinguishable)" },
   405: { name: "MethodNotAllowed", codes: "`method_not_allowed`: the storage area this change belongs to is read-only (the host supplies it)" },
   409: { name: "Conflict", codes: "`conflict` (details.current holds the current row), `idempotency_key_in_use`" },
+  412: { name: "PreconditionFailed", codes: "`precondition_failed`: `If-Match` names a version the row no longer has (details.current holds the row, `ETag` its tag)" },
   413: { name: "PayloadTooLarge", codes: "`payload_too_large`" },
   415: { name: "UnsupportedMediaType", codes: "`unsupported_media_type`" },
   422: { name: "UnprocessableEntity", codes: "`validation_failed` (details.unknownColumns / invalidColumns; on the admin API details.path names the first problem), `idempotency_key_reused`" },
@@ -196,6 +197,11 @@ export function createOpenApiDocument(routes: ReadonlyArray<RouteEntry>, options
           schema: { type: "string" },
         },
         WwwAuthenticate: { description: "`Bearer`.", schema: { type: "string" } },
+        ETag: {
+          description:
+            "A strong entity tag of the content: send it back in `If-None-Match` to be told 304 while it is unchanged, or (a table row's) in `If-Match` to change only that version. A compressed answer's tag ends in `-gzip` or `-br`.",
+          schema: { type: "string" },
+        },
         Deprecation: { description: "RFC 9745: when this operation was (or will be) deprecated, `@<unix seconds>`.", schema: { type: "string" } },
         Sunset: { description: "RFC 8594: the HTTP-date after which this operation may stop answering.", schema: { type: "string" } },
         DeprecationLink: { description: 'Where the deprecation is explained: `<https://…>; rel="deprecation"`.', schema: { type: "string" } },
@@ -308,8 +314,10 @@ function queryParameters(route: RouteDef): OpenApiParameter[] {
 }
 
 function headerParameters(route: RouteDef): OpenApiParameter[] {
+  const conditional = conditionalParameters(route);
   if (route.auth === "bearer" && (route.method === "POST" || route.method === "PATCH")) {
     return [
+      ...conditional,
       {
         name: "Idempotency-Key",
         in: "header",
@@ -320,7 +328,34 @@ function headerParameters(route: RouteDef): OpenApiParameter[] {
     ];
   }
   if (route.body?.kind === "raw") return webhookHeaders();
-  return [];
+  return conditional;
+}
+
+/** `If-None-Match` where a route answers 304, `If-Match` where it answers 412. */
+function conditionalParameters(route: RouteDef): OpenApiParameter[] {
+  const responses = (route.responses ?? {}) as Responses;
+  const out: OpenApiParameter[] = [];
+  if (304 in responses) {
+    out.push({
+      name: "If-None-Match",
+      in: "header",
+      required: false,
+      description:
+        "The `ETag` of an answer the client holds: while the content is unchanged the answer is 304 with no body (still a read, audited and counted), else the full answer with its new `ETag`.",
+      schema: { type: "string" },
+    });
+  }
+  if (412 in responses) {
+    out.push({
+      name: "If-Match",
+      in: "header",
+      required: false,
+      description:
+        "The row's `ETag` (from the answer that wrote or listed it): the change applies only to that version of the row, else 412 `precondition_failed` with the current row. The HTTP form of `expectedUpdatedAt`.",
+      schema: { type: "string" },
+    });
+  }
+  return out;
 }
 
 /** What a webhook delivery may carry: delivery ids (de-duplication) and signatures, as `verifyWebhookSignature` and `dedupKeyOf` read them. */
@@ -392,9 +427,13 @@ function successResponses(route: RouteDef, build: Build): OpenApiOperation["resp
       out[status] = { description: route.summary, headers };
       continue;
     }
+    if (status === "304") {
+      out[status] = { description: "Not modified: the content is the one `If-None-Match` named (no body).", headers: { ...headers, ...etagHeader() } };
+      continue;
+    }
     const content: Record<string, { schema: JsonSchema }> = json(toJsonSchema(schema, "output", build.components));
     if (status === "200") for (const type of route.alsoProduces ?? []) content[type] = { schema: { type: "string" } };
-    out[status] = { description: route.summary, headers, content };
+    out[status] = { description: route.summary, headers: route.etag ? { ...headers, ...etagHeader() } : headers, content };
   }
   if (Object.keys(out).length === 0) {
     const content = route.produces ? { [route.produces]: { schema: { type: "string" } } } : json({});
@@ -432,6 +471,10 @@ function errorResponse(status: number, codes: string): OpenApiResponse {
     Object.assign(headers, rateLimitHeaders());
   }
   return { description: `Error ${status}: ${codes}.`, headers, content: json({ $ref: "#/components/schemas/Error" }) };
+}
+
+function etagHeader(): NonNullable<OpenApiResponse["headers"]> {
+  return { ETag: { $ref: "#/components/headers/ETag" } };
 }
 
 function requestIdHeader(): NonNullable<OpenApiResponse["headers"]> {

@@ -281,7 +281,7 @@ const API_REFUSAL = "too many requests for this credential; retry later";
 const PREFLIGHT_HEADERS: Readonly<Record<string, string>> = {
   "access-control-allow-methods": "GET, POST, PATCH, DELETE, OPTIONS",
   "access-control-allow-headers":
-    "Content-Type, Authorization, Idempotency-Key, Cache-Control, X-Webhook-Signature, X-Hub-Signature-256, Webhook-Id, Webhook-Timestamp, Webhook-Signature, Dataport-Retry-Count",
+    "Content-Type, Authorization, Idempotency-Key, Cache-Control, If-None-Match, If-Match, X-Webhook-Signature, X-Hub-Signature-256, Webhook-Id, Webhook-Timestamp, Webhook-Signature, Dataport-Retry-Count",
   "access-control-max-age": "86400",
 };
 
@@ -308,6 +308,7 @@ const EXPOSABLE: ReadonlyArray<[header: string, exposed: string]> = [
   ["ratelimit", "RateLimit, RateLimit-Policy"],
   ["idempotent-replayed", "Idempotent-Replayed"],
   ["www-authenticate", "WWW-Authenticate"],
+  ["etag", "ETag"],
   ["deprecation", "Deprecation, Sunset, Link"],
 ];
 

@@ -58,6 +58,8 @@ interface RouteBase<Query, R extends Responses> {
   produces?: string;
   /** Media types the 200 body may also take besides JSON (row downloads, chosen by `format` or `Accept`); documented as text. */
   alsoProduces?: readonly string[];
+  /** Whether its success answers carry an `ETag` (documented with them; the handler sets it). */
+  etag?: boolean;
   /** Whether this call is written to the API usage log (default true). */
   logged?: boolean;
   /**

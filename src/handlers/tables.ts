@@ -17,7 +17,19 @@ import { checkColumns, checkSchemas, schemasFor, type ValidationProblem } from "
 import { ApiError, invalidParameter, notFound } from "../core/errors.js";
 import { Reply } from "../http/reply.js";
 import type { IdempotencyClaim, StoredResponse, TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";
-import { auditRowsRead, checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./row-query.js";
+import { ifMatchCondition, ifMatchHolds } from "../http/conditional.js";
+import { rowsTag, rowTag } from "./entity-tags.js";
+import {
+  auditRowsRead,
+  checkRowQuery,
+  exportFormat,
+  exportReply,
+  nextCursor,
+  notModified,
+  type ReadHeaders,
+  type RowQueryParams,
+  tagged,
+} from "./row-query.js";
 
 /** A table the credential may reach, or the same 404 as an unknown id. */
 async function reachableTable(ctx: AuthedContext, id: string): Promise<TableRecord> {
@@ -36,13 +48,24 @@ const DEFAULT_PAGE = 100;
 const EXPORT_BATCH = 1000;
 
 /** GET /tables/{id}/rows: a page, or a CSV/NDJSON download; `where`, `sort` and `cursor` as on datasets. */
-export async function listRows(ctx: AuthedContext, tableId: string, params: TableRowsParams, accept: string | null = null): Promise<Reply | object> {
+export async function listRows(
+  ctx: AuthedContext,
+  tableId: string,
+  params: TableRowsParams,
+  read: ReadHeaders = { accept: null, ifNoneMatch: null },
+): Promise<Reply> {
   const table = await reachableTable(ctx, tableId);
   // Columns are the declared ones and the stamps; a table that declares none takes any name.
   const known: ReadonlySet<string> =
     table.columns.length > 0 ? new Set([...table.columns.map((c) => c.name), ...RESERVED_COLUMNS]) : { has: () => true } as unknown as ReadonlySet<string>;
   const checked = checkRowQuery(table.id, known, params);
-  const format = exportFormat(params.format, accept);
+  const format = exportFormat(params.format, read.accept);
+  const target = { type: "table" as const, id: table.id, teamId: table.teamId };
+  const { limit: asked, offset: from, where, sort, cursor } = params;
+  const request = { read: "table-rows", limit: asked ?? null, offset: from, where: where ?? null, sort: sort ?? null, cursor: cursor ?? null, format };
+  const tag = rowsTag(table, request, ctx.clock.now());
+  const unchanged = await notModified(ctx, target, tag, { offset: checked.before + params.offset, format, ifNoneMatch: read.ifNoneMatch });
+  if (unchanged !== null) return unchanged;
   const query = {
     ...(checked.where && { where: checked.where }),
     ...(checked.sort && { sort: checked.sort }),
@@ -57,9 +80,10 @@ export async function listRows(ctx: AuthedContext, tableId: string, params: Tabl
       ...query,
       ...(checked.after && { after: checked.after }),
     });
-    await auditRowsRead(ctx, { type: "table", id: table.id, teamId: table.teamId }, { offset, returnedRows: Math.min(Math.max(0, first.totalRows - offset), limit), format });
+    await auditRowsRead(ctx, target, { offset, returnedRows: Math.min(Math.max(0, first.totalRows - offset), limit), format });
     const columns = table.columns.length > 0 ? [...RESERVED_COLUMNS.slice(0, 1), ...table.columns.map((c) => c.name), ...RESERVED_COLUMNS.slice(1)] : null;
-    return exportReply(format, table.id, columns ?? (await firstFields(ctx, table.id, query)), exportedRows(ctx, table.id, query, first, limit));
+    const header = columns ?? (await firstFields(ctx, table.id, query));
+    return tagged(exportReply(format, table.id, header, exportedRows(ctx, table.id, query, first, limit)), tag);
   }
   const limit = params.limit ?? DEFAULT_PAGE;
   const { totalRows, rows, lastKey } = await ctx.storage.tables.listTableRows(table.id, {
@@ -68,9 +92,9 @@ export async function listRows(ctx: AuthedContext, tableId: string, params: Tabl
     ...query,
     ...(checked.after && { after: checked.after }),
   });
-  await auditRowsRead(ctx, { type: "table", id: table.id, teamId: table.teamId }, { offset, returnedRows: rows.length });
+  await auditRowsRead(ctx, target, { offset, returnedRows: rows.length });
   const hasMore = offset + rows.length < totalRows;
-  return {
+  const page = {
     success: true,
     data: rows,
     metadata: {
@@ -84,7 +108,9 @@ export async function listRows(ctx: AuthedContext, tableId: string, params: Tabl
       nextCursor: nextCursor(checked, { offset: params.offset, returned: rows.length, hasMore, lastKey }),
     },
   };
+  return tagged(Reply.json(200, page), tag);
 }
+
 
 /** `_id` first, the stamps last: how a download lays out an input table's columns. */
 const RESERVED_COLUMNS = ["_id", "_createdAt", "_updatedAt"];
@@ -125,7 +151,7 @@ export async function createRow(ctx: AuthedContext, tableId: string, body: Row, 
   const key = checkIdempotencyKey(idempotencyKey);
   const table = await reachableTable(ctx, tableId);
   await validate(ctx, table, body, body);
-  if (key === null) return Reply.json(201, await insert(ctx, table, body));
+  if (key === null) return rowReply(201, await insert(ctx, table, body));
   return once(ctx, { scope: idempotencyScope(credentialRef(ctx.credential), table.id), key, fingerprint: requestFingerprint(body) }, async () => ({
     status: 201,
     body: await insert(ctx, table, body),
@@ -151,7 +177,7 @@ async function once(ctx: AuthedContext, claimed: { scope: string; key: string; f
         details: { idempotencyKey: key },
       });
     }
-    return Reply.json(claim.response.status, claim.response.body, { "idempotent-replayed": "true" });
+    return rowReply(claim.response.status, claim.response.body, { "idempotent-replayed": "true" });
   }
   let response: StoredResponse;
   try {
@@ -162,7 +188,13 @@ async function once(ctx: AuthedContext, claimed: { scope: string; key: string; f
   }
   // Once the write is done the claim is never released: a retry must not write twice.
   await ctx.storage.tables.completeIdempotencyKey({ scope, key, response });
-  return Reply.json(response.status, response.body);
+  return rowReply(response.status, response.body);
+}
+
+/** A row written (201, 200) as JSON, with the row's `ETag` (its `_updatedAt`), which `If-Match` can carry back. */
+function rowReply(status: number, row: unknown, headers: Record<string, string> = {}): Reply {
+  const tag = status < 300 && row !== null && typeof row === "object" ? rowTag(row as Row) : null;
+  return Reply.json(status, row, tag === null ? headers : { ...headers, etag: tag });
 }
 
 /**
@@ -170,35 +202,51 @@ async function once(ctx: AuthedContext, claimed: { scope: string; key: string; f
  * compare-and-set. With an Idempotency-Key a retry whose first attempt
  * succeeded gets that answer again instead of a 409 (the row changed: by it).
  */
-export async function updateRow(ctx: AuthedContext, tableId: string, rowId: string, body: Row, idempotencyKey: string | null = null): Promise<Reply> {
+export async function updateRow(
+  ctx: AuthedContext,
+  tableId: string,
+  rowId: string,
+  body: Row,
+  idempotencyKey: string | null = null,
+  ifMatch: string | null = null,
+): Promise<Reply> {
   const key = checkIdempotencyKey(idempotencyKey);
-  if (key === null) return Reply.json(200, await patchRow(ctx, tableId, rowId, body));
+  const condition = ifMatchCondition(ifMatch);
+  if (key === null) return rowReply(200, await patchRow(ctx, tableId, rowId, body, condition));
   const table = await reachableTable(ctx, tableId);
   // One key names one request: the method and row are part of what "the same request" means.
-  const fingerprint = requestFingerprint({ method: "PATCH", rowId, body });
+  const fingerprint = requestFingerprint(ifMatch === null ? { method: "PATCH", rowId, body } : { method: "PATCH", rowId, body, ifMatch });
   return once(ctx, { scope: idempotencyScope(credentialRef(ctx.credential), table.id), key, fingerprint }, async () => ({
     status: 200,
-    body: await patchRow(ctx, table.id, rowId, body),
+    body: await patchRow(ctx, table.id, rowId, body, condition),
   }));
 }
 
-async function patchRow(ctx: AuthedContext, tableId: string, rowId: string, body: Row): Promise<Row> {
+/** An `If-Match` header, parsed. */
+type IfMatch = ReturnType<typeof ifMatchCondition>;
+
+async function patchRow(ctx: AuthedContext, tableId: string, rowId: string, body: Row, condition: IfMatch = null): Promise<Row> {
   const table = await reachableTable(ctx, tableId);
   const { expectedUpdatedAt, patch } = splitPatch(body);
   const schemas = schemasFor(ctx.settings.tableSchemas, table.id);
   const structural = checkColumns(table, patch);
   if (structural) throw validationFailed(structural);
 
-  // A row validator judges the merged row, so read it first and make the
-  // write conditional on that read; without expectedUpdatedAt a lost race is
-  // retried (last write wins), with it the race is the client's 409.
+  // A row validator judges the merged row, and If-Match names the row's
+  // current version, so with either the row is read first and the write made
+  // conditional on that read; without expectedUpdatedAt (or a tag) a lost
+  // race is retried (last write wins), with it the race is the client's 409 (412).
+  const versioned = condition !== null && !condition.any;
   for (let attempt = 0; ; attempt++) {
     let guard = expectedUpdatedAt;
-    if (schemas) {
+    if (schemas || condition) {
       const current = await readRow(ctx, table.id, rowId);
+      if (condition && !ifMatchHolds(condition, rowTag(current))) throw preconditionFailed(current);
       if (expectedUpdatedAt !== null && changedSince(current, expectedUpdatedAt)) throw conflict(current);
-      const problem = await checkSchemas(schemas, patch, rowValues(patchedRow(current, patch, String(current._updatedAt))));
-      if (problem) throw validationFailed(problem);
+      if (schemas) {
+        const problem = await checkSchemas(schemas, patch, rowValues(patchedRow(current, patch, String(current._updatedAt))));
+        if (problem) throw validationFailed(problem);
+      }
       guard = String(current._updatedAt);
     }
     const result = await ctx.storage.tables.updateTableRow({
@@ -212,13 +260,25 @@ async function patchRow(ctx: AuthedContext, tableId: string, rowId: string, body
     });
     if (result.status === "ok") return result.row;
     if (result.status === "not_found") throw notFound("row");
+    // Changed since the tag was compared: the version the client named is no longer the row's.
+    if (versioned) throw preconditionFailed(result.current);
     if (expectedUpdatedAt !== null || attempt >= 9) throw conflict(result.current);
   }
 }
 
-/** DELETE /tables/{id}/rows/{rowId} */
-export async function deleteRow(ctx: AuthedContext, tableId: string, rowId: string) {
+/**
+ * DELETE /tables/{id}/rows/{rowId}. With `If-Match` the row is read and its
+ * tag compared first (412 with the current row when it is not named); the
+ * store's delete takes no version, so a write landing between that read and
+ * the delete is not caught.
+ */
+export async function deleteRow(ctx: AuthedContext, tableId: string, rowId: string, ifMatch: string | null = null) {
   const table = await reachableTable(ctx, tableId);
+  const condition = ifMatchCondition(ifMatch);
+  if (condition !== null) {
+    const current = await readRow(ctx, table.id, rowId);
+    if (!ifMatchHolds(condition, rowTag(current))) throw preconditionFailed(current);
+  }
   const result = await ctx.storage.tables.deleteTableRow({
     tableId: table.id,
     rowId,
@@ -292,6 +352,19 @@ function splitPatch(body: Row): { expectedUpdatedAt: string | null; patch: Row }
     });
   }
   return { expectedUpdatedAt: expected, patch };
+}
+
+function preconditionFailed(current: Row): ApiError {
+  return new ApiError(412, "precondition_failed", "the row is no longer the version If-Match names; re-read it and retry", {
+    details: { current },
+    headers: withTag({}, current),
+  });
+}
+
+function withTag(headers: Record<string, string>, row: Row): Record<string, string> {
+  const tag = rowTag(row);
+  if (tag !== null) headers.etag = tag;
+  return headers;
 }
 
 function conflict(current: Row): ApiError {
