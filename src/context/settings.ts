@@ -92,4 +92,12 @@ export interface ApiSettings {
   adminToken: string | null;
   /** Largest bulk row upload (admin `…/datasets/{id}/rows`), in bytes; streamed, never held whole (default 1 GiB). */
   maxUploadBytes: number;
+  /**
+   * Compress answers by `Accept-Encoding` (brotli or gzip): rows pages,
+   * downloads, the OpenAPI document, any text answer of `compressionMinBytes`
+   * or more (default true). Turn it off when a proxy in front compresses.
+   */
+  compression: boolean;
+  /** Whole answers shorter than this are sent uncompressed, in bytes (default 1024); streamed answers are always compressed. */
+  compressionMinBytes: number;
 }

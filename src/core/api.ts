@@ -112,6 +112,8 @@ export const DEFAULT_SETTINGS: ApiSettings = {
   tokenHashCacheSize: 1024,
   adminToken: null,
   maxUploadBytes: 1024 * 1024 * 1024,
+  compression: true,
+  compressionMinBytes: 1024,
 };
 
 export function createDataApi(options: DataApiOptions = {}): DataApi {

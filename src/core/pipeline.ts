@@ -13,6 +13,7 @@ import { ApiError } from "./errors.js";
 import type { Guard } from "./guard.js";
 import { checkDeclaredLength, isJsonType, jsonBodyLimit, parseJsonObject, parseJsonValue } from "../http/body.js";
 import { parseQuery } from "../http/query.js";
+import { compressReply } from "../http/compression.js";
 import { JSON_CONTENT_TYPE, Reply } from "../http/reply.js";
 import type { ApiReply, ApiRequest } from "../http/types.js";
 import type { RequestObserver } from "./observe.js";
@@ -94,6 +95,8 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
     router.routes.map(({ route }) => route),
     settings.appUrl,
   );
+  /** How answers are compressed, or null when they are not (`compression: false`). */
+  const compression = settings.compression ? { minBytes: settings.compressionMinBytes } : null;
   /** The Data Access API's per-credential bucket (`apiRatePerSecond`), or null when it is off. */
   const apiLimit = isRateLimit(settings.apiRatePerSecond) ? tokenBucket(settings.apiRatePerSecond) : null;
 
@@ -225,8 +228,11 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
     return reply;
   }
 
-  /** Stage 5: the headers every reply carries (a Reply owns its headers object, so they are added in place), the usage log and the observer. */
-  function finish(x: Exchange, reply: ApiReply): ApiReply {
+  /**
+   * Stage 5: the headers every reply carries (a Reply owns its headers object, so they are added in
+   * place), the usage log and the observer; then the body compressed when it is worth it.
+   */
+  function finish(x: Exchange, reply: ApiReply): Awaitable<ApiReply> {
     const { headers } = reply;
     const { route, match, credential, req } = x;
     if (x.rateHeaders !== null) for (const name in x.rateHeaders) headers[name] ??= x.rateHeaders[name]!;
@@ -250,7 +256,8 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
       });
     }
     observe?.(x.requestId, req.method, match ? match.group.template : null, reply.status, x.failure, durationMs, credential);
-    return req.method === "HEAD" ? withoutBody(reply) : reply;
+    if (req.method === "HEAD") return withoutBody(reply);
+    return compression === null ? reply : compressReply(reply, req.headers, compression);
   }
 
   /** The usage log, off the critical path: a failing write never fails or slows the request. */
