@@ -137,7 +137,10 @@ describe("the built package (npm pack's prepack build)", () => {
   });
 
   it('import "dataport" loads none of the optional peers, though they are installed here', () => {
-    const probe = `await import(${JSON.stringify(pathToFileURL(`${ROOT}dist/index.js`).href)});
+    // Nor does an API answering a request: without a registered tracer provider, @opentelemetry/api stays unloaded.
+    const probe = `const { createDataApi } = await import(${JSON.stringify(pathToFileURL(`${ROOT}dist/index.js`).href)});
+      const reply = await createDataApi().handle({ method: "GET", url: "http://x/api/v1/openapi.json", headers: { get: () => null }, clientAddress: null, readBody: () => new Uint8Array(0) });
+      if (reply.status !== 200) throw new Error("status " + reply.status);
       const { createRequire } = await import("node:module");
       const loaded = Object.keys(createRequire(import.meta.url).cache).map((f) => /node_modules\\/((?:@[^/]+\\/)?[^/]+)/.exec(f)?.[1]);
       console.log(JSON.stringify([...new Set(loaded.filter(Boolean))]));`;
@@ -156,8 +159,10 @@ describe("the built package (npm pack's prepack build)", () => {
     expect(written.openapi).toBe("3.1.0");
   });
 
-  it("declares pg, ioredis, prom-client, swagger-ui-dist, vitest and @types/pg as optional peers, and none of them a dependency", () => {
-    expect(Object.keys(pkg.peerDependencies).sort()).toEqual(["@types/pg", "ioredis", "pg", "prom-client", "swagger-ui-dist", "vitest"]);
+  it("declares @opentelemetry/api, pg, ioredis, prom-client, swagger-ui-dist, vitest and @types/pg as optional peers, and none of them a dependency", () => {
+    expect(Object.keys(pkg.peerDependencies).sort()).toEqual(["@opentelemetry/api", "@types/pg", "ioredis", "pg", "prom-client", "swagger-ui-dist", "vitest"]);
+    // Wide enough for a Node 20 host: the 2.x SDK there installs @opentelemetry/api below 1.10.
+    expect(pkg.peerDependencies["@opentelemetry/api"]).toBe("^1.4.0");
     for (const name of Object.keys(pkg.peerDependencies)) {
       expect(pkg.peerDependenciesMeta[name]?.optional, name).toBe(true);
       expect(pkg.dependencies[name], name).toBeUndefined();

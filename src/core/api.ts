@@ -35,6 +35,8 @@ import { adminMount, defaultConnectors, mounts } from "../routes/index.js";
 import type { RouteDef } from "./routing.js";
 import { limiterWithPolicy } from "./rate-limit.js";
 import { instrumentStorage } from "../storage/timed.js";
+import type { Tracer } from "../ports/tracer.js";
+import { createTracing, tracedCache, tracedConnectors } from "./tracing.js";
 
 export interface DataApiOptions extends Partial<ApiSettings> {
   /** Where everything is persisted. Default: a fresh in-memory store. */
@@ -59,6 +61,17 @@ export interface DataApiOptions extends Partial<ApiSettings> {
    * Default: none (the endpoint answers 404 and nothing is measured).
    */
   metrics?: Metrics;
+  /**
+   * OpenTelemetry: the tracer Dataport's spans go to. Absent: the tracer
+   * provider the host registered with `@opentelemetry/api` (the SDK's
+   * `NodeSDK`, `NodeTracerProvider.register()`), when there is one — else no
+   * tracing, and nothing of OpenTelemetry is loaded. `null`: no tracing even
+   * then. A request is a SERVER span named after its route
+   * (`GET /api/v1/datasets/{id}/rows`), a child of an incoming `traceparent`;
+   * store calls, upstream queries and cache calls are its children; the
+   * request log line carries `traceId` and `spanId`.
+   */
+  tracer?: Tracer | null;
 }
 
 /** What the transport reports about the client. */
@@ -135,18 +148,25 @@ export function assembleDataApi(options: DataApiOptions, table: RouteTable): Dat
   const settings = settingsOf(options);
   const clock = options.clock ?? systemClock;
   const metrics = options.metrics ?? null;
-  // Wrapped only when a storage timeout or metrics ask for it; otherwise the store itself.
-  const storage = instrumentStorage(options.storage ?? createMemoryStorage(), { timeoutMs: settings.storageTimeoutMs, metrics });
   const logger = toLogger(options.logger);
+  const tracing = createTracing(options.tracer, logger);
+  // Wrapped only when a storage timeout, metrics or tracing ask for it; otherwise the store itself.
+  const storage = instrumentStorage(options.storage ?? createMemoryStorage(), {
+    timeoutMs: settings.storageTimeoutMs,
+    metrics,
+    tracing: tracing && ((name, attributes, call) => tracing.around(name, "internal", attributes, call)),
+  });
+  const cache = options.cache ?? createMemoryCache({ clock });
+  const connectors = { ...defaultConnectors(), ...options.connectors };
   const ports: Ports = {
     storage,
-    cache: options.cache ?? createMemoryCache({ clock }),
+    cache: tracing ? tracedCache(cache, tracing) : cache,
     clock,
     // A host's limiter (Redis) may fail; the in-process one cannot.
     rateLimiter: options.rateLimiter
       ? limiterWithPolicy(options.rateLimiter, { failOpen: settings.rateLimitFailOpen, log: (message, error) => logger.error(message, error) })
       : createMemoryRateLimiter(),
-    connectors: { ...defaultConnectors(), ...options.connectors },
+    connectors: tracing ? tracedConnectors(connectors, tracing) : connectors,
   };
   const caches = createCaches(settings, clock);
   const operations = { draining: false, metrics };
@@ -164,6 +184,7 @@ export function assembleDataApi(options: DataApiOptions, table: RouteTable): Dat
     logger,
     observe: createRequestObserver(logger, metrics, clock),
     operations,
+    tracing,
   });
 
   return {

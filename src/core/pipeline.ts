@@ -17,6 +17,7 @@ import { compressReply } from "../http/compression.js";
 import { JSON_CONTENT_TYPE, Reply } from "../http/reply.js";
 import type { ApiReply, ApiRequest } from "../http/types.js";
 import type { RequestObserver } from "./observe.js";
+import type { RequestTrace, Tracing } from "./tracing.js";
 import type { Logger } from "../ports/logger.js";
 import type { SessionAuthenticator } from "../ports/session.js";
 import { resolveClientAddress } from "./proxy.js";
@@ -37,6 +38,8 @@ export interface PipelineParts {
   logger: Logger;
   observe: RequestObserver | null;
   operations: Operations;
+  /** OpenTelemetry, when the host uses it (src/core/tracing.ts); null otherwise. */
+  tracing: Tracing | null;
 }
 
 /** One request on its way through the stages: what later stages, `fail` and `finish` read. */
@@ -52,6 +55,8 @@ class Exchange {
   constructor(
     readonly req: ApiRequest,
     readonly requestId: string,
+    /** The request's span, when tracing is on. */
+    readonly trace: RequestTrace | null,
   ) {}
 }
 
@@ -76,7 +81,7 @@ class Exchange {
  * nothing is answered without a promise and the adapter writes it at once.
  */
 export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Awaitable<ApiReply> {
-  const { router, ports, settings, sessions, caches, guard, admin, logger, observe, operations } = parts;
+  const { router, ports, settings, sessions, caches, guard, admin, logger, observe, operations, tracing } = parts;
   const { storage, clock } = ports;
   const nextRequestId = idSource();
   const log = (message: string, error?: unknown) => logger.error(message, error);
@@ -100,8 +105,16 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
   /** The Data Access API's per-credential bucket (`apiRatePerSecond`), or null when it is off. */
   const apiLimit = isRateLimit(settings.apiRatePerSecond) ? tokenBucket(settings.apiRatePerSecond) : null;
 
-  return function dispatch(req) {
-    const x = new Exchange(req, nextRequestId());
+  // With tracing, each request runs inside its span's context; without, dispatch is called as it is.
+  return tracing === null
+    ? dispatch
+    : (req) => {
+        const trace = tracing.start(req);
+        return tracing.within(trace, () => dispatch(req, trace));
+      };
+
+  function dispatch(req: ApiRequest, trace: RequestTrace | null = null): Awaitable<ApiReply> {
+    const x = new Exchange(req, nextRequestId(), trace);
     let result: unknown;
     try {
       x.clientAddress = resolveClientAddress(req.clientAddress, req.headers, settings.trustedProxies);
@@ -115,7 +128,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
       (value) => finish(x, replyOf(x, value)),
       (error: unknown) => finish(x, fail(x, error)),
     );
-  };
+  }
 
   /** Stage 1: the route, or null for a preflight (answered for any path). */
   function routeStage(x: Exchange): RouteDef | null {
@@ -255,7 +268,12 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
         latencyMs: Math.round(durationMs),
       });
     }
-    observe?.(x.requestId, req.method, match ? match.group.template : null, reply.status, x.failure, durationMs, credential);
+    const template = match ? match.group.template : null;
+    observe?.(x.requestId, req.method, template, reply.status, x.failure, durationMs, credential, x.trace);
+    if (x.trace !== null) {
+      const facts = { method: req.method, template, failure: x.failure, clientAddress: x.clientAddress, requestId: x.requestId };
+      reply = x.trace.finish(reply, facts);
+    }
     if (req.method === "HEAD") return withoutBody(reply);
     return compression === null ? reply : compressReply(reply, req.headers, compression);
   }
