@@ -85,6 +85,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
   const { storage, clock } = ports;
   const nextRequestId = idSource();
   const log = (message: string, error?: unknown) => logger.error(message, error);
+  const info = logger.info ? (message: string, fields: Record<string, unknown>) => logger.info!(message, fields) : undefined;
   /** The usage log and audit writes failing because the store is away: one line per ten seconds, not one per request. */
   let unavailableLoggedAt = Number.NEGATIVE_INFINITY;
   const logRecordFailure = (message: string, error: unknown) => {
@@ -198,6 +199,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
       clientAddress: x.clientAddress,
       userAgent: req.headers.get("user-agent"),
       log,
+      info,
       operations,
       audit: recordAudit,
       caches,

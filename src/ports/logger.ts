@@ -43,4 +43,10 @@ export interface ErrorLogFields {
 export interface Logger {
   request?(line: RequestLogLine): void;
   error(message: string, error?: unknown, fields?: ErrorLogFields): void;
+  /**
+   * Optional: what is worth telling while it goes on, not a failure — the
+   * progress of a long upload (`upload progress`, with `requestId`,
+   * `datasetId`, `rows`, `bytes`, `elapsedMs`). Without it nothing is written.
+   */
+  info?(message: string, fields: Record<string, unknown>): void;
 }
