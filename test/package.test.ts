@@ -127,6 +127,33 @@ describe("the built package (npm pack's prepack build)", () => {
     expect(seen.size).toBeGreaterThanOrEqual(2);
   });
 
+  it("keeps the bin's example server and demo fixture out of what a host loads, and gives the bin no types", () => {
+    /** The sources behind the files a built entry reaches by its static and dynamic imports. */
+    const sourcesOf = (entry: string): Set<string> => {
+      const sources = new Set<string>();
+      const seen = new Set<string>();
+      const visit = (file: string) => {
+        if (seen.has(file)) return;
+        seen.add(file);
+        const code = readFileSync(file, "utf8");
+        expect(code, file).not.toContain("demo/space.json");
+        const map = JSON.parse(readFileSync(`${file}.map`, "utf8")) as { sources: string[] };
+        for (const source of map.sources) sources.add(source.replace(/^(\.\.\/)+/, ""));
+        for (const [, spec] of code.matchAll(/(?:from\s*|import\s*\(?\s*)["'](\.\.?\/[^"']+)["']/g)) visit(fileURLToPath(new URL(spec!, pathToFileURL(file))));
+      };
+      visit(`${ROOT}${entry}`);
+      return sources;
+    };
+    for (const [subpath, entry] of subpaths) {
+      const sources = [...sourcesOf(entry.import)];
+      expect(sources.length, subpath).toBeGreaterThan(0);
+      expect(sources.filter((s) => s.startsWith("examples/") || s.startsWith("bench/") || s.startsWith("test/")), subpath).toEqual([]);
+      // The conformance suites (and vitest, which they import) only for the subpath that offers them.
+      if (subpath !== "./testing") expect(sources.filter((s) => s.startsWith("src/testing/")), subpath).toEqual([]);
+    }
+    expect(readdirSync(`${ROOT}dist/bin`).filter((f) => f.endsWith(".d.ts"))).toEqual([]);
+  });
+
   it("loads pg, ioredis and prom-client only through src/peers: no built file imports them itself", () => {
     const built = readdirSync(`${ROOT}dist`, { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".js"));
     expect(built.length).toBeGreaterThan(10);
