@@ -45,6 +45,7 @@ describe("ETag and If-None-Match on rows pages", () => {
 
     const again = await get(PAGE, { "if-none-match": tag });
     expect([again.status, again.text, again.headers.get("etag"), again.headers.get("content-type")]).toEqual([304, "", tag, null]);
+    expect(again.headers.get("vary")).toBe("Accept-Encoding");
     expect(rowReads()).toBe(1);
     await vi.waitFor(() => expect(reads()).toHaveLength(2));
     expect(reads()[1]).toMatchObject({

@@ -13,6 +13,7 @@ import {
   exportReply,
   nextCursor,
   notModified,
+  notModifiedReply,
   type ReadHeaders,
   type RowQueryParams,
   tagged,
@@ -60,7 +61,7 @@ export async function getDataset(ctx: AuthedContext, id: string, ifNoneMatchHead
   const text = JSON.stringify({ ...datasetView(dataset, connection), writable: dataset.type === "input_table" });
   const tag = textTag(text);
   const held = ifNoneMatch(ifNoneMatchHeader, tag);
-  return held === null ? Reply.jsonText(200, text, { etag: tag }) : new Reply(304, null, { etag: held });
+  return held === null ? Reply.jsonText(200, text, { etag: tag }) : notModifiedReply(ctx, held);
 }
 
 export interface RowsQuery extends RowQueryParams {

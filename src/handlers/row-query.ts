@@ -115,7 +115,16 @@ export async function notModified(
   const held = ifNoneMatch(read.ifNoneMatch, tag);
   if (held === null) return null;
   await auditRowsRead(ctx, target, { offset: read.offset, notModified: true, format: read.format });
-  return new Reply(304, null, { etag: held });
+  return notModifiedReply(ctx, held);
+}
+
+/**
+ * A 304 naming the tag the client holds. It carries the `Vary` the full
+ * answer would (RFC 9110: a 304 keeps the validators and `Vary` of the 200);
+ * a page worth compressing says `Accept-Encoding`.
+ */
+export function notModifiedReply(ctx: { settings: { compression: boolean } }, held: string): Reply {
+  return new Reply(304, null, ctx.settings.compression ? { etag: held, vary: "Accept-Encoding" } : { etag: held });
 }
 
 /** A reply carrying its tag (when the content has one). */
