@@ -1,9 +1,10 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { DataApi } from "../src/core/api.js";
-import { isPromiseLike } from "../src/core/awaitable.js";
-import { ApiError } from "../src/core/errors.js";
+import type { DataApi } from "../src/server/api.js";
+import { isPromiseLike } from "../src/base/awaitable.js";
+import { ApiError } from "../src/base/api-error.js";
 import { payloadTooLarge } from "../src/http/body.js";
-import type { ApiReply, ApiRequest, HeaderReader } from "../src/http/types.js";
+import type { HeaderReader } from "../src/base/headers.js";
+import type { ApiReply, ApiRequest } from "../src/http/types.js";
 import { normalizeClientAddress } from "./address.js";
 
 export interface NodeHandlerOptions {

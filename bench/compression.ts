@@ -11,7 +11,7 @@
  *   npx tsx bench/compression.ts
  */
 import { performance } from "node:perf_hooks";
-import { createDataApi } from "../src/core/api.js";
+import { createDataApi } from "../src/server/api.js";
 import type { Row } from "../src/domain/model.js";
 import { parseFixture } from "../src/fixture/load.js";
 import type { ApiReply, ApiRequest, ReplyBody } from "../src/http/types.js";

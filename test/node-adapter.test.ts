@@ -7,7 +7,7 @@ import express from "express";
 import { afterEach, describe, expect, it } from "vitest";
 import { toNodeHandler } from "../adapters/node.js";
 import type { Row } from "../src/domain/model.js";
-import { ApiError } from "../src/core/errors.js";
+import { ApiError } from "../src/base/api-error.js";
 import type { ApiReply, ApiRequest } from "../src/http/types.js";
 import { setup } from "./support/api.js";
 import { testFixture, TOKENS } from "./support/fixture.js";

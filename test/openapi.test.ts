@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { MAX_IDEMPOTENCY_KEY_LENGTH } from "../src/domain/idempotency.js";
 import { signStandard } from "../src/domain/signatures.js";
-import { createOpenApiDocument, derivedOperationId, toOpenApiPath, type OpenApiResponse } from "../src/core/openapi.js";
+import { createOpenApiDocument, derivedOperationId, toOpenApiPath, type OpenApiResponse } from "../src/routes/openapi-document.js";
 import { adminMount } from "../src/routes/index.js";
 import { WEBHOOK_SECRETS, webhookFixture } from "../src/testing/conformance/webhooks.js";
 import { NOW, setup } from "./support/api.js";

@@ -6,8 +6,8 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { publint } from "publint";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { createDataApi } from "../src/core/api.js";
-import { createOpenApiDocument } from "../src/core/openapi.js";
+import { createDataApi } from "../src/server/api.js";
+import { createOpenApiDocument } from "../src/routes/openapi-document.js";
 import { watchOutput } from "./support/server-process.js";
 
 /**

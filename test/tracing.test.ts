@@ -4,7 +4,7 @@ import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-ho
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
 import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { INSTRUMENTATION_VERSION, parseTraceparent } from "../src/core/tracing.js";
+import { INSTRUMENTATION_VERSION, parseTraceparent } from "../src/server/tracing.js";
 import type { RequestLogLine } from "../src/ports/logger.js";
 import { setup } from "./support/api.js";
 import { fixtureWebhook, testFixture, TOKENS } from "./support/fixture.js";

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { toNodeHandler } from "../adapters/node.js";
 import { createAdmin, type UploadProgress } from "../src/index.js";
 import { createAdminClient, type UploadSent } from "../src/admin-client/index.js";
-import { createJsonLogger } from "../src/core/logging.js";
+import { createJsonLogger } from "../src/server/logging.js";
 import { setup } from "./support/api.js";
 import { ADMIN_TOKEN } from "./support/admin.js";
 

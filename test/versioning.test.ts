@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { assembleDataApi } from "../src/core/api.js";
-import { createOpenApiDocument } from "../src/core/openapi.js";
-import { authed, type RouteDef } from "../src/core/routing.js";
+import { assembleDataApi } from "../src/server/api.js";
+import { createOpenApiDocument } from "../src/routes/openapi-document.js";
+import { authed, type RouteDef } from "../src/routes/route-def.js";
 import { reachableDataset } from "../src/handlers/datasets.js";
-import { createFixedClock } from "../src/memory/clock.js";
+import { createFixedClock } from "../src/memory/fixed-clock.js";
 import { createMemoryStorage } from "../src/memory/storage.js";
 import { parseFixture } from "../src/fixture/load.js";
 import { adminMount, apiV1Routes, mounts } from "../src/routes/index.js";
@@ -56,7 +56,7 @@ describe("a /api/v2 route beside /api/v1, the v1 route deprecated", () => {
     expect(v1.headers.get("deprecation")).toBe("@1790812800");
     expect(v1.headers.get("sunset")).toBe("Fri, 01 Oct 2027 00:00:00 GMT");
     expect(v1.headers.get("link")).toBe('<https://bi.example.com/docs/v2-migration>; rel="deprecation"');
-    expect(v1.headers.get("access-control-expose-headers")).toBe("X-Request-Id, Deprecation, Sunset, Link");
+    expect(v1.headers.get("access-control-expose-headers")).toBe("X-Request-Id, ETag, Deprecation, Sunset, Link");
     // Errors of the deprecated route say it too.
     const missing = await get("/api/v1/datasets/ds_nowhere");
     expect([missing.status, missing.headers.get("deprecation")]).toEqual([404, "@1790812800"]);

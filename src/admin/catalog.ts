@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import { randomId } from "../domain/crypto.js";
 import { type Column, type ConnectionRecord, type DatasetRecord, isUploadOrConnection, type Row, type UploadOrConnectionDataset } from "../domain/model.js";
-import { ApiError, notFound } from "../core/errors.js";
+import { ApiError, notFound } from "../base/api-error.js";
 import { assertWritable } from "../storage/mount.js";
 import {
   type AdminDeps,
@@ -19,7 +19,14 @@ import {
   serialised,
 } from "./change.js";
 import { checkConnectionConfig } from "./connection-config.js";
-import { checkDeclaredColumns, columnsChanged, reshapeDatasetRow } from "./reshape.js";
+import {
+  checkDeclaredColumns,
+  checkDropColumns,
+  columnsChanged,
+  dropRefused,
+  reshapeDatasetRow,
+  valuesLost,
+} from "./reshape.js";
 import { connectionBody, datasetBody, parseBody, signingSecretBody, validationFailed } from "./schemas.js";
 
 export type ConnectionInput = z.input<typeof connectionBody>;
@@ -156,14 +163,27 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
   /**
    * The stored rows rewritten under newly declared columns, in one atomic
    * replace that reads them as it writes (never all in memory); a value that
-   * does not convert refuses it (409) and the rows stay as they were.
+   * does not convert, or a value in a column left out and not listed in
+   * `dropColumns`, refuses it (409) and the rows stay as they were.
    */
-  async function reshapeDatasetRows(id: string, columns: Column[], updatedAt: string): Promise<void> {
+  async function reshapeDatasetRows(
+    id: string,
+    columns: Column[],
+    dropColumns: readonly string[],
+    updatedAt: string,
+  ): Promise<void> {
     const reshape = reshapeDatasetRow(columns);
+    const lose = valuesLost(columns, dropColumns, false);
     const page = await storage.catalog.readDatasetRows(id, { offset: 0, limit: null, columns: null, filters: null });
     async function* reshaped(): AsyncIterable<Row> {
       let line = 0;
-      for await (const row of page.rows) yield reshape(row, ++line);
+      // Every column that would lose values is named, so the rows are read to the end before refusing.
+      const lost = new Set<string>();
+      for await (const row of page.rows) {
+        for (const name of lose(row)) lost.add(name);
+        yield reshape(row, ++line);
+      }
+      if (lost.size > 0) throw dropRefused([...lost]);
     }
     await storage.catalog.writeDatasetRows({ datasetId: id, mode: "replace", rows: reshaped(), columns: () => columns, updatedAt });
   }
@@ -180,7 +200,7 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
       checkId(id);
       const body = parseBody(connectionBody, input);
       requireRef(await storage.identity.getTeam(body.teamId), "$.teamId", "team", body.teamId);
-      checkConnectionConfig(body.type, body.config, connectors);
+      checkConnectionConfig(body.type, body.config, connectors, { allowPrivate: settings.allowPrivateUpstreams });
       const actor = await actorFor(storage, options);
       // One put of an id at a time here; a racing create in another instance is caught below.
       const { created, stored, details } = await serialised(storage, `connection:${id}`, async () => {
@@ -244,6 +264,7 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
       }
       if (body.type === "connection" && body.connectionId === null) throw validationFailed("$.connectionId", "a connection dataset needs a connectionId");
       if (body.columns) checkDeclaredColumns(body.columns, false);
+      checkDropColumns(body.columns, body.dropColumns);
       const current = await storage.catalog.getDataset(id);
       if (current?.type === "input_table") throw new ApiError(409, "conflict", `${id} is an input table; datasets and tables share ids`);
       if (current && current.teamId !== body.teamId) throw validationFailed("$.teamId", "a dataset cannot move to another team");
@@ -271,10 +292,13 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
             details: { datasetId: id, rowCount: current.rowCount },
           });
         }
-        await reshapeDatasetRows(id, body.columns, dataset.updatedAt);
+        await reshapeDatasetRows(id, body.columns, body.dropColumns ?? [], dataset.updatedAt);
       }
       const created = (await storage.catalog.putDataset(dataset)) === "created";
-      await recordChange(deps, { teamIds: [body.teamId], action: putAction("dataset", created), actor, target: { type: "dataset", id } });
+      const dropped = body.dropColumns?.length ? { details: { dropColumns: body.dropColumns } } : {};
+      const target = { type: "dataset", id };
+      const action = putAction("dataset", created);
+      await recordChange(deps, { teamIds: [body.teamId], action, actor, target, ...dropped });
       return { created, value: await existingDataset(id) };
     },
     getDataset: existingDataset,

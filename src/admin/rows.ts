@@ -1,5 +1,5 @@
 import { isUploadOrConnection, type Row, type UploadOrConnectionDataset } from "../domain/model.js";
-import { notFound } from "../core/errors.js";
+import { notFound } from "../base/api-error.js";
 import { inferColumnsAlongside, parseRowStream } from "../http/bulk-rows.js";
 import type { StreamBody } from "../http/types.js";
 import { assertWritable } from "../storage/mount.js";

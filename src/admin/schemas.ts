@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { ApiError } from "../core/errors.js";
+import { ApiError } from "../base/api-error.js";
 import {
   allowlistSchema,
   auditEventSchema,
@@ -56,14 +56,22 @@ export const connectionBody = connectionSchema
 export const signingSecretBody = z.object({ secret: z.string().nullable() }).strict().meta({ id: "SigningSecretInput", description: "A webhook connection's signing secret; null removes it" });
 /** Declared columns in a put: omitted keeps the declaration, null removes it. */
 const declaredColumns = z.array(columnSchema).nullable().optional();
+/** Columns a new declaration may take from stored rows along with their values (admin-api.md, Revision 3). */
+const dropColumns = z
+  .array(z.string().min(1))
+  .optional()
+  .describe(
+    "columns the new `columns` leave out whose stored values are to be dropped; without them, " +
+      "a declaration that would drop values is refused (409, details.dropColumns)",
+  );
 export const datasetBody = datasetSchema
   .omit({ id: true, rows: true, updatedAt: true })
-  .extend({ columns: declaredColumns })
+  .extend({ columns: declaredColumns, dropColumns })
   .strict()
   .meta({ id: "DatasetInput", description: "An upload or connection dataset; its rows are written by the rows operations" });
 export const tableBody = tableSchema
   .omit({ id: true, rows: true, updatedAt: true })
-  .extend({ columns: declaredColumns })
+  .extend({ columns: declaredColumns, dropColumns })
   .strict()
   .meta({ id: "TableInput", description: "An input table; its rows are kept (and converted when its declared columns change)" });
 export const dashboardVersionBody = z

@@ -1,4 +1,4 @@
-import type { Clock } from "../ports/clock.js";
+import type { Clock } from "../base/clock.js";
 
 /** How far an upload has come: what `onProgress` receives. */
 export interface UploadProgress {

@@ -3,8 +3,8 @@ import type { ApiSettings } from "../context/settings.js";
 import type { Ports } from "../context/ports.js";
 import { eventId, randomId } from "../domain/crypto.js";
 import type { Actor } from "../domain/model.js";
-import { ApiError, notFound } from "../core/errors.js";
-import type { WebhookEndpoint } from "../ports/storage/webhooks.js";
+import { ApiError, notFound } from "../base/api-error.js";
+import type { WebhookEndpoint } from "../domain/webhook-config.js";
 
 /** A webhook connection as the host sees it. The secret itself is never echoed. */
 export interface WebhookConnectionInfo {

@@ -155,6 +155,16 @@ export interface Answer<T> {
 
 const RETRYABLE = (status: number) => status === 429 || status >= 500;
 
+/**
+ * 409 `idempotency_key_in_use`: an earlier attempt of this very write (its
+ * `Idempotency-Key`) is still being written — typically one that answered
+ * 503 while its transaction went on. The server bounds that to seconds;
+ * trying again after `Retry-After` gets its answer (or writes, if it
+ * rolled back), so it is retried like a 503.
+ */
+const keyStillWriting = (status: number, text: string, retryOn: "any" | "refused") =>
+  status === 409 && retryOn === "any" && envelopeOf(text)?.error.code === "idempotency_key_in_use";
+
 /** What one attempt came to: an answer read whole, or a failure before one. */
 type Attempt = { kind: "answer"; response: Response; text: string } | { kind: "timeout" } | { kind: "network"; error: unknown };
 
@@ -208,7 +218,8 @@ export async function call<T>(transport: TransportOptions, method: string, path:
       transport.onResponse?.(meta);
       return { body: parseAnswer<T>(response, text, meta), meta };
     }
-    if (RETRYABLE(response.status) && !last && (retryOn === "any" || response.status === 429)) {
+    const retryable = RETRYABLE(response.status) || keyStillWriting(response.status, text, retryOn);
+    if (retryable && !last && (retryOn === "any" || response.status === 429)) {
       const wait = meta.retryAfter === null ? backoff(transport, attempt) : retryAfterWait(transport, meta.retryAfter * 1000);
       if (wait !== null) {
         await transport.sleep(wait, options.signal);

@@ -1,12 +1,5 @@
+import type { RateLimitHeaderStyle } from "../core/rate-limit.js";
 import type { TableSchemas } from "../domain/validation.js";
-
-/**
- * How rate limits are told (`rateLimitHeaders`): `limit-remaining-reset`
- * (`RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`, the earlier
- * drafts' fields), `policy` (`RateLimit-Policy` and `RateLimit`, the current
- * draft-ietf-httpapi-ratelimit-headers), or `both`.
- */
-export type RateLimitHeaderStyle = "limit-remaining-reset" | "policy" | "both";
 
 /** Limits and addresses, every one with a default (see `createDataApi`). */
 export interface ApiSettings {
@@ -34,9 +27,10 @@ export interface ApiSettings {
    */
   tableSchemas: Readonly<Record<string, TableSchemas>>;
   /**
-   * How long a POST whose `Idempotency-Key` is held by a request still
-   * running waits for that request to finish (and replays its response)
-   * before answering 409 `idempotency_key_in_use`, in ms (default 2000).
+   * How long a write whose `Idempotency-Key` is held by a request still
+   * writing (its transaction not yet committed) waits for that request to
+   * finish (and replays its response) before answering 409
+   * `idempotency_key_in_use` with `Retry-After`, in ms (default 2000).
    */
   idempotencyWaitMs: number;
   /**
@@ -100,4 +94,20 @@ export interface ApiSettings {
   compression: boolean;
   /** Whole answers shorter than this are sent uncompressed, in bytes (default 1024); streamed answers are always compressed. */
   compressionMinBytes: number;
+  /**
+   * Whether connections may reach loopback and private networks (and local
+   * sockets): true (the default) suits a host whose own people write the
+   * connection URLs, its warehouse often being internal; false refuses them
+   * when the URL is stored and again when the built-in connectors dial, for
+   * a host whose customers bring their own databases. Link-local (cloud
+   * metadata), unspecified and multicast addresses are refused either way.
+   */
+  allowPrivateUpstreams: boolean;
+  /**
+   * Whether a CSV export writes a text cell that a spreadsheet would run as
+   * a formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage return,
+   * and not a plain number) with a leading `'` (default true). false writes
+   * every text as stored, for hosts whose readers need the raw text.
+   */
+  csvEscapeFormulas: boolean;
 }

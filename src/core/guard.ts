@@ -2,16 +2,15 @@ import { z } from "zod";
 import { sha256Hex } from "../domain/crypto.js";
 import type { ConnectionRecord } from "../domain/model.js";
 import { canonicalJson } from "../domain/rows.js";
-import { ApiError } from "./errors.js";
+import { ApiError } from "../base/api-error.js";
 import type { Cache } from "../ports/cache.js";
-import type { Clock } from "../ports/clock.js";
+import type { Clock } from "../base/clock.js";
 import type { Connector, ConnectorQuery, ConnectorResult, GuardSettings } from "../ports/connector.js";
 import { InvalidQueryError, UpstreamThrottledError, UpstreamUnavailableError } from "../ports/connector.js";
 import type { Metrics, UpstreamOutcome } from "../ports/metrics.js";
 import type { RateLimiter } from "../ports/rate-limiter.js";
-import { bucketHeaders } from "./rate-limit.js";
-import { withTimeout } from "./timeout.js";
-import type { RateLimitHeaderStyle } from "../context/settings.js";
+import { withTimeout } from "../base/timeout.js";
+import { bucketHeaders, type RateLimitHeaderStyle } from "./rate-limit.js";
 
 export const DEFAULT_GUARD_SETTINGS: GuardSettings = {
   cacheTtlSeconds: 60,

@@ -1,6 +1,13 @@
-import { ApiError } from "./errors.js";
-import type { RateLimitHeaderStyle } from "../context/settings.js";
+import { ApiError } from "../base/api-error.js";
 import type { RateDecision, RateLimit, RateLimiter } from "../ports/rate-limiter.js";
+
+/**
+ * How rate limits are told (`rateLimitHeaders`): `limit-remaining-reset`
+ * (`RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`, the earlier
+ * drafts' fields), `policy` (`RateLimit-Policy` and `RateLimit`, the current
+ * draft-ietf-httpapi-ratelimit-headers), or `both`.
+ */
+export type RateLimitHeaderStyle = "limit-remaining-reset" | "policy" | "both";
 
 /** Whether a configured rate is a limit at all (0, negative, NaN and Infinity are "off"). */
 export function isRateLimit(ratePerSecond: number): boolean {

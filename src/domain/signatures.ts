@@ -1,5 +1,5 @@
 import { hmacSha256, safeEqual } from "./crypto.js";
-import type { HeaderReader } from "../http/types.js";
+import type { HeaderReader } from "../base/headers.js";
 
 /** Standard Webhooks: a signed timestamp older or newer than this is a replay. */
 export const SIGNATURE_TOLERANCE_SECONDS = 5 * 60;

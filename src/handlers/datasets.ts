@@ -1,7 +1,7 @@
 import { reachable, resolveTeam } from "../core/access.js";
 import type { AuthedContext } from "../context/handler.js";
 import type { ConnectionRecord, DatasetRecord } from "../domain/model.js";
-import { invalidParameter } from "../core/errors.js";
+import { invalidParameter } from "../base/api-error.js";
 import { joinedTexts, jsonRowsBody } from "../http/json-stream.js";
 import { Reply } from "../http/reply.js";
 import { ifNoneMatch } from "../http/conditional.js";
@@ -17,7 +17,7 @@ import {
   type ReadHeaders,
   type RowQueryParams,
   tagged,
-} from "./row-query.js";
+} from "./rows-common.js";
 
 /** A dataset as the API shows it. */
 export function datasetView(dataset: DatasetRecord, connection: ConnectionRecord | null) {
@@ -117,7 +117,9 @@ export async function readDatasetRows(
   await auditRowsRead(ctx, target, { offset, returnedRows, format });
   const names = query.columns ?? allNames;
   if (format !== "json") {
-    return tagged(exportReply(format, dataset.id, names, page.rows, query.columns === undefined ? page.rowsJson : undefined), tag);
+    const rowsJson = query.columns === undefined ? page.rowsJson : undefined;
+    const csv = { escapeFormulas: ctx.settings.csvEscapeFormulas };
+    return tagged(exportReply(format, dataset.id, names, page.rows, rowsJson, csv), tag);
   }
   let columnTypes = allTypes;
   if (query.columns) {

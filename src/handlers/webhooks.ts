@@ -7,11 +7,11 @@ import { isoTime } from "../domain/time.js";
 import type { Column, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
 import { verifyWebhookSignature } from "../domain/signatures.js";
-import { ApiError, invalidBody, notFound } from "../core/errors.js";
+import { ApiError, invalidBody, notFound } from "../base/api-error.js";
 import { isRateLimit, rateLimitHeaders, tokenBucket } from "../core/rate-limit.js";
 import { decodeUtf8, isFormType, isJsonType, JsonRefusal, parseJsonObject, parseJsonText, textProblem } from "../http/body.js";
 import { Reply } from "../http/reply.js";
-import type { HeaderReader } from "../http/types.js";
+import type { HeaderReader } from "../base/headers.js";
 import type { RawBody } from "../http/types.js";
 
 /** Row ids, `whr_<16 hex>-<counter>`: unique across processes (random prefix), no randomness drawn per delivery. */

@@ -1,7 +1,8 @@
 import { promisify } from "node:util";
 import zlib from "node:zlib";
 import { withCoding } from "./conditional.js";
-import type { ApiReply, HeaderReader, ReplyBody } from "./types.js";
+import type { HeaderReader } from "../base/headers.js";
+import type { ApiReply, ReplyBody } from "./types.js";
 
 /**
  * Answers compressed by the client's `Accept-Encoding`: brotli or gzip, for

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { invalidParameter } from "../core/errors.js";
+import { invalidParameter } from "../base/api-error.js";
 import { checkText, JsonRefusal, parseJsonText } from "./body.js";
 
 /**
@@ -97,13 +97,5 @@ export function listParam() {
     return names;
   });
   queryParamDocs.add(schema, { openapi: { type: "string", description: "comma-separated names" } });
-  return schema;
-}
-
-/** A value that may be repeated: always an array. */
-export function repeatable<T extends z.ZodType<string>>(item: T) {
-  const schema = z.union([item.transform((v) => [v]), z.array(item)]);
-  const { $schema: _dialect, ...items } = z.toJSONSchema(item, { io: "input", unrepresentable: "any" });
-  queryParamDocs.add(schema, { openapi: { type: "array", items } });
   return schema;
 }

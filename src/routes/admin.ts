@@ -2,11 +2,11 @@ import { z } from "zod";
 import type { Put } from "../admin/change.js";
 import * as bodies from "../admin/schemas.js";
 import type { UploadProgressOptions } from "../admin/upload-progress.js";
-import type { AdminContext } from "../context/admin.js";
+import type { AdminContext } from "./admin-context.js";
 import { intParam } from "../http/query.js";
 import { Reply } from "../http/reply.js";
 import type { RawBody, StreamBody } from "../http/types.js";
-import { admin, type AdminRoute, type Method, type Responses } from "../core/routing.js";
+import { admin, type AdminRoute, type Method, type Responses } from "./route-def.js";
 import * as answers from "../schemas/admin.js";
 
 /**

@@ -1,9 +1,9 @@
 import { z } from "zod";
 import { getDataset, listDatasets, readDatasetRows } from "../handlers/datasets.js";
 import { intParam, jsonObjectParam, listParam } from "../http/query.js";
-import { EXPORT_TYPES, rowQueryParams } from "./row-query.js";
-import { readHeaders } from "../handlers/row-query.js";
-import { authed } from "../core/routing.js";
+import { EXPORT_TYPES, rowQueryParams } from "./row-query-params.js";
+import { readHeaders } from "../handlers/rows-common.js";
+import { authed } from "./route-def.js";
 import { teamIdParam } from "../schemas/common.js";
 import { datasetDetailSchema, datasetListSchema, datasetRowsPageSchema, datasetSchema } from "../schemas/datasets.js";
 

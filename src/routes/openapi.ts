@@ -1,6 +1,6 @@
 import { Reply } from "../http/reply.js";
-import { createOpenApiDocument } from "../core/openapi.js";
-import { admin, open, type RouteDef } from "../core/routing.js";
+import { createOpenApiDocument } from "./openapi-document.js";
+import { admin, open, type RouteDef } from "./route-def.js";
 import { openApiDocumentSchema } from "../schemas/operations.js";
 
 /** A mount of the route table: its base path and routes. */

@@ -2,9 +2,9 @@ import { z } from "zod";
 import { createRow, deleteRow, listRows, updateRow } from "../handlers/tables.js";
 import type { Row } from "../domain/model.js";
 import { intParam } from "../http/query.js";
-import { EXPORT_TYPES, rowQueryParams } from "./row-query.js";
-import { readHeaders } from "../handlers/row-query.js";
-import { authed } from "../core/routing.js";
+import { EXPORT_TYPES, rowQueryParams } from "./row-query-params.js";
+import { readHeaders } from "../handlers/rows-common.js";
+import { authed } from "./route-def.js";
 import { errorEnvelopeSchema } from "../schemas/common.js";
 import { tableRowDeletedSchema, tableRowPatchSchema, tableRowSchema, tableRowsPageSchema, tableRowValuesSchema } from "../schemas/tables.js";
 

@@ -2,7 +2,7 @@ import type Database from "better-sqlite3";
 import { deferred, mapped, NOTHING } from "../domain/async-iterables.js";
 import { matchesFilters, selectColumns } from "../domain/rows.js";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
-import type { RowCondition, RowKey, SortKey } from "../domain/row-query.js";
+import type { RowCondition, RowKey, SortKey } from "../domain/row-query-model.js";
 import { keyOf } from "../domain/row-query-order.js";
 import { conditionSql, raw, renderPositional, Sql, sql } from "../domain/row-query-sql.js";
 import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";

@@ -1,9 +1,9 @@
-import { isPromiseLike } from "../core/awaitable.js";
-import { ApiError } from "../core/errors.js";
+import { isPromiseLike } from "../base/awaitable.js";
+import { ApiError } from "../base/api-error.js";
 import type { Metrics, StorageOutcome } from "../ports/metrics.js";
 import type { Storage } from "../ports/storage.js";
 import { mapAreas } from "./areas.js";
-import { deadlines } from "../core/timeout.js";
+import { deadlines } from "../base/timeout.js";
 
 /** Measured but not bounded: a streamed bulk write lasts as long as its upload (its rows arrive as it runs). */
 const UNBOUNDED = new Set(["writeDatasetRows"]);

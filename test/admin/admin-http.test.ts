@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createDataApi } from "../../src/core/api.js";
+import { createDataApi } from "../../src/server/api.js";
 import { createMemoryStorage } from "../../src/memory/storage.js";
 import type { IdentityStore } from "../../src/ports/storage.js";
 import { mountStorage } from "../../src/storage/mount.js";

@@ -6,10 +6,10 @@
  * invariants a refused write must leave intact.
  */
 import { expect } from "vitest";
-import { createDataApi, type DataApi } from "../../src/core/api.js";
+import { createDataApi, type DataApi } from "../../src/server/api.js";
 import { parseFixture } from "../../src/fixture/load.js";
 import type { ApiRequest, ReplyBody } from "../../src/http/types.js";
-import { createFixedClock } from "../../src/memory/clock.js";
+import { createFixedClock } from "../../src/memory/fixed-clock.js";
 import { createMemoryStorage } from "../../src/memory/storage.js";
 import type { Storage } from "../../src/ports/storage.js";
 import { createPostgresStorage } from "../../src/postgres/index.js";

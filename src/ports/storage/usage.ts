@@ -1,6 +1,6 @@
 import type { ApiCallRecord, CreditUsage, RefreshRun } from "../../domain/model.js";
 import { utcDay } from "../../domain/days.js";
-import type { DayWindow } from "./dashboards.js";
+import type { DayWindow } from "../../domain/days.js";
 
 /** A team's window, the query of every day-based space object. */
 export interface SpaceQuery extends DayWindow {
@@ -104,7 +104,7 @@ export interface DatasetUsageRow {
    * recorded time (dataset-usage has no window).
    */
   api_reads: number;
-  /** `at` of the latest such call, as recorded (api.ts records `toISOString()` form); null without one. */
+  /** `at` of the latest such call, as recorded (the pipeline records `toISOString()` form); null without one. */
   last_api_read_at: string | null;
 }
 

@@ -1,27 +1,5 @@
 import type { Column, Row } from "../../domain/model.js";
-
-/**
- * A webhook connection as the receiver needs it. It is read from a
- * connection of type `webhook` whose config is
- * `{ endpointId, signingSecret, retainRows }`, and the dataset whose
- * `connectionId` is that connection.
- */
-export interface WebhookEndpoint {
-  connectionId: string;
-  teamId: string;
-  name: string;
-  /** The dataset its rows land in. */
-  datasetId: string;
-  /** The path segment of /api/webhooks/{endpointId}. */
-  endpointId: string;
-  /** null (or an empty/absent config value) means unsigned requests are accepted. */
-  signingSecret: string | null;
-  /**
-   * Most recent rows kept; older rows are trimmed. null (absent in the
-   * connection config) means the host's default, `settings.webhookRetainRows`.
-   */
-  retainRows: number | null;
-}
+import type { WebhookEndpoint } from "../../domain/webhook-config.js";
 
 export interface WebhookStore {
   /** The endpoint with this path segment, or null. Called on every delivery: keep it an indexed lookup. */

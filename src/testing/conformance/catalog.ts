@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { Column, ConnectionRecord, DatasetRecord, Row } from "../../domain/model.js";
 import type { Storage } from "../../ports/storage.js";
 import type { DatasetRowsWrite, RowQuery } from "../../ports/storage/catalog.js";
-import type { RowCondition } from "../../domain/row-query.js";
+import type { RowCondition } from "../../domain/row-query-model.js";
 import { compareKeys, keyOf } from "../../domain/row-query-order.js";
 import { type ConformanceOptions, readAllPages, seededStore, type StorageFactory, tick } from "./harness.js";
 import { webhookFixture } from "./webhooks.js";

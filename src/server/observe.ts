@@ -1,7 +1,7 @@
-import type { Credential } from "./auth.js";
+import type { Credential } from "../core/auth.js";
 import { isoTime } from "../domain/time.js";
-import { ApiError } from "./errors.js";
-import type { Clock } from "../ports/clock.js";
+import { ApiError } from "../base/api-error.js";
+import type { Clock } from "../base/clock.js";
 import type { Logger, RequestLogLine } from "../ports/logger.js";
 import type { Metrics } from "../ports/metrics.js";
 import { WEBHOOK_ROUTE } from "../routes/webhooks.js";

@@ -1,4 +1,4 @@
-/** Error codes of the error envelope (see README, "Errors"). */
+/** Error codes of the error envelope (docs/authentication-and-errors.md, "The error envelope"). */
 export type ErrorCode =
   | "invalid_parameter"
   | "invalid_body"
@@ -26,7 +26,8 @@ export type ErrorCode =
 
 /**
  * The one error type: thrown anywhere, turned into the envelope
- * `{ error: { code, message, details?, requestId } }` in exactly one place (api.ts).
+ * `{ error: { code, message, details?, requestId } }` in exactly one place
+ * (`errorReply` in src/server/pipeline.ts).
  */
 export class ApiError extends Error {
   readonly status: number;

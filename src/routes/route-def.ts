@@ -1,11 +1,11 @@
 import type { z } from "zod";
-import type { Awaitable } from "./awaitable.js";
+import type { Awaitable } from "../base/awaitable.js";
 import type { AuthedContext, HandlerContext } from "../context/handler.js";
-import type { AdminContext } from "../context/admin.js";
+import type { AdminContext } from "./admin-context.js";
 import type { Deprecation } from "./deprecation.js";
 import type { Scope } from "../domain/model.js";
 import type { Reply } from "../http/reply.js";
-import type { HeaderReader } from "../http/types.js";
+import type { HeaderReader } from "../base/headers.js";
 
 export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
 
@@ -28,8 +28,6 @@ export type BodySpec =
   | { kind: "json" }
   /** The body as it arrives (`StreamBody`), bounded by `maxUploadBytes`: bulk uploads that must not be held whole. */
   | { kind: "stream" };
-
-export type { RawBody, StreamBody } from "../http/types.js";
 
 interface RouteBase<Query, R extends Responses> {
   method: Method;

@@ -1,12 +1,12 @@
 import type { AuthedContext } from "../context/handler.js";
 import { actorOf } from "../core/auth.js";
 import type { Row } from "../domain/model.js";
-import { parseSort, parseWhere, type RowCondition, type RowKey, type SortKey } from "../domain/row-query.js";
+import { parseSort, parseWhere, type RowCondition, type RowKey, type SortKey } from "../domain/row-query-model.js";
 import { type CursorState, decodeCursor, encodeCursor, queryFingerprint } from "../domain/row-query-cursor.js";
-import { invalidParameter } from "../core/errors.js";
+import { invalidParameter } from "../base/api-error.js";
 import { ifNoneMatch } from "../http/conditional.js";
 import { Reply } from "../http/reply.js";
-import type { HeaderReader } from "../http/types.js";
+import type { HeaderReader } from "../base/headers.js";
 
 /** The row-query parameters both rows endpoints take (see ../shared/row-queries.md). */
 export interface RowQueryParams {
@@ -154,18 +154,22 @@ const CHUNK = 64 * 1024;
  * asked for only once the client has taken it (the adapters wait for the
  * socket to drain). The rows' source is closed when the client goes.
  * `rowsJson`, when given (rows as their JSON text), spares NDJSON a
- * re-serialisation.
+ * re-serialisation. `csv.escapeFormulas`: text cells (the header's too) a
+ * spreadsheet would run are written with a leading `'`; NDJSON is never
+ * touched.
  */
 export function exportReply(
   format: "csv" | "ndjson",
   targetId: string,
   columns: readonly string[],
   rows: AsyncIterable<Row>,
-  rowsJson?: AsyncIterable<readonly string[]>,
+  rowsJson: AsyncIterable<readonly string[]> | undefined,
+  csv: { escapeFormulas: boolean },
 ): Reply {
+  const text = csv.escapeFormulas ? (value: string) => csvField(defuseFormula(value)) : csvField;
   const body =
     format === "csv"
-      ? chunks(`${columns.map(csvField).join(",")}\r\n`, rows, csvLine(columns))
+      ? chunks(`${columns.map(text).join(",")}\r\n`, rows, csvLine(columns, text))
       : rowsJson
         ? chunks("", rowsJson, jsonTextLines)
         : chunks("", rows, jsonLine);
@@ -202,15 +206,26 @@ function jsonTextLines(batch: readonly string[]): string {
   return batch.length === 0 ? "" : `${batch.join("\n")}\n`;
 }
 
-/** RFC 4180: one line per row, CRLF; null and absent are empty fields. */
-function csvLine(columns: readonly string[]): (row: Row) => string {
-  return (row) => `${columns.map((c) => csvValue(Object.hasOwn(row, c) ? row[c] : null)).join(",")}\r\n`;
+/** RFC 4180: one line per row, CRLF; null and absent are empty fields; `text` writes a string cell. */
+function csvLine(columns: readonly string[], text: (value: string) => string): (row: Row) => string {
+  return (row) => `${columns.map((c) => csvValue(Object.hasOwn(row, c) ? row[c] : null, text)).join(",")}\r\n`;
 }
 
-function csvValue(value: unknown): string {
+/** Numbers, booleans, objects and arrays as their JSON text (never a formula: `-3`, `true`, `{…}`, `[…]`). */
+function csvValue(value: unknown, text: (value: string) => string): string {
   if (value === null || value === undefined) return "";
-  if (typeof value === "string") return value === "" ? '""' : csvField(value);
+  if (typeof value === "string") return value === "" ? '""' : text(value);
   return csvField(JSON.stringify(value));
+}
+
+/** What a spreadsheet reads as the start of a formula (OWASP, "CSV Injection"). */
+const FORMULA_START = /^[=+\-@\t\r]/;
+/** A number as written (`-3`, `+42.5`, `-1e3`): a spreadsheet reads it as that number, never as a formula. */
+const PLAIN_NUMBER = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
+
+/** `=HYPERLINK(…)` → `'=HYPERLINK(…)`: shown as text by a spreadsheet, not run. */
+function defuseFormula(text: string): string {
+  return FORMULA_START.test(text) && !PLAIN_NUMBER.test(text) ? `'${text}` : text;
 }
 
 function csvField(text: string): string {

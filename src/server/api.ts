@@ -10,17 +10,17 @@
  * are plain functions of their parsed input and the ports.
  */
 import { type Admin, createAdmin } from "../admin/index.js";
-import { storageSessions } from "./auth.js";
-import { createCaches } from "./caches.js";
-import type { Awaitable } from "./awaitable.js";
+import { storageSessions } from "../core/auth.js";
+import { createCaches } from "../core/caches.js";
+import type { Awaitable } from "../base/awaitable.js";
 import type { ApiSettings } from "../context/settings.js";
 import type { Ports } from "../context/ports.js";
-import { createGuard } from "./guard.js";
+import { createGuard } from "../core/guard.js";
 import { fromWebRequest, toWebResponse } from "../http/web.js";
 import type { ApiReply, ApiRequest } from "../http/types.js";
 import { toLogger } from "./logging.js";
 import { createMemoryCache } from "../memory/cache.js";
-import { systemClock } from "../memory/clock.js";
+import { systemClock } from "../base/clock.js";
 import { createMemoryRateLimiter } from "../memory/rate-limiter.js";
 import { createMemoryStorage } from "../memory/storage.js";
 import { createRequestObserver } from "./observe.js";
@@ -32,8 +32,8 @@ import type { Storage } from "../ports/storage.js";
 import { createPipeline } from "./pipeline.js";
 import { createRouter } from "./router.js";
 import { adminMount, defaultConnectors, mounts } from "../routes/index.js";
-import type { RouteDef } from "./routing.js";
-import { limiterWithPolicy } from "./rate-limit.js";
+import type { RouteDef } from "../routes/route-def.js";
+import { limiterWithPolicy } from "../core/rate-limit.js";
 import { instrumentStorage } from "../storage/timed.js";
 import type { Tracer } from "../ports/tracer.js";
 import { createTracing, tracedCache, tracedConnectors } from "./tracing.js";
@@ -127,6 +127,8 @@ export const DEFAULT_SETTINGS: ApiSettings = {
   maxUploadBytes: 1024 * 1024 * 1024,
   compression: true,
   compressionMinBytes: 1024,
+  allowPrivateUpstreams: true,
+  csvEscapeFormulas: true,
 };
 
 export function createDataApi(options: DataApiOptions = {}): DataApi {
@@ -157,7 +159,7 @@ export function assembleDataApi(options: DataApiOptions, table: RouteTable): Dat
     tracing: tracing && ((name, attributes, call) => tracing.around(name, "internal", attributes, call)),
   });
   const cache = options.cache ?? createMemoryCache({ clock });
-  const connectors = { ...defaultConnectors(), ...options.connectors };
+  const connectors = { ...defaultConnectors(settings), ...options.connectors };
   const ports: Ports = {
     storage,
     cache: tracing ? tracedCache(cache, tracing) : cache,

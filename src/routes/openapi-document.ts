@@ -4,7 +4,7 @@ import { MAX_IDEMPOTENCY_KEY_LENGTH } from "../domain/idempotency.js";
 import { SIGNATURE_TOLERANCE_SECONDS } from "../domain/signatures.js";
 import { jsonBodyLimit } from "../http/body.js";
 import { queryParamDocs } from "../http/query.js";
-import type { Responses, RouteDef } from "./routing.js";
+import type { Responses, RouteDef } from "./route-def.js";
 import { rowsTextSchema, rowsUploadSchema } from "../schemas/admin.js";
 import { errorEnvelopeSchema } from "../schemas/common.js";
 
@@ -112,7 +112,7 @@ const DESCRIPTION = `Data Access API and inbound webhook receiver.
 
 const methods = { GET: "get", POST: "post", PUT: "put", PATCH: "patch", DELETE: "delete" } as const;
 
-/** The API's default body limits (`maxBodyBytes`, `maxUploadBytes` in api.ts). */
+/** The API's default body limits (`maxBodyBytes`, `maxUploadBytes` in src/server/api.ts). */
 const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
 const DEFAULT_MAX_UPLOAD_BYTES = 1024 * 1024 * 1024;
 

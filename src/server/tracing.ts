@@ -1,6 +1,7 @@
-import { isPromiseLike } from "./awaitable.js";
-import { ApiError } from "./errors.js";
-import type { ApiReply, ApiRequest, HeaderReader, ReplyBody } from "../http/types.js";
+import { ApiError } from "../base/api-error.js";
+import { isPromiseLike } from "../base/awaitable.js";
+import type { HeaderReader } from "../base/headers.js";
+import type { ApiReply, ApiRequest, ReplyBody } from "../http/types.js";
 import type { Cache } from "../ports/cache.js";
 import type { Connector, ConnectorRegistry } from "../ports/connector.js";
 import type { Logger } from "../ports/logger.js";

@@ -1,16 +1,16 @@
 import type { Admin } from "../admin/index.js";
-import { actorOf, assertKeyPlan, assertScope, authenticate, bearerToken, type Credential, unauthorized } from "./auth.js";
-import { andThen, type Awaitable, isPromiseLike } from "./awaitable.js";
-import type { Caches } from "./caches.js";
+import { actorOf, assertKeyPlan, assertScope, authenticate, bearerToken, type Credential, unauthorized } from "../core/auth.js";
+import { andThen, type Awaitable, isPromiseLike } from "../base/awaitable.js";
+import type { Caches } from "../core/caches.js";
 import type { ApiSettings } from "../context/settings.js";
 import type { Ports } from "../context/ports.js";
 import type { HandlerContext, Operations } from "../context/handler.js";
-import { deprecationsOf } from "./deprecation.js";
+import { deprecationsOf } from "../routes/deprecation.js";
 import { eventId, idSource, safeEqual } from "../domain/crypto.js";
 import type { AuditEvent } from "../domain/model.js";
 import { isoTime } from "../domain/time.js";
-import { ApiError } from "./errors.js";
-import type { Guard } from "./guard.js";
+import { ApiError } from "../base/api-error.js";
+import type { Guard } from "../core/guard.js";
 import { checkDeclaredLength, isJsonType, jsonBodyLimit, parseJsonObject, parseJsonValue } from "../http/body.js";
 import { parseQuery } from "../http/query.js";
 import { compressReply } from "../http/compression.js";
@@ -20,10 +20,10 @@ import type { RequestObserver } from "./observe.js";
 import type { RequestTrace, Tracing } from "./tracing.js";
 import type { Logger } from "../ports/logger.js";
 import type { SessionAuthenticator } from "../ports/session.js";
-import { resolveClientAddress } from "./proxy.js";
-import { isRateLimit, rateLimitHeaders, tokenBucket } from "./rate-limit.js";
+import { resolveClientAddress } from "./client-address.js";
+import { isRateLimit, rateLimitHeaders, tokenBucket } from "../core/rate-limit.js";
 import type { RouteMatch, Router } from "./router.js";
-import type { AuthedRoute, RouteDef, RouteInput } from "./routing.js";
+import type { AuthedRoute, RouteDef, RouteInput } from "../routes/route-def.js";
 
 /** What the pipeline works with, built once by `createDataApi`. */
 export interface PipelineParts {
@@ -38,7 +38,7 @@ export interface PipelineParts {
   logger: Logger;
   observe: RequestObserver | null;
   operations: Operations;
-  /** OpenTelemetry, when the host uses it (src/core/tracing.ts); null otherwise. */
+  /** OpenTelemetry, when the host uses it (src/server/tracing.ts); null otherwise. */
   tracing: Tracing | null;
 }
 
@@ -75,7 +75,7 @@ class Exchange {
  * A failure in any stage, thrown or rejected, becomes the error envelope
  * (`fail`) and is finished like any reply.
  *
- * The async rule (src/core/awaitable.ts): ports answer with promises, handlers
+ * The async rule (src/base/awaitable.ts): ports answer with promises, handlers
  * return a value or a promise; each stage continues at once when the one
  * before gave a plain value (`andThen`), so a request that waits for
  * nothing is answered without a promise and the adapter writes it at once.
