@@ -467,6 +467,21 @@ describe("rate limit per connection", () => {
   });
 });
 
+describe("webhook rate-limit headers in the current draft's form", () => {
+  it("names the webhook policy: RateLimit-Policy and RateLimit on deliveries and on the 429", async () => {
+    const api = await setup({ webhookRatePerSecond: 2, rateLimitHeaders: "policy" });
+    const first = await api.call("POST", "/api/webhooks/hook-open", { body: { i: 0 } });
+    expect([first.headers.get("ratelimit-policy"), first.headers.get("ratelimit"), first.headers.get("ratelimit-limit")]).toEqual([
+      '"webhook";q=4;w=2',
+      '"webhook";r=3;t=1',
+      null,
+    ]);
+    for (let i = 1; i < 4; i++) await api.call("POST", "/api/webhooks/hook-open", { body: { i } });
+    const refused = await api.call("POST", "/api/webhooks/hook-open", { body: { i: 4 } });
+    expect([refused.status, refused.headers.get("ratelimit"), refused.headers.get("retry-after")]).toEqual([429, '"webhook";r=0;t=1', "1"]);
+  });
+});
+
 describe("host admin API for webhook connections", () => {
   it("creates a connection with a high-entropy URL; sets, rotates and removes the secret, each audited", async () => {
     const api = await setup({ appUrl: "https://bi.example.com/" });

@@ -19,7 +19,8 @@ export type { DashboardAdmin, DashboardVersionInput } from "./dashboards.js";
 export type { AuditEventInput, CreditUsageInput, DashboardViewInput, HistoryAdmin, RefreshRunInput } from "./history.js";
 export type { BusinessInput, IdentityAdmin, MembershipInput, SessionInfo, SessionInput, TeamInput, UserInput } from "./identity.js";
 export type { ApiKeyInfo, KeyAdmin } from "./keys.js";
-export type { RowsAdmin } from "./rows.js";
+export type { RowsAdmin, UploadOptions } from "./rows.js";
+export type { UploadProgress, UploadProgressOptions } from "./upload-progress.js";
 /** A body as it arrives, for `uploadDatasetRows`: its chunks and its media type (`application/json`, `application/x-ndjson` or `text/csv`). */
 export type { StreamBody } from "../http/types.js";
 export type { TableAdmin, TableInput } from "./tables.js";

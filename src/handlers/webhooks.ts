@@ -59,7 +59,8 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
   let rateHeaders: Record<string, string> = {};
   if (isRateLimit(rate)) {
     const limit = tokenBucket(rate);
-    rateHeaders = rateLimitHeaders(await ctx.rateLimiter.take(`webhook:${endpoint.connectionId}`, limit, now), limit, DELIVERY_REFUSAL);
+    const decision = await ctx.rateLimiter.take(`webhook:${endpoint.connectionId}`, limit, now);
+    rateHeaders = rateLimitHeaders(decision, limit, DELIVERY_REFUSAL, ctx.settings.rateLimitHeaders, "webhook");
   }
   // Which secret verified it (current or previous): the delivery log of webhook-inbox.md will record it.
   const verifiedBy = verifyDelivery(endpoint, body, headers, now);
