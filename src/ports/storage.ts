@@ -13,7 +13,18 @@ export type { CatalogStore, CatalogWrites, DatasetRowsWrite, RowPage, RowQuery }
 export type { CredentialStore, KeyWithTeamLookup } from "./storage/credentials.js";
 export type { DashboardStore, DashboardWrites, DayViews, ViewerDayViews } from "./storage/dashboards.js";
 export type { IdentityStore, IdentityWrites, IdPage, PutResult } from "./storage/identity.js";
-export type { EditLogEntry, EditOp, IdempotencyClaim, RowWriteResult, StoredResponse, TableStore, TableWrites } from "./storage/tables.js";
+export type {
+  EditLogEntry,
+  EditOp,
+  IdempotencyKeyUse,
+  IdempotentOutcome,
+  InsertRowInput,
+  RowWriteResult,
+  StoredResponse,
+  TableStore,
+  TableWrites,
+  UpdateRowInput,
+} from "./storage/tables.js";
 export type {
   ApiUsageRow,
   CreditUsageRow,

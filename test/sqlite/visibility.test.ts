@@ -282,7 +282,8 @@ describe("sqlite: reads of a remembered dataset record", () => {
     ];
     const current = (await s.catalog.getDataset("ds_stores"))!;
     expect(current.type).toBe("connection");
-    await admin.putDataset("ds_stores", { teamId: current.teamId, name: "Stores v2", type: "connection", connectionId: current.connectionId, source: current.source, columns: declared });
+    await admin.putDataset("ds_stores", { teamId: current.teamId, name: "Stores v2", type: "connection", connectionId: current.connectionId, source: current.source, columns: declared,
+      dropColumns: current.columns.map((c) => c.name).filter((name) => !declared.some((d) => d.name === name)) });
     const after = (await read()).metadata;
     expect(after.datasetName).toBe("Stores v2");
     expect(after.columns).toEqual(["store_id", "opened"]);
