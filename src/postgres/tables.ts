@@ -1,3 +1,4 @@
+import { postgresAggregates } from "./aggregate.js";
 import type { PoolClient } from "pg";
 import type { Actor, AuditEvent, Column, Row, TableRecord } from "../domain/model.js";
 import { IDEMPOTENCY_LEASE_MS } from "../domain/idempotency.js";
@@ -219,6 +220,7 @@ export function postgresTables(db: Db): TableStore & TableWrites {
       if (deleted) await syncTableIndexes(db, id, []);
       return deleted;
     },
+    aggregateTableRows: postgresAggregates(db).aggregateTableRows,
     async listTableRows(tableId, page) {
       if (page.where || page.sort?.length || page.after) return queriedTableRows(db, tableId, page);
       const [count] =

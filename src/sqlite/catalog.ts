@@ -1,3 +1,4 @@
+import { sqliteAggregates } from "./aggregate.js";
 import type Database from "better-sqlite3";
 import { deferred, mapped, NOTHING } from "../domain/async-iterables.js";
 import { matchesFilters, selectColumns } from "../domain/rows.js";
@@ -72,6 +73,7 @@ export function sqliteCatalog(handle: SqliteHandle): CatalogStore & CatalogWrite
     `SELECT ${DATASET_COLUMNS}, first_position, next_position FROM datasets WHERE id = ?`,
   );
   const table = db.prepare<[string], DatasetRow>(`SELECT ${TABLE_AS_DATASET} FROM input_tables WHERE id = ?`);
+  const aggregates = sqliteAggregates(db);
   const positions = db.prepare<[string], Positions>("SELECT id, seq, first_position, next_position FROM datasets WHERE id = ?");
   const connectionPage = idPageQuery<ConnectionRow>(db, "SELECT * FROM connections");
   const datasetPage = idPageQuery<DatasetRow>(db, `SELECT ${DATASET_COLUMNS} FROM datasets`);
@@ -136,6 +138,9 @@ export function sqliteCatalog(handle: SqliteHandle): CatalogStore & CatalogWrite
     },
     async getDataset(id) {
       return remembered(id)?.record ?? null;
+    },
+    async aggregateDatasetRows(datasetId, query) {
+      return aggregates.aggregateDatasetRows(datasetId, query);
     },
     async readDatasetRows(datasetId, query) {
       return (pages !== null && isPlainPage(query) && rememberedPage(datasetId, query, pages)) || read(datasetId, query);

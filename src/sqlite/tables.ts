@@ -1,3 +1,4 @@
+import { sqliteAggregates } from "./aggregate.js";
 import type Database from "better-sqlite3";
 import type { Actor, AuditEvent, Column, Row, TableRecord } from "../domain/model.js";
 import type { PutResult } from "../ports/storage/identity.js";
@@ -66,6 +67,7 @@ export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
   const tablePage = idPageQuery<TableRow>(db, "SELECT * FROM input_tables");
   const tableWrites = tableChanges(db);
 
+  const aggregates = sqliteAggregates(db);
   const once = idempotentWrites(db);
   const insertOnce = once((input: InsertRowInput) => {
     const row = writes.insert(input);
@@ -89,6 +91,9 @@ export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
     },
     async deleteTable(id) {
       return tableWrites.remove(id);
+    },
+    async aggregateTableRows(tableId, query) {
+      return aggregates.aggregateTableRows(tableId, query);
     },
     async listTableRows(tableId, query) {
       const { offset, limit } = query;

@@ -1,3 +1,4 @@
+import { evaluateAggregate } from "../../domain/aggregate-eval.js";
 import { DONE } from "../../domain/async-iterables.js";
 import { matchesFilters, selectColumns, tableAsDataset } from "../../domain/rows.js";
 import type { ConnectionRecord, DatasetRecord, Row } from "../../domain/model.js";
@@ -58,6 +59,9 @@ export function memoryCatalog(state: MemoryState): CatalogStore & CatalogWrites 
     },
     async getDataset(id) {
       return dataset(id);
+    },
+    async aggregateDatasetRows(datasetId, query) {
+      return evaluateAggregate(state.datasetRows.get(datasetId) ?? [], query);
     },
     async readDatasetRows(datasetId, query) {
       const rows = state.datasetRows.get(datasetId) ?? [];

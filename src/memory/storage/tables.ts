@@ -1,3 +1,4 @@
+import { evaluateAggregate } from "../../domain/aggregate-eval.js";
 import type { Row } from "../../domain/model.js";
 import { changedSince, newRow, nextUpdatedAt, patchedRow } from "../../domain/table-rows.js";
 import type {
@@ -122,6 +123,9 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
       return pageById(state.tables.values(), page).map(cloneJson);
     },
 
+    async aggregateTableRows(tableId, query) {
+      return evaluateAggregate(state.tableRows.get(tableId) ?? [], query);
+    },
     async listTableRows(tableId, query) {
       return queriedTableRows(state.tableRows.get(tableId) ?? [], query);
     },

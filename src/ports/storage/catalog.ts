@@ -1,3 +1,4 @@
+import type { AggregateAnswer, AggregateQuery } from "../../domain/aggregate-query.js";
 import type { Column, ConnectionRecord, DatasetRecord, Row } from "../../domain/model.js";
 import type { RowCondition, RowKey, SortKey } from "../../domain/row-query-model.js";
 import type { IdPage, PutResult } from "./identity.js";
@@ -81,6 +82,17 @@ export interface CatalogStore {
    * columns by the caller.
    */
   readDatasetRows(datasetId: string, query: RowQuery): Promise<RowPage>;
+  /**
+   * An aggregate of an upload or connection dataset's rows
+   * (../shared/aggregates.md), the query parsed against its columns by the
+   * caller. It runs in the store (SQL `GROUP BY`, never the rows loaded into
+   * the process: memory is bounded by the groups), over one snapshot of the
+   * rows, and answers as `evaluateAggregate` does (`aggregate-eval.ts`).
+   * Bounded by the call deadline like every store call: past it the caller
+   * gets 503 `storage_unavailable` with Retry-After, never part of an answer.
+   * An unknown dataset answers as an empty one.
+   */
+  aggregateDatasetRows(datasetId: string, query: AggregateQuery): Promise<AggregateAnswer>;
   /**
    * Replace every row of a connection dataset (a refresh), set its columns,
    * rowCount, lastRefreshedAt and updatedAt, in one transaction: readers see

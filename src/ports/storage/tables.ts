@@ -1,3 +1,4 @@
+import type { AggregateAnswer, AggregateQuery } from "../../domain/aggregate-query.js";
 import type { Actor, AuditEvent, Row, TableRecord } from "../../domain/model.js";
 import type { RowCondition, RowKey, SortKey } from "../../domain/row-query-model.js";
 import type { IdPage, PutResult } from "./identity.js";
@@ -127,6 +128,12 @@ export interface TableStore {
   listTables(page: IdPage): Promise<TableRecord[]>;
   /** Stored order (creation order) unless sorted; `totalRows` counts the matching rows. */
   listTableRows(tableId: string, page: TableRowsQuery): Promise<TableRowsPage>;
+  /**
+   * An aggregate of an input table's rows (`_createdAt`, `_updatedAt` among
+   * its columns), with the guarantees of `CatalogStore.aggregateDatasetRows`:
+   * in the store, one snapshot, bounded by the call deadline.
+   */
+  aggregateTableRows(tableId: string, query: AggregateQuery): Promise<AggregateAnswer>;
   /** One row by `_id`, or null. */
   getTableRow(tableId: string, rowId: string): Promise<Row | null>;
   /**

@@ -1,0 +1,54 @@
+import type { AggregateAnswer, AggregateQuery } from "../domain/aggregate-query.js";
+import { aggregateAnswer, aggregateSql, type AggregateSqlRow } from "../domain/aggregate-sql.js";
+import { raw, renderNumbered, type Sql, sql } from "../domain/row-query-sql.js";
+import { postgresAggregateDialect } from "./aggregate-sql.js";
+import { begun, type Db } from "./db.js";
+import { postgresRowDialect, SANE_ROW, UNPARSABLE } from "./row-query.js";
+
+/**
+ * Aggregates on PostgreSQL: the one statement of `aggregate-sql.ts` over a
+ * dataset's window or an input table's rows, in one read-only REPEATABLE
+ * READ transaction with the check that chooses how rows are taken apart
+ * (`row`, or `SANE_ROW` when one holds a `\u0000` escape): one snapshot.
+ * The store call's deadline bounds it (503 `storage_unavailable`).
+ */
+export function postgresAggregates(db: Db) {
+  const { t } = db;
+  const run = async (target: { table: string; scope: Sql; unparsable: string; params: unknown[] }, query: AggregateQuery) => {
+    const lease = await begun(db.pool, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    try {
+      const [found] = (await lease.client.query<{ unparsable: boolean }>(target.unparsable, target.params)).rows;
+      const doc = found?.unparsable ? SANE_ROW : "row";
+      const statement = aggregateSql(
+        query,
+        { table: raw(t(target.table)), scope: target.scope, rowDialect: postgresRowDialect(doc, "pos") },
+        postgresAggregateDialect(doc),
+      );
+      const params: unknown[] = [];
+      const text = renderNumbered(statement, params);
+      const rows = (await lease.client.query<AggregateSqlRow>(text, params)).rows;
+      await lease.client.query("COMMIT");
+      return aggregateAnswer(rows);
+    } catch (error) {
+      await lease.client.query("ROLLBACK").catch(() => lease.spoil());
+      throw error;
+    } finally {
+      lease.release();
+    }
+  };
+  const datasets = raw(t("datasets"));
+  return {
+    aggregateDatasetRows(datasetId: string, query: AggregateQuery): Promise<AggregateAnswer> {
+      const scope = sql`dataset_id = ${datasetId}
+        AND pos >= (SELECT first_pos FROM ${datasets} WHERE id = ${datasetId})
+        AND pos < (SELECT next_pos FROM ${datasets} WHERE id = ${datasetId})`;
+      const unparsable = `select exists (select 1 from ${t("dataset_rows")} r join ${t("datasets")} d on d.id = r.dataset_id
+        where d.id = $1 and ${UNPARSABLE} and r.pos >= d.first_pos and r.pos < d.next_pos) as unparsable`;
+      return run({ table: "dataset_rows", scope, unparsable, params: [datasetId] }, query);
+    },
+    aggregateTableRows(tableId: string, query: AggregateQuery): Promise<AggregateAnswer> {
+      const unparsable = `select exists (select 1 from ${t("table_rows")} where table_id = $1 and ${UNPARSABLE}) as unparsable`;
+      return run({ table: "table_rows", scope: sql`table_id = ${tableId}`, unparsable, params: [tableId] }, query);
+    },
+  };
+}
