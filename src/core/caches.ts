@@ -1,4 +1,5 @@
 import { LRUCache } from "lru-cache";
+import type { AggregateAnswer } from "../domain/aggregate-query.js";
 import type { ApiKeyRecord, Team } from "../domain/model.js";
 import type { Clock } from "../base/clock.js";
 import { createTokenHashes, type TokenHashes } from "./token-hashes.js";
@@ -21,7 +22,20 @@ export interface Caches {
   readonly keyBodies: KeyBodies;
   /** Serialised OpenAPI documents, `api` and `admin` (src/routes/openapi.ts); the route table and settings never change. */
   readonly documents: Documents;
+  /** Aggregate answers by their target's version and query (src/handlers/aggregates.ts). */
+  readonly aggregates: AggregateAnswers;
 }
+
+/**
+ * Aggregate answers, each under a key naming its target's record (which
+ * every write of its rows changes) and the parsed query: a hit is the
+ * answer of the same aggregate over the same rows. Bounded by the groups
+ * held (AGGREGATE_GROUPS in all), so by memory.
+ */
+export type AggregateAnswers = LRUCache<string, AggregateAnswer>;
+
+/** Groups (and totals lines) held by the remembered aggregate answers, in all. */
+const AGGREGATE_GROUPS = 100_000;
 
 /** Texts by name (an LRU of two). */
 export interface Documents {
@@ -52,6 +66,11 @@ export function createCaches(settings: { tokenHashCacheSize: number }, clock: Cl
     tokenHashes: createTokenHashes(settings.tokenHashCacheSize, clock),
     keyBodies: createKeyBodies(),
     documents: new LRUCache<"api" | "admin", string>({ max: 2 }) as Documents,
+    aggregates: new LRUCache<string, AggregateAnswer>({
+      max: 1024,
+      maxSize: AGGREGATE_GROUPS,
+      sizeCalculation: (answer) => answer.groups.length + 1,
+    }),
   };
 }
 

@@ -39,7 +39,7 @@ import {
 } from "./rows-common.js";
 
 /** A table the credential may reach, or the same 404 as an unknown id. */
-async function reachableTable(ctx: AuthedContext, id: string): Promise<TableRecord> {
+export async function reachableTable(ctx: AuthedContext, id: string): Promise<TableRecord> {
   return reachable(ctx.credential, ["tables"], await ctx.storage.tables.getTable(id), "table", ctx.storage);
 }
 
@@ -120,7 +120,7 @@ export async function listRows(
 }
 
 /** `_id` first, the stamps last: how a download lays out an input table's columns. */
-const RESERVED_COLUMNS = ["_id", "_createdAt", "_updatedAt"];
+export const RESERVED_COLUMNS = ["_id", "_createdAt", "_updatedAt"];
 
 /**
  * A download's rows: the first batch, already read, then EXPORT_BATCH at a

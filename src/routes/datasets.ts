@@ -3,6 +3,7 @@ import { getDataset, listDatasets, readDatasetRows } from "../handlers/datasets.
 import { intParam, jsonObjectParam, listParam } from "../http/query.js";
 import { EXPORT_TYPES, rowQueryParams } from "./row-query-params.js";
 import { readHeaders } from "../handlers/rows-common.js";
+import { datasetAggregateRoute } from "./aggregates.js";
 import { authed } from "./route-def.js";
 import { teamIdParam } from "../schemas/common.js";
 import { datasetDetailSchema, datasetListSchema, datasetRowsPageSchema, datasetSchema } from "../schemas/datasets.js";
@@ -56,4 +57,5 @@ export const datasetRoutes = [
     alsoProduces: EXPORT_TYPES,
     handle: ({ params, query, headers }, ctx) => readDatasetRows(ctx, params.id!, query, readHeaders(headers)),
   }),
+  datasetAggregateRoute,
 ];

@@ -4,6 +4,7 @@ import type { Row } from "../domain/model.js";
 import { intParam } from "../http/query.js";
 import { EXPORT_TYPES, rowQueryParams } from "./row-query-params.js";
 import { readHeaders } from "../handlers/rows-common.js";
+import { tableAggregateRoute } from "./aggregates.js";
 import { authed } from "./route-def.js";
 import { errorEnvelopeSchema } from "../schemas/common.js";
 import { tableRowDeletedSchema, tableRowPatchSchema, tableRowSchema, tableRowsPageSchema, tableRowValuesSchema } from "../schemas/tables.js";
@@ -31,6 +32,7 @@ export const tableRoutes = [
     alsoProduces: EXPORT_TYPES,
     handle: ({ params, query, headers }, ctx) => listRows(ctx, params.id!, query, readHeaders(headers)),
   }),
+  tableAggregateRoute,
   authed<Record<string, never>, Row>({
     method: "POST",
     path: "/tables/:id/rows",

@@ -109,7 +109,12 @@ export interface DatasetUsageRow {
 }
 
 /** Route templates whose successful GETs count as API reads of the dataset named by `objectId`. */
-export const DATASET_READ_ROUTES: readonly string[] = ["/api/v1/datasets/:id/rows", "/api/v1/tables/:id/rows"];
+export const DATASET_READ_ROUTES: readonly string[] = [
+  "/api/v1/datasets/:id/rows",
+  "/api/v1/tables/:id/rows",
+  "/api/v1/datasets/:id/aggregate",
+  "/api/v1/tables/:id/aggregate",
+];
 
 /** Whether `call` counts as an API read of the dataset named by its `objectId` (see `api_reads`). */
 export function isDatasetRead(call: ApiCallRecord): call is ApiCallRecord & { objectId: string } {
