@@ -9,6 +9,8 @@ export default defineConfig({
     index: "src/index.ts",
     "memory/index": "src/memory/index.ts",
     "sqlite/index": "src/sqlite/index.ts",
+    // The SQLite store's reader threads load this file (beside sqlite/index.js: see src/sqlite/reader-pool.ts).
+    "sqlite/reader-thread": "src/sqlite/reader-thread.ts",
     "testing/index": "src/testing/index.ts",
     "postgres/index": "src/postgres/index.ts",
     "redis/index": "src/redis/index.ts",

@@ -90,7 +90,7 @@ export interface StoreFaults {
 export function storeFaults(options: { busyTimeoutMs: number; log: (message: string, error: unknown) => void }): StoreFaults {
   let fault: unknown = null;
   const noted = (error: ApiError, cause: unknown): ApiError => {
-    if (fault === null) options.log("SQLite cannot write; answering 503 storage_unavailable until a write succeeds", brief(cause));
+    if (fault === null) options.log("the SQLite file failed; answering 503 storage_unavailable until a write succeeds", brief(cause));
     fault = cause;
     return error;
   };

@@ -72,6 +72,8 @@ interface Session {
 
 interface Thread {
   worker: Worker;
+  /** The thread has started (loaded its modules): calls are sent to it from then on. */
+  ready: boolean;
   running: Call | null;
   /** Calls of this thread's sessions, waiting for it. */
   waiting: Call[];
@@ -99,8 +101,9 @@ export function readerPool(options: ReaderPoolOptions): ReaderPool {
         dispatch(bound);
       } else {
         queue.push(pending);
-        const idle = threads.find((t) => t.running === null && !t.gone) ?? (threads.length < options.size ? start() : null);
+        const idle = threads.find((t) => t.ready && t.running === null && !t.gone);
         if (idle) dispatch(idle);
+        else if (threads.length < options.size && threads.every((t) => t.ready)) start();
       }
     });
 
@@ -108,22 +111,30 @@ export function readerPool(options: ReaderPoolOptions): ReaderPool {
     const data: ReaderThreadData = { path: options.path, busyTimeoutMs: options.busyTimeoutMs };
     const worker = spawn(script, data);
     worker.unref();
-    const thread: Thread = { worker, running: null, waiting: [], sessions: new Set(), gone: false };
-    worker.on("message", (answer: ReaderMessage) => {
+    const thread: Thread = { worker, ready: false, running: null, waiting: [], sessions: new Set(), gone: false };
+    worker.on("message", (answer: ReaderMessage | "ready") => {
+      if (answer === "ready") {
+        thread.ready = true;
+        dispatch(thread);
+        // More waiting than threads: the next one starts.
+        if (queue.length > 0 && threads.length < options.size) start();
+        return;
+      }
       const pending = thread.running;
       if (!pending || pending.id !== answer.id) return;
       thread.running = null;
       worker.unref();
-      if ("error" in answer) settle(pending, answer.error.deadline ? timedOut(options.timeoutMs) : sqliteError(answer.error));
+      if ("error" in answer) settle(pending, answer.error.deadline ? timedOut(options.timeoutMs, ENDED) : sqliteError(answer.error));
       else settle(pending, null, answer.value);
       dispatch(thread);
     });
     const lost = (error: unknown) => {
       if (thread.gone) return;
+      // A thread that failed to start takes the calls waiting for it along: they would wait for nothing.
+      if (!thread.ready && threads.every((t) => t === thread || !t.ready)) {
+        for (const pending of queue.splice(0)) settle(pending, unavailable(`a reader thread could not start: ${String(error)}`));
+      }
       stop(thread);
-      // A thread that failed to start (or died) takes its running call with it; the queue goes on elsewhere.
-      if (!closed && queue.length > 0 && threads.length < options.size) dispatch(start());
-      void error;
     };
     worker.on("error", lost);
     worker.on("exit", lost);
@@ -133,12 +144,12 @@ export function readerPool(options: ReaderPoolOptions): ReaderPool {
 
   /** Sends the thread its next call: one of its sessions' first, else the oldest waiting. */
   const dispatch = (thread: Thread) => {
-    while (thread.running === null && !thread.gone) {
+    while (thread.ready && thread.running === null && !thread.gone) {
       const next = thread.waiting.shift() ?? queue.shift();
       if (!next) return;
       const left = next.endsAt - performance.now();
       if (left <= 0) {
-        settle(next, timedOut(options.timeoutMs));
+        settle(next, timedOut(options.timeoutMs, WAITED));
         continue;
       }
       if (next.session && next.session.thread === null) {
@@ -165,16 +176,17 @@ export function readerPool(options: ReaderPoolOptions): ReaderPool {
     pending.timer = null;
     const thread = pending.thread;
     if (thread === null) {
-      const at = queue.indexOf(pending);
-      if (at >= 0) queue.splice(at, 1);
-      settle(pending, timedOut(options.timeoutMs));
+      const waiting = pending.session?.thread?.waiting ?? queue;
+      const at = waiting.indexOf(pending);
+      if (at >= 0) waiting.splice(at, 1);
+      settle(pending, timedOut(options.timeoutMs, WAITED));
       return;
     }
     if (thread.running !== pending) return;
     pending.timer = setTimeout(() => {
       pending.timer = null;
       if (thread.running !== pending) return;
-      settle(pending, timedOut(options.timeoutMs));
+      settle(pending, timedOut(options.timeoutMs, STOPPED));
       stop(thread);
     }, GRACE_MS);
   };
@@ -189,6 +201,8 @@ export function readerPool(options: ReaderPoolOptions): ReaderPool {
     thread.running = null;
     for (const waiting of thread.waiting.splice(0)) settle(waiting, lost);
     void thread.worker.terminate();
+    // Its replacement, when calls are waiting.
+    if (!closed && queue.length > 0 && threads.length < options.size) start();
   };
 
   function settle(pending: Call, error: unknown, value?: unknown): void {
@@ -230,9 +244,15 @@ export function readerPool(options: ReaderPoolOptions): ReaderPool {
   };
 }
 
-function timedOut(timeoutMs: number): ApiError {
+/** Why a call timed out, for the log (the cause of its 503). */
+const ENDED = "the statement was ended at its deadline";
+const STOPPED = "the statement did not end at its deadline: its reader thread was stopped";
+const WAITED = "no reader thread was free before the deadline";
+
+function timedOut(timeoutMs: number, why: string): ApiError {
   return new ApiError(503, "storage_unavailable", `the database did not answer within ${timeoutMs} ms; retry later`, {
     headers: { "retry-after": "1" },
+    cause: new Error(why),
   });
 }
 

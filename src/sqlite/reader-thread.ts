@@ -1,4 +1,6 @@
 import type Database from "better-sqlite3";
+import { readlinkSync } from "node:fs";
+import { getPriority, setPriority } from "node:os";
 import { type MessagePort, parentPort, workerData } from "node:worker_threads";
 import { countRows, firstPage, isPlain, isSmallRead, planRead, positionsOf, settlePlan, streamedBatches } from "./dataset-reads.js";
 import { openReader, prepared } from "./db.js";
@@ -125,6 +127,7 @@ function serve(port: MessagePort, data: ReaderThreadData): void {
     }
     port.postMessage(message);
   });
+  port.postMessage("ready");
 }
 
 function rows(db: Database.Database, { datasetId, query, count }: RowsRequest): RowsAnswer {
@@ -153,4 +156,25 @@ function* streamOf(db: Database.Database, { datasetId, seq, query, totalRows }: 
   yield* streamedBatches(db, plan, query);
 }
 
-if (parentPort !== null && (workerData as ReaderThreadData | null)?.path !== undefined) serve(parentPort, workerData as ReaderThreadData);
+/**
+ * A reader thread yields the CPU to the event loop: on Linux a thread's nice
+ * value is its own (NPTL), so this thread alone runs at a lower priority,
+ * and a long scan takes the cores the event loop leaves idle. Elsewhere (or
+ * without /proc) it keeps the process's priority.
+ */
+function yieldToEventLoop(): void {
+  try {
+    const tid = Number(/task\/(\d+)$/.exec(readlinkSync("/proc/thread-self"))?.[1]);
+    if (Number.isSafeInteger(tid) && tid > 0) setPriority(tid, Math.min(19, getPriority(tid) + READER_NICENESS));
+  } catch {
+    // Not Linux, or not allowed: the same priority as the event loop.
+  }
+}
+
+/** How much lower than the process a reader thread runs (nice steps). */
+const READER_NICENESS = 10;
+
+if (parentPort !== null && (workerData as ReaderThreadData | null)?.path !== undefined) {
+  yieldToEventLoop();
+  serve(parentPort, workerData as ReaderThreadData);
+}
