@@ -13,6 +13,7 @@ import { createSqliteStorage, type SqliteStorage } from "../../src/sqlite/index.
 import { setup } from "../support/api.js";
 import { TOKENS } from "../support/fixture.js";
 import { fillRows } from "./support/filled-dataset.js";
+import { liveWhile } from "./support/live-probe.js";
 
 const dir = mkdtempSync(join(tmpdir(), "dataport-sqlite-off-loop-"));
 let n = 0;
@@ -33,24 +34,6 @@ const MANY = 600_000;
 const SORTED = "/api/v1/datasets/ds_orders/rows?sort=name&maxRows=100";
 
 const sortedBy = (column: string): RowQuery => ({ offset: 0, limit: 5, columns: null, filters: null, sort: [{ column, descending: false }] });
-
-/**
- * `/api/health/live`, asked again and again (every 5 ms) until `done`
- * settles: how many answers came back meanwhile. A blocked event loop
- * answers none until it is free.
- */
-async function liveWhile(call: Awaited<ReturnType<typeof setup>>["call"], done: Promise<unknown>): Promise<number> {
-  let settled = false;
-  void done.finally(() => (settled = true));
-  let answered = 0;
-  while (!settled) {
-    const live = await call("GET", "/api/health/live");
-    expect(live.status).toBe(200);
-    if (!settled) answered++;
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  return answered;
-}
 
 /** The reader threads started (from the TypeScript sources a thread takes a while): a read that goes off the loop answers. */
 async function threadsStarted(storage: SqliteStorage, datasetId: string): Promise<void> {
