@@ -1,4 +1,5 @@
 import type { RowQuery } from "../ports/storage/catalog.js";
+import type { TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";
 
 /*
  * What the event loop and a reader thread say to each other (see
@@ -91,13 +92,22 @@ export interface StatementRequest {
   mode: "all" | "get";
 }
 
-export type ReaderRequest = RowsRequest | StreamRequest | NextRequest | StatementRequest;
+/** A page of an input table's rows with where, sort or after (see `queriedTableRows`), in one read transaction. */
+export interface TableRowsRequest {
+  kind: "tableRows";
+  tableId: string;
+  query: TableRowsQuery;
+}
+
+export type ReaderRequest = RowsRequest | StreamRequest | NextRequest | StatementRequest | TableRowsRequest;
 
 export type ReaderAnswer<R extends ReaderRequest> = R extends RowsRequest
   ? RowsAnswer
   : R extends StreamRequest | NextRequest
     ? BatchAnswer
-    : unknown;
+    : R extends TableRowsRequest
+      ? TableRowsPage
+      : unknown;
 
 /** What the pool posts: a request, its session (null: none), the time it has left. `end` closes a session. */
 export interface ReaderEnvelope {

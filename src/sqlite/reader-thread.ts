@@ -4,6 +4,7 @@ import { getPriority, setPriority } from "node:os";
 import { type MessagePort, parentPort, workerData } from "node:worker_threads";
 import { countRows, firstPage, isPlain, isSmallRead, planRead, positionsOf, settlePlan, streamedBatches } from "./dataset-reads.js";
 import { openReader, prepared } from "./db.js";
+import { queriedTableRows } from "./row-query.js";
 import type {
   BatchAnswer,
   CountEntry,
@@ -77,6 +78,10 @@ function serve(port: MessagePort, data: ReaderThreadData): void {
       case "rows": {
         const db = (primary ??= connect());
         return answer(db, timeoutMs, () => db.transaction(() => rows(db, request))());
+      }
+      case "tableRows": {
+        const db = (primary ??= connect());
+        return answer(db, timeoutMs, () => db.transaction(() => queriedTableRows(db, request.tableId, request.query))());
       }
       case "statement": {
         const db = (primary ??= connect());

@@ -4,6 +4,7 @@ import type { Row } from "../domain/model.js";
 import { keyOf } from "../domain/row-query-order.js";
 import { selectColumns } from "../domain/rows.js";
 import type { RowPage, RowQuery } from "../ports/storage/catalog.js";
+import type { TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";
 import {
   countKey,
   countRows,
@@ -22,6 +23,7 @@ import {
 import { dataVersionOf, parseJson, type RememberedReads, rememberedReads, type SqliteHandle } from "./db.js";
 import { readTimedOut } from "./faults.js";
 import type { CountEntry } from "./reader-protocol.js";
+import { queriedTableRows } from "./row-query.js";
 import { deadlineOf } from "./statement-deadline.js";
 
 /**
@@ -130,6 +132,33 @@ export function queriedReads(handle: SqliteHandle): QueriedReads {
   };
 }
 
+/**
+ * A page of an input table's rows with where, sort or after, by the same
+ * rules as a dataset's (see `QueriedReads`): on the loop within
+ * `loopBudgetMs`, else (and from then on for reads like it) on a reader
+ * thread; without reader threads on the loop, ended at `callTimeoutMs`.
+ */
+export function queriedTableReads(handle: SqliteHandle): (tableId: string, query: TableRowsQuery) => TableRowsPage | Promise<TableRowsPage> {
+  const { db, readers } = handle;
+  const onLoop = db.transaction((tableId: string, query: TableRowsQuery) => queriedTableRows(db, tableId, query));
+  const slow = new Set<string>();
+  const offLoop = (tableId: string, query: TableRowsQuery) => readers!.call({ kind: "tableRows", tableId, query }).catch(rethrow(handle));
+  return (tableId, query) => {
+    const key = `${tableId}\u0000${shapeOf(query)}`;
+    if (readers !== null && (handle.loopBudgetMs === 0 || slow.has(key))) return offLoop(tableId, query);
+    const budget = readers !== null ? handle.loopBudgetMs : handle.callTimeoutMs;
+    const expired = readers !== null ? () => new MovedOffLoop() : () => readTimedOut(handle.callTimeoutMs);
+    try {
+      return handle.deadline.within(performance.now() + budget, expired, () => onLoop(tableId, query));
+    } catch (error) {
+      if (!(error instanceof MovedOffLoop)) throw error;
+      slow.add(key);
+      if (slow.size > REMEMBERED_SLOW) slow.delete(slow.values().next().value!);
+      return offLoop(tableId, query);
+    }
+  };
+}
+
 /** The count remembered for these conditions, when it was made for this same window. */
 function rememberedCount(memo: CountMemo, key: string, at: Positions): number | undefined {
   const known = memo.current().get(key);
@@ -137,7 +166,7 @@ function rememberedCount(memo: CountMemo, key: string, at: Positions): number | 
 }
 
 /** A read's shape: its conditions without their operands, its filters' columns, its sort. */
-function shapeOf(query: RowQuery): string {
+function shapeOf(query: Pick<RowQuery, "where" | "sort"> & { filters?: RowQuery["filters"] }): string {
   return JSON.stringify([query.where ?? null, Object.keys(query.filters ?? {}), query.sort ?? []], (key, value: unknown) =>
     key === "operand" ? undefined : value,
   );

@@ -7,7 +7,7 @@ import { appendAuditStatement } from "./audit.js";
 import { parseJson, parseJsonOrNull, type SqliteHandle, writeTransaction } from "./db.js";
 import { idPageQuery } from "./identity.js";
 import { syncTableIndexes } from "./row-indexes.js";
-import { queriedTableRows } from "./row-query.js";
+import { queriedTableReads } from "./row-reads.js";
 
 interface TableRow {
   id: string;
@@ -54,6 +54,8 @@ export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
   const tablePage = idPageQuery<TableRow>(db, "SELECT * FROM input_tables");
   const tableWrites = tableChanges(db);
 
+  // Pages with where, sort or after: on the event loop while short, else on a reader thread (see row-reads.ts).
+  const queried = queriedTableReads(handle);
   const claimKey = idempotencyClaim(db);
   const complete = db.prepare<[string, string, string]>("UPDATE idempotency_keys SET response = ? WHERE scope = ? AND key = ?");
   const release = db.prepare<[string, string]>("DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND response IS NULL");
@@ -74,7 +76,7 @@ export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
     },
     async listTableRows(tableId, query) {
       const { offset, limit } = query;
-      if (query.where || query.sort?.length || query.after) return db.transaction(() => queriedTableRows(db, tableId, query))();
+      if (query.where || query.sort?.length || query.after) return queried(tableId, query);
       return db.transaction(() => {
         const found = page.all(tableId, Math.max(0, limit), Math.max(0, offset));
         const end = found.at(-1);
