@@ -76,6 +76,25 @@ describe("sqlite: reads that scan run on reader threads", () => {
     expect(next.status).toBe(200);
   }, 60_000);
 
+  it("an input-table page sorted past callTimeoutMs is ended with 503 too, and the loop answers meanwhile", async () => {
+    const storage = store({ callTimeoutMs: 400 });
+    const { call } = await setup({ storage });
+    // tbl_targets without declared columns (so without row indexes); its rows straight into the file (the API writes them one by one).
+    const targets = (await storage.tables.getTable("tbl_targets"))!;
+    await storage.tables.putTable({ ...targets, columns: [] });
+    storage.db
+      .prepare(
+        `WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?)
+         INSERT INTO table_rows (table_id, row_id, data) SELECT 'tbl_targets', 'big_' || i, json_object('_id', 'big_' || i, 'name', 'n' || ((i * 7919) % 1000003)) FROM n`,
+      )
+      .run(MANY);
+    const slow = call("GET", "/api/v1/tables/tbl_targets/rows?sort=name&maxRows=10", { token: TOKENS.sync });
+    const answered = await liveWhile(call, slow);
+    const res = await slow;
+    expect([res.status, res.json.error?.code, res.headers.get("retry-after")]).toEqual([503, "storage_unavailable", "1"]);
+    expect(answered).toBeGreaterThanOrEqual(3);
+  }, 60_000);
+
   it("a read with conditions on a large dataset goes to a reader thread and answers what the event loop would", async () => {
     const threads = store();
     const loop = store({ readerThreads: 0 });
