@@ -49,7 +49,7 @@ export interface ReadPlan {
   dialect: SqliteRowDialect;
   /** The read starts from a row index (`seeksIndex`); a count, also from a range on one. */
   seek: { page: boolean; count: boolean };
-  /** A sorted page walks this index (its sort column's), whatever index the conditions would pick (see `settlePlan`). */
+  /** A sorted page walks this index (its sort column's), whatever index the conditions would pick (`settlePlan`). */
   walk?: string;
 }
 
@@ -161,7 +161,11 @@ export function firstPage(db: Database.Database, plan: ReadPlan, query: RowQuery
  * answer, filtered, after the offset, at most the limit; SQL runs as each
  * batch is asked for.
  */
-export function* streamedBatches(db: Database.Database, asked: ReadPlan, query: RowQuery): Generator<Fetched[], void, undefined> {
+export function* streamedBatches(
+  db: Database.Database,
+  asked: ReadPlan,
+  query: RowQuery,
+): Generator<Fetched[], void, undefined> {
   const at = positionsOf(db, asked.at.id);
   if (!at || at.seq !== asked.at.seq) return;
   const plan: ReadPlan = { ...asked, at };
@@ -173,7 +177,8 @@ export function* streamedBatches(db: Database.Database, asked: ReadPlan, query: 
     const batch = fetchBatch(db, plan, resume, BATCH, sqlOffset);
     sqlOffset = 0;
     const end = batch.at(-1);
-    if (end) resume = plan.sort.length > 0 ? { key: keyOf(parseJson<Row>(end.data), end.position, plan.sort) } : { position: end.position };
+    if (end && plan.sort.length > 0) resume = { key: keyOf(parseJson<Row>(end.data), end.position, plan.sort) };
+    else if (end) resume = { position: end.position };
     const answered: Fetched[] = [];
     for (const r of batch) {
       if (plan.residual && !matchesFilters(parseJson<Row>(r.data), plan.residual)) continue;
@@ -201,7 +206,8 @@ function windowOf(plan: ReadPlan, seek: boolean): Sql {
   const low = rowKey(plan.at.seq, plan.at.first_position);
   const high = rowKey(plan.at.seq, plan.at.next_position);
   if (!seek) return sql`${raw(DEADLINE_CHECK)} AND row_key >= ${low} AND row_key < ${high}`;
-  return sql`${raw(DEADLINE_CHECK)} AND dataset_seq = ${raw(String(plan.at.seq))} AND +row_key >= ${low} AND +row_key < ${high}`;
+  const dataset = raw(String(plan.at.seq));
+  return sql`${raw(DEADLINE_CHECK)} AND dataset_seq = ${dataset} AND +row_key >= ${low} AND +row_key < ${high}`;
 }
 
 /**

@@ -18,7 +18,7 @@ import { ApiError } from "../core/errors.js";
 const UNAVAILABLE = /^SQLITE_(FULL|READONLY|CANTOPEN|IOERR|CORRUPT|NOTADB|PERM|NOLFS|PROTOCOL)(_|$)/;
 /** Backoff between attempts of a call that found the write lock taken, in ms (the last one repeats). */
 const BACKOFF_MS = [1, 2, 5, 10, 20, 50, 100];
-/** Seconds a client is asked to wait: a lock is released in moments; a full disk or a read-only file takes an operator. */
+/** Seconds a client is asked to wait: a lock goes in moments; a full disk or a read-only file takes an operator. */
 const RETRY_BUSY = "1";
 const RETRY_UNAVAILABLE = "10";
 
@@ -55,7 +55,8 @@ export function readTimedOut(timeoutMs: number): ApiError {
 }
 
 function lockTimedOut(timeoutMs: number, cause: unknown): ApiError {
-  return new ApiError(503, "storage_unavailable", `the database stayed locked by another writer for ${timeoutMs} ms; retry later`, {
+  const message = `the database stayed locked by another writer for ${timeoutMs} ms; retry later`;
+  return new ApiError(503, "storage_unavailable", message, {
     headers: { "retry-after": RETRY_BUSY },
     cause,
   });
@@ -69,7 +70,7 @@ function unavailable(cause: unknown): ApiError {
 }
 
 export interface StoreFaults {
-  /** `error` as the store reports it: a SQLite fault becomes the 503 it means (and is noted); anything else is left as it is. */
+  /** `error` as the store reports it: a SQLite fault becomes the 503 it means (and is noted); else as it is. */
   reported(error: unknown): unknown;
   /**
    * `attempt()`, tried again with a backoff while it throws SQLITE_BUSY, for
@@ -87,10 +88,17 @@ export interface StoreFaults {
   cleared(): void;
 }
 
-export function storeFaults(options: { busyTimeoutMs: number; log: (message: string, error: unknown) => void }): StoreFaults {
+export interface StoreFaultsOptions {
+  busyTimeoutMs: number;
+  log: (message: string, error: unknown) => void;
+}
+
+export function storeFaults(options: StoreFaultsOptions): StoreFaults {
   let fault: unknown = null;
   const noted = (error: ApiError, cause: unknown): ApiError => {
-    if (fault === null) options.log("the SQLite file failed; answering 503 storage_unavailable until a write succeeds", brief(cause));
+    if (fault === null) {
+      options.log("the SQLite file failed; answering 503 storage_unavailable until a write succeeds", brief(cause));
+    }
     fault = cause;
     return error;
   };

@@ -92,7 +92,8 @@ export function readerPool(options: ReaderPoolOptions): ReaderPool {
     new Promise((resolve, reject) => {
       if (closed) return reject(unavailable("the store is closed"));
       if (session?.ended) return reject(new Error("the reader session has ended"));
-      const pending: Call = { id: nextId++, request, session, endsAt: performance.now() + options.timeoutMs, resolve, reject, thread: null, timer: null };
+      const endsAt = performance.now() + options.timeoutMs;
+      const pending: Call = { id: nextId++, request, session, endsAt, resolve, reject, thread: null, timer: null };
       if (Number.isFinite(options.timeoutMs)) pending.timer = setTimeout(() => expire(pending), options.timeoutMs);
       const bound = session?.thread;
       if (bound) {
@@ -124,15 +125,19 @@ export function readerPool(options: ReaderPoolOptions): ReaderPool {
       if (!pending || pending.id !== answer.id) return;
       thread.running = null;
       worker.unref();
-      if ("error" in answer) settle(pending, answer.error.deadline ? timedOut(options.timeoutMs, ENDED) : sqliteError(answer.error));
-      else settle(pending, null, answer.value);
+      if ("error" in answer) {
+        settle(pending, answer.error.deadline ? timedOut(options.timeoutMs, ENDED) : sqliteError(answer.error));
+      } else {
+        settle(pending, null, answer.value);
+      }
       dispatch(thread);
     });
     const lost = (error: unknown) => {
       if (thread.gone) return;
       // A thread that failed to start takes the calls waiting for it along: they would wait for nothing.
       if (!thread.ready && threads.every((t) => t === thread || !t.ready)) {
-        for (const pending of queue.splice(0)) settle(pending, unavailable(`a reader thread could not start: ${String(error)}`));
+        const failed = unavailable(`a reader thread could not start: ${String(error)}`);
+        for (const pending of queue.splice(0)) settle(pending, failed);
       }
       stop(thread);
     };
@@ -195,7 +200,8 @@ export function readerPool(options: ReaderPoolOptions): ReaderPool {
   const stop = (thread: Thread) => {
     if (thread.gone) return;
     thread.gone = true;
-    threads.splice(threads.indexOf(thread), 1);
+    const at = threads.indexOf(thread);
+    if (at >= 0) threads.splice(at, 1);
     const lost = unavailable("the reader thread was stopped");
     if (thread.running) settle(thread.running, lost);
     thread.running = null;
@@ -225,7 +231,8 @@ export function readerPool(options: ReaderPoolOptions): ReaderPool {
           const thread = session.thread;
           if (!thread) return;
           thread.sessions.delete(session);
-          if (!thread.gone) thread.worker.postMessage({ id: 0, session: session.id, timeoutMs: 0, request: { kind: "end" } });
+          if (thread.gone) return;
+          thread.worker.postMessage({ id: 0, session: session.id, timeoutMs: 0, request: { kind: "end" } });
         },
       };
     },
@@ -265,7 +272,8 @@ function unavailable(reason: string): ApiError {
 
 /** A SQLite error from a reader thread, with its code, as the writer connection would have thrown it. */
 function sqliteError(error: { name: string; message: string; code?: string }): Error {
-  return Object.assign(new Error(error.message), { name: error.name, ...(error.code !== undefined && { code: error.code }) });
+  const copy = Object.assign(new Error(error.message), { name: error.name });
+  return error.code === undefined ? copy : Object.assign(copy, { code: error.code });
 }
 
 /**
@@ -284,6 +292,7 @@ function spawn(script: URL, workerData: ReaderThreadData): Worker {
   if (!script.pathname.endsWith(".ts")) return new Worker(script, { workerData });
   // tsx's ESM entry registers its loader in this thread, then the TypeScript source is imported.
   const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx/esm/api")).href.replace(/\.cjs$/, ".mjs");
-  const bootstrap = `import(${JSON.stringify(tsx)}).then((api) => { api.register(); return import(${JSON.stringify(script.href)}); })`;
+  const bootstrap = `import(${JSON.stringify(tsx)})
+    .then((api) => { api.register(); return import(${JSON.stringify(script.href)}); })`;
   return new Worker(bootstrap, { eval: true, workerData });
 }

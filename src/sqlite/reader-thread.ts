@@ -2,7 +2,16 @@ import type Database from "better-sqlite3";
 import { readlinkSync } from "node:fs";
 import { getPriority, setPriority } from "node:os";
 import { type MessagePort, parentPort, workerData } from "node:worker_threads";
-import { countRows, firstPage, isPlain, isSmallRead, planRead, positionsOf, settlePlan, streamedBatches } from "./dataset-reads.js";
+import {
+  countRows,
+  firstPage,
+  isPlain,
+  isSmallRead,
+  planRead,
+  positionsOf,
+  settlePlan,
+  streamedBatches,
+} from "./dataset-reads.js";
 import { openReader, prepared } from "./db.js";
 import { queriedTableRows } from "./row-query.js";
 import type {
@@ -64,7 +73,8 @@ function serve(port: MessagePort, data: ReaderThreadData): void {
 
   const batchOf = (id: number, session: Session, timeoutMs: number): BatchAnswer => {
     session.usedAt = performance.now();
-    const step = answer(session.db, timeoutMs, () => session.batches?.next() ?? { done: true as const, value: undefined }) as IteratorResult<Fetched[]>;
+    const next = () => session.batches?.next() ?? { done: true as const, value: undefined };
+    const step = answer(session.db, timeoutMs, next) as IteratorResult<Fetched[]>;
     if (step.done) {
       end(id);
       return { rows: [], done: true };
@@ -81,12 +91,15 @@ function serve(port: MessagePort, data: ReaderThreadData): void {
       }
       case "tableRows": {
         const db = (primary ??= connect());
-        return answer(db, timeoutMs, () => db.transaction(() => queriedTableRows(db, request.tableId, request.query))());
+        const page = db.transaction(() => queriedTableRows(db, request.tableId, request.query));
+        return answer(db, timeoutMs, () => page());
       }
       case "statement": {
         const db = (primary ??= connect());
         const statement = prepared(db, request.text);
-        return answer(db, timeoutMs, () => (request.mode === "all" ? statement.all(...request.params) : statement.get(...request.params)));
+        const { mode, params } = request;
+        const run = () => (mode === "all" ? statement.all(...params) : statement.get(...params));
+        return answer(db, timeoutMs, run);
       }
       case "stream": {
         const id = envelope.session!;
@@ -153,7 +166,8 @@ function rows(db: Database.Database, { datasetId, query, count }: RowsRequest): 
   return { at, totalRows, counted, fetched: isSmallRead(plan, query) ? firstPage(db, plan, query) : null };
 }
 
-function* streamOf(db: Database.Database, { datasetId, seq, query, totalRows }: StreamRequest): Generator<Fetched[], void, undefined> {
+function* streamOf(db: Database.Database, request: StreamRequest): Generator<Fetched[], void, undefined> {
+  const { datasetId, seq, query, totalRows } = request;
   const at = positionsOf(db, datasetId);
   if (!at || at.seq !== seq) return;
   const plan = planRead(db, at, query);

@@ -95,7 +95,8 @@ export function queriedReads(handle: SqliteHandle): QueriedReads {
       const plan = planRead(db, at, query);
       const key = countKey(at.seq, query);
       const known = isPlain(plan) ? countRows(db, plan) : rememberedCount(counts, key, at);
-      if (readers !== null && (handle.loopBudgetMs === 0 || scansMany(plan, known !== undefined, LOOP_SCAN_ROWS))) throw moved(at.id, query);
+      const offFirst = handle.loopBudgetMs === 0 || scansMany(plan, known !== undefined, LOOP_SCAN_ROWS);
+      if (readers !== null && offFirst) throw moved(at.id, query);
       const budget = readers !== null ? handle.loopBudgetMs : handle.callTimeoutMs;
       const expired = readers !== null ? () => moved(at.id, query) : () => readTimedOut(handle.callTimeoutMs);
       return handle.deadline.within(performance.now() + budget, expired, () => {
@@ -110,7 +111,8 @@ export function queriedReads(handle: SqliteHandle): QueriedReads {
         if (isSmallRead(plan, query)) return fetchedPage(totalRows, firstPage(db, plan, query), query);
         // A plain read in stored order steps through the window by key: cheap batches, on the loop.
         const onLoop = readers === null || (isPlain(plan) && plan.sort.length === 0);
-        return streamedPage(totalRows, query, () => (onLoop ? loopStream(handle, plan, query) : threadStream(handle, at, query, totalRows)));
+        const stream = () => (onLoop ? loopStream(handle, plan, query) : threadStream(handle, at, query, totalRows));
+        return streamedPage(totalRows, query, stream);
       });
     },
     async offLoop(datasetId, query) {
@@ -138,11 +140,14 @@ export function queriedReads(handle: SqliteHandle): QueriedReads {
  * `loopBudgetMs`, else (and from then on for reads like it) on a reader
  * thread; without reader threads on the loop, ended at `callTimeoutMs`.
  */
-export function queriedTableReads(handle: SqliteHandle): (tableId: string, query: TableRowsQuery) => TableRowsPage | Promise<TableRowsPage> {
+export function queriedTableReads(
+  handle: SqliteHandle,
+): (tableId: string, query: TableRowsQuery) => TableRowsPage | Promise<TableRowsPage> {
   const { db, readers } = handle;
   const onLoop = db.transaction((tableId: string, query: TableRowsQuery) => queriedTableRows(db, tableId, query));
   const slow = new Set<string>();
-  const offLoop = (tableId: string, query: TableRowsQuery) => readers!.call({ kind: "tableRows", tableId, query }).catch(rethrow(handle));
+  const offLoop = (tableId: string, query: TableRowsQuery) =>
+    readers!.call({ kind: "tableRows", tableId, query }).catch(rethrow(handle));
   return (tableId, query) => {
     const key = `${tableId}\u0000${shapeOf(query)}`;
     if (readers !== null && (handle.loopBudgetMs === 0 || slow.has(key))) return offLoop(tableId, query);
@@ -167,9 +172,8 @@ function rememberedCount(memo: CountMemo, key: string, at: Positions): number | 
 
 /** A read's shape: its conditions without their operands, its filters' columns, its sort. */
 function shapeOf(query: Pick<RowQuery, "where" | "sort"> & { filters?: RowQuery["filters"] }): string {
-  return JSON.stringify([query.where ?? null, Object.keys(query.filters ?? {}), query.sort ?? []], (key, value: unknown) =>
-    key === "operand" ? undefined : value,
-  );
+  const parts = [query.where ?? null, Object.keys(query.filters ?? {}), query.sort ?? []];
+  return JSON.stringify(parts, (key, value: unknown) => (key === "operand" ? undefined : value));
 }
 
 /** A page of a dataset that does not exist (or one with no rows asked). */
@@ -204,7 +208,11 @@ function streamedPage(totalRows: number, query: RowQuery, stream: () => AsyncIte
   const { columns } = query;
   const last: { row: Fetched | null } = { row: null };
   const streamed = () => tracked(stream(), last);
-  const page: RowPage = { totalRows, rows: deferred(() => parsed(streamed(), columns)), lastKey: () => lastKeyOf(last.row, query) };
+  const page: RowPage = {
+    totalRows,
+    rows: deferred(() => parsed(streamed(), columns)),
+    lastKey: () => lastKeyOf(last.row, query),
+  };
   if (columns === null) page.rowsJson = deferred(() => texts(streamed()));
   return page;
 }
@@ -229,7 +237,8 @@ async function* loopStream(handle: SqliteHandle, plan: ReadPlan, query: RowQuery
     const batches = streamedBatches(conn, plan, query);
     const deadline = deadlineOf(conn);
     for (;;) {
-      const step = deadline.within(performance.now() + handle.callTimeoutMs, () => readTimedOut(handle.callTimeoutMs), () => batches.next());
+      const until = performance.now() + handle.callTimeoutMs;
+      const step = deadline.within(until, () => readTimedOut(handle.callTimeoutMs), () => batches.next());
       if (step.done) return;
       yield* step.value;
     }
@@ -242,10 +251,11 @@ async function* loopStream(handle: SqliteHandle, plan: ReadPlan, query: RowQuery
 }
 
 /** A large read from a reader thread's session: one snapshot there, a batch per call. */
-async function* threadStream(handle: SqliteHandle, at: Positions, query: RowQuery, totalRows: number): AsyncGenerator<Fetched> {
+async function* threadStream(handle: SqliteHandle, at: Positions, query: RowQuery, totalRows: number) {
   const session = handle.readers!.session();
   try {
-    let batch = await session.call({ kind: "stream", datasetId: at.id, seq: at.seq, query, totalRows }).catch(rethrow(handle));
+    const first = { kind: "stream", datasetId: at.id, seq: at.seq, query, totalRows } as const;
+    let batch = await session.call(first).catch(rethrow(handle));
     for (;;) {
       yield* batch.rows;
       if (batch.done) return;
