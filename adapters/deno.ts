@@ -1,4 +1,4 @@
-import type { DataApi } from "../src/core/api.js";
+import type { DataApi } from "../src/server/api.js";
 import { DEFAULT_HOSTNAME, normalizeClientAddress } from "./address.js";
 
 /** The part of Deno's `ServeHandlerInfo` this adapter uses. */

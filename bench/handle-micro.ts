@@ -14,7 +14,7 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createDataApi } from "../src/core/api.js";
+import { createDataApi } from "../src/server/api.js";
 import { parseFixture } from "../src/fixture/load.js";
 import type { ApiRequest } from "../src/http/types.js";
 import { createMemoryStorage } from "../src/memory/storage.js";

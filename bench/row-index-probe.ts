@@ -25,7 +25,7 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import pg from "pg";
 import type { Column, DatasetRecord, Row } from "../src/domain/model.js";
-import { parseSort, parseWhere } from "../src/domain/row-query.js";
+import { parseSort, parseWhere } from "../src/domain/row-query-model.js";
 import type { Storage } from "../src/ports/storage.js";
 import type { RowQuery } from "../src/ports/storage/catalog.js";
 import { createPostgresStorage } from "../src/postgres/index.js";

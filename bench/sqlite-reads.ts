@@ -205,7 +205,7 @@ async function startServer(path: string, port: number): Promise<ChildProcess> {
 /** The measured server: the Node adapter on the SQLite file, plus /__rss reporting its own peak RSS (sampled every 10 ms). */
 async function serve(path: string): Promise<void> {
   const { toNodeHandler } = await import("../adapters/node.js");
-  const { createDataApi } = await import("../src/core/api.js");
+  const { createDataApi } = await import("../src/server/api.js");
   const storage = createSqliteStorage({ path });
   const handler = toNodeHandler(createDataApi({ storage }));
   let peak = process.memoryUsage().rss;

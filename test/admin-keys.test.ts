@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createAdmin } from "../src/admin/index.js";
-import { ApiError } from "../src/core/errors.js";
+import { ApiError } from "../src/base/api-error.js";
 import { sha256Hex } from "../src/domain/crypto.js";
 import { generateApiKeyToken, isWellFormedApiKeyToken } from "../src/domain/tokens.js";
 import type { MemoryStorage } from "../src/memory/storage.js";

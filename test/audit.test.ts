@@ -121,7 +121,8 @@ describe("GET /audit: the page", () => {
         product: { name: "Dataport", vendor_name: "Dataport" },
         uid: "evt_f1",
         original_time: "2026-10-01T09:00:00Z",
-        logged_time: 0,
+        // Seeded (stored at 0): logged when its writer logged it.
+        logged_time: Date.parse("2026-10-01T09:00:00Z"),
         tenant_uid: "team_ops",
       },
       unmapped: auditFixture().auditEvents[0],
@@ -535,7 +536,11 @@ describe("OCSF schema", () => {
     const byOp = Object.fromEntries(res.json.events.map((e: { api: { operation: string } }) => [e.api.operation, e]));
     expect(["table.row.created", "table.row.updated", "table.row.deleted"].map((op) => byOp[op].type_uid)).toEqual([600301, 600303, 600304]);
     expect(byOp["dataset.rows.read"]).toMatchObject({ activity_id: 2, actor: { user: { uid: "key_sync", type: "API Key" } } });
-    expect(byOp["dashboard.error"]).toMatchObject({ activity_id: 99, severity_id: 3, status_id: 2, src_endpoint: { name: "unknown" } });
+    expect(byOp["dashboard.error"]).toMatchObject({ activity_id: 99, severity_id: 3, status_id: 2 });
+    // No client address: no source, rather than an invented one.
+    expect(byOp["dashboard.error"]).not.toHaveProperty("src_endpoint");
+    expect(byOp["table.row.created"].src_endpoint).toEqual({ ip: "198.51.100.7" });
+    for (const mapped of res.json.events) expect(mapped.metadata.logged_time, mapped.api.operation).toBeGreaterThan(0);
     expect(byOp["weird"]).toMatchObject({ activity_id: 99, status_id: 99, status_detail: "denied", actor: { app_name: "Dataport" } });
     expect(byOp["weird"].actor.user).toBeUndefined();
     expect(byOp["api_key.revoked"].actor.user).toMatchObject({ type_id: 3, type: "System" });

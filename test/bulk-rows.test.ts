@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Column, Row } from "../src/domain/model.js";
-import { ApiError } from "../src/core/errors.js";
+import { ApiError } from "../src/base/api-error.js";
 import { bulkRowFormat, inferColumnsAlongside, parseRowStream } from "../src/http/bulk-rows.js";
 
 const encoder = new TextEncoder();

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { createDataApi } from "../src/core/api.js";
+import { createDataApi } from "../src/server/api.js";
 import { createCaches } from "../src/core/caches.js";
 import type { ApiKeyRecord, Team } from "../src/domain/model.js";
-import { createFixedClock } from "../src/memory/clock.js";
+import { createFixedClock } from "../src/memory/fixed-clock.js";
 
 const clock = createFixedClock("2026-11-01T00:00:00Z");
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { bearerToken } from "../src/core/auth.js";
 import { sha256Hex } from "../src/domain/crypto.js";
-import { ApiError } from "../src/core/errors.js";
+import { ApiError } from "../src/base/api-error.js";
 import type { ApiReply, ApiRequest } from "../src/http/types.js";
 import { webhookFixture } from "../src/testing/conformance/webhooks.js";
 import { createMemoryStorage } from "../src/memory/storage.js";

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { analyticsFixture } from "../src/testing/conformance/analytics-fixture.js";
+import { activityFixture } from "../src/testing/conformance/activity-fixture.js";
 import { NOW, setup } from "./support/api.js";
 import { TOKENS } from "./support/fixture.js";
 
-const fixture = analyticsFixture();
+const fixture = activityFixture();
 const DAY_MS = 86_400_000;
 const utcDay = (at: string | number) => new Date(at).toISOString().slice(0, 10);
 

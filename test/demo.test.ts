@@ -1,9 +1,9 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { createDataApi } from "../src/core/api.js";
+import { createDataApi } from "../src/server/api.js";
 import { parseFixture } from "../src/fixture/load.js";
-import { createFixedClock } from "../src/memory/clock.js";
+import { createFixedClock } from "../src/memory/fixed-clock.js";
 import { createMemoryStorage } from "../src/memory/storage.js";
 
 /**

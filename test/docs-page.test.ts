@@ -8,7 +8,7 @@ import { chromium, type BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { toNodeHandler } from "../adapters/node.js";
 import { REFERENCE_CSP } from "../src/handlers/docs.js";
-import type { OpenApiDocument } from "../src/core/openapi.js";
+import type { OpenApiDocument } from "../src/routes/openapi-document.js";
 import { setup } from "./support/api.js";
 
 /**

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createDataApi } from "../src/core/api.js";
+import { createDataApi } from "../src/server/api.js";
 import { listenerName } from "../src/postgres/catalog-events.js";
 import { createPostgresStorage, type PostgresStorage } from "../src/postgres/index.js";
 import { createRedisRateLimiter, type RedisRateLimiter } from "../src/redis/index.js";

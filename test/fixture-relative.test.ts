@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { FixtureError, parseFixture } from "../src/fixture/load.js";
 import { parseRelativeTime, resolveRelativeTimes } from "../src/fixture/relative.js";
-import { createFixedClock } from "../src/memory/clock.js";
+import { createFixedClock } from "../src/memory/fixed-clock.js";
 import { testFixture } from "./support/fixture.js";
 
 const NOW = "2027-02-10T12:00:00.000Z";

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createDataApi } from "../src/core/api.js";
+import { createDataApi } from "../src/server/api.js";
 import type { ConnectionRecord } from "../src/domain/model.js";
 import { parseFixture } from "../src/fixture/load.js";
 import { createPostgresStorage, type PostgresStorage } from "../src/postgres/index.js";

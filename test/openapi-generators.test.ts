@@ -3,8 +3,8 @@ import { join } from "node:path";
 import openapiTS, { astToString } from "openapi-typescript";
 import ts from "typescript";
 import { afterAll, describe, expect, it } from "vitest";
-import { createDataApi } from "../src/core/api.js";
-import { createOpenApiDocument, type OpenApiDocument } from "../src/core/openapi.js";
+import { createDataApi } from "../src/server/api.js";
+import { createOpenApiDocument, type OpenApiDocument } from "../src/routes/openapi-document.js";
 import { adminMount } from "../src/routes/index.js";
 
 /**

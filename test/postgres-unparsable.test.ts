@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Column, DatasetRecord, Row } from "../src/domain/model.js";
-import { parseSort, parseWhere } from "../src/domain/row-query.js";
+import { parseSort, parseWhere } from "../src/domain/row-query-model.js";
 import type { PostgresStorage } from "../src/postgres/index.js";
 import type { RowQuery } from "../src/ports/storage/catalog.js";
 import { postgresStores } from "./support/postgres-stores.js";

@@ -1,6 +1,6 @@
 import pg from "pg";
 import { describe, expect, it, vi } from "vitest";
-import { createDataApi } from "../src/core/api.js";
+import { createDataApi } from "../src/server/api.js";
 import type { ApiCallRecord } from "../src/domain/model.js";
 import { parseFixture } from "../src/fixture/load.js";
 import { MIGRATIONS } from "../src/postgres/index.js";

@@ -15,6 +15,7 @@ const skip = await postgresSkipReason();
 
 const NOW = Date.parse("2026-11-01T12:00:00.000Z");
 const actor = { type: "api-key", id: "key_sync", name: "Warehouse sync" } as const;
+const DAY = 86_400_000;
 
 const { store, schema: useSchema, closeAfterTest } = postgresStores({ maxConnections: 25, fixture: spaceWithActivity });
 
@@ -126,21 +127,34 @@ describe.skipIf(!!skip)("postgres storage", () => {
       expect(results.filter((r) => r.status === "conflict")).toHaveLength(19);
     });
 
-    it("claims an Idempotency-Key for exactly one of 50 concurrent requests, replays it, and expires it after the TTL", async () => {
+    it("writes one row for 40 concurrent inserts with one Idempotency-Key on two instances", async () => {
       const s = await store();
-      const claim = { scope: "key_sync:tbl_targets", key: "k1", fingerprint: "fp", now: NOW, ttlMs: 86_400_000, leaseMs: 60_000 };
-      const claims = await Promise.all(Array.from({ length: 50 }, () => s.tables.claimIdempotencyKey(claim)));
-      expect(claims.filter((c) => c.state === "claimed")).toHaveLength(1);
-      expect(claims.filter((c) => c.state === "in_progress")).toHaveLength(49);
-      await s.tables.completeIdempotencyKey({ scope: claim.scope, key: "k1", response: { status: 201, body: { _id: "row_9" } } });
-      expect(await s.tables.claimIdempotencyKey({ ...claim, fingerprint: "other" })).toEqual({
-        state: "completed",
-        fingerprint: "fp",
-        response: { status: 201, body: { _id: "row_9" } },
-      });
-      expect(await s.tables.claimIdempotencyKey({ ...claim, now: NOW + 86_400_001 })).toEqual({ state: "claimed" });
-      await s.tables.releaseIdempotencyKey({ scope: claim.scope, key: "k1" });
-      expect(await s.tables.claimIdempotencyKey(claim)).toEqual({ state: "claimed" });
+      const other = await store(s.db.schema.slice(1, -1), false);
+      const idempotency = { scope: "key_sync:tbl_targets", key: "k1", fingerprint: "fp", status: 201, ttlMs: DAY };
+      const outcomes = await Promise.all(
+        Array.from({ length: 40 }, (_, i) =>
+          (i % 2 ? other : s).tables.insertTableRowOnce({
+            ...base,
+            rowId: `row_k${i}`,
+            values: { n: i },
+            now: NOW,
+            auditEvent: audit(`k${i}`),
+            idempotency,
+          }),
+        ),
+      );
+      const written = outcomes.filter((o) => o.state === "written");
+      expect(written).toHaveLength(1);
+      const row = (written[0] as { result: Row }).result;
+      expect(outcomes.filter((o) => o.state === "completed")).toEqual(
+        Array(39).fill({ state: "completed", fingerprint: "fp", response: { status: 201, body: row } }),
+      );
+      const rows = await s.tables.listTableRows("tbl_targets", { offset: 0, limit: 100 });
+      expect(rows.rows.map((r) => r._id)).toEqual(["row_1", row._id]);
+      // Expired by the clock: written afresh.
+      const late = { ...base, rowId: "row_late", values: {}, now: NOW + DAY + 1, auditEvent: audit("late") };
+      const later = await s.tables.insertTableRowOnce({ ...late, idempotency });
+      expect(later).toMatchObject({ state: "written", result: { _id: "row_late" } });
     });
   });
 

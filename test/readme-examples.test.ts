@@ -6,9 +6,9 @@ import type { z } from "zod";
 import { HelpRequested, parseServerArgs } from "../examples/server/cli.js";
 import { type RunningServer, startServer } from "../examples/server/server.js";
 import { parseExampleArgs } from "../examples/shared/options.js";
-import { createDataApi } from "../src/core/api.js";
+import { createDataApi } from "../src/server/api.js";
 import { parseFixture } from "../src/fixture/load.js";
-import { createJsonLogger } from "../src/core/logging.js";
+import { createJsonLogger } from "../src/server/logging.js";
 import { createMemoryStorage } from "../src/memory/storage.js";
 
 /**

@@ -2,11 +2,11 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { usage } from "../examples/server/cli.js";
-import { createDataApi, DEFAULT_SETTINGS } from "../src/core/api.js";
+import { createDataApi, DEFAULT_SETTINGS } from "../src/server/api.js";
 import { parseFixture } from "../src/fixture/load.js";
 import { createMemoryStorage } from "../src/memory/storage.js";
 import { createPrometheusMetrics } from "../src/metrics/index.js";
-import { createOpenApiDocument } from "../src/core/openapi.js";
+import { createOpenApiDocument } from "../src/routes/openapi-document.js";
 import { ERROR_CODES } from "../src/schemas/common.js";
 
 /**
@@ -53,7 +53,7 @@ describe("reference tables in docs/", () => {
   it("mounting.md lists every createDataApi option, with the defaults the code has", () => {
     const rows = tableRows(section(page("docs/mounting.md"), "Options of `createDataApi`"));
     const documented = rows.flatMap((row) => codesIn(row[0]!));
-    const source = page("src/core/api.ts");
+    const source = page("src/server/api.ts");
     const body = source.slice(source.indexOf("export interface DataApiOptions"), source.indexOf("\n}\n", source.indexOf("export interface DataApiOptions")));
     const ports = [...body.matchAll(/^ {2}(\w+)\?:/gm)].map((m) => m[1]!);
     expect(ports.length).toBeGreaterThan(5);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { Reply } from "../src/http/reply.js";
-import { admin, authed, type HandlerResult, open } from "../src/core/routing.js";
+import { admin, authed, type HandlerResult, open } from "../src/routes/route-def.js";
 import type { deleteRow } from "../src/handlers/tables.js";
 
 /**

@@ -2,8 +2,8 @@ import type { StandardSchemaV1 } from "@standard-schema/spec";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { createAdmin } from "../src/admin/index.js";
-import type { DataApiOptions } from "../src/core/api.js";
-import { idempotencyScope, requestFingerprint } from "../src/domain/idempotency.js";
+import type { DataApiOptions } from "../src/server/api.js";
+import { ApiError } from "../src/base/api-error.js";
 import type { MemoryStorage } from "../src/memory/storage.js";
 import { NOW, setup } from "./support/api.js";
 import { TOKENS, testFixture } from "./support/fixture.js";
@@ -473,44 +473,45 @@ describe("Idempotency-Key on POST", () => {
     expect(await rows("tbl_targets")).toHaveLength(2);
   });
 
-  it("answers 409 idempotency_key_in_use while the first request still runs", async () => {
-    const { post, storage, rows } = await tables({ idempotencyWaitMs: 20 });
-    const body = { region: "AMER" };
-    const claim = await storage.tables.claimIdempotencyKey({
-      scope: idempotencyScope({ kind: "api-key", id: "key_sync" }, "tbl_targets"),
-      key: "busy",
-      fingerprint: requestFingerprint(body),
-      now: Date.parse(NOW),
-      ttlMs: 60_000,
-      leaseMs: 60_000,
-    });
-    expect(claim.state).toBe("claimed");
-    const res = await post("tbl_targets", body, { key: "busy" });
-    expect(res.status).toBe(409);
-    expect(res.json.error.code).toBe("idempotency_key_in_use");
-    expect(await rows("tbl_targets")).toHaveLength(1);
+  it("tries again while another request's write holds the key, then answers 409 idempotency_key_in_use", async () => {
+    const { post, storage, rows } = await tables({ idempotencyWaitMs: 60 });
+    const write = storage.tables.insertTableRowOnce;
+    let tries = 0;
+    // What a SQL store answers while the first request's transaction is uncommitted: in progress, fingerprint unseen.
+    storage.tables.insertTableRowOnce = async () => {
+      tries++;
+      return { state: "in_progress", fingerprint: null };
+    };
+    const started = performance.now();
+    const res = await post("tbl_targets", { region: "AMER" }, { key: "busy" });
+    const refusal = [res.status, res.json.error.code, res.headers.get("retry-after")];
+    expect(refusal).toEqual([409, "idempotency_key_in_use", "1"]);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(55);
+    expect(tries).toBeGreaterThan(2);
+    // The holder committed meanwhile: the next try replays it.
+    tries = 0;
+    storage.tables.insertTableRowOnce = async (input) =>
+      ++tries < 3 ? { state: "in_progress", fingerprint: null } : write(input);
+    const done = await post("tbl_targets", { region: "AMER" }, { key: "busy" });
+    expect([done.status, tries]).toEqual([201, 3]);
+    expect(await rows("tbl_targets")).toEqual([ROW_1, done.json]);
   });
 
-  it("lets a retry through once the first request has held its key for a minute without answering (it crashed)", async () => {
-    const { post, storage, rows, clock } = await tables({ idempotencyWaitMs: 0 });
-    const body = { region: "AMER" };
-    await storage.tables.claimIdempotencyKey({
-      scope: idempotencyScope({ kind: "api-key", id: "key_sync" }, "tbl_targets"),
-      key: "orphan",
-      fingerprint: requestFingerprint(body),
-      now: Date.parse(NOW),
-      ttlMs: 86_400_000,
-      leaseMs: 60_000,
-    });
-    expect((await post("tbl_targets", body, { key: "orphan" })).status).toBe(409);
-    clock.advance(60_000);
-    const retry = await post("tbl_targets", body, { key: "orphan" });
-    expect(retry.status).toBe(201);
-    expect(retry.json).toMatchObject({ region: "AMER" });
-    expect(await rows("tbl_targets")).toHaveLength(2);
-    const replay = await post("tbl_targets", body, { key: "orphan" });
-    expect(replay.headers.get("idempotent-replayed")).toBe("true");
-    expect(replay.json._id).toBe(retry.json._id);
+  it("keeps no key for a write that failed: the retry after a 503 writes once, and is replayed after", async () => {
+    const { post, storage, rows } = await tables();
+    const write = storage.tables.insertTableRowOnce;
+    storage.tables.insertTableRowOnce = async () => {
+      const headers = { "retry-after": "1" };
+      throw new ApiError(503, "storage_unavailable", "the database is unavailable; retry later", { headers });
+    };
+    const failed = await post("tbl_targets", { region: "AMER" }, { key: "after-503" });
+    expect([failed.status, failed.headers.get("retry-after")]).toEqual([503, "1"]);
+    storage.tables.insertTableRowOnce = write;
+    const retry = await post("tbl_targets", { region: "AMER" }, { key: "after-503" });
+    expect([retry.status, retry.headers.get("idempotent-replayed")]).toEqual([201, null]);
+    const replay = await post("tbl_targets", { region: "AMER" }, { key: "after-503" });
+    expect([replay.status, replay.headers.get("idempotent-replayed"), replay.json]).toEqual([201, "true", retry.json]);
+    expect(await rows("tbl_targets")).toEqual([ROW_1, retry.json]);
   });
 
   it("does not remember a request refused by validation", async () => {
@@ -562,6 +563,20 @@ describe("Idempotency-Key on PATCH", () => {
     const crossed = await patchWithKey(env, "row_1", { region: "EMEA", target: 5 }, "k-2");
     expect([crossed.status, crossed.json.error.code]).toEqual([422, "idempotency_key_reused"]);
     expect((await env.rows("tbl_targets")).find((r: { _id: string }) => r._id === "row_1").target).toBe(1);
+  });
+
+  it("replays a retried compare-and-set under a row validator too (which never sees the stale retry)", async () => {
+    const env = await tables({ tableSchemas: { tbl_targets: { row: z.object({ region: z.string() }) } } });
+    const body = { target: 78, expectedUpdatedAt: ROW_1._updatedAt };
+    const first = await patchWithKey(env, "row_1", body, "patch-v");
+    expect([first.status, first.json.target]).toEqual([200, 78]);
+    env.clock.advance(5000);
+    const retried = await patchWithKey(env, "row_1", body, "patch-v");
+    const replay = [retried.status, retried.headers.get("idempotent-replayed"), retried.json];
+    expect(replay).toEqual([200, "true", first.json]);
+    // Another key with the same stale body is the conflict it is.
+    const stale = await patchWithKey(env, "row_1", body, "patch-w");
+    expect([stale.status, stale.json.error.code]).toEqual([409, "conflict"]);
   });
 
   it("does not keep the key of a refused write: a retry after the refusal is judged afresh", async () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from "vitest";
 import { createAdmin } from "../src/admin/index.js";
 import * as crypto from "../src/domain/crypto.js";
-import { createFixedClock } from "../src/memory/clock.js";
+import { createFixedClock } from "../src/memory/fixed-clock.js";
 import { createTokenHashes, TOKEN_HASH_TTL_MS } from "../src/core/token-hashes.js";
 import { setup } from "./support/api.js";
 import { TOKENS } from "./support/fixture.js";

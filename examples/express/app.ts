@@ -1,6 +1,6 @@
 import express from "express";
 import { toNodeHandler } from "../../adapters/node.js";
-import type { DataApi } from "../../src/core/api.js";
+import type { DataApi } from "../../src/server/api.js";
 
 /**
  * A host application on Express with Dataport mounted as middleware:

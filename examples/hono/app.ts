@@ -1,5 +1,5 @@
 import { type Context, Hono } from "hono";
-import type { DataApi } from "../../src/core/api.js";
+import type { DataApi } from "../../src/server/api.js";
 
 /**
  * A host application on Hono with Dataport mounted as a plain fetch handler:

@@ -1,9 +1,10 @@
 import { createServer, type Server } from "node:http";
 import { toNodeHandler } from "../../adapters/node.js";
-import { createDataApi, type DataApi } from "../../src/core/api.js";
-import { createJsonLogger } from "../../src/core/logging.js";
+import { createDataApi, type DataApi } from "../../src/server/api.js";
+import { createJsonLogger } from "../../src/server/logging.js";
 import { type FixtureFs, readFixtureFile } from "../../src/fixture/load.js";
-import { createOffsetClock, systemClock } from "../../src/memory/clock.js";
+import { systemClock } from "../../src/base/clock.js";
+import { createOffsetClock } from "../../src/memory/fixed-clock.js";
 import type { Metrics } from "../../src/ports/metrics.js";
 import type { Storage } from "../../src/ports/storage.js";
 import { type ServerConfig, StartError } from "./cli.js";

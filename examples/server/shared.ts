@@ -1,5 +1,5 @@
-import type { DataApiOptions } from "../../src/core/api.js";
-import type { Clock } from "../../src/ports/clock.js";
+import type { DataApiOptions } from "../../src/server/api.js";
+import type { Clock } from "../../src/base/clock.js";
 import type { PostgresStorage } from "../../src/postgres/index.js";
 import { StartError } from "./cli.js";
 

@@ -1,7 +1,7 @@
 import { dirname } from "node:path";
-import type { DataApiOptions } from "../../src/core/api.js";
+import type { DataApiOptions } from "../../src/server/api.js";
 import { createMemoryStorage } from "../../src/memory/storage.js";
-import type { Clock } from "../../src/ports/clock.js";
+import type { Clock } from "../../src/base/clock.js";
 import type { Storage } from "../../src/ports/storage.js";
 import type { ServerConfig } from "./cli.js";
 import { checkPostgres, checkRedis, openPostgres, openRedisPorts } from "./shared.js";

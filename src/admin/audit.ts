@@ -1,7 +1,7 @@
 import type { Ports } from "../context/ports.js";
 import { eventId } from "../domain/crypto.js";
 import type { AuditEvent } from "../domain/model.js";
-import { ApiError, notFound } from "../core/errors.js";
+import { ApiError, notFound } from "../base/api-error.js";
 
 /** Events the host reports into the audit feed beyond its own `recordAuditEvent`. */
 export interface AuditAdmin {

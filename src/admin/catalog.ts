@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import { randomId } from "../domain/crypto.js";
 import { type Column, type ConnectionRecord, type DatasetRecord, isUploadOrConnection, type Row, type UploadOrConnectionDataset } from "../domain/model.js";
-import { ApiError, notFound } from "../core/errors.js";
+import { ApiError, notFound } from "../base/api-error.js";
 import { assertWritable } from "../storage/mount.js";
 import {
   type AdminDeps,
@@ -18,18 +18,31 @@ import {
   requireRef,
   serialised,
 } from "./change.js";
+import { isoTime } from "../domain/time.js";
+import { PREVIOUS_SECRET, PREVIOUS_SECRET_UNTIL, withoutStalePreviousSecret } from "../domain/webhook-config.js";
+import type { WebhookSignature } from "../domain/signature-schemes.js";
 import { checkConnectionConfig } from "./connection-config.js";
-import { checkDeclaredColumns, columnsChanged, reshapeDatasetRow } from "./reshape.js";
+import {
+  checkDeclaredColumns,
+  checkDropColumns,
+  columnsChanged,
+  dropRefused,
+  reshapeDatasetRow,
+  valuesLost,
+} from "./reshape.js";
 import { connectionBody, datasetBody, parseBody, signingSecretBody, validationFailed } from "./schemas.js";
 
 export type ConnectionInput = z.input<typeof connectionBody>;
 type ConnectionBody = z.output<typeof connectionBody>;
 export type DatasetInput = z.input<typeof datasetBody>;
+/** `{ secret, overlapSeconds? }`: a webhook connection's new signing secret (null removes every secret). */
+export type SigningSecretInput = z.input<typeof signingSecretBody>;
 
 /**
  * A connection as the admin API answers it: secrets are never echoed (a
  * webhook's signing secret becomes `signed`, a URL's password is masked);
- * a webhook connection also answers its `endpointUrl`.
+ * a webhook connection also answers its `endpointUrl`, and while a
+ * rotation's overlap lasts `config.previousSecretValidUntil`.
  */
 export interface ConnectionView extends ConnectionRecord {
   endpointUrl?: string;
@@ -49,8 +62,13 @@ export interface CatalogAdmin {
   listConnections(options?: ListOptions): Promise<ListPage<ConnectionView>>;
   /** Its datasets and webhook endpoint go with it. */
   deleteConnection(id: string, options?: ChangeOptions): Promise<void>;
-  /** A webhook connection's signing secret; null removes it. The next delivery is checked against it. */
-  setSigningSecret(id: string, input: { secret: string | null }, options?: ChangeOptions): Promise<ConnectionView>;
+  /**
+   * A webhook connection's signing secret; null removes every secret. The
+   * next delivery is checked against it, and with `overlapSeconds` (at most
+   * 7 days) also against the secret it replaces until the overlap ends
+   * (`config.previousSecretValidUntil` of the answer; the audit event names it).
+   */
+  setSigningSecret(id: string, input: SigningSecretInput, options?: ChangeOptions): Promise<ConnectionView>;
   /** Create or replace an upload or connection dataset (its rows are kept; see the row operations). */
   putDataset(id: string, input: DatasetInput, options?: ChangeOptions): Promise<Put<UploadOrConnectionDataset>>;
   getDataset(id: string): Promise<UploadOrConnectionDataset>;
@@ -67,6 +85,10 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
     if (connection.type === "webhook") {
       const signed = typeof config.signingSecret === "string" && config.signingSecret !== "";
       delete config.signingSecret;
+      delete config[PREVIOUS_SECRET];
+      // The overlap's end is shown while it lasts.
+      const until = config[PREVIOUS_SECRET_UNTIL];
+      if (!signed || typeof until !== "string" || !(Date.parse(until) > deps.ports.clock.now())) delete config[PREVIOUS_SECRET_UNTIL];
       config.signed = signed;
       const endpointUrl = `${settings.appUrl}/api/webhooks/${encodeURIComponent(String(config.endpointId))}`;
       return { ...connection, config, endpointUrl };
@@ -106,6 +128,7 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
           endpointId,
           signingSecret: typeof body.config.signingSecret === "string" ? body.config.signingSecret : null,
           retainRows: typeof body.config.retainRows === "number" ? body.config.retainRows : null,
+          signature: (body.config.signature as WebhookSignature | null | undefined) ?? null,
         },
         dataset: { id: `ds_${id}`, name: body.name },
       });
@@ -140,6 +163,7 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
         if (value === null) delete config[key];
         else config[key] = value;
       }
+      config = withoutStalePreviousSecret(current.config, config);
       if (config.endpointId !== current.config.endpointId) {
         const taken = await storage.webhooks.getWebhookEndpoint(String(config.endpointId));
         if (taken && taken.connectionId !== id) throw validationFailed("$.config.endpointId", "another connection has this endpoint id");
@@ -156,14 +180,27 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
   /**
    * The stored rows rewritten under newly declared columns, in one atomic
    * replace that reads them as it writes (never all in memory); a value that
-   * does not convert refuses it (409) and the rows stay as they were.
+   * does not convert, or a value in a column left out and not listed in
+   * `dropColumns`, refuses it (409) and the rows stay as they were.
    */
-  async function reshapeDatasetRows(id: string, columns: Column[], updatedAt: string): Promise<void> {
+  async function reshapeDatasetRows(
+    id: string,
+    columns: Column[],
+    dropColumns: readonly string[],
+    updatedAt: string,
+  ): Promise<void> {
     const reshape = reshapeDatasetRow(columns);
+    const lose = valuesLost(columns, dropColumns, false);
     const page = await storage.catalog.readDatasetRows(id, { offset: 0, limit: null, columns: null, filters: null });
     async function* reshaped(): AsyncIterable<Row> {
       let line = 0;
-      for await (const row of page.rows) yield reshape(row, ++line);
+      // Every column that would lose values is named, so the rows are read to the end before refusing.
+      const lost = new Set<string>();
+      for await (const row of page.rows) {
+        for (const name of lose(row)) lost.add(name);
+        yield reshape(row, ++line);
+      }
+      if (lost.size > 0) throw dropRefused([...lost]);
     }
     await storage.catalog.writeDatasetRows({ datasetId: id, mode: "replace", rows: reshaped(), columns: () => columns, updatedAt });
   }
@@ -180,7 +217,7 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
       checkId(id);
       const body = parseBody(connectionBody, input);
       requireRef(await storage.identity.getTeam(body.teamId), "$.teamId", "team", body.teamId);
-      checkConnectionConfig(body.type, body.config, connectors);
+      checkConnectionConfig(body.type, body.config, connectors, { allowPrivate: settings.allowPrivateUpstreams });
       const actor = await actorFor(storage, options);
       // One put of an id at a time here; a racing create in another instance is caught below.
       const { created, stored, details } = await serialised(storage, `connection:${id}`, async () => {
@@ -219,16 +256,23 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
       checkId(id);
       const connection = await existingConnection(id);
       if (connection.type !== "webhook") throw notFound("webhook connection");
-      const { secret } = parseBody(signingSecretBody, input);
+      const { secret, overlapSeconds = 0 } = parseBody(signingSecretBody, input);
       if (secret !== null) checkConnectionConfig("webhook", { signingSecret: secret }, connectors);
+      else if (overlapSeconds > 0) throw validationFailed("$.overlapSeconds", "removing the secret removes every secret; no overlap");
       const actor = await actorFor(storage, options);
-      if (!(await storage.webhooks.updateWebhookSettings(id, { signingSecret: secret }))) throw notFound("webhook connection");
+      const previousSecretValidUntil = overlapSeconds > 0 ? isoTime(deps.ports.clock.now() + overlapSeconds * 1000) : null;
+      const updated = await storage.webhooks.updateWebhookSettings(id, { signingSecret: secret, previousSecretValidUntil });
+      if (!updated) throw notFound("webhook connection");
       await recordChange(deps, {
         teamIds: [connection.teamId],
         action: "connection.updated",
         actor,
         target: { type: "connection", id },
-        details: { signingSecret: secret === null ? "removed" : "set" },
+        details: {
+          signingSecret: secret === null ? "removed" : "set",
+          // The overlap's end, when the replaced secret stays valid until then.
+          ...(updated.previousSecret && { previousSecretValidUntil: isoTime(updated.previousSecret.validUntilMs) }),
+        },
       });
       return view(await existingConnection(id));
     },
@@ -244,6 +288,7 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
       }
       if (body.type === "connection" && body.connectionId === null) throw validationFailed("$.connectionId", "a connection dataset needs a connectionId");
       if (body.columns) checkDeclaredColumns(body.columns, false);
+      checkDropColumns(body.columns, body.dropColumns);
       const current = await storage.catalog.getDataset(id);
       if (current?.type === "input_table") throw new ApiError(409, "conflict", `${id} is an input table; datasets and tables share ids`);
       if (current && current.teamId !== body.teamId) throw validationFailed("$.teamId", "a dataset cannot move to another team");
@@ -271,10 +316,13 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
             details: { datasetId: id, rowCount: current.rowCount },
           });
         }
-        await reshapeDatasetRows(id, body.columns, dataset.updatedAt);
+        await reshapeDatasetRows(id, body.columns, body.dropColumns ?? [], dataset.updatedAt);
       }
       const created = (await storage.catalog.putDataset(dataset)) === "created";
-      await recordChange(deps, { teamIds: [body.teamId], action: putAction("dataset", created), actor, target: { type: "dataset", id } });
+      const dropped = body.dropColumns?.length ? { details: { dropColumns: body.dropColumns } } : {};
+      const target = { type: "dataset", id };
+      const action = putAction("dataset", created);
+      await recordChange(deps, { teamIds: [body.teamId], action, actor, target, ...dropped });
       return { created, value: await existingDataset(id) };
     },
     getDataset: existingDataset,

@@ -3,7 +3,7 @@ import type { Ports } from "../context/ports.js";
 import { eventId } from "../domain/crypto.js";
 import type { Actor } from "../domain/model.js";
 import { isoTime } from "../domain/time.js";
-import { ApiError } from "../core/errors.js";
+import { ApiError } from "../base/api-error.js";
 import type { Storage } from "../ports/storage.js";
 import { ID_PATTERN, validationFailed } from "./schemas.js";
 

@@ -3,7 +3,7 @@ import { eventId } from "../domain/crypto.js";
 import { inferColumns } from "../domain/columns.js";
 import type { Row } from "../domain/model.js";
 import { connectionSecrets, scrubUpstreamText } from "../connectors/scrub.js";
-import { ApiError, notFound } from "../core/errors.js";
+import { ApiError, notFound } from "../base/api-error.js";
 import { checkId } from "./change.js";
 import { parseBody, refreshBody } from "./schemas.js";
 import { type ConnectorResult, InvalidQueryError, UpstreamThrottledError, UpstreamUnavailableError } from "../ports/connector.js";

@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { Actor, DashboardRecord, DashboardVersion } from "../domain/model.js";
-import { ApiError, notFound } from "../core/errors.js";
+import { ApiError, notFound } from "../base/api-error.js";
 import { assertWritable } from "../storage/mount.js";
 import {
   type AdminDeps,

@@ -2,7 +2,7 @@ import type { z } from "zod";
 import { randomId, sha256Hex } from "../domain/crypto.js";
 import type { Business, Membership, Team, User } from "../domain/model.js";
 import { isoTime } from "../domain/time.js";
-import { ApiError, notFound } from "../core/errors.js";
+import { ApiError, notFound } from "../base/api-error.js";
 import { assertWritable } from "../storage/mount.js";
 import {
   type AdminDeps,

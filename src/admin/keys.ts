@@ -3,7 +3,7 @@ import { eventId, randomId, sha256Hex } from "../domain/crypto.js";
 import type { Allowlist, ApiKeyRecord, AuditEvent, Scope } from "../domain/model.js";
 import { isoTime } from "../domain/time.js";
 import { generateApiKeyToken } from "../domain/tokens.js";
-import { notFound } from "../core/errors.js";
+import { notFound } from "../base/api-error.js";
 import { parseFixture } from "../fixture/load.js";
 import { assertWritable } from "../storage/mount.js";
 import { type AdminDeps, actorFor, type ChangeOptions, checkId, recordChange, requireRef } from "./change.js";

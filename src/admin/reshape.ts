@@ -2,7 +2,7 @@ import { conformValue } from "../domain/cell-values.js";
 import type { Column, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
 import { isReservedField } from "../domain/table-rows.js";
-import { ApiError } from "../core/errors.js";
+import { ApiError } from "../base/api-error.js";
 import { validationFailed } from "./schemas.js";
 
 /**
@@ -24,9 +24,43 @@ export function reshapeDatasetRow(columns: readonly Column[]): (row: Row, line: 
   return (row, line) => reshape(row, columns, { line }, false);
 }
 
-/** An input-table row under `columns`: its `_id`, `_createdAt` and `_updatedAt` stay; a refusal names its `_id`. */
-export function reshapeTableRow(columns: readonly Column[]): (row: Row) => Row {
-  return (row) => reshape(row, columns, { rowId: String(row._id) }, true);
+/**
+ * An input-table row under `columns`: its `_id`, `_createdAt` and `_updatedAt` stay; a refusal names its `_id`.
+ * A row holding a value in a column that is neither declared nor in `dropColumns` refuses the change (409).
+ */
+export function reshapeTableRow(columns: readonly Column[], dropColumns: readonly string[]): (row: Row) => Row {
+  const lose = valuesLost(columns, dropColumns, true);
+  return (row) => {
+    const lost = lose(row);
+    if (lost.length > 0) throw dropRefused(lost);
+    return reshape(row, columns, { rowId: String(row._id) }, true);
+  };
+}
+
+/**
+ * The columns of a row that hold a value (anything but null) which
+ * `columns` would drop without `dropColumns` naming them (admin-api.md,
+ * Revision 3: dropping values is said out loud). An input table's reserved
+ * fields (`keepReserved`) are kept, never dropped.
+ */
+export function valuesLost(
+  columns: readonly Column[],
+  dropColumns: readonly string[],
+  keepReserved: boolean,
+): (row: Row) => string[] {
+  const kept = new Set([...columns.map((c) => c.name), ...dropColumns]);
+  const droppable = (name: string) => !kept.has(name) && !(keepReserved && isReservedField(name));
+  return (row) => Object.keys(row).filter((name) => droppable(name) && row[name] !== null && row[name] !== undefined);
+}
+
+/** 409 `conflict`: the declaration would drop the values of `names`, which the body did not list in `dropColumns`. */
+export function dropRefused(names: readonly string[]): ApiError {
+  const list = names.map((n) => JSON.stringify(n)).join(", ");
+  const them = names.length === 1 ? "it" : "them";
+  const message =
+    `the new columns leave out ${list}, which hold values in stored rows; ` +
+    `list ${them} in dropColumns to drop the values, or declare ${them}; nothing was changed`;
+  return new ApiError(409, "conflict", message, { details: { dropColumns: [...names] } });
 }
 
 /** Declared columns: no name twice, and (tables) none of the reserved `_` names; 422 naming the column otherwise. */
@@ -36,6 +70,20 @@ export function checkDeclaredColumns(columns: readonly Column[], reservedPrefix:
     if (reservedPrefix && column.name.startsWith("_")) throw validationFailed(`$.columns[${i}].name`, "names starting with _ are reserved");
     if (names.has(column.name)) throw validationFailed(`$.columns[${i}].name`, `duplicate column ${column.name}`);
     names.add(column.name);
+  });
+}
+
+/** `dropColumns` goes with a `columns` declaration and names no declared column; 422 naming the entry otherwise. */
+export function checkDropColumns(
+  columns: readonly Column[] | null | undefined,
+  dropColumns: readonly string[] | undefined,
+): void {
+  if (dropColumns === undefined || dropColumns.length === 0) return;
+  if (!columns) throw validationFailed("$.dropColumns", "dropColumns goes with a columns declaration (those to keep)");
+  const declared = new Set(columns.map((c) => c.name));
+  dropColumns.forEach((name, i) => {
+    const both = `${name} is declared in columns; a column is kept or dropped, not both`;
+    if (declared.has(name)) throw validationFailed(`$.dropColumns[${i}]`, both);
   });
 }
 

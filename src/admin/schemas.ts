@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { ApiError } from "../core/errors.js";
+import { ApiError } from "../base/api-error.js";
 import {
   allowlistSchema,
   auditEventSchema,
@@ -18,6 +18,7 @@ import {
   userSchema,
 } from "../fixture/schema.js";
 import { jsonPath } from "../fixture/load.js";
+import { MAX_SECRET_OVERLAP_SECONDS } from "../domain/webhook-config.js";
 
 /**
  * Bodies of the admin operations: the fixture's entity schemas (one
@@ -53,17 +54,37 @@ export const connectionBody = connectionSchema
   .partial({ createdAt: true })
   .strict()
   .meta({ id: "ConnectionInput", description: "A connection; config by type as in the fixture format (docs/fixture-format.md)" });
-export const signingSecretBody = z.object({ secret: z.string().nullable() }).strict().meta({ id: "SigningSecretInput", description: "A webhook connection's signing secret; null removes it" });
+export const signingSecretBody = z
+  .object({
+    secret: z.string().nullable(),
+    overlapSeconds: z
+      .number()
+      .int()
+      .min(0)
+      .max(MAX_SECRET_OVERLAP_SECONDS, `overlapSeconds is at most ${MAX_SECRET_OVERLAP_SECONDS} (7 days)`)
+      .optional()
+      .describe("how long the secret being replaced stays valid too (default 0: from now on only the new one); not with a null secret"),
+  })
+  .strict()
+  .meta({ id: "SigningSecretInput", description: "A webhook connection's signing secret; null removes every secret" });
 /** Declared columns in a put: omitted keeps the declaration, null removes it. */
 const declaredColumns = z.array(columnSchema).nullable().optional();
+/** Columns a new declaration may take from stored rows along with their values (admin-api.md, Revision 3). */
+const dropColumns = z
+  .array(z.string().min(1))
+  .optional()
+  .describe(
+    "columns the new `columns` leave out whose stored values are to be dropped; without them, " +
+      "a declaration that would drop values is refused (409, details.dropColumns)",
+  );
 export const datasetBody = datasetSchema
   .omit({ id: true, rows: true, updatedAt: true })
-  .extend({ columns: declaredColumns })
+  .extend({ columns: declaredColumns, dropColumns })
   .strict()
   .meta({ id: "DatasetInput", description: "An upload or connection dataset; its rows are written by the rows operations" });
 export const tableBody = tableSchema
   .omit({ id: true, rows: true, updatedAt: true })
-  .extend({ columns: declaredColumns })
+  .extend({ columns: declaredColumns, dropColumns })
   .strict()
   .meta({ id: "TableInput", description: "An input table; its rows are kept (and converted when its declared columns change)" });
 export const dashboardVersionBody = z

@@ -1,7 +1,8 @@
 import type { z } from "zod";
-import type { TableRecord } from "../domain/model.js";
-import { ApiError, notFound } from "../core/errors.js";
-import type { EditLogEntry } from "../ports/storage/tables.js";
+import type { Column, TableRecord } from "../domain/model.js";
+import type { RowKey } from "../domain/row-query-model.js";
+import { ApiError, notFound } from "../base/api-error.js";
+import type { EditLogEntry, TableRowsPage } from "../ports/storage/tables.js";
 import { assertWritable } from "../storage/mount.js";
 import {
   type AdminDeps,
@@ -17,10 +18,20 @@ import {
   recordChange,
   requireRef,
 } from "./change.js";
-import { checkDeclaredColumns, columnsChanged, reshapeTableRow } from "./reshape.js";
+import {
+  checkDeclaredColumns,
+  checkDropColumns,
+  columnsChanged,
+  dropRefused,
+  reshapeTableRow,
+  valuesLost,
+} from "./reshape.js";
 import { parseBody, tableBody, validationFailed } from "./schemas.js";
 
 export type TableInput = z.input<typeof tableBody>;
+
+/** Rows read per page while a put looks for values its new columns would drop. */
+const SCAN_PAGE = 1000;
 
 /** Input tables: the tables themselves, and what the host reads about their rows. */
 export interface TableAdmin {
@@ -40,6 +51,33 @@ export interface TableAdmin {
 export function tableAdmin(deps: AdminDeps): TableAdmin {
   const { storage } = deps.ports;
 
+  /**
+   * 409 naming every column whose values `columns` would drop unlisted. The
+   * put's own transaction checks each row again (`reshapeTableRow`), so a
+   * row written meanwhile is refused too; this read names them all at once.
+   * A table with declared columns holds no others, so only its left-out
+   * declared columns can lose values; an undeclared one is read through.
+   */
+  async function refuseLostValues(
+    id: string,
+    current: TableRecord,
+    columns: readonly Column[],
+    dropColumns: readonly string[],
+  ): Promise<void> {
+    const kept = new Set([...columns.map((c) => c.name), ...dropColumns]);
+    if (current.columns.length > 0 && current.columns.every((c) => kept.has(c.name))) return;
+    const lose = valuesLost(columns, dropColumns, true);
+    const lost = new Set<string>();
+    for (let after: RowKey | null = null; ; ) {
+      const query = { offset: 0, limit: SCAN_PAGE, count: false, after };
+      const page: TableRowsPage = await storage.tables.listTableRows(id, query);
+      for (const row of page.rows) for (const name of lose(row)) lost.add(name);
+      if (page.rows.length < SCAN_PAGE || page.lastKey === null) break;
+      after = page.lastKey;
+    }
+    if (lost.size > 0) throw dropRefused([...lost]);
+  }
+
   async function existing(id: string): Promise<TableRecord> {
     const table = await storage.tables.getTable(id);
     if (!table) throw notFound("table");
@@ -53,6 +91,7 @@ export function tableAdmin(deps: AdminDeps): TableAdmin {
       const body = parseBody(tableBody, input);
       requireRef(await storage.identity.getTeam(body.teamId), "$.teamId", "team", body.teamId);
       if (body.columns) checkDeclaredColumns(body.columns, true);
+      checkDropColumns(body.columns, body.dropColumns);
       const dataset = await storage.catalog.getDataset(id);
       if (dataset && dataset.type !== "input_table") throw new ApiError(409, "conflict", `${id} is a dataset; datasets and tables share ids`);
       const current = await storage.tables.getTable(id);
@@ -62,9 +101,15 @@ export function tableAdmin(deps: AdminDeps): TableAdmin {
       const columns = body.columns === undefined ? (current?.columns ?? []) : (body.columns ?? []);
       const table: TableRecord = { id, teamId: body.teamId, name: body.name, columns, rowCount: current?.rowCount ?? 0, updatedAt: isoNow(deps) };
       // Rows already stored take the new declaration (or the put is refused, 409, writing nothing).
-      const reshape = columns.length > 0 && current !== null && columnsChanged(current.columns, columns) ? reshapeTableRow(columns) : undefined;
+      const reshaping = columns.length > 0 && current !== null && columnsChanged(current.columns, columns);
+      const dropColumns = body.dropColumns ?? [];
+      if (reshaping) await refuseLostValues(id, current, columns, dropColumns);
+      const reshape = reshaping ? reshapeTableRow(columns, dropColumns) : undefined;
       const created = (await storage.tables.putTable(table, reshape)) === "created";
-      await recordChange(deps, { teamIds: [body.teamId], action: putAction("table", created), actor, target: { type: "table", id } });
+      const dropped = dropColumns.length > 0 ? { details: { dropColumns } } : {};
+      const target = { type: "table", id };
+      const action = putAction("table", created);
+      await recordChange(deps, { teamIds: [body.teamId], action, actor, target, ...dropped });
       return { created, value: await existing(id) };
     },
     getTable: existing,

@@ -155,6 +155,16 @@ export interface Answer<T> {
 
 const RETRYABLE = (status: number) => status === 429 || status >= 500;
 
+/**
+ * 409 `idempotency_key_in_use`: an earlier attempt of this very write (its
+ * `Idempotency-Key`) is still being written — typically one that answered
+ * 503 while its transaction went on. The server bounds that to seconds;
+ * trying again after `Retry-After` gets its answer (or writes, if it
+ * rolled back), so it is retried like a 503.
+ */
+const keyStillWriting = (status: number, text: string, retryOn: "any" | "refused") =>
+  status === 409 && retryOn === "any" && envelopeOf(text)?.error.code === "idempotency_key_in_use";
+
 /** What one attempt came to: an answer read whole, or a failure before one. */
 type Attempt = { kind: "answer"; response: Response; text: string } | { kind: "timeout" } | { kind: "network"; error: unknown };
 
@@ -208,7 +218,8 @@ export async function call<T>(transport: TransportOptions, method: string, path:
       transport.onResponse?.(meta);
       return { body: parseAnswer<T>(response, text, meta), meta };
     }
-    if (RETRYABLE(response.status) && !last && (retryOn === "any" || response.status === 429)) {
+    const retryable = RETRYABLE(response.status) || keyStillWriting(response.status, text, retryOn);
+    if (retryable && !last && (retryOn === "any" || response.status === 429)) {
       const wait = meta.retryAfter === null ? backoff(transport, attempt) : retryAfterWait(transport, meta.retryAfter * 1000);
       if (wait !== null) {
         await transport.sleep(wait, options.signal);
@@ -302,7 +313,24 @@ function rateLimitOf(headers: Headers): RateLimitInfo | null {
   const limit = read("ratelimit-limit");
   const remaining = read("ratelimit-remaining");
   const resetSeconds = read("ratelimit-reset");
-  return limit === null || remaining === null || resetSeconds === null ? null : { limit, remaining, resetSeconds };
+  if (limit !== null && remaining !== null && resetSeconds !== null) return { limit, remaining, resetSeconds };
+  return draftRateLimitOf(headers.get("ratelimit-policy"), headers.get("ratelimit"));
+}
+
+/**
+ * The same from the current draft's fields (a server set to `rateLimitHeaders: "policy"`):
+ * `RateLimit-Policy: "api";q=100;w=2` and `RateLimit: "api";r=42;t=1`, the first item of each.
+ */
+function draftRateLimitOf(policy: string | null, limit: string | null): RateLimitInfo | null {
+  if (policy === null || limit === null) return null;
+  const param = (field: string, name: string) => {
+    const found = new RegExp(`;\\s*${name}=(\\d+)(?=;|,|\\s|$)`).exec(field.split(",")[0]!);
+    return found ? Number(found[1]) : null;
+  };
+  const quota = param(policy, "q");
+  const remaining = param(limit, "r");
+  const resetSeconds = param(limit, "t");
+  return quota === null || remaining === null || resetSeconds === null ? null : { limit: quota, remaining, resetSeconds };
 }
 
 /** A 2xx body: JSON (empty: null), else an `unexpected_response` error rather than a SyntaxError. */

@@ -310,7 +310,8 @@ export interface OcsfApiActivity {
   message: string;
   actor: { app_name: string; user?: { uid: string; name: string; email_addr?: string; type_id: 1 | 3 | 99; type: string } };
   api: { operation: string; service: { name: string }; request?: { uid: string } };
-  src_endpoint: { ip: string } | { name: string };
+  /** The client address; absent when the event has none. */
+  src_endpoint?: { ip: string };
   http_request?: { user_agent: string };
   resources?: Array<{ uid: string; type: string }>;
   metadata: {
@@ -318,8 +319,8 @@ export interface OcsfApiActivity {
     product: { name: string; vendor_name: string };
     uid: string;
     original_time: string;
-    /** Epoch milliseconds at which the event was stored. */
-    logged_time: number;
+    /** Epoch milliseconds at which the event was stored (a seeded event: its own time); absent when unknown. */
+    logged_time?: number;
     tenant_uid: string;
   };
   /** The raw stored event. */

@@ -8,6 +8,9 @@ import {
   UpstreamThrottledError,
   UpstreamUnavailableError,
 } from "../ports/connector.js";
+import type { Resolver } from "../domain/addresses.js";
+import { ForbiddenAddressError } from "./dial-guard.js";
+import { type GuardedHttp, guardedHttp, type UpstreamResponse } from "./guarded-http.js";
 import { connectionSecrets, scrubUpstreamText } from "./scrub.js";
 
 export interface ArcgisConnectorOptions {
@@ -15,6 +18,17 @@ export interface ArcgisConnectorOptions {
   timeoutMs?: number;
   /** Largest upstream response body (`config.maxResponseBytes`), bytes. Default 10 MiB. */
   maxResponseBytes?: number;
+  /**
+   * Whether services on loopback and private networks may be reached.
+   * Default true: a host's ArcGIS server is often internal. Set false when
+   * the people who write connection URLs are not trusted with the host's
+   * network (`createDataApi` passes its `allowPrivateUpstreams`).
+   * Link-local (cloud metadata), unspecified and multicast addresses are
+   * never reached either way.
+   */
+  allowPrivateAddresses?: boolean;
+  /** How the service's host name becomes addresses (default `dns.lookup`); each is judged before it is dialled. */
+  resolve?: Resolver;
 }
 
 /**
@@ -30,8 +44,12 @@ export interface ArcgisConnectorOptions {
  * SSRF: the origin and path come only from the configuration; `params`
  * become query-string values and cannot change host, scheme, port or path;
  * redirects are never followed; every call has a timeout and a size cap.
+ * The host is judged as it is dialled: a literal address in any spelling,
+ * and a name by every address it resolves to, the very addresses connected
+ * to (sockets come from this connector's own pool, all opened so).
  */
 export function arcgisConnector(options: ArcgisConnectorOptions = {}): Connector {
+  const http = guardedHttp({ allowPrivate: options.allowPrivateAddresses ?? true, resolve: options.resolve });
   return {
     isSpatial: () => true,
     async query(connection, query) {
@@ -41,7 +59,7 @@ export function arcgisConnector(options: ArcgisConnectorOptions = {}): Connector
         maxBytes: positiveInt(connection.config.maxResponseBytes) ?? options.maxResponseBytes ?? 10 * 1024 * 1024,
         signal: query.signal,
         secrets: connectionSecrets(connection.config),
-      });
+      }, http);
       if (query.format === "geojson") {
         const { features } = body;
         if (!Array.isArray(features)) throw new UpstreamUnavailableError("the upstream answer is not a FeatureCollection");
@@ -53,6 +71,9 @@ export function arcgisConnector(options: ArcgisConnectorOptions = {}): Connector
       const rows: Row[] = body.features.map((f) => selectColumns(isObject(f) && isObject(f.attributes) ? f.attributes : {}, null));
       const hasMore = rows.length > query.limit || body.exceededTransferLimit === true;
       return { kind: "rows", rows: rows.slice(0, query.limit), hasMore };
+    },
+    async close() {
+      http.close();
     },
   };
 }
@@ -119,32 +140,34 @@ function fieldName(name: string, parameter: string): string {
 async function fetchJson(
   target: URL,
   limits: { timeoutMs: number; maxBytes: number; signal: AbortSignal | undefined; secrets: readonly string[] },
+  http: GuardedHttp,
 ): Promise<Record<string, unknown>> {
-  const signals = [AbortSignal.timeout(limits.timeoutMs), ...(limits.signal ? [limits.signal] : [])];
-  let response: Response;
+  const timeout = AbortSignal.timeout(limits.timeoutMs);
+  const signal = AbortSignal.any([timeout, ...(limits.signal ? [limits.signal] : [])]);
+  const unreachable = (error: unknown) => {
+    if (error instanceof ForbiddenAddressError) return new UpstreamUnavailableError(error.message);
+    const why = timeout.aborted ? `no answer within ${limits.timeoutMs} ms` : "cannot reach the service";
+    return new UpstreamUnavailableError(why);
+  };
+  let response: UpstreamResponse;
   try {
-    response = await fetch(target, {
-      redirect: "manual",
-      signal: AbortSignal.any(signals),
-      headers: { accept: "application/geo+json, application/json" },
-    });
+    response = await http.get(target, { signal, headers: { accept: "application/geo+json, application/json" } });
   } catch (error) {
-    const timedOut = (error as { name?: string })?.name === "TimeoutError";
-    throw new UpstreamUnavailableError(timedOut ? `no answer within ${limits.timeoutMs} ms` : "cannot reach the service");
+    throw unreachable(error);
   }
   if (response.status === 429) {
-    await response.body?.cancel().catch(() => {});
-    throw new UpstreamThrottledError("the service is throttling requests", retryAfter(response.headers.get("retry-after")));
+    response.discard();
+    throw new UpstreamThrottledError("the service is throttling requests", retryAfter(response.header("retry-after")));
   }
   if (response.status >= 300 && response.status < 400) {
-    await response.body?.cancel().catch(() => {});
+    response.discard();
     throw new UpstreamUnavailableError("the service answered with a redirect, which is not followed");
   }
-  if (!response.ok) {
-    await response.body?.cancel().catch(() => {});
+  if (response.status < 200 || response.status >= 300) {
+    response.discard();
     throw new UpstreamUnavailableError(`the service answered HTTP ${response.status}`);
   }
-  const text = await readCapped(response, limits.maxBytes);
+  const text = await readCapped(response, limits.maxBytes, () => (timeout.aborted ? unreachable(null) : null));
   let body: unknown;
   try {
     body = JSON.parse(text);
@@ -163,33 +186,33 @@ async function fetchJson(
   return body;
 }
 
-/** The body as text, refusing more than `maxBytes` (declared or streamed). */
-async function readCapped(response: Response, maxBytes: number): Promise<string> {
+/** The body as text, refusing more than `maxBytes` (declared or streamed); `interrupted` says why it was cut off. */
+async function readCapped(
+  response: UpstreamResponse,
+  maxBytes: number,
+  interrupted: () => Error | null,
+): Promise<string> {
   const tooLarge = () => new UpstreamUnavailableError(`the service's answer is larger than ${maxBytes} bytes`);
-  const declared = Number(response.headers.get("content-length"));
+  const declared = Number(response.header("content-length"));
   if (Number.isFinite(declared) && declared > maxBytes) {
-    await response.body?.cancel().catch(() => {});
+    response.discard();
     throw tooLarge();
   }
-  if (!response.body) return "";
-  const reader = response.body.getReader();
   const decoder = new TextDecoder();
   let size = 0;
   let text = "";
   try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      size += value.byteLength;
+    for await (const chunk of response.body) {
+      size += chunk.byteLength;
       if (size > maxBytes) {
-        await reader.cancel().catch(() => {});
+        response.discard();
         throw tooLarge();
       }
-      text += decoder.decode(value, { stream: true });
+      text += decoder.decode(chunk, { stream: true });
     }
   } catch (error) {
     if (error instanceof UpstreamUnavailableError) throw error;
-    throw new UpstreamUnavailableError("the service's answer was cut off");
+    throw interrupted() ?? new UpstreamUnavailableError("the service's answer was cut off");
   }
   return text + decoder.decode();
 }

@@ -1,7 +1,9 @@
 import type pg from "pg";
 import type { ConnectionRecord, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
-import { checkout, type Lease } from "../postgres/db.js";
+import { checkout, guardClients, type Lease } from "../postgres/db.js";
+import type { Resolver } from "../domain/addresses.js";
+import { ForbiddenAddressError, guardedSocketFactory } from "./dial-guard.js";
 import {
   type Connector,
   type ConnectorQuery,
@@ -16,6 +18,17 @@ export interface PostgresConnectorOptions {
   poolSize?: number;
   /** Statement timeout when the connection's config sets none, ms. Default 5000. */
   statementTimeoutMs?: number;
+  /**
+   * Whether databases on loopback and private networks (and local sockets)
+   * may be reached. Default true: a host's warehouse is often internal. Set
+   * false when the people who write connection URLs are not trusted with
+   * the host's network (`createDataApi` passes its `allowPrivateUpstreams`).
+   * Link-local (cloud metadata), unspecified and multicast addresses are
+   * never reached either way.
+   */
+  allowPrivateAddresses?: boolean;
+  /** How a database host name becomes addresses (default `dns.lookup`); each is judged before it is dialled. */
+  resolve?: Resolver;
 }
 
 interface SourceColumn {
@@ -32,9 +45,17 @@ interface SourceColumn {
  * checked against `information_schema.columns` and quoted; values travel as
  * bind parameters; each query runs in a READ ONLY transaction with a
  * statement timeout. Nothing from the request is ever spliced into SQL.
+ *
+ * Addresses: every socket the pool opens is judged as it is dialled, after
+ * the host name (wherever the URL puts it: its host, `?host=`) is resolved,
+ * so a name that resolves to a forbidden address is refused however it is
+ * spelled, and DNS cannot answer one address to the check and another to
+ * the connect.
  */
 export function postgresConnector(options: PostgresConnectorOptions = {}): Connector {
   const pools = new Map<string, pg.Pool>();
+  const allowPrivate = options.allowPrivateAddresses ?? true;
+  const stream = guardedSocketFactory({ allowPrivate, resolve: options.resolve });
   // pg is an optional peer: loaded at the first query of a postgres connection, so
   // `import "dataport"` (which registers this connector by default) never loads it.
   let driver: Promise<PgDriver> | undefined;
@@ -53,9 +74,11 @@ export function postgresConnector(options: PostgresConnectorOptions = {}): Conne
         idleTimeoutMillis: 10_000,
         allowExitOnIdle: true,
         application_name: "dataport",
+        stream,
       });
-      // An idle client losing its server must not crash the host.
+      // A client losing its server, idle or checked out, must not crash the host.
       pool.on("error", () => {});
+      guardClients(pool);
       pools.set(key, pool);
     }
     return pool;
@@ -209,6 +232,7 @@ function translate(error: unknown): Error {
   if (error instanceof InvalidQueryError || error instanceof UpstreamUnavailableError || error instanceof UpstreamThrottledError) {
     return error;
   }
+  if (error instanceof ForbiddenAddressError) return new UpstreamUnavailableError(error.message);
   const code = typeof (error as { code?: unknown })?.code === "string" ? (error as { code: string }).code : "";
   if (code.startsWith("22") || code === "42883") {
     return new InvalidQueryError("filters", "a filter value does not fit its column's type");

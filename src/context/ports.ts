@@ -1,5 +1,5 @@
 import type { Cache } from "../ports/cache.js";
-import type { Clock } from "../ports/clock.js";
+import type { Clock } from "../base/clock.js";
 import type { ConnectorRegistry } from "../ports/connector.js";
 import type { RateLimiter } from "../ports/rate-limiter.js";
 import type { Storage } from "../ports/storage.js";

@@ -1,3 +1,4 @@
+import type { RateLimitHeaderStyle } from "../core/rate-limit.js";
 import type { TableSchemas } from "../domain/validation.js";
 
 /** Limits and addresses, every one with a default (see `createDataApi`). */
@@ -26,9 +27,10 @@ export interface ApiSettings {
    */
   tableSchemas: Readonly<Record<string, TableSchemas>>;
   /**
-   * How long a POST whose `Idempotency-Key` is held by a request still
-   * running waits for that request to finish (and replays its response)
-   * before answering 409 `idempotency_key_in_use`, in ms (default 2000).
+   * How long a write whose `Idempotency-Key` is held by a request still
+   * writing (its transaction not yet committed) waits for that request to
+   * finish (and replays its response) before answering 409
+   * `idempotency_key_in_use` with `Retry-After`, in ms (default 2000).
    */
   idempotencyWaitMs: number;
   /**
@@ -54,6 +56,13 @@ export interface ApiSettings {
    * the API limit, webhook deliveries and upstream queries alike.
    */
   rateLimitFailOpen: boolean;
+  /**
+   * The rate-limit headers of limited answers (API calls when `apiRatePerSecond`
+   * is set, webhook deliveries, upstream refusals): `limit-remaining-reset`
+   * (the default, as before), `policy` for the current IETF draft's
+   * `RateLimit-Policy: "api";q=100;w=2` and `RateLimit: "api";r=42;t=1`, or `both`.
+   */
+  rateLimitHeaders: RateLimitHeaderStyle;
   /** How long one upstream call may take before the query ends with 504 `upstream_timeout`, in ms (default 15,000). */
   upstreamTimeoutMs: number;
   /** How long each readiness check (`/api/health/ready`) may take before it counts as failed, in ms (default 2000). */
@@ -77,4 +86,28 @@ export interface ApiSettings {
   adminToken: string | null;
   /** Largest bulk row upload (admin `…/datasets/{id}/rows`), in bytes; streamed, never held whole (default 1 GiB). */
   maxUploadBytes: number;
+  /**
+   * Compress answers by `Accept-Encoding` (brotli or gzip): rows pages,
+   * downloads, the OpenAPI document, any text answer of `compressionMinBytes`
+   * or more (default true). Turn it off when a proxy in front compresses.
+   */
+  compression: boolean;
+  /** Whole answers shorter than this are sent uncompressed, in bytes (default 1024); streamed answers are always compressed. */
+  compressionMinBytes: number;
+  /**
+   * Whether connections may reach loopback and private networks (and local
+   * sockets): true (the default) suits a host whose own people write the
+   * connection URLs, its warehouse often being internal; false refuses them
+   * when the URL is stored and again when the built-in connectors dial, for
+   * a host whose customers bring their own databases. Link-local (cloud
+   * metadata), unspecified and multicast addresses are refused either way.
+   */
+  allowPrivateUpstreams: boolean;
+  /**
+   * Whether a CSV export writes a text cell that a spreadsheet would run as
+   * a formula (starting with `=`, `+`, `-`, `@`, a tab or a carriage return,
+   * and not a plain number) with a leading `'` (default true). false writes
+   * every text as stored, for hosts whose readers need the raw text.
+   */
+  csvEscapeFormulas: boolean;
 }

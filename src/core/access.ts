@@ -1,6 +1,6 @@
 import { type Credential, planRequired } from "./auth.js";
 import type { Team } from "../domain/model.js";
-import { ApiError, notFound } from "./errors.js";
+import { ApiError, notFound } from "../base/api-error.js";
 import type { Storage } from "../ports/storage.js";
 
 /** Allowlist kinds of an API key. */

@@ -1,7 +1,7 @@
 import { HASH_EVERY_TIME, type TokenHashes } from "./token-hashes.js";
 import type { Actor, ApiKeyRecord, Membership, Scope, Team, User } from "../domain/model.js";
-import { ApiError } from "./errors.js";
-import type { Clock } from "../ports/clock.js";
+import { ApiError } from "../base/api-error.js";
+import type { Clock } from "../base/clock.js";
 import type { SessionAuthenticator } from "../ports/session.js";
 import type { Storage } from "../ports/storage.js";
 

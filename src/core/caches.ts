@@ -1,6 +1,6 @@
 import { LRUCache } from "lru-cache";
 import type { ApiKeyRecord, Team } from "../domain/model.js";
-import type { Clock } from "../ports/clock.js";
+import type { Clock } from "../base/clock.js";
 import { createTokenHashes, type TokenHashes } from "./token-hashes.js";
 
 /**
@@ -10,7 +10,7 @@ import { createTokenHashes, type TokenHashes } from "./token-hashes.js";
  * is kept in module state. docs/performance.md says what each one saves.
  *
  * The one cache not here is the router's own (request target → matched
- * route, src/core/router.ts), which lives inside the routing module. Stores keep
+ * route, src/server/router.ts), which lives inside the routing module. Stores keep
  * theirs behind the storage port; connection query results go through the
  * Cache port by design.
  */

@@ -1,6 +1,6 @@
 import { LRUCache } from "lru-cache";
 import { sha256Hex } from "../domain/crypto.js";
-import type { Clock } from "../ports/clock.js";
+import type { Clock } from "../base/clock.js";
 
 /** How long a remembered token's hash is kept from when it was remembered. */
 export const TOKEN_HASH_TTL_MS = 5 * 60_000;

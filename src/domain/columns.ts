@@ -60,23 +60,6 @@ export function valueFitsType(value: unknown, type: ColumnType | null): boolean 
   return false;
 }
 
-/** Merge `incoming` into `columns` (in place order: existing first, new appended), widening types. */
-export function mergeColumns(columns: readonly Column[], incoming: readonly Column[]): Column[] {
-  const out = columns.map((c) => ({ ...c }));
-  const index = new Map(out.map((c, i) => [c.name, i] as const));
-  for (const col of incoming) {
-    const i = index.get(col.name);
-    if (i === undefined) {
-      index.set(col.name, out.length);
-      out.push({ ...col });
-    } else {
-      const existing = out[i]!;
-      existing.type = widenType(existing.type, col.type);
-    }
-  }
-  return out;
-}
-
 /** Columns of a set of rows, in first-seen order, types widened over every row. */
 export function inferColumns(rows: Iterable<Row>): Column[] {
   const types = new Map<string, ColumnType | null>();
@@ -107,9 +90,10 @@ function holdsAlready(columns: readonly Column[], incoming: readonly Column[]): 
 export const MAX_DATASET_COLUMNS = 1000;
 
 /**
- * `mergeColumns` for schemas that grow on every write (webhook datasets):
- * returns null when `incoming` changes nothing (the common case costs no
- * copy), and never grows past `maxColumns`.
+ * `incoming` merged into `columns` (existing first, new names appended,
+ * types widened), for schemas that grow on every write (webhook datasets):
+ * null when `incoming` changes nothing (the common case costs no copy), and
+ * never past `maxColumns` names.
  */
 export function widenColumns(
   columns: readonly Column[],

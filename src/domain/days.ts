@@ -1,4 +1,12 @@
-import type { DayWindow } from "../ports/storage/dashboards.js";
+/**
+ * An inclusive window of UTC days, `YYYY-MM-DD`. An event belongs to the
+ * UTC day of its instant: a timestamp written with an offset
+ * (`2026-10-31T23:30:00-02:00`) counts on its UTC day (`2026-11-01`).
+ */
+export interface DayWindow {
+  fromDay: string;
+  toDay: string;
+}
 
 const DAY_MS = 86_400_000;
 
@@ -24,10 +32,4 @@ export function daysOf(window: DayWindow): string[] {
   const end = Date.parse(`${window.toDay}T00:00:00Z`);
   for (let ms = Date.parse(`${window.fromDay}T00:00:00Z`); ms <= end; ms += DAY_MS) out.push(utcDay(ms));
   return out;
-}
-
-/** Whether an instant falls on a day of the window. */
-export function inWindow(at: string, window: DayWindow): boolean {
-  const day = utcDay(at);
-  return day >= window.fromDay && day <= window.toDay;
 }

@@ -1,5 +1,5 @@
 import { sha256Hex } from "./crypto.js";
-import type { HeaderReader } from "../http/types.js";
+import type { HeaderReader } from "../base/headers.js";
 
 /** Delivery headers that identify an event, most specific first. */
 const DELIVERY_HEADERS = ["idempotency-key", "webhook-id", "svix-id", "x-github-delivery"];

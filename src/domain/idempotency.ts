@@ -5,8 +5,10 @@ import { canonicalJson } from "./rows.js";
 export const IDEMPOTENCY_TTL_MS = 24 * 60 * 60 * 1000;
 
 /**
- * A claim whose request has not answered within this long (it crashed or
- * hung) may be taken over by a retry. Far longer than any table write takes.
+ * A key recorded without an answer — a claim of an earlier version of the
+ * stores, which claimed a key before writing — may be taken over by a retry
+ * once this old (its request crashed or hung). Keys are now recorded with
+ * their answer, in the write's transaction.
  */
 export const IDEMPOTENCY_LEASE_MS = 60 * 1000;
 

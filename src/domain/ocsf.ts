@@ -66,6 +66,8 @@ export function toOcsf(event: AuditEvent, storedAt: number): OcsfApiActivity {
   const statusId = statusOf(event);
   const requestId = typeof event.details?.requestId === "string" ? event.details.requestId : undefined;
   const written = Date.parse(event.time);
+  // A seeded event is stored at 0 (readable at any horizon): it was logged when its writer logged it.
+  const loggedAt = storedAt > 0 ? storedAt : Number.isNaN(written) ? null : written;
   return {
     class_uid: API_ACTIVITY,
     class_name: "API Activity",
@@ -85,7 +87,8 @@ export function toOcsf(event: AuditEvent, storedAt: number): OcsfApiActivity {
     message: event.action,
     actor: actorOf(event),
     api: { operation: event.action, service: { name: OCSF_PRODUCT.name }, ...(requestId ? { request: { uid: requestId } } : {}) },
-    src_endpoint: event.ip ? { ip: event.ip } : { name: "unknown" },
+    // Without a client address the source is unknown, and left out rather than invented.
+    ...(event.ip ? { src_endpoint: { ip: event.ip } } : {}),
     ...(event.userAgent ? { http_request: { user_agent: event.userAgent } } : {}),
     ...(event.target ? { resources: [{ uid: event.target.id, type: event.target.type }] } : {}),
     metadata: {
@@ -93,7 +96,7 @@ export function toOcsf(event: AuditEvent, storedAt: number): OcsfApiActivity {
       product: { ...OCSF_PRODUCT },
       uid: event.id,
       original_time: event.time,
-      logged_time: storedAt,
+      ...(loggedAt !== null && { logged_time: loggedAt }),
       tenant_uid: event.teamId,
     },
     unmapped: event,
@@ -135,7 +138,10 @@ export const ocsfApiActivitySchema = z
       service: z.object({ name: z.string() }),
       request: z.object({ uid: z.string() }).optional(),
     }),
-    src_endpoint: z.union([z.object({ ip: z.string().min(1) }), z.object({ name: z.string() })]),
+    src_endpoint: z
+      .object({ ip: z.string().min(1) })
+      .optional()
+      .describe("the client address; absent when the event has none"),
     http_request: z.object({ user_agent: z.string() }).optional(),
     resources: z.array(z.object({ uid: z.string(), type: z.string() })).optional(),
     metadata: z.object({
@@ -143,7 +149,12 @@ export const ocsfApiActivitySchema = z
       product: z.object({ name: z.string(), vendor_name: z.string() }),
       uid: z.string(),
       original_time: z.string(),
-      logged_time: z.number().int().describe("epoch milliseconds at which the event was stored"),
+      logged_time: z
+        .number()
+        .int()
+        .positive()
+        .optional()
+        .describe("epoch ms at which the event was stored (a seeded event: its own time); absent when unknown"),
       tenant_uid: z.string(),
     }),
     unmapped: z.record(z.string(), z.unknown()).describe("the raw stored event"),
@@ -173,7 +184,7 @@ export interface OcsfApiActivity {
   message: string;
   actor: { app_name: string; user?: { uid: string; name: string; email_addr?: string; type_id: 1 | 3 | 99; type: string } };
   api: { operation: string; service: { name: string }; request?: { uid: string } };
-  src_endpoint: { ip: string } | { name: string };
+  src_endpoint?: { ip: string };
   http_request?: { user_agent: string };
   resources?: Array<{ uid: string; type: string }>;
   metadata: {
@@ -181,7 +192,7 @@ export interface OcsfApiActivity {
     product: { name: string; vendor_name: string };
     uid: string;
     original_time: string;
-    logged_time: number;
+    logged_time?: number;
     tenant_uid: string;
   };
   unmapped: AuditEvent;

@@ -1,7 +1,7 @@
 import { LRUCache } from "lru-cache";
-import { invalidParameter } from "../core/errors.js";
+import { invalidParameter } from "../base/api-error.js";
 import { sha256Hex } from "./crypto.js";
-import type { RowKey } from "./row-query.js";
+import type { RowKey } from "./row-query-model.js";
 import { canonicalJson } from "./rows.js";
 
 /**

@@ -1,5 +1,5 @@
 import type { Row } from "./model.js";
-import type { RowCondition, RowKey, RowTest, SortKey } from "./row-query.js";
+import type { RowCondition, RowKey, RowTest, SortKey } from "./row-query-model.js";
 import { jsonEquals } from "./rows.js";
 
 /**

@@ -1,4 +1,4 @@
-import type { RowCondition, RowKey, RowTest, SortKey } from "./row-query.js";
+import type { RowCondition, RowKey, RowTest, SortKey } from "./row-query-model.js";
 import { RANK, sortTerms } from "./row-query-order.js";
 
 /**

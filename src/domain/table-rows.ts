@@ -7,9 +7,6 @@ import { emptyRow } from "./rows.js";
  * `constructor` is an own data property and never a prototype.
  */
 
-/** Fields every stored row carries. */
-export const RESERVED_FIELDS = ["_id", "_createdAt", "_updatedAt"] as const;
-
 /**
  * Dataport's namespace: a name with ONE leading underscore (`_id`, `_note`).
  * Writes may not set these. Names with two (`__proto__`) are ordinary

@@ -4,7 +4,7 @@ import type { AuthedContext } from "../context/handler.js";
 import { decodeCursor, encodeCursor, type FeedCursor } from "../domain/cursor.js";
 import type { AuditCategory } from "../domain/model.js";
 import { toOcsf } from "../domain/ocsf.js";
-import { ApiError, invalidParameter } from "../core/errors.js";
+import { ApiError, invalidParameter } from "../base/api-error.js";
 
 export interface AuditFeedQuery {
   cursor?: string;

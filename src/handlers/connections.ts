@@ -2,9 +2,9 @@ import { reachable } from "../core/access.js";
 import { actorOf } from "../core/auth.js";
 import type { AuthedContext } from "../context/handler.js";
 import type { ConnectionRecord, DatasetRecord, Row } from "../domain/model.js";
-import { ApiError, invalidParameter } from "../core/errors.js";
+import { ApiError, invalidParameter } from "../base/api-error.js";
 import type { GuardAnswer } from "../core/guard.js";
-import type { HeaderReader } from "../http/types.js";
+import type { HeaderReader } from "../base/headers.js";
 import { connectionSecrets, scrubUpstreamText } from "../connectors/scrub.js";
 import { type Connector, type ConnectorQuery, InvalidQueryError, UpstreamThrottledError, UpstreamUnavailableError } from "../ports/connector.js";
 

@@ -4,7 +4,7 @@ import type { AuthedContext } from "../context/handler.js";
 import { currentVersion } from "../domain/dashboards.js";
 import { dayWindow, daysOf } from "../domain/days.js";
 import type { DashboardRecord } from "../domain/model.js";
-import { notFound } from "../core/errors.js";
+import { notFound } from "../base/api-error.js";
 
 /** A dashboard as the API shows it: its current version only. */
 export function dashboardView(dashboard: DashboardRecord, viewUrl: string) {

@@ -1,7 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
-import { ApiError } from "../core/errors.js";
+import { ApiError } from "../base/api-error.js";
 import { Reply } from "../http/reply.js";
 
 /**

@@ -1,6 +1,6 @@
 import type { HandlerContext } from "../context/handler.js";
 import { Reply } from "../http/reply.js";
-import { withTimeout } from "../core/timeout.js";
+import { withTimeout } from "../base/timeout.js";
 
 export type CheckState = "ok" | "error";
 

@@ -1,9 +1,9 @@
 import { unauthorized } from "../core/auth.js";
 import type { HandlerContext } from "../context/handler.js";
 import { safeEqual, sha256Hex } from "../domain/crypto.js";
-import { ApiError } from "../core/errors.js";
+import { ApiError } from "../base/api-error.js";
 import { Reply } from "../http/reply.js";
-import type { HeaderReader } from "../http/types.js";
+import type { HeaderReader } from "../base/headers.js";
 
 const encoder = new TextEncoder();
 

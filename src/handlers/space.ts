@@ -3,7 +3,7 @@ import type { Credential } from "../core/auth.js";
 import type { AuthedContext } from "../context/handler.js";
 import { dayWindow } from "../domain/days.js";
 import type { ColumnType } from "../domain/model.js";
-import { notFound } from "../core/errors.js";
+import { notFound } from "../base/api-error.js";
 import type { Storage } from "../ports/storage.js";
 import type { ApiUsageRow, CreditUsageRow, DashboardUsageRow, DatasetUsageRow, RefreshHistoryRow, SpaceObject, SpaceQuery } from "../ports/storage/usage.js";
 

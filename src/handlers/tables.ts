@@ -4,7 +4,6 @@ import { actorOf, type Credential } from "../core/auth.js";
 import type { AuthedContext } from "../context/handler.js";
 import { eventId, randomId } from "../domain/crypto.js";
 import {
-  IDEMPOTENCY_LEASE_MS,
   IDEMPOTENCY_TTL_MS,
   MAX_IDEMPOTENCY_KEY_LENGTH,
   idempotencyScope,
@@ -14,10 +13,30 @@ import type { AuditEvent, Row, TableRecord } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
 import { changedSince, isReservedField, parseTimestamp, patchedRow, rowValues } from "../domain/table-rows.js";
 import { checkColumns, checkSchemas, schemasFor, type ValidationProblem } from "../domain/validation.js";
-import { ApiError, invalidParameter, notFound } from "../core/errors.js";
+import { ApiError, invalidParameter, notFound } from "../base/api-error.js";
 import { Reply } from "../http/reply.js";
-import type { IdempotencyClaim, StoredResponse, TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";
-import { auditRowsRead, checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./row-query.js";
+import type {
+  IdempotencyKeyUse,
+  IdempotentOutcome,
+  InsertRowInput,
+  RowWriteResult,
+  TableRowsPage,
+  TableRowsQuery,
+  UpdateRowInput,
+} from "../ports/storage/tables.js";
+import { ifMatchCondition, ifMatchHolds } from "../http/conditional.js";
+import { rowsTag, rowTag, stampOfRowTag } from "./entity-tags.js";
+import {
+  auditRowsRead,
+  checkRowQuery,
+  exportFormat,
+  exportReply,
+  nextCursor,
+  notModified,
+  type ReadHeaders,
+  type RowQueryParams,
+  tagged,
+} from "./rows-common.js";
 
 /** A table the credential may reach, or the same 404 as an unknown id. */
 async function reachableTable(ctx: AuthedContext, id: string): Promise<TableRecord> {
@@ -36,13 +55,24 @@ const DEFAULT_PAGE = 100;
 const EXPORT_BATCH = 1000;
 
 /** GET /tables/{id}/rows: a page, or a CSV/NDJSON download; `where`, `sort` and `cursor` as on datasets. */
-export async function listRows(ctx: AuthedContext, tableId: string, params: TableRowsParams, accept: string | null = null): Promise<Reply | object> {
+export async function listRows(
+  ctx: AuthedContext,
+  tableId: string,
+  params: TableRowsParams,
+  read: ReadHeaders = { accept: null, ifNoneMatch: null },
+): Promise<Reply> {
   const table = await reachableTable(ctx, tableId);
   // Columns are the declared ones and the stamps; a table that declares none takes any name.
   const known: ReadonlySet<string> =
     table.columns.length > 0 ? new Set([...table.columns.map((c) => c.name), ...RESERVED_COLUMNS]) : { has: () => true } as unknown as ReadonlySet<string>;
   const checked = checkRowQuery(table.id, known, params);
-  const format = exportFormat(params.format, accept);
+  const format = exportFormat(params.format, read.accept);
+  const target = { type: "table" as const, id: table.id, teamId: table.teamId };
+  const { limit: asked, offset: from, where, sort, cursor } = params;
+  const request = { read: "table-rows", limit: asked ?? null, offset: from, where: where ?? null, sort: sort ?? null, cursor: cursor ?? null, format };
+  const tag = rowsTag(table, request, ctx.clock.now());
+  const unchanged = await notModified(ctx, target, tag, { offset: checked.before + params.offset, format, ifNoneMatch: read.ifNoneMatch });
+  if (unchanged !== null) return unchanged;
   const query = {
     ...(checked.where && { where: checked.where }),
     ...(checked.sort && { sort: checked.sort }),
@@ -57,9 +87,11 @@ export async function listRows(ctx: AuthedContext, tableId: string, params: Tabl
       ...query,
       ...(checked.after && { after: checked.after }),
     });
-    await auditRowsRead(ctx, { type: "table", id: table.id, teamId: table.teamId }, { offset, returnedRows: Math.min(Math.max(0, first.totalRows - offset), limit), format });
+    await auditRowsRead(ctx, target, { offset, returnedRows: Math.min(Math.max(0, first.totalRows - offset), limit), format });
     const columns = table.columns.length > 0 ? [...RESERVED_COLUMNS.slice(0, 1), ...table.columns.map((c) => c.name), ...RESERVED_COLUMNS.slice(1)] : null;
-    return exportReply(format, table.id, columns ?? (await firstFields(ctx, table.id, query)), exportedRows(ctx, table.id, query, first, limit));
+    const names = columns ?? (await firstFields(ctx, table.id, query));
+    const csv = { escapeFormulas: ctx.settings.csvEscapeFormulas };
+    return tagged(exportReply(format, table.id, names, exportedRows(ctx, table.id, query, first, limit), undefined, csv), tag);
   }
   const limit = params.limit ?? DEFAULT_PAGE;
   const { totalRows, rows, lastKey } = await ctx.storage.tables.listTableRows(table.id, {
@@ -68,9 +100,9 @@ export async function listRows(ctx: AuthedContext, tableId: string, params: Tabl
     ...query,
     ...(checked.after && { after: checked.after }),
   });
-  await auditRowsRead(ctx, { type: "table", id: table.id, teamId: table.teamId }, { offset, returnedRows: rows.length });
+  await auditRowsRead(ctx, target, { offset, returnedRows: rows.length });
   const hasMore = offset + rows.length < totalRows;
-  return {
+  const page = {
     success: true,
     data: rows,
     metadata: {
@@ -84,6 +116,7 @@ export async function listRows(ctx: AuthedContext, tableId: string, params: Tabl
       nextCursor: nextCursor(checked, { offset: params.offset, returned: rows.length, hasMore, lastKey }),
     },
   };
+  return tagged(Reply.json(200, page), tag);
 }
 
 /** `_id` first, the stamps last: how a download lays out an input table's columns. */
@@ -125,44 +158,59 @@ export async function createRow(ctx: AuthedContext, tableId: string, body: Row, 
   const key = checkIdempotencyKey(idempotencyKey);
   const table = await reachableTable(ctx, tableId);
   await validate(ctx, table, body, body);
-  if (key === null) return Reply.json(201, await insert(ctx, table, body));
-  return once(ctx, { scope: idempotencyScope(credentialRef(ctx.credential), table.id), key, fingerprint: requestFingerprint(body) }, async () => ({
-    status: 201,
-    body: await insert(ctx, table, body),
-  }));
+  const { tables } = ctx.storage;
+  if (key === null) return rowReply(201, await tables.insertTableRow(insertion(ctx, table, body)));
+  const scope = idempotencyScope(credentialRef(ctx.credential), table.id);
+  const use = { scope, key, fingerprint: requestFingerprint(body), status: 201 };
+  const outcome = await once(ctx, use, (idempotency) =>
+    tables.insertTableRowOnce({ ...insertion(ctx, table, body), idempotency }),
+  );
+  return outcome instanceof Reply ? outcome : rowReply(201, outcome);
+}
+
+/** A row written (201, 200) as JSON, with the row's `ETag` (its `_updatedAt`), which `If-Match` can carry back. */
+function rowReply(status: number, row: unknown, headers: Record<string, string> = {}): Reply {
+  const tag = status < 300 && row !== null && typeof row === "object" ? rowTag(row as Row) : null;
+  return Reply.json(status, row, tag === null ? headers : { ...headers, etag: tag });
 }
 
 /**
- * The write `run` does, applied once per Idempotency-Key: a repeat with the
- * same fingerprint gets the first response (replayed), another fingerprint
- * 422, a repeat while the first still runs 409 (after `idempotencyWaitMs`).
+ * A write made once per Idempotency-Key: the store writes the row, the key
+ * and its answer in one transaction (or finds the key's answer instead).
+ * A repeat with the same fingerprint gets the first answer (replayed),
+ * another fingerprint 422. While another request with the key is still
+ * writing, the write is tried again for up to `idempotencyWaitMs` (each
+ * try waits on the key in the store as well), then 409 with Retry-After:
+ * that request's transaction commits or ends within the store's bounds.
+ * Returns the written result, or the reply that replaces it.
  */
-async function once(ctx: AuthedContext, claimed: { scope: string; key: string; fingerprint: string }, run: () => Promise<StoredResponse>): Promise<Reply> {
-  const { scope, key, fingerprint } = claimed;
-  const claim = await claimOrWait(ctx, claimed);
-  if (claim.state !== "claimed") {
-    if (claim.fingerprint !== fingerprint) {
+async function once<R>(
+  ctx: AuthedContext,
+  use: Omit<IdempotencyKeyUse, "ttlMs">,
+  write: (idempotency: IdempotencyKeyUse) => Promise<IdempotentOutcome<R>>,
+): Promise<R | Reply> {
+  const started = performance.now();
+  for (let delay = 2; ; delay = Math.min(delay * 2, 100)) {
+    const outcome = await write({ ...use, ttlMs: IDEMPOTENCY_TTL_MS });
+    if (outcome.state === "written") return outcome.result;
+    if (outcome.fingerprint !== null && outcome.fingerprint !== use.fingerprint) {
       throw new ApiError(422, "idempotency_key_reused", "this Idempotency-Key was used with a different body; use a new key", {
-        details: { idempotencyKey: key },
+        details: { idempotencyKey: use.key },
       });
     }
-    if (claim.state === "in_progress") {
+    if (outcome.state === "completed") {
+      return rowReply(outcome.response.status, outcome.response.body, { "idempotent-replayed": "true" });
+    }
+    // Measured on the wall clock: a wait in the store counts too (the API's clock may stand still in tests).
+    const left = ctx.settings.idempotencyWaitMs - (performance.now() - started);
+    if (left <= 0) {
       throw new ApiError(409, "idempotency_key_in_use", "a request with this Idempotency-Key is still running; retry later", {
-        details: { idempotencyKey: key },
+        details: { idempotencyKey: use.key },
+        headers: { "retry-after": "1" },
       });
     }
-    return Reply.json(claim.response.status, claim.response.body, { "idempotent-replayed": "true" });
+    await sleep(Math.min(delay, left));
   }
-  let response: StoredResponse;
-  try {
-    response = await run();
-  } catch (error) {
-    await ctx.storage.tables.releaseIdempotencyKey({ scope, key }).catch((e: unknown) => ctx.log("could not release an idempotency key", e));
-    throw error;
-  }
-  // Once the write is done the claim is never released: a retry must not write twice.
-  await ctx.storage.tables.completeIdempotencyKey({ scope, key, response });
-  return Reply.json(response.status, response.body);
 }
 
 /**
@@ -170,38 +218,83 @@ async function once(ctx: AuthedContext, claimed: { scope: string; key: string; f
  * compare-and-set. With an Idempotency-Key a retry whose first attempt
  * succeeded gets that answer again instead of a 409 (the row changed: by it).
  */
-export async function updateRow(ctx: AuthedContext, tableId: string, rowId: string, body: Row, idempotencyKey: string | null = null): Promise<Reply> {
+export async function updateRow(
+  ctx: AuthedContext,
+  tableId: string,
+  rowId: string,
+  body: Row,
+  idempotencyKey: string | null = null,
+  ifMatch: string | null = null,
+): Promise<Reply> {
   const key = checkIdempotencyKey(idempotencyKey);
-  if (key === null) return Reply.json(200, await patchRow(ctx, tableId, rowId, body));
+  const condition = ifMatchCondition(ifMatch);
+  if (key === null) {
+    const plain: RowUpdate = { keyed: false, write: (input) => ctx.storage.tables.updateTableRow(input) };
+    return rowReply(200, await patchRow(ctx, tableId, rowId, body, plain, condition));
+  }
   const table = await reachableTable(ctx, tableId);
-  // One key names one request: the method and row are part of what "the same request" means.
-  const fingerprint = requestFingerprint({ method: "PATCH", rowId, body });
-  return once(ctx, { scope: idempotencyScope(credentialRef(ctx.credential), table.id), key, fingerprint }, async () => ({
-    status: 200,
-    body: await patchRow(ctx, table.id, rowId, body),
-  }));
+  // One key names one request: the method, row and condition are part of what "the same request" means.
+  const fingerprint = requestFingerprint(ifMatch === null ? { method: "PATCH", rowId, body } : { method: "PATCH", rowId, body, ifMatch });
+  const use = { scope: idempotencyScope(credentialRef(ctx.credential), table.id), key, fingerprint, status: 200 };
+  const updated = await patchRow(
+    ctx,
+    table.id,
+    rowId,
+    body,
+    { keyed: true, write: (input) => once(ctx, use, (idempotency) => ctx.storage.tables.updateTableRowOnce({ ...input, idempotency })) },
+    condition,
+  );
+  return updated instanceof Reply ? updated : rowReply(200, updated);
 }
 
-async function patchRow(ctx: AuthedContext, tableId: string, rowId: string, body: Row): Promise<Row> {
+/** An `If-Match` header, parsed. */
+type IfMatch = ReturnType<typeof ifMatchCondition>;
+
+/** How a PATCH writes: plainly, or under an Idempotency-Key (whose replay may replace the result). */
+interface RowUpdate {
+  keyed: boolean;
+  write(input: UpdateRowInput): Promise<RowWriteResult | Reply>;
+}
+
+async function patchRow(
+  ctx: AuthedContext,
+  tableId: string,
+  rowId: string,
+  body: Row,
+  update: RowUpdate,
+  condition: IfMatch = null,
+): Promise<Row | Reply> {
   const table = await reachableTable(ctx, tableId);
   const { expectedUpdatedAt, patch } = splitPatch(body);
   const schemas = schemasFor(ctx.settings.tableSchemas, table.id);
   const structural = checkColumns(table, patch);
   if (structural) throw validationFailed(structural);
 
-  // A row validator judges the merged row, so read it first and make the
-  // write conditional on that read; without expectedUpdatedAt a lost race is
-  // retried (last write wins), with it the race is the client's 409.
+  // A row validator judges the merged row, and If-Match names the row's
+  // version, so with either the row is read first and the write made
+  // conditional on that read; without expectedUpdatedAt (or a tag) a lost
+  // race is retried (last write wins), with it the race is the client's 409 (412).
+  const versioned = condition !== null && !condition.any;
   for (let attempt = 0; ; attempt++) {
     let guard = expectedUpdatedAt;
-    if (schemas) {
+    if (schemas || condition) {
       const current = await readRow(ctx, table.id, rowId);
-      if (expectedUpdatedAt !== null && changedSince(current, expectedUpdatedAt)) throw conflict(current);
-      const problem = await checkSchemas(schemas, patch, rowValues(patchedRow(current, patch, String(current._updatedAt))));
-      if (problem) throw validationFailed(problem);
-      guard = String(current._updatedAt);
+      const tagHolds = condition === null || ifMatchHolds(condition, rowTag(current));
+      if (!tagHolds || (expectedUpdatedAt !== null && changedSince(current, expectedUpdatedAt))) {
+        // Under an Idempotency-Key the store decides: the change may be this key's own first write (replayed);
+        // otherwise its compare-and-set refuses the write (nothing unvalidated is written).
+        if (!update.keyed) throw tagHolds ? conflict(current) : preconditionFailed(current);
+        if (!tagHolds) guard = earlierTagStamp(condition, current);
+      } else {
+        if (schemas) {
+          const merged = patchedRow(current, patch, String(current._updatedAt));
+          const problem = await checkSchemas(schemas, patch, rowValues(merged));
+          if (problem) throw validationFailed(problem);
+        }
+        guard = String(current._updatedAt);
+      }
     }
-    const result = await ctx.storage.tables.updateTableRow({
+    const result = await update.write({
       tableId: table.id,
       rowId,
       patch,
@@ -210,15 +303,40 @@ async function patchRow(ctx: AuthedContext, tableId: string, rowId: string, body
       now: ctx.clock.now(),
       auditEvent: rowEvent(ctx, table, rowId, "table.row.updated"),
     });
+    if (result instanceof Reply) return result;
     if (result.status === "ok") return result.row;
     if (result.status === "not_found") throw notFound("row");
+    // Changed since the tag was compared: the version the client named is no longer the row's.
+    if (versioned) throw preconditionFailed(result.current);
     if (expectedUpdatedAt !== null || attempt >= 9) throw conflict(result.current);
   }
 }
 
-/** DELETE /tables/{id}/rows/{rowId} */
-export async function deleteRow(ctx: AuthedContext, tableId: string, rowId: string) {
+/**
+ * Under an Idempotency-Key, the stamp of a single `If-Match` tag older than
+ * the row: the store's compare-and-set then tells this key's own earlier
+ * write (replayed) from another's (412). Anything else fails here.
+ */
+function earlierTagStamp(condition: IfMatch, current: Row): string {
+  const tags = condition !== null && !condition.any ? condition.tags : [];
+  const stamp = tags.length === 1 ? stampOfRowTag(tags[0]!) : null;
+  if (stamp === null || !changedSince(current, stamp)) throw preconditionFailed(current);
+  return stamp;
+}
+
+/**
+ * DELETE /tables/{id}/rows/{rowId}. With `If-Match` the row is read and its
+ * tag compared first (412 with the current row when it is not named); the
+ * store's delete takes no version, so a write landing between that read and
+ * the delete is not caught.
+ */
+export async function deleteRow(ctx: AuthedContext, tableId: string, rowId: string, ifMatch: string | null = null) {
   const table = await reachableTable(ctx, tableId);
+  const condition = ifMatchCondition(ifMatch);
+  if (condition !== null) {
+    const current = await readRow(ctx, table.id, rowId);
+    if (!ifMatchHolds(condition, rowTag(current))) throw preconditionFailed(current);
+  }
   const result = await ctx.storage.tables.deleteTableRow({
     tableId: table.id,
     rowId,
@@ -235,41 +353,23 @@ async function validate(ctx: AuthedContext, table: TableRecord, written: Row, ro
   if (problem) throw validationFailed(problem);
 }
 
-async function insert(ctx: AuthedContext, table: TableRecord, values: Row): Promise<Row> {
+/** A new row's insert, under a fresh `_id`. */
+function insertion(ctx: AuthedContext, table: TableRecord, values: Row): InsertRowInput {
   const rowId = randomId("row_");
-  return ctx.storage.tables.insertTableRow({
+  return {
     tableId: table.id,
     rowId,
     values,
     actor: actorOf(ctx.credential),
     now: ctx.clock.now(),
     auditEvent: rowEvent(ctx, table, rowId, "table.row.created"),
-  });
+  };
 }
 
 async function readRow(ctx: AuthedContext, tableId: string, rowId: string): Promise<Row> {
   const row = await ctx.storage.tables.getTableRow(tableId, rowId);
   if (!row) throw notFound("row");
   return row;
-}
-
-/**
- * Claim the key; while another request holds it, wait for it to finish (up
- * to `idempotencyWaitMs`, polling with backoff) so a burst of retries gets
- * the first response rather than a 409. A released claim is taken over.
- */
-async function claimOrWait(ctx: AuthedContext, input: { scope: string; key: string; fingerprint: string }): Promise<IdempotencyClaim> {
-  let waited = 0;
-  let delay = 2;
-  for (;;) {
-    const claim = await ctx.storage.tables.claimIdempotencyKey({ ...input, now: ctx.clock.now(), ttlMs: IDEMPOTENCY_TTL_MS, leaseMs: IDEMPOTENCY_LEASE_MS });
-    if (claim.state !== "in_progress" || claim.fingerprint !== input.fingerprint) return claim;
-    if (waited >= ctx.settings.idempotencyWaitMs) return claim;
-    const step = Math.min(delay, ctx.settings.idempotencyWaitMs - waited);
-    await sleep(step);
-    waited += step;
-    delay = Math.min(delay * 2, 100);
-  }
 }
 
 function checkIdempotencyKey(value: string | null): string | null {
@@ -292,6 +392,14 @@ function splitPatch(body: Row): { expectedUpdatedAt: string | null; patch: Row }
     });
   }
   return { expectedUpdatedAt: expected, patch };
+}
+
+function preconditionFailed(current: Row): ApiError {
+  const tag = rowTag(current);
+  return new ApiError(412, "precondition_failed", "the row is no longer the version If-Match names; re-read it and retry", {
+    details: { current },
+    ...(tag !== null && { headers: { etag: tag } }),
+  });
 }
 
 function conflict(current: Row): ApiError {

@@ -1,4 +1,4 @@
-import { ApiError, invalidBody, invalidParameter } from "../core/errors.js";
+import { ApiError, invalidBody, invalidParameter } from "../base/api-error.js";
 
 export const payloadTooLarge = (limit: number) =>
   new ApiError(413, "payload_too_large", `request body is larger than ${limit} bytes`, { details: { limit } });

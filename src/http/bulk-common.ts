@@ -1,5 +1,5 @@
 import type { Column, ColumnType } from "../domain/model.js";
-import { ApiError } from "../core/errors.js";
+import { ApiError } from "../base/api-error.js";
 
 /**
  * Bounds and refusals shared by the bulk row parsers (bulk-rows.ts). Every

@@ -4,7 +4,7 @@ import { convertCell, describeType, inferCell } from "../domain/cell-values.js";
 import { MAX_DATASET_COLUMNS } from "../domain/columns.js";
 import type { ColumnType, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
-import { ApiError } from "../core/errors.js";
+import { ApiError } from "../base/api-error.js";
 import {
   countLineFeeds,
   type DeclaredTypes,

@@ -4,7 +4,7 @@ import { MAX_DATASET_COLUMNS, valueFitsType } from "../domain/columns.js";
 import { flattenPayload, MAX_FLATTEN_DEPTH, toJsonText } from "../domain/flatten.js";
 import type { Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
-import type { ApiError } from "../core/errors.js";
+import type { ApiError } from "../base/api-error.js";
 import {
   countLineFeeds,
   type DeclaredTypes,

@@ -1,11 +1,9 @@
 import { MAX_DATASET_COLUMNS, typeOfValue, widenType } from "../domain/columns.js";
 import type { Column, ColumnType, Row } from "../domain/model.js";
-import { ApiError } from "../core/errors.js";
+import { ApiError } from "../base/api-error.js";
 import { declaredTypes } from "./bulk-common.js";
 import { csvRows } from "./bulk-csv.js";
 import { jsonRows } from "./bulk-json.js";
-
-export { MAX_FIELD_BYTES, MAX_NESTING, MAX_ROW_CHARS } from "./bulk-common.js";
 
 /**
  * Bulk row uploads (`PUT/POST /api/admin/v1/datasets/{id}/rows`): a body in

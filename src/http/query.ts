@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { invalidParameter } from "../core/errors.js";
+import { invalidParameter } from "../base/api-error.js";
 import { checkText, JsonRefusal, parseJsonText } from "./body.js";
 
 /**
@@ -80,9 +80,9 @@ export function jsonObjectParam() {
     }
     return value as Record<string, unknown>;
   });
-  queryParamDocs.add(schema, {
-    openapi: { type: "string", contentMediaType: "application/json", description: "a URL-encoded JSON object" },
-  });
+  // A plain string, not `contentMediaType: application/json`: interactive references (Swagger UI) render that as a
+  // file picker, so no condition could be typed in.
+  queryParamDocs.add(schema, { openapi: { type: "string", description: "a URL-encoded JSON object" } });
   return schema;
 }
 
@@ -97,13 +97,5 @@ export function listParam() {
     return names;
   });
   queryParamDocs.add(schema, { openapi: { type: "string", description: "comma-separated names" } });
-  return schema;
-}
-
-/** A value that may be repeated: always an array. */
-export function repeatable<T extends z.ZodType<string>>(item: T) {
-  const schema = z.union([item.transform((v) => [v]), z.array(item)]);
-  const { $schema: _dialect, ...items } = z.toJSONSchema(item, { io: "input", unrepresentable: "any" });
-  queryParamDocs.add(schema, { openapi: { type: "array", items } });
   return schema;
 }

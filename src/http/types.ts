@@ -4,17 +4,8 @@
  * `IncomingMessage`, so no WHATWG Request or Response is materialised on
  * Node's hot path.
  */
-import type { Awaitable } from "../core/awaitable.js";
-export interface HeaderReader {
-  /** Case-insensitive; null when absent. Repeated headers are joined with ", ". */
-  get(name: string): string | null;
-  /**
-   * The header names present, lower-case (Web `Headers` has it). Optional:
-   * without it the webhook receiver only sees the delivery headers it can
-   * name in advance, not every `X-<vendor>-Delivery`.
-   */
-  keys?(): Iterable<string>;
-}
+import type { Awaitable } from "../base/awaitable.js";
+import type { HeaderReader } from "../base/headers.js";
 
 export interface ApiRequest {
   method: string;
@@ -48,7 +39,8 @@ export interface ApiRequest {
   clientAddress: string | null;
 }
 
-export type ReplyBody = string | Uint8Array | AsyncIterable<string> | null;
+/** A reply's body: whole (text or bytes), streamed (text chunks, or bytes once compressed), or none. */
+export type ReplyBody = string | Uint8Array | AsyncIterable<string | Uint8Array> | null;
 
 export interface ApiReply {
   status: number;

@@ -1,7 +1,6 @@
 import { LRUCache } from "lru-cache";
 import type { Cache } from "../ports/cache.js";
-import type { Clock } from "../ports/clock.js";
-import { systemClock } from "./clock.js";
+import { type Clock, systemClock } from "../base/clock.js";
 
 /** In-process cache on lru-cache, with TTLs measured on the injected clock. */
 export function createMemoryCache(options: { max?: number; clock?: Clock } = {}): Cache {

@@ -1,4 +1,5 @@
 export { createMemoryStorage, type MemoryStorage } from "./storage.js";
 export { createMemoryCache } from "./cache.js";
 export { createMemoryRateLimiter } from "./rate-limiter.js";
-export { createFixedClock, createOffsetClock, systemClock, type FixedClock } from "./clock.js";
+export { createFixedClock, createOffsetClock, type FixedClock } from "./fixed-clock.js";
+export { systemClock } from "../base/clock.js";

@@ -1,4 +1,4 @@
-import type { SeedSpace } from "../fixture/space.js";
+import type { SeedSpace } from "../domain/seed-space.js";
 import type { Storage } from "../ports/storage.js";
 import { appendAuditEntry, memoryAudit } from "./storage/audit.js";
 import { memoryCatalog } from "./storage/catalog.js";

@@ -1,4 +1,4 @@
-import type { SeedSpace } from "../fixture/space.js";
+import type { SeedSpace } from "../domain/seed-space.js";
 import type { AuditStore } from "./storage/audit.js";
 import type { CatalogStore, CatalogWrites } from "./storage/catalog.js";
 import type { CredentialStore, KeyWithTeamLookup } from "./storage/credentials.js";
@@ -11,9 +11,20 @@ import type { WebhookStore } from "./storage/webhooks.js";
 export type { AuditStore, StoredAuditEvent } from "./storage/audit.js";
 export type { CatalogStore, CatalogWrites, DatasetRowsWrite, RowPage, RowQuery } from "./storage/catalog.js";
 export type { CredentialStore, KeyWithTeamLookup } from "./storage/credentials.js";
-export type { DashboardStore, DashboardWrites, DayViews, DayWindow, ViewerDayViews } from "./storage/dashboards.js";
+export type { DashboardStore, DashboardWrites, DayViews, ViewerDayViews } from "./storage/dashboards.js";
 export type { IdentityStore, IdentityWrites, IdPage, PutResult } from "./storage/identity.js";
-export type { EditLogEntry, EditOp, IdempotencyClaim, RowWriteResult, StoredResponse, TableStore, TableWrites } from "./storage/tables.js";
+export type {
+  EditLogEntry,
+  EditOp,
+  IdempotencyKeyUse,
+  IdempotentOutcome,
+  InsertRowInput,
+  RowWriteResult,
+  StoredResponse,
+  TableStore,
+  TableWrites,
+  UpdateRowInput,
+} from "./storage/tables.js";
 export type {
   ApiUsageRow,
   CreditUsageRow,
@@ -25,7 +36,7 @@ export type {
   UsageStore,
   UsageWrites,
 } from "./storage/usage.js";
-export type { WebhookDelivery, WebhookEndpoint, WebhookReceipt, WebhookStore } from "./storage/webhooks.js";
+export type { WebhookDelivery, WebhookReceipt, WebhookStore } from "./storage/webhooks.js";
 
 /**
  * What a host must implement to supply an area itself: its reads, and the

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import pg from "../peers/pg.js";
-import { withTimeout } from "../core/timeout.js";
+import { withTimeout } from "../base/timeout.js";
 import { quoteIdent } from "./db.js";
 
 /**

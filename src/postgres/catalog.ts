@@ -3,7 +3,7 @@ import type { PoolClient } from "pg";
 import { mapped } from "../domain/async-iterables.js";
 import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
 import { selectColumns } from "../domain/rows.js";
-import type { RowKey, SortKey } from "../domain/row-query.js";
+import type { RowKey, SortKey } from "../domain/row-query-model.js";
 import { keyOf } from "../domain/row-query-order.js";
 import { afterSql, conditionSql, orderSql, renderNumbered } from "../domain/row-query-sql.js";
 import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";
@@ -11,7 +11,19 @@ import type { CatalogWatch } from "./catalog-events.js";
 import { bulkRowWriter } from "./dataset-rows.js";
 import { syncDatasetIndexes } from "./row-indexes.js";
 import { HAS_JSONB, hasNul, indexableColumn, postgresRowDialect, type PostgresRowDialect, SANE_ROW, UNPARSABLE } from "./row-query.js";
-import { begun, type Db, idPageSql, isConnectionLost, json, type Lease, num, PUT_RESULT, putResult, storeFault } from "./db.js";
+import {
+  begun,
+  bounded,
+  type Db,
+  idPageSql,
+  isConnectionLost,
+  json,
+  type Lease,
+  num,
+  PUT_RESULT,
+  putResult,
+  storeFault,
+} from "./db.js";
 
 /** Rows fetched per round trip while streaming a read. */
 const BATCH = 1000;
@@ -295,14 +307,20 @@ async function readRows(db: Db, datasetId: string, query: RowQuery, reads: OpenR
   }
 }
 
-/** The transaction a long read counts and streams in. */
-const SNAPSHOT = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
-
 /** How often a long read goes on after a lost connection before it gives up. */
 const MAX_RESUMES = 3;
 
 /** A page's transaction not yet read is given back after this long (its reader never came). */
 const UNREAD_MS = 30_000;
+
+/**
+ * The transaction a long read counts and streams in. It may idle while its
+ * reader is slow to take rows, so its bound is a reader's (a little past
+ * UNREAD_MS, so an unread page is ended here first), not a writer's; it
+ * holds no lock a row write waits for. A reader slower than that goes on
+ * from the row it reached, on a new connection (`resume`).
+ */
+const SNAPSHOT = bounded("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", { idleMs: UNREAD_MS + 5_000 });
 
 /** The long reads whose transaction is open, so closing the store ends them instead of waiting for them. */
 export type OpenReads = Set<SnapshotRows>;

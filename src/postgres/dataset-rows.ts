@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { PoolClient } from "pg";
 import type { DatasetRowsWrite } from "../ports/storage/catalog.js";
 import type { Row } from "../domain/model.js";
-import { checkout, type Db, json, type Lease, num } from "./db.js";
+import { bounded, checkout, type Db, json, type Lease, num } from "./db.js";
 import { rowBatches } from "../storage/row-batches.js";
 
 /**
@@ -80,6 +80,7 @@ async function bulkWrite(db: Db, write: BulkRowsWrite): Promise<{ rowCount: numb
   let client: PoolClient | null = null;
   let locked = false;
   const lockKey = `dataport:rows:${db.schema}:${write.datasetId}`;
+  const begin = bounded("BEGIN", { idleMs: db.bounds.idleMs });
   try {
     await existing(db, write.datasetId);
     let batch = await source.next(STAGE_ROWS, STAGE_CHARS);
@@ -87,12 +88,12 @@ async function bulkWrite(db: Db, write: BulkRowsWrite): Promise<{ rowCount: numb
     client = lease.client;
     await lockDataset(client, lockKey);
     locked = true;
-    await abandonDeadClaim(client, t, write.datasetId);
+    await abandonDeadClaim(client, t, begin, write.datasetId);
 
     if (batch.done) {
       // Fits one transaction: staged and published at once.
       const columns = write.columns();
-      const published = await transaction(client, async () => {
+      const published = await transaction(client, begin, async () => {
         const at = await lockWindow(client!, t, write.datasetId);
         const from = at.next;
         await insertRows(client!, t, write.datasetId, from, batch.texts);
@@ -103,7 +104,7 @@ async function bulkWrite(db: Db, write: BulkRowsWrite): Promise<{ rowCount: numb
     }
 
     const owner = randomUUID();
-    await transaction(client, async () => {
+    await transaction(client, begin, async () => {
       const at = await lockWindow(client!, t, write.datasetId);
       const from = write.mode === "replace" ? at.next + REPLACE_HEADROOM : at.next;
       await client!.query(`insert into ${t("dataset_stagings")} (dataset_id, owner, from_pos, end_pos) values ($1, $2, $3, $3)`, [
@@ -117,7 +118,7 @@ async function bulkWrite(db: Db, write: BulkRowsWrite): Promise<{ rowCount: numb
       for (;;) {
         if (batch.texts.length > 0) {
           const texts = batch.texts;
-          await transaction(client, async () => {
+          await transaction(client, begin, async () => {
             const claim = await ownedClaim(client!, t, write.datasetId, owner);
             await insertRows(client!, t, write.datasetId, claim.end, texts);
             await client!.query(`update ${t("dataset_stagings")} set end_pos = $2 where dataset_id = $1`, [write.datasetId, claim.end + texts.length]);
@@ -127,7 +128,7 @@ async function bulkWrite(db: Db, write: BulkRowsWrite): Promise<{ rowCount: numb
         batch = await source.next(STAGE_ROWS, STAGE_CHARS);
       }
       const columns = write.columns();
-      const published = await transaction(client, async () => {
+      const published = await transaction(client, begin, async () => {
         const at = await lockWindow(client!, t, write.datasetId);
         const claim = await ownedClaim(client!, t, write.datasetId, owner);
         await client!.query(`delete from ${t("dataset_stagings")} where dataset_id = $1`, [write.datasetId]);
@@ -136,7 +137,7 @@ async function bulkWrite(db: Db, write: BulkRowsWrite): Promise<{ rowCount: numb
       await sweep(client, t, write.datasetId);
       return published;
     } catch (error) {
-      await unstage(client, t, write.datasetId, owner).catch(() => {
+      await unstage(client, t, begin, write.datasetId, owner).catch(() => {
         // Closed or broken: the next writer of this dataset finds the claim and deletes what was staged.
       });
       throw error;
@@ -284,15 +285,15 @@ async function moveRows(client: PoolClient, t: Db["t"], datasetId: string, from:
 }
 
 /** A claim found while holding the dataset's lock: its writer is gone. Delete what it staged. */
-async function abandonDeadClaim(client: PoolClient, t: Db["t"], datasetId: string): Promise<void> {
+async function abandonDeadClaim(client: PoolClient, t: Db["t"], begin: string, datasetId: string): Promise<void> {
   const { rows } = await client.query<{ owner: string }>(`select owner from ${t("dataset_stagings")} where dataset_id = $1`, [datasetId]);
-  if (rows[0]) await unstage(client, t, datasetId, rows[0].owner);
+  if (rows[0]) await unstage(client, t, begin, datasetId, rows[0].owner);
 }
 
 /** Delete a claim's staged rows from the top of its range, DELETE_ROWS per transaction, then the claim. */
-async function unstage(client: PoolClient, t: Db["t"], datasetId: string, owner: string): Promise<void> {
+async function unstage(client: PoolClient, t: Db["t"], begin: string, datasetId: string, owner: string): Promise<void> {
   for (;;) {
-    const done = await transaction(client, async () => {
+    const done = await transaction(client, begin, async () => {
       const { rows } = await client.query<{ owner: string; from_pos: string; end_pos: string }>(
         `select owner, from_pos, end_pos from ${t("dataset_stagings")} where dataset_id = $1 for update`,
         [datasetId],
@@ -309,7 +310,7 @@ async function unstage(client: PoolClient, t: Db["t"], datasetId: string, owner:
     if (done) break;
   }
   // The claim goes with the dataset row locked first (the order deliveries lock them in).
-  await transaction(client, async () => {
+  await transaction(client, begin, async () => {
     await client.query(`select 1 from ${t("datasets")} where id = $1 for update`, [datasetId]);
     const deleted = await client.query(`delete from ${t("dataset_stagings")} where dataset_id = $1 and owner = $2`, [datasetId, owner]);
     if (deleted.rowCount) await client.query(`update ${t("datasets")} set stage_from = null where id = $1`, [datasetId]);
@@ -338,9 +339,13 @@ async function sweep(client: PoolClient, t: Db["t"], datasetId: string): Promise
   }
 }
 
-/** `work` in one transaction on `client` (which stays checked out). A client whose ROLLBACK fails is marked broken. */
-async function transaction<T>(client: PoolClient, work: () => Promise<T>): Promise<T> {
-  await client.query("BEGIN");
+/**
+ * `work` in one transaction on `client` (which stays checked out), begun
+ * with `begin` (the store's bounded BEGIN). A client whose ROLLBACK fails is
+ * marked broken.
+ */
+async function transaction<T>(client: PoolClient, begin: string, work: () => Promise<T>): Promise<T> {
+  await client.query(begin);
   try {
     const result = await work();
     await client.query("COMMIT");

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Pool, PoolClient, QueryResultRow } from "pg";
-import { ApiError } from "../core/errors.js";
+import { ApiError } from "../base/api-error.js";
 import type { IdPage, PutResult } from "../ports/storage/identity.js";
 
 /**
@@ -20,18 +20,46 @@ export interface Db {
    * pooled connection); a write is never repeated (it may have committed).
    */
   query<R extends QueryResultRow = QueryResultRow>(sql: string | Statement, params?: readonly unknown[]): Promise<R[]>;
-  /** Runs `work` in one transaction (READ COMMITTED), committing on success and rolling back on a throw. */
-  transaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T>;
+  /**
+   * Runs `work` in one transaction (READ COMMITTED), committing on success
+   * and rolling back on a throw. The transaction is bounded (`bounds`): its
+   * connection may stay silent in it at most `idleMs` (PostgreSQL then ends
+   * the session, and the transaction with it); with `waitForLocks: false`
+   * a lock it waits for longer than `lockMs` fails it (SQLSTATE 55P03, a
+   * 503 to the request).
+   */
+  transaction<T>(work: (client: PoolClient) => Promise<T>, options?: { waitForLocks?: boolean }): Promise<T>;
+  /** The bounds of the store's transactions. */
+  readonly bounds: TransactionBounds;
   /** The store's log (the `log` option), for work that no request waits for. */
   log(message: string, error?: unknown): void;
 }
 
-export function createDb(pool: Pool, schemaName: string, log: Db["log"] = (message, error) => console.error(`dataport: ${message}:`, error)): Db {
+/** How long a transaction of the store may wait, in ms. */
+export interface TransactionBounds {
+  /** `idle_in_transaction_session_timeout` of every transaction: how long its connection may stay silent in it. */
+  idleMs: number;
+  /** `lock_timeout` of a transaction that must not queue behind another's locks (a table row write). */
+  lockMs: number;
+}
+
+/** The bounds unless the store's options say otherwise. */
+export const DEFAULT_BOUNDS: TransactionBounds = { idleMs: 5_000, lockMs: 2_000 };
+
+export function createDb(
+  pool: Pool,
+  schemaName: string,
+  log: Db["log"] = (message, error) => console.error(`dataport: ${message}:`, error),
+  bounds: TransactionBounds = DEFAULT_BOUNDS,
+): Db {
   const schema = quoteIdent(schemaName);
+  const begin = bounded("BEGIN", { idleMs: bounds.idleMs });
+  const beginWrite = bounded("BEGIN", bounds);
   return {
     pool,
     schema,
     log,
+    bounds,
     t: (table) => `${schema}.${table}`,
     async query<R extends QueryResultRow>(sql: string | Statement, params: readonly unknown[] = []) {
       // pg copies a config object before adding the values to it, so a shared Statement goes as it is.
@@ -45,8 +73,8 @@ export function createDb(pool: Pool, schemaName: string, log: Db["log"] = (messa
         }
       }
     },
-    async transaction(work) {
-      const lease = await begun(pool, "BEGIN");
+    async transaction(work, options) {
+      const lease = await begun(pool, options?.waitForLocks === false ? beginWrite : begin);
       const { client } = lease;
       try {
         const result = await work(client);
@@ -62,6 +90,19 @@ export function createDb(pool: Pool, schemaName: string, log: Db["log"] = (messa
   };
 }
 
+/**
+ * `begin` (a BEGIN statement) with the transaction's bounds set for it
+ * alone (SET LOCAL), as one simple query: one round trip, and a host's pool
+ * gets the bounds as well as the store's own. A bound of 0 is left unset
+ * (the session's setting applies).
+ */
+export function bounded(begin: string, bounds: { idleMs: number; lockMs?: number }): string {
+  let sql = begin;
+  if (bounds.idleMs > 0) sql += `; set local idle_in_transaction_session_timeout = ${Math.ceil(bounds.idleMs)}`;
+  if (bounds.lockMs !== undefined && bounds.lockMs > 0) sql += `; set local lock_timeout = ${Math.ceil(bounds.lockMs)}`;
+  return sql;
+}
+
 /** A connection checked out of the pool, safe to lose while it is held. */
 export interface Lease {
   readonly client: PoolClient;
@@ -72,15 +113,53 @@ export interface Lease {
 }
 
 /**
- * `pool.connect()` with an `error` listener for as long as the client is
- * checked out. `pg` emits `error` on a client whose connection is lost (a
- * terminated backend, a failover); on a checked-out client without a
- * listener that event would crash the process. Here it only marks the
- * lease: the query in flight fails on its own, and the connection is
- * closed on release instead of going back to the pool.
+ * Every client `pool` creates from now on keeps an `error` listener from the
+ * moment the pool hands it out the first time until it is destroyed (until
+ * then the pool's own idle listener covers it). `pg` emits `error` on a
+ * client whose connection is lost (a terminated backend, a failover), and
+ * an `error` without a listener crashes the process. A pool's own listener
+ * covers a client only while it is idle, and a lease's only once its
+ * holder has it: a client released to a waiting `connect()` can receive
+ * the backend's FATAL in the same socket read, before the waiter runs.
+ * The event needs no handling here: the client is no longer queryable, so
+ * the statement on it fails and the pool closes it when it is released.
+ * Once per pool (a host may pass one pool to several stores).
  */
-export async function checkout(pool: Pool): Promise<Lease> {
-  const client = await pool.connect();
+export function guardClients(pool: Pool): void {
+  if (guarded.has(pool)) return;
+  guarded.add(pool);
+  pool.on("connect", (client) => {
+    client.on("error", ignoreClientError);
+  });
+}
+
+const guarded = new WeakSet<Pool>();
+
+/** The statement in flight (if any) fails with its own error; the pool drops the client on release. */
+function ignoreClientError(): void {}
+
+/**
+ * `pool.connect()` with an `error` listener for as long as the client is
+ * checked out, attached in the pool's callback, in the same turn as the
+ * pool hands the client over (a promise would resume a turn later, and an
+ * `error` in between would find no listener on a client that a host's pool
+ * created before `guardClients`). The event only marks the lease: the
+ * query in flight fails on its own, and the connection is closed on
+ * release instead of going back to the pool.
+ */
+export function checkout(pool: Pool): Promise<Lease> {
+  return new Promise((resolve, reject) => {
+    pool.connect((error, client) => {
+      if (error || !client) {
+        reject(error ?? new Error("the pool gave no client"));
+        return;
+      }
+      resolve(leaseOf(client));
+    });
+  });
+}
+
+function leaseOf(client: PoolClient): Lease {
   let failure: Error | null = null;
   const onError = (error: Error) => {
     failure ??= error;
@@ -134,9 +213,11 @@ function isRead(sql: string | Statement): boolean {
  * now, not that the work was wrong: connection exceptions (08), operator
  * intervention (57P01 terminated by an administrator or a failover, 57P02
  * crash shutdown, 57P03 cannot connect now), insufficient resources (53),
- * serialization failure and deadlock (40001, 40P01; retrying succeeds).
+ * serialization failure and deadlock (40001, 40P01; retrying succeeds),
+ * a lock not had within `lock_timeout` (55P03: another transaction holds
+ * it, maybe a stalled one another instance began).
  */
-const UNAVAILABLE_STATES = /^(08|53|57P0[1-3]|40001$|40P01$)/;
+const UNAVAILABLE_STATES = /^(08|53|57P0[1-3]|40001$|40P01$|55P03$)/;
 
 /** Node's socket errors for a database that is down or unreachable. */
 const SOCKET_ERRORS = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ENOTFOUND"]);
@@ -152,11 +233,15 @@ const LOST_MESSAGES = [
   "Cannot use a pool after calling end",
 ];
 
-/** The connection a statement ran on was lost (or none could be had): the statement's outcome is unknown, the database may be fine. */
+/**
+ * The connection a statement ran on was lost (or none could be had): the
+ * statement's outcome is unknown, the database may be fine. A session the
+ * server ended for idling in a transaction (25P03) counts: it is gone.
+ */
 export function isConnectionLost(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   const code = (error as { code?: unknown }).code;
-  if (typeof code === "string" && (SOCKET_ERRORS.has(code) || /^(08|57P0[1-3])/.test(code))) return true;
+  if (typeof code === "string" && (SOCKET_ERRORS.has(code) || /^(08|57P0[1-3]|25P03$)/.test(code))) return true;
   return LOST_MESSAGES.some((m) => error.message.includes(m));
 }
 

@@ -5,9 +5,9 @@ import { mapAreas } from "../storage/areas.js";
 import { postgresAudit } from "./audit.js";
 import { type OpenReads, postgresCatalog } from "./catalog.js";
 import { watchCatalog } from "./catalog-events.js";
-import { ApiError } from "../core/errors.js";
-import { deadlines } from "../core/timeout.js";
-import { briefly, createDb, type Db, storeFault } from "./db.js";
+import { ApiError } from "../base/api-error.js";
+import { deadlines } from "../base/timeout.js";
+import { briefly, createDb, type Db, DEFAULT_BOUNDS, guardClients, storeFault } from "./db.js";
 import { postgresDashboards } from "./dashboards.js";
 import { postgresCredentials, postgresIdentity } from "./identity.js";
 import { migrate } from "./migrations.js";
@@ -50,6 +50,25 @@ export interface PostgresStorageOptions {
    */
   callTimeoutMs?: number;
   /**
+   * How long a transaction of the store may stay open while its connection
+   * is silent (a stalled network, a frozen process), in ms: PostgreSQL then
+   * ends the session, so its locks and its Idempotency-Keys are freed
+   * (`idle_in_transaction_session_timeout`, set for each transaction of the
+   * store, on a host's pool too). Long reads streaming to a slow reader are
+   * bounded at 35 s instead. Default 5000; 0 leaves the session's setting.
+   */
+  idleTransactionTimeoutMs?: number;
+  /**
+   * How long a table row write (and the Idempotency-Key it is made under)
+   * waits for a lock another transaction holds before failing with 503
+   * `storage_unavailable` and `Retry-After` (`lock_timeout`, for each such
+   * transaction), in ms, so writes do not queue behind another instance's
+   * stalled transaction. A request waiting for its own Idempotency-Key held
+   * by a request still writing gets 409 `idempotency_key_in_use` instead.
+   * Default 2000; 0 leaves the session's setting.
+   */
+  lockTimeoutMs?: number;
+  /**
    * How long a webhook delivery waits for the change feed to confirm that a
    * remembered endpoint is still current, in ms. Past it the endpoint is
    * read from the database instead (and the listening connection, which
@@ -75,6 +94,12 @@ export interface PostgresStorage extends Storage {
  * share one database. Applies the pending migrations before resolving.
  */
 export async function createPostgresStorage(options: PostgresStorageOptions = {}): Promise<PostgresStorage> {
+  for (const name of ["idleTransactionTimeoutMs", "lockTimeoutMs"] as const) {
+    const value = options[name];
+    if (value !== undefined && !(typeof value === "number" && value >= 0 && Number.isFinite(value))) {
+      throw new TypeError(`createPostgresStorage: ${name} must be a finite number of milliseconds, 0 or more`);
+    }
+  }
   const owned = !options.pool;
   const pool =
     options.pool ??
@@ -88,9 +113,11 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
   const schema = options.schema ?? "dataport";
   const log = options.log ?? ((message, error) => console.error(`dataport: ${message}:`, error));
   if (owned) giveUpStalledConnections(pool, options.statementTimeoutMs ?? 60_000);
-  // An idle client that loses its connection (a failover, a terminated backend) must not crash the
-  // process: the pool drops it and connects anew on demand. A host's pool gets the listener too.
-  // Logged as its code and message only: pg's error carries its client (and the connection settings).
+  // A client that loses its connection (a failover, a terminated backend) must not crash the process,
+  // whether idle, checked out, or on its way from one to the other: the pool drops it and connects anew
+  // on demand. A host's pool gets the listeners too. Logged as its code and message only: pg's error
+  // carries its client (and the connection settings).
+  guardClients(pool);
   pool.on("error", (error) => log("an idle PostgreSQL connection was lost; the pool connects anew on demand", briefly(error)));
   try {
     await migrate(pool, schema);
@@ -98,7 +125,10 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
     if (owned) await pool.end().catch(() => {});
     throw error;
   }
-  const db = createDb(pool, schema, log);
+  const db = createDb(pool, schema, log, {
+    idleMs: options.idleTransactionTimeoutMs ?? DEFAULT_BOUNDS.idleMs,
+    lockMs: options.lockTimeoutMs ?? DEFAULT_BOUNDS.lockMs,
+  });
   const watch = watchCatalog(pool, schema, { syncTimeoutMs: options.freshnessTimeoutMs ?? 500 });
   const seen = sessionReads();
   const reads: OpenReads = new Set();

@@ -1,5 +1,5 @@
 import type { Pool } from "pg";
-import { checkout, quoteIdent } from "./db.js";
+import { bounded, checkout, DEFAULT_BOUNDS, quoteIdent } from "./db.js";
 
 export interface Migration {
   version: number;
@@ -284,7 +284,8 @@ export async function migrate(pool: Pool, schemaName: string): Promise<number[]>
   const lease = await checkout(pool);
   const { client } = lease;
   try {
-    await client.query("BEGIN");
+    // Bounded like every transaction of the store: a stalled start must not hold the schema's lock for long.
+    await client.query(bounded("BEGIN", { idleMs: DEFAULT_BOUNDS.idleMs }));
     await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [`dataport:migrate:${schemaName}`]);
     await client.query(`create schema if not exists ${s}`);
     await client.query(

@@ -1,5 +1,5 @@
 import type { Column, Row } from "../domain/model.js";
-import type { RowKey, RowTest, SortKey } from "../domain/row-query.js";
+import type { RowKey, RowTest, SortKey } from "../domain/row-query-model.js";
 import { keyOf, RANK, sortTerms } from "../domain/row-query-order.js";
 import { afterSql, conditionSql, join, operatorSql, orderSql, raw, renderNumbered, splitByKind, type Sql, sql, type SqlDialect, TRUE } from "../domain/row-query-sql.js";
 import type { TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";

@@ -1,5 +1,5 @@
 import type { PoolClient } from "pg";
-import type { SeedSpace } from "../fixture/space.js";
+import type { SeedSpace } from "../domain/seed-space.js";
 import { insertDashboardViews, upsertDashboard } from "./dashboards.js";
 import { insertCreditUsage, insertRefreshRuns } from "./usage.js";
 import { appendAudit } from "./audit.js";

@@ -1,6 +1,18 @@
 import type { PoolClient } from "pg";
 import type { Actor, AuditEvent, Column, Row, TableRecord } from "../domain/model.js";
-import type { EditLogEntry, EditOp, IdempotencyClaim, StoredResponse, TableStore, TableWrites } from "../ports/storage/tables.js";
+import { IDEMPOTENCY_LEASE_MS } from "../domain/idempotency.js";
+import type {
+  EditLogEntry,
+  EditOp,
+  IdempotencyKeyUse,
+  IdempotentOutcome,
+  InsertRowInput,
+  RowWriteResult,
+  StoredResponse,
+  TableStore,
+  TableWrites,
+  UpdateRowInput,
+} from "../ports/storage/tables.js";
 import { changedSince, newRow, nextUpdatedAt, patchedRow } from "../domain/table-rows.js";
 import { appendAudit } from "./audit.js";
 import { type Db, idPageSql, json, num, PUT_RESULT, putResult } from "./db.js";
@@ -8,6 +20,8 @@ import { syncTableIndexes } from "./row-indexes.js";
 import { queriedTableRows } from "./row-query.js";
 
 const TABLE_COLUMNS = "id, team_id, name, columns, row_count, updated_at";
+/** Row writes do not queue behind another transaction's locks for longer than the store's lock bound. */
+const ROW_WRITE = { waitForLocks: false } as const;
 /** Rows read and rewritten per statement while a put reshapes a table's rows. */
 const RESHAPE_BATCH = 1000;
 
@@ -52,6 +66,115 @@ export function postgresTables(db: Db): TableStore & TableWrites {
     const delta = op === "create" ? 1 : op === "delete" ? -1 : 0;
     await client.query(`update ${t("input_tables")} set row_count = row_count + $2, updated_at = $3 where id = $1`, [input.tableId, delta, stamp]);
     await appendAudit(client, t, input.auditEvent, input.now);
+  };
+
+  /** The row inserted, in the caller's transaction (the table's row locked first: inserts into a table queue there). */
+  const insertRow = async (client: PoolClient, input: InsertRowInput): Promise<Row> => {
+    const table = await client.query(`select id from ${t("input_tables")} where id = $1 for update`, [input.tableId]);
+    if (table.rowCount === 0) throw new Error(`unknown table ${input.tableId}`);
+    const stamp = new Date(input.now).toISOString();
+    const row = newRow(input.rowId, input.values, stamp);
+    await client.query(
+      `insert into ${t("table_rows")} (table_id, row_id, pos, row, updated_ms)
+       values ($1, $2, (select coalesce(max(pos), 0) + 1 from ${t("table_rows")} where table_id = $1), $3, $4)`,
+      [input.tableId, input.rowId, json(row), input.now],
+    );
+    await record(client, input, "create", stamp, stamp, null, row);
+    return row;
+  };
+
+  /** The compare-and-set update, in the caller's transaction. */
+  const updateRow = async (client: PoolClient, input: UpdateRowInput): Promise<RowWriteResult> => {
+    // The row lock makes check-and-write one step: a concurrent update
+    // waits here and then sees this one's `_updatedAt`.
+    const found = await lockRow(client, input.tableId, input.rowId);
+    if (!found) return { status: "not_found" };
+    const current = found.row;
+    if (input.expectedUpdatedAt !== null && changedSince(current, input.expectedUpdatedAt)) {
+      return { status: "conflict", current };
+    }
+    // Strictly increasing even within one millisecond: at least 1 ms past the last write.
+    const stamp = nextUpdatedAt(typeof current._updatedAt === "string" ? current._updatedAt : null, input.now);
+    const nextMs = Date.parse(stamp);
+    const row = patchedRow(current, input.patch, stamp);
+    await client.query(`update ${t("table_rows")} set row = $3, updated_ms = $4 where table_id = $1 and row_id = $2`, [
+      input.tableId,
+      input.rowId,
+      json(row),
+      nextMs,
+    ]);
+    await record(client, input, "update", new Date(input.now).toISOString(), stamp, current, row);
+    return { status: "ok", row };
+  };
+
+  /**
+   * `write` under an Idempotency-Key, in ONE transaction with the key and
+   * its answer. The key is inserted first: a concurrent call with the same
+   * key (on any instance) waits on it until this transaction ends, then
+   * finds the key committed with its answer (and replays it) or absent
+   * (and writes itself). A key is therefore never visible without its row
+   * and answer, and a transaction that is lost, rolled back or timed out
+   * leaves nothing behind. A call that waits past the lock bound
+   * (`lock_timeout`) for the key gets `in_progress`; the bound on an idle
+   * transaction (`idle_in_transaction_session_timeout`) ends a stalled
+   * holder, so the wait is short.
+   */
+  const once = async <R>(
+    input: { now: number; idempotency: IdempotencyKeyUse },
+    write: (client: PoolClient) => Promise<{ result: R; answer: Row | null }>,
+  ): Promise<IdempotentOutcome<R>> => {
+    const { scope, key, fingerprint, status, ttlMs } = input.idempotency;
+    const { now } = input;
+    // Expired keys are swept now and then (indexed by claimed_ms).
+    if (++claims % 256 === 1) {
+      await db.query(`delete from ${t("idempotency_keys")} where claimed_ms <= $1::bigint - $2::bigint`, [now, ttlMs]);
+    }
+    for (let attempt = 1; ; attempt++) {
+      let waitingForKey = true;
+      try {
+        return await db.transaction(async (client): Promise<IdempotentOutcome<R>> => {
+          // Inserts the key, or takes over an expired one (or an earlier version's claim past its lease).
+          const claimed = await client.query(
+            `insert into ${t("idempotency_keys")} as k (scope, key, fingerprint, claimed_ms, response)
+               values ($1, $2, $3, $4, null)
+             on conflict (scope, key) do update
+               set fingerprint = excluded.fingerprint, claimed_ms = excluded.claimed_ms, response = null
+               where $4 - k.claimed_ms >= $5 or (k.response is null and $4 - k.claimed_ms >= $6)
+             returning 1`,
+            [scope, key, fingerprint, now, ttlMs, IDEMPOTENCY_LEASE_MS],
+          );
+          waitingForKey = false;
+          if (claimed.rowCount === 0) {
+            const [held] = (
+              await client.query<{ fingerprint: string; response: StoredResponse | null }>(
+                `select fingerprint, response from ${t("idempotency_keys")} where scope = $1 and key = $2`,
+                [scope, key],
+              )
+            ).rows;
+            // Deleted between the two statements (an earlier version released it): try again.
+            if (!held) throw new KeyGone();
+            return held.response === null
+              ? { state: "in_progress", fingerprint: held.fingerprint }
+              : { state: "completed", fingerprint: held.fingerprint, response: held.response };
+          }
+          const { result, answer } = await write(client);
+          // Refused (not found, a conflict): the throw rolls the key back with everything else.
+          if (answer === null) throw new Refused(result);
+          await client.query(`update ${t("idempotency_keys")} set response = $3 where scope = $1 and key = $2`, [
+            scope,
+            key,
+            json({ status, body: answer } satisfies StoredResponse),
+          ]);
+          return { state: "written", result };
+        }, ROW_WRITE);
+      } catch (error) {
+        if (error instanceof Refused) return { state: "written", result: error.result as R };
+        if (error instanceof KeyGone && attempt < 3) continue;
+        // Another request's write holds the key and did not end within the lock bound.
+        if (waitingForKey && isLockTimeout(error)) return { state: "in_progress", fingerprint: null };
+        throw error;
+      }
+    }
   };
 
   return {
@@ -112,42 +235,21 @@ export function postgresTables(db: Db): TableStore & TableWrites {
       return found?.row ?? null;
     },
     async insertTableRow(input) {
-      return db.transaction(async (client) => {
-        const table = await client.query(`select id from ${t("input_tables")} where id = $1 for update`, [input.tableId]);
-        if (table.rowCount === 0) throw new Error(`unknown table ${input.tableId}`);
-        const stamp = new Date(input.now).toISOString();
-        const row = newRow(input.rowId, input.values, stamp);
-        await client.query(
-          `insert into ${t("table_rows")} (table_id, row_id, pos, row, updated_ms)
-           values ($1, $2, (select coalesce(max(pos), 0) + 1 from ${t("table_rows")} where table_id = $1), $3, $4)`,
-          [input.tableId, input.rowId, json(row), input.now],
-        );
-        await record(client, input, "create", stamp, stamp, null, row);
-        return row;
-      });
+      return db.transaction((client) => insertRow(client, input), ROW_WRITE);
     },
     async updateTableRow(input) {
-      return db.transaction(async (client) => {
-        // The row lock makes check-and-write one step: a concurrent update
-        // waits here and then sees this one's `_updatedAt`.
-        const found = await lockRow(client, input.tableId, input.rowId);
-        if (!found) return { status: "not_found" } as const;
-        const current = found.row;
-        if (input.expectedUpdatedAt !== null && changedSince(current, input.expectedUpdatedAt)) {
-          return { status: "conflict", current } as const;
-        }
-        // Strictly increasing even within one millisecond: at least 1 ms past the last write.
-        const stamp = nextUpdatedAt(typeof current._updatedAt === "string" ? current._updatedAt : null, input.now);
-        const nextMs = Date.parse(stamp);
-        const row = patchedRow(current, input.patch, stamp);
-        await client.query(`update ${t("table_rows")} set row = $3, updated_ms = $4 where table_id = $1 and row_id = $2`, [
-          input.tableId,
-          input.rowId,
-          json(row),
-          nextMs,
-        ]);
-        await record(client, input, "update", new Date(input.now).toISOString(), stamp, current, row);
-        return { status: "ok", row } as const;
+      return db.transaction((client) => updateRow(client, input), ROW_WRITE);
+    },
+    async insertTableRowOnce(input) {
+      return once(input, async (client) => {
+        const row = await insertRow(client, input);
+        return { result: row, answer: row };
+      });
+    },
+    async updateTableRowOnce(input) {
+      return once(input, async (client) => {
+        const result = await updateRow(client, input);
+        return { result, answer: result.status === "ok" ? result.row : null };
       });
     },
     async deleteTableRow(input) {
@@ -158,7 +260,7 @@ export function postgresTables(db: Db): TableStore & TableWrites {
         const at = new Date(input.now).toISOString();
         await record(client, input, "delete", at, at, found.row, null);
         return { status: "ok", row: found.row } as const;
-      });
+      }, ROW_WRITE);
     },
     async listEditLog(tableId, page) {
       const rows = await db.query<LogRow>(
@@ -168,37 +270,6 @@ export function postgresTables(db: Db): TableStore & TableWrites {
       return rows.map(
         (r): EditLogEntry => ({ tableId: r.table_id, rowId: r.row_id, op: r.op, actor: r.actor, at: r.at, before: r.before, after: r.after }),
       );
-    },
-    async claimIdempotencyKey({ scope, key, fingerprint, now, ttlMs, leaseMs }) {
-      // Expired claims are swept now and then (indexed by claimed_ms).
-      if (++claims % 256 === 1) await db.query(`delete from ${t("idempotency_keys")} where claimed_ms <= $1::bigint - $2::bigint`, [now, ttlMs]);
-      // One statement claims a free or expired key; ON CONFLICT serialises
-      // concurrent claims on the unique (scope, key), so exactly one wins.
-      for (;;) {
-        const claimed = await db.query(
-          `insert into ${t("idempotency_keys")} as k (scope, key, fingerprint, claimed_ms, response) values ($1, $2, $3, $4, null)
-           on conflict (scope, key) do update set fingerprint = excluded.fingerprint, claimed_ms = excluded.claimed_ms, response = null
-             where $4 - k.claimed_ms >= $5 or (k.response is null and $4 - k.claimed_ms >= $6)
-           returning 1`,
-          [scope, key, fingerprint, now, ttlMs, leaseMs],
-        );
-        if (claimed.length > 0) return { state: "claimed" };
-        const [held] = await db.query<{ fingerprint: string; response: StoredResponse | null }>(
-          `select fingerprint, response from ${t("idempotency_keys")} where scope = $1 and key = $2`,
-          [scope, key],
-        );
-        // Released between the two statements: try to claim again.
-        if (!held) continue;
-        return held.response === null
-          ? { state: "in_progress", fingerprint: held.fingerprint }
-          : ({ state: "completed", fingerprint: held.fingerprint, response: held.response } satisfies IdempotencyClaim);
-      }
-    },
-    async completeIdempotencyKey({ scope, key, response }) {
-      await db.query(`update ${t("idempotency_keys")} set response = $3 where scope = $1 and key = $2`, [scope, key, json(response)]);
-    },
-    async releaseIdempotencyKey({ scope, key }) {
-      await db.query(`delete from ${t("idempotency_keys")} where scope = $1 and key = $2 and response is null`, [scope, key]);
     },
   };
 }
@@ -243,4 +314,17 @@ async function reshapeRows(client: PoolClient, t: Db["t"], tableId: string, resh
     if (batch.rows.length < RESHAPE_BATCH) return;
     after = batch.rows[batch.rows.length - 1]!.row_id;
   }
+}
+
+/** A write refused (not found, a conflict), thrown to roll its transaction (and the key) back. */
+class Refused {
+  constructor(readonly result: unknown) {}
+}
+
+/** The key was deleted between finding it taken and reading it. */
+class KeyGone {}
+
+/** PostgreSQL gave up waiting for a lock (`lock_timeout`). */
+function isLockTimeout(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === "55P03";
 }

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { Cache } from "../ports/cache.js";
-import type { Clock } from "../ports/clock.js";
+import type { Clock } from "../base/clock.js";
 import { openRedis, type RedisConnectionOptions } from "./connection.js";
 
 export interface RedisCache extends Cache {

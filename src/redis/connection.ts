@@ -1,5 +1,5 @@
 import { Redis } from "../peers/ioredis.js";
-import { withTimeout } from "../core/timeout.js";
+import { withTimeout } from "../base/timeout.js";
 
 /** Either a client the host owns or a URL to connect to (the connection is then ours to close). */
 export interface RedisConnectionOptions {

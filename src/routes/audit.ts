@@ -2,7 +2,7 @@ import { z } from "zod";
 import { readAuditFeed } from "../handlers/audit.js";
 import { AUDIT_CATEGORIES, type AuditCategory } from "../domain/model.js";
 import { intParam } from "../http/query.js";
-import { authed } from "../core/routing.js";
+import { authed } from "./route-def.js";
 import { auditPageSchema } from "../schemas/audit.js";
 import { teamIdParam } from "../schemas/common.js";
 

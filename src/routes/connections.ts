@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { QUERY_LIMIT, queryConnection } from "../handlers/connections.js";
 import { intParam, jsonObjectParam } from "../http/query.js";
-import { authed } from "../core/routing.js";
+import { authed } from "./route-def.js";
 import { errorEnvelopeSchema } from "../schemas/common.js";
 import { connectionQueryResultSchema } from "../schemas/connections.js";
 

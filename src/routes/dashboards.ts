@@ -2,7 +2,7 @@ import { z } from "zod";
 import { dashboardViews, listDashboards } from "../handlers/dashboards.js";
 import { spaceActivity } from "../handlers/space.js";
 import { intParam } from "../http/query.js";
-import { authed } from "../core/routing.js";
+import { authed } from "./route-def.js";
 import { teamIdParam } from "../schemas/common.js";
 import { dashboardListSchema, dashboardSchema, dashboardViewsSchema, spaceObjectPageSchema } from "../schemas/dashboards.js";
 

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { referenceAsset, referencePage } from "../handlers/docs.js";
-import { open } from "../core/routing.js";
+import { open } from "./route-def.js";
 import { errorEnvelopeSchema } from "../schemas/common.js";
 
 /**

@@ -1,5 +1,5 @@
 import { describeCredential } from "../handlers/identity.js";
-import { authed } from "../core/routing.js";
+import { authed } from "./route-def.js";
 import { meSchema } from "../schemas/identity.js";
 
 export const identityRoutes = [

@@ -1,8 +1,9 @@
 import { arcgisConnector } from "../connectors/arcgis.js";
 import { memoryConnector } from "../connectors/memory.js";
 import { postgresConnector } from "../connectors/postgres.js";
+import type { ApiSettings } from "../context/settings.js";
 import type { ConnectorRegistry } from "../ports/connector.js";
-import type { RouteDef } from "../core/routing.js";
+import type { RouteDef } from "./route-def.js";
 import { adminRoutes } from "./admin.js";
 import { auditRoutes } from "./audit.js";
 import { connectionRoutes } from "./connections.js";
@@ -33,7 +34,12 @@ export const adminMount: { base: string; routes: readonly RouteDef[] } = { base:
 
 export { WEBHOOK_ROUTE } from "./webhooks.js";
 
-/** Connectors available without configuration. */
-export function defaultConnectors(): ConnectorRegistry {
-  return { memory: memoryConnector(), postgres: postgresConnector(), arcgis: arcgisConnector() };
+/** Connectors available without configuration (the upstream address rule from the settings). */
+export function defaultConnectors(settings: Pick<ApiSettings, "allowPrivateUpstreams">): ConnectorRegistry {
+  const allowPrivateAddresses = settings.allowPrivateUpstreams;
+  return {
+    memory: memoryConnector(),
+    postgres: postgresConnector({ allowPrivateAddresses }),
+    arcgis: arcgisConnector({ allowPrivateAddresses }),
+  };
 }

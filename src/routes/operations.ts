@@ -1,6 +1,6 @@
 import { exposeMetrics } from "../handlers/metrics.js";
 import { liveness, readiness } from "../handlers/health.js";
-import { open } from "../core/routing.js";
+import { open } from "./route-def.js";
 import { errorEnvelopeSchema } from "../schemas/common.js";
 import { livenessSchema, readinessSchema } from "../schemas/operations.js";
 

@@ -1,5 +1,6 @@
 import { receiveWebhook } from "../handlers/webhooks.js";
-import { open, type RawBody } from "../core/routing.js";
+import type { RawBody } from "../http/types.js";
+import { open } from "./route-def.js";
 import { webhookPayloadSchema, webhookReceiptSchema } from "../schemas/webhooks.js";
 
 export const webhookReceiverRoutes = [

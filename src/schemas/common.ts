@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { ErrorCode } from "../core/errors.js";
+import type { ErrorCode } from "../base/api-error.js";
 
 /**
  * Response schemas shared by routes. They feed the OpenAPI document, where a
@@ -16,7 +16,7 @@ export const columnSchema = z
   })
   .meta({ id: "Column", description: "A column: its name and type (null: not known)" });
 
-/** Every code the error envelope carries (`ErrorCode` in src/core/errors.ts; a type test keeps the two equal). */
+/** Every code the error envelope carries (`ErrorCode` in src/base/api-error.ts; a type test keeps the two equal). */
 export const ERROR_CODES = [
   "invalid_parameter",
   "invalid_body",
@@ -29,6 +29,7 @@ export const ERROR_CODES = [
   "not_found",
   "method_not_allowed",
   "conflict",
+  "precondition_failed",
   "idempotency_key_in_use",
   "payload_too_large",
   "unsupported_media_type",

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type Database from "better-sqlite3";
-import { ApiError } from "../core/errors.js";
+import { ApiError } from "../base/api-error.js";
 import type { Column, Row } from "../domain/model.js";
 import { rowKey, type SqliteHandle, writeTransaction } from "./db.js";
 import { rowBatches } from "../storage/row-batches.js";

@@ -1,6 +1,6 @@
 import type Database from "better-sqlite3";
 import type { Column, Row } from "../domain/model.js";
-import type { RowCondition, RowKey, SortKey } from "../domain/row-query.js";
+import type { RowCondition, RowKey, SortKey } from "../domain/row-query-model.js";
 import { keyOf } from "../domain/row-query-order.js";
 import { conditionSql, raw, renderPositional, Sql, sql } from "../domain/row-query-sql.js";
 import { matchesFilters } from "../domain/rows.js";

@@ -1,4 +1,4 @@
-import { ApiError } from "../core/errors.js";
+import { ApiError } from "../base/api-error.js";
 
 /*
  * What the store answers when SQLite cannot do what it is asked: never a

@@ -1,5 +1,5 @@
 import type Database from "better-sqlite3";
-import type { SeedSpace } from "../fixture/space.js";
+import type { SeedSpace } from "../domain/seed-space.js";
 import type { Storage } from "../ports/storage.js";
 import { appendAuditStatement, sqliteAudit } from "./audit.js";
 import { appendRowsStatement, sqliteCatalog } from "./catalog.js";

@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
-import { ApiError } from "../core/errors.js";
+import { ApiError } from "../base/api-error.js";
 import type { ReaderAnswer, ReaderMessage, ReaderRequest, ReaderThreadData } from "./reader-protocol.js";
 
 /**

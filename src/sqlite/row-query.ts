@@ -1,6 +1,6 @@
 import type Database from "better-sqlite3";
 import type { Column, Row } from "../domain/model.js";
-import type { RowCondition, RowKey, RowTest, SortKey } from "../domain/row-query.js";
+import type { RowCondition, RowKey, RowTest, SortKey } from "../domain/row-query-model.js";
 import { keyOf } from "../domain/row-query-order.js";
 import { afterSql, conditionSql, join, operatorSql, orderSql, raw, renderPositional, splitByKind, type Sql, sql, type SqlDialect, TRUE } from "../domain/row-query-sql.js";
 import { sha256Hex } from "../domain/crypto.js";

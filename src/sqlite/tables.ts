@@ -1,7 +1,19 @@
 import type Database from "better-sqlite3";
 import type { Actor, AuditEvent, Column, Row, TableRecord } from "../domain/model.js";
 import type { PutResult } from "../ports/storage/identity.js";
-import type { EditLogEntry, EditOp, IdempotencyClaim, RowWriteResult, StoredResponse, TableStore, TableWrites } from "../ports/storage/tables.js";
+import { IDEMPOTENCY_LEASE_MS } from "../domain/idempotency.js";
+import type {
+  EditLogEntry,
+  EditOp,
+  IdempotencyKeyUse,
+  IdempotentOutcome,
+  InsertRowInput,
+  RowWriteResult,
+  StoredResponse,
+  TableStore,
+  TableWrites,
+  UpdateRowInput,
+} from "../ports/storage/tables.js";
 import { changedSince, newRow, nextUpdatedAt, patchedRow } from "../domain/table-rows.js";
 import { appendAuditStatement } from "./audit.js";
 import { parseJson, parseJsonOrNull, type SqliteHandle, writeTransaction } from "./db.js";
@@ -28,7 +40,7 @@ interface EditLogRow {
   after: string | null;
 }
 
-/** How often (by the clock) expired idempotency claims are deleted. */
+/** How often (by the clock) expired idempotency keys are deleted. */
 const SWEEP_EVERY_MS = 60 * 60 * 1000;
 /** Rows read per statement while a put reshapes a table's rows. */
 const RESHAPE_BATCH = 1000;
@@ -56,9 +68,16 @@ export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
 
   // Pages with where, sort or after: on the event loop while short, else on a reader thread (see row-reads.ts).
   const queried = queriedTableReads(handle);
-  const claimKey = idempotencyClaim(db);
-  const complete = db.prepare<[string, string, string]>("UPDATE idempotency_keys SET response = ? WHERE scope = ? AND key = ?");
-  const release = db.prepare<[string, string]>("DELETE FROM idempotency_keys WHERE scope = ? AND key = ? AND response IS NULL");
+  const once = idempotentWrites(db);
+  const insertOnce = once((input: InsertRowInput) => {
+    // Inside the key's transaction, which holds the write lock: the row write answers at once, never a promise.
+    const row = writes.insert(input) as Row;
+    return { result: row, answer: row };
+  });
+  const updateOnce = once((input: UpdateRowInput) => {
+    const result = writes.update(input) as RowWriteResult;
+    return { result, answer: result.status === "ok" ? result.row : null };
+  });
 
   return {
     async getTable(id) {
@@ -103,14 +122,11 @@ export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
     async listEditLog(tableId, range) {
       return editLog.all(tableId, range ? Math.max(0, range.limit) : -1, range ? Math.max(0, range.offset) : 0).map(toEntry);
     },
-    async claimIdempotencyKey(input) {
-      return claimKey(input);
+    async insertTableRowOnce(input) {
+      return insertOnce(input);
     },
-    async completeIdempotencyKey({ scope, key, response }) {
-      complete.run(JSON.stringify(response), scope, key);
-    },
-    async releaseIdempotencyKey({ scope, key }) {
-      release.run(scope, key);
+    async updateTableRowOnce(input) {
+      return updateOnce(input);
     },
   };
 }
@@ -227,32 +243,48 @@ function tableChanges(db: Database.Database) {
 }
 
 /**
- * The claim is one statement: insert the key, or take it over when the old
- * claim has expired; RETURNING tells whether this call now owns it. Only
- * when it does not is the existing claim read (same transaction).
+ * A row write made once per Idempotency-Key: the key's check, the write and
+ * its answer in ONE write transaction (IMMEDIATE: SQLite's write lock is
+ * taken at BEGIN, so processes sharing the file check and write the key
+ * one after another, and no key is ever seen before its row). The write
+ * runs nested (a savepoint); a refused write (not found, a conflict)
+ * records nothing.
  */
-function idempotencyClaim(db: Database.Database) {
-  const claim = db.prepare<[string, string, string, number, number, number], { claimed_at: number }>(
-    `INSERT INTO idempotency_keys (scope, key, fingerprint, claimed_at, response) VALUES (?, ?, ?, ?, NULL)
-     ON CONFLICT (scope, key) DO UPDATE SET fingerprint = excluded.fingerprint, claimed_at = excluded.claimed_at, response = NULL
-       WHERE idempotency_keys.claimed_at <= ? OR (idempotency_keys.response IS NULL AND idempotency_keys.claimed_at <= ?)
-     RETURNING claimed_at`,
+function idempotentWrites(db: Database.Database) {
+  const existing = db.prepare<[string, string], ClaimRow>(
+    "SELECT fingerprint, claimed_at, response FROM idempotency_keys WHERE scope = ? AND key = ?",
   );
-  const existing = db.prepare<[string, string], ClaimRow>("SELECT fingerprint, claimed_at, response FROM idempotency_keys WHERE scope = ? AND key = ?");
-  // Expired claims are swept now and then (by the clock), so the table holds about one TTL of keys.
+  const record = db.prepare<[string, string, string, number, string]>(
+    `INSERT INTO idempotency_keys (scope, key, fingerprint, claimed_at, response) VALUES (?, ?, ?, ?, ?)
+     ON CONFLICT (scope, key) DO UPDATE
+       SET fingerprint = excluded.fingerprint, claimed_at = excluded.claimed_at, response = excluded.response`,
+  );
+  // Expired keys are swept now and then (by the clock), so the table holds about one TTL of keys.
   const sweep = db.prepare<[number]>("DELETE FROM idempotency_keys WHERE claimed_at <= ?");
   let lastSweep = Number.NEGATIVE_INFINITY;
-  return writeTransaction(db, (input: { scope: string; key: string; fingerprint: string; now: number; ttlMs: number; leaseMs: number }): IdempotencyClaim => {
-    if (input.now - lastSweep >= SWEEP_EVERY_MS) {
-      lastSweep = input.now;
-      sweep.run(input.now - input.ttlMs);
-    }
-    const won = claim.get(input.scope, input.key, input.fingerprint, input.now, input.now - input.ttlMs, input.now - input.leaseMs);
-    if (won) return { state: "claimed" };
-    const held = existing.get(input.scope, input.key)!;
-    if (held.response === null) return { state: "in_progress", fingerprint: held.fingerprint };
-    return { state: "completed", fingerprint: held.fingerprint, response: parseJson<StoredResponse>(held.response) };
-  });
+  return <I extends { now: number }, R>(write: (input: I) => { result: R; answer: Row | null }) =>
+    writeTransaction(db, (input: I & { idempotency: IdempotencyKeyUse }): IdempotentOutcome<R> => {
+      const { scope, key, fingerprint, status, ttlMs } = input.idempotency;
+      const { now } = input;
+      if (now - lastSweep >= SWEEP_EVERY_MS) {
+        lastSweep = now;
+        sweep.run(now - ttlMs);
+      }
+      const held = existing.get(scope, key);
+      if (held && now - held.claimed_at < ttlMs) {
+        const { fingerprint: heldBy, response } = held;
+        if (response !== null) {
+          return { state: "completed", fingerprint: heldBy, response: parseJson<StoredResponse>(response) };
+        }
+        // An earlier version's claim, recorded before its write: in progress until its lease runs out.
+        if (now - held.claimed_at < IDEMPOTENCY_LEASE_MS) return { state: "in_progress", fingerprint: heldBy };
+      }
+      const { result, answer } = write(input);
+      if (answer !== null) {
+        record.run(scope, key, fingerprint, now, JSON.stringify({ status, body: answer } satisfies StoredResponse));
+      }
+      return { state: "written", result };
+    });
 }
 
 export function insertTableStatement(db: Database.Database): (table: TableRecord & { rows: Row[] }) => void {

@@ -1,8 +1,14 @@
 import type Database from "better-sqlite3";
 import { rowChangesColumns, widenColumns } from "../domain/columns.js";
 import type { Column, ColumnType, Row } from "../domain/model.js";
-import { endpointFromConnection } from "../domain/webhook-config.js";
-import type { WebhookDelivery, WebhookEndpoint, WebhookReceipt, WebhookStore } from "../ports/storage/webhooks.js";
+import {
+  endpointFromConnection,
+  newWebhookConfig,
+  type WebhookEndpoint,
+  type WebhookSettings,
+  webhookConfigWith,
+} from "../domain/webhook-config.js";
+import type { WebhookDelivery, WebhookReceipt, WebhookStore } from "../ports/storage/webhooks.js";
 import type { PendingDelivery } from "../storage/deliveries.js";
 import { stagingMover } from "./bulk-rows.js";
 import { isBusy, isUnavailable } from "./faults.js";
@@ -52,12 +58,10 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
   const ingestBatch = ingestTransaction(db);
 
   const trimTo = trimStatement(db);
-  const updateSettings = writeTransaction(db, (connectionId: string, settings: { signingSecret?: string | null; retainRows?: number | null }) => {
+  const updateSettings = writeTransaction(db, (connectionId: string, settings: WebhookSettings) => {
     const row = byConnection.get(connectionId);
     if (!row || row.dataset_id === null) return null;
-    const config = parseJson<Record<string, unknown>>(row.config);
-    if (settings.signingSecret !== undefined) config.signingSecret = settings.signingSecret;
-    if (settings.retainRows !== undefined) config.retainRows = settings.retainRows;
+    const config = webhookConfigWith(parseJson<Record<string, unknown>>(row.config), settings);
     setConfig.run(JSON.stringify(config), String(config.endpointId), connectionId);
     // Lowering retention trims at once, in the same transaction as the change.
     if (typeof settings.retainRows === "number") trimTo(row.dataset_id, Math.max(1, settings.retainRows));
@@ -66,7 +70,7 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
 
   const create = writeTransaction(db, (input: Parameters<WebhookStore["createWebhookConnection"]>[0]): WebhookEndpoint => {
     const { connection, endpoint, dataset } = input;
-    const config = { endpointId: endpoint.endpointId, signingSecret: endpoint.signingSecret, retainRows: endpoint.retainRows };
+    const config = newWebhookConfig(endpoint);
     insertConnection.run(connection.id, connection.teamId, connection.name, JSON.stringify(config), connection.createdAt, endpoint.endpointId);
     insertDataset.run(dataset.id, connection.teamId, dataset.name, connection.id, connection.createdAt);
     return toEndpoint({ connection_id: connection.id, team_id: connection.teamId, name: connection.name, config: JSON.stringify(config), dataset_id: dataset.id });

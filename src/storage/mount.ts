@@ -1,4 +1,4 @@
-import { ApiError } from "../core/errors.js";
+import { ApiError } from "../base/api-error.js";
 import { STORAGE_AREAS, type Storage, type StorageArea, type StorageAreaReads, type StorageAreas } from "../ports/storage.js";
 import { withAreas } from "./areas.js";
 

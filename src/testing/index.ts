@@ -1,5 +1,4 @@
 import type { Storage } from "../ports/storage.js";
-import { describeAnalyticsConformance } from "./conformance/analytics.js";
 import { describeAuditConformance } from "./conformance/audit.js";
 import { describeCatalogConformance } from "./conformance/catalog.js";
 import { describeCredentialsConformance } from "./conformance/credentials.js";
@@ -40,13 +39,10 @@ export function runStorageConformance(name: string, factory: StorageFactory, opt
  *
  *   describeIdentityConformance("our users", async () => mountStorage(createMemoryStorage(), { identity: ourIdentity() }));
  *
- * `describeAnalyticsConformance` is the dashboards and usage suites together.
- *
  * The identity and credentials suites write their data through the area's
  * own methods; the others load a fixture (`ConformanceOptions.load`).
  */
 export {
-  describeAnalyticsConformance,
   describeAuditConformance,
   describeCatalogConformance,
   describeCredentialsConformance,

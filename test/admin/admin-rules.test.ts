@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAdmin } from "../../src/admin/index.js";
-import { createDataApi } from "../../src/core/api.js";
-import { createFixedClock } from "../../src/memory/clock.js";
+import { createDataApi } from "../../src/server/api.js";
+import { createFixedClock } from "../../src/memory/fixed-clock.js";
 import { NOW, setup } from "../support/api.js";
 import { ADMIN_TOKEN, type AdminSend, functionAdmin, httpAdmin } from "../support/admin.js";
 import { TOKENS } from "../support/fixture.js";
@@ -110,7 +110,8 @@ for (const kind of STORE_KINDS) {
             ({ _id, _createdAt, _updatedAt, ...rest }) => rest,
           );
 
-        const refused = await put([{ name: "code", type: "number" }]);
+        // Even with note's values let go, a value that does not convert refuses the whole change.
+        const refused = await send("PUT", "/tables/tbl_shape", { teamId: "team_ops", name: "Shape", columns: [{ name: "code", type: "number" }], dropColumns: ["note"] });
         expect(refused.status).toBe(409);
         expect(refused.json.error).toMatchObject({ code: "conflict", details: { column: "code", rowId: second.json._id, value: "x7" } });
         expect(await values()).toEqual([
@@ -119,7 +120,10 @@ for (const kind of STORE_KINDS) {
         ]);
         expect((await send("GET", "/tables/tbl_shape")).json.columns).toEqual([{ name: "code", type: "string" }, { name: "note", type: "string" }]);
 
-        expect((await put([{ name: "code", type: "string" }])).status).toBe(200);
+        // Dropping the values of `note` is said out loud (Revision 3).
+        expect((await put([{ name: "code", type: "string" }])).json.error.details).toEqual({ dropColumns: ["note"] });
+        const dropped = await send("PUT", "/tables/tbl_shape", { teamId: "team_ops", name: "Shape", columns: [{ name: "code", type: "string" }], dropColumns: ["note"] });
+        expect(dropped.status).toBe(200);
         expect(await values()).toEqual([{ code: "12" }, { code: "x7" }]);
         await call("DELETE", `/api/v1/tables/tbl_shape/rows/${second.json._id}`, { token: TOKENS.sessionAda });
         expect((await put([{ name: "code", type: "number" }])).status).toBe(200);
@@ -137,7 +141,7 @@ for (const kind of STORE_KINDS) {
           { n: "12", label: "a", extra: true },
           { n: "7", label: "b", extra: false },
         ]);
-        const declared = await send("PUT", "/datasets/ds_shape", { ...body, columns: [{ name: "n", type: "number" }, { name: "label", type: "string" }] });
+        const declared = await send("PUT", "/datasets/ds_shape", { ...body, columns: [{ name: "n", type: "number" }, { name: "label", type: "string" }], dropColumns: ["extra"] });
         expect(declared.status).toBe(200);
         expect(declared.json).toMatchObject({ rowCount: 2, columnsDeclared: true, columns: [{ name: "n", type: "number" }, { name: "label", type: "string" }] });
         expect(await rows("datasets/ds_shape")).toEqual([
@@ -154,7 +158,7 @@ for (const kind of STORE_KINDS) {
         ]);
         expect((await send("GET", "/datasets/ds_shape")).json.columns).toEqual([{ name: "n", type: "number" }, { name: "label", type: "string" }]);
 
-        expect((await send("PUT", "/datasets/ds_shape", { ...body, columns: [{ name: "z", type: "date" }] })).status).toBe(200);
+        expect((await send("PUT", "/datasets/ds_shape", { ...body, columns: [{ name: "z", type: "date" }], dropColumns: ["n", "label"] })).status).toBe(200);
         expect(await rows("datasets/ds_shape")).toEqual([{}, {}]);
       });
 

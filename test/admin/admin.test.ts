@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAdmin } from "../../src/admin/index.js";
-import { createDataApi } from "../../src/core/api.js";
+import { createDataApi } from "../../src/server/api.js";
 import { setup } from "../support/api.js";
 import { ADMIN_TOKEN, type AdminSend, functionAdmin, httpAdmin } from "../support/admin.js";
 import { TOKENS } from "../support/fixture.js";

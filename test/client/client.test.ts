@@ -315,6 +315,28 @@ describe("retries", () => {
     expect(dp.meta(updated)!.headers.get("idempotent-replayed")).toBe("true");
   });
 
+  it("retries a 409 idempotency_key_in_use (an earlier attempt still writing), not a 409 conflict", async () => {
+    const row = { _id: "row_9", region: "EMEA", _createdAt: "x", _updatedAt: "x" };
+    const { fetch, requests } = fakeFetch((_r, i) =>
+      i === 0
+        ? json(503, envelope("storage_unavailable"), { "retry-after": "1" })
+        : i === 1
+          ? json(409, envelope("idempotency_key_in_use"), { "retry-after": "1" })
+          : json(201, row, { "idempotent-replayed": "true" }),
+    );
+    const { waits, sleep } = fakeSleep();
+    const dp = createClient({ baseUrl: BASE, token: "t", fetch, sleep, random: () => 0 });
+    const inserted = await dp.tables.insert("tbl_targets", { region: "EMEA" });
+    expect(inserted).toEqual(row);
+    expect(waits).toEqual([1000, 1000]);
+    expect(new Set(requests.map((r) => r.headers.get("idempotency-key"))).size).toBe(1);
+    const conflict = fakeFetch(() => json(409, envelope("conflict")));
+    const plain = createClient({ baseUrl: BASE, token: "t", fetch: conflict.fetch, sleep });
+    const refused = plain.tables.update("tbl_targets", "row_1", { n: 1 });
+    await expect(refused).rejects.toMatchObject({ status: 409, code: "conflict" });
+    expect(conflict.requests).toHaveLength(1);
+  });
+
   it("parses Retry-After", () => {
     const now = Date.parse("2026-11-01T12:00:00Z");
     expect(parseRetryAfter("7", now)).toBe(7);

@@ -3,7 +3,7 @@ import ts from "typescript";
 import { describe, expect, expectTypeOf, it } from "vitest";
 import type { z } from "zod";
 import type * as client from "../../src/client/index.js";
-import type { ErrorCode } from "../../src/core/errors.js";
+import type { ErrorCode } from "../../src/base/api-error.js";
 import type * as audit from "../../src/schemas/audit.js";
 import type * as common from "../../src/schemas/common.js";
 import type * as connections from "../../src/schemas/connections.js";

@@ -1,8 +1,8 @@
 import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
 import type { Actor, AuditEvent, Column, Row } from "../../src/domain/model.js";
-import { parseSort, parseWhere, type RowKey, type SortKey } from "../../src/domain/row-query.js";
-import { ApiError } from "../../src/core/errors.js";
+import { parseSort, parseWhere, type RowKey, type SortKey } from "../../src/domain/row-query-model.js";
+import { ApiError } from "../../src/base/api-error.js";
 import { createMemoryStorage } from "../../src/memory/storage.js";
 import type { Storage } from "../../src/ports/storage.js";
 import { createPostgresStorage } from "../../src/postgres/index.js";

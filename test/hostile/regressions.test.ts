@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { toNodeHandler } from "../../adapters/node.js";
 import { parseServerArgs, UsageError } from "../../examples/server/cli.js";
 import { SERVER_TIMEOUTS, startServer } from "../../examples/server/server.js";
-import { createDataApi } from "../../src/core/api.js";
+import { createDataApi } from "../../src/server/api.js";
 import { sha256Hex } from "../../src/domain/crypto.js";
 import { dedupKeyOf } from "../../src/domain/dedup.js";
 import { MAX_JSON_DEPTH } from "../../src/http/body.js";

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { ApiError } from "../../src/core/errors.js";
+import { ApiError } from "../../src/base/api-error.js";
 import type { RowQuery } from "../../src/ports/storage/catalog.js";
 import { createSqliteStorage, type SqliteStorage } from "../../src/sqlite/index.js";
 import { setup } from "../support/api.js";

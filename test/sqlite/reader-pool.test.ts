@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { ApiError } from "../../src/core/errors.js";
+import { ApiError } from "../../src/base/api-error.js";
 import { type ReaderPool, readerPool } from "../../src/sqlite/reader-pool.js";
 import { createSqliteStorage } from "../../src/sqlite/index.js";
 import { DEADLINE_CHECK } from "../../src/sqlite/statement-deadline.js";

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Column, DatasetRecord, Row, TableRecord } from "../../src/domain/model.js";
-import { parseSort, parseWhere } from "../../src/domain/row-query.js";
+import { parseSort, parseWhere } from "../../src/domain/row-query-model.js";
 import type { RowQuery } from "../../src/ports/storage/catalog.js";
 import { createSqliteStorage, type SqliteStorage } from "../../src/sqlite/index.js";
 import { uploadDataset, writeRows } from "../support/datasets.js";

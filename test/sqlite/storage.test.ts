@@ -261,6 +261,8 @@ describe("sqlite: webhooks", () => {
       endpointId: "ep_shop",
       signingSecret: null,
       retainRows: 3,
+      signature: { scheme: "auto" },
+      previousSecret: null,
     });
     await s.webhooks.createWebhookConnection({
       connection: { id: "conn_new", teamId: "team_ops", name: "New", createdAt: "2026-11-01T00:00:00.000Z" },
@@ -287,6 +289,12 @@ describe("sqlite: webhooks", () => {
     const other = store(path);
     await other.webhooks.updateWebhookSettings("conn_hook", { signingSecret: "whsec_two" });
     expect((await s.webhooks.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_two");
+    // …with an overlap: the remembered endpoint gives way to one with the previous secret.
+    await other.webhooks.updateWebhookSettings("conn_hook", { signingSecret: "whsec_three", previousSecretValidUntil: "2026-11-02T00:00:00.000Z" });
+    expect(await s.webhooks.getWebhookEndpoint("ep_shop")).toMatchObject({
+      signingSecret: "whsec_three",
+      previousSecret: { secret: "whsec_two", validUntilMs: Date.parse("2026-11-02T00:00:00.000Z") },
+    });
     await other.webhooks.updateWebhookSettings("conn_hook", { signingSecret: null, retainRows: 7 });
     expect(await s.webhooks.getWebhookEndpoint("ep_shop")).toMatchObject({ signingSecret: null, retainRows: 7 });
   });
@@ -318,21 +326,39 @@ describe("sqlite: input tables", () => {
     expect(audit.events.map((e) => e.event.id)).toEqual(["e1", "e2", "e2b", "e3"]);
   });
 
-  it("claims an idempotency key once, replays it completed and re-claims it after the ttl", async () => {
-    const s = await seeded();
-    const claim = { scope: "key_sync:tbl_targets", key: "k", fingerprint: "f1", now: 1000, ttlMs: 100, leaseMs: 100 };
-    const claims = await Promise.all(Array.from({ length: 10 }, () => s.tables.claimIdempotencyKey(claim)));
-    expect(claims.filter((c) => c.state === "claimed")).toHaveLength(1);
-    expect(claims.filter((c) => c.state === "in_progress")).toHaveLength(9);
-    await s.tables.completeIdempotencyKey({ scope: claim.scope, key: "k", response: { status: 201, body: { _id: "r" } } });
-    expect(await s.tables.claimIdempotencyKey({ ...claim, fingerprint: "f2", now: 1099 })).toEqual({
-      state: "completed",
-      fingerprint: "f1",
-      response: { status: 201, body: { _id: "r" } },
-    });
-    expect(await s.tables.claimIdempotencyKey({ ...claim, now: 1100 })).toEqual({ state: "claimed" });
-    await s.tables.releaseIdempotencyKey({ scope: claim.scope, key: "k" });
-    expect(await s.tables.claimIdempotencyKey({ ...claim, now: 1102 })).toEqual({ state: "claimed" });
+  it("writes one row per Idempotency-Key from two connections; honours a claim an earlier version left", async () => {
+    const path = file();
+    const s = await seeded(path);
+    const t = store(path);
+    const idempotency = { scope: "key_sync:tbl_targets", key: "k", fingerprint: "f1", status: 201, ttlMs: 86_400_000 };
+    const now = Date.parse("2026-11-01T00:00:00.000Z");
+    const insert = (on: SqliteStorage, rowId: string, at = now, key = "k") =>
+      on.tables.insertTableRowOnce({
+        tableId: "tbl_targets",
+        rowId,
+        values: {},
+        actor: ACTOR,
+        now: at,
+        auditEvent: auditEvent(rowId),
+        idempotency: { ...idempotency, key },
+      });
+    const outcomes = await Promise.all([insert(s, "r1"), insert(t, "r2"), insert(s, "r3"), insert(t, "r4")]);
+    expect(outcomes.map((o) => o.state)).toEqual(["written", "completed", "completed", "completed"]);
+    const first = (outcomes[0] as { result: Row }).result;
+    expect(outcomes[1]).toEqual({ state: "completed", fingerprint: "f1", response: { status: 201, body: first } });
+    const stored = await t.tables.listTableRows("tbl_targets", { offset: 0, limit: 10 });
+    expect(stored.rows.map((r) => r._id)).toEqual(["row_1", "r1"]);
+    // A key an earlier version claimed before writing (no answer yet): in progress until its one-minute lease runs out.
+    const raw = new Database(path);
+    const claim =
+      "INSERT INTO idempotency_keys (scope, key, fingerprint, claimed_at, response) " +
+      "VALUES (?, 'old', 'f0', ?, NULL)";
+    raw.prepare(claim).run(idempotency.scope, now);
+    raw.close();
+    expect(await insert(s, "r5", now + 59_999, "old")).toEqual({ state: "in_progress", fingerprint: "f0" });
+    expect(await insert(s, "r6", now + 60_000, "old")).toMatchObject({ state: "written", result: { _id: "r6" } });
+    const replayed = await insert(t, "r7", now + 60_001, "old");
+    expect(replayed).toMatchObject({ state: "completed", fingerprint: "f1", response: { body: { _id: "r6" } } });
   });
 });
 

@@ -259,7 +259,7 @@ describe("sqlite: the remembered dataset records", () => {
 
 describe("sqlite: reads of a remembered dataset record", () => {
   it("describe the dataset's columns as they are now, after a declaration changes them", async () => {
-    const { createDataApi } = await import("../../src/core/api.js");
+    const { createDataApi } = await import("../../src/server/api.js");
     const { createAdmin } = await import("../../src/admin/index.js");
     const { s } = await seededFile();
     const api = createDataApi({ storage: s });
@@ -282,7 +282,8 @@ describe("sqlite: reads of a remembered dataset record", () => {
     ];
     const current = (await s.catalog.getDataset("ds_stores"))!;
     expect(current.type).toBe("connection");
-    await admin.putDataset("ds_stores", { teamId: current.teamId, name: "Stores v2", type: "connection", connectionId: current.connectionId, source: current.source, columns: declared });
+    await admin.putDataset("ds_stores", { teamId: current.teamId, name: "Stores v2", type: "connection", connectionId: current.connectionId, source: current.source, columns: declared,
+      dropColumns: current.columns.map((c) => c.name).filter((name) => !declared.some((d) => d.name === name)) });
     const after = (await read()).metadata;
     expect(after.datasetName).toBe("Stores v2");
     expect(after.columns).toEqual(["store_id", "opened"]);

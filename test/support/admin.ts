@@ -1,6 +1,6 @@
 import type { Admin } from "../../src/admin/index.js";
-import type { DataApi } from "../../src/core/api.js";
-import { ApiError } from "../../src/core/errors.js";
+import type { DataApi } from "../../src/server/api.js";
+import { ApiError } from "../../src/base/api-error.js";
 
 export const ADMIN_TOKEN = "admin_test_token_0123456789abcdef";
 

@@ -8,7 +8,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { toNodeHandler } from "../../adapters/node.js";
 import { createAdmin } from "../../src/admin/index.js";
-import { createDataApi } from "../../src/core/api.js";
+import { createDataApi } from "../../src/server/api.js";
 import type { Row } from "../../src/domain/model.js";
 import { parseFixture } from "../../src/fixture/load.js";
 import { createSqliteStorage } from "../../src/sqlite/index.js";

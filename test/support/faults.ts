@@ -1,5 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { rmSync } from "node:fs";
 import { createServer, type Server, Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import pg from "pg";
 import { POSTGRES_URL } from "./services.js";
 
@@ -89,18 +92,46 @@ export interface PostgresProxy {
   readonly url: string;
   /** Hold every open connection whose application name matches `pattern` silent; how many were. */
   stall(pattern: RegExp): number;
+  /**
+   * On every open connection whose application name matches `pattern`: the
+   * next answer the server completes (its chunk ending in ReadyForQuery) is
+   * followed, in the same write, by the FATAL a terminated backend sends,
+   * and the connection is closed — so the client reads both in one socket
+   * read, as it does when a backend is terminated just as it answers. How
+   * many connections were armed.
+   */
+  terminateAfterNextAnswer(pattern: RegExp): number;
+  /**
+   * Once: the first message a client whose application name matches
+   * `pattern` sends containing `text` (on a connection open now or opened
+   * later) is forwarded — and then `more` further messages of that client
+   * (1: the COMMIT after the statement) — and then that connection is held
+   * silent as `stall` holds it: the server got them, nothing more moves.
+   * Resolves with the connection's application name when it happened.
+   */
+  stallAfterSending(pattern: RegExp, text: string, more?: number): Promise<string>;
   /** Application names of the open connections. */
   names(): string[];
   close(): Promise<void>;
 }
 
-export async function startPostgresProxy(): Promise<PostgresProxy> {
-  const target = new URL(POSTGRES_URL);
+export async function startPostgresProxy(server: string = POSTGRES_URL): Promise<PostgresProxy> {
+  const target = new URL(server);
   const targetPort = Number(target.port || 5432);
-  const links = new Set<{ client: Socket; server: Socket; name: string | null; stalled: boolean }>();
+  interface Link {
+    client: Socket;
+    server: Socket;
+    name: string | null;
+    stalled: boolean;
+    terminating: boolean;
+    /** Client messages still forwarded before the link stalls (-1: not armed). */
+    stallIn: number;
+  }
+  const links = new Set<Link>();
+  const triggers = new Set<{ pattern: RegExp; text: Buffer; more: number; fired: (name: string) => void }>();
   const proxy: Server = createServer((client) => {
     const server = new Socket();
-    const link = { client, server, name: null as string | null, stalled: false };
+    const link: Link = { client, server, name: null, stalled: false, terminating: false, stallIn: -1 };
     links.add(link);
     const end = () => {
       links.delete(link);
@@ -112,16 +143,34 @@ export async function startPostgresProxy(): Promise<PostgresProxy> {
     server.connect(targetPort, target.hostname, () => {
       client.on("data", (chunk: Buffer) => {
         if (link.name === null) link.name = applicationName(chunk) ?? "";
-        if (!link.stalled) server.write(chunk);
+        if (link.stalled) return;
+        server.write(chunk);
+        if (link.stallIn > 0 && --link.stallIn === 0) link.stalled = true;
+        for (const trigger of triggers) {
+          if (link.stallIn < 0 && trigger.pattern.test(link.name) && chunk.includes(trigger.text)) {
+            triggers.delete(trigger);
+            link.stallIn = trigger.more;
+            if (trigger.more === 0) link.stalled = true;
+            trigger.fired(link.name);
+            break;
+          }
+        }
       });
       server.on("data", (chunk: Buffer) => {
-        if (!link.stalled) client.write(chunk);
+        if (link.stalled) return;
+        if (link.terminating && endsWithReadyForQuery(chunk)) {
+          link.terminating = false;
+          client.end(Buffer.concat([chunk, TERMINATED]));
+          server.destroy();
+          return;
+        }
+        client.write(chunk);
       });
     });
   });
   await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
   const { port } = proxy.address() as { port: number };
-  const url = new URL(POSTGRES_URL);
+  const url = new URL(server);
   url.hostname = "127.0.0.1";
   url.port = String(port);
   return {
@@ -131,6 +180,19 @@ export async function startPostgresProxy(): Promise<PostgresProxy> {
       for (const link of links) {
         if (link.name !== null && pattern.test(link.name)) {
           link.stalled = true;
+          n++;
+        }
+      }
+      return n;
+    },
+    stallAfterSending(pattern, text, more = 0) {
+      return new Promise((resolve) => triggers.add({ pattern, text: Buffer.from(text), more, fired: resolve }));
+    },
+    terminateAfterNextAnswer(pattern) {
+      let n = 0;
+      for (const link of links) {
+        if (link.name !== null && pattern.test(link.name)) {
+          link.terminating = true;
           n++;
         }
       }
@@ -159,9 +221,104 @@ function applicationName(chunk: Buffer): string | null {
   return null;
 }
 
+/** Whether a chunk from the server ends with ReadyForQuery ('Z', length 5, a status byte): an answer is complete. */
+function endsWithReadyForQuery(chunk: Buffer): boolean {
+  return chunk.length >= 6 && chunk[chunk.length - 6] === 0x5a && chunk.readInt32BE(chunk.length - 5) === 5;
+}
+
+/** The ErrorResponse a backend sends as `pg_terminate_backend` ends it (FATAL 57P01). */
+const TERMINATED = errorResponse({
+  S: "FATAL",
+  V: "FATAL",
+  C: "57P01",
+  M: "terminating connection due to administrator command",
+});
+
+function errorResponse(fields: Record<string, string>): Buffer {
+  const body = Buffer.from(`${Object.entries(fields).map(([k, v]) => `${k}${v}\0`).join("")}\0`, "utf8");
+  const head = Buffer.alloc(5);
+  head.write("E", 0, "latin1");
+  head.writeInt32BE(body.length + 4, 1);
+  return Buffer.concat([head, body]);
+}
+
+/**
+ * A PostgreSQL server of the test's own: a new cluster (`initdb`) in a
+ * temporary directory, trust authentication, 127.0.0.1 on a free port,
+ * without fsync. For tests that hold write transactions open for seconds
+ * on purpose (a stalled connection, a held lock): on the shared server
+ * such a transaction would hold back every other test's audit feed, whose
+ * horizon (`pg_snapshot_xmin`) is the oldest transaction of the whole
+ * cluster. Run as the `postgres` user when this process is root (the
+ * server refuses to run as root). Null when this machine cannot start one
+ * (no `initdb` on the PATH); with CI=true that is an error.
+ */
+export interface PrivatePostgres {
+  /** `postgres://postgres@127.0.0.1:<port>/postgres`. */
+  readonly url: string;
+  stop(): Promise<void>;
+}
+
+export async function startPrivatePostgres(): Promise<PrivatePostgres | null> {
+  const asPostgres = process.getuid?.() === 0 ? ["runuser", "-u", "postgres", "--"] : [];
+  const run = (args: string[]) => {
+    const [command, ...rest] = [...asPostgres, ...args];
+    return spawn(command!, rest, { stdio: ["ignore", "pipe", "pipe"] });
+  };
+  const finished = (child: ChildProcess): Promise<{ code: number | null; output: string }> =>
+    new Promise((resolve) => {
+      let output = "";
+      child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
+      child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
+      child.once("error", (error) => resolve({ code: -1, output: error.message }));
+      child.once("close", (code) => resolve({ code, output }));
+    });
+  const made = await finished(run(["mktemp", "-d", join(tmpdir(), "dataport-pg-XXXXXX")]));
+  const dir = made.output.trim();
+  const data = join(dir, "data");
+  const initdb = ["initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"];
+  const init = made.code === 0 ? await finished(run(initdb)) : made;
+  if (init.code !== 0) {
+    if (dir !== "") rmSync(dir, { recursive: true, force: true });
+    const reason = `cannot start a PostgreSQL server of the test's own (initdb): ${init.output.trim().split("\n").at(-1)}`;
+    if (process.env.CI === "true") throw new Error(reason);
+    console.warn(`\n  ⚠ ${reason}; skipping\n`);
+    return null;
+  }
+  const port = await freePort();
+  const settings = ["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"];
+  const server = run(["postgres", "-D", data, "-p", String(port), "-k", dir, ...settings]);
+  const exited = finished(server);
+  const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
+  for (let tries = 0; ; tries++) {
+    const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1000 });
+    client.on("error", () => {});
+    try {
+      await client.connect();
+      await client.end();
+      break;
+    } catch (error) {
+      await client.end().catch(() => {});
+      if (tries >= 150 || server.exitCode !== null) {
+        server.kill("SIGKILL");
+        throw new Error(`the private PostgreSQL server did not start: ${(await exited).output}`, { cause: error });
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  return {
+    url,
+    async stop() {
+      await finished(run(["pg_ctl", "stop", "-D", data, "-m", "immediate", "-s"]));
+      await exited;
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 /** Terminate the backends of every connection named `applicationName` (as a failover or a restart would); how many. */
-export async function terminateBackends(pattern: string): Promise<number> {
-  const client = new pg.Client({ connectionString: POSTGRES_URL });
+export async function terminateBackends(pattern: string, server: string = POSTGRES_URL): Promise<number> {
+  const client = new pg.Client({ connectionString: server });
   await client.connect();
   try {
     const { rows } = await client.query<{ n: string }>(

@@ -34,6 +34,27 @@ export function importGraph(root: string): Map<string, string[]> {
   return graph;
 }
 
+/**
+ * The folder graph of a file graph: each top folder of `root` (a file at
+ * the top stands for itself, `index.ts`) → the other top folders it imports,
+ * with the file imports that make each arrow (`"domain/days.ts -> base/clock.ts"`).
+ */
+export function folderGraph(graph: Map<string, string[]>): Map<string, Map<string, string[]>> {
+  const folders = new Map<string, Map<string, string[]>>();
+  const folderOf = (file: string) => file.split("/")[0]!;
+  for (const [file, targets] of graph) {
+    const from = folderOf(file);
+    const arrows = folders.get(from) ?? new Map<string, string[]>();
+    folders.set(from, arrows);
+    for (const target of targets) {
+      const to = folderOf(target);
+      if (to === from) continue;
+      arrows.set(to, [...(arrows.get(to) ?? []), `${file} -> ${target}`]);
+    }
+  }
+  return folders;
+}
+
 /** The circles of a graph: every strongly connected component of more than one file (or a file importing itself), each sorted. */
 export function importCycles(graph: Map<string, string[]>): string[][] {
   // Tarjan's algorithm, iterative so a deep graph cannot overflow the stack.

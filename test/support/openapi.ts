@@ -1,6 +1,6 @@
 import { z } from "zod";
-import type { DataApi } from "../../src/core/api.js";
-import { createOpenApiDocument, type JsonSchema, type OpenApiDocument, type OpenApiResponse } from "../../src/core/openapi.js";
+import type { DataApi } from "../../src/server/api.js";
+import { createOpenApiDocument, type JsonSchema, type OpenApiDocument, type OpenApiResponse } from "../../src/routes/openapi-document.js";
 
 /**
  * Checks responses against the OpenAPI document the API serves. `setup().call`

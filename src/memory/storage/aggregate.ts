@@ -1,6 +1,6 @@
 import { utcDay } from "../../domain/days.js";
 import type { DashboardView } from "../../domain/model.js";
-import type { DayWindow } from "../../ports/storage/dashboards.js";
+import type { DayWindow } from "../../domain/days.js";
 import type { MemoryState } from "./state.js";
 
 // Helpers the memory store's dashboards and usage areas share.

@@ -1,7 +1,7 @@
 import { DONE } from "../../domain/async-iterables.js";
 import { matchesFilters, selectColumns, tableAsDataset } from "../../domain/rows.js";
 import type { ConnectionRecord, DatasetRecord, Row } from "../../domain/model.js";
-import type { RowKey } from "../../domain/row-query.js";
+import type { RowKey } from "../../domain/row-query-model.js";
 import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../../ports/storage/catalog.js";
 import { queriedRows } from "./row-query.js";
 import { compare, pageById } from "./order.js";

@@ -1,4 +1,5 @@
-import type { DayViews, DayWindow, ViewerDayViews } from "../../ports/storage/dashboards.js";
+import type { DayWindow } from "../../domain/days.js";
+import type { DayViews, ViewerDayViews } from "../../ports/storage/dashboards.js";
 import type { StorageAreas } from "../../ports/storage.js";
 import { pageById } from "./order.js";
 import { appendAll, compare, distinct, groupBy, viewsIn } from "./aggregate.js";

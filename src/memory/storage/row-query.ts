@@ -1,6 +1,6 @@
 import { mapped } from "../../domain/async-iterables.js";
 import type { Row } from "../../domain/model.js";
-import type { RowKey } from "../../domain/row-query.js";
+import type { RowKey } from "../../domain/row-query-model.js";
 import { compareKeys, keyOf, matchesWhere } from "../../domain/row-query-order.js";
 import { matchesFilters, selectColumns } from "../../domain/rows.js";
 import type { RowPage, RowQuery } from "../../ports/storage/catalog.js";

@@ -1,15 +1,26 @@
 import type { Row } from "../../domain/model.js";
 import { changedSince, newRow, nextUpdatedAt, patchedRow } from "../../domain/table-rows.js";
-import type { EditLogEntry, StoredResponse, TableStore, TableWrites } from "../../ports/storage/tables.js";
+import type {
+  EditLogEntry,
+  IdempotencyKeyUse,
+  IdempotentOutcome,
+  InsertRowInput,
+  RowWriteResult,
+  StoredResponse,
+  TableStore,
+  TableWrites,
+  UpdateRowInput,
+} from "../../ports/storage/tables.js";
 import { appendAuditEntry, assertNewAuditId } from "./audit.js";
 import { pageById } from "./order.js";
 import { queriedTableRows } from "./row-query.js";
 import { cloneJson, type MemoryState } from "./state.js";
 
+/** A key's answer, recorded with the write it answers. */
 interface Claim {
   fingerprint: string;
   claimedAt: number;
-  response: StoredResponse | null;
+  response: StoredResponse;
 }
 
 /** How often (by the clock) expired idempotency claims are swept. */
@@ -38,6 +49,63 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
     table.updatedAt = stamp;
   }
 
+  /** The row written (no `await` between the check and the change: atomic in this process). */
+  function insertRow({ tableId, rowId, values, actor, now, auditEvent }: InsertRowInput): Row {
+    assertNewAuditId(state, auditEvent.id);
+    const stamp = nextUpdatedAt(null, now);
+    const row = newRow(rowId, values, stamp);
+    const rows = state.tableRows.get(tableId) ?? [];
+    rows.push(row);
+    state.tableRows.set(tableId, rows);
+    touchTable(tableId, 1, stamp);
+    logEdit({ tableId, rowId, op: "create", actor, at: new Date(now).toISOString(), before: null, after: row });
+    appendAuditEntry(state, auditEvent, now);
+    return cloneJson(row);
+  }
+
+  function updateRow(input: UpdateRowInput): RowWriteResult {
+    const { tableId, rowId, patch, expectedUpdatedAt, actor, now, auditEvent } = input;
+    const rows = state.tableRows.get(tableId) ?? [];
+    const index = rows.findIndex((r) => r._id === rowId);
+    const current = rows[index];
+    if (!current) return { status: "not_found" };
+    if (expectedUpdatedAt !== null && changedSince(current, expectedUpdatedAt)) {
+      return { status: "conflict", current: cloneJson(current) };
+    }
+    assertNewAuditId(state, auditEvent.id);
+    const stamp = nextUpdatedAt(String(current._updatedAt), now);
+    const row = patchedRow(current, patch, stamp);
+    rows[index] = row;
+    touchTable(tableId, 0, stamp);
+    logEdit({ tableId, rowId, op: "update", actor, at: new Date(now).toISOString(), before: current, after: row });
+    appendAuditEntry(state, auditEvent, now);
+    return { status: "ok", row: cloneJson(row) };
+  }
+
+  /**
+   * `write` at most once per key: a live key's answer instead of the write;
+   * else the write, and its answer (when it wrote) kept under the key, with
+   * no `await` in between, so the key and the row land together.
+   */
+  function once<R>(
+    use: IdempotencyKeyUse,
+    now: number,
+    write: () => { result: R; answer: Row | null },
+  ): IdempotentOutcome<R> {
+    sweep(now, use.ttlMs);
+    const id = claimId(use.scope, use.key);
+    const existing = claims.get(id);
+    if (existing && now - existing.claimedAt < use.ttlMs) {
+      return { state: "completed", fingerprint: existing.fingerprint, response: cloneJson(existing.response) };
+    }
+    const { result, answer } = write();
+    if (answer !== null) {
+      const response = { status: use.status, body: cloneJson(answer) };
+      claims.set(id, { fingerprint: use.fingerprint, claimedAt: now, response });
+    }
+    return { state: "written", result };
+  }
+
   function sweep(now: number, ttlMs: number): void {
     if (now - lastSweep < SWEEP_EVERY_MS) return;
     lastSweep = now;
@@ -63,35 +131,26 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
       return row ? cloneJson(row) : null;
     },
 
-    async insertTableRow({ tableId, rowId, values, actor, now, auditEvent }) {
-      assertNewAuditId(state, auditEvent.id);
-      const stamp = nextUpdatedAt(null, now);
-      const row = newRow(rowId, values, stamp);
-      const rows = state.tableRows.get(tableId) ?? [];
-      rows.push(row);
-      state.tableRows.set(tableId, rows);
-      touchTable(tableId, 1, stamp);
-      logEdit({ tableId, rowId, op: "create", actor, at: new Date(now).toISOString(), before: null, after: row });
-      appendAuditEntry(state, auditEvent, now);
-      return cloneJson(row);
+    async insertTableRow(input) {
+      return insertRow(input);
     },
 
-    async updateTableRow({ tableId, rowId, patch, expectedUpdatedAt, actor, now, auditEvent }) {
-      const rows = state.tableRows.get(tableId) ?? [];
-      const index = rows.findIndex((r) => r._id === rowId);
-      const current = rows[index];
-      if (!current) return { status: "not_found" };
-      if (expectedUpdatedAt !== null && changedSince(current, expectedUpdatedAt)) {
-        return { status: "conflict", current: cloneJson(current) };
-      }
-      assertNewAuditId(state, auditEvent.id);
-      const stamp = nextUpdatedAt(String(current._updatedAt), now);
-      const row = patchedRow(current, patch, stamp);
-      rows[index] = row;
-      touchTable(tableId, 0, stamp);
-      logEdit({ tableId, rowId, op: "update", actor, at: new Date(now).toISOString(), before: current, after: row });
-      appendAuditEntry(state, auditEvent, now);
-      return { status: "ok", row: cloneJson(row) };
+    async updateTableRow(input) {
+      return updateRow(input);
+    },
+
+    async insertTableRowOnce(input) {
+      return once(input.idempotency, input.now, () => {
+        const row = insertRow(input);
+        return { result: row, answer: row };
+      });
+    },
+
+    async updateTableRowOnce(input) {
+      return once(input.idempotency, input.now, () => {
+        const result = updateRow(input);
+        return { result, answer: result.status === "ok" ? result.row : null };
+      });
     },
 
     async deleteTableRow({ tableId, rowId, actor, now, auditEvent }) {
@@ -112,29 +171,6 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
       const log = state.editLogs.get(tableId) ?? [];
       const slice = page ? log.slice(page.offset, page.offset + page.limit) : log;
       return slice.map(cloneJson);
-    },
-
-    async claimIdempotencyKey({ scope, key, fingerprint, now, ttlMs, leaseMs }) {
-      sweep(now, ttlMs);
-      const id = claimId(scope, key);
-      const existing = claims.get(id);
-      if (existing && now - existing.claimedAt < (existing.response ? ttlMs : Math.min(ttlMs, leaseMs))) {
-        return existing.response
-          ? { state: "completed", fingerprint: existing.fingerprint, response: cloneJson(existing.response) }
-          : { state: "in_progress", fingerprint: existing.fingerprint };
-      }
-      claims.set(id, { fingerprint, claimedAt: now, response: null });
-      return { state: "claimed" };
-    },
-
-    async completeIdempotencyKey({ scope, key, response }) {
-      const claim = claims.get(claimId(scope, key));
-      if (claim) claim.response = cloneJson(response);
-    },
-
-    async releaseIdempotencyKey({ scope, key }) {
-      const id = claimId(scope, key);
-      if (claims.get(id)?.response === null) claims.delete(id);
     },
 
     async putTable(table, reshape) {

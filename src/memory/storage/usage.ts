@@ -2,7 +2,7 @@ import { utcDay } from "../../domain/days.js";
 import { tableAsDataset } from "../../domain/rows.js";
 import { currentVersion } from "../../domain/dashboards.js";
 import type { DashboardView } from "../../domain/model.js";
-import type { DayWindow } from "../../ports/storage/dashboards.js";
+import type { DayWindow } from "../../domain/days.js";
 import { type ApiUsageRow, countCall, type CreditUsageRow, type DashboardUsageRow, type DatasetUsageRow, isDatasetRead, type RefreshHistoryRow, usageCounterFor } from "../../ports/storage/usage.js";
 import type { StorageAreas } from "../../ports/storage.js";
 import { appendAll, compare, distinct, groupBy, sum, viewsIn } from "./aggregate.js";

@@ -1,5 +1,5 @@
 import type { Column, ConnectionRecord, DatasetRecord, Row } from "../../domain/model.js";
-import type { RowCondition, RowKey, SortKey } from "../../domain/row-query.js";
+import type { RowCondition, RowKey, SortKey } from "../../domain/row-query-model.js";
 import type { IdPage, PutResult } from "./identity.js";
 
 export type { RowCondition, RowKey, SortKey };

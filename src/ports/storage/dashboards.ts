@@ -1,15 +1,6 @@
+import type { DayWindow } from "../../domain/days.js";
 import type { DashboardRecord, DashboardView } from "../../domain/model.js";
 import type { IdPage, PutResult } from "./identity.js";
-
-/**
- * An inclusive window of UTC days, `YYYY-MM-DD`. An event belongs to the
- * UTC day of its instant: a timestamp written with an offset
- * (`2026-10-31T23:30:00-02:00`) counts on its UTC day (`2026-11-01`).
- */
-export interface DayWindow {
-  fromDay: string;
-  toDay: string;
-}
 
 export interface DayViews {
   day: string;

@@ -1,5 +1,5 @@
 import type { Actor, AuditEvent, Row, TableRecord } from "../../domain/model.js";
-import type { RowCondition, RowKey, SortKey } from "../../domain/row-query.js";
+import type { RowCondition, RowKey, SortKey } from "../../domain/row-query-model.js";
 import type { IdPage, PutResult } from "./identity.js";
 
 /**
@@ -48,13 +48,41 @@ export interface StoredResponse {
   body: unknown;
 }
 
-export type IdempotencyClaim =
-  /** The caller now owns the key and MUST complete or release it. */
-  | { state: "claimed" }
-  /** Another request holds the key and has not finished. */
-  | { state: "in_progress"; fingerprint: string }
-  /** The first request finished; replay its response (if the fingerprint matches). */
-  | { state: "completed"; fingerprint: string; response: StoredResponse };
+/**
+ * The Idempotency-Key a row write is made under. `scope` already includes
+ * the credential and the table; `fingerprint` is what "the same request"
+ * means (the store keeps it and returns it, it does not compare it).
+ */
+export interface IdempotencyKeyUse {
+  scope: string;
+  key: string;
+  fingerprint: string;
+  /** The status recorded with the written row as the key's answer: 201 for an insert, 200 for an update. */
+  status: number;
+  /** A key recorded longer ago than this (by the write's `now`) is expired: the write is made afresh. */
+  ttlMs: number;
+}
+
+/** What a row write under an Idempotency-Key came to. */
+export type IdempotentOutcome<R> =
+  /**
+   * This call made the write (or was refused: `result` says). When it wrote,
+   * the key and its answer (`status`, the stored row) were committed in the
+   * same transaction as the row; when it was refused, the key is left as
+   * it was (unused), so a corrected retry may use it.
+   */
+  | { state: "written"; result: R }
+  /**
+   * An earlier request with this key committed its write: nothing was
+   * written now; replay `response` if `fingerprint` matches.
+   */
+  | { state: "completed"; fingerprint: string; response: StoredResponse }
+  /**
+   * Another request with this key is writing and has not committed after
+   * the store's lock wait; nothing was written now. `fingerprint` is null
+   * when the store cannot see it yet (an uncommitted write's).
+   */
+  | { state: "in_progress"; fingerprint: string | null };
 
 export type RowWriteResult =
   | { status: "ok"; row: Row }
@@ -62,8 +90,29 @@ export type RowWriteResult =
   /** `expectedUpdatedAt` was older than the row's `_updatedAt`. */
   | { status: "conflict"; current: Row };
 
+/** A row to insert, as `TableStore.insertTableRow` takes it. */
+export interface InsertRowInput {
+  tableId: string;
+  rowId: string;
+  values: Row;
+  actor: Actor;
+  now: number;
+  auditEvent: AuditEvent;
+}
+
+/** A row update, as `TableStore.updateTableRow` takes it. */
+export interface UpdateRowInput {
+  tableId: string;
+  rowId: string;
+  patch: Row;
+  expectedUpdatedAt: string | null;
+  actor: Actor;
+  now: number;
+  auditEvent: AuditEvent;
+}
+
 /**
- * Input-table rows, their edit log and Idempotency-Key claims.
+ * Input-table rows, their edit log and the Idempotency-Keys of row writes.
  *
  * A stored row is flat: the column values plus `_id`, `_createdAt` and
  * `_updatedAt` (ISO 8601 with milliseconds, `toISOString()` form, for rows
@@ -87,7 +136,7 @@ export interface TableStore {
    * the SAME transaction. The table's `rowCount` grows by one and its
    * `updatedAt` becomes the stamp. Returns the stored row.
    */
-  insertTableRow(input: { tableId: string; rowId: string; values: Row; actor: Actor; now: number; auditEvent: AuditEvent }): Promise<Row>;
+  insertTableRow(input: InsertRowInput): Promise<Row>;
   /**
    * MUST be atomic (compare-and-set): when `expectedUpdatedAt` is given and
    * the row's `_updatedAt` is a later instant (compare instants, not strings),
@@ -98,15 +147,32 @@ export interface TableStore {
    * two writes in the same millisecond. Appends the edit log entry and
    * `auditEvent` in the same transaction; the table's `updatedAt` follows.
    */
-  updateTableRow(input: {
-    tableId: string;
-    rowId: string;
-    patch: Row;
-    expectedUpdatedAt: string | null;
-    actor: Actor;
-    now: number;
-    auditEvent: AuditEvent;
-  }): Promise<RowWriteResult>;
+  updateTableRow(input: UpdateRowInput): Promise<RowWriteResult>;
+  /**
+   * `insertTableRow` made at most once per (scope, key), in ONE transaction
+   * with the key and its answer: they commit together or not at all, so a
+   * key is never recorded without its row, nor a row without its key, and
+   * a request that timed out leaves nothing to clean up.
+   *
+   * MUST be atomic across every process sharing the store: of concurrent
+   * calls with one (scope, key) exactly one writes; the others wait for it
+   * (a bounded lock wait) and get `completed` once it committed, or write
+   * themselves once it rolled back — never a second row. A call still
+   * waiting after the store's lock wait gets `in_progress`. An expired key
+   * (`ttlMs`) is written afresh; so is a key an earlier version of the store
+   * recorded without an answer once `IDEMPOTENCY_LEASE_MS` has passed.
+   */
+  insertTableRowOnce(input: InsertRowInput & { idempotency: IdempotencyKeyUse }): Promise<IdempotentOutcome<Row>>;
+  /**
+   * `updateTableRow` made at most once per (scope, key), as
+   * `insertTableRowOnce` says. The key is checked before the row: a retry
+   * whose first attempt committed gets `completed`, not the `conflict` its
+   * own write would now cause. A `not_found` or `conflict` result records
+   * nothing under the key.
+   */
+  updateTableRowOnce(
+    input: UpdateRowInput & { idempotency: IdempotencyKeyUse },
+  ): Promise<IdempotentOutcome<RowWriteResult>>;
   /**
    * Deletes and returns the deleted row as `ok`; appends edit log entry and
    * `auditEvent` in the same transaction; `rowCount` shrinks by one. Nothing
@@ -115,27 +181,6 @@ export interface TableStore {
   deleteTableRow(input: { tableId: string; rowId: string; actor: Actor; now: number; auditEvent: AuditEvent }): Promise<RowWriteResult>;
   /** The table's edit log, oldest first (all of it when `page` is omitted). */
   listEditLog(tableId: string, page?: { offset: number; limit: number }): Promise<EditLogEntry[]>;
-  /**
-   * MUST be atomic: of concurrent claims of one (scope, key) exactly one gets
-   * `claimed`. A claim older than `ttlMs` (by `now`) is expired and may be
-   * claimed afresh; so may a claim still without a response after `leaseMs`
-   * (its request crashed or hung, so it will never complete — without the
-   * lease, one crash would block the key for the whole TTL). `scope` already
-   * includes the credential and the table. The store does not compare
-   * fingerprints; it returns the stored one.
-   */
-  claimIdempotencyKey(input: {
-    scope: string;
-    key: string;
-    fingerprint: string;
-    now: number;
-    ttlMs: number;
-    leaseMs: number;
-  }): Promise<IdempotencyClaim>;
-  /** Store the final response of a claimed key (kept until the claim expires). */
-  completeIdempotencyKey(input: { scope: string; key: string; response: StoredResponse }): Promise<void>;
-  /** Drop a claim whose request failed without a response worth replaying. */
-  releaseIdempotencyKey(input: { scope: string; key: string }): Promise<void>;
 }
 
 /** Changes to input tables themselves (their rows change through `TableStore`). Atomic, visible to the next read. */

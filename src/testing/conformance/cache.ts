@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { createFixedClock, systemClock } from "../../memory/clock.js";
+import { type Clock, systemClock } from "../../base/clock.js";
+import { createFixedClock } from "../../memory/fixed-clock.js";
 import type { Cache } from "../../ports/cache.js";
-import type { Clock } from "../../ports/clock.js";
 
 /**
  * Returns a cache whose TTLs are measured on `clock`. A cache that measures

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { DashboardRecord } from "../../domain/model.js";
 import { parseFixture } from "../../fixture/load.js";
 import type { Storage } from "../../ports/storage.js";
-import { analyticsFixture } from "./analytics-fixture.js";
+import { activityFixture } from "./activity-fixture.js";
 import { type ConformanceOptions, emptyStore, loadSpace, readAllPages, type StorageFactory } from "./harness.js";
 
 const lastTwoDays = { teamId: "team_ops", fromDay: "2026-10-31", toDay: "2026-11-01" };
@@ -13,7 +13,7 @@ export function describeDashboardsConformance(name: string, factory: StorageFact
     const empty = emptyStore(factory);
     const seeded = async (): Promise<Storage> => {
       const store = await empty();
-      await loadSpace(store, parseFixture(analyticsFixture()), options);
+      await loadSpace(store, parseFixture(activityFixture()), options);
       return store;
     };
 

@@ -1,5 +1,5 @@
 import { afterEach } from "vitest";
-import type { SeedSpace } from "../../fixture/space.js";
+import type { SeedSpace } from "../../domain/seed-space.js";
 import { parseFixture } from "../../fixture/load.js";
 import type { Storage } from "../../ports/storage.js";
 import type { IdPage } from "../../ports/storage/identity.js";

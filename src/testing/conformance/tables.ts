@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { Actor, AuditEvent, Row, TableRecord } from "../../domain/model.js";
-import type { RowCondition } from "../../domain/row-query.js";
+import type { RowCondition } from "../../domain/row-query-model.js";
 import type { Storage } from "../../ports/storage.js";
 import { type ConformanceOptions, readAllPages, seededStore, type StorageFactory } from "./harness.js";
 
@@ -49,7 +49,7 @@ const remove = (store: Storage, rowId: string) =>
 
 const allRows = async (store: Storage) => (await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 1000 })).rows;
 
-/** Input-table rows, the edit log and Idempotency-Key claims (`TableStore`). */
+/** Input-table rows, the edit log and writes under an Idempotency-Key (`TableStore`). */
 export function describeTablesConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
   describe.skipIf(!!options.skip)(`${name}: tables`, () => {
     const seeded = seededStore(factory, options);
@@ -330,47 +330,117 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       });
     });
 
-    describe("idempotency claims", () => {
-      const claim = (store: Storage, input: { scope?: string; key?: string; fingerprint?: string; now?: number } = {}) =>
-        store.tables.claimIdempotencyKey({ scope: input.scope ?? "s1", key: input.key ?? "k1", fingerprint: input.fingerprint ?? "f1", now: input.now ?? NOW, ttlMs: 1000, leaseMs: 100 });
+    describe("writes under an Idempotency-Key", () => {
+      const use = (input: { scope?: string; key?: string; fingerprint?: string; status?: number } = {}) => ({
+        scope: input.scope ?? "s1",
+        key: input.key ?? "k1",
+        fingerprint: input.fingerprint ?? "f1",
+        status: input.status ?? 201,
+        ttlMs: 1000,
+      });
+      type OnceOptions = { now?: number; key?: string; scope?: string; fingerprint?: string };
+      const insertOnce = (store: Storage, rowId: string, options: OnceOptions = {}) =>
+        store.tables.insertTableRowOnce({
+          tableId: "tbl_targets",
+          rowId,
+          values: { region: rowId },
+          actor: KEY,
+          now: options.now ?? NOW,
+          auditEvent: event("table.row.created", rowId),
+          idempotency: use(options),
+        });
+      type UpdateOptions = { expectedUpdatedAt?: string | null; rowId?: string; now?: number; key?: string };
+      const updateOnce = (store: Storage, patch: Row, options: UpdateOptions = {}) =>
+        store.tables.updateTableRowOnce({
+          tableId: "tbl_targets",
+          rowId: options.rowId ?? "row_1",
+          patch,
+          expectedUpdatedAt: options.expectedUpdatedAt ?? null,
+          actor: KEY,
+          now: options.now ?? NOW,
+          auditEvent: event("table.row.updated", options.rowId ?? "row_1"),
+          idempotency: use({ key: options.key ?? "u1", status: 200 }),
+        });
 
-      it("grants exactly one of 50 concurrent claims; the others see it in progress with its fingerprint", async () => {
+      it("stores one row for 20 concurrent inserts with one key; the others get its answer", async () => {
         const store = await seeded();
-        const results = await Promise.all(Array.from({ length: 50 }, (_, i) => claim(store, { fingerprint: `f${i}` })));
-        const winners = results.flatMap((r, i) => (r.state === "claimed" ? [i] : []));
-        expect(winners).toHaveLength(1);
-        for (const r of results) if (r.state !== "claimed") expect(r).toEqual({ state: "in_progress", fingerprint: `f${winners[0]}` });
+        const attempts = Array.from({ length: 20 }, (_, i) => insertOnce(store, `row_c${i}`, { fingerprint: `f${i}` }));
+        const outcomes = await Promise.all(attempts);
+        const written = outcomes.flatMap((o, i) => (o.state === "written" ? [i] : []));
+        expect(written).toHaveLength(1);
+        const winner = outcomes[written[0]!] as { state: "written"; result: Row };
+        expect(winner.result).toMatchObject({ _id: `row_c${written[0]}`, region: `row_c${written[0]}` });
+        for (const o of outcomes) {
+          const response = { status: 201, body: winner.result };
+          if (o.state !== "written") expect(o).toEqual({ state: "completed", fingerprint: `f${written[0]}`, response });
+        }
+        expect((await allRows(store)).map((r) => r._id)).toEqual(["row_1", `row_c${written[0]}`]);
+        expect(await store.tables.getTable("tbl_targets")).toMatchObject({ rowCount: 2 });
+        expect(await store.tables.listEditLog("tbl_targets")).toHaveLength(1);
       });
 
-      it("replays a completed claim's response until it expires by the clock", async () => {
+      it("replays the answer until the key expires by the clock, and keeps scopes and keys apart", async () => {
         const store = await seeded();
-        expect(await claim(store)).toEqual({ state: "claimed" });
-        const response = { status: 201, body: { _id: "row_x", n: [1, { a: null }] } };
-        await store.tables.completeIdempotencyKey({ scope: "s1", key: "k1", response });
-        expect(await claim(store, { fingerprint: "other", now: NOW + 999 })).toEqual({ state: "completed", fingerprint: "f1", response });
-        expect(await claim(store, { fingerprint: "f2", now: NOW + 1000 })).toEqual({ state: "claimed" });
-        expect(await claim(store, { now: NOW + 1001 })).toEqual({ state: "in_progress", fingerprint: "f2" });
+        const first = await insertOnce(store, "row_a");
+        expect(first).toMatchObject({ state: "written", result: { _id: "row_a" } });
+        const body = (first as { result: Row }).result;
+        expect(await insertOnce(store, "row_b", { fingerprint: "other", now: NOW + 999 })).toEqual({
+          state: "completed",
+          fingerprint: "f1",
+          response: { status: 201, body },
+        });
+        const wrote = (rowId: string) => ({ state: "written", result: { _id: rowId } });
+        expect(await insertOnce(store, "row_s2", { scope: "s2" })).toMatchObject(wrote("row_s2"));
+        expect(await insertOnce(store, "row_k2", { key: "k2" })).toMatchObject(wrote("row_k2"));
+        // Expired: written afresh, and answered from then on.
+        expect(await insertOnce(store, "row_c", { fingerprint: "f2", now: NOW + 1000 })).toMatchObject(wrote("row_c"));
+        expect(await insertOnce(store, "row_d", { now: NOW + 1001 })).toMatchObject({
+          state: "completed",
+          fingerprint: "f2",
+          response: { body: { _id: "row_c" } },
+        });
+        expect((await allRows(store)).map((r) => r._id)).toEqual(["row_1", "row_a", "row_s2", "row_k2", "row_c"]);
       });
 
-      it("lets a retry take over a claim whose request never answered, once its lease has run out", async () => {
+      it("records nothing for a refused update (not found, a conflict); the right request writes", async () => {
         const store = await seeded();
-        expect(await claim(store)).toEqual({ state: "claimed" });
-        expect(await claim(store, { fingerprint: "f2", now: NOW + 99 })).toEqual({ state: "in_progress", fingerprint: "f1" });
-        expect(await claim(store, { fingerprint: "f2", now: NOW + 100 })).toEqual({ state: "claimed" });
-        expect(await claim(store, { fingerprint: "f3", now: NOW + 150 })).toEqual({ state: "in_progress", fingerprint: "f2" });
-        // A completed claim is kept for the whole TTL, lease or not.
-        await store.tables.completeIdempotencyKey({ scope: "s1", key: "k1", response: { status: 201, body: { ok: 1 } } });
-        expect(await claim(store, { fingerprint: "f4", now: NOW + 900 })).toEqual({ state: "completed", fingerprint: "f2", response: { status: 201, body: { ok: 1 } } });
+        const missing = await updateOnce(store, { target: 1 }, { rowId: "row_nope" });
+        expect(missing).toEqual({ state: "written", result: { status: "not_found" } });
+        expect(await updateOnce(store, { target: 2 }, { expectedUpdatedAt: "2026-09-01T00:00:00.000Z" })).toEqual({
+          state: "written",
+          result: { status: "conflict", current: ROW_1 },
+        });
+        expect(await store.tables.listEditLog("tbl_targets")).toEqual([]);
+        const done = await updateOnce(store, { target: 3 }, { expectedUpdatedAt: ROW_1._updatedAt });
+        expect(done).toMatchObject({ state: "written", result: { status: "ok", row: { _id: "row_1", target: 3 } } });
+        const row = (done as { result: { row: Row } }).result.row;
+        // The key is checked before the row: the retry gets the first answer, not the conflict its write would now be.
+        expect(await updateOnce(store, { target: 3 }, { expectedUpdatedAt: ROW_1._updatedAt, now: NOW + 5 })).toEqual({
+          state: "completed",
+          fingerprint: "f1",
+          response: { status: 200, body: row },
+        });
+        expect(await store.tables.getTableRow("tbl_targets", "row_1")).toEqual(row);
+        expect(await store.tables.listEditLog("tbl_targets")).toHaveLength(1);
       });
 
-      it("frees a released claim and keeps scopes and keys apart", async () => {
+      it("records no key for a write that fails: the retry writes", async () => {
         const store = await seeded();
-        await claim(store);
-        expect(await claim(store, { scope: "s2" })).toEqual({ state: "claimed" });
-        expect(await claim(store, { key: "k2" })).toEqual({ state: "claimed" });
-        await store.tables.releaseIdempotencyKey({ scope: "s1", key: "k1" });
-        expect(await claim(store, { fingerprint: "f9" })).toEqual({ state: "claimed" });
-        expect(await claim(store)).toEqual({ state: "in_progress", fingerprint: "f9" });
+        const taken = event("table.row.created", "row_a");
+        const row = { tableId: "tbl_targets", rowId: "row_a", values: { region: "AMER" }, actor: KEY, now: NOW };
+        await store.tables.insertTableRow({ ...row, auditEvent: taken });
+        const failing = store.tables.insertTableRowOnce({
+          tableId: "tbl_targets",
+          rowId: "row_b",
+          values: { region: "APAC" },
+          actor: KEY,
+          now: NOW,
+          auditEvent: taken,
+          idempotency: use(),
+        });
+        await expect(failing).rejects.toThrow();
+        expect(await insertOnce(store, "row_c")).toMatchObject({ state: "written", result: { _id: "row_c" } });
+        expect((await allRows(store)).map((r) => r._id)).toEqual(["row_1", "row_a", "row_c"]);
       });
     });
   });

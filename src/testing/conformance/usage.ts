@@ -2,13 +2,13 @@ import { describe, expect, it } from "vitest";
 import type { ApiCallRecord } from "../../domain/model.js";
 import { parseFixture } from "../../fixture/load.js";
 import type { Storage } from "../../ports/storage.js";
-import { analyticsFixture } from "./analytics-fixture.js";
+import { activityFixture } from "./activity-fixture.js";
 import { type ConformanceOptions, emptyStore, loadSpace, type StorageFactory } from "./harness.js";
 
 const sync = { teamId: "team_ops", credentialKind: "api-key", credentialId: "key_sync", credentialName: "Warehouse sync" } as const;
 const rowsRoute = "/api/v1/datasets/:id/rows";
 
-/** API calls as api.ts records them (`at` in toISOString form). */
+/** API calls as the pipeline records them (`at` in toISOString form). */
 const CALLS: ApiCallRecord[] = [
   { ...sync, at: "2026-11-01T10:00:00.000Z", method: "GET", route: rowsRoute, objectId: "ds_orders", status: 200, latencyMs: 10 },
   { ...sync, at: "2026-11-01T10:05:00.000Z", method: "GET", route: rowsRoute, objectId: "ds_orders", status: 200, latencyMs: 21 },
@@ -63,7 +63,7 @@ export function describeUsageConformance(name: string, factory: StorageFactory, 
     const empty = emptyStore(factory);
     const seeded = async (): Promise<Storage> => {
       const store = await empty();
-      await loadSpace(store, parseFixture(analyticsFixture()), options);
+      await loadSpace(store, parseFixture(activityFixture()), options);
       return store;
     };
 

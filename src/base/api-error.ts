@@ -1,4 +1,4 @@
-/** Error codes of the error envelope (see README, "Errors"). */
+/** Error codes of the error envelope (docs/authentication-and-errors.md, "The error envelope"). */
 export type ErrorCode =
   | "invalid_parameter"
   | "invalid_body"
@@ -11,6 +11,7 @@ export type ErrorCode =
   | "not_found"
   | "method_not_allowed"
   | "conflict"
+  | "precondition_failed"
   | "idempotency_key_in_use"
   | "payload_too_large"
   | "unsupported_media_type"
@@ -25,7 +26,8 @@ export type ErrorCode =
 
 /**
  * The one error type: thrown anywhere, turned into the envelope
- * `{ error: { code, message, details?, requestId } }` in exactly one place (api.ts).
+ * `{ error: { code, message, details?, requestId } }` in exactly one place
+ * (`errorReply` in src/server/pipeline.ts).
  */
 export class ApiError extends Error {
   readonly status: number;

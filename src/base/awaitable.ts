@@ -3,7 +3,7 @@
  *
  * - ports (storage, cache, rate limiter, connectors) answer with promises;
  * - handlers are plain functions returning a value or a promise of one;
- * - only the request pipeline (src/core/pipeline.ts) and the adapter that calls it
+ * - only the request pipeline (src/server/pipeline.ts) and the adapter that calls it
  *   continue without a promise when a step gave a plain value, so a request
  *   that waits for nothing (a preflight, a 404, a refusal before any port is
  *   asked, a handler that needs no port) is answered without one.

@@ -1,10 +1,12 @@
 import type { AuthedContext } from "../context/handler.js";
 import { actorOf } from "../core/auth.js";
 import type { Row } from "../domain/model.js";
-import { parseSort, parseWhere, type RowCondition, type RowKey, type SortKey } from "../domain/row-query.js";
+import { parseSort, parseWhere, type RowCondition, type RowKey, type SortKey } from "../domain/row-query-model.js";
 import { type CursorState, decodeCursor, encodeCursor, queryFingerprint } from "../domain/row-query-cursor.js";
-import { invalidParameter } from "../core/errors.js";
+import { invalidParameter } from "../base/api-error.js";
+import { ifNoneMatch } from "../http/conditional.js";
 import { Reply } from "../http/reply.js";
+import type { HeaderReader } from "../base/headers.js";
 
 /** The row-query parameters both rows endpoints take (see ../shared/row-queries.md). */
 export interface RowQueryParams {
@@ -66,10 +68,12 @@ export function nextCursor(query: CheckedRowQuery, page: { offset: number; retur
 export function auditRowsRead(
   ctx: AuthedContext,
   target: { type: "dataset" | "table"; id: string; teamId: string },
-  read: { offset: number; returnedRows: number; format?: ExportFormat },
+  read: { offset: number; returnedRows: number; format?: ExportFormat } | { offset: number; notModified: true; format?: ExportFormat },
 ): Promise<void> {
   const { requestId } = ctx;
-  const { offset, returnedRows, format } = read;
+  const { offset, format } = read;
+  // A 304 is a read too: the client holds the page; how many rows it has is not worked out again.
+  const rows = "notModified" in read ? { notModified: true } : { returnedRows: read.returnedRows };
   return ctx.audit({
     teamId: target.teamId,
     category: "data_access",
@@ -79,8 +83,54 @@ export function auditRowsRead(
     outcome: "success",
     ip: ctx.clientAddress,
     userAgent: ctx.userAgent,
-    details: format === undefined || format === "json" ? { requestId, offset, returnedRows } : { requestId, offset, returnedRows, format },
+    details: format === undefined || format === "json" ? { requestId, offset, ...rows } : { requestId, offset, ...rows, format },
   });
+}
+
+/** What a rows read takes from its request's headers. */
+export interface ReadHeaders {
+  /** `Accept`: chooses a download's format when `format` does not. */
+  accept: string | null;
+  /** `If-None-Match`: the tags of the pages the client holds. */
+  ifNoneMatch: string | null;
+}
+
+/** The headers of a request as a rows read takes them. */
+export function readHeaders(headers: HeaderReader): ReadHeaders {
+  return { accept: headers.get("accept"), ifNoneMatch: headers.get("if-none-match") };
+}
+
+/**
+ * Before any row is read: when the client already holds this page (its tag
+ * in `If-None-Match`), the 304 that says so — a read all the same, audited
+ * and counted — else null, and the page is read and tagged (`tagged`).
+ */
+export async function notModified(
+  ctx: AuthedContext,
+  target: { type: "dataset" | "table"; id: string; teamId: string },
+  tag: string | null,
+  read: { offset: number; format: ExportFormat; ifNoneMatch: string | null },
+): Promise<Reply | null> {
+  if (tag === null) return null;
+  const held = ifNoneMatch(read.ifNoneMatch, tag);
+  if (held === null) return null;
+  await auditRowsRead(ctx, target, { offset: read.offset, notModified: true, format: read.format });
+  return notModifiedReply(ctx, held);
+}
+
+/**
+ * A 304 naming the tag the client holds. It carries the `Vary` the full
+ * answer would (RFC 9110: a 304 keeps the validators and `Vary` of the 200);
+ * a page worth compressing says `Accept-Encoding`.
+ */
+export function notModifiedReply(ctx: { settings: { compression: boolean } }, held: string): Reply {
+  return new Reply(304, null, ctx.settings.compression ? { etag: held, vary: "Accept-Encoding" } : { etag: held });
+}
+
+/** A reply carrying its tag (when the content has one). */
+export function tagged(reply: Reply, tag: string | null): Reply {
+  if (tag !== null) reply.headers.etag = tag;
+  return reply;
 }
 
 /** `format`, else what `Accept` asks for first among the formats offered, else JSON. */
@@ -104,18 +154,22 @@ const CHUNK = 64 * 1024;
  * asked for only once the client has taken it (the adapters wait for the
  * socket to drain). The rows' source is closed when the client goes.
  * `rowsJson`, when given (rows as their JSON text), spares NDJSON a
- * re-serialisation.
+ * re-serialisation. `csv.escapeFormulas`: text cells (the header's too) a
+ * spreadsheet would run are written with a leading `'`; NDJSON is never
+ * touched.
  */
 export function exportReply(
   format: "csv" | "ndjson",
   targetId: string,
   columns: readonly string[],
   rows: AsyncIterable<Row>,
-  rowsJson?: AsyncIterable<readonly string[]>,
+  rowsJson: AsyncIterable<readonly string[]> | undefined,
+  csv: { escapeFormulas: boolean },
 ): Reply {
+  const text = csv.escapeFormulas ? (value: string) => csvField(defuseFormula(value)) : csvField;
   const body =
     format === "csv"
-      ? chunks(`${columns.map(csvField).join(",")}\r\n`, rows, csvLine(columns))
+      ? chunks(`${columns.map(text).join(",")}\r\n`, rows, csvLine(columns, text))
       : rowsJson
         ? chunks("", rowsJson, jsonTextLines)
         : chunks("", rows, jsonLine);
@@ -152,15 +206,26 @@ function jsonTextLines(batch: readonly string[]): string {
   return batch.length === 0 ? "" : `${batch.join("\n")}\n`;
 }
 
-/** RFC 4180: one line per row, CRLF; null and absent are empty fields. */
-function csvLine(columns: readonly string[]): (row: Row) => string {
-  return (row) => `${columns.map((c) => csvValue(Object.hasOwn(row, c) ? row[c] : null)).join(",")}\r\n`;
+/** RFC 4180: one line per row, CRLF; null and absent are empty fields; `text` writes a string cell. */
+function csvLine(columns: readonly string[], text: (value: string) => string): (row: Row) => string {
+  return (row) => `${columns.map((c) => csvValue(Object.hasOwn(row, c) ? row[c] : null, text)).join(",")}\r\n`;
 }
 
-function csvValue(value: unknown): string {
+/** Numbers, booleans, objects and arrays as their JSON text (never a formula: `-3`, `true`, `{…}`, `[…]`). */
+function csvValue(value: unknown, text: (value: string) => string): string {
   if (value === null || value === undefined) return "";
-  if (typeof value === "string") return value === "" ? '""' : csvField(value);
+  if (typeof value === "string") return value === "" ? '""' : text(value);
   return csvField(JSON.stringify(value));
+}
+
+/** What a spreadsheet reads as the start of a formula (OWASP, "CSV Injection"). */
+const FORMULA_START = /^[=+\-@\t\r]/;
+/** A number as written (`-3`, `+42.5`, `-1e3`): a spreadsheet reads it as that number, never as a formula. */
+const PLAIN_NUMBER = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
+
+/** `=HYPERLINK(…)` → `'=HYPERLINK(…)`: shown as text by a spreadsheet, not run. */
+function defuseFormula(text: string): string {
+  return FORMULA_START.test(text) && !PLAIN_NUMBER.test(text) ? `'${text}` : text;
 }
 
 function csvField(text: string): string {

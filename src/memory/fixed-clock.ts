@@ -1,7 +1,4 @@
-import type { Clock } from "../ports/clock.js";
-
-/** The real time. */
-export const systemClock: Clock = { now: () => Date.now() };
+import { type Clock, systemClock } from "../base/clock.js";
 
 /** A clock that stands still until told to move (tests). */
 export interface FixedClock extends Clock {

@@ -1,9 +1,9 @@
 import { IttyRouter } from "itty-router";
 import { LRUCache } from "lru-cache";
-import { ApiError } from "./errors.js";
+import { ApiError } from "../base/api-error.js";
 import { checkText } from "../http/body.js";
 import { type RawQuery, rawQuery } from "../http/query.js";
-import type { RouteDef } from "./routing.js";
+import type { RouteDef } from "../routes/route-def.js";
 
 /** Every route of one path pattern, by method. */
 export interface RouteGroup {

@@ -2,10 +2,11 @@ import { conformanceFixture } from "./fixture.js";
 
 /**
  * The base fixture plus dashboards, page views, refresh runs and credit
- * usage, for the analytics conformance suite and the handler tests. Times
- * are around the tests' clock, 2026-11-01T12:00:00Z.
+ * usage (the space's activity), for the dashboards and usage conformance
+ * suites and the handler tests. Times are around the tests' clock,
+ * 2026-11-01T12:00:00Z.
  */
-export function analyticsFixture() {
+export function activityFixture() {
   const base = conformanceFixture();
   return {
     ...base,

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { jsonObjectParam, queryParamDocs } from "../http/query.js";
-import { MAX_IN_VALUES, MAX_SORT_COLUMNS, MAX_WHERE_CONDITIONS, MAX_WHERE_DEPTH } from "../domain/row-query.js";
+import { MAX_IN_VALUES, MAX_SORT_COLUMNS, MAX_WHERE_CONDITIONS, MAX_WHERE_DEPTH } from "../domain/row-query-model.js";
 
 /** The row-query parameters of both rows endpoints (../shared/row-queries.md); `where`, `sort` and `cursor` are checked by the handler against the columns. */
 export const rowQueryParams = {

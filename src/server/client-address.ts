@@ -1,4 +1,4 @@
-import type { HeaderReader } from "../http/types.js";
+import type { HeaderReader } from "../base/headers.js";
 
 /**
  * The client address: the peer as the adapter reports it, unless the peer is

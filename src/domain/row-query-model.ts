@@ -1,4 +1,4 @@
-import { invalidParameter } from "../core/errors.js";
+import { invalidParameter } from "../base/api-error.js";
 
 /**
  * Row queries beyond exact match (`where`, `sort`), parsed and validated
