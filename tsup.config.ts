@@ -24,6 +24,8 @@ const SUBPATHS = {
 export default defineConfig({
   entry: {
     ...SUBPATHS,
+    // The SQLite store's reader threads load this file (beside sqlite/index.js: see src/sqlite/reader-pool.ts).
+    "sqlite/reader-thread": "src/sqlite/reader-thread.ts",
     // `npx dataport`: the example server, with the demo fixture copied beside it below. Nothing a host
     // imports reaches it (test/package.test.ts), and it has no types: nobody imports a bin.
     "bin/dataport": "examples/server/bin.ts",

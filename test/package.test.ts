@@ -357,6 +357,24 @@ export const all = [api, createClient, createAdminClient, createSqliteStorage, t
       expect(JSON.parse((await node(["-e", script])).stdout)).toEqual([200, "Warehouse sync"]);
     });
 
+    it("runs a sorted read on a SQLite file on a reader thread, loaded from the installed package", async () => {
+      // loopBudgetMs 0: every read with a sort goes to a reader thread, which loads dist/sqlite/reader-thread.js.
+      const script = `const { createDataApi, parseFixture } = require("dataport");
+        const { createSqliteStorage } = require("dataport/sqlite");
+        const demo = require.resolve("dataport/package.json").replace(/package\\.json$/, "dist/demo/space.json");
+        (async () => {
+          const storage = createSqliteStorage({ path: "threads.sqlite", loopBudgetMs: 0, callTimeoutMs: 60000 });
+          await storage.seed(parseFixture(JSON.parse(require("node:fs").readFileSync(demo, "utf8"))));
+          const api = createDataApi({ storage });
+          const headers = { authorization: "Bearer dp_demo_full_access_0000000000001" };
+          const res = await api.fetch(new Request("http://app.test/api/v1/datasets/ds_orders/rows?sort=-amount&maxRows=2", { headers }));
+          const body = await res.json();
+          console.log(JSON.stringify([res.status, body.data.length, body.data[0].amount >= body.data[1].amount]));
+          await storage.close();
+        })();`;
+      expect(JSON.parse((await node(["-e", script])).stdout)).toEqual([200, 2, true]);
+    });
+
     it("serves a page saying how to install swagger-ui-dist in place of the API reference, and the reference once it is installed", async () => {
       const script = `const { createDataApi } = require("dataport");
         const api = createDataApi();

@@ -1,39 +1,53 @@
-import type Database from "better-sqlite3";
 import type { AggregateAnswer, AggregateQuery } from "../domain/aggregate-query.js";
 import { aggregateAnswer, aggregateSql, type AggregateSqlRow } from "../domain/aggregate-sql.js";
 import { raw, renderPositional, type Sql, sql } from "../domain/row-query-sql.js";
 import { sqliteAggregateDialect } from "./aggregate-sql.js";
+import type { SqliteHandle } from "./db.js";
+import { readTimedOut } from "./faults.js";
 import { sqliteRowDialect } from "./row-query.js";
+import { DEADLINE_CHECK } from "./statement-deadline.js";
 
 /**
  * Aggregates on SQLite: the one statement of `aggregate-sql.ts` over a
- * dataset's window of `dataset_rows` or an input table's `table_rows`, run
- * in a read transaction with the window it reads (one snapshot).
+ * dataset's window of `dataset_rows` (looked up by the statement itself, so
+ * window and rows are one snapshot) or an input table's `table_rows`.
  *
- * It runs on the store's connection, on the event loop: reader threads
- * (reads that scan, ended at the call deadline) are to carry it.
+ * An aggregate scans: it runs on a reader thread (never holding up the
+ * event loop), ended at `callTimeoutMs` (503 `storage_unavailable`, never a
+ * part of an answer); without reader threads (`:memory:`,
+ * `readerThreads: 0`) on the loop, ended at the same deadline. Its scan
+ * calls `DEADLINE_CHECK` per row, so the deadline stops it where it is.
  */
-export function sqliteAggregates(db: Database.Database) {
-  const window = db.prepare<[string], { seq: number; first_position: number; next_position: number }>(
-    "SELECT seq, first_position, next_position FROM datasets WHERE id = ?",
-  );
-  const run = (table: string, scope: Sql, query: AggregateQuery): AggregateAnswer => {
-    const statement = aggregateSql(query, { table: raw(table), scope, rowDialect: ROW_DIALECT }, AGGREGATE_DIALECT);
-    const { text, params } = renderPositional(statement);
-    return aggregateAnswer(db.prepare(text).all(...params) as AggregateSqlRow[]);
+export function sqliteAggregates(handle: SqliteHandle) {
+  const run = async (table: string, scope: Sql, query: AggregateQuery): Promise<AggregateAnswer> => {
+    const target = { table: raw(table), scope: sql`${raw(DEADLINE_CHECK)} AND ${scope}`, rowDialect: ROW_DIALECT };
+    const { text, params } = renderPositional(aggregateSql(query, target, AGGREGATE_DIALECT));
+    const { readers, db } = handle;
+    if (readers !== null) {
+      const rows = await readers.call({ kind: "statement", text, params, mode: "all" }).catch((error: unknown) => {
+        throw handle.faults.reported(error);
+      });
+      return aggregateAnswer(rows as AggregateSqlRow[]);
+    }
+    const timeoutMs = handle.callTimeoutMs;
+    const rows = handle.deadline.within(
+      performance.now() + timeoutMs,
+      () => readTimedOut(timeoutMs),
+      () => db.prepare(text).all(...params),
+    );
+    return aggregateAnswer(rows as AggregateSqlRow[]);
   };
-  const dataset = db.transaction((datasetId: string, query: AggregateQuery): AggregateAnswer => {
-    const at = window.get(datasetId);
-    // An unknown dataset holds no row: the answer of an empty one.
-    const scope = at
-      ? sql`dataset_seq = ${at.seq} AND position >= ${at.first_position} AND position < ${at.next_position}`
-      : raw("0");
-    return run("dataset_rows", scope, query);
-  });
-  const table = db.transaction((tableId: string, query: AggregateQuery) => run("table_rows", sql`table_id = ${tableId}`, query));
+  const window = (column: string, datasetId: string) => sql`(SELECT ${raw(column)} FROM datasets WHERE id = ${datasetId})`;
   return {
-    aggregateDatasetRows: (datasetId: string, query: AggregateQuery) => dataset(datasetId, query),
-    aggregateTableRows: (tableId: string, query: AggregateQuery) => table(tableId, query),
+    aggregateDatasetRows(datasetId: string, query: AggregateQuery): Promise<AggregateAnswer> {
+      // An unknown dataset has no window (NULL): no row, the answer of an empty one.
+      const scope = sql`dataset_seq = ${window("seq", datasetId)}
+        AND position >= ${window("first_position", datasetId)} AND position < ${window("next_position", datasetId)}`;
+      return run("dataset_rows", scope, query);
+    },
+    aggregateTableRows(tableId: string, query: AggregateQuery): Promise<AggregateAnswer> {
+      return run("table_rows", sql`table_id = ${tableId}`, query);
+    },
   };
 }
 
