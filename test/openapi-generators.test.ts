@@ -62,6 +62,13 @@ export async function everyOperation(): Promise<void> {
   const space = await client.GET("/api/v1/space/{object}", { params: { path: { object: "refresh-history" }, query: { days: 3 } }, headers: auth });
   const spaceRows: Schemas["Row"][] | undefined = space.data?.rows;
 
+  const perRegion = await client.GET("/api/v1/datasets/{id}/aggregate", {
+    params: { path: { id: "ds_orders" }, query: { groupBy: "region", metrics: "count,sum(amount)", sort: "-sum(amount)" } },
+    headers: auth,
+  });
+  const totals: Record<string, unknown> | undefined = perRegion.data?.metadata.totals;
+  const tableGroups = await client.GET("/api/v1/tables/{id}/aggregate", { params: { path: { id: "tbl_targets" }, query: { groupBy: "region" } }, headers: auth });
+  const groups: number | undefined = tableGroups.data?.metadata.totalGroups;
   const tableRows = await client.GET("/api/v1/tables/{id}/rows", { params: { path: { id: "tbl_targets" }, query: { limit: 100 } }, headers: auth });
   const rowId: string | undefined = tableRows.data?.data[0]?._id;
 
@@ -103,7 +110,7 @@ export async function everyOperation(): Promise<void> {
   const live = await client.GET("/api/health/live");
   const ready = await client.GET("/api/health/ready");
   const metrics = await client.GET("/api/metrics", { parseAs: "text" });
-  void [list, writable, hasMore, firstRow, dashboard, totalViews, spaceRows, rowId, createdAt, updatedAt, gone, cursor, version, duplicate, live.data?.status, ready.data?.checks.storage, metrics.data, reference.data, asset.data];
+  void [list, writable, hasMore, firstRow, totals, groups, dashboard, totalViews, spaceRows, rowId, createdAt, updatedAt, gone, cursor, version, duplicate, live.data?.status, ready.data?.checks.storage, metrics.data, reference.data, asset.data];
 }
 
 /** What the document forbids, the compiler must refuse. */

@@ -17,6 +17,8 @@ import type {
   DashboardViewsByViewer,
   Dataset,
   DatasetDetail,
+  AggregateOptions,
+  AggregatePage,
   DatasetRowsPage,
   DatasetRowsQuery,
   ExportFormat,
@@ -118,6 +120,15 @@ export function createClient(options: ClientOptions) {
      */
     export: <R extends Row = Row>(id: string, q: DatasetRowsQuery<R> & { format: ExportFormat } & RequestOptions) =>
       callStream(transport, `/datasets/${seg(id)}/rows`, datasetRowsQuery(q), { ...at(q), accept: ACCEPT[q.format] }),
+    /**
+     * Groups of the rows with their metrics, computed in the store, and the
+     * totals over every matching row; each group typed by the keys and
+     * metrics asked for (`count` a number, `sum(c)` a number or null).
+     */
+    aggregate: <const K extends string = never, const M extends string = "count">(
+      id: string,
+      q: AggregateOptions<K, M> & RequestOptions = {},
+    ) => get<AggregatePage<K, M>>(`/datasets/${seg(id)}/aggregate`, aggregateQuery(q), at(q)),
   };
 
   /** One page of a connection query: rows by default, GeoJSON with `format: "geojson"`. */
@@ -180,6 +191,11 @@ export function createClient(options: ClientOptions) {
     /** The rows as a CSV or NDJSON download, streamed (every row unless `limit` says otherwise). */
     export: (id: string, q: TableRowsOptions & { format: ExportFormat } & RequestOptions) =>
       callStream(transport, `/tables/${seg(id)}/rows`, tableRowsQuery(q), { ...at(q), accept: ACCEPT[q.format] }),
+    /** Groups of the rows with their metrics (`_createdAt`, `_updatedAt` too), as `datasets.aggregate`. */
+    aggregate: <const K extends string = never, const M extends string = "count">(
+      id: string,
+      q: AggregateOptions<K, M> & RequestOptions = {},
+    ) => get<AggregatePage<K, M>>(`/tables/${seg(id)}/aggregate`, aggregateQuery(q), at(q)),
     /** Adds a row (201). Retries reuse one `Idempotency-Key`, so a retried insert is stored once. */
     insert: (id: string, values: Row, opts: { idempotencyKey?: string } & RequestOptions = {}) =>
       send<TableRow>("POST", `/tables/${seg(id)}/rows`, { ...at(opts), idempotencyKey: opts.idempotencyKey, body: values }),
@@ -308,6 +324,19 @@ function datasetRowsQuery(q: DatasetRowsQuery<Row> & { format?: ExportFormat }):
     columns: q.columns?.join(","),
     filters: q.filters && JSON.stringify(q.filters),
     ...rowQueryParams(q),
+  });
+}
+
+function aggregateQuery(q: AggregateOptions): URLSearchParams {
+  return query({
+    groupBy: q.groupBy && q.groupBy.length > 0 ? q.groupBy.join(",") : undefined,
+    metrics: q.metrics && q.metrics.length > 0 ? q.metrics.join(",") : undefined,
+    where: q.where && JSON.stringify(q.where),
+    filters: q.filters && JSON.stringify(q.filters),
+    having: q.having && JSON.stringify(q.having),
+    sort: q.sort && q.sort.length > 0 ? q.sort.join(",") : undefined,
+    maxRows: q.maxRows,
+    offset: q.offset,
   });
 }
 

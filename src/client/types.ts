@@ -345,3 +345,62 @@ export interface WebhookReceipt {
   id: string;
   duplicate: boolean;
 }
+
+/** A time bucket of a column as a group key (UTC; see the aggregates guide). */
+export type TimeBucket<C extends string = string> = `${"hour" | "day" | "week" | "month" | "quarter" | "year"}(${C})`;
+
+/** A metric of an aggregate: `count` (rows), or a function of a column. */
+export type AggregateMetric<C extends string = string> =
+  | "count"
+  | `${"count" | "countDistinct" | "sum" | "avg" | "min" | "max"}(${C})`;
+
+/** What a metric answers: counts are numbers; `sum` and `avg` a number or null (no number); `min`/`max` any value or null. */
+export type MetricValue<M extends string> = M extends "count" | `count(${string})` | `countDistinct(${string})`
+  ? number
+  : M extends `sum(${string})` | `avg(${string})`
+    ? number | null
+    : unknown;
+
+/** A group of an aggregate's answer: its keys, then its metrics, named as requested. */
+export type AggregateGroup<K extends string = string, M extends string = string> = { [key in K]: unknown } & {
+  [metric in M]: MetricValue<metric>;
+};
+
+/** What `datasets.aggregate` and `tables.aggregate` take. */
+export interface AggregateOptions<K extends string = string, M extends string = string> {
+  /** 0 to 4 keys: columns or time buckets (`month(ordered_on)`). Without: one group, every matching row. */
+  groupBy?: readonly K[];
+  /** 1 to 16 metrics (default `count`). */
+  metrics?: readonly M[];
+  /** The rows grouped, as for rows. */
+  where?: RowWhere;
+  filters?: Record<string, unknown>;
+  /** Conditions on the groups: the `where` grammar over the answer's fields. */
+  having?: RowWhere<Record<K | M, unknown>>;
+  /** Answer fields, `-` in front for descending (default: the keys ascending). */
+  sort?: Array<K | M | `-${K | M}`>;
+  /** Groups per page (default 1000, at most 10,000) and groups before the page. */
+  maxRows?: number;
+  offset?: number;
+}
+
+export interface AggregatePage<K extends string = string, M extends string = string> {
+  success: boolean;
+  data: Array<AggregateGroup<K, M>>;
+  metadata: {
+    datasetId: string;
+    datasetName: string;
+    groupBy: K[];
+    metrics: M[];
+    /** Rows that passed `where` and `filters`. */
+    matchedRows: number;
+    /** Groups that passed `having`, on every page. */
+    totalGroups: number;
+    returnedGroups: number;
+    offset: number;
+    hasMore: boolean;
+    /** Every metric over every matching row (`having` aside). */
+    totals: { [metric in M]: MetricValue<metric> };
+    lastUpdated: string;
+  };
+}
