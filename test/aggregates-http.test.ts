@@ -7,7 +7,10 @@ import { createMemoryStorage } from "../src/memory/storage.js";
 import type { Storage } from "../src/ports/storage.js";
 import { isDatasetRead } from "../src/ports/storage/usage.js";
 import { createSqliteStorage } from "../src/sqlite/index.js";
+import { parseFixture } from "../src/fixture/load.js";
+import { createDataApi } from "../src/server/api.js";
 import { setup } from "./support/api.js";
+import { writeRows } from "./support/datasets.js";
 import { TOKENS, testFixture } from "./support/fixture.js";
 import { postgresStores } from "./support/postgres-stores.js";
 import { postgresSkipReason } from "./support/services.js";
@@ -239,5 +242,38 @@ describe("aggregates in the usage log", () => {
     expect(isDatasetRead(call)).toBe(true);
     expect(isDatasetRead({ ...call, route: "/api/v1/tables/:id/aggregate" })).toBe(true);
     expect(isDatasetRead({ ...call, status: 400 })).toBe(false);
+  });
+});
+
+describe.each([
+  ["on a reader thread", {}],
+  ["on the event loop (no reader threads)", { readerThreads: 0 }],
+])("a SQLite aggregate past the call deadline, %s", (_name, threads) => {
+  it("answers 503 storage_unavailable with Retry-After, never a part of an answer, and the store stays up", async () => {
+    const path = join(dir, `deadline${files++}.db`);
+    const writer = createSqliteStorage({ path });
+    await writer.seed(parseFixture(fixture()));
+    const columns = fixture().datasets.at(-1).columns;
+    const many = Array.from({ length: 60_000 }, (_, i) => ({
+      ordered_on: `2026-${String((i % 12) + 1).padStart(2, "0")}-01`,
+      region: `r${i % 997}`,
+      amount: i,
+    }));
+    await writeRows(writer, "ds_sales", "replace", many, columns);
+    await writer.close();
+    const storage = createSqliteStorage({ path, callTimeoutMs: 5, ...threads });
+    const api = createDataApi({ storage });
+    const call = async (method: string, target: string, init: { token: string }) => {
+      const headers = { authorization: `Bearer ${init.token}` };
+      const response = await api.fetch(new Request(`http://dataport.test${target}`, { method, headers }));
+      return { status: response.status, headers: response.headers, json: await response.json() };
+    };
+    const slow = await call("GET", url("datasets/ds_sales", { groupBy: "region,month(ordered_on)", metrics: "count,countDistinct(amount),sum(amount)" }), {
+      token: TOKENS.sync,
+    });
+    expect([slow.status, slow.json.error?.code]).toEqual([503, "storage_unavailable"]);
+    expect(Number(slow.headers.get("retry-after"))).toBeGreaterThan(0);
+    expect((await call("GET", "/api/v1/datasets/ds_sales", { token: TOKENS.sync })).status).toBe(200);
+    await storage.close();
   });
 });

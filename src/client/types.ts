@@ -376,9 +376,9 @@ export interface AggregateOptions<K extends string = string, M extends string = 
   where?: RowWhere;
   filters?: Record<string, unknown>;
   /** Conditions on the groups: the `where` grammar over the answer's fields. */
-  having?: RowWhere<Record<K | M, unknown>>;
+  having?: RowWhere<Record<NoInfer<K | M>, unknown>>;
   /** Answer fields, `-` in front for descending (default: the keys ascending). */
-  sort?: Array<K | M | `-${K | M}`>;
+  sort?: Array<NoInfer<K | M> | `-${NoInfer<K | M>}`>;
   /** Groups per page (default 1000, at most 10,000) and groups before the page. */
   maxRows?: number;
   offset?: number;

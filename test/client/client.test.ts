@@ -57,6 +57,33 @@ describe("client against the API (api.fetch, no network)", () => {
     expect(one).toMatchObject({ id: "ds_orders", rowCount: 5, writable: false });
   });
 
+  it("aggregates a dataset and an input table, the groups typed by the keys and metrics asked for", async () => {
+    const { api } = await setup();
+    const dp = createClient({ baseUrl: BASE, token: TOKENS.sync, fetch: api.fetch });
+    const page = await dp.datasets.aggregate("ds_orders", {
+      groupBy: ["region"],
+      metrics: ["count", "sum(amount)", "max(order_id)"],
+      where: { amount: { gt: 1 } },
+      having: { count: { gte: 1 } },
+      sort: ["-sum(amount)"],
+      maxRows: 2,
+    });
+    expect(page.data).toEqual([
+      { region: "APAC", count: 1, "sum(amount)": 99, "max(order_id)": "A-4" },
+      { region: "AMER", count: 1, "sum(amount)": 30, "max(order_id)": "A-2" },
+    ]);
+    expect(page.metadata).toMatchObject({ matchedRows: 4, totalGroups: 3, hasMore: true, totals: { count: 4, "sum(amount)": 148.75 } });
+    expectTypeOf(page.data[0]!.count).toEqualTypeOf<number>();
+    expectTypeOf(page.data[0]!["sum(amount)"]).toEqualTypeOf<number | null>();
+    expectTypeOf(page.metadata.totals.count).toEqualTypeOf<number>();
+    expectTypeOf(page.metadata.groupBy).toEqualTypeOf<"region"[]>();
+    const whole = await dp.tables.aggregate("tbl_targets", { metrics: ["count", "sum(target)"] });
+    expect(whole.data).toEqual([{ count: 1, "sum(target)": 120000 }]);
+    const refused = await dp.datasets.aggregate("ds_orders", { metrics: ["median(amount)" as "count"] }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(DataportError);
+    expect((refused as DataportError).status).toBe(400);
+  });
+
   it("pages /datasets/{id}/rows with cursors until hasMore is false", async () => {
     const { api } = await setup();
     const spy = fakeFetch((request) => api.fetch(request));
