@@ -277,3 +277,34 @@ describe.each([
     await storage.close();
   });
 });
+
+describe("a PostgreSQL aggregate past the call deadline", () => {
+  it.skipIf(!!skip)("rejects with 503 storage_unavailable and leaves no statement running (statement_timeout at the same bound)", async () => {
+    const { createPostgresStorage } = await import("../src/postgres/index.js");
+    const { POSTGRES_URL } = await import("./support/services.js");
+    const { parseAggregateQuery } = await import("../src/domain/aggregate-query.js");
+    const schema = pg.schema();
+    const writer = await pg.store(schema);
+    const columns = fixture().datasets.at(-1).columns;
+    const many = Array.from({ length: 100_000 }, (_, i) => ({ ordered_on: "2026-01-01", region: `r${i % 997}`, amount: i }));
+    await writeRows(writer, "ds_sales", "replace", many, columns);
+    const store = await createPostgresStorage({ connectionString: POSTGRES_URL, schema, maxConnections: 2, callTimeoutMs: 20 });
+    pg.closeAfterTest(store);
+    const query = parseAggregateQuery({ groupBy: "region", metrics: "countDistinct(amount),sum(amount)" }, new Set(["region", "amount"]));
+    const failed = await store.catalog.aggregateDatasetRows("ds_sales", query).catch((error: unknown) => error);
+    expect(failed).toMatchObject({ status: 503, code: "storage_unavailable" });
+    // Nothing of it is left running on the server (PostgreSQL ends it at the same bound; it would end anyway, later).
+    await vi.waitFor(
+      async () => {
+        const running = await writer.db.query<{ n: string }>(
+          "select count(*) as n from pg_stat_activity where state = 'active' and pid <> pg_backend_pid() and query like $1",
+          [`%${schema}%dataset_rows%GROUP BY%`],
+        );
+        expect(Number(running[0]!.n)).toBe(0);
+      },
+      { timeout: 5000, interval: 50 },
+    );
+    // Answered in full once the deadline allows it.
+    expect((await writer.catalog.aggregateDatasetRows("ds_sales", query)).totalGroups).toBe(997);
+  });
+});

@@ -2,7 +2,7 @@ import type { AggregateAnswer, AggregateQuery } from "../domain/aggregate-query.
 import { aggregateAnswer, aggregateSql, type AggregateSqlRow } from "../domain/aggregate-sql.js";
 import { raw, renderNumbered, type Sql, sql } from "../domain/row-query-sql.js";
 import { postgresAggregateDialect } from "./aggregate-sql.js";
-import { begun, type Db } from "./db.js";
+import { begun, bounded, type Db } from "./db.js";
 import { postgresRowDialect, SANE_ROW, UNPARSABLE } from "./row-query.js";
 
 /**
@@ -10,12 +10,16 @@ import { postgresRowDialect, SANE_ROW, UNPARSABLE } from "./row-query.js";
  * dataset's window or an input table's rows, in one read-only REPEATABLE
  * READ transaction with the check that chooses how rows are taken apart
  * (`row`, or `SANE_ROW` when one holds a `\u0000` escape): one snapshot.
- * The store call's deadline bounds it (503 `storage_unavailable`).
+ * The store call's deadline bounds it (503 `storage_unavailable`), and the
+ * transaction's `statement_timeout` (the same `timeoutMs`; 0: none) makes
+ * PostgreSQL cancel a statement cut off by it rather than finish it unread.
  */
-export function postgresAggregates(db: Db) {
+export function postgresAggregates(db: Db, timeoutMs: number) {
   const { t } = db;
+  const bound = timeoutMs > 0 && Number.isFinite(timeoutMs) ? `; set local statement_timeout = ${Math.ceil(timeoutMs)}` : "";
+  const begin = `${bounded("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", { idleMs: db.bounds.idleMs })}${bound}`;
   const run = async (target: { table: string; scope: Sql; unparsable: string; params: unknown[] }, query: AggregateQuery) => {
-    const lease = await begun(db.pool, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    const lease = await begun(db.pool, begin);
     try {
       const [found] = (await lease.client.query<{ unparsable: boolean }>(target.unparsable, target.params)).rows;
       const doc = found?.unparsable ? SANE_ROW : "row";

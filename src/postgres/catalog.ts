@@ -1,4 +1,3 @@
-import { postgresAggregates } from "./aggregate.js";
 import { LRUCache } from "lru-cache";
 import type { PoolClient } from "pg";
 import { mapped } from "../domain/async-iterables.js";
@@ -31,10 +30,9 @@ const BATCH = 1000;
 /** Rows per INSERT statement when writing many rows. */
 const WRITE_BATCH = 5000;
 
-export function postgresCatalog(db: Db, watch: CatalogWatch, reads: OpenReads): CatalogStore & CatalogWrites {
+export function postgresCatalog(db: Db, watch: CatalogWatch, reads: OpenReads): Omit<CatalogStore, "aggregateDatasetRows"> & CatalogWrites {
   const { t } = db;
   const writeRows = bulkRowWriter(db);
-  const aggregates = postgresAggregates(db);
   const counts: CountMemo = new LRUCache({ max: COUNT_MEMO_SIZE });
   /** A catalog write: this instance forgets what it derived from the catalog at once, whatever the outcome. */
   const changing = async <T>(write: Promise<T>): Promise<T> => {
@@ -80,7 +78,6 @@ export function postgresCatalog(db: Db, watch: CatalogWatch, reads: OpenReads): 
       const [row] = await db.query<DatasetRow>(`select * from (${datasetsAndTables(t)}) d where id = $1`, [id]);
       return row ? toDataset(row) : null;
     },
-    aggregateDatasetRows: aggregates.aggregateDatasetRows,
     readDatasetRows(datasetId, query) {
       return readRows(db, datasetId, query, reads, counts);
     },

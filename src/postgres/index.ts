@@ -1,3 +1,4 @@
+import { postgresAggregates } from "./aggregate.js";
 import type { Socket } from "node:net";
 import pg from "../peers/pg.js";
 import type { Storage } from "../ports/storage.js";
@@ -136,11 +137,14 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
   const { flushUsage, ...usage } = postgresUsage(db, log);
   let closed = false;
   const identity = postgresIdentity(db, seen);
-  return withFaults(options.callTimeoutMs ?? 10_000, {
+  const callTimeoutMs = options.callTimeoutMs ?? 10_000;
+  // An aggregate past the call deadline is cancelled by PostgreSQL too, not left running.
+  const aggregates = postgresAggregates(db, callTimeoutMs);
+  return withFaults(callTimeoutMs, {
     identity,
     credentials: { ...postgresCredentials(db, seen), teamsFrom: identity },
-    catalog: postgresCatalog(db, watch, reads),
-    tables: postgresTables(db),
+    catalog: { ...postgresCatalog(db, watch, reads), aggregateDatasetRows: aggregates.aggregateDatasetRows },
+    tables: { ...postgresTables(db), aggregateTableRows: aggregates.aggregateTableRows },
     webhooks,
     audit: postgresAudit(db, { visibilityWaitMs: options.auditVisibilityWaitMs }),
     dashboards: postgresDashboards(db),

@@ -1,4 +1,3 @@
-import { postgresAggregates } from "./aggregate.js";
 import type { PoolClient } from "pg";
 import type { Actor, AuditEvent, Column, Row, TableRecord } from "../domain/model.js";
 import { IDEMPOTENCY_LEASE_MS } from "../domain/idempotency.js";
@@ -26,7 +25,7 @@ const ROW_WRITE = { waitForLocks: false } as const;
 /** Rows read and rewritten per statement while a put reshapes a table's rows. */
 const RESHAPE_BATCH = 1000;
 
-export function postgresTables(db: Db): TableStore & TableWrites {
+export function postgresTables(db: Db): Omit<TableStore, "aggregateTableRows"> & TableWrites {
   const { t } = db;
   let claims = 0;
 
@@ -220,7 +219,6 @@ export function postgresTables(db: Db): TableStore & TableWrites {
       if (deleted) await syncTableIndexes(db, id, []);
       return deleted;
     },
-    aggregateTableRows: postgresAggregates(db).aggregateTableRows,
     async listTableRows(tableId, page) {
       if (page.where || page.sort?.length || page.after) return queriedTableRows(db, tableId, page);
       const [count] =
