@@ -3,6 +3,7 @@ import type { Column, ConnectionRecord, DatasetRecord, Row } from "../../domain/
 import type { Storage } from "../../ports/storage.js";
 import type { DatasetRowsWrite, RowQuery } from "../../ports/storage/catalog.js";
 import type { RowCondition } from "../../domain/row-query-model.js";
+import { parseAggregateQuery } from "../../domain/aggregate-query.js";
 import { compareKeys, keyOf } from "../../domain/row-query-order.js";
 import { type ConformanceOptions, readAllPages, seededStore, type StorageFactory, tick } from "./harness.js";
 import { webhookFixture } from "./webhooks.js";
@@ -188,6 +189,35 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
       expect(await collect((await store.catalog.readDatasetRows("ds_orders", { ...all, offset: 5 })).rows)).toEqual([]);
       expect(await collect((await store.catalog.readDatasetRows("ds_orders", { ...all, limit: 0 })).rows)).toEqual([]);
       expect((await collect((await store.catalog.readDatasetRows("ds_orders", all)).rows)).map((r) => r.order_id)).toEqual(["A-1", "A-2", "A-3", "A-4", "A-5"]);
+    });
+
+    it("aggregates a dataset's rows in the store: groups in order, having, a page, totals over every matching row", async () => {
+      const store = await seeded();
+      const query = parseAggregateQuery(
+        {
+          groupBy: "region",
+          metrics: "count,sum(amount),avg(amount),min(order_id)",
+          where: { amount: { gt: 1 } },
+          having: { count: { gte: 1 } },
+          sort: "-sum(amount)",
+          maxRows: 2,
+        },
+        new Set(ORDER_COLUMNS.map((c) => c.name)),
+      );
+      expect(await store.catalog.aggregateDatasetRows("ds_orders", query)).toEqual({
+        groups: [
+          { region: "APAC", count: 1, "sum(amount)": 99, "avg(amount)": 99, "min(order_id)": "A-4" },
+          { region: "AMER", count: 1, "sum(amount)": 30, "avg(amount)": 30, "min(order_id)": "A-2" },
+        ],
+        matchedRows: 4,
+        totalGroups: 3,
+        totals: { count: 4, "sum(amount)": 148.75, "avg(amount)": 37.1875, "min(order_id)": "A-1" },
+      });
+      // Without keys: one group, there even when nothing matches (and for a dataset the store does not know).
+      const none = parseAggregateQuery({ metrics: "count,max(amount)", filters: { region: "nowhere" } }, new Set(["region", "amount"]));
+      const empty = { groups: [{ count: 0, "max(amount)": null }], matchedRows: 0, totalGroups: 1, totals: { count: 0, "max(amount)": null } };
+      expect(await store.catalog.aggregateDatasetRows("ds_orders", none)).toEqual(empty);
+      expect(await store.catalog.aggregateDatasetRows("ds_nope", none)).toEqual(empty);
     });
 
     it("filters by JSON equality and selects columns in the asked order", async () => {

@@ -1,3 +1,4 @@
+import { parseAggregateQuery } from "../../domain/aggregate-query.js";
 import { describe, expect, it } from "vitest";
 import type { Actor, AuditEvent, Row, TableRecord } from "../../domain/model.js";
 import type { RowCondition } from "../../domain/row-query-model.js";
@@ -53,6 +54,18 @@ const allRows = async (store: Storage) => (await store.tables.listTableRows("tbl
 export function describeTablesConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
   describe.skipIf(!!options.skip)(`${name}: tables`, () => {
     const seeded = seededStore(factory, options);
+
+    it("aggregates a table's rows in the store, its stamps among the columns", async () => {
+      const store = await seeded();
+      const columns = new Set(["region", "target", "_id", "_createdAt", "_updatedAt"]);
+      const query = parseAggregateQuery({ groupBy: "region,month(_createdAt)", metrics: "count,sum(target),max(_updatedAt)" }, columns);
+      expect(await store.tables.aggregateTableRows("tbl_targets", query)).toEqual({
+        groups: [{ region: "EMEA", "month(_createdAt)": "2026-10", count: 1, "sum(target)": 120000, "max(_updatedAt)": "2026-10-01T00:00:00Z" }],
+        matchedRows: 1,
+        totalGroups: 1,
+        totals: { count: 1, "sum(target)": 120000, "max(_updatedAt)": "2026-10-01T00:00:00Z" },
+      });
+    });
 
     it("gets a table, its rows in creation order and one row by id", async () => {
       const store = await seeded();
