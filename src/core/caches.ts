@@ -32,7 +32,10 @@ export interface Caches {
  * answer of the same aggregate over the same rows. Bounded by the groups
  * held (AGGREGATE_GROUPS in all), so by memory.
  */
-export type AggregateAnswers = LRUCache<string, AggregateAnswer>;
+export interface AggregateAnswers {
+  get(key: string): AggregateAnswer | undefined;
+  set(key: string, answer: AggregateAnswer): void;
+}
 
 /** Groups (and totals lines) held by the remembered aggregate answers, in all. */
 const AGGREGATE_GROUPS = 100_000;
@@ -70,7 +73,7 @@ export function createCaches(settings: { tokenHashCacheSize: number }, clock: Cl
       max: 1024,
       maxSize: AGGREGATE_GROUPS,
       sizeCalculation: (answer) => answer.groups.length + 1,
-    }),
+    }) as AggregateAnswers,
   };
 }
 
