@@ -1,6 +1,6 @@
 /**
  * A route's deprecation, as its definition states it (`deprecated` in
- * src/core/routing.ts) and as its answers say it: `Deprecation` (RFC 9745,
+ * src/routes/route-def.ts) and as its answers say it: `Deprecation` (RFC 9745,
  * `@<unix seconds>`), `Sunset` (RFC 8594, an HTTP-date) and
  * `Link: <…>; rel="deprecation"` pointing to what explains the change.
  */
