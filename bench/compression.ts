@@ -27,13 +27,18 @@ function rowAt(i: number): Row {
   const lane = `L-${String(i % 500).padStart(4, "0")}`;
   const weight = ((i * 7919) % 1_000_000) / 10;
   const shipped = new Date(Date.UTC(2025, 0, 1) + ((i * 104_729) % 1_000_000) * 30_000).toISOString();
-  return { shipment: `SH-${i}`, lane, weightKg: weight, shippedAt: shipped, fragile: i % 5 === 0, note: `parcel ${i} via ${lane}` };
+  const note = `parcel ${i} via ${lane}`;
+  return { shipment: `SH-${i}`, lane, weightKg: weight, shippedAt: shipped, fragile: i % 5 === 0, note };
 }
 
 async function api() {
   const { readFile } = await import("node:fs/promises");
   const fixture = JSON.parse(await readFile(FIXTURE, "utf8"));
-  fixture.datasets.push({ id: "ds_bench", teamId: fixture.datasets[0].teamId, name: "Bench", type: "upload", connectionId: null, source: null, columns: [], lastRefreshedAt: null, updatedAt: "-P1D", rows: Array.from({ length: 20_000 }, (_, i) => rowAt(i)) });
+  fixture.datasets.push({
+    ...{ id: "ds_bench", teamId: fixture.datasets[0].teamId, name: "Bench", type: "upload", connectionId: null, source: null },
+    ...{ columns: [], lastRefreshedAt: null, updatedAt: "-P1D" },
+    rows: Array.from({ length: 20_000 }, (_, i) => rowAt(i)),
+  });
   const key = fixture.apiKeys.find((k: { token: string }) => k.token === TOKEN);
   key.allowlist.datasets.push("ds_bench");
   const storage = createMemoryStorage();
@@ -44,7 +49,14 @@ async function api() {
 function request(path: string, acceptEncoding: string | null): ApiRequest {
   const headers: Record<string, string> = { authorization: `Bearer ${TOKEN}` };
   if (acceptEncoding !== null) headers["accept-encoding"] = acceptEncoding;
-  return { method: "GET", url: `http://localhost${path}`, path, headers: { get: (name) => headers[name] ?? null }, clientAddress: null, readBody: () => new Uint8Array(0) };
+  return {
+    method: "GET",
+    url: `http://localhost${path}`,
+    path,
+    headers: { get: (name) => headers[name] ?? null },
+    clientAddress: null,
+    readBody: () => new Uint8Array(0),
+  };
 }
 
 /** The body's size in bytes, read to its end. */
@@ -70,7 +82,9 @@ async function webGzip(reply: ApiReply): Promise<number> {
   })();
   const { body } = reply;
   if (typeof body === "string") await writer.write(encoder.encode(body));
-  else if (body !== null && !(body instanceof Uint8Array)) for await (const chunk of body) await writer.write(typeof chunk === "string" ? encoder.encode(chunk) : new Uint8Array(chunk));
+  else if (body !== null && !(body instanceof Uint8Array)) {
+    for await (const chunk of body) await writer.write(typeof chunk === "string" ? encoder.encode(chunk) : new Uint8Array(chunk));
+  }
   await writer.close();
   return counted;
 }
@@ -112,7 +126,8 @@ for (const [name, path] of answers) {
   console.log(`| ${name} | ${cell(plain)} | ${cell(gzip)} | ${cell(br)} |`);
 }
 
-console.log("\nThe compression alone, of the same answer already produced (node:zlib as Dataport uses it, and the Web CompressionStream):\n");
+console.log("\nThe compression alone, of the same answer already produced (node:zlib as Dataport uses it, and the Web");
+console.log("CompressionStream):\n");
 console.log("| answer | gzip (level 1) | br | CompressionStream gzip |");
 console.log("|---|---|---|---|");
 for (const [name, path] of answers) {
@@ -123,8 +138,9 @@ for (const [name, path] of answers) {
     body: chunks.length === 1 ? chunks[0]! : replay(chunks),
   });
   const headers = (coding: string) => ({ get: (header: string) => (header === "accept-encoding" ? coding : null) });
-  const gzip = await measure(async () => drain((await compressReply(again(), headers("gzip"), { minBytes: 1024 })).body));
-  const br = await measure(async () => drain((await compressReply(again(), headers("br"), { minBytes: 1024 })).body));
+  const compressed = async (coding: string) => drain((await compressReply(again(), headers(coding), { minBytes: 1024 })).body);
+  const gzip = await measure(() => compressed("gzip"));
+  const br = await measure(() => compressed("br"));
   const web = await measure(() => webGzip(again()));
   console.log(`| ${name} | ${cell(gzip)} | ${cell(br)} | ${cell(web)} |`);
 }
@@ -133,7 +149,8 @@ for (const [name, path] of answers) {
 async function collected(body: ReplyBody): Promise<string[]> {
   if (typeof body === "string") return [body];
   const out: string[] = [];
-  if (body !== null && !(body instanceof Uint8Array)) for await (const chunk of body) out.push(typeof chunk === "string" ? chunk : Buffer.from(chunk).toString());
+  if (body === null || body instanceof Uint8Array) return out;
+  for await (const chunk of body) out.push(typeof chunk === "string" ? chunk : Buffer.from(chunk).toString());
   return out;
 }
 

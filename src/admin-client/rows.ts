@@ -49,7 +49,10 @@ export interface UploadProgressOptions {
   progressEveryMs?: number;
 }
 
-/** The request body of an upload. Text, bytes, a Blob and an array of rows can be sent again on a retry; streams and other iterables once. */
+/**
+ * The request body of an upload. Text, bytes, a Blob and an array of rows
+ * can be sent again on a retry; streams and other iterables once.
+ */
 export function uploadBody(rows: RowsUpload, progress: UploadProgressOptions = {}): Upload {
   let failed: { error: unknown } | null = null;
   const failure = () => failed;
@@ -66,16 +69,18 @@ export function uploadBody(rows: RowsUpload, progress: UploadProgressOptions = {
     const { body } = rows;
     const contentType = CONTENT_TYPES[rows.format];
     if (typeof body === "string" || body instanceof Uint8Array || body instanceof Blob) {
-      const size = typeof body === "string" ? new TextEncoder().encode(body).byteLength : body instanceof Blob ? body.size : body.byteLength;
+      const size = body instanceof Blob ? body.size : typeof body === "string" ? encodedLength(body) : body.byteLength;
       return { contentType, open: () => meter.whole(size, 0, body as BodyInit), replayable: true, failure };
     }
-    if (body instanceof ReadableStream) return { contentType, open: () => meter.counted(body), replayable: false, failure };
+    if (body instanceof ReadableStream) {
+      return { contentType, open: () => meter.counted(body), replayable: false, failure };
+    }
     return { contentType, open: () => stream(body), replayable: false, failure };
   }
   if (Array.isArray(rows)) {
     const open = () => {
       const text = rows.map(ndjsonLine).join("");
-      return meter.whole(new TextEncoder().encode(text).byteLength, rows.length, text);
+      return meter.whole(encodedLength(text), rows.length, text);
     };
     return { contentType: CONTENT_TYPES.ndjson, open, replayable: true, failure };
   }
@@ -130,6 +135,10 @@ function sentMeter(options: UploadProgressOptions, rowsKnown: boolean) {
       );
     },
   };
+}
+
+function encodedLength(text: string): number {
+  return new TextEncoder().encode(text).byteLength;
 }
 
 function isEncoded(rows: RowsUpload): rows is EncodedRows {

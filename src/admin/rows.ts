@@ -16,10 +16,17 @@ export interface RowsAdmin {
    * naming its line) stores nothing. Columns are inferred as for webhook
    * rows unless the dataset declares them. Answers the dataset as stored.
    */
-  uploadDatasetRows(id: string, mode: "replace" | "append", body: StreamBody, options?: UploadOptions): Promise<UploadOrConnectionDataset>;
+  uploadDatasetRows(id: string, mode: RowsMode, body: StreamBody, options?: UploadOptions): Promise<UploadOrConnectionDataset>;
   /** The same from rows in hand (objects, nested ones flattened as in an upload). */
-  writeDatasetRows(id: string, mode: "replace" | "append", rows: Iterable<Row> | AsyncIterable<Row>, options?: UploadOptions): Promise<UploadOrConnectionDataset>;
+  writeDatasetRows(
+    id: string,
+    mode: RowsMode,
+    rows: Iterable<Row> | AsyncIterable<Row>,
+    options?: UploadOptions,
+  ): Promise<UploadOrConnectionDataset>;
 }
+
+type RowsMode = "replace" | "append";
 
 /** What an upload takes besides its rows: its actor, and who hears of its progress (`onProgress`). */
 export type UploadOptions = ChangeOptions & UploadProgressOptions;
@@ -27,7 +34,7 @@ export type UploadOptions = ChangeOptions & UploadProgressOptions;
 export function rowsAdmin(deps: AdminDeps): RowsAdmin {
   const { storage } = deps.ports;
 
-  async function upload(id: string, mode: "replace" | "append", body: StreamBody, options?: UploadOptions): Promise<UploadOrConnectionDataset> {
+  async function upload(id: string, mode: RowsMode, body: StreamBody, options?: UploadOptions): Promise<UploadOrConnectionDataset> {
     assertWritable(storage.catalog, "writeDatasetRows");
     checkId(id);
     const dataset = await storage.catalog.getDataset(id);

@@ -92,7 +92,7 @@ export interface ApiSettings {
    * or more (default true). Turn it off when a proxy in front compresses.
    */
   compression: boolean;
-  /** Whole answers shorter than this are sent uncompressed, in bytes (default 1024); streamed answers are always compressed. */
+  /** Whole answers shorter than this are sent as they are, in bytes (default 1024); streamed ones are always compressed. */
   compressionMinBytes: number;
   /**
    * Whether connections may reach loopback and private networks (and local

@@ -159,11 +159,12 @@ export function createGuard(
     const previous = await cacheGet(`dp:conn:stale:${key}`);
     if (previous) return { result: previous, cached: true, stale: true };
     const retryAfter = Math.max(1, Math.ceil(retryAfterSeconds));
+    const upstreamBucket = { ratePerSecond: settings.ratePerSecond, burst: settings.burst };
     throw new ApiError(429, "rate_limited", `${reason}; retry later`, {
       details: { retryAfterSeconds: retryAfter },
       headers: {
         "retry-after": String(retryAfter),
-        ...bucketHeaders(headerStyle, "upstream", { ratePerSecond: settings.ratePerSecond, burst: settings.burst }, 0, retryAfter),
+        ...bucketHeaders(headerStyle, "upstream", upstreamBucket, 0, retryAfter),
       },
     });
   }

@@ -55,13 +55,13 @@ export async function reachableDataset(ctx: AuthedContext, id: string): Promise<
 }
 
 /** GET /datasets/{id}: tagged with its text's hash, 304 when `If-None-Match` holds that tag. */
-export async function getDataset(ctx: AuthedContext, id: string, ifNoneMatchHeader: string | null = null): Promise<Reply> {
+export async function getDataset(ctx: AuthedContext, id: string, held: string | null = null): Promise<Reply> {
   const dataset = await reachableDataset(ctx, id);
   const connection = dataset.connectionId ? await ctx.storage.catalog.getConnection(dataset.connectionId) : null;
   const text = JSON.stringify({ ...datasetView(dataset, connection), writable: dataset.type === "input_table" });
   const tag = textTag(text);
-  const held = ifNoneMatch(ifNoneMatchHeader, tag);
-  return held === null ? Reply.jsonText(200, text, { etag: tag }) : notModifiedReply(ctx, held);
+  const matched = ifNoneMatch(held, tag);
+  return matched === null ? Reply.jsonText(200, text, { etag: tag }) : notModifiedReply(ctx, matched);
 }
 
 export interface RowsQuery extends RowQueryParams {
@@ -100,7 +100,8 @@ export async function readDatasetRows(
   const format = exportFormat(query.format, read.accept);
   const target = { type: "dataset" as const, id: dataset.id, teamId: dataset.teamId };
   const tag = rowsTag(dataset, { ...rowsRequest(query), format }, ctx.clock.now());
-  const unchanged = await notModified(ctx, target, tag, { offset: checked.before + query.offset, format, ifNoneMatch: read.ifNoneMatch });
+  const asked = { offset: checked.before + query.offset, format, ifNoneMatch: read.ifNoneMatch };
+  const unchanged = await notModified(ctx, target, tag, asked);
   if (unchanged !== null) return unchanged;
   const page = await ctx.storage.catalog.readDatasetRows(id, {
     offset: query.offset,
@@ -142,10 +143,19 @@ export async function readDatasetRows(
   return tagged(typeof body === "string" ? Reply.jsonText(200, body) : Reply.jsonStream(body), tag);
 }
 
-/** What a dataset page's content depends on besides the dataset: every parameter of the read as sent (`format` apart). */
+/** What a dataset page depends on besides the dataset: every parameter of the read as sent (`format` apart). */
 function rowsRequest(query: RowsQuery): Record<string, unknown> {
   const { maxRows, offset, columns, filters, where, sort, cursor } = query;
-  return { read: "dataset-rows", maxRows: maxRows ?? null, offset, columns: columns ?? null, filters: filters ?? null, where: where ?? null, sort: sort ?? null, cursor: cursor ?? null };
+  return {
+    read: "dataset-rows",
+    maxRows: maxRows ?? null,
+    offset,
+    columns: columns ?? null,
+    filters: filters ?? null,
+    where: where ?? null,
+    sort: sort ?? null,
+    cursor: cursor ?? null,
+  };
 }
 
 /** What a read checks and describes of a dataset's columns: their names (a set and in order) and types. */

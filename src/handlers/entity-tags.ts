@@ -27,9 +27,9 @@ import { strongTag } from "../http/conditional.js";
 export const SETTLE_MS = 2000;
 
 /** The tag of a rows read (null: the target changed too recently to be tagged). */
-export function rowsTag(target: DatasetRecord | TableRecord, request: Record<string, unknown>, now: number): string | null {
-  const record = target as Partial<DatasetRecord> & TableRecord;
-  if (!settled(record.updatedAt, now) || (record.lastRefreshedAt != null && !settled(record.lastRefreshedAt, now))) return null;
+export function rowsTag(target: DatasetRecord | TableRecord, request: object, now: number): string | null {
+  const { updatedAt, lastRefreshedAt } = target as Partial<DatasetRecord> & TableRecord;
+  if (!settled(updatedAt, now) || (lastRefreshedAt != null && !settled(lastRefreshedAt, now))) return null;
   return strongTag(digest(`${recordText(target)}\n${canonicalJson(request)}`));
 }
 

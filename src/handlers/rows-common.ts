@@ -58,6 +58,11 @@ export function nextCursor(query: CheckedRowQuery, page: { offset: number; retur
   return encodeCursor(query.fingerprint, { before: query.before + page.offset + page.returned, after: page.lastKey ?? query.after });
 }
 
+/** What a rows read answered: a page of `returnedRows`, or a 304 for the page the client held. */
+export type RowsRead =
+  | { offset: number; returnedRows: number; format?: ExportFormat }
+  | { offset: number; notModified: true; format?: ExportFormat };
+
 /**
  * A rows read of a dataset or an input table (a JSON page or a download) in
  * the audit feed: `data_access`, `dataset.rows.read` or `table.rows.read`,
@@ -68,7 +73,7 @@ export function nextCursor(query: CheckedRowQuery, page: { offset: number; retur
 export function auditRowsRead(
   ctx: AuthedContext,
   target: { type: "dataset" | "table"; id: string; teamId: string },
-  read: { offset: number; returnedRows: number; format?: ExportFormat } | { offset: number; notModified: true; format?: ExportFormat },
+  read: RowsRead,
 ): Promise<void> {
   const { requestId } = ctx;
   const { offset, format } = read;
@@ -83,7 +88,7 @@ export function auditRowsRead(
     outcome: "success",
     ip: ctx.clientAddress,
     userAgent: ctx.userAgent,
-    details: format === undefined || format === "json" ? { requestId, offset, ...rows } : { requestId, offset, ...rows, format },
+    details: { requestId, offset, ...rows, ...(format !== undefined && format !== "json" && { format }) },
   });
 }
 

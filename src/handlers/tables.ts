@@ -69,9 +69,10 @@ export async function listRows(
   const format = exportFormat(params.format, read.accept);
   const target = { type: "table" as const, id: table.id, teamId: table.teamId };
   const { limit: asked, offset: from, where, sort, cursor } = params;
-  const request = { read: "table-rows", limit: asked ?? null, offset: from, where: where ?? null, sort: sort ?? null, cursor: cursor ?? null, format };
+  const request = { read: "table-rows", limit: asked ?? null, offset: from, where: where ?? null, sort: sort ?? null, cursor, format };
   const tag = rowsTag(table, request, ctx.clock.now());
-  const unchanged = await notModified(ctx, target, tag, { offset: checked.before + params.offset, format, ifNoneMatch: read.ifNoneMatch });
+  const held = { offset: checked.before + params.offset, format, ifNoneMatch: read.ifNoneMatch };
+  const unchanged = await notModified(ctx, target, tag, held);
   if (unchanged !== null) return unchanged;
   const query = {
     ...(checked.where && { where: checked.where }),
@@ -91,7 +92,8 @@ export async function listRows(
     const columns = table.columns.length > 0 ? [...RESERVED_COLUMNS.slice(0, 1), ...table.columns.map((c) => c.name), ...RESERVED_COLUMNS.slice(1)] : null;
     const names = columns ?? (await firstFields(ctx, table.id, query));
     const csv = { escapeFormulas: ctx.settings.csvEscapeFormulas };
-    return tagged(exportReply(format, table.id, names, exportedRows(ctx, table.id, query, first, limit), undefined, csv), tag);
+    const rows = exportedRows(ctx, table.id, query, first, limit);
+    return tagged(exportReply(format, table.id, names, rows, undefined, csv), tag);
   }
   const limit = params.limit ?? DEFAULT_PAGE;
   const { totalRows, rows, lastKey } = await ctx.storage.tables.listTableRows(table.id, {
@@ -234,16 +236,14 @@ export async function updateRow(
   }
   const table = await reachableTable(ctx, tableId);
   // One key names one request: the method, row and condition are part of what "the same request" means.
-  const fingerprint = requestFingerprint(ifMatch === null ? { method: "PATCH", rowId, body } : { method: "PATCH", rowId, body, ifMatch });
+  const request = ifMatch === null ? { method: "PATCH", rowId, body } : { method: "PATCH", rowId, body, ifMatch };
+  const fingerprint = requestFingerprint(request);
   const use = { scope: idempotencyScope(credentialRef(ctx.credential), table.id), key, fingerprint, status: 200 };
-  const updated = await patchRow(
-    ctx,
-    table.id,
-    rowId,
-    body,
-    { keyed: true, write: (input) => once(ctx, use, (idempotency) => ctx.storage.tables.updateTableRowOnce({ ...input, idempotency })) },
-    condition,
-  );
+  const keyed: RowUpdate = {
+    keyed: true,
+    write: (input) => once(ctx, use, (idempotency) => ctx.storage.tables.updateTableRowOnce({ ...input, idempotency })),
+  };
+  const updated = await patchRow(ctx, table.id, rowId, body, keyed, condition);
   return updated instanceof Reply ? updated : rowReply(200, updated);
 }
 
@@ -396,7 +396,8 @@ function splitPatch(body: Row): { expectedUpdatedAt: string | null; patch: Row }
 
 function preconditionFailed(current: Row): ApiError {
   const tag = rowTag(current);
-  return new ApiError(412, "precondition_failed", "the row is no longer the version If-Match names; re-read it and retry", {
+  const message = "the row is no longer the version If-Match names; re-read it and retry";
+  return new ApiError(412, "precondition_failed", message, {
     details: { current },
     ...(tag !== null && { headers: { etag: tag } }),
   });

@@ -54,12 +54,17 @@ export function chooseCoding(acceptEncoding: string | null): ContentCoding | nul
  * for a whole body, which is compressed off the event loop), or the reply
  * itself when it is not worth it or not asked for.
  */
-export function compressReply(reply: ApiReply, request: HeaderReader, options: Compression): ApiReply | Promise<ApiReply> {
+export function compressReply(
+  reply: ApiReply,
+  request: HeaderReader,
+  options: Compression,
+): ApiReply | Promise<ApiReply> {
   const { body, headers, status } = reply;
   if (body === null) return reply;
   const whole = typeof body === "string" || body instanceof Uint8Array;
   if (whole && (typeof body === "string" ? body.length : body.byteLength) < options.minBytes) return reply;
-  if (status < 200 || status >= 300 || status === 204 || "content-encoding" in headers || !isCompressible(headers["content-type"])) return reply;
+  if (status < 200 || status >= 300 || status === 204 || "content-encoding" in headers) return reply;
+  if (!isCompressible(headers["content-type"])) return reply;
   headers.vary = headers.vary ? `${headers.vary}, Accept-Encoding` : "Accept-Encoding";
   const coding = chooseCoding(request.get("accept-encoding"));
   if (coding === null) return reply;
@@ -67,7 +72,8 @@ export function compressReply(reply: ApiReply, request: HeaderReader, options: C
   if (headers.etag !== undefined) headers.etag = withCoding(headers.etag, coding);
   delete headers["content-length"];
   if (!whole) return { status, headers, body: compressedStream(body, coding) };
-  return compressWhole(typeof body === "string" ? Buffer.from(body, "utf8") : body, coding).then((bytes) => ({ status, headers, body: bytes }));
+  const bytes = typeof body === "string" ? Buffer.from(body, "utf8") : body;
+  return compressWhole(bytes, coding).then((compressed) => ({ status, headers, body: compressed }));
 }
 
 /** Media types worth compressing: text and the JSON family. Images, archives and the rest are left alone. */
@@ -89,7 +95,10 @@ const gzip = promisify(zlib.gzip);
 function compressWhole(bytes: Uint8Array, coding: ContentCoding): Promise<Uint8Array> {
   if (coding === "gzip") return gzip(bytes, { level: GZIP_LEVEL });
   return brotli(bytes, {
-    params: { [zlib.constants.BROTLI_PARAM_QUALITY]: BROTLI_WHOLE, [zlib.constants.BROTLI_PARAM_SIZE_HINT]: bytes.byteLength },
+    params: {
+      [zlib.constants.BROTLI_PARAM_QUALITY]: BROTLI_WHOLE,
+      [zlib.constants.BROTLI_PARAM_SIZE_HINT]: bytes.byteLength,
+    },
   });
 }
 
@@ -99,7 +108,10 @@ function compressWhole(bytes: Uint8Array, coding: ContentCoding): Promise<Uint8A
  * holds back is flushed at the end. A client that goes away closes the
  * source, as with an uncompressed stream.
  */
-async function* compressedStream(body: Exclude<ReplyBody, string | Uint8Array | null>, coding: ContentCoding): AsyncGenerator<Uint8Array> {
+async function* compressedStream(
+  body: Exclude<ReplyBody, string | Uint8Array | null>,
+  coding: ContentCoding,
+): AsyncGenerator<Uint8Array> {
   const stream =
     coding === "gzip"
       ? zlib.createGzip({ level: GZIP_LEVEL })

@@ -39,19 +39,22 @@ export function ifNoneMatch(header: string | null, current: string): string | nu
   return null;
 }
 
+/** An `If-Match` header: any version (`*`), or one of the strong tags it lists. */
+export type IfMatch = { any: true } | { any: false; tags: readonly string[] };
+
 /**
  * An `If-Match` header as a condition: `any` for `*`, else the strong tags it
  * lists (weak ones can never match: RFC 9110 compares strongly here). Null
  * when the header is absent.
  */
-export function ifMatchCondition(header: string | null): { any: true } | { any: false; tags: readonly string[] } | null {
+export function ifMatchCondition(header: string | null): IfMatch | null {
   if (header === null) return null;
   if (header.trim() === "*") return { any: true };
   return { any: false, tags: entityTags(header).filter((tag) => !tag.startsWith("W/")) };
 }
 
 /** Whether an `If-Match` condition holds for the current tag (null: the resource has none, so only `*` could hold). */
-export function ifMatchHolds(condition: { any: true } | { any: false; tags: readonly string[] }, current: string | null): boolean {
+export function ifMatchHolds(condition: IfMatch, current: string | null): boolean {
   if (condition.any) return true;
   return current !== null && condition.tags.includes(current);
 }

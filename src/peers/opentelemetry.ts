@@ -10,7 +10,8 @@ export type OpenTelemetryApi = typeof OpenTelemetry;
  * OpenTelemetry costs Dataport a property read and loads nothing.
  */
 export function tracerProviderRegistered(): boolean {
-  const registry = (globalThis as Record<symbol, { trace?: unknown } | undefined>)[Symbol.for("opentelemetry.js.api.1")];
+  const registries = globalThis as Record<symbol, { trace?: unknown } | undefined>;
+  const registry = registries[Symbol.for("opentelemetry.js.api.1")];
   return registry?.trace !== undefined;
 }
 

@@ -1,6 +1,6 @@
 /**
  * A route's deprecation, as its definition states it (`deprecated` in
- * src/core/routing.ts) and as its answers say it: `Deprecation` (RFC 9745,
+ * src/routes/route-def.ts) and as its answers say it: `Deprecation` (RFC 9745,
  * `@<unix seconds>`), `Sunset` (RFC 8594, an HTTP-date) and
  * `Link: <…>; rel="deprecation"` pointing to what explains the change.
  */
@@ -9,7 +9,7 @@ export interface Deprecation {
   since: string;
   /** When it stops answering: an ISO 8601 date or timestamp, not before `since`. Absent: no date yet. */
   sunset?: string;
-  /** Where the change is explained (its successor, a migration note). Default: the API reference, `{appUrl}/api/v1/docs`. */
+  /** Where the change is explained (its successor, a migration note). Default: `{appUrl}/api/v1/docs`. */
   link?: string;
 }
 
@@ -19,24 +19,35 @@ export function deprecationHeaders(deprecation: Deprecation, appUrl: string): Re
   const headers: Record<string, string> = { deprecation: `@${Math.floor(since / 1000)}` };
   if (deprecation.sunset !== undefined) {
     const sunset = instantOf(deprecation.sunset, "sunset");
-    if (sunset < since) throw new TypeError(`deprecated.sunset (${deprecation.sunset}) is before deprecated.since (${deprecation.since})`);
+    if (sunset < since) {
+      const dates = `deprecated.sunset (${deprecation.sunset}) is before deprecated.since (${deprecation.since})`;
+      throw new TypeError(dates);
+    }
     headers.sunset = new Date(sunset).toUTCString();
   }
   const link = deprecation.link ?? `${appUrl}/api/v1/docs`;
-  if (/[<>\s]/.test(link)) throw new TypeError(`deprecated.link must be a URI without spaces or angle brackets: ${link}`);
+  if (/[<>\s]/.test(link)) {
+    throw new TypeError(`deprecated.link must be a URI without spaces or angle brackets: ${link}`);
+  }
   headers.link = `<${link}>; rel="deprecation"`;
   return headers;
 }
 
 /** The headers of each deprecated route of a table, worked out once (a bad date fails at start-up, not per request). */
-export function deprecationsOf(routes: Iterable<{ deprecated?: Deprecation }>, appUrl: string): Map<object, Readonly<Record<string, string>>> {
-  const byRoute = new Map<object, Readonly<Record<string, string>>>();
-  for (const route of routes) if (route.deprecated) byRoute.set(route, Object.freeze(deprecationHeaders(route.deprecated, appUrl)));
+export function deprecationsOf(routes: Iterable<{ deprecated?: Deprecation }>, appUrl: string): Map<object, Headers> {
+  const byRoute = new Map<object, Headers>();
+  for (const route of routes) {
+    if (route.deprecated) byRoute.set(route, Object.freeze(deprecationHeaders(route.deprecated, appUrl)));
+  }
   return byRoute;
 }
 
+type Headers = Readonly<Record<string, string>>;
+
 function instantOf(text: string, field: string): number {
   const at = /^\d{4}-\d{2}-\d{2}(T.+)?$/.test(text) ? Date.parse(text) : Number.NaN;
-  if (Number.isNaN(at)) throw new TypeError(`deprecated.${field} must be an ISO 8601 date or timestamp, not ${JSON.stringify(text)}`);
+  if (Number.isNaN(at)) {
+    throw new TypeError(`deprecated.${field} must be an ISO 8601 date or timestamp, not ${JSON.stringify(text)}`);
+  }
   return at;
 }

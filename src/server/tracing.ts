@@ -48,10 +48,22 @@ export function createTracing(option: Tracer | null | undefined, logger: Logger)
   } catch (error) {
     // Asked for: the host must hear which package is missing.
     if (option !== undefined) throw error;
-    logger.error("a tracer provider is registered but Dataport cannot load @opentelemetry/api: requests are not traced", error);
+    const message = "a tracer provider is registered but Dataport cannot load @opentelemetry/api: no request is traced";
+    logger.error(message, error);
     return null;
   }
   return otelTracing(api, option ?? api.trace.getTracer("dataport", INSTRUMENTATION_VERSION));
+}
+
+/** What the pipeline knows of a request once it is answered. */
+export interface RequestFacts {
+  method: string;
+  /** The route's template with its mount (`/api/v1/datasets/:id/rows`), null when none matched. */
+  template: string | null;
+  /** What the request threw, undefined when it did not. */
+  failure: unknown;
+  clientAddress: string | null;
+  requestId: string;
 }
 
 /** One request's span and what its log line and its end need. */
@@ -77,7 +89,7 @@ export class RequestTrace {
    * /api/v1/…`), the status, the client, the failure of a 5xx. The span ends
    * now, or — a streamed body — once the body is sent or abandoned.
    */
-  finish(reply: ApiReply, facts: { method: string; template: string | null; failure: unknown; clientAddress: string | null; requestId: string }): ApiReply {
+  finish(reply: ApiReply, facts: RequestFacts): ApiReply {
     const { span } = this;
     const { status } = reply;
     if (facts.template !== null) {
@@ -91,7 +103,9 @@ export class RequestTrace {
     if (status >= 500) {
       const { failure } = facts;
       span.setAttribute("error.type", failure instanceof ApiError ? failure.code : String(status));
-      if (failure !== undefined && !(failure instanceof ApiError)) span.recordException(failure instanceof Error ? failure : String(failure));
+      if (failure !== undefined && !(failure instanceof ApiError)) {
+        span.recordException(failure instanceof Error ? failure : String(failure));
+      }
       // A server span's status is left unset below 500: a 4xx is the client's mistake, not a failure here.
       span.setStatus({ code: this.errorCode });
     }
@@ -105,13 +119,15 @@ export class RequestTrace {
 }
 
 /** The body, ending `span` once it has been read to its end, failed or been abandoned. */
-async function* endingWith(body: Exclude<ReplyBody, string | Uint8Array | null>, span: Span): AsyncGenerator<string | Uint8Array> {
+async function* endingWith(body: StreamedBody, span: Span): AsyncGenerator<string | Uint8Array> {
   try {
     yield* body;
   } finally {
     span.end();
   }
 }
+
+type StreamedBody = Exclude<ReplyBody, string | Uint8Array | null>;
 
 /** HTTP methods the semantic conventions name; any other is `_OTHER`. */
 const KNOWN_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"]);
@@ -135,7 +151,8 @@ function otelTracing(api: OpenTelemetryApi, tracer: Tracer): Tracing {
       if (method === "_OTHER") attributes["http.request.method_original"] = request.method;
       const userAgent = request.headers.get("user-agent");
       if (userAgent !== null) attributes["user_agent.original"] = userAgent;
-      const span = tracer.startSpan(method === "_OTHER" ? "HTTP" : method, { kind: SpanKind.SERVER, attributes }, parent);
+      const name = method === "_OTHER" ? "HTTP" : method;
+      const span = tracer.startSpan(name, { kind: SpanKind.SERVER, attributes }, parent);
       return new RequestTrace(span, trace.setSpan(parent, span as never), routeName, SpanStatusCode.ERROR);
     },
     within(requestTrace, run) {
@@ -187,12 +204,19 @@ const HEADER_GETTER = {
   get: (headers: HeaderReader, key: string) => headers.get(key) ?? undefined,
 };
 
+/** The caller's span, as a `traceparent` names it. */
+export interface RemoteParent {
+  traceId: string;
+  spanId: string;
+  traceFlags: number;
+}
+
 /**
  * A W3C `traceparent` (`00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`),
  * for a host that registered no propagator; null when absent or malformed
  * (all-zero ids and version `ff` are invalid).
  */
-export function parseTraceparent(header: string | null): { traceId: string; spanId: string; traceFlags: number } | null {
+export function parseTraceparent(header: string | null): RemoteParent | null {
   if (header === null) return null;
   const found = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(?:-|$)/.exec(header.trim());
   if (found === null) return null;
@@ -221,7 +245,8 @@ export function tracedCache(cache: Cache, tracing: Tracing): Cache {
     const method = cache[name] as ((...args: unknown[]) => unknown) | undefined;
     if (typeof method !== "function") continue;
     const attributes = { "dataport.cache.operation": name };
-    wrapped[name] = (...args: unknown[]) => tracing.around(`cache ${name}`, "internal", attributes, () => method.apply(cache, args));
+    wrapped[name] = (...args: unknown[]) =>
+      tracing.around(`cache ${name}`, "internal", attributes, () => method.apply(cache, args));
   }
   return wrapped as unknown as Cache;
 }
@@ -231,10 +256,10 @@ export function tracedConnectors(registry: ConnectorRegistry, tracing: Tracing):
   const traced: Record<string, Connector> = {};
   for (const [type, connector] of Object.entries(registry)) {
     const wrapped = Object.create(connector) as Connector;
-    wrapped.query = (connection, query) =>
-      tracing.around(`upstream ${type}`, "client", { "dataport.connection.id": connection.id, "dataport.connection.type": type }, () =>
-        connector.query(connection, query),
-      );
+    wrapped.query = (connection, query) => {
+      const attributes = { "dataport.connection.id": connection.id, "dataport.connection.type": type };
+      return tracing.around(`upstream ${type}`, "client", attributes, () => connector.query(connection, query));
+    };
     traced[type] = wrapped;
   }
   return traced;

@@ -97,7 +97,8 @@ export function storeFaults(options: StoreFaultsOptions): StoreFaults {
   let fault: unknown = null;
   const noted = (error: ApiError, cause: unknown): ApiError => {
     if (fault === null) {
-      options.log("the SQLite file failed; answering 503 storage_unavailable until a write succeeds", brief(cause));
+      const what = isBusy(cause) ? `another process held the write lock for ${options.busyTimeoutMs} ms` : "the file failed";
+      options.log(`SQLite cannot write (${what}); answering 503 storage_unavailable until a write succeeds`, brief(cause));
     }
     fault = cause;
     return error;

@@ -29,7 +29,7 @@ export interface ReaderPool {
   /** `request` answered by a reader thread (see reader-thread.ts for what each kind answers). */
   call<R extends ReaderRequest>(request: R): Promise<ReaderAnswer<R>>;
   session(): ReaderSession;
-  /** Stops every thread; calls still waiting reject. */
+  /** Stops every thread (waiting at most a second for them to exit); calls still waiting reject. */
   close(): Promise<void>;
 }
 
@@ -52,6 +52,8 @@ export interface ReaderPoolOptions {
 
 /** How long a thread may stay in a statement past its deadline before it is stopped and replaced. */
 const GRACE_MS = 1000;
+/** How long `close()` waits for the threads to exit (one inside a statement exits once it returns). */
+const CLOSE_WAIT_MS = 1000;
 
 interface Call {
   id: number;
@@ -239,14 +241,15 @@ export function readerPool(options: ReaderPoolOptions): ReaderPool {
     async close() {
       closed = true;
       for (const pending of queue.splice(0)) settle(pending, unavailable("the store is closed"));
-      await Promise.all(
-        threads.splice(0).map((thread) => {
-          thread.gone = true;
-          if (thread.running) settle(thread.running, unavailable("the store is closed"));
-          for (const waiting of thread.waiting.splice(0)) settle(waiting, unavailable("the store is closed"));
-          return thread.worker.terminate();
-        }),
-      );
+      const exits = threads.splice(0).map((thread) => {
+        thread.gone = true;
+        if (thread.running) settle(thread.running, unavailable("the store is closed"));
+        for (const waiting of thread.waiting.splice(0)) settle(waiting, unavailable("the store is closed"));
+        // A thread inside a statement exits once it returns; it does not keep the process alive meanwhile.
+        thread.worker.unref();
+        return thread.worker.terminate();
+      });
+      await Promise.race([Promise.all(exits), new Promise((resolve) => setTimeout(resolve, CLOSE_WAIT_MS).unref())]);
     },
   };
 }

@@ -19,10 +19,13 @@ const UNBOUNDED = new Set(["writeDatasetRows"]);
  * is nothing to wait for); non-function properties (escape hatches such as
  * `db`) pass through unchanged.
  */
-/** Runs a store call inside a span of its own (the core's tracing, when on): `call`'s result, the span ended when it settles. */
+/** Runs a store call inside a span of its own (tracing, when on): `call`'s result, the span ended when it settles. */
 export type TraceCall = <T>(name: string, attributes: Record<string, string>, call: () => T) => T;
 
-export function instrumentStorage(storage: Storage, options: { timeoutMs: number; metrics: Metrics | null; tracing?: TraceCall | null }): Storage {
+export function instrumentStorage(
+  storage: Storage,
+  options: { timeoutMs: number; metrics: Metrics | null; tracing?: TraceCall | null },
+): Storage {
   const timeoutMs = options.timeoutMs > 0 && options.timeoutMs !== Number.POSITIVE_INFINITY ? options.timeoutMs : 0;
   const { metrics } = options;
   const tracing = options.tracing ?? null;
@@ -53,7 +56,8 @@ function instrumentArea<A extends object>(
     const method = value as (...args: unknown[]) => unknown;
     const measured = timedCall(area, name, method, bound, metrics);
     const attributes = { "dataport.storage.area": areaName, "dataport.storage.operation": name };
-    const call = tracing === null ? measured : (...args: unknown[]) => tracing(`storage ${areaName}.${name}`, attributes, () => measured(...args));
+    const spanName = `storage ${areaName}.${name}`;
+    const call = tracing === null ? measured : (...args: unknown[]) => tracing(spanName, attributes, () => measured(...args));
     // The method's own marks (a read-only area's) stay with it.
     wrapped[name] = Object.assign(call, method);
   }

@@ -127,6 +127,7 @@ const replace = (storage: SqliteStorage, count: number) =>
 describe("sqlite: a store that cannot write says so", () => {
   it("another process holding the write lock: writes wait without blocking the event loop, then 503; ready says so until it goes", async () => {
     const path = join(dir, `locked-${++n}.db`);
+    logged.length = 0;
     const storage = store(path, { busyTimeoutMs: 600 });
     const { call } = await setup(storage);
     const lock = await holdWriteLock(path);
@@ -146,6 +147,11 @@ describe("sqlite: a store that cannot write says so", () => {
     expect((await ready(call)).status).toBe(200);
     expect((await writeRow(call)).status).toBe(201);
     expect((await deliver(call)).status).toBe(200);
+    // The operator reads it once, and once that it is over.
+    expect(logged.filter((line) => line.startsWith("SQLite"))).toEqual([
+      "SQLite cannot write (another process held the write lock for 600 ms); answering 503 storage_unavailable until a write succeeds",
+      "SQLite writes again",
+    ]);
   }, 60_000);
 
   it("a write that meets the lock commits once it is released within busyTimeoutMs", async () => {

@@ -148,6 +148,6 @@ describe("sqlite: reads that scan run on reader threads", () => {
     expect(res.status).toBe(503);
     expect(res.json.error.code).toBe("storage_unavailable");
     expect(res.headers.get("retry-after")).toBe("10");
-    expect(logged).toEqual(["the SQLite file failed; answering 503 storage_unavailable until a write succeeds SQLITE_CANTOPEN: unable to open database file"]);
+    expect(logged).toEqual(["SQLite cannot write (the file failed); answering 503 storage_unavailable until a write succeeds SQLITE_CANTOPEN: unable to open database file"]);
   }, 60_000);
 });

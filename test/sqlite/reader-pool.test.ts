@@ -12,6 +12,8 @@ import { ApiError } from "../../src/base/api-error.js";
 import { type ReaderPool, readerPool } from "../../src/sqlite/reader-pool.js";
 import { createSqliteStorage } from "../../src/sqlite/index.js";
 import { DEADLINE_CHECK } from "../../src/sqlite/statement-deadline.js";
+import { openSqlite } from "../../src/sqlite/db.js";
+import { longRead } from "../../src/sqlite/long-reads.js";
 
 const dir = mkdtempSync(join(tmpdir(), "dataport-sqlite-reader-pool-"));
 const path = join(dir, "pool.db");
@@ -86,5 +88,28 @@ describe("sqlite: reader threads", () => {
     const second = await readers.call({ kind: "statement", text: "SELECT 4 AS four", params: [], mode: "get" }).catch((e: unknown) => e);
     expect(causeOf(second)).toBe("no reader thread was free before the deadline");
     expect(causeOf(await first)).toBe("the statement did not end at its deadline: its reader thread was stopped");
+  }, 60_000);
+
+  it("longRead runs an aggregate on a reader thread (a file) or on the loop (:memory:), ended at callTimeoutMs either way", async () => {
+    const file = openSqlite({ path: join(dir, "long-read.db"), callTimeoutMs: 300 });
+    const memory = openSqlite({ path: ":memory:", callTimeoutMs: 300 });
+    try {
+      for (const handle of [file, memory]) {
+        // The thread started first (from the sources it takes longer than this deadline).
+        for (let tries = 0; handle.readers !== null; tries++) {
+          const warm = await longRead(handle, "SELECT 1 AS one", [], "get").catch((e: unknown) => e);
+          if (!(warm instanceof ApiError) || tries > 50) break;
+        }
+        expect(await longRead(handle, counting(5000, true), [], "get")).toEqual({ n: 5000 });
+        const ended = await longRead(handle, counting(2_000_000_000, true), [], "get").catch((e: unknown) => e);
+        expect([(ended as ApiError).status, (ended as ApiError).code]).toEqual([503, "storage_unavailable"]);
+      }
+      expect(file.readers).not.toBeNull();
+      expect(memory.readers).toBeNull();
+    } finally {
+      await file.readers?.close();
+      file.close();
+      memory.close();
+    }
   }, 60_000);
 });
