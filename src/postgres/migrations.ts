@@ -337,6 +337,13 @@ alter table {s}.audit_events drop constraint audit_events_pkey,
   alter column position set not null,
   add primary key (position);
 create unique index audit_events_xid_seq on {s}.audit_events (xid, seq) where xid is not null;
+
+-- An input-table row's position comes from a sequence, never given again:
+-- max + 1 gave a deleted last row's position to the next row, which a read
+-- continuing after that position then missed.
+create sequence {s}.table_row_positions as bigint owned by {s}.table_rows.pos;
+select setval('{s_lit}.table_row_positions'::regclass, max(pos)) from {s}.table_rows having count(*) > 0;
+alter table {s}.table_rows alter column pos set default nextval('{s_lit}.table_row_positions'::regclass);
 `,
   },
 ];
