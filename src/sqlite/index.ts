@@ -5,7 +5,7 @@ import { appendAuditStatement, sqliteAudit } from "./audit.js";
 import { appendRowsStatement, sqliteCatalog } from "./catalog.js";
 import { syncDatasetIndexes } from "./row-indexes.js";
 import { dashboardViewStatement, insertDashboardStatement, sqliteDashboards } from "./dashboards.js";
-import { openSqlite, type SqliteStorageOptions } from "./db.js";
+import { openSqlite, type SqliteStorageOptions, writeTransaction } from "./db.js";
 import { groupCommit } from "./group-commit.js";
 import { insertApiKeyStatement, insertSessionStatement, sqliteIdentity } from "./identity.js";
 import { insertTableStatement, sqliteTables } from "./tables.js";
@@ -22,22 +22,31 @@ export interface SqliteStorage extends Storage {
 
 /**
  * Durable storage in one SQLite file through better-sqlite3: WAL,
- * `synchronous=NORMAL`, a busy timeout, versioned migrations applied on open.
- * Several processes may open the same file; SQLite serialises their writes.
- * Every write is visible to the next read of every process on the file:
- * reads query the database (the only cache, webhook endpoints, is checked
- * against `PRAGMA data_version` and this process's own catalog writes).
+ * `synchronous=NORMAL`, versioned migrations applied on open. Several
+ * processes may open the same file; SQLite serialises their writes, and a
+ * write that finds another process's lock is tried again later (never
+ * blocking the event loop) until `busyTimeoutMs`. Reads that may take long
+ * run on reader threads (`readerThreads`), ended at `callTimeoutMs`. A
+ * fault of the file (busy past the timeout, disk full, read-only, I/O)
+ * answers 503 `storage_unavailable`, and `ping` then fails until the store
+ * writes again. Every write is visible to the next read of every process on
+ * the file: what is remembered is checked against `PRAGMA data_version` and
+ * this process's own writes.
  */
 export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorage {
   const handle = openSqlite(options);
   const { db } = handle;
   const webhooks = sqliteWebhooks(handle);
   // Audit events and usage counters share one group commit per turn of the event loop.
-  const records = groupCommit(db);
+  const records = groupCommit(db, handle.faults);
   const usage = sqliteUsage(handle, records);
   const load = seedTransaction(db);
   const probe = db.prepare("SELECT 1");
   const { identity, credentials } = sqliteIdentity(handle);
+  const { faults } = handle;
+  // A write that commits whatever the state of the file: readiness tries it while the store is known not to write.
+  const probeRow = db.prepare("INSERT INTO meta (key, value) VALUES ('write_probe', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value");
+  const probeWrite = writeTransaction(db, (at: string) => probeRow.run(at));
   return {
     identity,
     credentials: { ...credentials, teamsFrom: identity },
@@ -54,7 +63,7 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
     usage,
     async seed(space) {
       try {
-        return load(space);
+        return await faults.whenFree(() => load(space));
       } finally {
         handle.identityVersion++;
         webhooks.forget();
@@ -63,11 +72,17 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
     async ping() {
       // Runs on the writer connection: it throws once the database is closed.
       probe.get();
+      // After a write failed on the file (full, read-only, locked past the timeout): ready once one commits again.
+      if (faults.unwritable) {
+        await probeWrite(new Date().toISOString());
+        faults.cleared();
+      }
     },
     async close() {
       if (!db.open) return;
       webhooks.flush();
       records.flush();
+      await handle.readers?.close();
       handle.close();
     },
     db,

@@ -6,6 +6,7 @@ import { afterSql, conditionSql, join, operatorSql, orderSql, raw, renderPositio
 import { sha256Hex } from "../domain/crypto.js";
 import { canonicalJson } from "../domain/rows.js";
 import type { TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";
+import { DEADLINE_CHECK } from "./statement-deadline.js";
 
 /**
  * Row queries on SQLite, over a row's JSON text column: a column's kind is
@@ -314,13 +315,17 @@ function seekedColumn(condition: RowCondition | null, indexed: ReadonlySet<strin
 
 const TABLE_DIALECT = sqliteRowDialect("data", "seq");
 
-/** A page of an input table's rows with `where`, `sort` or `after` (the caller runs it in a read transaction). */
+/**
+ * A page of an input table's rows with `where`, `sort` or `after` (the
+ * caller runs it in a read transaction, on the loop or a reader thread: see
+ * row-reads.ts).
+ */
 export function queriedTableRows(db: Database.Database, tableId: string, query: TableRowsQuery): TableRowsPage {
   const sort = query.sort ?? [];
   const indexed = indexedTableColumns(db, tableId);
   const dialect = indexed.size > 0 ? sqliteRowDialect("data", "seq", { indexed, bounded: boundedColumns(query.where) }) : TABLE_DIALECT;
-  // A partial index serves a query naming its table by the same literal.
-  const table = indexed.size > 0 ? raw(`table_id = ${sqlString(tableId)}`) : sql`table_id = ${tableId}`;
+  // A partial index serves a query naming its table by the same literal. The deadline check first: it is called per row visited.
+  const table = indexed.size > 0 ? raw(`${DEADLINE_CHECK} AND table_id = ${sqlString(tableId)}`) : sql`${raw(DEADLINE_CHECK)} AND table_id = ${tableId}`;
   const condition = query.where ? conditionSql(query.where, dialect) : TRUE;
   // Without statistics the planner takes the table's own index (table_id, seq) and reads every row:
   // a count seeks the condition's index, a page sorted by an indexed column walks that column's.

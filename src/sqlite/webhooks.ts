@@ -1,12 +1,18 @@
 import type Database from "better-sqlite3";
 import { rowChangesColumns, widenColumns } from "../domain/columns.js";
 import type { Column, ColumnType, Row } from "../domain/model.js";
-import { endpointFromConnection } from "../domain/webhook-config.js";
-import type { WebhookEndpoint } from "../domain/webhook-config.js";
+import {
+  endpointFromConnection,
+  newWebhookConfig,
+  type WebhookEndpoint,
+  type WebhookSettings,
+  webhookConfigWith,
+} from "../domain/webhook-config.js";
 import type { WebhookDelivery, WebhookReceipt, WebhookStore } from "../ports/storage/webhooks.js";
 import type { PendingDelivery } from "../storage/deliveries.js";
 import { stagingMover } from "./bulk-rows.js";
-import { parseJson, rememberedReads, rowKey, type SqliteHandle, writeTransaction } from "./db.js";
+import { isBusy, isUnavailable } from "./faults.js";
+import { immediateTransaction, parseJson, rememberedReads, rowKey, type SqliteHandle, writeTransaction } from "./db.js";
 
 
 interface EndpointRow {
@@ -21,7 +27,7 @@ interface EndpointRow {
 const ENDPOINT_CACHE_SIZE = 1000;
 
 export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): void; forget(): void } {
-  const { db } = handle;
+  const { db, faults } = handle;
   // Endpoint lookups (one per delivery) are remembered for as long as nothing
   // can have changed them: every write of this process to connections or
   // datasets (settings, create, seed, and the catalog's put/delete) bumps
@@ -52,12 +58,10 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
   const ingestBatch = ingestTransaction(db);
 
   const trimTo = trimStatement(db);
-  const updateSettings = writeTransaction(db, (connectionId: string, settings: { signingSecret?: string | null; retainRows?: number | null }) => {
+  const updateSettings = writeTransaction(db, (connectionId: string, settings: WebhookSettings) => {
     const row = byConnection.get(connectionId);
     if (!row || row.dataset_id === null) return null;
-    const config = parseJson<Record<string, unknown>>(row.config);
-    if (settings.signingSecret !== undefined) config.signingSecret = settings.signingSecret;
-    if (settings.retainRows !== undefined) config.retainRows = settings.retainRows;
+    const config = webhookConfigWith(parseJson<Record<string, unknown>>(row.config), settings);
     setConfig.run(JSON.stringify(config), String(config.endpointId), connectionId);
     // Lowering retention trims at once, in the same transaction as the change.
     if (typeof settings.retainRows === "number") trimTo(row.dataset_id, Math.max(1, settings.retainRows));
@@ -66,7 +70,7 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
 
   const create = writeTransaction(db, (input: Parameters<WebhookStore["createWebhookConnection"]>[0]): WebhookEndpoint => {
     const { connection, endpoint, dataset } = input;
-    const config = { endpointId: endpoint.endpointId, signingSecret: endpoint.signingSecret, retainRows: endpoint.retainRows };
+    const config = newWebhookConfig(endpoint);
     insertConnection.run(connection.id, connection.teamId, connection.name, JSON.stringify(config), connection.createdAt, endpoint.endpointId);
     insertDataset.run(dataset.id, connection.teamId, dataset.name, connection.id, connection.createdAt);
     return toEndpoint({ connection_id: connection.id, team_id: connection.teamId, name: connection.name, config: JSON.stringify(config), dataset_id: dataset.id });
@@ -82,15 +86,30 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
     queue = [];
     if (batch.length === 0) return;
     let results: WebhookReceipt[];
+    const inputs = batch.map((p) => p.input);
     try {
-      results = ingestBatch(batch.map((p) => p.input));
-    } catch {
+      results = ingestBatch(inputs);
+    } catch (error) {
+      if (isBusy(error)) {
+        // Another process holds the write lock: the batch waits for it (whole), between other requests.
+        faults.whenFree(() => ingestBatch(inputs), true).then(
+          (late) => batch.forEach((p, i) => p.resolve(late[i]!)),
+          (failed: unknown) => batch.forEach((p) => p.reject(failed)),
+        );
+        return;
+      }
+      // The file failed the batch, not a delivery: each alone would fail the same way.
+      if (isUnavailable(error)) {
+        const reported = faults.reported(error);
+        for (const p of batch) p.reject(reported);
+        return;
+      }
       // One bad delivery must not fail its neighbours: retry each alone.
       for (const p of batch) {
         try {
           p.resolve(ingestBatch([p.input])[0]!);
         } catch (error) {
-          p.reject(error);
+          p.reject(faults.reported(error));
         }
       }
       return;
@@ -120,14 +139,14 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
     },
     async updateWebhookSettings(connectionId, settings) {
       try {
-        return updateSettings(connectionId, settings);
+        return await updateSettings(connectionId, settings);
       } finally {
         forget();
       }
     },
     async createWebhookConnection(input) {
       try {
-        return create(input);
+        return await create(input);
       } finally {
         forget();
       }
@@ -175,7 +194,7 @@ function ingestTransaction(db: Database.Database) {
     "UPDATE datasets SET columns = ?, updated_at = ?, first_position = ?, next_position = ? WHERE seq = ?",
   );
 
-  return writeTransaction(db, (inputs: readonly WebhookDelivery[]): WebhookReceipt[] => {
+  return immediateTransaction(db, (inputs: readonly WebhookDelivery[]): WebhookReceipt[] => {
     const datasets = new Map<string, DatasetState>();
     const state = (id: string): DatasetState => {
       let found = datasets.get(id);

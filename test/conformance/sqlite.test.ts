@@ -13,3 +13,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 runStorageConformance("sqlite (file)", async () => createSqliteStorage({ path: join(dir, `store-${++n}.db`) }));
 runStorageConformance("sqlite (:memory:)", async () => createSqliteStorage({ path: ":memory:" }));
+// Every read with conditions, filters or a sort on a reader thread (see src/sqlite/row-reads.ts).
+runStorageConformance("sqlite (file, reads on reader threads)", async () =>
+  createSqliteStorage({ path: join(dir, `store-${++n}.db`), loopBudgetMs: 0 }),
+);
