@@ -11,7 +11,7 @@ export interface Readiness {
   details?: { auditFeed: AuditFeedState };
 }
 
-/** The audit feed's horizon: how long an append still open has held it back, and whether that is past `auditStallSeconds`. */
+/** How long an append still open has held the audit feed back, and whether that is past `auditStallSeconds`. */
 export interface AuditFeedState {
   heldBackSeconds: number;
   stalled: boolean;
@@ -45,7 +45,8 @@ export async function readiness(ctx: HandlerContext): Promise<Reply> {
   const checks = { storage, rateLimiter, cache };
   const failed = storage === "error" || rateLimiter === "error" || cache === "error";
   const status: Readiness["status"] = ctx.operations.draining ? "draining" : failed ? "unavailable" : "ok";
-  const body: Readiness = { status, checks, ...(auditFeed !== null && auditFeed.heldBackSeconds >= 1 && { details: { auditFeed } }) };
+  const held = auditFeed !== null && auditFeed.heldBackSeconds >= 1;
+  const body: Readiness = { status, checks, ...(held && { details: { auditFeed } }) };
   return Reply.json(status === "ok" ? 200 : 503, body, NO_STORE);
 }
 

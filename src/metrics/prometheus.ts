@@ -93,7 +93,7 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
   });
   const auditHeldBack = new Gauge({
     name: `${prefix}audit_feed_held_back_seconds`,
-    help: "How long the oldest audit append still open has held the audit feed back (0: nothing holds it), at the latest measure.",
+    help: "How long the oldest audit append still open has held the audit feed back (0: nothing holds it).",
     registers,
   });
   const storageSeconds = new Histogram({

@@ -48,7 +48,8 @@ export function postgresAudit(db: Db, options: { visibilityWaitMs?: number } = {
       if (query.teamIds.length === 0 || query.categories.length === 0 || query.limit <= 0) return { events: [], hasMore: false };
       const after = query.after === null ? "0" : await positionOf(query.after);
       const since = query.since === null ? null : Date.parse(query.since);
-      const params: unknown[] = [[...query.teamIds], [...query.categories], after, query.limit + 1, query.storedBefore, null];
+      const { teamIds, categories, limit, storedBefore } = query;
+      const params: unknown[] = [[...teamIds], [...categories], after, limit + 1, storedBefore, null];
       let where = "team_id = any($1) and category = any($2) and position > $3 and position < (select below from bound)";
       if (since !== null && Number.isFinite(since)) where += ` and time_ms >= $${params.push(since)}`;
       // The read ends at the feed's horizon ($6) or at the first event after `after` stored later than
@@ -72,7 +73,8 @@ export function postgresAudit(db: Db, options: { visibilityWaitMs?: number } = {
         );
         const full = rows.length > query.limit;
         if (full || !horizon.held || Date.now() >= deadline) {
-          return horizon.held && horizon.heldBackMs > 0 ? { events, hasMore: full, heldBackMs: horizon.heldBackMs } : { events, hasMore: full };
+          const { heldBackMs } = horizon;
+          return horizon.held && heldBackMs > 0 ? { events, hasMore: full, heldBackMs } : { events, hasMore: full };
         }
         await new Promise((resolve) => setTimeout(resolve, 5));
       }
@@ -86,14 +88,15 @@ export function postgresAudit(db: Db, options: { visibilityWaitMs?: number } = {
     },
   };
 
-  /** The position a cursor's position stands for: itself, or for an (xid, seq) from before migration 9, that event's. */
+  /** A cursor's position: as it is, or, for the (xid, seq) of an event from before migration 9, that event's. */
   async function positionOf(text: string): Promise<string> {
     const parsed = parsePosition(text);
     if (parsed === null) throw new RangeError("not an audit position");
     if (typeof parsed === "string") return parsed;
     const [row] = await db.query<{ position: string }>(
-      `select coalesce((select position from ${t("audit_events")} where xid is not null and (xid, seq) <= ($1::xid8, $2::bigint)
-                        order by xid desc, seq desc limit 1), 0)::text as position`,
+      `select coalesce((select position from ${t("audit_events")}
+                         where xid is not null and (xid, seq) <= ($1::xid8, $2::bigint)
+                         order by xid desc, seq desc limit 1), 0)::text as position`,
       [parsed.xid, parsed.seq],
     );
     return row?.position ?? "0";

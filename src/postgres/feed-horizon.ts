@@ -55,7 +55,8 @@ export function feedPositions(db: Db, sequence: string): FeedPositions {
   const sql = `select below::text as below, held, held_ms from ${db.schema}.feed_horizon($1::regclass, $2)`;
   return {
     nextPositionSql(partSql) {
-      return `${db.schema}.feed_position('${qualified.replaceAll("'", "''")}'::regclass${partSql ? `, ${partSql}` : ""})`;
+      const sequenceLiteral = `'${qualified.replaceAll("'", "''")}'::regclass`;
+      return `${db.schema}.feed_position(${sequenceLiteral}${partSql ? `, ${partSql}` : ""})`;
     },
     async horizon(part = null) {
       const [row] = await db.query<{ below: string; held: boolean; held_ms: string }>(sql, [qualified, part]);

@@ -103,7 +103,8 @@ async function load(client: PoolClient, t: Db["t"], space: SeedSpace): Promise<v
     );
   }
   // Rows inserted later take positions after the fixture's.
-  await client.query(`select setval($1::regclass, max(pos)) from ${t("table_rows")} having count(*) > 0`, [t("table_row_positions")]);
+  const positions = t("table_row_positions");
+  await client.query(`select setval($1::regclass, max(pos)) from ${t("table_rows")} having count(*) > 0`, [positions]);
   for (const dashboard of space.dashboards) await upsertDashboard(client, t, dashboard);
   await insertDashboardViews(client, t, space.dashboardViews);
   await insertRefreshRuns(client, t, space.refreshRuns);

@@ -11,7 +11,7 @@ export const readinessSchema = z
       .object({
         auditFeed: z.object({
           heldBackSeconds: z.number().int().describe("how long an audit append still open has held the feed back"),
-          stalled: z.boolean().describe("heldBackSeconds is past the server's auditStallSeconds (readiness does not fail on it)"),
+          stalled: z.boolean().describe("heldBackSeconds is past auditStallSeconds (readiness still passes)"),
         }),
       })
       .optional()

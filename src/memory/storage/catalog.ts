@@ -75,10 +75,10 @@ export function memoryCatalog(state: MemoryState): CatalogStore & CatalogWrites 
     },
     async readDatasetRows(datasetId, query) {
       const rows = state.datasetRows.get(datasetId) ?? [];
-      if (query.where || query.sort?.length || query.after) return queriedRows(rows, state.firstPositions.get(rows) ?? 0, query);
+      const first = () => state.firstPositions.get(rows) ?? 0;
+      if (query.where || query.sort?.length || query.after) return queriedRows(rows, first(), query);
       const totalRows = query.filters ? rows.reduce((n, r) => n + (matchesFilters(r, query.filters) ? 1 : 0), 0) : rows.length;
       const last: { key: RowKey | null } = { key: null };
-      const first = () => state.firstPositions.get(rows) ?? 0;
       const page: RowPage = { totalRows, rows: new PageOf(rows, query, first, last), lastKey: () => last.key };
       return page;
     },

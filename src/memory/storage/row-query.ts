@@ -5,7 +5,7 @@ import { compareKeys, keyOf, matchesWhere } from "../../domain/row-query-order.j
 import { matchesFilters, selectColumns } from "../../domain/rows.js";
 import type { RowPage, RowQuery } from "../../ports/storage/catalog.js";
 import type { TableRowsPage, TableRowsQuery } from "../../ports/storage/tables.js";
-import { cloneJson } from "./state.js";
+import { cloneJson, type TableRowEntry } from "./state.js";
 
 /**
  * Reads with `where`, `sort` or `after`, evaluated over the rows the
@@ -26,7 +26,7 @@ export function queriedRows(rows: readonly Row[], first: number, query: RowQuery
 }
 
 /** The same for an input table, whose rows keep the positions they were given at insert. */
-export function queriedTableRows(entries: readonly { position: number; row: Row }[], query: TableRowsQuery): TableRowsPage {
+export function queriedTableRows(entries: readonly TableRowEntry[], query: TableRowsQuery): TableRowsPage {
   const rows = entries.map((e) => e.row);
   const { matching, page } = select(rows, (i) => entries[i]!.position, query, query.limit);
   return { totalRows: matching, rows: page.map((e) => cloneJson(e.row)), lastKey: page.at(-1)?.key ?? null };

@@ -25,9 +25,14 @@ import type { ApiUsageCounter } from "../../ports/storage/usage.js";
  * neither skips nor repeats a row whatever was deleted before it.
  */
 export interface TableRows {
-  entries: { position: number; row: Row }[];
+  entries: TableRowEntry[];
   /** The position of the next row inserted. */
   nextPosition: number;
+}
+
+export interface TableRowEntry {
+  position: number;
+  row: Row;
 }
 
 /** The dedup keys of a webhook dataset's retained rows, both ways. */

@@ -181,8 +181,9 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
     async putTable(table, reshape) {
       const stored = state.tableRows.get(table.id);
       // Every row reshaped before any is replaced (each keeping its position): a refusal leaves the table as it was.
-      const entries = stored && reshape ? stored.entries.map(({ position, row }) => ({ position, row: reshape(cloneJson(row)) })) : null;
-      if (stored && entries) stored.entries = entries;
+      if (stored && reshape) {
+        stored.entries = stored.entries.map(({ position, row }) => ({ position, row: reshape(cloneJson(row)) }));
+      }
       const result = state.tables.has(table.id) ? "updated" : "created";
       state.tables.set(table.id, { ...cloneJson(table), rowCount: stored?.entries.length ?? 0 });
       if (!stored) state.tableRows.set(table.id, { entries: [], nextPosition: 0 });

@@ -249,7 +249,7 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       }
     });
 
-    it("pages by key, not by index: rows deleted before the cursor neither skip nor repeat one; positions are never given again", async () => {
+    it("pages by key, not index: deleting rows before the cursor skips or repeats none; no position is given twice", async () => {
       const store = await seeded();
       for (let i = 2; i <= 7; i++) await insert(store, `row_${i}`, { region: "EMEA", target: 100 * i }, NOW + i * 1000);
       const ids = (rows: Row[]) => rows.map((r) => r._id);
