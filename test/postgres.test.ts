@@ -250,21 +250,22 @@ describe.skipIf(!!skip)("postgres storage", () => {
       }
       expect(seen).toEqual(["evt_fx_1", "evt_fx_2", "evt_fx_3", "evt_0", "evt_1", "evt_2", "evt_3", "evt_4"]);
       expect(s.audit.isAuditPosition(after!)).toBe(true);
-      for (const bad of ["", "1", "abc.1", "1.0", "01.1", "1.-1", "99999999999999999999999.1", "1.1 "]) expect(s.audit.isAuditPosition(bad)).toBe(false);
+      // A position, or the <xid>.<seq> of an event stored before migration 9.
+      for (const good of ["1", "9223372036854775807", "0.1", "123.45"]) expect(s.audit.isAuditPosition(good)).toBe(true);
+      for (const bad of ["", "0", "01", "9223372036854775808", "abc.1", "1.0", "01.1", "1.-1", "99999999999999999999999.1", "1.1 "]) {
+        expect(s.audit.isAuditPosition(bad)).toBe(false);
+      }
     });
 
-    it("orders positions by transaction id as a number, across a change in its digit count (9 before 10, 99 before 100)", async () => {
+    it("orders positions as numbers, across a change in their digit count (9 before 10, 99 before 100)", async () => {
       const s = await store(testSchema(), false);
-      // Transaction ids set by hand, inserted out of order. All below any live one, so all visible: initdb alone
-      // uses several hundred, and a fresh cluster's counter may still be below 1000 when this runs.
-      for (const xid of ["100", "10", "99", "9"]) {
-        await s.db.query(`insert into ${s.db.t("audit_events")} (xid, team_id, category, time_ms, stored_at, event) values ($1::xid8, 'team_ops', 'audit', 0, 0, $2)`, [
-          xid,
-          JSON.stringify(event(`evt_x${xid}`, "2026-10-01T00:00:00Z")),
-        ]);
-      }
+      await s.db.query(`select setval('${s.db.t("audit_positions")}'::regclass, 7)`);
+      for (let i = 8; i <= 11; i++) await s.audit.appendAuditEvent(event(`evt_x${i}`, "2026-10-01T00:00:00Z"), 0);
+      await s.db.query(`select setval('${s.db.t("audit_positions")}'::regclass, 97)`);
+      for (let i = 98; i <= 101; i++) await s.audit.appendAuditEvent(event(`evt_x${i}`, "2026-10-01T00:00:00Z"), 0);
+      const order = ["evt_x8", "evt_x9", "evt_x10", "evt_x11", "evt_x98", "evt_x99", "evt_x100", "evt_x101"];
       const all = await read(s, null);
-      expect(all.events.map((e) => e.event.id)).toEqual(["evt_x9", "evt_x10", "evt_x99", "evt_x100"]);
+      expect(all.events.map((e) => [e.event.id, e.position])).toEqual(order.map((id) => [id, id.slice(5)]));
       const seen: string[] = [];
       let after: string | null = null;
       for (;;) {
@@ -273,7 +274,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
         if (page.events.length > 0) after = page.events.at(-1)!.position;
         if (!page.hasMore) break;
       }
-      expect(seen).toEqual(["evt_x9", "evt_x10", "evt_x99", "evt_x100"]);
+      expect(seen).toEqual(order);
     });
 
     it("holds back events stored after the horizon, as a prefix", async () => {
@@ -292,7 +293,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
       const s = await store();
       const start = await read(s, null);
       const cursor = start.events.at(-1)!.position;
-      // T1 takes its xid first but commits last.
+      // T1 takes its position first but commits last.
       const slow = new pg.Client({ connectionString: POSTGRES_URL });
       await slow.connect();
       try {
@@ -329,7 +330,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
             await client.query(`insert into ${s.db.t("audit_events")} (team_id, category, time_ms, stored_at, event) values ('team_ops', 'audit', 0, 0, $1)`, [
               JSON.stringify(event(id, "2026-10-01T00:00:00Z")),
             ]);
-            // Hold the transaction open a while so later xids commit first.
+            // Hold the transaction open a while so later positions commit first.
             await sleep((w * 7 + i * 3) % 11);
             await client.query("COMMIT");
             written.push(id);

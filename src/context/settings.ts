@@ -11,6 +11,12 @@ export interface ApiSettings {
   maxBodyBytes: number;
   /** Audit feed horizon in seconds (default 5). */
   auditLagSeconds: number;
+  /**
+   * How long an audit append still open may hold the feed back before the
+   * feed counts as stalled, in seconds (default 30): readiness then says so
+   * in `details.auditFeed` (without failing) and metrics show it.
+   */
+  auditStallSeconds: number;
   /** Per-connection webhook rate limit, requests per second; burst is twice this (default 50). */
   webhookRatePerSecond: number;
   /** Rows kept per webhook connection unless the connection says otherwise (default 10,000). */

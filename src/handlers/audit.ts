@@ -35,12 +35,16 @@ export async function readAuditFeed(ctx: AuthedContext, query: AuditFeedQuery) {
     limit: query.limit,
   });
   const last = page.events.at(-1);
+  const metrics = ctx.operations.metrics;
   // Fixture events are stored at 0: their age says nothing about the feed.
-  if (last && last.storedAt > 0) ctx.operations.metrics?.auditFeedLag(Math.max(0, clock.now() - last.storedAt) / 1000);
+  if (last && last.storedAt > 0) metrics?.auditFeedLag(Math.max(0, clock.now() - last.storedAt) / 1000);
+  const heldBackMs = page.heldBackMs ?? 0;
+  metrics?.auditFeedHeldBack?.(heldBackMs / 1000);
   // An empty page hands back the cursor that was sent (or, on a first read, one for the start).
   const cursor = last ? encodeCursor({ position: last.position, since: start.since }) : (query.cursor ?? encodeCursor(start));
   const events = page.events.map((stored) => (query.format === "raw" ? stored.event : toOcsf(stored.event, stored.storedAt)));
-  return { events, cursor, hasMore: page.hasMore, lagSeconds };
+  // An append still open holds the read back further than the lag: the feed says how far it really reads.
+  return { events, cursor, hasMore: page.hasMore, lagSeconds: Math.max(lagSeconds, Math.ceil(heldBackMs / 1000)) };
 }
 
 /** A cursor continues where it stopped (its own `since` applies; the query's is ignored); no cursor starts at the beginning. */

@@ -3,6 +3,7 @@ import type { HandlerContext } from "../context/handler.js";
 import { safeEqual, sha256Hex } from "../domain/crypto.js";
 import { ApiError } from "../base/api-error.js";
 import { Reply } from "../http/reply.js";
+import { auditFeedState } from "./health.js";
 import type { HeaderReader } from "../base/headers.js";
 
 const encoder = new TextEncoder();
@@ -19,6 +20,8 @@ export async function exposeMetrics(ctx: HandlerContext, headers: HeaderReader):
   if (token !== null && !bearerMatches(headers.get("authorization"), token)) {
     throw unauthorized("a valid metrics token is required");
   }
+  // Measured at each scrape, so the gauge is current even when nobody reads the feed.
+  await auditFeedState(ctx);
   const { contentType, body } = await metrics.expose();
   return new Reply(200, body, { "content-type": contentType, "cache-control": "no-store" });
 }

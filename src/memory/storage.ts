@@ -77,7 +77,8 @@ function load(state: MemoryState, space: SeedSpace): void {
   }
   for (const { rows, ...table } of space.tables) {
     state.tables.set(table.id, table);
-    state.tableRows.set(table.id, rows);
+    const entries = rows.map((row, position) => ({ position, row }));
+    state.tableRows.set(table.id, { entries, nextPosition: rows.length });
   }
   space.dashboards.forEach((d) => state.dashboards.set(d.id, d));
   state.dashboardViews.push(...space.dashboardViews);

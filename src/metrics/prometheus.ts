@@ -31,7 +31,8 @@ const DEFAULT_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0
  * - `upstream_calls_total{connection_type,outcome}` and
  *   `upstream_call_duration_seconds{connection_type}`;
  * - `connection_cache_total{connection_type,result}` (hit, miss, stale);
- * - `audit_feed_lag_seconds` (see `Metrics.auditFeedLag`);
+ * - `audit_feed_lag_seconds` (see `Metrics.auditFeedLag`) and
+ *   `audit_feed_held_back_seconds` (see `Metrics.auditFeedHeldBack`);
  * - `storage_operation_duration_seconds{operation,outcome}`.
  */
 export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}): PrometheusMetrics {
@@ -90,6 +91,11 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
     help: "Age, when delivered, of the newest event returned by the latest audit feed read that returned events.",
     registers,
   });
+  const auditHeldBack = new Gauge({
+    name: `${prefix}audit_feed_held_back_seconds`,
+    help: "How long the oldest audit append still open has held the audit feed back (0: nothing holds it).",
+    registers,
+  });
   const storageSeconds = new Histogram({
     name: `${prefix}storage_operation_duration_seconds`,
     help: "Duration of storage operations, by operation and outcome.",
@@ -118,6 +124,9 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
     },
     auditFeedLag(seconds: number) {
       auditLag.set(seconds);
+    },
+    auditFeedHeldBack(seconds: number) {
+      auditHeldBack.set(seconds);
     },
     storageOperation(operation: string, outcome: StorageOutcome, durationMs: number) {
       storageSeconds.observe({ operation, outcome }, durationMs / 1000);

@@ -31,6 +31,12 @@ export interface Metrics {
    * in seconds. Events loaded from a fixture (stored at 0) are not counted.
    */
   auditFeedLag(seconds: number): void;
+  /**
+   * Optional: how long the oldest audit append still open has held the feed
+   * back, in seconds (0: nothing holds it), measured by each feed read, each
+   * readiness check and each scrape of `/api/metrics`.
+   */
+  auditFeedHeldBack?(seconds: number): void;
   /** One storage call (only measured when metrics are on: the store is then wrapped). */
   storageOperation(operation: string, outcome: StorageOutcome, durationMs: number): void;
   /** The exposition served at `GET /api/metrics`. */

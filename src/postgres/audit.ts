@@ -3,20 +3,23 @@ import type { AuditEvent } from "../domain/model.js";
 import type { AuditStore, StoredAuditEvent } from "../ports/storage/audit.js";
 import type { Db } from "./db.js";
 import { json, num } from "./db.js";
+import { feedPositions } from "./feed-horizon.js";
 
 /**
- * The audit log on PostgreSQL. A position is (xid, seq): the id of the
- * transaction that stored the event (`pg_current_xact_id()`) and a sequence
- * within the table. Transactions commit out of order, so a read returns only
- * events whose xid is below `pg_snapshot_xmin(pg_current_snapshot())` — the
- * oldest transaction still running anywhere in the cluster. Every
- * transaction below it has finished, so no event can later appear before a
- * position already handed out. Pages are keyset reads on the (xid, seq)
- * primary key, so their cost does not grow with the log.
+ * The audit log on PostgreSQL. A position is the `position` column, drawn
+ * by the column's default from the log's sequence after the writing
+ * transaction registered under the feed (`feed-horizon.ts`): a read returns
+ * only positions below the feed's horizon, so an event that commits late can
+ * never appear before a position already handed out, and only Dataport's own
+ * open appends to this log hold a read back. Pages are keyset reads on the
+ * primary key, so their cost does not grow with the log. Events stored before
+ * migration 9 were positioned by (xid, seq); a cursor of that form
+ * (`<xid>.<seq>`) continues after the same event.
  */
 export function postgresAudit(db: Db, options: { visibilityWaitMs?: number } = {}): AuditStore {
   const { t } = db;
   const waitMs = options.visibilityWaitMs ?? 50;
+  const feed = feedPositions(db, "audit_positions");
   return {
     async appendAuditEvent(event, storedAt) {
       // The unique event_id makes an id already stored fail, storing nothing.
@@ -29,8 +32,7 @@ export function postgresAudit(db: Db, options: { visibilityWaitMs?: number } = {
       for (const event of events) if (!byId.has(event.id)) byId.set(event.id, event);
       const fresh = [...byId.values()];
       if (fresh.length === 0) return 0;
-      // One statement, one transaction (one xid): the sequence is drawn after
-      // the sort, so positions follow the events' order.
+      // One statement, one transaction: positions are drawn after the sort, so they follow the events' order.
       const rows = await db.query(
         `insert into ${t("audit_events")} (team_id, category, time_ms, stored_at, event, event_id)
          select x.value ->> 'teamId', x.value ->> 'category', ($2::bigint[])[x.ord], $3, x.value, x.value ->> 'id'
@@ -44,65 +46,67 @@ export function postgresAudit(db: Db, options: { visibilityWaitMs?: number } = {
     },
     async readAuditEvents(query) {
       if (query.teamIds.length === 0 || query.categories.length === 0 || query.limit <= 0) return { events: [], hasMore: false };
-      const after = query.after === null ? null : parsePosition(query.after);
-      if (query.after !== null && after === null) throw new RangeError("not an audit position");
+      const after = query.after === null ? "0" : await positionOf(query.after);
       const since = query.since === null ? null : Date.parse(query.since);
-      const params: unknown[] = [[...query.teamIds], [...query.categories], after?.xid ?? "0", after?.seq ?? "0", query.limit + 1];
-      let where = `team_id = any($1) and category = any($2) and (xid, seq) > ($3::xid8, $4::bigint)`;
+      const { teamIds, categories, limit, storedBefore } = query;
+      const params: unknown[] = [[...teamIds], [...categories], after, limit + 1, storedBefore, null];
+      let where = "team_id = any($1) and category = any($2) and position > $3 and position < (select below from bound)";
       if (since !== null && Number.isFinite(since)) where += ` and time_ms >= $${params.push(since)}`;
-      // The horizon cuts the log as a prefix: the first event after `after`
-      // stored later than `storedBefore`, of ANY team or category, ends the
-      // read. Only recent events can be past the horizon, so that search
-      // goes through the stored_at index.
-      params.push(query.storedBefore);
-      const sql = `with horizon as (select pg_snapshot_xmin(pg_current_snapshot()) as xmin),
-        recent as materialized (select xid, seq from ${t("audit_events")} where stored_at > $${params.length}),
-        cut as (select xid, seq from recent where (xid, seq) > ($3::xid8, $4::bigint) order by xid, seq limit 1)
-        select xid::text as xid_text, seq, stored_at, event, xid < (select xmin from horizon) as visible
-          from ${t("audit_events")}
-         where ${where} and ((select count(*) from cut) = 0 or (xid, seq) < (select xid, seq from cut))
-         order by ${t("audit_events")}.xid, seq limit $5`;
-      // The text form has its own name: ORDER BY resolves a bare name to an
-      // output column first, and xids sorted as text put "100000" before
-      // "99999" — out of order each time the counter gains a digit.
-      // A committed event can sit behind a transaction still running
-      // elsewhere; wait briefly for such short transactions to finish.
+      // The read ends at the feed's horizon ($6) or at the first event after `after` stored later than
+      // `storedBefore`, of ANY team or category, whichever comes first. Only recent events can be past
+      // `storedBefore`, so that search goes through the stored_at index.
+      const sql = `with recent as materialized (select position from ${t("audit_events")} where stored_at > $5),
+        bound as (select least($6::bigint, (select min(position) from recent where position > $3)) as below)
+        select position::text as position_text, stored_at, event from ${t("audit_events")}
+         where ${where} order by position limit $4`;
+      // The text form has its own name: ORDER BY resolves a bare name to an output column first, and
+      // positions sorted as text put "10" before "9".
+      // A committed event can sit behind an append still open; wait briefly for such short ones to finish.
       const deadline = Date.now() + waitMs;
       for (;;) {
+        // The horizon first, then the page in a later statement: its snapshot sees every append the horizon passed.
+        const horizon = await feed.horizon();
+        params[5] = horizon.below;
         const rows = await db.query<AuditRow>(sql, params);
-        const page = toPage(rows, query.limit);
-        if (!page.heldBack || Date.now() >= deadline) return { events: page.events, hasMore: page.hasMore };
+        const events = rows.slice(0, query.limit).map(
+          (row): StoredAuditEvent => ({ position: row.position_text, storedAt: num(row.stored_at), event: row.event }),
+        );
+        const full = rows.length > query.limit;
+        if (full || !horizon.held || Date.now() >= deadline) {
+          const { heldBackMs } = horizon;
+          return horizon.held && heldBackMs > 0 ? { events, hasMore: full, heldBackMs } : { events, hasMore: full };
+        }
         await new Promise((resolve) => setTimeout(resolve, 5));
       }
+    },
+    async auditHorizon() {
+      const horizon = await feed.horizon();
+      return { heldBackMs: horizon.held ? horizon.heldBackMs : 0 };
     },
     isAuditPosition(position) {
       return parsePosition(position) !== null;
     },
   };
+
+  /** A cursor's position: as it is, or, for the (xid, seq) of an event from before migration 9, that event's. */
+  async function positionOf(text: string): Promise<string> {
+    const parsed = parsePosition(text);
+    if (parsed === null) throw new RangeError("not an audit position");
+    if (typeof parsed === "string") return parsed;
+    const [row] = await db.query<{ position: string }>(
+      `select coalesce((select position from ${t("audit_events")}
+                         where xid is not null and (xid, seq) <= ($1::xid8, $2::bigint)
+                         order by xid desc, seq desc limit 1), 0)::text as position`,
+      [parsed.xid, parsed.seq],
+    );
+    return row?.position ?? "0";
+  }
 }
 
 interface AuditRow {
-  xid_text: string;
-  seq: string;
+  position_text: string;
   stored_at: string;
   event: AuditEvent;
-  visible: boolean;
-}
-
-/**
- * The page from rows in position order (already cut at the horizon). The
- * xid gate is a prefix too: every event of a transaction below xmin is
- * positioned before every event of one at or above it. `heldBack` says a
- * committed-or-running event stopped the page early.
- */
-function toPage(rows: AuditRow[], limit: number): { events: StoredAuditEvent[]; hasMore: boolean; heldBack: boolean } {
-  const events: StoredAuditEvent[] = [];
-  for (const row of rows) {
-    if (!row.visible) return { events, hasMore: false, heldBack: events.length < limit };
-    if (events.length === limit) return { events, hasMore: true, heldBack: false };
-    events.push({ position: formatPosition(row.xid_text, row.seq), storedAt: num(row.stored_at), event: row.event });
-  }
-  return { events, hasMore: false, heldBack: false };
 }
 
 /** Store one event in the transaction of `client` (or on its own through the pool). */
@@ -122,12 +126,9 @@ export function timeMs(time: string): number | null {
 const MAX_U64 = (1n << 64n) - 1n;
 const MAX_I64 = (1n << 63n) - 1n;
 
-/** `<xid>.<seq>`, both decimal. */
-function formatPosition(xid: string, seq: string): string {
-  return `${xid}.${seq}`;
-}
-
-function parsePosition(position: string): { xid: string; seq: string } | null {
+/** A position (decimal), or the `<xid>.<seq>` of an event stored before migration 9; null when neither. */
+function parsePosition(position: string): string | { xid: string; seq: string } | null {
+  if (/^[1-9]\d{0,18}$/.test(position)) return BigInt(position) <= MAX_I64 ? position : null;
   const match = /^(0|[1-9]\d{0,19})\.([1-9]\d{0,18})$/.exec(position);
   if (!match) return null;
   const [, xid, seq] = match as unknown as [string, string, string];

@@ -77,8 +77,9 @@ export interface PostgresStorageOptions {
    */
   freshnessTimeoutMs?: number;
   /**
-   * How long an audit read waits for transactions that hold back events
-   * already committed (the xid gate) before returning what is readable. Default 50 ms.
+   * How long an audit read waits for appends still open (the feed's horizon,
+   * `feed-horizon.ts`) that hold back events already committed before
+   * returning what is readable. Default 50 ms.
    */
   auditVisibilityWaitMs?: number;
   /** Where errors that must not fail a request are reported. Default console.error. */

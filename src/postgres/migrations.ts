@@ -4,7 +4,7 @@ import { bounded, checkout, DEFAULT_BOUNDS, quoteIdent } from "./db.js";
 export interface Migration {
   version: number;
   name: string;
-  /** SQL with `{s}` standing for the quoted schema. */
+  /** SQL with `{s}` standing for the quoted schema (`{s_lit}`: the same inside a string literal). */
   sql: string;
 }
 
@@ -272,6 +272,80 @@ create index dataset_rows_unparsable on {s}.dataset_rows (dataset_id, pos) where
 create index table_rows_unparsable on {s}.table_rows (table_id, pos) where row::text ~ '\\\\u(0000|[dD][89abcdefABCDEF])';
 `,
   },
+  {
+    version: 9,
+    name: "feed positions",
+    sql: `
+-- Feeds (the audit log; the change log later): a writer registers under its
+-- feed, then draws a position from the feed's sequence. Registering is a
+-- shared advisory lock held until the transaction ends (a dead backend's
+-- goes with it), keyed by the feed and the sequence's value before the draw,
+-- a bound below every position the transaction takes; once per transaction
+-- and feed. feed_horizon reads the sequence, then the registrations: every
+-- position below its answer that will ever commit has committed. Only the
+-- feed's own writers hold it back (see src/postgres/feed-horizon.ts).
+create function {s}.feed_position(positions regclass, part text default null) returns bigint
+language plpgsql volatile as $$
+declare
+  key integer := hashtext(positions::oid::text || '/' || coalesce(part, ''));
+  registered text := 'dataport.feed_' || (key::bigint & 4294967295);
+begin
+  if coalesce(current_setting(registered, true), '') = '' then
+    perform pg_advisory_xact_lock_shared(key, coalesce(pg_sequence_last_value(positions), 0)::bit(32)::integer);
+    perform set_config(registered, 'yes', true);
+  end if;
+  return nextval(positions);
+end $$;
+create function {s}.feed_horizon(positions regclass, part text default null,
+  out below bigint, out held boolean, out held_ms bigint)
+language plpgsql volatile as $$
+declare
+  key oid := (hashtext(positions::oid::text || '/' || coalesce(part, ''))::bigint & 4294967295)::oid;
+  last bigint;
+  lowest bigint;
+  since timestamptz;
+begin
+  -- The sequence first, the registrations after: a writer not registered
+  -- yet will draw a position above last.
+  last := coalesce(pg_sequence_last_value(positions), 0);
+  select min(r.d), min(a.xact_start) into lowest, since
+    from (select l.pid, (l.objid::bigint - (last & 4294967295) + 6442450944) % 4294967296 - 2147483648 as d
+            from pg_locks l
+           where l.locktype = 'advisory' and l.objsubid = 2 and l.classid = key
+             and l.database = (select oid from pg_database where datname = current_database())) r
+    left join pg_stat_activity a on a.pid = r.pid
+   where r.d < 0;
+  below := last + 1 + coalesce(lowest, 0);
+  held := lowest is not null;
+  held_ms := coalesce((extract(epoch from clock_timestamp() - since) * 1000)::bigint, 0);
+end $$;
+
+-- The audit log's position is one column drawn as above. Events stored
+-- before keep their (xid, seq), numbered in that order, so a cursor of
+-- that form still finds its place.
+create sequence {s}.audit_positions as bigint;
+alter table {s}.audit_events add column position bigint;
+update {s}.audit_events a set position = o.n
+  from (select xid, seq, row_number() over (order by xid, seq) as n from {s}.audit_events) o
+ where (a.xid, a.seq) = (o.xid, o.seq);
+select setval('{s_lit}.audit_positions'::regclass, max(position)) from {s}.audit_events having count(*) > 0;
+alter sequence {s}.audit_positions owned by {s}.audit_events.position;
+alter table {s}.audit_events drop constraint audit_events_pkey,
+  alter column xid drop default, alter column xid drop not null,
+  alter column seq drop identity, alter column seq drop not null,
+  alter column position set default {s}.feed_position('{s_lit}.audit_positions'::regclass),
+  alter column position set not null,
+  add primary key (position);
+create unique index audit_events_xid_seq on {s}.audit_events (xid, seq) where xid is not null;
+
+-- An input-table row's position comes from a sequence, never given again:
+-- max + 1 gave a deleted last row's position to the next row, which a read
+-- continuing after that position then missed.
+create sequence {s}.table_row_positions as bigint owned by {s}.table_rows.pos;
+select setval('{s_lit}.table_row_positions'::regclass, max(pos)) from {s}.table_rows having count(*) > 0;
+alter table {s}.table_rows alter column pos set default nextval('{s_lit}.table_row_positions'::regclass);
+`,
+  },
 ];
 
 /**
@@ -295,7 +369,7 @@ export async function migrate(pool: Pool, schemaName: string): Promise<number[]>
     const applied: number[] = [];
     for (const migration of MIGRATIONS) {
       if (done.has(migration.version)) continue;
-      await client.query(migration.sql.replaceAll("{s}", s));
+      await client.query(migration.sql.replaceAll("{s_lit}", s.replaceAll("'", "''")).replaceAll("{s}", s));
       await client.query(`insert into ${s}.schema_migrations (version, name) values ($1, $2)`, [migration.version, migration.name]);
       applied.push(migration.version);
     }

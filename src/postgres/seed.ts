@@ -102,11 +102,14 @@ async function load(client: PoolClient, t: Db["t"], space: SeedSpace): Promise<v
       table.id,
     );
   }
+  // Rows inserted later take positions after the fixture's.
+  const positions = t("table_row_positions");
+  await client.query(`select setval($1::regclass, max(pos)) from ${t("table_rows")} having count(*) > 0`, [positions]);
   for (const dashboard of space.dashboards) await upsertDashboard(client, t, dashboard);
   await insertDashboardViews(client, t, space.dashboardViews);
   await insertRefreshRuns(client, t, space.refreshRuns);
   await insertCreditUsage(client, t, space.creditUsage);
-  // Fixture events are stored in file order, all at the start of time, in
-  // this one transaction (one xid), so their sequence keeps the file order.
+  // Fixture events are stored in file order, all at the start of time, one
+  // after the other, so their positions keep the file order.
   for (const event of space.auditEvents) await appendAudit(client, t, event, 0);
 }

@@ -74,11 +74,13 @@ export function postgresTables(db: Db): Omit<TableStore, "aggregateTableRows"> &
     if (table.rowCount === 0) throw new Error(`unknown table ${input.tableId}`);
     const stamp = new Date(input.now).toISOString();
     const row = newRow(input.rowId, input.values, stamp);
-    await client.query(
-      `insert into ${t("table_rows")} (table_id, row_id, pos, row, updated_ms)
-       values ($1, $2, (select coalesce(max(pos), 0) + 1 from ${t("table_rows")} where table_id = $1), $3, $4)`,
-      [input.tableId, input.rowId, json(row), input.now],
-    );
+    // The position is the column's default: the next of a sequence, never a deleted row's again.
+    await client.query(`insert into ${t("table_rows")} (table_id, row_id, row, updated_ms) values ($1, $2, $3, $4)`, [
+      input.tableId,
+      input.rowId,
+      json(row),
+      input.now,
+    ]);
     await record(client, input, "create", stamp, stamp, null, row);
     return row;
   };

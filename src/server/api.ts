@@ -110,6 +110,7 @@ export const DEFAULT_SETTINGS: ApiSettings = {
   viewUrl: "http://127.0.0.1:8787",
   maxBodyBytes: 1024 * 1024,
   auditLagSeconds: 5,
+  auditStallSeconds: 30,
   webhookRatePerSecond: 50,
   webhookRetainRows: 10_000,
   trustedProxies: [],

@@ -63,6 +63,10 @@ export function sqliteAudit({ db }: SqliteHandle, group: GroupCommit): AuditStor
       );
       return { events, hasMore: rows.length > query.limit };
     },
+    async auditHorizon() {
+      // One writer at a time, positions assigned in its transaction: commits come in position order.
+      return { heldBackMs: 0 };
+    },
     isAuditPosition(position) {
       return /^[1-9]\d{0,15}$/.test(position) && Number.isSafeInteger(Number(position));
     },

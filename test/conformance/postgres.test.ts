@@ -13,9 +13,7 @@ runStorageConformance(
   async () => {
     const schema = testSchema();
     schemas.push(schema);
-    // The audit feed's xid gate waits for every transaction open on the cluster, and other test files run
-    // beside this one (bulk writes, held locks): give them time to finish rather than read a page short.
-    return createPostgresStorage({ connectionString: POSTGRES_URL, schema, maxConnections: 4, auditVisibilityWaitMs: 3000 });
+    return createPostgresStorage({ connectionString: POSTGRES_URL, schema, maxConnections: 4 });
   },
   skip ? { skip } : {},
 );

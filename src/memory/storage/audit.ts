@@ -48,6 +48,11 @@ export function memoryAudit(state: MemoryState): AuditStore {
       return { events, hasMore };
     },
 
+    async auditHorizon() {
+      // An append is readable the moment it is stored, in position order: nothing ever holds a read back.
+      return { heldBackMs: 0 };
+    },
+
     isAuditPosition(position) {
       return POSITION.test(position);
     },

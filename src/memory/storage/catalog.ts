@@ -28,6 +28,20 @@ export function memoryCatalog(state: MemoryState): CatalogStore & CatalogWrites 
     throw new Error(state.tables.has(id) ? `${id} is an input table: its rows change one by one` : `unknown dataset ${id}`);
   };
 
+  /**
+   * `rows` becomes the dataset's row array, positioned after the array it
+   * replaces (`replaced: true`: after its last row) or where that one
+   * started (an append, which keeps the stored rows in front): positions
+   * only grow, so a read continuing after a position neither skips nor
+   * repeats a row across the write.
+   */
+  const putRows = (datasetId: string, rows: Row[], replaced: boolean): void => {
+    const before = state.datasetRows.get(datasetId);
+    const first = before ? (state.firstPositions.get(before) ?? 0) + (replaced ? before.length : 0) : 0;
+    state.firstPositions.set(rows, first);
+    state.datasetRows.set(datasetId, rows);
+  };
+
   /** A dataset and its rows go together, with the dedup keys of those rows. */
   const removeDataset = (id: string): void => {
     state.datasets.delete(id);
@@ -65,10 +79,11 @@ export function memoryCatalog(state: MemoryState): CatalogStore & CatalogWrites 
     },
     async readDatasetRows(datasetId, query) {
       const rows = state.datasetRows.get(datasetId) ?? [];
-      if (query.where || query.sort?.length || query.after) return queriedRows(rows, state.rowsTrimmed.get(rows) ?? 0, query);
+      const first = () => state.firstPositions.get(rows) ?? 0;
+      if (query.where || query.sort?.length || query.after) return queriedRows(rows, first(), query);
       const totalRows = query.filters ? rows.reduce((n, r) => n + (matchesFilters(r, query.filters) ? 1 : 0), 0) : rows.length;
       const last: { key: RowKey | null } = { key: null };
-      const page: RowPage = { totalRows, rows: new PageOf(rows, query, () => state.rowsTrimmed.get(rows) ?? 0, last), lastKey: () => last.key };
+      const page: RowPage = { totalRows, rows: new PageOf(rows, query, first, last), lastKey: () => last.key };
       return page;
     },
     async replaceDatasetRows(datasetId, data) {
@@ -76,7 +91,7 @@ export function memoryCatalog(state: MemoryState): CatalogStore & CatalogWrites 
       if (!found) throw new Error(`unknown dataset ${datasetId}`);
       const rows = data.rows.map(cloneJson);
       const columns = cloneJson(data.columns);
-      state.datasetRows.set(datasetId, rows);
+      putRows(datasetId, rows, true);
       state.dedupKeys.delete(datasetId);
       state.datasets.set(datasetId, { ...found, columns, rowCount: rows.length, lastRefreshedAt: data.refreshedAt, updatedAt: data.refreshedAt });
     },
@@ -126,7 +141,7 @@ export function memoryCatalog(state: MemoryState): CatalogStore & CatalogWrites 
       // The rows stored NOW, not when the write began: writes to one dataset land one after the other.
       const rows = write.mode === "replace" ? incoming : [...(state.datasetRows.get(write.datasetId) ?? []), ...incoming];
       // A new array, never a change to the old one: a read under way keeps the rows it started on.
-      state.datasetRows.set(write.datasetId, rows);
+      putRows(write.datasetId, rows, write.mode === "replace");
       if (write.mode === "replace") state.dedupKeys.delete(write.datasetId);
       state.datasets.set(write.datasetId, { ...found, columns, rowCount: rows.length, updatedAt: write.updatedAt });
       return { rowCount: rows.length };
@@ -142,7 +157,7 @@ function webhookEndpointId(connection: ConnectionRecord): string | null {
 
 /**
  * The page as a lazy sequence over the live row array. Positions are
- * absolute (index + rows trimmed so far), so retention trimming the front
+ * absolute (index + the array's first position), so retention trimming the front
  * while a read is under way neither repeats nor skips a retained row.
  *
  * A hand-written iterator, not an async generator (see
@@ -161,7 +176,7 @@ class PageOf implements AsyncIterableIterator<Row> {
   constructor(
     private readonly rows: readonly Row[],
     private readonly query: RowQuery,
-    private readonly trimmed: () => number,
+    private readonly first: () => number,
     private readonly last: { key: RowKey | null },
   ) {}
 
@@ -191,13 +206,13 @@ class PageOf implements AsyncIterableIterator<Row> {
 
   /** The next row of the page (a fresh copy), or null at its end. */
   private step(): Row | null {
-    const { rows, query, trimmed } = this;
+    const { rows, query, first } = this;
     const limit = query.limit ?? Number.POSITIVE_INFINITY;
     if (this.returned >= limit) return null;
-    let position = this.position === null ? trimmed() + (query.filters ? 0 : query.offset) : this.position + 1;
+    let position = this.position === null ? first() + (query.filters ? 0 : query.offset) : this.position + 1;
     for (; ; position++) {
-      const i = Math.max(0, position - trimmed());
-      position = i + trimmed();
+      const i = Math.max(0, position - first());
+      position = i + first();
       if (i >= rows.length) return null;
       const row = rows[i]!;
       if (query.filters) {

@@ -5,7 +5,7 @@ import { compareKeys, keyOf, matchesWhere } from "../../domain/row-query-order.j
 import { matchesFilters, selectColumns } from "../../domain/rows.js";
 import type { RowPage, RowQuery } from "../../ports/storage/catalog.js";
 import type { TableRowsPage, TableRowsQuery } from "../../ports/storage/tables.js";
-import { cloneJson } from "./state.js";
+import { cloneJson, type TableRowEntry } from "./state.js";
 
 /**
  * Reads with `where`, `sort` or `after`, evaluated over the rows the
@@ -14,7 +14,7 @@ import { cloneJson } from "./state.js";
  * absolute (`first` is the position of `rows[0]`).
  */
 export function queriedRows(rows: readonly Row[], first: number, query: RowQuery): RowPage {
-  const { matching, page } = select(rows, first, query, query.limit);
+  const { matching, page } = select(rows, (i) => first + i, query, query.limit);
   let last: RowKey | null = null;
   // A plain iterator, not an async generator (see `domain/async-iterables.ts`): each row is copied
   // when it is asked for, and `last` is the key of the row last handed over.
@@ -25,9 +25,10 @@ export function queriedRows(rows: readonly Row[], first: number, query: RowQuery
   return { totalRows: matching, rows: selected, lastKey: () => last };
 }
 
-/** The same for an input table (whose rows sit at positions 0, 1, … in creation order). */
-export function queriedTableRows(rows: readonly Row[], query: TableRowsQuery): TableRowsPage {
-  const { matching, page } = select(rows, 0, query, query.limit);
+/** The same for an input table, whose rows keep the positions they were given at insert. */
+export function queriedTableRows(entries: readonly TableRowEntry[], query: TableRowsQuery): TableRowsPage {
+  const rows = entries.map((e) => e.row);
+  const { matching, page } = select(rows, (i) => entries[i]!.position, query, query.limit);
   return { totalRows: matching, rows: page.map((e) => cloneJson(e.row)), lastKey: page.at(-1)?.key ?? null };
 }
 
@@ -38,7 +39,7 @@ interface Entry {
 
 function select(
   rows: readonly Row[],
-  first: number,
+  positionOf: (index: number) => number,
   query: Pick<RowQuery, "where" | "sort" | "after" | "offset"> & { filters?: Record<string, unknown> | null },
   limit: number | null,
 ): { matching: number; page: Entry[] } {
@@ -47,7 +48,7 @@ function select(
   rows.forEach((row, i) => {
     if (query.filters && !matchesFilters(row, query.filters)) return;
     if (query.where && !matchesWhere(row, query.where)) return;
-    entries.push({ row, key: keyOf(row, first + i, sort) });
+    entries.push({ row, key: keyOf(row, positionOf(i), sort) });
   });
   if (sort.length > 0) entries.sort((a, b) => compareKeys(a.key, b.key, sort));
   const after = query.after;

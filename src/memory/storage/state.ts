@@ -18,6 +18,23 @@ import type { StoredAuditEvent } from "../../ports/storage/audit.js";
 import type { EditLogEntry } from "../../ports/storage/tables.js";
 import type { ApiUsageCounter } from "../../ports/storage/usage.js";
 
+/**
+ * An input table's rows in creation order, each with its position: given at
+ * insert, kept through updates, never given again (a deleted row's
+ * position stays unused), so a read continuing after a row's position
+ * neither skips nor repeats a row whatever was deleted before it.
+ */
+export interface TableRows {
+  entries: TableRowEntry[];
+  /** The position of the next row inserted. */
+  nextPosition: number;
+}
+
+export interface TableRowEntry {
+  position: number;
+  row: Row;
+}
+
 /** The dedup keys of a webhook dataset's retained rows, both ways. */
 export interface DedupKeys {
   rowIdByKey: Map<string, string>;
@@ -49,16 +66,18 @@ export interface MemoryState {
    */
   datasetRows: Map<string, Row[]>;
   /**
-   * Rows trimmed so far from the front of a row array (retention): a row's
-   * absolute position is its index plus this, so a streaming read survives a
-   * trim that shifts the array under it.
+   * The position of a row array's first row: a row's absolute position is
+   * its index plus this. Retention trimming the front adds to it, so a
+   * streaming read survives a trim that shifts the array under it; an array
+   * that replaces another starts after it (a replace: after its last row;
+   * an append: where it started), so positions only grow.
    */
-  rowsTrimmed: WeakMap<Row[], number>;
+  firstPositions: WeakMap<Row[], number>;
   /** Dedup keys per webhook dataset; a key is kept exactly as long as its row. */
   dedupKeys: Map<string, DedupKeys>;
   tables: Map<string, TableRecord>;
-  /** Input-table rows by table id, in creation order. */
-  tableRows: Map<string, Row[]>;
+  /** Input-table rows by table id. */
+  tableRows: Map<string, TableRows>;
   /** Each input table's edit log, oldest first. */
   editLogs: Map<string, EditLogEntry[]>;
   dashboards: Map<string, DashboardRecord>;
@@ -92,7 +111,7 @@ export function createMemoryState(): MemoryState {
     connections: new Map(),
     datasets: new Map(),
     datasetRows: new Map(),
-    rowsTrimmed: new WeakMap(),
+    firstPositions: new WeakMap(),
     dedupKeys: new Map(),
     tables: new Map(),
     tableRows: new Map(),

@@ -15,7 +15,7 @@ import type {
 import { appendAuditEntry, assertNewAuditId } from "./audit.js";
 import { pageById } from "./order.js";
 import { queriedTableRows } from "./row-query.js";
-import { cloneJson, type MemoryState } from "./state.js";
+import { cloneJson, type MemoryState, type TableRows } from "./state.js";
 
 /** A key's answer, recorded with the write it answers. */
 interface Claim {
@@ -50,14 +50,20 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
     table.updatedAt = stamp;
   }
 
+  /** The table's rows, an empty set for a table without any yet. */
+  function rowsOf(tableId: string): TableRows {
+    let rows = state.tableRows.get(tableId);
+    if (!rows) state.tableRows.set(tableId, (rows = { entries: [], nextPosition: 0 }));
+    return rows;
+  }
+
   /** The row written (no `await` between the check and the change: atomic in this process). */
   function insertRow({ tableId, rowId, values, actor, now, auditEvent }: InsertRowInput): Row {
     assertNewAuditId(state, auditEvent.id);
     const stamp = nextUpdatedAt(null, now);
     const row = newRow(rowId, values, stamp);
-    const rows = state.tableRows.get(tableId) ?? [];
-    rows.push(row);
-    state.tableRows.set(tableId, rows);
+    const rows = rowsOf(tableId);
+    rows.entries.push({ position: rows.nextPosition++, row });
     touchTable(tableId, 1, stamp);
     logEdit({ tableId, rowId, op: "create", actor, at: new Date(now).toISOString(), before: null, after: row });
     appendAuditEntry(state, auditEvent, now);
@@ -66,17 +72,16 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
 
   function updateRow(input: UpdateRowInput): RowWriteResult {
     const { tableId, rowId, patch, expectedUpdatedAt, actor, now, auditEvent } = input;
-    const rows = state.tableRows.get(tableId) ?? [];
-    const index = rows.findIndex((r) => r._id === rowId);
-    const current = rows[index];
-    if (!current) return { status: "not_found" };
+    const entry = state.tableRows.get(tableId)?.entries.find((e) => e.row._id === rowId);
+    if (!entry) return { status: "not_found" };
+    const current = entry.row;
     if (expectedUpdatedAt !== null && changedSince(current, expectedUpdatedAt)) {
       return { status: "conflict", current: cloneJson(current) };
     }
     assertNewAuditId(state, auditEvent.id);
     const stamp = nextUpdatedAt(String(current._updatedAt), now);
     const row = patchedRow(current, patch, stamp);
-    rows[index] = row;
+    entry.row = row;
     touchTable(tableId, 0, stamp);
     logEdit({ tableId, rowId, op: "update", actor, at: new Date(now).toISOString(), before: current, after: row });
     appendAuditEntry(state, auditEvent, now);
@@ -127,12 +132,12 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
       return evaluateAggregate(state.tableRows.get(tableId) ?? [], query);
     },
     async listTableRows(tableId, query) {
-      return queriedTableRows(state.tableRows.get(tableId) ?? [], query);
+      return queriedTableRows(state.tableRows.get(tableId)?.entries ?? [], query);
     },
 
     async getTableRow(tableId, rowId) {
-      const row = (state.tableRows.get(tableId) ?? []).find((r) => r._id === rowId);
-      return row ? cloneJson(row) : null;
+      const entry = state.tableRows.get(tableId)?.entries.find((e) => e.row._id === rowId);
+      return entry ? cloneJson(entry.row) : null;
     },
 
     async insertTableRow(input) {
@@ -158,12 +163,12 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
     },
 
     async deleteTableRow({ tableId, rowId, actor, now, auditEvent }) {
-      const rows = state.tableRows.get(tableId) ?? [];
-      const index = rows.findIndex((r) => r._id === rowId);
-      const current: Row | undefined = rows[index];
+      const entries = state.tableRows.get(tableId)?.entries ?? [];
+      const index = entries.findIndex((e) => e.row._id === rowId);
+      const current: Row | undefined = entries[index]?.row;
       if (!current) return { status: "not_found" };
       assertNewAuditId(state, auditEvent.id);
-      rows.splice(index, 1);
+      entries.splice(index, 1);
       const at = new Date(now).toISOString();
       touchTable(tableId, -1, at);
       logEdit({ tableId, rowId, op: "delete", actor, at, before: current, after: null });
@@ -179,12 +184,13 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
 
     async putTable(table, reshape) {
       const stored = state.tableRows.get(table.id);
-      // Every row reshaped before any is replaced: a refusal leaves the table as it was.
-      const rows = stored && reshape ? stored.map((row) => reshape(cloneJson(row))) : stored;
-      if (rows && rows !== stored) state.tableRows.set(table.id, rows);
+      // Every row reshaped before any is replaced (each keeping its position): a refusal leaves the table as it was.
+      if (stored && reshape) {
+        stored.entries = stored.entries.map(({ position, row }) => ({ position, row: reshape(cloneJson(row)) }));
+      }
       const result = state.tables.has(table.id) ? "updated" : "created";
-      state.tables.set(table.id, { ...cloneJson(table), rowCount: rows?.length ?? 0 });
-      if (!rows) state.tableRows.set(table.id, []);
+      state.tables.set(table.id, { ...cloneJson(table), rowCount: stored?.entries.length ?? 0 });
+      if (!stored) state.tableRows.set(table.id, { entries: [], nextPosition: 0 });
       return result;
     },
 

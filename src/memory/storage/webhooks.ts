@@ -35,10 +35,10 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
     const rows = state.datasetRows.get(datasetId);
     if (!rows || rows.length <= retainRows) return;
     const index = keysOf(datasetId);
-    // In place, so a read under way sees the trim (see `rowsTrimmed`); `shift`, not `splice`: V8 drops
+    // In place, so a read under way sees the trim (see `firstPositions`); `shift`, not `splice`: V8 drops
     // the front of a large array without moving the rest, and at capacity every delivery trims one row.
     const excess = rows.length - retainRows;
-    state.rowsTrimmed.set(rows, (state.rowsTrimmed.get(rows) ?? 0) + excess);
+    state.firstPositions.set(rows, (state.firstPositions.get(rows) ?? 0) + excess);
     for (let i = 0; i < excess; i++) forget(index, rows.shift()!._id as string);
     state.datasets.get(datasetId)!.rowCount = retainRows;
   }

@@ -49,6 +49,12 @@ export interface AuditStore {
    * `hasMore` is true exactly when the next read from the last returned
    * position, with the same arguments, would return at least one event.
    * Cost MUST NOT grow with the number of events before `after`.
+   *
+   * `heldBackMs`: a store whose appends become readable out of position
+   * order (PostgreSQL) reports how long the oldest append still open that
+   * holds this read back has been open, in ms (0 or absent: none); the
+   * feed's `lagSeconds` then says so. Only the log's own appends may hold a
+   * read back, never other work on the same database server.
    */
   readAuditEvents(query: {
     teamIds: readonly string[];
@@ -57,7 +63,14 @@ export interface AuditStore {
     since: string | null;
     storedBefore: number;
     limit: number;
-  }): Promise<{ events: StoredAuditEvent[]; hasMore: boolean }>;
+  }): Promise<{ events: StoredAuditEvent[]; hasMore: boolean; heldBackMs?: number }>;
+  /**
+   * Optional: the log's horizon now, for readiness and metrics: how long the
+   * oldest append still open has held reads back, in ms (0: nothing holds
+   * them back). Stores whose appends are readable in position order as soon
+   * as they are stored always answer 0.
+   */
+  auditHorizon?(): Promise<{ heldBackMs: number }>;
   /**
    * Validates an opaque position from a cursor; false means tampered or
    * malformed. MUST accept every position this store returned and MUST

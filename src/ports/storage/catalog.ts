@@ -57,8 +57,11 @@ export interface RowPage {
    * Once `rows` or `rowsJson` has been read (wholly or in part), the key of
    * the last row it yielded (its sort values and stored position), which a
    * later read passes as `after` to continue right behind it; null when it
-   * yielded none. Positions are the store's: stable while nobody writes the
-   * dataset, growing with appends.
+   * yielded none. Positions are the store's, and only grow: an append's rows
+   * come after the stored ones (which keep theirs, retention trimming the
+   * oldest or not), and a replace or refresh positions its rows after every
+   * earlier one, so a read continuing after a key from before it starts at
+   * the new rows.
    */
   lastKey(): RowKey | null;
 }

@@ -23,7 +23,13 @@ export interface TableRowsPage {
   /** Rows matching `where` (ignoring `after`, offset and limit). */
   totalRows: number;
   rows: Row[];
-  /** The key of the last row of `rows` (sort values and stored position), for a later `after`; null when `rows` is empty. */
+  /**
+   * The key of the last row of `rows` (sort values and stored position), for
+   * a later `after`; null when `rows` is empty. A row's position is given at
+   * insert and never changes, and no later row gets it again (a keyset
+   * position, not an index): rows deleted before a key neither skip nor
+   * repeat a row of the read continuing after it.
+   */
   lastKey: RowKey | null;
 }
 

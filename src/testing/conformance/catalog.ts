@@ -641,6 +641,24 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
         expect((await collect(rest.rows)).map((r) => r.id)).toEqual(["r5", "r6", "r7", "r8"]);
       });
 
+      it("keeps positions growing across a replace or a refresh: reading after an older key starts at the new rows", async () => {
+        const store = await mixed();
+        const ids = async (query: Partial<RowQuery>) => {
+          const page = await store.catalog.readDatasetRows("ds_mixed", { ...all, ...query });
+          return (await collect(page.rows)).map((r) => r.id);
+        };
+        const first = await store.catalog.readDatasetRows("ds_mixed", { ...all, limit: 5 });
+        expect((await collect(first.rows)).map((r) => r.id)).toEqual(["r0", "r1", "r2", "r3", "r4"]);
+        const replacement = stream([{ id: "n0" }, { id: "n1" }, { id: "n2" }]);
+        await bulk(store, "ds_mixed", "replace", replacement, MIXED_COLUMNS).done;
+        expect(await ids({ limit: 10, after: first.lastKey() })).toEqual(["n0", "n1", "n2"]);
+        const again = await store.catalog.readDatasetRows("ds_mixed", { ...all, limit: 1 });
+        expect((await collect(again.rows)).map((r) => r.id)).toEqual(["n0"]);
+        const refresh = { rows: [{ id: "f0" }, { id: "f1" }], columns: MIXED_COLUMNS, refreshedAt: UPDATED_AT };
+        await store.catalog.replaceDatasetRows("ds_mixed", refresh);
+        expect(await ids({ limit: 10, after: again.lastKey() })).toEqual(["f0", "f1"]);
+      });
+
       it("streams long sorted and filtered reads in the same order as short pages", async () => {
         const store = await seeded();
         const rows: Row[] = Array.from({ length: 2600 }, (_, i) => ({ id: i, g: i % 7 === 3 ? null : i % 7, s: `v${(i * 7919) % 1000}` }));

@@ -262,6 +262,31 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       }
     });
 
+    it("pages by key, not index: deleting rows before the cursor skips or repeats none; no position is given twice", async () => {
+      const store = await seeded();
+      for (let i = 2; i <= 7; i++) await insert(store, `row_${i}`, { region: "EMEA", target: 100 * i }, NOW + i * 1000);
+      const ids = (rows: Row[]) => rows.map((r) => r._id);
+      const first = await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 3 });
+      expect(ids(first.rows)).toEqual(["row_1", "row_2", "row_3"]);
+      await remove(store, "row_1");
+      await remove(store, "row_3");
+      const second = await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 3, after: first.lastKey });
+      expect(ids(second.rows)).toEqual(["row_4", "row_5", "row_6"]);
+      const sort = [{ column: "target", descending: true }];
+      const top = await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 2, sort });
+      expect(ids(top.rows)).toEqual(["row_7", "row_6"]);
+      await remove(store, "row_7");
+      const rest = await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10, sort, after: top.lastKey });
+      expect(ids(rest.rows)).toEqual(["row_5", "row_4", "row_2"]);
+      // The last row read is deleted and a row inserted: the new row's position is a new one, after the cursor.
+      const whole = await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10 });
+      expect(ids(whole.rows)).toEqual(["row_2", "row_4", "row_5", "row_6"]);
+      await remove(store, "row_6");
+      await insert(store, "row_8", { region: "APAC", target: 1 }, NOW + 9000);
+      const more = await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10, after: whole.lastKey });
+      expect(ids(more.rows)).toEqual(["row_8"]);
+    });
+
     describe("table writes", () => {
       const table = (id: string, over: Partial<TableRecord> = {}): TableRecord => ({
         id,

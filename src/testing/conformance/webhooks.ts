@@ -161,6 +161,30 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
       expect((await rowsOf(store, "ds_conn_hook_small")).map((r) => r._id)).toEqual(["r4", "r5", "x1"]);
     });
 
+    it("pages by position across trimming and an append after it: no row skipped, none repeated", async () => {
+      const store = await seeded();
+      for (let i = 1; i <= 5; i++) await ingest(store, "ds_conn_hook_small", row(`r${i}`), null, 3);
+      const first = await store.catalog.readDatasetRows("ds_conn_hook_small", { ...all, limit: 1 });
+      for await (const r of first.rows) expect(r._id).toBe("r3");
+      await ingest(store, "ds_conn_hook_small", row("r6"), null, 3);
+      const next = await store.catalog.readDatasetRows("ds_conn_hook_small", { ...all, limit: 1, after: first.lastKey() });
+      for await (const r of next.rows) expect(r._id).toBe("r4");
+      // A bulk append keeps the stored rows where they are: the page after r4 is r5.
+      await store.catalog.writeDatasetRows({
+        datasetId: "ds_conn_hook_small",
+        mode: "append",
+        rows: (async function* () {
+          yield row("b1");
+        })(),
+        columns: () => columnsOf(row("b1")),
+        updatedAt: T0,
+      });
+      const ids: unknown[] = [];
+      const rest = await store.catalog.readDatasetRows("ds_conn_hook_small", { ...all, after: next.lastKey() });
+      for await (const r of rest.rows) ids.push(r._id);
+      expect(ids).toEqual(["r5", "r6", "b1"]);
+    });
+
     it("keeps __proto__, constructor and prototype as ordinary columns", async () => {
       const store = await seeded();
       const r = row("r1");

@@ -1,0 +1,67 @@
+import type { Db } from "./db.js";
+
+/**
+ * Positions of a feed (the audit log; the change log next) and the horizon
+ * below which a reader may return them, on PostgreSQL.
+ *
+ * Transactions commit out of order: a position drawn early may commit after
+ * a later one was read, and a cursor past it would skip it for good. So a
+ * writer registers under its feed before it draws a position
+ * (`{schema}.feed_position(sequence, part)`, migration 9): a shared advisory
+ * lock held until its transaction ends, keyed by the feed and the value the
+ * sequence had just before, a bound below every position the transaction
+ * takes. A reader (`{schema}.feed_horizon`) reads the sequence, then the
+ * registrations in `pg_locks`; every position below the smallest bound (or
+ * past the sequence's value) that will ever commit has committed, since a
+ * writer that registers later draws above the value read, and a lock is
+ * released only after its transaction's rows are visible.
+ *
+ * Only the feed's own open writes hold it back: not transactions elsewhere on
+ * the server, nor Dataport's writes to other schemas or feeds. A writer that
+ * dies takes its lock with it. A feed is a sequence, or a part of one (one
+ * sequence, a horizon per `part`, e.g. per dataset): the key is a hash of
+ * both, and a collision only holds a reader back longer.
+ */
+export interface FeedHorizon {
+  /** Every position below this one (decimal) that will ever commit has committed. */
+  below: string;
+  /** Whether a write still open on the feed holds `below` back. */
+  held: boolean;
+  /**
+   * How long the oldest open write holding `below` back has been in its
+   * transaction, in ms by the database's clock; 0 when none does (or when
+   * the database does not show another role's sessions).
+   */
+  heldBackMs: number;
+}
+
+export interface FeedPositions {
+  /**
+   * SQL for a writer's next position (register, then draw), for an insert
+   * whose column has no such default; `partSql` is the SQL of the part
+   * (a parameter such as `$3`), or none for the whole sequence.
+   */
+  nextPositionSql(partSql?: string): string;
+  /**
+   * The horizon now. A read bounded by it MUST be a statement issued after
+   * this call returned (a later snapshot), never the same statement.
+   */
+  horizon(part?: string | null): Promise<FeedHorizon>;
+}
+
+/** The feed drawing from `sequence` (unqualified; it lives in the store's schema). */
+export function feedPositions(db: Db, sequence: string): FeedPositions {
+  const qualified = db.t(sequence);
+  const sql = `select below::text as below, held, held_ms from ${db.schema}.feed_horizon($1::regclass, $2)`;
+  return {
+    nextPositionSql(partSql) {
+      const sequenceLiteral = `'${qualified.replaceAll("'", "''")}'::regclass`;
+      return `${db.schema}.feed_position(${sequenceLiteral}${partSql ? `, ${partSql}` : ""})`;
+    },
+    async horizon(part = null) {
+      const [row] = await db.query<{ below: string; held: boolean; held_ms: string }>(sql, [qualified, part]);
+      if (!row) throw new Error("feed_horizon returned no row");
+      return { below: row.below, held: row.held, heldBackMs: Number(row.held_ms) };
+    },
+  };
+}
