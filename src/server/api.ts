@@ -34,7 +34,7 @@ import { createRouter } from "./router.js";
 import { adminMount, defaultConnectors, mounts } from "../routes/index.js";
 import type { RouteDef } from "../routes/route-def.js";
 import { limiterWithPolicy } from "../core/rate-limit.js";
-import { instrumentStorage } from "../storage/timed.js";
+import { wrapStoreCalls } from "../sql/store-calls.js";
 
 export interface DataApiOptions extends Partial<ApiSettings> {
   /** Where everything is persisted. Default: a fresh in-memory store. */
@@ -120,7 +120,7 @@ export function createDataApi(options: DataApiOptions = {}): DataApi {
   const clock = options.clock ?? systemClock;
   const metrics = options.metrics ?? null;
   // Wrapped only when a storage timeout or metrics ask for it; otherwise the store itself.
-  const storage = instrumentStorage(options.storage ?? createMemoryStorage(), { timeoutMs: settings.storageTimeoutMs, metrics });
+  const storage = wrapStoreCalls(options.storage ?? createMemoryStorage(), { timeoutMs: settings.storageTimeoutMs, metrics });
   const logger = toLogger(options.logger);
   const ports: Ports = {
     storage,

@@ -6,7 +6,7 @@ import { appendRowsStatement, sqliteCatalog } from "./catalog.js";
 import { syncDatasetIndexes } from "./row-indexes.js";
 import { dashboardViewStatement, insertDashboardStatement, sqliteDashboards } from "./dashboards.js";
 import { openSqlite, type SqliteStorageOptions } from "./db.js";
-import { groupCommit } from "./group-commit.js";
+import { recordWrites } from "./records.js";
 import { insertApiKeyStatement, insertSessionStatement, sqliteIdentity } from "./identity.js";
 import { insertTableStatement, sqliteTables } from "./tables.js";
 import { creditUsageStatement, refreshRunStatement, sqliteUsage } from "./usage.js";
@@ -33,7 +33,7 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
   const { db } = handle;
   const webhooks = sqliteWebhooks(handle);
   // Audit events and usage counters share one group commit per turn of the event loop.
-  const records = groupCommit(db);
+  const records = recordWrites(db);
   const usage = sqliteUsage(handle, records);
   const load = seedTransaction(db);
   const probe = db.prepare("SELECT 1");

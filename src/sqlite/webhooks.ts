@@ -4,7 +4,7 @@ import type { Column, ColumnType, Row } from "../domain/model.js";
 import { endpointFromConnection } from "../domain/webhook-config.js";
 import type { WebhookEndpoint } from "../domain/webhook-config.js";
 import type { WebhookDelivery, WebhookReceipt, WebhookStore } from "../ports/storage/webhooks.js";
-import type { PendingDelivery } from "../storage/deliveries.js";
+import { groupCommit } from "../sql/group-commit.js";
 import { stagingMover } from "./bulk-rows.js";
 import { parseJson, rememberedReads, rowKey, type SqliteHandle, writeTransaction } from "./db.js";
 
@@ -19,6 +19,8 @@ interface EndpointRow {
 
 /** Endpoints remembered at most (found ones only: unknown ids are looked up every time). */
 const ENDPOINT_CACHE_SIZE = 1000;
+/** Deliveries of one group at most (bounds a transaction under a flood). */
+const GROUP_LIMIT = 10_000;
 
 export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): void; forget(): void } {
   const { db } = handle;
@@ -72,31 +74,14 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
     return toEndpoint({ connection_id: connection.id, team_id: connection.teamId, name: connection.name, config: JSON.stringify(config), dataset_id: dataset.id });
   });
 
-  // Group commit: calls arriving in the same turn of the event loop share one
-  // transaction (one WAL commit); each resolves only after that commit.
-  let queue: PendingDelivery[] = [];
-  let scheduled = false;
-  const flush = () => {
-    scheduled = false;
-    const batch = queue;
-    queue = [];
-    if (batch.length === 0) return;
-    let results: WebhookReceipt[];
-    try {
-      results = ingestBatch(batch.map((p) => p.input));
-    } catch {
-      // One bad delivery must not fail its neighbours: retry each alone.
-      for (const p of batch) {
-        try {
-          p.resolve(ingestBatch([p.input])[0]!);
-        } catch (error) {
-          p.reject(error);
-        }
-      }
-      return;
-    }
-    batch.forEach((p, i) => p.resolve(results[i]!));
-  };
+  // Group commit (sql/group-commit.ts): calls arriving in the same turn of the event loop share one
+  // transaction (one WAL commit); each resolves only after that commit. One bad delivery does not fail
+  // its neighbours: the group is committed again one delivery at a time.
+  const deliveries = groupCommit<WebhookDelivery, WebhookReceipt>({
+    limit: GROUP_LIMIT,
+    reported: (error) => error,
+    commit: ingestBatch,
+  });
 
   return {
     async getWebhookEndpoint(endpointId) {
@@ -110,13 +95,7 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
       return endpoint;
     },
     ingestWebhookRow(input) {
-      return new Promise<WebhookReceipt>((resolve, reject) => {
-        queue.push({ input, resolve, reject });
-        if (!scheduled) {
-          scheduled = true;
-          setImmediate(flush);
-        }
-      });
+      return deliveries.add(input);
     },
     async updateWebhookSettings(connectionId, settings) {
       try {
@@ -132,7 +111,7 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
         forget();
       }
     },
-    flush,
+    flush: deliveries.flush,
     forget,
   };
 }

@@ -1,6 +1,8 @@
 import { afterAll } from "vitest";
-import { createPostgresStorage } from "../../src/postgres/index.js";
+import { createPostgresStorage, type PostgresStorage } from "../../src/postgres/index.js";
+import type { Storage } from "../../src/ports/storage.js";
 import { runStorageConformance } from "../../src/testing/index.js";
+import { cuttablePool } from "../support/faults.js";
 import { dropSchemas, POSTGRES_URL, postgresSkipReason, testSchema } from "../support/services.js";
 
 // Each factory call gets its own schema, dropped after the file.
@@ -8,14 +10,29 @@ const skip = await postgresSkipReason();
 const schemas: string[] = [];
 afterAll(() => dropSchemas(schemas));
 
+/** How to take each store's server away (the faults suite): its pool, which the test made. */
+const outages = new WeakMap<Storage, () => void>();
+
 runStorageConformance(
   "postgres",
   async () => {
     const schema = testSchema();
     schemas.push(schema);
+    const { pool, cut } = await cuttablePool(POSTGRES_URL, 4);
     // The audit feed's xid gate waits for every transaction open on the cluster, and other test files run
     // beside this one (bulk writes, held locks): give them time to finish rather than read a page short.
-    return createPostgresStorage({ connectionString: POSTGRES_URL, schema, maxConnections: 4, auditVisibilityWaitMs: 3000 });
+    let store: PostgresStorage;
+    try {
+      store = await createPostgresStorage({ pool, schema, auditVisibilityWaitMs: 3000 });
+    } catch (error) {
+      await pool.end();
+      throw error;
+    }
+    // The pool is the test's: it ends with the store.
+    const close = store.close;
+    store = Object.assign(store, { close: () => close().then(() => pool.end().catch(() => {})) });
+    outages.set(store, cut);
+    return store;
   },
-  skip ? { skip } : {},
+  { ...(skip ? { skip } : {}), makeUnavailable: (store) => outages.get(store)!() },
 );
