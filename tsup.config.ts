@@ -4,26 +4,35 @@ import { defineConfig } from "tsup";
 // tsup's .d.ts generation drives the TypeScript *JavaScript* compiler API.
 // TypeScript 7 is the native (Go) compiler and no longer ships that API, so
 // package.json pins typescript to 5.9 — the newest line tsup's dts build works with.
+
+/** The package's entry points, one per subpath export. */
+const SUBPATHS = {
+  index: "src/index.ts",
+  "memory/index": "src/memory/index.ts",
+  "sqlite/index": "src/sqlite/index.ts",
+  "testing/index": "src/testing/index.ts",
+  "postgres/index": "src/postgres/index.ts",
+  "redis/index": "src/redis/index.ts",
+  "metrics/index": "src/metrics/index.ts",
+  "adapters/node": "adapters/node.ts",
+  "adapters/bun": "adapters/bun.ts",
+  "adapters/deno": "adapters/deno.ts",
+  "client/index": "src/client/index.ts",
+  "admin-client/index": "src/admin-client/index.ts",
+};
+
 export default defineConfig({
   entry: {
-    index: "src/index.ts",
-    "memory/index": "src/memory/index.ts",
-    "sqlite/index": "src/sqlite/index.ts",
-    "testing/index": "src/testing/index.ts",
-    "postgres/index": "src/postgres/index.ts",
-    "redis/index": "src/redis/index.ts",
-    "metrics/index": "src/metrics/index.ts",
-    "adapters/node": "adapters/node.ts",
-    "adapters/bun": "adapters/bun.ts",
-    "adapters/deno": "adapters/deno.ts",
-    "client/index": "src/client/index.ts",
-    "admin-client/index": "src/admin-client/index.ts",
-    // `npx dataport`: the example server, with the demo fixture copied beside it below.
+    ...SUBPATHS,
+    // The SQLite store's reader threads load this file (beside sqlite/index.js: see src/sqlite/reader-pool.ts).
+    "sqlite/reader-thread": "src/sqlite/reader-thread.ts",
+    // `npx dataport`: the example server, with the demo fixture copied beside it below. Nothing a host
+    // imports reaches it (test/package.test.ts), and it has no types: nobody imports a bin.
     "bin/dataport": "examples/server/bin.ts",
   },
   format: ["esm"],
   target: "node20",
-  dts: true,
+  dts: { entry: SUBPATHS },
   clean: true,
   sourcemap: true,
   splitting: true,

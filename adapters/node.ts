@@ -380,34 +380,57 @@ async function writeReply(reply: ApiReply, res: ServerResponse): Promise<void> {
     return;
   }
   res.writeHead(reply.status, reply.headers);
-  let closed = false;
-  const onClose = () => {
-    closed = true;
-  };
-  res.once("close", onClose);
+  const flow = new Flow(res);
   try {
     for await (const chunk of body) {
-      if (closed) break; // leaving the loop closes the source (iterator.return)
-      if (!res.write(chunk)) await drainOrClose(res);
+      if (flow.closed) break; // leaving the loop closes the source (iterator.return)
+      if (!res.write(chunk)) await flow.drained();
     }
   } catch {
     // A failing source mid-stream: the status is already sent; cut the connection so the client sees a broken body.
     res.destroy();
     return;
   } finally {
-    res.off("close", onClose);
+    flow.release();
   }
-  if (!closed) res.end();
+  if (!flow.closed) res.end();
 }
 
-function drainOrClose(res: ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      res.off("drain", done);
-      res.off("close", done);
-      resolve();
-    };
-    res.on("drain", done);
-    res.on("close", done);
-  });
+/**
+ * A streamed body's wait for the socket: ONE 'drain' and one 'close'
+ * listener for the whole body, however many times it waits. A listener per
+ * wait, removed after it, piles up behind middleware that reroutes
+ * `res.on("drain")` to a stream of its own but not `res.off` (Express's
+ * `compression()`): eleven waits and Node warns `MaxListenersExceededWarning`.
+ */
+class Flow {
+  closed = false;
+  private wake: (() => void) | null = null;
+  private readonly onDrain = () => {
+    const wake = this.wake;
+    this.wake = null;
+    wake?.();
+  };
+  private readonly onClose = () => {
+    this.closed = true;
+    this.onDrain();
+  };
+
+  constructor(private readonly res: ServerResponse) {
+    res.on("drain", this.onDrain);
+    res.on("close", this.onClose);
+  }
+
+  /** Resolves once the socket drained or closed. */
+  drained(): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.wake = resolve;
+    });
+  }
+
+  release(): void {
+    this.res.off("drain", this.onDrain);
+    this.res.off("close", this.onClose);
+  }
 }

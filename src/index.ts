@@ -36,13 +36,18 @@ export {
   type RowsWriteMode,
   type SessionInfo,
   type SessionInput,
+  type SigningSecretInput,
   type StreamBody,
   type TableAdmin,
   type TableInput,
   type TeamInput,
+  type UploadOptions,
+  type UploadProgress,
+  type UploadProgressOptions,
   type UserInput,
   type WebhookAdmin,
   type WebhookConnectionInfo,
+  type WebhookSecretOptions,
 } from "./admin/index.js";
 export { parseFixture, readFixtureFile, FixtureError, type FixtureFs } from "./fixture/load.js";
 export type { SeedSpace } from "./domain/seed-space.js";
@@ -50,7 +55,7 @@ export type { ApiRequest, ApiReply } from "./http/types.js";
 export type { HeaderReader } from "./base/headers.js";
 export type * from "./domain/model.js";
 export type { DayWindow } from "./domain/days.js";
-export type { WebhookEndpoint } from "./domain/webhook-config.js";
+export type { WebhookEndpoint, WebhookSettings } from "./domain/webhook-config.js";
 export type * from "./ports/storage.js";
 export type { Cache } from "./ports/cache.js";
 export type { Logger, RequestLogLine, ErrorLogFields } from "./ports/logger.js";
@@ -68,6 +73,9 @@ export type { ApiSettings } from "./context/settings.js";
 export type { Ports } from "./context/ports.js";
 export type { Operations } from "./context/handler.js";
 export type { TableSchemas, ValidationIssue } from "./domain/validation.js";
+export { SIGNATURE_SCHEMES, type SignatureScheme, type WebhookSignature } from "./domain/signature-schemes.js";
+export type { SignatureRefusal, VerifiedBy } from "./domain/signatures.js";
+export { endpointFromConnection, newWebhookConfig, webhookConfigWith } from "./domain/webhook-config.js";
 export { generateApiKeyToken, isWellFormedApiKeyToken } from "./domain/tokens.js";
 export { createOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from "./routes/openapi-document.js";
 export { mountStorage, readOnlyArea, type HostAreas, type SuppliedArea } from "./storage/mount.js";

@@ -341,6 +341,20 @@ describe("the guard", () => {
     expect(ctl.calls).toBe(1);
   });
 
+  it("names the upstream policy in the current draft's form when the server asks for it", async () => {
+    const ctl = controlled();
+    const env = await setup({ fixture: fixture(), connectors: { memory: countedMemory().connector, controlled: ctl.connector }, rateLimitHeaders: "policy" });
+    const q = (path: string) => env.call("GET", `/api/v1/connections/${path}`, { token: TOKENS.sync });
+    expect((await q("conn_tight/query")).status).toBe(200);
+    const none = await q("conn_tight/query?offset=2");
+    expect(none.status).toBe(429);
+    expect([none.headers.get("ratelimit-policy"), none.headers.get("ratelimit"), none.headers.get("ratelimit-limit")]).toEqual([
+      expect.stringMatching(/^"upstream";q=1;w=\d+$/),
+      '"upstream";r=0;t=10',
+      null,
+    ]);
+  });
+
   it("does not throttle in-process memory sources by default: 50 distinct queries all reach the source", async () => {
     const { q, memory } = await start();
     const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => q(`conn_retail/query?datasetId=ds_stores&offset=${i}`)));

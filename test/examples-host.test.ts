@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync } from "node:fs";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import pg from "pg";
@@ -12,6 +13,17 @@ import { describeIdentityConformance } from "../src/testing/index.js";
 import { dropSchemas, POSTGRES_URL, postgresSkipReason, testSchema } from "./support/services.js";
 
 const skip = await postgresSkipReason();
+
+describe("examples/host as a host copies it out", () => {
+  it("imports Dataport by its package name, and nothing outside its own folder", () => {
+    const dir = new URL("../examples/host/", import.meta.url);
+    const files = readdirSync(dir).filter((name) => name.endsWith(".ts"));
+    expect(files.length).toBeGreaterThan(3);
+    const imports = files.flatMap((name) => [...readFileSync(new URL(name, dir), "utf8").matchAll(/from "([^"]+)"/g)].map((m) => m[1]!));
+    expect(imports.filter((specifier) => specifier.startsWith("../"))).toEqual([]);
+    expect(imports.filter((specifier) => specifier.startsWith("dataport")).sort()).toEqual(["dataport", "dataport", "dataport", "dataport/node", "dataport/postgres"]);
+  });
+});
 
 describe.skipIf(!!skip)("examples/host: a host's own users, teams and sign-in in front of Dataport", () => {
   const schemas: string[] = [];

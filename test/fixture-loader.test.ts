@@ -79,4 +79,20 @@ describe("fixture loader", () => {
     const space = parseFixture(fixture);
     expect(space.datasets.find((d) => d.connectionId === "conn_hook")).toMatchObject({ id: "ds_conn_hook", type: "connection", rowCount: 0 });
   });
+
+  it("checks a webhook connection's signature scheme", () => {
+    const hook = (signature: unknown) => (f: ReturnType<typeof testFixture>) => {
+      f.connections.push({ id: "conn_hook", teamId: "team_ops", name: "Hook", type: "webhook", config: { endpointId: "wh_1", signature } as never, createdAt: "2026-09-01T00:00:00Z" });
+    };
+    const unknown = refusal(hook({ scheme: "paypal" }));
+    expect([unknown.path, unknown.message]).toEqual([
+      "$.connections[1].config.signature.scheme",
+      '$.connections[1].config.signature.scheme: unknown signature scheme "paypal"; one of auto, hmac-sha256-hex, github, standard-webhooks, stripe, shopify, slack',
+    ]);
+    expect(refusal(hook({ scheme: "slack", header: "X-Sig" })).path).toBe("$.connections[1].config.signature.header");
+    expect(refusal(hook("stripe")).path).toBe("$.connections[1].config.signature");
+    const fixture = testFixture();
+    hook({ scheme: "hmac-sha256-hex", header: "X-Signature" })(fixture);
+    expect(parseFixture(fixture).connections.find((c) => c.id === "conn_hook")!.config.signature).toEqual({ scheme: "hmac-sha256-hex", header: "X-Signature" });
+  });
 });

@@ -1,6 +1,8 @@
 import { once } from "node:events";
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import net, { type AddressInfo } from "node:net";
+import { gunzipSync } from "node:zlib";
+import compression from "compression";
 import express from "express";
 import { afterEach, describe, expect, it } from "vitest";
 import { toNodeHandler } from "../adapters/node.js";
@@ -347,6 +349,43 @@ describe("Node adapter as Express middleware under a mount path", () => {
     expect(post.status).toBe(200);
     const rows = await me(url, "/bi/api/v1/datasets/ds_conn_hook_open/rows?columns=event,_sourceIp");
     expect(((await rows.json()) as { data: Row[] }).data).toEqual([{ event: "mounted", _sourceIp: "127.0.0.1" }]);
+  });
+});
+
+describe("Node adapter behind Express's compression()", () => {
+  it("streams a 20,000-row CSV export through it with one drain listener, so Node never warns MaxListenersExceededWarning", async () => {
+    const fixture = testFixture();
+    fixture.datasets[0]!.rows = Array.from({ length: 20_000 }, (_, i) => ({ order_id: `Z-${i}`, amount: i, region: `EMEA ${"n".repeat(100)}` }));
+    // Dataport's own compression off: the host's middleware compresses.
+    const { api } = await setup({ fixture, compression: false });
+    const app = express();
+    app.use(compression());
+    app.use(toNodeHandler(api));
+    const url = await listen(app);
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on("warning", onWarning);
+    try {
+      const body = await new Promise<{ encoding: string | undefined; bytes: Buffer }>((resolve, reject) => {
+        const headers = { authorization: `Bearer ${TOKENS.sync}`, "accept-encoding": "gzip" };
+        const req = http.request(`${url}/api/v1/datasets/ds_orders/rows?format=csv`, { headers }, (res) => {
+          const parts: Buffer[] = [];
+          res.on("data", (chunk: Buffer) => parts.push(chunk));
+          res.on("end", () => resolve({ encoding: res.headers["content-encoding"], bytes: Buffer.concat(parts) }));
+        });
+        req.on("error", reject);
+        req.end();
+      });
+      // Warnings are emitted on the next tick.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(body.encoding).toBe("gzip");
+      const lines = gunzipSync(body.bytes).toString("utf8").trimEnd().split("\r\n");
+      expect(lines).toHaveLength(20_001);
+      expect(lines[20_000]).toBe(`Z-19999,19999,EMEA ${"n".repeat(100)}`);
+      expect(warnings.map((w) => w.name)).toEqual([]);
+    } finally {
+      process.off("warning", onWarning);
+    }
   });
 });
 

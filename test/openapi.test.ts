@@ -46,9 +46,14 @@ describe("OpenAPI document", () => {
     const param = (name: string) => rows.parameters.find((p) => p.name === name);
     expect(param("maxRows")).toEqual({ name: "maxRows", in: "query", required: false, schema: { type: "integer", minimum: 0, maximum: 2_147_483_647 } });
     expect(param("offset")!.schema).toEqual({ type: "integer", minimum: 0, maximum: 2_147_483_647, default: 0 });
-    expect(param("filters")!.schema).toEqual({ type: "string", contentMediaType: "application/json" });
+    // Plain strings: a JSON media type makes Swagger UI show a file picker where a condition is typed.
+    expect(param("filters")!.schema).toEqual({ type: "string" });
+    expect(param("where")!.schema).toEqual({ type: "string" });
+    const params = createOpenApiDocument(api.routes).paths["/api/v1/connections/{id}/query"]!.get!.parameters;
+    expect(params.find((p) => p.name === "params")!.schema).toEqual({ type: "string" });
+    expect(JSON.stringify(createOpenApiDocument(api.routes))).not.toContain("contentMediaType");
     expect(param("columns")!.description).toBe("comma-separated names");
-    expect(Object.keys(rows.responses)).toEqual(["200", "400", "401", "403", "404", "429", "500", "503"]);
+    expect(Object.keys(rows.responses)).toEqual(["200", "304", "400", "401", "403", "404", "429", "500", "503"]);
   });
 
   it("gives every error the envelope schema, with WWW-Authenticate on 401 and Retry-After on 429", async () => {
@@ -228,7 +233,13 @@ describe("OpenAPI document for code generators", () => {
       "webhook-signature",
       "X-Webhook-Signature",
       "X-Hub-Signature-256",
+      "Stripe-Signature",
+      "X-Shopify-Hmac-Sha256",
+      "X-Slack-Signature",
+      "X-Slack-Request-Timestamp",
     ]);
+    expect(header("Stripe-Signature")!.description).toContain("`{t}.{body}`");
+    expect(header("X-Slack-Signature")!.description).toContain("within 300 seconds");
     // A delivery id of any length is taken (a long one compared by its hash): no maxLength.
     expect(header("Idempotency-Key")!.schema).toEqual({ type: "string" });
     expect(header("Idempotency-Key")!.description).toContain("Any length");

@@ -127,6 +127,33 @@ describe("the built package (npm pack's prepack build)", () => {
     expect(seen.size).toBeGreaterThanOrEqual(2);
   });
 
+  it("keeps the bin's example server and demo fixture out of what a host loads, and gives the bin no types", () => {
+    /** The sources behind the files a built entry reaches by its static and dynamic imports. */
+    const sourcesOf = (entry: string): Set<string> => {
+      const sources = new Set<string>();
+      const seen = new Set<string>();
+      const visit = (file: string) => {
+        if (seen.has(file)) return;
+        seen.add(file);
+        const code = readFileSync(file, "utf8");
+        expect(code, file).not.toContain("demo/space.json");
+        const map = JSON.parse(readFileSync(`${file}.map`, "utf8")) as { sources: string[] };
+        for (const source of map.sources) sources.add(source.replace(/^(\.\.\/)+/, ""));
+        for (const [, spec] of code.matchAll(/(?:from\s*|import\s*\(?\s*)["'](\.\.?\/[^"']+)["']/g)) visit(fileURLToPath(new URL(spec!, pathToFileURL(file))));
+      };
+      visit(`${ROOT}${entry}`);
+      return sources;
+    };
+    for (const [subpath, entry] of subpaths) {
+      const sources = [...sourcesOf(entry.import)];
+      expect(sources.length, subpath).toBeGreaterThan(0);
+      expect(sources.filter((s) => s.startsWith("examples/") || s.startsWith("bench/") || s.startsWith("test/")), subpath).toEqual([]);
+      // The conformance suites (and vitest, which they import) only for the subpath that offers them.
+      if (subpath !== "./testing") expect(sources.filter((s) => s.startsWith("src/testing/")), subpath).toEqual([]);
+    }
+    expect(readdirSync(`${ROOT}dist/bin`).filter((f) => f.endsWith(".d.ts"))).toEqual([]);
+  });
+
   it("loads pg, ioredis and prom-client only through src/peers: no built file imports them itself", () => {
     const built = readdirSync(`${ROOT}dist`, { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".js"));
     expect(built.length).toBeGreaterThan(10);
@@ -137,7 +164,10 @@ describe("the built package (npm pack's prepack build)", () => {
   });
 
   it('import "dataport" loads none of the optional peers, though they are installed here', () => {
-    const probe = `await import(${JSON.stringify(pathToFileURL(`${ROOT}dist/index.js`).href)});
+    // Nor does an API answering a request: without a registered tracer provider, @opentelemetry/api stays unloaded.
+    const probe = `const { createDataApi } = await import(${JSON.stringify(pathToFileURL(`${ROOT}dist/index.js`).href)});
+      const reply = await createDataApi().handle({ method: "GET", url: "http://x/api/v1/openapi.json", headers: { get: () => null }, clientAddress: null, readBody: () => new Uint8Array(0) });
+      if (reply.status !== 200) throw new Error("status " + reply.status);
       const { createRequire } = await import("node:module");
       const loaded = Object.keys(createRequire(import.meta.url).cache).map((f) => /node_modules\\/((?:@[^/]+\\/)?[^/]+)/.exec(f)?.[1]);
       console.log(JSON.stringify([...new Set(loaded.filter(Boolean))]));`;
@@ -156,8 +186,10 @@ describe("the built package (npm pack's prepack build)", () => {
     expect(written.openapi).toBe("3.1.0");
   });
 
-  it("declares pg, ioredis, prom-client, swagger-ui-dist, vitest and @types/pg as optional peers, and none of them a dependency", () => {
-    expect(Object.keys(pkg.peerDependencies).sort()).toEqual(["@types/pg", "ioredis", "pg", "prom-client", "swagger-ui-dist", "vitest"]);
+  it("declares @opentelemetry/api, pg, ioredis, prom-client, swagger-ui-dist, vitest and @types/pg as optional peers, and none of them a dependency", () => {
+    expect(Object.keys(pkg.peerDependencies).sort()).toEqual(["@opentelemetry/api", "@types/pg", "ioredis", "pg", "prom-client", "swagger-ui-dist", "vitest"]);
+    // Wide enough for a Node 20 host: the 2.x SDK there installs @opentelemetry/api below 1.10.
+    expect(pkg.peerDependencies["@opentelemetry/api"]).toBe("^1.4.0");
     for (const name of Object.keys(pkg.peerDependencies)) {
       expect(pkg.peerDependenciesMeta[name]?.optional, name).toBe(true);
       expect(pkg.dependencies[name], name).toBeUndefined();
@@ -323,6 +355,24 @@ export const all = [api, createClient, createAdminClient, createSqliteStorage, t
           await storage.close();
         })();`;
       expect(JSON.parse((await node(["-e", script])).stdout)).toEqual([200, "Warehouse sync"]);
+    });
+
+    it("runs a sorted read on a SQLite file on a reader thread, loaded from the installed package", async () => {
+      // loopBudgetMs 0: every read with a sort goes to a reader thread, which loads dist/sqlite/reader-thread.js.
+      const script = `const { createDataApi, parseFixture } = require("dataport");
+        const { createSqliteStorage } = require("dataport/sqlite");
+        const demo = require.resolve("dataport/package.json").replace(/package\\.json$/, "dist/demo/space.json");
+        (async () => {
+          const storage = createSqliteStorage({ path: "threads.sqlite", loopBudgetMs: 0, callTimeoutMs: 60000 });
+          await storage.seed(parseFixture(JSON.parse(require("node:fs").readFileSync(demo, "utf8"))));
+          const api = createDataApi({ storage });
+          const headers = { authorization: "Bearer dp_demo_full_access_0000000000001" };
+          const res = await api.fetch(new Request("http://app.test/api/v1/datasets/ds_orders/rows?sort=-amount&maxRows=2", { headers }));
+          const body = await res.json();
+          console.log(JSON.stringify([res.status, body.data.length, body.data[0].amount >= body.data[1].amount]));
+          await storage.close();
+        })();`;
+      expect(JSON.parse((await node(["-e", script])).stdout)).toEqual([200, 2, true]);
     });
 
     it("serves a page saying how to install swagger-ui-dist in place of the API reference, and the reference once it is installed", async () => {

@@ -4,7 +4,8 @@ import { dedupKeyOf } from "../src/domain/dedup.js";
 import { flattenPayload, MAX_FLATTEN_DEPTH } from "../src/domain/flatten.js";
 import { emptyRow } from "../src/domain/rows.js";
 import { rowChangesColumns, typeOfValue } from "../src/domain/columns.js";
-import { signHex, signStandard, verifyWebhookSignature } from "../src/domain/signatures.js";
+import { AUTO_SIGNATURE } from "../src/domain/signature-schemes.js";
+import { signHex, signStandard, verifySignature } from "../src/domain/signatures.js";
 import type { MemoryStorage } from "../src/memory/storage.js";
 import { WEBHOOK_SECRETS, webhookFixture } from "../src/testing/conformance/webhooks.js";
 import { NOW, setup as baseSetup } from "./support/api.js";
@@ -340,13 +341,16 @@ describe("retention", () => {
   });
 });
 
+const verify = (secret: string, body: Uint8Array, headers: Headers, nowMs: number) =>
+  verifySignature({ signature: AUTO_SIGNATURE, secrets: { current: secret, previous: null }, body, headers, nowMs });
+
 describe("signing", () => {
   it("matches GitHub's published test vector", () => {
     expect(signHex(WEBHOOK_SECRETS.github, "Hello, World!")).toBe("sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17");
     const headers = new Headers({ "x-hub-signature-256": "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17" });
     const body = new TextEncoder().encode("Hello, World!");
-    expect(verifyWebhookSignature({ secret: WEBHOOK_SECRETS.github, body, headers, nowMs: 0 })).toBe(true);
-    expect(verifyWebhookSignature({ secret: "another secret", body, headers, nowMs: 0 })).toBe(false);
+    expect(verify(WEBHOOK_SECRETS.github, body, headers, 0)).toEqual({ ok: true, verifiedBy: "current" });
+    expect(verify("another secret", body, headers, 0)).toEqual({ ok: false, reason: "signature_invalid" });
   });
 
   it("matches the Standard Webhooks published test vector", () => {
@@ -354,11 +358,14 @@ describe("signing", () => {
     const expected = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
     expect(signStandard(WEBHOOK_SECRETS.standard, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body)).toBe(expected);
     const headers = new Headers({ "webhook-id": "msg_p5jXN8AQM9LWM0D4loKWxJek", "webhook-timestamp": "1614265330", "webhook-signature": expected });
-    expect(verifyWebhookSignature({ secret: WEBHOOK_SECRETS.standard, body, headers, nowMs: 1614265330_000 })).toBe(true);
+    expect(verify(WEBHOOK_SECRETS.standard, body, headers, 1614265330_000).ok).toBe(true);
     // Five minutes either way is the tolerance; beyond it the same signature is a replay.
-    expect(verifyWebhookSignature({ secret: WEBHOOK_SECRETS.standard, body, headers, nowMs: (1614265330 + 300) * 1000 })).toBe(true);
-    expect(verifyWebhookSignature({ secret: WEBHOOK_SECRETS.standard, body, headers, nowMs: (1614265330 + 301) * 1000 })).toBe(false);
-    expect(verifyWebhookSignature({ secret: WEBHOOK_SECRETS.standard, body, headers, nowMs: (1614265330 - 301) * 1000 })).toBe(false);
+    expect(verify(WEBHOOK_SECRETS.standard, body, headers, (1614265330 + 300) * 1000).ok).toBe(true);
+    const late = { ok: false, reason: "timestamp_out_of_tolerance" };
+    expect(verify(WEBHOOK_SECRETS.standard, body, headers, (1614265330 + 301) * 1000)).toEqual(late);
+    expect(verify(WEBHOOK_SECRETS.standard, body, headers, (1614265330 - 301) * 1000)).toEqual(late);
+    // An old timestamp with a wrong secret is a wrong signature first.
+    expect(verify("whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", body, headers, (1614265330 + 301) * 1000)).toEqual({ ok: false, reason: "signature_invalid" });
   });
 
   it("accepts hex signatures in either header, with or without sha256=", async () => {
@@ -373,7 +380,7 @@ describe("signing", () => {
     expect((await dataset(api, "ds_conn_hook_gh")).rowCount).toBe(4);
   });
 
-  it("401s a missing, wrong or malformed signature with the spec's message, never a 500", async () => {
+  it("401s a missing, wrong or malformed signature with its reason, never a 500", async () => {
     const api = await setup();
     const body = JSON.stringify({ action: "opened" });
     const good = signHex(WEBHOOK_SECRETS.github, body);
@@ -392,7 +399,15 @@ describe("signing", () => {
     for (const headers of bad) {
       const res = await api.call("POST", "/api/webhooks/hook-gh", { body, headers: { ...JSON_TYPE, ...headers } });
       expect(res.status).toBe(401);
-      expect(res.json.error).toMatchObject({ code: "invalid_signature", message: "invalid or missing webhook signature" });
+      const missing = Object.keys(headers).length === 0;
+      expect(res.json.error).toMatchObject({
+        code: "invalid_signature",
+        message: missing ? "missing webhook signature" : "invalid webhook signature",
+        details: { reason: missing ? "signature_missing" : "signature_invalid" },
+      });
+      // Neither the secret nor what was sent is echoed.
+      expect(JSON.stringify(res.json)).not.toContain(WEBHOOK_SECRETS.github);
+      for (const value of Object.values(headers)) if (value.length > 8) expect(JSON.stringify(res.json)).not.toContain(value);
     }
     expect((await dataset(api, "ds_conn_hook_gh")).rowCount).toBe(0);
   });
@@ -413,7 +428,8 @@ describe("signing", () => {
     expect((await send({ "svix-id": "msg_other", "svix-timestamp": String(ts), "svix-signature": signStandard(WEBHOOK_SECRETS.standard, "msg_other", ts, body) })).status).toBe(200);
     expect((await send({ ...signed, "webhook-signature": "v1,AAAA" })).status).toBe(401);
     api.clock.set((ts + 301) * 1000);
-    expect((await send({ ...signed, "webhook-signature": valid })).status).toBe(401);
+    const late = await send({ ...signed, "webhook-signature": valid });
+    expect([late.status, late.json.error.details]).toEqual([401, { reason: "timestamp_out_of_tolerance" }]);
     expect((await dataset(api, "ds_conn_hook_std")).rowCount).toBe(2);
   });
 });
@@ -451,6 +467,21 @@ describe("rate limit per connection", () => {
   });
 });
 
+describe("webhook rate-limit headers in the current draft's form", () => {
+  it("names the webhook policy: RateLimit-Policy and RateLimit on deliveries and on the 429", async () => {
+    const api = await setup({ webhookRatePerSecond: 2, rateLimitHeaders: "policy" });
+    const first = await api.call("POST", "/api/webhooks/hook-open", { body: { i: 0 } });
+    expect([first.headers.get("ratelimit-policy"), first.headers.get("ratelimit"), first.headers.get("ratelimit-limit")]).toEqual([
+      '"webhook";q=4;w=2',
+      '"webhook";r=3;t=1',
+      null,
+    ]);
+    for (let i = 1; i < 4; i++) await api.call("POST", "/api/webhooks/hook-open", { body: { i } });
+    const refused = await api.call("POST", "/api/webhooks/hook-open", { body: { i: 4 } });
+    expect([refused.status, refused.headers.get("ratelimit"), refused.headers.get("retry-after")]).toEqual([429, '"webhook";r=0;t=1', "1"]);
+  });
+});
+
 describe("host admin API for webhook connections", () => {
   it("creates a connection with a high-entropy URL; sets, rotates and removes the secret, each audited", async () => {
     const api = await setup({ appUrl: "https://bi.example.com/" });
@@ -465,6 +496,8 @@ describe("host admin API for webhook connections", () => {
       url: `https://bi.example.com/api/webhooks/${created.endpointId}`,
       signed: false,
       retainRows: 10_000,
+      signature: { scheme: "auto" },
+      previousSecretValidUntil: null,
     });
     const path = `/api/webhooks/${created.endpointId}`;
     const body = JSON.stringify({ order: 1 });
@@ -515,7 +548,7 @@ describe("host admin API for webhook connections", () => {
     await expect(admin.setWebhookRetention("conn_hook_open", 1.5)).rejects.toMatchObject({ status: 400 });
     await expect(admin.removeWebhookSecret("conn_retail")).rejects.toMatchObject({ status: 404 });
     await expect(admin.rotateWebhookSecret("nope")).rejects.toMatchObject({ status: 404 });
-    await expect(admin.setWebhookSecret("conn_hook_open", "fine", { userId: "usr_nobody" })).rejects.toMatchObject({ status: 404 });
+    await expect(admin.setWebhookSecret("conn_hook_open", "fine", { by: { userId: "usr_nobody" } })).rejects.toMatchObject({ status: 404 });
     // Nothing changed and nothing was audited.
     expect((await api.storage.webhooks.getWebhookEndpoint("hook-open"))!.signingSecret).toBeNull();
     expect((api.storage as MemoryStorage).state.auditLog.filter((e) => e.event.action.startsWith("webhook."))).toEqual([]);

@@ -1,8 +1,8 @@
 import express from "express";
 import pg from "pg";
-import { toNodeHandler } from "../../adapters/node.js";
-import { createPostgresStorage } from "../../src/postgres/index.js";
-import { createDataApi, type DataApi, type DataApiOptions, mountStorage } from "../../src/index.js";
+import { toNodeHandler } from "dataport/node";
+import { createPostgresStorage } from "dataport/postgres";
+import { createDataApi, type DataApi, type DataApiOptions, mountStorage } from "dataport";
 import { hostIdentity } from "./identity.js";
 import { ensureHostSchema } from "./schema.js";
 import { hostSessions } from "./sessions.js";

@@ -1,5 +1,5 @@
 import type pg from "pg";
-import type { Business, IdentityStore, IdentityWrites, IdPage, Membership, PutResult, Team, User } from "../../src/index.js";
+import type { Business, IdentityStore, IdentityWrites, IdPage, Membership, PutResult, Team, User } from "dataport";
 import { quoteIdent } from "./schema.js";
 
 /**

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import type pg from "pg";
-import type { SessionAuthenticator } from "../../src/index.js";
+import type { SessionAuthenticator } from "dataport";
 import { quoteIdent } from "./schema.js";
 
 /** How long a sign-in lasts. */

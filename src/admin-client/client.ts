@@ -1,4 +1,4 @@
-import type { ConnectionInput, ConnectionView, DatasetInput } from "../admin/catalog.js";
+import type { ConnectionInput, ConnectionView, DatasetInput, SigningSecretInput } from "../admin/catalog.js";
 import type { ChangeOptions, ListOptions, ListPage, Put } from "../admin/change.js";
 import type { RefreshResult } from "../admin/connections.js";
 import type { DashboardVersionInput } from "../admin/dashboards.js";
@@ -12,7 +12,7 @@ import { paged, type Paged } from "../client/paging.js";
 import { type Answer, call, type CallOptions, createTransport, lowerCased, type TransportConfig } from "../client/transport.js";
 import { query, seg } from "../client/url.js";
 import type { Business, DashboardRecord, Membership, TableRecord, Team, UploadOrConnectionDataset, User } from "../domain/model.js";
-import { type RowsUpload, uploadBody } from "./rows.js";
+import { type RowsUpload, uploadBody, type UploadProgressOptions } from "./rows.js";
 
 export interface AdminClientOptions extends TransportConfig {
   /**
@@ -25,6 +25,9 @@ export interface AdminClientOptions extends TransportConfig {
 
 /** What every change takes: who makes it, and the call's own transport options. */
 export type ChangeRequestOptions = ChangeOptions & RequestOptions;
+
+/** What an upload takes: a change's options, and who hears of its progress (`onProgress`). */
+export type UploadRequestOptions = ChangeRequestOptions & UploadProgressOptions;
 
 /** A listing's page options. */
 export type ListRequestOptions = ListOptions & RequestOptions;
@@ -150,8 +153,11 @@ export function createAdminClient(options: AdminClientOptions) {
 
   const connections = {
     ...collection<ConnectionView, ConnectionInput>("/connections"),
-    /** A webhook connection's signing secret; `{ secret: null }` removes it. */
-    setSigningSecret: (id: string, input: { secret: string | null }, opts?: ChangeRequestOptions): Promise<ConnectionView> =>
+    /**
+     * A webhook connection's signing secret; `{ secret: null }` removes every secret. With
+     * `overlapSeconds` (at most 7 days) the secret it replaces is accepted too until the overlap ends.
+     */
+    setSigningSecret: (id: string, input: SigningSecretInput, opts?: ChangeRequestOptions): Promise<ConnectionView> =>
       send<ConnectionView>("PUT", `/connections/${seg(id)}/signing-secret`, { ...at(opts), body: input }),
   };
 
@@ -162,9 +168,9 @@ export function createAdminClient(options: AdminClientOptions) {
      * they are iterated; an encoded body (`{ format: "csv", body }`) as it is.
      * Answers the dataset as stored. A stream or iterable is sent once (no retry).
      */
-    replaceRows: (id: string, rows: RowsUpload, opts?: ChangeRequestOptions): Promise<UploadOrConnectionDataset> => upload("PUT", id, rows, opts),
+    replaceRows: (id: string, rows: RowsUpload, opts?: UploadRequestOptions): Promise<UploadOrConnectionDataset> => upload("PUT", id, rows, opts),
     /** Appends rows, atomically (the same bodies as `replaceRows`). Sent once (a retry would append twice). */
-    appendRows: (id: string, rows: RowsUpload, opts?: ChangeRequestOptions): Promise<UploadOrConnectionDataset> => upload("POST", id, rows, opts),
+    appendRows: (id: string, rows: RowsUpload, opts?: UploadRequestOptions): Promise<UploadOrConnectionDataset> => upload("POST", id, rows, opts),
     /** Pulls a connection dataset from its upstream and records the run. Sent once (a retry would pull and record again). */
     refresh: (id: string, opts: { maxRows?: number } & RequestOptions = {}): Promise<RefreshResult> => {
       const { maxRows, ...rest } = opts;
@@ -173,8 +179,8 @@ export function createAdminClient(options: AdminClientOptions) {
   };
 
   /** A rows upload; when the rows' source throws while they are sent, that error is the one raised (the server stored nothing). */
-  async function upload(method: "PUT" | "POST", id: string, rows: RowsUpload, opts?: ChangeRequestOptions): Promise<UploadOrConnectionDataset> {
-    const body = uploadBody(rows);
+  async function upload(method: "PUT" | "POST", id: string, rows: RowsUpload, opts?: UploadRequestOptions): Promise<UploadOrConnectionDataset> {
+    const body = uploadBody(rows, opts);
     try {
       return await send<UploadOrConnectionDataset>(method, `/datasets/${seg(id)}/rows`, { ...at(opts), raw: body, retryOn: method === "PUT" ? "any" : "refused" });
     } catch (error) {

@@ -5,10 +5,12 @@ export {
   type ChangeRequestOptions,
   type IterateOptions,
   type ListRequestOptions,
+  type UploadRequestOptions,
 } from "./client.js";
-export type { EncodedRows, RowsUpload } from "./rows.js";
+export type { EncodedRows, RowsUpload, UploadSent } from "./rows.js";
 // The admin functions' own types: what the client takes and answers.
-export type { ConnectionInput, ConnectionView, DatasetInput } from "../admin/catalog.js";
+export type { ConnectionInput, ConnectionView, DatasetInput, SigningSecretInput } from "../admin/catalog.js";
+export type { SignatureScheme, WebhookSignature } from "../domain/signature-schemes.js";
 export type { ChangeOptions, ListOptions, ListPage, Put } from "../admin/change.js";
 export type { RefreshResult } from "../admin/connections.js";
 export type { DashboardVersionInput } from "../admin/dashboards.js";

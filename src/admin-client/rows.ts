@@ -26,25 +26,110 @@ export interface Upload extends RawBody {
   failure: () => { error: unknown } | null;
 }
 
+/** How much of an upload's body has been handed to the connection: what `onProgress` receives. */
+export interface UploadSent {
+  /** Bytes of the body sent so far. */
+  bytes: number;
+  /** Rows sent so far when the client encodes them (row objects); null for a body already encoded. */
+  rows: number | null;
+  /** The whole body is sent: the server is storing it, and the call answers once it has. */
+  done: boolean;
+}
+
+/** Who hears of an upload's progress, and how often. */
+export interface UploadProgressOptions {
+  /**
+   * Called while the body is sent, at most once per `progressEveryMs`, and
+   * once more with `done: true` when all of it is; a body in hand (text,
+   * bytes, a Blob, an array of rows) is reported once, whole, as it is handed
+   * over. The server's own progress is in its log (`upload progress` lines).
+   */
+  onProgress?: (progress: UploadSent) => void;
+  /** The least time between two `onProgress` calls, in ms (default 1000). */
+  progressEveryMs?: number;
+}
+
 /** The request body of an upload. Text, bytes, a Blob and an array of rows can be sent again on a retry; streams and other iterables once. */
-export function uploadBody(rows: RowsUpload): Upload {
+export function uploadBody(rows: RowsUpload, progress: UploadProgressOptions = {}): Upload {
   let failed: { error: unknown } | null = null;
   const failure = () => failed;
+  const meter = sentMeter(progress, !isEncoded(rows));
   const stream = (chunks: Iterable<string | Uint8Array> | AsyncIterable<string | Uint8Array>) =>
-    streamOf(chunks, (error) => {
-      failed = { error };
-    });
+    streamOf(
+      chunks,
+      (error) => {
+        failed = { error };
+      },
+      meter,
+    );
   if (isEncoded(rows)) {
     const { body } = rows;
     const contentType = CONTENT_TYPES[rows.format];
     if (typeof body === "string" || body instanceof Uint8Array || body instanceof Blob) {
-      return { contentType, open: () => body as BodyInit, replayable: true, failure };
+      const size = typeof body === "string" ? new TextEncoder().encode(body).byteLength : body instanceof Blob ? body.size : body.byteLength;
+      return { contentType, open: () => meter.whole(size, 0, body as BodyInit), replayable: true, failure };
     }
-    if (body instanceof ReadableStream) return { contentType, open: () => body, replayable: false, failure };
+    if (body instanceof ReadableStream) return { contentType, open: () => meter.counted(body), replayable: false, failure };
     return { contentType, open: () => stream(body), replayable: false, failure };
   }
-  if (Array.isArray(rows)) return { contentType: CONTENT_TYPES.ndjson, open: () => rows.map(ndjsonLine).join(""), replayable: true, failure };
+  if (Array.isArray(rows)) {
+    const open = () => {
+      const text = rows.map(ndjsonLine).join("");
+      return meter.whole(new TextEncoder().encode(text).byteLength, rows.length, text);
+    };
+    return { contentType: CONTENT_TYPES.ndjson, open, replayable: true, failure };
+  }
   return { contentType: CONTENT_TYPES.ndjson, open: () => stream(mapped(rows, ndjsonLine)), replayable: false, failure };
+}
+
+/** Counts what is sent and tells `onProgress`, on the wall clock; does nothing without a listener. */
+function sentMeter(options: UploadProgressOptions, rowsKnown: boolean) {
+  const { onProgress } = options;
+  const everyMs = Math.max(0, options.progressEveryMs ?? 1000);
+  let bytes = 0;
+  let rows = 0;
+  let reportedAt = Date.now();
+  const report = (done: boolean) => {
+    if (typeof onProgress !== "function") return;
+    const now = Date.now();
+    if (!done && now - reportedAt < everyMs) return;
+    reportedAt = now;
+    try {
+      onProgress({ bytes, rows: rowsKnown ? rows : null, done });
+    } catch {
+      // A listener's failure is not the upload's.
+    }
+  };
+  return {
+    /** One chunk (a row, for rows the client encodes) sent. */
+    sent(size: number) {
+      bytes += size;
+      rows++;
+      report(false);
+    },
+    end: () => report(true),
+    /** A body in hand, reported once as it is handed over. */
+    whole<B>(size: number, count: number, body: B): B {
+      bytes = size;
+      rows = count;
+      report(true);
+      return body;
+    },
+    /** A stream of the caller's, counted as it is read. */
+    counted(body: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
+      if (typeof onProgress !== "function") return body;
+      return body.pipeThrough(
+        new TransformStream<Uint8Array, Uint8Array>({
+          transform(chunk, controller) {
+            bytes += chunk.byteLength;
+            report(false);
+            controller.enqueue(chunk);
+          },
+          flush: () => report(true),
+        }),
+      );
+    },
+  };
 }
 
 function isEncoded(rows: RowsUpload): rows is EncodedRows {
@@ -66,7 +151,11 @@ async function* mapped<T, U>(items: Iterable<T> | AsyncIterable<T>, map: (item: 
  * throws goes to `onError` and fails the stream, so the request is cut off
  * and the server stores nothing.
  */
-function streamOf(chunks: Iterable<string | Uint8Array> | AsyncIterable<string | Uint8Array>, onError: (error: unknown) => void): ReadableStream<Uint8Array> {
+function streamOf(
+  chunks: Iterable<string | Uint8Array> | AsyncIterable<string | Uint8Array>,
+  onError: (error: unknown) => void,
+  meter: ReturnType<typeof sentMeter>,
+): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
   const iterator = Symbol.asyncIterator in chunks ? chunks[Symbol.asyncIterator]() : chunks[Symbol.iterator]();
   return new ReadableStream<Uint8Array>({
@@ -78,8 +167,14 @@ function streamOf(chunks: Iterable<string | Uint8Array> | AsyncIterable<string |
         onError(error);
         throw error;
       }
-      if (next.done) controller.close();
-      else controller.enqueue(typeof next.value === "string" ? encoder.encode(next.value) : next.value);
+      if (next.done) {
+        controller.close();
+        meter.end();
+        return;
+      }
+      const bytes = typeof next.value === "string" ? encoder.encode(next.value) : next.value;
+      controller.enqueue(bytes);
+      meter.sent(bytes.byteLength);
     },
     async cancel() {
       await iterator.return?.();

@@ -18,6 +18,9 @@ import {
   requireRef,
   serialised,
 } from "./change.js";
+import { isoTime } from "../domain/time.js";
+import { PREVIOUS_SECRET, PREVIOUS_SECRET_UNTIL, withoutStalePreviousSecret } from "../domain/webhook-config.js";
+import type { WebhookSignature } from "../domain/signature-schemes.js";
 import { checkConnectionConfig } from "./connection-config.js";
 import {
   checkDeclaredColumns,
@@ -32,11 +35,14 @@ import { connectionBody, datasetBody, parseBody, signingSecretBody, validationFa
 export type ConnectionInput = z.input<typeof connectionBody>;
 type ConnectionBody = z.output<typeof connectionBody>;
 export type DatasetInput = z.input<typeof datasetBody>;
+/** `{ secret, overlapSeconds? }`: a webhook connection's new signing secret (null removes every secret). */
+export type SigningSecretInput = z.input<typeof signingSecretBody>;
 
 /**
  * A connection as the admin API answers it: secrets are never echoed (a
  * webhook's signing secret becomes `signed`, a URL's password is masked);
- * a webhook connection also answers its `endpointUrl`.
+ * a webhook connection also answers its `endpointUrl`, and while a
+ * rotation's overlap lasts `config.previousSecretValidUntil`.
  */
 export interface ConnectionView extends ConnectionRecord {
   endpointUrl?: string;
@@ -56,8 +62,13 @@ export interface CatalogAdmin {
   listConnections(options?: ListOptions): Promise<ListPage<ConnectionView>>;
   /** Its datasets and webhook endpoint go with it. */
   deleteConnection(id: string, options?: ChangeOptions): Promise<void>;
-  /** A webhook connection's signing secret; null removes it. The next delivery is checked against it. */
-  setSigningSecret(id: string, input: { secret: string | null }, options?: ChangeOptions): Promise<ConnectionView>;
+  /**
+   * A webhook connection's signing secret; null removes every secret. The
+   * next delivery is checked against it, and with `overlapSeconds` (at most
+   * 7 days) also against the secret it replaces until the overlap ends
+   * (`config.previousSecretValidUntil` of the answer; the audit event names it).
+   */
+  setSigningSecret(id: string, input: SigningSecretInput, options?: ChangeOptions): Promise<ConnectionView>;
   /** Create or replace an upload or connection dataset (its rows are kept; see the row operations). */
   putDataset(id: string, input: DatasetInput, options?: ChangeOptions): Promise<Put<UploadOrConnectionDataset>>;
   getDataset(id: string): Promise<UploadOrConnectionDataset>;
@@ -74,6 +85,10 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
     if (connection.type === "webhook") {
       const signed = typeof config.signingSecret === "string" && config.signingSecret !== "";
       delete config.signingSecret;
+      delete config[PREVIOUS_SECRET];
+      // The overlap's end is shown while it lasts.
+      const until = config[PREVIOUS_SECRET_UNTIL];
+      if (!signed || typeof until !== "string" || !(Date.parse(until) > deps.ports.clock.now())) delete config[PREVIOUS_SECRET_UNTIL];
       config.signed = signed;
       const endpointUrl = `${settings.appUrl}/api/webhooks/${encodeURIComponent(String(config.endpointId))}`;
       return { ...connection, config, endpointUrl };
@@ -113,6 +128,7 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
           endpointId,
           signingSecret: typeof body.config.signingSecret === "string" ? body.config.signingSecret : null,
           retainRows: typeof body.config.retainRows === "number" ? body.config.retainRows : null,
+          signature: (body.config.signature as WebhookSignature | null | undefined) ?? null,
         },
         dataset: { id: `ds_${id}`, name: body.name },
       });
@@ -147,6 +163,7 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
         if (value === null) delete config[key];
         else config[key] = value;
       }
+      config = withoutStalePreviousSecret(current.config, config);
       if (config.endpointId !== current.config.endpointId) {
         const taken = await storage.webhooks.getWebhookEndpoint(String(config.endpointId));
         if (taken && taken.connectionId !== id) throw validationFailed("$.config.endpointId", "another connection has this endpoint id");
@@ -239,16 +256,23 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
       checkId(id);
       const connection = await existingConnection(id);
       if (connection.type !== "webhook") throw notFound("webhook connection");
-      const { secret } = parseBody(signingSecretBody, input);
+      const { secret, overlapSeconds = 0 } = parseBody(signingSecretBody, input);
       if (secret !== null) checkConnectionConfig("webhook", { signingSecret: secret }, connectors);
+      else if (overlapSeconds > 0) throw validationFailed("$.overlapSeconds", "removing the secret removes every secret; no overlap");
       const actor = await actorFor(storage, options);
-      if (!(await storage.webhooks.updateWebhookSettings(id, { signingSecret: secret }))) throw notFound("webhook connection");
+      const previousSecretValidUntil = overlapSeconds > 0 ? isoTime(deps.ports.clock.now() + overlapSeconds * 1000) : null;
+      const updated = await storage.webhooks.updateWebhookSettings(id, { signingSecret: secret, previousSecretValidUntil });
+      if (!updated) throw notFound("webhook connection");
       await recordChange(deps, {
         teamIds: [connection.teamId],
         action: "connection.updated",
         actor,
         target: { type: "connection", id },
-        details: { signingSecret: secret === null ? "removed" : "set" },
+        details: {
+          signingSecret: secret === null ? "removed" : "set",
+          // The overlap's end, when the replaced secret stays valid until then.
+          ...(updated.previousSecret && { previousSecretValidUntil: isoTime(updated.previousSecret.validUntilMs) }),
+        },
       });
       return view(await existingConnection(id));
     },

@@ -1,6 +1,7 @@
 import { type AddressPolicy, hostProblem } from "../domain/addresses.js";
 import { featureCollectionProblem } from "../domain/geojson.js";
 import type { ConnectorRegistry } from "../ports/connector.js";
+import { signatureProblem } from "../domain/signature-schemes.js";
 import { MAX_RETAIN_ROWS } from "./webhooks.js";
 import { validationFailed } from "./schemas.js";
 
@@ -39,9 +40,9 @@ const ENDPOINT_ID = /^[A-Za-z0-9_-]{8,200}$/;
 
 function checkWebhookConfig(config: Record<string, unknown>): void {
   for (const key of Object.keys(config)) {
-    if (!["endpointId", "signingSecret", "retainRows"].includes(key)) throw validationFailed(`$.config.${key}`, "unknown field");
+    if (!["endpointId", "signingSecret", "retainRows", "signature"].includes(key)) throw validationFailed(`$.config.${key}`, "unknown field");
   }
-  const { endpointId, signingSecret, retainRows } = config;
+  const { endpointId, signingSecret, retainRows, signature } = config;
   if (endpointId !== undefined && (typeof endpointId !== "string" || !ENDPOINT_ID.test(endpointId))) {
     throw validationFailed("$.config.endpointId", "an endpoint id is 8 to 200 letters, digits, '-' or '_'");
   }
@@ -55,6 +56,9 @@ function checkWebhookConfig(config: Record<string, unknown>): void {
       throw validationFailed("$.config.retainRows", `retainRows is an integer from 1 to ${MAX_RETAIN_ROWS}`);
     }
   }
+  // null removes it (back to auto), as every webhook field.
+  const problem = signature === undefined || signature === null ? null : signatureProblem(signature);
+  if (problem) throw validationFailed(`$.config.signature${problem.path}`, problem.message);
 }
 
 function checkMemoryConfig(config: Record<string, unknown>): void {

@@ -12,18 +12,19 @@ import { type TableAdmin, tableAdmin } from "./tables.js";
 import { type WebhookAdmin, webhookAdmin } from "./webhooks.js";
 
 export type { AuditAdmin } from "./audit.js";
-export type { CatalogAdmin, ConnectionInput, ConnectionView, DatasetInput } from "./catalog.js";
+export type { CatalogAdmin, ConnectionInput, ConnectionView, DatasetInput, SigningSecretInput } from "./catalog.js";
 export type { ChangeOptions, ListOptions, ListPage, Put } from "./change.js";
 export type { ConnectionAdmin, RefreshResult } from "./connections.js";
 export type { DashboardAdmin, DashboardVersionInput } from "./dashboards.js";
 export type { AuditEventInput, CreditUsageInput, DashboardViewInput, HistoryAdmin, RefreshRunInput } from "./history.js";
 export type { BusinessInput, IdentityAdmin, MembershipInput, SessionInfo, SessionInput, TeamInput, UserInput } from "./identity.js";
 export type { ApiKeyInfo, KeyAdmin } from "./keys.js";
-export type { RowsAdmin } from "./rows.js";
+export type { RowsAdmin, UploadOptions } from "./rows.js";
+export type { UploadProgress, UploadProgressOptions } from "./upload-progress.js";
 /** A body as it arrives, for `uploadDatasetRows`: its chunks and its media type (`application/json`, `application/x-ndjson` or `text/csv`). */
 export type { StreamBody } from "../http/types.js";
 export type { TableAdmin, TableInput } from "./tables.js";
-export type { WebhookAdmin, WebhookConnectionInfo } from "./webhooks.js";
+export type { WebhookAdmin, WebhookConnectionInfo, WebhookSecretOptions } from "./webhooks.js";
 
 /** How `uploadDatasetRows` and `writeDatasetRows` change a dataset's rows: `replace` them or `append` to them. */
 export type RowsWriteMode = Parameters<RowsAdmin["uploadDatasetRows"]>[1];

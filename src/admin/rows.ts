@@ -4,6 +4,7 @@ import { inferColumnsAlongside, parseRowStream } from "../http/bulk-rows.js";
 import type { StreamBody } from "../http/types.js";
 import { assertWritable } from "../storage/mount.js";
 import { type AdminDeps, actorFor, type ChangeOptions, checkId, isoNow, recordChange } from "./change.js";
+import { uploadMeter, type UploadProgressOptions } from "./upload-progress.js";
 
 /** A dataset's rows, replaced or appended in bulk. */
 export interface RowsAdmin {
@@ -15,15 +16,18 @@ export interface RowsAdmin {
    * naming its line) stores nothing. Columns are inferred as for webhook
    * rows unless the dataset declares them. Answers the dataset as stored.
    */
-  uploadDatasetRows(id: string, mode: "replace" | "append", body: StreamBody, options?: ChangeOptions): Promise<UploadOrConnectionDataset>;
+  uploadDatasetRows(id: string, mode: "replace" | "append", body: StreamBody, options?: UploadOptions): Promise<UploadOrConnectionDataset>;
   /** The same from rows in hand (objects, nested ones flattened as in an upload). */
-  writeDatasetRows(id: string, mode: "replace" | "append", rows: Iterable<Row> | AsyncIterable<Row>, options?: ChangeOptions): Promise<UploadOrConnectionDataset>;
+  writeDatasetRows(id: string, mode: "replace" | "append", rows: Iterable<Row> | AsyncIterable<Row>, options?: UploadOptions): Promise<UploadOrConnectionDataset>;
 }
+
+/** What an upload takes besides its rows: its actor, and who hears of its progress (`onProgress`). */
+export type UploadOptions = ChangeOptions & UploadProgressOptions;
 
 export function rowsAdmin(deps: AdminDeps): RowsAdmin {
   const { storage } = deps.ports;
 
-  async function upload(id: string, mode: "replace" | "append", body: StreamBody, options?: ChangeOptions): Promise<UploadOrConnectionDataset> {
+  async function upload(id: string, mode: "replace" | "append", body: StreamBody, options?: UploadOptions): Promise<UploadOrConnectionDataset> {
     assertWritable(storage.catalog, "writeDatasetRows");
     checkId(id);
     const dataset = await storage.catalog.getDataset(id);
@@ -33,14 +37,21 @@ export function rowsAdmin(deps: AdminDeps): RowsAdmin {
     // Appended rows widen the columns the dataset has; a replace infers them afresh (declared ones keep their
     // types, and a declared column without a type takes the one its values show).
     const base = mode === "append" ? dataset.columns : (declared ?? []);
-    const tracked = inferColumnsAlongside(parseRowStream(body.chunks, body.contentType, { columns: declared }), base);
-    const { rowCount } = await storage.catalog.writeDatasetRows({
-      datasetId: id,
-      mode,
-      rows: tracked.rows,
-      columns: () => tracked.columns(),
-      updatedAt: isoNow(deps),
-    });
+    const meter = uploadMeter(options, deps.ports.clock);
+    const chunks = meter === null ? body.chunks : meter.chunks(body.chunks);
+    const tracked = inferColumnsAlongside(parseRowStream(chunks, body.contentType, { columns: declared }), base);
+    let rowCount: number;
+    try {
+      ({ rowCount } = await storage.catalog.writeDatasetRows({
+        datasetId: id,
+        mode,
+        rows: meter === null ? tracked.rows : meter.rowsOf(tracked.rows),
+        columns: () => tracked.columns(),
+        updatedAt: isoNow(deps),
+      }));
+    } finally {
+      meter?.stop();
+    }
     await recordChange(deps, {
       teamIds: [dataset.teamId],
       action: "dataset.updated",

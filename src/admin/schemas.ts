@@ -18,6 +18,7 @@ import {
   userSchema,
 } from "../fixture/schema.js";
 import { jsonPath } from "../fixture/load.js";
+import { MAX_SECRET_OVERLAP_SECONDS } from "../domain/webhook-config.js";
 
 /**
  * Bodies of the admin operations: the fixture's entity schemas (one
@@ -53,7 +54,19 @@ export const connectionBody = connectionSchema
   .partial({ createdAt: true })
   .strict()
   .meta({ id: "ConnectionInput", description: "A connection; config by type as in the fixture format (docs/fixture-format.md)" });
-export const signingSecretBody = z.object({ secret: z.string().nullable() }).strict().meta({ id: "SigningSecretInput", description: "A webhook connection's signing secret; null removes it" });
+export const signingSecretBody = z
+  .object({
+    secret: z.string().nullable(),
+    overlapSeconds: z
+      .number()
+      .int()
+      .min(0)
+      .max(MAX_SECRET_OVERLAP_SECONDS, `overlapSeconds is at most ${MAX_SECRET_OVERLAP_SECONDS} (7 days)`)
+      .optional()
+      .describe("how long the secret being replaced stays valid too (default 0: from now on only the new one); not with a null secret"),
+  })
+  .strict()
+  .meta({ id: "SigningSecretInput", description: "A webhook connection's signing secret; null removes every secret" });
 /** Declared columns in a put: omitted keeps the declaration, null removes it. */
 const declaredColumns = z.array(columnSchema).nullable().optional();
 /** Columns a new declaration may take from stored rows along with their values (admin-api.md, Revision 3). */

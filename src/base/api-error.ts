@@ -11,6 +11,7 @@ export type ErrorCode =
   | "not_found"
   | "method_not_allowed"
   | "conflict"
+  | "precondition_failed"
   | "idempotency_key_in_use"
   | "payload_too_large"
   | "unsupported_media_type"

@@ -11,6 +11,7 @@ export type ErrorCode =
   | "not_found"
   | "method_not_allowed"
   | "conflict"
+  | "precondition_failed"
   | "idempotency_key_in_use"
   | "payload_too_large"
   | "unsupported_media_type"
@@ -118,6 +119,8 @@ export class PermissionDeniedError extends DataportError {}
 export class NotFoundError extends DataportError {}
 /** 409: `conflict` (details.current holds the current row), `idempotency_key_in_use`. */
 export class ConflictError extends DataportError {}
+/** 412: `precondition_failed` — `If-Match` named a version the row no longer has (details.current holds the row). */
+export class PreconditionFailedError extends DataportError {}
 /** 422: `validation_failed`, `idempotency_key_reused`. */
 export class UnprocessableEntityError extends DataportError {}
 /** 429: `rate_limited`, raised once the retries (or `maxRetryAfterMs`) are spent. */
@@ -135,6 +138,7 @@ const BY_STATUS: Record<number, typeof DataportError> = {
   403: PermissionDeniedError,
   404: NotFoundError,
   409: ConflictError,
+  412: PreconditionFailedError,
   422: UnprocessableEntityError,
   429: RateLimitError,
 };

@@ -7,6 +7,7 @@ export {
   NetworkError,
   NotFoundError,
   PermissionDeniedError,
+  PreconditionFailedError,
   RateLimitError,
   ServerError,
   TimeoutError,

@@ -313,7 +313,24 @@ function rateLimitOf(headers: Headers): RateLimitInfo | null {
   const limit = read("ratelimit-limit");
   const remaining = read("ratelimit-remaining");
   const resetSeconds = read("ratelimit-reset");
-  return limit === null || remaining === null || resetSeconds === null ? null : { limit, remaining, resetSeconds };
+  if (limit !== null && remaining !== null && resetSeconds !== null) return { limit, remaining, resetSeconds };
+  return draftRateLimitOf(headers.get("ratelimit-policy"), headers.get("ratelimit"));
+}
+
+/**
+ * The same from the current draft's fields (a server set to `rateLimitHeaders: "policy"`):
+ * `RateLimit-Policy: "api";q=100;w=2` and `RateLimit: "api";r=42;t=1`, the first item of each.
+ */
+function draftRateLimitOf(policy: string | null, limit: string | null): RateLimitInfo | null {
+  if (policy === null || limit === null) return null;
+  const param = (field: string, name: string) => {
+    const found = new RegExp(`;\\s*${name}=(\\d+)(?=;|,|\\s|$)`).exec(field.split(",")[0]!);
+    return found ? Number(found[1]) : null;
+  };
+  const quota = param(policy, "q");
+  const remaining = param(limit, "r");
+  const resetSeconds = param(limit, "t");
+  return quota === null || remaining === null || resetSeconds === null ? null : { limit: quota, remaining, resetSeconds };
 }
 
 /** A 2xx body: JSON (empty: null), else an `unexpected_response` error rather than a SyntaxError. */

@@ -23,6 +23,8 @@ export interface HandlerContext extends Ports {
   userAgent: string | null;
   /** Log an error without failing the request. */
   log: (message: string, error?: unknown) => void;
+  /** Tell the logger what is going on (`Logger.info`), when it listens; absent otherwise. */
+  info?: (message: string, fields: Record<string, unknown>) => void;
   operations: Operations;
   /**
    * Record an audit event without failing the request: resolves once the

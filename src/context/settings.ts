@@ -1,3 +1,4 @@
+import type { RateLimitHeaderStyle } from "../core/rate-limit.js";
 import type { TableSchemas } from "../domain/validation.js";
 
 /** Limits and addresses, every one with a default (see `createDataApi`). */
@@ -55,6 +56,13 @@ export interface ApiSettings {
    * the API limit, webhook deliveries and upstream queries alike.
    */
   rateLimitFailOpen: boolean;
+  /**
+   * The rate-limit headers of limited answers (API calls when `apiRatePerSecond`
+   * is set, webhook deliveries, upstream refusals): `limit-remaining-reset`
+   * (the default, as before), `policy` for the current IETF draft's
+   * `RateLimit-Policy: "api";q=100;w=2` and `RateLimit: "api";r=42;t=1`, or `both`.
+   */
+  rateLimitHeaders: RateLimitHeaderStyle;
   /** How long one upstream call may take before the query ends with 504 `upstream_timeout`, in ms (default 15,000). */
   upstreamTimeoutMs: number;
   /** How long each readiness check (`/api/health/ready`) may take before it counts as failed, in ms (default 2000). */
@@ -78,6 +86,14 @@ export interface ApiSettings {
   adminToken: string | null;
   /** Largest bulk row upload (admin `…/datasets/{id}/rows`), in bytes; streamed, never held whole (default 1 GiB). */
   maxUploadBytes: number;
+  /**
+   * Compress answers by `Accept-Encoding` (brotli or gzip): rows pages,
+   * downloads, the OpenAPI document, any text answer of `compressionMinBytes`
+   * or more (default true). Turn it off when a proxy in front compresses.
+   */
+  compression: boolean;
+  /** Whole answers shorter than this are sent uncompressed, in bytes (default 1024); streamed answers are always compressed. */
+  compressionMinBytes: number;
   /**
    * Whether connections may reach loopback and private networks (and local
    * sockets): true (the default) suits a host whose own people write the

@@ -10,6 +10,7 @@ import { InvalidQueryError, UpstreamThrottledError, UpstreamUnavailableError } f
 import type { Metrics, UpstreamOutcome } from "../ports/metrics.js";
 import type { RateLimiter } from "../ports/rate-limiter.js";
 import { withTimeout } from "../base/timeout.js";
+import { bucketHeaders, type RateLimitHeaderStyle } from "./rate-limit.js";
 
 export const DEFAULT_GUARD_SETTINGS: GuardSettings = {
   cacheTtlSeconds: 60,
@@ -57,7 +58,11 @@ export interface GuardedQuery {
  * An upstream call that runs past `timeoutMs` ends with 504
  * `upstream_timeout` for every query waiting on it.
  */
-export function createGuard(ports: { cache: Cache; rateLimiter: RateLimiter; clock: Clock }) {
+export function createGuard(
+  ports: { cache: Cache; rateLimiter: RateLimiter; clock: Clock },
+  options: { rateLimitHeaders?: RateLimitHeaderStyle } = {},
+) {
+  const headerStyle = options.rateLimitHeaders ?? "limit-remaining-reset";
   const inFlight = new Map<string, Promise<GuardAnswer>>();
   const claims = flightClaimsOf(ports.cache);
 
@@ -158,9 +163,7 @@ export function createGuard(ports: { cache: Cache; rateLimiter: RateLimiter; clo
       details: { retryAfterSeconds: retryAfter },
       headers: {
         "retry-after": String(retryAfter),
-        "ratelimit-limit": String(settings.burst),
-        "ratelimit-remaining": "0",
-        "ratelimit-reset": String(retryAfter),
+        ...bucketHeaders(headerStyle, "upstream", { ratePerSecond: settings.ratePerSecond, burst: settings.burst }, 0, retryAfter),
       },
     });
   }

@@ -52,13 +52,14 @@ const OPERATORS: ReadonlySet<string> = new Set<RowOperator>(["eq", "ne", "gt", "
  * JSON path of the problem, as the message says) for a bare value, an
  * unknown operator, an operand of the wrong kind, nesting past
  * MAX_WHERE_DEPTH or more than MAX_WHERE_CONDITIONS tests; and with
- * `details.unknownColumns` for columns not in `columns`.
+ * `details.unknownColumns` for columns not in `columns`. `parameter` names
+ * another parameter of the same grammar (an aggregate's `having`).
  */
-export function parseWhere(where: unknown, columns: ReadonlySet<string>): RowCondition {
-  const state = { count: 0, unknown: [] as string[], firstUnknownPath: "" };
-  const condition = parseNode(where, "where", 0, columns, state);
+export function parseWhere(where: unknown, columns: ReadonlySet<string>, parameter = "where"): RowCondition {
+  const state: ParseState = { count: 0, unknown: [], firstUnknownPath: "", parameter };
+  const condition = parseNode(where, parameter, 0, columns, state);
   if (state.unknown.length > 0) {
-    throw invalidParameter("where", `${state.firstUnknownPath}: unknown column ${state.unknown[0]}`, {
+    throw invalidParameter(parameter, `${state.firstUnknownPath}: unknown column ${state.unknown[0]}`, {
       path: state.firstUnknownPath,
       unknownColumns: state.unknown,
     });
@@ -70,9 +71,11 @@ interface ParseState {
   count: number;
   unknown: string[];
   firstUnknownPath: string;
+  parameter: string;
 }
 
 function parseNode(value: unknown, path: string, depth: number, columns: ReadonlySet<string>, state: ParseState): RowCondition {
+  const refuse: (at: string, problem: string) => never = (at, problem) => refuseAt(state.parameter, at, problem);
   if (!isObject(value)) refuse(path, 'must be a JSON object of column conditions, such as {"amount": {"gt": 100}}');
   const parts: RowCondition[] = [];
   for (const key of Object.keys(value)) {
@@ -96,13 +99,13 @@ function parseNode(value: unknown, path: string, depth: number, columns: Readonl
     for (const op of ops) {
       if (!OPERATORS.has(op)) refuse(`${at}.${op}`, `unknown operator ${op}; one of ${[...OPERATORS].join(", ")}`);
       if (++state.count > MAX_WHERE_CONDITIONS) refuse(`${at}.${op}`, `more than ${MAX_WHERE_CONDITIONS} conditions`);
-      parts.push(parseTest(key, op as RowOperator, member[op], `${at}.${op}`));
+      parts.push(parseTest(key, op as RowOperator, member[op], `${at}.${op}`, refuse));
     }
   }
   return parts.length === 1 ? parts[0]! : { kind: "all", of: parts };
 }
 
-function parseTest(column: string, op: RowOperator, operand: unknown, path: string): RowTest {
+function parseTest(column: string, op: RowOperator, operand: unknown, path: string, refuse: (at: string, problem: string) => never): RowTest {
   switch (op) {
     case "eq":
     case "ne":
@@ -153,8 +156,8 @@ function memberPath(key: string): string {
   return /^[A-Za-z_$][\w$]*$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`;
 }
 
-function refuse(path: string, problem: string): never {
-  throw invalidParameter("where", `${path}: ${problem}`, { path });
+function refuseAt(parameter: string, path: string, problem: string): never {
+  throw invalidParameter(parameter, `${path}: ${problem}`, { path });
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

@@ -4,7 +4,20 @@ import type { ConnectionRecord, DatasetRecord } from "../domain/model.js";
 import { invalidParameter } from "../base/api-error.js";
 import { joinedTexts, jsonRowsBody } from "../http/json-stream.js";
 import { Reply } from "../http/reply.js";
-import { auditRowsRead, checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./rows-common.js";
+import { ifNoneMatch } from "../http/conditional.js";
+import { rowsTag, textTag } from "./entity-tags.js";
+import {
+  auditRowsRead,
+  checkRowQuery,
+  exportFormat,
+  exportReply,
+  nextCursor,
+  notModified,
+  notModifiedReply,
+  type ReadHeaders,
+  type RowQueryParams,
+  tagged,
+} from "./rows-common.js";
 
 /** A dataset as the API shows it. */
 export function datasetView(dataset: DatasetRecord, connection: ConnectionRecord | null) {
@@ -41,11 +54,14 @@ export async function reachableDataset(ctx: AuthedContext, id: string): Promise<
   return reachable(ctx.credential, kinds, dataset, "dataset", ctx.storage);
 }
 
-/** GET /datasets/{id} */
-export async function getDataset(ctx: AuthedContext, id: string) {
+/** GET /datasets/{id}: tagged with its text's hash, 304 when `If-None-Match` holds that tag. */
+export async function getDataset(ctx: AuthedContext, id: string, ifNoneMatchHeader: string | null = null): Promise<Reply> {
   const dataset = await reachableDataset(ctx, id);
   const connection = dataset.connectionId ? await ctx.storage.catalog.getConnection(dataset.connectionId) : null;
-  return { ...datasetView(dataset, connection), writable: dataset.type === "input_table" };
+  const text = JSON.stringify({ ...datasetView(dataset, connection), writable: dataset.type === "input_table" });
+  const tag = textTag(text);
+  const held = ifNoneMatch(ifNoneMatchHeader, tag);
+  return held === null ? Reply.jsonText(200, text, { etag: tag }) : notModifiedReply(ctx, held);
 }
 
 export interface RowsQuery extends RowQueryParams {
@@ -60,7 +76,12 @@ export interface RowsQuery extends RowQueryParams {
  * pushed down to storage; large reads stream; `cursor` continues a read;
  * `format` (or `Accept`) makes it a CSV or NDJSON download.
  */
-export async function readDatasetRows(ctx: AuthedContext, id: string, query: RowsQuery, accept: string | null = null): Promise<Reply> {
+export async function readDatasetRows(
+  ctx: AuthedContext,
+  id: string,
+  query: RowsQuery,
+  read: ReadHeaders = { accept: null, ifNoneMatch: null },
+): Promise<Reply> {
   const dataset = await reachableDataset(ctx, id);
   if (dataset.type === "input_table") {
     throw invalidParameter("id", `dataset ${id} is an input table; read its rows with GET /api/v1/tables/${id}/rows`);
@@ -76,7 +97,11 @@ export async function readDatasetRows(ctx: AuthedContext, id: string, query: Row
     throw invalidParameter("filters", `unknown column ${unknownFilters[0]} in filters`, { unknownColumns: unknownFilters });
   }
   const checked = checkRowQuery(dataset.id, known, query);
-  const format = exportFormat(query.format, accept);
+  const format = exportFormat(query.format, read.accept);
+  const target = { type: "dataset" as const, id: dataset.id, teamId: dataset.teamId };
+  const tag = rowsTag(dataset, { ...rowsRequest(query), format }, ctx.clock.now());
+  const unchanged = await notModified(ctx, target, tag, { offset: checked.before + query.offset, format, ifNoneMatch: read.ifNoneMatch });
+  if (unchanged !== null) return unchanged;
   const page = await ctx.storage.catalog.readDatasetRows(id, {
     offset: query.offset,
     limit: query.maxRows ?? null,
@@ -89,12 +114,12 @@ export async function readDatasetRows(ctx: AuthedContext, id: string, query: Row
   const offset = checked.before + query.offset;
   const available = Math.max(0, page.totalRows - offset);
   const returnedRows = Math.min(available, query.maxRows ?? available);
-  await auditRowsRead(ctx, { type: "dataset", id: dataset.id, teamId: dataset.teamId }, { offset, returnedRows, format });
+  await auditRowsRead(ctx, target, { offset, returnedRows, format });
   const names = query.columns ?? allNames;
   if (format !== "json") {
     const rowsJson = query.columns === undefined ? page.rowsJson : undefined;
     const csv = { escapeFormulas: ctx.settings.csvEscapeFormulas };
-    return exportReply(format, dataset.id, names, page.rows, rowsJson, csv);
+    return tagged(exportReply(format, dataset.id, names, page.rows, rowsJson, csv), tag);
   }
   let columnTypes = allTypes;
   if (query.columns) {
@@ -114,7 +139,13 @@ export async function readDatasetRows(ctx: AuthedContext, id: string, query: Row
   const body = page.rowsJson
     ? await jsonRowsBody('{"success":true,"data":[', page.rowsJson, suffix, joinedTexts)
     : await jsonRowsBody('{"success":true,"data":[', page.rows, suffix);
-  return typeof body === "string" ? Reply.jsonText(200, body) : Reply.jsonStream(body);
+  return tagged(typeof body === "string" ? Reply.jsonText(200, body) : Reply.jsonStream(body), tag);
+}
+
+/** What a dataset page's content depends on besides the dataset: every parameter of the read as sent (`format` apart). */
+function rowsRequest(query: RowsQuery): Record<string, unknown> {
+  const { maxRows, offset, columns, filters, where, sort, cursor } = query;
+  return { read: "dataset-rows", maxRows: maxRows ?? null, offset, columns: columns ?? null, filters: filters ?? null, where: where ?? null, sort: sort ?? null, cursor: cursor ?? null };
 }
 
 /** What a read checks and describes of a dataset's columns: their names (a set and in order) and types. */

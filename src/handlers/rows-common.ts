@@ -4,7 +4,9 @@ import type { Row } from "../domain/model.js";
 import { parseSort, parseWhere, type RowCondition, type RowKey, type SortKey } from "../domain/row-query-model.js";
 import { type CursorState, decodeCursor, encodeCursor, queryFingerprint } from "../domain/row-query-cursor.js";
 import { invalidParameter } from "../base/api-error.js";
+import { ifNoneMatch } from "../http/conditional.js";
 import { Reply } from "../http/reply.js";
+import type { HeaderReader } from "../base/headers.js";
 
 /** The row-query parameters both rows endpoints take (see ../shared/row-queries.md). */
 export interface RowQueryParams {
@@ -66,10 +68,12 @@ export function nextCursor(query: CheckedRowQuery, page: { offset: number; retur
 export function auditRowsRead(
   ctx: AuthedContext,
   target: { type: "dataset" | "table"; id: string; teamId: string },
-  read: { offset: number; returnedRows: number; format?: ExportFormat },
+  read: { offset: number; returnedRows: number; format?: ExportFormat } | { offset: number; notModified: true; format?: ExportFormat },
 ): Promise<void> {
   const { requestId } = ctx;
-  const { offset, returnedRows, format } = read;
+  const { offset, format } = read;
+  // A 304 is a read too: the client holds the page; how many rows it has is not worked out again.
+  const rows = "notModified" in read ? { notModified: true } : { returnedRows: read.returnedRows };
   return ctx.audit({
     teamId: target.teamId,
     category: "data_access",
@@ -79,8 +83,54 @@ export function auditRowsRead(
     outcome: "success",
     ip: ctx.clientAddress,
     userAgent: ctx.userAgent,
-    details: format === undefined || format === "json" ? { requestId, offset, returnedRows } : { requestId, offset, returnedRows, format },
+    details: format === undefined || format === "json" ? { requestId, offset, ...rows } : { requestId, offset, ...rows, format },
   });
+}
+
+/** What a rows read takes from its request's headers. */
+export interface ReadHeaders {
+  /** `Accept`: chooses a download's format when `format` does not. */
+  accept: string | null;
+  /** `If-None-Match`: the tags of the pages the client holds. */
+  ifNoneMatch: string | null;
+}
+
+/** The headers of a request as a rows read takes them. */
+export function readHeaders(headers: HeaderReader): ReadHeaders {
+  return { accept: headers.get("accept"), ifNoneMatch: headers.get("if-none-match") };
+}
+
+/**
+ * Before any row is read: when the client already holds this page (its tag
+ * in `If-None-Match`), the 304 that says so — a read all the same, audited
+ * and counted — else null, and the page is read and tagged (`tagged`).
+ */
+export async function notModified(
+  ctx: AuthedContext,
+  target: { type: "dataset" | "table"; id: string; teamId: string },
+  tag: string | null,
+  read: { offset: number; format: ExportFormat; ifNoneMatch: string | null },
+): Promise<Reply | null> {
+  if (tag === null) return null;
+  const held = ifNoneMatch(read.ifNoneMatch, tag);
+  if (held === null) return null;
+  await auditRowsRead(ctx, target, { offset: read.offset, notModified: true, format: read.format });
+  return notModifiedReply(ctx, held);
+}
+
+/**
+ * A 304 naming the tag the client holds. It carries the `Vary` the full
+ * answer would (RFC 9110: a 304 keeps the validators and `Vary` of the 200);
+ * a page worth compressing says `Accept-Encoding`.
+ */
+export function notModifiedReply(ctx: { settings: { compression: boolean } }, held: string): Reply {
+  return new Reply(304, null, ctx.settings.compression ? { etag: held, vary: "Accept-Encoding" } : { etag: held });
+}
+
+/** A reply carrying its tag (when the content has one). */
+export function tagged(reply: Reply, tag: string | null): Reply {
+  if (tag !== null) reply.headers.etag = tag;
+  return reply;
 }
 
 /** `format`, else what `Accept` asks for first among the formats offered, else JSON. */

@@ -24,7 +24,19 @@ import type {
   TableRowsQuery,
   UpdateRowInput,
 } from "../ports/storage/tables.js";
-import { auditRowsRead, checkRowQuery, exportFormat, exportReply, nextCursor, type RowQueryParams } from "./rows-common.js";
+import { ifMatchCondition, ifMatchHolds } from "../http/conditional.js";
+import { rowsTag, rowTag, stampOfRowTag } from "./entity-tags.js";
+import {
+  auditRowsRead,
+  checkRowQuery,
+  exportFormat,
+  exportReply,
+  nextCursor,
+  notModified,
+  type ReadHeaders,
+  type RowQueryParams,
+  tagged,
+} from "./rows-common.js";
 
 /** A table the credential may reach, or the same 404 as an unknown id. */
 async function reachableTable(ctx: AuthedContext, id: string): Promise<TableRecord> {
@@ -43,13 +55,24 @@ const DEFAULT_PAGE = 100;
 const EXPORT_BATCH = 1000;
 
 /** GET /tables/{id}/rows: a page, or a CSV/NDJSON download; `where`, `sort` and `cursor` as on datasets. */
-export async function listRows(ctx: AuthedContext, tableId: string, params: TableRowsParams, accept: string | null = null): Promise<Reply | object> {
+export async function listRows(
+  ctx: AuthedContext,
+  tableId: string,
+  params: TableRowsParams,
+  read: ReadHeaders = { accept: null, ifNoneMatch: null },
+): Promise<Reply> {
   const table = await reachableTable(ctx, tableId);
   // Columns are the declared ones and the stamps; a table that declares none takes any name.
   const known: ReadonlySet<string> =
     table.columns.length > 0 ? new Set([...table.columns.map((c) => c.name), ...RESERVED_COLUMNS]) : { has: () => true } as unknown as ReadonlySet<string>;
   const checked = checkRowQuery(table.id, known, params);
-  const format = exportFormat(params.format, accept);
+  const format = exportFormat(params.format, read.accept);
+  const target = { type: "table" as const, id: table.id, teamId: table.teamId };
+  const { limit: asked, offset: from, where, sort, cursor } = params;
+  const request = { read: "table-rows", limit: asked ?? null, offset: from, where: where ?? null, sort: sort ?? null, cursor: cursor ?? null, format };
+  const tag = rowsTag(table, request, ctx.clock.now());
+  const unchanged = await notModified(ctx, target, tag, { offset: checked.before + params.offset, format, ifNoneMatch: read.ifNoneMatch });
+  if (unchanged !== null) return unchanged;
   const query = {
     ...(checked.where && { where: checked.where }),
     ...(checked.sort && { sort: checked.sort }),
@@ -64,11 +87,11 @@ export async function listRows(ctx: AuthedContext, tableId: string, params: Tabl
       ...query,
       ...(checked.after && { after: checked.after }),
     });
-    await auditRowsRead(ctx, { type: "table", id: table.id, teamId: table.teamId }, { offset, returnedRows: Math.min(Math.max(0, first.totalRows - offset), limit), format });
+    await auditRowsRead(ctx, target, { offset, returnedRows: Math.min(Math.max(0, first.totalRows - offset), limit), format });
     const columns = table.columns.length > 0 ? [...RESERVED_COLUMNS.slice(0, 1), ...table.columns.map((c) => c.name), ...RESERVED_COLUMNS.slice(1)] : null;
     const names = columns ?? (await firstFields(ctx, table.id, query));
     const csv = { escapeFormulas: ctx.settings.csvEscapeFormulas };
-    return exportReply(format, table.id, names, exportedRows(ctx, table.id, query, first, limit), undefined, csv);
+    return tagged(exportReply(format, table.id, names, exportedRows(ctx, table.id, query, first, limit), undefined, csv), tag);
   }
   const limit = params.limit ?? DEFAULT_PAGE;
   const { totalRows, rows, lastKey } = await ctx.storage.tables.listTableRows(table.id, {
@@ -77,9 +100,9 @@ export async function listRows(ctx: AuthedContext, tableId: string, params: Tabl
     ...query,
     ...(checked.after && { after: checked.after }),
   });
-  await auditRowsRead(ctx, { type: "table", id: table.id, teamId: table.teamId }, { offset, returnedRows: rows.length });
+  await auditRowsRead(ctx, target, { offset, returnedRows: rows.length });
   const hasMore = offset + rows.length < totalRows;
-  return {
+  const page = {
     success: true,
     data: rows,
     metadata: {
@@ -93,6 +116,7 @@ export async function listRows(ctx: AuthedContext, tableId: string, params: Tabl
       nextCursor: nextCursor(checked, { offset: params.offset, returned: rows.length, hasMore, lastKey }),
     },
   };
+  return tagged(Reply.json(200, page), tag);
 }
 
 /** `_id` first, the stamps last: how a download lays out an input table's columns. */
@@ -135,13 +159,19 @@ export async function createRow(ctx: AuthedContext, tableId: string, body: Row, 
   const table = await reachableTable(ctx, tableId);
   await validate(ctx, table, body, body);
   const { tables } = ctx.storage;
-  if (key === null) return Reply.json(201, await tables.insertTableRow(insertion(ctx, table, body)));
+  if (key === null) return rowReply(201, await tables.insertTableRow(insertion(ctx, table, body)));
   const scope = idempotencyScope(credentialRef(ctx.credential), table.id);
   const use = { scope, key, fingerprint: requestFingerprint(body), status: 201 };
   const outcome = await once(ctx, use, (idempotency) =>
     tables.insertTableRowOnce({ ...insertion(ctx, table, body), idempotency }),
   );
-  return outcome instanceof Reply ? outcome : Reply.json(201, outcome);
+  return outcome instanceof Reply ? outcome : rowReply(201, outcome);
+}
+
+/** A row written (201, 200) as JSON, with the row's `ETag` (its `_updatedAt`), which `If-Match` can carry back. */
+function rowReply(status: number, row: unknown, headers: Record<string, string> = {}): Reply {
+  const tag = status < 300 && row !== null && typeof row === "object" ? rowTag(row as Row) : null;
+  return Reply.json(status, row, tag === null ? headers : { ...headers, etag: tag });
 }
 
 /**
@@ -169,7 +199,7 @@ async function once<R>(
       });
     }
     if (outcome.state === "completed") {
-      return Reply.json(outcome.response.status, outcome.response.body, { "idempotent-replayed": "true" });
+      return rowReply(outcome.response.status, outcome.response.body, { "idempotent-replayed": "true" });
     }
     // Measured on the wall clock: a wait in the store counts too (the API's clock may stand still in tests).
     const left = ctx.settings.idempotencyWaitMs - (performance.now() - started);
@@ -188,22 +218,37 @@ async function once<R>(
  * compare-and-set. With an Idempotency-Key a retry whose first attempt
  * succeeded gets that answer again instead of a 409 (the row changed: by it).
  */
-export async function updateRow(ctx: AuthedContext, tableId: string, rowId: string, body: Row, idempotencyKey: string | null = null): Promise<Reply> {
+export async function updateRow(
+  ctx: AuthedContext,
+  tableId: string,
+  rowId: string,
+  body: Row,
+  idempotencyKey: string | null = null,
+  ifMatch: string | null = null,
+): Promise<Reply> {
   const key = checkIdempotencyKey(idempotencyKey);
+  const condition = ifMatchCondition(ifMatch);
   if (key === null) {
     const plain: RowUpdate = { keyed: false, write: (input) => ctx.storage.tables.updateTableRow(input) };
-    return Reply.json(200, await patchRow(ctx, tableId, rowId, body, plain));
+    return rowReply(200, await patchRow(ctx, tableId, rowId, body, plain, condition));
   }
   const table = await reachableTable(ctx, tableId);
-  // One key names one request: the method and row are part of what "the same request" means.
-  const fingerprint = requestFingerprint({ method: "PATCH", rowId, body });
+  // One key names one request: the method, row and condition are part of what "the same request" means.
+  const fingerprint = requestFingerprint(ifMatch === null ? { method: "PATCH", rowId, body } : { method: "PATCH", rowId, body, ifMatch });
   const use = { scope: idempotencyScope(credentialRef(ctx.credential), table.id), key, fingerprint, status: 200 };
-  const updated = await patchRow(ctx, table.id, rowId, body, {
-    keyed: true,
-    write: (input) => once(ctx, use, (idempotency) => ctx.storage.tables.updateTableRowOnce({ ...input, idempotency })),
-  });
-  return updated instanceof Reply ? updated : Reply.json(200, updated);
+  const updated = await patchRow(
+    ctx,
+    table.id,
+    rowId,
+    body,
+    { keyed: true, write: (input) => once(ctx, use, (idempotency) => ctx.storage.tables.updateTableRowOnce({ ...input, idempotency })) },
+    condition,
+  );
+  return updated instanceof Reply ? updated : rowReply(200, updated);
 }
+
+/** An `If-Match` header, parsed. */
+type IfMatch = ReturnType<typeof ifMatchCondition>;
 
 /** How a PATCH writes: plainly, or under an Idempotency-Key (whose replay may replace the result). */
 interface RowUpdate {
@@ -217,6 +262,7 @@ async function patchRow(
   rowId: string,
   body: Row,
   update: RowUpdate,
+  condition: IfMatch = null,
 ): Promise<Row | Reply> {
   const table = await reachableTable(ctx, tableId);
   const { expectedUpdatedAt, patch } = splitPatch(body);
@@ -224,21 +270,27 @@ async function patchRow(
   const structural = checkColumns(table, patch);
   if (structural) throw validationFailed(structural);
 
-  // A row validator judges the merged row, so read it first and make the
-  // write conditional on that read; without expectedUpdatedAt a lost race is
-  // retried (last write wins), with it the race is the client's 409.
+  // A row validator judges the merged row, and If-Match names the row's
+  // version, so with either the row is read first and the write made
+  // conditional on that read; without expectedUpdatedAt (or a tag) a lost
+  // race is retried (last write wins), with it the race is the client's 409 (412).
+  const versioned = condition !== null && !condition.any;
   for (let attempt = 0; ; attempt++) {
     let guard = expectedUpdatedAt;
-    if (schemas) {
+    if (schemas || condition) {
       const current = await readRow(ctx, table.id, rowId);
-      if (expectedUpdatedAt !== null && changedSince(current, expectedUpdatedAt)) {
+      const tagHolds = condition === null || ifMatchHolds(condition, rowTag(current));
+      if (!tagHolds || (expectedUpdatedAt !== null && changedSince(current, expectedUpdatedAt))) {
         // Under an Idempotency-Key the store decides: the change may be this key's own first write (replayed);
         // otherwise its compare-and-set refuses the write (nothing unvalidated is written).
-        if (!update.keyed) throw conflict(current);
+        if (!update.keyed) throw tagHolds ? conflict(current) : preconditionFailed(current);
+        if (!tagHolds) guard = earlierTagStamp(condition, current);
       } else {
-        const merged = patchedRow(current, patch, String(current._updatedAt));
-        const problem = await checkSchemas(schemas, patch, rowValues(merged));
-        if (problem) throw validationFailed(problem);
+        if (schemas) {
+          const merged = patchedRow(current, patch, String(current._updatedAt));
+          const problem = await checkSchemas(schemas, patch, rowValues(merged));
+          if (problem) throw validationFailed(problem);
+        }
         guard = String(current._updatedAt);
       }
     }
@@ -254,13 +306,37 @@ async function patchRow(
     if (result instanceof Reply) return result;
     if (result.status === "ok") return result.row;
     if (result.status === "not_found") throw notFound("row");
+    // Changed since the tag was compared: the version the client named is no longer the row's.
+    if (versioned) throw preconditionFailed(result.current);
     if (expectedUpdatedAt !== null || attempt >= 9) throw conflict(result.current);
   }
 }
 
-/** DELETE /tables/{id}/rows/{rowId} */
-export async function deleteRow(ctx: AuthedContext, tableId: string, rowId: string) {
+/**
+ * Under an Idempotency-Key, the stamp of a single `If-Match` tag older than
+ * the row: the store's compare-and-set then tells this key's own earlier
+ * write (replayed) from another's (412). Anything else fails here.
+ */
+function earlierTagStamp(condition: IfMatch, current: Row): string {
+  const tags = condition !== null && !condition.any ? condition.tags : [];
+  const stamp = tags.length === 1 ? stampOfRowTag(tags[0]!) : null;
+  if (stamp === null || !changedSince(current, stamp)) throw preconditionFailed(current);
+  return stamp;
+}
+
+/**
+ * DELETE /tables/{id}/rows/{rowId}. With `If-Match` the row is read and its
+ * tag compared first (412 with the current row when it is not named); the
+ * store's delete takes no version, so a write landing between that read and
+ * the delete is not caught.
+ */
+export async function deleteRow(ctx: AuthedContext, tableId: string, rowId: string, ifMatch: string | null = null) {
   const table = await reachableTable(ctx, tableId);
+  const condition = ifMatchCondition(ifMatch);
+  if (condition !== null) {
+    const current = await readRow(ctx, table.id, rowId);
+    if (!ifMatchHolds(condition, rowTag(current))) throw preconditionFailed(current);
+  }
   const result = await ctx.storage.tables.deleteTableRow({
     tableId: table.id,
     rowId,
@@ -316,6 +392,14 @@ function splitPatch(body: Row): { expectedUpdatedAt: string | null; patch: Row }
     });
   }
   return { expectedUpdatedAt: expected, patch };
+}
+
+function preconditionFailed(current: Row): ApiError {
+  const tag = rowTag(current);
+  return new ApiError(412, "precondition_failed", "the row is no longer the version If-Match names; re-read it and retry", {
+    details: { current },
+    ...(tag !== null && { headers: { etag: tag } }),
+  });
 }
 
 function conflict(current: Row): ApiError {

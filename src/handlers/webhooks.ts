@@ -6,18 +6,44 @@ import { flattenPayload } from "../domain/flatten.js";
 import { isoTime } from "../domain/time.js";
 import type { Column, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
-import { verifyWebhookSignature } from "../domain/signatures.js";
+import { SIGNATURE_TOLERANCE_SECONDS, type SignatureRefusal, type VerifiedBy, verifySignature } from "../domain/signatures.js";
 import { ApiError, invalidBody, notFound } from "../base/api-error.js";
 import { isRateLimit, rateLimitHeaders, tokenBucket } from "../core/rate-limit.js";
 import { decodeUtf8, isFormType, isJsonType, JsonRefusal, parseJsonObject, parseJsonText, textProblem } from "../http/body.js";
 import { Reply } from "../http/reply.js";
 import type { HeaderReader } from "../base/headers.js";
 import type { RawBody } from "../http/types.js";
+import type { WebhookEndpoint } from "../domain/webhook-config.js";
 
 /** Row ids, `whr_<16 hex>-<counter>`: unique across processes (random prefix), no randomness drawn per delivery. */
 const nextRowId = idSource("whr_");
 
-export const invalidSignature = () => new ApiError(401, "invalid_signature", "invalid or missing webhook signature");
+const SIGNATURE_MESSAGES: Record<SignatureRefusal, string> = {
+  signature_missing: "missing webhook signature",
+  signature_invalid: "invalid webhook signature",
+  timestamp_out_of_tolerance: `webhook signature timestamp more than ${SIGNATURE_TOLERANCE_SECONDS / 60} minutes from the server's clock`,
+};
+
+/** 401 `invalid_signature`, `details.reason` saying why (never the secret or the signature). */
+export const invalidSignature = (reason: SignatureRefusal) =>
+  new ApiError(401, "invalid_signature", SIGNATURE_MESSAGES[reason], { details: { reason } });
+
+/**
+ * Check a delivery's signature when the endpoint has a secret (401 otherwise):
+ * which secret verified it, or null for an unsigned endpoint.
+ */
+export function verifyDelivery(endpoint: WebhookEndpoint, body: RawBody, headers: HeaderReader, nowMs: number): VerifiedBy | null {
+  if (endpoint.signingSecret === null) return null;
+  const verdict = verifySignature({
+    signature: endpoint.signature,
+    secrets: { current: endpoint.signingSecret, previous: endpoint.previousSecret },
+    body: body.bytes,
+    headers,
+    nowMs,
+  });
+  if (!verdict.ok) throw invalidSignature(verdict.reason);
+  return verdict.verifiedBy;
+}
 
 /**
  * POST /api/webhooks/{endpointId}: one delivery becomes one row. Order of
@@ -33,11 +59,11 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
   let rateHeaders: Record<string, string> = {};
   if (isRateLimit(rate)) {
     const limit = tokenBucket(rate);
-    rateHeaders = rateLimitHeaders(await ctx.rateLimiter.take(`webhook:${endpoint.connectionId}`, limit, now), limit, DELIVERY_REFUSAL);
+    const decision = await ctx.rateLimiter.take(`webhook:${endpoint.connectionId}`, limit, now);
+    rateHeaders = rateLimitHeaders(decision, limit, DELIVERY_REFUSAL, ctx.settings.rateLimitHeaders, "webhook");
   }
-  if (endpoint.signingSecret !== null) {
-    if (!verifyWebhookSignature({ secret: endpoint.signingSecret, body: body.bytes, headers, nowMs: now })) throw invalidSignature();
-  }
+  // Which secret verified it (current or previous): the delivery log of webhook-inbox.md will record it.
+  const verifiedBy = verifyDelivery(endpoint, body, headers, now);
   const payload = parsePayload(body);
   const receivedAt = isoTime(now);
   const id = nextRowId();

@@ -80,9 +80,9 @@ export function jsonObjectParam() {
     }
     return value as Record<string, unknown>;
   });
-  queryParamDocs.add(schema, {
-    openapi: { type: "string", contentMediaType: "application/json", description: "a URL-encoded JSON object" },
-  });
+  // A plain string, not `contentMediaType: application/json`: interactive references (Swagger UI) render that as a
+  // file picker, so no condition could be typed in.
+  queryParamDocs.add(schema, { openapi: { type: "string", description: "a URL-encoded JSON object" } });
   return schema;
 }
 

@@ -39,7 +39,8 @@ export interface ApiRequest {
   clientAddress: string | null;
 }
 
-export type ReplyBody = string | Uint8Array | AsyncIterable<string> | null;
+/** A reply's body: whole (text or bytes), streamed (text chunks, or bytes once compressed), or none. */
+export type ReplyBody = string | Uint8Array | AsyncIterable<string | Uint8Array> | null;
 
 export interface ApiReply {
   status: number;

@@ -62,7 +62,7 @@ function toBodyInit(body: ReplyBody): BodyInit | null {
     async pull(controller) {
       const { done, value } = await iterator.next();
       if (done) controller.close();
-      else controller.enqueue(encoder.encode(value));
+      else controller.enqueue(typeof value === "string" ? encoder.encode(value) : value);
     },
     async cancel() {
       await iterator.return?.();

@@ -21,6 +21,10 @@ export interface RequestLogLine {
   keyId: string | null;
   /** The signed-in user's id for a session token, or null. */
   userId: string | null;
+  /** With OpenTelemetry tracing on: the trace the request's span belongs to (32 hex), to join the line to it. */
+  traceId?: string;
+  /** With tracing on: the request's span (16 hex). */
+  spanId?: string;
 }
 
 /** Context of an error line. */
@@ -39,4 +43,10 @@ export interface ErrorLogFields {
 export interface Logger {
   request?(line: RequestLogLine): void;
   error(message: string, error?: unknown, fields?: ErrorLogFields): void;
+  /**
+   * Optional: what is worth telling while it goes on, not a failure — the
+   * progress of a long upload (`upload progress`, with `requestId`,
+   * `datasetId`, `rows`, `bytes`, `elapsedMs`). Without it nothing is written.
+   */
+  info?(message: string, fields: Record<string, unknown>): void;
 }

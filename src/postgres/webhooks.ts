@@ -2,8 +2,7 @@ import { LRUCache } from "lru-cache";
 import type { PoolClient } from "pg";
 import { rowChangesColumns, widenColumns } from "../domain/columns.js";
 import type { Column, ColumnType } from "../domain/model.js";
-import { endpointFromConnection } from "../domain/webhook-config.js";
-import type { WebhookEndpoint } from "../domain/webhook-config.js";
+import { endpointFromConnection, newWebhookConfig, type WebhookEndpoint, webhookConfigWith } from "../domain/webhook-config.js";
 import type { WebhookDelivery, WebhookReceipt, WebhookStore } from "../ports/storage/webhooks.js";
 import { type GroupOutcome, groupCommit } from "../sql/group-commit.js";
 import type { CatalogWatch } from "./catalog-events.js";
@@ -101,9 +100,7 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch): WebhookStore & { 
           );
           const current = found.rows[0];
           if (!current) return null;
-          const config = { ...current.config };
-          if (settings.signingSecret !== undefined) config.signingSecret = settings.signingSecret;
-          if (settings.retainRows !== undefined) config.retainRows = settings.retainRows;
+          const config = webhookConfigWith(current.config, settings);
           await client.query(`update ${t("connections")} set config = $2 where id = $1`, [connectionId, json(config)]);
           const result = await client.query<EndpointRow>(`${endpointSql} where c.id = $1`, [connectionId]);
           const endpoint = result.rows[0] ? toEndpoint(result.rows[0]) : null;
@@ -127,7 +124,7 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch): WebhookStore & { 
         return await db.transaction(async (client) => {
           const table = await client.query(`select 1 from ${t("input_tables")} where id = $1`, [dataset.id]);
           if (table.rowCount) throw new Error(`dataset ${dataset.id} exists`);
-          const config = { endpointId: endpoint.endpointId, signingSecret: endpoint.signingSecret, retainRows: endpoint.retainRows };
+          const config = newWebhookConfig(endpoint);
           await client.query(
             `insert into ${t("connections")} (id, team_id, name, type, config, created_at, endpoint_id) values ($1, $2, $3, 'webhook', $4, $5, $6)`,
             [connection.id, connection.teamId, connection.name, json(config), connection.createdAt, endpoint.endpointId],
@@ -137,15 +134,7 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch): WebhookStore & { 
              values ($1, $2, $3, 'connection', $4, null, '[]', 0, null, $5)`,
             [dataset.id, connection.teamId, dataset.name, connection.id, connection.createdAt],
           );
-          return {
-            connectionId: connection.id,
-            teamId: connection.teamId,
-            name: connection.name,
-            datasetId: dataset.id,
-            endpointId: endpoint.endpointId,
-            signingSecret: endpoint.signingSecret,
-            retainRows: endpoint.retainRows,
-          };
+          return endpointFromConnection({ ...connection, type: "webhook", config }, dataset.id);
         });
       } finally {
         watch.changed();

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import type { Put } from "../admin/change.js";
 import * as bodies from "../admin/schemas.js";
+import type { UploadProgressOptions } from "../admin/upload-progress.js";
 import type { AdminContext } from "./admin-context.js";
 import { intParam } from "../http/query.js";
 import { Reply } from "../http/reply.js";
@@ -22,6 +23,16 @@ type ListQuery = z.infer<typeof listQuery>;
 
 /** Who makes the change: `X-Actor-User-Id`, else the host. */
 const by = (ctx: AdminContext) => ({ actorUserId: ctx.actorUserId });
+
+/** How often a long upload's progress is logged (`upload progress` lines); an upload shorter than this logs none. */
+const UPLOAD_LOG_EVERY_MS = 5000;
+
+/** An upload's progress in the log (`Logger.info`), every few seconds while it runs, when the logger listens. */
+function progressLogged(ctx: AdminContext, datasetId: string, mode: "replace" | "append"): UploadProgressOptions {
+  const { info, requestId } = ctx;
+  if (info === undefined) return {};
+  return { onProgress: (progress) => info("upload progress", { requestId, datasetId, mode, ...progress }), progressEveryMs: UPLOAD_LOG_EVERY_MS };
+}
 const putReply = <T>(put: Put<T>) => Reply.json(put.created ? 201 : 200, put.value);
 const noContent = () => new Reply(204, null);
 const TAG = "Admin";
@@ -198,14 +209,14 @@ export const adminRoutes: AdminRoute<any, any, any>[] = [
     "PUT",
     "/datasets/:id/rows",
     "Replace a dataset's rows, atomically (JSON array, NDJSON or CSV, streamed)",
-    ({ params, body }, ctx) => ctx.admin.uploadDatasetRows(params.id!, "replace", body, by(ctx)),
+    ({ params, body }, ctx) => ctx.admin.uploadDatasetRows(params.id!, "replace", body, { ...by(ctx), ...progressLogged(ctx, params.id!, "replace") }),
     { body: { kind: "stream" }, responses: { 200: answers.datasetRecordSchema } },
   ),
   route(
     "POST",
     "/datasets/:id/rows",
     "Append rows to a dataset, atomically (JSON array, NDJSON or CSV, streamed)",
-    ({ params, body }, ctx) => ctx.admin.uploadDatasetRows(params.id!, "append", body, by(ctx)),
+    ({ params, body }, ctx) => ctx.admin.uploadDatasetRows(params.id!, "append", body, { ...by(ctx), ...progressLogged(ctx, params.id!, "append") }),
     { body: { kind: "stream" }, responses: { 200: answers.datasetRecordSchema } },
   ),
   route(

@@ -21,6 +21,8 @@ export type JsonSchema = Record<string, unknown>;
 export interface OpenApiOperation {
   operationId: string;
   summary: string;
+  description?: string;
+  deprecated?: boolean;
   tags: string[];
   security: Array<Record<string, string[]>>;
   "x-scope": string | null;
@@ -67,6 +69,8 @@ export interface OpenApiOptions {
   version?: string;
   /** Default: `Dataport Data Access API`. */
   title?: string;
+  /** `info.description` (Markdown). Default: the Data Access API's (authentication, errors, CORS, paging, versioning). */
+  description?: string;
   /** The largest JSON or webhook body the server takes, in bytes, as documented (default 1 MiB, the API's default `maxBodyBytes`). */
   maxBodyBytes?: number;
   /** The largest streamed upload (bulk rows), in bytes (default 1 GiB, the API's default `maxUploadBytes`). */
@@ -83,6 +87,7 @@ const ERROR_RESPONSES: Record<number, { name: string; codes: string }> = {
   404: { name: "NotFound", codes: "`not_found`: unknown id, outside the key's allowlist, or a team the person is not in (indistinguishable)" },
   405: { name: "MethodNotAllowed", codes: "`method_not_allowed`: the storage area this change belongs to is read-only (the host supplies it)" },
   409: { name: "Conflict", codes: "`conflict` (details.current holds the current row), `idempotency_key_in_use`" },
+  412: { name: "PreconditionFailed", codes: "`precondition_failed`: `If-Match` names a version the row no longer has (details.current holds the row, `ETag` its tag)" },
   413: { name: "PayloadTooLarge", codes: "`payload_too_large`" },
   415: { name: "UnsupportedMediaType", codes: "`unsupported_media_type`" },
   422: { name: "UnprocessableEntity", codes: "`validation_failed` (details.unknownColumns / invalidColumns; on the admin API details.path names the first problem), `idempotency_key_reused`" },
@@ -103,7 +108,7 @@ const DESCRIPTION = `Data Access API and inbound webhook receiver.
 * **Errors**: every error has the body \`{ "error": { "code", "message", "details"?, "requestId" } }\` (schema \`Error\`).
 * **CORS**: every response carries \`Access-Control-Allow-Origin: *\` and \`X-Request-Id\`; a preflight \`OPTIONS\` answers 204.
 * **Paging**: rows pages with \`offset\` until \`metadata.hasMore\` is false; the audit feed follows its opaque \`cursor\`.
-* **Versioning**: \`/api/v1\` keeps working at least 12 months after \`/api/v2\` ships; webhooks carry no version.`;
+* **Versioning**: \`/api/v1\` keeps working at least 12 months after \`/api/v2\` ships; webhooks carry no version. A deprecated operation says so (\`deprecated: true\`) and its answers carry \`Deprecation\`, \`Sunset\` and \`Link: <…>; rel="deprecation"\`.`;
 
 const methods = { GET: "get", POST: "post", PUT: "put", PATCH: "patch", DELETE: "delete" } as const;
 
@@ -161,7 +166,7 @@ export function createOpenApiDocument(routes: ReadonlyArray<RouteEntry>, options
   }
   return {
     openapi: "3.1.0",
-    info: { title: options.title ?? "Dataport Data Access API", version: options.version ?? "1.0.0", description: DESCRIPTION },
+    info: { title: options.title ?? "Dataport Data Access API", version: options.version ?? "1.0.0", description: options.description ?? DESCRIPTION },
     jsonSchemaDialect: "https://spec.openapis.org/oas/3.1/dialect/base",
     servers: options.serverUrl
       ? [{ url: options.serverUrl }]
@@ -181,7 +186,25 @@ export function createOpenApiDocument(routes: ReadonlyArray<RouteEntry>, options
         RateLimitLimit: { description: "Requests allowed in the window (sent when the server sets a rate limit).", schema: { type: "integer" } },
         RateLimitRemaining: { description: "Requests left in the window.", schema: { type: "integer" } },
         RateLimitReset: { description: "Seconds until the window resets.", schema: { type: "integer" } },
+        RateLimitPolicy: {
+          description:
+            'The quota policy, in the current IETF draft\'s form (sent when the server sets `rateLimitHeaders` to `policy` or `both`): `"api";q=100;w=2` — a bucket of `q` requests that fills in `w` seconds (`api`, `webhook` or `upstream`).',
+          schema: { type: "string" },
+        },
+        RateLimit: {
+          description:
+            'The service limit under the policy (`rateLimitHeaders`: `policy` or `both`): `"api";r=42;t=1` — `r` requests left, the bucket full again in `t` seconds (on a 429, `t` is `Retry-After`).',
+          schema: { type: "string" },
+        },
         WwwAuthenticate: { description: "`Bearer`.", schema: { type: "string" } },
+        ETag: {
+          description:
+            "A strong entity tag of the content: send it back in `If-None-Match` to be told 304 while it is unchanged, or (a table row's) in `If-Match` to change only that version. A compressed answer's tag ends in `-gzip` or `-br`.",
+          schema: { type: "string" },
+        },
+        Deprecation: { description: "RFC 9745: when this operation was (or will be) deprecated, `@<unix seconds>`.", schema: { type: "string" } },
+        Sunset: { description: "RFC 8594: the HTTP-date after which this operation may stop answering.", schema: { type: "string" } },
+        DeprecationLink: { description: 'Where the deprecation is explained: `<https://…>; rel="deprecation"`.', schema: { type: "string" } },
       },
     },
   };
@@ -208,6 +231,15 @@ function operation(route: RouteDef, build: Build): OpenApiOperation {
     parameters,
     responses: successResponses(route, build),
   };
+  if (route.deprecated) {
+    const { since, sunset } = route.deprecated;
+    op.deprecated = true;
+    op.description = `Deprecated since ${since}${sunset ? `; answers until ${sunset} (its \`Sunset\`)` : ""}. Its answers carry \`Deprecation\`, \`Sunset\` and \`Link: <…>; rel="deprecation"\`.`;
+    for (const response of Object.values(op.responses)) {
+      if ("$ref" in response) continue;
+      response.headers = { ...response.headers, ...deprecationHeaderDocs() };
+    }
+  }
   if (route.body) op.requestBody = requestBody(route, build);
   for (const status of errorStatuses(route, pathParams.length > 0)) {
     const declared = route.responses?.[status];
@@ -282,8 +314,10 @@ function queryParameters(route: RouteDef): OpenApiParameter[] {
 }
 
 function headerParameters(route: RouteDef): OpenApiParameter[] {
+  const conditional = conditionalParameters(route);
   if (route.auth === "bearer" && (route.method === "POST" || route.method === "PATCH")) {
     return [
+      ...conditional,
       {
         name: "Idempotency-Key",
         in: "header",
@@ -294,10 +328,40 @@ function headerParameters(route: RouteDef): OpenApiParameter[] {
     ];
   }
   if (route.body?.kind === "raw") return webhookHeaders();
-  return [];
+  return conditional;
 }
 
-/** What a webhook delivery may carry: delivery ids (de-duplication) and signatures, as `verifyWebhookSignature` and `dedupKeyOf` read them. */
+/** `If-None-Match` where a route answers 304, `If-Match` where it answers 412. */
+function conditionalParameters(route: RouteDef): OpenApiParameter[] {
+  const responses = (route.responses ?? {}) as Responses;
+  const out: OpenApiParameter[] = [];
+  if (304 in responses) {
+    out.push({
+      name: "If-None-Match",
+      in: "header",
+      required: false,
+      description:
+        "The `ETag` of an answer the client holds: while the content is unchanged the answer is 304 with no body (still a read, audited and counted), else the full answer with its new `ETag`.",
+      schema: { type: "string" },
+    });
+  }
+  if (412 in responses) {
+    out.push({
+      name: "If-Match",
+      in: "header",
+      required: false,
+      description:
+        "The row's `ETag` (from the answer that wrote or listed it): the change applies only to that version of the row, else 412 `precondition_failed` with the current row. The HTTP form of `expectedUpdatedAt`.",
+      schema: { type: "string" },
+    });
+  }
+  return out;
+}
+
+const SIGNED =
+  " A connection with a signing secret reads the headers of its scheme (`config.signature.scheme`, default `auto`); without a valid signature it answers 401 invalid_signature, `details.reason` one of `signature_missing`, `signature_invalid`, `timestamp_out_of_tolerance`.";
+
+/** What a webhook delivery may carry: delivery ids (de-duplication) and signatures, as `verifySignature` and `dedupKeyOf` read them. */
 function webhookHeaders(): OpenApiParameter[] {
   const header = (name: string, description: string, schema: JsonSchema = { type: "string" }): OpenApiParameter => ({ name, in: "header", required: false, description, schema });
   const hashed = `Any length: an id longer than ${MAX_DEDUP_KEY_LENGTH - 2} characters is compared by its SHA-256.`;
@@ -317,10 +381,21 @@ function webhookHeaders(): OpenApiParameter[] {
     ),
     header(
       "webhook-signature",
-      "Standard Webhooks: space-separated `v1,<base64>` entries, each an HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`; one valid entry is enough. A `whsec_` secret is the base64 key after the prefix, any other secret is keyed by its UTF-8 bytes. Svix's `svix-id`, `svix-timestamp` and `svix-signature` are read the same way. Required (or an `X-Webhook-Signature`) when the connection has a signing secret: 401 invalid_signature otherwise.",
+      "Standard Webhooks: space-separated `v1,<base64>` entries, each an HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`; one valid entry is enough. A `whsec_` secret is the base64 key after the prefix, any other secret is keyed by its UTF-8 bytes. Svix's `svix-id`, `svix-timestamp` and `svix-signature` are read the same way. Read by the `auto` and `standard-webhooks` schemes." +
+        SIGNED,
     ),
-    header("X-Webhook-Signature", "Hex HMAC-SHA256 of the raw body keyed with the signing secret (`sha256=` prefix allowed); an alternative to `webhook-signature`."),
-    header("X-Hub-Signature-256", "GitHub's signature: the same hex HMAC-SHA256 as `X-Webhook-Signature`, `sha256=` prefixed."),
+    header("X-Webhook-Signature", `Hex HMAC-SHA256 of the raw body keyed with the signing secret (\`sha256=\` prefix allowed): the \`auto\` and \`hmac-sha256-hex\` schemes (the latter may name another header).${SIGNED}`),
+    header("X-Hub-Signature-256", `GitHub's signature: the same hex HMAC-SHA256, \`sha256=\` prefixed: the \`auto\` and \`github\` schemes.${SIGNED}`),
+    header(
+      "Stripe-Signature",
+      `The \`stripe\` scheme: \`t=<Unix seconds>,v1=<hex>[,v1=<hex>…]\`, each \`v1\` an HMAC-SHA256 of \`{t}.{body}\` keyed with the whole \`whsec_…\` secret; \`t\` within ${SIGNATURE_TOLERANCE_SECONDS} seconds of the server's clock.${SIGNED}`,
+    ),
+    header("X-Shopify-Hmac-Sha256", `The \`shopify\` scheme: base64 HMAC-SHA256 of the raw body.${SIGNED}`),
+    header(
+      "X-Slack-Signature",
+      `The \`slack\` scheme: \`v0=<hex>\`, an HMAC-SHA256 of \`v0:{X-Slack-Request-Timestamp}:{body}\`; the timestamp within ${SIGNATURE_TOLERANCE_SECONDS} seconds of the server's clock.${SIGNED}`,
+    ),
+    header("X-Slack-Request-Timestamp", "The `slack` scheme: when the request was signed, in Unix seconds.", { type: "string", pattern: "^[0-9]{1,15}$" }),
   ];
 }
 
@@ -366,9 +441,13 @@ function successResponses(route: RouteDef, build: Build): OpenApiOperation["resp
       out[status] = { description: route.summary, headers };
       continue;
     }
+    if (status === "304") {
+      out[status] = { description: "Not modified: the content is the one `If-None-Match` named (no body).", headers: { ...headers, ...etagHeader() } };
+      continue;
+    }
     const content: Record<string, { schema: JsonSchema }> = json(toJsonSchema(schema, "output", build.components));
     if (status === "200") for (const type of route.alsoProduces ?? []) content[type] = { schema: { type: "string" } };
-    out[status] = { description: route.summary, headers, content };
+    out[status] = { description: route.summary, headers: route.etag ? { ...headers, ...etagHeader() } : headers, content };
   }
   if (Object.keys(out).length === 0) {
     const content = route.produces ? { [route.produces]: { schema: { type: "string" } } } : json({});
@@ -408,6 +487,10 @@ function errorResponse(status: number, codes: string): OpenApiResponse {
   return { description: `Error ${status}: ${codes}.`, headers, content: json({ $ref: "#/components/schemas/Error" }) };
 }
 
+function etagHeader(): NonNullable<OpenApiResponse["headers"]> {
+  return { ETag: { $ref: "#/components/headers/ETag" } };
+}
+
 function requestIdHeader(): NonNullable<OpenApiResponse["headers"]> {
   return { "X-Request-Id": { $ref: "#/components/headers/RequestId" } };
 }
@@ -417,6 +500,16 @@ function rateLimitHeaders(): NonNullable<OpenApiResponse["headers"]> {
     "RateLimit-Limit": { $ref: "#/components/headers/RateLimitLimit" },
     "RateLimit-Remaining": { $ref: "#/components/headers/RateLimitRemaining" },
     "RateLimit-Reset": { $ref: "#/components/headers/RateLimitReset" },
+    "RateLimit-Policy": { $ref: "#/components/headers/RateLimitPolicy" },
+    RateLimit: { $ref: "#/components/headers/RateLimit" },
+  };
+}
+
+function deprecationHeaderDocs(): NonNullable<OpenApiResponse["headers"]> {
+  return {
+    Deprecation: { $ref: "#/components/headers/Deprecation" },
+    Sunset: { $ref: "#/components/headers/Sunset" },
+    Link: { $ref: "#/components/headers/DeprecationLink" },
   };
 }
 

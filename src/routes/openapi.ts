@@ -34,6 +34,24 @@ export const openapiRoutes = (mounts: () => readonly Mount[]) => [
   }),
 ];
 
+/** What the admin document says of itself (the Data API's description is about API keys and sessions, which this API refuses). */
+export const ADMIN_DESCRIPTION = [
+  "The host's admin API: everything a host changes in Dataport's world while it runs — businesses, teams, users, " +
+    "memberships, sessions, API keys, connections, datasets and their rows, input tables, dashboards and the history " +
+    "behind the activity endpoints.",
+  "",
+  "* **Authentication**: every call sends `Authorization: Bearer <admin token>` (the server's `adminToken`, compared " +
+    "in constant time); API keys and session tokens are refused with 401. Mounted only when an admin token is configured.",
+  "* **Actor**: `X-Actor-User-Id` names the host user a change is recorded for in the audit feed (a known user, else " +
+    "422); without it the host is the actor.",
+  "* **Shapes**: the fixture format's field names, enums and timestamps. An unknown field or a reference to an unknown " +
+    "id is 422 `validation_failed` with `details.path` naming the first problem.",
+  "* **Writes**: `PUT /<collection>/{id}` is idempotent: 201 with the stored object when it was created, 200 when it " +
+    "was replaced; `DELETE` answers 204, 404 when there is nothing to delete. Row uploads (`PUT`/`POST " +
+    "/datasets/{id}/rows`) stream a JSON array, NDJSON or CSV and apply atomically.",
+  '* **Errors**: the Data API\'s envelope `{ "error": { "code", "message", "details"?, "requestId" } }`.',
+].join("\n");
+
 /** The admin API's own document (`/api/admin/v1/openapi.json`), behind the admin token like every admin route. */
 export const adminOpenapiRoutes = (adminMount: () => Mount) => [
   admin({
@@ -51,7 +69,7 @@ export const adminOpenapiRoutes = (adminMount: () => Mount) => [
       if (text === undefined) {
         const { base, routes: table } = adminMount();
         const routes = table.map((route) => ({ mount: base, route }));
-        const document = createOpenApiDocument(routes, { serverUrl: appUrl, title: "Dataport admin API", maxBodyBytes, maxUploadBytes });
+        const document = createOpenApiDocument(routes, { serverUrl: appUrl, title: "Dataport admin API", description: ADMIN_DESCRIPTION, maxBodyBytes, maxUploadBytes });
         text = JSON.stringify(document);
         ctx.caches.documents.set("admin", text);
       }

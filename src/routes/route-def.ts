@@ -2,6 +2,7 @@ import type { z } from "zod";
 import type { Awaitable } from "../base/awaitable.js";
 import type { AuthedContext, HandlerContext } from "../context/handler.js";
 import type { AdminContext } from "./admin-context.js";
+import type { Deprecation } from "./deprecation.js";
 import type { Scope } from "../domain/model.js";
 import type { Reply } from "../http/reply.js";
 import type { HeaderReader } from "../base/headers.js";
@@ -55,8 +56,16 @@ interface RouteBase<Query, R extends Responses> {
   produces?: string;
   /** Media types the 200 body may also take besides JSON (row downloads, chosen by `format` or `Accept`); documented as text. */
   alsoProduces?: readonly string[];
+  /** Whether its success answers carry an `ETag` (documented with them; the handler sets it). */
+  etag?: boolean;
   /** Whether this call is written to the API usage log (default true). */
   logged?: boolean;
+  /**
+   * Marks the route deprecated: its answers carry `Deprecation`, `Sunset`
+   * and `Link: <…>; rel="deprecation"`, and the OpenAPI document says
+   * `deprecated: true`. How a breaking change ships: docs/versioning.md.
+   */
+  deprecated?: Deprecation;
 }
 
 export interface AuthedRoute<Query = unknown, Body = unknown, R extends Responses = Responses> extends RouteBase<Query, R> {

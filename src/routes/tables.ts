@@ -3,7 +3,9 @@ import { createRow, deleteRow, listRows, updateRow } from "../handlers/tables.js
 import type { Row } from "../domain/model.js";
 import { intParam } from "../http/query.js";
 import { EXPORT_TYPES, rowQueryParams } from "./row-query-params.js";
+import { readHeaders } from "../handlers/rows-common.js";
 import { authed } from "./route-def.js";
+import { errorEnvelopeSchema } from "../schemas/common.js";
 import { tableRowDeletedSchema, tableRowPatchSchema, tableRowSchema, tableRowsPageSchema, tableRowValuesSchema } from "../schemas/tables.js";
 
 export { tableRowSchema };
@@ -19,19 +21,21 @@ export const tableRoutes = [
     method: "GET",
     path: "/tables/:id/rows",
     operationId: "listTableRows",
+    etag: true,
     auth: "bearer",
     scope: "data:read",
     tag: "Input tables",
     summary: "Rows of an input table, in creation order unless sorted",
     query: rowsQuery,
-    responses: { 200: tableRowsPageSchema },
+    responses: { 200: tableRowsPageSchema, 304: z.null() },
     alsoProduces: EXPORT_TYPES,
-    handle: ({ params, query, headers }, ctx) => listRows(ctx, params.id!, query, headers.get("accept")),
+    handle: ({ params, query, headers }, ctx) => listRows(ctx, params.id!, query, readHeaders(headers)),
   }),
   authed<Record<string, never>, Row>({
     method: "POST",
     path: "/tables/:id/rows",
     operationId: "createTableRow",
+    etag: true,
     auth: "bearer",
     scope: "tables:write",
     tag: "Input tables",
@@ -45,14 +49,16 @@ export const tableRoutes = [
     method: "PATCH",
     path: "/tables/:id/rows/:rowId",
     operationId: "updateTableRow",
+    etag: true,
     auth: "bearer",
     scope: "tables:write",
     tag: "Input tables",
     summary: "Change some columns of a row (expectedUpdatedAt: compare-and-set; Idempotency-Key makes retries safe)",
     body: { kind: "json-object" },
     bodySchema: tableRowPatchSchema,
-    responses: { 200: tableRowSchema },
-    handle: ({ params, body, headers }, ctx) => updateRow(ctx, params.id!, params.rowId!, body, headers.get("idempotency-key")),
+    responses: { 200: tableRowSchema, 412: errorEnvelopeSchema },
+    handle: ({ params, body, headers }, ctx) =>
+      updateRow(ctx, params.id!, params.rowId!, body, headers.get("idempotency-key"), headers.get("if-match")),
   }),
   authed({
     method: "DELETE",
@@ -62,7 +68,7 @@ export const tableRoutes = [
     scope: "tables:write",
     tag: "Input tables",
     summary: "Delete a row",
-    responses: { 200: tableRowDeletedSchema },
-    handle: ({ params }, ctx) => deleteRow(ctx, params.id!, params.rowId!),
+    responses: { 200: tableRowDeletedSchema, 412: errorEnvelopeSchema },
+    handle: ({ params, headers }, ctx) => deleteRow(ctx, params.id!, params.rowId!, headers.get("if-match")),
   }),
 ];

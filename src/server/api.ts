@@ -35,6 +35,8 @@ import { adminMount, defaultConnectors, mounts } from "../routes/index.js";
 import type { RouteDef } from "../routes/route-def.js";
 import { limiterWithPolicy } from "../core/rate-limit.js";
 import { wrapStoreCalls } from "../sql/store-calls.js";
+import type { Tracer } from "../ports/tracer.js";
+import { createTracing, tracedCache, tracedConnectors } from "./tracing.js";
 
 export interface DataApiOptions extends Partial<ApiSettings> {
   /** Where everything is persisted. Default: a fresh in-memory store. */
@@ -59,6 +61,17 @@ export interface DataApiOptions extends Partial<ApiSettings> {
    * Default: none (the endpoint answers 404 and nothing is measured).
    */
   metrics?: Metrics;
+  /**
+   * OpenTelemetry: the tracer Dataport's spans go to. Absent: the tracer
+   * provider the host registered with `@opentelemetry/api` (the SDK's
+   * `NodeSDK`, `NodeTracerProvider.register()`), when there is one — else no
+   * tracing, and nothing of OpenTelemetry is loaded. `null`: no tracing even
+   * then. A request is a SERVER span named after its route
+   * (`GET /api/v1/datasets/{id}/rows`), a child of an incoming `traceparent`;
+   * store calls, upstream queries and cache calls are its children; the
+   * request log line carries `traceId` and `spanId`.
+   */
+  tracer?: Tracer | null;
 }
 
 /** What the transport reports about the client. */
@@ -105,49 +118,75 @@ export const DEFAULT_SETTINGS: ApiSettings = {
   apiRatePerSecond: 0,
   storageTimeoutMs: 0,
   rateLimitFailOpen: false,
+  rateLimitHeaders: "limit-remaining-reset",
   upstreamTimeoutMs: 15_000,
   healthTimeoutMs: 2000,
   metricsToken: null,
   tokenHashCacheSize: 1024,
   adminToken: null,
   maxUploadBytes: 1024 * 1024 * 1024,
+  compression: true,
+  compressionMinBytes: 1024,
   allowPrivateUpstreams: true,
   csvEscapeFormulas: true,
 };
 
 export function createDataApi(options: DataApiOptions = {}): DataApi {
+  return assembleDataApi(options, { mounts, adminMount });
+}
+
+/** What an API serves: its mounts, and the admin mount when an admin token is set. */
+export interface RouteTable {
+  mounts: ReadonlyArray<{ base: string; routes: readonly RouteDef[] }>;
+  adminMount: { base: string; routes: readonly RouteDef[] };
+}
+
+/**
+ * `createDataApi` over a route table of its own. Not exported from the
+ * package: it lets a test serve a `/api/v2` mount beside `/api/v1` the way a
+ * breaking change would ship (docs/versioning.md) before one exists.
+ */
+export function assembleDataApi(options: DataApiOptions, table: RouteTable): DataApi {
   const settings = settingsOf(options);
   const clock = options.clock ?? systemClock;
   const metrics = options.metrics ?? null;
-  // Wrapped only when a storage timeout or metrics ask for it; otherwise the store itself.
-  const storage = wrapStoreCalls(options.storage ?? createMemoryStorage(), { timeoutMs: settings.storageTimeoutMs, metrics });
   const logger = toLogger(options.logger);
+  const tracing = createTracing(options.tracer, logger);
+  // Wrapped only when a storage timeout, metrics or tracing ask for it; otherwise the store itself.
+  const storage = wrapStoreCalls(options.storage ?? createMemoryStorage(), {
+    timeoutMs: settings.storageTimeoutMs,
+    metrics,
+    tracing: tracing && ((name, attributes, call) => tracing.around(name, "internal", attributes, call)),
+  });
+  const cache = options.cache ?? createMemoryCache({ clock });
+  const connectors = { ...defaultConnectors(settings), ...options.connectors };
   const ports: Ports = {
     storage,
-    cache: options.cache ?? createMemoryCache({ clock }),
+    cache: tracing ? tracedCache(cache, tracing) : cache,
     clock,
     // A host's limiter (Redis) may fail; the in-process one cannot.
     rateLimiter: options.rateLimiter
       ? limiterWithPolicy(options.rateLimiter, { failOpen: settings.rateLimitFailOpen, log: (message, error) => logger.error(message, error) })
       : createMemoryRateLimiter(),
-    connectors: { ...defaultConnectors(settings), ...options.connectors },
+    connectors: tracing ? tracedConnectors(connectors, tracing) : connectors,
   };
   const caches = createCaches(settings, clock);
   const operations = { draining: false, metrics };
   const admin: { functions: Admin; token: Uint8Array } | null =
     settings.adminToken === null ? null : { functions: createAdmin({ ports, settings }), token: Buffer.from(settings.adminToken, "utf8") };
-  const router = createRouter(admin === null ? mounts : [...mounts, adminMount]);
+  const router = createRouter(admin === null ? table.mounts : [...table.mounts, table.adminMount]);
   const dispatch = createPipeline({
     router,
     ports,
     settings,
     sessions: options.sessions ?? storageSessions(storage, clock, caches.tokenHashes),
     caches,
-    guard: createGuard(ports),
+    guard: createGuard(ports, { rateLimitHeaders: settings.rateLimitHeaders }),
     admin,
     logger,
     observe: createRequestObserver(logger, metrics, clock),
     operations,
+    tracing,
   });
 
   return {

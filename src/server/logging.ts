@@ -27,9 +27,10 @@ export interface JsonLoggerOptions {
 }
 
 /**
- * JSON lines: `{"level":"info","msg":"request",…RequestLogLine}` per request
- * and `{"level":"error","msg":…,"requestId":…,"error":{"name","message","stack"}}`
- * per error — what a log shipper (Vector, Fluent Bit, Loki) ingests as is.
+ * JSON lines: `{"level":"info","msg":"request",…RequestLogLine}` per request,
+ * `{"level":"error","msg":…,"requestId":…,"error":{"name","message","stack"}}`
+ * per error and `{"level":"info","msg":"upload progress",…}` while a long
+ * upload runs — what a log shipper (Vector, Fluent Bit, Loki) ingests as is.
  */
 export function createJsonLogger(options: JsonLoggerOptions = {}): Logger {
   const write = options.write ?? ((line: string) => console.log(line));
@@ -45,6 +46,7 @@ export function createJsonLogger(options: JsonLoggerOptions = {}): Logger {
   if (options.requests !== false) {
     logger.request = (line: RequestLogLine) => write(JSON.stringify({ level: "info", msg: "request", ...line }));
   }
+  logger.info = (message, fields) => write(JSON.stringify({ level: "info", time: new Date(now()).toISOString(), msg: message, ...fields }));
   return logger;
 }
 

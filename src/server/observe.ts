@@ -18,6 +18,8 @@ export type RequestObserver = (
   failure: unknown,
   durationMs: number,
   credential: Credential | undefined,
+  /** The request's span, when tracing is on: its ids join the line to the host's traces. */
+  trace: { traceId: string; spanId: string } | null,
 ) => void;
 
 /**
@@ -29,7 +31,7 @@ export type RequestObserver = (
 export function createRequestObserver(logger: Logger, metrics: Metrics | null, clock: Clock): RequestObserver | null {
   const writeLine = logger.request ? (line: RequestLogLine) => logger.request!(line) : null;
   if (writeLine === null && metrics === null) return null;
-  return (requestId, method, route, status, failure, durationMs, credential) => {
+  return (requestId, method, route, status, failure, durationMs, credential, trace) => {
     const line: RequestLogLine = {
       time: isoTime(clock.now()),
       requestId,
@@ -42,6 +44,10 @@ export function createRequestObserver(logger: Logger, metrics: Metrics | null, c
       keyId: credential?.kind === "api-key" ? credential.key.id : null,
       userId: credential?.kind === "session-token" ? credential.user.id : null,
     };
+    if (trace !== null) {
+      line.traceId = trace.traceId;
+      line.spanId = trace.spanId;
+    }
     try {
       if (metrics !== null) {
         metrics.request(line);

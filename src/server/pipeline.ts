@@ -5,6 +5,7 @@ import type { Caches } from "../core/caches.js";
 import type { ApiSettings } from "../context/settings.js";
 import type { Ports } from "../context/ports.js";
 import type { HandlerContext, Operations } from "../context/handler.js";
+import { deprecationsOf } from "../routes/deprecation.js";
 import { eventId, idSource, safeEqual } from "../domain/crypto.js";
 import type { AuditEvent } from "../domain/model.js";
 import { isoTime } from "../domain/time.js";
@@ -12,9 +13,11 @@ import { ApiError } from "../base/api-error.js";
 import type { Guard } from "../core/guard.js";
 import { checkDeclaredLength, isJsonType, jsonBodyLimit, parseJsonObject, parseJsonValue } from "../http/body.js";
 import { parseQuery } from "../http/query.js";
+import { compressReply } from "../http/compression.js";
 import { JSON_CONTENT_TYPE, Reply } from "../http/reply.js";
 import type { ApiReply, ApiRequest } from "../http/types.js";
 import type { RequestObserver } from "./observe.js";
+import type { RequestTrace, Tracing } from "./tracing.js";
 import type { Logger } from "../ports/logger.js";
 import type { SessionAuthenticator } from "../ports/session.js";
 import { resolveClientAddress } from "./client-address.js";
@@ -35,6 +38,8 @@ export interface PipelineParts {
   logger: Logger;
   observe: RequestObserver | null;
   operations: Operations;
+  /** OpenTelemetry, when the host uses it (src/server/tracing.ts); null otherwise. */
+  tracing: Tracing | null;
 }
 
 /** One request on its way through the stages: what later stages, `fail` and `finish` read. */
@@ -50,6 +55,8 @@ class Exchange {
   constructor(
     readonly req: ApiRequest,
     readonly requestId: string,
+    /** The request's span, when tracing is on. */
+    readonly trace: RequestTrace | null,
   ) {}
 }
 
@@ -74,10 +81,11 @@ class Exchange {
  * nothing is answered without a promise and the adapter writes it at once.
  */
 export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Awaitable<ApiReply> {
-  const { router, ports, settings, sessions, caches, guard, admin, logger, observe, operations } = parts;
+  const { router, ports, settings, sessions, caches, guard, admin, logger, observe, operations, tracing } = parts;
   const { storage, clock } = ports;
   const nextRequestId = idSource();
   const log = (message: string, error?: unknown) => logger.error(message, error);
+  const info = logger.info ? (message: string, fields: Record<string, unknown>) => logger.info!(message, fields) : undefined;
   /** The usage log and audit writes failing because the store is away: one line per ten seconds, not one per request. */
   let unavailableLoggedAt = Number.NEGATIVE_INFINITY;
   const logRecordFailure = (message: string, error: unknown) => {
@@ -88,11 +96,26 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
     }
     log(message, error);
   };
+  /** The headers of the deprecated routes (`route.deprecated`), by route. */
+  const deprecations = deprecationsOf(
+    router.routes.map(({ route }) => route),
+    settings.appUrl,
+  );
+  /** How answers are compressed, or null when they are not (`compression: false`). */
+  const compression = settings.compression ? { minBytes: settings.compressionMinBytes } : null;
   /** The Data Access API's per-credential bucket (`apiRatePerSecond`), or null when it is off. */
   const apiLimit = isRateLimit(settings.apiRatePerSecond) ? tokenBucket(settings.apiRatePerSecond) : null;
 
-  return function dispatch(req) {
-    const x = new Exchange(req, nextRequestId());
+  // With tracing, each request runs inside its span's context; without, dispatch is called as it is.
+  return tracing === null
+    ? dispatch
+    : (req) => {
+        const trace = tracing.start(req);
+        return tracing.within(trace, () => dispatch(req, trace));
+      };
+
+  function dispatch(req: ApiRequest, trace: RequestTrace | null = null): Awaitable<ApiReply> {
+    const x = new Exchange(req, nextRequestId(), trace);
     let result: unknown;
     try {
       x.clientAddress = resolveClientAddress(req.clientAddress, req.headers, settings.trustedProxies);
@@ -106,7 +129,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
       (value) => finish(x, replyOf(x, value)),
       (error: unknown) => finish(x, fail(x, error)),
     );
-  };
+  }
 
   /** Stage 1: the route, or null for a preflight (answered for any path). */
   function routeStage(x: Exchange): RouteDef | null {
@@ -133,7 +156,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
       // One token from the credential's bucket, or 429.
       const key = credential.kind === "api-key" ? `api:key:${credential.key.id}` : `api:user:${credential.user.id}`;
       return andThen(ports.rateLimiter.take(key, apiLimit, clock.now()), (decision) => {
-        x.rateHeaders = rateLimitHeaders(decision, apiLimit, "too many requests for this credential; retry later");
+        x.rateHeaders = rateLimitHeaders(decision, apiLimit, API_REFUSAL, settings.rateLimitHeaders, "api");
         authorize(credential, route);
       });
     });
@@ -176,6 +199,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
       clientAddress: x.clientAddress,
       userAgent: req.headers.get("user-agent"),
       log,
+      info,
       operations,
       audit: recordAudit,
       caches,
@@ -219,11 +243,15 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
     return reply;
   }
 
-  /** Stage 5: the headers every reply carries (a Reply owns its headers object, so they are added in place), the usage log and the observer. */
-  function finish(x: Exchange, reply: ApiReply): ApiReply {
+  /**
+   * Stage 5: the headers every reply carries (a Reply owns its headers object, so they are added in
+   * place), the usage log and the observer; then the body compressed when it is worth it.
+   */
+  function finish(x: Exchange, reply: ApiReply): Awaitable<ApiReply> {
     const { headers } = reply;
     const { route, match, credential, req } = x;
     if (x.rateHeaders !== null) for (const name in x.rateHeaders) headers[name] ??= x.rateHeaders[name]!;
+    if (route?.deprecated !== undefined) Object.assign(headers, deprecations.get(route));
     headers["access-control-allow-origin"] = "*";
     headers["access-control-expose-headers"] = exposedHeaders(headers);
     headers["x-request-id"] = x.requestId;
@@ -242,8 +270,14 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
         latencyMs: Math.round(durationMs),
       });
     }
-    observe?.(x.requestId, req.method, match ? match.group.template : null, reply.status, x.failure, durationMs, credential);
-    return req.method === "HEAD" ? withoutBody(reply) : reply;
+    const template = match ? match.group.template : null;
+    observe?.(x.requestId, req.method, template, reply.status, x.failure, durationMs, credential, x.trace);
+    if (x.trace !== null) {
+      const facts = { method: req.method, template, failure: x.failure, clientAddress: x.clientAddress, requestId: x.requestId };
+      reply = x.trace.finish(reply, facts);
+    }
+    if (req.method === "HEAD") return withoutBody(reply);
+    return compression === null ? reply : compressReply(reply, req.headers, compression);
   }
 
   /** The usage log, off the critical path: a failing write never fails or slows the request. */
@@ -269,10 +303,12 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
   }
 }
 
+const API_REFUSAL = "too many requests for this credential; retry later";
+
 const PREFLIGHT_HEADERS: Readonly<Record<string, string>> = {
   "access-control-allow-methods": "GET, POST, PATCH, DELETE, OPTIONS",
   "access-control-allow-headers":
-    "Content-Type, Authorization, Idempotency-Key, Cache-Control, X-Webhook-Signature, X-Hub-Signature-256, Webhook-Id, Webhook-Timestamp, Webhook-Signature, Dataport-Retry-Count",
+    "Content-Type, Authorization, Idempotency-Key, Cache-Control, If-None-Match, If-Match, X-Webhook-Signature, X-Hub-Signature-256, Webhook-Id, Webhook-Timestamp, Webhook-Signature, Dataport-Retry-Count",
   "access-control-max-age": "86400",
 };
 
@@ -296,8 +332,11 @@ function withoutBody(reply: ApiReply): ApiReply {
 const EXPOSABLE: ReadonlyArray<[header: string, exposed: string]> = [
   ["retry-after", "Retry-After"],
   ["ratelimit-limit", "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset"],
+  ["ratelimit", "RateLimit, RateLimit-Policy"],
   ["idempotent-replayed", "Idempotent-Replayed"],
   ["www-authenticate", "WWW-Authenticate"],
+  ["etag", "ETag"],
+  ["deprecation", "Deprecation, Sunset, Link"],
 ];
 
 function exposedHeaders(headers: Record<string, string>): string {

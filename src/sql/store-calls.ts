@@ -13,6 +13,9 @@ import { mapAreas } from "../storage/areas.js";
  */
 export const UNBOUNDED_CALLS: ReadonlySet<string> = new Set(["writeDatasetRows", "replaceDatasetRows"]);
 
+/** Runs a store call inside a span of its own (the core's tracing, when on): `call`'s result, the span ended when it settles. */
+export type TraceCall = <T>(name: string, attributes: Record<string, string>, call: () => T) => T;
+
 export interface StoreCallOptions {
   /** How long one call may take before it rejects with 503 `storage_unavailable`, in ms; 0 or Infinity: no deadline. */
   timeoutMs: number;
@@ -24,6 +27,11 @@ export interface StoreCallOptions {
    * leaves any other error as it is. Absent: errors pass as they are.
    */
   reported?: (error: unknown) => unknown;
+  /**
+   * A child span per call, `storage catalog.readDatasetRows`, ended when the
+   * call settles (a page's rows may still be read after it), or null.
+   */
+  tracing?: TraceCall | null;
   /** What the deadline's 503 calls the store ("the database did not answer…"). Default "the store". */
   subject?: string;
 }
@@ -31,10 +39,10 @@ export interface StoreCallOptions {
 /**
  * The one wrapper of store calls, for every store: each method of each area
  * bounded by `timeoutMs`, its failure reported as the store's fault mapping
- * says (`reported`), and measured into `metrics`. The SQL stores wrap
+ * says (`reported`), measured into `metrics` and traced. The SQL stores wrap
  * themselves with their deadline and fault mapping; `createDataApi` wraps
- * whatever store it is given with `storageTimeoutMs` and its metrics. Without
- * a deadline, a mapping or metrics the store is returned as it is, so the
+ * whatever store it is given with `storageTimeoutMs`, its metrics and its
+ * tracing. Without any of them the store is returned as it is, so the
  * default costs nothing.
  *
  * A call that times out is not cancelled: the store may still complete it (a
@@ -50,21 +58,23 @@ export function wrapStoreCalls<S extends Storage>(storage: S, options: StoreCall
   const timeoutMs = options.timeoutMs > 0 && Number.isFinite(options.timeoutMs) ? options.timeoutMs : 0;
   const metrics = options.metrics ?? null;
   const reported = options.reported ?? null;
-  if (timeoutMs === 0 && metrics === null && reported === null) return storage;
+  const tracing = options.tracing ?? null;
+  if (timeoutMs === 0 && metrics === null && reported === null && tracing === null) return storage;
   const subject = options.subject ?? "the store";
   const bound = timeoutMs === 0 ? null : deadlines(timeoutMs, () => callTimedOut(subject, timeoutMs));
-  return mapAreas(storage, (area) => wrapArea(area, { bound, metrics, reported }));
+  return mapAreas(storage, (area, areaName) => wrapArea(area, areaName, { bound, metrics, reported, tracing }));
 }
 
-/** The 503 of a call that ran past its deadline. */
-export function callTimedOut(subject: string, timeoutMs: number): ApiError {
-  return storageUnavailable(`${subject} did not answer within ${timeoutMs} ms; retry later`);
+/** The 503 of a call that ran past its deadline (`cause`: why, for the log). */
+export function callTimedOut(subject: string, timeoutMs: number, cause?: unknown): ApiError {
+  return storageUnavailable(`${subject} did not answer within ${timeoutMs} ms; retry later`, { cause });
 }
 
 interface Wrapping {
   bound: (<T>(promise: Promise<T>) => Promise<T>) | null;
   metrics: Metrics | null;
   reported: ((error: unknown) => unknown) | null;
+  tracing: TraceCall | null;
 }
 
 /**
@@ -72,7 +82,7 @@ interface Wrapping {
  * stays the wrapper's prototype, so what is not a method of its own is read
  * from it unchanged.
  */
-function wrapArea<A extends object>(area: A, { bound, metrics, reported }: Wrapping): A {
+function wrapArea<A extends object>(area: A, areaName: string, { bound, metrics, reported, tracing }: Wrapping): A {
   const wrapped = Object.create(area) as Record<string, unknown>;
   const methods = area as Record<string, (...args: unknown[]) => unknown>;
   for (const name of allKeys(area)) {
@@ -87,7 +97,7 @@ function wrapArea<A extends object>(area: A, { bound, metrics, reported }: Wrapp
       measured?.(isStorageUnavailable(report) ? "timeout" : "error", startedAt);
       throw report;
     };
-    wrapped[name] = Object.assign((...args: unknown[]) => {
+    const call = (...args: unknown[]) => {
       const startedAt = measured === null ? 0 : performance.now();
       let result: unknown;
       try {
@@ -110,8 +120,11 @@ function wrapArea<A extends object>(area: A, { bound, metrics, reported }: Wrapp
         },
         (error: unknown) => failed(error, startedAt),
       );
-      // The method's own marks (a read-only area's stand-in's) stay with it.
-    }, method);
+    };
+    const attributes = { "dataport.storage.area": areaName, "dataport.storage.operation": name };
+    const traced = tracing === null ? call : (...args: unknown[]) => tracing(`storage ${areaName}.${name}`, attributes, () => call(...args));
+    // The method's own marks (a read-only area's stand-in's) stay with it.
+    wrapped[name] = Object.assign(traced, method);
   }
   return wrapped as A;
 }

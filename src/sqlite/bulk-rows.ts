@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type Database from "better-sqlite3";
+import { type ApiError, storageUnavailable } from "../base/api-error.js";
 import type { Column, Row } from "../domain/model.js";
 import { rowKey, type SqliteHandle, writeTransaction } from "./db.js";
 import { rowBatches } from "../storage/row-batches.js";
@@ -22,7 +23,14 @@ import { rowBatches } from "../storage/row-batches.js";
  * dataset; across processes, the claim row in `dataset_stagings` is taken in
  * an IMMEDIATE transaction, so one process stages and the other waits. A
  * claim whose heartbeat is older than LEASE_MS belongs to a dead process and
- * is taken over (its staged rows deleted).
+ * is taken over (its staged rows deleted); so is at once a claim of this
+ * process whose write failed and could not delete its rows (a full disk).
+ * A write waits for another process's claim for up to `callTimeoutMs`, then
+ * fails with 503 `storage_unavailable`.
+ *
+ * Each transaction that finds another process's write lock taken is tried
+ * again with a backoff, for up to `busyTimeoutMs` (see faults.ts): the event
+ * loop never waits for the lock.
  *
  * Webhook deliveries append at next_position too. When a delivery reaches
  * the staged range (`stage_from`), it moves the staged rows up out of its way
@@ -74,6 +82,8 @@ export function bulkRowWriter(handle: SqliteHandle): (write: BulkRowsWrite) => P
   const { db } = handle;
   const sql = statements(db);
   const tails = new Map<string, Promise<unknown>>();
+  /** Owners (of this process) whose write failed and whose staged rows could not be deleted: their claims are taken over at once. */
+  const abandoned = new Set<string>();
 
   /** Bulk writes to one dataset in this process, one after the other. */
   const serialised = <T>(datasetId: string, run: () => Promise<T>): Promise<T> => {
@@ -156,17 +166,30 @@ export function bulkRowWriter(handle: SqliteHandle): (write: BulkRowsWrite) => P
   };
 
   const abandon = async (seq: number, owner: string) => {
-    while (!unstage(seq, owner)) await nextTurn();
+    try {
+      while (!(await unstage(seq, owner))) await nextTurn();
+    } catch (error) {
+      abandoned.add(owner);
+      throw error;
+    }
   };
 
-  /** Wait for another process's claim to go, or take it over when its process is dead. */
-  const waitFor = async (seq: number, held: Claim, attempt: number) => {
-    if (Date.now() - held.heartbeat_ms > LEASE_MS) {
+  /**
+   * Wait for another claim to go, or take it over when its process is dead
+   * (or it is one of this process's abandoned ones); past `until`
+   * (performance.now() ms), fail with 503.
+   */
+  const waitFor = async (seq: number, held: Claim, attempt: number, until: number) => {
+    if (abandoned.has(held.owner) || Date.now() - held.heartbeat_ms > LEASE_MS) {
       const owner = randomUUID();
-      if (seize(seq, held, owner)) await abandon(seq, owner);
+      if (await seize(seq, held, owner)) {
+        abandoned.delete(held.owner);
+        await abandon(seq, owner);
+      }
       return;
     }
-    await sleep(Math.min(500, 10 * 2 ** Math.min(attempt, 6)));
+    if (performance.now() >= until) throw stagingHeld(handle.callTimeoutMs);
+    await sleep(Math.min(500, 10 * 2 ** Math.min(attempt, 6), Math.max(1, until - performance.now())));
   };
 
   /** Old rows below the window (a replace's, or left by a crash), in small transactions. */
@@ -179,10 +202,11 @@ export function bulkRowWriter(handle: SqliteHandle): (write: BulkRowsWrite) => P
   };
 
   const claim = async (datasetId: string, owner: string): Promise<number> => {
+    const until = performance.now() + handle.callTimeoutMs;
     for (let attempt = 0; ; attempt++) {
-      const { seq, held } = tryClaim(datasetId, owner);
+      const { seq, held } = await tryClaim(datasetId, owner);
       if (!held) return seq;
-      await waitFor(seq, held, attempt);
+      await waitFor(seq, held, attempt, until);
     }
   };
 
@@ -193,13 +217,14 @@ export function bulkRowWriter(handle: SqliteHandle): (write: BulkRowsWrite) => P
 
     if (batch.done) {
       const columns = write.columns();
+      const until = performance.now() + handle.callTimeoutMs;
       for (let attempt = 0; ; attempt++) {
-        const result = writeWhole(write, batch.texts, columns);
+        const result = await writeWhole(write, batch.texts, columns);
         if (result.published) {
           await sweep(result.seq, write.datasetId);
           return { rowCount: result.published.rowCount };
         }
-        await waitFor(result.seq, result.held!, attempt);
+        await waitFor(result.seq, result.held!, attempt, until);
       }
     }
 
@@ -220,7 +245,7 @@ export function bulkRowWriter(handle: SqliteHandle): (write: BulkRowsWrite) => P
       for (;;) {
         if (batch.texts.length > 0) {
           const started = performance.now();
-          stage(seq, owner, batch.texts);
+          await stage(seq, owner, batch.texts);
           if (indexed) size = nextBatchSize(size, batch.texts.length, performance.now() - started);
         }
         if (batch.done) break;
@@ -228,7 +253,8 @@ export function bulkRowWriter(handle: SqliteHandle): (write: BulkRowsWrite) => P
         await nextTurn();
         batch = await source.next(size);
       }
-      const published = publishStaged(seq, owner, write, write.columns());
+      const columns = write.columns();
+      const published = await publishStaged(seq, owner, write, columns);
       clearInterval(heartbeat);
       await sweep(seq, write.datasetId);
       return { rowCount: published.rowCount };
@@ -359,6 +385,11 @@ function moveRows(sql: Statements, seq: number, from: number, end: number, shift
   if (end <= from) return;
   sql.copyRows.run(shift, shift, rowKey(seq, from), rowKey(seq, end));
   sql.deleteRange.run(rowKey(seq, from), rowKey(seq, end));
+}
+
+/** Waiting for another process's bulk write to the same dataset lasted past the deadline. */
+function stagingHeld(timeoutMs: number): ApiError {
+  return storageUnavailable(`another process has been writing this dataset's rows for ${timeoutMs} ms; retry later`);
 }
 
 function noop(): void {}

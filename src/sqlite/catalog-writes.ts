@@ -83,12 +83,12 @@ export function catalogWrites(handle: SqliteHandle): MetadataWrites {
     return true;
   });
 
-  /** The write, then the endpoint cache told (also when it threw: nothing is lost by forgetting). */
+  /** The write (once it has committed, when it had to wait for the lock), then the endpoint cache told (also when it threw: nothing is lost by forgetting). */
   const changing =
-    <A extends unknown[], R>(write: (...args: A) => R) =>
+    <A extends unknown[], R>(write: (...args: A) => R | Promise<R>) =>
     async (...args: A): Promise<R> => {
       try {
-        return write(...args);
+        return await write(...args);
       } finally {
         handle.catalogVersion++;
       }

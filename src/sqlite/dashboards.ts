@@ -108,7 +108,7 @@ function dashboardWrites(db: Database.Database): DashboardWrites {
       return remove(id);
     },
     async appendDashboardViews(items) {
-      views(items);
+      await views(items);
     },
   };
 }

@@ -1,13 +1,44 @@
+import { resolve } from "node:path";
 import Database from "better-sqlite3";
 import { LRUCache } from "lru-cache";
+import { isBusy, storeFaults, type StoreFaults } from "./faults.js";
 import { migrate } from "./migrations.js";
+import { readerPool, type ReaderPool } from "./reader-pool.js";
 import { registerRowQueryFunctions } from "./row-query.js";
+import { deadlineOf, type StatementDeadline, statementDeadline } from "./statement-deadline.js";
 
 export interface SqliteStorageOptions {
   /** A database file (created when missing, with its directory's WAL files beside it) or `:memory:`. */
   path: string;
-  /** How long a write waits for another process's lock before failing, in ms. Default 5000. */
+  /**
+   * How long a write waits for another process's write lock before it fails
+   * with 503 `storage_unavailable`, in ms. Default 5000. The wait never
+   * blocks the event loop: the write is tried again with a backoff.
+   */
   busyTimeoutMs?: number;
+  /**
+   * Worker threads that run the reads which may take long (a sort or a
+   * condition no row index serves, a count, a large read with conditions)
+   * off the event loop, each with a read-only connection of its own to the
+   * file. Started when first needed. Default 2; 0 runs every read on the
+   * event loop. A `:memory:` database has none (a thread cannot open it).
+   */
+  readerThreads?: number;
+  /**
+   * How long a read may run before it is ended (interrupted, not left
+   * running) and fails with 503 `storage_unavailable` and `Retry-After`, in
+   * ms. Default 10,000; 0: no limit.
+   */
+  callTimeoutMs?: number;
+  /**
+   * How long a read with conditions, filters or a sort may run on the event
+   * loop (when it looks short: a row index serves it, or its dataset is
+   * small) before it is ended there and run again on a reader thread, in ms.
+   * Default 10. 0 sends every such read to a reader thread.
+   */
+  loopBudgetMs?: number;
+  /** Where the store reports what an operator should know (it cannot write, it writes again). Default console.error. */
+  log?: (message: string, error: unknown) => void;
   /**
    * Memory for pages read again while their dataset is unchanged: a page of
    * up to 1,000 rows in stored order is kept as its rows' JSON texts, at most
@@ -26,6 +57,18 @@ export interface SqliteStorageOptions {
  */
 export interface SqliteHandle {
   db: Database.Database;
+  /** Ends the writer connection's statements that run past a deadline (see statement-deadline.ts). */
+  deadline: StatementDeadline;
+  /** The reader threads, or null (`:memory:`, or `readerThreads: 0`): long reads then run on the event loop. */
+  readers: ReaderPool | null;
+  /** `callTimeoutMs`, checked (Infinity: no limit). */
+  callTimeoutMs: number;
+  /** `loopBudgetMs`, checked. */
+  loopBudgetMs: number;
+  /** `busyTimeoutMs`, checked. */
+  busyTimeoutMs: number;
+  /** SQLite faults as the API reports them, retries on another process's lock, and whether the store can write. */
+  faults: StoreFaults;
   /** A read-only connection on the same file (snapshot isolation under WAL), or null for `:memory:`. */
   borrowReader(): Database.Database | null;
   returnReader(reader: Database.Database): void;
@@ -72,8 +115,23 @@ export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
   if (!Number.isSafeInteger(pageMemoryBytes) || pageMemoryBytes < 0) {
     throw new TypeError("createSqliteStorage: pageMemoryBytes must be a whole number of bytes, 0 or more");
   }
+  const readerThreads = options.readerThreads ?? 2;
+  if (!Number.isSafeInteger(readerThreads) || readerThreads < 0) {
+    throw new TypeError("createSqliteStorage: readerThreads must be a whole number, 0 or more");
+  }
+  const callTimeoutMs = options.callTimeoutMs ?? 10_000;
+  if (typeof callTimeoutMs !== "number" || !(callTimeoutMs >= 0)) {
+    throw new TypeError("createSqliteStorage: callTimeoutMs must be a number of milliseconds, 0 or more");
+  }
+  const loopBudgetMs = options.loopBudgetMs ?? 10;
+  if (typeof loopBudgetMs !== "number" || !(loopBudgetMs >= 0)) {
+    throw new TypeError("createSqliteStorage: loopBudgetMs must be a number of milliseconds, 0 or more");
+  }
   const memory = options.path === ":memory:" || options.path === "";
-  const db = new Database(options.path);
+  const path = memory ? options.path : resolve(options.path);
+  const db = new Database(path);
+  // Opening waits for another process's lock like any start-up (migrations, the journal mode);
+  // from then on the writer never blocks: a write that finds the lock taken is tried again later.
   configure(db, busyTimeoutMs);
   if (!memory) {
     db.pragma("journal_mode = WAL");
@@ -83,11 +141,22 @@ export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
   db.pragma("synchronous = NORMAL");
   db.pragma("foreign_keys = ON");
   migrate(db);
+  db.pragma("busy_timeout = 0");
+  const readers =
+    memory || readerThreads === 0
+      ? null
+      : readerPool({ path, size: readerThreads, timeoutMs: callTimeoutMs === 0 ? Number.POSITIVE_INFINITY : callTimeoutMs, busyTimeoutMs });
 
   const idle: Database.Database[] = [];
   const lent = new Set<Database.Database>();
   const handle: SqliteHandle = {
     db,
+    deadline: deadlineOf(db),
+    readers,
+    callTimeoutMs: callTimeoutMs === 0 ? Number.POSITIVE_INFINITY : callTimeoutMs,
+    loopBudgetMs,
+    busyTimeoutMs,
+    faults: storeFaults({ busyTimeoutMs, log: options.log ?? ((message, error) => console.error(`dataport: ${message}`, ...(error === null ? [] : [error]))) }),
     catalogVersion: 0,
     identityVersion: 0,
     datasetsVersion: 0,
@@ -95,7 +164,8 @@ export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
     pageMemoryBytes,
     borrowReader() {
       if (memory) return null;
-      const reader = idle.pop() ?? openReader(options.path, busyTimeoutMs);
+      // On the event loop: no busy wait (a WAL reader is not blocked by writers).
+      const reader = idle.pop() ?? openReader(path, 0);
       lent.add(reader);
       return reader;
     },
@@ -106,12 +176,14 @@ export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
       else reader.close();
     },
     close() {
+      void readers?.close();
       for (const reader of [...idle, ...lent]) reader.close();
       idle.length = 0;
       lent.clear();
       if (db.open) db.close();
     },
   };
+  faultsByConnection.set(db, handle.faults);
   countDatasetWrites(handle);
   return handle;
 }
@@ -143,7 +215,8 @@ function countDatasetWrites(handle: SqliteHandle): void {
     BEGIN SELECT dataport_dataset_made(); END`);
 }
 
-function openReader(path: string, busyTimeoutMs: number): Database.Database {
+/** A read-only connection to the file, with the functions reads call. */
+export function openReader(path: string, busyTimeoutMs: number): Database.Database {
   const reader = new Database(path, { readonly: true, fileMustExist: true });
   configure(reader, busyTimeoutMs);
   return reader;
@@ -152,6 +225,7 @@ function openReader(path: string, busyTimeoutMs: number): Database.Database {
 function configure(db: Database.Database, busyTimeoutMs: number): void {
   db.pragma(`busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
   registerRowQueryFunctions(db);
+  statementDeadline(db);
 }
 
 /** JSON text from the database back to a value; objects come back as plain JSON objects (keys like `__proto__` are own data). */
@@ -163,14 +237,40 @@ export function parseJsonOrNull<T>(text: string | null): T | null {
   return text === null ? null : (JSON.parse(text) as T);
 }
 
+/** The faults of each store, by its writer connection (see `writeTransaction`). */
+const faultsByConnection = new WeakMap<Database.Database, StoreFaults>();
+
 /**
- * A write transaction that takes SQLite's write lock at BEGIN (IMMEDIATE):
- * when another process holds it, this one waits up to the busy timeout
- * instead of failing on a read-to-write lock upgrade.
+ * A write transaction that takes SQLite's write lock at BEGIN (IMMEDIATE),
+ * so it never fails on a read-to-write lock upgrade. On the store's writer
+ * connection (which never waits for a lock, see `openSqlite`), one that
+ * finds another process holding the lock answers a promise instead of a
+ * value: it is tried again with a backoff, between other requests, for up
+ * to `busyTimeoutMs`, then rejects with 503 (see faults.ts). A file that
+ * cannot be written (disk full, read-only, I/O) throws 503 at once. A
+ * caller returns or awaits what it answers.
  */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export function writeTransaction<F extends (...args: any[]) => any>(db: Database.Database, fn: F): F {
-  return db.transaction(fn).immediate as unknown as F;
+export function writeTransaction<A extends unknown[], R>(db: Database.Database, fn: (...args: A) => R): (...args: A) => R | Promise<R> {
+  const run = immediateTransaction(db, fn);
+  return (...args) => {
+    try {
+      return run(...args);
+    } catch (error) {
+      const faults = faultsByConnection.get(db);
+      if (!faults) throw error;
+      if (!isBusy(error)) throw faults.reported(error);
+      return faults.whenFree(() => run(...args), true);
+    }
+  };
+}
+
+/**
+ * The IMMEDIATE transaction without `writeTransaction`'s retry: it throws
+ * SQLITE_BUSY at once, for a caller that waits for the lock in its own way
+ * (a group commit keeps its group together).
+ */
+export function immediateTransaction<A extends unknown[], R>(db: Database.Database, fn: (...args: A) => R): (...args: A) => R {
+  return db.transaction(fn).immediate as unknown as (...args: A) => R;
 }
 
 /** Positions per dataset in the row key: 2^43 (8.8 trillion appends, over 13 years at 20,000 rows/s). */

@@ -1,3 +1,4 @@
+import type Database from "better-sqlite3";
 import type { ApiKeyRecord, Business, Membership, Plan, Role, SessionRecord, Team, User } from "../domain/model.js";
 import type { StorageAreas } from "../ports/storage.js";
 import type { IdentityWrites, IdPage, PutResult } from "../ports/storage/identity.js";
@@ -57,9 +58,10 @@ export function sqliteIdentity(handle: SqliteHandle): Pick<StorageAreas, "identi
     "SELECT user_id FROM sessions WHERE token_hash = ? AND (expires_ms IS NULL OR expires_ms > ?)",
   );
   const sessionById = db.prepare<[string], SessionRow>("SELECT id, token_hash, user_id, expires_at FROM sessions WHERE id = ?");
-  const insertSession = insertSessionStatement(db);
-  const deleteSession = db.prepare<[string]>("DELETE FROM sessions WHERE id = ?");
-  const deleteUserSessions = db.prepare<[string]>("DELETE FROM sessions WHERE user_id = ?");
+  // Single statements too are write transactions here: one that meets another process's lock waits for it (see writeTransaction).
+  const insertSession = writeTransaction(db, insertSessionStatement(db));
+  const deleteSession = statementWrite(db, db.prepare<[string]>("DELETE FROM sessions WHERE id = ?"));
+  const deleteUserSessions = statementWrite(db, db.prepare<[string]>("DELETE FROM sessions WHERE user_id = ?"));
   const businessPage = idPageQuery<Business>(db, "SELECT id, name FROM businesses");
   const teamPage = idPageQuery<TeamRow>(db, "SELECT * FROM teams");
   const userPage = idPageQuery<UserRow>(db, "SELECT * FROM users");
@@ -67,9 +69,9 @@ export function sqliteIdentity(handle: SqliteHandle): Pick<StorageAreas, "identi
   const keyByHash = db.prepare<[string], KeyRow>("SELECT * FROM api_keys WHERE token_hash = ?");
   const keyById = db.prepare<[string], KeyRow>("SELECT * FROM api_keys WHERE id = ?");
   const teamKeys = db.prepare<[string], KeyRow>("SELECT * FROM api_keys WHERE team_id = ? ORDER BY created_at DESC, id");
-  const insertKey = insertApiKeyStatement(db);
-  const revoke = db.prepare<[string, string]>("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
-  const markCreatorDeleted = db.prepare<[string]>("UPDATE api_keys SET creator_deleted = 1 WHERE created_by = ? AND creator_deleted = 0");
+  const insertKey = writeTransaction(db, insertApiKeyStatement(db));
+  const revoke = statementWrite(db, db.prepare<[string, string]>("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL"));
+  const markCreatorDeleted = statementWrite(db, db.prepare<[string]>("UPDATE api_keys SET creator_deleted = 1 WHERE created_by = ? AND creator_deleted = 0"));
   // Misses are not remembered (a flood of unknown tokens fills nothing); values are frozen: every caller shares them.
   const keysByHash = rememberedReads<{ key: ApiKeyRecord; team: Team | null }>(db, () => handle.identityVersion, REMEMBERED);
 
@@ -113,13 +115,13 @@ export function sqliteIdentity(handle: SqliteHandle): Pick<StorageAreas, "identi
       },
       async insertSession(record) {
         // The token hash (primary key) and the UNIQUE id make a duplicate throw.
-        insertSession(record);
+        await insertSession(record);
       },
       async deleteSession(id) {
-        return deleteSession.run(id).changes > 0;
+        return (await deleteSession(id)) > 0;
       },
       async deleteUserSessions(userId) {
-        return deleteUserSessions.run(userId).changes;
+        return deleteUserSessions(userId);
       },
       async findApiKeyByHash(tokenHash) {
         const row = keyByHash.get(tokenHash);
@@ -145,15 +147,15 @@ export function sqliteIdentity(handle: SqliteHandle): Pick<StorageAreas, "identi
       },
       async insertApiKey(key) {
         // The primary key and the UNIQUE token hash make a duplicate throw (and nothing changed).
-        identityChanged(handle, insertKey(key));
+        await identityChanged(handle, insertKey(key));
       },
       async revokeApiKey(id, revokedAt) {
-        identityChanged(handle, revoke.run(revokedAt, id));
+        await identityChanged(handle, revoke(revokedAt, id));
         const row = keyById.get(id);
         return row ? toKey(row) : null;
       },
       async markKeysCreatorDeleted(userId) {
-        return identityChanged(handle, markCreatorDeleted.run(userId).changes);
+        return identityChanged(handle, markCreatorDeleted(userId));
       },
     },
   };
@@ -164,12 +166,19 @@ const REMEMBERED = 10_000;
 
 /**
  * Counts a write of teams or keys that has been made in `identityVersion`
- * (the key lookups' memo compares it) and passes its result on. A write that
- * throws changed nothing (each is one statement or one transaction).
+ * (the key lookups' memo compares it) and passes its result on; a write
+ * still waiting for the lock is counted once it is over. A write that throws
+ * changed nothing (each is one transaction).
  */
-function identityChanged<R>(handle: SqliteHandle, result: R): R {
+function identityChanged<R>(handle: SqliteHandle, result: R | Promise<R>): R | Promise<R> {
+  if (result instanceof Promise) return result.finally(() => handle.identityVersion++);
   handle.identityVersion++;
   return result;
+}
+
+/** One statement as a write transaction (see `writeTransaction`), answering how many rows it changed. */
+function statementWrite<A extends unknown[]>(db: SqliteHandle["db"], statement: Database.Statement<A>): (...args: A) => number | Promise<number> {
+  return writeTransaction(db, (...args: A) => statement.run(...args).changes);
 }
 
 /** The identity writes, each one IMMEDIATE transaction (a put reads whether the id existed in it); each counts in `identityVersion`. */
@@ -206,12 +215,12 @@ function identityWrites(handle: SqliteHandle): IdentityWrites {
     "INSERT INTO memberships (user_id, team_id, role) VALUES (?, ?, ?) ON CONFLICT (user_id, team_id) DO UPDATE SET role = excluded.role",
     (m) => [m.userId, m.teamId, m.role],
   );
-  const removeBusiness = db.prepare<[string]>("DELETE FROM businesses WHERE id = ?");
+  const removeBusiness = statementWrite(db, db.prepare<[string]>("DELETE FROM businesses WHERE id = ?"));
   const removeTeam = db.prepare<[string]>("DELETE FROM teams WHERE id = ?");
   const removeTeamMemberships = db.prepare<[string]>("DELETE FROM memberships WHERE team_id = ?");
   const removeUser = db.prepare<[string]>("DELETE FROM users WHERE id = ?");
   const removeUserMemberships = db.prepare<[string]>("DELETE FROM memberships WHERE user_id = ?");
-  const removeMembership = db.prepare<[string, string]>("DELETE FROM memberships WHERE user_id = ? AND team_id = ?");
+  const removeMembership = statementWrite(db, db.prepare<[string, string]>("DELETE FROM memberships WHERE user_id = ? AND team_id = ?"));
   const deleteTeam = writeTransaction(db, (id: string): boolean => {
     if (removeTeam.run(id).changes === 0) return false;
     removeTeamMemberships.run(id);
@@ -222,13 +231,13 @@ function identityWrites(handle: SqliteHandle): IdentityWrites {
     removeUserMemberships.run(id);
     return true;
   });
-  const changed = <R>(result: R): R => identityChanged(handle, result);
+  const changed = <R>(result: R | Promise<R>): R | Promise<R> => identityChanged(handle, result);
   return {
     async putBusiness(business) {
       return changed(putBusiness([business.id], business));
     },
     async deleteBusiness(id) {
-      return changed(removeBusiness.run(id).changes > 0);
+      return (await changed(removeBusiness(id))) > 0;
     },
     async putTeam(team) {
       return changed(putTeam([team.id], team));
@@ -246,7 +255,7 @@ function identityWrites(handle: SqliteHandle): IdentityWrites {
       return changed(putMembership([membership.userId, membership.teamId], membership));
     },
     async deleteMembership(userId, teamId) {
-      return changed(removeMembership.run(userId, teamId).changes > 0);
+      return (await changed(removeMembership(userId, teamId))) > 0;
     },
   };
 }

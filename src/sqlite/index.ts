@@ -1,11 +1,12 @@
 import type Database from "better-sqlite3";
 import type { SeedSpace } from "../domain/seed-space.js";
 import type { Storage } from "../ports/storage.js";
+import { wrapStoreCalls } from "../sql/store-calls.js";
 import { appendAuditStatement, sqliteAudit } from "./audit.js";
 import { appendRowsStatement, sqliteCatalog } from "./catalog.js";
 import { syncDatasetIndexes } from "./row-indexes.js";
 import { dashboardViewStatement, insertDashboardStatement, sqliteDashboards } from "./dashboards.js";
-import { openSqlite, type SqliteStorageOptions } from "./db.js";
+import { openSqlite, type SqliteStorageOptions, writeTransaction } from "./db.js";
 import { recordWrites } from "./records.js";
 import { insertApiKeyStatement, insertSessionStatement, sqliteIdentity } from "./identity.js";
 import { insertTableStatement, sqliteTables } from "./tables.js";
@@ -22,23 +23,34 @@ export interface SqliteStorage extends Storage {
 
 /**
  * Durable storage in one SQLite file through better-sqlite3: WAL,
- * `synchronous=NORMAL`, a busy timeout, versioned migrations applied on open.
- * Several processes may open the same file; SQLite serialises their writes.
- * Every write is visible to the next read of every process on the file:
- * reads query the database (the only cache, webhook endpoints, is checked
- * against `PRAGMA data_version` and this process's own catalog writes).
+ * `synchronous=NORMAL`, versioned migrations applied on open. Several
+ * processes may open the same file; SQLite serialises their writes, and a
+ * write that finds another process's lock is tried again later (never
+ * blocking the event loop) until `busyTimeoutMs`. Reads that may take long
+ * run on reader threads (`readerThreads`), ended at `callTimeoutMs`. A
+ * fault of the file (busy past the timeout, disk full, read-only, I/O)
+ * answers 503 `storage_unavailable`, and `ping` then fails until the store
+ * writes again. Every write is visible to the next read of every process on
+ * the file: what is remembered is checked against `PRAGMA data_version` and
+ * this process's own writes.
  */
 export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorage {
   const handle = openSqlite(options);
   const { db } = handle;
   const webhooks = sqliteWebhooks(handle);
   // Audit events and usage counters share one group commit per turn of the event loop.
-  const records = recordWrites(db);
+  const records = recordWrites(db, handle.faults);
   const usage = sqliteUsage(handle, records);
   const load = seedTransaction(db);
   const probe = db.prepare("SELECT 1");
   const { identity, credentials } = sqliteIdentity(handle);
-  return {
+  const { faults } = handle;
+  // A write that commits whatever the state of the file: readiness tries it while the store is known not to write.
+  const probeRow = db.prepare("INSERT INTO meta (key, value) VALUES ('write_probe', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value");
+  const probeWrite = writeTransaction(db, (at: string) => probeRow.run(at));
+  // Every call's failure as the storage port's fault clause says, whichever statement met it (a read on a
+  // closed connection, an I/O error of a read): 503 `storage_unavailable` with `Retry-After`.
+  return wrapStoreCalls<SqliteStorage>({
     identity,
     credentials: { ...credentials, teamsFrom: identity },
     catalog: sqliteCatalog(handle),
@@ -54,7 +66,7 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
     usage,
     async seed(space) {
       try {
-        return load(space);
+        return await faults.whenFree(() => load(space));
       } finally {
         handle.identityVersion++;
         webhooks.forget();
@@ -63,15 +75,23 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
     async ping() {
       // Runs on the writer connection: it throws once the database is closed.
       probe.get();
+      // After a write failed on the file (full, read-only, locked past the timeout): ready once one commits again.
+      if (faults.unwritable) {
+        await probeWrite(new Date().toISOString());
+        faults.cleared();
+      }
     },
     async close() {
-      if (!db.open) return;
-      webhooks.flush();
-      records.flush();
+      // What is queued is committed first, while the connection is open (a host may have closed it itself).
+      if (db.open) {
+        webhooks.flush();
+        records.flush();
+      }
+      await handle.readers?.close();
       handle.close();
     },
     db,
-  };
+  }, { timeoutMs: 0, reported: faults.reported });
 }
 
 /** The whole space in one IMMEDIATE transaction, so two processes seeding one file load it once. */

@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
-import { storageUnavailable } from "../base/api-error.js";
 import { type GroupCommit, groupCommit } from "../sql/group-commit.js";
 import { writeTransaction } from "./db.js";
+import type { StoreFaults } from "./faults.js";
 
 /** Writes queued before a group is committed at once, whatever the turn (bounds the queue under a flood). */
 const GROUP_LIMIT = 10_000;
@@ -18,26 +18,24 @@ const GROUP_LIMIT = 10_000;
  * has resolved, the write survives kill -9 of the process (an OS crash or
  * power loss may roll back the last commits). When one write fails the
  * group (a duplicate audit event id), each is committed again alone, so it
- * fails only its own promise.
+ * fails only its own promise. When another process holds the write lock the
+ * group waits for it whole (`writeTransaction`), then commits or fails
+ * together; a fault of the file (closed, disk full, I/O) fails the group
+ * with 503.
  */
 export type RecordWrites = GroupCommit<() => void, void>;
 
-export function recordWrites(db: Database.Database): RecordWrites {
+export function recordWrites(db: Database.Database, faults: StoreFaults): RecordWrites {
   const run = writeTransaction(db, (writes: readonly (() => void)[]) => {
     for (const write of writes) write();
   });
+  const committed = (writes: readonly (() => void)[]) => writes.map(() => undefined);
   return groupCommit<() => void, void>({
     limit: GROUP_LIMIT,
-    // Only a constraint is one write's: anything else (busy past the timeout, closed, I/O) fails the group.
-    reported: (error) => (isConstraint(error) ? error : storageUnavailable(undefined, { cause: error })),
+    reported: faults.reported,
     commit(writes) {
-      run(writes);
-      return writes.map(() => undefined);
+      const done = run(writes);
+      return done instanceof Promise ? done.then(() => committed(writes)) : committed(writes);
     },
   });
-}
-
-function isConstraint(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === "string" && code.startsWith("SQLITE_CONSTRAINT");
 }

@@ -19,7 +19,7 @@ import { appendAuditStatement } from "./audit.js";
 import { parseJson, parseJsonOrNull, type SqliteHandle, writeTransaction } from "./db.js";
 import { idPageQuery } from "./identity.js";
 import { syncTableIndexes } from "./row-indexes.js";
-import { queriedTableRows } from "./row-query.js";
+import { queriedTableReads } from "./row-reads.js";
 
 interface TableRow {
   id: string;
@@ -66,13 +66,16 @@ export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
   const tablePage = idPageQuery<TableRow>(db, "SELECT * FROM input_tables");
   const tableWrites = tableChanges(db);
 
+  // Pages with where, sort or after: on the event loop while short, else on a reader thread (see row-reads.ts).
+  const queried = queriedTableReads(handle);
   const once = idempotentWrites(db);
   const insertOnce = once((input: InsertRowInput) => {
-    const row = writes.insert(input);
+    // Inside the key's transaction, which holds the write lock: the row write answers at once, never a promise.
+    const row = writes.insert(input) as Row;
     return { result: row, answer: row };
   });
   const updateOnce = once((input: UpdateRowInput) => {
-    const result = writes.update(input);
+    const result = writes.update(input) as RowWriteResult;
     return { result, answer: result.status === "ok" ? result.row : null };
   });
 
@@ -92,7 +95,7 @@ export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
     },
     async listTableRows(tableId, query) {
       const { offset, limit } = query;
-      if (query.where || query.sort?.length || query.after) return db.transaction(() => queriedTableRows(db, tableId, query))();
+      if (query.where || query.sort?.length || query.after) return queried(tableId, query);
       return db.transaction(() => {
         const found = page.all(tableId, Math.max(0, limit), Math.max(0, offset));
         const end = found.at(-1);

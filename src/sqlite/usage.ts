@@ -79,7 +79,7 @@ export function sqliteUsage({ db }: SqliteHandle, group: RecordWrites): StorageA
      LEFT JOIN dataset_reads reads ON reads.dataset_id = x.id
      ORDER BY dataset, dataset_id`,
   );
-  const insertRun = refreshRunStatement(db);
+  const insertRun = writeTransaction(db, refreshRunStatement(db));
   const usage = usageLog(db, group);
   const usageHistory = usageWrites(db);
   return {
@@ -110,7 +110,7 @@ export function sqliteUsage({ db }: SqliteHandle, group: RecordWrites): StorageA
       return datasetUsage.all(teamId, teamId, teamId).map((r) => ({ ...r, dashboards: parseJson<string[]>(r.dashboards) }));
     },
     async recordRefreshRun(run) {
-      insertRun(run);
+      await insertRun(run);
     },
     recordApiCall(call) {
       return usage.record(call);
@@ -180,10 +180,10 @@ function usageWrites(db: Database.Database): UsageWrites {
   const credits = all(credit);
   return {
     async appendRefreshRuns(items) {
-      runs(items);
+      await runs(items);
     },
     async appendCreditUsage(items) {
-      credits(items);
+      await credits(items);
     },
   };
 }

@@ -1,8 +1,13 @@
 import type Database from "better-sqlite3";
 import { rowChangesColumns, widenColumns } from "../domain/columns.js";
 import type { Column, ColumnType, Row } from "../domain/model.js";
-import { endpointFromConnection } from "../domain/webhook-config.js";
-import type { WebhookEndpoint } from "../domain/webhook-config.js";
+import {
+  endpointFromConnection,
+  newWebhookConfig,
+  type WebhookEndpoint,
+  type WebhookSettings,
+  webhookConfigWith,
+} from "../domain/webhook-config.js";
 import type { WebhookDelivery, WebhookReceipt, WebhookStore } from "../ports/storage/webhooks.js";
 import { groupCommit } from "../sql/group-commit.js";
 import { stagingMover } from "./bulk-rows.js";
@@ -23,7 +28,7 @@ const ENDPOINT_CACHE_SIZE = 1000;
 const GROUP_LIMIT = 10_000;
 
 export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): void; forget(): void } {
-  const { db } = handle;
+  const { db, faults } = handle;
   // Endpoint lookups (one per delivery) are remembered for as long as nothing
   // can have changed them: every write of this process to connections or
   // datasets (settings, create, seed, and the catalog's put/delete) bumps
@@ -54,12 +59,10 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
   const ingestBatch = ingestTransaction(db);
 
   const trimTo = trimStatement(db);
-  const updateSettings = writeTransaction(db, (connectionId: string, settings: { signingSecret?: string | null; retainRows?: number | null }) => {
+  const updateSettings = writeTransaction(db, (connectionId: string, settings: WebhookSettings) => {
     const row = byConnection.get(connectionId);
     if (!row || row.dataset_id === null) return null;
-    const config = parseJson<Record<string, unknown>>(row.config);
-    if (settings.signingSecret !== undefined) config.signingSecret = settings.signingSecret;
-    if (settings.retainRows !== undefined) config.retainRows = settings.retainRows;
+    const config = webhookConfigWith(parseJson<Record<string, unknown>>(row.config), settings);
     setConfig.run(JSON.stringify(config), String(config.endpointId), connectionId);
     // Lowering retention trims at once, in the same transaction as the change.
     if (typeof settings.retainRows === "number") trimTo(row.dataset_id, Math.max(1, settings.retainRows));
@@ -68,18 +71,20 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
 
   const create = writeTransaction(db, (input: Parameters<WebhookStore["createWebhookConnection"]>[0]): WebhookEndpoint => {
     const { connection, endpoint, dataset } = input;
-    const config = { endpointId: endpoint.endpointId, signingSecret: endpoint.signingSecret, retainRows: endpoint.retainRows };
+    const config = newWebhookConfig(endpoint);
     insertConnection.run(connection.id, connection.teamId, connection.name, JSON.stringify(config), connection.createdAt, endpoint.endpointId);
     insertDataset.run(dataset.id, connection.teamId, dataset.name, connection.id, connection.createdAt);
     return toEndpoint({ connection_id: connection.id, team_id: connection.teamId, name: connection.name, config: JSON.stringify(config), dataset_id: dataset.id });
   });
 
   // Group commit (sql/group-commit.ts): calls arriving in the same turn of the event loop share one
-  // transaction (one WAL commit); each resolves only after that commit. One bad delivery does not fail
-  // its neighbours: the group is committed again one delivery at a time.
+  // transaction (one WAL commit); each resolves only after that commit. When another process holds the
+  // write lock the group waits for it whole, between other requests (`writeTransaction`). One bad delivery
+  // does not fail its neighbours: the group is committed again one delivery at a time; a fault of the file
+  // fails them all with 503 at once (each alone would meet it too).
   const deliveries = groupCommit<WebhookDelivery, WebhookReceipt>({
     limit: GROUP_LIMIT,
-    reported: (error) => error,
+    reported: faults.reported,
     commit: ingestBatch,
   });
 
@@ -99,14 +104,14 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
     },
     async updateWebhookSettings(connectionId, settings) {
       try {
-        return updateSettings(connectionId, settings);
+        return await updateSettings(connectionId, settings);
       } finally {
         forget();
       }
     },
     async createWebhookConnection(input) {
       try {
-        return create(input);
+        return await create(input);
       } finally {
         forget();
       }

@@ -135,6 +135,20 @@ export function describeAdapter(name: string, start: () => Promise<Target>): voi
       expect(body.metadata).toMatchObject({ totalRows: BIG_ROWS, hasMore: false });
     });
 
+    it("compresses by Accept-Encoding on this runtime: gzip and brotli, whole pages and streamed ones", async () => {
+      for (const coding of ["gzip", "br"]) {
+        for (const path of ["/api/v1/datasets/ds_big/rows?maxRows=500", "/api/v1/datasets/ds_big/rows?format=ndjson"]) {
+          const res = await fetch(url(path), { headers: { ...auth, "accept-encoding": coding } });
+          expect([res.status, res.headers.get("content-encoding"), res.headers.get("vary")], `${coding} ${path}`).toEqual([200, coding, "Accept-Encoding"]);
+          // fetch decompresses what it receives.
+          const text = await res.text();
+          const rows = path.includes("ndjson") ? text.trimEnd().split("\n").map((line) => JSON.parse(line)) : (JSON.parse(text) as { data: unknown[] }).data;
+          expect(rows).toHaveLength(path.includes("ndjson") ? BIG_ROWS : 500);
+          expect(rows[0]).toEqual({ n: 0, label: "row number 0", even: true });
+        }
+      }
+    });
+
     it("survives a client that aborts a streaming read, and keeps serving", async () => {
       for (let i = 0; i < 3; i++) {
         const controller = new AbortController();

@@ -40,6 +40,10 @@ describe("the admin HTTP API", () => {
     expect(doc.status).toBe(200);
     expect(doc.json.openapi).toBe("3.1.0");
     expect(doc.json.info.title).toBe("Dataport admin API");
+    // Its own description, not the Data API's (which speaks of API keys and session tokens).
+    expect(doc.json.info.description).toMatch(/^The host's admin API: /);
+    expect(doc.json.info.description).toContain("Authorization: Bearer <admin token>");
+    expect(doc.json.info.description).not.toContain("session token (membership");
     expect(Object.keys(doc.json.paths)).toContain("/api/admin/v1/users/{id}/memberships/{teamId}");
     expect(doc.json.paths["/api/admin/v1/teams/{id}"].put.security).toEqual([{ adminAuth: [] }]);
     expect(doc.json.paths["/api/admin/v1/datasets/{id}/rows"].put.requestBody.content).toHaveProperty("text/csv");

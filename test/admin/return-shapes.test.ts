@@ -69,6 +69,7 @@ const CALLS = {
   getWebhookConnection: (a) => a.getWebhookConnection("conn_hook"),
   setWebhookSecret: (a) => a.setWebhookSecret("conn_hook", "another-signing-secret"),
   rotateWebhookSecret: (a) => a.rotateWebhookSecret("conn_hook"),
+  setWebhookSignature: (a) => a.setWebhookSignature("conn_hook", { scheme: "stripe" }),
   removeWebhookSecret: (a) => a.removeWebhookSecret("conn_hook"),
   setWebhookRetention: (a) => a.setWebhookRetention("conn_hook", 500),
   putDataset: (a) => a.putDataset("ds_new", { teamId: "team_new", name: "New", type: "upload", connectionId: null, source: null }),

@@ -175,6 +175,12 @@ describe("response metadata", () => {
     expect(seen).toHaveLength(3);
   });
 
+  it("reads the rate limit from the current draft's RateLimit-Policy and RateLimit when the server sends only those", async () => {
+    const { api } = await setup({ apiRatePerSecond: 5, rateLimitHeaders: "policy" });
+    const dp = createClient({ baseUrl: BASE, token: TOKENS.sync, fetch: api.fetch });
+    expect(dp.meta(await dp.me())!.rateLimit).toEqual({ limit: 10, remaining: 9, resetSeconds: 1 });
+  });
+
   it("counts the attempts a call took and reports the rate limit of a final 429", async () => {
     const headers = { "retry-after": "120", "ratelimit-limit": "10", "ratelimit-remaining": "0", "ratelimit-reset": "120", "x-request-id": "r-429" };
     const { fetch } = { fetch: async () => json(429, envelope("rate_limited"), headers) };

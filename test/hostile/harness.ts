@@ -8,7 +8,7 @@
 import { expect } from "vitest";
 import { createDataApi, type DataApi } from "../../src/server/api.js";
 import { parseFixture } from "../../src/fixture/load.js";
-import type { ApiRequest } from "../../src/http/types.js";
+import type { ApiRequest, ReplyBody } from "../../src/http/types.js";
 import { createFixedClock } from "../../src/memory/fixed-clock.js";
 import { createMemoryStorage } from "../../src/memory/storage.js";
 import type { Storage } from "../../src/ports/storage.js";
@@ -172,12 +172,12 @@ export async function hostileApi(
   return { api, storage: opened.storage, logged, send };
 }
 
-async function bodyText(body: string | Uint8Array | AsyncIterable<string> | null): Promise<string> {
+async function bodyText(body: ReplyBody): Promise<string> {
   if (body === null) return "";
   if (typeof body === "string") return body;
   if (body instanceof Uint8Array) return new TextDecoder().decode(body);
   let out = "";
-  for await (const chunk of body) out += chunk;
+  for await (const chunk of body) out += typeof chunk === "string" ? chunk : new TextDecoder().decode(chunk);
   return out;
 }
 

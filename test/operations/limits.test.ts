@@ -39,6 +39,31 @@ describe("API rate limit per credential (apiRatePerSecond)", () => {
     expect((await call("GET", "/api/v1/me", { token: TOKENS.sync })).status).toBe(200);
   });
 
+  it("speaks the current IETF draft when asked (rateLimitHeaders: policy): RateLimit-Policy and RateLimit, exposed to scripts", async () => {
+    const { call } = await setup({ apiRatePerSecond: 50, rateLimitHeaders: "policy" });
+    const first = await call("GET", "/api/v1/me", { token: TOKENS.sync });
+    expect(first.status).toBe(200);
+    // A bucket of 100 (twice the rate) that an empty one fills in 2 s; 99 left, full again in 1 s.
+    expect([first.headers.get("ratelimit-policy"), first.headers.get("ratelimit")]).toEqual(['"api";q=100;w=2', '"api";r=99;t=1']);
+    expect(first.headers.get("ratelimit-limit")).toBeNull();
+    expect(first.headers.get("access-control-expose-headers")).toBe("X-Request-Id, RateLimit, RateLimit-Policy");
+    const second = await call("GET", "/api/v1/me", { token: TOKENS.sync });
+    expect(second.headers.get("ratelimit")).toBe('"api";r=98;t=1');
+  });
+
+  it("sends both generations with rateLimitHeaders: both, on answers and on the 429", async () => {
+    const { call } = await setup({ apiRatePerSecond: 0.5, rateLimitHeaders: "both" });
+    const first = await call("GET", "/api/v1/me", { token: TOKENS.sync });
+    expect([first.headers.get("ratelimit-limit"), first.headers.get("ratelimit-remaining"), first.headers.get("ratelimit-reset")]).toEqual(["1", "0", "2"]);
+    expect([first.headers.get("ratelimit-policy"), first.headers.get("ratelimit")]).toEqual(['"api";q=1;w=2', '"api";r=0;t=2']);
+    const refused = await call("GET", "/api/v1/me", { token: TOKENS.sync });
+    expect(refused.status).toBe(429);
+    expect([refused.headers.get("retry-after"), refused.headers.get("ratelimit")]).toEqual(["2", '"api";r=0;t=2']);
+    expect(refused.headers.get("access-control-expose-headers")).toBe(
+      "X-Request-Id, Retry-After, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, RateLimit, RateLimit-Policy",
+    );
+  });
+
   it("keeps one bucket per API key and per signed-in user", async () => {
     const { call } = await setup({ apiRatePerSecond: 0.5 });
     expect((await call("GET", "/api/v1/me", { token: TOKENS.sync })).status).toBe(200);

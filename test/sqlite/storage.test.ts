@@ -261,6 +261,8 @@ describe("sqlite: webhooks", () => {
       endpointId: "ep_shop",
       signingSecret: null,
       retainRows: 3,
+      signature: { scheme: "auto" },
+      previousSecret: null,
     });
     await s.webhooks.createWebhookConnection({
       connection: { id: "conn_new", teamId: "team_ops", name: "New", createdAt: "2026-11-01T00:00:00.000Z" },
@@ -287,6 +289,12 @@ describe("sqlite: webhooks", () => {
     const other = store(path);
     await other.webhooks.updateWebhookSettings("conn_hook", { signingSecret: "whsec_two" });
     expect((await s.webhooks.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_two");
+    // …with an overlap: the remembered endpoint gives way to one with the previous secret.
+    await other.webhooks.updateWebhookSettings("conn_hook", { signingSecret: "whsec_three", previousSecretValidUntil: "2026-11-02T00:00:00.000Z" });
+    expect(await s.webhooks.getWebhookEndpoint("ep_shop")).toMatchObject({
+      signingSecret: "whsec_three",
+      previousSecret: { secret: "whsec_two", validUntilMs: Date.parse("2026-11-02T00:00:00.000Z") },
+    });
     await other.webhooks.updateWebhookSettings("conn_hook", { signingSecret: null, retainRows: 7 });
     expect(await s.webhooks.getWebhookEndpoint("ep_shop")).toMatchObject({ signingSecret: null, retainRows: 7 });
   });

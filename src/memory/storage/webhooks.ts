@@ -1,7 +1,7 @@
 import { widenColumns } from "../../domain/columns.js";
 import type { ConnectionRecord } from "../../domain/model.js";
 import { emptyRow } from "../../domain/rows.js";
-import { endpointFromConnection as endpointOf } from "../../domain/webhook-config.js";
+import { endpointFromConnection as endpointOf, newWebhookConfig, webhookConfigWith } from "../../domain/webhook-config.js";
 import type { WebhookStore } from "../../ports/storage/webhooks.js";
 import type { DedupKeys, MemoryState } from "./state.js";
 
@@ -79,10 +79,7 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
       if (!connection || connection.type !== "webhook") return null;
       const datasetId = datasetOf(state, connectionId);
       if (datasetId === null) return null;
-      const config = { ...connection.config };
-      if (settings.signingSecret !== undefined) config.signingSecret = settings.signingSecret;
-      if (settings.retainRows !== undefined) config.retainRows = settings.retainRows;
-      connection.config = config;
+      connection.config = webhookConfigWith(connection.config, settings);
       if (typeof settings.retainRows === "number") trim(datasetId, Math.max(1, settings.retainRows));
       return endpointOf(connection, datasetId);
     },
@@ -94,7 +91,7 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
       const record: ConnectionRecord = {
         ...connection,
         type: "webhook",
-        config: { endpointId: endpoint.endpointId, signingSecret: endpoint.signingSecret, retainRows: endpoint.retainRows },
+        config: newWebhookConfig(endpoint),
       };
       state.connections.set(record.id, record);
       state.datasets.set(dataset.id, {

@@ -100,7 +100,8 @@ export interface DatasetUsageRow {
   /**
    * API calls that read its rows: method GET, a route in
    * {@link DATASET_READ_ROUTES}, `objectId` equal to the dataset id, status
-   * 200–299. All recorded time (dataset-usage has no window).
+   * 200–299 or 304 (a page the client already held, revalidated). All
+   * recorded time (dataset-usage has no window).
    */
   api_reads: number;
   /** `at` of the latest such call, as recorded (the pipeline records `toISOString()` form); null without one. */
@@ -112,7 +113,8 @@ export const DATASET_READ_ROUTES: readonly string[] = ["/api/v1/datasets/:id/row
 
 /** Whether `call` counts as an API read of the dataset named by its `objectId` (see `api_reads`). */
 export function isDatasetRead(call: ApiCallRecord): call is ApiCallRecord & { objectId: string } {
-  return call.method === "GET" && call.status >= 200 && call.status <= 299 && !!call.objectId && DATASET_READ_ROUTES.includes(call.route);
+  const served = (call.status >= 200 && call.status <= 299) || call.status === 304;
+  return call.method === "GET" && served && !!call.objectId && DATASET_READ_ROUTES.includes(call.route);
 }
 
 /** One counter of the API usage log: the calls of one day, team, method, route and credential. */

@@ -1,5 +1,6 @@
 import type { Column, Row } from "../../domain/model.js";
-import type { WebhookEndpoint } from "../../domain/webhook-config.js";
+import type { WebhookSignature } from "../../domain/signature-schemes.js";
+import type { WebhookEndpoint, WebhookSettings } from "../../domain/webhook-config.js";
 
 /**
  * Webhook endpoints and the rows delivered to them (de-duplication, retention).
@@ -34,26 +35,27 @@ export interface WebhookStore {
    */
   ingestWebhookRow(input: WebhookDelivery): Promise<WebhookReceipt>;
   /**
-   * Change the signing secret (null removes it) and/or the retention (null:
-   * back to the host's default) of a webhook connection; absent fields are
-   * left alone. Lowering `retainRows` below the stored row count trims the
-   * oldest rows (and their dedup keys) at once, atomically with the change.
-   * Returns the updated endpoint, or null when no webhook connection has this id.
+   * Change the secrets, the retention and/or the signature scheme of a
+   * webhook connection (see `WebhookSettings`) in ONE atomic write: the
+   * config becomes `webhookConfigWith(current config, settings)`
+   * (src/domain/webhook-config.ts), so two rotations at once each keep the
+   * secret the other replaced or its own, never a mix. Lowering `retainRows`
+   * below the stored row count trims the oldest rows (and their dedup keys)
+   * at once, atomically with the change. Returns the updated endpoint, or
+   * null when no webhook connection has this id.
    */
-  updateWebhookSettings(
-    connectionId: string,
-    settings: { signingSecret?: string | null; retainRows?: number | null },
-  ): Promise<WebhookEndpoint | null>;
+  updateWebhookSettings(connectionId: string, settings: WebhookSettings): Promise<WebhookEndpoint | null>;
   /**
    * Create a webhook connection (type `webhook`, config
-   * `{ endpointId, signingSecret, retainRows }`) and its empty dataset (type
+   * `newWebhookConfig(endpoint)`: `{ endpointId, signingSecret, retainRows }`
+   * and `signature` when given) and its empty dataset (type
    * `connection`, no source, no columns, rowCount 0, lastRefreshedAt null,
    * updatedAt = createdAt) in one transaction. Throws when the connection id,
    * dataset id or endpointId is already taken.
    */
   createWebhookConnection(input: {
     connection: { id: string; teamId: string; name: string; createdAt: string };
-    endpoint: { endpointId: string; signingSecret: string | null; retainRows: number | null };
+    endpoint: { endpointId: string; signingSecret: string | null; retainRows: number | null; signature?: WebhookSignature | null };
     dataset: { id: string; name: string };
   }): Promise<WebhookEndpoint>;
 }

@@ -297,6 +297,15 @@ export function describeCatalogConformance(name: string, factory: StorageFactory
         endpointId: "hook-moved",
         signingSecret: gh.config.signingSecret,
         retainRows: null,
+        signature: { scheme: "auto" },
+        previousSecret: null,
+      });
+      // The config is where the receiver reads the signature scheme and a rotation's previous secret.
+      const config = { ...gh.config, endpointId: "hook-moved", signature: { scheme: "hmac-sha256-hex", header: "X-Signature" } };
+      await store.catalog.putConnection({ ...gh, config: { ...config, previousSigningSecret: "old", previousSecretValidUntil: UPDATED_AT } });
+      expect(await store.webhooks.getWebhookEndpoint("hook-moved")).toMatchObject({
+        signature: { scheme: "hmac-sha256-hex", header: "X-Signature" },
+        previousSecret: { secret: "old", validUntilMs: Date.parse(UPDATED_AT) },
       });
     });
 

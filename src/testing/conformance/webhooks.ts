@@ -94,6 +94,8 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
         endpointId: "hook-gh",
         signingSecret: WEBHOOK_SECRETS.github,
         retainRows: null,
+        signature: { scheme: "auto" },
+        previousSecret: null,
       });
       expect(await store.webhooks.getWebhookEndpoint("hook-small")).toMatchObject({ signingSecret: null, retainRows: 3 });
       expect(await store.webhooks.getWebhookEndpoint("nope")).toBeNull();
@@ -189,6 +191,43 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
       expect(await store.webhooks.updateWebhookSettings("conn_retail", { signingSecret: "x" })).toBeNull();
     });
 
+    it("keeps the secret a rotation replaced until the overlap's end; a plain change or a removal drops it", async () => {
+      const store = await seeded();
+      const until = (at: string) => ({ secret: expect.any(String), validUntilMs: Date.parse(at) });
+      const endpoint = () => store.webhooks.getWebhookEndpoint("hook-gh");
+      const first = await store.webhooks.updateWebhookSettings("conn_hook_gh", { signingSecret: "second", previousSecretValidUntil: "2026-11-02T00:00:00.000Z" });
+      expect(first).toMatchObject({ signingSecret: "second", previousSecret: { secret: WEBHOOK_SECRETS.github, validUntilMs: Date.parse("2026-11-02T00:00:00.000Z") } });
+      expect(await endpoint()).toEqual(first);
+      // Stored in the connection's config, next to the current secret.
+      expect((await store.catalog.getConnection("conn_hook_gh"))!.config).toMatchObject({
+        signingSecret: "second",
+        previousSigningSecret: WEBHOOK_SECRETS.github,
+        previousSecretValidUntil: "2026-11-02T00:00:00.000Z",
+      });
+      // Other changes leave it alone; a second rotation replaces it by the secret it replaces.
+      expect(await store.webhooks.updateWebhookSettings("conn_hook_gh", { retainRows: 5, signature: { scheme: "github" } })).toMatchObject({
+        signingSecret: "second",
+        previousSecret: until("2026-11-02T00:00:00.000Z"),
+        signature: { scheme: "github" },
+      });
+      await store.webhooks.updateWebhookSettings("conn_hook_gh", { signingSecret: "third", previousSecretValidUntil: "2026-11-03T00:00:00.000Z" });
+      expect(await endpoint()).toMatchObject({ signingSecret: "third", previousSecret: { secret: "second", validUntilMs: Date.parse("2026-11-03T00:00:00.000Z") } });
+      // The same secret again keeps what there was.
+      await store.webhooks.updateWebhookSettings("conn_hook_gh", { signingSecret: "third", previousSecretValidUntil: "2026-11-04T00:00:00.000Z" });
+      expect((await endpoint())!.previousSecret).toEqual({ secret: "second", validUntilMs: Date.parse("2026-11-03T00:00:00.000Z") });
+      // A new secret without an overlap leaves none.
+      expect(await store.webhooks.updateWebhookSettings("conn_hook_gh", { signingSecret: "fourth" })).toMatchObject({ signingSecret: "fourth", previousSecret: null });
+      expect((await endpoint())!.previousSecret).toBeNull();
+      // Removing the secret removes every secret; a secret set on an unsigned endpoint has nothing to keep.
+      await store.webhooks.updateWebhookSettings("conn_hook_gh", { signingSecret: "fifth", previousSecretValidUntil: "2026-11-05T00:00:00.000Z" });
+      expect(await store.webhooks.updateWebhookSettings("conn_hook_gh", { signingSecret: null })).toMatchObject({ signingSecret: null, previousSecret: null });
+      expect((await store.catalog.getConnection("conn_hook_gh"))!.config).not.toHaveProperty("previousSigningSecret");
+      await store.webhooks.updateWebhookSettings("conn_hook_gh", { signingSecret: "sixth", previousSecretValidUntil: "2026-11-06T00:00:00.000Z" });
+      expect(await endpoint()).toMatchObject({ signingSecret: "sixth", previousSecret: null, retainRows: 5, signature: { scheme: "github" } });
+      expect(await store.webhooks.updateWebhookSettings("conn_hook_gh", { signature: null })).toMatchObject({ signature: { scheme: "auto" } });
+      expect((await store.catalog.getConnection("conn_hook_gh"))!.config).not.toHaveProperty("signature");
+    });
+
     it("creates a webhook connection with an empty dataset the catalog serves", async () => {
       const store = await seeded();
       const endpoint = await store.webhooks.createWebhookConnection({
@@ -204,6 +243,8 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
         endpointId: "whk_new",
         signingSecret: null,
         retainRows: 50,
+        signature: { scheme: "auto" },
+        previousSecret: null,
       });
       expect(await store.webhooks.getWebhookEndpoint("whk_new")).toEqual(endpoint);
       expect(await store.catalog.getConnection("conn_new")).toMatchObject({ type: "webhook", config: { endpointId: "whk_new", signingSecret: null, retainRows: 50 } });
@@ -228,6 +269,13 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
           dataset: { id: "ds_conn_other", name: "Dup" },
         }),
       ).rejects.toThrow();
+      const stripe = await store.webhooks.createWebhookConnection({
+        connection: { id: "conn_stripe", teamId: "team_ops", name: "Stripe", createdAt: T0 },
+        endpoint: { endpointId: "whk_stripe", signingSecret: "whsec_abc", retainRows: null, signature: { scheme: "stripe" } },
+        dataset: { id: "ds_conn_stripe", name: "Stripe" },
+      });
+      expect(stripe).toMatchObject({ signingSecret: "whsec_abc", signature: { scheme: "stripe" }, previousSecret: null });
+      expect(await store.webhooks.getWebhookEndpoint("whk_stripe")).toEqual(stripe);
     });
   });
 }
