@@ -16,6 +16,7 @@ const FLOORS: readonly (readonly string[])[] = [
   ["ports"], // the interfaces with their guarantees
   ["http", "fixture"], // bodies, queries, replies; the space fixture
   ["schemas", "storage"], // the response schemas; what the core does around any store
+  ["sql"], // what the SQL stores share: the builder and its dialects, group commit, the store-call wrapper
   ["memory", "sqlite", "postgres", "redis", "metrics", "connectors"], // the ports' implementations
   ["core"], // what a handler calls per request: authentication, access, the upstream guard, caches, limits
   ["context"], // what a handler receives

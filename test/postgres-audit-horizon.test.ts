@@ -4,7 +4,7 @@ import type { AuditEvent } from "../src/domain/model.js";
 import { parseFixture } from "../src/fixture/load.js";
 import { createPrometheusMetrics } from "../src/metrics/prometheus.js";
 import { appendAudit } from "../src/postgres/audit.js";
-import { quoteIdent } from "../src/postgres/db.js";
+import { quoteIdent } from "../src/sql/literals.js";
 import { createPostgresStorage, type PostgresStorage } from "../src/postgres/index.js";
 import { MIGRATIONS } from "../src/postgres/migrations.js";
 import type { StoredAuditEvent } from "../src/ports/storage/audit.js";

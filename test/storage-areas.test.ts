@@ -3,7 +3,7 @@ import { createMemoryStorage } from "../src/memory/index.js";
 import type { IdentityStore } from "../src/ports/storage.js";
 import { hasKeyWithTeamLookup } from "../src/storage/areas.js";
 import { assertWritable, mountStorage } from "../src/storage/mount.js";
-import { instrumentStorage } from "../src/storage/timed.js";
+import { wrapStoreCalls } from "../src/sql/store-calls.js";
 
 const bounded = { timeoutMs: 5_000, metrics: null };
 const team = { id: "team_ops", name: "Ops", plan: "pro", businessId: null, isPersonal: false } as const;
@@ -28,10 +28,10 @@ describe("storage areas", () => {
     const base = createMemoryStorage();
     const other = createMemoryStorage();
     expect(hasKeyWithTeamLookup(base)).toBe(true);
-    expect(hasKeyWithTeamLookup(instrumentStorage(base, bounded))).toBe(true);
+    expect(hasKeyWithTeamLookup(wrapStoreCalls(base, bounded))).toBe(true);
     expect(hasKeyWithTeamLookup(mountStorage(base, { identity: other.identity }))).toBe(false);
     expect(hasKeyWithTeamLookup(mountStorage(base, { credentials: other.credentials }))).toBe(false);
-    expect(hasKeyWithTeamLookup(instrumentStorage(mountStorage(base, { identity: other.identity }), bounded))).toBe(false);
+    expect(hasKeyWithTeamLookup(wrapStoreCalls(mountStorage(base, { identity: other.identity }), bounded))).toBe(false);
     expect(hasKeyWithTeamLookup({ ...base, identity: other.identity })).toBe(false); // plain spread: nothing to delete
   });
 
@@ -39,7 +39,7 @@ describe("storage areas", () => {
     const mounted = mountStorage(createMemoryStorage(), { identity: readOnlyIdentity() });
     await expect(mounted.identity.putTeam(team)).rejects.toMatchObject({ status: 405, code: "method_not_allowed", message: expect.stringContaining("identity area is read-only") });
     expect(() => assertWritable(mounted.identity, "deleteUser")).toThrow(/identity area is read-only/);
-    const timed = instrumentStorage(mounted, bounded);
+    const timed = wrapStoreCalls(mounted, bounded);
     expect(() => assertWritable(timed.identity, "putTeam")).toThrow(/identity area is read-only/);
     await expect(timed.identity.putTeam(team)).rejects.toMatchObject({ status: 405 });
     // Reads are the host's; the other areas and the lifecycle stay the base store's.

@@ -56,3 +56,26 @@ export const invalidParameter = (parameter: string, message: string, details: Re
 export const notFound = (what = "resource") => new ApiError(404, "not_found", `${what} not found`);
 
 export const invalidBody = (message: string) => new ApiError(400, "invalid_body", message);
+
+/**
+ * The one answer of a store that cannot answer now (the storage port's fault
+ * clause): 503 `storage_unavailable` with `Retry-After`. `message` says what
+ * happened without naming a host, a user or a statement (the `cause` stays on
+ * the error for the log). `retryAfterSeconds`: 1 for what passes in moments (a
+ * deadline, a lost connection, a lock), longer where an operator must act (a
+ * full disk).
+ */
+export function storageUnavailable(
+  message = "the database is unavailable; retry later",
+  options: { retryAfterSeconds?: number; cause?: unknown } = {},
+): ApiError {
+  return new ApiError(503, "storage_unavailable", message, {
+    headers: { "retry-after": String(options.retryAfterSeconds ?? 1) },
+    cause: options.cause,
+  });
+}
+
+/** Whether `error` is that answer (`storageUnavailable`), however it was reached. */
+export function isStorageUnavailable(error: unknown): error is ApiError {
+  return error instanceof ApiError && error.code === "storage_unavailable";
+}

@@ -9,8 +9,10 @@
  *   asked, a handler that needs no port) is answered without one.
  *
  * This module is how they do it. Besides the pipeline, only the Node adapter
- * (writing a reply that came without a promise) and the storage wrapper
- * (src/storage/timed.ts, passing on whatever a store's method returned) use it.
+ * (writing a reply that came without a promise), the store-call wrapper
+ * (src/sql/store-calls.ts, passing on whatever a store's method returned) and
+ * group commit (src/sql/group-commit.ts, where SQLite commits a group
+ * synchronously and PostgreSQL with a promise) use it.
  */
 
 /** A value, or a promise of it: what a handler returns and the pipeline passes on. */

@@ -2,6 +2,7 @@ import type pg from "pg";
 import type { ConnectionRecord, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
 import { checkout, guardClients, type Lease } from "../postgres/db.js";
+import { quoteIdent as quoteSqlIdent } from "../sql/literals.js";
 import type { Resolver } from "../domain/addresses.js";
 import { ForbiddenAddressError, guardedSocketFactory } from "./dial-guard.js";
 import {
@@ -217,10 +218,10 @@ function splitSource(source: string): { schema: string | null; table: string } {
   return dot < 0 ? { schema: null, table: source } : { schema: source.slice(0, dot), table: source.slice(dot + 1) };
 }
 
-/** A PostgreSQL quoted identifier. */
+/** A PostgreSQL quoted identifier of the upstream's (a NUL is refused: PostgreSQL text cannot hold one). */
 export function quoteIdent(name: string): string {
   if (name.includes("\u0000")) throw new InvalidQueryError("orderBy", "a column name cannot contain NUL");
-  return `"${name.replace(/"/g, '""')}"`;
+  return quoteSqlIdent(name);
 }
 
 function statementTimeout(configured: unknown, fallback: number): number {

@@ -7,7 +7,7 @@ import { timeBucket } from "./time-buckets.js";
 
 /**
  * What an aggregate means, as one pass over rows: the memory store answers
- * with it, and it is the reference the SQL compilation (`aggregate-sql.ts`)
+ * with it, and it is the reference the SQL compilation (`src/sql/aggregate-compiler.ts`)
  * reproduces. Memory is bounded by the number of groups (each holds its
  * metrics' state; `countDistinct` the distinct values it has seen).
  */

@@ -9,7 +9,7 @@ import { TIME_UNITS, type TimeUnit } from "./time-buckets.js";
  * row condition (`row-query.ts`), `having` is the same grammar over the
  * answer's fields, and values order as row-query `sort` orders them. The
  * memory store evaluates it with `aggregate-eval.ts`; the SQL stores compile
- * it with `aggregate-sql.ts`.
+ * it with `src/sql/aggregate-compiler.ts`.
  */
 
 /** A group key: a column's value, or a time bucket of it. */

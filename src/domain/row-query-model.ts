@@ -3,7 +3,7 @@ import { invalidParameter } from "../base/api-error.js";
 /**
  * Row queries beyond exact match (`where`, `sort`), parsed and validated
  * once into this model; each store compiles it (the memory store evaluates
- * it with `row-query-order.ts`, the SQL stores through `row-query-sql.ts`).
+ * it with `row-query-order.ts`, the SQL stores through `src/sql/row-compiler.ts`).
  * The meaning is that of ../shared/row-queries.md.
  */
 

@@ -5,7 +5,7 @@ import { jsonEquals } from "./rows.js";
 /**
  * What a condition and an order mean, as plain functions over rows: the
  * memory store evaluates with them, and they are the reference the SQL
- * compilers (`row-query-sql.ts`) reproduce.
+ * compilers (`src/sql/row-compiler.ts`) reproduce.
  */
 
 /** A column's value; absent is null. */

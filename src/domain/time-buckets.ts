@@ -7,7 +7,7 @@
  * bucket: another kind of value, another form of string, an impossible date
  * or time, or a bucket outside the years 0000–9999.
  *
- * This is the reference; `time-bucket-sql.ts` computes the same in SQL with
+ * This is the reference; `src/sql/time-bucket-compiler.ts` computes the same in SQL with
  * the same arithmetic (a datetime's offset moves its date by at most one
  * day, so no calendar library is involved on any store).
  */

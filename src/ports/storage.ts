@@ -105,6 +105,25 @@ export interface StorageLifecycle {
 /**
  * Everything Dataport persists: its areas (`storage.catalog.getDataset(id)`)
  * and its lifecycle. Every method returns a promise. Every guarantee a
- * handler relies on is written on the method.
+ * handler relies on is written on the method, and one holds for them all:
+ *
+ * **Faults.** A store that cannot reach or write its backend — the database
+ * unreachable, out of connections or failing over, a connection lost, a lock
+ * held past the store's own timeout, a disk full, a file read-only or
+ * closed, a call past the store's deadline — MUST reject the call with an
+ * `ApiError` of status 503 and code `storage_unavailable` carrying a
+ * `retry-after` header (seconds; `new ApiError(503, "storage_unavailable",
+ * message, { headers: { "retry-after": "1" } })`), whatever the method and
+ * wherever in it the fault was met: never the driver's error (the API would
+ * answer it 500), never a crash, never a wait without end. The message names
+ * no host, user or statement (keep the driver's error as `cause`, for the
+ * log). A rejected write wrote nothing, or — when the fault came after its
+ * commit, or past the deadline while it still ran — what a retry will find
+ * (an idempotent retry: the same delivery id, the same Idempotency-Key). Any
+ * other failure (a broken rule of the method, a bug) is not a fault and is
+ * left as it is. The store recovers alone once its backend is back. `ping`
+ * rejects in its own way while the store cannot answer (readiness reports
+ * it); a store that cannot fail (memory) has nothing to map. The
+ * conformance suites check this clause (`ConformanceOptions.makeUnavailable`).
  */
 export interface Storage extends StorageAreas, StorageLifecycle {}

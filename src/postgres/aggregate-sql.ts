@@ -1,9 +1,9 @@
-import type { AggregateDialect, Column, MetricSql } from "../domain/aggregate-sql.js";
-import { join, raw, type Sql, sql } from "../domain/row-query-sql.js";
+import type { AggregateDialect, Column, MetricSql } from "../sql/aggregate-compiler.js";
+import { join, raw, type Sql, sql } from "../sql/fragments.js";
 import { postgresRowDialect } from "./row-query.js";
 
 /**
- * Aggregates on PostgreSQL (see `aggregate-sql.ts`), over rows kept as
+ * Aggregates on PostgreSQL (see `src/sql/aggregate-compiler.ts`), over rows kept as
  * `json` in `doc`: each matching row is taken apart once (`doc::jsonb`), a
  * column is `j -> name` (SQL NULL when absent), read once per row by a
  * derived table PostgreSQL does not merge into its reader (`OFFSET 0`). So

@@ -1,6 +1,6 @@
 import type { AggregateAnswer, AggregateQuery } from "../domain/aggregate-query.js";
-import { aggregateAnswer, aggregateSql, type AggregateSqlRow } from "../domain/aggregate-sql.js";
-import { raw, renderNumbered, type Sql, sql } from "../domain/row-query-sql.js";
+import { aggregateAnswer, aggregateSql, type AggregateSqlRow } from "../sql/aggregate-compiler.js";
+import { raw, renderNumbered, type Sql, sql } from "../sql/fragments.js";
 import { postgresAggregateDialect } from "./aggregate-sql.js";
 import { begun, bounded, type Db } from "./db.js";
 import { postgresRowDialect, SANE_ROW, UNPARSABLE } from "./row-query.js";

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import pg from "../peers/pg.js";
 import { withTimeout } from "../base/timeout.js";
-import { quoteIdent } from "./db.js";
+import { quoteIdent } from "../sql/literals.js";
 
 /**
  * Whether the catalog (connections, and which datasets exist and belong to

@@ -5,7 +5,8 @@ import type { Column, ConnectionRecord, DatasetRecord, DatasetType, Row } from "
 import { selectColumns } from "../domain/rows.js";
 import type { RowKey, SortKey } from "../domain/row-query-model.js";
 import { keyOf } from "../domain/row-query-order.js";
-import { afterSql, conditionSql, orderSql, renderNumbered } from "../domain/row-query-sql.js";
+import { renderNumbered } from "../sql/fragments.js";
+import { afterSql, conditionSql, orderSql } from "../sql/row-compiler.js";
 import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";
 import type { CatalogWatch } from "./catalog-events.js";
 import { bulkRowWriter } from "./dataset-rows.js";

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { Pool, PoolClient, QueryResultRow } from "pg";
-import { ApiError } from "../base/api-error.js";
+import { ApiError, storageUnavailable } from "../base/api-error.js";
+import { quoteIdent } from "../sql/literals.js";
 import type { IdPage, PutResult } from "../ports/storage/identity.js";
 
 /**
@@ -253,20 +254,13 @@ export function isUnavailable(error: unknown): boolean {
 }
 
 /**
- * What a request sees when the database is unavailable: 503
- * `storage_unavailable` with `Retry-After`, naming no host, user or query
- * (the cause stays on the error for the log).
+ * `error` as the store reports it (the storage port's fault clause): 503
+ * `storage_unavailable` with `Retry-After` when the database is unavailable,
+ * naming no host, user or query (the cause stays on the error for the log);
+ * else as it is.
  */
-export function storageUnavailable(cause: unknown): ApiError {
-  return new ApiError(503, "storage_unavailable", "the database is unavailable; retry later", {
-    headers: { "retry-after": "1" },
-    cause,
-  });
-}
-
-/** `error` as the store reports it: 503 when the database is unavailable, else as it is. */
 export function storeFault(error: unknown): unknown {
-  return isUnavailable(error) && !(error instanceof ApiError) ? storageUnavailable(error) : error;
+  return isUnavailable(error) && !(error instanceof ApiError) ? storageUnavailable(undefined, { cause: error }) : error;
 }
 
 /**
@@ -284,11 +278,6 @@ export interface Statement {
 
 export function statement(text: string): Statement {
   return { name: `dataport_${createHash("sha256").update(text).digest("hex").slice(0, 32)}`, text };
-}
-
-/** A PostgreSQL identifier in double quotes. */
-export function quoteIdent(name: string): string {
-  return `"${name.replaceAll('"', '""')}"`;
 }
 
 /**

@@ -2,12 +2,10 @@ import { postgresAggregates } from "./aggregate.js";
 import type { Socket } from "node:net";
 import pg from "../peers/pg.js";
 import type { Storage } from "../ports/storage.js";
-import { mapAreas } from "../storage/areas.js";
+import { wrapStoreCalls } from "../sql/store-calls.js";
 import { postgresAudit } from "./audit.js";
 import { type OpenReads, postgresCatalog } from "./catalog.js";
 import { watchCatalog } from "./catalog-events.js";
-import { ApiError } from "../base/api-error.js";
-import { deadlines } from "../base/timeout.js";
 import { briefly, createDb, type Db, DEFAULT_BOUNDS, guardClients, storeFault } from "./db.js";
 import { postgresDashboards } from "./dashboards.js";
 import { postgresCredentials, postgresIdentity } from "./identity.js";
@@ -138,10 +136,13 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
   const { flushUsage, ...usage } = postgresUsage(db, log);
   let closed = false;
   const identity = postgresIdentity(db, seen);
-  const callTimeoutMs = options.callTimeoutMs ?? 10_000;
+  // Every call bounded by callTimeoutMs, and a database that is unavailable (a lost connection, a failover,
+  // no connection within connectTimeoutMs) answered as the storage port's fault clause says, whichever
+  // statement met it: 503 `storage_unavailable` with `Retry-After`.
+  const timeoutMs = options.callTimeoutMs ?? 10_000;
   // An aggregate past the call deadline is cancelled by PostgreSQL too, not left running.
-  const aggregates = postgresAggregates(db, callTimeoutMs);
-  return withFaults(callTimeoutMs, {
+  const aggregates = postgresAggregates(db, timeoutMs);
+  return wrapStoreCalls<PostgresStorage>({
     identity,
     credentials: { ...postgresCredentials(db, seen), teamsFrom: identity },
     catalog: { ...postgresCatalog(db, watch, reads), aggregateDatasetRows: aggregates.aggregateDatasetRows },
@@ -172,43 +173,7 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
       if (owned) await pool.end();
     },
     db,
-  });
-}
-
-/**
- * The store with every method's failure reported as the API reports it:
- * a database that is unavailable (a lost connection, a failover, no
- * connection within `connectTimeoutMs`) rejects with 503
- * `storage_unavailable` and `Retry-After`, whichever statement met it.
- */
-function withFaults(callTimeoutMs: number, storage: PostgresStorage): PostgresStorage {
-  const bound = callTimeoutMs > 0 && Number.isFinite(callTimeoutMs) ? deadlines(callTimeoutMs, () => callTimedOut(callTimeoutMs)) : null;
-  return mapAreas(storage, (area) => {
-    const wrapped: Record<string, unknown> = {};
-    for (const [name, value] of Object.entries(area)) {
-      if (typeof value !== "function") {
-        wrapped[name] = value;
-        continue;
-      }
-      const method = value as (...args: unknown[]) => unknown;
-      const bounded = bound !== null && !UNBOUNDED.has(name);
-      wrapped[name] = (...args: unknown[]) => {
-        const result = method.apply(area, args);
-        if (!(result instanceof Promise)) return result;
-        return (bounded ? bound(result) : result).catch(rethrowFault);
-      };
-    }
-    return wrapped as unknown as typeof area;
-  });
-}
-
-/** Calls not bounded by `callTimeoutMs`: streamed bulk writes (the lifecycle — seed, ping, close — is not wrapped at all). */
-const UNBOUNDED = new Set(["writeDatasetRows", "replaceDatasetRows"]);
-
-function callTimedOut(timeoutMs: number): ApiError {
-  return new ApiError(503, "storage_unavailable", `the database did not answer within ${timeoutMs} ms; retry later`, {
-    headers: { "retry-after": "1" },
-  });
+  }, { timeoutMs, reported: storeFault, subject: "the database" });
 }
 
 /**
@@ -226,10 +191,6 @@ function giveUpStalledConnections(pool: pg.Pool, timeoutMs: number): void {
     const socket = (client as unknown as { connection?: { stream?: Socket } }).connection?.stream;
     socket?.setTimeout(timeoutMs, () => socket.destroy(new Error(`no answer from PostgreSQL for ${timeoutMs} ms; connection given up`)));
   });
-}
-
-function rethrowFault(error: unknown): never {
-  throw storeFault(error);
 }
 
 export { MIGRATIONS, migrate } from "./migrations.js";

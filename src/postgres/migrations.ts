@@ -1,5 +1,6 @@
 import type { Pool } from "pg";
-import { bounded, checkout, DEFAULT_BOUNDS, quoteIdent } from "./db.js";
+import { quoteIdent } from "../sql/literals.js";
+import { bounded, checkout, DEFAULT_BOUNDS } from "./db.js";
 
 export interface Migration {
   version: number;

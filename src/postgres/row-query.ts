@@ -1,7 +1,9 @@
 import type { Column, Row } from "../domain/model.js";
 import type { RowKey, RowTest, SortKey } from "../domain/row-query-model.js";
 import { keyOf, RANK, sortTerms } from "../domain/row-query-order.js";
-import { afterSql, conditionSql, join, operatorSql, orderSql, raw, renderNumbered, splitByKind, type Sql, sql, type SqlDialect, TRUE } from "../domain/row-query-sql.js";
+import { join, raw, renderNumbered, type Sql, sql } from "../sql/fragments.js";
+import { prefixEnd, quoteLiteral } from "../sql/literals.js";
+import { afterSql, conditionSql, operatorSql, orderSql, splitByKind, type SqlDialect, TRUE } from "../sql/row-compiler.js";
 import type { TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";
 import { type Db, num } from "./db.js";
 
@@ -227,18 +229,6 @@ export function sortTermsSql(doc: string, name: string): { rank: string; descRan
 /** A column name an index can be made for: a SQL string literal can hold it (PostgreSQL text has no U+0000). */
 export function indexableColumn(name: string): boolean {
   return !name.includes("\u0000") && !/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(name);
-}
-
-export function quoteLiteral(text: string): string {
-  return `'${text.replaceAll("'", "''")}'`;
-}
-
-/** The least string above every string starting with `prefix` (its last code point + 1), or null when there is none. */
-function prefixEnd(prefix: string): string | null {
-  const points = [...prefix];
-  const last = points.pop()!.codePointAt(0)!;
-  if (last >= 0x10ffff) return null;
-  return points.join("") + String.fromCodePoint(last + 1 === 0xd800 ? 0xe000 : last + 1);
 }
 
 const TABLE_DIALECT = postgresRowDialect("row", "pos");

@@ -4,9 +4,9 @@ import { rowChangesColumns, widenColumns } from "../domain/columns.js";
 import type { Column, ColumnType } from "../domain/model.js";
 import { endpointFromConnection, newWebhookConfig, type WebhookEndpoint, webhookConfigWith } from "../domain/webhook-config.js";
 import type { WebhookDelivery, WebhookReceipt, WebhookStore } from "../ports/storage/webhooks.js";
-import type { PendingDelivery } from "../storage/deliveries.js";
+import { type GroupOutcome, groupCommit } from "../sql/group-commit.js";
 import type { CatalogWatch } from "./catalog-events.js";
-import { type Db, json, num, type Statement, statement } from "./db.js";
+import { type Db, json, num, type Statement, statement, storeFault } from "./db.js";
 import { makeRoomForDeliveries } from "./dataset-rows.js";
 
 
@@ -28,9 +28,10 @@ const SWEEP_MAX_ROWS = 5000;
  * a rotated or removed secret applies to the next delivery on every
  * instance.
  *
- * Deliveries are stored by group commit: those arriving while this
- * instance's previous transaction runs (or in the same turn of the event
- * loop) share one transaction: the dataset rows locked once (`FOR UPDATE`,
+ * Deliveries are stored by group commit (sql/group-commit.ts): those
+ * arriving while this instance's previous group commits (or in the same
+ * turn of the event loop) share one autocommit statement (`fastIngest`) or
+ * one transaction: the dataset rows locked once (`FOR UPDATE`,
  * in id order, which also serialises the batches of every instance for a
  * dataset), their dedup keys looked up in one statement, their rows
  * inserted in one multi-row INSERT at the next positions, and each dataset's
@@ -51,64 +52,23 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch): WebhookStore & { 
 
   /** Each dataset's columns as stored (JSON text) when this instance last wrote or read them: the fast path's expectation. */
   const knownColumns: KnownColumns = new LRUCache({ max: ENDPOINT_CACHE_SIZE });
-  const queue: PendingDelivery[] = [];
-  let running: Promise<void> | null = null;
-  let scheduled = false;
-  const schedule = () => {
-    if (scheduled || running) return;
-    scheduled = true;
-    setImmediate(() => {
-      scheduled = false;
-      running = flush().finally(() => {
-        running = null;
-        if (queue.length > 0) schedule();
-      });
-    });
-  };
-  const flush = async () => {
-    const batch = queue.splice(0, BATCH_DELIVERIES);
-    if (batch.length === 0) return;
-    let rest = batch;
-    const plan = planFastIngest(batch.map((p) => p.input), knownColumns);
-    if (plan.length > 0) {
-      const fast = plan.map((i) => batch[i]!);
-      try {
-        const outcomes = await fastIngest(db, fastStatement, fast.map((p) => p.input), knownColumns);
-        const decided = new Set<PendingDelivery>();
-        fast.forEach((p, k) => {
-          const outcome = outcomes[k];
-          if (!outcome) return;
-          p.resolve(outcome);
-          decided.add(p);
-        });
-        rest = batch.filter((p) => !decided.has(p));
-      } catch {
-        // A dedup key stored meanwhile by another instance (or any other failure): the careful path decides.
-      }
-    }
-    if (rest.length > 0) await slowIngest(rest);
-  };
-  /** In one transaction that locks the datasets first; when that fails, each delivery alone. */
-  const slowIngest = async (batch: PendingDelivery[]) => {
-    try {
-      const results = await db.transaction((client) => ingestBatch(client, t, batch.map((p) => p.input), knownColumns));
-      batch.forEach((p, i) => settle(p, results[i]!));
-    } catch (error) {
-      if (batch.length === 1) {
-        batch[0]!.reject(error);
-        return;
-      }
-      // One bad delivery must not fail its neighbours: each again, alone.
-      for (const p of batch) {
-        try {
-          const [result] = await db.transaction((client) => ingestBatch(client, t, [p.input], knownColumns));
-          settle(p, result!);
-        } catch (alone) {
-          p.reject(alone);
-        }
-      }
-    }
-  };
+  const deliveries = groupCommit<WebhookDelivery, WebhookReceipt>({
+    limit: BATCH_DELIVERIES,
+    reported: storeFault,
+    // The deliveries whose dataset this instance knows, in one autocommit statement. When it fails (a dedup
+    // key stored meanwhile by another instance, or any other failure), the transaction decides them all.
+    async shortcut(inputs) {
+      const outcomes: Array<WebhookReceipt | undefined> = new Array(inputs.length);
+      const plan = planFastIngest(inputs, knownColumns);
+      if (plan.length === 0) return outcomes;
+      const decided = await fastIngest(db, fastStatement, plan.map((i) => inputs[i]!), knownColumns);
+      // Not decided (null): its dataset was not applied, and the transaction decides it.
+      plan.forEach((i, k) => (outcomes[i] = decided[k] ?? undefined));
+      return outcomes;
+    },
+    // The rest in one transaction that locks their datasets first.
+    commit: (inputs) => db.transaction((client) => ingestBatch(client, t, inputs, knownColumns)),
+  });
 
   return {
     async getWebhookEndpoint(endpointId) {
@@ -129,10 +89,7 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch): WebhookStore & { 
       return endpoint;
     },
     ingestWebhookRow(input) {
-      return new Promise<WebhookReceipt>((resolve, reject) => {
-        queue.push({ input, resolve, reject });
-        schedule();
-      });
+      return deliveries.add(input);
     },
     async updateWebhookSettings(connectionId, settings) {
       try {
@@ -184,22 +141,12 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch): WebhookStore & { 
       }
     },
     /** Resolves once every delivery received so far is answered. */
-    async settled() {
-      while (running || queue.length > 0 || scheduled) {
-        if (running) await running.catch(() => {});
-        else await new Promise((resolve) => setImmediate(resolve));
-      }
-    },
+    settled: deliveries.settled,
   };
 }
 
 /** A delivery's outcome within its batch: stored, a duplicate, or refused on its own. */
-type Outcome = WebhookReceipt | Error;
-
-function settle(pending: PendingDelivery, outcome: Outcome): void {
-  if (outcome instanceof Error) pending.reject(outcome);
-  else pending.resolve(outcome);
-}
+type Outcome = GroupOutcome<WebhookReceipt>;
 
 interface DatasetState {
   id: string;

@@ -34,7 +34,7 @@ import { createRouter } from "./router.js";
 import { adminMount, defaultConnectors, mounts } from "../routes/index.js";
 import type { RouteDef } from "../routes/route-def.js";
 import { limiterWithPolicy } from "../core/rate-limit.js";
-import { instrumentStorage } from "../storage/timed.js";
+import { wrapStoreCalls } from "../sql/store-calls.js";
 import type { Tracer } from "../ports/tracer.js";
 import { createTracing, tracedCache, tracedConnectors } from "./tracing.js";
 
@@ -154,7 +154,7 @@ export function assembleDataApi(options: DataApiOptions, table: RouteTable): Dat
   const logger = toLogger(options.logger);
   const tracing = createTracing(options.tracer, logger);
   // Wrapped only when a storage timeout, metrics or tracing ask for it; otherwise the store itself.
-  const storage = instrumentStorage(options.storage ?? createMemoryStorage(), {
+  const storage = wrapStoreCalls(options.storage ?? createMemoryStorage(), {
     timeoutMs: settings.storageTimeoutMs,
     metrics,
     tracing: tracing && ((name, attributes, call) => tracing.around(name, "internal", attributes, call)),

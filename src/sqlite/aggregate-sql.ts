@@ -1,9 +1,10 @@
-import type { AggregateDialect, Column, MetricSql } from "../domain/aggregate-sql.js";
-import { join, raw, type Sql, sql } from "../domain/row-query-sql.js";
-import { sqliteRowDialect, sqlString } from "./row-query.js";
+import type { AggregateDialect, Column, MetricSql } from "../sql/aggregate-compiler.js";
+import { join, raw, type Sql, sql } from "../sql/fragments.js";
+import { quoteLiteral } from "../sql/literals.js";
+import { sqliteRowDialect } from "./row-query.js";
 
 /**
- * Aggregates on SQLite (see `aggregate-sql.ts`), over rows kept as JSON
+ * Aggregates on SQLite (see `src/sql/aggregate-compiler.ts`), over rows kept as JSON
  * text in `doc`: a column's kind is `json_type` (NULL when absent), its value
  * `json_extract`, each read once per row by a derived table SQLite does not
  * merge into its reader (`LIMIT -1 OFFSET 0`).
@@ -81,7 +82,7 @@ export function sqliteAggregateDialect(doc: string): AggregateDialect {
  * offset or nothing.
  */
 function isoForm(text: Sql): Sql {
-  const glob = (part: Sql, pattern: string) => sql`${part} GLOB ${raw(sqlString(pattern))}`;
+  const glob = (part: Sql, pattern: string) => sql`${part} GLOB ${raw(quoteLiteral(pattern))}`;
   const tail = sql`substr(${text}, 17)`;
   const fraction = sql`substr(${text}, 21)`;
   const fractionThen = (end: string, endLength: number) => {

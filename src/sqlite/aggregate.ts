@@ -1,6 +1,6 @@
 import type { AggregateAnswer, AggregateQuery } from "../domain/aggregate-query.js";
-import { aggregateAnswer, aggregateSql, type AggregateSqlRow } from "../domain/aggregate-sql.js";
-import { raw, renderPositional, type Sql, sql } from "../domain/row-query-sql.js";
+import { aggregateAnswer, aggregateSql, type AggregateSqlRow } from "../sql/aggregate-compiler.js";
+import { raw, renderPositional, type Sql, sql } from "../sql/fragments.js";
 import { sqliteAggregateDialect } from "./aggregate-sql.js";
 import type { SqliteHandle } from "./db.js";
 import { readTimedOut } from "./faults.js";

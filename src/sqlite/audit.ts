@@ -2,7 +2,7 @@ import type Database from "better-sqlite3";
 import type { AuditEvent } from "../domain/model.js";
 import type { AuditStore, StoredAuditEvent } from "../ports/storage/audit.js";
 import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
-import type { GroupCommit } from "./group-commit.js";
+import type { RecordWrites } from "./records.js";
 
 /**
  * Positions are the AUTOINCREMENT key of `audit_events`, as decimal strings.
@@ -10,7 +10,7 @@ import type { GroupCommit } from "./group-commit.js";
  * transaction, so positions become readable in increasing order and a
  * trimmed position is never handed out again.
  */
-export function sqliteAudit({ db }: SqliteHandle, group: GroupCommit): AuditStore {
+export function sqliteAudit({ db }: SqliteHandle, group: RecordWrites): AuditStore {
   const append = appendAuditStatement(db);
   const stored = db.prepare<[string], number>("SELECT 1 FROM audit_events WHERE event_id = ?").pluck();
   // Look before inserting: an INSERT that ON CONFLICT does nothing would still use up an

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type Database from "better-sqlite3";
-import { ApiError } from "../base/api-error.js";
+import { type ApiError, storageUnavailable } from "../base/api-error.js";
 import type { Column, Row } from "../domain/model.js";
 import { rowKey, type SqliteHandle, writeTransaction } from "./db.js";
 import { rowBatches } from "../storage/row-batches.js";
@@ -389,9 +389,7 @@ function moveRows(sql: Statements, seq: number, from: number, end: number, shift
 
 /** Waiting for another process's bulk write to the same dataset lasted past the deadline. */
 function stagingHeld(timeoutMs: number): ApiError {
-  return new ApiError(503, "storage_unavailable", `another process has been writing this dataset's rows for ${timeoutMs} ms; retry later`, {
-    headers: { "retry-after": "1" },
-  });
+  return storageUnavailable(`another process has been writing this dataset's rows for ${timeoutMs} ms; retry later`);
 }
 
 function noop(): void {}

@@ -1,4 +1,5 @@
-import { ApiError } from "../base/api-error.js";
+import { ApiError, storageUnavailable } from "../base/api-error.js";
+import { callTimedOut } from "../sql/store-calls.js";
 
 /*
  * What the store answers when SQLite cannot do what it is asked: never a
@@ -19,8 +20,8 @@ const UNAVAILABLE = /^SQLITE_(FULL|READONLY|CANTOPEN|IOERR|CORRUPT|NOTADB|PERM|N
 /** Backoff between attempts of a call that found the write lock taken, in ms (the last one repeats). */
 const BACKOFF_MS = [1, 2, 5, 10, 20, 50, 100];
 /** Seconds a client is asked to wait: a lock goes in moments; a full disk or a read-only file takes an operator. */
-const RETRY_BUSY = "1";
-const RETRY_UNAVAILABLE = "10";
+const RETRY_BUSY = 1;
+const RETRY_UNAVAILABLE = 10;
 
 /** The lock error a caller saw before asking `whenFree` to wait. */
 const LOCKED = Object.assign(new Error("database is locked"), { code: "SQLITE_BUSY" });
@@ -49,24 +50,16 @@ function codeOf(error: unknown): string | null {
 
 /** A read that ran past its deadline and was ended. */
 export function readTimedOut(timeoutMs: number): ApiError {
-  return new ApiError(503, "storage_unavailable", `the database did not answer within ${timeoutMs} ms; retry later`, {
-    headers: { "retry-after": RETRY_BUSY },
-  });
+  return callTimedOut("the database", timeoutMs);
 }
 
 function lockTimedOut(timeoutMs: number, cause: unknown): ApiError {
   const message = `the database stayed locked by another writer for ${timeoutMs} ms; retry later`;
-  return new ApiError(503, "storage_unavailable", message, {
-    headers: { "retry-after": RETRY_BUSY },
-    cause,
-  });
+  return storageUnavailable(message, { retryAfterSeconds: RETRY_BUSY, cause });
 }
 
 function unavailable(cause: unknown): ApiError {
-  return new ApiError(503, "storage_unavailable", "the database is unavailable; retry later", {
-    headers: { "retry-after": RETRY_UNAVAILABLE },
-    cause,
-  });
+  return storageUnavailable(undefined, { retryAfterSeconds: RETRY_UNAVAILABLE, cause });
 }
 
 export interface StoreFaults {

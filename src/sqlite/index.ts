@@ -1,12 +1,13 @@
 import type Database from "better-sqlite3";
 import type { SeedSpace } from "../domain/seed-space.js";
 import type { Storage } from "../ports/storage.js";
+import { wrapStoreCalls } from "../sql/store-calls.js";
 import { appendAuditStatement, sqliteAudit } from "./audit.js";
 import { appendRowsStatement, sqliteCatalog } from "./catalog.js";
 import { syncDatasetIndexes } from "./row-indexes.js";
 import { dashboardViewStatement, insertDashboardStatement, sqliteDashboards } from "./dashboards.js";
 import { openSqlite, type SqliteStorageOptions, writeTransaction } from "./db.js";
-import { groupCommit } from "./group-commit.js";
+import { recordWrites } from "./records.js";
 import { insertApiKeyStatement, insertSessionStatement, sqliteIdentity } from "./identity.js";
 import { insertTableStatement, sqliteTables } from "./tables.js";
 import { creditUsageStatement, refreshRunStatement, sqliteUsage } from "./usage.js";
@@ -38,7 +39,7 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
   const { db } = handle;
   const webhooks = sqliteWebhooks(handle);
   // Audit events and usage counters share one group commit per turn of the event loop.
-  const records = groupCommit(db, handle.faults);
+  const records = recordWrites(db, handle.faults);
   const usage = sqliteUsage(handle, records);
   const load = seedTransaction(db);
   const probe = db.prepare("SELECT 1");
@@ -47,7 +48,9 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
   // A write that commits whatever the state of the file: readiness tries it while the store is known not to write.
   const probeRow = db.prepare("INSERT INTO meta (key, value) VALUES ('write_probe', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value");
   const probeWrite = writeTransaction(db, (at: string) => probeRow.run(at));
-  return {
+  // Every call's failure as the storage port's fault clause says, whichever statement met it (a read on a
+  // closed connection, an I/O error of a read): 503 `storage_unavailable` with `Retry-After`.
+  return wrapStoreCalls<SqliteStorage>({
     identity,
     credentials: { ...credentials, teamsFrom: identity },
     catalog: sqliteCatalog(handle),
@@ -79,14 +82,16 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
       }
     },
     async close() {
-      if (!db.open) return;
-      webhooks.flush();
-      records.flush();
+      // What is queued is committed first, while the connection is open (a host may have closed it itself).
+      if (db.open) {
+        webhooks.flush();
+        records.flush();
+      }
       await handle.readers?.close();
       handle.close();
     },
     db,
-  };
+  }, { timeoutMs: 0, reported: faults.reported });
 }
 
 /** The whole space in one IMMEDIATE transaction, so two processes seeding one file load it once. */

@@ -2,7 +2,8 @@ import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
-import { ApiError } from "../base/api-error.js";
+import { type ApiError, storageUnavailable } from "../base/api-error.js";
+import { callTimedOut } from "../sql/store-calls.js";
 import type { ReaderAnswer, ReaderMessage, ReaderRequest, ReaderThreadData } from "./reader-protocol.js";
 
 /**
@@ -260,17 +261,11 @@ const STOPPED = "the statement did not end at its deadline: its reader thread wa
 const WAITED = "no reader thread was free before the deadline";
 
 function timedOut(timeoutMs: number, why: string): ApiError {
-  return new ApiError(503, "storage_unavailable", `the database did not answer within ${timeoutMs} ms; retry later`, {
-    headers: { "retry-after": "1" },
-    cause: new Error(why),
-  });
+  return callTimedOut("the database", timeoutMs, new Error(why));
 }
 
 function unavailable(reason: string): ApiError {
-  return new ApiError(503, "storage_unavailable", "the database is unavailable; retry later", {
-    headers: { "retry-after": "1" },
-    cause: new Error(reason),
-  });
+  return storageUnavailable(undefined, { cause: new Error(reason) });
 }
 
 /** A SQLite error from a reader thread, with its code, as the writer connection would have thrown it. */

@@ -1,6 +1,7 @@
 import type Database from "better-sqlite3";
 import type { Column } from "../domain/model.js";
-import { datasetIndexPrefix, indexableColumn, rowIndexName, sortValueSql, sqlString, tableIndexPrefix } from "./row-query.js";
+import { quoteLiteral } from "../sql/literals.js";
+import { datasetIndexPrefix, indexableColumn, rowIndexName, sortValueSql, tableIndexPrefix } from "./row-query.js";
 
 /**
  * Row indexes: for each DECLARED column of a dataset (`columns_declared`)
@@ -27,7 +28,7 @@ export function syncDatasetIndexes(db: Database.Database, seq: number, columns: 
 
 /** The same for an input table's rows. */
 export function syncTableIndexes(db: Database.Database, tableId: string, columns: readonly string[]): void {
-  sync(db, { table: "table_rows", prefix: tableIndexPrefix(tableId), scope: `table_id = ${sqlString(tableId)}` }, columns);
+  sync(db, { table: "table_rows", prefix: tableIndexPrefix(tableId), scope: `table_id = ${quoteLiteral(tableId)}` }, columns);
 }
 
 /** The indexes declared columns should have and do not (a file from before row indexes, a dataset seeded without them), made now. */

@@ -2,7 +2,9 @@ import type Database from "better-sqlite3";
 import type { Column, Row } from "../domain/model.js";
 import type { RowCondition, RowKey, RowTest, SortKey } from "../domain/row-query-model.js";
 import { keyOf } from "../domain/row-query-order.js";
-import { afterSql, conditionSql, join, operatorSql, orderSql, raw, renderPositional, splitByKind, type Sql, sql, type SqlDialect, TRUE } from "../domain/row-query-sql.js";
+import { join, raw, renderPositional, type Sql, sql } from "../sql/fragments.js";
+import { prefixEnd, quoteLiteral } from "../sql/literals.js";
+import { afterSql, conditionSql, operatorSql, orderSql, splitByKind, type SqlDialect, TRUE } from "../sql/row-compiler.js";
 import { sha256Hex } from "../domain/crypto.js";
 import { canonicalJson } from "../domain/rows.js";
 import type { TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";
@@ -168,7 +170,7 @@ const NULL_LAST = "X'03'";
  * only a query with the same expression).
  */
 export function sortValueSql(doc: string, name: string): string {
-  const path = sqlString(`$."${name}"`);
+  const path = quoteLiteral(`$."${name}"`);
   const value = `json_extract(${doc}, ${path})`;
   return `(CASE json_type(${doc}, ${path}) WHEN 'integer' THEN ${value} WHEN 'real' THEN ${value} WHEN 'text' THEN ${value}
     WHEN 'true' THEN ${booleanBlob(true)} WHEN 'false' THEN ${booleanBlob(false)}
@@ -191,19 +193,6 @@ function booleanBlob(value: boolean): string {
 /** A column name an index can be made for: a JSON path can quote it, and a SQL string literal can hold it. */
 export function indexableColumn(name: string): boolean {
   return plainPath(name) && !name.includes("\u0000");
-}
-
-export function sqlString(text: string): string {
-  return `'${text.replaceAll("'", "''")}'`;
-}
-
-/** The least string above every string starting with `prefix` (its last code point + 1), or null when there is none. */
-function prefixEnd(prefix: string): string | null {
-  const points = [...prefix];
-  const last = points.pop()!.codePointAt(0)!;
-  if (last >= 0x10ffff) return null;
-  const next = last + 1 === 0xd800 ? 0xe000 : last + 1;
-  return points.join("") + String.fromCodePoint(next);
 }
 
 /**
@@ -325,7 +314,7 @@ export function queriedTableRows(db: Database.Database, tableId: string, query: 
   const indexed = indexedTableColumns(db, tableId);
   const dialect = indexed.size > 0 ? sqliteRowDialect("data", "seq", { indexed, bounded: boundedColumns(query.where) }) : TABLE_DIALECT;
   // A partial index serves a query naming its table by the same literal. The deadline check first: it is called per row visited.
-  const table = indexed.size > 0 ? raw(`${DEADLINE_CHECK} AND table_id = ${sqlString(tableId)}`) : sql`${raw(DEADLINE_CHECK)} AND table_id = ${tableId}`;
+  const table = indexed.size > 0 ? raw(`${DEADLINE_CHECK} AND table_id = ${quoteLiteral(tableId)}`) : sql`${raw(DEADLINE_CHECK)} AND table_id = ${tableId}`;
   const condition = query.where ? conditionSql(query.where, dialect) : TRUE;
   // Without statistics the planner takes the table's own index (table_id, seq) and reads every row:
   // a count seeks the condition's index, a page sorted by an indexed column walks that column's.

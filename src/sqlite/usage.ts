@@ -15,7 +15,7 @@ import {
   type UsageWrites,
 } from "../ports/storage/usage.js";
 import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
-import type { GroupCommit } from "./group-commit.js";
+import type { RecordWrites } from "./records.js";
 
 /**
  * The space's usage objects, refresh runs, credit usage and the API usage
@@ -24,7 +24,7 @@ import type { GroupCommit } from "./group-commit.js";
  * through the partial index's own condition. Ties are broken in BINARY
  * collation order, NULL first, as the port asks.
  */
-export function sqliteUsage({ db }: SqliteHandle, group: GroupCommit): StorageAreas["usage"] {
+export function sqliteUsage({ db }: SqliteHandle, group: RecordWrites): StorageAreas["usage"] {
   const dashboardUsage = db.prepare<[string, string, string], Omit<DashboardUsageRow, "published"> & { versions: string }>(
     `SELECT v.day, v.dashboard_id, d.name AS dashboard, d.versions, count(*) AS views,
             count(DISTINCT v.visitor_id) AS unique_visitors,
@@ -133,7 +133,7 @@ function roundHalfUp(value: number): number {
  * its own. Never rejects: a lost counter is the price of a failing write,
  * never a failed request.
  */
-function usageLog(db: Database.Database, group: GroupCommit) {
+function usageLog(db: Database.Database, group: RecordWrites) {
   const count = db.prepare(
     `INSERT INTO api_usage (key, day, team_id, method, route, credential_kind, credential_id, credential_name, calls, errors, server_errors, latency_sum)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

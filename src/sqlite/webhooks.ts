@@ -9,10 +9,9 @@ import {
   webhookConfigWith,
 } from "../domain/webhook-config.js";
 import type { WebhookDelivery, WebhookReceipt, WebhookStore } from "../ports/storage/webhooks.js";
-import type { PendingDelivery } from "../storage/deliveries.js";
+import { groupCommit } from "../sql/group-commit.js";
 import { stagingMover } from "./bulk-rows.js";
-import { isBusy, isUnavailable } from "./faults.js";
-import { immediateTransaction, parseJson, rememberedReads, rowKey, type SqliteHandle, writeTransaction } from "./db.js";
+import { parseJson, rememberedReads, rowKey, type SqliteHandle, writeTransaction } from "./db.js";
 
 
 interface EndpointRow {
@@ -25,6 +24,8 @@ interface EndpointRow {
 
 /** Endpoints remembered at most (found ones only: unknown ids are looked up every time). */
 const ENDPOINT_CACHE_SIZE = 1000;
+/** Deliveries of one group at most (bounds a transaction under a flood). */
+const GROUP_LIMIT = 10_000;
 
 export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): void; forget(): void } {
   const { db, faults } = handle;
@@ -76,46 +77,16 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
     return toEndpoint({ connection_id: connection.id, team_id: connection.teamId, name: connection.name, config: JSON.stringify(config), dataset_id: dataset.id });
   });
 
-  // Group commit: calls arriving in the same turn of the event loop share one
-  // transaction (one WAL commit); each resolves only after that commit.
-  let queue: PendingDelivery[] = [];
-  let scheduled = false;
-  const flush = () => {
-    scheduled = false;
-    const batch = queue;
-    queue = [];
-    if (batch.length === 0) return;
-    let results: WebhookReceipt[];
-    const inputs = batch.map((p) => p.input);
-    try {
-      results = ingestBatch(inputs);
-    } catch (error) {
-      if (isBusy(error)) {
-        // Another process holds the write lock: the batch waits for it (whole), between other requests.
-        faults.whenFree(() => ingestBatch(inputs), true).then(
-          (late) => batch.forEach((p, i) => p.resolve(late[i]!)),
-          (failed: unknown) => batch.forEach((p) => p.reject(failed)),
-        );
-        return;
-      }
-      // The file failed the batch, not a delivery: each alone would fail the same way.
-      if (isUnavailable(error)) {
-        const reported = faults.reported(error);
-        for (const p of batch) p.reject(reported);
-        return;
-      }
-      // One bad delivery must not fail its neighbours: retry each alone.
-      for (const p of batch) {
-        try {
-          p.resolve(ingestBatch([p.input])[0]!);
-        } catch (error) {
-          p.reject(faults.reported(error));
-        }
-      }
-      return;
-    }
-    batch.forEach((p, i) => p.resolve(results[i]!));
-  };
+  // Group commit (sql/group-commit.ts): calls arriving in the same turn of the event loop share one
+  // transaction (one WAL commit); each resolves only after that commit. When another process holds the
+  // write lock the group waits for it whole, between other requests (`writeTransaction`). One bad delivery
+  // does not fail its neighbours: the group is committed again one delivery at a time; a fault of the file
+  // fails them all with 503 at once (each alone would meet it too).
+  const deliveries = groupCommit<WebhookDelivery, WebhookReceipt>({
+    limit: GROUP_LIMIT,
+    reported: faults.reported,
+    commit: ingestBatch,
+  });
 
   return {
     async getWebhookEndpoint(endpointId) {
@@ -129,13 +100,7 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
       return endpoint;
     },
     ingestWebhookRow(input) {
-      return new Promise<WebhookReceipt>((resolve, reject) => {
-        queue.push({ input, resolve, reject });
-        if (!scheduled) {
-          scheduled = true;
-          setImmediate(flush);
-        }
-      });
+      return deliveries.add(input);
     },
     async updateWebhookSettings(connectionId, settings) {
       try {
@@ -151,7 +116,7 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
         forget();
       }
     },
-    flush,
+    flush: deliveries.flush,
     forget,
   };
 }
@@ -194,7 +159,7 @@ function ingestTransaction(db: Database.Database) {
     "UPDATE datasets SET columns = ?, updated_at = ?, first_position = ?, next_position = ? WHERE seq = ?",
   );
 
-  return immediateTransaction(db, (inputs: readonly WebhookDelivery[]): WebhookReceipt[] => {
+  return writeTransaction(db, (inputs: readonly WebhookDelivery[]): WebhookReceipt[] => {
     const datasets = new Map<string, DatasetState>();
     const state = (id: string): DatasetState => {
       let found = datasets.get(id);

@@ -3,6 +3,7 @@ import { describeAuditConformance } from "./conformance/audit.js";
 import { describeCatalogConformance } from "./conformance/catalog.js";
 import { describeCredentialsConformance } from "./conformance/credentials.js";
 import { describeDashboardsConformance } from "./conformance/dashboards.js";
+import { describeFaultConformance } from "./conformance/faults.js";
 import { describeIdentityConformance } from "./conformance/identity.js";
 import { describeLifecycleConformance } from "./conformance/lifecycle.js";
 import { describeTablesConformance } from "./conformance/tables.js";
@@ -13,8 +14,9 @@ export type { ConformanceOptions, StorageFactory } from "./conformance/harness.j
 import type { ConformanceOptions, StorageFactory } from "./conformance/harness.js";
 
 /**
- * The storage conformance suite, for vitest: every area's suite and the
- * store's lifecycle. Every store Dataport ships runs it; a host that writes
+ * The storage conformance suite, for vitest: every area's suite, the
+ * store's lifecycle and its faults (`ConformanceOptions.makeUnavailable`:
+ * a store that can fail shows how to cut it off its backend). Every store Dataport ships runs it; a host that writes
  * its own store runs it too:
  *
  *   runStorageConformance("my store", async () => createMyStore());
@@ -31,6 +33,7 @@ export function runStorageConformance(name: string, factory: StorageFactory, opt
   describeWebhooksConformance(name, factory, options);
   describeAuditConformance(name, factory, options);
   describeLifecycleConformance(name, factory, options);
+  describeFaultConformance(name, factory, options);
 }
 
 /**
@@ -47,6 +50,7 @@ export {
   describeCatalogConformance,
   describeCredentialsConformance,
   describeDashboardsConformance,
+  describeFaultConformance,
   describeIdentityConformance,
   describeLifecycleConformance,
   describeTablesConformance,

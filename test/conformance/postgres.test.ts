@@ -1,6 +1,8 @@
 import { afterAll } from "vitest";
-import { createPostgresStorage } from "../../src/postgres/index.js";
+import { createPostgresStorage, type PostgresStorage } from "../../src/postgres/index.js";
+import type { Storage } from "../../src/ports/storage.js";
 import { runStorageConformance } from "../../src/testing/index.js";
+import { cuttablePool } from "../support/faults.js";
 import { dropSchemas, POSTGRES_URL, postgresSkipReason, testSchema } from "../support/services.js";
 
 // Each factory call gets its own schema, dropped after the file.
@@ -8,12 +10,27 @@ const skip = await postgresSkipReason();
 const schemas: string[] = [];
 afterAll(() => dropSchemas(schemas));
 
+/** How to take each store's server away (the faults suite): its pool, which the test made. */
+const outages = new WeakMap<Storage, () => void>();
+
 runStorageConformance(
   "postgres",
   async () => {
     const schema = testSchema();
     schemas.push(schema);
-    return createPostgresStorage({ connectionString: POSTGRES_URL, schema, maxConnections: 4 });
+    const { pool, cut } = await cuttablePool(POSTGRES_URL, 4);
+    let store: PostgresStorage;
+    try {
+      store = await createPostgresStorage({ pool, schema });
+    } catch (error) {
+      await pool.end();
+      throw error;
+    }
+    // The pool is the test's: it ends with the store.
+    const close = store.close;
+    store = Object.assign(store, { close: () => close().then(() => pool.end().catch(() => {})) });
+    outages.set(store, cut);
+    return store;
   },
-  skip ? { skip } : {},
+  { ...(skip ? { skip } : {}), makeUnavailable: (store) => outages.get(store)!() },
 );

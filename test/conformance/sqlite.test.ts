@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll } from "vitest";
-import { createSqliteStorage } from "../../src/sqlite/index.js";
+import type { Storage } from "../../src/ports/storage.js";
+import { createSqliteStorage, type SqliteStorage } from "../../src/sqlite/index.js";
 import { runStorageConformance } from "../../src/testing/index.js";
 
 // A fresh database file per store: the file path exercises WAL and the read-only
@@ -11,9 +12,16 @@ const dir = mkdtempSync(join(tmpdir(), "dataport-sqlite-conformance-"));
 let n = 0;
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-runStorageConformance("sqlite (file)", async () => createSqliteStorage({ path: join(dir, `store-${++n}.db`) }));
-runStorageConformance("sqlite (:memory:)", async () => createSqliteStorage({ path: ":memory:" }));
+/** The faults suite's outage: the store's connection to its file closed under it. */
+const closeFile = (store: Storage) => {
+  (store as SqliteStorage).db.close();
+};
+
+runStorageConformance("sqlite (file)", async () => createSqliteStorage({ path: join(dir, `store-${++n}.db`) }), { makeUnavailable: closeFile });
+runStorageConformance("sqlite (:memory:)", async () => createSqliteStorage({ path: ":memory:" }), { makeUnavailable: closeFile });
 // Every read with conditions, filters or a sort on a reader thread (see src/sqlite/row-reads.ts).
-runStorageConformance("sqlite (file, reads on reader threads)", async () =>
-  createSqliteStorage({ path: join(dir, `store-${++n}.db`), loopBudgetMs: 0 }),
+runStorageConformance(
+  "sqlite (file, reads on reader threads)",
+  async () => createSqliteStorage({ path: join(dir, `store-${++n}.db`), loopBudgetMs: 0 }),
+  { makeUnavailable: closeFile },
 );

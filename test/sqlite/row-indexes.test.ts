@@ -169,7 +169,8 @@ describe("row indexes (SQLite)", () => {
 describe("sqlite: a range bounded on both sides", () => {
   it("seeks between its two bounds: the kinds' own bounds stay out of the index range", async () => {
     const { boundedColumns, sqliteRowDialect } = await import("../../src/sqlite/row-query.js");
-    const { conditionSql, renderPositional } = await import("../../src/domain/row-query-sql.js");
+    const { renderPositional } = await import("../../src/sql/fragments.js");
+    const { conditionSql } = await import("../../src/sql/row-compiler.js");
     const names = new Set(["at", "n"]);
     const both = parseWhere({ at: { gte: "2025-01-01", lt: "2025-02-01" }, n: { gt: 5 } }, names);
     expect([...boundedColumns(both)]).toEqual(["at"]);

@@ -1,6 +1,6 @@
 import type { AggregateAnswer, AggregateQuery } from "../../src/domain/aggregate-query.js";
-import { aggregateAnswer, aggregateSql, type AggregateSqlRow } from "../../src/domain/aggregate-sql.js";
-import { raw, renderNumbered, renderPositional, sql } from "../../src/domain/row-query-sql.js";
+import { aggregateAnswer, aggregateSql, type AggregateSqlRow } from "../../src/sql/aggregate-compiler.js";
+import { raw, renderNumbered, renderPositional, sql } from "../../src/sql/fragments.js";
 import { postgresAggregateDialect } from "../../src/postgres/aggregate-sql.js";
 import type { PostgresStorage } from "../../src/postgres/index.js";
 import { postgresRowDialect } from "../../src/postgres/row-query.js";

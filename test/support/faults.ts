@@ -330,3 +330,33 @@ export async function terminateBackends(pattern: string, server: string = POSTGR
     await client.end();
   }
 }
+
+/**
+ * A `pg` pool whose server can be taken away, as an outage would: `cut()`
+ * closes every connection the pool has and points every new one at a closed
+ * port (ECONNREFUSED), for good. The pool connects through a socket factory
+ * (`stream`), so nothing of `pg`'s internals is touched.
+ */
+export async function cuttablePool(connectionString: string, max: number): Promise<{ pool: pg.Pool; cut(): void }> {
+  const closedPort = await freePort();
+  const sockets = new Set<Socket>();
+  let cut = false;
+  const stream = () => {
+    const socket = new Socket();
+    if (cut) {
+      const connect = socket.connect.bind(socket) as (port: number, host: string) => Socket;
+      socket.connect = (() => connect(closedPort, "127.0.0.1")) as unknown as Socket["connect"];
+    }
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+    return socket;
+  };
+  const pool = new pg.Pool({ connectionString, max, connectionTimeoutMillis: 2000, stream });
+  return {
+    pool,
+    cut() {
+      cut = true;
+      for (const socket of sockets) socket.destroy();
+    },
+  };
+}

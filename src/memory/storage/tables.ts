@@ -129,7 +129,7 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
     },
 
     async aggregateTableRows(tableId, query) {
-      return evaluateAggregate(state.tableRows.get(tableId) ?? [], query);
+      return evaluateAggregate((state.tableRows.get(tableId)?.entries ?? []).map((entry) => entry.row), query);
     },
     async listTableRows(tableId, query) {
       return queriedTableRows(state.tableRows.get(tableId)?.entries ?? [], query);

@@ -13,6 +13,7 @@ export interface StoredAuditEvent {
  * The feed's order is the order of positions (the order events were stored),
  * never the writers' timestamps; the conformance suite
  * (`src/testing/conformance/audit.ts`) is the executable form of this contract.
+ * A fault of the store answers 503 `storage_unavailable` (the fault clause on `Storage`).
  */
 export interface AuditStore {
   /**

@@ -66,7 +66,10 @@ export interface RowPage {
   lastKey(): RowKey | null;
 }
 
-/** Connections and datasets. Input tables are datasets of type `input_table`. */
+/**
+ * Connections and datasets. Input tables are datasets of type `input_table`.
+ * A fault of the store answers 503 `storage_unavailable` (the fault clause on `Storage`).
+ */
 export interface CatalogStore {
   getConnection(id: string): Promise<ConnectionRecord | null>;
   /** Connections of a team, ordered by id. */

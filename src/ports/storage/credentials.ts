@@ -1,7 +1,10 @@
 import type { ApiKeyRecord, SessionRecord, Team } from "../../domain/model.js";
 import type { IdentityStore } from "./identity.js";
 
-/** Session tokens and API keys: stored as SHA-256 hashes of the plaintext only. */
+/**
+ * Session tokens and API keys: stored as SHA-256 hashes of the plaintext only.
+ * A fault of the store answers 503 `storage_unavailable` (the fault clause on `Storage`).
+ */
 export interface CredentialStore {
   /**
    * The user id of the session whose token has this hex SHA-256, or null

@@ -23,6 +23,7 @@ export interface ViewerDayViews {
  * (`editor: true`) are excluded from every view figure. Where rows tie they
  * are ordered by the named text fields in binary (code unit) order, with
  * null before any string.
+ * A fault of the store answers 503 `storage_unavailable` (the fault clause on `Storage`).
  */
 export interface DashboardStore {
   /** Dashboards of the teams with all versions, in no particular order. */

@@ -16,6 +16,7 @@ export type PutResult = "created" | "updated";
  * Businesses, teams, users and memberships: the host's own people and
  * spaces. The read half is what every request needs; a host may supply it
  * from its own tables (`mountStorage(store, { identity: hostIdentity })`).
+ * A fault of the store answers 503 `storage_unavailable` (the fault clause on `Storage`).
  */
 export interface IdentityStore {
   getBusiness(id: string): Promise<Business | null>;

@@ -127,6 +127,7 @@ export interface UpdateRowInput {
  * `__proto__` and `constructor`: they are data and MUST round-trip as own
  * properties. Returned rows are copies the caller may keep.
  * `src/domain/table-rows.ts` has the stamp and merge rules as pure functions.
+ * A fault of the store answers 503 `storage_unavailable` (the fault clause on `Storage`).
  */
 export interface TableStore {
   getTable(id: string): Promise<TableRecord | null>;

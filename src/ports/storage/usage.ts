@@ -211,6 +211,8 @@ export function sumCall(sums: UsageSums, call: ApiCallRecord): void {
  * `recordRefreshRun` and `recordApiCall` are here, not in `UsageWrites`:
  * the core writes them itself (a refresh, every API call), so a host that
  * supplies this area supplies them too.
+ *
+ * A fault of the store answers 503 `storage_unavailable` (the fault clause on `Storage`).
  */
 export interface UsageStore {
   /** `dashboard-usage` rows: day descending, then `dashboard`, then `dashboard_id`. */

@@ -2,6 +2,10 @@ import type { Column, Row } from "../../domain/model.js";
 import type { WebhookSignature } from "../../domain/signature-schemes.js";
 import type { WebhookEndpoint, WebhookSettings } from "../../domain/webhook-config.js";
 
+/**
+ * Webhook endpoints and the rows delivered to them (de-duplication, retention).
+ * A fault of the store answers 503 `storage_unavailable` (the fault clause on `Storage`).
+ */
 export interface WebhookStore {
   /** The endpoint with this path segment, or null. Called on every delivery: keep it an indexed lookup. */
   getWebhookEndpoint(endpointId: string): Promise<WebhookEndpoint | null>;

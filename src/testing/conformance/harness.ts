@@ -20,6 +20,15 @@ export interface ConformanceOptions {
    * only the base store) loads that area's part of the space here itself.
    */
   load?: (store: Storage, space: SeedSpace) => Promise<void>;
+  /**
+   * Cut a store the factory made (seeded, nothing read yet) off its backend,
+   * as an outage would: SQLite, its file's connection closed; PostgreSQL,
+   * its pool's server gone. The faults suite then checks the fault clause of
+   * `Storage`: every area's reads and writes reject with 503
+   * `storage_unavailable` and `Retry-After`. Absent, the store cannot fail
+   * (memory) and the faults suite is skipped.
+   */
+  makeUnavailable?: (store: Storage) => Promise<void> | void;
 }
 
 /** Put a space into a fresh store the way the options say. */

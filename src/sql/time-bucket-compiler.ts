@@ -1,5 +1,5 @@
-import { raw, type Sql, sql } from "./row-query-sql.js";
-import type { TimeUnit } from "./time-buckets.js";
+import { raw, type Sql, sql } from "./fragments.js";
+import type { TimeUnit } from "../domain/time-buckets.js";
 
 /**
  * Time buckets in SQL, the same on SQLite and PostgreSQL and the same
@@ -11,7 +11,7 @@ import type { TimeUnit } from "./time-buckets.js";
  *
  * The work is split in stages (`bucketStages`), each reading the columns of
  * the stage before, so that the caller can compute each column once per
- * row (see `aggregate-sql.ts`); `bucketSql` reads the last stage.
+ * row (see `aggregate-compiler.ts`); `bucketSql` reads the last stage.
  */
 
 /** How a database writes the few things that differ. */

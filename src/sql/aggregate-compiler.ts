@@ -1,8 +1,9 @@
-import type { AggregateAnswer, AggregateQuery, Metric } from "./aggregate-query.js";
-import type { Row } from "./model.js";
-import { conditionSql, join, orderSql, raw, type Sql, sql, type SqlDialect, TRUE } from "./row-query-sql.js";
-import { emptyRow } from "./rows.js";
-import { bucketSql, bucketStages, type BucketSqlDialect } from "./time-bucket-sql.js";
+import type { AggregateAnswer, AggregateQuery, Metric } from "../domain/aggregate-query.js";
+import type { Row } from "../domain/model.js";
+import { join, raw, type Sql, sql } from "./fragments.js";
+import { conditionSql, orderSql, type SqlDialect, TRUE } from "./row-compiler.js";
+import { emptyRow } from "../domain/rows.js";
+import { bucketSql, bucketStages, type BucketSqlDialect } from "./time-bucket-compiler.js";
 
 /**
  * An aggregate as ONE SQL statement, the same shape on SQLite and
