@@ -13,6 +13,21 @@ import { mapAreas } from "../storage/areas.js";
  */
 export const UNBOUNDED_CALLS: ReadonlySet<string> = new Set(["writeDatasetRows", "replaceDatasetRows"]);
 
+/**
+ * The mark of a store method that reports its own faults: its failures are
+ * already what the store's `reported` makes of them (it catches around its
+ * statements, or settles through a group commit that reports them). When a
+ * wrapping asks only for `reported` (a SQL store wrapping itself), such a
+ * method is left as it is: a call on a hot path (the key lookup, a page
+ * read, the usage record) then pays no promise reaction of the wrapper's.
+ */
+const REPORTS_OWN_FAULTS = Symbol("dataport.reportsOwnFaults");
+
+/** `method`, marked as reporting its own faults (see `REPORTS_OWN_FAULTS`). */
+export function reportsOwnFaults<F extends (...args: never[]) => unknown>(method: F): F {
+  return Object.assign(method, { [REPORTS_OWN_FAULTS]: true });
+}
+
 /** Runs a store call inside a span of its own (the core's tracing, when on): `call`'s result, the span ended when it settles. */
 export type TraceCall = <T>(name: string, attributes: Record<string, string>, call: () => T) => T;
 
@@ -92,6 +107,9 @@ function wrapArea<A extends object>(area: A, areaName: string, { bound, metrics,
     const measured = metrics === null ? null : (outcome: StorageOutcome, startedAt: number) => {
       metrics.storageOperation(name, outcome, performance.now() - startedAt);
     };
+    const own = (method as { [REPORTS_OWN_FAULTS]?: boolean })[REPORTS_OWN_FAULTS] === true;
+    // Nothing to add: the area's own method (read through the prototype, so a later replacement is the one called).
+    if (limit === null && measured === null && tracing === null && (reported === null || own)) continue;
     const failed = (error: unknown, startedAt: number): never => {
       const report = reported === null ? error : reported(error);
       measured?.(isStorageUnavailable(report) ? "timeout" : "error", startedAt);

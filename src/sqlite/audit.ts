@@ -3,6 +3,7 @@ import type { AuditEvent } from "../domain/model.js";
 import type { AuditStore, StoredAuditEvent } from "../ports/storage/audit.js";
 import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
 import type { RecordWrites } from "./records.js";
+import { reportsOwnFaults } from "../sql/store-calls.js";
 
 /**
  * Positions are the AUTOINCREMENT key of `audit_events`, as decimal strings.
@@ -38,10 +39,9 @@ export function sqliteAudit({ db }: SqliteHandle, group: RecordWrites): AuditSto
      ORDER BY position LIMIT +?`,
   );
   return {
-    appendAuditEvent(event, storedAt) {
-      // In this turn's group commit; the UNIQUE event_id makes an id already stored fail (only this event).
-      return group.add(() => append(event, storedAt));
-    },
+    // In this turn's group commit (which reports the store's faults); the UNIQUE event_id makes an id already
+    // stored fail (only this event).
+    appendAuditEvent: reportsOwnFaults((event: AuditEvent, storedAt: number) => group.add(() => append(event, storedAt))),
     async appendAuditEvents(events, storedAt) {
       group.flush();
       return appendNew(events, storedAt);

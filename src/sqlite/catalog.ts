@@ -10,6 +10,7 @@ import { dataVersionOf, deepFreeze, parseJson, prepared, type RememberedReads, r
 import { idPageQuery } from "./identity.js";
 import { ensureRowIndexes } from "./row-indexes.js";
 import { emptyPage, MovedOffLoop, parsedRow, queriedReads } from "./row-reads.js";
+import { reportsOwnFaults } from "../sql/store-calls.js";
 
 interface DatasetRow {
   seq: number;
@@ -138,15 +139,24 @@ export function sqliteCatalog(handle: SqliteHandle): CatalogStore & CatalogWrite
     async listAllDatasets(page) {
       return datasetPage(page).map(toDataset);
     },
-    async getDataset(id) {
-      return remembered(id)?.record ?? null;
-    },
+    // The calls of every rows read: they report their own faults (no wrapper's promise on the way).
+    getDataset: reportsOwnFaults(async (id: string) => {
+      try {
+        return remembered(id)?.record ?? null;
+      } catch (error) {
+        throw handle.faults.reported(error);
+      }
+    }),
     async aggregateDatasetRows(datasetId, query) {
       return aggregates.aggregateDatasetRows(datasetId, query);
     },
-    async readDatasetRows(datasetId, query) {
-      return (pages !== null && isPlainPage(query) && rememberedPage(datasetId, query, pages)) || readRows(datasetId, query);
-    },
+    readDatasetRows: reportsOwnFaults(async (datasetId: string, query: RowQuery) => {
+      try {
+        return (pages !== null && isPlainPage(query) && rememberedPage(datasetId, query, pages)) || readRows(datasetId, query);
+      } catch (error) {
+        throw handle.faults.reported(error);
+      }
+    }),
     async replaceDatasetRows(datasetId, data) {
       // A refresh is a bulk replace that also sets lastRefreshedAt: the same staging, the same queue.
       await bulkWrite({ datasetId, mode: "replace", rows: data.rows, columns: () => data.columns, updatedAt: data.refreshedAt, refreshedAt: data.refreshedAt });

@@ -3,6 +3,7 @@ import type { ApiKeyRecord, Business, Membership, Plan, Role, SessionRecord, Tea
 import type { StorageAreas } from "../ports/storage.js";
 import type { IdentityWrites, IdPage, PutResult } from "../ports/storage/identity.js";
 import { deepFreeze, parseJson, rememberedReads, type SqliteHandle, writeTransaction } from "./db.js";
+import { reportsOwnFaults } from "../sql/store-calls.js";
 
 interface TeamRow {
   id: string;
@@ -127,17 +128,22 @@ export function sqliteIdentity(handle: SqliteHandle): Pick<StorageAreas, "identi
         const row = keyByHash.get(tokenHash);
         return row ? toKey(row) : null;
       },
-      async findApiKeyWithTeam(tokenHash) {
-        const remembered = keysByHash.current();
-        const known = remembered.get(tokenHash);
-        if (known) return known;
-        const row = keyByHash.get(tokenHash);
-        if (!row) return null;
-        const teamRow = team.get(row.team_id);
-        const found = deepFreeze({ key: toKey(row), team: teamRow ? toTeam(teamRow) : null });
-        remembered.set(tokenHash, found);
-        return found;
-      },
+      // The lookup of every request: it reports its own faults (no wrapper's promise on the way).
+      findApiKeyWithTeam: reportsOwnFaults(async (tokenHash: string) => {
+        try {
+          const remembered = keysByHash.current();
+          const known = remembered.get(tokenHash);
+          if (known) return known;
+          const row = keyByHash.get(tokenHash);
+          if (!row) return null;
+          const teamRow = team.get(row.team_id);
+          const found = deepFreeze({ key: toKey(row), team: teamRow ? toTeam(teamRow) : null });
+          remembered.set(tokenHash, found);
+          return found;
+        } catch (error) {
+          throw handle.faults.reported(error);
+        }
+      }),
       async getApiKey(id) {
         const row = keyById.get(id);
         return row ? toKey(row) : null;

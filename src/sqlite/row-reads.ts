@@ -115,23 +115,24 @@ export function queriedReads(handle: SqliteHandle): QueriedReads {
         return streamedPage(totalRows, query, stream);
       });
     },
-    async offLoop(datasetId, query) {
-      const at = positionsOf(db, datasetId);
-      if (!at || readers === null) return emptyPage(0);
-      const known = counts.current().get(countKey(at.seq, query)) ?? null;
-      const before = { data: dataVersion(), own: handle.catalogVersion };
-      const answer = await readers.call({ kind: "rows", datasetId, query, count: known }).catch(rethrow(handle));
-      const { at: read, totalRows, counted, fetched } = answer;
-      if (read === null) return emptyPage(0);
-      // Kept only when nothing can have made another dataset of this seq meanwhile (see CountMemo).
-      if (counted !== null && dataVersion() === before.data && handle.catalogVersion === before.own) {
-        counts.current().set(countKey(read.seq, query), counted);
-      }
-      if (query.limit !== null && query.limit <= 0) return emptyPage(totalRows);
-      if (fetched !== null) return fetchedPage(totalRows, fetched, query);
-      return streamedPage(totalRows, query, () => threadStream(handle, read, query, totalRows));
-    },
+    offLoop: (datasetId, query) => offLoop(datasetId, query).catch(rethrow(handle)),
   };
+
+  async function offLoop(datasetId: string, query: RowQuery): Promise<RowPage> {
+    const at = positionsOf(db, datasetId);
+    if (!at || readers === null) return emptyPage(0);
+    const known = counts.current().get(countKey(at.seq, query)) ?? null;
+    const before = { data: dataVersion(), own: handle.catalogVersion };
+    const { at: read, totalRows, counted, fetched } = await readers.call({ kind: "rows", datasetId, query, count: known });
+    if (read === null) return emptyPage(0);
+    // Kept only when nothing can have made another dataset of this seq meanwhile (see CountMemo).
+    if (counted !== null && dataVersion() === before.data && handle.catalogVersion === before.own) {
+      counts.current().set(countKey(read.seq, query), counted);
+    }
+    if (query.limit !== null && query.limit <= 0) return emptyPage(totalRows);
+    if (fetched !== null) return fetchedPage(totalRows, fetched, query);
+    return streamedPage(totalRows, query, () => threadStream(handle, read, query, totalRows));
+  }
 }
 
 /**

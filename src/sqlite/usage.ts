@@ -16,6 +16,7 @@ import {
 } from "../ports/storage/usage.js";
 import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";
 import type { RecordWrites } from "./records.js";
+import { reportsOwnFaults } from "../sql/store-calls.js";
 
 /**
  * The space's usage objects, refresh runs, credit usage and the API usage
@@ -112,9 +113,8 @@ export function sqliteUsage({ db }: SqliteHandle, group: RecordWrites): StorageA
     async recordRefreshRun(run) {
       await insertRun(run);
     },
-    recordApiCall(call) {
-      return usage.record(call);
-    },
+    // Settles once its group commits, and never rejects (a failure is the group's to report).
+    recordApiCall: reportsOwnFaults((call: ApiCallRecord) => usage.record(call)),
     ...usageHistory,
   };
 }

@@ -12,6 +12,7 @@ import type { WebhookDelivery, WebhookReceipt, WebhookStore } from "../ports/sto
 import { groupCommit } from "../sql/group-commit.js";
 import { stagingMover } from "./bulk-rows.js";
 import { parseJson, rememberedReads, rowKey, type SqliteHandle, writeTransaction } from "./db.js";
+import { reportsOwnFaults } from "../sql/store-calls.js";
 
 
 interface EndpointRow {
@@ -89,19 +90,22 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
   });
 
   return {
-    async getWebhookEndpoint(endpointId) {
-      const endpoints = remembered.current();
-      const known = endpoints.get(endpointId);
-      if (known) return known;
-      const row = byEndpoint.get(endpointId);
-      if (!row) return null;
-      const endpoint = toEndpoint(row);
-      endpoints.set(endpointId, endpoint);
-      return endpoint;
-    },
-    ingestWebhookRow(input) {
-      return deliveries.add(input);
-    },
+    getWebhookEndpoint: reportsOwnFaults(async (endpointId: string) => {
+      try {
+        const endpoints = remembered.current();
+        const known = endpoints.get(endpointId);
+        if (known) return known;
+        const row = byEndpoint.get(endpointId);
+        if (!row) return null;
+        const endpoint = toEndpoint(row);
+        endpoints.set(endpointId, endpoint);
+        return endpoint;
+      } catch (error) {
+        throw faults.reported(error);
+      }
+    }),
+    // Settles with its group commit, which reports the store's faults.
+    ingestWebhookRow: reportsOwnFaults((input: WebhookDelivery) => deliveries.add(input)),
     async updateWebhookSettings(connectionId, settings) {
       try {
         return await updateSettings(connectionId, settings);

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { storageUnavailable } from "../../src/base/api-error.js";
 import { createMemoryStorage } from "../../src/memory/index.js";
 import type { Metrics, StorageOutcome } from "../../src/ports/metrics.js";
-import { UNBOUNDED_CALLS, wrapStoreCalls } from "../../src/sql/store-calls.js";
+import { reportsOwnFaults, UNBOUNDED_CALLS, wrapStoreCalls } from "../../src/sql/store-calls.js";
 
 const never = () => new Promise<never>(() => {});
 
@@ -55,6 +55,25 @@ describe("the store-call wrapper (sql/store-calls.ts)", () => {
     await expect(wrapped.identity.getUser("usr_x")).rejects.toThrow(TypeError);
     // The lifecycle is not wrapped.
     await expect(wrapped.ping()).resolves.toBeUndefined();
+  });
+
+  it("leaves a method that reports its own faults as it is when only the fault mapping is asked, and wraps it for anything more", async () => {
+    const store = createMemoryStorage();
+    const own = reportsOwnFaults(async (id: string) => {
+      throw new Error(`raw ${id}`);
+    });
+    store.catalog.getDataset = own;
+    const mapped = wrapStoreCalls(store, { timeoutMs: 0, reported: () => storageUnavailable() });
+    // The area's own method, read through the wrapper (no promise of the wrapper's on a hot path).
+    expect(mapped.catalog.getDataset).toBe(own);
+    await expect(mapped.catalog.getDataset("ds_x")).rejects.toThrow("raw ds_x");
+    expect(mapped.catalog.listConnections).not.toBe(store.catalog.listConnections);
+    // A deadline or metrics still wrap it.
+    const { metrics, calls } = storageCalls();
+    const measured = wrapStoreCalls(store, { timeoutMs: 0, reported: () => storageUnavailable(), metrics });
+    expect(measured.catalog.getDataset).not.toBe(own);
+    await expect(measured.catalog.getDataset("ds_x")).rejects.toMatchObject({ code: "storage_unavailable" });
+    expect(calls).toEqual([["getDataset", "timeout"]]);
   });
 
   it("measures each call under its own name: ok, error, or timeout for a 503", async () => {

@@ -199,6 +199,25 @@ describe("sqlite: a store that cannot write says so", () => {
     expect(await replace(storage, 30_000)).toEqual({ rowCount: 30_000 });
   }, 120_000);
 
+  it("the calls of every request report their own faults: a closed store answers 503 there too", async () => {
+    const storage = store(join(dir, `closed-${++n}.db`));
+    await setup(storage);
+    storage.db.close();
+    for (const call of [
+      () => storage.credentials.findApiKeyWithTeam!("a-token-hash"),
+      () => storage.catalog.getDataset("ds_orders"),
+      () => storage.catalog.readDatasetRows("ds_orders", { offset: 0, limit: 10, columns: null, filters: null }),
+      () => storage.catalog.readDatasetRows("ds_orders", { offset: 0, limit: 10, columns: null, filters: null, sort: [{ column: "id", descending: true }] }),
+      () => storage.webhooks.getWebhookEndpoint("hook-open"),
+    ]) {
+      const failed = await call().then(
+        () => null,
+        (error: unknown) => error,
+      );
+      expect(failed, String(call)).toMatchObject({ status: 503, code: "storage_unavailable" });
+    }
+  }, 60_000);
+
   it("a connection that refuses writes (SQLITE_READONLY): 503 and not ready until it writes again", async () => {
     const storage = store(join(dir, `readonly-${++n}.db`));
     const { call } = await setup(storage);
