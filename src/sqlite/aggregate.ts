@@ -3,7 +3,7 @@ import { aggregateAnswer, aggregateSql, type AggregateSqlRow } from "../sql/aggr
 import { raw, renderPositional, type Sql, sql } from "../sql/fragments.js";
 import { sqliteAggregateDialect } from "./aggregate-sql.js";
 import type { SqliteHandle } from "./db.js";
-import { readTimedOut } from "./faults.js";
+import { longRead } from "./long-reads.js";
 import { sqliteRowDialect } from "./row-query.js";
 import { DEADLINE_CHECK } from "./statement-deadline.js";
 
@@ -22,20 +22,7 @@ export function sqliteAggregates(handle: SqliteHandle) {
   const run = async (table: string, scope: Sql, query: AggregateQuery): Promise<AggregateAnswer> => {
     const target = { table: raw(table), scope: sql`${raw(DEADLINE_CHECK)} AND ${scope}`, rowDialect: ROW_DIALECT };
     const { text, params } = renderPositional(aggregateSql(query, target, AGGREGATE_DIALECT));
-    const { readers, db } = handle;
-    if (readers !== null) {
-      const rows = await readers.call({ kind: "statement", text, params, mode: "all" }).catch((error: unknown) => {
-        throw handle.faults.reported(error);
-      });
-      return aggregateAnswer(rows as AggregateSqlRow[]);
-    }
-    const timeoutMs = handle.callTimeoutMs;
-    const rows = handle.deadline.within(
-      performance.now() + timeoutMs,
-      () => readTimedOut(timeoutMs),
-      () => db.prepare(text).all(...params),
-    );
-    return aggregateAnswer(rows as AggregateSqlRow[]);
+    return aggregateAnswer(await longRead<AggregateSqlRow[]>(handle, text, params, "all"));
   };
   const window = (column: string, datasetId: string) => sql`(SELECT ${raw(column)} FROM datasets WHERE id = ${datasetId})`;
   return {
