@@ -4,6 +4,7 @@ import type { AuditEvent } from "../src/domain/model.js";
 import { parseFixture } from "../src/fixture/load.js";
 import { createPrometheusMetrics } from "../src/metrics/prometheus.js";
 import { appendAudit } from "../src/postgres/audit.js";
+import { feedPositions } from "../src/postgres/feed-horizon.js";
 import { quoteIdent } from "../src/sql/literals.js";
 import { createPostgresStorage, type PostgresStorage } from "../src/postgres/index.js";
 import { MIGRATIONS } from "../src/postgres/migrations.js";
@@ -212,6 +213,29 @@ describe.skipIf(!!skip)("the PostgreSQL audit horizon", () => {
     }
     const positions = delivered.map((e) => BigInt(e.position));
     for (let i = 1; i < positions.length; i++) expect(positions[i]! > positions[i - 1]!).toBe(true);
+  });
+
+  it("gives each part of a feed its own horizon (one sequence, a horizon per dataset, as the change feed will)", async () => {
+    const schema = newSchema();
+    const s = await store(schema);
+    await s.db.query(`create sequence ${s.db.t("parts_feed")}`);
+    const feed = feedPositions(s.db, "parts_feed");
+    // A writer of part ds_a registers, draws twice, and stays open.
+    const open = await openTransaction([]);
+    await open.query(`select ${feed.registerSql("$1")}`, ["ds_a"]);
+    const drawn = (await open.query(`select ${feed.drawSql()} as a, ${feed.drawSql()} as b`)).rows[0];
+    // A writer of part ds_b commits a position after them.
+    const [b] = await s.db.query<{ p: string }>(`select ${feed.nextPositionSql("$1")}::text as p`, ["ds_b"]);
+    expect(BigInt(b!.p)).toBeGreaterThan(BigInt(drawn.b));
+    const ofB = await feed.horizon("ds_b");
+    expect({ held: ofB.held, past: BigInt(ofB.below) > BigInt(b!.p) }).toEqual({ held: false, past: true });
+    const ofA = await feed.horizon("ds_a");
+    expect({ held: ofA.held, below: BigInt(ofA.below) <= BigInt(drawn.a) }).toEqual({ held: true, below: true });
+    // The whole sequence is a feed of its own, which no part's writer holds back.
+    expect((await feed.horizon()).held).toBe(false);
+    await open.query("commit");
+    const after = await feed.horizon("ds_a");
+    expect({ held: after.held, past: BigInt(after.below) > BigInt(b!.p) }).toEqual({ held: false, past: true });
   });
 
   it("continues a cursor made before migration 9 (<xid>.<seq>) after its event", async () => {
