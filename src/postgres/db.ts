@@ -216,9 +216,11 @@ function isRead(sql: string | Statement): boolean {
  * crash shutdown, 57P03 cannot connect now), insufficient resources (53),
  * serialization failure and deadlock (40001, 40P01; retrying succeeds),
  * a lock not had within `lock_timeout` (55P03: another transaction holds
- * it, maybe a stalled one another instance began).
+ * it, maybe a stalled one another instance began), a statement cancelled
+ * (57014: the `statement_timeout` set at the store call's deadline fired
+ * first, or an operator cancelled it).
  */
-const UNAVAILABLE_STATES = /^(08|53|57P0[1-3]|40001$|40P01$|55P03$)/;
+const UNAVAILABLE_STATES = /^(08|53|57P0[1-3]|57014$|40001$|40P01$|55P03$)/;
 
 /** Node's socket errors for a database that is down or unreachable. */
 const SOCKET_ERRORS = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ENOTFOUND"]);

@@ -29,8 +29,10 @@ function store(options: Partial<Parameters<typeof createSqliteStorage>[0]> = {})
   return storage;
 }
 
-/** Rows enough that sorting them by an unindexed column takes far longer than the deadlines below. */
+/** Rows enough that sorting them by an unindexed column takes far longer than the deadlines below (about 400 ms warm on a quiet 2-core machine, against 150 ms). */
 const MANY = 600_000;
+/** The deadline of the reads that must be ended (a sort finishing within it would answer 200). */
+const DEADLINE_MS = 150;
 const SORTED = "/api/v1/datasets/ds_orders/rows?sort=name&maxRows=100";
 
 const sortedBy = (column: string): RowQuery => ({ offset: 0, limit: 5, columns: null, filters: null, sort: [{ column, descending: false }] });
@@ -50,7 +52,7 @@ async function threadsStarted(storage: SqliteStorage, datasetId: string): Promis
 describe("sqlite: reads that scan run on reader threads", () => {
   it("a sort past callTimeoutMs is ended with 503 and Retry-After while the event loop answers /api/health/live", async () => {
     // One reader thread, and every read with a sort sent to it: the thread must be free again right after the 503.
-    const storage = store({ callTimeoutMs: 400, readerThreads: 1, loopBudgetMs: 0 });
+    const storage = store({ callTimeoutMs: DEADLINE_MS, readerThreads: 1, loopBudgetMs: 0 });
     const { call } = await setup({ storage });
     fillRows(storage, "ds_orders", MANY);
     await threadsStarted(storage, "ds_stores");
@@ -62,7 +64,7 @@ describe("sqlite: reads that scan run on reader threads", () => {
     expect(res.json.error.code).toBe("storage_unavailable");
     expect(res.headers.get("retry-after")).toBe("1");
     // The event loop answered while the sort ran on its thread (on the loop, none would have come back before it ended).
-    expect(answered).toBeGreaterThanOrEqual(3);
+    expect(answered).toBeGreaterThanOrEqual(2);
 
     // The statement was interrupted at its deadline, not left running: the same read at the store says so, and the
     // one thread answers the next read at once (ds_stores, a few rows, sorted: on the thread too).
@@ -77,7 +79,7 @@ describe("sqlite: reads that scan run on reader threads", () => {
   }, 60_000);
 
   it("an input-table page sorted past callTimeoutMs is ended with 503 too, and the loop answers meanwhile", async () => {
-    const storage = store({ callTimeoutMs: 400 });
+    const storage = store({ callTimeoutMs: DEADLINE_MS });
     const { call } = await setup({ storage });
     // tbl_targets without declared columns (so without row indexes); its rows straight into the file (the API writes them one by one).
     const targets = (await storage.tables.getTable("tbl_targets"))!;
@@ -92,7 +94,7 @@ describe("sqlite: reads that scan run on reader threads", () => {
     const answered = await liveWhile(call, slow);
     const res = await slow;
     expect([res.status, res.json.error?.code, res.headers.get("retry-after")]).toEqual([503, "storage_unavailable", "1"]);
-    expect(answered).toBeGreaterThanOrEqual(3);
+    expect(answered).toBeGreaterThanOrEqual(2);
   }, 60_000);
 
   it("a read with conditions on a large dataset goes to a reader thread and answers what the event loop would", async () => {
