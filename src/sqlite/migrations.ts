@@ -1,4 +1,5 @@
 import type { Database } from "better-sqlite3";
+import { DATASET_VALUES_SQL } from "./dataset-values.js";
 
 /**
  * One step of the schema. Steps are applied in order, each in its own
@@ -203,6 +204,12 @@ export const MIGRATIONS: readonly Migration[] = [
     version: 5,
     name: "keys remember that their creator was deleted",
     sql: `ALTER TABLE api_keys ADD COLUMN creator_deleted INTEGER NOT NULL DEFAULT 0;`,
+  },
+  {
+    version: 6,
+    name: "a typed copy of declared columns for aggregates, kept by triggers",
+    // Declared datasets get their copy at start (ensureDatasetValues): one read of their rows.
+    sql: DATASET_VALUES_SQL,
   },
 ];
 

@@ -200,18 +200,39 @@ function comparesSums(query: AggregateQuery): boolean {
   return inHaving || query.order.some((k) => named(k.column));
 }
 
+/**
+ * The same columns declared, with types (`d` a datetime, `b` a number that
+ * holds strings, nulls, booleans and objects in some rows): the stores keep
+ * a typed copy of them and aggregate over it (dataset-values.ts), which must
+ * answer as the JSON does.
+ */
+const DECLARED: Column[] = [
+  { name: "a", type: "number" },
+  { name: "b", type: "number" },
+  { name: "d", type: "datetime" },
+  { name: "it's", type: "date" },
+];
+
 async function replaceRows(rowsOf: Row[]): Promise<void> {
   const columns: Column[] = COLUMNS.map((name) => ({ name, type: "string" }));
   for (const store of [sqlite, postgres]) {
     if (!store) continue;
     await store.catalog.putDataset(uploadDataset("ds_agg", "aggregates", columns, false));
     await writeRows(store, "ds_agg", "replace", rowsOf, columns);
+    await store.catalog.putDataset(uploadDataset("ds_agg_declared", "aggregates, declared", DECLARED, true));
+    await writeRows(store, "ds_agg_declared", "replace", rowsOf, DECLARED);
   }
 }
 
 async function answers(query: AggregateQuery, reference: Row[], target: Target) {
   const out = [{ store: "sqlite", answer: sqliteAggregate(sqlite, target, query) }];
   if (postgres) out.push({ store: "postgres", answer: await postgresAggregate(postgres, target, query) });
+  if ("dataset" in target) {
+    // The stores' own aggregate of the declared copy: the typed copy, or the JSON under a `where`.
+    out.push({ store: "sqlite, declared", answer: await sqlite.rows.aggregateDatasetRows("ds_agg_declared", query) });
+    if (postgres)
+      out.push({ store: "postgres, declared", answer: await postgres.rows.aggregateDatasetRows("ds_agg_declared", query) });
+  }
   const expected = evaluateAggregate(reference, query);
   for (const { store, answer } of out)
     expect({ store, answer: withinRounding(answer, expected) }).toEqual({ store, answer: expected });
