@@ -96,9 +96,9 @@ export function sqliteValuesAggregateDialect(slots: ReadonlyMap<string, Slot>): 
     ...sqliteAggregateDialect("data"),
     values(from, columns) {
       const items = columns.flatMap((column) => {
-        const { slot: i, times } = slot(column);
+        const { slot: i, times: j } = slot(column);
         const value = sql`${raw(`v${i}`)} AS ${x(column)}`;
-        return times ? [value, raw(`h${i} AS h${column.index}`), raw(`w${i} AS w${column.index}`)] : [value];
+        return j === null ? [value] : [value, raw(`h${j} AS h${column.index}`), raw(`w${j} AS w${column.index}`)];
       });
       return sql`SELECT ${items.length > 0 ? join(items, ", ") : raw("1 AS one")} ${from} LIMIT -1 OFFSET 0`;
     },
@@ -117,7 +117,7 @@ export function sqliteValuesAggregateDialect(slots: ReadonlyMap<string, Slot>): 
       };
     },
     storedBuckets: (column) =>
-      slot(column).times ? { hour: raw(`h${column.index}`), week: raw(`w${column.index}`) } : null,
+      slot(column).times !== null ? { hour: raw(`h${column.index}`), week: raw(`w${column.index}`) } : null,
   };
 }
 
