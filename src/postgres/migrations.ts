@@ -1,5 +1,6 @@
 import type { Pool } from "pg";
 import { quoteIdent } from "../sql/literals.js";
+import { datasetValuesSql } from "./dataset-values-sql.js";
 import { bounded, checkout, DEFAULT_BOUNDS } from "./db.js";
 
 export interface Migration {
@@ -360,6 +361,14 @@ create sequence {s}.table_row_positions as bigint owned by {s}.table_rows.pos;
 select setval('{s_lit}.table_row_positions'::regclass, max(pos)) from {s}.table_rows having count(*) > 0;
 alter table {s}.table_rows alter column pos set default nextval('{s_lit}.table_row_positions'::regclass);
 `,
+  },
+  {
+    version: 10,
+    name: "a typed copy of declared columns for aggregates, kept by triggers",
+    // Generated from the aggregates' bucket SQL, when the migration runs (not at import: modules import one another).
+    get sql() {
+      return datasetValuesSql();
+    },
   },
 ];
 

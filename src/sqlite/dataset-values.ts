@@ -31,8 +31,11 @@ export function syncDatasetValues(db: Database.Database, seq: number, columns: r
      VALUES (${["?", "?", ...paths.map(() => "?")].join(", ")})`,
   ).run(seq, layout.text, ...paths);
   db.prepare(
-    `INSERT INTO dataset_values (${COLUMNS}) ${copiedRows("r.data", "r.row_key")}
-     FROM dataset_rows r JOIN dataset_value_layouts s ON s.dataset_seq = r.dataset_seq WHERE r.row_key >= ? AND r.row_key < ?`,
+    `INSERT INTO dataset_values (${COLUMNS}) ${copiedRows(
+      "r.data",
+      "r.row_key",
+      "FROM dataset_rows r JOIN dataset_value_layouts l ON l.dataset_seq = r.dataset_seq WHERE r.row_key >= ? AND r.row_key < ?",
+    )}`,
   ).run(from, to);
 }
 
