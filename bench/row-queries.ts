@@ -619,6 +619,8 @@ async function serve(kind: StoreKind, arg: string): Promise<void> {
       res.end(JSON.stringify(peak));
     } else handler(req, res);
   });
+  // The client's keep-alive socket idles while the bare SQL runs (seconds under load): Node's 5 s default would close it as a request goes out.
+  server.keepAliveTimeout = 120_000;
   server.listen(0, "127.0.0.1", () => console.log(`ready ${(server.address() as AddressInfo).port}`));
   const shutdown = () => {
     server.closeAllConnections();
