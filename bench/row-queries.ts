@@ -570,8 +570,18 @@ async function bareAggregate(
       sum((row->>'weightKg')::numeric) as s, avg((row->>'weightKg')::numeric) as a
     from "${schema}".dataset_rows r join "${schema}".datasets d on d.id = r.dataset_id
     where d.id = $1 and r.pos >= d.first_pos and r.pos < d.next_pos group by 1, 2 order by 1, 2`;
+  // The declared columns' typed copy (src/postgres/dataset-values-sql.ts), which Dataport reads: its slots by name.
+  const layout = (await client.query<{ layout: string }>(`select layout from "${schema}".dataset_value_layouts where dataset_id = $1`, [DATASET])).rows[0]!.layout;
+  const slots = JSON.parse(layout) as Array<[string, number | null]>;
+  const slot = (name: string) => slots.findIndex(([n]) => n === name);
+  const [f, w] = [slot("fragile"), slot("weightKg")];
+  const m = slots.find(([n]) => n === "shippedAt")![1]!;
+  const number = `(case when json_typeof(v${w}) = 'number' then (v${w}::jsonb)::numeric end)`;
+  const typed = `select v${f}::jsonb as f, substr(h${m}, 1, 7) as m, count(*) as n, sum(${number}) as s, avg(${number}) as a
+    from "${schema}".dataset_values v join "${schema}".datasets d on d.id = v.dataset_id
+    where d.id = $1 and v.pos >= d.first_pos and v.pos < d.next_pos group by 1, 2 order by 1, 2`;
   return {
-    run: async () => ({ groups: (await client.query(text, [DATASET])).rowCount ?? 0 }),
+    run: async () => ({ groups: (await client.query(typed, [DATASET])).rowCount ?? 0 }),
     overJson: async () => ({ groups: (await client.query(text, [DATASET])).rowCount ?? 0 }),
     close: () => client.end(),
   };
