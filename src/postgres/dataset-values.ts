@@ -36,3 +36,17 @@ export async function valueLayoutOf(client: PoolClient, t: Db["t"], datasetId: s
   const [found] = (await client.query<{ layout: string }>(`select layout from ${t("dataset_value_layouts")} where dataset_id = $1`, [datasetId])).rows;
   return found ? parseValueLayout(found.layout) : null;
 }
+
+/** Copies declared datasets lack (a schema from before the copy), made at start; instances starting together make each once. */
+export async function ensureDatasetValues(db: Db): Promise<void> {
+  const missing = await db.query<{ id: string; columns: Column[] }>(
+    `select id, columns from ${db.t("datasets")} d where columns_declared
+       and not exists (select 1 from ${db.t("dataset_value_layouts")} l where l.dataset_id = d.id)`,
+  );
+  for (const d of missing) {
+    await db.transaction(async (client) => {
+      await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [`dataport:dataset-values:${d.id}`]);
+      await syncDatasetValues(client, db.t, d.id, d.columns);
+    });
+  }
+}
