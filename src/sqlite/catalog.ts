@@ -1,5 +1,5 @@
 import { sqliteAggregates } from "./aggregate.js";
-import type Database from "better-sqlite3";
+import type * as Database from "./driver.js";
 import { mapped } from "../domain/async-iterables.js";
 import type { ConnectionRecord, DatasetRecord, DatasetType, Row } from "../domain/model.js";
 import type { CatalogStore, CatalogWrites, RowPage, RowQuery } from "../ports/storage/catalog.js";

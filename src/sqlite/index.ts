@@ -1,4 +1,4 @@
-import type Database from "better-sqlite3";
+import type * as Database from "./driver.js";
 import type { SeedSpace } from "../domain/seed-space.js";
 import type { Storage } from "../ports/storage.js";
 import { wrapStoreCalls } from "../sql/store-calls.js";

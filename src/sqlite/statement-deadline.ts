@@ -1,4 +1,4 @@
-import type Database from "better-sqlite3";
+import type * as Database from "./driver.js";
 
 /**
  * The first term of the WHERE of every statement of this store that may

@@ -1,0 +1,225 @@
+import { createRequire } from "node:module";
+import { bunDatabase, type BunSqliteDatabase, type BunSqliteModule } from "./driver-bun.js";
+import { nodeDatabase, type NodeSqliteDatabase, type NodeSqliteModule } from "./driver-node.js";
+
+/*
+ * The SQLite binding under the store: better-sqlite3, `node:sqlite` (Node ≥
+ * 22.13, Deno) or `bun:sqlite`, behind the part of better-sqlite3's API the
+ * store uses. better-sqlite3's own connection is this interface as it is;
+ * the other two are adapted (driver-node.ts, driver-bun.ts). The binding is
+ * loaded when a store opens, and only the one chosen: a runtime without
+ * better-sqlite3 never tries to load it unless asked to.
+ */
+
+/** Which SQLite binding a store runs on. */
+export type SqliteDriverName = "better-sqlite3" | "node:sqlite" | "bun:sqlite";
+
+export interface RunResult {
+  changes: number;
+  lastInsertRowid: number | bigint;
+}
+
+/** A prepared statement (better-sqlite3's shape). Reads answer rows as objects, or their first column once plucked. */
+export interface Statement<Params extends unknown[] = unknown[], Result = unknown> {
+  /** The first row, or undefined when there is none. */
+  get(...params: Params): Result | undefined;
+  all(...params: Params): Result[];
+  run(...params: Params): RunResult;
+  /** The rows one at a time; the statement is busy until the iteration ends. */
+  iterate(...params: Params): IterableIterator<Result>;
+  /** From now on, reads answer each row's first column instead of the row. */
+  pluck(toggle?: boolean): this;
+}
+
+/** A function as `Database.transaction` makes it: BEGIN (DEFERRED), or the named kind; a savepoint inside another. */
+export interface Transaction<F extends TransactionFunction> {
+  (...params: ArgumentsOf<F>): ReturnType<F>;
+  deferred: (...params: ArgumentsOf<F>) => ReturnType<F>;
+  immediate: (...params: ArgumentsOf<F>) => ReturnType<F>;
+  exclusive: (...params: ArgumentsOf<F>) => ReturnType<F>;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: better-sqlite3's own constraint, so that its connection is a `Database`.
+type TransactionFunction = (...params: any[]) => unknown;
+type ArgumentsOf<F extends TransactionFunction> = F extends (...args: infer A) => unknown ? A : never;
+
+export interface FunctionOptions {
+  deterministic?: boolean;
+  varargs?: boolean;
+}
+
+/** A connection (better-sqlite3's shape): statements run synchronously, one at a time. */
+export interface Database {
+  /** (Typed as better-sqlite3 types it: an object type as `Params` is one parameter of named values.) */
+  prepare<Params extends unknown[] | {} = unknown[], Result = unknown>(source: string): Params extends unknown[] ? Statement<Params, Result> : Statement<[Params], Result>;
+  exec(source: string): unknown;
+  /** `PRAGMA source`: its rows, or with `simple` the first column of the first row. */
+  pragma(source: string, options?: { simple?: boolean }): unknown;
+  /**
+   * A SQL function calling `fn`. What `fn` throws ends the statement calling
+   * it and is thrown as it is by the call running the statement (the
+   * statement deadline relies on this, see statement-deadline.ts).
+   */
+  function(name: string, options: FunctionOptions, fn: (...args: never[]) => unknown): unknown;
+  transaction<F extends TransactionFunction>(fn: F): Transaction<F>;
+  readonly open: boolean;
+  readonly inTransaction: boolean;
+  close(): unknown;
+}
+
+/**
+ * A connection a host opened itself, given as `database`: a better-sqlite3
+ * `Database`, a `node:sqlite` `DatabaseSync` or a `bun:sqlite` `Database`.
+ * Structural, so that none of their packages' types is needed here.
+ */
+export type HostDatabase = object;
+
+export interface OpenOptions {
+  readonly?: boolean;
+  /** Fail when the file does not exist (readers: the writer created it). */
+  fileMustExist?: boolean;
+}
+
+const require = createRequire(import.meta.url);
+
+/** `path` opened with `driver`. */
+export function openDatabase(driver: SqliteDriverName, path: string, options: OpenOptions = {}): Database {
+  switch (driver) {
+    case "better-sqlite3": {
+      const BetterSqlite3 = loadBetterSqlite3();
+      return new BetterSqlite3(path, options);
+    }
+    case "node:sqlite": {
+      const { DatabaseSync } = loadNodeSqlite();
+      if (options.fileMustExist && path !== ":memory:") assertExists(path);
+      return nodeDatabase(new DatabaseSync(path, { readOnly: options.readonly === true }));
+    }
+    case "bun:sqlite": {
+      const { Database: BunDatabase } = loadBunSqlite();
+      const flags = options.readonly ? { readonly: true } : { create: !options.fileMustExist, readwrite: true };
+      return bunDatabase(new BunDatabase(path, { ...flags, strict: true }));
+    }
+  }
+}
+
+/** The binding a connection opened by a host belongs to, wrapped as a `Database`, or a TypeError saying what was expected. */
+export function adoptDatabase(database: HostDatabase): { driver: SqliteDriverName; db: Database; path: string } {
+  const d = database as Record<string, unknown>;
+  if (typeof d?.pragma === "function" && typeof d.transaction === "function" && typeof d.name === "string") {
+    return { driver: "better-sqlite3", db: database as Database, path: d.name };
+  }
+  if (typeof d?.query === "function" && typeof d.transaction === "function" && typeof d.filename === "string") {
+    return { driver: "bun:sqlite", db: bunDatabase(database as BunSqliteDatabase), path: d.filename };
+  }
+  if (typeof d?.location === "function" && typeof d.prepare === "function" && typeof d.function === "function") {
+    const location = (database as NodeSqliteDatabase).location() ?? ":memory:";
+    return { driver: "node:sqlite", db: nodeDatabase(database as NodeSqliteDatabase), path: location };
+  }
+  throw new TypeError(
+    "createSqliteStorage: database must be an open connection of better-sqlite3 (new Database(path)), node:sqlite (new DatabaseSync(path)) or bun:sqlite (new Database(path))",
+  );
+}
+
+/**
+ * The binding a store uses when none is named: bun:sqlite on Bun,
+ * node:sqlite on Deno, and on Node better-sqlite3 when it loads (its reads of
+ * many rows are about twice as fast), else node:sqlite where Node has it
+ * (22.13 and later). Neither: an error saying what to install.
+ */
+export function chooseDriver(): SqliteDriverName {
+  if (isBun()) return "bun:sqlite";
+  if (isDeno()) return "node:sqlite";
+  let betterSqlite3Failure: unknown;
+  try {
+    loadBetterSqlite3();
+    return "better-sqlite3";
+  } catch (error) {
+    betterSqlite3Failure = error;
+  }
+  const nodeSqlite = nodeSqliteUnavailable();
+  if (nodeSqlite === null) return "node:sqlite";
+  throw new Error(
+    `dataport/sqlite: no SQLite driver on Node ${process.versions.node}: ${describe(betterSqlite3Failure)}, and ${nodeSqlite}. ` +
+      "Install better-sqlite3 (npm install better-sqlite3; it builds a native addon where no prebuilt one fits), or run on Node 22.13 or later, Bun or Deno.",
+    { cause: betterSqlite3Failure },
+  );
+}
+
+/** A named driver, checked against what this runtime has. */
+export function checkedDriver(driver: unknown): SqliteDriverName {
+  if (driver === "better-sqlite3" || driver === "node:sqlite" || driver === "bun:sqlite") {
+    if (driver === "bun:sqlite" && !isBun()) throw new Error("dataport/sqlite: driver \"bun:sqlite\" runs on Bun only");
+    if (driver === "node:sqlite") {
+      const why = nodeSqliteUnavailable();
+      if (why !== null) throw new Error(`dataport/sqlite: driver "node:sqlite" is not available: ${why}`);
+    }
+    if (driver === "better-sqlite3") {
+      try {
+        loadBetterSqlite3();
+      } catch (error) {
+        throw new Error(`dataport/sqlite: driver "better-sqlite3" is not available: ${describe(error)} (npm install better-sqlite3)`, { cause: error });
+      }
+    }
+    return driver;
+  }
+  throw new TypeError(`createSqliteStorage: driver must be "better-sqlite3", "node:sqlite" or "bun:sqlite" (got ${JSON.stringify(driver) ?? String(driver)})`);
+}
+
+type BetterSqlite3Constructor = new (path: string, options?: OpenOptions) => Database;
+
+function loadBetterSqlite3(): BetterSqlite3Constructor {
+  const loaded = require("better-sqlite3") as BetterSqlite3Constructor | { default: BetterSqlite3Constructor };
+  return "default" in loaded ? loaded.default : loaded;
+}
+
+function loadNodeSqlite(): NodeSqliteModule {
+  const loaded = builtin<NodeSqliteModule>("node:sqlite");
+  if (!loaded) throw new Error(`dataport/sqlite: node:sqlite is not available: ${nodeSqliteUnavailable()}`);
+  return loaded;
+}
+
+function loadBunSqlite(): BunSqliteModule {
+  const loaded = builtin<BunSqliteModule>("bun:sqlite");
+  if (!loaded) throw new Error("dataport/sqlite: bun:sqlite runs on Bun only");
+  return loaded;
+}
+
+/** Why node:sqlite cannot serve the store here, or null when it can. */
+function nodeSqliteUnavailable(): string | null {
+  const loaded = builtin<NodeSqliteModule>("node:sqlite");
+  if (!loaded) return "this Node has no node:sqlite (Node 22.13 and later have it)";
+  // SQL functions (the statement deadline, row queries' JSON equality) came in 22.13 / 23.5.
+  if (typeof loaded.DatabaseSync?.prototype?.function !== "function") return `node:sqlite of Node ${process.versions.node} has no SQL functions (Node 22.13 and later)`;
+  return null;
+}
+
+/** A built-in module, or undefined where the runtime has none by that name (never a load of a package). */
+function builtin<T>(name: string): T | undefined {
+  const get = (process as { getBuiltinModule?: (id: string) => unknown }).getBuiltinModule;
+  if (typeof get === "function") return get(name) as T | undefined;
+  try {
+    return require(name) as T;
+  } catch {
+    return undefined;
+  }
+}
+
+function assertExists(path: string): void {
+  const fs = builtin<typeof import("node:fs")>("node:fs") ?? (require("node:fs") as typeof import("node:fs"));
+  if (!fs.existsSync(path)) throw Object.assign(new Error(`unable to open database file: ${path}`), { code: "SQLITE_CANTOPEN" });
+}
+
+function describe(error: unknown): string {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  if (code === "MODULE_NOT_FOUND" || code === "ERR_MODULE_NOT_FOUND") return "better-sqlite3 is not installed";
+  const first = typeof message === "string" ? message.split("\n")[0] : String(error);
+  return `better-sqlite3 does not load (${first})`;
+}
+
+function isBun(): boolean {
+  return typeof (globalThis as { Bun?: unknown }).Bun !== "undefined";
+}
+
+function isDeno(): boolean {
+  return typeof (globalThis as { Deno?: unknown }).Deno !== "undefined";
+}
