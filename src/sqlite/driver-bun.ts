@@ -33,16 +33,20 @@ interface BunSqliteStatement {
 }
 
 export function bunDatabase(raw: BunSqliteDatabase): Database {
-  let closed = false;
+  // bun:sqlite closes a connection once its statements are finalized: until then they still run.
+  // Here a closed connection's statements fail, as better-sqlite3's do.
+  const state = { closed: false };
   const db: Database = {
     prepare<P extends unknown[] | {}, R>(source: string): P extends unknown[] ? Statement<P, R> : Statement<[P], R> {
+      if (state.closed) throw closedConnection();
       try {
-        return new BunStatement(raw.prepare(source)) as unknown as P extends unknown[] ? Statement<P, R> : Statement<[P], R>;
+        return new BunStatement(raw.prepare(source), state) as unknown as P extends unknown[] ? Statement<P, R> : Statement<[P], R>;
       } catch (error) {
         throw translated(error);
       }
     },
     exec(source) {
+      if (state.closed) throw closedConnection();
       try {
         raw.exec(source);
       } catch (error) {
@@ -62,13 +66,13 @@ export function bunDatabase(raw: BunSqliteDatabase): Database {
       return transactionOf(db, fn);
     },
     get open() {
-      return !closed;
+      return !state.closed;
     },
     get inTransaction() {
-      return !closed && raw.inTransaction;
+      return !state.closed && raw.inTransaction;
     },
     close() {
-      closed = true;
+      state.closed = true;
       raw.close();
       return db;
     },
@@ -78,13 +82,16 @@ export function bunDatabase(raw: BunSqliteDatabase): Database {
 
 class BunStatement {
   readonly #raw: BunSqliteStatement;
+  readonly #connection: { readonly closed: boolean };
   #plucked = false;
 
-  constructor(raw: BunSqliteStatement) {
+  constructor(raw: BunSqliteStatement, connection: { readonly closed: boolean }) {
     this.#raw = raw;
+    this.#connection = connection;
   }
 
   get(...params: unknown[]): unknown {
+    if (this.#connection.closed) throw closedConnection();
     try {
       if (this.#plucked) return this.#raw.values(...params)[0]?.[0];
       return this.#raw.get(...params) ?? undefined;
@@ -94,6 +101,7 @@ class BunStatement {
   }
 
   all(...params: unknown[]): unknown[] {
+    if (this.#connection.closed) throw closedConnection();
     try {
       return this.#plucked ? this.#raw.values(...params).map((row) => row[0]) : this.#raw.all(...params);
     } catch (error) {
@@ -102,6 +110,7 @@ class BunStatement {
   }
 
   run(...params: unknown[]): RunResult {
+    if (this.#connection.closed) throw closedConnection();
     try {
       return this.#raw.run(...params);
     } catch (error) {
@@ -110,6 +119,7 @@ class BunStatement {
   }
 
   *iterate(...params: unknown[]): IterableIterator<unknown> {
+    if (this.#connection.closed) throw closedConnection();
     let rows: IterableIterator<unknown>;
     try {
       rows = this.#raw.iterate(...params);

@@ -66,7 +66,8 @@ export function nodeDatabase(raw: NodeSqliteDatabase): Database {
       return !closed && raw.isOpen !== false;
     },
     get inTransaction() {
-      return raw.isTransaction ?? false;
+      // node:sqlite throws on a closed connection; better-sqlite3 answers false.
+      return db.open && raw.isTransaction === true;
     },
     close() {
       closed = true;
