@@ -1,7 +1,7 @@
 import { resolve } from "node:path";
 import { LRUCache } from "lru-cache";
 import type * as Database from "./driver.js";
-import { adoptDatabase, checkedDriver, chooseDriver, type HostDatabase, openDatabase, type SqliteDriverName } from "./driver.js";
+import { adoptDatabase, checkedDriver, chooseDriver, driverFromEnvironment, type HostDatabase, openDatabase, type SqliteDriverName } from "./driver.js";
 import { isBusy, storeFaults, type StoreFaults } from "./faults.js";
 import { migrate } from "./migrations.js";
 import { readerPool, type ReaderPool } from "./reader-pool.js";
@@ -16,7 +16,10 @@ export interface SqliteStorageOptions {
    * later, Deno) or `"bun:sqlite"` (Bun). Default: bun:sqlite on Bun,
    * node:sqlite on Deno; on Node better-sqlite3 when it is installed and
    * loads, else node:sqlite where Node has it, else an error saying what to
-   * install. Reader threads open their connections with the same binding.
+   * install. Without this option the environment variable
+   * DATAPORT_SQLITE_DRIVER may name one (an operator's choice, e.g. for
+   * `npx dataport --db FILE`). Reader threads open their connections with
+   * the same binding.
    */
   driver?: SqliteDriverName;
   /**
@@ -152,7 +155,8 @@ export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
     throw new TypeError("createSqliteStorage: loopBudgetMs must be a number of milliseconds, 0 or more");
   }
   const hosted = options.database === undefined ? null : adoptDatabase(options.database);
-  const driver = hosted?.driver ?? (options.driver === undefined ? chooseDriver() : checkedDriver(options.driver));
+  const named = options.driver ?? driverFromEnvironment();
+  const driver = hosted?.driver ?? (named === undefined ? chooseDriver() : checkedDriver(named));
   const given = hosted?.path ?? options.path!;
   const memory = given === ":memory:" || given === "";
   const path = memory ? given : resolve(given);

@@ -121,6 +121,20 @@ export function adoptDatabase(database: HostDatabase): { driver: SqliteDriverNam
 }
 
 /**
+ * The binding named by the environment variable DATAPORT_SQLITE_DRIVER (an
+ * operator's choice for a store whose code names none), or undefined. On
+ * Deno without --allow-env: undefined.
+ */
+export function driverFromEnvironment(): unknown {
+  try {
+    const value = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.DATAPORT_SQLITE_DRIVER;
+    return value === undefined || value === "" ? undefined : value;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * The binding a store uses when none is named: bun:sqlite on Bun,
  * node:sqlite on Deno, and on Node better-sqlite3 when it loads (its reads of
  * many rows are about twice as fast), else node:sqlite where Node has it
