@@ -33,8 +33,7 @@ interface BunSqliteStatement {
 }
 
 export function bunDatabase(raw: BunSqliteDatabase): Database {
-  // bun:sqlite closes a connection once its statements are finalized: until then they still run.
-  // Here a closed connection's statements fail, as better-sqlite3's do.
+  // A closed connection's statements fail at once, as better-sqlite3's do.
   const state = { closed: false };
   const db: Database = {
     prepare<P extends unknown[] | {}, R>(source: string): P extends unknown[] ? Statement<P, R> : Statement<[P], R> {
@@ -73,7 +72,8 @@ export function bunDatabase(raw: BunSqliteDatabase): Database {
     },
     close() {
       state.closed = true;
-      raw.close();
+      // close(true) closes the file now (its statements are finalized); close() would wait for their garbage collection.
+      raw.close(true);
       return db;
     },
   };

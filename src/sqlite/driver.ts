@@ -145,7 +145,7 @@ export function chooseDriver(): SqliteDriverName {
   if (isDeno()) return "node:sqlite";
   let betterSqlite3Failure: unknown;
   try {
-    loadBetterSqlite3();
+    usableBetterSqlite3();
     return "better-sqlite3";
   } catch (error) {
     betterSqlite3Failure = error;
@@ -169,7 +169,7 @@ export function checkedDriver(driver: unknown): SqliteDriverName {
     }
     if (driver === "better-sqlite3") {
       try {
-        loadBetterSqlite3();
+        usableBetterSqlite3();
       } catch (error) {
         throw new Error(`dataport/sqlite: driver "better-sqlite3" is not available: ${describe(error)} (npm install better-sqlite3)`, { cause: error });
       }
@@ -184,6 +184,12 @@ type BetterSqlite3Constructor = new (path: string, options?: OpenOptions) => Dat
 function loadBetterSqlite3(): BetterSqlite3Constructor {
   const loaded = require("better-sqlite3") as BetterSqlite3Constructor | { default: BetterSqlite3Constructor };
   return "default" in loaded ? loaded.default : loaded;
+}
+
+/** better-sqlite3 loaded with its native addon (which it loads at the first connection: one built for another Node fails there). */
+function usableBetterSqlite3(): void {
+  const BetterSqlite3 = loadBetterSqlite3();
+  new BetterSqlite3(":memory:").close();
 }
 
 function loadNodeSqlite(): NodeSqliteModule {
@@ -220,14 +226,17 @@ function builtin<T>(name: string): T | undefined {
 
 function assertExists(path: string): void {
   const fs = builtin<typeof import("node:fs")>("node:fs") ?? (require("node:fs") as typeof import("node:fs"));
-  if (!fs.existsSync(path)) throw Object.assign(new Error(`unable to open database file: ${path}`), { code: "SQLITE_CANTOPEN" });
+  if (!fs.existsSync(path)) throw Object.assign(new Error("unable to open database file"), { code: "SQLITE_CANTOPEN" });
 }
 
 function describe(error: unknown): string {
   const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
   if (code === "MODULE_NOT_FOUND" || code === "ERR_MODULE_NOT_FOUND") return "better-sqlite3 is not installed";
-  const first = typeof message === "string" ? message.split("\n")[0] : String(error);
-  return `better-sqlite3 does not load (${first})`;
+  if (code === "ERR_DLOPEN_FAILED") {
+    return `better-sqlite3's native addon does not load here (built for another Node or system: npm rebuild better-sqlite3)`;
+  }
+  const text = typeof message === "string" ? message.replace(/\s+/g, " ").slice(0, 200) : String(error);
+  return `better-sqlite3 does not load (${text})`;
 }
 
 function isBun(): boolean {
