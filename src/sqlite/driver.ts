@@ -171,7 +171,8 @@ export function checkedDriver(driver: unknown): SqliteDriverName {
       try {
         usableBetterSqlite3();
       } catch (error) {
-        throw new Error(`dataport/sqlite: driver "better-sqlite3" is not available: ${describe(error)} (npm install better-sqlite3)`, { cause: error });
+        const missing = describe(error) === NOT_INSTALLED;
+        throw new Error(`dataport/sqlite: driver "better-sqlite3" is not available: ${describe(error)}${missing ? " (npm install better-sqlite3)" : ""}`, { cause: error });
       }
     }
     return driver;
@@ -229,9 +230,12 @@ function assertExists(path: string): void {
   if (!fs.existsSync(path)) throw Object.assign(new Error("unable to open database file"), { code: "SQLITE_CANTOPEN" });
 }
 
+const NOT_INSTALLED = "better-sqlite3 is not installed";
+
+/** Why better-sqlite3 cannot serve, in a line. */
 function describe(error: unknown): string {
   const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
-  if (code === "MODULE_NOT_FOUND" || code === "ERR_MODULE_NOT_FOUND") return "better-sqlite3 is not installed";
+  if (code === "MODULE_NOT_FOUND" || code === "ERR_MODULE_NOT_FOUND") return NOT_INSTALLED;
   if (code === "ERR_DLOPEN_FAILED") {
     return `better-sqlite3's native addon does not load here (built for another Node or system: npm rebuild better-sqlite3)`;
   }
