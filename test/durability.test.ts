@@ -10,7 +10,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { chooseDriver, openDatabase, type SqliteDriverName } from "../src/sqlite/driver.js";
+import type { SqliteDriverName } from "../src/sqlite/driver.js";
+import { chooseDriver, openDatabase } from "../src/sqlite/drivers.js";
 import { startServerProcess, stopProcess } from "./support/server-process.js";
 
 /**

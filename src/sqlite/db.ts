@@ -1,7 +1,8 @@
 import { resolve } from "node:path";
 import { LRUCache } from "lru-cache";
 import type * as Database from "./driver.js";
-import { adoptDatabase, checkedDriver, chooseDriver, driverFromEnvironment, type HostDatabase, openDatabase, type SqliteDriverName } from "./driver.js";
+import type { HostDatabase, SqliteDriverName } from "./driver.js";
+import { adoptDatabase, checkedDriver, chooseDriver, driverFromEnvironment, openDatabase } from "./drivers.js";
 import { isBusy, storeFaults, type StoreFaults } from "./faults.js";
 import { migrate } from "./migrations.js";
 import { readerPool, type ReaderPool } from "./reader-pool.js";
