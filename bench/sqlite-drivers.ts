@@ -41,7 +41,7 @@ try {
 
   const page = async (i: number) => {
     const offset = (i * 997) % (ROWS - 100);
-    const read = await store.catalog.readDatasetRows("ds_orders", { offset, limit: 100, columns: null, filters: null });
+    const read = await store.rows.readDatasetRows("ds_orders", { offset, limit: 100, columns: null, filters: null });
     let n = 0;
     for await (const _ of read.rows) n++;
     if (n !== 100) throw new Error(`page of ${n} rows`);

@@ -1,5 +1,5 @@
 import type { SqliteDriverName } from "./driver.js";
-import type { RowQuery } from "../ports/storage/catalog.js";
+import type { RowQuery } from "../ports/storage/rows.js";
 import type { TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";
 
 /*

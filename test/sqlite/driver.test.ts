@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { parseFixture } from "../../src/fixture/load.js";
-import type { RowQuery } from "../../src/ports/storage/catalog.js";
+import type { RowQuery } from "../../src/ports/storage/rows.js";
 import { createSqliteStorage, type SqliteDriverName } from "../../src/sqlite/index.js";
 import { conformanceFixture } from "../../src/testing/conformance/fixture.js";
 
@@ -62,7 +62,7 @@ describe(`sqlite driver (${runtime}, ${expected})`, () => {
     try {
       expect(store.driver).toBe(expected);
       await store.seed(parseFixture(conformanceFixture()));
-      const page = await store.catalog.readDatasetRows("ds_orders", sorted);
+      const page = await store.rows.readDatasetRows("ds_orders", sorted);
       const rows: unknown[] = [];
       for await (const row of page.rows) rows.push(row);
       expect(page.totalRows).toBe(5);
