@@ -5,7 +5,7 @@
  * and through test/sqlite/drivers.test.ts on Node 22 (node:sqlite) and Bun
  * (bun:sqlite), where DATAPORT_SQLITE_DRIVER names the binding.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -86,5 +86,13 @@ describe(`sqlite driver (${runtime}, ${expected})`, () => {
       host.db.close();
     }
     if (runtime !== "bun") expect(() => createSqliteStorage({ path: file(), driver: "bun:sqlite" })).toThrow('dataport/sqlite: driver "bun:sqlite" runs on Bun only');
+  });
+
+  it("names better-sqlite3 in src/ only where it is loaded (drivers.ts): every other module speaks the driver interface", () => {
+    const src = new URL("../../src/", import.meta.url);
+    const naming = (readdirSync(src, { recursive: true }) as string[])
+      .filter((file) => file.endsWith(".ts"))
+      .filter((file) => /from\s+["']better-sqlite3["']|import\(["']better-sqlite3["']\)/.test(readFileSync(new URL(file, src), "utf8")));
+    expect(naming).toEqual([]);
   });
 });
