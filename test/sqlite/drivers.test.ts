@@ -58,6 +58,8 @@ function nodeWithSqlite(): string | null {
 }
 
 const nodeMissing = nodeWithSqlite();
+if (nodeMissing !== null) console.warn(`[drivers] SKIPPED the SQLite suites on node:sqlite: ${nodeMissing}`);
+if (!bun.runnable) console.warn(`[drivers] SKIPPED the SQLite suites on bun:sqlite: the bun binary cannot run here (${bun.reason})`);
 
 describe.skipIf(nodeMissing !== null)("the SQLite store on Node 22 with node:sqlite", () => {
   it("passes the conformance suite, the durability test and the SQLite tests", () => {
