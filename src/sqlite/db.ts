@@ -29,8 +29,8 @@ export interface SqliteStorageOptions {
    * is recognised; `path` and `driver` are then not given). The store
    * configures it (WAL, foreign keys, no busy wait, its SQL functions),
    * migrates its schema and uses it as its writer connection; reader
-   * threads open the same file with the same binding. The host closes it:
-   * the store's `close()` leaves it open.
+   * threads open the same file with the same binding. It is the store's
+   * from then on: the store's `close()` closes it.
    */
   database?: HostDatabase;
   /**
@@ -213,7 +213,7 @@ export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
       for (const reader of [...idle, ...lent]) reader.close();
       idle.length = 0;
       lent.clear();
-      if (db.open && hosted === null) db.close();
+      if (db.open) db.close();
     },
   };
   faultsByConnection.set(db, handle.faults);

@@ -54,7 +54,7 @@ describe(`sqlite driver (${runtime}, ${expected})`, () => {
     }
   });
 
-  it("runs on a connection the host opened (its binding recognised), reader threads included, and leaves it open on close", async () => {
+  it("runs on a connection the host opened (its binding recognised), reader threads included, and closes it on close", async () => {
     const path = file();
     const host = hostConnection(expected, path);
     // loopBudgetMs 0: the sorted read runs on a reader thread, which opens the file with the same binding.
@@ -67,11 +67,12 @@ describe(`sqlite driver (${runtime}, ${expected})`, () => {
       for await (const row of page.rows) rows.push(row);
       expect(page.totalRows).toBe(5);
       expect(rows).toEqual([{ order_id: "A-4" }, { order_id: "A-2" }, { order_id: "A-1" }]);
+      expect(host.selectOne()).toEqual({ one: 1 });
     } finally {
       await store.close();
     }
-    expect(host.selectOne()).toEqual({ one: 1 });
-    host.db.close();
+    expect(() => host.selectOne()).toThrow();
+    await expect(store.ping()).rejects.toThrow("The database connection is not open");
   });
 
   it("says what is wrong with a driver option", () => {
