@@ -499,6 +499,22 @@ export const all = [api, createClient, createAdminClient, createSqliteStorage, t
       expect(JSON.parse(stdout)).toEqual(["bun:sqlite", 200, 2]);
     });
 
+    it("runs the bin (npx dataport --db FILE) on a SQLite file on Node 22 and on Bun", async () => {
+      for (const [runtime, bin] of [["node 22", `${ROOT}node_modules/node/bin/node`], ["bun", `${ROOT}node_modules/.bin/bun`]] as const) {
+        const db = join(app, "data", `${runtime.replace(" ", "")}.sqlite`);
+        const server = spawn(bin, ["node_modules/dataport/dist/bin/dataport.js", "--db", db, "--port", "0", "--log", "none"], { cwd: app, stdio: ["ignore", "pipe", "pipe"] });
+        const { url, output, closed } = watchOutput(server, { exitRejects: true });
+        const base = await url;
+        const res = await fetch(`${base}/api/v1/datasets/ds_orders/rows?maxRows=1`, { headers: { authorization: "Bearer dp_demo_full_access_0000000000001" } });
+        expect(res.status, runtime).toBe(200);
+        expect(((await res.json()) as { data: unknown[] }).data, runtime).toHaveLength(1);
+        server.kill("SIGTERM");
+        await closed;
+        expect(output(), runtime).toContain("dataport: drained, store closed");
+        expect(existsSync(db), runtime).toBe(true);
+      }
+    });
+
     it("says what to install on Node 20, where there is neither", async () => {
       const { stdout } = await run(process.execPath, ["serve.mjs"], { cwd: app, timeout: 120_000 });
       const [kind, message] = JSON.parse(stdout) as [string, string];
