@@ -72,7 +72,8 @@ export function bunDatabase(raw: BunSqliteDatabase): Database {
     },
     close() {
       state.closed = true;
-      // close(true) closes the file now (its statements are finalized); close() would wait for their garbage collection.
+      // close(true) closes the file now (its statements are finalized);
+      // close() would wait for their garbage collection.
       raw.close(true);
       return db;
     },

@@ -37,7 +37,10 @@ const PRIMARY_CODES: Record<number, string> = {
   26: "SQLITE_NOTADB",
 };
 
-/** SQLite's own message of each code (`sqlite3_errstr`), for a binding that gives the message only (Deno's node:sqlite). */
+/**
+ * SQLite's own message of each code (`sqlite3_errstr`), for a binding that
+ * gives the message only (Deno's node:sqlite).
+ */
 const CODES_BY_MESSAGE: [RegExp, string][] = [
   [/^database is locked/, "SQLITE_BUSY"],
   [/^database table is locked/, "SQLITE_LOCKED"],
@@ -53,7 +56,10 @@ const CODES_BY_MESSAGE: [RegExp, string][] = [
   [/constraint failed/, "SQLITE_CONSTRAINT"],
 ];
 
-/** The code name (`SQLITE_BUSY`) of an error's SQLite result code (extended codes keep their primary code's name), or of its message. */
+/**
+ * The code name (`SQLITE_BUSY`) of an error's SQLite result code (extended
+ * codes keep their primary code's name), or of its message.
+ */
 export function sqliteCodeOf(resultCode: unknown, message: unknown): string | null {
   if (typeof resultCode === "number") {
     const name = PRIMARY_CODES[resultCode & 0xff];

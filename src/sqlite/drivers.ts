@@ -39,7 +39,10 @@ export function openDatabase(driver: SqliteDriverName, path: string, options: Op
   }
 }
 
-/** The binding a connection opened by a host belongs to, wrapped as a `Database`, or a TypeError saying what was expected. */
+/**
+ * The binding a connection opened by a host belongs to, wrapped as a
+ * `Database`, or a TypeError saying what was expected.
+ */
 export function adoptDatabase(database: HostDatabase): { driver: SqliteDriverName; db: Database; path: string } {
   const d = database as Record<string, unknown>;
   if (typeof d?.pragma === "function" && typeof d.transaction === "function" && typeof d.name === "string") {
@@ -124,7 +127,10 @@ function loadBetterSqlite3(): BetterSqlite3Constructor {
   return "default" in loaded ? loaded.default : loaded;
 }
 
-/** better-sqlite3 loaded with its native addon (which it loads at the first connection: one built for another Node fails there). */
+/**
+ * better-sqlite3 loaded with its native addon (which it loads at the first
+ * connection: one built for another Node fails there).
+ */
 function usableBetterSqlite3(): void {
   const BetterSqlite3 = loadBetterSqlite3();
   new BetterSqlite3(":memory:").close();
@@ -139,7 +145,8 @@ function loadNodeSqlite(): NodeSqliteModule {
 function loadBunSqlite(): BunSqliteModule {
   const loaded = builtin<BunSqliteModule>("bun:sqlite");
   if (!loaded) throw new Error("dataport/sqlite: bun:sqlite runs on Bun only");
-  // SQL functions (the statement deadline, row queries' JSON equality): Database.function, in recent Bun (1.4.5 has it).
+  // SQL functions (the statement deadline, row queries' JSON equality):
+  // Database.function, in recent Bun (1.4.5 has it).
   if (typeof (loaded.Database as { prototype?: { function?: unknown } }).prototype?.function !== "function") {
     throw new Error(`dataport/sqlite: bun:sqlite of Bun ${process.versions.bun} has no SQL functions (Database.function): upgrade Bun`);
   }

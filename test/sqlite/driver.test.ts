@@ -22,7 +22,10 @@ const file = () => join(dir, `store-${++n}.db`);
 
 const named = process.env.DATAPORT_SQLITE_DRIVER as SqliteDriverName | undefined;
 const runtime = "Bun" in globalThis ? "bun" : "node";
-/** What this runtime runs a store on when nothing names a driver (the default of the machine running `npm test`: Node 20 with better-sqlite3). */
+/**
+ * What this runtime runs a store on when nothing names a driver (the
+ * default of the machine running `npm test`: Node 20 with better-sqlite3).
+ */
 const expected: SqliteDriverName = named ?? (runtime === "bun" ? "bun:sqlite" : "better-sqlite3");
 
 /** A connection opened the way a host would open it, with `driver`'s own package or module. */

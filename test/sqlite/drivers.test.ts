@@ -19,7 +19,10 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ROOT, runtimeBinary } from "../adapters/_utils.js";
 
-/** The suites that run per driver: the conformance suites, the durability test, and the store's own SQLite tests that need no particular binding. */
+/**
+ * The suites that run per driver: the conformance suites, the durability
+ * test, and the store's own SQLite tests that need no particular binding.
+ */
 const FILES = [
   "test/conformance/sqlite.test.ts",
   // Row queries and aggregates answered alike by every store (the PostgreSQL side runs where PostgreSQL is reachable).
