@@ -1,4 +1,4 @@
-import type Database from "better-sqlite3";
+import type * as Database from "./driver.js";
 import type { Column } from "../domain/model.js";
 import { parseValueLayout, SLOT_NUMBERS, slotNames, TIME_SLOT_NUMBERS, valueLayout, type ValueLayout } from "../sql/dataset-values.js";
 import { COLUMNS, copiedRows } from "./dataset-values-sql.js";

@@ -1,5 +1,5 @@
-import type { Database } from "better-sqlite3";
 import { DATASET_VALUES_SQL } from "./dataset-values-sql.js";
+import type { Database } from "./driver.js";
 
 /**
  * One step of the schema. Steps are applied in order, each in its own
