@@ -1,6 +1,13 @@
 import type { PoolClient } from "pg";
 import type { Column } from "../domain/model.js";
-import { parseValueLayout, SLOT_NUMBERS, slotNames, TIME_SLOT_NUMBERS, valueLayout, type ValueLayout } from "../sql/dataset-values.js";
+import {
+  parseValueLayout,
+  SLOT_NUMBERS,
+  slotNames,
+  TIME_SLOT_NUMBERS,
+  valueLayout,
+  type ValueLayout,
+} from "../sql/dataset-values.js";
 import { COLUMNS, copiedRows } from "./dataset-values-sql.js";
 import type { Db } from "./db.js";
 
@@ -10,9 +17,18 @@ import type { Db } from "./db.js";
  * unchanged, else its copy is dropped and, when it has one, made again from
  * its rows (every stored row, window or staged). In the caller's transaction.
  */
-export async function syncDatasetValues(client: PoolClient, t: Db["t"], datasetId: string, columns: readonly Column[] | null): Promise<void> {
+export async function syncDatasetValues(
+  client: PoolClient,
+  t: Db["t"],
+  datasetId: string,
+  columns: readonly Column[] | null,
+): Promise<void> {
   const layout = valueLayout(columns, (name) => !name.includes("\u0000"));
-  const [stored] = (await client.query<{ layout: string }>(`select layout from ${t("dataset_value_layouts")} where dataset_id = $1`, [datasetId])).rows;
+  const [stored] = (
+    await client.query<{ layout: string }>(`select layout from ${t("dataset_value_layouts")} where dataset_id = $1`, [
+      datasetId,
+    ])
+  ).rows;
   if ((layout?.text ?? null) === (stored?.layout ?? null)) return;
   await client.query(`delete from ${t("dataset_values")} where dataset_id = $1`, [datasetId]);
   if (layout === null) {
@@ -28,12 +44,19 @@ export async function syncDatasetValues(client: PoolClient, t: Db["t"], datasetI
     [datasetId, layout.text, ...values, ...times],
   );
   const rows = `(select dataset_id, pos, row from ${t("dataset_rows")} where dataset_id = $1)`;
-  await client.query(`insert into ${t("dataset_values")} (${COLUMNS}) ${copiedRows(rows, t("dataset_value_layouts"))}`, [datasetId]);
+  await client.query(
+    `insert into ${t("dataset_values")} (${COLUMNS}) ${copiedRows(rows, t("dataset_value_layouts"))}`,
+    [datasetId],
+  );
 }
 
 /** The layout of a dataset's copy in the transaction of `client`, or null when it has none. */
 export async function valueLayoutOf(client: PoolClient, t: Db["t"], datasetId: string): Promise<ValueLayout | null> {
-  const [found] = (await client.query<{ layout: string }>(`select layout from ${t("dataset_value_layouts")} where dataset_id = $1`, [datasetId])).rows;
+  const [found] = (
+    await client.query<{ layout: string }>(`select layout from ${t("dataset_value_layouts")} where dataset_id = $1`, [
+      datasetId,
+    ])
+  ).rows;
   return found ? parseValueLayout(found.layout) : null;
 }
 

@@ -39,9 +39,15 @@ export interface ValueLayout {
 }
 
 /** The layout of a dataset's copy for its declared `columns` (null: undeclared, no copy). */
-export function valueLayout(columns: readonly Column[] | null, copyable: (name: string) => boolean): ValueLayout | null {
+export function valueLayout(
+  columns: readonly Column[] | null,
+  copyable: (name: string) => boolean,
+): ValueLayout | null {
   if (columns === null) return null;
-  const taken = [...new Map(columns.filter((c) => copyable(c.name)).map((c) => [c.name, c] as const)).values()].slice(0, SLOTS);
+  const taken = [...new Map(columns.filter((c) => copyable(c.name)).map((c) => [c.name, c] as const)).values()].slice(
+    0,
+    SLOTS,
+  );
   if (taken.length === 0) return null;
   let timed = 0;
   const entries = taken.map((c, slot): [string, Slot] => {
@@ -53,7 +59,10 @@ export function valueLayout(columns: readonly Column[] | null, copyable: (name: 
 
 /** A layout from its stored text. */
 export function parseValueLayout(text: string): ValueLayout {
-  const entries = (JSON.parse(text) as Array<[string, number | null]>).map(([name, times], slot): [string, Slot] => [name, { slot, times }]);
+  const entries = (JSON.parse(text) as Array<[string, number | null]>).map(([name, times], slot): [string, Slot] => [
+    name,
+    { slot, times },
+  ]);
   return { slots: new Map(entries), text };
 }
 

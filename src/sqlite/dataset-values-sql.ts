@@ -73,4 +73,3 @@ export const DATASET_VALUES_SQL = `
     DELETE FROM dataset_value_layouts WHERE dataset_seq = OLD.seq;
   END;
 `;
-

@@ -1,6 +1,13 @@
 import type * as Database from "./driver.js";
 import type { Column } from "../domain/model.js";
-import { parseValueLayout, SLOT_NUMBERS, slotNames, TIME_SLOT_NUMBERS, valueLayout, type ValueLayout } from "../sql/dataset-values.js";
+import {
+  parseValueLayout,
+  SLOT_NUMBERS,
+  slotNames,
+  TIME_SLOT_NUMBERS,
+  valueLayout,
+  type ValueLayout,
+} from "../sql/dataset-values.js";
 import { COLUMNS, copiedRows } from "./dataset-values-sql.js";
 import { parseJson, rowKey } from "./db.js";
 import { indexableColumn } from "./row-query-dialect.js";
@@ -15,7 +22,10 @@ import { indexableColumn } from "./row-query-dialect.js";
  */
 export function syncDatasetValues(db: Database.Database, seq: number, columns: readonly Column[] | null): void {
   const layout = valueLayout(columns, indexableColumn);
-  const stored = db.prepare<[number], string>("SELECT layout FROM dataset_value_layouts WHERE dataset_seq = ?").pluck().get(seq);
+  const stored = db
+    .prepare<[number], string>("SELECT layout FROM dataset_value_layouts WHERE dataset_seq = ?")
+    .pluck()
+    .get(seq);
   if ((layout?.text ?? null) === (stored ?? null)) return;
   const [from, to] = [rowKey(seq, 0), rowKey(seq, 0) + 2n ** 43n];
   db.prepare("DELETE FROM dataset_values WHERE row_key >= ? AND row_key < ?").run(from, to);
@@ -48,13 +58,17 @@ export function ensureDatasetValues(db: Database.Database): void {
     )
     .all();
   if (missing.length === 0) return;
-  db.transaction(() => missing.forEach((d) => syncDatasetValues(db, d.seq, parseJson<Column[]>(d.columns)))).immediate();
+  db.transaction(() =>
+    missing.forEach((d) => syncDatasetValues(db, d.seq, parseJson<Column[]>(d.columns))),
+  ).immediate();
 }
 
 /** The layout of a dataset's copy, or null when it has none. */
 export function valueLayoutOf(db: Database.Database): (datasetId: string) => ValueLayout | null {
   const find = db
-    .prepare<[string], string>("SELECT s.layout FROM datasets d JOIN dataset_value_layouts s ON s.dataset_seq = d.seq WHERE d.id = ?")
+    .prepare<[string], string>(
+      "SELECT s.layout FROM datasets d JOIN dataset_value_layouts s ON s.dataset_seq = d.seq WHERE d.id = ?",
+    )
     .pluck();
   return (datasetId) => {
     const text = find.get(datasetId);
