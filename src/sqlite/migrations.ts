@@ -204,6 +204,22 @@ export const MIGRATIONS: readonly Migration[] = [
     name: "keys remember that their creator was deleted",
     sql: `ALTER TABLE api_keys ADD COLUMN creator_deleted INTEGER NOT NULL DEFAULT 0;`,
   },
+  {
+    version: 6,
+    name: "the webhook delivery log and its daily counters",
+    sql: `
+      CREATE TABLE webhook_deliveries (
+        seq INTEGER PRIMARY KEY, id TEXT NOT NULL, connection_id TEXT NOT NULL,
+        received_at TEXT NOT NULL, received_ms INTEGER NOT NULL,
+        outcome TEXT NOT NULL, reason TEXT, status INTEGER NOT NULL, row_id TEXT, detail TEXT NOT NULL
+      );
+      CREATE INDEX webhook_deliveries_connection ON webhook_deliveries (connection_id, seq);
+      CREATE TABLE webhook_delivery_counts (
+        connection_id TEXT NOT NULL, day TEXT NOT NULL, kind TEXT NOT NULL, n INTEGER NOT NULL,
+        PRIMARY KEY (connection_id, day, kind)
+      ) WITHOUT ROWID;
+    `,
+  },
 ];
 
 /** Bring the database up to the newest version; returns the versions applied now. */

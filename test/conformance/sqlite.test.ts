@@ -17,11 +17,21 @@ const closeFile = (store: Storage) => {
   (store as SqliteStorage).db.close();
 };
 
-runStorageConformance("sqlite (file)", async () => createSqliteStorage({ path: join(dir, `store-${++n}.db`) }), { makeUnavailable: closeFile });
+/** Each file store's path, so a second instance can open the same file. */
+const paths = new WeakMap<Storage, string>();
+const fileStore = (options: { loopBudgetMs?: number } = {}) => async () => {
+  const path = join(dir, `store-${++n}.db`);
+  const store = createSqliteStorage({ path, ...options });
+  paths.set(store, path);
+  return store;
+};
+const sameFile = async (store: Storage) => createSqliteStorage({ path: paths.get(store)! });
+
+runStorageConformance("sqlite (file)", fileStore(), { makeUnavailable: closeFile, sameDatabase: sameFile });
 runStorageConformance("sqlite (:memory:)", async () => createSqliteStorage({ path: ":memory:" }), { makeUnavailable: closeFile });
 // Every read with conditions, filters or a sort on a reader thread (see src/sqlite/row-reads.ts).
 runStorageConformance(
   "sqlite (file, reads on reader threads)",
-  async () => createSqliteStorage({ path: join(dir, `store-${++n}.db`), loopBudgetMs: 0 }),
-  { makeUnavailable: closeFile },
+  fileStore({ loopBudgetMs: 0 }),
+  { makeUnavailable: closeFile, sameDatabase: sameFile },
 );

@@ -2,8 +2,16 @@ import { widenColumns } from "../../domain/columns.js";
 import type { ConnectionRecord } from "../../domain/model.js";
 import { emptyRow } from "../../domain/rows.js";
 import { endpointFromConnection as endpointOf, newWebhookConfig, webhookConfigWith } from "../../domain/webhook-config.js";
+import { utcDay } from "../../domain/days.js";
+import {
+  countKind,
+  type DeliveryCount,
+  type DeliveryLogEntry,
+  entryMatches,
+  type InboxKeep,
+} from "../../domain/webhook-inbox.js";
 import type { WebhookStore } from "../../ports/storage/webhooks.js";
-import type { DedupKeys, MemoryState } from "./state.js";
+import { cloneJson, type DedupKeys, type MemoryState } from "./state.js";
 
 /**
  * Webhook ingest on the shared state. The webhook dataset is an ordinary
@@ -43,6 +51,39 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
     state.datasets.get(datasetId)!.rowCount = retainRows;
   }
 
+  // The delivery log: entries per connection, oldest first, and the daily counters.
+  const log = new Map<string, DeliveryLogEntry[]>();
+  const counters = new Map<string, DeliveryCount>();
+  let seq = 0;
+
+  function append(entry: Omit<DeliveryLogEntry, "seq">, keep: InboxKeep): void {
+    let entries = log.get(entry.connectionId);
+    if (!entries) log.set(entry.connectionId, (entries = []));
+    entries.push({ ...cloneJson(entry), seq: ++seq });
+    while (entries.length > 0 && (entries.length > keep.size || Date.parse(entries[0]!.receivedAt) < keep.afterMs)) entries.shift();
+  }
+
+  function count(c: DeliveryCount): void {
+    const key = `${c.connectionId}\u0000${c.day}\u0000${c.kind}`;
+    const found = counters.get(key);
+    if (found) found.n += c.n;
+    else counters.set(key, { ...c });
+  }
+
+  /** The connection's entries within `keep`, oldest first. */
+  function kept(connectionId: string, keep: InboxKeep): DeliveryLogEntry[] {
+    const entries = log.get(connectionId) ?? [];
+    return entries.slice(Math.max(0, entries.length - keep.size)).filter((e) => Date.parse(e.receivedAt) >= keep.afterMs);
+  }
+
+  /** A stored or duplicate delivery's entry, in the same call as the delivery (atomic with it). */
+  function logDelivery(input: Parameters<WebhookStore["ingestWebhookRow"]>[0]["log"], outcome: "stored" | "duplicate", rowId: string): void {
+    if (!input) return;
+    const { keep, ...entry } = input;
+    append({ ...entry, outcome, reason: null, status: 200, rowId }, keep);
+    count({ connectionId: entry.connectionId, day: utcDay(entry.receivedAt), kind: countKind(outcome, null), n: 1 });
+  }
+
   return {
     async getWebhookEndpoint(endpointId) {
       const found = lookup(endpointId);
@@ -56,7 +97,10 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
       const index = keysOf(datasetId);
       if (dedupKey !== null) {
         const first = index.rowIdByKey.get(dedupKey);
-        if (first !== undefined) return { id: first, duplicate: true };
+        if (first !== undefined) {
+          logDelivery(delivery.log, "duplicate", first);
+          return { id: first, duplicate: true };
+        }
       }
       const id = row._id as string;
       let rows = state.datasetRows.get(datasetId);
@@ -71,7 +115,36 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
       dataset.rowCount = rows.length;
       dataset.updatedAt = receivedAt;
       trim(datasetId, Math.max(1, retainRows));
+      logDelivery(delivery.log, "stored", id);
       return { id, duplicate: false };
+    },
+
+    async recordWebhookDeliveries({ refusals, counts, keep }) {
+      for (const r of refusals) {
+        append({ id: r.id, connectionId: r.connectionId, receivedAt: r.receivedAt, outcome: "refused", reason: r.reason, status: r.status, rowId: null, detail: r.detail }, keep);
+      }
+      for (const c of counts) count(c);
+    },
+
+    async listWebhookDeliveries(connectionId, query) {
+      const entries = kept(connectionId, query.keep).filter((e) => entryMatches(e, query));
+      if (query.order === "newest") entries.reverse();
+      return cloneJson(entries.slice(0, query.limit));
+    },
+
+    async getWebhookDelivery(connectionId, deliveryId, keep) {
+      const found = kept(connectionId, keep).find((e) => e.id === deliveryId);
+      return found ? cloneJson(found) : null;
+    },
+
+    async webhookDeliveryCounts({ teamId, fromDay, toDay }) {
+      const out: Array<DeliveryCount & { connection: string }> = [];
+      for (const c of counters.values()) {
+        const connection = state.connections.get(c.connectionId);
+        if (!connection || connection.teamId !== teamId || c.day < fromDay || c.day > toDay) continue;
+        out.push({ ...c, connection: connection.name });
+      }
+      return out;
     },
 
     async updateWebhookSettings(connectionId, settings) {
