@@ -18,6 +18,7 @@ import {
 } from "../domain/webhook-inbox.js";
 import { ingestDelivery, nextDeliveryId, refusalEntry } from "../handlers/webhooks.js";
 import { actorFor, type AdminDeps, type ChangeOptions, type ListPage, recordChange } from "./change.js";
+import { parseBody, webhookReplayBody } from "./schemas.js";
 
 /** One delivery of an endpoint's log, as the host reads it (webhook-inbox.md). */
 export interface WebhookDeliveryRecord {
@@ -130,6 +131,9 @@ export function webhookDeliveryAdmin(deps: AdminDeps): WebhookDeliveryAdmin {
     const facts = { id: nextDeliveryId(), receivedAt: isoTime(clock.now()), sourceIp: entry.detail.sourceIp, verifiedBy: null, replayOf: entry.id };
     try {
       const receipt = await ingestDelivery({ storage, settings, inbox: { bounds, takeSuppressed: () => 0 } }, endpoint, body, headers, facts);
+      // The new delivery as its log holds it (its de-duplication key included).
+      const stored = await storage.webhooks.getWebhookDelivery(endpoint.connectionId, facts.id, keep());
+      if (stored) return recordOf(stored);
       const outcome = receipt.duplicate ? "duplicate" : "stored";
       return recordOf({
         seq: 0,
@@ -203,7 +207,7 @@ export function webhookDeliveryAdmin(deps: AdminDeps): WebhookDeliveryAdmin {
 
     async replayWebhookDeliveries(connectionId, filter = {}, options) {
       const endpoint = await endpointOf(connectionId);
-      const checked = checkedFilter(filter);
+      const checked = checkedFilter(parseBody(webhookReplayBody, filter) as WebhookReplayFilter);
       await actorFor(storage, options);
       // Every match at once (the log holds at most inboxSize), read before the replays add to the log.
       const entries = await storage.webhooks.listWebhookDeliveries(connectionId, { ...checked, limit: bounds.size, order: "oldest", keep: keep() });

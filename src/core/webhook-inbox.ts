@@ -46,7 +46,6 @@ export function createWebhookInbox(deps: {
   let pending: RefusalLogInput[] = [];
   let counts = new Map<string, DeliveryCount>();
   let writing: Promise<void> | null = null;
-  let soon: ReturnType<typeof setImmediate> | null = null;
   let later: ReturnType<typeof setTimeout> | null = null;
   let failureLoggedAt = Number.NEGATIVE_INFINITY;
 
@@ -65,20 +64,22 @@ export function createWebhookInbox(deps: {
     return true;
   }
 
+  /**
+   * Kept refusals are written at once when no write is under way (so the log
+   * keeps the order deliveries arrived in), else right after it, together;
+   * counts alone wait up to COUNTS_EVERY_MS.
+   */
   function schedule(): void {
     if (writing !== null) return;
     if (pending.length > 0) {
-      if (later !== null) clearTimeout(later);
-      later = null;
-      soon ??= setImmediate(write);
-    } else if (counts.size > 0 && later === null && soon === null) {
+      write();
+    } else if (counts.size > 0 && later === null) {
       later = setTimeout(write, COUNTS_EVERY_MS);
       later.unref?.();
     }
   }
 
   function write(): void {
-    soon = null;
     if (later !== null) clearTimeout(later);
     later = null;
     if (pending.length === 0 && counts.size === 0) return;
