@@ -2,7 +2,7 @@ import { describe, expect, it, vi } from "vitest";
 import { createAdmin } from "../src/admin/index.js";
 import type { AuditEvent, Row } from "../src/domain/model.js";
 import { SETTLE_MS } from "../src/handlers/entity-tags.js";
-import { createMemoryStorage } from "../src/memory/storage.js";
+import { createMemoryStorage } from "../src/memory/memory-storage.js";
 import { NOW, setup } from "./support/api.js";
 import { TOKENS } from "./support/fixture.js";
 
@@ -16,8 +16,8 @@ async function counted() {
     return append(event, at);
   };
   let rowReads = 0;
-  const readDatasetRows = storage.catalog.readDatasetRows.bind(storage.catalog);
-  storage.catalog.readDatasetRows = async (id, query) => {
+  const readDatasetRows = storage.rows.readDatasetRows.bind(storage.catalog);
+  storage.rows.readDatasetRows = async (id, query) => {
     rowReads++;
     return readDatasetRows(id, query);
   };

@@ -103,7 +103,7 @@ export async function readDatasetRows(
   const asked = { offset: checked.before + query.offset, format, ifNoneMatch: read.ifNoneMatch };
   const unchanged = await notModified(ctx, target, tag, asked);
   if (unchanged !== null) return unchanged;
-  const page = await ctx.storage.catalog.readDatasetRows(id, {
+  const page = await ctx.storage.rows.readDatasetRows(id, {
     offset: query.offset,
     limit: query.maxRows ?? null,
     columns: query.columns ?? null,

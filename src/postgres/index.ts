@@ -4,7 +4,8 @@ import pg from "../peers/pg.js";
 import type { Storage } from "../ports/storage.js";
 import { wrapStoreCalls } from "../sql/store-calls.js";
 import { postgresAudit } from "./audit.js";
-import { type OpenReads, postgresCatalog } from "./catalog.js";
+import { postgresCatalog } from "./catalog.js";
+import { type OpenReads, postgresRows } from "./rows.js";
 import { watchCatalog } from "./catalog-events.js";
 import { briefly, createDb, type Db, DEFAULT_BOUNDS, guardClients, storeFault } from "./db.js";
 import { postgresDashboards } from "./dashboards.js";
@@ -145,7 +146,8 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
   return wrapStoreCalls<PostgresStorage>({
     identity,
     credentials: { ...postgresCredentials(db, seen), teamsFrom: identity },
-    catalog: { ...postgresCatalog(db, watch, reads), aggregateDatasetRows: aggregates.aggregateDatasetRows },
+    catalog: postgresCatalog(db, watch),
+    rows: postgresRows(db, reads, aggregates),
     tables: { ...postgresTables(db), aggregateTableRows: aggregates.aggregateTableRows },
     webhooks,
     audit: postgresAudit(db, { visibilityWaitMs: options.auditVisibilityWaitMs }),

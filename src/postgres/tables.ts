@@ -17,7 +17,7 @@ import { changedSince, newRow, nextUpdatedAt, patchedRow } from "../domain/table
 import { appendAudit } from "./audit.js";
 import { type Db, idPageSql, json, num, PUT_RESULT, putResult } from "./db.js";
 import { syncTableIndexes } from "./row-indexes.js";
-import { queriedTableRows } from "./row-query.js";
+import { queriedTableRows } from "./row-query-dialect.js";
 
 const TABLE_COLUMNS = "id, team_id, name, columns, row_count, updated_at";
 /** Row writes do not queue behind another transaction's locks for longer than the store's lock bound. */

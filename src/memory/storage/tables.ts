@@ -14,7 +14,7 @@ import type {
 } from "../../ports/storage/tables.js";
 import { appendAuditEntry, assertNewAuditId } from "./audit.js";
 import { pageById } from "./order.js";
-import { queriedTableRows } from "./row-query.js";
+import { queriedTableRows } from "./queried-rows.js";
 import { cloneJson, type MemoryState, type TableRows } from "./state.js";
 
 /** A key's answer, recorded with the write it answers. */

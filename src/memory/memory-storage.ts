@@ -2,6 +2,7 @@ import type { SeedSpace } from "../domain/seed-space.js";
 import type { Storage } from "../ports/storage.js";
 import { appendAuditEntry, memoryAudit } from "./storage/audit.js";
 import { memoryCatalog } from "./storage/catalog.js";
+import { memoryRows } from "./storage/rows.js";
 import { memoryCredentials } from "./storage/credentials.js";
 import { memoryDashboards } from "./storage/dashboards.js";
 import { memoryIdentity } from "./storage/identity.js";
@@ -24,6 +25,7 @@ export function createMemoryStorage(): MemoryStorage {
     identity,
     credentials: { ...memoryCredentials(state), teamsFrom: identity },
     catalog: memoryCatalog(state),
+    rows: memoryRows(state),
     tables: memoryTables(state),
     webhooks: memoryWebhooks(state),
     audit: memoryAudit(state),
