@@ -3,7 +3,7 @@ import { createAdminClient } from "../src/admin-client/index.js";
 import { createAdmin } from "../src/admin/index.js";
 import { KEPT_BURST } from "../src/core/webhook-inbox.js";
 import { signHex } from "../src/domain/signatures.js";
-import type { MemoryStorage } from "../src/memory/storage.js";
+import type { MemoryStorage } from "../src/memory/memory-storage.js";
 import { createPrometheusMetrics } from "../src/metrics/prometheus.js";
 import { WEBHOOK_SECRETS, webhookFixture } from "../src/testing/conformance/webhooks.js";
 import { ADMIN_TOKEN } from "./support/admin.js";
