@@ -83,6 +83,22 @@ describe("the delivery log: what the receiver records", () => {
     expect((await createAdmin(api.api).getWebhookDelivery("conn_hook_gh", log[1]!.id)).body).toBeNull();
   });
 
+  it("records which secret verified a delivery during a rotation's overlap, so the host sees when the sender moved", async () => {
+    const api = await setup();
+    const admin = createAdmin(api.api);
+    await admin.setWebhookSecret("conn_hook_gh", "the-new-secret", { overlapSeconds: 3600 });
+    const sign = (secret: string, body: string) => ({ ...JSON_TYPE, "x-hub-signature-256": signHex(secret, body) });
+    expect((await post(api, "hook-gh", '{"n":1}', sign(WEBHOOK_SECRETS.github, '{"n":1}'))).status).toBe(200);
+    expect((await post(api, "hook-gh", '{"n":2}', sign("the-new-secret", '{"n":2}'))).status).toBe(200);
+    api.clock.advance(3600_000 + 1);
+    expect((await post(api, "hook-gh", '{"n":3}', sign(WEBHOOK_SECRETS.github, '{"n":3}'))).status).toBe(401);
+    expect((await deliveries(api, "conn_hook_gh")).map((d) => [d.outcome, d.verifiedBy])).toEqual([
+      ["refused", null],
+      ["stored", "current"],
+      ["stored", "previous"],
+    ]);
+  });
+
   it("records each refusal with the contract's reason: 413, 415, invalid body, too many columns, rate limit, missing signature; not an unknown endpoint", async () => {
     const api = await setup({ maxBodyBytes: 64 * 1024, webhookRatePerSecond: 3 });
     expect((await post(api, "hook-open", JSON.stringify({ pad: "x".repeat(70_000) }))).status).toBe(413);
