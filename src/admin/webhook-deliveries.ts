@@ -128,7 +128,8 @@ export function webhookDeliveryAdmin(deps: AdminDeps): WebhookDeliveryAdmin {
     if (bytes === null) throw new ApiError(409, "conflict", "no complete body of this delivery is kept: it cannot be replayed", { details: { deliveryId: entry.id } });
     const headers = headerReader(entry.detail.headers);
     const body = { bytes, contentType: entry.detail.contentType };
-    const facts = { id: nextDeliveryId(), receivedAt: isoTime(clock.now()), sourceIp: entry.detail.sourceIp, verifiedBy: null, replayOf: entry.id };
+    const nowMs = clock.now();
+    const facts = { id: nextDeliveryId(), receivedAt: isoTime(nowMs), receivedMs: nowMs, sourceIp: entry.detail.sourceIp, verifiedBy: null, replayOf: entry.id };
     try {
       const receipt = await ingestDelivery({ storage, settings, inbox: { bounds, takeSuppressed: () => 0 } }, endpoint, body, headers, facts);
       // The new delivery as its log holds it (its de-duplication key included).

@@ -156,13 +156,16 @@ const KNOWN_HEADERS = [
 
 /** The request headers as the log keeps them: every header, with `Authorization`, `Cookie` and `Proxy-Authorization` values `[redacted]`. */
 export function loggedHeaders(headers: HeaderReader): Record<string, string> {
-  const out: Record<string, string> = Object.create(null);
+  // A plain object (JSON.stringify's fast path, unlike a null-prototype one); `__proto__` is defined, never assigned.
+  const out: Record<string, string> = {};
   const names = headers.keys ? headers.keys() : KNOWN_HEADERS;
   for (const name of names) {
     const value = headers.get(name);
     if (value === null) continue;
     const lower = name.toLowerCase();
-    out[lower] = REDACTED_HEADERS.has(lower) ? "[redacted]" : value;
+    const kept = REDACTED_HEADERS.has(lower) ? "[redacted]" : value;
+    if (lower === "__proto__") Object.defineProperty(out, lower, { value: kept, enumerable: true, writable: true, configurable: true });
+    else out[lower] = kept;
   }
   return out;
 }
@@ -273,4 +276,38 @@ export function deliveryDayRows(counts: ReadonlyArray<{ connectionId: string; co
   return [...rows.values()].sort(
     (a, b) => (a.day < b.day ? 1 : a.day > b.day ? -1 : 0) || a.connection.localeCompare(b.connection) || (a.connection_id < b.connection_id ? -1 : a.connection_id > b.connection_id ? 1 : 0),
   );
+}
+
+/**
+ * A detail as the SQL stores write it: the fields that differ from their
+ * usual value only (most deliveries carry no body, no suppressed count, no
+ * replay), and no `contentType` when the headers say the same. What each
+ * delivery adds to the store's writes stays small.
+ */
+export function detailText(detail: DeliveryDetail): string {
+  let text = `{"sourceIp":${detail.sourceIp === null ? "null" : JSON.stringify(detail.sourceIp)},"headers":${JSON.stringify(detail.headers)}`;
+  if (detail.deliveryKey !== null) text += `,"deliveryKey":${JSON.stringify(detail.deliveryKey)}`;
+  if (detail.body !== null) text += `,"body":${JSON.stringify(detail.body)},"bodyEncoding":${JSON.stringify(detail.bodyEncoding)}`;
+  if (detail.bodyTruncated) text += `,"bodyTruncated":true`;
+  if (detail.contentType !== (detail.headers["content-type"] ?? null)) text += `,"contentType":${JSON.stringify(detail.contentType)}`;
+  if (detail.verifiedBy !== null) text += `,"verifiedBy":"${detail.verifiedBy}"`;
+  if (detail.suppressed !== 0) text += `,"suppressed":${detail.suppressed}`;
+  if (detail.replayOf !== null) text += `,"replayOf":${JSON.stringify(detail.replayOf)}`;
+  return `${text}}`;
+}
+
+/** A detail from what `detailText` wrote (parsed), every field back. */
+export function detailFrom(stored: Partial<DeliveryDetail> & { headers: Record<string, string> }): DeliveryDetail {
+  return {
+    sourceIp: stored.sourceIp ?? null,
+    deliveryKey: stored.deliveryKey ?? null,
+    headers: stored.headers,
+    body: stored.body ?? null,
+    bodyEncoding: stored.bodyEncoding ?? null,
+    bodyTruncated: stored.bodyTruncated ?? false,
+    contentType: stored.contentType !== undefined ? stored.contentType : (Object.hasOwn(stored.headers, "content-type") ? stored.headers["content-type"]! : null),
+    verifiedBy: stored.verifiedBy ?? null,
+    suppressed: stored.suppressed ?? 0,
+    replayOf: stored.replayOf ?? null,
+  };
 }

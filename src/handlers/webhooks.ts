@@ -60,7 +60,7 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
   const endpoint = await ctx.storage.webhooks.getWebhookEndpoint(endpointId);
   if (!endpoint) throw notFound("webhook endpoint");
   const now = ctx.clock.now();
-  const delivery: DeliveryFacts = { id: nextDeliveryId(), receivedAt: isoTime(now), sourceIp: ctx.clientAddress, verifiedBy: null, replayOf: null };
+  const delivery: DeliveryFacts = { id: nextDeliveryId(), receivedAt: isoTime(now), receivedMs: now, sourceIp: ctx.clientAddress, verifiedBy: null, replayOf: null };
   try {
     if (body.tooLarge) throw body.tooLarge;
     // One token from the connection's bucket, or 429; the RateLimit-* headers are a fresh object the receipt takes over.
@@ -89,6 +89,8 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
 export interface DeliveryFacts {
   id: string;
   receivedAt: string;
+  /** `receivedAt` in epoch ms. */
+  receivedMs: number;
   sourceIp: string | null;
   verifiedBy: VerifiedBy | null;
   replayOf: string | null;
@@ -152,7 +154,7 @@ export async function ingestDelivery(
         suppressed: inbox.takeSuppressed(endpoint.connectionId),
         replayOf: delivery.replayOf,
       },
-      keep: inboxKeep(inbox.bounds, Date.parse(receivedAt)),
+      keep: inboxKeep(inbox.bounds, delivery.receivedMs),
     },
   });
 }

@@ -4,6 +4,8 @@ import {
   countKind,
   type DeliveryCount,
   type DeliveryDetail,
+  detailFrom,
+  detailText,
   type DeliveryLogEntry,
   type DeliveryLogQuery,
   type InboxKeep,
@@ -95,7 +97,7 @@ export function postgresDeliveryLog(db: Db) {
         inputs.map((i) => i.log?.connectionId ?? null),
         inputs.map((i) => (i.log ? Date.parse(i.log.receivedAt) : null)),
         inputs.map((i) => (i.log ? String(i.row._id ?? "") : null)),
-        inputs.map((i) => (i.log ? JSON.stringify(i.log.detail) : null)),
+        inputs.map((i) => (i.log ? detailText(i.log.detail) : null)),
       ];
     },
     /** The entries and counters of deliveries the transaction path decided, in its transaction. */
@@ -118,7 +120,7 @@ export function postgresDeliveryLog(db: Db) {
           decided.map((d) => Date.parse(d.log.receivedAt)),
           decided.map((d) => d.outcome),
           decided.map((d) => d.rowId),
-          decided.map((d) => JSON.stringify(d.log.detail)),
+          decided.map((d) => detailText(d.log.detail)),
           ...countParams(counts),
         ],
       );
@@ -144,7 +146,7 @@ export function postgresDeliveryLog(db: Db) {
           refusals.map((r) => Date.parse(r.receivedAt)),
           refusals.map((r) => r.reason),
           refusals.map((r) => r.status),
-          refusals.map((r) => JSON.stringify(r.detail)),
+          refusals.map((r) => detailText(r.detail)),
           ...countParams(counts),
         ],
       );
@@ -203,6 +205,6 @@ function toEntry(row: EntryRow): DeliveryLogEntry {
     reason: row.reason,
     status: row.status,
     rowId: row.row_id,
-    detail: row.detail,
+    detail: detailFrom(row.detail),
   };
 }

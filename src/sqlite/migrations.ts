@@ -209,11 +209,10 @@ export const MIGRATIONS: readonly Migration[] = [
     name: "the webhook delivery log and its daily counters",
     sql: `
       CREATE TABLE webhook_deliveries (
-        seq INTEGER PRIMARY KEY, id TEXT NOT NULL, connection_id TEXT NOT NULL,
-        received_at TEXT NOT NULL, received_ms INTEGER NOT NULL,
-        outcome TEXT NOT NULL, reason TEXT, status INTEGER NOT NULL, row_id TEXT, detail TEXT NOT NULL
-      );
-      CREATE INDEX webhook_deliveries_connection ON webhook_deliveries (connection_id, seq);
+        connection_id TEXT NOT NULL, first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL,
+        first_ms INTEGER NOT NULL, last_ms INTEGER NOT NULL, entries TEXT NOT NULL,
+        PRIMARY KEY (connection_id, first_seq)
+      ) WITHOUT ROWID;
       CREATE TABLE webhook_delivery_counts (
         connection_id TEXT NOT NULL, day TEXT NOT NULL, kind TEXT NOT NULL, n INTEGER NOT NULL,
         PRIMARY KEY (connection_id, day, kind)

@@ -3,159 +3,165 @@ import { utcDay } from "../domain/days.js";
 import {
   countKind,
   type DeliveryCount,
-  type DeliveryDetail,
+  detailFrom,
+  detailText,
   type DeliveryLogEntry,
   type DeliveryLogQuery,
+  entryMatches,
   type InboxKeep,
   type RefusalLogInput,
-  type RefusalReason,
   sumCounts,
 } from "../domain/webhook-inbox.js";
 import type { IngestLog } from "../ports/storage/webhooks.js";
 import { parseJson } from "./db.js";
 
-/** Entries a connection gains in this process between two trims of its log (reads apply the bounds exactly meanwhile). */
-const TRIM_EVERY = 64;
+/** Entries of one connection in one stored chunk at most: what a chunk may hold past the log's bounds until it is trimmed. */
+const CHUNK_ENTRIES = 64;
 
 export type SqliteDeliveryLog = ReturnType<typeof sqliteDeliveryLog>;
 
-interface EntryRow {
-  seq: number;
-  id: string;
-  connection_id: string;
-  received_at: string;
-  outcome: DeliveryLogEntry["outcome"];
-  reason: RefusalReason | null;
-  status: number;
-  row_id: string | null;
-  detail: string;
-}
+/** An entry as a chunk holds it (the connection is the chunk's). */
+type ChunkEntry = Omit<DeliveryLogEntry, "connectionId">;
 
 /**
- * The delivery log on SQLite (webhook-inbox.md): one row per entry, its
- * detail as JSON text, and daily counters. A stored delivery's entry is
- * written inside the ingest group's transaction (`delivered`, then
- * `endBatch` writes the batch's counters); refusals arrive in batches
- * (`record`, inside the caller's transaction). Each connection's log is
- * trimmed to its bounds every TRIM_EVERY entries; reads apply the bounds
- * exactly.
+ * The delivery log on SQLite (webhook-inbox.md). A connection's entries are
+ * numbered 1, 2, 3… (`seq`, read once per transaction under the write lock,
+ * so every process on the file continues the same sequence) and stored in
+ * chunks: one row per connection per transaction (at most CHUNK_ENTRIES
+ * entries), so a group commit of 50 deliveries writes one log row, not 50.
+ * A stored delivery's entry is written inside the ingest group's
+ * transaction (`delivered`, then `endBatch`); refusals in theirs (`record`).
+ * Every CHUNK_ENTRIES entries a write drops the connection's chunks wholly
+ * past its bounds (so at most two chunks' worth is held past them); reads
+ * apply the bounds exactly (the newest `size` seqs, none received before
+ * `afterMs`).
  */
 export function sqliteDeliveryLog(db: Database.Database) {
-  const insert = db.prepare<[string, string, string, number, string, string | null, number, string | null, string]>(
-    `INSERT INTO webhook_deliveries (id, connection_id, received_at, received_ms, outcome, reason, status, row_id, detail)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  const insertChunk = db.prepare<[string, number, number, number, number, string]>(
+    "INSERT INTO webhook_deliveries (connection_id, first_seq, last_seq, first_ms, last_ms, entries) VALUES (?, ?, ?, ?, ?, ?)",
+  );
+  const lastSeq = db.prepare<[string], { last_seq: number }>(
+    "SELECT last_seq FROM webhook_deliveries WHERE connection_id = ? ORDER BY first_seq DESC LIMIT 1",
   );
   const addCount = db.prepare<[string, string, string, number]>(
     `INSERT INTO webhook_delivery_counts (connection_id, day, kind, n) VALUES (?, ?, ?, ?)
      ON CONFLICT (connection_id, day, kind) DO UPDATE SET n = n + excluded.n`,
   );
-  const trimStatement = db.prepare<[string, number, string, number]>(
-    `DELETE FROM webhook_deliveries WHERE connection_id = ? AND (received_ms < ? OR seq <= (
-       SELECT seq FROM webhook_deliveries WHERE connection_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?))`,
-  );
-  /** The lowest `seq` within the size bound: the `size`-th newest entry (null: fewer entries than that). */
-  const floorOf = db.prepare<[string, number], { seq: number }>(
-    "SELECT seq FROM webhook_deliveries WHERE connection_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?",
-  );
-  const one = db.prepare<[string, string, number, number], EntryRow>(
-    "SELECT * FROM webhook_deliveries WHERE connection_id = ? AND id = ? AND seq >= ? AND received_ms >= ?",
+  const trimChunks = db.prepare<[string, number, number]>("DELETE FROM webhook_deliveries WHERE connection_id = ? AND (last_seq < ? OR last_ms < ?)");
+  /** A connection's chunks holding seqs from `floor` on, below `before`, newest first. */
+  const chunksDown = db.prepare<[string, number, number], { entries: string }>(
+    "SELECT entries FROM webhook_deliveries WHERE connection_id = ? AND last_seq >= ? AND first_seq < ? ORDER BY first_seq DESC",
   );
   const countsOf = db.prepare<[string, string, string], { connection_id: string; connection: string; day: string; kind: string; n: number }>(
     `SELECT k.connection_id, c.name AS connection, k.day, k.kind, k.n
        FROM webhook_delivery_counts k JOIN connections c ON c.id = k.connection_id
       WHERE c.team_id = ? AND k.day >= ? AND k.day <= ?`,
   );
-  const lists = new Map<string, Database.Statement>();
 
-  /** Entries per connection since its last trim in this process. */
-  const sinceTrim = new Map<string, number>();
-  let batchCounts: DeliveryCount[] = [];
-  /** Entries per connection written by the batch under way, and the bounds they were written with. */
-  let batchWrites = new Map<string, { keep: InboxKeep; n: number }>();
-  const wrote = (writes: Map<string, { keep: InboxKeep; n: number }>, connectionId: string, keep: InboxKeep) => {
-    const found = writes.get(connectionId);
-    if (found) {
-      found.n++;
-      found.keep = keep;
-    } else writes.set(connectionId, { keep, n: 1 });
-  };
+  /** What the transaction under way appends, per connection: its entries (JSON text each) and bounds. */
+  interface Pending {
+    entries: string[];
+    firstSeq: number;
+    /** The earliest and latest `receivedAt` (ISO instants in UTC, which compare as text). */
+    firstAt: string;
+    lastAt: string;
+    keep: InboxKeep;
+  }
+  let pending = new Map<string, Pending>();
+  /** The batch's counters by connection, day and kind. */
+  let batchCounts = new Map<string, DeliveryCount>();
 
-  const append = (connectionId: string, receivedAt: string, id: string, outcome: string, reason: string | null, status: number, rowId: string | null, detail: DeliveryDetail) => {
-    insert.run(id, connectionId, receivedAt, Date.parse(receivedAt), outcome, reason, status, rowId, JSON.stringify(detail));
-  };
-
-  /** Trim the connections whose entries reached TRIM_EVERY. */
-  const trimDue = (writes: ReadonlyMap<string, { keep: InboxKeep; n: number }>) => {
-    for (const [connectionId, { keep, n: written }] of writes) {
-      const n = (sinceTrim.get(connectionId) ?? 0) + written;
-      if (n < TRIM_EVERY) {
-        sinceTrim.set(connectionId, n);
-        continue;
-      }
-      sinceTrim.delete(connectionId);
-      trimStatement.run(connectionId, keep.afterMs, connectionId, keep.size);
+  function add(connectionId: string, keep: InboxKeep, entry: Omit<ChunkEntry, "seq">): void {
+    let at = pending.get(connectionId);
+    if (!at) {
+      at = { entries: [], firstSeq: (lastSeq.get(connectionId)?.last_seq ?? 0) + 1, firstAt: entry.receivedAt, lastAt: entry.receivedAt, keep };
+      pending.set(connectionId, at);
     }
-  };
+    if (entry.receivedAt < at.firstAt) at.firstAt = entry.receivedAt;
+    if (entry.receivedAt > at.lastAt) at.lastAt = entry.receivedAt;
+    at.keep = keep;
+    const seq = at.firstSeq + at.entries.length;
+    // The entry's JSON as JSON.stringify writes it, the detail last (the one part of any size).
+    at.entries.push(
+      `{"seq":${seq},"id":${JSON.stringify(entry.id)},"receivedAt":${JSON.stringify(entry.receivedAt)},"outcome":"${entry.outcome}",` +
+        `"reason":${entry.reason === null ? "null" : `"${entry.reason}"`},"status":${entry.status},"rowId":${entry.rowId === null ? "null" : JSON.stringify(entry.rowId)},` +
+        `"detail":${detailText(entry.detail)}}`,
+    );
+  }
 
-  const seqFloor = (connectionId: string, keep: InboxKeep) => floorOf.get(connectionId, Math.max(0, keep.size - 1))?.seq ?? 0;
+  /** The pending chunks written, in rows of CHUNK_ENTRIES at most; each connection's chunks past its bounds dropped. */
+  function writePending(): void {
+    for (const [connectionId, at] of pending) {
+      for (let from = 0; from < at.entries.length; from += CHUNK_ENTRIES) {
+        const part = at.entries.slice(from, from + CHUNK_ENTRIES);
+        insertChunk.run(connectionId, at.firstSeq + from, at.firstSeq + from + part.length - 1, Date.parse(at.firstAt), Date.parse(at.lastAt), `[${part.join(",")}]`);
+      }
+      // Chunks wholly past the bounds go each time the sequence crosses a multiple of CHUNK_ENTRIES.
+      const next = at.firstSeq + at.entries.length;
+      if (Math.floor((next - 1) / CHUNK_ENTRIES) !== Math.floor((at.firstSeq - 1) / CHUNK_ENTRIES)) {
+        trimChunks.run(connectionId, next - at.keep.size, at.keep.afterMs);
+      }
+    }
+    pending = new Map();
+  }
 
-  function listStatement(query: DeliveryLogQuery): Database.Statement {
-    const conditions = ["connection_id = @connectionId", "seq >= @floor", "received_ms >= @afterMs"];
-    if (query.outcome !== undefined) conditions.push("outcome = @outcome");
-    if (query.reason !== undefined) conditions.push("reason = @reason");
-    if (query.since !== undefined) conditions.push("received_ms >= @since");
-    if (query.until !== undefined) conditions.push("received_ms < @until");
-    if (query.beforeSeq !== undefined) conditions.push("seq < @beforeSeq");
-    const sql = `SELECT * FROM webhook_deliveries WHERE ${conditions.join(" AND ")} ORDER BY seq ${query.order === "newest" ? "DESC" : "ASC"} LIMIT @limit`;
-    let statement = lists.get(sql);
-    if (!statement) lists.set(sql, (statement = db.prepare(sql)));
-    return statement;
+  /** The connection's entries within `keep` and below `beforeSeq`, newest first, as long as `wanted` says. */
+  function* newestFirst(connectionId: string, keep: InboxKeep, beforeSeq = Number.MAX_SAFE_INTEGER): Generator<DeliveryLogEntry> {
+    const last = lastSeq.get(connectionId)?.last_seq;
+    if (last === undefined) return;
+    const floor = last - keep.size + 1;
+    for (const chunk of chunksDown.iterate(connectionId, floor, beforeSeq)) {
+      const entries = parseJson<ChunkEntry[]>(chunk.entries);
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const e = entries[i]!;
+        if (e.seq < floor || e.seq >= beforeSeq || Date.parse(e.receivedAt) < keep.afterMs) continue;
+        yield { ...e, connectionId, detail: detailFrom(e.detail) };
+      }
+    }
   }
 
   return {
     beginBatch() {
-      batchCounts = [];
-      batchWrites = new Map();
+      pending = new Map();
+      batchCounts = new Map();
     },
     /** A stored or duplicate delivery's entry, inside the ingest transaction. */
     delivered(log: IngestLog, outcome: "stored" | "duplicate", rowId: string) {
-      append(log.connectionId, log.receivedAt, log.id, outcome, null, 200, rowId, log.detail);
-      batchCounts.push({ connectionId: log.connectionId, day: utcDay(log.receivedAt), kind: countKind(outcome, null), n: 1 });
-      wrote(batchWrites, log.connectionId, log.keep);
+      add(log.connectionId, log.keep, { id: log.id, receivedAt: log.receivedAt, outcome, reason: null, status: 200, rowId, detail: log.detail });
+      const day = utcDay(log.receivedAt);
+      const key = `${log.connectionId}\u0000${day}\u0000${outcome}`;
+      const counter = batchCounts.get(key);
+      if (counter) counter.n++;
+      else batchCounts.set(key, { connectionId: log.connectionId, day, kind: countKind(outcome, null), n: 1 });
     },
-    /** The batch's counters, once per connection, day and kind; then the trims that are due. */
+    /** The batch's chunks and counters, once per connection, day and kind. */
     endBatch() {
-      if (batchCounts.length === 0) return;
-      for (const c of sumCounts(batchCounts)) addCount.run(c.connectionId, c.day, c.kind, c.n);
-      trimDue(batchWrites);
+      if (batchCounts.size === 0) return;
+      writePending();
+      for (const c of batchCounts.values()) addCount.run(c.connectionId, c.day, c.kind, c.n);
     },
     /** Refusals and counters, inside the caller's transaction. */
     record(batch: { refusals: readonly RefusalLogInput[]; counts: readonly DeliveryCount[]; keep: InboxKeep }) {
-      const writes = new Map<string, { keep: InboxKeep; n: number }>();
+      pending = new Map();
       for (const r of batch.refusals) {
-        append(r.connectionId, r.receivedAt, r.id, "refused", r.reason, r.status, null, r.detail);
-        wrote(writes, r.connectionId, batch.keep);
+        add(r.connectionId, batch.keep, { id: r.id, receivedAt: r.receivedAt, outcome: "refused", reason: r.reason, status: r.status, rowId: null, detail: r.detail });
       }
+      writePending();
       for (const c of sumCounts(batch.counts)) addCount.run(c.connectionId, c.day, c.kind, c.n);
-      trimDue(writes);
     },
     list(connectionId: string, query: DeliveryLogQuery): DeliveryLogEntry[] {
-      const rows = listStatement(query).all({
-        connectionId,
-        floor: seqFloor(connectionId, query.keep),
-        afterMs: query.keep.afterMs,
-        ...(query.outcome !== undefined && { outcome: query.outcome }),
-        ...(query.reason !== undefined && { reason: query.reason }),
-        ...(query.since !== undefined && { since: Date.parse(query.since) }),
-        ...(query.until !== undefined && { until: Date.parse(query.until) }),
-        ...(query.beforeSeq !== undefined && { beforeSeq: query.beforeSeq }),
-        limit: query.limit,
-      }) as EntryRow[];
-      return rows.map(toEntry);
+      const { order, limit } = query;
+      const matching: DeliveryLogEntry[] = [];
+      for (const entry of newestFirst(connectionId, query.keep, query.beforeSeq)) {
+        if (!entryMatches(entry, query)) continue;
+        matching.push(entry);
+        if (order === "newest" && matching.length >= limit) break;
+      }
+      return order === "newest" ? matching : matching.reverse().slice(0, limit);
     },
     get(connectionId: string, deliveryId: string, keep: InboxKeep): DeliveryLogEntry | null {
-      const row = one.get(connectionId, deliveryId, seqFloor(connectionId, keep), keep.afterMs);
-      return row ? toEntry(row) : null;
+      for (const entry of newestFirst(connectionId, keep)) if (entry.id === deliveryId) return entry;
+      return null;
     },
     counts(query: { teamId: string; fromDay: string; toDay: string }) {
       return countsOf.all(query.teamId, query.fromDay, query.toDay).map((r) => ({
@@ -166,19 +172,5 @@ export function sqliteDeliveryLog(db: Database.Database) {
         n: r.n,
       }));
     },
-  };
-}
-
-function toEntry(row: EntryRow): DeliveryLogEntry {
-  return {
-    seq: row.seq,
-    id: row.id,
-    connectionId: row.connection_id,
-    receivedAt: row.received_at,
-    outcome: row.outcome,
-    reason: row.reason,
-    status: row.status,
-    rowId: row.row_id,
-    detail: parseJson<DeliveryDetail>(row.detail),
   };
 }

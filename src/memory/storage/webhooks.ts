@@ -4,13 +4,12 @@ import { emptyRow } from "../../domain/rows.js";
 import { endpointFromConnection as endpointOf, newWebhookConfig, webhookConfigWith } from "../../domain/webhook-config.js";
 import { utcDay } from "../../domain/days.js";
 import {
-  countKind,
   type DeliveryCount,
   type DeliveryLogEntry,
   entryMatches,
   type InboxKeep,
 } from "../../domain/webhook-inbox.js";
-import type { WebhookStore } from "../../ports/storage/webhooks.js";
+import type { WebhookDelivery, WebhookStore } from "../../ports/storage/webhooks.js";
 import { cloneJson, type DedupKeys, type MemoryState } from "./state.js";
 
 /**
@@ -51,37 +50,42 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
     state.datasets.get(datasetId)!.rowCount = retainRows;
   }
 
-  // The delivery log: entries per connection, oldest first, and the daily counters.
-  const log = new Map<string, DeliveryLogEntry[]>();
+  // The delivery log: entries per connection, oldest first (each with its receipt time in ms), and the daily counters.
+  const log = new Map<string, Array<{ entry: DeliveryLogEntry; receivedMs: number }>>();
   const counters = new Map<string, DeliveryCount>();
   let seq = 0;
 
+  /** An entry appended, then the connection's log kept to `keep`. The entry is the store's from now on (reads answer copies). */
   function append(entry: Omit<DeliveryLogEntry, "seq">, keep: InboxKeep): void {
     let entries = log.get(entry.connectionId);
     if (!entries) log.set(entry.connectionId, (entries = []));
-    entries.push({ ...cloneJson(entry), seq: ++seq });
-    while (entries.length > 0 && (entries.length > keep.size || Date.parse(entries[0]!.receivedAt) < keep.afterMs)) entries.shift();
+    entries.push({ entry: { ...entry, seq: ++seq }, receivedMs: Date.parse(entry.receivedAt) });
+    while (entries.length > 0 && (entries.length > keep.size || entries[0]!.receivedMs < keep.afterMs)) entries.shift();
   }
 
-  function count(c: DeliveryCount): void {
-    const key = `${c.connectionId}\u0000${c.day}\u0000${c.kind}`;
+  function count(connectionId: string, day: string, kind: string, n: number): void {
+    const key = `${connectionId}\u0000${day}\u0000${kind}`;
     const found = counters.get(key);
-    if (found) found.n += c.n;
-    else counters.set(key, { ...c });
+    if (found) found.n += n;
+    else counters.set(key, { connectionId, day, kind, n });
   }
 
-  /** The connection's entries within `keep`, oldest first. */
+  /** The connection's entries within `keep`, oldest first (the store's own objects: copy before answering). */
   function kept(connectionId: string, keep: InboxKeep): DeliveryLogEntry[] {
     const entries = log.get(connectionId) ?? [];
-    return entries.slice(Math.max(0, entries.length - keep.size)).filter((e) => Date.parse(e.receivedAt) >= keep.afterMs);
+    const out: DeliveryLogEntry[] = [];
+    for (let i = Math.max(0, entries.length - keep.size); i < entries.length; i++) {
+      if (entries[i]!.receivedMs >= keep.afterMs) out.push(entries[i]!.entry);
+    }
+    return out;
   }
 
   /** A stored or duplicate delivery's entry, in the same call as the delivery (atomic with it). */
-  function logDelivery(input: Parameters<WebhookStore["ingestWebhookRow"]>[0]["log"], outcome: "stored" | "duplicate", rowId: string): void {
+  function logDelivery(input: WebhookDelivery["log"], outcome: "stored" | "duplicate", rowId: string): void {
     if (!input) return;
-    const { keep, ...entry } = input;
-    append({ ...entry, outcome, reason: null, status: 200, rowId }, keep);
-    count({ connectionId: entry.connectionId, day: utcDay(entry.receivedAt), kind: countKind(outcome, null), n: 1 });
+    const { id, connectionId, receivedAt, detail } = input;
+    append({ id, connectionId, receivedAt, outcome, reason: null, status: 200, rowId, detail }, input.keep);
+    count(connectionId, utcDay(receivedAt), outcome, 1);
   }
 
   return {
@@ -121,9 +125,10 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
 
     async recordWebhookDeliveries({ refusals, counts, keep }) {
       for (const r of refusals) {
-        append({ id: r.id, connectionId: r.connectionId, receivedAt: r.receivedAt, outcome: "refused", reason: r.reason, status: r.status, rowId: null, detail: r.detail }, keep);
+        const detail = cloneJson(r.detail);
+        append({ id: r.id, connectionId: r.connectionId, receivedAt: r.receivedAt, outcome: "refused", reason: r.reason, status: r.status, rowId: null, detail }, keep);
       }
-      for (const c of counts) count(c);
+      for (const c of counts) count(c.connectionId, c.day, c.kind, c.n);
     },
 
     async listWebhookDeliveries(connectionId, query) {

@@ -67,7 +67,8 @@ export interface WebhookStore {
    * day and kind), in one write. Then the log of each connection named
    * keeps only what `keep` says (the newest `keep.size` entries, none
    * received before `keep.afterMs`); a store MAY trim lazily (every so many
-   * writes) as long as its reads apply `keep` exactly. Entries are never
+   * writes, holding at most 128 entries per connection past the bounds) as
+   * long as its reads apply `keep` exactly. Entries are never
    * updated. Entries of connections that are gone are still written (they
    * are unreachable and trimmed by age).
    */
@@ -107,7 +108,10 @@ export interface WebhookDelivery {
   columns: Column[];
   retainRows: number;
   receivedAt: string;
-  /** The delivery's log entry, when the log records it (webhook-inbox.md); `receivedAt` is the delivery's. */
+  /**
+   * The delivery's log entry, when the log records it (webhook-inbox.md); `receivedAt` is the
+   * delivery's. The caller hands it over: it does not change it after the call (a store may keep it).
+   */
   log?: IngestLog | undefined;
 }
 
