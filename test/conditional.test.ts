@@ -199,6 +199,21 @@ describe("ETag and If-Match on table rows", () => {
     expect([missing.status, missing.json.error.code]).toEqual([404, "not_found"]);
   });
 
+  it("refuses a DELETE whose named version changed after it was compared (a write landing in between): 412, the row kept", async () => {
+    const { call, storage } = await counted();
+    const read = storage.tables.getTableRow.bind(storage.tables);
+    // Another client's write lands right after the DELETE's read of the row, before its delete.
+    storage.tables.getTableRow = async (tableId, rowId) => {
+      const row = await read(tableId, rowId);
+      storage.tables.getTableRow = read;
+      await call("PATCH", ROW, { token: TOKENS.sync, body: { target: 99 } });
+      return row;
+    };
+    const refused = await call("DELETE", ROW, { token: TOKENS.sync, headers: { "if-match": '"2026-10-01T00:00:00Z"' } });
+    expect([refused.status, refused.json.error.code, refused.json.error.details.current.target]).toEqual([412, "precondition_failed", 99]);
+    expect((await storage.tables.getTableRow("tbl_targets", "row_1"))!.target).toBe(99);
+  });
+
   it("replays an idempotent PATCH with the tag of what it wrote", async () => {
     const { call } = await counted();
     const send = () =>

@@ -22,6 +22,7 @@ export type {
   IdempotentOutcome,
   InsertRowInput,
   RowWriteResult,
+  DeleteRowInput,
   StoredResponse,
   TableStore,
   TableWrites,

@@ -258,6 +258,7 @@ export function postgresTables(db: Db): Omit<TableStore, "aggregateTableRows"> &
       return db.transaction(async (client) => {
         const found = await lockRow(client, input.tableId, input.rowId);
         if (!found) return { status: "not_found" } as const;
+        if (input.expectedUpdatedAt != null && changedSince(found.row, input.expectedUpdatedAt)) return { status: "conflict", current: found.row } as const;
         await client.query(`delete from ${t("table_rows")} where table_id = $1 and row_id = $2`, [input.tableId, input.rowId]);
         const at = new Date(input.now).toISOString();
         await record(client, input, "delete", at, at, found.row, null);

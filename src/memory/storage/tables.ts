@@ -162,11 +162,12 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
       });
     },
 
-    async deleteTableRow({ tableId, rowId, actor, now, auditEvent }) {
+    async deleteTableRow({ tableId, rowId, expectedUpdatedAt, actor, now, auditEvent }) {
       const entries = state.tableRows.get(tableId)?.entries ?? [];
       const index = entries.findIndex((e) => e.row._id === rowId);
       const current: Row | undefined = entries[index]?.row;
       if (!current) return { status: "not_found" };
+      if (expectedUpdatedAt != null && changedSince(current, expectedUpdatedAt)) return { status: "conflict", current: cloneJson(current) };
       assertNewAuditId(state, auditEvent.id);
       entries.splice(index, 1);
       const at = new Date(now).toISOString();
