@@ -16,7 +16,8 @@ import { TOKENS } from "./support/fixture.js";
  * inspect and replay, `/space/webhook-deliveries`, and the metrics label.
  */
 
-const setup = (options: Parameters<typeof baseSetup>[0] = {}) => baseSetup({ fixture: webhookFixture(), adminToken: ADMIN_TOKEN, ...options });
+const setup = (options: Parameters<typeof baseSetup>[0] = {}) =>
+  baseSetup({ fixture: webhookFixture(), adminToken: ADMIN_TOKEN, ...options });
 type Api = Awaited<ReturnType<typeof setup>>;
 
 const JSON_TYPE = { "content-type": "application/json" };
@@ -55,9 +56,17 @@ describe("the delivery log: what the receiver records", () => {
       "x-github-delivery": "gh-1",
     });
     expect(bad.status).toBe(401);
-    const good = await post(api, "hook-gh", body, { ...JSON_TYPE, "x-hub-signature-256": signHex(WEBHOOK_SECRETS.github, body), "x-github-delivery": "gh-1" });
+    const good = await post(api, "hook-gh", body, {
+      ...JSON_TYPE,
+      "x-hub-signature-256": signHex(WEBHOOK_SECRETS.github, body),
+      "x-github-delivery": "gh-1",
+    });
     expect(good.status).toBe(200);
-    const again = await post(api, "hook-gh", body, { ...JSON_TYPE, "x-hub-signature-256": signHex(WEBHOOK_SECRETS.github, body), "x-github-delivery": "gh-1" });
+    const again = await post(api, "hook-gh", body, {
+      ...JSON_TYPE,
+      "x-hub-signature-256": signHex(WEBHOOK_SECRETS.github, body),
+      "x-github-delivery": "gh-1",
+    });
     expect(again.json).toMatchObject({ id: good.json.id, duplicate: true });
 
     const log = await deliveries(api, "conn_hook_gh");
@@ -68,7 +77,15 @@ describe("the delivery log: what the receiver records", () => {
     ]);
     expect(log[2]).not.toHaveProperty("headers");
     const refused = await createAdmin(api.api).getWebhookDelivery("conn_hook_gh", log[2]!.id);
-    expect(refused).toMatchObject({ connectionId: "conn_hook_gh", receivedAt: NOW, sourceIp: "198.51.100.7", body, bodyEncoding: "utf8", bodyTruncated: false, suppressed: 0 });
+    expect(refused).toMatchObject({
+      connectionId: "conn_hook_gh",
+      receivedAt: NOW,
+      sourceIp: "198.51.100.7",
+      body,
+      bodyEncoding: "utf8",
+      bodyTruncated: false,
+      suppressed: 0,
+    });
     expect(refused.headers).toMatchObject({
       authorization: "[redacted]",
       cookie: "[redacted]",
@@ -104,7 +121,11 @@ describe("the delivery log: what the receiver records", () => {
     expect((await post(api, "hook-open", JSON.stringify({ pad: "x".repeat(70_000) }))).status).toBe(413);
     expect((await post(api, "hook-open", "a=1", { "content-type": "text/plain" })).status).toBe(415);
     expect((await post(api, "hook-open", "[1,2]")).status).toBe(400);
-    const wide = JSON.stringify(Object.fromEntries(Array.from({ length: 120 }, (_, i) => [`f${i}`, { a: i, b: i, c: i, d: i, e: i, f: i, g: i, h: i, i: i }])));
+    const wide = JSON.stringify(
+      Object.fromEntries(
+        Array.from({ length: 120 }, (_, i) => [`f${i}`, { a: i, b: i, c: i, d: i, e: i, f: i, g: i, h: i, i: i }]),
+      ),
+    );
     const tooWide = await api.call("POST", "/api/webhooks/hook-open", { body: wide, headers: JSON_TYPE });
     expect(tooWide.status).toBe(400);
     expect(tooWide.json.error.details).toEqual({ reason: "too_many_columns", limit: 997 });
@@ -134,11 +155,21 @@ describe("the delivery log: what the receiver records", () => {
     const api = await setup({ inboxBodyBytes: 16 });
     await post(api, "hook-open", '{"text":"0123456789abcdefghij"');
     const bytes = Buffer.from([0xff, 0xfe, 0x00, 0x01]);
-    await api.api.fetch(new Request("http://dataport.test/api/webhooks/hook-open", { method: "POST", headers: JSON_TYPE, body: bytes }));
+    await api.api.fetch(
+      new Request("http://dataport.test/api/webhooks/hook-open", { method: "POST", headers: JSON_TYPE, body: bytes }),
+    );
     const [binary, cut] = await deliveries(api, "conn_hook_open");
     const admin = createAdmin(api.api);
-    expect(await admin.getWebhookDelivery("conn_hook_open", cut!.id)).toMatchObject({ body: '{"text":"0123456', bodyEncoding: "utf8", bodyTruncated: true });
-    expect(await admin.getWebhookDelivery("conn_hook_open", binary!.id)).toMatchObject({ body: bytes.toString("base64"), bodyEncoding: "base64", bodyTruncated: false });
+    expect(await admin.getWebhookDelivery("conn_hook_open", cut!.id)).toMatchObject({
+      body: '{"text":"0123456',
+      bodyEncoding: "utf8",
+      bodyTruncated: true,
+    });
+    expect(await admin.getWebhookDelivery("conn_hook_open", binary!.id)).toMatchObject({
+      body: bytes.toString("base64"),
+      bodyEncoding: "base64",
+      bodyTruncated: false,
+    });
   });
 
   it("keeps at most inboxSize deliveries per endpoint and none older than inboxDays", async () => {
@@ -146,7 +177,12 @@ describe("the delivery log: what the receiver records", () => {
     for (let i = 0; i < 12; i++) expect((await post(api, "hook-open", `{"n":${i}}`)).status).toBe(200);
     const log = await deliveries(api, "conn_hook_open");
     expect(log).toHaveLength(5);
-    expect(log.map((d) => d.rowId)).toEqual((await api.call("GET", "/api/v1/datasets/ds_conn_hook_open/rows", { token: TOKENS.sessionAda })).json.data.slice(-5).map((r: { _id: string }) => r._id).reverse());
+    expect(log.map((d) => d.rowId)).toEqual(
+      (await api.call("GET", "/api/v1/datasets/ds_conn_hook_open/rows", { token: TOKENS.sessionAda })).json.data
+        .slice(-5)
+        .map((r: { _id: string }) => r._id)
+        .reverse(),
+    );
     api.clock.advance(86_400_000 + 1);
     expect(await deliveries(api, "conn_hook_open")).toEqual([]);
   });
@@ -175,7 +211,9 @@ describe("the delivery log: what the receiver records", () => {
     // Counts alone are written within a second.
     for (let i = 0; i < 200 && row?.refused !== 401; i++) {
       await new Promise((resolve) => setTimeout(resolve, 30));
-      const space = await api.call("GET", "/api/v1/space/webhook-deliveries?days=1&teamId=team_ops", { token: TOKENS.sessionAda });
+      const space = await api.call("GET", "/api/v1/space/webhook-deliveries?days=1&teamId=team_ops", {
+        token: TOKENS.sessionAda,
+      });
       expect(space.json).toMatchObject({ object: "webhook-deliveries" });
       row = space.json.rows.find((r: { connection_id: string }) => r.connection_id === "conn_hook_gh");
     }
@@ -197,31 +235,50 @@ describe("the delivery log: what the host does with it", () => {
     const api = await setup();
     const admin = adminOf(api);
     const body = '{"id":"evt_9","total":3}';
-    expect((await post(api, "hook-gh", body, { ...JSON_TYPE, "x-hub-signature-256": signHex("rotated-too-early", body) })).status).toBe(401);
+    expect(
+      (await post(api, "hook-gh", body, { ...JSON_TYPE, "x-hub-signature-256": signHex("rotated-too-early", body) }))
+        .status,
+    ).toBe(401);
     await deliveries(api, "conn_hook_gh");
-    const page = await admin.connections.listDeliveries("conn_hook_gh", { outcome: "refused", reason: "signature_invalid" });
+    const page = await admin.connections.listDeliveries("conn_hook_gh", {
+      outcome: "refused",
+      reason: "signature_invalid",
+    });
     expect(page).toMatchObject({ hasMore: false, nextCursor: null });
     const [refused] = page.data;
-    expect(await admin.connections.getDelivery("conn_hook_gh", refused!.id)).toMatchObject({ id: refused!.id, body, status: 401 });
+    expect(await admin.connections.getDelivery("conn_hook_gh", refused!.id)).toMatchObject({
+      id: refused!.id,
+      body,
+      status: 401,
+    });
     const replayed = await admin.connections.replayDelivery("conn_hook_gh", refused!.id);
     expect(replayed).toMatchObject({ outcome: "stored", status: 200, replayOf: refused!.id, deliveryKey: 'b:"evt_9"' });
-    const rows = (await api.call("GET", "/api/v1/datasets/ds_conn_hook_gh/rows", { token: TOKENS.sessionAda })).json.data;
+    const rows = (await api.call("GET", "/api/v1/datasets/ds_conn_hook_gh/rows", { token: TOKENS.sessionAda })).json
+      .data;
     expect(rows).toEqual([expect.objectContaining({ _id: replayed.rowId, id: "evt_9", total: 3 })]);
     // Again: de-duplication applies (the payload's id).
-    expect(await admin.connections.replayDelivery("conn_hook_gh", refused!.id)).toMatchObject({ outcome: "duplicate", rowId: replayed.rowId });
+    expect(await admin.connections.replayDelivery("conn_hook_gh", refused!.id)).toMatchObject({
+      outcome: "duplicate",
+      rowId: replayed.rowId,
+    });
     // The replays are in the log and on the audit record.
     expect((await admin.connections.listDeliveries("conn_hook_gh")).data.map((d) => [d.outcome, d.replayOf])).toEqual([
       ["duplicate", refused!.id],
       ["stored", refused!.id],
       ["refused", null],
     ]);
-    const audit = (api.storage as MemoryStorage).state.auditLog.filter((e) => e.event.action === "webhook.delivery.replayed");
+    const audit = (api.storage as MemoryStorage).state.auditLog.filter(
+      (e) => e.event.action === "webhook.delivery.replayed",
+    );
     expect(audit.map((e) => e.event.details)).toEqual([
       { deliveryId: refused!.id, replayId: replayed.id, outcome: "stored" },
       expect.objectContaining({ deliveryId: refused!.id, outcome: "duplicate" }),
     ]);
     // A stored delivery has no body to replay: 409; unknown ones 404.
-    await expect(admin.connections.replayDelivery("conn_hook_gh", replayed.id)).rejects.toMatchObject({ status: 409, code: "conflict" });
+    await expect(admin.connections.replayDelivery("conn_hook_gh", replayed.id)).rejects.toMatchObject({
+      status: 409,
+      code: "conflict",
+    });
     await expect(admin.connections.getDelivery("conn_hook_gh", "whd_nope")).rejects.toMatchObject({ status: 404 });
     await expect(admin.connections.listDeliveries("conn_retail")).rejects.toMatchObject({ status: 404 });
   });
@@ -237,7 +294,10 @@ describe("the delivery log: what the host does with it", () => {
     const second = await admin.connections.listDeliveries("conn_hook_open", { limit: 4, cursor: first.nextCursor });
     expect(second).toMatchObject({ hasMore: false, nextCursor: null });
     expect(new Set([...first.data, ...second.data].map((d) => d.id)).size).toBe(6);
-    await expect(admin.connections.listDeliveries("conn_hook_open", { cursor: "bogus" })).rejects.toMatchObject({ status: 400, code: "invalid_parameter" });
+    await expect(admin.connections.listDeliveries("conn_hook_open", { cursor: "bogus" })).rejects.toMatchObject({
+      status: 400,
+      code: "invalid_parameter",
+    });
     // Bodies that still do not parse are refused again, and recorded as replays.
     expect(await admin.connections.replayDeliveries("conn_hook_open", { reason: "invalid_body" })).toEqual({
       matched: 5,
@@ -247,8 +307,12 @@ describe("the delivery log: what the host does with it", () => {
       refused: 5,
       skipped: 0,
     });
-    await expect(admin.connections.replayDeliveries("conn_hook_open", { reason: "nope" } as never)).rejects.toMatchObject({ status: 422 });
-    await expect(admin.connections.replayDeliveries("conn_hook_open", { since: "yesterday" })).rejects.toMatchObject({ status: 400 });
+    await expect(
+      admin.connections.replayDeliveries("conn_hook_open", { reason: "nope" } as never),
+    ).rejects.toMatchObject({ status: 422 });
+    await expect(admin.connections.replayDeliveries("conn_hook_open", { since: "yesterday" })).rejects.toMatchObject({
+      status: 400,
+    });
   });
 });
 

@@ -97,9 +97,17 @@ export interface WebhookDeliveryAdmin {
    * `replayOf` names this one). 409 `conflict` when no complete body is kept.
    * Audited as `webhook.delivery.replayed`.
    */
-  replayWebhookDelivery(connectionId: string, deliveryId: string, options?: ChangeOptions): Promise<WebhookDeliveryRecord>;
+  replayWebhookDelivery(
+    connectionId: string,
+    deliveryId: string,
+    options?: ChangeOptions,
+  ): Promise<WebhookDeliveryRecord>;
   /** Replay every kept delivery matching `filter`, oldest first (each as `replayWebhookDelivery`); answers the counts. */
-  replayWebhookDeliveries(connectionId: string, filter?: WebhookReplayFilter, options?: ChangeOptions): Promise<WebhookReplaySummary>;
+  replayWebhookDeliveries(
+    connectionId: string,
+    filter?: WebhookReplayFilter,
+    options?: ChangeOptions,
+  ): Promise<WebhookReplaySummary>;
 }
 
 export function webhookDeliveryAdmin(deps: AdminDeps): WebhookDeliveryAdmin {
@@ -125,13 +133,29 @@ export function webhookDeliveryAdmin(deps: AdminDeps): WebhookDeliveryAdmin {
   /** One replay: the new delivery's record (stored, duplicate or refused). A store fault is thrown, as on the receiver. */
   async function replay(endpoint: WebhookEndpoint, entry: DeliveryLogEntry): Promise<WebhookDeliveryRecord> {
     const bytes = entry.detail.bodyTruncated ? null : keptBodyBytes(entry.detail);
-    if (bytes === null) throw new ApiError(409, "conflict", "no complete body of this delivery is kept: it cannot be replayed", { details: { deliveryId: entry.id } });
+    if (bytes === null)
+      throw new ApiError(409, "conflict", "no complete body of this delivery is kept: it cannot be replayed", {
+        details: { deliveryId: entry.id },
+      });
     const headers = headerReader(entry.detail.headers);
     const body = { bytes, contentType: entry.detail.contentType };
     const nowMs = clock.now();
-    const facts = { id: nextDeliveryId(), receivedAt: isoTime(nowMs), receivedMs: nowMs, sourceIp: entry.detail.sourceIp, verifiedBy: null, replayOf: entry.id };
+    const facts = {
+      id: nextDeliveryId(),
+      receivedAt: isoTime(nowMs),
+      receivedMs: nowMs,
+      sourceIp: entry.detail.sourceIp,
+      verifiedBy: null,
+      replayOf: entry.id,
+    };
     try {
-      const receipt = await ingestDelivery({ storage, settings, inbox: { bounds, takeSuppressed: () => 0 } }, endpoint, body, headers, facts);
+      const receipt = await ingestDelivery(
+        { storage, settings, inbox: { bounds, takeSuppressed: () => 0 } },
+        endpoint,
+        body,
+        headers,
+        facts,
+      );
       // The new delivery as its log holds it (its de-duplication key included).
       const stored = await storage.webhooks.getWebhookDelivery(endpoint.connectionId, facts.id, keep());
       if (stored) return recordOf(stored);
@@ -145,18 +169,38 @@ export function webhookDeliveryAdmin(deps: AdminDeps): WebhookDeliveryAdmin {
         reason: null,
         status: 200,
         rowId: receipt.id,
-        detail: { ...entry.detail, body: null, bodyEncoding: null, bodyTruncated: false, verifiedBy: null, suppressed: 0, replayOf: entry.id },
+        detail: {
+          ...entry.detail,
+          body: null,
+          bodyEncoding: null,
+          bodyTruncated: false,
+          verifiedBy: null,
+          suppressed: 0,
+          replayOf: entry.id,
+        },
       });
     } catch (error) {
       if (!(error instanceof ApiError) || error.status >= 500) throw error;
       const refusal = refusalEntry(bounds.bodyBytes, endpoint, body, headers, facts, error);
-      const counts = [{ connectionId: endpoint.connectionId, day: utcDay(facts.receivedAt), kind: countKind("refused", refusal.reason), n: 1 }];
+      const counts = [
+        {
+          connectionId: endpoint.connectionId,
+          day: utcDay(facts.receivedAt),
+          kind: countKind("refused", refusal.reason),
+          n: 1,
+        },
+      ];
       await storage.webhooks.recordWebhookDeliveries({ refusals: [refusal], counts, keep: keep() });
       return recordOf({ ...refusal, seq: 0, outcome: "refused", rowId: null });
     }
   }
 
-  async function audited(endpoint: WebhookEndpoint, entry: DeliveryLogEntry, options: ChangeOptions | undefined, replayed: WebhookDeliveryRecord) {
+  async function audited(
+    endpoint: WebhookEndpoint,
+    entry: DeliveryLogEntry,
+    options: ChangeOptions | undefined,
+    replayed: WebhookDeliveryRecord,
+  ) {
     await recordChange(deps, {
       teamIds: [endpoint.teamId],
       action: "webhook.delivery.replayed",
@@ -169,8 +213,10 @@ export function webhookDeliveryAdmin(deps: AdminDeps): WebhookDeliveryAdmin {
   return {
     async listWebhookDeliveries(connectionId, query = {}) {
       const limit = query.limit ?? 100;
-      if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw invalidParameter("limit", "limit is an integer from 1 to 1000");
-      const beforeSeq = query.cursor === undefined || query.cursor === null ? undefined : readDeliveryCursor(query.cursor);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 1000)
+        throw invalidParameter("limit", "limit is an integer from 1 to 1000");
+      const beforeSeq =
+        query.cursor === undefined || query.cursor === null ? undefined : readDeliveryCursor(query.cursor);
       if (beforeSeq === null) throw invalidParameter("cursor", "cursor is not one this listing gave");
       await endpointOf(connectionId);
       const entries = await storage.webhooks.listWebhookDeliveries(connectionId, {
@@ -211,8 +257,20 @@ export function webhookDeliveryAdmin(deps: AdminDeps): WebhookDeliveryAdmin {
       const checked = checkedFilter(parseBody(webhookReplayBody, filter) as WebhookReplayFilter);
       await actorFor(storage, options);
       // Every match at once (the log holds at most inboxSize), read before the replays add to the log.
-      const entries = await storage.webhooks.listWebhookDeliveries(connectionId, { ...checked, limit: bounds.size, order: "oldest", keep: keep() });
-      const summary: WebhookReplaySummary = { matched: entries.length, replayed: 0, stored: 0, duplicate: 0, refused: 0, skipped: 0 };
+      const entries = await storage.webhooks.listWebhookDeliveries(connectionId, {
+        ...checked,
+        limit: bounds.size,
+        order: "oldest",
+        keep: keep(),
+      });
+      const summary: WebhookReplaySummary = {
+        matched: entries.length,
+        replayed: 0,
+        stored: 0,
+        duplicate: 0,
+        refused: 0,
+        skipped: 0,
+      };
       for (const entry of entries) {
         if (entry.detail.bodyTruncated || entry.detail.body === null) {
           summary.skipped++;
@@ -257,15 +315,24 @@ function checkedFilter(filter: WebhookReplayFilter): WebhookReplayFilter {
   if (filter.outcome !== undefined && !DELIVERY_OUTCOMES.includes(filter.outcome)) {
     throw invalidParameter("outcome", `outcome is one of ${DELIVERY_OUTCOMES.join(", ")}`);
   }
-  if (filter.reason !== undefined && !REFUSAL_REASONS.includes(filter.reason)) throw invalidParameter("reason", `reason is one of ${REFUSAL_REASONS.join(", ")}`);
+  if (filter.reason !== undefined && !REFUSAL_REASONS.includes(filter.reason))
+    throw invalidParameter("reason", `reason is one of ${REFUSAL_REASONS.join(", ")}`);
   for (const name of ["since", "until"] as const) {
     const value = filter[name];
-    if (value !== undefined && (typeof value !== "string" || !ISO_INSTANT.test(value) || Number.isNaN(Date.parse(value)))) {
+    if (
+      value !== undefined &&
+      (typeof value !== "string" || !ISO_INSTANT.test(value) || Number.isNaN(Date.parse(value)))
+    ) {
       throw invalidParameter(name, `${name} is an ISO 8601 instant with its offset, e.g. 2026-11-01T00:00:00Z`);
     }
   }
   const { outcome, reason, since, until } = filter;
-  return { ...(outcome !== undefined && { outcome }), ...(reason !== undefined && { reason }), ...(since !== undefined && { since }), ...(until !== undefined && { until }) };
+  return {
+    ...(outcome !== undefined && { outcome }),
+    ...(reason !== undefined && { reason }),
+    ...(since !== undefined && { since }),
+    ...(until !== undefined && { until }),
+  };
 }
 
 const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;

@@ -1,6 +1,12 @@
 import type { Clock } from "../base/clock.js";
 import { utcDay } from "../domain/days.js";
-import { countKind, type DeliveryCount, type InboxBounds, inboxKeep, type RefusalLogInput } from "../domain/webhook-inbox.js";
+import {
+  countKind,
+  type DeliveryCount,
+  type InboxBounds,
+  inboxKeep,
+  type RefusalLogInput,
+} from "../domain/webhook-inbox.js";
 import type { Storage } from "../ports/storage.js";
 
 /** Refusals an endpoint's log keeps per second, after a burst of KEPT_BURST; beyond, they are counted (`suppressed`), not kept. */
@@ -57,7 +63,10 @@ export function createWebhookInbox(deps: {
       bucket = { tokens: KEPT_BURST, atMs: nowMs };
       buckets.set(connectionId, bucket);
     }
-    bucket.tokens = Math.min(KEPT_BURST, bucket.tokens + (Math.max(0, nowMs - bucket.atMs) * KEPT_REFUSALS_PER_SECOND) / 1000);
+    bucket.tokens = Math.min(
+      KEPT_BURST,
+      bucket.tokens + (Math.max(0, nowMs - bucket.atMs) * KEPT_REFUSALS_PER_SECOND) / 1000,
+    );
     bucket.atMs = nowMs;
     if (bucket.tokens < 1) return false;
     bucket.tokens -= 1;
@@ -116,7 +125,13 @@ export function createWebhookInbox(deps: {
       const key = `${entry.connectionId}\u0000${utcDay(entry.receivedAt)}\u0000${countKind("refused", entry.reason)}`;
       const counter = counts.get(key);
       if (counter) counter.n += 1;
-      else counts.set(key, { connectionId: entry.connectionId, day: utcDay(entry.receivedAt), kind: countKind("refused", entry.reason), n: 1 });
+      else
+        counts.set(key, {
+          connectionId: entry.connectionId,
+          day: utcDay(entry.receivedAt),
+          kind: countKind("refused", entry.reason),
+          n: 1,
+        });
       if (pending.length < MAX_PENDING && mayKeep(entry.connectionId, clock.now())) {
         entry.detail.suppressed += takeSuppressed(entry.connectionId);
         pending.push(entry);

@@ -164,7 +164,8 @@ export function loggedHeaders(headers: HeaderReader): Record<string, string> {
     if (value === null) continue;
     const lower = name.toLowerCase();
     const kept = REDACTED_HEADERS.has(lower) ? "[redacted]" : value;
-    if (lower === "__proto__") Object.defineProperty(out, lower, { value: kept, enumerable: true, writable: true, configurable: true });
+    if (lower === "__proto__")
+      Object.defineProperty(out, lower, { value: kept, enumerable: true, writable: true, configurable: true });
     else out[lower] = kept;
   }
   return out;
@@ -173,7 +174,10 @@ export function loggedHeaders(headers: HeaderReader): Record<string, string> {
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 /** A refused body as the log keeps it: UTF-8 text when it is, base64 otherwise, at most `limit` bytes. */
-export function loggedBody(bytes: Uint8Array | null, limit: number): Pick<DeliveryDetail, "body" | "bodyEncoding" | "bodyTruncated"> {
+export function loggedBody(
+  bytes: Uint8Array | null,
+  limit: number,
+): Pick<DeliveryDetail, "body" | "bodyEncoding" | "bodyTruncated"> {
   if (bytes === null) return { body: null, bodyEncoding: null, bodyTruncated: true };
   const truncated = bytes.byteLength > limit;
   let kept = truncated ? bytes.subarray(0, limit) : bytes;
@@ -199,7 +203,9 @@ export function loggedBody(bytes: Uint8Array | null, limit: number): Pick<Delive
 /** The kept body's bytes (for a replay), or null when none was kept. */
 export function keptBodyBytes(detail: DeliveryDetail): Uint8Array | null {
   if (detail.body === null) return null;
-  return detail.bodyEncoding === "base64" ? new Uint8Array(Buffer.from(detail.body, "base64")) : new TextEncoder().encode(detail.body);
+  return detail.bodyEncoding === "base64"
+    ? new Uint8Array(Buffer.from(detail.body, "base64"))
+    : new TextEncoder().encode(detail.body);
 }
 
 /** A cursor over an endpoint's log, newest first: the `seq` of the last entry served. */
@@ -255,13 +261,24 @@ export interface DeliveryDayRow {
 }
 
 /** Counters (`connection`, `day`, `kind`, `n`) folded into one row per connection and day: day descending, then connection name and id. */
-export function deliveryDayRows(counts: ReadonlyArray<{ connectionId: string; connection: string; day: string; kind: string; n: number }>): DeliveryDayRow[] {
+export function deliveryDayRows(
+  counts: ReadonlyArray<{ connectionId: string; connection: string; day: string; kind: string; n: number }>,
+): DeliveryDayRow[] {
   const rows = new Map<string, DeliveryDayRow>();
   for (const c of counts) {
     const key = `${c.day}\u0000${c.connectionId}`;
     let row = rows.get(key);
     if (!row) {
-      row = { connection_id: c.connectionId, connection: c.connection, day: c.day, received: 0, stored: 0, duplicates: 0, refused: 0, refused_by_reason: {} };
+      row = {
+        connection_id: c.connectionId,
+        connection: c.connection,
+        day: c.day,
+        received: 0,
+        stored: 0,
+        duplicates: 0,
+        refused: 0,
+        refused_by_reason: {},
+      };
       rows.set(key, row);
     }
     row.received += c.n;
@@ -274,7 +291,10 @@ export function deliveryDayRows(counts: ReadonlyArray<{ connectionId: string; co
     }
   }
   return [...rows.values()].sort(
-    (a, b) => (a.day < b.day ? 1 : a.day > b.day ? -1 : 0) || a.connection.localeCompare(b.connection) || (a.connection_id < b.connection_id ? -1 : a.connection_id > b.connection_id ? 1 : 0),
+    (a, b) =>
+      (a.day < b.day ? 1 : a.day > b.day ? -1 : 0) ||
+      a.connection.localeCompare(b.connection) ||
+      (a.connection_id < b.connection_id ? -1 : a.connection_id > b.connection_id ? 1 : 0),
   );
 }
 
@@ -287,9 +307,11 @@ export function deliveryDayRows(counts: ReadonlyArray<{ connectionId: string; co
 export function detailText(detail: DeliveryDetail): string {
   let text = `{"sourceIp":${detail.sourceIp === null ? "null" : JSON.stringify(detail.sourceIp)},"headers":${JSON.stringify(detail.headers)}`;
   if (detail.deliveryKey !== null) text += `,"deliveryKey":${JSON.stringify(detail.deliveryKey)}`;
-  if (detail.body !== null) text += `,"body":${JSON.stringify(detail.body)},"bodyEncoding":${JSON.stringify(detail.bodyEncoding)}`;
+  if (detail.body !== null)
+    text += `,"body":${JSON.stringify(detail.body)},"bodyEncoding":${JSON.stringify(detail.bodyEncoding)}`;
   if (detail.bodyTruncated) text += `,"bodyTruncated":true`;
-  if (detail.contentType !== (detail.headers["content-type"] ?? null)) text += `,"contentType":${JSON.stringify(detail.contentType)}`;
+  if (detail.contentType !== (detail.headers["content-type"] ?? null))
+    text += `,"contentType":${JSON.stringify(detail.contentType)}`;
   if (detail.verifiedBy !== null) text += `,"verifiedBy":"${detail.verifiedBy}"`;
   if (detail.suppressed !== 0) text += `,"suppressed":${detail.suppressed}`;
   if (detail.replayOf !== null) text += `,"replayOf":${JSON.stringify(detail.replayOf)}`;
@@ -305,7 +327,12 @@ export function detailFrom(stored: Partial<DeliveryDetail> & { headers: Record<s
     body: stored.body ?? null,
     bodyEncoding: stored.bodyEncoding ?? null,
     bodyTruncated: stored.bodyTruncated ?? false,
-    contentType: stored.contentType !== undefined ? stored.contentType : (Object.hasOwn(stored.headers, "content-type") ? stored.headers["content-type"]! : null),
+    contentType:
+      stored.contentType !== undefined
+        ? stored.contentType
+        : Object.hasOwn(stored.headers, "content-type")
+          ? stored.headers["content-type"]!
+          : null,
     verifiedBy: stored.verifiedBy ?? null,
     suppressed: stored.suppressed ?? 0,
     replayOf: stored.replayOf ?? null,

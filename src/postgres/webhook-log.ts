@@ -58,11 +58,10 @@ export function postgresDeliveryLog(db: Db) {
     }
     sinceTrim.delete(connectionId);
     void db
-      .query(`delete from ${deliveries} where connection_id = $1 and (received_ms < $2 or seq < ${floor("$1", "$3")})`, [
-        connectionId,
-        keep.afterMs,
-        Math.max(0, keep.size - 1),
-      ])
+      .query(
+        `delete from ${deliveries} where connection_id = $1 and (received_ms < $2 or seq < ${floor("$1", "$3")})`,
+        [connectionId, keep.afterMs, Math.max(0, keep.size - 1)],
+      )
       .catch(() => {});
   }
 
@@ -101,9 +100,19 @@ export function postgresDeliveryLog(db: Db) {
       ];
     },
     /** The entries and counters of deliveries the transaction path decided, in its transaction. */
-    async logDelivered(client: PoolClient, decided: ReadonlyArray<{ log: IngestLog; outcome: "stored" | "duplicate"; rowId: string }>): Promise<void> {
+    async logDelivered(
+      client: PoolClient,
+      decided: ReadonlyArray<{ log: IngestLog; outcome: "stored" | "duplicate"; rowId: string }>,
+    ): Promise<void> {
       if (decided.length === 0) return;
-      const counts = sumCounts(decided.map((d) => ({ connectionId: d.log.connectionId, day: utcDay(d.log.receivedAt), kind: countKind(d.outcome, null), n: 1 })));
+      const counts = sumCounts(
+        decided.map((d) => ({
+          connectionId: d.log.connectionId,
+          day: utcDay(d.log.receivedAt),
+          kind: countKind(d.outcome, null),
+          n: 1,
+        })),
+      );
       await client.query(
         `with logged as (
            insert into ${deliveries} (id, connection_id, received_at, received_ms, outcome, reason, status, row_id, detail)
@@ -126,7 +135,11 @@ export function postgresDeliveryLog(db: Db) {
       );
     },
     /** Refusals and counters in one statement. */
-    async record(batch: { refusals: readonly RefusalLogInput[]; counts: readonly DeliveryCount[]; keep: InboxKeep }): Promise<void> {
+    async record(batch: {
+      refusals: readonly RefusalLogInput[];
+      counts: readonly DeliveryCount[];
+      keep: InboxKeep;
+    }): Promise<void> {
       const { refusals } = batch;
       const counts = sumCounts(batch.counts);
       if (refusals.length === 0 && counts.length === 0) return;
@@ -177,14 +190,24 @@ export function postgresDeliveryLog(db: Db) {
       );
       return row ? toEntry(row) : null;
     },
-    async counts(query: { teamId: string; fromDay: string; toDay: string }): Promise<Array<DeliveryCount & { connection: string }>> {
+    async counts(query: {
+      teamId: string;
+      fromDay: string;
+      toDay: string;
+    }): Promise<Array<DeliveryCount & { connection: string }>> {
       const rows = await db.query<{ connection_id: string; connection: string; day: string; kind: string; n: string }>(
         `select k.connection_id, c.name as connection, k.day, k.kind, k.n
            from ${counters} k join ${t("connections")} c on c.id = k.connection_id
           where c.team_id = $1 and k.day >= $2 and k.day <= $3`,
         [query.teamId, query.fromDay, query.toDay],
       );
-      return rows.map((r) => ({ connectionId: r.connection_id, connection: r.connection, day: r.day, kind: r.kind, n: num(r.n) }));
+      return rows.map((r) => ({
+        connectionId: r.connection_id,
+        connection: r.connection,
+        day: r.day,
+        kind: r.kind,
+        n: num(r.n),
+      }));
     },
   };
 }
@@ -192,7 +215,12 @@ export function postgresDeliveryLog(db: Db) {
 export type PostgresDeliveryLog = ReturnType<typeof postgresDeliveryLog>;
 
 function countParams(counts: readonly DeliveryCount[]): unknown[] {
-  return [counts.map((c) => c.connectionId), counts.map((c) => c.day), counts.map((c) => c.kind), counts.map((c) => c.n)];
+  return [
+    counts.map((c) => c.connectionId),
+    counts.map((c) => c.day),
+    counts.map((c) => c.kind),
+    counts.map((c) => c.n),
+  ];
 }
 
 function toEntry(row: EntryRow): DeliveryLogEntry {

@@ -47,12 +47,17 @@ export function sqliteDeliveryLog(db: Database.Database) {
     `INSERT INTO webhook_delivery_counts (connection_id, day, kind, n) VALUES (?, ?, ?, ?)
      ON CONFLICT (connection_id, day, kind) DO UPDATE SET n = n + excluded.n`,
   );
-  const trimChunks = db.prepare<[string, number, number]>("DELETE FROM webhook_deliveries WHERE connection_id = ? AND (last_seq < ? OR last_ms < ?)");
+  const trimChunks = db.prepare<[string, number, number]>(
+    "DELETE FROM webhook_deliveries WHERE connection_id = ? AND (last_seq < ? OR last_ms < ?)",
+  );
   /** A connection's chunks holding seqs from `floor` on, below `before`, newest first. */
   const chunksDown = db.prepare<[string, number, number], { entries: string }>(
     "SELECT entries FROM webhook_deliveries WHERE connection_id = ? AND last_seq >= ? AND first_seq < ? ORDER BY first_seq DESC",
   );
-  const countsOf = db.prepare<[string, string, string], { connection_id: string; connection: string; day: string; kind: string; n: number }>(
+  const countsOf = db.prepare<
+    [string, string, string],
+    { connection_id: string; connection: string; day: string; kind: string; n: number }
+  >(
     `SELECT k.connection_id, c.name AS connection, k.day, k.kind, k.n
        FROM webhook_delivery_counts k JOIN connections c ON c.id = k.connection_id
       WHERE c.team_id = ? AND k.day >= ? AND k.day <= ?`,
@@ -74,7 +79,13 @@ export function sqliteDeliveryLog(db: Database.Database) {
   function add(connectionId: string, keep: InboxKeep, entry: Omit<ChunkEntry, "seq">): void {
     let at = pending.get(connectionId);
     if (!at) {
-      at = { entries: [], firstSeq: (lastSeq.get(connectionId)?.last_seq ?? 0) + 1, firstAt: entry.receivedAt, lastAt: entry.receivedAt, keep };
+      at = {
+        entries: [],
+        firstSeq: (lastSeq.get(connectionId)?.last_seq ?? 0) + 1,
+        firstAt: entry.receivedAt,
+        lastAt: entry.receivedAt,
+        keep,
+      };
       pending.set(connectionId, at);
     }
     if (entry.receivedAt < at.firstAt) at.firstAt = entry.receivedAt;
@@ -94,7 +105,14 @@ export function sqliteDeliveryLog(db: Database.Database) {
     for (const [connectionId, at] of pending) {
       for (let from = 0; from < at.entries.length; from += CHUNK_ENTRIES) {
         const part = at.entries.slice(from, from + CHUNK_ENTRIES);
-        insertChunk.run(connectionId, at.firstSeq + from, at.firstSeq + from + part.length - 1, Date.parse(at.firstAt), Date.parse(at.lastAt), `[${part.join(",")}]`);
+        insertChunk.run(
+          connectionId,
+          at.firstSeq + from,
+          at.firstSeq + from + part.length - 1,
+          Date.parse(at.firstAt),
+          Date.parse(at.lastAt),
+          `[${part.join(",")}]`,
+        );
       }
       // Chunks wholly past the bounds go each time the sequence crosses a multiple of CHUNK_ENTRIES.
       const next = at.firstSeq + at.entries.length;
@@ -106,7 +124,11 @@ export function sqliteDeliveryLog(db: Database.Database) {
   }
 
   /** The connection's entries within `keep` and below `beforeSeq`, newest first, as long as `wanted` says. */
-  function* newestFirst(connectionId: string, keep: InboxKeep, beforeSeq = Number.MAX_SAFE_INTEGER): Generator<DeliveryLogEntry> {
+  function* newestFirst(
+    connectionId: string,
+    keep: InboxKeep,
+    beforeSeq = Number.MAX_SAFE_INTEGER,
+  ): Generator<DeliveryLogEntry> {
     const last = lastSeq.get(connectionId)?.last_seq;
     if (last === undefined) return;
     const floor = last - keep.size + 1;
@@ -127,7 +149,15 @@ export function sqliteDeliveryLog(db: Database.Database) {
     },
     /** A stored or duplicate delivery's entry, inside the ingest transaction. */
     delivered(log: IngestLog, outcome: "stored" | "duplicate", rowId: string) {
-      add(log.connectionId, log.keep, { id: log.id, receivedAt: log.receivedAt, outcome, reason: null, status: 200, rowId, detail: log.detail });
+      add(log.connectionId, log.keep, {
+        id: log.id,
+        receivedAt: log.receivedAt,
+        outcome,
+        reason: null,
+        status: 200,
+        rowId,
+        detail: log.detail,
+      });
       const day = utcDay(log.receivedAt);
       const key = `${log.connectionId}\u0000${day}\u0000${outcome}`;
       const counter = batchCounts.get(key);
@@ -144,7 +174,15 @@ export function sqliteDeliveryLog(db: Database.Database) {
     record(batch: { refusals: readonly RefusalLogInput[]; counts: readonly DeliveryCount[]; keep: InboxKeep }) {
       pending = new Map();
       for (const r of batch.refusals) {
-        add(r.connectionId, batch.keep, { id: r.id, receivedAt: r.receivedAt, outcome: "refused", reason: r.reason, status: r.status, rowId: null, detail: r.detail });
+        add(r.connectionId, batch.keep, {
+          id: r.id,
+          receivedAt: r.receivedAt,
+          outcome: "refused",
+          reason: r.reason,
+          status: r.status,
+          rowId: null,
+          detail: r.detail,
+        });
       }
       writePending();
       for (const c of sumCounts(batch.counts)) addCount.run(c.connectionId, c.day, c.kind, c.n);

@@ -46,7 +46,12 @@ function row(id: string): Row {
   return out;
 }
 
-function deliver(store: Storage, id: string, seconds: number, options: { dedupKey?: string; keep?: InboxKeep; connectionId?: string; datasetId?: string } = {}) {
+function deliver(
+  store: Storage,
+  id: string,
+  seconds: number,
+  options: { dedupKey?: string; keep?: InboxKeep; connectionId?: string; datasetId?: string } = {},
+) {
   const receivedAt = at(seconds);
   return store.webhooks.ingestWebhookRow({
     datasetId: options.datasetId ?? "ds_conn_hook_gh",
@@ -68,7 +73,12 @@ function deliver(store: Storage, id: string, seconds: number, options: { dedupKe
   });
 }
 
-const query = (extra: Partial<DeliveryLogQuery> = {}): DeliveryLogQuery => ({ limit: 100, order: "newest", keep: KEEP, ...extra });
+const query = (extra: Partial<DeliveryLogQuery> = {}): DeliveryLogQuery => ({
+  limit: 100,
+  order: "newest",
+  keep: KEEP,
+  ...extra,
+});
 
 const ids = async (store: Storage, extra: Partial<DeliveryLogQuery> = {}, connectionId = "conn_hook_gh") =>
   (await store.webhooks.listWebhookDeliveries(connectionId, query(extra))).map((e) => e.id);
@@ -78,11 +88,20 @@ const ids = async (store: Storage, extra: Partial<DeliveryLogQuery> = {}, connec
  * a delivery or in refusal batches, filters and order, the bounds, the daily
  * counters, and (with `ConformanceOptions.sameDatabase`) two instances on one database.
  */
-export function describeWebhookLogConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
+export function describeWebhookLogConformance(
+  name: string,
+  factory: StorageFactory,
+  options: ConformanceOptions = {},
+): void {
   describe.skipIf(!!options.skip)(`${name}: webhook delivery log`, () => {
     const open: Storage[] = [];
     afterEach(async () => {
-      await Promise.all(open.splice(0).reverse().map((s) => s.close()));
+      await Promise.all(
+        open
+          .splice(0)
+          .reverse()
+          .map((s) => s.close()),
+      );
     });
     const seeded = async () => {
       const store = await factory();
@@ -96,7 +115,10 @@ export function describeWebhookLogConformance(name: string, factory: StorageFact
       expect(await deliver(store, "whd_1", 1, { dedupKey: "h:a" })).toEqual({ id: "row_whd_1", duplicate: false });
       expect(await deliver(store, "whd_2", 2, { dedupKey: "h:a" })).toEqual({ id: "row_whd_1", duplicate: true });
       await store.webhooks.recordWebhookDeliveries({
-        refusals: [refusal("whd_3", 3), refusal("whd_4", 4, { reason: "rate_limited", status: 429, detail: detail({ suppressed: 7 }) })],
+        refusals: [
+          refusal("whd_3", 3),
+          refusal("whd_4", 4, { reason: "rate_limited", status: 429, detail: detail({ suppressed: 7 }) }),
+        ],
         counts: [],
         keep: KEEP,
       });
@@ -121,7 +143,10 @@ export function describeWebhookLogConformance(name: string, factory: StorageFact
         rowId: null,
         detail: detail({ body: '{"n":1}', bodyEncoding: "utf8" }),
       });
-      expect((await store.webhooks.getWebhookDelivery("conn_hook_gh", "whd_1", KEEP))!.detail).toMatchObject({ deliveryKey: "h:a", verifiedBy: "current" });
+      expect((await store.webhooks.getWebhookDelivery("conn_hook_gh", "whd_1", KEEP))!.detail).toMatchObject({
+        deliveryKey: "h:a",
+        verifiedBy: "current",
+      });
       // Per connection: another endpoint's log and an unknown id answer nothing.
       expect(await ids(store, {}, "conn_hook_open")).toEqual([]);
       expect(await store.webhooks.getWebhookDelivery("conn_hook_open", "whd_3", KEEP)).toBeNull();
@@ -132,7 +157,11 @@ export function describeWebhookLogConformance(name: string, factory: StorageFact
       const store = await seeded();
       await deliver(store, "whd_1", 10);
       await store.webhooks.recordWebhookDeliveries({
-        refusals: [refusal("whd_2", 20), refusal("whd_3", 30, { reason: "invalid_body", status: 400 }), refusal("whd_4", 40)],
+        refusals: [
+          refusal("whd_2", 20),
+          refusal("whd_3", 30, { reason: "invalid_body", status: 400 }),
+          refusal("whd_4", 40),
+        ],
         counts: [],
         keep: KEEP,
       });
@@ -181,40 +210,67 @@ export function describeWebhookLogConformance(name: string, factory: StorageFact
         ],
         keep: KEEP,
       });
-      const counts = await store.webhooks.webhookDeliveryCounts({ teamId: "team_ops", fromDay: "2026-11-01", toDay: "2026-11-01" });
-      const sorted = counts.map((c) => [c.connectionId, c.connection, c.day, c.kind, c.n]).sort((a, b) => String(a).localeCompare(String(b)));
+      const counts = await store.webhooks.webhookDeliveryCounts({
+        teamId: "team_ops",
+        fromDay: "2026-11-01",
+        toDay: "2026-11-01",
+      });
+      const sorted = counts
+        .map((c) => [c.connectionId, c.connection, c.day, c.kind, c.n])
+        .sort((a, b) => String(a).localeCompare(String(b)));
       expect(sorted).toEqual([
         ["conn_hook_gh", "Hook hook-gh", "2026-11-01", "duplicate", 1],
         ["conn_hook_gh", "Hook hook-gh", "2026-11-01", "refused:signature_invalid", 41],
         ["conn_hook_gh", "Hook hook-gh", "2026-11-01", "stored", 1],
         ["conn_hook_open", "Hook hook-open", "2026-11-01", "refused:rate_limited", 2],
       ]);
-      const next = await store.webhooks.webhookDeliveryCounts({ teamId: "team_ops", fromDay: "2026-11-02", toDay: "2026-11-09" });
-      expect(next.map((c) => [c.connectionId, c.day, c.kind, c.n])).toEqual([["conn_hook_gh", "2026-11-02", "stored", 1]]);
-      expect(await store.webhooks.webhookDeliveryCounts({ teamId: "team_growth", fromDay: "2026-11-01", toDay: "2026-11-09" })).toEqual([]);
+      const next = await store.webhooks.webhookDeliveryCounts({
+        teamId: "team_ops",
+        fromDay: "2026-11-02",
+        toDay: "2026-11-09",
+      });
+      expect(next.map((c) => [c.connectionId, c.day, c.kind, c.n])).toEqual([
+        ["conn_hook_gh", "2026-11-02", "stored", 1],
+      ]);
+      expect(
+        await store.webhooks.webhookDeliveryCounts({
+          teamId: "team_growth",
+          fromDay: "2026-11-01",
+          toDay: "2026-11-09",
+        }),
+      ).toEqual([]);
     });
 
-    it.skipIf(!options.sameDatabase)("shares one log and one set of counters between two instances on one database", async () => {
-      const a = await seeded();
-      const b = await options.sameDatabase!(a);
-      open.push(b);
-      const written: Promise<unknown>[] = [];
-      for (let i = 0; i < 20; i++) {
-        const store = i % 2 === 0 ? a : b;
-        written.push(deliver(store, `whd_${i}`, 1 + i, { dedupKey: `h:${i % 5}` }));
-        written.push(store.webhooks.recordWebhookDeliveries({ refusals: [refusal(`whd_r${i}`, 1 + i)], counts: [], keep: KEEP }));
-      }
-      await Promise.all(written);
-      for (const store of [a, b]) {
-        const entries = await store.webhooks.listWebhookDeliveries("conn_hook_gh", query());
-        expect(entries).toHaveLength(40);
-        expect(new Set(entries.map((e) => e.seq)).size).toBe(40);
-        expect(entries.filter((e) => e.outcome === "stored")).toHaveLength(5);
-        expect(entries.filter((e) => e.outcome === "duplicate")).toHaveLength(15);
-        expect(entries.filter((e) => e.outcome === "refused")).toHaveLength(20);
-      }
-      const counts = await b.webhooks.webhookDeliveryCounts({ teamId: "team_ops", fromDay: "2026-11-01", toDay: "2026-11-01" });
-      expect(Object.fromEntries(counts.map((c) => [c.kind, c.n]))).toEqual({ stored: 5, duplicate: 15 });
-    });
+    it.skipIf(!options.sameDatabase)(
+      "shares one log and one set of counters between two instances on one database",
+      async () => {
+        const a = await seeded();
+        const b = await options.sameDatabase!(a);
+        open.push(b);
+        const written: Promise<unknown>[] = [];
+        for (let i = 0; i < 20; i++) {
+          const store = i % 2 === 0 ? a : b;
+          written.push(deliver(store, `whd_${i}`, 1 + i, { dedupKey: `h:${i % 5}` }));
+          written.push(
+            store.webhooks.recordWebhookDeliveries({ refusals: [refusal(`whd_r${i}`, 1 + i)], counts: [], keep: KEEP }),
+          );
+        }
+        await Promise.all(written);
+        for (const store of [a, b]) {
+          const entries = await store.webhooks.listWebhookDeliveries("conn_hook_gh", query());
+          expect(entries).toHaveLength(40);
+          expect(new Set(entries.map((e) => e.seq)).size).toBe(40);
+          expect(entries.filter((e) => e.outcome === "stored")).toHaveLength(5);
+          expect(entries.filter((e) => e.outcome === "duplicate")).toHaveLength(15);
+          expect(entries.filter((e) => e.outcome === "refused")).toHaveLength(20);
+        }
+        const counts = await b.webhooks.webhookDeliveryCounts({
+          teamId: "team_ops",
+          fromDay: "2026-11-01",
+          toDay: "2026-11-01",
+        });
+        expect(Object.fromEntries(counts.map((c) => [c.kind, c.n]))).toEqual({ stored: 5, duplicate: 15 });
+      },
+    );
   });
 }
