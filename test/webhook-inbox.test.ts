@@ -230,6 +230,27 @@ describe("the delivery log: what the receiver records", () => {
   });
 });
 
+describe("the delivery log under a flood", () => {
+  it("writes a bounded number of batches for thousands of refusals, and none per suppressed one", async () => {
+    const api = await setup({ webhookRatePerSecond: 0 });
+    const webhooks = api.api.ports.storage.webhooks;
+    const record = webhooks.recordWebhookDeliveries.bind(webhooks);
+    const batches: number[] = [];
+    webhooks.recordWebhookDeliveries = (batch) => {
+      batches.push(batch.refusals.length);
+      return record(batch);
+    };
+    const body = '{"n":1}';
+    const bad = { ...JSON_TYPE, "x-hub-signature-256": signHex("wrong", body) };
+    const replies = await Promise.all(Array.from({ length: 2000 }, () => post(api, "hook-gh", body, bad)));
+    expect(replies.every((r) => r.status === 401)).toBe(true);
+    await deliveries(api, "conn_hook_gh");
+    // The kept ones (the burst), in at most one write each; the 1,950 others only in the counters, written later in one.
+    expect(batches.reduce((a, b) => a + b, 0)).toBe(KEPT_BURST);
+    expect(batches.length).toBeLessThanOrEqual(KEPT_BURST + 1);
+  });
+});
+
 describe("the delivery log: what the host does with it", () => {
   it("lists, inspects and replays over /api/admin/v1: a 401 fixed by the right secret becomes a row, audited", async () => {
     const api = await setup();
