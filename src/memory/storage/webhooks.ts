@@ -52,6 +52,8 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
 
   // The delivery log: entries per connection, oldest first (each with its receipt time in ms), and the daily counters.
   const log = new Map<string, Array<{ entry: DeliveryLogEntry; receivedMs: number }>>();
+  /** Appends to a connection's log since its entries were last checked against the age bound. */
+  let sinceAgeCheck = 0;
   const counters = new Map<string, DeliveryCount>();
   let seq = 0;
 
@@ -59,8 +61,13 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
   function append(entry: Omit<DeliveryLogEntry, "seq">, keep: InboxKeep): void {
     let entries = log.get(entry.connectionId);
     if (!entries) log.set(entry.connectionId, (entries = []));
-    entries.push({ entry: { ...entry, seq: ++seq }, receivedMs: Date.parse(entry.receivedAt) });
-    while (entries.length > 0 && (entries.length > keep.size || entries[0]!.receivedMs < keep.afterMs)) entries.shift();
+    const { id, connectionId, receivedAt, outcome, reason, status, rowId, detail } = entry;
+    entries.push({ entry: { seq: ++seq, id, connectionId, receivedAt, outcome, reason, status, rowId, detail }, receivedMs: Date.parse(receivedAt) });
+    while (entries.length > keep.size) entries.shift();
+    // The age bound every so many appends (reads apply it exactly).
+    if (++sinceAgeCheck < 64) return;
+    sinceAgeCheck = 0;
+    while (entries.length > 0 && entries[0]!.receivedMs < keep.afterMs) entries.shift();
   }
 
   function count(connectionId: string, day: string, kind: string, n: number): void {
