@@ -34,7 +34,7 @@ function refusal(id: string, seconds: number, extra: Partial<RefusalLogInput> = 
     receivedAt: at(seconds),
     reason: "signature_invalid",
     status: 401,
-    detail: detail({ body: '{"n":1}', bodyEncoding: "utf8" }),
+    detail: detail({ body: '{"n":"\u0000 \u{1F600} \\"}', bodyEncoding: "utf8" }),
     ...extra,
   };
 }
@@ -141,7 +141,7 @@ export function describeWebhookLogConformance(
         reason: "signature_invalid",
         status: 401,
         rowId: null,
-        detail: detail({ body: '{"n":1}', bodyEncoding: "utf8" }),
+        detail: detail({ body: '{"n":"\u0000 \u{1F600} \\"}', bodyEncoding: "utf8" }),
       });
       expect((await store.webhooks.getWebhookDelivery("conn_hook_gh", "whd_1", KEEP))!.detail).toMatchObject({
         deliveryKey: "h:a",
