@@ -8,6 +8,7 @@ import { type GroupOutcome, groupCommit } from "../sql/group-commit.js";
 import type { CatalogWatch } from "./catalog-events.js";
 import { type Db, json, num, type Statement, statement, storeFault } from "./db.js";
 import { makeRoomForDeliveries } from "./dataset-rows.js";
+import { type PostgresDeliveryLog, postgresDeliveryLog } from "./webhook-log.js";
 
 
 /** Endpoints remembered at most (found ones only: unknown ids are looked up every time). */
@@ -46,7 +47,8 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch): WebhookStore & { 
       (select d.id from ${t("datasets")} d where d.connection_id = c.id order by d.id collate "C" limit 1) as dataset_id
     from ${t("connections")} c`;
   const endpointById = statement(`${endpointSql} where c.endpoint_id = $1 and c.type = 'webhook'`);
-  const fastStatement = fastIngestStatement(t);
+  const log = postgresDeliveryLog(db);
+  const fastStatement = fastIngestStatement(t, log);
   const endpoints = new LRUCache<string, WebhookEndpoint>({ max: ENDPOINT_CACHE_SIZE });
   let endpointsVersion: number | null = null;
 
@@ -61,13 +63,13 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch): WebhookStore & { 
       const outcomes: Array<WebhookReceipt | undefined> = new Array(inputs.length);
       const plan = planFastIngest(inputs, knownColumns);
       if (plan.length === 0) return outcomes;
-      const decided = await fastIngest(db, fastStatement, plan.map((i) => inputs[i]!), knownColumns);
+      const decided = await fastIngest(db, fastStatement, plan.map((i) => inputs[i]!), knownColumns, log);
       // Not decided (null): its dataset was not applied, and the transaction decides it.
       plan.forEach((i, k) => (outcomes[i] = decided[k] ?? undefined));
       return outcomes;
     },
     // The rest in one transaction that locks their datasets first.
-    commit: (inputs) => db.transaction((client) => ingestBatch(client, t, inputs, knownColumns)),
+    commit: (inputs) => db.transaction((client) => ingestBatch(client, t, inputs, knownColumns, log)),
   });
 
   return {
@@ -89,8 +91,18 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch): WebhookStore & { 
       return endpoint;
     },
     ingestWebhookRow(input) {
-      return deliveries.add(input);
+      const receipt = deliveries.add(input);
+      const logged = input.log;
+      if (logged === undefined) return receipt;
+      return receipt.then((r) => {
+        log.wrote(logged.connectionId, logged.keep);
+        return r;
+      });
     },
+    recordWebhookDeliveries: (batch) => log.record(batch),
+    listWebhookDeliveries: (connectionId, query) => log.list(connectionId, query),
+    getWebhookDelivery: (connectionId, deliveryId, keep) => log.get(connectionId, deliveryId, keep),
+    webhookDeliveryCounts: (query) => log.counts(query),
     async updateWebhookSettings(connectionId, settings) {
       try {
         return await db.transaction(async (client) => {
@@ -176,7 +188,13 @@ interface StoredKey {
  * deliveries of the batch), append at the next position, widen columns,
  * trim beyond retention. Returns one outcome per input.
  */
-async function ingestBatch(client: PoolClient, t: Db["t"], inputs: readonly WebhookDelivery[], knownColumns: KnownColumns): Promise<Outcome[]> {
+async function ingestBatch(
+  client: PoolClient,
+  t: Db["t"],
+  inputs: readonly WebhookDelivery[],
+  knownColumns: KnownColumns,
+  log: PostgresDeliveryLog,
+): Promise<Outcome[]> {
   const ids = [...new Set(inputs.map((i) => i.datasetId))].sort();
   // Locked in id order (the same in every instance, so batches never deadlock).
   const locked = await client.query<{
@@ -262,6 +280,13 @@ async function ingestBatch(client: PoolClient, t: Db["t"], inputs: readonly Webh
     if (ds.columnsChanged) ds.columnsText = JSON.stringify(ds.columns);
     knownColumns.set(ds.id, knownFrom(ds.columnsText, ds.columns));
   }
+  // The log entries of the decided deliveries, in this transaction.
+  const decided: Parameters<PostgresDeliveryLog["logDelivered"]>[1][number][] = [];
+  inputs.forEach((input, i) => {
+    const outcome = outcomes[i]!;
+    if (input.log && !(outcome instanceof Error)) decided.push({ log: input.log, outcome: outcome.duplicate ? "duplicate" : "stored", rowId: outcome.id });
+  });
+  await log.logDelivered(client, decided);
   const changed = [...datasets.values()].filter((ds) => ds.updatedAt !== null);
   if (changed.length === 0) return outcomes;
   // A bulk write staging right above the window: move its rows out of the way (rare).
@@ -373,6 +398,7 @@ async function fastIngest(
   sql: Statement,
   inputs: readonly WebhookDelivery[],
   knownColumns: KnownColumns,
+  log: PostgresDeliveryLog,
 ): Promise<Array<WebhookReceipt | null>> {
   const datasets = new Map<string, { id: string; retain: number; expect: string }>();
   for (const input of inputs) {
@@ -390,6 +416,7 @@ async function fastIngest(
     `[${inputs.map((i) => JSON.stringify(i.row)).join(",")}]`,
     json([...datasets.values()]),
     inputs.map((i) => i.receivedAt),
+    ...log.fastLogParams(inputs),
   ]);
   const outcomes: Array<WebhookReceipt | null> = inputs.map(() => null);
   for (const r of rows) {
@@ -401,7 +428,7 @@ async function fastIngest(
 }
 
 /** The statement of `fastIngest` (prepared: it runs once per batch, and planning it costs more than running it). */
-function fastIngestStatement(t: Db["t"]): Statement {
+function fastIngestStatement(t: Db["t"], log: PostgresDeliveryLog): Statement {
   return statement(
     `with w as (
        select * from json_to_recordset($4::json) as w(id text, retain bigint, expect text)
@@ -441,7 +468,7 @@ function fastIngestStatement(t: Db["t"]): Statement {
        -- From the sweep mark as this statement's snapshot saw it: at or below the current one, so nothing is missed.
        delete from ${t("dataset_rows")} r using applied a, before b
         where b.id = a.id and r.dataset_id = a.id and r.pos >= b.swept_below and r.pos < a.swept_below
-     )
+     )${log.fastLogSql(6)}
      select x.n, a.id is not null as applied, h.id as dup_id
        from x left join applied a on a.id = x.dataset_id left join held h on h.n = x.n`,
   );

@@ -207,6 +207,21 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 6,
+    name: "the webhook delivery log and its daily counters",
+    sql: `
+      CREATE TABLE webhook_deliveries (
+        connection_id TEXT NOT NULL, first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL,
+        first_ms INTEGER NOT NULL, last_ms INTEGER NOT NULL, entries TEXT NOT NULL,
+        PRIMARY KEY (connection_id, first_seq)
+      ) WITHOUT ROWID;
+      CREATE TABLE webhook_delivery_counts (
+        connection_id TEXT NOT NULL, day TEXT NOT NULL, kind TEXT NOT NULL, n INTEGER NOT NULL,
+        PRIMARY KEY (connection_id, day, kind)
+      ) WITHOUT ROWID;
+    `,
+  },
+  {
+    version: 7,
     name: "a typed copy of declared columns for aggregates, kept by triggers",
     // Declared datasets get their copy at start (ensureDatasetValues): one read of their rows.
     sql: DATASET_VALUES_SQL,
