@@ -4,6 +4,7 @@ import pg from "../peers/pg.js";
 import type { Storage } from "../ports/storage.js";
 import { wrapStoreCalls } from "../sql/store-calls.js";
 import { postgresAudit } from "./audit.js";
+import { postgresChangeLog } from "./changes.js";
 import { type OpenReads, postgresCatalog } from "./catalog.js";
 import { watchCatalog } from "./catalog-events.js";
 import { briefly, createDb, type Db, DEFAULT_BOUNDS, guardClients, storeFault } from "./db.js";
@@ -132,6 +133,7 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
   const watch = watchCatalog(pool, schema, { syncTimeoutMs: options.freshnessTimeoutMs ?? 500 });
   const seen = sessionReads();
   const reads: OpenReads = new Set();
+  const changes = postgresChangeLog(db, { visibilityWaitMs: options.auditVisibilityWaitMs });
   const { settled: deliveriesSettled, ...webhooks } = postgresWebhooks(db, watch);
   const { flushUsage, ...usage } = postgresUsage(db, log);
   let closed = false;
@@ -146,7 +148,7 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
     identity,
     credentials: { ...postgresCredentials(db, seen), teamsFrom: identity },
     catalog: { ...postgresCatalog(db, watch, reads), aggregateDatasetRows: aggregates.aggregateDatasetRows },
-    tables: { ...postgresTables(db), aggregateTableRows: aggregates.aggregateTableRows },
+    tables: { ...postgresTables(db, changes), aggregateTableRows: aggregates.aggregateTableRows },
     webhooks,
     audit: postgresAudit(db, { visibilityWaitMs: options.auditVisibilityWaitMs }),
     dashboards: postgresDashboards(db),

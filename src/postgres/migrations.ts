@@ -361,6 +361,26 @@ select setval('{s_lit}.table_row_positions'::regclass, max(pos)) from {s}.table_
 alter table {s}.table_rows alter column pos set default nextval('{s_lit}.table_row_positions'::regclass);
 `,
   },
+  {
+    version: 10,
+    name: "change log",
+    sql: `
+-- The change feeds of datasets and input tables (src/postgres/changes.ts):
+-- positions drawn from one sequence under a registration per feed (a part
+-- of the sequence: the dataset or table id), as the audit log's are. Pages
+-- are keyset reads on the primary key; retention finds old changes through
+-- the BRIN index on stored_at (cheap to keep: changes arrive in time order).
+create sequence {s}.change_positions as bigint;
+create table {s}.changes (
+  feed_id text not null, position bigint not null, op text not null,
+  row_id text, row json, stored_at bigint not null,
+  primary key (feed_id, position)
+);
+create index changes_stored on {s}.changes using brin (stored_at);
+-- Per feed, the highest position retention removed: a cursor below it has missed changes.
+create table {s}.change_feeds (feed_id text primary key, trimmed_through bigint not null);
+`,
+  },
 ];
 
 /**

@@ -3,6 +3,7 @@ import type { ConnectionRecord } from "../../domain/model.js";
 import { emptyRow } from "../../domain/rows.js";
 import { endpointFromConnection as endpointOf, newWebhookConfig, webhookConfigWith } from "../../domain/webhook-config.js";
 import type { WebhookStore } from "../../ports/storage/webhooks.js";
+import { appendChange } from "./changes.js";
 import type { DedupKeys, MemoryState } from "./state.js";
 
 /**
@@ -31,7 +32,8 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
     return keys;
   }
 
-  function trim(datasetId: string, retainRows: number): void {
+  /** Trim to `retainRows`, recording a `trim` change stored at `storedAt` (epoch ms). */
+  function trim(datasetId: string, retainRows: number, storedAt: number): void {
     const rows = state.datasetRows.get(datasetId);
     if (!rows || rows.length <= retainRows) return;
     const index = keysOf(datasetId);
@@ -39,8 +41,10 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
     // the front of a large array without moving the rest, and at capacity every delivery trims one row.
     const excess = rows.length - retainRows;
     state.firstPositions.set(rows, (state.firstPositions.get(rows) ?? 0) + excess);
-    for (let i = 0; i < excess; i++) forget(index, rows.shift()!._id as string);
+    let upTo = "";
+    for (let i = 0; i < excess; i++) forget(index, (upTo = rows.shift()!._id as string));
     state.datasets.get(datasetId)!.rowCount = retainRows;
+    appendChange(state, datasetId, storedAt, { op: "trim", upTo, at: new Date(storedAt).toISOString() });
   }
 
   return {
@@ -61,7 +65,10 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
       const id = row._id as string;
       let rows = state.datasetRows.get(datasetId);
       if (!rows) state.datasetRows.set(datasetId, (rows = []));
-      rows.push(Object.assign(emptyRow(), row)); // a copy: the caller keeps its row
+      const stored = Object.assign(emptyRow(), row); // a copy: the caller keeps its row
+      rows.push(stored);
+      const storedAt = Date.parse(receivedAt);
+      appendChange(state, datasetId, storedAt, { op: "insert", rowId: id, row: stored, at: new Date(storedAt).toISOString() });
       if (dedupKey !== null) {
         index.rowIdByKey.set(dedupKey, id);
         index.keyByRowId.set(id, dedupKey);
@@ -70,7 +77,7 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
       if (widened) dataset.columns = widened;
       dataset.rowCount = rows.length;
       dataset.updatedAt = receivedAt;
-      trim(datasetId, Math.max(1, retainRows));
+      trim(datasetId, Math.max(1, retainRows), storedAt);
       return { id, duplicate: false };
     },
 
@@ -80,7 +87,8 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
       const datasetId = datasetOf(state, connectionId);
       if (datasetId === null) return null;
       connection.config = webhookConfigWith(connection.config, settings);
-      if (typeof settings.retainRows === "number") trim(datasetId, Math.max(1, settings.retainRows));
+      // The settings carry no time: the trim is stored at the store's clock.
+      if (typeof settings.retainRows === "number") trim(datasetId, Math.max(1, settings.retainRows), Date.now());
       return endpointOf(connection, datasetId);
     },
 

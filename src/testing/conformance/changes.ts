@@ -1,0 +1,203 @@
+import { afterEach, describe, expect, it } from "vitest";
+import type { Change } from "../../domain/changes.js";
+import type { Actor, AuditEvent, Row } from "../../domain/model.js";
+import { parseFixture } from "../../fixture/load.js";
+import type { Storage } from "../../ports/storage.js";
+import type { ChangesPage, StoredChange } from "../../ports/storage/changes.js";
+import { type ConformanceOptions, loadSpace, type StorageFactory } from "./harness.js";
+import { webhookFixture } from "./webhooks.js";
+
+const NOW = Date.parse("2026-11-01T12:00:00.000Z");
+const iso = (ms: number) => new Date(ms).toISOString();
+const KEY: Actor = { type: "api-key", id: "key_sync", name: "Warehouse sync" };
+const TABLE = "tbl_targets";
+
+let events = 0;
+function event(action: string, rowId: string): AuditEvent {
+  return {
+    id: `evt_changes_${process.pid}_${++events}`,
+    teamId: "team_ops",
+    time: iso(NOW),
+    category: "audit",
+    action,
+    actor: KEY,
+    target: { type: "table_row", id: rowId },
+    outcome: "success",
+    ip: null,
+    userAgent: null,
+    details: { tableId: TABLE, rowId },
+  };
+}
+
+const insert = (store: Storage, rowId: string, values: Row, now = NOW) =>
+  store.tables.insertTableRow({ tableId: TABLE, rowId, values, actor: KEY, now, auditEvent: event("table.row.created", rowId) });
+const update = (store: Storage, rowId: string, patch: Row, now = NOW) =>
+  store.tables.updateTableRow({ tableId: TABLE, rowId, patch, expectedUpdatedAt: null, actor: KEY, now, auditEvent: event("table.row.updated", rowId) });
+const remove = (store: Storage, rowId: string, now = NOW) =>
+  store.tables.deleteTableRow({ tableId: TABLE, rowId, actor: KEY, now, auditEvent: event("table.row.deleted", rowId) });
+
+/** Every change of a table's feed after `after`, `limit` at a time, checking the page rules on the way. */
+async function follow(read: (after: string, limit: number) => Promise<ChangesPage>, after: string, limit = 2): Promise<StoredChange[]> {
+  const out: StoredChange[] = [];
+  for (let cursor = after, pages = 0; pages < 10_000; pages++) {
+    const page = await read(cursor, limit);
+    expect(page.expired).toBe(false);
+    expect(page.changes.length).toBeLessThanOrEqual(limit);
+    out.push(...page.changes);
+    if (page.changes.length > 0) cursor = page.changes.at(-1)!.position;
+    if (!page.hasMore) return out;
+  }
+  throw new Error("the feed did not end");
+}
+
+const tableFeed = (store: Storage) => (after: string, limit: number) => store.tables.readTableChanges(TABLE, { after, limit });
+const ops = (changes: readonly StoredChange[]) => changes.map(({ change }) => [change.op, "rowId" in change ? change.rowId : "upTo" in change ? change.upTo : null]);
+
+function increasing(changes: readonly StoredChange[]): boolean {
+  return changes.every((c, i) => i === 0 || BigInt(c.position) > BigInt(changes[i - 1]!.position));
+}
+
+/**
+ * The change feeds of input tables and datasets (`ChangeFeedReads` in
+ * ports/storage/changes.ts): every row write's change once, in order, in
+ * the same commit as the write; keyset pages; a head to hand a rows read
+ * over; retention.
+ */
+export function describeChangesConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
+  describe.skipIf(!!options.skip)(`${name}: changes`, () => {
+    const open: Storage[] = [];
+    afterEach(async () => {
+      await Promise.all(open.splice(0).map((s) => s.close()));
+    });
+    const seeded = async () => {
+      const store = await factory();
+      open.push(store);
+      await loadSpace(store, parseFixture(webhookFixture()), options);
+      return store;
+    };
+
+    it("records a table's inserts, updates and deletes with the whole row, in order, after the head", async () => {
+      const store = await seeded();
+      const head = await store.tables.tableChangesHead(TABLE);
+      expect(head).toMatch(/^\d+$/);
+      const created = await insert(store, "row_2", { region: "APAC", target: 5 }, NOW + 1000);
+      const updated = await update(store, "row_2", { target: 6 }, NOW + 2000);
+      expect(updated.status).toBe("ok");
+      await remove(store, "row_1", NOW + 3000);
+      // A refused write records nothing.
+      expect((await update(store, "row_missing", { target: 1 })).status).toBe("not_found");
+      const changes = await follow(tableFeed(store), head);
+      expect(changes.map((c) => c.change)).toEqual<Change[]>([
+        { op: "insert", rowId: "row_2", row: created, at: iso(NOW + 1000) },
+        { op: "update", rowId: "row_2", row: updated.status === "ok" ? updated.row : {}, at: iso(NOW + 2000) },
+        { op: "delete", rowId: "row_1", at: iso(NOW + 3000) },
+      ]);
+      expect(increasing(changes)).toBe(true);
+      expect(BigInt(changes[0]!.position)).toBeGreaterThan(BigInt(head));
+      // The update carries the whole row after it, the stamps included.
+      expect(changes[1]!.change).toMatchObject({ row: { _id: "row_2", region: "APAC", target: 6 } });
+      // After the last change: nothing more, and the head has moved past it.
+      expect(await store.tables.readTableChanges(TABLE, { after: changes.at(-1)!.position, limit: 10 })).toMatchObject({ changes: [], hasMore: false });
+      expect(BigInt(await store.tables.tableChangesHead(TABLE))).toBeGreaterThanOrEqual(BigInt(changes.at(-1)!.position));
+    });
+
+    it("pages with hasMore exactly when more is there, and keeps feeds apart", async () => {
+      const store = await seeded();
+      const head = await store.tables.tableChangesHead(TABLE);
+      for (let i = 0; i < 5; i++) await insert(store, `row_p${i}`, { region: `R${i}`, target: i });
+      // Another feed's changes (a webhook dataset) never show in this one.
+      await store.webhooks.ingestWebhookRow({
+        datasetId: "ds_conn_hook_open",
+        dedupKey: null,
+        row: { _id: "wh_1", a: 1 },
+        columns: [{ name: "_id", type: "string" }, { name: "a", type: "number" }],
+        retainRows: 100,
+        receivedAt: iso(NOW),
+      });
+      const first = await store.tables.readTableChanges(TABLE, { after: head, limit: 2 });
+      expect(ops(first.changes)).toEqual([["insert", "row_p0"], ["insert", "row_p1"]]);
+      expect(first.hasMore).toBe(true);
+      const rest = await follow(tableFeed(store), first.changes.at(-1)!.position, 3);
+      expect(ops(rest)).toEqual([["insert", "row_p2"], ["insert", "row_p3"], ["insert", "row_p4"]]);
+      const exact = await store.tables.readTableChanges(TABLE, { after: rest[1]!.position, limit: 1 });
+      expect(exact.hasMore).toBe(false);
+      // A feed nobody wrote to is empty from its start.
+      expect(await store.tables.readTableChanges("tbl_nothing", { after: "0", limit: 10 })).toMatchObject({ changes: [], hasMore: false, expired: false });
+    });
+
+    it("records a reset when a put rewrote the table's rows, and forgets a deleted table's changes", async () => {
+      const store = await seeded();
+      const head = await store.tables.tableChangesHead(TABLE);
+      const table = (await store.tables.getTable(TABLE))!;
+      const at = "2026-11-02T08:00:00.000Z";
+      await store.tables.putTable({ ...table, updatedAt: at }, (row) => ({ ...row, target: Number(row.target) * 2 }));
+      // A put that rewrites nothing is no change of the rows.
+      await store.tables.putTable({ ...table, updatedAt: at });
+      expect((await follow(tableFeed(store), head)).map((c) => c.change)).toEqual([{ op: "reset", at }]);
+      await store.tables.deleteTable(TABLE);
+      expect((await store.tables.readTableChanges(TABLE, { after: "0", limit: 10 })).changes).toEqual([]);
+    });
+
+    it("gives every change of concurrent writers once, in order, to a reader following meanwhile", async () => {
+      const store = await seeded();
+      const head = await store.tables.tableChangesHead(TABLE);
+      const writers = Array.from({ length: 4 }, async (_, w) => {
+        for (let i = 0; i < 15; i++) {
+          const rowId = `row_w${w}_${i}`;
+          await insert(store, rowId, { region: `W${w}`, target: i });
+          if (i % 3 === 2) await update(store, rowId, { target: i * 10 });
+        }
+      });
+      const seen: StoredChange[] = [];
+      let done = false;
+      const all = Promise.all(writers).finally(() => (done = true));
+      const reader = (async () => {
+        let cursor = head;
+        for (;;) {
+          const finished = done;
+          const page = await store.tables.readTableChanges(TABLE, { after: cursor, limit: 7 });
+          seen.push(...page.changes);
+          if (page.changes.length > 0) cursor = page.changes.at(-1)!.position;
+          if (finished && !page.hasMore) return;
+          if (page.changes.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+        }
+      })();
+      await all;
+      await reader;
+      expect(increasing(seen)).toBe(true);
+      expect(seen).toHaveLength(4 * 15 + 4 * 5);
+      expect(new Set(seen.map((c) => c.position)).size).toBe(seen.length);
+      // Per row: its insert before its update; per writer: its rows in the order written.
+      for (let w = 0; w < 4; w++) {
+        const mine = seen.filter((c) => "rowId" in c.change && String(c.change.rowId).startsWith(`row_w${w}_`));
+        const expected: unknown[] = [];
+        for (let i = 0; i < 15; i++) {
+          expected.push(["insert", `row_w${w}_${i}`]);
+          if (i % 3 === 2) expected.push(["update", `row_w${w}_${i}`]);
+        }
+        expect(ops(mine)).toEqual(expected);
+      }
+    });
+
+    it("answers expired for a cursor older than retention kept, and serves what is kept", async () => {
+      const store = await seeded();
+      const head = await store.tables.tableChangesHead(TABLE);
+      await insert(store, "row_old", { region: "OLD", target: 1 }, NOW);
+      await insert(store, "row_new", { region: "NEW", target: 2 }, NOW + 60_000);
+      const before = await follow(tableFeed(store), head);
+      expect(ops(before)).toEqual([["insert", "row_old"], ["insert", "row_new"]]);
+      await store.tables.trimChanges(NOW + 30_000);
+      // A cursor from before the removed change has missed it: expired, never a page with a gap.
+      expect(await store.tables.readTableChanges(TABLE, { after: head, limit: 10 })).toEqual({ changes: [], hasMore: false, expired: true });
+      expect((await store.tables.readTableChanges(TABLE, { after: "0", limit: 10 })).expired).toBe(true);
+      // From the removed change on, what is kept is whole.
+      expect(ops(await follow(tableFeed(store), before[0]!.position))).toEqual([["insert", "row_new"]]);
+      // A read made now hands over from the head, which is not expired.
+      const fresh = await store.tables.tableChangesHead(TABLE);
+      await insert(store, "row_newer", { region: "NEW", target: 3 }, NOW + 61_000);
+      expect(ops(await follow(tableFeed(store), fresh))).toEqual([["insert", "row_newer"]]);
+      // A feed retention did not touch still reads from its start.
+      expect((await store.tables.readTableChanges("tbl_other", { after: "0", limit: 1 })).expired).toBe(false);
+    });
+  });
+}
