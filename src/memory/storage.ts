@@ -1,7 +1,9 @@
 import type { SeedSpace } from "../domain/seed-space.js";
 import type { Storage } from "../ports/storage.js";
 import { appendAuditEntry, memoryAudit } from "./storage/audit.js";
+import { datasetChangeFeeds } from "../storage/change-feeds.js";
 import { memoryCatalog } from "./storage/catalog.js";
+import { memoryChangeFeeds } from "./storage/changes.js";
 import { memoryCredentials } from "./storage/credentials.js";
 import { memoryDashboards } from "./storage/dashboards.js";
 import { memoryIdentity } from "./storage/identity.js";
@@ -23,7 +25,7 @@ export function createMemoryStorage(): MemoryStorage {
   return {
     identity,
     credentials: { ...memoryCredentials(state), teamsFrom: identity },
-    catalog: memoryCatalog(state),
+    catalog: { ...memoryCatalog(state), ...datasetChangeFeeds(memoryChangeFeeds(state)) },
     tables: memoryTables(state),
     webhooks: memoryWebhooks(state),
     audit: memoryAudit(state),

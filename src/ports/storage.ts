@@ -1,6 +1,7 @@
 import type { SeedSpace } from "../domain/seed-space.js";
 import type { AuditStore } from "./storage/audit.js";
 import type { CatalogStore, CatalogWrites } from "./storage/catalog.js";
+import type { DatasetChangeFeeds } from "./storage/changes.js";
 import type { CredentialStore, KeyWithTeamLookup } from "./storage/credentials.js";
 import type { DashboardStore, DashboardWrites } from "./storage/dashboards.js";
 import type { IdentityStore, IdentityWrites } from "./storage/identity.js";
@@ -10,6 +11,7 @@ import type { WebhookStore } from "./storage/webhooks.js";
 
 export type { AuditStore, StoredAuditEvent } from "./storage/audit.js";
 export type { CatalogStore, CatalogWrites, DatasetRowsWrite, RowPage, RowQuery } from "./storage/catalog.js";
+export type { Change, ChangeFeedReads, ChangeRetention, ChangesPage, ChangesQuery, DatasetChangeFeeds, StoredChange } from "./storage/changes.js";
 export type { CredentialStore, KeyWithTeamLookup } from "./storage/credentials.js";
 export type { DashboardStore, DashboardWrites, DayViews, ViewerDayViews } from "./storage/dashboards.js";
 export type { IdentityStore, IdentityWrites, IdPage, PutResult } from "./storage/identity.js";
@@ -48,7 +50,7 @@ export type { WebhookDelivery, WebhookReceipt, WebhookStore } from "./storage/we
 export interface StorageAreaReads {
   identity: IdentityStore;
   credentials: CredentialStore & KeyWithTeamLookup;
-  catalog: CatalogStore;
+  catalog: CatalogStore & DatasetChangeFeeds;
   tables: TableStore;
   webhooks: WebhookStore;
   audit: AuditStore;
@@ -68,8 +70,8 @@ export interface StorageAreas {
   identity: IdentityStore & IdentityWrites;
   /** Session tokens and API keys. */
   credentials: CredentialStore & KeyWithTeamLookup;
-  /** Connections, datasets and their rows. */
-  catalog: CatalogStore & CatalogWrites;
+  /** Connections, datasets and their rows (and the rows' change feeds). */
+  catalog: CatalogStore & CatalogWrites & DatasetChangeFeeds;
   /** Input tables, their rows, edit log and Idempotency-Key claims. */
   tables: TableStore & TableWrites;
   /** Webhook endpoints and delivered rows (de-duplication, retention). */

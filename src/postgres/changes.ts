@@ -24,6 +24,8 @@ export interface PostgresChangeLog extends ChangeFeedReads, ChangeRetention {
    * a statement of its own, in the writer's transaction).
    */
   insertSql(feedSql: string, values: { op: string; rowId: string; row: string; storedAt: string }): string;
+  /** SQL of the next position of the feed `feedSql` (registering the transaction under it), for an INSERT … SELECT of many changes. */
+  positionSql(feedSql: string): string;
   /** Append one change in the caller's transaction (its own statement). */
   append(client: PoolClient, feedId: string, storedAt: number, change: Change): Promise<void>;
   /** SQL deleting a feed's changes and its retention mark (a dataset's or table's delete), `$1` the feed id. */
@@ -58,6 +60,7 @@ export function postgresChangeLog(db: Db, options: { visibilityWaitMs?: number }
      on conflict (feed_id) do update set trimmed_through = greatest(${t("change_feeds")}.trimmed_through, excluded.trimmed_through)`;
   return {
     insertSql,
+    positionSql: (feedSql) => feed.nextPositionSql(feedSql),
     async append(client, feedId, storedAt, change) {
       const r = changeRecord(change, storedAt);
       await client.query(appendSql, [feedId, r.op, r.rowId, r.row === null ? null : json(r.row), storedAt]);

@@ -5,6 +5,7 @@ import type { Storage } from "../ports/storage.js";
 import { wrapStoreCalls } from "../sql/store-calls.js";
 import { postgresAudit } from "./audit.js";
 import { postgresChangeLog } from "./changes.js";
+import { datasetChangeFeeds } from "../storage/change-feeds.js";
 import { type OpenReads, postgresCatalog } from "./catalog.js";
 import { watchCatalog } from "./catalog-events.js";
 import { briefly, createDb, type Db, DEFAULT_BOUNDS, guardClients, storeFault } from "./db.js";
@@ -134,7 +135,7 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
   const seen = sessionReads();
   const reads: OpenReads = new Set();
   const changes = postgresChangeLog(db, { visibilityWaitMs: options.auditVisibilityWaitMs });
-  const { settled: deliveriesSettled, ...webhooks } = postgresWebhooks(db, watch);
+  const { settled: deliveriesSettled, ...webhooks } = postgresWebhooks(db, watch, changes);
   const { flushUsage, ...usage } = postgresUsage(db, log);
   let closed = false;
   const identity = postgresIdentity(db, seen);
@@ -147,7 +148,7 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
   return wrapStoreCalls<PostgresStorage>({
     identity,
     credentials: { ...postgresCredentials(db, seen), teamsFrom: identity },
-    catalog: { ...postgresCatalog(db, watch, reads), aggregateDatasetRows: aggregates.aggregateDatasetRows },
+    catalog: { ...postgresCatalog(db, watch, reads), aggregateDatasetRows: aggregates.aggregateDatasetRows, ...datasetChangeFeeds(changes) },
     tables: { ...postgresTables(db, changes), aggregateTableRows: aggregates.aggregateTableRows },
     webhooks,
     audit: postgresAudit(db, { visibilityWaitMs: options.auditVisibilityWaitMs }),

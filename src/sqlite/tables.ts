@@ -138,7 +138,7 @@ export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
     async tableChangesHead(tableId) {
       return changes.head(tableId);
     },
-    async trimChanges(storedBefore) {
+    async trimTableChanges(storedBefore) {
       return changes.trimChanges(storedBefore);
     },
     async updateTableRowOnce(input) {

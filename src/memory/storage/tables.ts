@@ -197,7 +197,7 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
       return changes.head(tableId);
     },
 
-    async trimChanges(storedBefore) {
+    async trimTableChanges(storedBefore) {
       return changes.trimChanges(storedBefore);
     },
 

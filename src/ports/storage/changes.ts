@@ -67,3 +67,18 @@ export interface ChangeRetention {
    */
   trimChanges(storedBefore: number): Promise<void>;
 }
+
+/**
+ * The change feeds of upload and connection datasets (webhook datasets
+ * among them), served by the area that holds their rows: a webhook
+ * delivery appends its `insert` (and, when retention removed rows, one
+ * `trim` naming the last of them), an append its rows' inserts, a replace
+ * or refresh a `reset`, each in the SAME commit as the write. A deleted
+ * dataset's changes go with it. Meanings as `ChangeFeedReads` and
+ * `ChangeRetention` say.
+ */
+export interface DatasetChangeFeeds {
+  readDatasetChanges(datasetId: string, query: ChangesQuery): Promise<ChangesPage>;
+  datasetChangesHead(datasetId: string): Promise<string>;
+  trimDatasetChanges(storedBefore: number): Promise<void>;
+}

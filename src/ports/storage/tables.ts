@@ -207,7 +207,7 @@ export interface TableStore {
   /** `ChangeFeedReads.head` of the table's feed: where a rows read made after it hands over to the feed. */
   tableChangesHead(tableId: string): Promise<string>;
   /** Retention of the change log (`ChangeRetention.trimChanges`). */
-  trimChanges(storedBefore: number): Promise<void>;
+  trimTableChanges(storedBefore: number): Promise<void>;
 }
 
 /** Changes to input tables themselves (their rows change through `TableStore`). Atomic, visible to the next read. */

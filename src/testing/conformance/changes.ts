@@ -50,6 +50,47 @@ async function follow(read: (after: string, limit: number) => Promise<ChangesPag
   throw new Error("the feed did not end");
 }
 
+const HOOK = "ds_conn_hook_open";
+const T0 = Date.parse("2026-11-01T12:00:00.000Z");
+
+function deliver(store: Storage, id: string, retainRows = 100, dedupKey: string | null = null, at = T0) {
+  const row: Row = { _id: id, n: Number(id.replace(/\D/g, "")) };
+  return store.webhooks.ingestWebhookRow({
+    datasetId: HOOK,
+    dedupKey,
+    row,
+    columns: [{ name: "_id", type: "string" }, { name: "n", type: "number" }],
+    retainRows,
+    receivedAt: iso(at),
+  });
+}
+
+/** A copy of a dataset kept by applying its changes as ../shared/changes.md says. */
+function applyChanges(mirror: Row[], changes: readonly StoredChange[]): Row[] {
+  let rows = [...mirror];
+  for (const { change } of changes) {
+    if (change.op === "insert" || change.op === "update") {
+      const at = rows.findIndex((r) => r._id === change.rowId);
+      if (at >= 0 && change.rowId !== null) rows[at] = change.row;
+      else rows.push(change.row);
+    } else if (change.op === "delete") rows = rows.filter((r) => r._id !== change.rowId);
+    else if (change.op === "trim") {
+      const at = rows.findIndex((r) => r._id === change.upTo);
+      if (at >= 0) rows = rows.slice(at + 1);
+    } else rows = [];
+  }
+  return rows;
+}
+
+async function datasetRows(store: Storage, datasetId: string): Promise<Row[]> {
+  const out: Row[] = [];
+  const page = await store.catalog.readDatasetRows(datasetId, { offset: 0, limit: null, columns: null, filters: null });
+  for await (const row of page.rows) out.push({ ...row });
+  return out;
+}
+
+const datasetFeed = (store: Storage, datasetId = HOOK) => (after: string, limit: number) => store.catalog.readDatasetChanges(datasetId, { after, limit });
+
 const tableFeed = (store: Storage) => (after: string, limit: number) => store.tables.readTableChanges(TABLE, { after, limit });
 const ops = (changes: readonly StoredChange[]) => changes.map(({ change }) => [change.op, "rowId" in change ? change.rowId : "upTo" in change ? change.upTo : null]);
 
@@ -179,6 +220,42 @@ export function describeChangesConformance(name: string, factory: StorageFactory
       }
     });
 
+    it("records each webhook delivery's insert and the trims of retention, duplicates none", async () => {
+      const store = await seeded();
+      const head = await store.catalog.datasetChangesHead(HOOK);
+      await deliver(store, "wh1", 2, "k1", T0 + 1000);
+      await deliver(store, "wh2", 2, null, T0 + 2000);
+      // A duplicate stores nothing and records nothing.
+      expect(await deliver(store, "wh9", 2, "k1", T0 + 2500)).toEqual({ id: "wh1", duplicate: true });
+      await deliver(store, "wh3", 2, null, T0 + 3000);
+      const changes = await follow(datasetFeed(store), head);
+      expect(changes.map((c) => c.change)).toEqual<Change[]>([
+        { op: "insert", rowId: "wh1", row: { _id: "wh1", n: 1 }, at: iso(T0 + 1000) },
+        { op: "insert", rowId: "wh2", row: { _id: "wh2", n: 2 }, at: iso(T0 + 2000) },
+        { op: "insert", rowId: "wh3", row: { _id: "wh3", n: 3 }, at: iso(T0 + 3000) },
+        { op: "trim", upTo: "wh1", at: iso(T0 + 3000) },
+      ]);
+      // Lowering the retention trims at once, and says so.
+      await store.webhooks.updateWebhookSettings("conn_hook_open", { retainRows: 1 });
+      const more = await follow(datasetFeed(store), changes.at(-1)!.position);
+      expect(more.map((c) => ({ ...c.change, at: "" }))).toEqual([{ op: "trim", upTo: "wh2", at: "" }]);
+      expect(applyChanges([], [...changes, ...more])).toEqual(await datasetRows(store, HOOK));
+    });
+
+    it("keeps a copy equal to a webhook dataset whose concurrent deliveries retention trims", async () => {
+      const store = await seeded();
+      const head = await store.catalog.datasetChangesHead(HOOK);
+      for (let i = 1; i <= 3; i++) await deliver(store, `wh${i}`, 4);
+      // Deliveries arriving together (one group commit on the SQL stores), trimming as they go.
+      await Promise.all(Array.from({ length: 12 }, (_, i) => deliver(store, `wh${10 + i}`, 4, i % 2 === 0 ? `key${i}` : null)));
+      const changes = await follow(datasetFeed(store), head, 5);
+      expect(increasing(changes)).toBe(true);
+      expect(changes.filter((c) => c.change.op === "insert")).toHaveLength(15);
+      const final = await datasetRows(store, HOOK);
+      expect(final.map((r) => r._id)).toEqual(["wh18", "wh19", "wh20", "wh21"]);
+      expect(applyChanges([], changes)).toEqual(final);
+    });
+
     it("answers expired for a cursor older than retention kept, and serves what is kept", async () => {
       const store = await seeded();
       const head = await store.tables.tableChangesHead(TABLE);
@@ -186,7 +263,7 @@ export function describeChangesConformance(name: string, factory: StorageFactory
       await insert(store, "row_new", { region: "NEW", target: 2 }, NOW + 60_000);
       const before = await follow(tableFeed(store), head);
       expect(ops(before)).toEqual([["insert", "row_old"], ["insert", "row_new"]]);
-      await store.tables.trimChanges(NOW + 30_000);
+      await store.tables.trimTableChanges(NOW + 30_000);
       // A cursor from before the removed change has missed it: expired, never a page with a gap.
       expect(await store.tables.readTableChanges(TABLE, { after: head, limit: 10 })).toEqual({ changes: [], hasMore: false, expired: true });
       expect((await store.tables.readTableChanges(TABLE, { after: "0", limit: 10 })).expired).toBe(true);
