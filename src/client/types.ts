@@ -66,6 +66,8 @@ export interface DatasetRowsPage<R extends Row = Row> {
     lastUpdated: string;
     /** Pass as `cursor` for the next page; null on the last page. */
     nextCursor: string | null;
+    /** Where the change feed stood when this read began: follow the changes from the FIRST page's to keep a copy. */
+    changesCursor: string;
   };
 }
 
@@ -257,6 +259,8 @@ export interface TableRowsPage {
     columns: string[];
     /** Pass as `cursor` for the next page; null on the last page. */
     nextCursor: string | null;
+    /** Where the change feed stood when this read began: follow the changes from the FIRST page's to keep a copy. */
+    changesCursor: string;
   };
 }
 

@@ -7,7 +7,8 @@ import type { Row } from "./model.js";
  * (uploads). `at` is when the change was stored, ISO 8601.
  */
 export type Change =
-  | { op: "insert" | "update"; rowId: string | null; row: Row; at: string }
+  | { op: "insert"; rowId: string | null; row: Row; at: string }
+  | { op: "update"; rowId: string; row: Row; at: string }
   | { op: "delete"; rowId: string; at: string }
   /** Retention removed every webhook row stored up to and including `upTo` (a `rowId`). */
   | { op: "trim"; upTo: string; at: string }
@@ -45,8 +46,9 @@ export function changeFromRecord({ op, rowId, row, storedAt }: ChangeRecord): Ch
   const at = new Date(storedAt).toISOString();
   switch (op) {
     case "insert":
-    case "update":
       return { op, rowId, row: row ?? {}, at };
+    case "update":
+      return { op, rowId: rowId ?? "", row: row ?? {}, at };
     case "delete":
       return { op, rowId: rowId ?? "", at };
     case "trim":

@@ -46,7 +46,8 @@ export function postgresChangeLog(db: Db, options: { visibilityWaitMs?: number }
       from (select coalesce((select trimmed_through from ${t("change_feeds")} where feed_id = $1::text), 0) as through) m
       left join lateral (
         select position, op, row_id, row, stored_at from ${t("changes")}
-         where feed_id = $1 and position > $2::bigint and position < $3::bigint and m.through <= $2::bigint
+         where feed_id = $1 and position > coalesce($2::bigint, m.through) and position < $3::bigint
+           and ($2::bigint is null or m.through <= $2::bigint)
          order by position limit $4) c on true
      order by c.position`;
   const trimSql = `with old as (
@@ -71,7 +72,7 @@ export function postgresChangeLog(db: Db, options: { visibilityWaitMs?: number }
     async read(feedId, { after, limit }) {
       const { page, heldBackMs } = await readToHorizon(feed, feedId, waitMs, async (below) => {
         const rows = await db.query<PageRow>(pageSql, [feedId, after, below, limit + 1]);
-        const expired = rows.length > 0 && BigInt(rows[0]!.through) > BigInt(after);
+        const expired = after !== null && rows.length > 0 && BigInt(rows[0]!.through) > BigInt(after);
         const found = rows.filter((r) => r.position_text !== null);
         return { found, expired, full: found.length > limit };
       });

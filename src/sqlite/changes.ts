@@ -64,11 +64,16 @@ export function sqliteChangeFeeds({ db }: SqliteHandle): ChangeFeedReads & Chang
     mark.run(from, through);
     remove.run(from, through);
   });
+  const readPage = db.transaction((feedId: string, after: string | null, limit: number) => {
+    const through = trimmed.get(feedId) ?? 0;
+    if (after !== null && Number(after) < through) return null;
+    return page.all(feedId, after === null ? through : Number(after), limit + 1);
+  });
   return {
     async read(feedId, { after, limit }) {
-      const from = Number(after);
-      if (from < (trimmed.get(feedId) ?? 0)) return { changes: [], hasMore: false, expired: true };
-      const rows = page.all(feedId, from, limit + 1);
+      // One snapshot for the retention mark and the page: a trim by another process cannot fall between them.
+      const rows = readPage(feedId, after, limit);
+      if (rows === null) return { changes: [], hasMore: false, expired: true };
       const changes = rows.slice(0, limit).map(
         (r): StoredChange => ({
           position: String(r.position),

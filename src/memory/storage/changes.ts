@@ -19,8 +19,9 @@ export function memoryChangeFeeds(state: MemoryState): ChangeFeedReads & ChangeR
   return {
     async read(feedId, { after, limit }) {
       const log = state.changeLog;
-      const from = Number(after);
-      if (from < (log.trimmedThrough.get(feedId) ?? 0)) return { changes: [], hasMore: false, expired: true };
+      const trimmed = log.trimmedThrough.get(feedId) ?? 0;
+      if (after !== null && Number(after) < trimmed) return { changes: [], hasMore: false, expired: true };
+      const from = after === null ? trimmed : Number(after);
       const entries = log.feeds.get(feedId) ?? [];
       const start = firstIndexAfter(entries, from);
       const page = entries.slice(start, start + limit);

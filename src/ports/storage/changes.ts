@@ -10,8 +10,8 @@ export interface StoredChange {
 
 /** A page of one feed (a dataset's or a table's changes). */
 export interface ChangesQuery {
-  /** Changes after this position ("0": from the first ever stored). */
-  after: string;
+  /** Changes after this position; null: from the oldest change retention kept (never `expired`). */
+  after: string | null;
   /** At most this many changes (>= 1). */
   limit: number;
 }

@@ -267,6 +267,9 @@ export function describeChangesConformance(name: string, factory: StorageFactory
       // A cursor from before the removed change has missed it: expired, never a page with a gap.
       expect(await store.tables.readTableChanges(TABLE, { after: head, limit: 10 })).toEqual({ changes: [], hasMore: false, expired: true });
       expect((await store.tables.readTableChanges(TABLE, { after: "0", limit: 10 })).expired).toBe(true);
+      // No cursor: from the oldest change kept.
+      const oldest = await store.tables.readTableChanges(TABLE, { after: null, limit: 10 });
+      expect({ ...oldest, changes: ops(oldest.changes) }).toEqual({ changes: [["insert", "row_new"]], hasMore: false, expired: false });
       // From the removed change on, what is kept is whole.
       expect(ops(await follow(tableFeed(store), before[0]!.position))).toEqual([["insert", "row_new"]]);
       // A read made now hands over from the head, which is not expired.

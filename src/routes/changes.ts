@@ -1,0 +1,43 @@
+import { z } from "zod";
+import { readDatasetChanges, readTableChanges } from "../handlers/changes.js";
+import { intParam } from "../http/query.js";
+import { changesPageSchema } from "../schemas/changes.js";
+import { errorEnvelopeSchema } from "../schemas/common.js";
+import { authed } from "./route-def.js";
+
+const changesQuery = z.object({
+  cursor: z.string().min(1).max(512, "is not a cursor this feed returned").optional().describe("from a changes page, or a rows read's changesCursor; absent: the oldest change kept"),
+  limit: intParam({ min: 1, max: 1000 }).default(200),
+  wait: intParam({ min: 0, max: 30 }).default(0).describe("seconds to hold the request while no change is ready (long-poll)"),
+});
+
+const responses = { 200: changesPageSchema, 410: errorEnvelopeSchema };
+
+export const changeRoutes = [
+  authed({
+    method: "GET",
+    path: "/tables/:id/changes",
+    operationId: "readTableChanges",
+    auth: "bearer",
+    scope: "data:read",
+    tag: "Input tables",
+    summary: "The table's row changes after a cursor, each once, in order (long-poll with wait; SSE with Accept: text/event-stream)",
+    query: changesQuery,
+    responses,
+    alsoProduces: ["text/event-stream"],
+    handle: ({ params, query }, ctx) => readTableChanges(ctx, params.id!, query),
+  }),
+  authed({
+    method: "GET",
+    path: "/datasets/:id/changes",
+    operationId: "readDatasetChanges",
+    auth: "bearer",
+    scope: "data:read",
+    tag: "Datasets",
+    summary: "The dataset's row changes after a cursor, each once, in order (long-poll with wait; SSE with Accept: text/event-stream)",
+    query: changesQuery,
+    responses,
+    alsoProduces: ["text/event-stream"],
+    handle: ({ params, query }, ctx) => readDatasetChanges(ctx, params.id!, query),
+  }),
+];
