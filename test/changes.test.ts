@@ -11,7 +11,7 @@ const OTHER_TEAM = TOKENS.noAdmin;
 async function env() {
   const api = await setup({ fixture: webhookFixture() });
   const storage = api.storage as MemoryStorage;
-  const token = TOKENS.sync;
+  const token: string = TOKENS.sync;
   const changes = (path: string, query = "", t = token) => api.call("GET", `/api/v1/${path}/changes${query}`, { token: t });
   const post = (values: Row) => api.call("POST", "/api/v1/tables/tbl_targets/rows", { token, body: values });
   const patch = (rowId: string, values: Row) => api.call("PATCH", `/api/v1/tables/tbl_targets/rows/${rowId}`, { token, body: values });
