@@ -16,7 +16,7 @@ import type { Row } from "../src/domain/model.js";
 import { parseFixture } from "../src/fixture/load.js";
 import type { ApiReply, ApiRequest, ReplyBody } from "../src/http/types.js";
 import { compressReply } from "../src/http/compression.js";
-import { createMemoryStorage } from "../src/memory/storage.js";
+import { createMemoryStorage } from "../src/memory/memory-storage.js";
 
 const RUNS = Number(process.env.RUNS ?? 30);
 const TOKEN = "dp_demo_full_access_0000000000001";

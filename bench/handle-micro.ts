@@ -17,7 +17,7 @@ import { join } from "node:path";
 import { createDataApi } from "../src/server/api.js";
 import { parseFixture } from "../src/fixture/load.js";
 import type { ApiRequest } from "../src/http/types.js";
-import { createMemoryStorage } from "../src/memory/storage.js";
+import { createMemoryStorage } from "../src/memory/memory-storage.js";
 import { createPostgresStorage } from "../src/postgres/index.js";
 import { createSqliteStorage } from "../src/sqlite/index.js";
 import pg from "pg";

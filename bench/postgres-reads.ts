@@ -46,7 +46,7 @@ async function open(dist: string | undefined, name: string): Promise<Build> {
   const fixture = dist && existsSync(`${dist}/../examples/demo/space.json`) ? `${dist}/../examples/demo/space.json` : new URL("../examples/demo/space.json", import.meta.url);
   await store.seed(parseFixture(JSON.parse(readFileSync(fixture, "utf8"))));
   const started = performance.now();
-  await store.catalog.writeDatasetRows({
+  await store.rows.writeDatasetRows({
     datasetId: "ds_orders",
     mode: "replace",
     rows: rowsOf(ROWS),
@@ -86,7 +86,7 @@ const reads: Read[] = [
 
 async function timeRead(store: Store, read: Read): Promise<number> {
   const started = performance.now();
-  const page = await store.catalog.readDatasetRows("ds_orders", { offset: read.offset, limit: read.limit, columns: null, filters: read.filters });
+  const page = await store.rows.readDatasetRows("ds_orders", { offset: read.offset, limit: read.limit, columns: null, filters: read.filters });
   let n = 0;
   for await (const _ of page.rows) n++;
   const ms = performance.now() - started;

@@ -27,7 +27,7 @@ import pg from "pg";
 import type { Column, DatasetRecord, Row } from "../src/domain/model.js";
 import { parseSort, parseWhere } from "../src/domain/row-query-model.js";
 import type { Storage } from "../src/ports/storage.js";
-import type { RowQuery } from "../src/ports/storage/catalog.js";
+import type { RowQuery } from "../src/ports/storage/rows.js";
 import { createPostgresStorage } from "../src/postgres/index.js";
 import { createSqliteStorage } from "../src/sqlite/index.js";
 
@@ -99,7 +99,7 @@ async function probe(name: string, storage: Storage): Promise<void> {
   };
   await storage.catalog.putDataset(dataset);
   const loadStart = performance.now();
-  await storage.catalog.writeDatasetRows({ datasetId: DATASET, mode: "replace", rows: rows(ROWS), columns: () => COLUMNS, updatedAt: dataset.updatedAt });
+  await storage.rows.writeDatasetRows({ datasetId: DATASET, mode: "replace", rows: rows(ROWS), columns: () => COLUMNS, updatedAt: dataset.updatedAt });
   const loadMs = performance.now() - loadStart;
   console.log(`${name}: loaded ${ROWS} rows (declared: ${DECLARED}) in ${(loadMs / 1000).toFixed(1)} s (${Math.round(ROWS / (loadMs / 1000))} rows/s)`);
   if (name === "postgres") {
@@ -109,7 +109,7 @@ async function probe(name: string, storage: Storage): Promise<void> {
   }
 
   const read = (query: Partial<RowQuery>) =>
-    storage.catalog.readDatasetRows(DATASET, { offset: 0, limit: 100, columns: null, filters: null, ...query });
+    storage.rows.readDatasetRows(DATASET, { offset: 0, limit: 100, columns: null, filters: null, ...query });
   const deep = Math.floor(ROWS * 0.9);
   const sort = parseSort("-amount", NAMES);
   const unsortedKey = (await first(read({ offset: deep - 1, limit: 1 }))).lastKey;
@@ -155,7 +155,7 @@ async function probe(name: string, storage: Storage): Promise<void> {
   if (INGEST > 0) {
     const start = performance.now();
     for (let i = 0; i < INGEST; i++) {
-      await storage.catalog.writeDatasetRows({ datasetId: DATASET, mode: "append", rows: rows1(ROWS + i), columns: () => COLUMNS, updatedAt: dataset.updatedAt });
+      await storage.rows.writeDatasetRows({ datasetId: DATASET, mode: "append", rows: rows1(ROWS + i), columns: () => COLUMNS, updatedAt: dataset.updatedAt });
     }
     console.log(`  single-row appends: ${((performance.now() - start) / INGEST).toFixed(3)} ms each (${INGEST})`);
   }

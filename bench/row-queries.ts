@@ -14,6 +14,14 @@
  *     checked (count, first and last line), time, and the server's RSS
  *     growth over its idle RSS while it streams (goal < 150 MB), with the
  *     heap at the peak and after a full GC (what the export left behind).
+ *   aggregate-sqlite, aggregate-postgres (issue #39): `groupBy=fragile,
+ *     month(shippedAt)&metrics=count,sum(weightKg),avg(weightKg)` over the
+ *     whole dataset through the API: its first run (each one a question not
+ *     asked before, so it scans), against the bare SQL computing the same
+ *     groups over the same stored rows in this process (goal ≤ 1.5×) and
+ *     against downloading the rows as NDJSON (goal ≤ 0.25×); the same
+ *     question again on the unchanged dataset (goal ≤ 0.05× of a first run);
+ *     and the server's RSS growth over a first run (goal < 50 MB).
  *   export-table-sqlite: the same for an input table holding the same rows,
  *     and the time of a sorted download of the TABLE_SORTED heaviest rows
  *     (default 50,000); with BENCH_AB=<other dist/> also on that build.
@@ -76,7 +84,7 @@ const DATASET_INPUT = { teamId: "team_ops", name: "Shipments", type: "upload", c
 const FIXTURE = new URL("../examples/demo/space.json", import.meta.url);
 
 /** As bench/run.ts lists them. */
-const ROW_QUERY_SCENARIOS = ["rowquery-sqlite", "rowquery-postgres", "export-sqlite", "export-postgres", "export-memory", "export-table-sqlite"] as const;
+const ROW_QUERY_SCENARIOS = ["rowquery-sqlite", "rowquery-postgres", "export-sqlite", "export-postgres", "export-memory", "export-table-sqlite", "aggregate-sqlite", "aggregate-postgres"] as const;
 type ScenarioName = (typeof ROW_QUERY_SCENARIOS)[number];
 type StoreKind = "sqlite" | "postgres" | "memory";
 
@@ -210,6 +218,9 @@ async function postgresCache(): Promise<string> {
 interface Server {
   /** The dataset's rows URL. */
   base: string;
+  /** The SQLite file it serves, or the PostgreSQL schema. */
+  file?: string;
+  schema?: string;
   origin: string;
   child: ChildProcess;
   cleanup: () => void;
@@ -243,7 +254,8 @@ async function serverFor(kind: StoreKind, dist?: string): Promise<Server> {
     child.on("exit", (code) => reject(new Error(`the ${kind} server exited with ${code}`)));
   });
   const origin = `http://127.0.0.1:${port}`;
-  return { base: `${origin}/api/v1/datasets/${DATASET}/rows`, origin, child, cleanup };
+  const where = kind === "sqlite" ? { file: arg } : kind === "postgres" ? { schema: arg } : {};
+  return { base: `${origin}/api/v1/datasets/${DATASET}/rows`, origin, child, cleanup, ...where };
 }
 
 async function stop(server: { child: ChildProcess; cleanup: () => void }): Promise<void> {
@@ -453,7 +465,101 @@ function download(url: string): Promise<{ bytes: number; count: number; lines: s
   });
 }
 
+/** The aggregate of the aggregate scenarios, and how many runs of each case are timed. */
+const AGGREGATE = { groupBy: "fragile,month(shippedAt)", metrics: "count,sum(weightKg),avg(weightKg)" };
+const AGGREGATE_RUNS = Number(process.env.AGGREGATE_RUNS ?? 7);
 
+async function aggregateScenario(kind: "sqlite" | "postgres"): Promise<void> {
+  const label = kind === "sqlite" ? "SQLite" : "PostgreSQL";
+  console.log(`- aggregate-${kind}: groupBy=${AGGREGATE.groupBy}&metrics=${AGGREGATE.metrics} over ${ROWS.toLocaleString("en-US")} rows on ${label}, through the Node adapter`);
+  const server = await serverFor(kind);
+  const bare = await bareAggregate(kind, server);
+  try {
+    const url = (having: number) => `${server.origin}/api/v1/datasets/${DATASET}/aggregate${q({ ...AGGREGATE, having: JSON.stringify({ count: { gte: having } }) })}`;
+    const timed = async (target: string) => {
+      const started = performance.now();
+      const res = await fetch(target, { headers: { authorization: `Bearer ${TOKEN}` } });
+      const body = (await res.json()) as { data?: Array<Record<string, unknown>>; metadata?: { matchedRows: number } };
+      if (res.status !== 200 || body.metadata?.matchedRows !== ROWS) throw new Error(`${target}: ${res.status} ${JSON.stringify(body).slice(0, 300)}`);
+      return { ms: performance.now() - started, groups: body.data! };
+    };
+    // The answer checked against the bare SQL's once (group count and the grand count).
+    const expected = await bare.run();
+    const pid = server.child.pid!;
+    await fetch(`${server.origin}/__gc`, { method: "POST" });
+    const idle = processMemory(pid).rss;
+    let peak = idle;
+    const sampler = setInterval(() => (peak = Math.max(peak, processMemory(pid).rss)), 20);
+    const first = await timed(url(1));
+    clearInterval(sampler);
+    if (first.groups.length !== expected.groups) throw new Error(`${first.groups.length} groups, the bare SQL has ${expected.groups}`);
+    // Each later first run asks a question not asked before (another having bound), so it scans again.
+    const firsts: number[] = [first.ms];
+    const bares: number[] = [];
+    const repeats: number[] = [];
+    for (let i = 0; i < AGGREGATE_RUNS; i++) {
+      firsts.push((await timed(url(2 + i))).ms);
+      const started = performance.now();
+      await bare.run();
+      bares.push(performance.now() - started);
+      repeats.push((await timed(url(1))).ms);
+    }
+    const download = performance.now();
+    const got = await downloadLines(`${server.origin}/api/v1/datasets/${DATASET}/rows${q({ format: "ndjson" })}`);
+    const downloadMs = performance.now() - download;
+    if (got !== ROWS) throw new Error(`the NDJSON download had ${got} lines`);
+    const med = (xs: number[]) => quantile(xs, 0.5);
+    const ratio = (a: number, b: number, goal: number) => `${(a / b).toFixed(3)}x (goal <= ${goal}x ${a / b <= goal ? "OK" : "MISSED"})`;
+    const growth = (peak - idle) / 1024 / 1024;
+    console.log(`    first run median ${fmt(med(firsts))} ms; bare SQL median ${fmt(med(bares))} ms; again on the unchanged dataset median ${fmt(med(repeats))} ms; NDJSON download ${fmt(downloadMs)} ms`);
+    console.log(`    first / bare SQL ${ratio(med(firsts), med(bares), 1.5)}; first / download ${ratio(med(firsts), downloadMs, 0.25)}; again / first ${ratio(med(repeats), med(firsts), 0.05)}`);
+    console.log(`    server RSS growth over a first run ${growth.toFixed(0)} MB (goal < 50 MB ${growth < 50 ? "OK" : "MISSED"})`);
+  } finally {
+    await bare.close();
+    await stop(server);
+  }
+}
+
+/**
+ * The bare SQL of the aggregate over the store's own tables, run in this
+ * process: the same groups (a JSON boolean, the month as `YYYY-MM` of an ISO
+ * text) and metrics, over the dataset's window.
+ */
+async function bareAggregate(kind: "sqlite" | "postgres", server: Server): Promise<{ run(): Promise<{ groups: number }>; close(): Promise<void> }> {
+  if (kind === "sqlite") {
+    const { default: Database } = await import("better-sqlite3");
+    const db = new Database(server.file!, { readonly: true });
+    const at = db.prepare("SELECT seq, first_position, next_position FROM datasets WHERE id = ?").get(DATASET) as { seq: number; first_position: number; next_position: number };
+    const statement = db.prepare(
+      `SELECT json_extract(data, '$.fragile') AS f, substr(json_extract(data, '$.shippedAt'), 1, 7) AS m,
+         count(*) AS n, sum(json_extract(data, '$.weightKg')) AS s, avg(json_extract(data, '$.weightKg')) AS a
+       FROM dataset_rows WHERE dataset_seq = ? AND position >= ? AND position < ? GROUP BY f, m ORDER BY f, m`,
+    );
+    return {
+      run: async () => ({ groups: statement.all(at.seq, at.first_position, at.next_position).length }),
+      close: async () => {
+        db.close();
+      },
+    };
+  }
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  const schema = server.schema!;
+  const text = `select row->>'fragile' as f, substr(row->>'shippedAt', 1, 7) as m, count(*) as n,
+      sum((row->>'weightKg')::numeric) as s, avg((row->>'weightKg')::numeric) as a
+    from "${schema}".dataset_rows r join "${schema}".datasets d on d.id = r.dataset_id
+    where d.id = $1 and r.pos >= d.first_pos and r.pos < d.next_pos group by 1, 2 order by 1, 2`;
+  return {
+    run: async () => ({ groups: (await client.query(text, [DATASET])).rowCount ?? 0 }),
+    close: () => client.end(),
+  };
+}
+
+/** The lines of a whole download, counted as they come. */
+async function downloadLines(url: string): Promise<number> {
+  const got = await download(url);
+  return got.count;
+}
 
 function quantile(values: number[], q: number): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -506,8 +612,9 @@ async function main(names: string[]): Promise<void> {
   }
   const selected = ROW_QUERY_SCENARIOS.filter((s) => names.some((n) => s.startsWith(n)));
   for (const name of selected as ScenarioName[]) {
-    const [what, kind] = name.split("-") as ["rowquery" | "export", StoreKind | "table"];
+    const [what, kind] = name.split("-") as ["rowquery" | "export" | "aggregate", StoreKind | "table"];
     if (kind === "table") await exportTableScenario();
+    else if (what === "aggregate") await aggregateScenario(kind as "sqlite" | "postgres");
     else if (what === "rowquery") await rowQueryScenario(kind as "sqlite" | "postgres");
     else await exportScenario(kind);
   }

@@ -16,6 +16,7 @@
  *   npm run bench -- postgres     # the PostgreSQL scenarios (webhook-postgres, me-postgres, postgres-reads)
  *   npm run bench -- rowquery     # opt-in: row-query pages of a 1,000,000-row dataset on SQLite and PostgreSQL
  *   npm run bench -- export       # opt-in: 1,000,000-row CSV/NDJSON exports and the server's RSS growth (bench/row-queries.ts)
+ *   npm run bench -- aggregate    # opt-in: aggregates of a 1,000,000-row dataset on SQLite and PostgreSQL against bare SQL and a download
  *
  * PostgreSQL scenarios run on the database BENCH_PG_URL (default
  * postgres://postgres@127.0.0.1:5432/dataport_bench, created when missing:
@@ -423,7 +424,7 @@ async function run(scenario: Scenario): Promise<void> {
  * run only when a word given is a prefix of their name (`rowquery`,
  * `export`, `rowquery-sqlite`…), never in a run without names.
  */
-const ROW_QUERY_SCENARIOS = ["rowquery-sqlite", "rowquery-postgres", "export-sqlite", "export-postgres", "export-memory", "export-table-sqlite"];
+const ROW_QUERY_SCENARIOS = ["rowquery-sqlite", "rowquery-postgres", "export-sqlite", "export-postgres", "export-memory", "export-table-sqlite", "aggregate-sqlite", "aggregate-postgres"];
 const rowQueryNames = ROW_QUERY_SCENARIOS.filter((name) => filters.some((f) => name.startsWith(f)));
 if (rowQueryNames.length > 0) {
   const child = spawn(process.execPath, ["--import", "tsx", "bench/row-queries.ts", ...rowQueryNames], { stdio: "inherit" });

@@ -20,7 +20,7 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import type { AuditEvent } from "../src/domain/model.js";
 import { parseFixture } from "../src/fixture/load.js";
-import { appendRowsStatement } from "../src/sqlite/catalog.js";
+import { appendRowsStatement } from "../src/sqlite/rows.js";
 import { createSqliteStorage, type SqliteStorage } from "../src/sqlite/index.js";
 
 const TOKEN = "dp_demo_full_access_0000000000001";

@@ -3,7 +3,7 @@ import { createAdmin } from "../src/admin/index.js";
 import { ApiError } from "../src/base/api-error.js";
 import { sha256Hex } from "../src/domain/crypto.js";
 import { generateApiKeyToken, isWellFormedApiKeyToken } from "../src/domain/tokens.js";
-import type { MemoryStorage } from "../src/memory/storage.js";
+import type { MemoryStorage } from "../src/memory/memory-storage.js";
 import { NOW, setup } from "./support/api.js";
 
 describe("admin: API keys", () => {

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import type { AuditEvent } from "../src/domain/model.js";
-import { createMemoryStorage } from "../src/memory/storage.js";
+import { createMemoryStorage } from "../src/memory/memory-storage.js";
 import type { Storage } from "../src/ports/storage.js";
 import { isDatasetRead } from "../src/ports/storage/usage.js";
 import { createSqliteStorage } from "../src/sqlite/index.js";
@@ -182,7 +182,7 @@ describe.each(stores)("aggregates over HTTP on %s", (_name, make) => {
 
   run("remembers an answer by the dataset's version: no second scan, a write recomputes", async () => {
     const { call, storage, clock } = await start();
-    const datasets = vi.spyOn(storage.catalog, "aggregateDatasetRows");
+    const datasets = vi.spyOn(storage.rows, "aggregateDatasetRows");
     const tables = vi.spyOn(storage.tables, "aggregateTableRows");
     const first = await call("GET", url("datasets/ds_sales", BI_QUESTION), { token: TOKENS.sync });
     const again = await call("GET", url("datasets/ds_sales", { ...BI_QUESTION, groupBy: "region,month(ordered_on)" }), { token: TOKENS.sync });
@@ -291,7 +291,7 @@ describe("a PostgreSQL aggregate past the call deadline", () => {
     const store = await createPostgresStorage({ connectionString: POSTGRES_URL, schema, maxConnections: 2, callTimeoutMs: 20 });
     pg.closeAfterTest(store);
     const query = parseAggregateQuery({ groupBy: "region", metrics: "countDistinct(amount),sum(amount)" }, new Set(["region", "amount"]));
-    const failed = await store.catalog.aggregateDatasetRows("ds_sales", query).catch((error: unknown) => error);
+    const failed = await store.rows.aggregateDatasetRows("ds_sales", query).catch((error: unknown) => error);
     expect(failed).toMatchObject({ status: 503, code: "storage_unavailable" });
     // Nothing of it is left running on the server (PostgreSQL ends it at the same bound; it would end anyway, later).
     await vi.waitFor(
@@ -305,6 +305,6 @@ describe("a PostgreSQL aggregate past the call deadline", () => {
       { timeout: 5000, interval: 50 },
     );
     // Answered in full once the deadline allows it.
-    expect((await writer.catalog.aggregateDatasetRows("ds_sales", query)).totalGroups).toBe(997);
+    expect((await writer.rows.aggregateDatasetRows("ds_sales", query)).totalGroups).toBe(997);
   });
 });

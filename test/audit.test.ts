@@ -5,7 +5,7 @@ import { encodeCursor } from "../src/domain/cursor.js";
 import { sha256Hex } from "../src/domain/crypto.js";
 import type { AuditCategory, AuditEvent, DashboardRecord } from "../src/domain/model.js";
 import { ocsfApiActivitySchema } from "../src/domain/ocsf.js";
-import { createMemoryStorage } from "../src/memory/storage.js";
+import { createMemoryStorage } from "../src/memory/memory-storage.js";
 import { auditFixture, event } from "../src/testing/conformance/audit.js";
 import { NOW, setup } from "./support/api.js";
 import { TOKENS } from "./support/fixture.js";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Change } from "../src/domain/changes.js";
 import type { Row } from "../src/domain/model.js";
-import type { MemoryStorage } from "../src/memory/storage.js";
+import type { MemoryStorage } from "../src/memory/memory-storage.js";
 import { webhookFixture } from "../src/testing/conformance/webhooks.js";
 import { setup } from "./support/api.js";
 import { TOKENS } from "./support/fixture.js";

@@ -2,7 +2,7 @@ import { describe, expect, it, vi } from "vitest";
 import { createAdmin } from "../src/admin/index.js";
 import type { AuditEvent, Row } from "../src/domain/model.js";
 import { SETTLE_MS } from "../src/handlers/entity-tags.js";
-import { createMemoryStorage } from "../src/memory/storage.js";
+import { createMemoryStorage } from "../src/memory/memory-storage.js";
 import { NOW, setup } from "./support/api.js";
 import { TOKENS } from "./support/fixture.js";
 
@@ -16,8 +16,8 @@ async function counted() {
     return append(event, at);
   };
   let rowReads = 0;
-  const readDatasetRows = storage.catalog.readDatasetRows.bind(storage.catalog);
-  storage.catalog.readDatasetRows = async (id, query) => {
+  const readDatasetRows = storage.rows.readDatasetRows.bind(storage.catalog);
+  storage.rows.readDatasetRows = async (id, query) => {
     rowReads++;
     return readDatasetRows(id, query);
   };
@@ -197,6 +197,21 @@ describe("ETag and If-Match on table rows", () => {
     expect([deleted.status, deleted.json]).toEqual([200, { deleted: true }]);
     const missing = await call("DELETE", ROW, { token: TOKENS.sync, headers: { "if-match": '"2026-10-01T00:00:00Z"' } });
     expect([missing.status, missing.json.error.code]).toEqual([404, "not_found"]);
+  });
+
+  it("refuses a DELETE whose named version changed after it was compared (a write landing in between): 412, the row kept", async () => {
+    const { call, storage } = await counted();
+    const read = storage.tables.getTableRow.bind(storage.tables);
+    // Another client's write lands right after the DELETE's read of the row, before its delete.
+    storage.tables.getTableRow = async (tableId, rowId) => {
+      const row = await read(tableId, rowId);
+      storage.tables.getTableRow = read;
+      await call("PATCH", ROW, { token: TOKENS.sync, body: { target: 99 } });
+      return row;
+    };
+    const refused = await call("DELETE", ROW, { token: TOKENS.sync, headers: { "if-match": '"2026-10-01T00:00:00Z"' } });
+    expect([refused.status, refused.json.error.code, refused.json.error.details.current.target]).toEqual([412, "precondition_failed", 99]);
+    expect((await storage.tables.getTableRow("tbl_targets", "row_1"))!.target).toBe(99);
   });
 
   it("replays an idempotent PATCH with the tag of what it wrote", async () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createAdmin } from "../src/admin/index.js";
 import { memoryConnector } from "../src/connectors/memory.js";
-import { createMemoryStorage } from "../src/memory/storage.js";
+import { createMemoryStorage } from "../src/memory/memory-storage.js";
 import type { Connector, ConnectorResult } from "../src/ports/connector.js";
 import { UpstreamThrottledError, UpstreamUnavailableError } from "../src/ports/connector.js";
 import { NOW, setup } from "./support/api.js";

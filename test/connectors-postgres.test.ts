@@ -2,7 +2,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createAdmin } from "../src/admin/index.js";
 import { postgresConnector } from "../src/connectors/postgres.js";
-import { createMemoryStorage } from "../src/memory/storage.js";
+import { createMemoryStorage } from "../src/memory/memory-storage.js";
 import { InvalidQueryError } from "../src/ports/connector.js";
 import { setup } from "./support/api.js";
 import { TOKENS, testFixture } from "./support/fixture.js";

@@ -4,7 +4,7 @@ import { sha256Hex } from "../src/domain/crypto.js";
 import { ApiError } from "../src/base/api-error.js";
 import type { ApiReply, ApiRequest } from "../src/http/types.js";
 import { webhookFixture } from "../src/testing/conformance/webhooks.js";
-import { createMemoryStorage } from "../src/memory/storage.js";
+import { createMemoryStorage } from "../src/memory/memory-storage.js";
 import type { Storage } from "../src/ports/storage.js";
 import { setup } from "./support/api.js";
 import { TOKENS } from "./support/fixture.js";
@@ -256,7 +256,7 @@ describe("api.dispatch (what the Node adapter calls)", () => {
     expect(reply.body).toBe(`{"ok":true,"id":"${id}","duplicate":false}`);
     expect(reply.headers["x-request-id"]).toMatch(/-/);
     expect(reply.headers["access-control-allow-origin"]).toBe("*");
-    const page = await storage.catalog.readDatasetRows("ds_conn_hook_open", { offset: 0, limit: null, columns: null, filters: null });
+    const page = await storage.rows.readDatasetRows("ds_conn_hook_open", { offset: 0, limit: null, columns: null, filters: null });
     const rows = [];
     for await (const row of page.rows) rows.push(row);
     expect(rows.map((r) => [r.event, r.n])).toEqual([["ping", 0], ["ping", 1]]);

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { createDataApi } from "../src/server/api.js";
 import { parseFixture } from "../src/fixture/load.js";
 import { createFixedClock } from "../src/memory/fixed-clock.js";
-import { createMemoryStorage } from "../src/memory/storage.js";
+import { createMemoryStorage } from "../src/memory/memory-storage.js";
 
 /**
  * The demo space is alive: its activity is written relative to the moment it

@@ -8,7 +8,7 @@ import { hostIdentity } from "../examples/host/identity.js";
 import { ensureHostSchema } from "../examples/host/schema.js";
 import { createAdmin } from "../src/admin/index.js";
 import { mountStorage } from "../src/index.js";
-import { createMemoryStorage } from "../src/memory/storage.js";
+import { createMemoryStorage } from "../src/memory/memory-storage.js";
 import { describeIdentityConformance } from "../src/testing/index.js";
 import { dropSchemas, POSTGRES_URL, postgresSkipReason, testSchema } from "./support/services.js";
 

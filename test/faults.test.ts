@@ -132,7 +132,7 @@ describe.skipIf(!!skip)("when a dependency fails (PostgreSQL + Redis)", () => {
   /** Each `n` stored in the endpoint's dataset, with how often. */
   async function storedCounts(endpoint: string): Promise<Map<number, number>> {
     const found = await store.webhooks.getWebhookEndpoint(endpoint);
-    const page = await store.catalog.readDatasetRows(found!.datasetId, { offset: 0, limit: null, columns: null, filters: null });
+    const page = await store.rows.readDatasetRows(found!.datasetId, { offset: 0, limit: null, columns: null, filters: null });
     const counts = new Map<number, number>();
     for await (const row of page.rows) counts.set(Number(row.n), (counts.get(Number(row.n)) ?? 0) + 1);
     return counts;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseFixture } from "../src/fixture/load.js";
-import { createMemoryStorage } from "../src/memory/storage.js";
+import { createMemoryStorage } from "../src/memory/memory-storage.js";
 import { testFixture } from "./support/fixture.js";
 
 describe("memory store", () => {
@@ -9,7 +9,7 @@ describe("memory store", () => {
   it("a page stopped early keeps the key of the last row handed over, stays done, and hands over copies", async () => {
     const storage = createMemoryStorage();
     await storage.seed(parseFixture(testFixture()));
-    const plain = await storage.catalog.readDatasetRows("ds_orders", { ...all, offset: 1, limit: 3 });
+    const plain = await storage.rows.readDatasetRows("ds_orders", { ...all, offset: 1, limit: 3 });
     expect(plain.lastKey()).toBeNull();
     const iterator = plain.rows[Symbol.asyncIterator]();
     const first = (await iterator.next()).value;
@@ -21,14 +21,14 @@ describe("memory store", () => {
     expect(await iterator.next()).toEqual({ done: true, value: undefined });
     expect(plain.lastKey()).toEqual({ values: [], position: 2 });
 
-    const filtered = await storage.catalog.readDatasetRows("ds_orders", { ...all, offset: 1, filters: { region: "EMEA" } });
+    const filtered = await storage.rows.readDatasetRows("ds_orders", { ...all, offset: 1, filters: { region: "EMEA" } });
     for await (const row of filtered.rows) {
       expect(row.order_id).toBe("A-3");
       break;
     }
     expect(filtered.lastKey()).toEqual({ values: [], position: 2 });
 
-    const sorted = await storage.catalog.readDatasetRows("ds_orders", { ...all, sort: [{ column: "amount", descending: true }] });
+    const sorted = await storage.rows.readDatasetRows("ds_orders", { ...all, sort: [{ column: "amount", descending: true }] });
     const seen: unknown[] = [];
     for await (const row of sorted.rows) {
       seen.push(row.order_id);
@@ -37,17 +37,17 @@ describe("memory store", () => {
     expect(seen).toEqual(["A-4", "A-2"]);
     expect(sorted.lastKey()).toEqual({ values: [30], position: 1 });
 
-    const again = await storage.catalog.readDatasetRows("ds_orders", { ...all, limit: 1 });
+    const again = await storage.rows.readDatasetRows("ds_orders", { ...all, limit: 1 });
     for await (const row of again.rows) expect(row.order_id).toBe("A-1");
-    const rest = await storage.catalog.readDatasetRows("ds_orders", { ...all, offset: 1, limit: 1 });
+    const rest = await storage.rows.readDatasetRows("ds_orders", { ...all, offset: 1, limit: 1 });
     for await (const row of rest.rows) expect(row.order_id).toBe("A-2");
-    expect((await storage.catalog.readDatasetRows("ds_orders", { ...all, limit: 0 })).lastKey()).toBeNull();
+    expect((await storage.rows.readDatasetRows("ds_orders", { ...all, limit: 0 })).lastKey()).toBeNull();
   });
 
   it("a streaming read neither skips nor repeats rows when retention trims the front under it", async () => {
     const storage = createMemoryStorage();
     await storage.seed(parseFixture(testFixture()));
-    const page = await storage.catalog.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: ["order_id"], filters: null });
+    const page = await storage.rows.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: ["order_id"], filters: null });
     const iterator = page.rows[Symbol.asyncIterator]();
     const seen: unknown[] = [];
     for (let i = 0; i < 2; i++) seen.push((await iterator.next()).value.order_id);
@@ -141,7 +141,7 @@ describe("memory store: what it hands out and takes in", () => {
   it("a read under way keeps the rows it started on when a bulk write replaces them, even after retention trimmed them", async () => {
     const storage = createMemoryStorage();
     await storage.seed(parseFixture(testFixture()));
-    const page = await storage.catalog.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: ["order_id"], filters: null });
+    const page = await storage.rows.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: ["order_id"], filters: null });
     const iterator = page.rows[Symbol.asyncIterator]();
     const seen: unknown[] = [(await iterator.next()).value.order_id];
     // Retention trims the array the read is on, then a replace puts a new one.
@@ -149,7 +149,7 @@ describe("memory store: what it hands out and takes in", () => {
     async function* replacement() {
       yield { order_id: "R-1" };
     }
-    await storage.catalog.writeDatasetRows({ datasetId: "ds_orders", mode: "replace", rows: replacement(), columns: () => [{ name: "order_id", type: "string" }], updatedAt: "2026-11-01T00:00:01.000Z" });
+    await storage.rows.writeDatasetRows({ datasetId: "ds_orders", mode: "replace", rows: replacement(), columns: () => [{ name: "order_id", type: "string" }], updatedAt: "2026-11-01T00:00:01.000Z" });
     for (let next = await iterator.next(); !next.done; next = await iterator.next()) seen.push(next.value.order_id);
     expect(seen).toEqual(["A-1", "A-2", "A-3", "A-4", "A-5", "N-1"]);
     expect(storage.state.datasetRows.get("ds_orders")).toEqual([{ order_id: "R-1" }]);

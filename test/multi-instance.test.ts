@@ -143,7 +143,7 @@ describe.skipIf(!!skip)("two instances on one PostgreSQL and one Redis", () => {
     expect(bodies.map((x) => x.duplicate).sort()).toEqual([false, true]);
     expect(bodies[0]!.id).toBe(bodies[1]!.id);
     const endpoint = await store.webhooks.getWebhookEndpoint("mi-dedup");
-    const page = await store.catalog.readDatasetRows(endpoint!.datasetId, { offset: 0, limit: null, columns: null, filters: null });
+    const page = await store.rows.readDatasetRows(endpoint!.datasetId, { offset: 0, limit: null, columns: null, filters: null });
     expect(page.totalRows).toBe(1);
   });
 

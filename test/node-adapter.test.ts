@@ -129,8 +129,8 @@ describe("Node adapter over a real socket", () => {
     const { api, storage } = await setup({ fixture });
     let produced = 0;
     let closed = false;
-    const read = storage.catalog.readDatasetRows.bind(storage.catalog);
-    storage.catalog.readDatasetRows = async (id, query) => {
+    const read = storage.rows.readDatasetRows.bind(storage.catalog);
+    storage.rows.readDatasetRows = async (id, query) => {
       const page = await read(id, query);
       async function* counted(): AsyncGenerator<Row> {
         try {

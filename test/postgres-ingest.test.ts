@@ -58,7 +58,7 @@ function deliver(s: PostgresStorage, id: string, options: { key?: string | null;
 
 async function ids(s: PostgresStorage, datasetId = "ds_hook"): Promise<string[]> {
   const out: string[] = [];
-  for await (const r of (await s.catalog.readDatasetRows(datasetId, { offset: 0, limit: null, columns: ["_id"], filters: null })).rows) out.push(String(r._id));
+  for await (const r of (await s.rows.readDatasetRows(datasetId, { offset: 0, limit: null, columns: ["_id"], filters: null })).rows) out.push(String(r._id));
   return out;
 }
 
@@ -86,7 +86,7 @@ describe.skipIf(!!skip)("postgres webhook ingest", () => {
     }
     expect(await ids(b)).toEqual([...Array.from({ length: 50 }, (_, i) => `row_${i}`), ...Array.from({ length: 50 }, (_, i) => `row_${100 + i}`)]);
     expect(await b.catalog.getDataset("ds_hook")).toMatchObject({ rowCount: 100, updatedAt: T, columns: [{ name: "_id", type: "string" }, { name: "_receivedAt", type: "string" }, { name: "n", type: "number" }] });
-    const page = await b.catalog.readDatasetRows("ds_hook", { offset: 98, limit: 5, columns: ["_id"], filters: null });
+    const page = await b.rows.readDatasetRows("ds_hook", { offset: 98, limit: 5, columns: ["_id"], filters: null });
     expect(page.totalRows).toBe(100);
   });
 
@@ -162,7 +162,7 @@ describe.skipIf(!!skip)("postgres webhook ingest", () => {
     expect(settled.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
     expect(String((settled[1] as PromiseRejectedResult).reason)).toMatch(/unknown dataset ds_gone/);
     expect(await ids(b)).toEqual(["row_1", "row_2", "row_3", "row_4", "row_5", "row_51", "row_6", "row_7"]);
-    const filtered = await b.catalog.readDatasetRows("ds_hook", { offset: 0, limit: 10, columns: ["_id"], filters: { region: "APAC" } });
+    const filtered = await b.rows.readDatasetRows("ds_hook", { offset: 0, limit: 10, columns: ["_id"], filters: { region: "APAC" } });
     expect(filtered.totalRows).toBe(1);
   });
 
@@ -279,7 +279,7 @@ describe.skipIf(!!skip)("postgres webhook ingest under kill -9", () => {
       const reader = await createPostgresStorage({ connectionString: POSTGRES_URL, schema, maxConnections: 2 });
       try {
         const seqs: number[] = [];
-        for await (const r of (await reader.catalog.readDatasetRows("ds_shop_events", { offset: 0, limit: null, columns: ["durability_seq"], filters: null })).rows) {
+        for await (const r of (await reader.rows.readDatasetRows("ds_shop_events", { offset: 0, limit: null, columns: ["durability_seq"], filters: null })).rows) {
           if (typeof r.durability_seq === "number") seqs.push(r.durability_seq);
         }
         console.log(`postgres kill -9: sent ${sent}, acknowledged ${answered.size}, stored ${seqs.length}`);

@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from "vitest";
 import type { Row } from "../src/domain/model.js";
 import type { PostgresStorage } from "../src/postgres/index.js";
-import type { RowQuery } from "../src/ports/storage/catalog.js";
+import type { RowQuery } from "../src/ports/storage/rows.js";
 import { postgresStores } from "./support/postgres-stores.js";
 import { postgresSkipReason } from "./support/services.js";
 
@@ -13,7 +13,7 @@ const { store } = postgresStores({ prefix: "dp_reads", maxConnections: 4 });
 const REGIONS = ["EMEA", "APAC", "LATAM", "NA"];
 
 async function fill(s: PostgresStorage, rows: Iterable<Row>): Promise<void> {
-  await s.catalog.writeDatasetRows({
+  await s.rows.writeDatasetRows({
     datasetId: "ds_orders",
     mode: "replace",
     rows: (async function* () {
@@ -29,7 +29,7 @@ function* orders(n: number): Generator<Row> {
 }
 
 async function read(s: PostgresStorage, query: Partial<RowQuery>): Promise<{ total: number; rows: Row[] }> {
-  const page = await s.catalog.readDatasetRows("ds_orders", { offset: 0, limit: 100, columns: null, filters: null, ...query });
+  const page = await s.rows.readDatasetRows("ds_orders", { offset: 0, limit: 100, columns: null, filters: null, ...query });
   const rows: Row[] = [];
   for await (const row of page.rows) rows.push({ ...row });
   return { total: page.totalRows, rows };
@@ -87,7 +87,7 @@ describe.skipIf(!!skip)("postgres dataset reads", () => {
   it("stores rows that have no jsonb form (a NUL or a lone surrogate from an upstream) and filters them like any other row", async () => {
     const s = await store();
     const odd: Row[] = [{ id: 1, text: "a\u0000b" }, { id: 2, text: "\ud800" }, { id: 3, text: "plain" }];
-    await s.catalog.replaceDatasetRows("ds_orders", { rows: odd, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
+    await s.rows.replaceDatasetRows("ds_orders", { rows: odd, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
     expect((await read(s, {})).rows.map((r) => r.id)).toEqual([1, 2, 3]);
     expect((await read(s, {})).rows[0]!.text).toBe("a\u0000b");
     expect(await read(s, { filters: { text: "plain" } })).toEqual({ total: 1, rows: [{ id: 3, text: "plain" }] });

@@ -2,7 +2,7 @@ import { describe, expect, it, vi } from "vitest";
 import type { Column, DatasetRecord, Row } from "../src/domain/model.js";
 import { parseSort, parseWhere } from "../src/domain/row-query-model.js";
 import type { PostgresStorage } from "../src/postgres/index.js";
-import type { RowQuery } from "../src/ports/storage/catalog.js";
+import type { RowQuery } from "../src/ports/storage/rows.js";
 import { indexBuildsSettled } from "../src/postgres/row-indexes.js";
 import { postgresStores } from "./support/postgres-stores.js";
 import { postgresSkipReason } from "./support/services.js";
@@ -44,7 +44,7 @@ async function indexNames(s: PostgresStorage): Promise<string[]> {
 }
 
 async function read(s: PostgresStorage, query: Partial<RowQuery>) {
-  const page = await s.catalog.readDatasetRows("ds_idx", { offset: 0, limit: 5, columns: null, filters: null, ...query });
+  const page = await s.rows.readDatasetRows("ds_idx", { offset: 0, limit: 5, columns: null, filters: null, ...query });
   const rows: Row[] = [];
   for await (const row of page.rows) rows.push({ ...row });
   return { total: page.totalRows, rows, lastKey: page.lastKey() };

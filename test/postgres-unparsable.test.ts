@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { Column, DatasetRecord, Row } from "../src/domain/model.js";
 import { parseSort, parseWhere } from "../src/domain/row-query-model.js";
 import type { PostgresStorage } from "../src/postgres/index.js";
-import type { RowQuery } from "../src/ports/storage/catalog.js";
+import type { RowQuery } from "../src/ports/storage/rows.js";
 import { postgresStores } from "./support/postgres-stores.js";
 import { postgresSkipReason } from "./support/services.js";
 import { uploadDataset, writeRows } from "./support/datasets.js";
@@ -35,7 +35,7 @@ const ROWS: Row[] = [
 ];
 
 async function ids(s: PostgresStorage, query: Partial<RowQuery>): Promise<unknown[]> {
-  const page = await s.catalog.readDatasetRows("ds_nul", { offset: 0, limit: 100, columns: null, filters: null, ...query });
+  const page = await s.rows.readDatasetRows("ds_nul", { offset: 0, limit: 100, columns: null, filters: null, ...query });
   const out: unknown[] = [];
   for await (const row of page.rows) out.push(row.id);
   return out;
@@ -47,7 +47,7 @@ describe.skipIf(skip)("postgres: a dataset holding rows PostgreSQL cannot take a
       const s = await store();
       await s.catalog.putDataset(dataset(declared));
       await writeRows(s, "ds_nul", "replace", ROWS, COLUMNS);
-      const all = await s.catalog.readDatasetRows("ds_nul", { offset: 0, limit: 100, columns: null, filters: null });
+      const all = await s.rows.readDatasetRows("ds_nul", { offset: 0, limit: 100, columns: null, filters: null });
       const rows: Row[] = [];
       for await (const row of all.rows) rows.push(row);
       expect(rows).toEqual(ROWS);
@@ -63,13 +63,13 @@ describe.skipIf(skip)("postgres: a dataset holding rows PostgreSQL cannot take a
 
       // Cursor pages over that sort continue right after the last row; columns are taken from the rows.
       const sort = parseSort("-amount", NAMES);
-      const first = await s.catalog.readDatasetRows("ds_nul", { offset: 0, limit: 2, columns: ["code"], filters: null, sort });
+      const first = await s.rows.readDatasetRows("ds_nul", { offset: 0, limit: 2, columns: ["code"], filters: null, sort });
       const firstRows: Row[] = [];
       for await (const row of first.rows) firstRows.push({ ...row });
       expect(firstRows).toEqual([{ code: "\ud800 lone" }, { code: "a\u0000b" }]);
       expect(first.totalRows).toBe(5);
       expect(await ids(s, { sort, after: first.lastKey() })).toEqual([2, 4, 5]);
-      const projected = await s.catalog.readDatasetRows("ds_nul", { offset: 0, limit: 1, columns: ["code", "missing"], filters: null });
+      const projected = await s.rows.readDatasetRows("ds_nul", { offset: 0, limit: 1, columns: ["code", "missing"], filters: null });
       for await (const row of projected.rows) expect({ ...row }).toEqual({ code: "a\u0000b", missing: null });
     });
   }

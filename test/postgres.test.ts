@@ -185,7 +185,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
       const stored = results.filter((r) => !r.duplicate);
       expect(stored).toHaveLength(1);
       expect(results.every((r) => r.id === stored[0]!.id)).toBe(true);
-      const page = await s.catalog.readDatasetRows("ds_hook", { offset: 0, limit: null, columns: null, filters: null });
+      const page = await s.rows.readDatasetRows("ds_hook", { offset: 0, limit: null, columns: null, filters: null });
       expect(page.totalRows).toBe(1);
       expect(await s.catalog.getDataset("ds_hook")).toMatchObject({ rowCount: 1, columns: [{ name: "_id", type: "string" }, { name: "n", type: "number" }] });
     });
@@ -194,7 +194,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
       const s = await store();
       await create(s, 3);
       for (let n = 1; n <= 6; n++) await ingest(s, n, `d${n}`, 3);
-      const page = await s.catalog.readDatasetRows("ds_hook", { offset: 1, limit: 5, columns: ["n", "__proto__"], filters: null });
+      const page = await s.rows.readDatasetRows("ds_hook", { offset: 1, limit: 5, columns: ["n", "__proto__"], filters: null });
       expect(page.totalRows).toBe(3);
       const rows = await collect(page.rows);
       expect(rows.map((r) => ({ ...r }))).toEqual([
@@ -215,17 +215,17 @@ describe.skipIf(!!skip)("postgres storage", () => {
     it("keeps row key order, streams in batches and releases the connection when a reader stops early", async () => {
       const s = await store();
       const rows = Array.from({ length: 2500 }, (_, i) => ({ z: i, a: `r${i}`, m: { y: 1, b: 2 } }));
-      await s.catalog.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
-      const page = await s.catalog.readDatasetRows("ds_stores", { offset: 2400, limit: null, columns: null, filters: null });
+      await s.rows.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
+      const page = await s.rows.readDatasetRows("ds_stores", { offset: 2400, limit: null, columns: null, filters: null });
       expect(page.totalRows).toBe(2500);
       const read = await collect(page.rows);
       expect(read).toHaveLength(100);
       expect(Object.keys(read[0]!)).toEqual(["z", "a", "m"]);
       expect(Object.keys(read[0]!.m as object)).toEqual(["y", "b"]);
-      const filtered = await s.catalog.readDatasetRows("ds_stores", { offset: 0, limit: 2, columns: null, filters: { m: { b: 2, y: 1 }, z: 7 } });
+      const filtered = await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: 2, columns: null, filters: { m: { b: 2, y: 1 }, z: 7 } });
       expect(filtered.totalRows).toBe(1);
       expect(await collect(filtered.rows)).toEqual([rows[7]]);
-      for await (const row of (await s.catalog.readDatasetRows("ds_stores", { offset: 0, limit: null, columns: null, filters: null })).rows) {
+      for await (const row of (await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: null, columns: null, filters: null })).rows) {
         expect(row.z).toBe(0);
         break;
       }
@@ -542,7 +542,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
       }
     }
     const write = (s: PostgresStorage, mode: "replace" | "append", rows: AsyncIterable<Row>, datasetId = "ds_orders") =>
-      s.catalog.writeDatasetRows({ datasetId, mode, rows, columns: () => COLUMNS, updatedAt: "2026-11-01T12:00:00.000Z" });
+      s.rows.writeDatasetRows({ datasetId, mode, rows, columns: () => COLUMNS, updatedAt: "2026-11-01T12:00:00.000Z" });
     const gate = () => {
       let open!: () => void;
       const opened = new Promise<void>((resolve) => (open = resolve));
@@ -570,13 +570,13 @@ describe.skipIf(!!skip)("postgres storage", () => {
       const replacing = write(writer, "replace", generation("new", sizes.new, { at: 120_000, reached: reached.open, until: release.opened }));
       await reached.opened;
       // Mid-write (120,000 new rows inserted, uncommitted): a long read opened now keeps its snapshot across the commit.
-      const long = (await reader.catalog.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null })).rows[Symbol.asyncIterator]();
+      const long = (await reader.rows.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null })).rows[Symbol.asyncIterator]();
       const first = await long.next();
       expect(first.value).toEqual({ g: "old", i: 0 });
       const seen: Record<string, number> = { old: 0, new: 0 };
       const page = async () => {
         const offset = Math.floor(Math.random() * 99_900);
-        const read = await reader.catalog.readDatasetRows("ds_orders", { offset, limit: 100, columns: null, filters: null });
+        const read = await reader.rows.readDatasetRows("ds_orders", { offset, limit: 100, columns: null, filters: null });
         const rows = await collect(read.rows);
         expect(rows).toHaveLength(100);
         const g = generationOf({ totalRows: read.totalRows, rows }, offset, sizes);
@@ -604,7 +604,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
       }
       expect(count).toBe(sizes.old);
       expect(await reader.catalog.getDataset("ds_orders")).toMatchObject({ rowCount: sizes.new, columns: COLUMNS, updatedAt: "2026-11-01T12:00:00.000Z" });
-      const tail = await reader.catalog.readDatasetRows("ds_orders", { offset: sizes.new - 2, limit: 5, columns: ["i"], filters: null });
+      const tail = await reader.rows.readDatasetRows("ds_orders", { offset: sizes.new - 2, limit: 5, columns: ["i"], filters: null });
       expect({ totalRows: tail.totalRows, rows: (await collect(tail.rows)).map((r) => ({ ...r })) }).toEqual({
         totalRows: sizes.new,
         rows: [{ i: sizes.new - 2 }, { i: sizes.new - 1 }],
@@ -620,7 +620,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
       for (const mode of ["replace", "append"] as const) {
         await expect(write(s, mode, generation("new", 50_000, undefined, 42_001))).rejects.toThrow("upload broke off at row 42001");
         expect(busy(s)).toBe(0);
-        const page = await s.catalog.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null });
+        const page = await s.rows.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null });
         const rows = await collect(page.rows);
         expect(page.totalRows).toBe(3000);
         expect(rows.every((r, k) => r.g === "old" && r.i === k)).toBe(true);
@@ -630,28 +630,28 @@ describe.skipIf(!!skip)("postgres storage", () => {
       }
       // The lock went with the rollback: the next write goes through, positions still contiguous.
       expect(await write(s, "append", generation("more", 2))).toEqual({ rowCount: 3002 });
-      const tail = await s.catalog.readDatasetRows("ds_orders", { offset: 2999, limit: 10, columns: null, filters: null });
+      const tail = await s.rows.readDatasetRows("ds_orders", { offset: 2999, limit: 10, columns: null, filters: null });
       expect(await collect(tail.rows)).toEqual([{ g: "old", i: 2999 }, { g: "more", i: 0 }, { g: "more", i: 1 }]);
     });
 
     it("serves a long page the rows its count saw when they are rewritten between the count and the first read", async () => {
       const s = await store();
       await write(s, "replace", generation("old", 1500));
-      const page = await s.catalog.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null });
+      const page = await s.rows.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null });
       expect(page.totalRows).toBe(1500);
       await write(s, "replace", generation("new", 2));
       const rows = await collect(page.rows);
       expect(rows).toHaveLength(1500);
       expect(new Set(rows.map((r) => String(r.g)))).toEqual(new Set(["old"]));
       expect(busy(s)).toBe(0);
-      const after = await s.catalog.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null });
+      const after = await s.rows.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null });
       expect([after.totalRows, (await collect(after.rows)).map((r) => r.g)]).toEqual([2, ["new", "new"]]);
     });
 
     it("gives back the connection of a long page whose rows are never read when the store closes", async () => {
       const s = await store();
       await write(s, "replace", generation("old", 1500));
-      const page = await s.catalog.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null });
+      const page = await s.rows.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null });
       expect(page.totalRows).toBe(1500);
       expect(busy(s)).toBe(1);
       await s.close();
@@ -676,7 +676,7 @@ describe.skipIf(!!skip)("postgres storage", () => {
           receivedAt: "2026-11-01T13:00:00.000Z",
         });
       const tail = async (offset: number) =>
-        (await collect((await s.catalog.readDatasetRows("ds_hook", { offset, limit: 10, columns: ["g", "i"], filters: null })).rows)).map((r) => `${r.g}:${r.i}`);
+        (await collect((await s.rows.readDatasetRows("ds_hook", { offset, limit: 10, columns: ["g", "i"], filters: null })).rows)).map((r) => `${r.g}:${r.i}`);
       await deliver(1);
 
       // A replace staging 7,000 rows (6,000 staged so far): a delivery is stored at once, in the old rows.

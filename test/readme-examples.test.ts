@@ -9,7 +9,7 @@ import { parseExampleArgs } from "../examples/shared/options.js";
 import { createDataApi } from "../src/server/api.js";
 import { parseFixture } from "../src/fixture/load.js";
 import { createJsonLogger } from "../src/server/logging.js";
-import { createMemoryStorage } from "../src/memory/storage.js";
+import { createMemoryStorage } from "../src/memory/memory-storage.js";
 
 /**
  * Every code block of README.md and docs/ that is not TypeScript (those are

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { usage } from "../examples/server/cli.js";
 import { createDataApi, DEFAULT_SETTINGS } from "../src/server/api.js";
 import { parseFixture } from "../src/fixture/load.js";
-import { createMemoryStorage } from "../src/memory/storage.js";
+import { createMemoryStorage } from "../src/memory/memory-storage.js";
 import { createPrometheusMetrics } from "../src/metrics/index.js";
 import { createOpenApiDocument } from "../src/routes/openapi-document.js";
 import { ERROR_CODES } from "../src/schemas/common.js";

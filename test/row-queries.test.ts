@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from "vitest";
 import { createClient } from "../src/client/index.js";
 import type { AuditEvent } from "../src/domain/model.js";
-import { createMemoryStorage } from "../src/memory/storage.js";
+import { createMemoryStorage } from "../src/memory/memory-storage.js";
 import { setup } from "./support/api.js";
 import { TOKENS } from "./support/fixture.js";
 
@@ -102,7 +102,7 @@ describe("GET /datasets/{id}/rows with where, sort and cursor", () => {
 describe("exports", () => {
   it("streams CSV with a header of the returned columns, CRLF, empty fields for null, JSON text for structures", async () => {
     const { call, storage } = await setup();
-    await storage.catalog.writeDatasetRows({
+    await storage.rows.writeDatasetRows({
       datasetId: "ds_orders",
       mode: "append",
       rows: (async function* () {

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { AuditEvent } from "../src/domain/model.js";
-import { createMemoryStorage } from "../src/memory/storage.js";
+import { createMemoryStorage } from "../src/memory/memory-storage.js";
 import type { Storage } from "../src/ports/storage.js";
 import { createSqliteStorage } from "../src/sqlite/index.js";
 import { NOW, setup } from "./support/api.js";

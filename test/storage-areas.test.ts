@@ -4,6 +4,11 @@ import type { IdentityStore } from "../src/ports/storage.js";
 import { hasKeyWithTeamLookup } from "../src/storage/areas.js";
 import { assertWritable, mountStorage } from "../src/storage/mount.js";
 import { wrapStoreCalls } from "../src/sql/store-calls.js";
+import { parseFixture } from "../src/fixture/load.js";
+import { ADMIN_TOKEN, httpAdmin } from "./support/admin.js";
+import { setup } from "./support/api.js";
+import { writeRows } from "./support/datasets.js";
+import { testFixture, TOKENS } from "./support/fixture.js";
 
 const bounded = { timeoutMs: 5_000, metrics: null };
 const team = { id: "team_ops", name: "Ops", plan: "pro", businessId: null, isPersonal: false } as const;
@@ -48,6 +53,27 @@ describe("storage areas", () => {
     await expect(timed.ping()).resolves.toBeUndefined();
     // An area is not a promise: awaiting it hands back the area.
     expect(await Promise.resolve(mounted.identity)).toBe(mounted.identity);
+  });
+
+  it("mounts a host's dataset rows as the rows area: its reads serve the API, a bulk write it lacks answers 405 over HTTP", async () => {
+    const host = createMemoryStorage();
+    await host.seed(parseFixture(testFixture()));
+    // The host's rows of ds_orders: one row, read through its own store.
+    await writeRows(host, "ds_orders", "replace", [{ order_id: "H-1", amount: 1 }], [{ name: "order_id", type: "string" }, { name: "amount", type: "number" }]);
+    const rows = {
+      readDatasetRows: host.rows.readDatasetRows,
+      aggregateDatasetRows: host.rows.aggregateDatasetRows,
+      replaceDatasetRows: host.rows.replaceDatasetRows,
+      // Its rows' change feeds: written with its rows, so served by it too.
+      readDatasetChanges: host.rows.readDatasetChanges,
+      datasetChangesHead: host.rows.datasetChangesHead,
+      trimDatasetChanges: host.rows.trimDatasetChanges,
+    };
+    const { api, call } = await setup({ storage: mountStorage(createMemoryStorage(), { rows }), adminToken: ADMIN_TOKEN });
+    const read = await call("GET", "/api/v1/datasets/ds_orders/rows", { token: TOKENS.sync });
+    expect(read.json.data).toEqual([{ order_id: "H-1", amount: 1 }]);
+    const upload = await httpAdmin(api)("POST", "/datasets/ds_orders/rows", [{ order_id: "X" }]);
+    expect([upload.status, upload.json.error.code, upload.json.error.message]).toEqual([405, "method_not_allowed", expect.stringContaining("rows area is read-only")]);
   });
 
   it("keeps a supplied area's own writes, and refuses an area that does not exist", async () => {

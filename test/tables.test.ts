@@ -4,7 +4,7 @@ import { z } from "zod";
 import { createAdmin } from "../src/admin/index.js";
 import type { DataApiOptions } from "../src/server/api.js";
 import { ApiError } from "../src/base/api-error.js";
-import type { MemoryStorage } from "../src/memory/storage.js";
+import type { MemoryStorage } from "../src/memory/memory-storage.js";
 import { NOW, setup } from "./support/api.js";
 import { TOKENS, testFixture } from "./support/fixture.js";
 

@@ -64,11 +64,11 @@ describe("OpenTelemetry, with the host's SDK registered", () => {
     await call("GET", "/api/v1/datasets/ds_orders/rows?maxRows=2", { token: TOKENS.sync, headers: { traceparent: TRACEPARENT } });
     const [request] = server();
     const names = childrenOf(request!).map((s) => s.name);
-    expect(names).toEqual(expect.arrayContaining(["storage catalog.getDataset", "storage catalog.readDatasetRows", "storage audit.appendAuditEvent"]));
-    const read = spans().find((s) => s.name === "storage catalog.readDatasetRows")!;
+    expect(names).toEqual(expect.arrayContaining(["storage catalog.getDataset", "storage rows.readDatasetRows", "storage audit.appendAuditEvent"]));
+    const read = spans().find((s) => s.name === "storage rows.readDatasetRows")!;
     expect(read.kind).toBe(SpanKind.INTERNAL);
     expect(read.spanContext().traceId).toBe(TRACE_ID);
-    expect(read.attributes).toEqual({ "dataport.storage.area": "catalog", "dataport.storage.operation": "readDatasetRows" });
+    expect(read.attributes).toEqual({ "dataport.storage.area": "rows", "dataport.storage.operation": "readDatasetRows" });
   });
 
   it("makes upstream queries CLIENT spans and cache calls child spans of the request", async () => {

@@ -5,7 +5,7 @@ import { createOpenApiDocument } from "../src/routes/openapi-document.js";
 import { authed, type RouteDef } from "../src/routes/route-def.js";
 import { reachableDataset } from "../src/handlers/datasets.js";
 import { createFixedClock } from "../src/memory/fixed-clock.js";
-import { createMemoryStorage } from "../src/memory/storage.js";
+import { createMemoryStorage } from "../src/memory/memory-storage.js";
 import { parseFixture } from "../src/fixture/load.js";
 import { adminMount, apiV1Routes, mounts } from "../src/routes/index.js";
 import { testFixture, TOKENS } from "./support/fixture.js";

@@ -6,7 +6,7 @@ import { emptyRow } from "../src/domain/rows.js";
 import { rowChangesColumns, typeOfValue } from "../src/domain/columns.js";
 import { AUTO_SIGNATURE } from "../src/domain/signature-schemes.js";
 import { signHex, signStandard, verifySignature } from "../src/domain/signatures.js";
-import type { MemoryStorage } from "../src/memory/storage.js";
+import type { MemoryStorage } from "../src/memory/memory-storage.js";
 import { WEBHOOK_SECRETS, webhookFixture } from "../src/testing/conformance/webhooks.js";
 import { NOW, setup as baseSetup } from "./support/api.js";
 import { TOKENS } from "./support/fixture.js";

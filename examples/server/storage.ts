@@ -1,6 +1,6 @@
 import { dirname } from "node:path";
 import type { DataApiOptions } from "../../src/server/api.js";
-import { createMemoryStorage } from "../../src/memory/storage.js";
+import { createMemoryStorage } from "../../src/memory/memory-storage.js";
 import type { Clock } from "../../src/base/clock.js";
 import type { Storage } from "../../src/ports/storage.js";
 import type { ServerConfig } from "./cli.js";

@@ -1,7 +1,7 @@
 import { createDataApi, type DataApi } from "../../src/server/api.js";
 import { FixtureError, parseFixture } from "../../src/fixture/load.js";
 import { createOffsetClock } from "../../src/memory/fixed-clock.js";
-import { createMemoryStorage } from "../../src/memory/storage.js";
+import { createMemoryStorage } from "../../src/memory/memory-storage.js";
 import { HelpRequested, parseServerArgs, UsageError } from "../server/cli.js";
 
 export { UsageError };

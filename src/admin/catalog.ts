@@ -191,7 +191,7 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
   ): Promise<void> {
     const reshape = reshapeDatasetRow(columns);
     const lose = valuesLost(columns, dropColumns, false);
-    const page = await storage.catalog.readDatasetRows(id, { offset: 0, limit: null, columns: null, filters: null });
+    const page = await storage.rows.readDatasetRows(id, { offset: 0, limit: null, columns: null, filters: null });
     async function* reshaped(): AsyncIterable<Row> {
       let line = 0;
       // Every column that would lose values is named, so the rows are read to the end before refusing.
@@ -202,7 +202,7 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
       }
       if (lost.size > 0) throw dropRefused([...lost]);
     }
-    await storage.catalog.writeDatasetRows({ datasetId: id, mode: "replace", rows: reshaped(), columns: () => columns, updatedAt });
+    await storage.rows.writeDatasetRows({ datasetId: id, mode: "replace", rows: reshaped(), columns: () => columns, updatedAt });
   }
 
   async function existingDataset(id: string): Promise<UploadOrConnectionDataset> {

@@ -69,7 +69,7 @@ export function connectionAdmin(ports: Ports): ConnectionAdmin {
             params: null,
           }),
         );
-        await storage.catalog.replaceDatasetRows(id, { rows, columns: inferColumns(rows), refreshedAt: startedAt });
+        await storage.rows.replaceDatasetRows(id, { rows, columns: inferColumns(rows), refreshedAt: startedAt });
       } catch (caught) {
         // Shown by refresh-history: never the connection's secrets or an upstream URL's query.
         error = scrubUpstreamText(describe(caught), connectionSecrets(connection.config));

@@ -35,7 +35,7 @@ export function rowsAdmin(deps: AdminDeps): RowsAdmin {
   const { storage } = deps.ports;
 
   async function upload(id: string, mode: RowsMode, body: StreamBody, options?: UploadOptions): Promise<UploadOrConnectionDataset> {
-    assertWritable(storage.catalog, "writeDatasetRows");
+    assertWritable(storage.rows, "writeDatasetRows");
     checkId(id);
     const dataset = await storage.catalog.getDataset(id);
     if (!dataset || !isUploadOrConnection(dataset)) throw notFound("dataset");
@@ -49,7 +49,7 @@ export function rowsAdmin(deps: AdminDeps): RowsAdmin {
     const tracked = inferColumnsAlongside(parseRowStream(chunks, body.contentType, { columns: declared }), base);
     let rowCount: number;
     try {
-      ({ rowCount } = await storage.catalog.writeDatasetRows({
+      ({ rowCount } = await storage.rows.writeDatasetRows({
         datasetId: id,
         mode,
         rows: meter === null ? tracked.rows : meter.rowsOf(tracked.rows),

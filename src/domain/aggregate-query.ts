@@ -6,7 +6,7 @@ import { TIME_UNITS, type TimeUnit } from "./time-buckets.js";
 /**
  * Aggregates (../shared/aggregates.md) parsed and validated once into this
  * model, which extends the row-query model: `where` and `filters` are one
- * row condition (`row-query.ts`), `having` is the same grammar over the
+ * row condition (`row-query-model.ts`), `having` is the same grammar over the
  * answer's fields, and values order as row-query `sort` orders them. The
  * memory store evaluates it with `aggregate-eval.ts`; the SQL stores compile
  * it with `src/sql/aggregate-compiler.ts`.

@@ -70,7 +70,7 @@ async function aggregate(
   if (answer === undefined) {
     answer =
       target.type === "dataset"
-        ? await ctx.storage.catalog.aggregateDatasetRows(record.id, query)
+        ? await ctx.storage.rows.aggregateDatasetRows(record.id, query)
         : await ctx.storage.tables.aggregateTableRows(record.id, query);
     if (key !== null) ctx.caches.aggregates.set(key, answer);
   }

@@ -14,5 +14,5 @@ export async function tableChangesCursor(ctx: AuthedContext, tableId: string): P
 
 /** The same for an upload, connection or webhook dataset. */
 export async function datasetChangesCursor(ctx: AuthedContext, datasetId: string): Promise<string> {
-  return encodeChangeCursor({ feedId: datasetId, position: await ctx.storage.catalog.datasetChangesHead(datasetId) });
+  return encodeChangeCursor({ feedId: datasetId, position: await ctx.storage.rows.datasetChangesHead(datasetId) });
 }

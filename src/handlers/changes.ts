@@ -39,7 +39,7 @@ export function tableFeed(ctx: AuthedContext, table: { id: string; teamId: strin
 }
 
 export function datasetFeed(ctx: AuthedContext, dataset: { id: string; teamId: string }): Feed {
-  return { target: { type: "dataset", id: dataset.id, teamId: dataset.teamId }, read: (q) => ctx.storage.catalog.readDatasetChanges(dataset.id, q) };
+  return { target: { type: "dataset", id: dataset.id, teamId: dataset.teamId }, read: (q) => ctx.storage.rows.readDatasetChanges(dataset.id, q) };
 }
 
 /**

@@ -106,7 +106,7 @@ export async function readDatasetRows(
   if (unchanged !== null) return unchanged;
   // Where the dataset's change feed stands, read BEFORE the rows: every change up to it is in what follows.
   const changesCursor = await datasetChangesCursor(ctx, dataset.id);
-  const page = await ctx.storage.catalog.readDatasetRows(id, {
+  const page = await ctx.storage.rows.readDatasetRows(id, {
     offset: query.offset,
     limit: query.maxRows ?? null,
     columns: query.columns ?? null,

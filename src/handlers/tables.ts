@@ -332,24 +332,29 @@ function earlierTagStamp(condition: IfMatch, current: Row): string {
 
 /**
  * DELETE /tables/{id}/rows/{rowId}. With `If-Match` the row is read and its
- * tag compared first (412 with the current row when it is not named); the
- * store's delete takes no version, so a write landing between that read and
- * the delete is not caught.
+ * tag compared first (412 with the current row when it is not named), and
+ * the store's delete is made conditional on the version read: a write
+ * landing between that read and the delete makes it a 412 too, deleting
+ * nothing.
  */
 export async function deleteRow(ctx: AuthedContext, tableId: string, rowId: string, ifMatch: string | null = null) {
   const table = await reachableTable(ctx, tableId);
   const condition = ifMatchCondition(ifMatch);
+  let expectedUpdatedAt: string | null = null;
   if (condition !== null) {
     const current = await readRow(ctx, table.id, rowId);
     if (!ifMatchHolds(condition, rowTag(current))) throw preconditionFailed(current);
+    if (!condition.any) expectedUpdatedAt = String(current._updatedAt);
   }
   const result = await ctx.storage.tables.deleteTableRow({
     tableId: table.id,
     rowId,
+    expectedUpdatedAt,
     actor: actorOf(ctx.credential),
     now: ctx.clock.now(),
     auditEvent: rowEvent(ctx, table, rowId, "table.row.deleted"),
   });
+  if (result.status === "conflict") throw preconditionFailed(result.current);
   if (result.status !== "ok") throw notFound("row");
   return { deleted: true as const };
 }

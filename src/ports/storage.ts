@@ -5,16 +5,18 @@ import type { DatasetChangeFeeds } from "./storage/changes.js";
 import type { CredentialStore, KeyWithTeamLookup } from "./storage/credentials.js";
 import type { DashboardStore, DashboardWrites } from "./storage/dashboards.js";
 import type { IdentityStore, IdentityWrites } from "./storage/identity.js";
+import type { RowStore, RowWrites } from "./storage/rows.js";
 import type { TableStore, TableWrites } from "./storage/tables.js";
 import type { UsageStore, UsageWrites } from "./storage/usage.js";
 import type { WebhookStore } from "./storage/webhooks.js";
 
 export type { AuditStore, StoredAuditEvent } from "./storage/audit.js";
-export type { CatalogStore, CatalogWrites, DatasetRowsWrite, RowPage, RowQuery } from "./storage/catalog.js";
+export type { CatalogStore, CatalogWrites } from "./storage/catalog.js";
 export type { Change, ChangeFeedReads, ChangeRetention, ChangesPage, ChangesQuery, DatasetChangeFeeds, StoredChange } from "./storage/changes.js";
 export type { CredentialStore, KeyWithTeamLookup } from "./storage/credentials.js";
 export type { DashboardStore, DashboardWrites, DayViews, ViewerDayViews } from "./storage/dashboards.js";
 export type { IdentityStore, IdentityWrites, IdPage, PutResult } from "./storage/identity.js";
+export type { DatasetRowsWrite, RowPage, RowQuery, RowStore, RowWrites } from "./storage/rows.js";
 export type {
   EditLogEntry,
   EditOp,
@@ -22,6 +24,7 @@ export type {
   IdempotentOutcome,
   InsertRowInput,
   RowWriteResult,
+  DeleteRowInput,
   StoredResponse,
   TableStore,
   TableWrites,
@@ -50,7 +53,8 @@ export type { WebhookDelivery, WebhookReceipt, WebhookStore } from "./storage/we
 export interface StorageAreaReads {
   identity: IdentityStore;
   credentials: CredentialStore & KeyWithTeamLookup;
-  catalog: CatalogStore & DatasetChangeFeeds;
+  catalog: CatalogStore;
+  rows: RowStore & DatasetChangeFeeds;
   tables: TableStore;
   webhooks: WebhookStore;
   audit: AuditStore;
@@ -70,8 +74,10 @@ export interface StorageAreas {
   identity: IdentityStore & IdentityWrites;
   /** Session tokens and API keys. */
   credentials: CredentialStore & KeyWithTeamLookup;
-  /** Connections, datasets and their rows (and the rows' change feeds). */
-  catalog: CatalogStore & CatalogWrites & DatasetChangeFeeds;
+  /** Connections and datasets. */
+  catalog: CatalogStore & CatalogWrites;
+  /** The rows of upload and connection datasets: reads, aggregates, refreshes and bulk writes, and their change feeds. */
+  rows: RowStore & RowWrites & DatasetChangeFeeds;
   /** Input tables, their rows, edit log and Idempotency-Key claims. */
   tables: TableStore & TableWrites;
   /** Webhook endpoints and delivered rows (de-duplication, retention). */
@@ -85,7 +91,7 @@ export interface StorageAreas {
 }
 
 export type StorageArea = keyof StorageAreas;
-export const STORAGE_AREAS: readonly StorageArea[] = ["identity", "credentials", "catalog", "tables", "webhooks", "audit", "dashboards", "usage"];
+export const STORAGE_AREAS: readonly StorageArea[] = ["identity", "credentials", "catalog", "rows", "tables", "webhooks", "audit", "dashboards", "usage"];
 
 /** Starting and stopping a store as a whole. */
 export interface StorageLifecycle {

@@ -1,6 +1,6 @@
 import type { AggregateDialect, Column, MetricSql } from "../sql/aggregate-compiler.js";
 import { join, raw, type Sql, sql } from "../sql/fragments.js";
-import { postgresRowDialect } from "./row-query.js";
+import { postgresRowDialect } from "./row-query-dialect.js";
 
 /**
  * Aggregates on PostgreSQL (see `src/sql/aggregate-compiler.ts`), over rows kept as
@@ -8,7 +8,7 @@ import { postgresRowDialect } from "./row-query.js";
  * column is `j -> name` (SQL NULL when absent), read once per row by a
  * derived table PostgreSQL does not merge into its reader (`OFFSET 0`). So
  * `doc` MUST be a row PostgreSQL can take apart: `row`, or `SANE_ROW` for a
- * window holding a `\u0000` escape (see row-query.ts).
+ * window holding a `\u0000` escape (see row-query-dialect.ts).
  *
  * Grouping and distinct counts use jsonb equality (JSON equality: 5 and "5"
  * differ, object key order does not matter). Sums are exact: `numeric` from

@@ -3,7 +3,7 @@ import { aggregateAnswer, aggregateSql, type AggregateSqlRow } from "../sql/aggr
 import { raw, renderNumbered, type Sql, sql } from "../sql/fragments.js";
 import { postgresAggregateDialect } from "./aggregate-sql.js";
 import { begun, bounded, type Db } from "./db.js";
-import { postgresRowDialect, SANE_ROW, UNPARSABLE } from "./row-query.js";
+import { postgresRowDialect, SANE_ROW, UNPARSABLE } from "./row-query-dialect.js";
 
 /**
  * Aggregates on PostgreSQL: the one statement of `aggregate-sql.ts` over a

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { PoolClient } from "pg";
-import type { DatasetRowsWrite } from "../ports/storage/catalog.js";
+import type { DatasetRowsWrite } from "../ports/storage/rows.js";
 import type { Row } from "../domain/model.js";
 import { bounded, checkout, type Db, json, type Lease, num } from "./db.js";
 import { rowBatches } from "../storage/row-batches.js";

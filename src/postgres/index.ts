@@ -6,7 +6,8 @@ import { wrapStoreCalls } from "../sql/store-calls.js";
 import { postgresAudit } from "./audit.js";
 import { postgresChangeLog } from "./changes.js";
 import { datasetChangeFeeds } from "../storage/change-feeds.js";
-import { type OpenReads, postgresCatalog } from "./catalog.js";
+import { postgresCatalog } from "./catalog.js";
+import { type OpenReads, postgresRows } from "./rows.js";
 import { watchCatalog } from "./catalog-events.js";
 import { briefly, createDb, type Db, DEFAULT_BOUNDS, guardClients, storeFault } from "./db.js";
 import { postgresDashboards } from "./dashboards.js";
@@ -148,7 +149,8 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
   return wrapStoreCalls<PostgresStorage>({
     identity,
     credentials: { ...postgresCredentials(db, seen), teamsFrom: identity },
-    catalog: { ...postgresCatalog(db, watch, reads), aggregateDatasetRows: aggregates.aggregateDatasetRows, ...datasetChangeFeeds(changes) },
+    catalog: postgresCatalog(db, watch),
+    rows: { ...postgresRows(db, reads, aggregates), ...datasetChangeFeeds(changes) },
     tables: { ...postgresTables(db, changes), aggregateTableRows: aggregates.aggregateTableRows },
     webhooks,
     audit: postgresAudit(db, { visibilityWaitMs: options.auditVisibilityWaitMs }),

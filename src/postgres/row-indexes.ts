@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { briefly, type Db } from "./db.js";
 import { quoteLiteral } from "../sql/literals.js";
-import { HAS_JSONB, indexableColumn, sortTermsSql } from "./row-query.js";
+import { HAS_JSONB, indexableColumn, sortTermsSql } from "./row-query-dialect.js";
 
 /**
  * Row indexes: for each DECLARED column of a dataset (`columns_declared`)

@@ -18,7 +18,7 @@ import { appendAudit } from "./audit.js";
 import type { PostgresChangeLog } from "./changes.js";
 import { type Db, idPageSql, json, num, PUT_RESULT, putResult } from "./db.js";
 import { syncTableIndexes } from "./row-indexes.js";
-import { queriedTableRows } from "./row-query.js";
+import { queriedTableRows } from "./row-query-dialect.js";
 
 const TABLE_COLUMNS = "id, team_id, name, columns, row_count, updated_at";
 /** Row writes do not queue behind another transaction's locks for longer than the store's lock bound. */
@@ -268,6 +268,7 @@ export function postgresTables(db: Db, changes: PostgresChangeLog): Omit<TableSt
       return db.transaction(async (client) => {
         const found = await lockRow(client, input.tableId, input.rowId);
         if (!found) return { status: "not_found" } as const;
+        if (input.expectedUpdatedAt != null && changedSince(found.row, input.expectedUpdatedAt)) return { status: "conflict", current: found.row } as const;
         await client.query(`delete from ${t("table_rows")} where table_id = $1 and row_id = $2`, [input.tableId, input.rowId]);
         const at = new Date(input.now).toISOString();
         await record(client, input, "delete", at, at, found.row, null);

@@ -22,7 +22,7 @@ import { toLogger } from "./logging.js";
 import { createMemoryCache } from "../memory/cache.js";
 import { systemClock } from "../base/clock.js";
 import { createMemoryRateLimiter } from "../memory/rate-limiter.js";
-import { createMemoryStorage } from "../memory/storage.js";
+import { createMemoryStorage } from "../memory/memory-storage.js";
 import { createRequestObserver } from "./observe.js";
 import type { ConnectorRegistry } from "../ports/connector.js";
 import type { Logger } from "../ports/logger.js";

@@ -43,7 +43,7 @@ export interface StoreCallOptions {
    */
   reported?: (error: unknown) => unknown;
   /**
-   * A child span per call, `storage catalog.readDatasetRows`, ended when the
+   * A child span per call, `storage rows.readDatasetRows`, ended when the
    * call settles (a page's rows may still be read after it), or null.
    */
   tracing?: TraceCall | null;

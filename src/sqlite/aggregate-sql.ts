@@ -1,7 +1,7 @@
 import type { AggregateDialect, Column, MetricSql } from "../sql/aggregate-compiler.js";
 import { join, raw, type Sql, sql } from "../sql/fragments.js";
 import { quoteLiteral } from "../sql/literals.js";
-import { sqliteRowDialect } from "./row-query.js";
+import { sqliteRowDialect } from "./row-query-dialect.js";
 
 /**
  * Aggregates on SQLite (see `src/sql/aggregate-compiler.ts`), over rows kept as JSON
@@ -10,7 +10,7 @@ import { sqliteRowDialect } from "./row-query.js";
  * merge into its reader (`LIMIT -1 OFFSET 0`).
  *
  * One SQLite value stands for a JSON value where grouping and ordering need
- * it, ordered as row queries sort (`sortValueSql` in row-query.ts):
+ * it, ordered as row queries sort (`sortValueSql` in row-query-dialect.ts):
  * numbers, then strings (BINARY: code point order), then blobs — booleans
  * 0x01 + `false`/`true`, objects and arrays 0x02 + their JSON text. For
  * grouping and counting distinct values the JSON text is canonical (keys
@@ -120,7 +120,7 @@ function valueOf(doc: string, name: string): Sql {
     : sql`(SELECT value FROM json_each(${raw(doc)}) WHERE key = ${name})`;
 }
 
-/** As row-query.ts: `$."name"` cannot hold `"` or `\`, nor an unpaired surrogate. */
+/** As row-query-dialect.ts: `$."name"` cannot hold `"` or `\`, nor an unpaired surrogate. */
 function plainPath(name: string): boolean {
   return !/["\\]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(name);
 }

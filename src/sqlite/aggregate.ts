@@ -4,7 +4,7 @@ import { raw, renderPositional, type Sql, sql } from "../sql/fragments.js";
 import { sqliteAggregateDialect } from "./aggregate-sql.js";
 import type { SqliteHandle } from "./db.js";
 import { longRead } from "./long-reads.js";
-import { sqliteRowDialect } from "./row-query.js";
+import { sqliteRowDialect } from "./row-query-dialect.js";
 import { DEADLINE_CHECK } from "./statement-deadline.js";
 
 /**

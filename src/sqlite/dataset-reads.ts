@@ -5,7 +5,7 @@ import { keyOf } from "../domain/row-query-order.js";
 import { raw, renderPositional, Sql, sql } from "../sql/fragments.js";
 import { conditionSql } from "../sql/row-compiler.js";
 import { matchesFilters } from "../domain/rows.js";
-import type { RowQuery } from "../ports/storage/catalog.js";
+import type { RowQuery } from "../ports/storage/rows.js";
 import { parseJson, prepared, rowKey } from "./db.js";
 import type { Fetched, Positions } from "./reader-protocol.js";
 import {
@@ -19,7 +19,7 @@ import {
   sqliteRowDialect,
   type SqliteRowDialect,
   throughIndex,
-} from "./row-query.js";
+} from "./row-query-dialect.js";
 import { DEADLINE_CHECK } from "./statement-deadline.js";
 
 /*

@@ -4,7 +4,7 @@ import { LRUCache } from "lru-cache";
 import { isBusy, storeFaults, type StoreFaults } from "./faults.js";
 import { migrate } from "./migrations.js";
 import { readerPool, type ReaderPool } from "./reader-pool.js";
-import { registerRowQueryFunctions } from "./row-query.js";
+import { registerRowQueryFunctions } from "./row-query-dialect.js";
 import { deadlineOf, type StatementDeadline, statementDeadline } from "./statement-deadline.js";
 
 export interface SqliteStorageOptions {

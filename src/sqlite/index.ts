@@ -3,7 +3,9 @@ import type { SeedSpace } from "../domain/seed-space.js";
 import type { Storage } from "../ports/storage.js";
 import { wrapStoreCalls } from "../sql/store-calls.js";
 import { appendAuditStatement, sqliteAudit } from "./audit.js";
-import { appendRowsStatement, sqliteCatalog } from "./catalog.js";
+import { sqliteCatalog } from "./catalog.js";
+import { datasetRecords } from "./dataset-records.js";
+import { appendRowsStatement, sqliteRows } from "./rows.js";
 import { syncDatasetIndexes } from "./row-indexes.js";
 import { dashboardViewStatement, insertDashboardStatement, sqliteDashboards } from "./dashboards.js";
 import { openSqlite, type SqliteStorageOptions, writeTransaction } from "./db.js";
@@ -52,10 +54,12 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
   const probeWrite = writeTransaction(db, (at: string) => probeRow.run(at));
   // Every call's failure as the storage port's fault clause says, whichever statement met it (a read on a
   // closed connection, an I/O error of a read): 503 `storage_unavailable` with `Retry-After`.
+  const datasets = datasetRecords(handle);
   return wrapStoreCalls<SqliteStorage>({
     identity,
     credentials: { ...credentials, teamsFrom: identity },
-    catalog: { ...sqliteCatalog(handle), ...datasetChangeFeeds(sqliteChangeFeeds(handle)) },
+    catalog: sqliteCatalog(handle, datasets),
+    rows: { ...sqliteRows(handle, datasets), ...datasetChangeFeeds(sqliteChangeFeeds(handle)) },
     tables: sqliteTables(handle),
     webhooks: {
       getWebhookEndpoint: webhooks.getWebhookEndpoint,

@@ -1,4 +1,4 @@
-import type { RowQuery } from "../ports/storage/catalog.js";
+import type { RowQuery } from "../ports/storage/rows.js";
 import type { TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";
 
 /*

@@ -13,7 +13,7 @@ import {
   streamedBatches,
 } from "./dataset-reads.js";
 import { openReader, prepared } from "./db.js";
-import { queriedTableRows } from "./row-query.js";
+import { queriedTableRows } from "./row-query-dialect.js";
 import type {
   BatchAnswer,
   CountEntry,

@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
 import type { Column } from "../domain/model.js";
 import { quoteLiteral } from "../sql/literals.js";
-import { datasetIndexPrefix, indexableColumn, rowIndexName, sortValueSql, tableIndexPrefix } from "./row-query.js";
+import { datasetIndexPrefix, indexableColumn, rowIndexName, sortValueSql, tableIndexPrefix } from "./row-query-dialect.js";
 
 /**
  * Row indexes: for each DECLARED column of a dataset (`columns_declared`)

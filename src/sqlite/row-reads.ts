@@ -3,7 +3,7 @@ import { deferred, mapped, NOTHING } from "../domain/async-iterables.js";
 import type { Row } from "../domain/model.js";
 import { keyOf } from "../domain/row-query-order.js";
 import { selectColumns } from "../domain/rows.js";
-import type { RowPage, RowQuery } from "../ports/storage/catalog.js";
+import type { RowPage, RowQuery } from "../ports/storage/rows.js";
 import type { TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";
 import {
   countKey,
@@ -23,7 +23,7 @@ import {
 import { dataVersionOf, parseJson, type RememberedReads, rememberedReads, type SqliteHandle } from "./db.js";
 import { readTimedOut } from "./faults.js";
 import type { CountEntry } from "./reader-protocol.js";
-import { queriedTableRows } from "./row-query.js";
+import { queriedTableRows } from "./row-query-dialect.js";
 import { deadlineOf } from "./statement-deadline.js";
 
 /**

@@ -10,6 +10,7 @@ import type {
   IdempotentOutcome,
   InsertRowInput,
   RowWriteResult,
+  DeleteRowInput,
   StoredResponse,
   TableStore,
   TableWrites,
@@ -208,10 +209,11 @@ function rowWrites(db: Database.Database) {
   );
 
   const remove = writeTransaction(db, 
-    (input: { tableId: string; rowId: string; actor: Actor; now: number; auditEvent: AuditEvent }): RowWriteResult => {
+    (input: DeleteRowInput): RowWriteResult => {
       const found = current.get(input.tableId, input.rowId);
       if (!found) return { status: "not_found" };
       const before = parseJson<Row>(found.data);
+      if (input.expectedUpdatedAt != null && changedSince(before, input.expectedUpdatedAt)) return { status: "conflict", current: before };
       const stamp = new Date(input.now).toISOString();
       deleteRow.run(input.tableId, input.rowId);
       touchTable.run(-1, stamp, input.tableId);

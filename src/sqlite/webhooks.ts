@@ -10,7 +10,7 @@ import {
 } from "../domain/webhook-config.js";
 import type { WebhookDelivery, WebhookReceipt, WebhookStore } from "../ports/storage/webhooks.js";
 import { groupCommit } from "../sql/group-commit.js";
-import { stagingMover } from "./bulk-rows.js";
+import { stagingMover } from "./bulk-row-writes.js";
 import { appendChangeStatement } from "./changes.js";
 import { parseJson, rememberedReads, rowKey, type SqliteHandle, writeTransaction } from "./db.js";
 import { reportsOwnFaults } from "../sql/store-calls.js";

@@ -7,6 +7,7 @@ import { describeDashboardsConformance } from "./conformance/dashboards.js";
 import { describeFaultConformance } from "./conformance/faults.js";
 import { describeIdentityConformance } from "./conformance/identity.js";
 import { describeLifecycleConformance } from "./conformance/lifecycle.js";
+import { describeRowsConformance } from "./conformance/rows.js";
 import { describeTablesConformance } from "./conformance/tables.js";
 import { describeUsageConformance } from "./conformance/usage.js";
 import { describeWebhooksConformance } from "./conformance/webhooks.js";
@@ -28,6 +29,7 @@ export function runStorageConformance(name: string, factory: StorageFactory, opt
   describeIdentityConformance(name, factory, options);
   describeCredentialsConformance(name, factory, options);
   describeCatalogConformance(name, factory, options);
+  describeRowsConformance(name, factory, options);
   describeDashboardsConformance(name, factory, options);
   describeUsageConformance(name, factory, options);
   describeTablesConformance(name, factory, options);
@@ -56,6 +58,7 @@ export {
   describeFaultConformance,
   describeIdentityConformance,
   describeLifecycleConformance,
+  describeRowsConformance,
   describeTablesConformance,
   describeUsageConformance,
   describeWebhooksConformance,

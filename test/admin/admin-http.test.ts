@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createDataApi } from "../../src/server/api.js";
-import { createMemoryStorage } from "../../src/memory/storage.js";
+import { createMemoryStorage } from "../../src/memory/memory-storage.js";
 import type { IdentityStore } from "../../src/ports/storage.js";
 import { mountStorage } from "../../src/storage/mount.js";
 import { setup } from "../support/api.js";

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createMemoryStorage } from "../../src/memory/storage.js";
+import { createMemoryStorage } from "../../src/memory/memory-storage.js";
 import { createPostgresStorage } from "../../src/postgres/index.js";
 import type { Storage } from "../../src/ports/storage.js";
 import { createSqliteStorage } from "../../src/sqlite/index.js";

@@ -8,7 +8,7 @@ import { evaluateAggregate } from "../../src/domain/aggregate-eval.js";
 import { type AggregateParams, type AggregateQuery, parseAggregateQuery } from "../../src/domain/aggregate-query.js";
 import type { Actor, AuditEvent, Column, Row } from "../../src/domain/model.js";
 import { createPostgresStorage, type PostgresStorage } from "../../src/postgres/index.js";
-import { SANE_ROW } from "../../src/postgres/row-query.js";
+import { SANE_ROW } from "../../src/postgres/row-query-dialect.js";
 import { createSqliteStorage, type SqliteStorage } from "../../src/sqlite/index.js";
 import { postgresAggregate, sqliteAggregate, type Target, withinRounding } from "../support/aggregates.js";
 import { uploadDataset, writeRows } from "../support/datasets.js";

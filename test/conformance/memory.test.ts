@@ -1,4 +1,4 @@
-import { createMemoryStorage } from "../../src/memory/storage.js";
+import { createMemoryStorage } from "../../src/memory/memory-storage.js";
 import { mountStorage } from "../../src/storage/mount.js";
 import { describeCredentialsConformance, describeIdentityConformance, runStorageConformance } from "../../src/testing/index.js";
 

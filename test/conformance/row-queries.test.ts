@@ -3,7 +3,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import type { Actor, AuditEvent, Column, Row } from "../../src/domain/model.js";
 import { parseSort, parseWhere, type RowKey, type SortKey } from "../../src/domain/row-query-model.js";
 import { ApiError } from "../../src/base/api-error.js";
-import { createMemoryStorage } from "../../src/memory/storage.js";
+import { createMemoryStorage } from "../../src/memory/memory-storage.js";
 import type { Storage } from "../../src/ports/storage.js";
 import { createPostgresStorage } from "../../src/postgres/index.js";
 import { createSqliteStorage } from "../../src/sqlite/index.js";
@@ -92,13 +92,13 @@ async function replaceRows(store: Storage, rows: readonly Row[], declared: boole
 
 /** A page, and the pages after it by `lastKey`, as the store answers them. */
 async function answer(store: Storage, query: { where: ReturnType<typeof parseWhere>; sort: SortKey[]; offset: number; limit: number }) {
-  const page = await store.catalog.readDatasetRows("ds_fuzz", { offset: query.offset, limit: query.limit, columns: null, filters: null, where: query.where, sort: query.sort });
+  const page = await store.rows.readDatasetRows("ds_fuzz", { offset: query.offset, limit: query.limit, columns: null, filters: null, where: query.where, sort: query.sort });
   const rows: Row[] = [];
   for await (const r of page.rows) rows.push({ ...r });
   const paged: Row[] = [];
   let after: RowKey | null = null;
   for (let i = 0; i < 50; i++) {
-    const next = await store.catalog.readDatasetRows("ds_fuzz", { offset: 0, limit: 2, columns: null, filters: null, where: query.where, sort: query.sort, after });
+    const next = await store.rows.readDatasetRows("ds_fuzz", { offset: 0, limit: 2, columns: null, filters: null, where: query.where, sort: query.sort, after });
     const got: Row[] = [];
     for await (const r of next.rows) got.push({ ...r });
     paged.push(...got);

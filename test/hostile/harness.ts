@@ -10,7 +10,7 @@ import { createDataApi, type DataApi } from "../../src/server/api.js";
 import { parseFixture } from "../../src/fixture/load.js";
 import type { ApiRequest, ReplyBody } from "../../src/http/types.js";
 import { createFixedClock } from "../../src/memory/fixed-clock.js";
-import { createMemoryStorage } from "../../src/memory/storage.js";
+import { createMemoryStorage } from "../../src/memory/memory-storage.js";
 import type { Storage } from "../../src/ports/storage.js";
 import { createPostgresStorage } from "../../src/postgres/index.js";
 import { createSqliteStorage } from "../../src/sqlite/index.js";

@@ -84,7 +84,7 @@ async function refusesConnections(port: number): Promise<boolean> {
 async function storedRows(db: string): Promise<Row[]> {
   const store = createSqliteStorage({ path: db });
   try {
-    const page = await store.catalog.readDatasetRows("ds_shop_events", { offset: 0, limit: null, columns: null, filters: null });
+    const page = await store.rows.readDatasetRows("ds_shop_events", { offset: 0, limit: null, columns: null, filters: null });
     const rows: Row[] = [];
     for await (const row of page.rows) rows.push({ ...row });
     return rows;

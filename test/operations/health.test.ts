@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
-import { createMemoryStorage } from "../../src/memory/storage.js";
+import { createMemoryStorage } from "../../src/memory/memory-storage.js";
 import type { Storage } from "../../src/ports/storage.js";
 import { createPostgresStorage } from "../../src/postgres/index.js";
 import { createRedisCache, createRedisRateLimiter } from "../../src/redis/index.js";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createMemoryRateLimiter } from "../../src/memory/rate-limiter.js";
-import { createMemoryStorage } from "../../src/memory/storage.js";
+import { createMemoryStorage } from "../../src/memory/memory-storage.js";
 import type { Connector } from "../../src/ports/connector.js";
 import type { Storage } from "../../src/ports/storage.js";
 import { createRedisRateLimiter } from "../../src/redis/index.js";

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { signHex } from "../../src/domain/signatures.js";
 import { consoleErrorLogger, createJsonLogger } from "../../src/server/logging.js";
 import { createFixedClock } from "../../src/memory/fixed-clock.js";
-import { createMemoryStorage } from "../../src/memory/storage.js";
+import { createMemoryStorage } from "../../src/memory/memory-storage.js";
 import { createRequestObserver } from "../../src/server/observe.js";
 import type { ErrorLogFields, Logger, RequestLogLine } from "../../src/ports/logger.js";
 import type { Storage } from "../../src/ports/storage.js";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createAdmin } from "../../src/admin/index.js";
-import { createMemoryStorage } from "../../src/memory/storage.js";
+import { createMemoryStorage } from "../../src/memory/memory-storage.js";
 import { createPrometheusMetrics } from "../../src/metrics/index.js";
 import { type Connector, UpstreamThrottledError } from "../../src/ports/connector.js";
 import type { Storage } from "../../src/ports/storage.js";

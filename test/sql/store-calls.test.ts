@@ -27,8 +27,8 @@ describe("the store-call wrapper (sql/store-calls.ts)", () => {
   it("bounds every other call with 503 storage_unavailable and Retry-After, and leaves the bulk row writes unbounded", async () => {
     const store = createMemoryStorage();
     store.catalog.getDataset = never;
-    store.catalog.replaceDatasetRows = never;
-    store.catalog.writeDatasetRows = never;
+    store.rows.replaceDatasetRows = never;
+    store.rows.writeDatasetRows = never;
     const wrapped = wrapStoreCalls(store, { timeoutMs: 40, subject: "the database" });
     await expect(wrapped.catalog.getDataset("ds_x")).rejects.toMatchObject({
       status: 503,
@@ -37,8 +37,8 @@ describe("the store-call wrapper (sql/store-calls.ts)", () => {
       headers: { "retry-after": "1" },
     });
     const bulk = [
-      wrapped.catalog.replaceDatasetRows("ds_x", { rows: [], columns: [], refreshedAt: "2026-01-01T00:00:00.000Z" }),
-      wrapped.catalog.writeDatasetRows({ datasetId: "ds_x", mode: "append", rows: (async function* () {})(), columns: () => [], updatedAt: "" }),
+      wrapped.rows.replaceDatasetRows("ds_x", { rows: [], columns: [], refreshedAt: "2026-01-01T00:00:00.000Z" }),
+      wrapped.rows.writeDatasetRows({ datasetId: "ds_x", mode: "append", rows: (async function* () {})(), columns: () => [], updatedAt: "" }),
     ].map((p) => p.then(() => "settled", () => "settled"));
     const waited = await Promise.race([Promise.all(bulk), new Promise((resolve) => setTimeout(() => resolve("still running"), 300))]);
     expect(waited).toBe("still running");

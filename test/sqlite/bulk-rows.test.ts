@@ -73,7 +73,7 @@ async function collect(rows: AsyncIterable<Row>): Promise<Row[]> {
 }
 
 async function all(s: SqliteStorage, datasetId: string): Promise<Row[]> {
-  return collect((await s.catalog.readDatasetRows(datasetId, { offset: 0, limit: null, columns: null, filters: null })).rows);
+  return collect((await s.rows.readDatasetRows(datasetId, { offset: 0, limit: null, columns: null, filters: null })).rows);
 }
 
 function seqOf(s: SqliteStorage, datasetId: string): number {
@@ -111,7 +111,7 @@ describe("sqlite: streamed bulk row writes", () => {
     const other = store(path);
     const OLD = 12_000; // more than one sweep transaction deletes: readers also run while old rows are swept
     const NEW = 200_000;
-    await s.catalog.writeDatasetRows(rowsWrite("ds_orders", "replace", generate(OLD, "old")));
+    await s.rows.writeDatasetRows(rowsWrite("ds_orders", "replace", generate(OLD, "old")));
     expect((await s.catalog.getDataset("ds_orders"))?.rowCount).toBe(OLD);
 
     let done = false;
@@ -119,7 +119,7 @@ describe("sqlite: streamed bulk row writes", () => {
     let stagedWhileStreaming = -1;
     const page = async (reader: SqliteStorage, k: number) => {
       const offset = (k * 7919) % 2990;
-      const result = await reader.catalog.readDatasetRows("ds_orders", { offset, limit: 10, columns: null, filters: null });
+      const result = await reader.rows.readDatasetRows("ds_orders", { offset, limit: 10, columns: null, filters: null });
       const rows = await collect(result.rows);
       const v = result.totalRows === OLD ? "old" : "new";
       expect([OLD, NEW]).toContain(result.totalRows);
@@ -129,7 +129,7 @@ describe("sqlite: streamed bulk row writes", () => {
       seen[v]++;
       if (k % 4 !== 0) return;
       // Exactly one row has i = 5, old or new, also while staged rows exist.
-      const filtered = await reader.catalog.readDatasetRows("ds_orders", { offset: 0, limit: 10, columns: ["i"], filters: { i: 5 } });
+      const filtered = await reader.rows.readDatasetRows("ds_orders", { offset: 0, limit: 10, columns: ["i"], filters: { i: 5 } });
       expect(filtered.totalRows).toBe(1);
       expect(await collect(filtered.rows)).toEqual([{ i: 5 }]);
     };
@@ -142,7 +142,7 @@ describe("sqlite: streamed bulk row writes", () => {
     });
 
     // A large read on the other connection that starts during the write holds its snapshot: all old.
-    const longRead = (await other.catalog.readDatasetRows("ds_orders", { offset: 1000, limit: null, columns: ["v"], filters: null })).rows[Symbol.asyncIterator]();
+    const longRead = (await other.rows.readDatasetRows("ds_orders", { offset: 1000, limit: null, columns: ["v"], filters: null })).rows[Symbol.asyncIterator]();
     let longFirst: IteratorResult<Row> | null = null;
     // One created during the write but first pulled after it: it reads the window of its snapshot, the new rows
     // (not the old positions, being swept).
@@ -152,7 +152,7 @@ describe("sqlite: streamed bulk row writes", () => {
       pauseEvery: 500,
       onRow: async (i) => {
         if (i === 50_000) longFirst = await longRead.next();
-        if (i === 60_000) lateRead = (await other.catalog.readDatasetRows("ds_orders", { offset: 1000, limit: null, columns: ["v"], filters: null })).rows;
+        if (i === 60_000) lateRead = (await other.rows.readDatasetRows("ds_orders", { offset: 1000, limit: null, columns: ["v"], filters: null })).rows;
         // Rows are written as they come, not collected until the end.
         if (i === 150_000) stagedWhileStreaming = storedRows(other, "ds_orders") - OLD;
       },
@@ -161,11 +161,11 @@ describe("sqlite: streamed bulk row writes", () => {
     let unswept = 0;
     const whileSweeping = onPublished(other, "ds_orders", NEW, async () => {
       unswept = storedRows(other, "ds_orders") - NEW;
-      const filtered = await other.catalog.readDatasetRows("ds_orders", { offset: 0, limit: 10, columns: null, filters: { i: OLD - 1 } });
+      const filtered = await other.rows.readDatasetRows("ds_orders", { offset: 0, limit: 10, columns: null, filters: { i: OLD - 1 } });
       expect(filtered.totalRows).toBe(1);
       expect(await collect(filtered.rows)).toEqual([{ v: "new", i: OLD - 1 }]);
     });
-    const result = await s.catalog.writeDatasetRows(rowsWrite("ds_orders", "replace", rows));
+    const result = await s.rows.writeDatasetRows(rowsWrite("ds_orders", "replace", rows));
     done = true;
     await Promise.all([...readers, whileSweeping]);
     expect(unswept).toBe(OLD - 10_000);
@@ -185,7 +185,7 @@ describe("sqlite: streamed bulk row writes", () => {
     expect(rest.every((r) => r.v === "old")).toBe(true);
 
     expect(await other.catalog.getDataset("ds_orders")).toMatchObject({ rowCount: NEW, columns: COLUMNS, updatedAt: "2026-11-02T00:00:00.000Z" });
-    const tail = await collect((await other.catalog.readDatasetRows("ds_orders", { offset: NEW - 2, limit: 5, columns: null, filters: null })).rows);
+    const tail = await collect((await other.rows.readDatasetRows("ds_orders", { offset: NEW - 2, limit: 5, columns: null, filters: null })).rows);
     expect(tail).toEqual([
       { v: "new", i: NEW - 2 },
       { v: "new", i: NEW - 1 },
@@ -206,7 +206,7 @@ describe("sqlite: streamed bulk row writes", () => {
         asked++;
         return COLUMNS;
       };
-      await expect(s.catalog.writeDatasetRows(failing)).rejects.toThrow(`upstream broke at row ${throwAt}`);
+      await expect(s.rows.writeDatasetRows(failing)).rejects.toThrow(`upstream broke at row ${throwAt}`);
       expect(asked).toBe(0);
       expect(await all(s, "ds_orders")).toEqual(before);
       expect(await s.catalog.getDataset("ds_orders")).toEqual(dataset);
@@ -214,7 +214,7 @@ describe("sqlite: streamed bulk row writes", () => {
       expect(staging(s)).toEqual([]);
       expect(s.db.prepare("SELECT stage_from FROM datasets WHERE id = 'ds_orders'").get()).toEqual({ stage_from: null });
       // The dataset takes the next write.
-      expect(await s.catalog.writeDatasetRows(rowsWrite("ds_orders", "append", generate(3, "more")))).toEqual({ rowCount: before.length + 3 });
+      expect(await s.rows.writeDatasetRows(rowsWrite("ds_orders", "append", generate(3, "more")))).toEqual({ rowCount: before.length + 3 });
     });
   }
 
@@ -228,7 +228,7 @@ describe("sqlite: streamed bulk row writes", () => {
       calls.push(consumed);
       return [{ name: "order_id", type: "string" }, ...COLUMNS];
     };
-    expect(await s.catalog.writeDatasetRows(write)).toEqual({ rowCount: before.length + 2500 });
+    expect(await s.rows.writeDatasetRows(write)).toEqual({ rowCount: before.length + 2500 });
     expect(calls).toEqual([2500]);
     const after = await all(s, "ds_orders");
     expect(after.slice(0, before.length)).toEqual(before);
@@ -243,8 +243,8 @@ describe("sqlite: streamed bulk row writes", () => {
       started = true;
       yield { a: 1 };
     })();
-    await expect(s.catalog.writeDatasetRows(rowsWrite("nope", "replace", rows))).rejects.toThrow(/unknown dataset nope/);
-    await expect(s.catalog.writeDatasetRows(rowsWrite("tbl_targets", "replace", rows))).rejects.toThrow(/input table/);
+    await expect(s.rows.writeDatasetRows(rowsWrite("nope", "replace", rows))).rejects.toThrow(/unknown dataset nope/);
+    await expect(s.rows.writeDatasetRows(rowsWrite("tbl_targets", "replace", rows))).rejects.toThrow(/input table/);
     expect(started).toBe(false);
   });
 
@@ -265,7 +265,7 @@ describe("sqlite: streamed bulk row writes", () => {
         if (i === 1500 || i === 2500 || i === 5999) expect(await s.webhooks.ingestWebhookRow(hook(i, `k${i}`))).toEqual({ id: `hook_${i}`, duplicate: false });
       },
     });
-    expect(await s.catalog.writeDatasetRows(rowsWrite("ds_conn_hook", "append", rows))).toEqual({ rowCount: 6006 });
+    expect(await s.rows.writeDatasetRows(rowsWrite("ds_conn_hook", "append", rows))).toEqual({ rowCount: 6006 });
     const appended = await all(s, "ds_conn_hook");
     expect(appended.slice(0, 6).map((r) => r.i)).toEqual([0, 1, 2, 1500, 2500, 5999]);
     expect(appended.slice(6)).toEqual(Array.from({ length: 6000 }, (_, i) => ({ v: "bulk", i })));
@@ -285,7 +285,7 @@ describe("sqlite: streamed bulk row writes", () => {
       expect(storedRows(s, "ds_conn_hook")).toBeGreaterThan(3000);
       expect(await s.webhooks.ingestWebhookRow(hook(100, "m29999"))).toEqual({ id: "hook_100", duplicate: false });
     });
-    expect(await s.catalog.writeDatasetRows(rowsWrite("ds_conn_hook", "replace", replacement))).toEqual({ rowCount: 3000 });
+    expect(await s.rows.writeDatasetRows(rowsWrite("ds_conn_hook", "replace", replacement))).toEqual({ rowCount: 3000 });
     await whileSweeping;
     expect(await s.webhooks.ingestWebhookRow(hook(101, "during"))).toEqual({ id: "hook_101", duplicate: false });
     expect(await s.webhooks.ingestWebhookRow(hook(102, "k1500"))).toEqual({ id: "hook_102", duplicate: false });
@@ -301,9 +301,9 @@ describe("sqlite: streamed bulk row writes", () => {
     const other = store(path);
     const base = (await s.catalog.getDataset("ds_orders"))!.rowCount;
     const results = await Promise.all([
-      s.catalog.writeDatasetRows(rowsWrite("ds_orders", "append", generate(3000, "a", { pauseEvery: 100 }))),
-      other.catalog.writeDatasetRows(rowsWrite("ds_orders", "append", generate(3000, "b", { pauseEvery: 100 }))),
-      s.catalog.writeDatasetRows(rowsWrite("ds_orders", "append", generate(2000, "c", { pauseEvery: 100 }))),
+      s.rows.writeDatasetRows(rowsWrite("ds_orders", "append", generate(3000, "a", { pauseEvery: 100 }))),
+      other.rows.writeDatasetRows(rowsWrite("ds_orders", "append", generate(3000, "b", { pauseEvery: 100 }))),
+      s.rows.writeDatasetRows(rowsWrite("ds_orders", "append", generate(2000, "c", { pauseEvery: 100 }))),
     ]);
     const added = (await all(other, "ds_orders")).slice(base);
     expect(added).toHaveLength(8000);
@@ -329,7 +329,7 @@ describe("sqlite: streamed bulk row writes", () => {
     const insert = s.db.prepare("INSERT INTO dataset_rows (row_key, dataset_seq, position, data) VALUES (?, ?, ?, ?)");
     for (const p of [next, next + 1]) insert.run(rowKey(seq, p), seq, p, '{"v":"orphan"}');
 
-    expect(await s.catalog.writeDatasetRows(rowsWrite("ds_orders", "append", [{ v: "new", i: 0 }]))).toEqual({ rowCount: 6 });
+    expect(await s.rows.writeDatasetRows(rowsWrite("ds_orders", "append", [{ v: "new", i: 0 }]))).toEqual({ rowCount: 6 });
     expect((await all(s, "ds_orders")).map((r) => r.v ?? r.order_id)).toEqual(["A-1", "A-2", "A-3", "A-4", "A-5", "new"]);
     expect(storedRows(s, "ds_orders")).toBe(6);
     expect(staging(s)).toEqual([]);
@@ -343,7 +343,7 @@ describe("sqlite: streamed bulk row writes", () => {
         if (i === 3000) expect(await s.catalog.deleteDataset("ds_orders")).toBe(true);
       },
     });
-    await expect(s.catalog.writeDatasetRows(rowsWrite("ds_orders", "replace", rows))).rejects.toThrow(/deleted or its claim taken over/);
+    await expect(s.rows.writeDatasetRows(rowsWrite("ds_orders", "replace", rows))).rejects.toThrow(/deleted or its claim taken over/);
     expect(await s.catalog.getDataset("ds_orders")).toBeNull();
     expect(s.db.prepare("SELECT count(*) AS n FROM dataset_rows WHERE dataset_seq = ?").get(seq)).toEqual({ n: 0 });
     expect(staging(s)).toEqual([]);
@@ -352,11 +352,11 @@ describe("sqlite: streamed bulk row writes", () => {
   it("replaceDatasetRows (a refresh) goes the same way and sets lastRefreshedAt", async () => {
     const s = await seeded();
     const rows = Array.from({ length: 2500 }, (_, i) => ({ store_id: `S${i}` }));
-    await s.catalog.replaceDatasetRows("ds_stores", { rows, columns: [{ name: "store_id", type: "string" }], refreshedAt: "2026-11-03T00:00:00.000Z" });
+    await s.rows.replaceDatasetRows("ds_stores", { rows, columns: [{ name: "store_id", type: "string" }], refreshedAt: "2026-11-03T00:00:00.000Z" });
     expect(await s.catalog.getDataset("ds_stores")).toMatchObject({ rowCount: 2500, lastRefreshedAt: "2026-11-03T00:00:00.000Z", updatedAt: "2026-11-03T00:00:00.000Z" });
     expect((await all(s, "ds_stores")).at(-1)).toEqual({ store_id: "S2499" });
     // A bulk write keeps lastRefreshedAt.
-    await s.catalog.writeDatasetRows(rowsWrite("ds_stores", "replace", [{ v: "x", i: 0 }]));
+    await s.rows.writeDatasetRows(rowsWrite("ds_stores", "replace", [{ v: "x", i: 0 }]));
     expect(await s.catalog.getDataset("ds_stores")).toMatchObject({ rowCount: 1, lastRefreshedAt: "2026-11-03T00:00:00.000Z", updatedAt: "2026-11-02T00:00:00.000Z" });
     expect(storedRows(s, "ds_stores")).toBe(1);
   });
@@ -399,7 +399,7 @@ describe("sqlite: migration 3", () => {
 
 describe("sqlite: staging batches of a dataset with indexed columns", () => {
   it("grow toward what stages in 40 ms, within 1,000 and 10,000 rows; a short last batch changes nothing", async () => {
-    const { nextBatchSize } = await import("../../src/sqlite/bulk-rows.js");
+    const { nextBatchSize } = await import("../../src/sqlite/bulk-row-writes.js");
     expect(nextBatchSize(1000, 1000, 10)).toBe(4000);
     expect(nextBatchSize(4000, 4000, 20)).toBe(8000);
     expect(nextBatchSize(8000, 8000, 4)).toBe(10_000);

@@ -111,7 +111,7 @@ function* many(count: number): Generator<Row> {
   for (let i = 0; i < count; i++) yield { id: i, note: `row ${i} of a replace that does not fit on the disk` };
 }
 const replace = (storage: SqliteStorage, count: number) =>
-  storage.catalog.writeDatasetRows({
+  storage.rows.writeDatasetRows({
     datasetId: "ds_orders",
     mode: "replace",
     rows: (async function* () {
@@ -206,8 +206,8 @@ describe("sqlite: a store that cannot write says so", () => {
     for (const call of [
       () => storage.credentials.findApiKeyWithTeam!("a-token-hash"),
       () => storage.catalog.getDataset("ds_orders"),
-      () => storage.catalog.readDatasetRows("ds_orders", { offset: 0, limit: 10, columns: null, filters: null }),
-      () => storage.catalog.readDatasetRows("ds_orders", { offset: 0, limit: 10, columns: null, filters: null, sort: [{ column: "id", descending: true }] }),
+      () => storage.rows.readDatasetRows("ds_orders", { offset: 0, limit: 10, columns: null, filters: null }),
+      () => storage.rows.readDatasetRows("ds_orders", { offset: 0, limit: 10, columns: null, filters: null, sort: [{ column: "id", descending: true }] }),
       () => storage.webhooks.getWebhookEndpoint("hook-open"),
     ]) {
       const failed = await call().then(

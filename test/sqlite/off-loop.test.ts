@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { ApiError } from "../../src/base/api-error.js";
-import type { RowQuery } from "../../src/ports/storage/catalog.js";
+import type { RowQuery } from "../../src/ports/storage/rows.js";
 import { createSqliteStorage, type SqliteStorage } from "../../src/sqlite/index.js";
 import { setup } from "../support/api.js";
 import { TOKENS } from "../support/fixture.js";
@@ -41,7 +41,7 @@ const sortedBy = (column: string): RowQuery => ({ offset: 0, limit: 5, columns: 
 async function threadsStarted(storage: SqliteStorage, datasetId: string): Promise<void> {
   for (let tries = 0; ; tries++) {
     try {
-      await storage.catalog.readDatasetRows(datasetId, { ...sortedBy("id"), limit: 1 });
+      await storage.rows.readDatasetRows(datasetId, { ...sortedBy("id"), limit: 1 });
       return;
     } catch (error) {
       if (tries > 50 || !(error instanceof ApiError && error.status === 503)) throw error;
@@ -68,7 +68,7 @@ describe("sqlite: reads that scan run on reader threads", () => {
 
     // The statement was interrupted at its deadline, not left running: the same read at the store says so, and the
     // one thread answers the next read at once (ds_stores, a few rows, sorted: on the thread too).
-    const ended = await storage.catalog.readDatasetRows("ds_orders", sortedBy("name")).then(
+    const ended = await storage.rows.readDatasetRows("ds_orders", sortedBy("name")).then(
       () => null,
       (error: unknown) => error,
     );
@@ -113,7 +113,7 @@ describe("sqlite: reads that scan run on reader threads", () => {
     ];
     for (const query of queries) {
       const read = async (storage: SqliteStorage) => {
-        const page = await storage.catalog.readDatasetRows("ds_orders", query);
+        const page = await storage.rows.readDatasetRows("ds_orders", query);
         const rows = [];
         for await (const row of page.rows) rows.push(row);
         return { totalRows: page.totalRows, rows, lastKey: page.lastKey() };
@@ -122,8 +122,8 @@ describe("sqlite: reads that scan run on reader threads", () => {
       expect(off, JSON.stringify(query)).toEqual(on);
     }
     // The same answers with a count remembered (a cursor's next page does not count again).
-    const again = await threads.catalog.readDatasetRows("ds_orders", queries[1]!);
-    expect(again.totalRows).toBe((await loop.catalog.readDatasetRows("ds_orders", queries[1]!)).totalRows);
+    const again = await threads.rows.readDatasetRows("ds_orders", queries[1]!);
+    expect(again.totalRows).toBe((await loop.rows.readDatasetRows("ds_orders", queries[1]!)).totalRows);
   }, 60_000);
 
   it("on :memory: (no reader threads) a read past callTimeoutMs is ended on the event loop with 503", async () => {

@@ -57,7 +57,7 @@ const PAGE: RowQuery = { offset: 0, limit: 3, columns: null, filters: null };
 async function read(s: SqliteStorage, id: string, query: Partial<RowQuery> = {}): Promise<{ batches: (readonly string[])[]; values: string[] }> {
   // As a rows request does: the record first (access, columns), then the page.
   await s.catalog.getDataset(id);
-  const page = await s.catalog.readDatasetRows(id, { ...PAGE, ...query });
+  const page = await s.rows.readDatasetRows(id, { ...PAGE, ...query });
   const batches: (readonly string[])[] = [];
   for await (const batch of page.rowsJson!) batches.push(batch);
   return { batches, values: batches.flat().map((text) => (JSON.parse(text) as { v: string }).v) };
@@ -79,7 +79,7 @@ describe("remembered plain pages on SQLite", () => {
     expect(joinedTexts(again.batches[0]!)).toBe('{"v":"a"},{"v":"b"},{"v":"c"}');
     expect(joinedTexts(again.batches[0]!)).toBe(joinedTexts(first.batches[0]!));
     // The same rows through another limit that ends at the same position: the same range, the same page.
-    const shorter = await s.catalog.readDatasetRows("ds_memo", { ...PAGE, limit: 3, offset: 1 });
+    const shorter = await s.rows.readDatasetRows("ds_memo", { ...PAGE, limit: 3, offset: 1 });
     expect(await shorter.rowsJson![Symbol.asyncIterator]().next()).toMatchObject({ value: ['{"v":"b"}', '{"v":"c"}', '{"v":"d"}'] });
   });
 
@@ -118,11 +118,11 @@ describe("remembered plain pages on SQLite", () => {
     expect((await read(s, "ds_memo")).values).toEqual(["a", "b", "c"]);
     expect((await read(s, "ds_memo", { offset: 2 })).values).toEqual(["c", "d"]);
     await write(s, "ds_memo", "replace", ["p", "q"]);
-    const replaced = await s.catalog.readDatasetRows("ds_memo", PAGE);
+    const replaced = await s.rows.readDatasetRows("ds_memo", PAGE);
     expect(replaced.totalRows).toBe(2);
     expect((await read(s, "ds_memo")).values).toEqual(["p", "q"]);
     // A cursor after "p" continues with "q" and then what an append brings.
-    const firstPage = await s.catalog.readDatasetRows("ds_memo", { ...PAGE, limit: 1 });
+    const firstPage = await s.rows.readDatasetRows("ds_memo", { ...PAGE, limit: 1 });
     for await (const _ of firstPage.rowsJson!);
     const after = firstPage.lastKey()!;
     await write(s, "ds_memo", "append", ["r"]);

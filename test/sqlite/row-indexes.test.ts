@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Column, DatasetRecord, Row, TableRecord } from "../../src/domain/model.js";
 import { parseSort, parseWhere } from "../../src/domain/row-query-model.js";
-import type { RowQuery } from "../../src/ports/storage/catalog.js";
+import type { RowQuery } from "../../src/ports/storage/rows.js";
 import { createSqliteStorage, type SqliteStorage } from "../../src/sqlite/index.js";
 import { uploadDataset, writeRows } from "../support/datasets.js";
 
@@ -57,7 +57,7 @@ async function traced(storage: SqliteStorage, query: Partial<RowQuery>): Promise
     return prepare(text);
   }) as typeof db.prepare;
   try {
-    const page = await storage.catalog.readDatasetRows("ds_idx", { offset: 0, limit: 5, columns: null, filters: null, ...query });
+    const page = await storage.rows.readDatasetRows("ds_idx", { offset: 0, limit: 5, columns: null, filters: null, ...query });
     const rows: Row[] = [];
     for await (const r of page.rows) rows.push({ ...r });
     const plans = texts
@@ -168,7 +168,7 @@ describe("row indexes (SQLite)", () => {
 
 describe("sqlite: a range bounded on both sides", () => {
   it("seeks between its two bounds: the kinds' own bounds stay out of the index range", async () => {
-    const { boundedColumns, sqliteRowDialect } = await import("../../src/sqlite/row-query.js");
+    const { boundedColumns, sqliteRowDialect } = await import("../../src/sqlite/row-query-dialect.js");
     const { renderPositional } = await import("../../src/sql/fragments.js");
     const { conditionSql } = await import("../../src/sql/row-compiler.js");
     const names = new Set(["at", "n"]);
@@ -186,7 +186,7 @@ describe("sqlite: a range bounded on both sides", () => {
 
 describe("sqlite: counts of reads with conditions", () => {
   const count = async (storage: SqliteStorage, where: unknown) =>
-    (await storage.catalog.readDatasetRows("ds_idx", { offset: 0, limit: 0, columns: null, filters: null, where: parseWhere(where, NAMES) })).totalRows;
+    (await storage.rows.readDatasetRows("ds_idx", { offset: 0, limit: 0, columns: null, filters: null, where: parseWhere(where, NAMES) })).totalRows;
   const write = (storage: SqliteStorage, mode: "replace" | "append", rows: Row[]) =>
     writeRows(storage, "ds_idx", mode, rows, COLUMNS);
 
@@ -225,7 +225,7 @@ describe("sqlite: a sorted page under a condition matching many rows", () => {
     const query = { where: parseWhere({ amount: { gte: 100 } }, NAMES), sort: parseSort("-code", NAMES), limit: 7 };
     const first = await traced(indexed, query);
     expect(first.total).toBe(11_900);
-    const { datasetIndexPrefix, rowIndexName } = await import("../../src/sqlite/row-query.js");
+    const { datasetIndexPrefix, rowIndexName } = await import("../../src/sqlite/row-query-dialect.js");
     const datasetIndexName = (seq: number, column: string) => rowIndexName(datasetIndexPrefix(seq), column);
     const seq = (indexed.db.prepare("SELECT seq FROM datasets WHERE id = 'ds_idx'").get() as { seq: number }).seq;
     const plan = first.plans.at(-1)!.join("\n"); // the page (the count before it seeks the condition's index)
@@ -241,7 +241,7 @@ describe("sqlite: a sorted page under a condition matching many rows", () => {
 
 describe("sqlite: an input table's reads choose its row indexes", () => {
   it("counts through the condition's index, pages sorted by an indexed column through that column's, with the same rows as without", async () => {
-    const { rowIndexName, tableIndexPrefix } = await import("../../src/sqlite/row-query.js");
+    const { rowIndexName, tableIndexPrefix } = await import("../../src/sqlite/row-query-dialect.js");
     const tableIndexName = (tableId: string, column: string) => rowIndexName(tableIndexPrefix(tableId), column);
     const actor = { type: "api-key", id: "key_sync", name: "sync" } as const;
     const make = async (declared: boolean) => {

@@ -96,7 +96,7 @@ describe("sqlite: schema and durability", () => {
     const again = store(path);
     expect(again.db.prepare("SELECT count(*) AS n FROM schema_migrations").get()).toEqual({ n: MIGRATIONS.length });
     expect(await again.seed(parseFixture(conformanceFixture()))).toBe("kept");
-    const page = await again.catalog.readDatasetRows("ds_conn_hook", { offset: 0, limit: null, columns: null, filters: null });
+    const page = await again.rows.readDatasetRows("ds_conn_hook", { offset: 0, limit: null, columns: null, filters: null });
     expect(page.totalRows).toBe(1);
     expect(await collect(page.rows)).toEqual([{ _id: "row_1", n: 1, _receivedAt: "2026-11-01T00:00:00.000Z" }]);
   });
@@ -128,7 +128,7 @@ describe("sqlite: schema and durability", () => {
       { row_key: 3 * 2 ** 43 + 3, dataset_seq: 3, position: 3, dedup_key: null },
       { row_key: 4 * 2 ** 43, dataset_seq: 4, position: 0, dedup_key: null },
     ]);
-    const page = await s.catalog.readDatasetRows("ds_old", { offset: 1, limit: 10, columns: null, filters: null });
+    const page = await s.rows.readDatasetRows("ds_old", { offset: 1, limit: 10, columns: null, filters: null });
     expect(page.totalRows).toBe(3);
     expect(await collect(page.rows)).toEqual([{ p: 2 }, { p: 3 }]);
   });
@@ -138,24 +138,24 @@ describe("sqlite: dataset rows", () => {
   it("pages deep offsets by position, filters with JSON types and streams large reads", async () => {
     const s = await seeded();
     const rows = Array.from({ length: 2500 }, (_, i) => ({ i, even: i % 2 === 0, tag: i % 3 === 0 ? "x" : null, obj: { a: i % 5, b: 1 } }));
-    await s.catalog.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
-    const deep = await s.catalog.readDatasetRows("ds_stores", { offset: 2400, limit: 3, columns: ["i"], filters: null });
+    await s.rows.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
+    const deep = await s.rows.readDatasetRows("ds_stores", { offset: 2400, limit: 3, columns: ["i"], filters: null });
     expect(deep.totalRows).toBe(2500);
     expect(await collect(deep.rows)).toEqual([{ i: 2400 }, { i: 2401 }, { i: 2402 }]);
 
-    const filtered = await s.catalog.readDatasetRows("ds_stores", { offset: 2, limit: 2, columns: ["i"], filters: { even: true, tag: "x" } });
+    const filtered = await s.rows.readDatasetRows("ds_stores", { offset: 2, limit: 2, columns: ["i"], filters: { even: true, tag: "x" } });
     expect(filtered.totalRows).toBe(417); // i ≡ 0 (mod 6) below 2500
     expect(await collect(filtered.rows)).toEqual([{ i: 12 }, { i: 18 }]);
 
-    const nulls = await s.catalog.readDatasetRows("ds_stores", { offset: 0, limit: 2, columns: ["i"], filters: { tag: null, missing: null } });
+    const nulls = await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: 2, columns: ["i"], filters: { tag: null, missing: null } });
     expect(nulls.totalRows).toBe(2500 - 834);
     expect(await collect(nulls.rows)).toEqual([{ i: 1 }, { i: 2 }]);
 
-    const objects = await s.catalog.readDatasetRows("ds_stores", { offset: 1, limit: 2, columns: ["i"], filters: { obj: { b: 1, a: 4 } } });
+    const objects = await s.rows.readDatasetRows("ds_stores", { offset: 1, limit: 2, columns: ["i"], filters: { obj: { b: 1, a: 4 } } });
     expect(objects.totalRows).toBe(500);
     expect(await collect(objects.rows)).toEqual([{ i: 9 }, { i: 14 }]);
 
-    const all = await s.catalog.readDatasetRows("ds_stores", { offset: 10, limit: null, columns: ["i"], filters: null });
+    const all = await s.rows.readDatasetRows("ds_stores", { offset: 10, limit: null, columns: ["i"], filters: null });
     const streamed = await collect(all.rows);
     expect(streamed).toHaveLength(2490);
     expect(streamed[0]).toEqual({ i: 10 });
@@ -165,10 +165,10 @@ describe("sqlite: dataset rows", () => {
   it("keeps __proto__ and constructor columns as plain data on every read path", async () => {
     const s = await seeded();
     const hostile = JSON.parse('{"__proto__": {"polluted": 1}, "constructor": "c", "a": 1}') as Row;
-    await s.catalog.replaceDatasetRows("ds_stores", { rows: Array.from({ length: 1500 }, () => hostile), columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
-    const small = await collect((await s.catalog.readDatasetRows("ds_stores", { offset: 0, limit: 1, columns: null, filters: null })).rows);
-    const streamed = await collect((await s.catalog.readDatasetRows("ds_stores", { offset: 1499, limit: null, columns: null, filters: null })).rows);
-    const picked = await collect((await s.catalog.readDatasetRows("ds_stores", { offset: 0, limit: 1, columns: ["__proto__"], filters: { constructor: "c" } })).rows);
+    await s.rows.replaceDatasetRows("ds_stores", { rows: Array.from({ length: 1500 }, () => hostile), columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
+    const small = await collect((await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: 1, columns: null, filters: null })).rows);
+    const streamed = await collect((await s.rows.readDatasetRows("ds_stores", { offset: 1499, limit: null, columns: null, filters: null })).rows);
+    const picked = await collect((await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: 1, columns: ["__proto__"], filters: { constructor: "c" } })).rows);
     for (const row of [...small, ...streamed, ...picked]) {
       expect(Object.hasOwn(row, "__proto__")).toBe(true);
       expect(Object.getOwnPropertyDescriptor(row, "__proto__")?.value).toEqual({ polluted: 1 });
@@ -183,9 +183,9 @@ describe("sqlite: dataset rows", () => {
     const s = await seeded();
     const odd = ['say "hi"', "back\\slash", "lone\ud800", "", "a.b"];
     const rows = [0, 1, 2].map((i) => Object.fromEntries(odd.map((k) => [k, i % 2 === 0 ? `v${k}` : null])));
-    await s.catalog.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
+    await s.rows.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
     for (const key of odd) {
-      const page = await s.catalog.readDatasetRows("ds_stores", { offset: 0, limit: 10, columns: [key], filters: { [key]: `v${key}` } });
+      const page = await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: 10, columns: [key], filters: { [key]: `v${key}` } });
       expect(page.totalRows).toBe(2);
       expect(await collect(page.rows)).toEqual([{ [key]: `v${key}` }, { [key]: `v${key}` }]);
     }
@@ -194,33 +194,33 @@ describe("sqlite: dataset rows", () => {
   it("hands rows over as their JSON text when no columns are picked, identical to serialising the rows", async () => {
     const s = await seeded();
     const rows = Array.from({ length: 1500 }, (_, i) => JSON.parse(`{"i":${i},"__proto__":{"x":1},"s":"é\\u0000","n":${i / 3}}`) as Row);
-    await s.catalog.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
+    await s.rows.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
     for (const query of [
       { offset: 3, limit: 10, columns: null, filters: null },
       { offset: 1000, limit: null, columns: null, filters: null },
       { offset: 1, limit: null, columns: null, filters: JSON.parse('{"__proto__": {"x": 1}}') as Record<string, unknown> },
     ]) {
       const texts: string[] = [];
-      for await (const batch of (await s.catalog.readDatasetRows("ds_stores", query)).rowsJson!) texts.push(...batch);
-      const objects = await collect((await s.catalog.readDatasetRows("ds_stores", query)).rows);
+      for await (const batch of (await s.rows.readDatasetRows("ds_stores", query)).rowsJson!) texts.push(...batch);
+      const objects = await collect((await s.rows.readDatasetRows("ds_stores", query)).rows);
       expect(texts).toEqual(objects.map((r) => JSON.stringify(r)));
       expect(texts.length).toBeGreaterThan(0);
     }
-    expect((await s.catalog.readDatasetRows("ds_stores", { offset: 0, limit: 1, columns: ["i"], filters: null })).rowsJson).toBeUndefined();
+    expect((await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: 1, columns: ["i"], filters: null })).rowsJson).toBeUndefined();
   });
 
   it("a streamed read sees one snapshot although a refresh commits in the middle", async () => {
     const s = await seeded();
     const old = Array.from({ length: 1200 }, (_, i) => ({ v: "old", i }));
-    await s.catalog.replaceDatasetRows("ds_stores", { rows: old, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
-    const page = await s.catalog.readDatasetRows("ds_stores", { offset: 0, limit: null, columns: ["v"], filters: null });
+    await s.rows.replaceDatasetRows("ds_stores", { rows: old, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
+    const page = await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: null, columns: ["v"], filters: null });
     const iterator = page.rows[Symbol.asyncIterator]();
     const seen: unknown[] = [(await iterator.next()).value];
-    await s.catalog.replaceDatasetRows("ds_stores", { rows: [{ v: "new", i: 0 }], columns: [], refreshedAt: "2026-11-02T00:00:00.000Z" });
+    await s.rows.replaceDatasetRows("ds_stores", { rows: [{ v: "new", i: 0 }], columns: [], refreshedAt: "2026-11-02T00:00:00.000Z" });
     for (let next = await iterator.next(); !next.done; next = await iterator.next()) seen.push(next.value);
     expect(seen).toHaveLength(1200);
     expect(seen.every((r) => (r as Row).v === "old")).toBe(true);
-    expect(await collect((await s.catalog.readDatasetRows("ds_stores", { offset: 0, limit: 10, columns: ["v"], filters: null })).rows)).toEqual([{ v: "new" }]);
+    expect(await collect((await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: 10, columns: ["v"], filters: null })).rows)).toEqual([{ v: "new" }]);
   });
 });
 
@@ -236,7 +236,7 @@ describe("sqlite: webhooks", () => {
   it("trims beyond retainRows with their dedup keys, widens columns and moves updatedAt", async () => {
     const s = await seeded();
     for (let i = 1; i <= 5; i++) await s.webhooks.ingestWebhookRow(hook(i, `k${i}`));
-    const page = await s.catalog.readDatasetRows("ds_conn_hook", { offset: 0, limit: null, columns: ["n"], filters: null });
+    const page = await s.rows.readDatasetRows("ds_conn_hook", { offset: 0, limit: null, columns: ["n"], filters: null });
     expect(page.totalRows).toBe(3);
     expect(await collect(page.rows)).toEqual([{ n: 3 }, { n: 4 }, { n: 5 }]);
     expect(await s.catalog.getDataset("ds_conn_hook")).toMatchObject({

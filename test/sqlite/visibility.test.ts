@@ -209,9 +209,9 @@ describe("sqlite: the remembered dataset records", () => {
     expect(Object.isFrozen(first?.columns[0])).toBe(true);
     expect(await s.catalog.getDataset("ds_orders")).toBe(first); // remembered: the same frozen record
 
-    await s.catalog.writeDatasetRows({ datasetId: "ds_orders", mode: "append", rows: rows(4), columns: () => columns, updatedAt: "2026-11-24T01:00:00.000Z" });
+    await s.rows.writeDatasetRows({ datasetId: "ds_orders", mode: "append", rows: rows(4), columns: () => columns, updatedAt: "2026-11-24T01:00:00.000Z" });
     expect(await s.catalog.getDataset("ds_orders")).toMatchObject({ rowCount: first!.rowCount + 4, updatedAt: "2026-11-24T01:00:00.000Z" });
-    await s.catalog.replaceDatasetRows("ds_orders", { rows: [{ region: "EMEA" }], columns, refreshedAt: "2026-11-24T02:00:00.000Z" });
+    await s.rows.replaceDatasetRows("ds_orders", { rows: [{ region: "EMEA" }], columns, refreshedAt: "2026-11-24T02:00:00.000Z" });
     expect(await s.catalog.getDataset("ds_orders")).toMatchObject({ rowCount: 1, lastRefreshedAt: "2026-11-24T02:00:00.000Z", columns });
     await s.catalog.putDataset({ ...first!, name: "Orders (renamed)" });
     expect((await s.catalog.getDataset("ds_orders"))?.name).toBe("Orders (renamed)");

@@ -3,10 +3,10 @@ import { aggregateAnswer, aggregateSql, type AggregateSqlRow } from "../../src/s
 import { raw, renderNumbered, renderPositional, sql } from "../../src/sql/fragments.js";
 import { postgresAggregateDialect } from "../../src/postgres/aggregate-sql.js";
 import type { PostgresStorage } from "../../src/postgres/index.js";
-import { postgresRowDialect } from "../../src/postgres/row-query.js";
+import { postgresRowDialect } from "../../src/postgres/row-query-dialect.js";
 import { sqliteAggregateDialect } from "../../src/sqlite/aggregate-sql.js";
 import type { SqliteStorage } from "../../src/sqlite/index.js";
-import { sqliteRowDialect } from "../../src/sqlite/row-query.js";
+import { sqliteRowDialect } from "../../src/sqlite/row-query-dialect.js";
 
 /**
  * Aggregates compiled to SQL and run on a store's own row tables, as the

@@ -1,7 +1,7 @@
 import { createDataApi, type DataApiOptions } from "../../src/server/api.js";
 import { parseFixture } from "../../src/fixture/load.js";
 import { createFixedClock } from "../../src/memory/fixed-clock.js";
-import { createMemoryStorage } from "../../src/memory/storage.js";
+import { createMemoryStorage } from "../../src/memory/memory-storage.js";
 import { testFixture } from "./fixture.js";
 import { assertMatchesDocument } from "./openapi.js";
 

@@ -30,7 +30,7 @@ const prefix = `row_${process.pid}_${Date.now()}`;
 createServer((req, res) => {
   if (req.method === "GET") {
     void (async () => {
-      const page = await storage.catalog.readDatasetRows("ds_conn_hook", { offset: 0, limit: null, columns: null, filters: null });
+      const page = await storage.rows.readDatasetRows("ds_conn_hook", { offset: 0, limit: null, columns: null, filters: null });
       const rows: unknown[] = [];
       for await (const row of page.rows) rows.push(row);
       res.end(JSON.stringify({ data: rows }));

@@ -15,7 +15,7 @@ import type {
 import { appendAuditEntry, assertNewAuditId } from "./audit.js";
 import { appendChange, forgetFeed, memoryChangeFeeds } from "./changes.js";
 import { pageById } from "./order.js";
-import { queriedTableRows } from "./row-query.js";
+import { queriedTableRows } from "./queried-rows.js";
 import { cloneJson, type MemoryState, type TableRows } from "./state.js";
 
 /** A key's answer, recorded with the write it answers. */
@@ -168,11 +168,12 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
       });
     },
 
-    async deleteTableRow({ tableId, rowId, actor, now, auditEvent }) {
+    async deleteTableRow({ tableId, rowId, expectedUpdatedAt, actor, now, auditEvent }) {
       const entries = state.tableRows.get(tableId)?.entries ?? [];
       const index = entries.findIndex((e) => e.row._id === rowId);
       const current: Row | undefined = entries[index]?.row;
       if (!current) return { status: "not_found" };
+      if (expectedUpdatedAt != null && changedSince(current, expectedUpdatedAt)) return { status: "conflict", current: cloneJson(current) };
       assertNewAuditId(state, auditEvent.id);
       entries.splice(index, 1);
       const at = new Date(now).toISOString();

@@ -109,6 +109,16 @@ export interface InsertRowInput {
 }
 
 /** A row update, as `TableStore.updateTableRow` takes it. */
+/** A row's delete: `expectedUpdatedAt`, when given and not null, makes it conditional (see `deleteTableRow`). */
+export interface DeleteRowInput {
+  tableId: string;
+  rowId: string;
+  expectedUpdatedAt?: string | null;
+  actor: Actor;
+  now: number;
+  auditEvent: AuditEvent;
+}
+
 export interface UpdateRowInput {
   tableId: string;
   rowId: string;
@@ -191,9 +201,12 @@ export interface TableStore {
   /**
    * Deletes and returns the deleted row as `ok`; appends edit log entry and
    * `auditEvent` in the same transaction; `rowCount` shrinks by one. Nothing
-   * is logged for an unknown row (`not_found`).
+   * is logged for an unknown row (`not_found`). MUST be atomic
+   * (compare-and-set) as `updateTableRow` is: when `expectedUpdatedAt` is
+   * given and the row's `_updatedAt` is a later instant, nothing is deleted
+   * and `conflict` is returned with the current row (an `If-Match` DELETE).
    */
-  deleteTableRow(input: { tableId: string; rowId: string; actor: Actor; now: number; auditEvent: AuditEvent }): Promise<RowWriteResult>;
+  deleteTableRow(input: DeleteRowInput): Promise<RowWriteResult>;
   /** The table's edit log, oldest first (all of it when `page` is omitted). */
   listEditLog(tableId: string, page?: { offset: number; limit: number }): Promise<EditLogEntry[]>;
   /**

@@ -84,12 +84,12 @@ function applyChanges(mirror: Row[], changes: readonly StoredChange[]): Row[] {
 
 async function datasetRows(store: Storage, datasetId: string): Promise<Row[]> {
   const out: Row[] = [];
-  const page = await store.catalog.readDatasetRows(datasetId, { offset: 0, limit: null, columns: null, filters: null });
+  const page = await store.rows.readDatasetRows(datasetId, { offset: 0, limit: null, columns: null, filters: null });
   for await (const row of page.rows) out.push({ ...row });
   return out;
 }
 
-const datasetFeed = (store: Storage, datasetId = HOOK) => (after: string, limit: number) => store.catalog.readDatasetChanges(datasetId, { after, limit });
+const datasetFeed = (store: Storage, datasetId = HOOK) => (after: string, limit: number) => store.rows.readDatasetChanges(datasetId, { after, limit });
 
 const tableFeed = (store: Storage) => (after: string, limit: number) => store.tables.readTableChanges(TABLE, { after, limit });
 const ops = (changes: readonly StoredChange[]) => changes.map(({ change }) => [change.op, "rowId" in change ? change.rowId : "upTo" in change ? change.upTo : null]);
@@ -222,7 +222,7 @@ export function describeChangesConformance(name: string, factory: StorageFactory
 
     it("records each webhook delivery's insert and the trims of retention, duplicates none", async () => {
       const store = await seeded();
-      const head = await store.catalog.datasetChangesHead(HOOK);
+      const head = await store.rows.datasetChangesHead(HOOK);
       await deliver(store, "wh1", 2, "k1", T0 + 1000);
       await deliver(store, "wh2", 2, null, T0 + 2000);
       // A duplicate stores nothing and records nothing.
@@ -244,7 +244,7 @@ export function describeChangesConformance(name: string, factory: StorageFactory
 
     it("keeps a copy equal to a webhook dataset whose concurrent deliveries retention trims", async () => {
       const store = await seeded();
-      const head = await store.catalog.datasetChangesHead(HOOK);
+      const head = await store.rows.datasetChangesHead(HOOK);
       for (let i = 1; i <= 3; i++) await deliver(store, `wh${i}`, 4);
       // Deliveries arriving together (one group commit on the SQL stores), trimming as they go.
       await Promise.all(Array.from({ length: 12 }, (_, i) => deliver(store, `wh${10 + i}`, 4, i % 2 === 0 ? `key${i}` : null)));

@@ -17,7 +17,7 @@ const READS: readonly Call[] = [
   ["credentials.getApiKey", (s) => s.credentials.getApiKey("key_sync")],
   ["catalog.getDataset", (s) => s.catalog.getDataset("ds_orders")],
   ["catalog.listConnections", (s) => s.catalog.listConnections("team_ops")],
-  ["catalog.readDatasetRows", (s) => readAll(s, "ds_orders")],
+  ["rows.readDatasetRows", (s) => readAll(s, "ds_orders")],
   ["tables.getTable", (s) => s.tables.getTable("tbl_targets")],
   ["tables.getTableRow", (s) => s.tables.getTableRow("tbl_targets", "row_1")],
   ["webhooks.getWebhookEndpoint", (s) => s.webhooks.getWebhookEndpoint("wh_conformance_unknown")],
@@ -126,7 +126,7 @@ function describeFailure(error: unknown): string {
 
 /** A read of a dataset's rows to the end: a store may meet the fault when the call is made or while its rows are read. */
 async function readAll(store: Storage, datasetId: string): Promise<number> {
-  const page = await store.catalog.readDatasetRows(datasetId, { offset: 0, limit: null, columns: null, filters: null });
+  const page = await store.rows.readDatasetRows(datasetId, { offset: 0, limit: null, columns: null, filters: null });
   let n = 0;
   for await (const _ of page.rows) n++;
   return n;

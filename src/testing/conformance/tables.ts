@@ -162,6 +162,39 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       expect(await store.tables.getTable("tbl_targets")).toMatchObject({ rowCount: 0 });
     });
 
+    it("deletes with expectedUpdatedAt as a compare-and-set: a later row → conflict, nothing deleted or logged; the same instant → deleted", async () => {
+      const store = await seeded();
+      const moved = await update(store, { target: 2 });
+      if (moved.status !== "ok") throw new Error("update failed");
+      const conditional = (expectedUpdatedAt: string) =>
+        store.tables.deleteTableRow({ tableId: "tbl_targets", rowId: "row_1", expectedUpdatedAt, actor: USER, now: NOW, auditEvent: event("table.row.deleted", "row_1", USER) });
+      expect(await conditional(ROW_1._updatedAt as string)).toEqual({ status: "conflict", current: moved.row });
+      expect(await store.tables.getTableRow("tbl_targets", "row_1")).toEqual(moved.row);
+      expect((await store.tables.listEditLog("tbl_targets")).map((e) => e.op)).toEqual(["update"]);
+      expect(await conditional(moved.row._updatedAt as string)).toEqual({ status: "ok", row: moved.row });
+      expect(await store.tables.getTable("tbl_targets")).toMatchObject({ rowCount: 0 });
+    });
+
+    it("lets one of a compare-and-set update and delete racing on one version win, never both", async () => {
+      const store = await seeded();
+      const [updated, deleted] = await Promise.all([
+        update(store, { target: 7 }, { expectedUpdatedAt: ROW_1._updatedAt }),
+        store.tables.deleteTableRow({
+          tableId: "tbl_targets",
+          rowId: "row_1",
+          expectedUpdatedAt: ROW_1._updatedAt as string,
+          actor: USER,
+          now: NOW,
+          auditEvent: event("table.row.deleted", "row_1", USER),
+        }),
+      ]);
+      // The update first: the delete's version is gone (conflict). The delete first: the update finds no row.
+      expect([updated.status, deleted.status].sort().join(",")).toMatch(/^(conflict,ok|not_found,ok)$/);
+      const left = await store.tables.getTableRow("tbl_targets", "row_1");
+      expect(left === null ? deleted.status : updated.status).toBe("ok");
+      expect(await store.tables.listEditLog("tbl_targets")).toHaveLength(1);
+    });
+
     it("keeps an edit log per table, oldest first, with actor, time, before and after; refused writes log nothing", async () => {
       const store = await seeded();
       const created = await insert(store, "row_a", { region: "AMER" });

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { Column, Row } from "../../domain/model.js";
 import { parseFixture } from "../../fixture/load.js";
 import type { Storage } from "../../ports/storage.js";
-import type { RowQuery } from "../../ports/storage/catalog.js";
+import type { RowQuery } from "../../ports/storage/rows.js";
 import { conformanceFixture } from "./fixture.js";
 import { type ConformanceOptions, loadSpace, type StorageFactory } from "./harness.js";
 
@@ -46,7 +46,7 @@ const T0 = "2026-11-01T12:00:00.000Z";
 
 async function rowsOf(store: Storage, datasetId: string): Promise<Row[]> {
   const out: Row[] = [];
-  for await (const row of (await store.catalog.readDatasetRows(datasetId, all)).rows) out.push({ ...row });
+  for await (const row of (await store.rows.readDatasetRows(datasetId, all)).rows) out.push({ ...row });
   return out;
 }
 
@@ -164,13 +164,13 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
     it("pages by position across trimming and an append after it: no row skipped, none repeated", async () => {
       const store = await seeded();
       for (let i = 1; i <= 5; i++) await ingest(store, "ds_conn_hook_small", row(`r${i}`), null, 3);
-      const first = await store.catalog.readDatasetRows("ds_conn_hook_small", { ...all, limit: 1 });
+      const first = await store.rows.readDatasetRows("ds_conn_hook_small", { ...all, limit: 1 });
       for await (const r of first.rows) expect(r._id).toBe("r3");
       await ingest(store, "ds_conn_hook_small", row("r6"), null, 3);
-      const next = await store.catalog.readDatasetRows("ds_conn_hook_small", { ...all, limit: 1, after: first.lastKey() });
+      const next = await store.rows.readDatasetRows("ds_conn_hook_small", { ...all, limit: 1, after: first.lastKey() });
       for await (const r of next.rows) expect(r._id).toBe("r4");
       // A bulk append keeps the stored rows where they are: the page after r4 is r5.
-      await store.catalog.writeDatasetRows({
+      await store.rows.writeDatasetRows({
         datasetId: "ds_conn_hook_small",
         mode: "append",
         rows: (async function* () {
@@ -180,7 +180,7 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
         updatedAt: T0,
       });
       const ids: unknown[] = [];
-      const rest = await store.catalog.readDatasetRows("ds_conn_hook_small", { ...all, after: next.lastKey() });
+      const rest = await store.rows.readDatasetRows("ds_conn_hook_small", { ...all, after: next.lastKey() });
       for await (const r of rest.rows) ids.push(r._id);
       expect(ids).toEqual(["r5", "r6", "b1"]);
     });
@@ -285,7 +285,7 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
         updatedAt: T0,
       });
       await ingest(store, "ds_conn_new", row("r1", { x: 1 }));
-      expect((await store.catalog.readDatasetRows("ds_conn_new", all)).totalRows).toBe(1);
+      expect((await store.rows.readDatasetRows("ds_conn_new", all)).totalRows).toBe(1);
       await expect(
         store.webhooks.createWebhookConnection({
           connection: { id: "conn_other", teamId: "team_ops", name: "Dup", createdAt: T0 },

@@ -3,7 +3,7 @@ import type { Row } from "../../domain/model.js";
 import type { RowKey } from "../../domain/row-query-model.js";
 import { compareKeys, keyOf, matchesWhere } from "../../domain/row-query-order.js";
 import { matchesFilters, selectColumns } from "../../domain/rows.js";
-import type { RowPage, RowQuery } from "../../ports/storage/catalog.js";
+import type { RowPage, RowQuery } from "../../ports/storage/rows.js";
 import type { TableRowsPage, TableRowsQuery } from "../../ports/storage/tables.js";
 import { cloneJson, type TableRowEntry } from "./state.js";
 

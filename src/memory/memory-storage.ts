@@ -3,6 +3,7 @@ import type { Storage } from "../ports/storage.js";
 import { appendAuditEntry, memoryAudit } from "./storage/audit.js";
 import { datasetChangeFeeds } from "../storage/change-feeds.js";
 import { memoryCatalog } from "./storage/catalog.js";
+import { memoryRows } from "./storage/rows.js";
 import { memoryChangeFeeds } from "./storage/changes.js";
 import { memoryCredentials } from "./storage/credentials.js";
 import { memoryDashboards } from "./storage/dashboards.js";
@@ -25,7 +26,8 @@ export function createMemoryStorage(): MemoryStorage {
   return {
     identity,
     credentials: { ...memoryCredentials(state), teamsFrom: identity },
-    catalog: { ...memoryCatalog(state), ...datasetChangeFeeds(memoryChangeFeeds(state)) },
+    catalog: memoryCatalog(state),
+    rows: { ...memoryRows(state), ...datasetChangeFeeds(memoryChangeFeeds(state)) },
     tables: memoryTables(state),
     webhooks: memoryWebhooks(state),
     audit: memoryAudit(state),

@@ -1,0 +1,153 @@
+import { evaluateAggregate } from "../../domain/aggregate-eval.js";
+import { DONE } from "../../domain/async-iterables.js";
+import type { DatasetRecord, Row } from "../../domain/model.js";
+import type { RowKey } from "../../domain/row-query-model.js";
+import { matchesFilters, selectColumns } from "../../domain/rows.js";
+import type { RowPage, RowQuery, RowStore, RowWrites } from "../../ports/storage/rows.js";
+import { queriedRows } from "./queried-rows.js";
+import { cloneJson, type MemoryState } from "./state.js";
+
+/**
+ * The rows of upload and connection datasets. A write does its checks and
+ * copies first and then changes the state in one synchronous step, so it is
+ * atomic in one process; a bulk write collects its rows before that step.
+ */
+export function memoryRows(state: MemoryState): RowStore & RowWrites {
+  /** The upload or connection dataset a bulk write may change; throws for anything else. */
+  const writable = (id: string): DatasetRecord => {
+    const found = state.datasets.get(id);
+    if (found) return found;
+    throw new Error(state.tables.has(id) ? `${id} is an input table: its rows change one by one` : `unknown dataset ${id}`);
+  };
+
+  /**
+   * `rows` becomes the dataset's row array, positioned after the array it
+   * replaces (`replaced: true`: after its last row) or where that one
+   * started (an append, which keeps the stored rows in front): positions
+   * only grow, so a read continuing after a position neither skips nor
+   * repeats a row across the write.
+   */
+  const putRows = (datasetId: string, rows: Row[], replaced: boolean): void => {
+    const before = state.datasetRows.get(datasetId);
+    const first = before ? (state.firstPositions.get(before) ?? 0) + (replaced ? before.length : 0) : 0;
+    state.firstPositions.set(rows, first);
+    state.datasetRows.set(datasetId, rows);
+  };
+
+  return {
+    async aggregateDatasetRows(datasetId, query) {
+      return evaluateAggregate(state.datasetRows.get(datasetId) ?? [], query);
+    },
+    async readDatasetRows(datasetId, query) {
+      const rows = state.datasetRows.get(datasetId) ?? [];
+      const first = () => state.firstPositions.get(rows) ?? 0;
+      if (query.where || query.sort?.length || query.after) return queriedRows(rows, first(), query);
+      const totalRows = query.filters ? rows.reduce((n, r) => n + (matchesFilters(r, query.filters) ? 1 : 0), 0) : rows.length;
+      const last: { key: RowKey | null } = { key: null };
+      const page: RowPage = { totalRows, rows: new PageOf(rows, query, first, last), lastKey: () => last.key };
+      return page;
+    },
+    async replaceDatasetRows(datasetId, data) {
+      const found = state.datasets.get(datasetId);
+      if (!found) throw new Error(`unknown dataset ${datasetId}`);
+      const rows = data.rows.map(cloneJson);
+      const columns = cloneJson(data.columns);
+      putRows(datasetId, rows, true);
+      state.dedupKeys.delete(datasetId);
+      state.datasets.set(datasetId, { ...found, columns, rowCount: rows.length, lastRefreshedAt: data.refreshedAt, updatedAt: data.refreshedAt });
+    },
+
+    async writeDatasetRows(write) {
+      writable(write.datasetId);
+      // The memory store holds every row anyway: collect them, then swap in one step.
+      const incoming: Row[] = [];
+      for await (const row of write.rows) incoming.push(cloneJson(row));
+      const columns = cloneJson(write.columns());
+      // Checked again: the dataset may have gone while the rows came in.
+      const found = writable(write.datasetId);
+      // The rows stored NOW, not when the write began: writes to one dataset land one after the other.
+      const rows = write.mode === "replace" ? incoming : [...(state.datasetRows.get(write.datasetId) ?? []), ...incoming];
+      // A new array, never a change to the old one: a read under way keeps the rows it started on.
+      putRows(write.datasetId, rows, write.mode === "replace");
+      if (write.mode === "replace") state.dedupKeys.delete(write.datasetId);
+      state.datasets.set(write.datasetId, { ...found, columns, rowCount: rows.length, updatedAt: write.updatedAt });
+      return { rowCount: rows.length };
+    },
+  };
+}
+
+/**
+ * The page as a lazy sequence over the live row array. Positions are
+ * absolute (index + the array's first position), so retention trimming the front
+ * while a read is under way neither repeats nor skips a retained row.
+ *
+ * A hand-written iterator, not an async generator (see
+ * `domain/async-iterables.ts`), that behaves as the generator did: nothing
+ * runs until the first `next()`, each row is found when it is asked for,
+ * `last` is the key of the row last handed over, and once done (ended,
+ * returned or thrown) it stays done; iterating it again goes on where it is.
+ */
+class PageOf implements AsyncIterableIterator<Row> {
+  /** The position of the row last handed over, or null before the first. */
+  private position: number | null = null;
+  private skipped = 0;
+  private returned = 0;
+  private done = false;
+
+  constructor(
+    private readonly rows: readonly Row[],
+    private readonly query: RowQuery,
+    private readonly first: () => number,
+    private readonly last: { key: RowKey | null },
+  ) {}
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<Row, undefined>> {
+    if (this.done) return Promise.resolve(DONE);
+    try {
+      const row = this.step();
+      if (row === null) {
+        this.done = true;
+        return Promise.resolve(DONE);
+      }
+      return Promise.resolve({ done: false, value: row });
+    } catch (error) {
+      this.done = true;
+      return Promise.reject(error);
+    }
+  }
+
+  return(): Promise<IteratorResult<Row, undefined>> {
+    this.done = true;
+    return Promise.resolve(DONE);
+  }
+
+  /** The next row of the page (a fresh copy), or null at its end. */
+  private step(): Row | null {
+    const { rows, query, first } = this;
+    const limit = query.limit ?? Number.POSITIVE_INFINITY;
+    if (this.returned >= limit) return null;
+    let position = this.position === null ? first() + (query.filters ? 0 : query.offset) : this.position + 1;
+    for (; ; position++) {
+      const i = Math.max(0, position - first());
+      position = i + first();
+      if (i >= rows.length) return null;
+      const row = rows[i]!;
+      if (query.filters) {
+        if (!matchesFilters(row, query.filters)) continue;
+        if (this.skipped < query.offset) {
+          this.skipped++;
+          continue;
+        }
+      }
+      this.position = position;
+      this.returned++;
+      this.last.key = { values: [], position };
+      return selectColumns(row, query.columns);
+    }
+  }
+}
+
