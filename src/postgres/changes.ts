@@ -105,3 +105,20 @@ interface PageRow {
   row: Row | null;
   stored_at: string | null;
 }
+
+/**
+ * The statements a bulk write's publishing transaction records its changes
+ * with (`$1` the dataset id, `$2` stored_at): a replace's `reset`; an
+ * append's inserts, copied from its published rows at [`$3`, `$4`) in
+ * position order.
+ */
+export function publishChangesSql(t: Db["t"]): { reset: string; inserts: string } {
+  const sequence = `'${t("change_positions").replaceAll("'", "''")}'::regclass`;
+  const position = `${t("feed_position")}(${sequence}, $1::text)`;
+  return {
+    reset: `insert into ${t("changes")} (feed_id, position, op, row_id, row, stored_at) values ($1, ${position}, 'reset', null, null, $2)`,
+    inserts: `insert into ${t("changes")} (feed_id, position, op, row_id, row, stored_at)
+      select $1, ${position}, 'insert', null, r.row, $2
+        from (select row from ${t("dataset_rows")} where dataset_id = $1 and pos >= $3 and pos < $4 order by pos) r`,
+  };
+}

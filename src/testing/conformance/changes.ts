@@ -256,6 +256,34 @@ export function describeChangesConformance(name: string, factory: StorageFactory
       expect(applyChanges([], changes)).toEqual(final);
     });
 
+    it("records an append's rows as inserts (no rowId) and a replace or refresh as a reset, in the write's commit", async () => {
+      const store = await seeded();
+      const head = await store.rows.datasetChangesHead("ds_orders");
+      const columns = [{ name: "order_id", type: "string" as const }, { name: "amount", type: "number" as const }];
+      async function* rows(...ids: string[]) {
+        for (const id of ids) yield { order_id: id, amount: 1 };
+      }
+      const write = (mode: "append" | "replace", updatedAt: string, ...ids: string[]) =>
+        store.rows.writeDatasetRows({ datasetId: "ds_orders", mode, rows: rows(...ids), columns: () => columns, updatedAt });
+      await write("append", "2026-11-01T13:00:00.000Z", "N-1", "N-2");
+      await write("replace", "2026-11-01T14:00:00.000Z", "R-1");
+      await store.rows.replaceDatasetRows("ds_orders", { rows: [{ order_id: "F-1", amount: 2 }], columns, refreshedAt: "2026-11-01T15:00:00.000Z" });
+      const changes = await follow(datasetFeed(store, "ds_orders"), head);
+      expect(changes.map((c) => c.change)).toEqual<Change[]>([
+        { op: "insert", rowId: null, row: { order_id: "N-1", amount: 1 }, at: "2026-11-01T13:00:00.000Z" },
+        { op: "insert", rowId: null, row: { order_id: "N-2", amount: 1 }, at: "2026-11-01T13:00:00.000Z" },
+        { op: "reset", at: "2026-11-01T14:00:00.000Z" },
+        { op: "reset", at: "2026-11-01T15:00:00.000Z" },
+      ]);
+      // A write that fails writes no change either.
+      async function* failing() {
+        yield { order_id: "X-1", amount: 1 };
+        throw new Error("the upload broke off");
+      }
+      await expect(store.rows.writeDatasetRows({ datasetId: "ds_orders", mode: "append", rows: failing(), columns: () => columns, updatedAt: "2026-11-01T16:00:00.000Z" })).rejects.toThrow();
+      expect((await store.rows.readDatasetChanges("ds_orders", { after: changes.at(-1)!.position, limit: 10 })).changes).toEqual([]);
+    });
+
     it("answers expired for a cursor older than retention kept, and serves what is kept", async () => {
       const store = await seeded();
       const head = await store.tables.tableChangesHead(TABLE);
