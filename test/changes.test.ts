@@ -154,3 +154,64 @@ describe("GET /datasets/{id}/changes", () => {
     expect([res.status, res.json.error.code, res.json.error.details.parameter]).toEqual([400, "invalid_parameter", "id"]);
   });
 });
+
+describe("long-poll (wait)", () => {
+  it("holds a request with nothing to read until a change is written, then answers it at once", async () => {
+    const e = await env();
+    const from = (await e.call("GET", "/api/v1/tables/tbl_targets/rows", { token: e.token })).json.metadata.changesCursor;
+    const started = performance.now();
+    const waiting = e.changes("tables/tbl_targets", `?wait=20&cursor=${from}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const created = await e.post({ region: "LATE", target: 1 });
+    const page = await waiting;
+    expect(page.json.changes).toEqual([{ op: "insert", rowId: created.json._id, row: created.json, at: "2026-11-01T12:00:00.000Z" }]);
+    expect(performance.now() - started).toBeLessThan(5000);
+  });
+
+  it("answers an empty page with the cursor sent when the wait is up, and one for another feed does not wake it", async () => {
+    const e = await env();
+    const from = (await e.call("GET", "/api/v1/tables/tbl_targets/rows", { token: e.token })).json.metadata.changesCursor;
+    const started = performance.now();
+    const waiting = e.changes("tables/tbl_targets", `?wait=1&cursor=${from}`);
+    await e.call("POST", "/api/webhooks/hook-open", { body: { a: 1 } });
+    const page = await waiting;
+    expect(page.json).toEqual({ changes: [], cursor: from, hasMore: false, lagSeconds: 0 });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(950);
+  });
+
+  it("ends waiting requests with an empty page when the instance drains", async () => {
+    const e = await env();
+    const waiting = e.changes("tables/tbl_targets", "?wait=30");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    e.api.drain();
+    const page = await waiting;
+    expect([page.status, page.json.changes]).toEqual([200, []]);
+  });
+
+  it("bounds the requests waiting at once: beyond maxChangeWaiters, 429 with Retry-After", async () => {
+    const e = await setupWith({ maxChangeWaiters: 1 });
+    const first = e.changes("tables/tbl_targets", "?wait=30");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const second = await e.changes("tables/tbl_targets", "?wait=30");
+    expect([second.status, second.json.error.code, second.headers.get("retry-after")]).toEqual([429, "rate_limited", "1"]);
+    e.api.drain();
+    expect((await first).status).toBe(200);
+  });
+
+  it("frees a waiting request's place when its client goes away", async () => {
+    const e = await setupWith({ maxChangeWaiters: 1 });
+    const controller = new AbortController();
+    const gone = e.api.fetch(new Request("http://dataport.test/api/v1/tables/tbl_targets/changes?wait=30", { headers: { authorization: `Bearer ${e.token}` }, signal: controller.signal }));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    controller.abort();
+    await gone.catch(() => undefined);
+    const next = e.changes("tables/tbl_targets", "?wait=1");
+    expect((await next).status).toBe(200);
+  });
+});
+
+async function setupWith(options: { maxChangeWaiters: number }) {
+  const api = await setup({ fixture: webhookFixture(), ...options });
+  const token: string = TOKENS.sync;
+  return { ...api, token, changes: (path: string, query = "") => api.call("GET", `/api/v1/${path}/changes${query}`, { token }) };
+}

@@ -1,4 +1,5 @@
 import type { Credential } from "../core/auth.js";
+import type { ChangeWatch } from "../core/change-watch.js";
 import type { Caches } from "../core/caches.js";
 import type { AuditEvent } from "../domain/model.js";
 import type { Guard } from "../core/guard.js";
@@ -12,6 +13,8 @@ export interface Operations {
   readonly draining: boolean;
   /** Where measurements go, or null when metrics are off. */
   readonly metrics: Metrics | null;
+  /** The instance's one watcher of the store's change signals (long-polls and streams wait on it). */
+  readonly changeWatch?: ChangeWatch;
 }
 
 /** Per-request context handed to a handler alongside its parsed input. */
@@ -21,6 +24,8 @@ export interface HandlerContext extends Ports {
   /** The client address (after trusted-proxy resolution). */
   clientAddress: string | null;
   userAgent: string | null;
+  /** Aborted when the client goes away before the answer (a long-poll then frees its place); absent when the adapter cannot tell. */
+  readonly signal?: AbortSignal;
   /** Log an error without failing the request. */
   log: (message: string, error?: unknown) => void;
   /** Tell the logger what is going on (`Logger.info`), when it listens; absent otherwise. */

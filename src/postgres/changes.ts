@@ -1,9 +1,13 @@
 import type { PoolClient } from "pg";
 import { type Change, changeFromRecord, changeRecord, type ChangeOp } from "../domain/changes.js";
 import type { Row } from "../domain/model.js";
-import type { ChangeFeedReads, ChangeRetention, StoredChange } from "../ports/storage/changes.js";
+import type { ChangeFeedReads, ChangeRetention, StoredChange, WatchChanges } from "../ports/storage/changes.js";
 import { type Db, json, num } from "./db.js";
 import { feedPositions, readToHorizon } from "./feed-horizon.js";
+import { pollingWatch } from "../storage/change-feeds.js";
+
+/** How often a watched log looks at its sequence for writes of any instance, in ms. */
+const WATCH_INTERVAL_MS = 250;
 
 /** Changes one retention call removes at most, so it stays one short statement. */
 const TRIM_MAX_CHANGES = 50_000;
@@ -28,6 +32,13 @@ export interface PostgresChangeLog extends ChangeFeedReads, ChangeRetention {
   positionSql(feedSql: string): string;
   /** Append one change in the caller's transaction (its own statement). */
   append(client: PoolClient, feedId: string, storedAt: number, change: Change): Promise<void>;
+  /**
+   * The log's signal: its sequence, looked at every WATCH_INTERVAL_MS while
+   * someone listens (one query per instance). A position is drawn before
+   * its write commits, so a reader woken by it that finds nothing yet looks
+   * again shortly (the handler's rule).
+   */
+  watch: WatchChanges;
   /** SQL deleting a feed's changes and its retention mark (a dataset's or table's delete), `$1` the feed id. */
   forgetSql(): string[];
 }
@@ -59,7 +70,14 @@ export function postgresChangeLog(db: Db, options: { visibilityWaitMs?: number }
      insert into ${t("change_feeds")} (feed_id, trimmed_through)
      select feed_id, max(position) from removed group by feed_id
      on conflict (feed_id) do update set trimmed_through = greatest(${t("change_feeds")}.trimmed_through, excluded.trimmed_through)`;
+  const lastSql = `select coalesce(pg_sequence_last_value('${t("change_positions").replaceAll("'", "''")}'::regclass), 0)::text as last`;
   return {
+    watch: pollingWatch(
+      async () => (await db.query<{ last: string }>(lastSql))[0]?.last ?? "0",
+      WATCH_INTERVAL_MS,
+      () => !db.pool.ending,
+      (message, error) => db.log(message, error),
+    ),
     insertSql,
     positionSql: (feedSql) => feed.nextPositionSql(feedSql),
     async append(client, feedId, storedAt, change) {

@@ -278,6 +278,7 @@ export function postgresTables(db: Db, changes: PostgresChangeLog): Omit<TableSt
     readTableChanges: (tableId, query) => changes.read(tableId, query),
     tableChangesHead: (tableId) => changes.head(tableId),
     trimTableChanges: (storedBefore) => changes.trimChanges(storedBefore),
+    watchTableChanges: changes.watch,
     async listEditLog(tableId, page) {
       const rows = await db.query<LogRow>(
         `select table_id, row_id, op, actor, at, before, after from ${t("edit_log")} where table_id = $1 order by seq offset $2 limit $3`,

@@ -9,6 +9,7 @@
  * request and response to and from the pipeline's; handlers (src/handlers)
  * are plain functions of their parsed input and the ports.
  */
+import { createChangeWatch } from "../core/change-watch.js";
 import { type Admin, createAdmin } from "../admin/index.js";
 import { storageSessions } from "../core/auth.js";
 import { createCaches } from "../core/caches.js";
@@ -175,7 +176,7 @@ export function assembleDataApi(options: DataApiOptions, table: RouteTable): Dat
     connectors: tracing ? tracedConnectors(connectors, tracing) : connectors,
   };
   const caches = createCaches(settings, clock);
-  const operations = { draining: false, metrics };
+  const operations = { draining: false, metrics, changeWatch: createChangeWatch(storage, settings.maxChangeWaiters) };
   const admin: { functions: Admin; token: Uint8Array } | null =
     settings.adminToken === null ? null : { functions: createAdmin({ ports, settings }), token: Buffer.from(settings.adminToken, "utf8") };
   const router = createRouter(admin === null ? table.mounts : [...table.mounts, table.adminMount]);
@@ -206,6 +207,8 @@ export function assembleDataApi(options: DataApiOptions, table: RouteTable): Dat
     routes: router.routes,
     drain() {
       operations.draining = true;
+      // Waiting change-feed requests answer now (an empty page), so the drain is not held up by them.
+      operations.changeWatch.drain();
     },
     get draining() {
       return operations.draining;

@@ -198,6 +198,10 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
       requestId: x.requestId,
       clientAddress: x.clientAddress,
       userAgent: req.headers.get("user-agent"),
+      // Read only by the few handlers that wait (an adapter may make the signal when first asked).
+      get signal() {
+        return req.signal;
+      },
       log,
       info,
       operations,

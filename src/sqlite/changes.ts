@@ -1,8 +1,12 @@
 import type Database from "better-sqlite3";
 import { type Change, changeFromRecord, changeRecord, type ChangeOp } from "../domain/changes.js";
 import type { Row } from "../domain/model.js";
-import type { ChangeFeedReads, ChangeRetention, StoredChange } from "../ports/storage/changes.js";
+import type { ChangeFeedReads, ChangeRetention, StoredChange, WatchChanges } from "../ports/storage/changes.js";
+import { pollingWatch } from "../storage/change-feeds.js";
 import { parseJsonOrNull, type SqliteHandle, writeTransaction } from "./db.js";
+
+/** How often a watched log looks for changes committed by any process on the file, in ms. */
+const WATCH_INTERVAL_MS = 200;
 
 /** Positions one retention call removes at most, so it stays one short transaction. */
 const TRIM_MAX_POSITIONS = 50_000;
@@ -37,7 +41,7 @@ export function forgetFeedStatement(db: Database.Database): (feedId: string) => 
 }
 
 /** Reads of every feed of the log, and its retention. */
-export function sqliteChangeFeeds({ db }: SqliteHandle): ChangeFeedReads & ChangeRetention {
+export function sqliteChangeFeeds({ db }: SqliteHandle): ChangeFeedReads & ChangeRetention & { watch: WatchChanges } {
   const trimmed = db.prepare<[string], number>("SELECT trimmed_through FROM change_feeds WHERE feed_id = ?").pluck();
   const page = db.prepare<[string, number, number], { position: number; op: ChangeOp; row_id: string | null; row: string | null; stored_at: number }>(
     "SELECT position, op, row_id, row, stored_at FROM changes WHERE feed_id = ? AND position > ? ORDER BY position LIMIT +?",
@@ -70,6 +74,13 @@ export function sqliteChangeFeeds({ db }: SqliteHandle): ChangeFeedReads & Chang
     return page.all(feedId, after === null ? through : Number(after), limit + 1);
   });
   return {
+    // The store's own signal: the AUTOINCREMENT counter, which every process's commit of a change moves.
+    watch: pollingWatch(
+      async () => String(last.get() ?? 0),
+      WATCH_INTERVAL_MS,
+      () => db.open,
+      (message, error) => console.error(`dataport: ${message}:`, error),
+    ),
     async read(feedId, { after, limit }) {
       // One snapshot for the retention mark and the page: a trim by another process cannot fall between them.
       const rows = readPage(feedId, after, limit);

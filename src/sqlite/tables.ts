@@ -142,6 +142,7 @@ export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
     async trimTableChanges(storedBefore) {
       return changes.trimChanges(storedBefore);
     },
+    watchTableChanges: changes.watch,
     async updateTableRowOnce(input) {
       return updateOnce(input);
     },

@@ -1,4 +1,4 @@
-import type { Change, ChangeFeedReads, ChangeRetention, StoredChange } from "../../ports/storage/changes.js";
+import type { Change, ChangeFeedReads, ChangeRetention, StoredChange, WatchChanges } from "../../ports/storage/changes.js";
 import { type ChangeEntry, cloneJson, type MemoryState } from "./state.js";
 
 /** Append a change of `feedId` at the next position (the caller's write and this land in one step). */
@@ -7,6 +7,7 @@ export function appendChange(state: MemoryState, feedId: string, storedAt: numbe
   let entries = log.feeds.get(feedId);
   if (!entries) log.feeds.set(feedId, (entries = []));
   entries.push({ position: ++log.last, storedAt, change });
+  for (const listener of log.listeners) listener(feedId);
 }
 
 /** A table's or dataset's changes go with it. */
@@ -15,8 +16,14 @@ export function forgetFeed(state: MemoryState, feedId: string): void {
 }
 
 /** Reads of every feed of the log (each area serves its own ids through it). */
-export function memoryChangeFeeds(state: MemoryState): ChangeFeedReads & ChangeRetention {
+export function memoryChangeFeeds(state: MemoryState): ChangeFeedReads & ChangeRetention & { watch: WatchChanges } {
   return {
+    // The store's own signal: told in the step that appends the change.
+    watch(onChange) {
+      const { listeners } = state.changeLog;
+      listeners.add(onChange);
+      return () => listeners.delete(onChange);
+    },
     async read(feedId, { after, limit }) {
       const log = state.changeLog;
       const trimmed = log.trimmedThrough.get(feedId) ?? 0;

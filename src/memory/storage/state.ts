@@ -120,10 +120,12 @@ export interface MemoryChangeLog {
   feeds: Map<string, ChangeEntry[]>;
   /** Per feed, the highest position retention removed. */
   trimmedThrough: Map<string, number>;
+  /** Who is told of each change appended (long-polling readers' watcher). */
+  listeners: Set<(feedId: string | null) => void>;
 }
 
 export function createChangeLog(): MemoryChangeLog {
-  return { last: 0, feeds: new Map(), trimmedThrough: new Map() };
+  return { last: 0, feeds: new Map(), trimmedThrough: new Map(), listeners: new Set() };
 }
 
 export function createMemoryState(): MemoryState {

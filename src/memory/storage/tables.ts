@@ -202,6 +202,8 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
       return changes.trimChanges(storedBefore);
     },
 
+    watchTableChanges: changes.watch,
+
     async putTable(table, reshape) {
       const stored = state.tableRows.get(table.id);
       // Every row reshaped before any is replaced (each keeping its position): a refusal leaves the table as it was.

@@ -57,6 +57,17 @@ export interface ChangeFeedReads {
   head(feedId: string): Promise<string>;
 }
 
+/**
+ * Optional: a signal that changes were committed, for long-polling readers
+ * (one listener per process serves them all). `onChange` is called soon
+ * after a change of any feed of the log is committed by ANY process sharing
+ * the store (within about a second), with the feed's id when the store
+ * knows it and null when it does not (then every waiting reader looks).
+ * Returns a function that stops the calls. A store without it leaves its
+ * readers to look every second.
+ */
+export type WatchChanges = (onChange: (feedId: string | null) => void) => () => void;
+
 /** What a change log keeps about retention: removing changes stored before a time. */
 export interface ChangeRetention {
   /**
@@ -81,4 +92,6 @@ export interface DatasetChangeFeeds {
   readDatasetChanges(datasetId: string, query: ChangesQuery): Promise<ChangesPage>;
   datasetChangesHead(datasetId: string): Promise<string>;
   trimDatasetChanges(storedBefore: number): Promise<void>;
+  /** `WatchChanges`, for the datasets' feeds. */
+  watchDatasetChanges?: WatchChanges;
 }

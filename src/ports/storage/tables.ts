@@ -1,7 +1,7 @@
 import type { AggregateAnswer, AggregateQuery } from "../../domain/aggregate-query.js";
 import type { Actor, AuditEvent, Row, TableRecord } from "../../domain/model.js";
 import type { RowCondition, RowKey, SortKey } from "../../domain/row-query-model.js";
-import type { ChangesPage, ChangesQuery } from "./changes.js";
+import type { ChangesPage, ChangesQuery, WatchChanges } from "./changes.js";
 import type { IdPage, PutResult } from "./identity.js";
 
 /**
@@ -221,6 +221,8 @@ export interface TableStore {
   tableChangesHead(tableId: string): Promise<string>;
   /** Retention of the change log (`ChangeRetention.trimChanges`). */
   trimTableChanges(storedBefore: number): Promise<void>;
+  /** Optional `WatchChanges` (changes.ts), for the tables' feeds. */
+  watchTableChanges?: WatchChanges;
 }
 
 /** Changes to input tables themselves (their rows change through `TableStore`). Atomic, visible to the next read. */
