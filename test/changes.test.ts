@@ -115,6 +115,23 @@ describe("GET /tables/{id}/changes", () => {
     expect((await e.changes("tables/tbl_targets", `?cursor=${again}`)).json.changes).toEqual([]);
   });
 
+  it("trims changes older than changeRetentionDays as writes and reads go on, so an old cursor expires", async () => {
+    const e = await env();
+    const from = (await e.call("GET", "/api/v1/tables/tbl_targets/rows", { token: e.token })).json.metadata.changesCursor;
+    await e.post({ region: "OLD", target: 1 });
+    const page = await e.changes("tables/tbl_targets", `?cursor=${from}`);
+    expect(page.json.changes).toHaveLength(1);
+    // Seven days and an hour later, a write trims what is older than seven days.
+    e.clock.advance(7 * 24 * 3600_000 + 3600_000);
+    await e.post({ region: "NEW", target: 2 });
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    const expired = await e.changes("tables/tbl_targets", `?cursor=${from}`);
+    expect([expired.status, expired.json.error.code]).toEqual([410, "cursor_expired"]);
+    // The cursor after the old change still reads the new one.
+    const kept = await e.changes("tables/tbl_targets", `?cursor=${page.json.cursor}`);
+    expect(kept.json.changes.map((c: Change) => (c.op === "insert" ? c.row.region : c.op))).toEqual(["NEW"]);
+  });
+
   it("audits a read that returned changes (data_access) and counts it as a read of the table", async () => {
     const e = await env();
     await e.changes("tables/tbl_targets");

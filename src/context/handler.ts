@@ -1,4 +1,5 @@
 import type { Credential } from "../core/auth.js";
+import type { ChangeRetention } from "../core/change-retention.js";
 import type { ChangeWatch } from "../core/change-watch.js";
 import type { Caches } from "../core/caches.js";
 import type { AuditEvent } from "../domain/model.js";
@@ -15,6 +16,8 @@ export interface Operations {
   readonly metrics: Metrics | null;
   /** The instance's one watcher of the store's change signals (long-polls and streams wait on it). */
   readonly changeWatch?: ChangeWatch;
+  /** Trims the change log now and then (`changeRetentionDays`); the requests that read or write it call `due()`. */
+  readonly changeRetention?: ChangeRetention;
 }
 
 /** Per-request context handed to a handler alongside its parsed input. */

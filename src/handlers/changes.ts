@@ -50,6 +50,7 @@ export function datasetFeed(ctx: AuthedContext, dataset: { id: string; teamId: s
  */
 async function readChanges(ctx: AuthedContext, feed: Feed, params: ChangesParams) {
   const after = startOf(params.cursor, feed.target.id);
+  ctx.operations.changeRetention?.due();
   const query = { after, limit: params.limit };
   let page = await feed.read(query);
   if (page.changes.length === 0 && params.wait > 0 && !page.expired) page = await waitForChanges(ctx, feed, query, page, params.wait * 1000);

@@ -166,6 +166,7 @@ export async function createRow(ctx: AuthedContext, tableId: string, body: Row, 
   const key = checkIdempotencyKey(idempotencyKey);
   const table = await reachableTable(ctx, tableId);
   await validate(ctx, table, body, body);
+  ctx.operations.changeRetention?.due();
   const { tables } = ctx.storage;
   if (key === null) return rowReply(201, await tables.insertTableRow(insertion(ctx, table, body)));
   const scope = idempotencyScope(credentialRef(ctx.credential), table.id);

@@ -85,6 +85,7 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
     receivedAt,
   });
   ctx.operations.metrics?.webhook(result.duplicate ? "duplicate" : "stored", null);
+  ctx.operations.changeRetention?.due();
   // The receipt as text directly (the one response every delivery gets); the same JSON as JSON.stringify.
   // This delivery's own id is ours (`whr_`, hex, `-`, base36): nothing to escape. A first delivery's id came from the store.
   const idJson = result.id === id ? `"${id}"` : JSON.stringify(result.id);

@@ -9,6 +9,7 @@
  * request and response to and from the pipeline's; handlers (src/handlers)
  * are plain functions of their parsed input and the ports.
  */
+import { createChangeRetention } from "../core/change-retention.js";
 import { createChangeWatch } from "../core/change-watch.js";
 import { type Admin, createAdmin } from "../admin/index.js";
 import { storageSessions } from "../core/auth.js";
@@ -176,7 +177,12 @@ export function assembleDataApi(options: DataApiOptions, table: RouteTable): Dat
     connectors: tracing ? tracedConnectors(connectors, tracing) : connectors,
   };
   const caches = createCaches(settings, clock);
-  const operations = { draining: false, metrics, changeWatch: createChangeWatch(storage, settings.maxChangeWaiters) };
+  const operations = {
+    draining: false,
+    metrics,
+    changeWatch: createChangeWatch(storage, settings.maxChangeWaiters),
+    changeRetention: createChangeRetention(storage, settings.changeRetentionDays, clock, (message, error) => logger.error(message, error)),
+  };
   const admin: { functions: Admin; token: Uint8Array } | null =
     settings.adminToken === null ? null : { functions: createAdmin({ ports, settings }), token: Buffer.from(settings.adminToken, "utf8") };
   const router = createRouter(admin === null ? table.mounts : [...table.mounts, table.adminMount]);
