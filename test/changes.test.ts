@@ -8,8 +8,8 @@ import { TOKENS } from "./support/fixture.js";
 
 const OTHER_TEAM = TOKENS.noAdmin;
 
-async function env() {
-  const api = await setup({ fixture: webhookFixture() });
+async function env(options: { maxStreamSeconds?: number } = {}) {
+  const api = await setup({ fixture: webhookFixture(), ...options });
   const storage = api.storage as MemoryStorage;
   const token: string = TOKENS.sync;
   const changes = (path: string, query = "", t = token) => api.call("GET", `/api/v1/${path}/changes${query}`, { token: t });
@@ -232,3 +232,50 @@ async function setupWith(options: { maxChangeWaiters: number }) {
   const token: string = TOKENS.sync;
   return { ...api, token, changes: (path: string, query = "") => api.call("GET", `/api/v1/${path}/changes${query}`, { token }) };
 }
+
+describe("Server-Sent Events (Accept: text/event-stream)", () => {
+  async function stream(e: Awaited<ReturnType<typeof env>>, headers: Record<string, string>, query = "") {
+    const res = await e.api.fetch(
+      new Request(`http://dataport.test/api/v1/tables/tbl_targets/changes${query}`, {
+        headers: { authorization: `Bearer ${e.token}`, accept: "text/event-stream", "accept-encoding": "gzip", ...headers },
+      }),
+    );
+    return res;
+  }
+  const parse = (text: string) =>
+    text
+      .split("\n\n")
+      .filter((block) => block.startsWith("id: "))
+      .map((block) => {
+        const [id, event, data] = block.split("\n");
+        return { id: id!.slice(4), event: event!.slice(7), data: JSON.parse(data!.slice(6)) as Change };
+      });
+
+  it("streams the changes as they are written, id the cursor after each, and ends after maxStreamSeconds", async () => {
+    const e = await env({ maxStreamSeconds: 1 });
+    await e.post({ region: "S1", target: 1 });
+    const started = performance.now();
+    const res = await stream(e, {});
+    expect([res.status, res.headers.get("content-type"), res.headers.get("content-encoding")]).toEqual([200, "text/event-stream; charset=utf-8", null]);
+    const body = res.text();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await e.post({ region: "S2", target: 2 });
+    const events = parse(await body);
+    expect(performance.now() - started).toBeGreaterThanOrEqual(900);
+    expect(events.map((x) => [x.event, x.data.op === "insert" ? x.data.row.region : x.data.op])).toEqual([
+      ["change", "S1"],
+      ["change", "S2"],
+    ]);
+    // Last-Event-ID resumes like cursor: after S1, only S2.
+    const again = parse(await (await stream(e, { "last-event-id": events[0]!.id })).text());
+    expect(again.map((x) => (x.data.op === "insert" ? x.data.row.region : x.data.op))).toEqual(["S2"]);
+    expect(again[0]!.id).toBe(events[1]!.id);
+  });
+
+  it("answers a bad Last-Event-ID with 400 before any event", async () => {
+    const e = await env();
+    const res = await stream(e, { "last-event-id": "nope" });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { details: { parameter: string } } }).error.details.parameter).toBe("cursor");
+  });
+});

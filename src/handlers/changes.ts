@@ -1,11 +1,18 @@
 import { actorOf } from "../core/auth.js";
 import type { AuthedContext } from "../context/handler.js";
 import { decodeChangeCursor, encodeChangeCursor } from "../domain/changes.js";
+import { Reply } from "../http/reply.js";
 import { ApiError, invalidParameter } from "../base/api-error.js";
 import { WaitersFull } from "../core/change-watch.js";
 import type { ChangesPage, ChangesQuery } from "../ports/storage/changes.js";
 import { reachableDataset } from "./datasets.js";
 import { reachableTable } from "./tables.js";
+
+/** What a changes request takes from its headers: `Accept` (an event stream?) and `Last-Event-ID` (where a stream resumes). */
+export interface ChangesHeaders {
+  accept: string | null;
+  lastEventId: string | null;
+}
 
 export interface ChangesParams {
   cursor?: string;
@@ -21,18 +28,84 @@ interface Feed {
 }
 
 /** GET /tables/{id}/changes: the table's changes after the cursor (../shared/changes.md). */
-export async function readTableChanges(ctx: AuthedContext, id: string, params: ChangesParams) {
+export async function readTableChanges(ctx: AuthedContext, id: string, params: ChangesParams, headers: ChangesHeaders = NO_HEADERS) {
   const table = await reachableTable(ctx, id);
-  return readChanges(ctx, tableFeed(ctx, table), params);
+  return answerChanges(ctx, tableFeed(ctx, table), params, headers);
 }
 
 /** GET /datasets/{id}/changes: an upload's, connection's or webhook dataset's changes after the cursor. */
-export async function readDatasetChanges(ctx: AuthedContext, id: string, params: ChangesParams) {
+export async function readDatasetChanges(ctx: AuthedContext, id: string, params: ChangesParams, headers: ChangesHeaders = NO_HEADERS) {
   const dataset = await reachableDataset(ctx, id);
   if (dataset.type === "input_table") {
     throw invalidParameter("id", `dataset ${id} is an input table; follow its changes with GET /api/v1/tables/${id}/changes`);
   }
-  return readChanges(ctx, datasetFeed(ctx, dataset), params);
+  return answerChanges(ctx, datasetFeed(ctx, dataset), params, headers);
+}
+
+const NO_HEADERS: ChangesHeaders = { accept: null, lastEventId: null };
+
+/** A page as JSON, or, when `Accept` asks for `text/event-stream`, the same changes as Server-Sent Events. */
+function answerChanges(ctx: AuthedContext, feed: Feed, params: ChangesParams, headers: ChangesHeaders) {
+  if (!/\btext\/event-stream\b/i.test(headers.accept ?? "")) return readChanges(ctx, feed, params);
+  return streamChanges(ctx, feed, { ...params, cursor: headers.lastEventId ?? params.cursor });
+}
+
+/** A comment line this often keeps proxies from closing a quiet stream, in ms. */
+const KEEP_ALIVE_MS = 15_000;
+
+/**
+ * Server-Sent Events: `id:` the cursor after the change, `event: change`,
+ * `data:` the change as JSON; a comment line every 15 s while nothing
+ * happens. The first page is read before the answer starts, so a bad or
+ * expired cursor is an ordinary error answer. The stream ends after
+ * `maxStreamSeconds`, when the instance drains or the client goes away,
+ * and at a cursor retention has passed (a reconnect then gets the 410).
+ */
+async function streamChanges(ctx: AuthedContext, feed: Feed, params: ChangesParams): Promise<Reply> {
+  const after = startOf(params.cursor, feed.target.id);
+  ctx.operations.changeRetention?.due();
+  const first = await feed.read({ after, limit: params.limit });
+  if (first.expired) throw expiredCursor();
+  const end = performance.now() + Math.max(1, ctx.settings.maxStreamSeconds) * 1000;
+  const watch = ctx.operations.changeWatch;
+  const signal = ctx.signal;
+  async function* events(): AsyncGenerator<string> {
+    let page = first;
+    let position = after;
+    let quietSince = performance.now();
+    for (;;) {
+      if (page.changes.length > 0) {
+        let text = "";
+        for (const { position: at, change } of page.changes) {
+          position = at;
+          text += `id: ${encodeChangeCursor({ feedId: feed.target.id, position: at })}\nevent: change\ndata: ${JSON.stringify(change)}\n\n`;
+        }
+        await auditChangesRead(ctx, feed.target, page.changes.length);
+        yield text;
+        quietSince = performance.now();
+      }
+      if (!page.hasMore) {
+        const left = end - performance.now();
+        if (left <= 0 || !watch || signal?.aborted) return;
+        const untilKeepAlive = quietSince + KEEP_ALIVE_MS - performance.now();
+        let ended;
+        try {
+          ended = await watch.wait(feed.target.type, feed.target.id, Math.max(1, Math.min(left, untilKeepAlive, (page.heldBackMs ?? 0) > 0 ? 100 : left)), signal);
+        } catch (error) {
+          if (error instanceof WaitersFull) return;
+          throw error;
+        }
+        if (ended === "aborted" || ended === "draining") return;
+        if (performance.now() - quietSince >= KEEP_ALIVE_MS) {
+          yield ": keep-alive\n\n";
+          quietSince = performance.now();
+        }
+      }
+      page = await feed.read({ after: position, limit: params.limit });
+      if (page.expired) return;
+    }
+  }
+  return new Reply(200, events(), { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" });
 }
 
 export function tableFeed(ctx: AuthedContext, table: { id: string; teamId: string }): Feed {
@@ -54,9 +127,7 @@ async function readChanges(ctx: AuthedContext, feed: Feed, params: ChangesParams
   const query = { after, limit: params.limit };
   let page = await feed.read(query);
   if (page.changes.length === 0 && params.wait > 0 && !page.expired) page = await waitForChanges(ctx, feed, query, page, params.wait * 1000);
-  if (page.expired) {
-    throw new ApiError(410, "cursor_expired", "changes after this cursor are no longer kept: re-read the rows and follow their changesCursor");
-  }
+  if (page.expired) throw expiredCursor();
   const last = page.changes.at(-1);
   const cursor = last
     ? encodeChangeCursor({ feedId: feed.target.id, position: last.position })
@@ -103,6 +174,10 @@ async function waitForChanges(ctx: AuthedContext, feed: Feed, query: ChangesQuer
     // feed's. Look again shortly, doubling the pause; after about 1.5 s, sleep until the next wake-up.
     pause = pause >= 800 ? 0 : Math.max(50, pause * 2);
   }
+}
+
+function expiredCursor(): ApiError {
+  return new ApiError(410, "cursor_expired", "changes after this cursor are no longer kept: re-read the rows and follow their changesCursor");
 }
 
 /** The position after which to read: the cursor's, or null (the oldest change kept) without one. */

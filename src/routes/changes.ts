@@ -3,6 +3,7 @@ import { readDatasetChanges, readTableChanges } from "../handlers/changes.js";
 import { intParam } from "../http/query.js";
 import { changesPageSchema } from "../schemas/changes.js";
 import { errorEnvelopeSchema } from "../schemas/common.js";
+import type { HeaderReader } from "../base/headers.js";
 import { authed } from "./route-def.js";
 
 const changesQuery = z.object({
@@ -10,6 +11,8 @@ const changesQuery = z.object({
   limit: intParam({ min: 1, max: 1000 }).default(200),
   wait: intParam({ min: 0, max: 30 }).default(0).describe("seconds to hold the request while no change is ready (long-poll)"),
 });
+
+const streamHeaders = (headers: HeaderReader) => ({ accept: headers.get("accept"), lastEventId: headers.get("last-event-id") });
 
 const responses = { 200: changesPageSchema, 410: errorEnvelopeSchema };
 
@@ -25,7 +28,7 @@ export const changeRoutes = [
     query: changesQuery,
     responses,
     alsoProduces: ["text/event-stream"],
-    handle: ({ params, query }, ctx) => readTableChanges(ctx, params.id!, query),
+    handle: ({ params, query, headers }, ctx) => readTableChanges(ctx, params.id!, query, streamHeaders(headers)),
   }),
   authed({
     method: "GET",
@@ -38,6 +41,6 @@ export const changeRoutes = [
     query: changesQuery,
     responses,
     alsoProduces: ["text/event-stream"],
-    handle: ({ params, query }, ctx) => readDatasetChanges(ctx, params.id!, query),
+    handle: ({ params, query, headers }, ctx) => readDatasetChanges(ctx, params.id!, query, streamHeaders(headers)),
   }),
 ];
