@@ -64,7 +64,13 @@ export { createJsonLogger, type JsonLoggerOptions } from "./server/logging.js";
 export type { Clock } from "./base/clock.js";
 export type { RateLimiter, RateLimit, RateDecision } from "./ports/rate-limiter.js";
 export type { SessionAuthenticator } from "./ports/session.js";
-export type { Connector, ConnectorQuery, ConnectorResult, ConnectorRegistry, GuardSettings } from "./ports/connector.js";
+export type {
+  Connector,
+  ConnectorQuery,
+  ConnectorResult,
+  ConnectorRegistry,
+  GuardSettings,
+} from "./ports/connector.js";
 export { InvalidQueryError, UpstreamThrottledError, UpstreamUnavailableError } from "./ports/connector.js";
 export { memoryConnector } from "./connectors/memory.js";
 export { postgresConnector, type PostgresConnectorOptions } from "./connectors/postgres.js";

@@ -352,7 +352,7 @@ describe("the examples on the runtime each names", () => {
 
   it("gives the Express example (Node) --help and flag errors like the others", async () => {
     const [help, bad] = await Promise.all([node("examples/express/server.ts", ["--help"]), node("examples/express/server.ts", ["--port", "x"])]);
-    expect([help.code, help.stdout.split("\n")[0]]).toEqual([0, "usage: npx tsx examples/express/server.ts [--fixture FILE] [--port 8787] [--host 127.0.0.1] [--now ISO_INSTANT]"]);
+    expect([help.code, help.stdout.split("\n")[0]]).toEqual([0, "usage: npx tsx examples/express/server.ts [--fixture FILE] [--db FILE] [--port 8787] [--host 127.0.0.1] [--now ISO_INSTANT]"]);
     expect([bad.code, bad.stderr.trim()]).toEqual([2, "dataport: --port must be an integer, got x"]);
   });
 });

@@ -28,6 +28,8 @@ interface Entry {
 const pkg = JSON.parse(readFileSync(`${ROOT}package.json`, "utf8")) as {
   exports: Record<string, Entry | string>;
   dependencies: Record<string, string>;
+  optionalDependencies: Record<string, string>;
+  devDependencies: Record<string, string>;
   peerDependencies: Record<string, string>;
   peerDependenciesMeta: Record<string, { optional?: boolean }>;
   bin: Record<string, string>;
@@ -194,12 +196,16 @@ describe("the built package (npm pack's prepack build)", () => {
       expect(pkg.peerDependenciesMeta[name]?.optional, name).toBe(true);
       expect(pkg.dependencies[name], name).toBeUndefined();
     }
-    expect(pkg.dependencies["better-sqlite3"]).toBeDefined();
+    // SQLite's native addon is optional (node:sqlite and bun:sqlite serve without it), its types are the repository's own.
+    expect(pkg.optionalDependencies["better-sqlite3"]).toBeDefined();
+    expect(pkg.dependencies["better-sqlite3"]).toBeUndefined();
+    expect(pkg.dependencies["@types/better-sqlite3"]).toBeUndefined();
+    expect(pkg.devDependencies["@types/better-sqlite3"]).toBeDefined();
   });
 
   it("keeps each subpath's published types to the packages it may name", () => {
-    // The core types need nothing a host does not have; dataport/sqlite names better-sqlite3, whose
-    // types are a dependency; the peer subpaths name their peer (pg's types are the optional peer @types/pg).
+    // The core types need nothing a host does not have, dataport/sqlite included (its driver types are
+    // its own); the peer subpaths name their peer (pg's types are the optional peer @types/pg).
     const allowed: Record<string, string[]> = {
       ".": ["zod", "@standard-schema/spec"],
       "./client": [],
@@ -210,7 +216,7 @@ describe("the built package (npm pack's prepack build)", () => {
       "./deno": ["zod", "@standard-schema/spec"],
       "./testing": ["zod", "@standard-schema/spec"],
       "./node": ["zod", "@standard-schema/spec", "node:http"],
-      "./sqlite": ["zod", "@standard-schema/spec", "better-sqlite3"],
+      "./sqlite": ["zod", "@standard-schema/spec"],
       "./postgres": ["zod", "@standard-schema/spec", "pg"],
       "./redis": ["zod", "@standard-schema/spec", "ioredis"],
       "./metrics": ["zod", "@standard-schema/spec", "prom-client"],
@@ -283,6 +289,8 @@ describe("the packed tarball", () => {
       // better-sqlite3 compiles its binding on install (scripts are off here to keep this test fast):
       // the repository's build is the same version for the same Node.
       cpSync(`${ROOT}node_modules/better-sqlite3/build`, join(app, "node_modules/better-sqlite3/build"), { recursive: true });
+      // A Node host has Node's types (dataport/node names node:http); nothing of dataport's installs them.
+      for (const types of ["@types/node", "undici-types"]) cpSync(`${ROOT}node_modules/${types}`, join(app, "node_modules", types), { recursive: true });
       writeFileSync(
         join(app, "check.ts"),
         `import { createDataApi, type DataApi } from "dataport";
@@ -308,6 +316,8 @@ export const all = [api, createClient, createAdminClient, createSqliteStorage, t
     it("installs none of the optional peers", () => {
       for (const name of ["pg", "ioredis", "prom-client", "swagger-ui-dist", "@scarf/scarf", "vitest", "@types/pg"]) expect(existsSync(join(app, "node_modules", name)), name).toBe(false);
       expect(existsSync(join(app, "node_modules/better-sqlite3"))).toBe(true);
+      // Its types are the repository's own (a devDependency): nothing a host installs.
+      expect(existsSync(join(app, "node_modules/@types/better-sqlite3"))).toBe(false);
     });
 
     it("imports and requires every subpath; one that needs a missing peer says which package to install", async () => {
@@ -415,7 +425,7 @@ export const all = [api, createClient, createAdminClient, createSqliteStorage, t
       }
     });
 
-    it("type-checks the core subpaths with no @types package beyond what it installed (strict, skipLibCheck off), from ESM and CommonJS", async () => {
+    it("type-checks the core subpaths with no @types package beyond Node's (strict, skipLibCheck off), from ESM and CommonJS", async () => {
       const result = await typecheck;
       expect(result.stdout).toBe("");
     });
@@ -439,5 +449,78 @@ export const all = [api, createClient, createAdminClient, createSqliteStorage, t
       await expect(fetch(`${base}/api/v1/me`)).rejects.toThrow();
     });
   });
-});
 
+  describe("installed where better-sqlite3 cannot build (no compiler, no prebuilt binary)", () => {
+    let app: string;
+    let install: { stdout: string; stderr: string };
+    const SERVE = `import { readFileSync } from "node:fs";
+      import { createDataApi, parseFixture } from "dataport";
+      import { createSqliteStorage } from "dataport/sqlite";
+      const demo = new URL("./node_modules/dataport/dist/demo/space.json", import.meta.url);
+      try {
+        // loopBudgetMs 0: the sorted read runs on a reader thread, opened with the same driver.
+        const storage = createSqliteStorage({ path: "served.sqlite", loopBudgetMs: 0 });
+        await storage.seed(parseFixture(JSON.parse(readFileSync(demo, "utf8"))));
+        const api = createDataApi({ storage });
+        const headers = { authorization: "Bearer dp_demo_full_access_0000000000001" };
+        const res = await api.fetch(new Request("http://app.test/api/v1/datasets/ds_orders/rows?sort=-amount&maxRows=2", { headers }));
+        const body = await res.json();
+        console.log(JSON.stringify([storage.driver, res.status, body.data.length]));
+        await storage.close();
+      } catch (error) {
+        console.log(JSON.stringify(["error", error.message]));
+      }`;
+
+    beforeAll(async () => {
+      app = join(work, "app-without-addon");
+      mkdirSync(app);
+      writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app-without-addon", private: true, type: "module" }));
+      writeFileSync(join(app, "serve.mjs"), SERVE);
+      // Install scripts on; the addon's build fails at once (no compiler) and no prebuilt binary is fetched.
+      const env = { ...process.env, CC: "/bin/false", CXX: "/bin/false", npm_config_build_from_source: "true" };
+      install = await run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", tarball], { cwd: app, timeout: 600_000, env });
+    }, 650_000);
+
+    it("installs, without better-sqlite3 (npm leaves out the optional dependency that failed to build)", () => {
+      expect(install.stdout).toMatch(/added \d+ packages/);
+      expect(existsSync(join(app, "node_modules/dataport/package.json"))).toBe(true);
+      expect(existsSync(join(app, "node_modules/better-sqlite3"))).toBe(false);
+    });
+
+    it("serves a SQLite file on Node 22 through node:sqlite", async () => {
+      const node22 = `${ROOT}node_modules/node/bin/node`;
+      expect(existsSync(node22), `${node22} (npm install)`).toBe(true);
+      const { stdout } = await run(node22, ["serve.mjs"], { cwd: app, timeout: 120_000 });
+      expect(JSON.parse(stdout)).toEqual(["node:sqlite", 200, 2]);
+    });
+
+    it("serves a SQLite file on Bun through bun:sqlite", async () => {
+      const { stdout } = await run(`${ROOT}node_modules/.bin/bun`, ["serve.mjs"], { cwd: app, timeout: 120_000 });
+      expect(JSON.parse(stdout)).toEqual(["bun:sqlite", 200, 2]);
+    });
+
+    it("runs the bin (npx dataport --db FILE) on a SQLite file on Node 22 and on Bun", async () => {
+      for (const [runtime, bin] of [["node 22", `${ROOT}node_modules/node/bin/node`], ["bun", `${ROOT}node_modules/.bin/bun`]] as const) {
+        const db = join(app, "data", `${runtime.replace(" ", "")}.sqlite`);
+        const server = spawn(bin, ["node_modules/dataport/dist/bin/dataport.js", "--db", db, "--port", "0", "--log", "none"], { cwd: app, stdio: ["ignore", "pipe", "pipe"] });
+        const { url, output, closed } = watchOutput(server, { exitRejects: true });
+        const base = await url;
+        const res = await fetch(`${base}/api/v1/datasets/ds_orders/rows?maxRows=1`, { headers: { authorization: "Bearer dp_demo_full_access_0000000000001" } });
+        expect(res.status, runtime).toBe(200);
+        expect(((await res.json()) as { data: unknown[] }).data, runtime).toHaveLength(1);
+        server.kill("SIGTERM");
+        await closed;
+        expect(output(), runtime).toContain("dataport: drained, store closed");
+        expect(existsSync(db), runtime).toBe(true);
+      }
+    });
+
+    it("says what to install on Node 20, where there is neither", async () => {
+      const { stdout } = await run(process.execPath, ["serve.mjs"], { cwd: app, timeout: 120_000 });
+      const [kind, message] = JSON.parse(stdout) as [string, string];
+      expect(kind).toBe("error");
+      expect(message).toMatch(/^dataport\/sqlite: no SQLite driver on Node 20\.\d+\.\d+: better-sqlite3 is not installed, and this Node has no node:sqlite/);
+      expect(message).toContain("Install better-sqlite3 (npm install better-sqlite3");
+    });
+  });
+});

@@ -1,7 +1,8 @@
 /**
- * Dataport on Bun, over the in-memory store with the demo fixture:
+ * Dataport on Bun, over the in-memory store with the demo fixture, or with
+ * `--db FILE` over a SQLite file through bun:sqlite:
  *
- *   npx bun examples/bun/server.ts [--fixture FILE] [--port 8787] [--host 127.0.0.1] [--now ISO]
+ *   npx bun examples/bun/server.ts [--fixture FILE] [--db FILE] [--port 8787] [--host 127.0.0.1] [--now ISO]
  */
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";

@@ -1,7 +1,9 @@
 /**
- * Dataport on Deno, over the in-memory store with the demo fixture:
+ * Dataport on Deno, over the in-memory store with the demo fixture, or with
+ * `--db FILE` over a SQLite file through node:sqlite:
  *
  *   npx deno run --sloppy-imports --allow-net --allow-read --allow-env examples/deno/server.ts [--fixture FILE] [--port 8787] [--host 127.0.0.1]
+ *   (with --db FILE, also --allow-write)
  */
 import { fileURLToPath } from "node:url";
 import { serveDeno } from "../../adapters/deno.js";

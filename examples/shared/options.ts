@@ -2,6 +2,7 @@ import { createDataApi, type DataApi } from "../../src/server/api.js";
 import { FixtureError, parseFixture } from "../../src/fixture/load.js";
 import { createOffsetClock } from "../../src/memory/fixed-clock.js";
 import { createMemoryStorage } from "../../src/memory/memory-storage.js";
+import type { Storage } from "../../src/ports/storage.js";
 import { HelpRequested, parseServerArgs, UsageError } from "../server/cli.js";
 
 export { UsageError };
@@ -25,7 +26,7 @@ export async function runExample(runtime: keyof typeof RUNTIMES, command: string
     await start();
   } catch (error) {
     if (error instanceof HelpRequested) {
-      console.log(`usage: ${command} [--fixture FILE] [--port 8787] [--host 127.0.0.1] [--now ISO_INSTANT]
+      console.log(`usage: ${command} [--fixture FILE] [--db FILE] [--port 8787] [--host 127.0.0.1] [--now ISO_INSTANT]
        [--audit-lag SECONDS] [--webhook-rate PER_SECOND] [--app-url URL] [--view-url URL] [--help]`);
       exit(0);
     }
@@ -42,12 +43,15 @@ function exit(code: number, message?: string): never {
 
 /**
  * What the example servers share: the command line of
- * `shared/fixture-format.md` (less `--db` and `--redis`: these examples run
- * on the in-memory store, which needs no native module on any runtime) and
- * an API over the memory ports with the fixture loaded.
+ * `shared/fixture-format.md` (less PostgreSQL and `--redis`: these examples
+ * run on the in-memory store, or with `--db FILE` on SQLite through the
+ * runtime's own binding, bun:sqlite on Bun and node:sqlite on Deno) and an
+ * API with the fixture loaded.
  */
 export interface ExampleOptions {
   fixture: string;
+  /** `:memory:` (the in-memory store, the default) or a SQLite file. */
+  db: string;
   port: number;
   host: string;
   now: string | undefined;
@@ -63,14 +67,15 @@ const OPERATIONS_FLAGS = ["--admin-token", "--log", "--metrics", "--metrics-toke
 /** The example server's own flag parser (examples/server/cli.ts), minus storage choices. */
 export function parseExampleArgs(args: string[], defaultFixture: string): ExampleOptions {
   const config = parseServerArgs(args, { fixture: defaultFixture, db: ":memory:" });
-  if (config.db !== ":memory:" || config.redis !== null) {
-    throw new UsageError("this example runs on the in-memory store; --db and --redis are for npm start");
+  if (/^postgres(ql)?:\/\//.test(config.db) || config.redis !== null) {
+    throw new UsageError("this example runs on the in-memory store or a SQLite file (--db FILE); PostgreSQL and --redis are for npm start");
   }
   const given = (flag: string) => args.some((a) => a === flag || a.startsWith(`${flag}=`));
   const operational = OPERATIONS_FLAGS.find(given);
   if (operational) throw new UsageError(`${operational} is for npm start (the example server); this example keeps to the basics`);
   return {
     fixture: config.fixture,
+    db: config.db,
     port: config.port,
     host: config.host,
     now: config.now === null ? undefined : new Date(config.now).toISOString(),
@@ -81,7 +86,7 @@ export function parseExampleArgs(args: string[], defaultFixture: string): Exampl
   };
 }
 
-/** An API on the in-memory store with the fixture loaded. `readText` is the runtime's own file read. */
+/** An API on the in-memory store or a SQLite file, with the fixture loaded. `readText` is the runtime's own file read. */
 export async function createExampleApi(options: ExampleOptions, readText: (path: string) => string): Promise<DataApi> {
   let json: unknown;
   try {
@@ -91,7 +96,7 @@ export async function createExampleApi(options: ExampleOptions, readText: (path:
   }
   const clock = options.now !== undefined ? createOffsetClock(options.now) : undefined;
   const space = parseFixture(json, clock ? { clock } : {});
-  const storage = createMemoryStorage();
+  const storage = options.db === ":memory:" ? createMemoryStorage() : await openSqliteFile(options.db);
   await storage.seed(space);
   return createDataApi({
     storage,
@@ -101,4 +106,13 @@ export async function createExampleApi(options: ExampleOptions, readText: (path:
     appUrl: options.appUrl ?? `http://${options.host}:${options.port}`,
     ...(options.viewUrl !== undefined && { viewUrl: options.viewUrl }),
   });
+}
+
+/** A SQLite store on `path` (its folder created), through the runtime's own SQLite: loaded only when asked for. */
+async function openSqliteFile(path: string): Promise<Storage> {
+  const { mkdirSync } = await import("node:fs");
+  const { dirname } = await import("node:path");
+  mkdirSync(dirname(path), { recursive: true });
+  const { createSqliteStorage } = await import("../../src/sqlite/index.js");
+  return createSqliteStorage({ path });
 }

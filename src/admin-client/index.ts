@@ -15,10 +15,27 @@ export type { ChangeOptions, ListOptions, ListPage, Put } from "../admin/change.
 export type { RefreshResult } from "../admin/connections.js";
 export type { DashboardVersionInput } from "../admin/dashboards.js";
 export type { AuditEventInput, CreditUsageInput, DashboardViewInput, RefreshRunInput } from "../admin/history.js";
-export type { BusinessInput, MembershipInput, SessionInfo, SessionInput, TeamInput, UserInput } from "../admin/identity.js";
+export type {
+  BusinessInput,
+  MembershipInput,
+  SessionInfo,
+  SessionInput,
+  TeamInput,
+  UserInput,
+} from "../admin/identity.js";
 export type { ApiKeyInfo } from "../admin/keys.js";
 export type { TableInput } from "../admin/tables.js";
-export type { Business, DashboardRecord, DatasetRecord, Membership, Row, TableRecord, Team, UploadOrConnectionDataset, User } from "../domain/model.js";
+export type {
+  Business,
+  DashboardRecord,
+  DatasetRecord,
+  Membership,
+  Row,
+  TableRecord,
+  Team,
+  UploadOrConnectionDataset,
+  User,
+} from "../domain/model.js";
 // The transport is dataport/client's: its errors, hooks and options are the same.
 export {
   AuthenticationError,

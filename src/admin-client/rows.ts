@@ -4,8 +4,17 @@ import type { RawBody } from "../client/transport.js";
 /** A rows body already in one of the upload formats: a JSON array, NDJSON, or CSV with a header row. */
 export interface EncodedRows {
   format: "json" | "ndjson" | "csv";
-  /** The text or bytes, whole or in chunks as they are produced (a stream or an iterable of chunks is read once, as it is sent). */
-  body: string | Uint8Array | Blob | ReadableStream<Uint8Array> | Iterable<string | Uint8Array> | AsyncIterable<string | Uint8Array>;
+  /**
+   * The text or bytes, whole or in chunks as they are produced (a stream or an iterable of chunks is read once, as it
+   * is sent).
+   */
+  body:
+    | string
+    | Uint8Array
+    | Blob
+    | ReadableStream<Uint8Array>
+    | Iterable<string | Uint8Array>
+    | AsyncIterable<string | Uint8Array>;
 }
 
 /**
@@ -21,7 +30,9 @@ const CONTENT_TYPES: Record<EncodedRows["format"], string> = {
   csv: "text/csv; charset=utf-8",
 };
 
-/** An upload's body, and what its source threw while it was sent (the error the call raises rather than "fetch failed"). */
+/**
+ * An upload's body, and what its source threw while it was sent (the error the call raises rather than "fetch failed").
+ */
 export interface Upload extends RawBody {
   failure: () => { error: unknown } | null;
 }
@@ -84,7 +95,12 @@ export function uploadBody(rows: RowsUpload, progress: UploadProgressOptions = {
     };
     return { contentType: CONTENT_TYPES.ndjson, open, replayable: true, failure };
   }
-  return { contentType: CONTENT_TYPES.ndjson, open: () => stream(mapped(rows, ndjsonLine)), replayable: false, failure };
+  return {
+    contentType: CONTENT_TYPES.ndjson,
+    open: () => stream(mapped(rows, ndjsonLine)),
+    replayable: false,
+    failure,
+  };
 }
 
 /** Counts what is sent and tells `onProgress`, on the wall clock; does nothing without a listener. */

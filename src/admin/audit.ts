@@ -32,7 +32,9 @@ export function auditAdmin(ports: Ports): AuditAdmin {
         throw new ApiError(400, "invalid_parameter", "an error needs a message", { details: { parameter: "message" } });
       }
       if (input.at !== undefined && Number.isNaN(Date.parse(input.at))) {
-        throw new ApiError(400, "invalid_parameter", "at must be an ISO 8601 timestamp", { details: { parameter: "at" } });
+        throw new ApiError(400, "invalid_parameter", "at must be an ISO 8601 timestamp", {
+          details: { parameter: "at" },
+        });
       }
       const user = input.userId ? await storage.identity.getUser(input.userId) : null;
       const event: AuditEvent = {

@@ -1,6 +1,13 @@
 import type { z } from "zod";
 import { randomId } from "../domain/crypto.js";
-import { type Column, type ConnectionRecord, type DatasetRecord, isUploadOrConnection, type Row, type UploadOrConnectionDataset } from "../domain/model.js";
+import {
+  type Column,
+  type ConnectionRecord,
+  type DatasetRecord,
+  isUploadOrConnection,
+  type Row,
+  type UploadOrConnectionDataset,
+} from "../domain/model.js";
 import { ApiError, notFound } from "../base/api-error.js";
 import { assertWritable } from "../storage/mount.js";
 import {
@@ -88,7 +95,8 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
       delete config[PREVIOUS_SECRET];
       // The overlap's end is shown while it lasts.
       const until = config[PREVIOUS_SECRET_UNTIL];
-      if (!signed || typeof until !== "string" || !(Date.parse(until) > deps.ports.clock.now())) delete config[PREVIOUS_SECRET_UNTIL];
+      if (!signed || typeof until !== "string" || !(Date.parse(until) > deps.ports.clock.now()))
+        delete config[PREVIOUS_SECRET_UNTIL];
       config.signed = signed;
       const endpointUrl = `${settings.appUrl}/api/webhooks/${encodeURIComponent(String(config.endpointId))}`;
       return { ...connection, config, endpointUrl };
@@ -119,7 +127,11 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
     if (await storage.catalog.getDataset(`ds_${id}`)) {
       // Made with the connection by a racing put that won, or another dataset that holds the id.
       if (await storage.catalog.getConnection(id)) return null;
-      throw new ApiError(409, "conflict", `dataset ds_${id} already exists; the webhook connection's dataset needs that id`);
+      throw new ApiError(
+        409,
+        "conflict",
+        `dataset ds_${id} already exists; the webhook connection's dataset needs that id`,
+      );
     }
     try {
       await storage.webhooks.createWebhookConnection({
@@ -152,12 +164,18 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
     body: ConnectionBody,
     current: ConnectionRecord | null,
   ): Promise<{ created: boolean; stored: ConnectionRecord; details: Record<string, unknown> | undefined }> {
-    if (current && current.teamId !== body.teamId) throw validationFailed("$.teamId", "a connection cannot move to another team");
-    if (current && current.type !== body.type) throw validationFailed("$.type", "a connection's type cannot change; delete it and create another");
+    if (current && current.teamId !== body.teamId)
+      throw validationFailed("$.teamId", "a connection cannot move to another team");
+    if (current && current.type !== body.type)
+      throw validationFailed("$.type", "a connection's type cannot change; delete it and create another");
     let config = { ...body.config };
     let details: Record<string, unknown> | undefined;
     if (body.type === "webhook" && current) {
-      if (body.config.endpointId === null) throw validationFailed("$.config.endpointId", "a webhook connection keeps an endpoint id; send a new one or omit it");
+      if (body.config.endpointId === null)
+        throw validationFailed(
+          "$.config.endpointId",
+          "a webhook connection keeps an endpoint id; send a new one or omit it",
+        );
       config = { ...current.config };
       for (const [key, value] of Object.entries(body.config)) {
         if (value === null) delete config[key];
@@ -166,13 +184,21 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
       config = withoutStalePreviousSecret(current.config, config);
       if (config.endpointId !== current.config.endpointId) {
         const taken = await storage.webhooks.getWebhookEndpoint(String(config.endpointId));
-        if (taken && taken.connectionId !== id) throw validationFailed("$.config.endpointId", "another connection has this endpoint id");
+        if (taken && taken.connectionId !== id)
+          throw validationFailed("$.config.endpointId", "another connection has this endpoint id");
       }
       const before = current.config.signingSecret;
       const after = config.signingSecret;
       if (before !== after) details = { signingSecret: typeof after === "string" ? "set" : "removed" };
     }
-    const stored: ConnectionRecord = { id, teamId: body.teamId, name: body.name, type: body.type, config, createdAt: body.createdAt ?? current?.createdAt ?? isoNow(deps) };
+    const stored: ConnectionRecord = {
+      id,
+      teamId: body.teamId,
+      name: body.name,
+      type: body.type,
+      config,
+      createdAt: body.createdAt ?? current?.createdAt ?? isoNow(deps),
+    };
     const created = (await storage.catalog.putConnection(stored)) === "created";
     return { created, stored, details };
   }
@@ -202,7 +228,13 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
       }
       if (lost.size > 0) throw dropRefused([...lost]);
     }
-    await storage.rows.writeDatasetRows({ datasetId: id, mode: "replace", rows: reshaped(), columns: () => columns, updatedAt });
+    await storage.rows.writeDatasetRows({
+      datasetId: id,
+      mode: "replace",
+      rows: reshaped(),
+      columns: () => columns,
+      updatedAt,
+    });
   }
 
   async function existingDataset(id: string): Promise<UploadOrConnectionDataset> {
@@ -248,7 +280,12 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
       const actor = await actorFor(storage, options);
       const connection = await existingConnection(id);
       if (!(await storage.catalog.deleteConnection(id))) throw notFound("connection");
-      await recordChange(deps, { teamIds: [connection.teamId], action: "connection.deleted", actor, target: { type: "connection", id } });
+      await recordChange(deps, {
+        teamIds: [connection.teamId],
+        action: "connection.deleted",
+        actor,
+        target: { type: "connection", id },
+      });
     },
 
     async setSigningSecret(id, input, options) {
@@ -258,10 +295,15 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
       if (connection.type !== "webhook") throw notFound("webhook connection");
       const { secret, overlapSeconds = 0 } = parseBody(signingSecretBody, input);
       if (secret !== null) checkConnectionConfig("webhook", { signingSecret: secret }, connectors);
-      else if (overlapSeconds > 0) throw validationFailed("$.overlapSeconds", "removing the secret removes every secret; no overlap");
+      else if (overlapSeconds > 0)
+        throw validationFailed("$.overlapSeconds", "removing the secret removes every secret; no overlap");
       const actor = await actorFor(storage, options);
-      const previousSecretValidUntil = overlapSeconds > 0 ? isoTime(deps.ports.clock.now() + overlapSeconds * 1000) : null;
-      const updated = await storage.webhooks.updateWebhookSettings(id, { signingSecret: secret, previousSecretValidUntil });
+      const previousSecretValidUntil =
+        overlapSeconds > 0 ? isoTime(deps.ports.clock.now() + overlapSeconds * 1000) : null;
+      const updated = await storage.webhooks.updateWebhookSettings(id, {
+        signingSecret: secret,
+        previousSecretValidUntil,
+      });
       if (!updated) throw notFound("webhook connection");
       await recordChange(deps, {
         teamIds: [connection.teamId],
@@ -283,18 +325,28 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
       const body = parseBody(datasetBody, input);
       requireRef(await storage.identity.getTeam(body.teamId), "$.teamId", "team", body.teamId);
       if (body.connectionId !== null) {
-        const connection = requireRef(await storage.catalog.getConnection(body.connectionId), "$.connectionId", "connection", body.connectionId);
-        if (connection.teamId !== body.teamId) throw validationFailed("$.connectionId", `unknown connection ${body.connectionId}`);
+        const connection = requireRef(
+          await storage.catalog.getConnection(body.connectionId),
+          "$.connectionId",
+          "connection",
+          body.connectionId,
+        );
+        if (connection.teamId !== body.teamId)
+          throw validationFailed("$.connectionId", `unknown connection ${body.connectionId}`);
       }
-      if (body.type === "connection" && body.connectionId === null) throw validationFailed("$.connectionId", "a connection dataset needs a connectionId");
+      if (body.type === "connection" && body.connectionId === null)
+        throw validationFailed("$.connectionId", "a connection dataset needs a connectionId");
       if (body.columns) checkDeclaredColumns(body.columns, false);
       checkDropColumns(body.columns, body.dropColumns);
       const current = await storage.catalog.getDataset(id);
-      if (current?.type === "input_table") throw new ApiError(409, "conflict", `${id} is an input table; datasets and tables share ids`);
-      if (current && current.teamId !== body.teamId) throw validationFailed("$.teamId", "a dataset cannot move to another team");
+      if (current?.type === "input_table")
+        throw new ApiError(409, "conflict", `${id} is an input table; datasets and tables share ids`);
+      if (current && current.teamId !== body.teamId)
+        throw validationFailed("$.teamId", "a dataset cannot move to another team");
       const actor = await actorFor(storage, options);
       // Omitted keeps the declaration; null removes it (the columns stay as the rows show them, inferred from then on).
-      const declared = body.columns === undefined ? (current?.columnsDeclared === true ? current.columns : null) : body.columns;
+      const declared =
+        body.columns === undefined ? (current?.columnsDeclared === true ? current.columns : null) : body.columns;
       const dataset: DatasetRecord = {
         id,
         teamId: body.teamId,
@@ -308,13 +360,24 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
         lastRefreshedAt: body.lastRefreshedAt ?? current?.lastRefreshedAt ?? null,
         updatedAt: isoNow(deps),
       };
-      if (body.columns && current && current.rowCount > 0 && (current.columnsDeclared !== true || columnsChanged(current.columns, body.columns))) {
-        // Rewriting the rows is a replace: deliveries arriving meanwhile, and the duplicate keys of those stored, would be lost.
+      if (
+        body.columns &&
+        current &&
+        current.rowCount > 0 &&
+        (current.columnsDeclared !== true || columnsChanged(current.columns, body.columns))
+      ) {
+        // Rewriting the rows is a replace: deliveries arriving meanwhile, and the duplicate keys of those stored, would
+        // be lost.
         const source = current.connectionId === null ? null : await storage.catalog.getConnection(current.connectionId);
         if (source?.type === "webhook") {
-          throw new ApiError(409, "conflict", `dataset ${id} receives webhook deliveries and holds rows: its columns cannot be re-declared without losing deliveries; declare them while it is empty`, {
-            details: { datasetId: id, rowCount: current.rowCount },
-          });
+          throw new ApiError(
+            409,
+            "conflict",
+            `dataset ${id} receives webhook deliveries and holds rows: its columns cannot be re-declared without losing deliveries; declare them while it is empty`,
+            {
+              details: { datasetId: id, rowCount: current.rowCount },
+            },
+          );
         }
         await reshapeDatasetRows(id, body.columns, body.dropColumns ?? [], dataset.updatedAt);
       }
@@ -327,13 +390,19 @@ export function catalogAdmin(deps: AdminDeps): CatalogAdmin {
     },
     getDataset: existingDataset,
     // listAllDatasets lists no input tables (its contract); the filter says so to the types.
-    listDatasets: (options) => listPage(options, async (page) => (await storage.catalog.listAllDatasets(page)).filter(isUploadOrConnection)),
+    listDatasets: (options) =>
+      listPage(options, async (page) => (await storage.catalog.listAllDatasets(page)).filter(isUploadOrConnection)),
     async deleteDataset(id, options) {
       assertWritable(storage.catalog, "deleteDataset");
       const actor = await actorFor(storage, options);
       const dataset = await existingDataset(id);
       if (!(await storage.catalog.deleteDataset(id))) throw notFound("dataset");
-      await recordChange(deps, { teamIds: [dataset.teamId], action: "dataset.deleted", actor, target: { type: "dataset", id } });
+      await recordChange(deps, {
+        teamIds: [dataset.teamId],
+        action: "dataset.deleted",
+        actor,
+        target: { type: "dataset", id },
+      });
     },
   };
 }

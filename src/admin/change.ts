@@ -45,7 +45,10 @@ export async function actorFor(storage: Storage, options: ChangeOptions | undefi
   const userId = options?.actorUserId;
   if (userId === undefined || userId === null) return HOST_ACTOR;
   const user = typeof userId === "string" && userId !== "" ? await storage.identity.getUser(userId) : null;
-  if (!user) throw new ApiError(422, "validation_failed", "X-Actor-User-Id names no known user", { details: { path: "X-Actor-User-Id" } });
+  if (!user)
+    throw new ApiError(422, "validation_failed", "X-Actor-User-Id names no known user", {
+      details: { path: "X-Actor-User-Id" },
+    });
   return { type: "user", id: user.id, email: user.email };
 }
 
@@ -56,7 +59,13 @@ export async function actorFor(storage: Storage, options: ChangeOptions | undefi
  */
 export async function recordChange(
   deps: AdminDeps,
-  change: { teamIds: readonly string[]; action: string; actor: Actor; target: { type: string; id: string }; details?: Record<string, unknown> },
+  change: {
+    teamIds: readonly string[];
+    action: string;
+    actor: Actor;
+    target: { type: string; id: string };
+    details?: Record<string, unknown>;
+  },
 ): Promise<void> {
   const { storage, clock } = deps.ports;
   const now = clock.now();
@@ -122,7 +131,10 @@ export function serialised<T>(storage: Storage, key: string, run: () => Promise<
   return result;
 }
 
-/** Not a cache: the puts in flight per store (an entry leaves when its last put ends), shared by every admin of that store. */
+/**
+ * Not a cache: the puts in flight per store (an entry leaves when its last put ends), shared by every admin of that
+ * store.
+ */
 const PUT_TAILS = new WeakMap<Storage, Map<string, Promise<void>>>();
 const ignore = () => {};
 
@@ -135,7 +147,9 @@ export async function listPage<T extends { id: string }>(
 ): Promise<ListPage<T>> {
   const limit = options?.limit ?? 100;
   if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
-    throw new ApiError(400, "invalid_parameter", `limit is an integer from 1 to ${MAX_LIST_LIMIT}`, { details: { parameter: "limit" } });
+    throw new ApiError(400, "invalid_parameter", `limit is an integer from 1 to ${MAX_LIST_LIMIT}`, {
+      details: { parameter: "limit" },
+    });
   }
   const after = options?.cursor ? decodeListCursor(options.cursor) : null;
   const items = await read({ after, limit: limit + 1 });
@@ -151,9 +165,14 @@ function encodeListCursor(id: string): string {
 function decodeListCursor(cursor: string): string {
   const text = /^[A-Za-z0-9_-]{1,400}$/.test(cursor) ? Buffer.from(cursor, "base64url").toString("utf8") : "";
   if (!text.startsWith("id:") || text.length < 4) {
-    throw new ApiError(400, "invalid_parameter", "cursor is not one this listing returned; send it back exactly as received", {
-      details: { parameter: "cursor" },
-    });
+    throw new ApiError(
+      400,
+      "invalid_parameter",
+      "cursor is not one this listing returned; send it back exactly as received",
+      {
+        details: { parameter: "cursor" },
+      },
+    );
   }
   return text.slice(3);
 }

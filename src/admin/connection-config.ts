@@ -32,7 +32,8 @@ export function checkConnectionConfig(
     case "postgres":
       return checkPostgresUrl(config.url, "$.config.url", policy);
     default:
-      if (!Object.hasOwn(connectors, type)) throw validationFailed("$.type", `no connector handles connections of type ${type}`);
+      if (!Object.hasOwn(connectors, type))
+        throw validationFailed("$.type", `no connector handles connections of type ${type}`);
   }
 }
 
@@ -40,7 +41,8 @@ const ENDPOINT_ID = /^[A-Za-z0-9_-]{8,200}$/;
 
 function checkWebhookConfig(config: Record<string, unknown>): void {
   for (const key of Object.keys(config)) {
-    if (!["endpointId", "signingSecret", "retainRows", "signature"].includes(key)) throw validationFailed(`$.config.${key}`, "unknown field");
+    if (!["endpointId", "signingSecret", "retainRows", "signature"].includes(key))
+      throw validationFailed(`$.config.${key}`, "unknown field");
   }
   const { endpointId, signingSecret, retainRows, signature } = config;
   if (endpointId !== undefined && (typeof endpointId !== "string" || !ENDPOINT_ID.test(endpointId))) {
@@ -52,7 +54,12 @@ function checkWebhookConfig(config: Record<string, unknown>): void {
     }
   }
   if (retainRows !== undefined && retainRows !== null) {
-    if (typeof retainRows !== "number" || !Number.isInteger(retainRows) || retainRows < 1 || retainRows > MAX_RETAIN_ROWS) {
+    if (
+      typeof retainRows !== "number" ||
+      !Number.isInteger(retainRows) ||
+      retainRows < 1 ||
+      retainRows > MAX_RETAIN_ROWS
+    ) {
       throw validationFailed("$.config.retainRows", `retainRows is an integer from 1 to ${MAX_RETAIN_ROWS}`);
     }
   }
@@ -76,7 +83,10 @@ function checkMemoryConfig(config: Record<string, unknown>): void {
     if (!isObject(layers)) throw validationFailed("$.config.layers", "layers is an object of layer id to layer");
     for (const [name, layer] of Object.entries(layers)) {
       if (!isObject(layer) || !isObject(layer.featureCollection)) {
-        throw validationFailed(`$.config.layers.${name}.featureCollection`, "a layer carries a GeoJSON featureCollection");
+        throw validationFailed(
+          `$.config.layers.${name}.featureCollection`,
+          "a layer carries a GeoJSON featureCollection",
+        );
       }
       const problem = featureCollectionProblem(layer.featureCollection);
       if (problem) {
@@ -99,7 +109,8 @@ function checkUrl(value: unknown, path: string, protocols: readonly string[]): U
   } catch {
     throw validationFailed(path, "a valid URL is required");
   }
-  if (!protocols.includes(url.protocol)) throw validationFailed(path, `the URL must start with ${protocols.map((p) => `${p}//`).join(" or ")}`);
+  if (!protocols.includes(url.protocol))
+    throw validationFailed(path, `the URL must start with ${protocols.map((p) => `${p}//`).join(" or ")}`);
   return url;
 }
 
@@ -124,7 +135,12 @@ function checkPostgresUrl(value: unknown, path: string, policy: AddressPolicy): 
   const hosts: string[] = [];
   try {
     for (const given of [url.hostname, ...url.searchParams.getAll("host"), ...url.searchParams.getAll("hostaddr")]) {
-      hosts.push(...decodeURIComponent(given).split(",").map((h) => h.trim()).filter((h) => h !== ""));
+      hosts.push(
+        ...decodeURIComponent(given)
+          .split(",")
+          .map((h) => h.trim())
+          .filter((h) => h !== ""),
+      );
     }
   } catch {
     throw validationFailed(path, "the URL's host is not valid percent-encoding");
@@ -156,7 +172,8 @@ function refuseHost(host: string, path: string, policy: AddressPolicy): void {
 }
 
 function optionalString(config: Record<string, unknown>, key: string): void {
-  if (config[key] !== undefined && typeof config[key] !== "string") throw validationFailed(`$.config.${key}`, `${key} is a string`);
+  if (config[key] !== undefined && typeof config[key] !== "string")
+    throw validationFailed(`$.config.${key}`, `${key} is a string`);
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

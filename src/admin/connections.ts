@@ -6,7 +6,12 @@ import { connectionSecrets, scrubUpstreamText } from "../connectors/scrub.js";
 import { ApiError, notFound } from "../base/api-error.js";
 import { checkId } from "./change.js";
 import { parseBody, refreshBody } from "./schemas.js";
-import { type ConnectorResult, InvalidQueryError, UpstreamThrottledError, UpstreamUnavailableError } from "../ports/connector.js";
+import {
+  type ConnectorResult,
+  InvalidQueryError,
+  UpstreamThrottledError,
+  UpstreamUnavailableError,
+} from "../ports/connector.js";
 
 /** Rows one refresh may pull when the caller sets no `maxRows`. */
 export const DEFAULT_REFRESH_MAX_ROWS = 100_000;
@@ -40,16 +45,26 @@ export function connectionAdmin(ports: Ports): ConnectionAdmin {
   return {
     async refreshDataset(id, options = {}) {
       checkId(id);
-      // Checked before anything is read or written: a maxRows that is not a positive integer is 422, never an empty refresh.
+      // Checked before anything is read or written: a maxRows that is not a positive integer is 422, never an empty
+      // refresh.
       const { maxRows = DEFAULT_REFRESH_MAX_ROWS } = parseBody(refreshBody, options);
       const dataset = await storage.catalog.getDataset(id);
       if (!dataset) throw notFound("dataset");
-      const connection = dataset.type === "connection" && dataset.connectionId ? await storage.catalog.getConnection(dataset.connectionId) : null;
-      const connector = connection && Object.hasOwn(connectors, connection.type) ? connectors[connection.type] : undefined;
+      const connection =
+        dataset.type === "connection" && dataset.connectionId
+          ? await storage.catalog.getConnection(dataset.connectionId)
+          : null;
+      const connector =
+        connection && Object.hasOwn(connectors, connection.type) ? connectors[connection.type] : undefined;
       if (!connection || !connector) {
-        throw new ApiError(400, "invalid_parameter", `dataset ${id} is not backed by a connection that can be queried`, {
-          details: { parameter: "id" },
-        });
+        throw new ApiError(
+          400,
+          "invalid_parameter",
+          `dataset ${id} is not backed by a connection that can be queried`,
+          {
+            details: { parameter: "id" },
+          },
+        );
       }
       const startedAt = new Date(clock.now()).toISOString();
       // A duration, not a point in time: the monotonic timer, like the API's latency log.
@@ -119,7 +134,11 @@ async function pullAll(
 }
 
 function describe(error: unknown): string {
-  if (error instanceof UpstreamUnavailableError || error instanceof UpstreamThrottledError || error instanceof InvalidQueryError) {
+  if (
+    error instanceof UpstreamUnavailableError ||
+    error instanceof UpstreamThrottledError ||
+    error instanceof InvalidQueryError
+  ) {
     return error.message;
   }
   return error instanceof Error ? error.message : "refresh failed";

@@ -27,7 +27,12 @@ export interface DashboardAdmin {
    * description and datasets follow its highest version. `publishedAt`
    * defaults to now for a published version.
    */
-  putDashboardVersion(id: string, version: number, input: DashboardVersionInput, options?: ChangeOptions): Promise<Put<DashboardRecord>>;
+  putDashboardVersion(
+    id: string,
+    version: number,
+    input: DashboardVersionInput,
+    options?: ChangeOptions,
+  ): Promise<Put<DashboardRecord>>;
   getDashboard(id: string): Promise<DashboardRecord>;
   listDashboards(options?: ListOptions): Promise<ListPage<DashboardRecord>>;
   /** Its view history goes with it. */
@@ -48,7 +53,9 @@ export function dashboardAdmin(deps: AdminDeps): DashboardAdmin {
       assertWritable(storage.dashboards, "changeDashboard");
       checkId(id);
       if (!Number.isInteger(version) || version < 1 || version > 1_000_000) {
-        throw new ApiError(400, "invalid_parameter", "version is an integer from 1 to 1000000", { details: { parameter: "version" } });
+        throw new ApiError(400, "invalid_parameter", "version is an integer from 1 to 1000000", {
+          details: { parameter: "version" },
+        });
       }
       const body = parseBody(dashboardVersionBody, input);
       requireRef(await storage.identity.getTeam(body.teamId), "$.teamId", "team", body.teamId);
@@ -66,17 +73,28 @@ export function dashboardAdmin(deps: AdminDeps): DashboardAdmin {
       const actor = await actorFor(storage, options);
       const dashboard = await existing(id);
       if (!(await storage.dashboards.deleteDashboard(id))) throw notFound("dashboard");
-      await recordChange(deps, { teamIds: [dashboard.teamId], action: "dashboard.deleted", actor, target: { type: "dashboard", id } });
+      await recordChange(deps, {
+        teamIds: [dashboard.teamId],
+        action: "dashboard.deleted",
+        actor,
+        target: { type: "dashboard", id },
+      });
     },
   };
 
-  async function putVersion(id: string, version: number, body: z.output<typeof dashboardVersionBody>, actor: Actor): Promise<Put<DashboardRecord>> {
+  async function putVersion(
+    id: string,
+    version: number,
+    body: z.output<typeof dashboardVersionBody>,
+    actor: Actor,
+  ): Promise<Put<DashboardRecord>> {
     const now = isoNow(deps);
     let previous: DashboardVersion | undefined;
     // Read, changed and written back in one atomic step of the store: racing puts of one new version,
     // on any instance, answer created once (and racing versions are all kept).
     const { before: current, after: dashboard } = await storage.dashboards.changeDashboard(id, (current) => {
-      if (current && current.teamId !== body.teamId) throw validationFailed("$.teamId", "a dashboard cannot move to another team");
+      if (current && current.teamId !== body.teamId)
+        throw validationFailed("$.teamId", "a dashboard cannot move to another team");
       previous = current?.versions.find((v) => v.version === version);
       const entry: DashboardVersion = {
         version,
@@ -85,7 +103,9 @@ export function dashboardAdmin(deps: AdminDeps): DashboardAdmin {
         updatedAt: now,
         publishedAt: body.publishedAt ?? (body.published ? (previous?.publishedAt ?? now) : null),
       };
-      const versions = [...(current?.versions ?? []).filter((v) => v.version !== version), entry].sort((a, b) => a.version - b.version);
+      const versions = [...(current?.versions ?? []).filter((v) => v.version !== version), entry].sort(
+        (a, b) => a.version - b.version,
+      );
       const highest = versions[versions.length - 1]!.version === version;
       return {
         id,

@@ -3,7 +3,14 @@ import { eventId } from "../domain/crypto.js";
 import type { AuditEvent, CreditUsage, DashboardView, RefreshRun } from "../domain/model.js";
 import { assertWritable } from "../storage/mount.js";
 import { type AdminDeps, actorFor, type ChangeOptions, checkId, recordChange } from "./change.js";
-import { auditEventsBody, creditUsageBody, dashboardViewsBody, parseBody, refreshRunsBody, validationFailed } from "./schemas.js";
+import {
+  auditEventsBody,
+  creditUsageBody,
+  dashboardViewsBody,
+  parseBody,
+  refreshRunsBody,
+  validationFailed,
+} from "./schemas.js";
 
 export type DashboardViewInput = z.input<typeof dashboardViewsBody>[number];
 export type RefreshRunInput = z.input<typeof refreshRunsBody>[number];
@@ -22,7 +29,10 @@ export interface HistoryAdmin {
   recordRefreshRuns(items: RefreshRunInput[], options?: ChangeOptions): Promise<{ stored: number }>;
   /** What `/space/credit-usage` reports. */
   recordCreditUsage(items: CreditUsageInput[], options?: ChangeOptions): Promise<{ stored: number }>;
-  /** Host-written audit events; an id already stored is skipped, so a retried batch is delivered by `/audit` exactly once. */
+  /**
+   * Host-written audit events; an id already stored is skipped, so a retried batch is delivered by `/audit` exactly
+   * once.
+   */
   recordAuditEvents(items: AuditEventInput[]): Promise<{ stored: number; skipped: number }>;
 }
 
@@ -30,7 +40,12 @@ export function historyAdmin(deps: AdminDeps): HistoryAdmin {
   const { storage, clock } = deps.ports;
 
   /** Check each distinct referenced id once; 422 names the first item that misses. */
-  async function checkRefs<T>(items: readonly T[], field: keyof T & string, what: string, exists: (id: string) => Promise<unknown>): Promise<void> {
+  async function checkRefs<T>(
+    items: readonly T[],
+    field: keyof T & string,
+    what: string,
+    exists: (id: string) => Promise<unknown>,
+  ): Promise<void> {
     const known = new Map<string, boolean>();
     for (let i = 0; i < items.length; i++) {
       const value = items[i]![field] as unknown;
@@ -53,7 +68,12 @@ export function historyAdmin(deps: AdminDeps): HistoryAdmin {
       await checkRefs(views, "userId", "user", (id) => storage.identity.getUser(id));
       const actor = await actorFor(storage, options);
       await storage.dashboards.appendDashboardViews(views);
-      await recordBatch(deps, "dashboard_view", views.map((v) => teams.get(v.dashboardId)!), actor);
+      await recordBatch(
+        deps,
+        "dashboard_view",
+        views.map((v) => teams.get(v.dashboardId)!),
+        actor,
+      );
       return { stored: views.length };
     },
 
@@ -68,7 +88,12 @@ export function historyAdmin(deps: AdminDeps): HistoryAdmin {
       });
       const actor = await actorFor(storage, options);
       await storage.usage.appendRefreshRuns(runs);
-      await recordBatch(deps, "refresh_run", runs.map((r) => teams.get(r.datasetId)!), actor);
+      await recordBatch(
+        deps,
+        "refresh_run",
+        runs.map((r) => teams.get(r.datasetId)!),
+        actor,
+      );
       return { stored: runs.length };
     },
 
@@ -79,7 +104,12 @@ export function historyAdmin(deps: AdminDeps): HistoryAdmin {
       await checkRefs(items, "userId", "user", (id) => storage.identity.getUser(id));
       const actor = await actorFor(storage, options);
       await storage.usage.appendCreditUsage(items);
-      await recordBatch(deps, "credit_usage", items.map((c) => c.teamId), actor);
+      await recordBatch(
+        deps,
+        "credit_usage",
+        items.map((c) => c.teamId),
+        actor,
+      );
       return { stored: items.length };
     },
 
@@ -103,10 +133,21 @@ export function historyAdmin(deps: AdminDeps): HistoryAdmin {
 }
 
 /** One audit event per team a batch touched, with how many items it carried there. */
-async function recordBatch(deps: AdminDeps, object: string, teamIds: readonly string[], actor: Awaited<ReturnType<typeof actorFor>>): Promise<void> {
+async function recordBatch(
+  deps: AdminDeps,
+  object: string,
+  teamIds: readonly string[],
+  actor: Awaited<ReturnType<typeof actorFor>>,
+): Promise<void> {
   const counts = new Map<string, number>();
   for (const teamId of teamIds) counts.set(teamId, (counts.get(teamId) ?? 0) + 1);
   for (const [teamId, count] of counts) {
-    await recordChange(deps, { teamIds: [teamId], action: `${object}.created`, actor, target: { type: object, id: teamId }, details: { count } });
+    await recordChange(deps, {
+      teamIds: [teamId],
+      action: `${object}.created`,
+      actor,
+      target: { type: object, id: teamId },
+      details: { count },
+    });
   }
 }

@@ -53,11 +53,19 @@ export interface IdentityAdmin {
   listUsers(options?: ListOptions): Promise<ListPage<User>>;
   /** Its memberships and sessions go with it; keys it created keep working. */
   deleteUser(id: string, options?: ChangeOptions): Promise<void>;
-  putMembership(userId: string, teamId: string, input: MembershipInput, options?: ChangeOptions): Promise<Put<Membership>>;
+  putMembership(
+    userId: string,
+    teamId: string,
+    input: MembershipInput,
+    options?: ChangeOptions,
+  ): Promise<Put<Membership>>;
   getMembership(userId: string, teamId: string): Promise<Membership>;
   listMemberships(userId: string): Promise<Membership[]>;
   deleteMembership(userId: string, teamId: string, options?: ChangeOptions): Promise<void>;
-  /** Issue a session token for a user (expiring after `expiresInSeconds`, default 30 days). The plaintext is returned once; only its SHA-256 is kept. */
+  /**
+   * Issue a session token for a user (expiring after `expiresInSeconds`, default 30 days). The plaintext is returned
+   * once; only its SHA-256 is kept.
+   */
   createSession(input: SessionInput, options?: ChangeOptions): Promise<SessionInfo & { token: string }>;
   getSession(id: string): Promise<SessionInfo>;
   deleteSession(id: string, options?: ChangeOptions): Promise<void>;
@@ -84,7 +92,12 @@ export function identityAdmin(deps: AdminDeps): IdentityAdmin {
       const actor = await actorFor(storage, options);
       const created = (await storage.identity.putBusiness(business)) === "created";
       const teams = (await storage.identity.listBusinessTeams(id)).map((t) => t.id);
-      await recordChange(deps, { teamIds: teams, action: putAction("business", created), actor, target: { type: "business", id } });
+      await recordChange(deps, {
+        teamIds: teams,
+        action: putAction("business", created),
+        actor,
+        target: { type: "business", id },
+      });
       return { created, value: business };
     },
     getBusiness: (id) => existing(storage.identity.getBusiness(id), "business"),
@@ -107,11 +120,18 @@ export function identityAdmin(deps: AdminDeps): IdentityAdmin {
       assertWritable(storage.identity, "putTeam");
       checkId(id);
       const body = parseBody(teamBody, input);
-      if (body.businessId !== null) requireRef(await storage.identity.getBusiness(body.businessId), "$.businessId", "business", body.businessId);
+      if (body.businessId !== null)
+        requireRef(await storage.identity.getBusiness(body.businessId), "$.businessId", "business", body.businessId);
       const actor = await actorFor(storage, options);
       const team: Team = { id, ...body };
       const created = (await storage.identity.putTeam(team)) === "created";
-      await recordChange(deps, { teamIds: [id], action: putAction("team", created), actor, target: { type: "team", id }, details: { plan: team.plan } });
+      await recordChange(deps, {
+        teamIds: [id],
+        action: putAction("team", created),
+        actor,
+        target: { type: "team", id },
+        details: { plan: team.plan },
+      });
       return { created, value: team };
     },
     getTeam: (id) => existing(storage.identity.getTeam(id), "team"),
@@ -123,13 +143,16 @@ export function identityAdmin(deps: AdminDeps): IdentityAdmin {
       // The team first: from here on its keys and memberships reach nothing; then what it owned.
       if (!(await storage.identity.deleteTeam(id))) throw notFound("team");
       const now = isoTime(clock.now());
-      for (const key of await storage.credentials.listApiKeys(id)) if (key.revokedAt === null) await storage.credentials.revokeApiKey(key.id, now);
-      for (const dashboard of await storage.dashboards.listDashboards([id])) await storage.dashboards.deleteDashboard(dashboard.id);
+      for (const key of await storage.credentials.listApiKeys(id))
+        if (key.revokedAt === null) await storage.credentials.revokeApiKey(key.id, now);
+      for (const dashboard of await storage.dashboards.listDashboards([id]))
+        await storage.dashboards.deleteDashboard(dashboard.id);
       for (const dataset of await storage.catalog.listDatasets({ teamId: id })) {
         if (dataset.type === "input_table") await storage.tables.deleteTable(dataset.id);
         else await storage.catalog.deleteDataset(dataset.id);
       }
-      for (const connection of await storage.catalog.listConnections(id)) await storage.catalog.deleteConnection(connection.id);
+      for (const connection of await storage.catalog.listConnections(id))
+        await storage.catalog.deleteConnection(connection.id);
       await recordChange(deps, { teamIds: [id], action: "team.deleted", actor, target: { type: "team", id } });
     },
 
@@ -139,7 +162,12 @@ export function identityAdmin(deps: AdminDeps): IdentityAdmin {
       const user: User = { id, ...parseBody(userBody, input) };
       const actor = await actorFor(storage, options);
       const created = (await storage.identity.putUser(user)) === "created";
-      await recordChange(deps, { teamIds: await teamsOfUser(id), action: putAction("user", created), actor, target: { type: "user", id } });
+      await recordChange(deps, {
+        teamIds: await teamsOfUser(id),
+        action: putAction("user", created),
+        actor,
+        target: { type: "user", id },
+      });
       return { created, value: user };
     },
     getUser: (id) => existing(storage.identity.getUser(id), "user"),
@@ -211,7 +239,12 @@ export function identityAdmin(deps: AdminDeps): IdentityAdmin {
         expiresAt: new Date(now + (body.expiresInSeconds ?? DEFAULT_SESSION_SECONDS) * 1000).toISOString(),
       };
       await storage.credentials.insertSession(session);
-      await recordChange(deps, { teamIds: await teamsOfUser(body.userId), action: "session.created", actor, target: { type: "session", id: session.id } });
+      await recordChange(deps, {
+        teamIds: await teamsOfUser(body.userId),
+        action: "session.created",
+        actor,
+        target: { type: "session", id: session.id },
+      });
       return { id: session.id, token, userId: session.userId, expiresAt: session.expiresAt };
     },
     async getSession(id) {
@@ -223,7 +256,12 @@ export function identityAdmin(deps: AdminDeps): IdentityAdmin {
       const actor = await actorFor(storage, options);
       const session = await existing(storage.credentials.getSession(id), "session");
       if (!(await storage.credentials.deleteSession(id))) throw notFound("session");
-      await recordChange(deps, { teamIds: await teamsOfUser(session.userId), action: "session.deleted", actor, target: { type: "session", id } });
+      await recordChange(deps, {
+        teamIds: await teamsOfUser(session.userId),
+        action: "session.deleted",
+        actor,
+        target: { type: "session", id },
+      });
     },
   };
 }

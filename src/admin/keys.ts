@@ -48,7 +48,9 @@ export function keyAdmin(deps: AdminDeps): KeyAdmin {
   const { storage, clock } = deps.ports;
   const isoNow = () => isoTime(clock.now());
 
-  async function recordAuditEvent(input: Omit<AuditEvent, "id" | "time"> & { id?: string; time?: string }): Promise<AuditEvent> {
+  async function recordAuditEvent(
+    input: Omit<AuditEvent, "id" | "time"> & { id?: string; time?: string },
+  ): Promise<AuditEvent> {
     const event: AuditEvent = { ...input, id: input.id ?? eventId(), time: input.time ?? isoNow() };
     await storage.audit.appendAuditEvent(event, clock.now());
     return event;
@@ -61,7 +63,8 @@ export function keyAdmin(deps: AdminDeps): KeyAdmin {
       if (!teamDatasets.has(id)) throw validationFailed(`$.allowlist.datasets[${i}]`, `unknown dataset ${id}`);
     });
     allowlist.tables.forEach((id, i) => {
-      if (teamDatasets.get(id)?.type !== "input_table") throw validationFailed(`$.allowlist.tables[${i}]`, `unknown table ${id}`);
+      if (teamDatasets.get(id)?.type !== "input_table")
+        throw validationFailed(`$.allowlist.tables[${i}]`, `unknown table ${id}`);
     });
     const connections = new Set((await storage.catalog.listConnections(teamId)).map((c) => c.id));
     allowlist.connections.forEach((id, i) => {
@@ -124,7 +127,12 @@ export function keyAdmin(deps: AdminDeps): KeyAdmin {
       const actor = await actorFor(storage, { actorUserId: by?.userId ?? null });
       const revoked = await storage.credentials.revokeApiKey(id, isoNow());
       if (!revoked) throw notFound("api key");
-      await recordChange(deps, { teamIds: [revoked.teamId], action: "api_key.revoked", actor, target: { type: "api_key", id } });
+      await recordChange(deps, {
+        teamIds: [revoked.teamId],
+        action: "api_key.revoked",
+        actor,
+        target: { type: "api_key", id },
+      });
       return info(revoked);
     },
 
@@ -133,7 +141,12 @@ export function keyAdmin(deps: AdminDeps): KeyAdmin {
       const actor = await actorFor(storage, options);
       const revoked = await storage.credentials.revokeApiKey(id, isoNow());
       if (!revoked) throw notFound("api key");
-      await recordChange(deps, { teamIds: [revoked.teamId], action: "api_key.deleted", actor, target: { type: "api_key", id } });
+      await recordChange(deps, {
+        teamIds: [revoked.teamId],
+        action: "api_key.deleted",
+        actor,
+        target: { type: "api_key", id },
+      });
     },
 
     recordAuditEvent,

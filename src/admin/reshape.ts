@@ -67,7 +67,8 @@ export function dropRefused(names: readonly string[]): ApiError {
 export function checkDeclaredColumns(columns: readonly Column[], reservedPrefix: boolean): void {
   const names = new Set<string>();
   columns.forEach((column, i) => {
-    if (reservedPrefix && column.name.startsWith("_")) throw validationFailed(`$.columns[${i}].name`, "names starting with _ are reserved");
+    if (reservedPrefix && column.name.startsWith("_"))
+      throw validationFailed(`$.columns[${i}].name`, "names starting with _ are reserved");
     if (names.has(column.name)) throw validationFailed(`$.columns[${i}].name`, `duplicate column ${column.name}`);
     names.add(column.name);
   });
@@ -87,7 +88,12 @@ export function checkDropColumns(
   });
 }
 
-function reshape(row: Row, columns: readonly Column[], where: { line: number } | { rowId: string }, keepReserved: boolean): Row {
+function reshape(
+  row: Row,
+  columns: readonly Column[],
+  where: { line: number } | { rowId: string },
+  keepReserved: boolean,
+): Row {
   const out = emptyRow();
   if (keepReserved) for (const name of Object.keys(row)) if (isReservedField(name)) out[name] = row[name];
   for (const { name, type } of columns) {
@@ -95,9 +101,14 @@ function reshape(row: Row, columns: readonly Column[], where: { line: number } |
     const value = row[name];
     const converted = conformValue(value, type);
     if (converted === undefined) {
-      throw new ApiError(409, "conflict", `column ${JSON.stringify(name)} cannot become ${type ?? "untyped"}: a stored value does not convert; nothing was changed`, {
-        details: { column: name, ...where, value },
-      });
+      throw new ApiError(
+        409,
+        "conflict",
+        `column ${JSON.stringify(name)} cannot become ${type ?? "untyped"}: a stored value does not convert; nothing was changed`,
+        {
+          details: { column: name, ...where, value },
+        },
+      );
     }
     out[name] = converted;
   }

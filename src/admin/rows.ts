@@ -16,7 +16,12 @@ export interface RowsAdmin {
    * naming its line) stores nothing. Columns are inferred as for webhook
    * rows unless the dataset declares them. Answers the dataset as stored.
    */
-  uploadDatasetRows(id: string, mode: RowsMode, body: StreamBody, options?: UploadOptions): Promise<UploadOrConnectionDataset>;
+  uploadDatasetRows(
+    id: string,
+    mode: RowsMode,
+    body: StreamBody,
+    options?: UploadOptions,
+  ): Promise<UploadOrConnectionDataset>;
   /** The same from rows in hand (objects, nested ones flattened as in an upload). */
   writeDatasetRows(
     id: string,
@@ -34,7 +39,12 @@ export type UploadOptions = ChangeOptions & UploadProgressOptions;
 export function rowsAdmin(deps: AdminDeps): RowsAdmin {
   const { storage } = deps.ports;
 
-  async function upload(id: string, mode: RowsMode, body: StreamBody, options?: UploadOptions): Promise<UploadOrConnectionDataset> {
+  async function upload(
+    id: string,
+    mode: RowsMode,
+    body: StreamBody,
+    options?: UploadOptions,
+  ): Promise<UploadOrConnectionDataset> {
     assertWritable(storage.rows, "writeDatasetRows");
     checkId(id);
     const dataset = await storage.catalog.getDataset(id);

@@ -68,7 +68,7 @@ export function tableAdmin(deps: AdminDeps): TableAdmin {
     if (current.columns.length > 0 && current.columns.every((c) => kept.has(c.name))) return;
     const lose = valuesLost(columns, dropColumns, true);
     const lost = new Set<string>();
-    for (let after: RowKey | null = null; ; ) {
+    for (let after: RowKey | null = null; ;) {
       const query = { offset: 0, limit: SCAN_PAGE, count: false, after };
       const page: TableRowsPage = await storage.tables.listTableRows(id, query);
       for (const row of page.rows) for (const name of lose(row)) lost.add(name);
@@ -93,13 +93,22 @@ export function tableAdmin(deps: AdminDeps): TableAdmin {
       if (body.columns) checkDeclaredColumns(body.columns, true);
       checkDropColumns(body.columns, body.dropColumns);
       const dataset = await storage.catalog.getDataset(id);
-      if (dataset && dataset.type !== "input_table") throw new ApiError(409, "conflict", `${id} is a dataset; datasets and tables share ids`);
+      if (dataset && dataset.type !== "input_table")
+        throw new ApiError(409, "conflict", `${id} is a dataset; datasets and tables share ids`);
       const current = await storage.tables.getTable(id);
-      if (current && current.teamId !== body.teamId) throw validationFailed("$.teamId", "a table cannot move to another team");
+      if (current && current.teamId !== body.teamId)
+        throw validationFailed("$.teamId", "a table cannot move to another team");
       const actor = await actorFor(storage, options);
       // Omitted keeps the declaration; null removes it (any shape again).
       const columns = body.columns === undefined ? (current?.columns ?? []) : (body.columns ?? []);
-      const table: TableRecord = { id, teamId: body.teamId, name: body.name, columns, rowCount: current?.rowCount ?? 0, updatedAt: isoNow(deps) };
+      const table: TableRecord = {
+        id,
+        teamId: body.teamId,
+        name: body.name,
+        columns,
+        rowCount: current?.rowCount ?? 0,
+        updatedAt: isoNow(deps),
+      };
       // Rows already stored take the new declaration (or the put is refused, 409, writing nothing).
       const reshaping = columns.length > 0 && current !== null && columnsChanged(current.columns, columns);
       const dropColumns = body.dropColumns ?? [];
@@ -119,11 +128,19 @@ export function tableAdmin(deps: AdminDeps): TableAdmin {
       const actor = await actorFor(storage, options);
       const table = await existing(id);
       if (!(await storage.tables.deleteTable(id))) throw notFound("table");
-      await recordChange(deps, { teamIds: [table.teamId], action: "table.deleted", actor, target: { type: "table", id } });
+      await recordChange(deps, {
+        teamIds: [table.teamId],
+        action: "table.deleted",
+        actor,
+        target: { type: "table", id },
+      });
     },
     async tableEditLog(tableId, page = {}) {
       await existing(tableId);
-      return storage.tables.listEditLog(tableId, { offset: Math.max(0, page.offset ?? 0), limit: Math.max(0, page.limit ?? 1000) });
+      return storage.tables.listEditLog(tableId, {
+        offset: Math.max(0, page.offset ?? 0),
+        limit: Math.max(0, page.limit ?? 1000),
+      });
     },
   };
 }

@@ -63,15 +63,26 @@ export interface WebhookAdmin {
    * secret must carry base64 key bytes). With `overlapSeconds` the secret it
    * replaces is accepted too until the overlap ends (audited with its end).
    */
-  setWebhookSecret(connectionId: string, secret: string, options?: WebhookSecretOptions): Promise<WebhookConnectionInfo>;
+  setWebhookSecret(
+    connectionId: string,
+    secret: string,
+    options?: WebhookSecretOptions,
+  ): Promise<WebhookConnectionInfo>;
   /**
    * Replace the secret by a new random `whsec_` secret, returned once.
    * Deliveries signed with the old one fail from now on, or, with
    * `overlapSeconds`, once the overlap ends.
    */
-  rotateWebhookSecret(connectionId: string, options?: WebhookSecretOptions): Promise<{ connection: WebhookConnectionInfo; secret: string }>;
+  rotateWebhookSecret(
+    connectionId: string,
+    options?: WebhookSecretOptions,
+  ): Promise<{ connection: WebhookConnectionInfo; secret: string }>;
   /** How deliveries must be signed from the next one on; null: back to `auto`. An unknown scheme is 422. */
-  setWebhookSignature(connectionId: string, signature: WebhookSignature | null, by?: ChangedBy): Promise<WebhookConnectionInfo>;
+  setWebhookSignature(
+    connectionId: string,
+    signature: WebhookSignature | null,
+    by?: ChangedBy,
+  ): Promise<WebhookConnectionInfo>;
   /** Accept unsigned deliveries again (every secret goes). */
   removeWebhookSecret(connectionId: string, by?: ChangedBy): Promise<WebhookConnectionInfo>;
   /** Keep the most recent `retainRows` rows (1–1,000,000); lowering it trims at once. */
@@ -96,13 +107,17 @@ export function webhookAdmin(ports: Ports, settings: ApiSettings): WebhookAdmin 
     retainRows: endpoint.retainRows ?? settings.webhookRetainRows,
     signature: { ...endpoint.signature },
     previousSecretValidUntil:
-      endpoint.previousSecret && endpoint.previousSecret.validUntilMs > clock.now() ? isoTime(endpoint.previousSecret.validUntilMs) : null,
+      endpoint.previousSecret && endpoint.previousSecret.validUntilMs > clock.now()
+        ? isoTime(endpoint.previousSecret.validUntilMs)
+        : null,
   });
 
   async function actorOf(by: ChangedBy): Promise<Actor> {
     const user = by ? await storage.identity.getUser(by.userId) : null;
     if (by && !user) throw notFound("user");
-    return user ? { type: "user", id: user.id, email: user.email } : { type: "system", id: "host", name: "host application" };
+    return user
+      ? { type: "user", id: user.id, email: user.email }
+      : { type: "system", id: "host", name: "host application" };
   }
 
   async function endpointOf(connectionId: string): Promise<WebhookEndpoint> {
@@ -152,7 +167,8 @@ export function webhookAdmin(ports: Ports, settings: ApiSettings): WebhookAdmin 
       const team = await storage.identity.getTeam(input.teamId);
       if (!team) throw notFound("team");
       const name = input.name.trim();
-      if (name === "" || name.length > 200) throw invalid("name", "a webhook connection needs a name of 1 to 200 characters");
+      if (name === "" || name.length > 200)
+        throw invalid("name", "a webhook connection needs a name of 1 to 200 characters");
       const secret = input.signingSecret ?? null;
       if (secret !== null) checkSecret(secret);
       if (input.retainRows !== undefined) checkRetention(input.retainRows);
@@ -202,13 +218,20 @@ export function webhookAdmin(ports: Ports, settings: ApiSettings): WebhookAdmin 
     async rotateWebhookSecret(connectionId, options = {}) {
       const previousSecretValidUntil = overlapEnd(options.overlapSeconds);
       const secret = generateWebhookSecret();
-      const connection = await change(connectionId, { signingSecret: secret, previousSecretValidUntil }, "webhook.secret.rotated", options.by);
+      const connection = await change(
+        connectionId,
+        { signingSecret: secret, previousSecretValidUntil },
+        "webhook.secret.rotated",
+        options.by,
+      );
       return { connection, secret };
     },
 
     async setWebhookSignature(connectionId, signature, by) {
       if (signature !== null) checkSignature(signature);
-      return change(connectionId, { signature }, "webhook.signature.changed", by, { signature: signature ?? { scheme: "auto" } });
+      return change(connectionId, { signature }, "webhook.signature.changed", by, {
+        signature: signature ?? { scheme: "auto" },
+      });
     },
 
     async removeWebhookSecret(connectionId, by) {
@@ -222,12 +245,16 @@ export function webhookAdmin(ports: Ports, settings: ApiSettings): WebhookAdmin 
   };
 }
 
-/** A Standard Webhooks secret: `whsec_` + base64 of 32 random bytes. Works for the hex scheme too (keyed by the whole string). */
+/**
+ * A Standard Webhooks secret: `whsec_` + base64 of 32 random bytes. Works for the hex scheme too (keyed by the whole
+ * string).
+ */
 export function generateWebhookSecret(): string {
   return `whsec_${randomBytes(32).toString("base64")}`;
 }
 
-const invalid = (parameter: string, message: string) => new ApiError(400, "invalid_parameter", message, { details: { parameter } });
+const invalid = (parameter: string, message: string) =>
+  new ApiError(400, "invalid_parameter", message, { details: { parameter } });
 
 function checkSecret(secret: string): void {
   if (typeof secret !== "string" || secret.trim() === "" || secret.length > 1024) {
@@ -247,7 +274,10 @@ function checkSignature(signature: WebhookSignature): void {
 function overlapEndAt(nowMs: number, overlapSeconds: number | undefined): string | null {
   if (overlapSeconds === undefined || overlapSeconds === 0) return null;
   if (!Number.isInteger(overlapSeconds) || overlapSeconds < 0 || overlapSeconds > MAX_SECRET_OVERLAP_SECONDS) {
-    throw validationFailed("$.overlapSeconds", `overlapSeconds is an integer from 0 to ${MAX_SECRET_OVERLAP_SECONDS} (7 days)`);
+    throw validationFailed(
+      "$.overlapSeconds",
+      `overlapSeconds is an integer from 0 to ${MAX_SECRET_OVERLAP_SECONDS} (7 days)`,
+    );
   }
   return isoTime(nowMs + overlapSeconds * 1000);
 }

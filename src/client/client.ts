@@ -1,7 +1,15 @@
 import { DataportError, type ResponseMeta } from "./errors.js";
 import { collect, type CollectOptions, paged, type Paged } from "./paging.js";
 import { query, seg } from "./url.js";
-import { type Answer, call, type CallOptions, callStream, createTransport, lowerCased, type TransportConfig } from "./transport.js";
+import {
+  type Answer,
+  call,
+  type CallOptions,
+  callStream,
+  createTransport,
+  lowerCased,
+  type TransportConfig,
+} from "./transport.js";
 import type {
   AuditEvent,
   AuditFeedEvent,
@@ -95,11 +103,17 @@ export function createClient(options: ClientOptions) {
     if (meta) metas.set(value, meta);
     return value;
   };
-  const send = <T>(method: string, path: string, extra: CallOptions = {}) => call<T>(transport, method, path, extra).then(remember);
+  const send = <T>(method: string, path: string, extra: CallOptions = {}) =>
+    call<T>(transport, method, path, extra).then(remember);
   const get = <T>(path: string, query?: URLSearchParams, extra: Omit<CallOptions, "query"> = {}) =>
     send<T>("GET", path, { ...extra, query });
   const team = (teamId: string | undefined) => query({ teamId: teamId ?? options.teamId });
-  const at = (opts: RequestOptions): CallOptions => ({ signal: opts.signal, timeoutMs: opts.timeoutMs, retries: opts.retries, headers: lowerCased(opts.headers) });
+  const at = (opts: RequestOptions): CallOptions => ({
+    signal: opts.signal,
+    timeoutMs: opts.timeoutMs,
+    retries: opts.retries,
+    headers: lowerCased(opts.headers),
+  });
 
   const datasets = {
     /** One page of the dataset's changes after `cursor` (docs/changes.md). */
@@ -116,10 +130,15 @@ export function createClient(options: ClientOptions) {
      * Every row, page by page with cursors (keyset paging: each page costs
      * what the first does) until `hasMore` is false; `.collect({ max })` for an array.
      */
-    iterateRows: <R extends Row = Row>(id: string, q: Omit<DatasetRowsQuery<R>, "maxRows"> & PageOptions = {}): Paged<R> =>
+    iterateRows: <R extends Row = Row>(
+      id: string,
+      q: Omit<DatasetRowsQuery<R>, "maxRows"> & PageOptions = {},
+    ): Paged<R> =>
       paged(() => {
         const { offset: _offset, ...rest } = q;
-        return pages(q.offset ?? 0, (at) => datasets.rows<R>(id, { ...(at.cursor === undefined ? q : rest), ...at, maxRows: q.pageSize ?? MAX_PAGE }));
+        return pages(q.offset ?? 0, (at) =>
+          datasets.rows<R>(id, { ...(at.cursor === undefined ? q : rest), ...at, maxRows: q.pageSize ?? MAX_PAGE }),
+        );
       }),
     /**
      * The rows as a CSV or NDJSON download, streamed: the body's bytes as
@@ -139,7 +158,10 @@ export function createClient(options: ClientOptions) {
   };
 
   /** One page of a connection query: rows by default, GeoJSON with `format: "geojson"`. */
-  function queryConnection<R extends Row = Row>(id: string, q?: TabularQuery & RequestOptions): Promise<ConnectionQueryRows<R>>;
+  function queryConnection<R extends Row = Row>(
+    id: string,
+    q?: TabularQuery & RequestOptions,
+  ): Promise<ConnectionQueryRows<R>>;
   function queryConnection(id: string, q: GeoJsonQuery & RequestOptions): Promise<ConnectionQueryGeoJson>;
   function queryConnection(id: string, q?: ConnectionQuery & RequestOptions): Promise<ConnectionQueryResult>;
   function queryConnection(id: string, q: ConnectionQuery & RequestOptions = {}): Promise<ConnectionQueryResult> {
@@ -166,7 +188,10 @@ export function createClient(options: ClientOptions) {
      * rows returned) until `hasMore` is false. Each page is a query of its own
      * (cached, rate-limited like any other).
      */
-    iterateRows: <R extends Row = Row>(id: string, q: Omit<ConnectionQuery, "limit" | "format" | "params"> & PageOptions = {}): Paged<R> =>
+    iterateRows: <R extends Row = Row>(
+      id: string,
+      q: Omit<ConnectionQuery, "limit" | "format" | "params"> & PageOptions = {},
+    ): Paged<R> =>
       paged(async function* () {
         const { pageSize, ...rest } = q;
         let offset = q.offset ?? 0;
@@ -180,20 +205,32 @@ export function createClient(options: ClientOptions) {
   };
 
   function dashboardViews(id: string, q?: { days?: number; by?: "day" } & RequestOptions): Promise<DashboardViewsByDay>;
-  function dashboardViews(id: string, q: { days?: number; by: "viewer" } & RequestOptions): Promise<DashboardViewsByViewer>;
-  function dashboardViews(id: string, q?: { days?: number; by?: "day" | "viewer" } & RequestOptions): Promise<DashboardViews>;
-  function dashboardViews(id: string, q: { days?: number; by?: "day" | "viewer" } & RequestOptions = {}): Promise<DashboardViews> {
+  function dashboardViews(
+    id: string,
+    q: { days?: number; by: "viewer" } & RequestOptions,
+  ): Promise<DashboardViewsByViewer>;
+  function dashboardViews(
+    id: string,
+    q?: { days?: number; by?: "day" | "viewer" } & RequestOptions,
+  ): Promise<DashboardViews>;
+  function dashboardViews(
+    id: string,
+    q: { days?: number; by?: "day" | "viewer" } & RequestOptions = {},
+  ): Promise<DashboardViews> {
     return get<DashboardViews>(`/dashboards/${seg(id)}/views`, query({ days: q.days, by: q.by }), at(q));
   }
 
   const tables = {
     /** One page of rows. */
-    rows: (id: string, q: TableRowsOptions & RequestOptions = {}) => get<TableRowsPage>(`/tables/${seg(id)}/rows`, tableRowsQuery(q), at(q)),
+    rows: (id: string, q: TableRowsOptions & RequestOptions = {}) =>
+      get<TableRowsPage>(`/tables/${seg(id)}/rows`, tableRowsQuery(q), at(q)),
     /** Every row, page by page with cursors until `hasMore` is false. */
     iterateRows: (id: string, q: Omit<TableRowsOptions, "limit"> & PageOptions = {}): Paged<TableRow> =>
       paged(() => {
         const { offset: _offset, ...rest } = q;
-        return pages(q.offset ?? 0, (at) => tables.rows(id, { ...(at.cursor === undefined ? q : rest), ...at, limit: q.pageSize ?? MAX_PAGE }));
+        return pages(q.offset ?? 0, (at) =>
+          tables.rows(id, { ...(at.cursor === undefined ? q : rest), ...at, limit: q.pageSize ?? MAX_PAGE }),
+        );
       }),
     /** The rows as a CSV or NDJSON download, streamed (every row unless `limit` says otherwise). */
     export: (id: string, q: TableRowsOptions & { format: ExportFormat } & RequestOptions) =>
@@ -209,18 +246,28 @@ export function createClient(options: ClientOptions) {
     ) => get<AggregatePage<K, M>>(`/tables/${seg(id)}/aggregate`, aggregateQuery(q), at(q)),
     /** Adds a row (201). Retries reuse one `Idempotency-Key`, so a retried insert is stored once. */
     insert: (id: string, values: Row, opts: { idempotencyKey?: string } & RequestOptions = {}) =>
-      send<TableRow>("POST", `/tables/${seg(id)}/rows`, { ...at(opts), idempotencyKey: opts.idempotencyKey, body: values }),
+      send<TableRow>("POST", `/tables/${seg(id)}/rows`, {
+        ...at(opts),
+        idempotencyKey: opts.idempotencyKey,
+        body: values,
+      }),
     /**
      * Changes columns; with `expectedUpdatedAt` a row changed since then is refused with 409 `conflict`.
      * Retries reuse one `Idempotency-Key`, so a retry whose first attempt succeeded gets that answer, not a 409.
      */
-    update: (id: string, rowId: string, values: Row, opts: { expectedUpdatedAt?: string; idempotencyKey?: string } & RequestOptions = {}) =>
+    update: (
+      id: string,
+      rowId: string,
+      values: Row,
+      opts: { expectedUpdatedAt?: string; idempotencyKey?: string } & RequestOptions = {},
+    ) =>
       send<TableRow>("PATCH", `/tables/${seg(id)}/rows/${seg(rowId)}`, {
         ...at(opts),
         idempotencyKey: opts.idempotencyKey,
         body: opts.expectedUpdatedAt === undefined ? values : { ...values, expectedUpdatedAt: opts.expectedUpdatedAt },
       }),
-    delete: (id: string, rowId: string, opts: RequestOptions = {}) => send<{ deleted: true }>("DELETE", `/tables/${seg(id)}/rows/${seg(rowId)}`, at(opts)),
+    delete: (id: string, rowId: string, opts: RequestOptions = {}) =>
+      send<{ deleted: true }>("DELETE", `/tables/${seg(id)}/rows/${seg(rowId)}`, at(opts)),
   };
 
   function readChanges(kind: "tables" | "datasets", id: string, q: ChangesQuery & RequestOptions): Promise<ChangesPage> {
@@ -271,7 +318,13 @@ export function createClient(options: ClientOptions) {
   function readAudit<E = AuditEvent>(q: AuditQuery & { format: "raw" } & RequestOptions): Promise<AuditPage<E>>;
   function readAudit<E = AuditFeedEvent>(q?: AuditQuery & RequestOptions): Promise<AuditPage<E>>;
   function readAudit<E>(q: AuditQuery & RequestOptions = {}): Promise<AuditPage<E>> {
-    const params = query({ cursor: q.cursor, limit: q.limit, format: q.format, since: q.since, teamId: q.teamId ?? options.teamId });
+    const params = query({
+      cursor: q.cursor,
+      limit: q.limit,
+      format: q.format,
+      since: q.since,
+      teamId: q.teamId ?? options.teamId,
+    });
     for (const category of q.category ?? []) params.append("category", category);
     return get<AuditPage<E>>("/audit", params, at(q));
   }
@@ -315,7 +368,9 @@ export function createClient(options: ClientOptions) {
     connections,
     dashboards: {
       list: (opts: { teamId?: string } & RequestOptions = {}) =>
-        get<{ dashboards: Dashboard[] }>("/dashboards", team(opts.teamId), at(opts)).then((r) => carry(r, r.dashboards)),
+        get<{ dashboards: Dashboard[] }>("/dashboards", team(opts.teamId), at(opts)).then((r) =>
+          carry(r, r.dashboards),
+        ),
       views: dashboardViews,
     },
     space: (object: SpaceObjectName, q: { days?: number; teamId?: string } & RequestOptions = {}) =>
@@ -323,7 +378,8 @@ export function createClient(options: ClientOptions) {
     tables,
     audit: { read: readAudit, poll: pollAudit },
     /** The OpenAPI 3.1 document (no token sent). */
-    openapi: (opts: RequestOptions = {}) => get<Record<string, unknown>>("/openapi.json", undefined, { ...at(opts), anonymous: true }),
+    openapi: (opts: RequestOptions = {}) =>
+      get<Record<string, unknown>>("/openapi.json", undefined, { ...at(opts), anonymous: true }),
     /**
      * The metadata of the answer a result came from: request id, rate limit,
      * status, attempts. Undefined for a value this client did not return.
@@ -341,7 +397,10 @@ export function createClient(options: ClientOptions) {
  */
 async function* pages<R>(
   offset: number,
-  read: (at: { cursor?: string; offset?: number }) => Promise<{ data: R[]; metadata: { hasMore: boolean; nextCursor?: string | null } }>,
+  read: (at: {
+    cursor?: string;
+    offset?: number;
+  }) => Promise<{ data: R[]; metadata: { hasMore: boolean; nextCursor?: string | null } }>,
 ): AsyncGenerator<R> {
   let page = await read(offset === 0 ? {} : { offset });
   for (;;) {

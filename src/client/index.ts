@@ -1,4 +1,12 @@
-export { createClient, type ClientOptions, type DataportClient, type PageOptions, type PollOptions, type RequestOptions, type TableRowsOptions } from "./client.js";
+export {
+  createClient,
+  type ClientOptions,
+  type DataportClient,
+  type PageOptions,
+  type PollOptions,
+  type RequestOptions,
+  type TableRowsOptions,
+} from "./client.js";
 export {
   AuthenticationError,
   BadRequestError,
@@ -20,5 +28,12 @@ export {
 } from "./errors.js";
 export { collect, type CollectOptions, type Paged } from "./paging.js";
 export { CLIENT_VERSION } from "./runtime.js";
-export { parseRetryAfter, RETRY_COUNT_HEADER, type FetchLike, type RequestInfo, type RetryOptions, type TransportConfig } from "./transport.js";
+export {
+  parseRetryAfter,
+  RETRY_COUNT_HEADER,
+  type FetchLike,
+  type RequestInfo,
+  type RetryOptions,
+  type TransportConfig,
+} from "./transport.js";
 export type * from "./types.js";

@@ -23,7 +23,8 @@ export function paged<T>(generate: () => AsyncGenerator<T, void, undefined>): Pa
  */
 export async function collect<T>(items: AsyncIterable<T>, options: CollectOptions): Promise<T[]> {
   const { max } = options;
-  if (!Number.isSafeInteger(max) || max < 1) throw new RangeError(`collect: max must be a positive integer, not ${String(max)}`);
+  if (!Number.isSafeInteger(max) || max < 1)
+    throw new RangeError(`collect: max must be a positive integer, not ${String(max)}`);
   const out: T[] = [];
   for await (const item of items) {
     out.push(item);

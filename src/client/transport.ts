@@ -1,4 +1,12 @@
-import { DataportError, errorForResponse, isErrorEnvelope, NetworkError, type RateLimitInfo, type ResponseMeta, TimeoutError } from "./errors.js";
+import {
+  DataportError,
+  errorForResponse,
+  isErrorEnvelope,
+  NetworkError,
+  type RateLimitInfo,
+  type ResponseMeta,
+  TimeoutError,
+} from "./errors.js";
 import { defaultUserAgent, serverRuntime } from "./runtime.js";
 
 export type FetchLike = (request: Request) => Promise<Response>;
@@ -35,13 +43,22 @@ export interface TransportOptions {
   onResponse: ((meta: ResponseMeta) => void) | undefined;
   /** Called before every attempt is sent. */
   onRequest: ((info: RequestInfo) => void) | undefined;
-  /** Send `Dataport-Retry-Count` on retries (not from browsers: a header the API's CORS does not list would fail the preflight). */
+  /**
+   * Send `Dataport-Retry-Count` on retries (not from browsers: a header the API's CORS does not list would fail the
+   * preflight).
+   */
   retryCountHeader: boolean;
 }
 
-/** What a client is configured with: the API it calls, how, and what it is told. Shared by `createClient` and `createAdminClient`. */
+/**
+ * What a client is configured with: the API it calls, how, and what it is told. Shared by `createClient` and
+ * `createAdminClient`.
+ */
 export interface TransportConfig {
-  /** The API base, ending in the version prefix: `https://bi.example.com/api/v1` (`…/api/admin/v1` for the admin client). */
+  /**
+   * The API base, ending in the version prefix: `https://bi.example.com/api/v1` (`…/api/admin/v1` for the admin
+   * client).
+   */
   baseUrl: string;
   /** An API key or a session token (the admin token for the admin client). */
   token: string;
@@ -166,14 +183,20 @@ const keyStillWriting = (status: number, text: string, retryOn: "any" | "refused
   status === 409 && retryOn === "any" && envelopeOf(text)?.error.code === "idempotency_key_in_use";
 
 /** What one attempt came to: an answer read whole, or a failure before one. */
-type Attempt = { kind: "answer"; response: Response; text: string } | { kind: "timeout" } | { kind: "network"; error: unknown };
+type Attempt =
+  { kind: "answer"; response: Response; text: string } | { kind: "timeout" } | { kind: "network"; error: unknown };
 
 /**
  * One call: build the request, send it, retry 429 and 5xx answers, network
  * failures and timeouts with backoff honouring `Retry-After` (jittered),
  * parse JSON, raise a DataportError for anything else.
  */
-export async function call<T>(transport: TransportOptions, method: string, path: string, options: CallOptions = {}): Promise<Answer<T>> {
+export async function call<T>(
+  transport: TransportOptions,
+  method: string,
+  path: string,
+  options: CallOptions = {},
+): Promise<Answer<T>> {
   const url = transport.baseUrl + path + (options.query && [...options.query].length > 0 ? `?${options.query}` : "");
   const headers: Record<string, string> = { accept: "application/json", ...transport.headers, ...options.headers };
   if (!options.anonymous) headers.authorization = `Bearer ${transport.token}`;
@@ -187,7 +210,8 @@ export async function call<T>(transport: TransportOptions, method: string, path:
   const retryOn = options.retryOn ?? "any";
   // One key per logical write, the same on every retry, so the server applies it once
   // (and answers a retry whose first attempt succeeded with that first answer).
-  if ((method === "POST" || method === "PATCH") && retryOn === "any") headers["idempotency-key"] = options.idempotencyKey ?? transport.newIdempotencyKey();
+  if ((method === "POST" || method === "PATCH") && retryOn === "any")
+    headers["idempotency-key"] = options.idempotencyKey ?? transport.newIdempotencyKey();
   const timeoutMs = options.timeoutMs ?? transport.timeoutMs;
 
   // A stream is read by its first attempt: there is nothing left to send again.
@@ -199,7 +223,12 @@ export async function call<T>(transport: TransportOptions, method: string, path:
     transport.onRequest?.({ method, url, attempt: attempt + 1, headers: shown(headers) });
     const payload = body();
     // `duplex: "half"` sends a stream as it is read (Node, Bun and Deno require it for a stream body).
-    const init: RequestInit & { duplex?: "half" } = { method, headers, body: payload ?? null, ...(payload instanceof ReadableStream && { duplex: "half" }) };
+    const init: RequestInit & { duplex?: "half" } = {
+      method,
+      headers,
+      body: payload ?? null,
+      ...(payload instanceof ReadableStream && { duplex: "half" }),
+    };
     const outcome = await send(transport, (signal) => new Request(url, { ...init, signal }), options.signal, timeoutMs);
     const last = attempt >= retries;
     if (outcome.kind !== "answer") {
@@ -208,9 +237,16 @@ export async function call<T>(transport: TransportOptions, method: string, path:
         continue;
       }
       if (outcome.kind === "timeout") {
-        throw new TimeoutError(0, null, null, null, { code: "timeout", message: `no answer from ${method} ${path} within ${timeoutMs} ms (${attempt + 1} attempts)` });
+        throw new TimeoutError(0, null, null, null, {
+          code: "timeout",
+          message: `no answer from ${method} ${path} within ${timeoutMs} ms (${attempt + 1} attempts)`,
+        });
       }
-      throw new NetworkError(0, null, null, null, { code: "network_error", message: `${method} ${path} failed: ${messageOf(outcome.error)}`, cause: outcome.error });
+      throw new NetworkError(0, null, null, null, {
+        code: "network_error",
+        message: `${method} ${path} failed: ${messageOf(outcome.error)}`,
+        cause: outcome.error,
+      });
     }
     const { response, text } = outcome;
     const meta = metaOf(response, attempt + 1, performance.now() - startedAt);
@@ -220,7 +256,8 @@ export async function call<T>(transport: TransportOptions, method: string, path:
     }
     const retryable = RETRYABLE(response.status) || keyStillWriting(response.status, text, retryOn);
     if (retryable && !last && (retryOn === "any" || response.status === 429)) {
-      const wait = meta.retryAfter === null ? backoff(transport, attempt) : retryAfterWait(transport, meta.retryAfter * 1000);
+      const wait =
+        meta.retryAfter === null ? backoff(transport, attempt) : retryAfterWait(transport, meta.retryAfter * 1000);
       if (wait !== null) {
         await transport.sleep(wait, options.signal);
         continue;
@@ -236,7 +273,12 @@ export async function call<T>(transport: TransportOptions, method: string, path:
  * answer. The caller's abort wins and is rethrown as it is. A fetch that
  * ignores its signal still cannot hold the call past the timeout.
  */
-async function send(transport: TransportOptions, request: (signal: AbortSignal) => Request, signal: AbortSignal | undefined, timeoutMs: number): Promise<Attempt> {
+async function send(
+  transport: TransportOptions,
+  request: (signal: AbortSignal) => Request,
+  signal: AbortSignal | undefined,
+  timeoutMs: number,
+): Promise<Attempt> {
   const controller = new AbortController();
   const onAbort = () => controller.abort(signal!.reason);
   signal?.addEventListener("abort", onAbort, { once: true });
@@ -330,7 +372,9 @@ function draftRateLimitOf(policy: string | null, limit: string | null): RateLimi
   const quota = param(policy, "q");
   const remaining = param(limit, "r");
   const resetSeconds = param(limit, "t");
-  return quota === null || remaining === null || resetSeconds === null ? null : { limit: quota, remaining, resetSeconds };
+  return quota === null || remaining === null || resetSeconds === null
+    ? null
+    : { limit: quota, remaining, resetSeconds };
 }
 
 /** A 2xx body: JSON (empty: null), else an `unexpected_response` error rather than a SyntaxError. */
@@ -384,9 +428,19 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
  * answers and failures before the answer are retried, a body under way is
  * not. `timeoutMs` bounds the wait for the answer's headers only.
  */
-export async function callStream(transport: TransportOptions, path: string, query: URLSearchParams, options: CallOptions & { accept: string }): Promise<ReadableStream<Uint8Array>> {
+export async function callStream(
+  transport: TransportOptions,
+  path: string,
+  query: URLSearchParams,
+  options: CallOptions & { accept: string },
+): Promise<ReadableStream<Uint8Array>> {
   const url = transport.baseUrl + path + ([...query].length > 0 ? `?${query}` : "");
-  const headers: Record<string, string> = { ...transport.headers, ...options.headers, accept: options.accept, authorization: `Bearer ${transport.token}` };
+  const headers: Record<string, string> = {
+    ...transport.headers,
+    ...options.headers,
+    accept: options.accept,
+    authorization: `Bearer ${transport.token}`,
+  };
   const retries = options.retries ?? transport.retry.retries;
   const startedAt = performance.now();
   for (let attempt = 0; ; attempt++) {
@@ -397,15 +451,26 @@ export async function callStream(transport: TransportOptions, path: string, quer
     const timeout = timeoutMs > 0 && Number.isFinite(timeoutMs) ? AbortSignal.timeout(timeoutMs) : null;
     let response: Response;
     try {
-      const headersArrived = transport.fetch(new Request(url, { method: "GET", headers, ...(options.signal && { signal: options.signal }) }));
-      response = timeout ? await Promise.race([headersArrived, new Promise<never>((_, reject) => timeout.addEventListener("abort", () => reject(timeout.reason)))]) : await headersArrived;
+      const headersArrived = transport.fetch(
+        new Request(url, { method: "GET", headers, ...(options.signal && { signal: options.signal }) }),
+      );
+      response = timeout
+        ? await Promise.race([
+            headersArrived,
+            new Promise<never>((_, reject) => timeout.addEventListener("abort", () => reject(timeout.reason))),
+          ])
+        : await headersArrived;
     } catch (error) {
       if (options.signal?.aborted) throw options.signal.reason;
       if (attempt < retries) {
         await transport.sleep(backoff(transport, attempt), options.signal);
         continue;
       }
-      throw new NetworkError(0, null, null, null, { code: "network_error", message: `GET ${path} failed: ${messageOf(error)}`, cause: error });
+      throw new NetworkError(0, null, null, null, {
+        code: "network_error",
+        message: `GET ${path} failed: ${messageOf(error)}`,
+        cause: error,
+      });
     }
     const meta = metaOf(response, attempt + 1, performance.now() - startedAt);
     if (response.ok && response.body) {
@@ -414,7 +479,8 @@ export async function callStream(transport: TransportOptions, path: string, quer
     }
     const text = await response.text();
     if (RETRYABLE(response.status) && attempt < retries) {
-      const wait = meta.retryAfter === null ? backoff(transport, attempt) : retryAfterWait(transport, meta.retryAfter * 1000);
+      const wait =
+        meta.retryAfter === null ? backoff(transport, attempt) : retryAfterWait(transport, meta.retryAfter * 1000);
       if (wait !== null) {
         await transport.sleep(wait, options.signal);
         continue;

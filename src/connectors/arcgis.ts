@@ -54,21 +54,28 @@ export function arcgisConnector(options: ArcgisConnectorOptions = {}): Connector
     isSpatial: () => true,
     async query(connection, query) {
       const target = queryUrl(connection, query);
-      const body = await fetchJson(target, {
-        timeoutMs: positiveInt(connection.config.timeoutMs) ?? options.timeoutMs ?? 10_000,
-        maxBytes: positiveInt(connection.config.maxResponseBytes) ?? options.maxResponseBytes ?? 10 * 1024 * 1024,
-        signal: query.signal,
-        secrets: connectionSecrets(connection.config),
-      }, http);
+      const body = await fetchJson(
+        target,
+        {
+          timeoutMs: positiveInt(connection.config.timeoutMs) ?? options.timeoutMs ?? 10_000,
+          maxBytes: positiveInt(connection.config.maxResponseBytes) ?? options.maxResponseBytes ?? 10 * 1024 * 1024,
+          signal: query.signal,
+          secrets: connectionSecrets(connection.config),
+        },
+        http,
+      );
       if (query.format === "geojson") {
         const { features } = body;
-        if (!Array.isArray(features)) throw new UpstreamUnavailableError("the upstream answer is not a FeatureCollection");
+        if (!Array.isArray(features))
+          throw new UpstreamUnavailableError("the upstream answer is not a FeatureCollection");
         const properties = isObject(body.properties) ? body.properties : {};
         const truncated = body.exceededTransferLimit === true || properties.exceededTransferLimit === true;
         return { kind: "geojson", featureCollection: { ...body, features }, truncated };
       }
       if (!Array.isArray(body.features)) throw new UpstreamUnavailableError("the upstream answer has no features");
-      const rows: Row[] = body.features.map((f) => selectColumns(isObject(f) && isObject(f.attributes) ? f.attributes : {}, null));
+      const rows: Row[] = body.features.map((f) =>
+        selectColumns(isObject(f) && isObject(f.attributes) ? f.attributes : {}, null),
+      );
       const hasMore = rows.length > query.limit || body.exceededTransferLimit === true;
       return { kind: "rows", rows: rows.slice(0, query.limit), hasMore };
     },
@@ -87,7 +94,8 @@ export function queryUrl(connection: ConnectionRecord, query: ConnectorQuery): U
   } catch {
     throw new UpstreamUnavailableError("the connection has no valid service url");
   }
-  if (base.protocol !== "https:" && base.protocol !== "http:") throw new UpstreamUnavailableError("the service url must be http or https");
+  if (base.protocol !== "https:" && base.protocol !== "http:")
+    throw new UpstreamUnavailableError("the service url must be http or https");
   if (query.source === null || !/^\d{1,9}$/.test(query.source)) {
     throw new UpstreamUnavailableError("the dataset's source must be a numeric layer id");
   }
@@ -107,7 +115,8 @@ export function queryUrl(connection: ConnectionRecord, query: ConnectorQuery): U
     search.set("where", whereClause(query.filters));
     search.set("outFields", "*");
     search.set("returnGeometry", "false");
-    if (query.orderBy !== null) search.set("orderByFields", `${fieldName(query.orderBy, "orderBy")} ${query.orderDirection}`);
+    if (query.orderBy !== null)
+      search.set("orderByFields", `${fieldName(query.orderBy, "orderBy")} ${query.orderDirection}`);
     search.set("resultOffset", String(query.offset));
     search.set("resultRecordCount", String(query.limit + 1));
     search.set("f", "json");
@@ -115,7 +124,8 @@ export function queryUrl(connection: ConnectionRecord, query: ConnectorQuery): U
   if (typeof connection.config.token === "string") search.set("token", connection.config.token);
   target.search = search.toString();
   // Belt and braces: nothing above can move the call elsewhere, and this says so.
-  if (target.origin !== base.origin) throw new UpstreamUnavailableError("refusing a call outside the configured service");
+  if (target.origin !== base.origin)
+    throw new UpstreamUnavailableError("refusing a call outside the configured service");
   return target;
 }
 
@@ -127,7 +137,10 @@ function whereClause(filters: Record<string, unknown> | null): string {
     if (typeof value === "string") return `${field} = '${value.replace(/'/g, "''")}'`;
     if (typeof value === "number" && Number.isFinite(value)) return `${field} = ${value}`;
     if (typeof value === "boolean") return `${field} = ${value ? 1 : 0}`;
-    throw new InvalidQueryError("filters", `filter values on an ArcGIS layer are strings, numbers, booleans or null (${name})`);
+    throw new InvalidQueryError(
+      "filters",
+      `filter values on an ArcGIS layer are strings, numbers, booleans or null (${name})`,
+    );
   });
   return terms.length > 0 ? terms.join(" AND ") : "1=1";
 }
@@ -180,8 +193,13 @@ async function fetchJson(
     const code = body.error.code;
     if (code === 429) throw new UpstreamThrottledError("the service is throttling requests");
     // The service's own words may echo the request (its URL, the token): scrubbed before a client or a log sees them.
-    const message = typeof body.error.message === "string" ? scrubUpstreamText(body.error.message, limits.secrets, 200) : "unknown error";
-    throw new UpstreamUnavailableError(`the service reported an error${typeof code === "number" ? ` ${code}` : ""}: ${message}`);
+    const message =
+      typeof body.error.message === "string"
+        ? scrubUpstreamText(body.error.message, limits.secrets, 200)
+        : "unknown error";
+    throw new UpstreamUnavailableError(
+      `the service reported an error${typeof code === "number" ? ` ${code}` : ""}: ${message}`,
+    );
   }
   return body;
 }

@@ -53,7 +53,7 @@ export function guardedLookup(options: DialOptions): Lookup {
     const family = (lookupOptions as { family?: unknown }).family;
     resolve(hostname).then(
       (found) => {
-        const addresses = found.filter((a) => family !== 4 && family !== 6 ? true : a.family === family);
+        const addresses = found.filter((a) => (family !== 4 && family !== 6 ? true : a.family === family));
         if (addresses.length === 0) {
           return callback(Object.assign(new Error(`${hostname} has no address`), { code: "ENOTFOUND" }), "", 0);
         }

@@ -60,7 +60,8 @@ export function postgresConnector(options: PostgresConnectorOptions = {}): Conne
   // pg is an optional peer: loaded at the first query of a postgres connection, so
   // `import "dataport"` (which registers this connector by default) never loads it.
   let driver: Promise<PgDriver> | undefined;
-  const loadDriver = () => (driver ??= import("../peers/pg.js").then(({ default: pgModule }) => ({ pgModule, types: jsonTypes(pgModule) })));
+  const loadDriver = () =>
+    (driver ??= import("../peers/pg.js").then(({ default: pgModule }) => ({ pgModule, types: jsonTypes(pgModule) })));
 
   function poolOf(pgModule: PgModule, connection: ConnectionRecord): pg.Pool {
     const url = connection.config.url;
@@ -88,10 +89,12 @@ export function postgresConnector(options: PostgresConnectorOptions = {}): Conne
   return {
     isSpatial: () => false,
     async query(connection, query) {
-      if (query.format === "geojson") throw new InvalidQueryError("format", "postgres sources answer tabular queries only");
+      if (query.format === "geojson")
+        throw new InvalidQueryError("format", "postgres sources answer tabular queries only");
       if (query.source === null) throw new UpstreamUnavailableError("the dataset names no source table");
       const timeout = statementTimeout(connection.config.statementTimeoutMs, options.statementTimeoutMs ?? 5_000);
-      // A missing pg is the host's to fix: it fails the request as an unexpected error, logged with the package to install.
+      // A missing pg is the host's to fix: it fails the request as an unexpected error, logged with the package to
+      // install.
       const { pgModule, types } = await loadDriver();
       let lease: Lease;
       try {
@@ -128,7 +131,12 @@ interface PgDriver {
   types: pg.CustomTypesConfig;
 }
 
-async function selectPage(client: pg.PoolClient, source: string, query: ConnectorQuery, types: pg.CustomTypesConfig): Promise<ConnectorResult> {
+async function selectPage(
+  client: pg.PoolClient,
+  source: string,
+  query: ConnectorQuery,
+  types: pg.CustomTypesConfig,
+): Promise<ConnectorResult> {
   const { schema, table } = splitSource(source);
   const columns = await sourceColumns(client, schema, table);
   if (columns.length === 0) throw new UpstreamUnavailableError(`source ${source} does not exist`);
@@ -225,12 +233,18 @@ export function quoteIdent(name: string): string {
 }
 
 function statementTimeout(configured: unknown, fallback: number): number {
-  return typeof configured === "number" && Number.isInteger(configured) && configured > 0 && configured <= 600_000 ? configured : fallback;
+  return typeof configured === "number" && Number.isInteger(configured) && configured > 0 && configured <= 600_000
+    ? configured
+    : fallback;
 }
 
 /** A pg or socket failure as a typed connector error; the message never carries the connection string. */
 function translate(error: unknown): Error {
-  if (error instanceof InvalidQueryError || error instanceof UpstreamUnavailableError || error instanceof UpstreamThrottledError) {
+  if (
+    error instanceof InvalidQueryError ||
+    error instanceof UpstreamUnavailableError ||
+    error instanceof UpstreamThrottledError
+  ) {
     return error;
   }
   if (error instanceof ForbiddenAddressError) return new UpstreamUnavailableError(error.message);
@@ -242,6 +256,7 @@ function translate(error: unknown): Error {
   if (code === "57014") return new UpstreamUnavailableError("the query ran past the statement timeout");
   if (code === "42P01") return new UpstreamUnavailableError("the source table does not exist");
   if (code === "28P01" || code === "28000") return new UpstreamUnavailableError("the database refused the credentials");
-  if (/^[0-9A-Z]{5}$/.test(code)) return new UpstreamUnavailableError(`the database refused the query (SQLSTATE ${code})`);
+  if (/^[0-9A-Z]{5}$/.test(code))
+    return new UpstreamUnavailableError(`the database refused the query (SQLSTATE ${code})`);
   return new UpstreamUnavailableError("cannot reach the database");
 }

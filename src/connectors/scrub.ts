@@ -13,13 +13,19 @@ export function scrubUpstreamText(text: string, secrets: readonly string[] = [],
   let out = text;
   for (const secret of secrets) {
     if (secret.length < MIN_SECRET_LENGTH) continue;
-    for (const form of new Set([secret, encodeURIComponent(secret), new URLSearchParams({ s: secret }).toString().slice(2)])) {
+    for (const form of new Set([
+      secret,
+      encodeURIComponent(secret),
+      new URLSearchParams({ s: secret }).toString().slice(2),
+    ])) {
       out = out.split(form).join(REDACTED);
     }
   }
   out = out
-    .replace(URL_PATTERN, (_match, scheme: string, userinfo: string | undefined, rest: string, query: string | undefined) =>
-      `${scheme}${userinfo ? `${REDACTED}@` : ""}${rest}${query ? `?${REDACTED}` : ""}`,
+    .replace(
+      URL_PATTERN,
+      (_match, scheme: string, userinfo: string | undefined, rest: string, query: string | undefined) =>
+        `${scheme}${userinfo ? `${REDACTED}@` : ""}${rest}${query ? `?${REDACTED}` : ""}`,
     )
     .replace(AUTH_SCHEME, (_match, scheme: string) => `${scheme} ${REDACTED}`)
     .replace(SECRET_PAIR, (_match, name: string, separator: string) => `${name}${separator}${REDACTED}`);

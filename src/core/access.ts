@@ -33,7 +33,11 @@ export async function resolveTeam(credential: Credential, teamId: string | undef
  * allowlist of one of `kinds` and the object is in the key's team. For a
  * session: the person is a member of the object's team.
  */
-export function canReach(credential: Credential, kinds: readonly AllowKind[], object: { id: string; teamId: string }): boolean {
+export function canReach(
+  credential: Credential,
+  kinds: readonly AllowKind[],
+  object: { id: string; teamId: string },
+): boolean {
   if (credential.kind === "api-key") {
     if (object.teamId !== credential.team.id) return false;
     return kinds.some((kind) => credential.key.allowlist[kind].includes(object.id));

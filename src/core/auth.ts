@@ -47,7 +47,10 @@ export async function authenticate(
 async function sessionCredential(token: string, storage: Storage, sessions: SessionAuthenticator): Promise<Credential> {
   const session = await sessions(token);
   if (session) {
-    const [user, memberships] = await Promise.all([storage.identity.getUser(session.userId), storage.identity.listMemberships(session.userId)]);
+    const [user, memberships] = await Promise.all([
+      storage.identity.getUser(session.userId),
+      storage.identity.listMemberships(session.userId),
+    ]);
     if (user) return { kind: "session-token", user, memberships };
   }
   throw unauthorized("invalid or revoked token");
@@ -68,7 +71,8 @@ type FoundKey = { key: ApiKeyRecord; team: Team | null };
 /** A key and its team: in one call when the store offers it for the identity area in use, else two. */
 function findKey(storage: Storage, tokenHash: string): Promise<FoundKey | null> {
   const { credentials } = storage;
-  if (credentials.findApiKeyWithTeam && credentials.teamsFrom === storage.identity) return credentials.findApiKeyWithTeam(tokenHash);
+  if (credentials.findApiKeyWithTeam && credentials.teamsFrom === storage.identity)
+    return credentials.findApiKeyWithTeam(tokenHash);
   return findKeyThenTeam(storage, tokenHash);
 }
 
@@ -78,7 +82,11 @@ async function findKeyThenTeam(storage: Storage, tokenHash: string): Promise<Fou
 }
 
 /** The default session authenticator: the token's SHA-256 looked up in storage. */
-export function storageSessions(storage: Storage, clock: Clock, hashes: TokenHashes = HASH_EVERY_TIME): SessionAuthenticator {
+export function storageSessions(
+  storage: Storage,
+  clock: Clock,
+  hashes: TokenHashes = HASH_EVERY_TIME,
+): SessionAuthenticator {
   return async (token) => {
     const tokenHash = hashes.of(token);
     const userId = await storage.credentials.findSessionUser(tokenHash, clock.now());
@@ -100,7 +108,9 @@ export function assertKeyPlan(credential: Credential): void {
 export function assertScope(credential: Credential, scope: Scope | null): void {
   if (scope === null || credential.kind === "session-token") return;
   if (!credential.key.scopes.includes(scope)) {
-    throw new ApiError(403, "insufficient_scope", `this key lacks the ${scope} scope`, { details: { required: scope } });
+    throw new ApiError(403, "insufficient_scope", `this key lacks the ${scope} scope`, {
+      details: { required: scope },
+    });
   }
 }
 

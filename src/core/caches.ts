@@ -20,7 +20,9 @@ export interface Caches {
   readonly tokenHashes: TokenHashes;
   /** GET /me bodies of API keys (src/handlers/identity.ts). */
   readonly keyBodies: KeyBodies;
-  /** Serialised OpenAPI documents, `api` and `admin` (src/routes/openapi.ts); the route table and settings never change. */
+  /**
+   * Serialised OpenAPI documents, `api` and `admin` (src/routes/openapi.ts); the route table and settings never change.
+   */
   readonly documents: Documents;
   /** Aggregate answers by their target's version and query (src/handlers/aggregates.ts). */
   readonly aggregates: AggregateAnswers;

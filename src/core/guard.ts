@@ -38,7 +38,9 @@ export interface GuardedQuery {
   query: Omit<ConnectorQuery, "signal">;
   /** `Cache-Control: no-cache`: skip a fresh entry and ask the upstream (still rate-limited). */
   noCache: boolean;
-  /** An upstream call running longer ends with 504 `upstream_timeout` (its signal is aborted); 0 or absent: no limit. */
+  /**
+   * An upstream call running longer ends with 504 `upstream_timeout` (its signal is aborted); 0 or absent: no limit.
+   */
   timeoutMs?: number;
   /** Where cache results and upstream calls are counted, when metrics are on. */
   metrics?: Metrics | null;
@@ -107,7 +109,10 @@ export function createGuard(
     if (!claims || request.noCache) return callUpstream(request, key, settings);
     const name = `dp:conn:flight:${key}`;
     // Held at most as long as a call may run, so a dead instance's claim frees itself.
-    const holdMs = request.timeoutMs && request.timeoutMs > 0 && Number.isFinite(request.timeoutMs) ? request.timeoutMs + 1000 : FLIGHT_HOLD_MS;
+    const holdMs =
+      request.timeoutMs && request.timeoutMs > 0 && Number.isFinite(request.timeoutMs)
+        ? request.timeoutMs + 1000
+        : FLIGHT_HOLD_MS;
     const deadline = Date.now() + holdMs + FLIGHT_HOLD_MS;
     for (let attempt = 0; ; attempt++) {
       let token: string | null;
@@ -133,8 +138,18 @@ export function createGuard(
 
   async function callUpstream(request: GuardedQuery, key: string, settings: GuardSettings): Promise<GuardAnswer> {
     const limit = { ratePerSecond: settings.ratePerSecond, burst: settings.burst };
-    const decision = await ports.rateLimiter.take(`dp:conn:upstream:${request.connection.id}`, limit, ports.clock.now());
-    if (!decision.allowed) return lastGood(key, settings, decision.retryAfterSeconds, "the upstream rate limit of this connection is reached");
+    const decision = await ports.rateLimiter.take(
+      `dp:conn:upstream:${request.connection.id}`,
+      limit,
+      ports.clock.now(),
+    );
+    if (!decision.allowed)
+      return lastGood(
+        key,
+        settings,
+        decision.retryAfterSeconds,
+        "the upstream rate limit of this connection is reached",
+      );
     let result: ConnectorResult;
     const startedAt = performance.now();
     try {
@@ -155,7 +170,12 @@ export function createGuard(
     return { result: stored, cached: false, stale: false };
   }
 
-  async function lastGood(key: string, settings: GuardSettings, retryAfterSeconds: number, reason: string): Promise<GuardAnswer> {
+  async function lastGood(
+    key: string,
+    settings: GuardSettings,
+    retryAfterSeconds: number,
+    reason: string,
+  ): Promise<GuardAnswer> {
     const previous = await cacheGet(`dp:conn:stale:${key}`);
     if (previous) return { result: previous, cached: true, stale: true };
     const retryAfter = Math.max(1, Math.ceil(retryAfterSeconds));
@@ -205,13 +225,21 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-/** The connector's answer, or 504 `upstream_timeout` once `timeoutMs` has passed (the connector's signal is then aborted). */
+/**
+ * The connector's answer, or 504 `upstream_timeout` once `timeoutMs` has passed (the connector's signal is then
+ * aborted).
+ */
 function callWithTimeout(request: GuardedQuery, timeoutMs: number): Promise<ConnectorResult> {
-  if (!(timeoutMs > 0) || timeoutMs === Number.POSITIVE_INFINITY) return request.connector.query(request.connection, request.query);
+  if (!(timeoutMs > 0) || timeoutMs === Number.POSITIVE_INFINITY)
+    return request.connector.query(request.connection, request.query);
   const controller = new AbortController();
   const call = request.connector.query(request.connection, { ...request.query, signal: controller.signal });
   return withTimeout(call, timeoutMs, () => {
-    const error = new ApiError(504, "upstream_timeout", `the upstream of this connection did not answer within ${timeoutMs} ms`);
+    const error = new ApiError(
+      504,
+      "upstream_timeout",
+      `the upstream of this connection did not answer within ${timeoutMs} ms`,
+    );
     controller.abort(error);
     return error;
   });

@@ -77,7 +77,10 @@ export function bucketHeaders(
   return headers;
 }
 
-/** The decision of a request let through because the limiter could not be asked (fail open): allowed, with no RateLimit headers. */
+/**
+ * The decision of a request let through because the limiter could not be asked (fail open): allowed, with no RateLimit
+ * headers.
+ */
 const UNLIMITED: RateDecision = Object.freeze({ allowed: true, remaining: 0, resetSeconds: 0, retryAfterSeconds: 0 });
 
 /** How often a limiter failure reaches the log while it lasts (each request is answered either way). */
@@ -93,16 +96,26 @@ const LOG_EVERY_MS = 10_000;
  * deliveries, upstream queries) asks through this; `ping` is left as it is,
  * so readiness keeps reporting the limiter.
  */
-export function limiterWithPolicy(limiter: RateLimiter, policy: { failOpen: boolean; log: (message: string, error: unknown) => void }): RateLimiter {
+export function limiterWithPolicy(
+  limiter: RateLimiter,
+  policy: { failOpen: boolean; log: (message: string, error: unknown) => void },
+): RateLimiter {
   let loggedAt = Number.NEGATIVE_INFINITY;
   const failed = (error: unknown): RateDecision => {
     const now = Date.now();
     if (now - loggedAt >= LOG_EVERY_MS) {
       loggedAt = now;
-      policy.log(policy.failOpen ? "the rate limiter is unavailable; requests pass unlimited (rateLimitFailOpen)" : "the rate limiter is unavailable; limited requests answer 503", error);
+      policy.log(
+        policy.failOpen
+          ? "the rate limiter is unavailable; requests pass unlimited (rateLimitFailOpen)"
+          : "the rate limiter is unavailable; limited requests answer 503",
+        error,
+      );
     }
     if (!policy.failOpen) {
-      throw new ApiError(503, "rate_limiter_unavailable", "the rate limiter is unavailable; retry later", { headers: { "retry-after": "1" } });
+      throw new ApiError(503, "rate_limiter_unavailable", "the rate limiter is unavailable; retry later", {
+        headers: { "retry-after": "1" },
+      });
     }
     return UNLIMITED;
   };

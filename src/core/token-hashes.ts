@@ -31,7 +31,8 @@ export const HASH_EVERY_TIME: TokenHashes = Object.freeze({ of: sha256Hex, remem
  * remembers nothing. One per API instance (`tokenHashCacheSize`).
  */
 export function createTokenHashes(max: number, clock: Clock): TokenHashes {
-  if (!Number.isFinite(max)) throw new TypeError("tokenHashCacheSize must be a finite number of tokens (0 remembers none)");
+  if (!Number.isFinite(max))
+    throw new TypeError("tokenHashCacheSize must be a finite number of tokens (0 remembers none)");
   const size = Math.floor(max);
   if (!(size > 0)) return HASH_EVERY_TIME;
   const remembered = new LRUCache<string, string>({

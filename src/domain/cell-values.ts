@@ -66,7 +66,9 @@ export function convertCell(text: string, type: ColumnType | null): unknown {
     case "datetime": {
       const actual = typeOfValue(text);
       if (actual === "date") return isCalendarDate(text) ? text : undefined;
-      return actual === "datetime" && isCalendarDate(text.slice(0, 10)) && Number.isFinite(Date.parse(text)) ? text : undefined;
+      return actual === "datetime" && isCalendarDate(text.slice(0, 10)) && Number.isFinite(Date.parse(text))
+        ? text
+        : undefined;
     }
     case "json":
       try {

@@ -43,7 +43,8 @@ export function rowChangesColumns(known: ReadonlyMap<string, ColumnType | null>,
     const value = row[name];
     // The usual answers without inferring: a row value is a string, number, boolean or null, and a
     // string column holds any of them (only an object would widen it, to json, and rows hold none).
-    if (value === null || type === "json" || (type === "string" && typeof value !== "object") || type === typeof value) continue;
+    if (value === null || type === "json" || (type === "string" && typeof value !== "object") || type === typeof value)
+      continue;
     if (widenType(type, typeOfValue(value)) !== type) return true;
   }
   return false;

@@ -24,7 +24,9 @@ export function safeEqual(a: Uint8Array, b: Uint8Array): boolean {
   return timingSafeEqual(a, b);
 }
 
-/** Random bytes for event ids, drawn from a pool refilled 256 ids at a time (one call into the OS per pool, not per id). */
+/**
+ * Random bytes for event ids, drawn from a pool refilled 256 ids at a time (one call into the OS per pool, not per id).
+ */
 const idPool = new Uint8Array(16 * 256);
 let idPoolAt = idPool.length;
 function pooledRandom16(): Uint8Array {

@@ -13,7 +13,12 @@ const DAY_MS = 86_400_000;
 /** The UTC day (`YYYY-MM-DD`) of an instant given in epoch ms or as an ISO 8601 string (any offset). */
 export function utcDay(at: number | string): string {
   // Fast path: an ISO instant already in UTC ("…Z") starts with its UTC day.
-  if (typeof at === "string" && at.length >= 20 && at.charCodeAt(at.length - 1) === 90 /* Z */ && at.charCodeAt(10) === 84 /* T */) {
+  if (
+    typeof at === "string" &&
+    at.length >= 20 &&
+    at.charCodeAt(at.length - 1) === 90 /* Z */ &&
+    at.charCodeAt(10) === 84 /* T */
+  ) {
     return at.slice(0, 10);
   }
   const ms = typeof at === "number" ? at : Date.parse(at);

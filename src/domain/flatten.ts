@@ -16,7 +16,11 @@ export const MAX_FLATTEN_DEPTH = 32;
  * keys such as `__proto__` are plain column names. When two paths produce
  * the same column name (`{"a.b": 1, "a": {"b": 2}}`) the later one wins.
  */
-export function flattenPayload(payload: Record<string, unknown>, into: Row = emptyRow(), maxDepth = MAX_FLATTEN_DEPTH): Row {
+export function flattenPayload(
+  payload: Record<string, unknown>,
+  into: Row = emptyRow(),
+  maxDepth = MAX_FLATTEN_DEPTH,
+): Row {
   flattenInto(into, payload, "", 1, maxDepth);
   return into;
 }

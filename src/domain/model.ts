@@ -71,7 +71,10 @@ export interface ApiKeyRecord {
 }
 
 export interface SessionRecord {
-  /** Opaque id (`sess_…`), what the admin API deletes a session by. Fixture sessions get `sess_` + the first 24 hex digits of the hash. */
+  /**
+   * Opaque id (`sess_…`), what the admin API deletes a session by. Fixture sessions get `sess_` + the first 24 hex
+   * digits of the hash.
+   */
   id: string;
   /** Hex SHA-256 of the session token. */
   tokenHash: string;

@@ -21,7 +21,10 @@ type StatusId = keyof typeof STATUS_NAMES;
 const VERBS: ReadonlyArray<[ActivityId, RegExp]> = [
   [1, /^(create|created|add|added|insert|inserted|invite|invited)$/],
   [2, /^(read|get|list|listed|query|queried|view|viewed|export|exported|download|downloaded)$/],
-  [3, /^(update|updated|change|changed|edit|edited|publish|published|unpublish|unpublished|rotate|rotated|set|rename|renamed|refresh|refreshed)$/],
+  [
+    3,
+    /^(update|updated|change|changed|edit|edited|publish|published|unpublish|unpublished|rotate|rotated|set|rename|renamed|refresh|refreshed)$/,
+  ],
   [4, /^(delete|deleted|remove|removed|revoke|revoked|destroy|destroyed)$/],
 ];
 
@@ -47,7 +50,10 @@ function actorOf(event: AuditEvent): OcsfApiActivity["actor"] {
   if (!actor) return { app_name: OCSF_PRODUCT.name };
   switch (actor.type) {
     case "user":
-      return { app_name: OCSF_PRODUCT.name, user: { uid: actor.id, email_addr: actor.email, name: actor.email, type_id: 1, type: "User" } };
+      return {
+        app_name: OCSF_PRODUCT.name,
+        user: { uid: actor.id, email_addr: actor.email, name: actor.email, type_id: 1, type: "User" },
+      };
     case "api-key":
       return { app_name: OCSF_PRODUCT.name, user: { uid: actor.id, name: actor.name, type_id: 99, type: "API Key" } };
     case "system":
@@ -86,7 +92,11 @@ export function toOcsf(event: AuditEvent, storedAt: number): OcsfApiActivity {
     ...(statusId === 99 ? { status_detail: event.outcome } : {}),
     message: event.action,
     actor: actorOf(event),
-    api: { operation: event.action, service: { name: OCSF_PRODUCT.name }, ...(requestId ? { request: { uid: requestId } } : {}) },
+    api: {
+      operation: event.action,
+      service: { name: OCSF_PRODUCT.name },
+      ...(requestId ? { request: { uid: requestId } } : {}),
+    },
     // Without a client address the source is unknown, and left out rather than invented.
     ...(event.ip ? { src_endpoint: { ip: event.ip } } : {}),
     ...(event.userAgent ? { http_request: { user_agent: event.userAgent } } : {}),
@@ -159,7 +169,9 @@ export const ocsfApiActivitySchema = z
     }),
     unmapped: z.record(z.string(), z.unknown()).describe("the raw stored event"),
   })
-  .refine((e) => e.type_uid === e.class_uid * 100 + e.activity_id, { message: "type_uid must be class_uid * 100 + activity_id" })
+  .refine((e) => e.type_uid === e.class_uid * 100 + e.activity_id, {
+    message: "type_uid must be class_uid * 100 + activity_id",
+  })
   .refine((e) => e.activity_name === ACTIVITY_NAMES[e.activity_id], { message: "activity_name must match activity_id" })
   .refine((e) => e.type_name === `API Activity: ${e.activity_name}`, { message: "type_name must match the activity" })
   .refine((e) => e.severity === SEVERITY_NAMES[e.severity_id] && e.status === STATUS_NAMES[e.status_id], {
@@ -182,7 +194,10 @@ export interface OcsfApiActivity {
   status: (typeof STATUS_NAMES)[StatusId];
   status_detail?: string;
   message: string;
-  actor: { app_name: string; user?: { uid: string; name: string; email_addr?: string; type_id: 1 | 3 | 99; type: string } };
+  actor: {
+    app_name: string;
+    user?: { uid: string; name: string; email_addr?: string; type_id: 1 | 3 | 99; type: string };
+  };
   api: { operation: string; service: { name: string }; request?: { uid: string } };
   src_endpoint?: { ip: string };
   http_request?: { user_agent: string };

@@ -27,16 +27,30 @@ export function queryFingerprint(targetId: string, query: { where: unknown; filt
   const plain = query.where == null && query.filters == null && query.sort == null;
   const known = plain ? plainFingerprints.get(targetId) : undefined;
   if (known !== undefined) return known;
-  const fingerprint = sha256Hex(canonicalJson({ id: targetId, where: query.where ?? null, filters: query.filters ?? null, sort: query.sort ?? null })).slice(0, 24);
+  const fingerprint = sha256Hex(
+    canonicalJson({
+      id: targetId,
+      where: query.where ?? null,
+      filters: query.filters ?? null,
+      sort: query.sort ?? null,
+    }),
+  ).slice(0, 24);
   if (plain) plainFingerprints.set(targetId, fingerprint);
   return fingerprint;
 }
 
-/** Fingerprints of reads without conditions or sort (most reads), by target id: a hash and a canonical JSON each saved. */
+/**
+ * Fingerprints of reads without conditions or sort (most reads), by target id: a hash and a canonical JSON each saved.
+ */
 const plainFingerprints = new LRUCache<string, string>({ max: 4096 });
 
 export function encodeCursor(fingerprint: string, state: CursorState): string {
-  const payload = { v: 1, q: fingerprint, n: state.before, k: state.after === null ? null : [state.after.values, state.after.position] };
+  const payload = {
+    v: 1,
+    q: fingerprint,
+    n: state.before,
+    k: state.after === null ? null : [state.after.values, state.after.position],
+  };
   return Buffer.from(JSON.stringify(payload), "utf8").toString("base64url");
 }
 
@@ -58,18 +72,28 @@ export function decodeCursor(text: string, fingerprint: string, sortColumns: num
   const { v, q, n, k } = payload as Record<string, unknown>;
   if (v !== 1 || typeof q !== "string" || !Number.isSafeInteger(n) || (n as number) < 0) throw malformed();
   if (q !== fingerprint) {
-    throw invalidParameter("cursor", "cursor: made for another dataset or another where, filters or sort; keep them while paging");
+    throw invalidParameter(
+      "cursor",
+      "cursor: made for another dataset or another where, filters or sort; keep them while paging",
+    );
   }
   if (k === null) return { before: n as number, after: null };
   if (!Array.isArray(k) || k.length !== 2) throw malformed();
   const [values, position] = k as [unknown, unknown];
-  if (!Array.isArray(values) || values.length !== sortColumns || !Number.isSafeInteger(position) || !values.every(storable)) throw malformed();
+  if (
+    !Array.isArray(values) ||
+    values.length !== sortColumns ||
+    !Number.isSafeInteger(position) ||
+    !values.every(storable)
+  )
+    throw malformed();
   return { before: n as number, after: { values, position: position as number } };
 }
 
 /** Only what a stored row could hold: no NUL or unpaired surrogate anywhere (a store refuses those as parameters). */
 function storable(value: unknown): boolean {
-  if (typeof value === "string") return !/\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(value);
+  if (typeof value === "string")
+    return !/\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(value);
   if (value === null || typeof value !== "object") return true;
   if (Array.isArray(value)) return value.every(storable);
   return Object.keys(value).every((key) => storable(key) && storable((value as Record<string, unknown>)[key]));

@@ -7,7 +7,8 @@ import { invalidParameter } from "../base/api-error.js";
  * The meaning is that of ../shared/row-queries.md.
  */
 
-export type RowOperator = "eq" | "ne" | "gt" | "gte" | "lt" | "lte" | "in" | "nin" | "isNull" | "contains" | "startsWith";
+export type RowOperator =
+  "eq" | "ne" | "gt" | "gte" | "lt" | "lte" | "in" | "nin" | "isNull" | "contains" | "startsWith";
 
 /** One operator applied to one column. Operands are checked: see `parseWhere`. */
 export type RowTest =
@@ -44,7 +45,19 @@ export const MAX_IN_VALUES = 1000;
 /** Columns of one `sort`. */
 export const MAX_SORT_COLUMNS = 8;
 
-const OPERATORS: ReadonlySet<string> = new Set<RowOperator>(["eq", "ne", "gt", "gte", "lt", "lte", "in", "nin", "isNull", "contains", "startsWith"]);
+const OPERATORS: ReadonlySet<string> = new Set<RowOperator>([
+  "eq",
+  "ne",
+  "gt",
+  "gte",
+  "lt",
+  "lte",
+  "in",
+  "nin",
+  "isNull",
+  "contains",
+  "startsWith",
+]);
 
 /**
  * The `where` parameter (already JSON-parsed) as a condition tree. Throws
@@ -74,7 +87,13 @@ interface ParseState {
   parameter: string;
 }
 
-function parseNode(value: unknown, path: string, depth: number, columns: ReadonlySet<string>, state: ParseState): RowCondition {
+function parseNode(
+  value: unknown,
+  path: string,
+  depth: number,
+  columns: ReadonlySet<string>,
+  state: ParseState,
+): RowCondition {
   const refuse: (at: string, problem: string) => never = (at, problem) => refuseAt(state.parameter, at, problem);
   if (!isObject(value)) refuse(path, 'must be a JSON object of column conditions, such as {"amount": {"gt": 100}}');
   const parts: RowCondition[] = [];
@@ -105,7 +124,13 @@ function parseNode(value: unknown, path: string, depth: number, columns: Readonl
   return parts.length === 1 ? parts[0]! : { kind: "all", of: parts };
 }
 
-function parseTest(column: string, op: RowOperator, operand: unknown, path: string, refuse: (at: string, problem: string) => never): RowTest {
+function parseTest(
+  column: string,
+  op: RowOperator,
+  operand: unknown,
+  path: string,
+  refuse: (at: string, problem: string) => never,
+): RowTest {
   switch (op) {
     case "eq":
     case "ne":
@@ -143,8 +168,13 @@ export function parseSort(text: string, columns: ReadonlySet<string>): SortKey[]
   for (const item of items) {
     const descending = item.startsWith("-");
     const column = descending ? item.slice(1) : item;
-    if (column === "") throw invalidParameter("sort", "sort: must be comma-separated column names, each optionally prefixed by - for descending");
-    if (!columns.has(column)) throw invalidParameter("sort", `sort: unknown column ${column}`, { unknownColumns: [column] });
+    if (column === "")
+      throw invalidParameter(
+        "sort",
+        "sort: must be comma-separated column names, each optionally prefixed by - for descending",
+      );
+    if (!columns.has(column))
+      throw invalidParameter("sort", `sort: unknown column ${column}`, { unknownColumns: [column] });
     if (keys.some((k) => k.column === column)) throw invalidParameter("sort", `sort: column ${column} is named twice`);
     keys.push({ column, descending });
   }

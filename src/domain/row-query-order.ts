@@ -36,7 +36,10 @@ function passes(value: unknown, test: RowTest): boolean {
     case "lt":
     case "lte": {
       if (typeof value !== typeof test.operand) return false;
-      const c = typeof value === "number" ? Math.sign(value - (test.operand as number)) : compareCodePoints(value as string, test.operand as string);
+      const c =
+        typeof value === "number"
+          ? Math.sign(value - (test.operand as number))
+          : compareCodePoints(value as string, test.operand as string);
       return test.op === "gt" ? c > 0 : test.op === "gte" ? c >= 0 : test.op === "lt" ? c < 0 : c <= 0;
     }
     case "in":
@@ -78,8 +81,10 @@ export function sortTerms(value: unknown): SortTerms {
 export function compareValues(a: unknown, b: unknown, descending: boolean): number {
   const x = sortTerms(a);
   const y = sortTerms(b);
-  if (x.rank === RANK.null || y.rank === RANK.null) return (x.rank === RANK.null ? 1 : 0) - (y.rank === RANK.null ? 1 : 0);
-  const c = x.rank - y.rank || (x.rank === RANK.number ? Math.sign(x.num! - y.num!) : compareCodePoints(x.text!, y.text!));
+  if (x.rank === RANK.null || y.rank === RANK.null)
+    return (x.rank === RANK.null ? 1 : 0) - (y.rank === RANK.null ? 1 : 0);
+  const c =
+    x.rank - y.rank || (x.rank === RANK.number ? Math.sign(x.num! - y.num!) : compareCodePoints(x.text!, y.text!));
   return descending ? -c : c;
 }
 

@@ -4,7 +4,15 @@
  */
 
 /** The signature schemes a webhook connection may name (docs/webhooks.md, "Signing"). */
-export const SIGNATURE_SCHEMES = ["auto", "hmac-sha256-hex", "github", "standard-webhooks", "stripe", "shopify", "slack"] as const;
+export const SIGNATURE_SCHEMES = [
+  "auto",
+  "hmac-sha256-hex",
+  "github",
+  "standard-webhooks",
+  "stripe",
+  "shopify",
+  "slack",
+] as const;
 
 export type SignatureScheme = (typeof SIGNATURE_SCHEMES)[number];
 
@@ -31,7 +39,10 @@ const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$/;
  */
 export function signatureProblem(value: unknown): { path: string; message: string } | null {
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
-    return { path: "", message: `signature is an object { scheme, header? }; scheme one of ${SIGNATURE_SCHEMES.join(", ")}` };
+    return {
+      path: "",
+      message: `signature is an object { scheme, header? }; scheme one of ${SIGNATURE_SCHEMES.join(", ")}`,
+    };
   }
   const fields = value as Record<string, unknown>;
   for (const key of Object.keys(fields)) {
@@ -39,11 +50,15 @@ export function signatureProblem(value: unknown): { path: string; message: strin
   }
   const { scheme, header } = fields;
   if (typeof scheme !== "string" || !(SIGNATURE_SCHEMES as readonly string[]).includes(scheme)) {
-    const named = typeof scheme === "string" ? `unknown signature scheme ${JSON.stringify(scheme.slice(0, 100))}` : "scheme is a string";
+    const named =
+      typeof scheme === "string"
+        ? `unknown signature scheme ${JSON.stringify(scheme.slice(0, 100))}`
+        : "scheme is a string";
     return { path: ".scheme", message: `${named}; one of ${SIGNATURE_SCHEMES.join(", ")}` };
   }
   if (header !== undefined) {
-    if (scheme !== "hmac-sha256-hex") return { path: ".header", message: "only the hmac-sha256-hex scheme takes a header" };
+    if (scheme !== "hmac-sha256-hex")
+      return { path: ".header", message: "only the hmac-sha256-hex scheme takes a header" };
     if (typeof header !== "string" || !HEADER_NAME.test(header)) {
       return { path: ".header", message: "header is an HTTP header name of 1 to 100 characters" };
     }

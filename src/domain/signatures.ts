@@ -12,7 +12,8 @@ export type SignatureRefusal = "signature_missing" | "signature_invalid" | "time
 /** Which of the connection's secrets verified a delivery. */
 export type VerifiedBy = "current" | "previous";
 
-export type SignatureVerdict = { readonly ok: true; readonly verifiedBy: VerifiedBy } | { readonly ok: false; readonly reason: SignatureRefusal };
+export type SignatureVerdict =
+  { readonly ok: true; readonly verifiedBy: VerifiedBy } | { readonly ok: false; readonly reason: SignatureRefusal };
 
 /** The secrets a delivery may be signed with: the current one, and the one a rotation with overlap replaced. */
 export interface SigningSecrets {
@@ -60,7 +61,8 @@ export function verifySignature(input: {
     const current = check(claims, secrets.current, body, nowMs);
     if (current === "match") return VERIFIED.current;
     const { previous } = secrets;
-    const before = previous !== null && nowMs < previous.validUntilMs ? check(claims, previous.secret, body, nowMs) : "mismatch";
+    const before =
+      previous !== null && nowMs < previous.validUntilMs ? check(claims, previous.secret, body, nowMs) : "mismatch";
     if (before === "match") return VERIFIED.previous;
     return current === "stale" || before === "stale" ? REFUSED.timestamp_out_of_tolerance : REFUSED.signature_invalid;
   } catch {
@@ -163,7 +165,8 @@ const READERS: Record<SignatureScheme, Reader> = {
     ];
     return found.includes(true);
   },
-  "hmac-sha256-hex": (headers, claims, signature) => readHex(headers, claims, signature.header?.toLowerCase() ?? "x-webhook-signature", false),
+  "hmac-sha256-hex": (headers, claims, signature) =>
+    readHex(headers, claims, signature.header?.toLowerCase() ?? "x-webhook-signature", false),
   github: (headers, claims) => readHex(headers, claims, "x-hub-signature-256", true),
   "standard-webhooks"(headers, claims) {
     const found = [readStandard(headers, claims, "webhook"), readStandard(headers, claims, "svix")];
@@ -184,7 +187,12 @@ const READERS: Record<SignatureScheme, Reader> = {
  * the tolerance, if timestamped), `stale` (made with the secret, over a
  * timestamp outside it) or `mismatch`.
  */
-function check(claims: readonly Claim[], secret: string, body: Uint8Array, nowMs: number): "match" | "stale" | "mismatch" {
+function check(
+  claims: readonly Claim[],
+  secret: string,
+  body: Uint8Array,
+  nowMs: number,
+): "match" | "stale" | "mismatch" {
   let outcome: "stale" | "mismatch" = "mismatch";
   for (const claim of claims) {
     const key = claim.key === "standard" ? standardWebhooksKey(secret) : secret;
@@ -196,7 +204,8 @@ function check(claims: readonly Claim[], secret: string, body: Uint8Array, nowMs
       if (safeEqual(given ?? Buffer.alloc(expected.length), expected) && given !== null) matched = true;
     }
     if (!matched) continue;
-    if (claim.timestamp === null || Math.abs(nowMs / 1000 - claim.timestamp) <= SIGNATURE_TOLERANCE_SECONDS) return "match";
+    if (claim.timestamp === null || Math.abs(nowMs / 1000 - claim.timestamp) <= SIGNATURE_TOLERANCE_SECONDS)
+      return "match";
     outcome = "stale";
   }
   return outcome;

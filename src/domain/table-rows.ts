@@ -18,7 +18,11 @@ export function isReservedField(name: string): boolean {
 
 /** Epoch ms of an ISO 8601 timestamp, or null when it is not one. */
 export function parseTimestamp(value: unknown): number | null {
-  if (typeof value !== "string" || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?$/.test(value)) return null;
+  if (
+    typeof value !== "string" ||
+    !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?$/.test(value)
+  )
+    return null;
   const ms = Date.parse(value);
   return Number.isFinite(ms) ? ms : null;
 }

@@ -55,7 +55,8 @@ export function checkColumns(table: Pick<TableRecord, "columns">, values: Row): 
   const issues: ValidationIssue[] = [];
   for (const name of names) {
     const type = declared.get(name) ?? null;
-    if (!valueFitsType(values[name], type)) issues.push({ column: name, path: [], message: `expected a ${type} value or null` });
+    if (!valueFitsType(values[name], type))
+      issues.push({ column: name, path: [], message: `expected a ${type} value or null` });
   }
   return issues.length > 0 ? invalid(issues) : null;
 }
@@ -65,7 +66,11 @@ export function checkColumns(table: Pick<TableRecord, "columns">, values: Row): 
  * written (`written`), then the row validator on the row as it will be
  * stored (`row`). Every issue is collected. Validators receive a copy.
  */
-export async function checkSchemas(schemas: TableSchemas | undefined, written: Row, row: Row): Promise<ValidationProblem | null> {
+export async function checkSchemas(
+  schemas: TableSchemas | undefined,
+  written: Row,
+  row: Row,
+): Promise<ValidationProblem | null> {
   if (!schemas) return null;
   const issues: ValidationIssue[] = [];
   const columns = schemas.columns ?? {};
@@ -79,7 +84,11 @@ export async function checkSchemas(schemas: TableSchemas | undefined, written: R
     for (const issue of result.issues ?? []) {
       const path = pathOf(issue);
       const head = path[0];
-      issues.push(typeof head === "string" ? { column: head, path: path.slice(1), message: issue.message } : { path, message: issue.message });
+      issues.push(
+        typeof head === "string"
+          ? { column: head, path: path.slice(1), message: issue.message }
+          : { path, message: issue.message },
+      );
     }
   }
   return issues.length > 0 ? invalid(issues) : null;

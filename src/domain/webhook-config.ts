@@ -114,7 +114,10 @@ export function newWebhookConfig(endpoint: {
  * A webhook connection's config after `updateWebhookSettings` (the rule every
  * store applies inside its one atomic write): see `WebhookStore.updateWebhookSettings`.
  */
-export function webhookConfigWith(current: Readonly<Record<string, unknown>>, settings: WebhookSettings): Record<string, unknown> {
+export function webhookConfigWith(
+  current: Readonly<Record<string, unknown>>,
+  settings: WebhookSettings,
+): Record<string, unknown> {
   const config = { ...current };
   if (settings.signingSecret !== undefined) {
     const replaced = current.signingSecret;
@@ -141,7 +144,10 @@ export function webhookConfigWith(current: Readonly<Record<string, unknown>>, se
  * changed there, or removed, leaves no previous secret behind (no overlap,
  * as before rotation had one).
  */
-export function withoutStalePreviousSecret(before: Readonly<Record<string, unknown>>, after: Record<string, unknown>): Record<string, unknown> {
+export function withoutStalePreviousSecret(
+  before: Readonly<Record<string, unknown>>,
+  after: Record<string, unknown>,
+): Record<string, unknown> {
   if (before.signingSecret === after.signingSecret) return after;
   const config = { ...after };
   delete config[PREVIOUS_SECRET];

@@ -25,7 +25,10 @@ export async function aggregateDataset(
 ): Promise<Reply> {
   const dataset = await reachableDataset(ctx, id);
   if (dataset.type === "input_table") {
-    throw invalidParameter("id", `dataset ${id} is an input table; aggregate its rows with GET /api/v1/tables/${id}/aggregate`);
+    throw invalidParameter(
+      "id",
+      `dataset ${id} is an input table; aggregate its rows with GET /api/v1/tables/${id}/aggregate`,
+    );
   }
   const columns = new Set(dataset.columns.map((c) => c.name));
   return aggregate(ctx, { type: "dataset", record: dataset }, columns, request, read);

@@ -41,17 +41,25 @@ export async function readAuditFeed(ctx: AuthedContext, query: AuditFeedQuery) {
   const heldBackMs = page.heldBackMs ?? 0;
   metrics?.auditFeedHeldBack?.(heldBackMs / 1000);
   // An empty page hands back the cursor that was sent (or, on a first read, one for the start).
-  const cursor = last ? encodeCursor({ position: last.position, since: start.since }) : (query.cursor ?? encodeCursor(start));
-  const events = page.events.map((stored) => (query.format === "raw" ? stored.event : toOcsf(stored.event, stored.storedAt)));
+  const cursor = last
+    ? encodeCursor({ position: last.position, since: start.since })
+    : (query.cursor ?? encodeCursor(start));
+  const events = page.events.map((stored) =>
+    query.format === "raw" ? stored.event : toOcsf(stored.event, stored.storedAt),
+  );
   // An append still open holds the read back further than the lag: the feed says how far it really reads.
   return { events, cursor, hasMore: page.hasMore, lagSeconds: Math.max(lagSeconds, Math.ceil(heldBackMs / 1000)) };
 }
 
-/** A cursor continues where it stopped (its own `since` applies; the query's is ignored); no cursor starts at the beginning. */
+/**
+ * A cursor continues where it stopped (its own `since` applies; the query's is ignored); no cursor starts at the
+ * beginning.
+ */
 function startOf(query: AuditFeedQuery, isPosition: (position: string) => boolean): FeedCursor {
   if (query.cursor === undefined) return { position: null, since: query.since ?? null };
   const cursor = decodeCursor(query.cursor, isPosition);
-  if (!cursor) throw invalidParameter("cursor", "cursor is not one this feed returned; send back the cursor exactly as received");
+  if (!cursor)
+    throw invalidParameter("cursor", "cursor is not one this feed returned; send back the cursor exactly as received");
   return cursor;
 }
 
@@ -69,10 +77,14 @@ async function feedTeams(ctx: AuthedContext, teamId: string | undefined): Promis
   // A deleted creator is gone for good: a user created later with the same id is someone else.
   const admin =
     credential.kind === "api-key"
-      ? credential.key.creatorDeleted !== true && (await storage.identity.getUser(credential.key.createdBy))?.businessAdmin === true
+      ? credential.key.creatorDeleted !== true &&
+        (await storage.identity.getUser(credential.key.createdBy))?.businessAdmin === true
       : credential.user.businessAdmin;
   if (!admin) {
-    const who = credential.kind === "api-key" ? "this key was not created by a business admin" : "only a business admin may read the audit feed";
+    const who =
+      credential.kind === "api-key"
+        ? "this key was not created by a business admin"
+        : "only a business admin may read the audit feed";
     throw new ApiError(403, "forbidden", who);
   }
   if (team.businessId === null) return [team.id];

@@ -6,7 +6,13 @@ import { ApiError, invalidParameter } from "../base/api-error.js";
 import type { GuardAnswer } from "../core/guard.js";
 import type { HeaderReader } from "../base/headers.js";
 import { connectionSecrets, scrubUpstreamText } from "../connectors/scrub.js";
-import { type Connector, type ConnectorQuery, InvalidQueryError, UpstreamThrottledError, UpstreamUnavailableError } from "../ports/connector.js";
+import {
+  type Connector,
+  type ConnectorQuery,
+  InvalidQueryError,
+  UpstreamThrottledError,
+  UpstreamUnavailableError,
+} from "../ports/connector.js";
 
 /** Paging bounds of GET /connections/{id}/query. */
 export const QUERY_LIMIT = { default: 100, max: 1000 } as const;
@@ -23,9 +29,20 @@ export interface ConnectionQueryInput {
 }
 
 /** GET /connections/{id}/query: a live query through the guard (cache, single-flight, rate limit, stale). */
-export async function queryConnection(ctx: AuthedContext, id: string, input: ConnectionQueryInput, headers: HeaderReader) {
+export async function queryConnection(
+  ctx: AuthedContext,
+  id: string,
+  input: ConnectionQueryInput,
+  headers: HeaderReader,
+) {
   const { credential, storage } = ctx;
-  const connection = await reachable(credential, ["connections"], await storage.catalog.getConnection(id), "connection", storage);
+  const connection = await reachable(
+    credential,
+    ["connections"],
+    await storage.catalog.getConnection(id),
+    "connection",
+    storage,
+  );
   const connector = connectorOf(ctx, connection);
   const dataset = await datasetOf(ctx, connection, input.datasetId);
   const query = normalise(connector, connection, dataset, input);
@@ -63,7 +80,12 @@ export async function queryConnection(ctx: AuthedContext, id: string, input: Con
     return {
       success: true,
       geojson: result.featureCollection,
-      metadata: { connectionId: connection.id, datasetId: dataset.id, sourceType: connection.type, truncated: result.truncated },
+      metadata: {
+        connectionId: connection.id,
+        datasetId: dataset.id,
+        sourceType: connection.type,
+        truncated: result.truncated,
+      },
       cached: answer.cached,
       ...stale,
     };
@@ -105,18 +127,29 @@ function connectorOf(ctx: AuthedContext, connection: ConnectionRecord): Connecto
 }
 
 /** The dataset to query: `datasetId` when sent (a dataset of this connection), else the connection's only one. */
-async function datasetOf(ctx: AuthedContext, connection: ConnectionRecord, datasetId: string | undefined): Promise<DatasetRecord> {
-  const datasets = (await ctx.storage.catalog.listDatasets({ teamId: connection.teamId })).filter((d) => d.connectionId === connection.id);
+async function datasetOf(
+  ctx: AuthedContext,
+  connection: ConnectionRecord,
+  datasetId: string | undefined,
+): Promise<DatasetRecord> {
+  const datasets = (await ctx.storage.catalog.listDatasets({ teamId: connection.teamId })).filter(
+    (d) => d.connectionId === connection.id,
+  );
   if (datasetId !== undefined) {
     const found = datasets.find((d) => d.id === datasetId);
-    if (!found) throw invalidParameter("datasetId", `dataset ${datasetId} is not a dataset of connection ${connection.id}`);
+    if (!found)
+      throw invalidParameter("datasetId", `dataset ${datasetId} is not a dataset of connection ${connection.id}`);
     return found;
   }
   if (datasets.length === 1) return datasets[0]!;
   if (datasets.length === 0) throw invalidParameter("datasetId", `connection ${connection.id} has no dataset to query`);
-  throw invalidParameter("datasetId", `connection ${connection.id} carries ${datasets.length} datasets; send datasetId`, {
-    datasetIds: datasets.map((d) => d.id).sort(),
-  });
+  throw invalidParameter(
+    "datasetId",
+    `connection ${connection.id} carries ${datasets.length} datasets; send datasetId`,
+    {
+      datasetIds: datasets.map((d) => d.id).sort(),
+    },
+  );
 }
 
 /** The query the connector receives, after the rules that do not need the upstream. */
@@ -131,10 +164,16 @@ function normalise(
     throw invalidParameter("format", `dataset ${dataset.id} is not a spatial source; format=geojson is not available`);
   }
   if (geojson && input.filters !== undefined) {
-    throw invalidParameter("filters", "filters apply to tabular queries; with format=geojson pass the upstream's own parameters in params");
+    throw invalidParameter(
+      "filters",
+      "filters apply to tabular queries; with format=geojson pass the upstream's own parameters in params",
+    );
   }
   if (geojson && input.orderBy !== undefined) {
-    throw invalidParameter("orderBy", "orderBy applies to tabular queries; with format=geojson pass the upstream's own parameters in params");
+    throw invalidParameter(
+      "orderBy",
+      "orderBy applies to tabular queries; with format=geojson pass the upstream's own parameters in params",
+    );
   }
   if (!geojson && input.params !== undefined) {
     throw invalidParameter("params", "params are passed to the upstream with format=geojson only");
@@ -143,7 +182,8 @@ function normalise(
   const known = new Set(dataset.columns.map((c) => c.name));
   if (known.size > 0) {
     const unknown = Object.keys(input.filters ?? {}).filter((name) => !known.has(name));
-    if (unknown.length > 0) throw invalidParameter("filters", `unknown column ${unknown[0]} in filters`, { unknownColumns: unknown });
+    if (unknown.length > 0)
+      throw invalidParameter("filters", `unknown column ${unknown[0]} in filters`, { unknownColumns: unknown });
     if (input.orderBy !== undefined && !known.has(input.orderBy)) {
       throw invalidParameter("orderBy", `orderBy names no column: ${input.orderBy}`);
     }
@@ -181,9 +221,14 @@ function columnsOf(rows: readonly Row[], dataset: DatasetRecord): string[] {
  * bug, a 500) is replaced by a scrubbed copy, so the log is clean too.
  */
 export function toApiError(error: unknown, secrets: readonly string[] = []): unknown {
-  if (error instanceof InvalidQueryError) return invalidParameter(error.parameter, scrubUpstreamText(error.message, secrets));
+  if (error instanceof InvalidQueryError)
+    return invalidParameter(error.parameter, scrubUpstreamText(error.message, secrets));
   if (error instanceof UpstreamUnavailableError) {
-    return new ApiError(502, "upstream_unavailable", `the upstream of this connection could not answer: ${scrubUpstreamText(error.message, secrets)}`);
+    return new ApiError(
+      502,
+      "upstream_unavailable",
+      `the upstream of this connection could not answer: ${scrubUpstreamText(error.message, secrets)}`,
+    );
   }
   if (error instanceof ApiError || error instanceof UpstreamThrottledError || !(error instanceof Error)) return error;
   const scrubbed = new Error(`connector failed: ${scrubUpstreamText(error.message, secrets)}`);

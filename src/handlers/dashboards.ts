@@ -29,8 +29,12 @@ export function dashboardView(dashboard: DashboardRecord, viewUrl: string) {
  */
 export async function listDashboards(ctx: AuthedContext, teamId: string | undefined) {
   const team = await resolveTeam(ctx.credential, teamId, ctx.storage);
-  const dashboards = (await ctx.storage.dashboards.listDashboards([team.id])).map((d) => dashboardView(d, ctx.settings.viewUrl));
-  dashboards.sort((a, b) => Date.parse(b.createdAt) - Date.parse(a.createdAt) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const dashboards = (await ctx.storage.dashboards.listDashboards([team.id])).map((d) =>
+    dashboardView(d, ctx.settings.viewUrl),
+  );
+  dashboards.sort(
+    (a, b) => Date.parse(b.createdAt) - Date.parse(a.createdAt) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
+  );
   return { dashboards };
 }
 
@@ -48,7 +52,8 @@ export async function reachableDashboard(ctx: AuthedContext, id: string): Promis
       ? dashboard.teamId === credential.team.id
       : credential.memberships.some((m) => m.teamId === dashboard.teamId));
   if (!dashboard || !inBoundary) throw notFound("dashboard");
-  if (credential.kind === "session-token" && (await storage.identity.getTeam(dashboard.teamId))?.plan === "free") throw planRequired();
+  if (credential.kind === "session-token" && (await storage.identity.getTeam(dashboard.teamId))?.plan === "free")
+    throw planRequired();
   return dashboard;
 }
 
@@ -75,7 +80,12 @@ export async function dashboardViews(ctx: AuthedContext, id: string, query: View
   };
   const head = { dashboardId: dashboard.id, name: dashboard.name, days: query.days };
   if (byViewer) {
-    return { ...head, by: "viewer" as const, totals, series: byViewer.map(({ day, viewerId, viewer, views }) => ({ day, viewerId, viewer, views })) };
+    return {
+      ...head,
+      by: "viewer" as const,
+      totals,
+      series: byViewer.map(({ day, viewerId, viewer, views }) => ({ day, viewerId, viewer, views })),
+    };
   }
   const found = new Map(byDay.map((d) => [d.day, d]));
   const series = daysOf(window).map((day) => {

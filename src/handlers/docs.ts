@@ -66,7 +66,13 @@ const ASSETS: ReadonlyMap<string, Asset> = new Map<string, Asset>([
   ["swagger-ui-bundle.js", { file: "swagger-ui-bundle.js", type: "text/javascript; charset=utf-8" }],
   ["swagger-ui.css", { file: "swagger-ui.css", type: "text/css; charset=utf-8" }],
   ["favicon-32x32.png", { file: "favicon-32x32.png", type: "image/png" }],
-  ["dataport-docs.css", { text: "html { overflow-y: scroll; }\nbody { margin: 0; background: #fafafa; }\n", type: "text/css; charset=utf-8" }],
+  [
+    "dataport-docs.css",
+    {
+      text: "html { overflow-y: scroll; }\nbody { margin: 0; background: #fafafa; }\n",
+      type: "text/css; charset=utf-8",
+    },
+  ],
   [
     "dataport-docs.js",
     {
@@ -157,11 +163,19 @@ export async function referenceAsset(name: string): Promise<Reply> {
   if ("text" in asset) return new Reply(200, asset.text, headersFor(asset.type, ASSET_CACHE));
   const found = referencePackage();
   if (found === null) {
-    throw new ApiError(404, "not_found", `the API reference page needs the npm package ${REFERENCE_PACKAGE}, which is not installed: ${REFERENCE_INSTALL}`);
+    throw new ApiError(
+      404,
+      "not_found",
+      `the API reference page needs the npm package ${REFERENCE_PACKAGE}, which is not installed: ${REFERENCE_INSTALL}`,
+    );
   }
   const { dir } = found;
   const bytes = await readFile(join(dir, asset.file));
-  return new Reply(200, new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength), headersFor(asset.type, ASSET_CACHE));
+  return new Reply(
+    200,
+    new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength),
+    headersFor(asset.type, ASSET_CACHE),
+  );
 }
 
 /**

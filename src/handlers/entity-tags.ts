@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import type { DatasetRecord, Row, TableRecord } from "../domain/model.js";
 import { canonicalJson } from "../domain/rows.js";
 import { strongTag } from "../http/conditional.js";
@@ -30,7 +30,19 @@ export const SETTLE_MS = 2000;
 export function rowsTag(target: DatasetRecord | TableRecord, request: object, now: number): string | null {
   const { updatedAt, lastRefreshedAt } = target as Partial<DatasetRecord> & TableRecord;
   if (!settled(updatedAt, now) || (lastRefreshedAt != null && !settled(lastRefreshedAt, now))) return null;
-  return strongTag(digest(`${recordText(target)}\n${canonicalJson(request)}`));
+  // A remembered record's tags by the request's own JSON (its parameters in the order they came): the same
+  // request asked again is tagged without sorting or hashing; the tag itself hashes the canonical text, so the
+  // same request with its keys in another order is tagged alike.
+  const known = Object.isFrozen(target) ? tagsOf(target) : null;
+  const asked = known === null ? "" : JSON.stringify(request);
+  const found = known?.get(asked);
+  if (found !== undefined) return found;
+  const tag = strongTag(digest(`${recordText(target)}\n${canonicalJson(request)}`));
+  if (known) {
+    if (known.size >= TAGS_PER_RECORD) known.delete(known.keys().next().value!);
+    known.set(asked, tag);
+  }
+  return tag;
 }
 
 /** The tag of a JSON answer already written (a dataset's own read): its text's hash. */
@@ -73,7 +85,22 @@ function recordText(record: DatasetRecord | TableRecord): string {
 
 const texts = new WeakMap<object, string>();
 
-/** 128 bits of SHA-256, base64url (22 characters, within etagc). */
+/**
+ * The tags of a frozen (remembered) record's reads, by the request's JSON:
+ * the same page asked again is tagged without hashing. At most
+ * TAGS_PER_RECORD requests per record, the oldest forgotten first; they go
+ * with the record.
+ */
+function tagsOf(record: object): Map<string, string> {
+  let tags = tagsByRecord.get(record);
+  if (tags === undefined) tagsByRecord.set(record, (tags = new Map()));
+  return tags;
+}
+
+const tagsByRecord = new WeakMap<object, Map<string, string>>();
+const TAGS_PER_RECORD = 32;
+
+/** 128 bits of SHA-256, base64url (22 characters, within etagc); one-shot, no Hash object. */
 function digest(text: string): string {
-  return createHash("sha256").update(text).digest("base64url").slice(0, 22);
+  return hash("sha256", text, "base64url").slice(0, 22);
 }

@@ -45,17 +45,27 @@ export function checkRowQuery(
   const fingerprint = queryFingerprint(targetId, { where: params.where, filters: params.filters, sort });
   let state: CursorState = { before: 0, after: null };
   if (params.cursor !== undefined) {
-    if (params.offset > 0) throw invalidParameter("cursor", "cursor: cannot be combined with an offset; a cursor already says where the page starts");
+    if (params.offset > 0)
+      throw invalidParameter(
+        "cursor",
+        "cursor: cannot be combined with an offset; a cursor already says where the page starts",
+      );
     state = decodeCursor(params.cursor, fingerprint, sort?.length ?? 0);
   }
   return { where, sort, before: state.before, after: state.after, fingerprint };
 }
 
 /** The cursor of the page after this one (`metadata.nextCursor`), or null when it is the last. */
-export function nextCursor(query: CheckedRowQuery, page: { offset: number; returned: number; hasMore: boolean; lastKey: RowKey | null }): string | null {
+export function nextCursor(
+  query: CheckedRowQuery,
+  page: { offset: number; returned: number; hasMore: boolean; lastKey: RowKey | null },
+): string | null {
   if (!page.hasMore) return null;
   // A page that returned no row (maxRows=0) continues where it started.
-  return encodeCursor(query.fingerprint, { before: query.before + page.offset + page.returned, after: page.lastKey ?? query.after });
+  return encodeCursor(query.fingerprint, {
+    before: query.before + page.offset + page.returned,
+    after: page.lastKey ?? query.after,
+  });
 }
 
 /** What a rows read answered: a page of `returnedRows`, or a 304 for the page the client held. */

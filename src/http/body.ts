@@ -4,7 +4,11 @@ export const payloadTooLarge = (limit: number) =>
   new ApiError(413, "payload_too_large", `request body is larger than ${limit} bytes`, { details: { limit } });
 
 /** Concatenate chunks, refusing more than `limit` bytes. */
-export async function readLimited(chunks: AsyncIterable<Uint8Array>, limit: number, onTooLarge?: () => void): Promise<Uint8Array> {
+export async function readLimited(
+  chunks: AsyncIterable<Uint8Array>,
+  limit: number,
+  onTooLarge?: () => void,
+): Promise<Uint8Array> {
   const parts: Uint8Array[] = [];
   let size = 0;
   for await (const chunk of chunks) {
@@ -67,7 +71,8 @@ export function decodeUtf8(bytes: Uint8Array): string {
 export function parseJsonObject(bytes: Uint8Array): Record<string, unknown> {
   if (bytes.byteLength === 0) throw invalidBody("body is empty; send a JSON object");
   const value = parseJsonValue(bytes);
-  if (value === null || typeof value !== "object" || Array.isArray(value)) throw invalidBody("body must be a JSON object");
+  if (value === null || typeof value !== "object" || Array.isArray(value))
+    throw invalidBody("body must be a JSON object");
   return value as Record<string, unknown>;
 }
 
@@ -176,7 +181,10 @@ function bracketsAtMost(text: string, limit: number): boolean {
   return true;
 }
 
-/** The deepest nesting of arrays and objects in JSON text, brackets inside strings not counted (stops once past the limit). */
+/**
+ * The deepest nesting of arrays and objects in JSON text, brackets inside strings not counted (stops once past the
+ * limit).
+ */
 function nestingDepth(text: string): number {
   let depth = 0;
   let deepest = 0;
@@ -211,7 +219,8 @@ interface Found {
  * MAX_JSON_DEPTH, checked before parsing.
  */
 function findRefused(value: unknown, strings: boolean): Found | null {
-  if (typeof value === "number") return value - value === 0 ? null : { problem: "not_finite", what: "is a number too large to represent", path: [] };
+  if (typeof value === "number")
+    return value - value === 0 ? null : { problem: "not_finite", what: "is a number too large to represent", path: [] };
   if (typeof value === "string") {
     const problem = strings ? textProblem(value) : null;
     return problem === null ? null : { problem: "bad_text", what: problem, path: [] };

@@ -52,7 +52,10 @@ export function declaredTypes(columns: readonly Column[] | null | undefined): De
 
 export function undeclaredMessage(name: string, declared: DeclaredTypes): string {
   const names = [...declared.keys()];
-  const shown = names.slice(0, 20).map((n) => JSON.stringify(n)).join(", ");
+  const shown = names
+    .slice(0, 20)
+    .map((n) => JSON.stringify(n))
+    .join(", ");
   return `column ${JSON.stringify(name)} is not declared by the dataset (it declares ${shown}${names.length > 20 ? ", …" : ""})`;
 }
 

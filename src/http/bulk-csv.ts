@@ -50,11 +50,13 @@ export async function* csvRows(chunks: AsyncIterable<Uint8Array>, declared: Decl
       if (error) throw shaper.parseError(error);
       lines.release(shaper.lastEnd);
     }
-    if (utf8.unfinished()) throw refusal(lines.lineAt(lines.size), "the body is not valid UTF-8 (it ends inside a character)");
+    if (utf8.unfinished())
+      throw refusal(lines.lineAt(lines.size), "the body is not valid UTF-8 (it ends inside a character)");
     const error = await ended(parser);
     yield* shaper.rowsOf(parser.takeRecords(), -1);
     if (error) throw shaper.parseError(error);
-    if (!shaper.hasHeader) throw refusal(1, "the CSV is empty; send a header row naming the columns, then one row per line");
+    if (!shaper.hasHeader)
+      throw refusal(1, "the CSV is empty; send a header row naming the columns, then one row per line");
   } finally {
     parser.destroy();
   }
@@ -140,7 +142,10 @@ class CsvShaper {
       case "CSV_NON_TRIMABLE_CHAR_AFTER_CLOSING_QUOTE":
         return refusal(line, 'a quoted field has text after its closing quote (inside quotes, write a quote as "")');
       case "INVALID_OPENING_QUOTE":
-        return refusal(line, 'a field that does not start with a quote contains one (quote the whole field and write the quote as "")');
+        return refusal(
+          line,
+          'a field that does not start with a quote contains one (quote the whole field and write the quote as "")',
+        );
       case "CSV_MAX_RECORD_SIZE":
         return refusal(line, `the row is longer than ${MAX_ROW_CHARS} characters (is a quote left open?)`);
       default:
@@ -150,7 +155,8 @@ class CsvShaper {
 
   private readHeader(record: string[]): void {
     const line = this.lines.recordLine(this.lastEnd);
-    if (record.length > MAX_DATASET_COLUMNS) throw refusal(line, `the header has ${record.length} columns; at most ${MAX_DATASET_COLUMNS} are allowed`);
+    if (record.length > MAX_DATASET_COLUMNS)
+      throw refusal(line, `the header has ${record.length} columns; at most ${MAX_DATASET_COLUMNS} are allowed`);
     const seen = new Set<string>();
     for (let i = 0; i < record.length; i++) {
       const name = record[i]!;
@@ -171,10 +177,20 @@ class CsvShaper {
     const row = emptyRow();
     for (let i = 0; i < names.length; i++) {
       const text = record[i]!;
-      // Valid UTF-8 cannot carry an unpaired surrogate, but it can carry NUL, which no store is given (see parseJsonText).
-      if (text.includes("\u0000")) throw refusal(this.lines.recordLine(this.lastEnd), `the value of column ${JSON.stringify(names[i])} holds a NUL character (U+0000)`, names[i]);
+      // Valid UTF-8 cannot carry an unpaired surrogate, but it can carry NUL, which no store is given (see
+      // parseJsonText).
+      if (text.includes("\u0000"))
+        throw refusal(
+          this.lines.recordLine(this.lastEnd),
+          `the value of column ${JSON.stringify(names[i])} holds a NUL character (U+0000)`,
+          names[i],
+        );
       if (text.length > MAX_FIELD_BYTES / 3 && fieldTooLarge(text)) {
-        throw refusal(this.lines.recordLine(this.lastEnd), `the value of column ${JSON.stringify(names[i])} is larger than ${MAX_FIELD_BYTES} bytes`, names[i]);
+        throw refusal(
+          this.lines.recordLine(this.lastEnd),
+          `the value of column ${JSON.stringify(names[i])} is larger than ${MAX_FIELD_BYTES} bytes`,
+          names[i],
+        );
       }
       if (types === null) {
         row[names[i]!] = inferCell(text);
@@ -183,10 +199,18 @@ class CsvShaper {
       const type = types[i]!;
       const value = convertCell(text, type);
       if (value === undefined) {
-        throw refusal(this.lines.recordLine(this.lastEnd), `column ${JSON.stringify(names[i])} expects ${describeType(type!)}`, names[i]);
+        throw refusal(
+          this.lines.recordLine(this.lastEnd),
+          `column ${JSON.stringify(names[i])} expects ${describeType(type!)}`,
+          names[i],
+        );
       }
       if (type === "json" && typeof value === "object" && value !== null && jsonNestedDeeperThan(text, MAX_NESTING)) {
-        throw refusal(this.lines.recordLine(this.lastEnd), `the JSON in column ${JSON.stringify(names[i])} is nested deeper than ${MAX_NESTING} levels`, names[i]);
+        throw refusal(
+          this.lines.recordLine(this.lastEnd),
+          `the JSON in column ${JSON.stringify(names[i])} is nested deeper than ${MAX_NESTING} levels`,
+          names[i],
+        );
       }
       row[names[i]!] = value;
     }
@@ -235,7 +259,9 @@ class LineIndex {
     return 1 + this.feedsBefore[k]! + countLineFeeds(chunk, 0, within);
   }
 
-  /** The line where the record after the one ending at `end` starts: the empty lines the parser skips are passed over. */
+  /**
+   * The line where the record after the one ending at `end` starts: the empty lines the parser skips are passed over.
+   */
   recordLine(end: number): number {
     let offset = end;
     for (let byte = this.byteAt(offset); byte === 10 || byte === 13; byte = this.byteAt(++offset));

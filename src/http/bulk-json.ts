@@ -25,7 +25,11 @@ import {
  * syntax. Nothing but the row being read is held. Nested objects flatten
  * into dotted columns and arrays become JSON text, as webhook rows do.
  */
-export async function* jsonRows(chunks: AsyncIterable<Uint8Array>, format: "json" | "ndjson", declared: DeclaredTypes | null): AsyncGenerator<Row> {
+export async function* jsonRows(
+  chunks: AsyncIterable<Uint8Array>,
+  format: "json" | "ndjson",
+  declared: DeclaredTypes | null,
+): AsyncGenerator<Row> {
   const decoder = new TextDecoder("utf-8", { fatal: true });
   const scanner = new JsonScanner(format === "ndjson");
   const shaper = new RowShaper(declared);
@@ -116,19 +120,26 @@ class JsonScanner {
           else if (c === BACKSLASH) escaped = true;
           else if (c === QUOTE) inString = false;
           else if (c === LF) {
-            if (this.ndjson) return this.fail(refusal(this.objectLine, "the JSON object does not end on its line (NDJSON holds one object per line)"));
+            if (this.ndjson)
+              return this.fail(
+                refusal(this.objectLine, "the JSON object does not end on its line (NDJSON holds one object per line)"),
+              );
             line++;
           }
         } else if (c === QUOTE) inString = true;
         else if (c === OPEN_BRACE || c === OPEN_BRACKET) {
-          if (++depth > MAX_NESTING) return this.fail(refusal(this.objectLine, `the row is nested deeper than ${MAX_NESTING} levels`));
+          if (++depth > MAX_NESTING)
+            return this.fail(refusal(this.objectLine, `the row is nested deeper than ${MAX_NESTING} levels`));
         } else if (c === CLOSE_BRACE || c === CLOSE_BRACKET) {
           if (--depth === 0) {
             if (!this.complete(text.slice(start, i + 1))) return;
             phase = this.ndjson ? LINE_REST : AFTER;
           }
         } else if (c === LF) {
-          if (this.ndjson) return this.fail(refusal(this.objectLine, "the JSON object does not end on its line (NDJSON holds one object per line)"));
+          if (this.ndjson)
+            return this.fail(
+              refusal(this.objectLine, "the JSON object does not end on its line (NDJSON holds one object per line)"),
+            );
           line++;
         }
         continue;
@@ -170,9 +181,12 @@ class JsonScanner {
   /** The body ended: refuse an unfinished array or object. */
   end(): void {
     if (this.error) return;
-    if (this.phase === IN_OBJECT) this.fail(refusal(this.objectLine, "the JSON object is not closed (the body ends inside it)"));
-    else if (this.phase === BEFORE_ARRAY) this.fail(refusal(this.line, "the body is empty; send a JSON array of objects"));
-    else if (this.phase !== DONE && !this.ndjson) this.fail(refusal(this.line, "the JSON array is not closed (the body ends before `]`)"));
+    if (this.phase === IN_OBJECT)
+      this.fail(refusal(this.objectLine, "the JSON object is not closed (the body ends inside it)"));
+    else if (this.phase === BEFORE_ARRAY)
+      this.fail(refusal(this.line, "the body is empty; send a JSON array of objects"));
+    else if (this.phase !== DONE && !this.ndjson)
+      this.fail(refusal(this.line, "the JSON array is not closed (the body ends before `]`)"));
   }
 
   /** Takes the completed objects. */
@@ -208,10 +222,13 @@ class JsonScanner {
 const tooLong = (line: number) => refusal(line, `the row is longer than ${MAX_ROW_CHARS} characters`);
 
 function unexpected(phase: number, c: number): string {
-  const found = c === OPEN_BRACKET ? "an array" : c === QUOTE ? "a string" : `${JSON.stringify(String.fromCharCode(c))}`;
+  const found =
+    c === OPEN_BRACKET ? "an array" : c === QUOTE ? "a string" : `${JSON.stringify(String.fromCharCode(c))}`;
   switch (phase) {
     case BEFORE_ARRAY:
-      return c === OPEN_BRACE ? "the body is one JSON object; send a JSON array of objects (or NDJSON)" : "the body must be a JSON array of objects";
+      return c === OPEN_BRACE
+        ? "the body is one JSON object; send a JSON array of objects (or NDJSON)"
+        : "the body must be a JSON array of objects";
     case FIRST:
     case NEXT:
       return `each element of the array must be a JSON object, found ${found}`;
@@ -242,18 +259,29 @@ class RowShaper {
     const declared = this.declared;
     const row = declared ? flattenDeclared(object, declared, emptyRow(), "", 1) : flattenPayload(object, emptyRow());
     const names = Object.keys(row);
-    if (names.length > MAX_DATASET_COLUMNS) throw refusal(line, `the row has ${names.length} columns; at most ${MAX_DATASET_COLUMNS} are allowed`);
+    if (names.length > MAX_DATASET_COLUMNS)
+      throw refusal(line, `the row has ${names.length} columns; at most ${MAX_DATASET_COLUMNS} are allowed`);
     for (const name of names) {
       const value = row[name];
-      if (typeof value === "string" ? fieldTooLarge(value) : declared !== null && typeof value === "object" && value !== null && fieldTooLarge(JSON.stringify(value))) {
-        throw refusal(line, `the value of column ${JSON.stringify(name)} is larger than ${MAX_FIELD_BYTES} bytes`, name);
+      if (
+        typeof value === "string"
+          ? fieldTooLarge(value)
+          : declared !== null && typeof value === "object" && value !== null && fieldTooLarge(JSON.stringify(value))
+      ) {
+        throw refusal(
+          line,
+          `the value of column ${JSON.stringify(name)} is larger than ${MAX_FIELD_BYTES} bytes`,
+          name,
+        );
       }
       if (declared) {
         const type = declared.get(name);
         if (type === undefined) throw refusal(line, undeclaredMessage(name, declared), name);
-        if (!valueFitsType(value, type)) throw refusal(line, `column ${JSON.stringify(name)} expects ${describeType(type!)}`, name);
+        if (!valueFitsType(value, type))
+          throw refusal(line, `column ${JSON.stringify(name)} expects ${describeType(type!)}`, name);
       } else if (!this.seen.has(name)) {
-        if (this.seen.size >= MAX_DATASET_COLUMNS) throw refusal(line, `the rows have more than ${MAX_DATASET_COLUMNS} distinct columns`, name);
+        if (this.seen.size >= MAX_DATASET_COLUMNS)
+          throw refusal(line, `the rows have more than ${MAX_DATASET_COLUMNS} distinct columns`, name);
         this.seen.add(name);
       }
     }
@@ -264,7 +292,8 @@ class RowShaper {
 /** One row object's text (it starts with `{`, so a successful parse is an object). */
 function parse(text: string, line: number): Record<string, unknown> {
   try {
-    // The rules of every JSON input (nesting, NUL and unpaired surrogates, non-finite numbers); plain JSON.parse for its reason on a syntax error.
+    // The rules of every JSON input (nesting, NUL and unpaired surrogates, non-finite numbers); plain JSON.parse for
+    // its reason on a syntax error.
     return parseJsonText(text) as Record<string, unknown>;
   } catch (refused) {
     if (refused instanceof JsonRefusal && refused.problem !== "not_json") throw refusal(line, refused.message);
@@ -286,12 +315,19 @@ function parse(text: string, line: number): Record<string, unknown> {
  * or array under a column declared `json` is kept whole (its value is the
  * JSON), everything else flattens as usual.
  */
-function flattenDeclared(object: Record<string, unknown>, declared: DeclaredTypes, out: Row, prefix: string, depth: number): Row {
+function flattenDeclared(
+  object: Record<string, unknown>,
+  declared: DeclaredTypes,
+  out: Row,
+  prefix: string,
+  depth: number,
+): Row {
   for (const key of Object.keys(object)) {
     const value = object[key];
     const name = prefix === "" ? key : `${prefix}.${key}`;
     if (value === null || typeof value !== "object" || declared.get(name) === "json") out[name] = value;
-    else if (Array.isArray(value) || depth >= MAX_FLATTEN_DEPTH || Object.keys(value).length === 0) out[name] = toJsonText(value);
+    else if (Array.isArray(value) || depth >= MAX_FLATTEN_DEPTH || Object.keys(value).length === 0)
+      out[name] = toJsonText(value);
     else flattenDeclared(value as Record<string, unknown>, declared, out, name, depth + 1);
   }
   return out;

@@ -41,11 +41,24 @@ export interface RowStreamOptions {
 export function bulkRowFormat(contentType: string | null): BulkRowFormat {
   const [type = "", ...parameters] = (contentType ?? "").split(";").map((part) => part.trim().toLowerCase());
   const format: BulkRowFormat | null =
-    type === "application/json" ? "json" : type === "application/x-ndjson" || type === "application/ndjson" ? "ndjson" : type === "text/csv" ? "csv" : null;
+    type === "application/json"
+      ? "json"
+      : type === "application/x-ndjson" || type === "application/ndjson"
+        ? "ndjson"
+        : type === "text/csv"
+          ? "csv"
+          : null;
   if (format === null) {
-    throw new ApiError(415, "unsupported_media_type", "send the rows as application/json (an array of objects), application/x-ndjson or text/csv");
+    throw new ApiError(
+      415,
+      "unsupported_media_type",
+      "send the rows as application/json (an array of objects), application/x-ndjson or text/csv",
+    );
   }
-  const charset = parameters.find((p) => p.startsWith("charset="))?.slice("charset=".length).replace(/^"|"$/g, "");
+  const charset = parameters
+    .find((p) => p.startsWith("charset="))
+    ?.slice("charset=".length)
+    .replace(/^"|"$/g, "");
   if (charset !== undefined && charset !== "utf-8" && charset !== "utf8" && charset !== "us-ascii") {
     throw new ApiError(415, "unsupported_media_type", `send the rows as UTF-8 (the body declares charset ${charset})`);
   }
@@ -56,7 +69,11 @@ export function bulkRowFormat(contentType: string | null): BulkRowFormat {
  * The rows of a bulk body, parsed as the chunks arrive. The media type is
  * checked at once (415); everything else when the rows are read.
  */
-export function parseRowStream(chunks: AsyncIterable<Uint8Array>, contentType: string | null, options: RowStreamOptions): AsyncIterable<Row> {
+export function parseRowStream(
+  chunks: AsyncIterable<Uint8Array>,
+  contentType: string | null,
+  options: RowStreamOptions,
+): AsyncIterable<Row> {
   const format = bulkRowFormat(contentType);
   const declared = declaredTypes(options.columns);
   return format === "csv" ? csvRows(chunks, declared) : jsonRows(chunks, format, declared);
@@ -69,7 +86,10 @@ export function parseRowStream(chunks: AsyncIterable<Uint8Array>, contentType: s
  * the rows read (`widenType`). At most MAX_DATASET_COLUMNS columns, as
  * `widenColumns` keeps. `columns()` answers for the rows read so far.
  */
-export function inferColumnsAlongside(rows: AsyncIterable<Row>, base: readonly Column[] = []): { rows: AsyncIterable<Row>; columns(): Column[] } {
+export function inferColumnsAlongside(
+  rows: AsyncIterable<Row>,
+  base: readonly Column[] = [],
+): { rows: AsyncIterable<Row>; columns(): Column[] } {
   const types = new Map<string, ColumnType | null>(base.map((c) => [c.name, c.type] as const));
   return {
     rows: {
@@ -93,7 +113,13 @@ function noteColumns(types: Map<string, ColumnType | null>, row: Row): void {
       continue;
     }
     // What the row holds usually is the column's type already (see rowChangesColumns).
-    if (value === null || known === "json" || known === typeof value || (known === "string" && typeof value !== "object")) continue;
+    if (
+      value === null ||
+      known === "json" ||
+      known === typeof value ||
+      (known === "string" && typeof value !== "object")
+    )
+      continue;
     const widened = widenType(known, typeOfValue(value));
     if (widened !== known) types.set(name, widened);
   }

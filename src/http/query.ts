@@ -49,7 +49,11 @@ export const MAX_INT_PARAM = 2_147_483_647;
 /** An integer parameter within [min, max]; `max` defaults to MAX_INT_PARAM. */
 export function intParam(options: { min: number; max?: number }) {
   const max = options.max ?? MAX_INT_PARAM;
-  const number = z.number().int().min(options.min, `must be at least ${options.min}`).max(max, `must be at most ${max}`);
+  const number = z
+    .number()
+    .int()
+    .min(options.min, `must be at least ${options.min}`)
+    .max(max, `must be at most ${max}`);
   const schema = z
     .string()
     .regex(/^-?\d{1,15}$/, "must be an integer")
@@ -71,7 +75,10 @@ export function jsonObjectParam() {
       value = parseJsonText(text);
     } catch (error) {
       if (!(error instanceof JsonRefusal)) throw error;
-      ctx.addIssue({ code: "custom", message: error.problem === "not_json" ? "must be a URL-encoded JSON object" : error.message });
+      ctx.addIssue({
+        code: "custom",
+        message: error.problem === "not_json" ? "must be a URL-encoded JSON object" : error.message,
+      });
       return z.NEVER;
     }
     if (value === null || typeof value !== "object" || Array.isArray(value)) {

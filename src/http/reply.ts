@@ -25,7 +25,10 @@ export class Reply {
     return new Reply(status, text, { "content-type": JSON_CONTENT_TYPE, ...headers });
   }
 
-  /** `jsonText` taking over `headers`, a fresh object the caller hands over: the content type is added to it, nothing is copied. */
+  /**
+   * `jsonText` taking over `headers`, a fresh object the caller hands over: the content type is added to it, nothing is
+   * copied.
+   */
   static adoptJsonText(status: number, text: string, headers: Record<string, string>): Reply {
     headers["content-type"] = JSON_CONTENT_TYPE;
     return new Reply(status, text, headers);

@@ -118,7 +118,11 @@ export function watchCatalog(pool: pg.Pool, schemaName: string, options: { syncT
           return this.sync();
         }));
       }
-      const confirmed = withTimeout(barrier(listener), options.syncTimeoutMs, () => new Error("the listening connection did not answer"));
+      const confirmed = withTimeout(
+        barrier(listener),
+        options.syncTimeoutMs,
+        () => new Error("the listening connection did not answer"),
+      );
       syncing = confirmed.then(
         () => {
           syncing = null;
@@ -163,7 +167,11 @@ interface ProtocolConnection {
  */
 function barrier(listener: pg.Client): Promise<void> {
   const connection = (listener as unknown as { connection?: Partial<ProtocolConnection> }).connection;
-  if (typeof connection?.sync !== "function" || typeof connection.once !== "function" || typeof connection.off !== "function") {
+  if (
+    typeof connection?.sync !== "function" ||
+    typeof connection.once !== "function" ||
+    typeof connection.off !== "function"
+  ) {
     return listener.query("select 1").then(() => {});
   }
   const protocol = connection as ProtocolConnection;
@@ -187,7 +195,10 @@ export function listenerName(schemaName: string): string {
   return `dataport listener ${catalogChannel(schemaName).slice(-16)}`;
 }
 
-/** The channel `notify_catalog_changed` (migration 4) notifies for a schema: its name's md5, so any schema name fits in 63 bytes. */
+/**
+ * The channel `notify_catalog_changed` (migration 4) notifies for a schema: its name's md5, so any schema name fits in
+ * 63 bytes.
+ */
 export function catalogChannel(schemaName: string): string {
   return `dataport_catalog_${createHash("md5").update(schemaName).digest("hex")}`;
 }

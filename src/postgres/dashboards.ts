@@ -4,17 +4,25 @@ import type { DashboardRecord, DashboardVersion, DashboardView } from "../domain
 import type { StorageAreas } from "../ports/storage.js";
 import { type Db, idPageSql, json, num, PUT_RESULT, putResult } from "./db.js";
 
-/** Dashboards with their versions, and their page views: every figure a GROUP BY in SQL, text ties ordered `COLLATE "C"` (binary, as the port asks) with nulls first. */
+/**
+ * Dashboards with their versions, and their page views: every figure a GROUP BY in SQL, text ties ordered `COLLATE "C"`
+ * (binary, as the port asks) with nulls first.
+ */
 export function postgresDashboards(db: Db): StorageAreas["dashboards"] {
   const { t } = db;
   return {
     async listDashboards(teamIds) {
       if (teamIds.length === 0) return [];
-      const rows = await db.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")} where team_id = any($1)`, [[...teamIds]]);
+      const rows = await db.query<DashboardRow>(
+        `select ${DASHBOARD_COLUMNS} from ${t("dashboards")} where team_id = any($1)`,
+        [[...teamIds]],
+      );
       return rows.map(toDashboard);
     },
     async getDashboard(id) {
-      const [row] = await db.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")} where id = $1`, [id]);
+      const [row] = await db.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")} where id = $1`, [
+        id,
+      ]);
       return row ? toDashboard(row) : null;
     },
     async viewsByDay(dashboardId, window) {
@@ -42,7 +50,10 @@ export function postgresDashboards(db: Db): StorageAreas["dashboards"] {
     },
     async listAllDashboards(page) {
       const params: unknown[] = [];
-      const rows = await db.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")}${idPageSql(page, params)}`, params);
+      const rows = await db.query<DashboardRow>(
+        `select ${DASHBOARD_COLUMNS} from ${t("dashboards")}${idPageSql(page, params)}`,
+        params,
+      );
       return rows.map(toDashboard);
     },
     async putDashboard(dashboard) {
@@ -51,8 +62,13 @@ export function postgresDashboards(db: Db): StorageAreas["dashboards"] {
     async changeDashboard(id, change) {
       return db.transaction(async (client) => {
         // Changes of one dashboard, from every instance, one at a time (the row may not exist yet to lock).
-        await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [`dataport:dashboard:${db.schema}:${id}`]);
-        const found = await client.query<DashboardRow>(`select ${DASHBOARD_COLUMNS} from ${t("dashboards")} where id = $1`, [id]);
+        await client.query("select pg_advisory_xact_lock(hashtextextended($1, 0))", [
+          `dataport:dashboard:${db.schema}:${id}`,
+        ]);
+        const found = await client.query<DashboardRow>(
+          `select ${DASHBOARD_COLUMNS} from ${t("dashboards")} where id = $1`,
+          [id],
+        );
         const before = found.rows[0] ? toDashboard(found.rows[0]) : null;
         const after = change(found.rows[0] ? toDashboard(found.rows[0]) : null);
         await upsertDashboard(client, t, after);
@@ -78,7 +94,11 @@ export function postgresDashboards(db: Db): StorageAreas["dashboards"] {
 type Queryable = Pick<PoolClient, "query">;
 
 /** Creates or replaces a dashboard; `created` tells which. */
-export async function upsertDashboard(client: Queryable, t: Db["t"], d: DashboardRecord): Promise<Array<{ created: boolean }>> {
+export async function upsertDashboard(
+  client: Queryable,
+  t: Db["t"],
+  d: DashboardRecord,
+): Promise<Array<{ created: boolean }>> {
   const result = await client.query<{ created: boolean }>(
     `insert into ${t("dashboards")} (${DASHBOARD_COLUMNS}) values ($1, $2, $3, $4, $5, $6)
      on conflict (id) do update set team_id = excluded.team_id, name = excluded.name, description = excluded.description,
@@ -94,7 +114,11 @@ export async function upsertDashboard(client: Queryable, t: Db["t"], d: Dashboar
  * given order (json_to_recordset yields them in array order, so `seq`
  * follows it: "the one stored last" of refresh-history).
  */
-export async function insertDashboardViews(client: Queryable, t: Db["t"], views: readonly DashboardView[]): Promise<void> {
+export async function insertDashboardViews(
+  client: Queryable,
+  t: Db["t"],
+  views: readonly DashboardView[],
+): Promise<void> {
   if (views.length === 0) return;
   await client.query(
     `insert into ${t("dashboard_views")} (dashboard_id, at, day, visitor_id, user_id, editor)
@@ -116,5 +140,12 @@ interface DashboardRow {
 }
 
 function toDashboard(r: DashboardRow): DashboardRecord {
-  return { id: r.id, teamId: r.team_id, name: r.name, description: r.description, versions: r.versions, datasetIds: r.dataset_ids };
+  return {
+    id: r.id,
+    teamId: r.team_id,
+    name: r.name,
+    description: r.description,
+    versions: r.versions,
+    datasetIds: r.dataset_ids,
+  };
 }

@@ -223,7 +223,16 @@ function isRead(sql: string | Statement): boolean {
 const UNAVAILABLE_STATES = /^(08|53|57P0[1-3]|57014$|40001$|40P01$|55P03$)/;
 
 /** Node's socket errors for a database that is down or unreachable. */
-const SOCKET_ERRORS = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "EHOSTUNREACH", "ENETUNREACH", "EAI_AGAIN", "ENOTFOUND"]);
+const SOCKET_ERRORS = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EAI_AGAIN",
+  "ENOTFOUND",
+]);
 
 /** pg's own messages for a connection that is gone or could not be had in time. */
 const LOST_MESSAGES = [
@@ -248,7 +257,10 @@ export function isConnectionLost(error: unknown): boolean {
   return LOST_MESSAGES.some((m) => error.message.includes(m));
 }
 
-/** Whether `error` means the database is unavailable for now (a retry later may succeed), as opposed to a wrong statement or a bug. */
+/**
+ * Whether `error` means the database is unavailable for now (a retry later may succeed), as opposed to a wrong
+ * statement or a bug.
+ */
 export function isUnavailable(error: unknown): boolean {
   if (isConnectionLost(error)) return true;
   const code = (error as { code?: unknown } | null)?.code;

@@ -25,7 +25,10 @@ export function postgresIdentity(db: Db, seen: SessionReads): IdentityStore & Id
   };
   return {
     async getBusiness(id) {
-      const [row] = await db.query<{ id: string; name: string }>(`select id, name from ${t("businesses")} where id = $1`, [id]);
+      const [row] = await db.query<{ id: string; name: string }>(
+        `select id, name from ${t("businesses")} where id = $1`,
+        [id],
+      );
       return row ? { id: row.id, name: row.name } : null;
     },
     async getTeam(id) {
@@ -35,7 +38,10 @@ export function postgresIdentity(db: Db, seen: SessionReads): IdentityStore & Id
       return row ? toTeam(row) : null;
     },
     async listBusinessTeams(businessId) {
-      const rows = await db.query<TeamRow>(`select ${TEAM_COLUMNS} from ${t("teams")} where business_id = $1 order by id collate "C"`, [businessId]);
+      const rows = await db.query<TeamRow>(
+        `select ${TEAM_COLUMNS} from ${t("teams")} where business_id = $1 order by id collate "C"`,
+        [businessId],
+      );
       return rows.map(toTeam);
     },
     async getUser(id) {
@@ -54,7 +60,10 @@ export function postgresIdentity(db: Db, seen: SessionReads): IdentityStore & Id
       return rows.map((r): Membership => ({ userId: r.user_id, teamId: r.team_id, role: r.role }));
     },
     async listBusinesses(at) {
-      return (await page<{ id: string; name: string }>("businesses", "id, name", at)).map((r) => ({ id: r.id, name: r.name }));
+      return (await page<{ id: string; name: string }>("businesses", "id, name", at)).map((r) => ({
+        id: r.id,
+        name: r.name,
+      }));
     },
     async listTeams(at) {
       return (await page<TeamRow>("teams", TEAM_COLUMNS, at)).map(toTeam);
@@ -77,52 +86,71 @@ export function postgresIdentity(db: Db, seen: SessionReads): IdentityStore & Id
     },
     async putTeam(team) {
       return putResult(
-        await writing(db.query(
-          `insert into ${t("teams")} (id, name, plan, business_id, is_personal) values ($1, $2, $3, $4, $5)
+        await writing(
+          db.query(
+            `insert into ${t("teams")} (id, name, plan, business_id, is_personal) values ($1, $2, $3, $4, $5)
            on conflict (id) do update set name = excluded.name, plan = excluded.plan,
              business_id = excluded.business_id, is_personal = excluded.is_personal
            returning ${PUT_RESULT}`,
-          [team.id, team.name, team.plan, team.businessId, team.isPersonal],
-        )),
+            [team.id, team.name, team.plan, team.businessId, team.isPersonal],
+          ),
+        ),
       );
     },
     async deleteTeam(id) {
-      return writing(db.transaction(async (client) => {
-        const deleted = await client.query(`delete from ${t("teams")} where id = $1`, [id]);
-        if (deleted.rowCount === 0) return false;
-        await client.query(`delete from ${t("memberships")} where team_id = $1`, [id]);
-        return true;
-      }));
+      return writing(
+        db.transaction(async (client) => {
+          const deleted = await client.query(`delete from ${t("teams")} where id = $1`, [id]);
+          if (deleted.rowCount === 0) return false;
+          await client.query(`delete from ${t("memberships")} where team_id = $1`, [id]);
+          return true;
+        }),
+      );
     },
     async putUser(user) {
       return putResult(
-        await writing(db.query(
-          `insert into ${t("users")} (id, email, name, business_admin) values ($1, $2, $3, $4)
+        await writing(
+          db.query(
+            `insert into ${t("users")} (id, email, name, business_admin) values ($1, $2, $3, $4)
            on conflict (id) do update set email = excluded.email, name = excluded.name, business_admin = excluded.business_admin
            returning ${PUT_RESULT}`,
-          [user.id, user.email, user.name, user.businessAdmin],
-        )),
+            [user.id, user.email, user.name, user.businessAdmin],
+          ),
+        ),
       );
     },
     async deleteUser(id) {
-      return writing(db.transaction(async (client) => {
-        const deleted = await client.query(`delete from ${t("users")} where id = $1`, [id]);
-        if (deleted.rowCount === 0) return false;
-        await client.query(`delete from ${t("memberships")} where user_id = $1`, [id]);
-        return true;
-      }));
+      return writing(
+        db.transaction(async (client) => {
+          const deleted = await client.query(`delete from ${t("users")} where id = $1`, [id]);
+          if (deleted.rowCount === 0) return false;
+          await client.query(`delete from ${t("memberships")} where user_id = $1`, [id]);
+          return true;
+        }),
+      );
     },
     async putMembership(membership) {
       return putResult(
-        await writing(db.query(
-          `insert into ${t("memberships")} (user_id, team_id, role) values ($1, $2, $3)
+        await writing(
+          db.query(
+            `insert into ${t("memberships")} (user_id, team_id, role) values ($1, $2, $3)
            on conflict (user_id, team_id) do update set role = excluded.role returning ${PUT_RESULT}`,
-          [membership.userId, membership.teamId, membership.role],
-        )),
+            [membership.userId, membership.teamId, membership.role],
+          ),
+        ),
       );
     },
     async deleteMembership(userId, teamId) {
-      return (await writing(db.query(`delete from ${t("memberships")} where user_id = $1 and team_id = $2 returning 1`, [userId, teamId]))).length > 0;
+      return (
+        (
+          await writing(
+            db.query(`delete from ${t("memberships")} where user_id = $1 and team_id = $2 returning 1`, [
+              userId,
+              teamId,
+            ]),
+          )
+        ).length > 0
+      );
     },
   };
 }
@@ -174,7 +202,9 @@ export function postgresCredentials(db: Db, seen: SessionReads): CredentialStore
     seen.rememberSession(tokenHash, session, {
       user: user === null ? null : { id: user[0], email: user[1], name: user[2], businessAdmin: user[3] },
       memberships: memberships.map(([teamId, role]): Membership => ({ userId, teamId, role })),
-      teams: new Map(memberships.map(([teamId, , team]) => [teamId, team === null ? null : teamFromArray(team)] as const)),
+      teams: new Map(
+        memberships.map(([teamId, , team]) => [teamId, team === null ? null : teamFromArray(team)] as const),
+      ),
     });
     return session;
   };
@@ -196,16 +226,24 @@ export function postgresCredentials(db: Db, seen: SessionReads): CredentialStore
     },
     async insertSession(session) {
       // The primary key (token_hash) and the unique id make a duplicate fail.
-      await forgetting(db.query(`insert into ${t("sessions")} (${sessionColumns}, expires_ms) values ($1, $2, $3, $4, $5)`, sessionParams(session)));
+      await forgetting(
+        db.query(
+          `insert into ${t("sessions")} (${sessionColumns}, expires_ms) values ($1, $2, $3, $4, $5)`,
+          sessionParams(session),
+        ),
+      );
     },
     async deleteSession(id) {
       return (await forgetting(db.query(`delete from ${t("sessions")} where id = $1 returning 1`, [id]))).length > 0;
     },
     async deleteUserSessions(userId) {
-      return (await forgetting(db.query(`delete from ${t("sessions")} where user_id = $1 returning 1`, [userId]))).length;
+      return (await forgetting(db.query(`delete from ${t("sessions")} where user_id = $1 returning 1`, [userId])))
+        .length;
     },
     async findApiKeyByHash(tokenHash) {
-      const [row] = await db.query<KeyRow>(`select ${storedKeyColumns} from ${t("api_keys")} where token_hash = $1`, [tokenHash]);
+      const [row] = await db.query<KeyRow>(`select ${storedKeyColumns} from ${t("api_keys")} where token_hash = $1`, [
+        tokenHash,
+      ]);
       return row ? toApiKey(row) : null;
     },
     async findApiKeyWithTeam(tokenHash) {
@@ -216,7 +254,8 @@ export function postgresCredentials(db: Db, seen: SessionReads): CredentialStore
         seen.rememberNoSession(tokenHash);
         return null;
       }
-      // The same stored key as last time: the same (frozen) records, with no parsing (and /me's body is remembered for them).
+      // The same stored key as last time: the same (frozen) records, with no parsing (and /me's body is remembered for
+      // them).
       const known = keys.get(text);
       if (known) return known;
       const found = JSON.parse(text) as KeyArray | SessionArray;
@@ -241,7 +280,12 @@ export function postgresCredentials(db: Db, seen: SessionReads): CredentialStore
     },
     async insertApiKey(key) {
       // The primary key and the unique token_hash make a duplicate fail.
-      await forgetting(db.query(`insert into ${t("api_keys")} (${keyColumns}, created_ms) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, apiKeyParams(key)));
+      await forgetting(
+        db.query(
+          `insert into ${t("api_keys")} (${keyColumns}, created_ms) values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+          apiKeyParams(key),
+        ),
+      );
     },
     async revokeApiKey(id, revokedAt) {
       const [row] = await db.query<KeyRow>(
@@ -251,7 +295,14 @@ export function postgresCredentials(db: Db, seen: SessionReads): CredentialStore
       return row ? toApiKey(row) : null;
     },
     async markKeysCreatorDeleted(userId) {
-      return (await forgetting(db.query(`update ${t("api_keys")} set creator_deleted = true where created_by = $1 and not creator_deleted returning 1`, [userId]))).length;
+      return (
+        await forgetting(
+          db.query(
+            `update ${t("api_keys")} set creator_deleted = true where created_by = $1 and not creator_deleted returning 1`,
+            [userId],
+          ),
+        )
+      ).length;
     },
   };
 }
@@ -282,8 +333,23 @@ function teamFromArray([id, name, plan, businessId, isPersonal]: TeamArray): Tea
   return { id, name, plan, businessId, isPersonal };
 }
 
-/** A key and its team from the authentication statement's array, frozen through (the records the memory store hands out are too). */
-function frozenKey([id, name, teamId, tokenHash, createdBy, scopes, allowlist, createdAt, revokedAt, creatorDeleted, team]: KeyArray): {
+/**
+ * A key and its team from the authentication statement's array, frozen through (the records the memory store hands out
+ * are too).
+ */
+function frozenKey([
+  id,
+  name,
+  teamId,
+  tokenHash,
+  createdBy,
+  scopes,
+  allowlist,
+  createdAt,
+  revokedAt,
+  creatorDeleted,
+  team,
+]: KeyArray): {
   key: ApiKeyRecord;
   team: Team | null;
 } {
@@ -315,7 +381,13 @@ const KEY_CACHE_SIZE = 1000;
 
 /** Parameters for inserting a session: id, token_hash, user_id, expires_at, expires_ms. */
 export function sessionParams(session: SessionRecord): unknown[] {
-  return [session.id, session.tokenHash, session.userId, session.expiresAt, session.expiresAt === null ? null : millis(session.expiresAt)];
+  return [
+    session.id,
+    session.tokenHash,
+    session.userId,
+    session.expiresAt,
+    session.expiresAt === null ? null : millis(session.expiresAt),
+  ];
 }
 
 /** Parameters for inserting a key, in the column order of `insertApiKey`. */

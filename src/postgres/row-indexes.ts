@@ -35,24 +35,40 @@ const VERSION = "rx1";
 const WAIT_MS = 2000;
 
 export async function syncDatasetIndexes(db: Db, datasetId: string, columns: readonly string[]): Promise<void> {
-  await scheduled(db, { table: "dataset_rows", prefix: prefixOf("d", datasetId), scope: `dataset_id = ${quoteLiteral(datasetId)}` }, columns);
+  await scheduled(
+    db,
+    { table: "dataset_rows", prefix: prefixOf("d", datasetId), scope: `dataset_id = ${quoteLiteral(datasetId)}` },
+    columns,
+  );
 }
 
 export async function syncTableIndexes(db: Db, tableId: string, columns: readonly string[]): Promise<void> {
-  await scheduled(db, { table: "table_rows", prefix: prefixOf("t", tableId), scope: `table_id = ${quoteLiteral(tableId)}` }, columns);
+  await scheduled(
+    db,
+    { table: "table_rows", prefix: prefixOf("t", tableId), scope: `table_id = ${quoteLiteral(tableId)}` },
+    columns,
+  );
 }
 
 /** The last sync of each dataset or table, per store (its `Db`), so syncs of one target run in order. */
 const pending = new WeakMap<Db, Map<string, Promise<void>>>();
 
-/** Runs `sync` after the target's previous one; resolves when it is done or after WAIT_MS, whichever is first. Never rejects. */
+/**
+ * Runs `sync` after the target's previous one; resolves when it is done or after WAIT_MS, whichever is first. Never
+ * rejects.
+ */
 function scheduled(db: Db, target: Target, columns: readonly string[]): Promise<void> {
   let queue = pending.get(db);
   if (!queue) pending.set(db, (queue = new Map()));
   const previous = queue.get(target.prefix) ?? Promise.resolve();
   const run: Promise<void> = previous
     .then(() => sync(db, target, columns))
-    .catch((error: unknown) => db.log(`could not build the row indexes of ${target.scope}; the next declaration builds them again`, error instanceof Error ? briefly(error) : error))
+    .catch((error: unknown) =>
+      db.log(
+        `could not build the row indexes of ${target.scope}; the next declaration builds them again`,
+        error instanceof Error ? briefly(error) : error,
+      ),
+    )
     .finally(() => {
       if (queue.get(target.prefix) === run) queue.delete(target.prefix);
     });
@@ -92,8 +108,14 @@ async function sync(db: Db, target: Target, columns: readonly string[]): Promise
     if (!indexableColumn(column)) continue;
     const base = `${target.prefix}${md5(column).slice(0, 12)}`;
     const terms = sortTermsSql("row", column);
-    wanted.set(`${base}_a`, `create index concurrently "${base}_a" on ${on} (${terms.rank}, ${terms.num}, ${terms.text}, pos) where ${where}`);
-    wanted.set(`${base}_d`, `create index concurrently "${base}_d" on ${on} (${terms.descRank}, ${terms.num}, ${terms.text}, (-pos)) where ${where}`);
+    wanted.set(
+      `${base}_a`,
+      `create index concurrently "${base}_a" on ${on} (${terms.rank}, ${terms.num}, ${terms.text}, pos) where ${where}`,
+    );
+    wanted.set(
+      `${base}_d`,
+      `create index concurrently "${base}_d" on ${on} (${terms.descRank}, ${terms.num}, ${terms.text}, (-pos)) where ${where}`,
+    );
   }
   const present = await db.query<{ name: string; valid: boolean }>(
     `select c.relname as name, i.indisvalid as valid from pg_index i join pg_class c on c.oid = i.indexrelid

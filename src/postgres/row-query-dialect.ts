@@ -3,7 +3,15 @@ import type { RowKey, RowTest, SortKey } from "../domain/row-query-model.js";
 import { keyOf, RANK, sortTerms } from "../domain/row-query-order.js";
 import { join, raw, renderNumbered, type Sql, sql } from "../sql/fragments.js";
 import { prefixEnd, quoteLiteral } from "../sql/literals.js";
-import { afterSql, conditionSql, operatorSql, orderSql, splitByKind, type SqlDialect, TRUE } from "../sql/row-compiler.js";
+import {
+  afterSql,
+  conditionSql,
+  operatorSql,
+  orderSql,
+  splitByKind,
+  type SqlDialect,
+  TRUE,
+} from "../sql/row-compiler.js";
 import type { TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";
 import { type Db, num } from "./db.js";
 
@@ -51,7 +59,11 @@ export const SANE_ROW = String.raw`(CASE WHEN ${UNPARSABLE} THEN regexp_replace(
  * an operand with one matches what it would match among such rows (`eq`
  * nothing, `gt "a\u0000…"` what `gt "a"` does), without sending it.
  */
-export function postgresRowDialect(doc: string, position: string, options: { indexed?: ReadonlySet<string> } = {}): PostgresRowDialect {
+export function postgresRowDialect(
+  doc: string,
+  position: string,
+  options: { indexed?: ReadonlySet<string> } = {},
+): PostgresRowDialect {
   const column = raw(doc);
   const indexed = options.indexed ?? NO_COLUMNS;
   const member = (name: string): Sql => sql`(${column} -> ${name}::text)`;
@@ -59,8 +71,10 @@ export function postgresRowDialect(doc: string, position: string, options: { ind
   const kindOf = (name: string): Sql => sql`json_typeof(${member(name)})`;
   const terms = (name: string) => sortTermsSql(doc, name);
 
-  const nullish = (name: string) => (indexed.has(name) ? sql`${raw(terms(name).rank)} = 4` : sql`coalesce(${kindOf(name)}, 'null') = 'null'`);
-  const present = (name: string) => (indexed.has(name) ? sql`${raw(terms(name).rank)} < 4` : sql`coalesce(${kindOf(name)}, 'null') <> 'null'`);
+  const nullish = (name: string) =>
+    indexed.has(name) ? sql`${raw(terms(name).rank)} = 4` : sql`coalesce(${kindOf(name)}, 'null') = 'null'`;
+  const present = (name: string) =>
+    indexed.has(name) ? sql`${raw(terms(name).rank)} < 4` : sql`coalesce(${kindOf(name)}, 'null') <> 'null'`;
   const numberOf = (name: string) => sql`(CASE WHEN ${kindOf(name)} = 'number' THEN ${textOf(name)}::float8 END)`;
 
   /** Rank and text equal (a string, a boolean): the index's n term is 0 for them. */
@@ -88,16 +102,22 @@ export function postgresRowDialect(doc: string, position: string, options: { ind
     if (indexed.has(name)) {
       const t = terms(name);
       const parts: Sql[] = [];
-      if (kinds.numbers.length > 0) parts.push(sql`(${raw(t.rank)} = 0 AND ${raw(t.num)} = any(${kinds.numbers}::float8[]))`);
+      if (kinds.numbers.length > 0)
+        parts.push(sql`(${raw(t.rank)} = 0 AND ${raw(t.num)} = any(${kinds.numbers}::float8[]))`);
       if (kinds.strings.length > 0) parts.push(textTerm(name, 1, "= any", sql`(${kinds.strings}::text[])`));
-      if (kinds.booleans.length > 0) parts.push(textTerm(name, 2, "= any", sql`(${kinds.booleans.map(String)}::text[])`));
+      if (kinds.booleans.length > 0)
+        parts.push(textTerm(name, 2, "= any", sql`(${kinds.booleans.map(String)}::text[])`));
       if (kinds.structures.length > 0) {
         const texts = kinds.structures.map((v) => JSON.stringify(v));
-        parts.push(sql`(${raw(t.rank)} = 3 AND coalesce((${raw(memberSql(doc, name))})::jsonb = any(${texts}::jsonb[]), false))`);
+        parts.push(
+          sql`(${raw(t.rank)} = 3 AND coalesce((${raw(memberSql(doc, name))})::jsonb = any(${texts}::jsonb[]), false))`,
+        );
       }
       return parts.length === 0 ? FALSE : sql`(${join(parts, " OR ")})`;
     }
-    const texts = [...kinds.strings, ...kinds.numbers, ...kinds.booleans, ...kinds.structures].map((v) => JSON.stringify(v));
+    const texts = [...kinds.strings, ...kinds.numbers, ...kinds.booleans, ...kinds.structures].map((v) =>
+      JSON.stringify(v),
+    );
     return texts.length === 0 ? FALSE : sql`coalesce((${member(name)})::jsonb = any(${texts}::jsonb[]), false)`;
   };
 
@@ -139,7 +159,9 @@ export function postgresRowDialect(doc: string, position: string, options: { ind
         oneOf,
         compare,
         contains: (name, operand) =>
-          operand.includes("\u0000") ? FALSE : sql`(${kindOf(name)} = 'string' AND strpos(${textOf(name)}, ${operand}::text) > 0)`,
+          operand.includes("\u0000")
+            ? FALSE
+            : sql`(${kindOf(name)} = 'string' AND strpos(${textOf(name)}, ${operand}::text) > 0)`,
         startsWith,
       }),
     rank: (name) =>
@@ -228,29 +250,41 @@ export function sortTermsSql(doc: string, name: string): { rank: string; descRan
 
 /** A column name an index can be made for: a SQL string literal can hold it (PostgreSQL text has no U+0000). */
 export function indexableColumn(name: string): boolean {
-  return !name.includes("\u0000") && !/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(name);
+  return (
+    !name.includes("\u0000") && !/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(name)
+  );
 }
 
 const TABLE_DIALECT = postgresRowDialect("row", "pos");
 const SANE_TABLE_DIALECT = postgresRowDialect(SANE_ROW, "pos");
 
-/** A page of an input table's rows with `where`, `sort` or `after`: the count and the rows from one statement (one snapshot). */
+/**
+ * A page of an input table's rows with `where`, `sort` or `after`: the count and the rows from one statement (one
+ * snapshot).
+ */
 export async function queriedTableRows(db: Db, tableId: string, query: TableRowsQuery): Promise<TableRowsPage> {
   const { t } = db;
   const sort = query.sort ?? [];
-  // Declared columns are indexed (row-indexes.ts) for the rows PostgreSQL can take apart; a table holding another is read without.
+  // Declared columns are indexed (row-indexes.ts) for the rows PostgreSQL can take apart; a table holding another is
+  // read without.
   const [found] = await db.query<{ columns: Column[]; unparsable: boolean }>(
     `select columns, exists (select 1 from ${t("table_rows")} where table_id = $1 and ${UNPARSABLE}) as unparsable from ${t("input_tables")} where id = $1`,
     [tableId],
   );
-  const indexed = found && !found.unparsable ? new Set(found.columns.map((c) => c.name).filter(indexableColumn)) : NO_COLUMNS;
-  const dialect = found?.unparsable ? SANE_TABLE_DIALECT : indexed.size > 0 ? postgresRowDialect("row", "pos", { indexed }) : TABLE_DIALECT;
+  const indexed =
+    found && !found.unparsable ? new Set(found.columns.map((c) => c.name).filter(indexableColumn)) : NO_COLUMNS;
+  const dialect = found?.unparsable
+    ? SANE_TABLE_DIALECT
+    : indexed.size > 0
+      ? postgresRowDialect("row", "pos", { indexed })
+      : TABLE_DIALECT;
   const guard = indexed.size > 0 ? ` and ${HAS_JSONB}` : "";
   const params: unknown[] = [tableId];
   const condition = renderNumbered(query.where ? conditionSql(query.where, dialect) : TRUE, params) + guard;
   const indexedOrder = dialect.indexedOrder(sort);
   let after = "";
-  if (query.after) after = ` and ${renderNumbered(indexedOrder ? indexedOrder.after(query.after) : afterSql(sort, query.after, dialect), params)}`;
+  if (query.after)
+    after = ` and ${renderNumbered(indexedOrder ? indexedOrder.after(query.after) : afterSql(sort, query.after, dialect), params)}`;
   const order = sort.length > 0 ? renderNumbered(indexedOrder?.order ?? orderSql(sort, dialect), params) : "pos";
   const result = await db.query<{ n: string; pos: string | null; row: Row | null }>(
     `select c.n, p.pos, p.row from (${query.count === false ? "select -1 as n" : `select count(*) as n from ${t("table_rows")} where table_id = $1 and ${condition}`}) c
@@ -262,5 +296,9 @@ export async function queriedTableRows(db: Db, tableId: string, query: TableRows
   );
   const rows = result.filter((r) => r.pos !== null);
   const end = rows.at(-1);
-  return { totalRows: num(result[0]?.n), rows: rows.map((r) => r.row as Row), lastKey: end ? keyOf(end.row as Row, Number(end.pos), sort) : null };
+  return {
+    totalRows: num(result[0]?.n),
+    rows: rows.map((r) => r.row as Row),
+    lastKey: end ? keyOf(end.row as Row, Number(end.pos), sort) : null,
+  };
 }

@@ -11,7 +11,15 @@ import { renderNumbered } from "../sql/fragments.js";
 import { afterSql, conditionSql, orderSql } from "../sql/row-compiler.js";
 import { bulkRowWriter } from "./dataset-rows.js";
 import { begun, bounded, type Db, isConnectionLost, json, type Lease, num, storeFault } from "./db.js";
-import { HAS_JSONB, hasNul, indexableColumn, postgresRowDialect, type PostgresRowDialect, SANE_ROW, UNPARSABLE } from "./row-query-dialect.js";
+import {
+  HAS_JSONB,
+  hasNul,
+  indexableColumn,
+  postgresRowDialect,
+  type PostgresRowDialect,
+  SANE_ROW,
+  UNPARSABLE,
+} from "./row-query-dialect.js";
 
 /** Rows fetched per round trip while streaming a read. */
 const BATCH = 1000;
@@ -54,7 +62,13 @@ export function postgresRows(
 }
 
 /** Insert rows at positions `firstPos`, `firstPos + 1`, … in batches (the caller sets the window). */
-export async function insertDatasetRows(client: PoolClient, t: Db["t"], datasetId: string, rows: readonly Row[], firstPos: number): Promise<void> {
+export async function insertDatasetRows(
+  client: PoolClient,
+  t: Db["t"],
+  datasetId: string,
+  rows: readonly Row[],
+  firstPos: number,
+): Promise<void> {
   for (let start = 0; start < rows.length; start += WRITE_BATCH) {
     const batch = rows.slice(start, start + WRITE_BATCH);
     await client.query(
@@ -90,7 +104,8 @@ function filterSql(filters: Record<string, unknown> | null, params: unknown[], h
     params.push(key, json(value));
     parts.push(`coalesce((${doc}::jsonb) -> $${params.length - 1}::text, 'null'::jsonb) = $${params.length}::jsonb`);
   }
-  if (!how.sane && Object.keys(contained).length > 0) parts.push(`(row::jsonb) @> $${params.push(json(contained))}::jsonb`);
+  if (!how.sane && Object.keys(contained).length > 0)
+    parts.push(`(row::jsonb) @> $${params.push(json(contained))}::jsonb`);
   return ` and ${parts.join(" and ")}`;
 }
 
@@ -104,7 +119,13 @@ function filterSql(filters: Record<string, unknown> | null, params: unknown[], h
  * offset becomes a position (`first_pos + offset`), so a deep page costs an
  * index seek.
  */
-async function readRows(db: Db, datasetId: string, query: RowQuery, reads: OpenReads, counts: CountMemo): Promise<RowPage> {
+async function readRows(
+  db: Db,
+  datasetId: string,
+  query: RowQuery,
+  reads: OpenReads,
+  counts: CountMemo,
+): Promise<RowPage> {
   const { t } = db;
   const limit = query.limit ?? null;
   const params: unknown[] = [datasetId];
@@ -118,7 +139,14 @@ async function readRows(db: Db, datasetId: string, query: RowQuery, reads: OpenR
     // How a sorted page reads depends on how many rows match (pageReading): count first. The page's
     // statement still answers its own count if the dataset changed in between.
     const countParams: unknown[] = [datasetId];
-    remember((await db.query<{ n: string | null; counted_at: string | null }>(countSql(t, query, countParams, how, null), countParams))[0]);
+    remember(
+      (
+        await db.query<{ n: string | null; counted_at: string | null }>(
+          countSql(t, query, countParams, how, null),
+          countParams,
+        )
+      )[0],
+    );
   }
   const count = countSql(t, query, params, how, counts.get(memoKey) ?? null);
   if (limit !== null && limit <= BATCH) {
@@ -129,7 +157,9 @@ async function readRows(db: Db, datasetId: string, query: RowQuery, reads: OpenR
       params,
     );
     remember(result[0]);
-    const found = result.filter((x): x is { n: string | null; counted_at: string | null } & PageRow => x.pos !== null && x.pos !== undefined);
+    const found = result.filter(
+      (x): x is { n: string | null; counted_at: string | null } & PageRow => x.pos !== null && x.pos !== undefined,
+    );
     const end = found.at(-1);
     // A plain iterator over the rows read, not an async generator (see `domain/async-iterables.ts`).
     const rows = mapped(found, (x) => toRow(x.r, query.columns));
@@ -144,7 +174,15 @@ async function readRows(db: Db, datasetId: string, query: RowQuery, reads: OpenR
       )
     ).rows;
     remember(counted);
-    const rows = new SnapshotRows(db, lease, datasetId, query, pageReading(how, query, counted ? num(counted.n) : null), counted?.version ?? null, reads);
+    const rows = new SnapshotRows(
+      db,
+      lease,
+      datasetId,
+      query,
+      pageReading(how, query, counted ? num(counted.n) : null),
+      counted?.version ?? null,
+      reads,
+    );
     return { totalRows: num(counted?.n), rows, lastKey: () => rows.lastKey };
   } catch (error) {
     await lease.client.query("ROLLBACK").catch(() => lease.spoil());
@@ -244,7 +282,10 @@ class SnapshotRows implements AsyncIterable<Row> {
     const { query } = this;
     const rest = { ...query, offset: query.offset + skip, limit: query.limit === null ? null : query.limit - skip };
     const params: unknown[] = [this.datasetId];
-    await this.lease.client.query(`declare dataport_rows no scroll cursor for ${pageSql(this.db.t, rest, params, this.how)}`, params);
+    await this.lease.client.query(
+      `declare dataport_rows no scroll cursor for ${pageSql(this.db.t, rest, params, this.how)}`,
+      params,
+    );
   }
 
   /** The same page from its `skip`th row, on a new connection, when the rows are still those counted. */
@@ -252,11 +293,14 @@ class SnapshotRows implements AsyncIterable<Row> {
     this.lease.spoil();
     this.lease.release();
     this.lease = await begun(this.db.pool, SNAPSHOT);
-    const found = await this.lease.client.query<{ version: string }>(`select rows_version as version from ${this.db.t("datasets")} where id = $1`, [
-      this.datasetId,
-    ]);
+    const found = await this.lease.client.query<{ version: string }>(
+      `select rows_version as version from ${this.db.t("datasets")} where id = $1`,
+      [this.datasetId],
+    );
     if ((found.rows[0]?.version ?? null) !== this.version) {
-      throw new Error(`the rows of dataset ${this.datasetId} changed while a page of them was read after a lost connection; read it again`);
+      throw new Error(
+        `the rows of dataset ${this.datasetId} changed while a page of them was read after a lost connection; read it again`,
+      );
     }
     await this.declare(skip);
   }
@@ -279,7 +323,8 @@ class SnapshotRows implements AsyncIterable<Row> {
  */
 function countSql(t: Db["t"], query: RowQuery, params: unknown[], how: Reading, known: Counted | null): string {
   const where = filterSql(query.filters, params, how) + whereSql(query, params, how);
-  if (where === "") return `select coalesce((select next_pos - first_pos from ${t("datasets")} where id = $1), 0) as n, null::text as counted_at`;
+  if (where === "")
+    return `select coalesce((select next_pos - first_pos from ${t("datasets")} where id = $1), 0) as n, null::text as counted_at`;
   const version = `(select ${COUNTED_AT} from ${t("datasets")} where id = $1)`;
   // The count in an uncorrelated subquery of a CASE branch: PostgreSQL runs it only when that branch is taken.
   return `select case when ${version} = $${params.push(known?.version ?? null)}::text then $${params.push(known?.n ?? null)}::bigint
@@ -310,7 +355,10 @@ const COUNT_MEMO_SIZE = 1024;
 /** The version of a dataset row: its xmin (new at every write of the row) and its window. */
 const COUNTED_AT = "xmin::text || ':' || rows_version || ':' || first_pos || ':' || next_pos";
 
-/** A page row: position, the row (or the selected values as a JSON array), the sort values (`k`, null unsorted), its rank in the page (`ord`). */
+/**
+ * A page row: position, the row (or the selected values as a JSON array), the sort values (`k`, null unsorted), its
+ * rank in the page (`ord`).
+ */
 interface PageRow {
   pos: string;
   r: unknown;
@@ -345,7 +393,9 @@ async function datasetReading(db: Db, datasetId: string): Promise<Reading> {
   if (found?.unparsable) return SANE;
   if (!found?.columns_declared) return PLAIN;
   const indexed = new Set(found.columns.map((c) => c.name).filter(indexableColumn));
-  return indexed.size === 0 ? PLAIN : { dialect: postgresRowDialect("row", "pos", { indexed }), guard: ` and ${HAS_JSONB}` };
+  return indexed.size === 0
+    ? PLAIN
+    : { dialect: postgresRowDialect("row", "pos", { indexed }), guard: ` and ${HAS_JSONB}` };
 }
 
 /** Matches a sorted page may seek through a condition's index and sort (see `pageReading`). */
@@ -364,7 +414,9 @@ function pageReading(how: Reading, query: RowQuery, matches: number | null): Rea
   return { ...how, dialect: postgresRowDialect("row", "pos", { indexed: new Set([query.sort![0]!.column]) }) };
 }
 
-/** A page sorted by one indexed column under conditions that could seek another index: its reading depends on its count. */
+/**
+ * A page sorted by one indexed column under conditions that could seek another index: its reading depends on its count.
+ */
 function choosesByCount(how: Reading, query: RowQuery): boolean {
   const sort = query.sort ?? [];
   return !!query.where && sort.length === 1 && how.dialect.indexed.has(sort[0]!.column) && how.dialect.indexed.size > 1;
@@ -436,4 +488,3 @@ function keyOfPage(row: PageRow, sort: readonly SortKey[] | null | undefined): R
 function toRow(r: unknown, columns: string[] | null): Row {
   return columns ? selectColumns(r as Row, columns) : (r as Row);
 }
-

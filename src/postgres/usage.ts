@@ -1,7 +1,15 @@
 import { utcDay } from "../domain/days.js";
 import type { PoolClient } from "pg";
 import type { ApiCallRecord, CreditUsage, RefreshRun } from "../domain/model.js";
-import { type ApiUsageRow, type CreditUsageRow, type DashboardUsageRow, type DatasetUsageRow, type RefreshHistoryRow, sumCall, usageSums } from "../ports/storage/usage.js";
+import {
+  type ApiUsageRow,
+  type CreditUsageRow,
+  type DashboardUsageRow,
+  type DatasetUsageRow,
+  type RefreshHistoryRow,
+  sumCall,
+  usageSums,
+} from "../ports/storage/usage.js";
 import type { StorageAreas } from "../ports/storage.js";
 import { type Db, json, num, statement } from "./db.js";
 import { millis } from "./identity.js";
@@ -33,18 +41,16 @@ export function postgresUsage(
           order by v.day desc, d.name collate "C", d.id collate "C"`,
         [teamId, fromDay, toDay],
       );
-      return rows.map(
-        (r): DashboardUsageRow => ({
-          day: r.day,
-          dashboard_id: r.dashboard_id,
-          dashboard: r.dashboard,
-          published: r.published === true,
-          views: num(r.views),
-          unique_visitors: num(r.unique_visitors),
-          signed_in_viewers: num(r.signed_in_viewers),
-          anonymous_views: num(r.anonymous_views),
-        }),
-      );
+      return rows.map((r): DashboardUsageRow => ({
+        day: r.day,
+        dashboard_id: r.dashboard_id,
+        dashboard: r.dashboard,
+        published: r.published === true,
+        views: num(r.views),
+        unique_visitors: num(r.unique_visitors),
+        signed_in_viewers: num(r.signed_in_viewers),
+        anonymous_views: num(r.anonymous_views),
+      }));
     },
     async spaceRefreshHistory({ teamId, fromDay, toDay }) {
       const rows = await db.query(
@@ -59,19 +65,17 @@ export function postgresUsage(
           order by r.day desc, d.name collate "C", d.id collate "C"`,
         [teamId, fromDay, toDay],
       );
-      return rows.map(
-        (r): RefreshHistoryRow => ({
-          dataset_id: r.dataset_id,
-          dataset: r.dataset,
-          connection: r.connection ?? null,
-          day: r.day,
-          runs: num(r.runs),
-          failures: num(r.failures),
-          rows_processed: num(r.rows_processed),
-          avg_duration_ms: num(r.avg_duration_ms),
-          last_error: r.last_error ?? null,
-        }),
-      );
+      return rows.map((r): RefreshHistoryRow => ({
+        dataset_id: r.dataset_id,
+        dataset: r.dataset,
+        connection: r.connection ?? null,
+        day: r.day,
+        runs: num(r.runs),
+        failures: num(r.failures),
+        rows_processed: num(r.rows_processed),
+        avg_duration_ms: num(r.avg_duration_ms),
+        last_error: r.last_error ?? null,
+      }));
     },
     async spaceCreditUsage({ teamId, fromDay, toDay }) {
       const rows = await db.query(
@@ -82,9 +86,13 @@ export function postgresUsage(
           order by day desc, category collate "C"`,
         [teamId, fromDay, toDay],
       );
-      return rows.map(
-        (r): CreditUsageRow => ({ day: r.day, category: r.category, credits: num(r.credits), uses: num(r.uses), users: num(r.users) }),
-      );
+      return rows.map((r): CreditUsageRow => ({
+        day: r.day,
+        category: r.category,
+        credits: num(r.credits),
+        uses: num(r.uses),
+        users: num(r.users),
+      }));
     },
     async spaceApiUsage({ teamId, fromDay, toDay }) {
       await usage.settled();
@@ -99,20 +107,18 @@ export function postgresUsage(
                    credential_name collate "C" nulls first, credential_id collate "C" nulls first`,
         [teamId, fromDay, toDay],
       );
-      return rows.map(
-        (r): ApiUsageRow => ({
-          day: r.day,
-          method: r.method,
-          route: r.route,
-          credential_kind: r.credential_kind,
-          credential_id: r.credential_id ?? null,
-          credential: r.credential_name ?? null,
-          calls: num(r.calls),
-          errors: num(r.errors),
-          server_errors: num(r.server_errors),
-          avg_latency_ms: num(r.avg_latency_ms),
-        }),
-      );
+      return rows.map((r): ApiUsageRow => ({
+        day: r.day,
+        method: r.method,
+        route: r.route,
+        credential_kind: r.credential_kind,
+        credential_id: r.credential_id ?? null,
+        credential: r.credential_name ?? null,
+        calls: num(r.calls),
+        errors: num(r.errors),
+        server_errors: num(r.server_errors),
+        avg_latency_ms: num(r.avg_latency_ms),
+      }));
     },
     async spaceDatasetUsage({ teamId }) {
       await usage.settled();
@@ -131,22 +137,20 @@ export function postgresUsage(
           order by d.name collate "C", d.id collate "C"`,
         [teamId],
       );
-      return rows.map(
-        (r): DatasetUsageRow => ({
-          dataset_id: r.dataset_id,
-          dataset: r.dataset,
-          type: r.type,
-          connection: r.connection ?? null,
-          row_count: num(r.row_count),
-          column_count: num(r.column_count),
-          last_refreshed_at: r.last_refreshed_at ?? null,
-          updated_at: r.updated_at,
-          last_refresh_error: r.last_refresh_error ?? null,
-          dashboards: r.dashboards,
-          api_reads: num(r.api_reads),
-          last_api_read_at: r.last_api_read_at ?? null,
-        }),
-      );
+      return rows.map((r): DatasetUsageRow => ({
+        dataset_id: r.dataset_id,
+        dataset: r.dataset,
+        type: r.type,
+        connection: r.connection ?? null,
+        row_count: num(r.row_count),
+        column_count: num(r.column_count),
+        last_refreshed_at: r.last_refreshed_at ?? null,
+        updated_at: r.updated_at,
+        last_refresh_error: r.last_refresh_error ?? null,
+        dashboards: r.dashboards,
+        api_reads: num(r.api_reads),
+        last_api_read_at: r.last_api_read_at ?? null,
+      }));
     },
     async appendRefreshRuns(runs) {
       await insertRefreshRuns(db.pool, t, runs);
@@ -157,7 +161,15 @@ export function postgresUsage(
     async recordRefreshRun(run) {
       await db.query(
         `insert into ${t("refresh_runs")} (dataset_id, started_at, started_ms, day, duration_ms, rows_processed, error) values ($1, $2, $3, $4, $5, $6, $7)`,
-        [run.datasetId, run.startedAt, millis(run.startedAt), utcDay(run.startedAt), run.durationMs, run.rowsProcessed, run.error],
+        [
+          run.datasetId,
+          run.startedAt,
+          millis(run.startedAt),
+          utcDay(run.startedAt),
+          run.durationMs,
+          run.rowsProcessed,
+          run.error,
+        ],
       );
     },
     recordApiCall(call) {

@@ -4,7 +4,10 @@ import type { Clock } from "../base/clock.js";
 import { openRedis, type RedisConnectionOptions } from "./connection.js";
 
 export interface RedisCache extends Cache {
-  /** Claim `name` for `ttlMs` unless claimed (atomic on the Redis server): a token when taken, else null. The Cache port's optional flight claims. */
+  /**
+   * Claim `name` for `ttlMs` unless claimed (atomic on the Redis server): a token when taken, else null. The Cache
+   * port's optional flight claims.
+   */
   claimFlight(name: string, ttlMs: number): Promise<string | null>;
   /** Give `name` back if `token` still holds it. */
   releaseFlight(name: string, token: string): Promise<void>;
@@ -50,7 +53,9 @@ export function createRedisCache(options: RedisConnectionOptions & { clock?: Clo
     },
     async claimFlight(name, ttlMs) {
       const token = randomUUID();
-      const taken = await command(() => redis.set(`${prefix}flight:${name}`, token, "PX", Math.max(1, Math.round(ttlMs)), "NX"));
+      const taken = await command(() =>
+        redis.set(`${prefix}flight:${name}`, token, "PX", Math.max(1, Math.round(ttlMs)), "NX"),
+      );
       return taken === "OK" ? token : null;
     },
     async releaseFlight(name, token) {

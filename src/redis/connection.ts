@@ -56,7 +56,8 @@ export function openRedis(options: RedisConnectionOptions): RedisConnection {
     prefix: options.prefix ?? "dataport:",
     command(run) {
       // Before the first connection commands wait for it (a start-up); after, a lost connection fails them at once.
-      if (wasReady && redis.status !== "ready") return Promise.reject(new Error(`Redis is unavailable (connection ${redis.status})`));
+      if (wasReady && redis.status !== "ready")
+        return Promise.reject(new Error(`Redis is unavailable (connection ${redis.status})`));
       return withTimeout(run(), timeoutMs, () => new Error(`Redis did not answer within ${timeoutMs} ms`));
     },
     async close() {

@@ -50,10 +50,9 @@ export function createRedisRateLimiter(options: RedisConnectionOptions): RedisRa
   const key = (name: string) => `${prefix}rl:${name}`;
   return {
     async take(name: string, limit: RateLimit, now: number): Promise<RateDecision> {
-      const [allowed, tokens] = (await command(() => redis.eval(TAKE, 1, key(name), limit.ratePerSecond, limit.burst, Math.floor(now)))) as [
-        number,
-        string,
-      ];
+      const [allowed, tokens] = (await command(() =>
+        redis.eval(TAKE, 1, key(name), limit.ratePerSecond, limit.burst, Math.floor(now)),
+      )) as [number, string];
       return decision(allowed === 1, Number(tokens), limit);
     },
     async ping() {

@@ -8,7 +8,9 @@ import { aggregatePageSchema } from "../schemas/aggregates.js";
 import { EXPORT_TYPES, rowQueryParams } from "./row-query-params.js";
 import { authed } from "./route-def.js";
 
-/** The parameters of both aggregate endpoints (../shared/aggregates.md); the handler parses them against the columns. */
+/**
+ * The parameters of both aggregate endpoints (../shared/aggregates.md); the handler parses them against the columns.
+ */
 const aggregateQuery = z.object({
   groupBy: text(
     `Comma-separated group keys (0–${MAX_GROUP_KEYS}): a column, or a time bucket of one: ${TIME_UNITS.map((u) => `${u}(c)`).join(", ")}. ` +
@@ -22,8 +24,12 @@ const aggregateQuery = z.object({
   having: jsonObjectParam()
     .optional()
     .describe("conditions on the groups: the where grammar over the answer's fields (keys and metrics as named)"),
-  sort: text("Comma-separated answer fields, - before one for descending (at most 8). Default: the group keys ascending."),
-  maxRows: intParam({ min: 0 }).optional().describe(`groups per page: ${DEFAULT_GROUPS} when absent, at most ${MAX_GROUPS}`),
+  sort: text(
+    "Comma-separated answer fields, - before one for descending (at most 8). Default: the group keys ascending.",
+  ),
+  maxRows: intParam({ min: 0 })
+    .optional()
+    .describe(`groups per page: ${DEFAULT_GROUPS} when absent, at most ${MAX_GROUPS}`),
   offset: intParam({ min: 0 }).optional().describe("groups before the page"),
   format: rowQueryParams.format,
 });

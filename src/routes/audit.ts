@@ -10,7 +10,13 @@ import { teamIdParam } from "../schemas/common.js";
 const categoryParam = z
   .union([z.string(), z.array(z.string())])
   .transform((value) => (Array.isArray(value) ? value : [value]).flatMap((v) => v.split(",")).map((v) => v.trim()))
-  .pipe(z.array(z.enum(AUDIT_CATEGORIES as [AuditCategory, ...AuditCategory[]], { message: "must be audit, data_access or error" })));
+  .pipe(
+    z.array(
+      z.enum(AUDIT_CATEGORIES as [AuditCategory, ...AuditCategory[]], {
+        message: "must be audit, data_access or error",
+      }),
+    ),
+  );
 
 /** An ISO 8601 instant (`2026-11-01T00:00:00Z`, with an offset or not) or a UTC date, as `toISOString()`. */
 const sinceParam = z

@@ -30,7 +30,8 @@ export const connectionRoutes = [
     tag: "Connections",
     summary: "Query the source behind a connection (cached, rate-limited; GeoJSON for spatial sources)",
     query: connectionQuery,
-    // 502 upstream_unavailable: the source failed and no last good result may be served; 504 upstream_timeout: it took too long.
+    // 502 upstream_unavailable: the source failed and no last good result may be served; 504 upstream_timeout: it took
+    // too long.
     responses: { 200: connectionQueryResultSchema, 502: errorEnvelopeSchema, 504: errorEnvelopeSchema },
     handle: ({ params, query, headers }, ctx) => queryConnection(ctx, params.id!, query, headers),
   }),

@@ -9,7 +9,10 @@ export interface Mount {
   routes: readonly RouteDef[];
 }
 
-/** The API's own document, of the mounts `mounts()` answers (the route table includes this very route, so it is asked for late). */
+/**
+ * The API's own document, of the mounts `mounts()` answers (the route table includes this very route, so it is asked
+ * for late).
+ */
 export const openapiRoutes = (mounts: () => readonly Mount[]) => [
   open({
     method: "GET",
@@ -34,7 +37,10 @@ export const openapiRoutes = (mounts: () => readonly Mount[]) => [
   }),
 ];
 
-/** What the admin document says of itself (the Data API's description is about API keys and sessions, which this API refuses). */
+/**
+ * What the admin document says of itself (the Data API's description is about API keys and sessions, which this API
+ * refuses).
+ */
 export const ADMIN_DESCRIPTION = [
   "The host's admin API: everything a host changes in Dataport's world while it runs — businesses, teams, users, " +
     "memberships, sessions, API keys, connections, datasets and their rows, input tables, dashboards and the history " +
@@ -69,7 +75,13 @@ export const adminOpenapiRoutes = (adminMount: () => Mount) => [
       if (text === undefined) {
         const { base, routes: table } = adminMount();
         const routes = table.map((route) => ({ mount: base, route }));
-        const document = createOpenApiDocument(routes, { serverUrl: appUrl, title: "Dataport admin API", description: ADMIN_DESCRIPTION, maxBodyBytes, maxUploadBytes });
+        const document = createOpenApiDocument(routes, {
+          serverUrl: appUrl,
+          title: "Dataport admin API",
+          description: ADMIN_DESCRIPTION,
+          maxBodyBytes,
+          maxUploadBytes,
+        });
         text = JSON.stringify(document);
         ctx.caches.documents.set("admin", text);
       }

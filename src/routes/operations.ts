@@ -26,7 +26,8 @@ export const operationsRoutes = [
     operationId: "getReadiness",
     auth: "none",
     tag: "Operations",
-    summary: "Readiness: a round trip to the store (and Redis when used), each check bounded; 503 when one fails or the API is draining",
+    summary:
+      "Readiness: a round trip to the store (and Redis when used), each check bounded; 503 when one fails or the API is draining",
     responses: { 200: readinessSchema, 503: readinessSchema },
     logged: false,
     handle: (_input, ctx) => readiness(ctx),
@@ -37,7 +38,8 @@ export const operationsRoutes = [
     operationId: "getMetrics",
     auth: "none",
     tag: "Operations",
-    summary: "Prometheus metrics (text exposition format); a bearer token when the server sets one, 404 when metrics are off",
+    summary:
+      "Prometheus metrics (text exposition format); a bearer token when the server sets one, 404 when metrics are off",
     produces: "text/plain; version=0.0.4",
     responses: { 401: errorEnvelopeSchema, 404: errorEnvelopeSchema },
     logged: false,

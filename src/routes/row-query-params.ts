@@ -2,7 +2,10 @@ import { z } from "zod";
 import { jsonObjectParam, queryParamDocs } from "../http/query.js";
 import { MAX_IN_VALUES, MAX_SORT_COLUMNS, MAX_WHERE_CONDITIONS, MAX_WHERE_DEPTH } from "../domain/row-query-model.js";
 
-/** The row-query parameters of both rows endpoints (../shared/row-queries.md); `where`, `sort` and `cursor` are checked by the handler against the columns. */
+/**
+ * The row-query parameters of both rows endpoints (../shared/row-queries.md); `where`, `sort` and `cursor` are checked
+ * by the handler against the columns.
+ */
 export const rowQueryParams = {
   where: jsonObjectParam()
     .optional()
@@ -16,11 +19,15 @@ export const rowQueryParams = {
     `Comma-separated columns, each optionally prefixed by - for descending (at most ${MAX_SORT_COLUMNS}). Nulls last both ways; numbers before ` +
       "strings before booleans before objects and arrays; ties by stored order.",
   ),
-  cursor: describedText("metadata.nextCursor of the previous page: continues right after it (keyset paging) under the same where, filters and sort; not with offset."),
+  cursor: describedText(
+    "metadata.nextCursor of the previous page: continues right after it (keyset paging) under the same where, filters and sort; not with offset.",
+  ),
   format: z
     .enum(["json", "csv", "ndjson"])
     .optional()
-    .describe("json (default), csv (RFC 4180, header line, CRLF) or ndjson, streamed as a download; Accept: text/csv or application/x-ndjson chooses the same."),
+    .describe(
+      "json (default), csv (RFC 4180, header line, CRLF) or ndjson, streamed as a download; Accept: text/csv or application/x-ndjson chooses the same.",
+    ),
 };
 
 /** What a rows endpoint may answer besides JSON. */

@@ -7,12 +7,20 @@ import { readHeaders } from "../handlers/rows-common.js";
 import { tableAggregateRoute } from "./aggregates.js";
 import { authed } from "./route-def.js";
 import { errorEnvelopeSchema } from "../schemas/common.js";
-import { tableRowDeletedSchema, tableRowPatchSchema, tableRowSchema, tableRowsPageSchema, tableRowValuesSchema } from "../schemas/tables.js";
+import {
+  tableRowDeletedSchema,
+  tableRowPatchSchema,
+  tableRowSchema,
+  tableRowsPageSchema,
+  tableRowValuesSchema,
+} from "../schemas/tables.js";
 
 export { tableRowSchema };
 
 const rowsQuery = z.object({
-  limit: intParam({ min: 1, max: 1000 }).optional().describe("rows per page; 100 when absent (a csv or ndjson download without it has every row)"),
+  limit: intParam({ min: 1, max: 1000 })
+    .optional()
+    .describe("rows per page; 100 when absent (a csv or ndjson download without it has every row)"),
   offset: intParam({ min: 0 }).default(0),
   ...rowQueryParams,
 });

@@ -7,7 +7,9 @@ export const aggregatePageSchema = z
     success: z.boolean(),
     data: z
       .array(rowSchema)
-      .describe("one object per group: its keys, then its metrics, each named as written in the request (spaces removed)"),
+      .describe(
+        "one object per group: its keys, then its metrics, each named as written in the request (spaces removed)",
+      ),
     metadata: z.object({
       datasetId: z.string(),
       datasetName: z.string(),
@@ -24,4 +26,7 @@ export const aggregatePageSchema = z
       lastUpdated: isoTimestamp,
     }),
   })
-  .meta({ id: "AggregatePage", description: "Groups of a dataset's or an input table's rows, with their metrics and totals" });
+  .meta({
+    id: "AggregatePage",
+    description: "Groups of a dataset's or an input table's rows, with their metrics and totals",
+  });

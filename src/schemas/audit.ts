@@ -27,14 +27,20 @@ export const auditEventSchema = z
 
 export const ocsfEventSchema = ocsfApiActivitySchema.meta({
   id: "OcsfApiActivity",
-  description: "An audit event as OCSF 1.3.0 API Activity (class 6003), the raw event kept under `unmapped` (format=ocsf, the default)",
+  description:
+    "An audit event as OCSF 1.3.0 API Activity (class 6003), the raw event kept under `unmapped` (format=ocsf, the default)",
 });
 
 export const auditPageSchema = z
   .object({
-    events: z.array(z.union([ocsfEventSchema, auditEventSchema])).describe("OCSF events (format=ocsf) or raw events (format=raw), oldest first"),
+    events: z
+      .array(z.union([ocsfEventSchema, auditEventSchema]))
+      .describe("OCSF events (format=ocsf) or raw events (format=raw), oldest first"),
     cursor: z.string().describe("opaque; send it back to continue"),
     hasMore: z.boolean().describe("more events are ready: read on at once"),
-    lagSeconds: z.number().int().describe("events stored less than this long ago are held back; polling faster gains nothing"),
+    lagSeconds: z
+      .number()
+      .int()
+      .describe("events stored less than this long ago are held back; polling faster gains nothing"),
   })
   .meta({ id: "AuditPage", description: "One page of the business audit feed" });

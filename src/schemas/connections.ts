@@ -1,7 +1,10 @@
 import { z } from "zod";
 import { rowSchema } from "./common.js";
 
-const stale = z.literal(true).optional().describe("present when the upstream failed or was throttled and this is the last good result");
+const stale = z
+  .literal(true)
+  .optional()
+  .describe("present when the upstream failed or was throttled and this is the last good result");
 
 export const connectionRowsSchema = z
   .object({

@@ -31,7 +31,9 @@ export const dashboardViewsByDaySchema = z
     name: z.string(),
     days: z.number().int(),
     totals: viewTotals,
-    series: z.array(z.object({ day, views: z.number().int(), uniqueVisitors: z.number().int() })).describe("every day of the window, oldest first, zeros included"),
+    series: z
+      .array(z.object({ day, views: z.number().int(), uniqueVisitors: z.number().int() }))
+      .describe("every day of the window, oldest first, zeros included"),
   })
   .meta({ id: "DashboardViewsByDay", description: "View statistics by day (by=day, the default)" });
 
@@ -43,7 +45,14 @@ export const dashboardViewsByViewerSchema = z
     by: z.literal("viewer"),
     totals: viewTotals,
     series: z
-      .array(z.object({ day, viewerId: z.string().nullable().describe("null: an anonymous visitor"), viewer: z.string(), views: z.number().int() }))
+      .array(
+        z.object({
+          day,
+          viewerId: z.string().nullable().describe("null: an anonymous visitor"),
+          viewer: z.string(),
+          views: z.number().int(),
+        }),
+      )
       .describe("rows with views only"),
   })
   .meta({ id: "DashboardViewsByViewer", description: "View statistics by day and viewer (by=viewer)" });
@@ -52,7 +61,9 @@ export const dashboardViewsSchema = z
   .union([dashboardViewsByDaySchema, dashboardViewsByViewerSchema])
   .meta({ id: "DashboardViews", description: "View statistics of a dashboard (editor sessions excluded)" });
 
-export const spaceObjectNameSchema = z.enum(SPACE_OBJECTS as [SpaceObject, ...SpaceObject[]]).meta({ id: "SpaceObjectName" });
+export const spaceObjectNameSchema = z
+  .enum(SPACE_OBJECTS as [SpaceObject, ...SpaceObject[]])
+  .meta({ id: "SpaceObjectName" });
 
 export const spaceObjectPageSchema = z
   .object({

@@ -9,7 +9,11 @@ export const meApiKeySchema = z
     name: z.string(),
     scopes: z.array(z.enum(SCOPES as [Scope, ...Scope[]])),
     teams: z.array(z.object({ id: z.string(), name: z.string() })),
-    allowlist: z.object({ datasets: z.array(z.string()), connections: z.array(z.string()), tables: z.array(z.string()) }),
+    allowlist: z.object({
+      datasets: z.array(z.string()),
+      connections: z.array(z.string()),
+      tables: z.array(z.string()),
+    }),
   })
   .meta({ id: "MeApiKey", description: "An API key: its scopes, its team and what it may reach" });
 
@@ -20,4 +24,6 @@ export const meSessionSchema = z
   })
   .meta({ id: "MeSession", description: "A session token: the person's teams and roles" });
 
-export const meSchema = z.discriminatedUnion("kind", [meApiKeySchema, meSessionSchema]).meta({ id: "Me", description: "What the token belongs to" });
+export const meSchema = z
+  .discriminatedUnion("kind", [meApiKeySchema, meSessionSchema])
+  .meta({ id: "Me", description: "What the token belongs to" });

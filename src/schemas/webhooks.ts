@@ -9,6 +9,8 @@ export const webhookReceiptSchema = z
   .meta({ id: "WebhookReceipt", description: "The delivery is stored (or was already)" });
 
 /** The request body, for the document only: the handler flattens whatever object arrives. */
-export const webhookPayloadSchema = z
-  .record(z.string(), z.unknown())
-  .meta({ id: "WebhookPayload", description: "One event, stored as one row: nested objects flatten to dot-separated columns, arrays are kept as JSON strings." });
+export const webhookPayloadSchema = z.record(z.string(), z.unknown()).meta({
+  id: "WebhookPayload",
+  description:
+    "One event, stored as one row: nested objects flatten to dot-separated columns, arrays are kept as JSON strings.",
+});

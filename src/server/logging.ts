@@ -12,7 +12,10 @@ export const consoleErrorLogger: Logger = {
 export function toLogger(option: Logger | ((message: string, error?: unknown) => void) | undefined): Logger {
   if (option === undefined) return consoleErrorLogger;
   if (typeof option === "function") {
-    return { error: (message, error, fields) => option(fields?.requestId ? `${message} (request ${fields.requestId})` : message, error) };
+    return {
+      error: (message, error, fields) =>
+        option(fields?.requestId ? `${message} (request ${fields.requestId})` : message, error),
+    };
   }
   return option;
 }
@@ -46,7 +49,8 @@ export function createJsonLogger(options: JsonLoggerOptions = {}): Logger {
   if (options.requests !== false) {
     logger.request = (line: RequestLogLine) => write(JSON.stringify({ level: "info", msg: "request", ...line }));
   }
-  logger.info = (message, fields) => write(JSON.stringify({ level: "info", time: new Date(now()).toISOString(), msg: message, ...fields }));
+  logger.info = (message, fields) =>
+    write(JSON.stringify({ level: "info", time: new Date(now()).toISOString(), msg: message, ...fields }));
   return logger;
 }
 

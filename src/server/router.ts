@@ -89,7 +89,11 @@ export function createRouter(mounts: ReadonlyArray<{ base: string; routes: reado
       const found = pattern.exec(path);
       if (found === null) continue;
       const group = (handlers[0] as () => RouteGroup)();
-      return new RouteMatch(group, found.groups ?? {}, search === "" ? EMPTY_QUERY : rawQuery(new URLSearchParams(search)));
+      return new RouteMatch(
+        group,
+        found.groups ?? {},
+        search === "" ? EMPTY_QUERY : rawQuery(new URLSearchParams(search)),
+      );
     }
     return null;
   }
@@ -140,7 +144,10 @@ function splitTarget(target: string): { path: string; search: string } {
   return mark < 0 ? { path: sent, search: "" } : { path: sent.slice(0, mark), search: sent.slice(mark + 1) };
 }
 
-/** Path parameters percent-decoded: malformed encoding is 404; NUL or an unpaired surrogate is 400 invalid_parameter (checkText). */
+/**
+ * Path parameters percent-decoded: malformed encoding is 404; NUL or an unpaired surrogate is 400 invalid_parameter
+ * (checkText).
+ */
 function decodeParams(params: Record<string, string>): Record<string, string> {
   const out: Record<string, string> = Object.create(null);
   for (const key in params) {

@@ -26,7 +26,10 @@ import { type Awaitable, isPromiseLike } from "../base/awaitable.js";
  *   meet the same fault, one timeout after another.
  */
 export interface GroupCommit<I, R> {
-  /** Queue `input` for the current group; resolves with its outcome once the group is committed, rejects with its own error. */
+  /**
+   * Queue `input` for the current group; resolves with its outcome once the group is committed, rejects with its own
+   * error.
+   */
   add(input: I): Promise<R>;
   /**
    * Commits what is queued now, when the dialect commits synchronously and no
@@ -60,7 +63,10 @@ export interface GroupDialect<I, R> {
    * takes them all.
    */
   shortcut?(inputs: readonly I[]): Promise<ReadonlyArray<GroupOutcome<R> | undefined>>;
-  /** A failure as the store reports it: a fault of the store becomes its 503 `storage_unavailable` (see sql/store-calls.ts). */
+  /**
+   * A failure as the store reports it: a fault of the store becomes its 503 `storage_unavailable` (see
+   * sql/store-calls.ts).
+   */
   reported(error: unknown): unknown;
   /** Inputs of one group at most. */
   limit: number;
@@ -199,8 +205,14 @@ function isStoreFault(error: unknown): boolean {
   return error instanceof ApiError && error.code === "storage_unavailable";
 }
 
-/** `step` over `items` in order: synchronously while each step is, continuing after a step's promise once it settles. */
-function eachInTurn<T>(items: readonly T[], step: (item: T) => Promise<void> | undefined, from = 0): Promise<void> | undefined {
+/**
+ * `step` over `items` in order: synchronously while each step is, continuing after a step's promise once it settles.
+ */
+function eachInTurn<T>(
+  items: readonly T[],
+  step: (item: T) => Promise<void> | undefined,
+  from = 0,
+): Promise<void> | undefined {
   for (let i = from; i < items.length; i++) {
     const underWay = step(items[i]!);
     if (underWay !== undefined) return underWay.then(() => eachInTurn(items, step, i + 1));

@@ -60,7 +60,9 @@ export function operatorSql(test: RowTest, on: ColumnTests): Sql {
     case "lte":
       return on.compare(name, COMPARISONS[test.op], test.operand);
     case "in":
-      return test.operand.includes(null) ? sql`(${on.nullish(name)} OR ${on.oneOf(name, test.operand)})` : on.oneOf(name, test.operand);
+      return test.operand.includes(null)
+        ? sql`(${on.nullish(name)} OR ${on.oneOf(name, test.operand)})`
+        : on.oneOf(name, test.operand);
     case "nin":
       return sql`(${on.present(name)} AND NOT ${on.oneOf(name, test.operand)})`;
     case "isNull":
@@ -81,9 +83,17 @@ export function conditionSql(condition: RowCondition, dialect: SqlDialect): Sql 
     case "test":
       return dialect.test(condition);
     case "all":
-      return condition.of.length === 0 ? TRUE : sql`(${join(condition.of.map((c) => conditionSql(c, dialect)), " AND ")})`;
+      return condition.of.length === 0
+        ? TRUE
+        : sql`(${join(
+            condition.of.map((c) => conditionSql(c, dialect)),
+            " AND ",
+          )})`;
     case "any":
-      return sql`(${join(condition.of.map((c) => conditionSql(c, dialect)), " OR ")})`;
+      return sql`(${join(
+        condition.of.map((c) => conditionSql(c, dialect)),
+        " OR ",
+      )})`;
   }
 }
 
@@ -92,7 +102,12 @@ export function orderSql(sort: readonly SortKey[], dialect: SqlDialect): Sql {
   const terms: Sql[] = [];
   for (const { column, descending } of sort) {
     if (descending) {
-      terms.push(sql`(${dialect.rank(column)} = 4) ASC`, sql`${dialect.rank(column)} DESC`, sql`${dialect.num(column)} DESC`, sql`${dialect.text(column)} DESC`);
+      terms.push(
+        sql`(${dialect.rank(column)} = 4) ASC`,
+        sql`${dialect.rank(column)} DESC`,
+        sql`${dialect.num(column)} DESC`,
+        sql`${dialect.text(column)} DESC`,
+      );
     } else {
       terms.push(sql`${dialect.rank(column)} ASC`, sql`${dialect.num(column)} ASC`, sql`${dialect.text(column)} ASC`);
     }
@@ -121,8 +136,10 @@ export function afterSql(sort: readonly SortKey[], key: RowKey, dialect: SqlDial
           : { column: dialect.text(column), key: dialect.textValue(terms.text!) };
     let after: Sql;
     if (value === null) after = FALSE;
-    else if (!descending) after = sql`(${rank} > ${dialect.rankValue(terms.rank)} OR (${sameRank} AND ${value.column} > ${value.key}))`;
-    else after = sql`(${rank} = 4 OR ${rank} < ${dialect.rankValue(terms.rank)} OR (${sameRank} AND ${value.column} < ${value.key}))`;
+    else if (!descending)
+      after = sql`(${rank} > ${dialect.rankValue(terms.rank)} OR (${sameRank} AND ${value.column} > ${value.key}))`;
+    else
+      after = sql`(${rank} = 4 OR ${rank} < ${dialect.rankValue(terms.rank)} OR (${sameRank} AND ${value.column} < ${value.key}))`;
     alternatives.push(equal.length === 0 ? after : sql`(${join(equal, " AND ")} AND ${after})`);
     equal.push(value === null ? sameRank : sql`${sameRank} AND ${value.column} = ${value.key}`);
   });
@@ -132,8 +149,20 @@ export function afterSql(sort: readonly SortKey[], key: RowKey, dialect: SqlDial
 }
 
 /** The `in` list split by kind, as the SQL compilers test each kind differently. */
-export function splitByKind(values: readonly unknown[]): { hasNull: boolean; strings: string[]; numbers: number[]; booleans: boolean[]; structures: unknown[] } {
-  const out = { hasNull: false, strings: [] as string[], numbers: [] as number[], booleans: [] as boolean[], structures: [] as unknown[] };
+export function splitByKind(values: readonly unknown[]): {
+  hasNull: boolean;
+  strings: string[];
+  numbers: number[];
+  booleans: boolean[];
+  structures: unknown[];
+} {
+  const out = {
+    hasNull: false,
+    strings: [] as string[],
+    numbers: [] as number[],
+    booleans: [] as boolean[],
+    structures: [] as unknown[],
+  };
   for (const value of values) {
     if (value === null) out.hasNull = true;
     else if (typeof value === "string") out.strings.push(value);

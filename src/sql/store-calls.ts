@@ -28,7 +28,10 @@ export function reportsOwnFaults<F extends (...args: never[]) => unknown>(method
   return Object.assign(method, { [REPORTS_OWN_FAULTS]: true });
 }
 
-/** Runs a store call inside a span of its own (the core's tracing, when on): `call`'s result, the span ended when it settles. */
+/**
+ * Runs a store call inside a span of its own (the core's tracing, when on): `call`'s result, the span ended when it
+ * settles.
+ */
 export type TraceCall = <T>(name: string, attributes: Record<string, string>, call: () => T) => T;
 
 export interface StoreCallOptions {
@@ -104,9 +107,12 @@ function wrapArea<A extends object>(area: A, areaName: string, { bound, metrics,
     const method = methods[name];
     if (typeof method !== "function") continue;
     const limit = bound !== null && !UNBOUNDED_CALLS.has(name) ? bound : null;
-    const measured = metrics === null ? null : (outcome: StorageOutcome, startedAt: number) => {
-      metrics.storageOperation(name, outcome, performance.now() - startedAt);
-    };
+    const measured =
+      metrics === null
+        ? null
+        : (outcome: StorageOutcome, startedAt: number) => {
+            metrics.storageOperation(name, outcome, performance.now() - startedAt);
+          };
     const own = (method as { [REPORTS_OWN_FAULTS]?: boolean })[REPORTS_OWN_FAULTS] === true;
     // Nothing to add: the area's own method (read through the prototype, so a later replacement is the one called).
     if (limit === null && measured === null && tracing === null && (reported === null || own)) continue;
@@ -130,7 +136,8 @@ function wrapArea<A extends object>(area: A, areaName: string, { bound, metrics,
         return result;
       }
       const pending = limit === null ? Promise.resolve(result) : limit(Promise.resolve(result));
-      if (measured === null) return reported === null ? pending : pending.catch((error: unknown) => failed(error, startedAt));
+      if (measured === null)
+        return reported === null ? pending : pending.catch((error: unknown) => failed(error, startedAt));
       return pending.then(
         (value) => {
           measured("ok", startedAt);
@@ -140,7 +147,10 @@ function wrapArea<A extends object>(area: A, areaName: string, { bound, metrics,
       );
     };
     const attributes = { "dataport.storage.area": areaName, "dataport.storage.operation": name };
-    const traced = tracing === null ? call : (...args: unknown[]) => tracing(`storage ${areaName}.${name}`, attributes, () => call(...args));
+    const traced =
+      tracing === null
+        ? call
+        : (...args: unknown[]) => tracing(`storage ${areaName}.${name}`, attributes, () => call(...args));
     // The method's own marks (a read-only area's stand-in's) stay with it.
     wrapped[name] = Object.assign(traced, method);
   }

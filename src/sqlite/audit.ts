@@ -1,4 +1,4 @@
-import type Database from "better-sqlite3";
+import type * as Database from "./driver.js";
 import type { AuditEvent } from "../domain/model.js";
 import type { AuditStore, StoredAuditEvent } from "../ports/storage/audit.js";
 import { parseJson, type SqliteHandle, writeTransaction } from "./db.js";

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type Database from "better-sqlite3";
+import type * as Database from "./driver.js";
 import { type ApiError, storageUnavailable } from "../base/api-error.js";
 import type { Column, Row } from "../domain/model.js";
 import { rowKey, type SqliteHandle, writeTransaction } from "./db.js";

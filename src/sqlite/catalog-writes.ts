@@ -1,4 +1,4 @@
-import type Database from "better-sqlite3";
+import type * as Database from "./driver.js";
 import type { ConnectionRecord, DatasetRecord } from "../domain/model.js";
 import type { CatalogWrites } from "../ports/storage/catalog.js";
 import type { PutResult } from "../ports/storage/identity.js";

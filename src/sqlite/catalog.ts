@@ -2,7 +2,13 @@ import type { ConnectionRecord } from "../domain/model.js";
 import type { CatalogStore, CatalogWrites } from "../ports/storage/catalog.js";
 import { reportsOwnFaults } from "../sql/store-calls.js";
 import { catalogWrites } from "./catalog-writes.js";
-import { DATASET_COLUMNS, type DatasetRecords, type DatasetRow, TABLE_AS_DATASET, toDataset } from "./dataset-records.js";
+import {
+  DATASET_COLUMNS,
+  type DatasetRecords,
+  type DatasetRow,
+  TABLE_AS_DATASET,
+  toDataset,
+} from "./dataset-records.js";
 import { parseJson, type SqliteHandle } from "./db.js";
 import { idPageQuery } from "./identity.js";
 
@@ -24,7 +30,9 @@ interface ConnectionRow {
 export function sqliteCatalog(handle: SqliteHandle, records: DatasetRecords): CatalogStore & CatalogWrites {
   const { db } = handle;
   const connection = db.prepare<[string], ConnectionRow>("SELECT * FROM connections WHERE id = ?");
-  const teamConnections = db.prepare<[string], ConnectionRow>("SELECT * FROM connections WHERE team_id = ? ORDER BY id");
+  const teamConnections = db.prepare<[string], ConnectionRow>(
+    "SELECT * FROM connections WHERE team_id = ? ORDER BY id",
+  );
   const teamDatasets = db.prepare<[string, string], DatasetRow>(
     `SELECT ${DATASET_COLUMNS} FROM datasets WHERE team_id = ?
      UNION ALL SELECT ${TABLE_AS_DATASET} FROM input_tables WHERE team_id = ?
@@ -47,7 +55,9 @@ export function sqliteCatalog(handle: SqliteHandle, records: DatasetRecords): Ca
       return teamConnections.all(teamId).map(toConnection);
     },
     async listDatasets({ teamId, ids }) {
-      const rows = ids ? someDatasets.all(teamId, JSON.stringify(ids), teamId, JSON.stringify(ids)) : teamDatasets.all(teamId, teamId);
+      const rows = ids
+        ? someDatasets.all(teamId, JSON.stringify(ids), teamId, JSON.stringify(ids))
+        : teamDatasets.all(teamId, teamId);
       return rows.map(toDataset);
     },
     async listAllConnections(page) {
@@ -69,6 +79,12 @@ export function sqliteCatalog(handle: SqliteHandle, records: DatasetRecords): Ca
 }
 
 function toConnection(row: ConnectionRow): ConnectionRecord {
-  return { id: row.id, teamId: row.team_id, name: row.name, type: row.type, config: parseJson(row.config), createdAt: row.created_at };
+  return {
+    id: row.id,
+    teamId: row.team_id,
+    name: row.name,
+    type: row.type,
+    config: parseJson(row.config),
+    createdAt: row.created_at,
+  };
 }
-

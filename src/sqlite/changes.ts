@@ -1,4 +1,4 @@
-import type Database from "better-sqlite3";
+import type * as Database from "./driver.js";
 import { type Change, changeFromRecord, changeRecord, type ChangeOp } from "../domain/changes.js";
 import type { Row } from "../domain/model.js";
 import type { ChangeFeedReads, ChangeRetention, StoredChange, WatchChanges } from "../ports/storage/changes.js";

@@ -1,4 +1,4 @@
-import type Database from "better-sqlite3";
+import type * as Database from "./driver.js";
 import { utcDay } from "../domain/days.js";
 import type { DashboardRecord, DashboardView } from "../domain/model.js";
 import type { StorageAreas } from "../ports/storage.js";

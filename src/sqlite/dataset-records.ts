@@ -17,8 +17,8 @@ export interface DatasetRow {
   row_count: number;
 }
 
-export /** Datasets and input tables share one listing; input tables have no positions (their rows live in table_rows). */
-const DATASET_COLUMNS = `seq, id, team_id, name, type, connection_id, source, columns, columns_declared, last_refreshed_at, updated_at,
+/** Datasets and input tables share one listing; input tables have no positions (their rows live in table_rows). */
+export const DATASET_COLUMNS = `seq, id, team_id, name, type, connection_id, source, columns, columns_declared, last_refreshed_at, updated_at,
   next_position - first_position AS row_count`;
 export const TABLE_AS_DATASET = `NULL AS seq, id, team_id, name, 'input_table' AS type, NULL AS connection_id, NULL AS source, columns,
   0 AS columns_declared, NULL AS last_refreshed_at, updated_at, row_count`;
@@ -61,7 +61,10 @@ export function datasetRecords(handle: SqliteHandle): DatasetRecords {
     const row = dataset.get(id);
     const tableRow = row ? undefined : table.get(id);
     const loaded: RememberedDataset | null = row
-      ? { record: deepFreeze(toDataset(row)), at: { id, seq: row.seq, first_position: row.first_position, next_position: row.next_position } }
+      ? {
+          record: deepFreeze(toDataset(row)),
+          at: { id, seq: row.seq, first_position: row.first_position, next_position: row.next_position },
+        }
       : tableRow
         ? { record: deepFreeze(toDataset(tableRow)), at: null }
         : null;

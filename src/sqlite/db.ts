@@ -1,6 +1,8 @@
 import { resolve } from "node:path";
-import Database from "better-sqlite3";
 import { LRUCache } from "lru-cache";
+import type * as Database from "./driver.js";
+import type { HostDatabase, SqliteDriverName } from "./driver.js";
+import { adoptDatabase, checkedDriver, chooseDriver, driverFromEnvironment, openDatabase } from "./drivers.js";
 import { isBusy, storeFaults, type StoreFaults } from "./faults.js";
 import { migrate } from "./migrations.js";
 import { readerPool, type ReaderPool } from "./reader-pool.js";
@@ -8,8 +10,29 @@ import { registerRowQueryFunctions } from "./row-query-dialect.js";
 import { deadlineOf, type StatementDeadline, statementDeadline } from "./statement-deadline.js";
 
 export interface SqliteStorageOptions {
-  /** A database file (created when missing, with its directory's WAL files beside it) or `:memory:`. */
-  path: string;
+  /** A database file (created when missing, with its directory's WAL files beside it) or `:memory:`. Needed unless `database` is given. */
+  path?: string;
+  /**
+   * The SQLite binding: `"better-sqlite3"`, `"node:sqlite"` (Node 22.13 and
+   * later, Deno) or `"bun:sqlite"` (Bun). Default: bun:sqlite on Bun,
+   * node:sqlite on Deno; on Node better-sqlite3 when it is installed and
+   * loads, else node:sqlite where Node has it, else an error saying what to
+   * install. Without this option the environment variable
+   * DATAPORT_SQLITE_DRIVER may name one (an operator's choice, e.g. for
+   * `npx dataport --db FILE`). Reader threads open their connections with
+   * the same binding.
+   */
+  driver?: SqliteDriverName;
+  /**
+   * A connection the host opened: a better-sqlite3 `Database`, a
+   * `node:sqlite` `DatabaseSync` or a `bun:sqlite` `Database` (its binding
+   * is recognised; `path` and `driver` are then not given). The store
+   * configures it (WAL, foreign keys, no busy wait, its SQL functions),
+   * migrates its schema and uses it as its writer connection; reader
+   * threads open the same file with the same binding. It is the store's
+   * from then on: the store's `close()` closes it.
+   */
+  database?: HostDatabase;
   /**
    * How long a write waits for another process's write lock before it fails
    * with 503 `storage_unavailable`, in ms. Default 5000. The wait never
@@ -50,13 +73,15 @@ export interface SqliteStorageOptions {
 
 /**
  * The open database shared by every area module: one writer connection
- * (better-sqlite3 is synchronous, so a statement or a `db.transaction` runs
+ * (every driver is synchronous, so a statement or a `db.transaction` runs
  * to completion before any other request's code), plus read-only
  * connections lent out to long streamed reads so they see one snapshot and
  * never hold the writer busy.
  */
 export interface SqliteHandle {
   db: Database.Database;
+  /** The binding the connections are opened with. */
+  driver: SqliteDriverName;
   /** Ends the writer connection's statements that run past a deadline (see statement-deadline.ts). */
   deadline: StatementDeadline;
   /** The reader threads, or null (`:memory:`, or `readerThreads: 0`): long reads then run on the event loop. */
@@ -104,8 +129,11 @@ const DEFAULT_PAGE_MEMORY = 8 * 1024 * 1024;
 export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
   // Without a path better-sqlite3 opens a private database in memory: a host whose path setting
   // is missing would lose everything at exit, and each read-only connection would see its own.
-  if (typeof options?.path !== "string") {
+  if (typeof options?.path !== "string" && options?.database === undefined) {
     throw new TypeError(`createSqliteStorage needs { path }: a database file, or ":memory:" (got ${options === undefined ? "no options" : `path ${typeof options?.path}`})`);
+  }
+  if (options.database !== undefined && (options.path !== undefined || options.driver !== undefined)) {
+    throw new TypeError("createSqliteStorage: give either database (a connection the host opened) or path and driver, not both");
   }
   const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
   if (typeof busyTimeoutMs !== "number" || !(busyTimeoutMs >= 0) || busyTimeoutMs === Infinity) {
@@ -127,9 +155,13 @@ export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
   if (typeof loopBudgetMs !== "number" || !(loopBudgetMs >= 0)) {
     throw new TypeError("createSqliteStorage: loopBudgetMs must be a number of milliseconds, 0 or more");
   }
-  const memory = options.path === ":memory:" || options.path === "";
-  const path = memory ? options.path : resolve(options.path);
-  const db = new Database(path);
+  const hosted = options.database === undefined ? null : adoptDatabase(options.database);
+  const named = options.driver ?? driverFromEnvironment();
+  const driver = hosted?.driver ?? (named === undefined ? chooseDriver() : checkedDriver(named));
+  const given = hosted?.path ?? options.path!;
+  const memory = given === ":memory:" || given === "";
+  const path = memory ? given : resolve(given);
+  const db = hosted?.db ?? openDatabase(driver, path);
   // Opening waits for another process's lock like any start-up (migrations, the journal mode);
   // from then on the writer never blocks: a write that finds the lock taken is tried again later.
   configure(db, busyTimeoutMs);
@@ -145,12 +177,13 @@ export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
   const readers =
     memory || readerThreads === 0
       ? null
-      : readerPool({ path, size: readerThreads, timeoutMs: callTimeoutMs === 0 ? Number.POSITIVE_INFINITY : callTimeoutMs, busyTimeoutMs });
+      : readerPool({ path, driver, size: readerThreads, timeoutMs: callTimeoutMs === 0 ? Number.POSITIVE_INFINITY : callTimeoutMs, busyTimeoutMs });
 
   const idle: Database.Database[] = [];
   const lent = new Set<Database.Database>();
   const handle: SqliteHandle = {
     db,
+    driver,
     deadline: deadlineOf(db),
     readers,
     callTimeoutMs: callTimeoutMs === 0 ? Number.POSITIVE_INFINITY : callTimeoutMs,
@@ -165,7 +198,7 @@ export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
     borrowReader() {
       if (memory) return null;
       // On the event loop: no busy wait (a WAL reader is not blocked by writers).
-      const reader = idle.pop() ?? openReader(path, 0);
+      const reader = idle.pop() ?? openReader(driver, path, 0);
       lent.add(reader);
       return reader;
     },
@@ -216,8 +249,8 @@ function countDatasetWrites(handle: SqliteHandle): void {
 }
 
 /** A read-only connection to the file, with the functions reads call. */
-export function openReader(path: string, busyTimeoutMs: number): Database.Database {
-  const reader = new Database(path, { readonly: true, fileMustExist: true });
+export function openReader(driver: SqliteDriverName, path: string, busyTimeoutMs: number): Database.Database {
+  const reader = openDatabase(driver, path, { readonly: true, fileMustExist: true });
   configure(reader, busyTimeoutMs);
   return reader;
 }

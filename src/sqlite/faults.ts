@@ -38,7 +38,7 @@ export function isUnavailable(error: unknown): boolean {
   return code !== null && UNAVAILABLE.test(code);
 }
 
-/** better-sqlite3's error for a call on a closed connection. */
+/** The error of a call on a closed connection: better-sqlite3's, which the other drivers throw too (driver-shared.ts). */
 function isClosed(error: unknown): boolean {
   return error instanceof TypeError && /database connection is not open/.test(error.message);
 }

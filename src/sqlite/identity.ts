@@ -1,4 +1,4 @@
-import type Database from "better-sqlite3";
+import type * as Database from "./driver.js";
 import type { ApiKeyRecord, Business, Membership, Plan, Role, SessionRecord, Team, User } from "../domain/model.js";
 import type { StorageAreas } from "../ports/storage.js";
 import type { IdentityWrites, IdPage, PutResult } from "../ports/storage/identity.js";

@@ -1,4 +1,5 @@
-import type Database from "better-sqlite3";
+import type * as Database from "./driver.js";
+import type { SqliteDriverName } from "./driver.js";
 import type { SeedSpace } from "../domain/seed-space.js";
 import type { Storage } from "../ports/storage.js";
 import { wrapStoreCalls } from "../sql/store-calls.js";
@@ -18,15 +19,19 @@ import { creditUsageStatement, refreshRunStatement, sqliteUsage } from "./usage.
 import { sqliteWebhooks } from "./webhooks.js";
 
 export type { SqliteStorageOptions } from "./db.js";
+export type { Database as SqliteDatabase, HostDatabase, SqliteDriverName, Statement as SqliteStatement } from "./driver.js";
 export { MIGRATIONS, migrate, type Migration } from "./migrations.js";
 
 export interface SqliteStorage extends Storage {
-  /** Escape hatch for tests and tools: the writer connection. */
+  /** Escape hatch for tests and tools: the writer connection (better-sqlite3's API, whichever binding is under it). */
   readonly db: Database.Database;
+  /** The SQLite binding the store runs on (see `SqliteStorageOptions.driver`). */
+  readonly driver: SqliteDriverName;
 }
 
 /**
- * Durable storage in one SQLite file through better-sqlite3: WAL,
+ * Durable storage in one SQLite file through better-sqlite3, node:sqlite or
+ * bun:sqlite (`driver`, chosen by the runtime when not given): WAL,
  * `synchronous=NORMAL`, versioned migrations applied on open. Several
  * processes may open the same file; SQLite serialises their writes, and a
  * write that finds another process's lock is tried again later (never
@@ -97,6 +102,7 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
       handle.close();
     },
     db,
+    driver: handle.driver,
   }, { timeoutMs: 0, reported: faults.reported });
 }
 

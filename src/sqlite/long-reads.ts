@@ -11,7 +11,12 @@ import { readTimedOut } from "./faults.js";
  * statement-deadline.ts), or only a thread's replacement can end it.
  * `mode`: all rows, or the first (undefined: none).
  */
-export async function longRead<R>(handle: SqliteHandle, text: string, params: unknown[], mode: "all" | "get"): Promise<R> {
+export async function longRead<R>(
+  handle: SqliteHandle,
+  text: string,
+  params: unknown[],
+  mode: "all" | "get",
+): Promise<R> {
   const { readers, faults } = handle;
   if (readers !== null) {
     return readers.call({ kind: "statement", text, params, mode }).then(

@@ -1,4 +1,4 @@
-import type { Database } from "better-sqlite3";
+import type { Database } from "./driver.js";
 
 /**
  * One step of the schema. Steps are applied in order, each in its own

@@ -4,6 +4,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
 import { type ApiError, storageUnavailable } from "../base/api-error.js";
 import { callTimedOut } from "../sql/store-calls.js";
+import type { SqliteDriverName } from "./driver.js";
 import type { ReaderAnswer, ReaderMessage, ReaderRequest, ReaderThreadData } from "./reader-protocol.js";
 
 /**
@@ -43,6 +44,8 @@ export interface ReaderSession {
 export interface ReaderPoolOptions {
   /** The database file. */
   path: string;
+  /** The binding each thread opens its connections with. */
+  driver: SqliteDriverName;
   /** Threads at most, 1 or more. */
   size: number;
   /** How long a request may take, waiting included, in ms (Infinity: no limit). */
@@ -112,7 +115,7 @@ export function readerPool(options: ReaderPoolOptions): ReaderPool {
     });
 
   const start = (): Thread => {
-    const data: ReaderThreadData = { path: options.path, busyTimeoutMs: options.busyTimeoutMs };
+    const data: ReaderThreadData = { path: options.path, driver: options.driver, busyTimeoutMs: options.busyTimeoutMs };
     const worker = spawn(script, data);
     worker.unref();
     const thread: Thread = { worker, ready: false, running: null, waiting: [], sessions: new Set(), gone: false };
@@ -287,7 +290,8 @@ function threadScript(): URL {
 }
 
 function spawn(script: URL, workerData: ReaderThreadData): Worker {
-  if (!script.pathname.endsWith(".ts")) return new Worker(script, { workerData });
+  // Bun and Deno run TypeScript themselves.
+  if (!script.pathname.endsWith(".ts") || "Bun" in globalThis || "Deno" in globalThis) return new Worker(script, { workerData });
   // tsx's ESM entry registers its loader in this thread, then the TypeScript source is imported.
   const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx/esm/api")).href.replace(/\.cjs$/, ".mjs");
   const bootstrap = `import(${JSON.stringify(tsx)})

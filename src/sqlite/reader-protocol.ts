@@ -1,3 +1,4 @@
+import type { SqliteDriverName } from "./driver.js";
 import type { RowQuery } from "../ports/storage/rows.js";
 import type { TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";
 
@@ -23,6 +24,7 @@ export interface Fetched {
 
 export interface ReaderThreadData {
   path: string;
+  driver: SqliteDriverName;
   busyTimeoutMs: number;
 }
 

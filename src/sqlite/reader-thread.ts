@@ -1,4 +1,4 @@
-import type Database from "better-sqlite3";
+import type * as Database from "./driver.js";
 import { readlinkSync } from "node:fs";
 import { getPriority, setPriority } from "node:os";
 import { type MessagePort, parentPort, workerData } from "node:worker_threads";
@@ -50,7 +50,7 @@ function serve(port: MessagePort, data: ReaderThreadData): void {
   let primary: Database.Database | null = null;
   const spare: Database.Database[] = [];
   const sessions = new Map<number, Session>();
-  const connect = () => spare.pop() ?? openReader(data.path, data.busyTimeoutMs);
+  const connect = () => spare.pop() ?? openReader(data.driver, data.path, data.busyTimeoutMs);
 
   const end = (id: number) => {
     const session = sessions.get(id);

@@ -1,4 +1,4 @@
-import type Database from "better-sqlite3";
+import type * as Database from "./driver.js";
 import { type GroupCommit, groupCommit } from "../sql/group-commit.js";
 import { writeTransaction } from "./db.js";
 import type { StoreFaults } from "./faults.js";

@@ -1,4 +1,4 @@
-import type Database from "better-sqlite3";
+import type * as Database from "./driver.js";
 import type { Column } from "../domain/model.js";
 import { quoteLiteral } from "../sql/literals.js";
 import { datasetIndexPrefix, indexableColumn, rowIndexName, sortValueSql, tableIndexPrefix } from "./row-query-dialect.js";

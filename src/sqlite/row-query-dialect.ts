@@ -1,4 +1,4 @@
-import type Database from "better-sqlite3";
+import type * as Database from "./driver.js";
 import type { Column, Row } from "../domain/model.js";
 import type { RowCondition, RowKey, RowTest, SortKey } from "../domain/row-query-model.js";
 import { keyOf } from "../domain/row-query-order.js";

@@ -1,4 +1,4 @@
-import type Database from "better-sqlite3";
+import type * as Database from "./driver.js";
 import { deferred, mapped, NOTHING } from "../domain/async-iterables.js";
 import type { Row } from "../domain/model.js";
 import { keyOf } from "../domain/row-query-order.js";

@@ -1,4 +1,4 @@
-import type Database from "better-sqlite3";
+import type * as Database from "./driver.js";
 import { mapped } from "../domain/async-iterables.js";
 import type { Row } from "../domain/model.js";
 import type { RowPage, RowQuery, RowStore, RowWrites } from "../ports/storage/rows.js";

@@ -1,4 +1,4 @@
-import type Database from "better-sqlite3";
+import type * as Database from "./driver.js";
 
 /**
  * The first term of the WHERE of every statement of this store that may
@@ -18,7 +18,7 @@ export interface StatementDeadline {
    * `work()`, during which a statement of this connection that calls
    * `DEADLINE_CHECK` throws `expired()` once `performance.now()` passes `at`
    * (ms; Infinity: never). The throw ends the statement at once (SQLite
-   * stops its step and better-sqlite3 re-throws the error), so the work is
+   * stops its step and the driver re-throws the error), so the work is
    * interrupted, not left running.
    */
   within<T>(at: number, expired: () => Error, work: () => T): T;
@@ -34,8 +34,8 @@ export function deadlineOf(db: Database.Database): StatementDeadline {
 }
 
 /**
- * better-sqlite3 runs a statement to its end and offers no
- * `sqlite3_interrupt` (nor a progress handler), and `worker.terminate()`
+ * Every driver (better-sqlite3, node:sqlite, bun:sqlite) runs a statement
+ * to its end and offers no `sqlite3_interrupt` (nor a progress handler), and `worker.terminate()`
  * does not stop a thread inside a native step: a JS function that the
  * statement calls per row is the one place where it can be ended. This
  * registers it on `db`: outside `within` it only counts.

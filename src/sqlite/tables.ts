@@ -1,5 +1,5 @@
 import { sqliteAggregates } from "./aggregate.js";
-import type Database from "better-sqlite3";
+import type * as Database from "./driver.js";
 import type { Actor, AuditEvent, Column, Row, TableRecord } from "../domain/model.js";
 import type { PutResult } from "../ports/storage/identity.js";
 import { IDEMPOTENCY_LEASE_MS } from "../domain/idempotency.js";

@@ -1,4 +1,4 @@
-import type Database from "better-sqlite3";
+import type * as Database from "./driver.js";
 import { currentVersion } from "../domain/dashboards.js";
 import { utcDay } from "../domain/days.js";
 import type { ApiCallRecord, CreditUsage, DashboardRecord, RefreshRun } from "../domain/model.js";

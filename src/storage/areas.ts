@@ -6,7 +6,10 @@ import { STORAGE_AREAS, type Storage, type StorageArea, type StorageAreas } from
  * `state`). The credentials area's `teamsFrom` follows its identity area
  * into the wrapping, so the one-call key lookup stays in use exactly when it was.
  */
-export function mapAreas<S extends Storage>(storage: S, wrap: <A extends StorageArea>(area: StorageAreas[A], name: A) => StorageAreas[A]): S {
+export function mapAreas<S extends Storage>(
+  storage: S,
+  wrap: <A extends StorageArea>(area: StorageAreas[A], name: A) => StorageAreas[A],
+): S {
   const areas: Partial<Record<StorageArea, unknown>> = {};
   for (const name of STORAGE_AREAS) areas[name] = wrap(storage[name], name);
   const wrapped = withAreas(storage, areas) as S;

@@ -1,5 +1,11 @@
 import { ApiError } from "../base/api-error.js";
-import { STORAGE_AREAS, type Storage, type StorageArea, type StorageAreaReads, type StorageAreas } from "../ports/storage.js";
+import {
+  STORAGE_AREAS,
+  type Storage,
+  type StorageArea,
+  type StorageAreaReads,
+  type StorageAreas,
+} from "../ports/storage.js";
 import { withAreas } from "./areas.js";
 
 /** An area as a host supplies it: its reads (`StorageAreaReads`), and any of its other writes (none: read-only). */
@@ -10,7 +16,11 @@ export type HostAreas = { [A in StorageArea]?: SuppliedArea<A> };
 
 /** The 405 a write to a read-only area answers. */
 export function readOnlyArea(area: StorageArea): ApiError {
-  return new ApiError(405, "method_not_allowed", `the ${area} area is read-only: the host supplies it from its own storage, so change it there`);
+  return new ApiError(
+    405,
+    "method_not_allowed",
+    `the ${area} area is read-only: the host supplies it from its own storage, so change it there`,
+  );
 }
 
 /**
@@ -46,7 +56,8 @@ function readOnlyWhereMissing(area: StorageArea, supplied: object): object {
   return new Proxy(supplied, {
     get(target, name, receiver) {
       // `then` is asked by `await` and Promise.resolve: an area is not a promise.
-      if (typeof name !== "string" || name in target || name === "then" || name === "toJSON") return Reflect.get(target, name, receiver);
+      if (typeof name !== "string" || name in target || name === "then" || name === "toJSON")
+        return Reflect.get(target, name, receiver);
       let write = standIns.get(name);
       if (write === undefined) standIns.set(name, (write = readOnlyWrite(area)));
       return write;
@@ -54,13 +65,19 @@ function readOnlyWhereMissing(area: StorageArea, supplied: object): object {
   });
 }
 
-/** The stand-in for a write a host's area lacks: it answers 405, and says so to `assertWritable` before anything is validated. */
+/**
+ * The stand-in for a write a host's area lacks: it answers 405, and says so to `assertWritable` before anything is
+ * validated.
+ */
 function readOnlyWrite(area: StorageArea): () => Promise<never> {
   const write = () => Promise.reject(readOnlyArea(area));
   return Object.assign(write, { [READ_ONLY]: area });
 }
 
-/** Throws the 405 of a read-only area when `method` of this area is one of its stand-ins; admin operations call it first. */
+/**
+ * Throws the 405 of a read-only area when `method` of this area is one of its stand-ins; admin operations call it
+ * first.
+ */
 export function assertWritable<T extends object>(area: T, method: keyof T & string): void {
   const name = (area[method] as { [READ_ONLY]?: StorageArea } | undefined)?.[READ_ONLY];
   if (name !== undefined) throw readOnlyArea(name);

@@ -1,5 +1,7 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -63,4 +65,9 @@ function stopChild(child: ChildProcess): Promise<void> {
     });
     child.kill("SIGTERM");
   });
+}
+
+/** A fresh SQLite file path for an example server's --db (in a new temporary folder, removed with the OS's temporary files). */
+export function sqliteFile(name: string): string {
+  return join(mkdtempSync(join(tmpdir(), `dataport-adapter-${name}-`)), "store.sqlite");
 }

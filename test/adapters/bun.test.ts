@@ -2,12 +2,16 @@ import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { writeAdapterFixture } from "./_fixture.js";
 import { describeAdapter } from "./_tests.js";
-import { ROOT, runtimeBinary, startProcess } from "./_utils.js";
+import { ROOT, runtimeBinary, sqliteFile, startProcess } from "./_utils.js";
 
 const bun = runtimeBinary("bun");
 
 if (bun.runnable) {
   describeAdapter("bun", () => startProcess("bun", bun.bin, ["examples/bun/server.ts", "--fixture", writeAdapterFixture(), "--port", "0"]));
+  // The same suite with the store on a SQLite file through bun:sqlite (the example's --db).
+  describeAdapter("bun on bun:sqlite", () =>
+    startProcess("bun", bun.bin, ["examples/bun/server.ts", "--fixture", writeAdapterFixture(), "--db", sqliteFile("bun"), "--port", "0"]),
+  );
   describe("serveBun", () => {
     it("listens on 127.0.0.1 unless given a hostname", () => {
       const run = spawnSync(bun.bin, ["test/adapters/_serve-default.ts"], { cwd: ROOT, encoding: "utf8", timeout: 120_000 });

@@ -2,7 +2,7 @@ import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import { writeAdapterFixture } from "./_fixture.js";
 import { describeAdapter } from "./_tests.js";
-import { ROOT, runtimeBinary, startProcess } from "./_utils.js";
+import { ROOT, runtimeBinary, sqliteFile, startProcess } from "./_utils.js";
 
 const deno = runtimeBinary("deno");
 
@@ -12,6 +12,10 @@ export const DENO_ARGS = ["run", "--sloppy-imports", "--allow-net", "--allow-rea
 if (deno.runnable) {
   describeAdapter("deno", () =>
     startProcess("deno", deno.bin, [...DENO_ARGS, "examples/deno/server.ts", "--fixture", writeAdapterFixture(), "--port", "0"]),
+  );
+  // The same suite with the store on a SQLite file through Deno's node:sqlite (the example's --db; writing it needs --allow-write).
+  describeAdapter("deno on node:sqlite", () =>
+    startProcess("deno", deno.bin, [...DENO_ARGS, "--allow-write", "examples/deno/server.ts", "--fixture", writeAdapterFixture(), "--db", sqliteFile("deno"), "--port", "0"]),
   );
   describe("serveDeno", () => {
     it("listens on 127.0.0.1 unless given a hostname, and prints no deprecation notice when it answers", () => {

@@ -16,6 +16,7 @@ import { webhookFixture } from "../../src/testing/conformance/webhooks.js";
 import { setup as baseSetup } from "../support/api.js";
 import { TOKENS } from "../support/fixture.js";
 import { liveWhile } from "./support/live-probe.js";
+import { OPEN_FILE } from "./support/other-process.js";
 
 const root = new URL("../..", import.meta.url).pathname;
 const dir = mkdtempSync(join(tmpdir(), "dataport-sqlite-faults-"));
@@ -51,8 +52,8 @@ function expectUnavailable(res: { status: number; json: { error: { code: string 
 
 /** Another process on the file holding SQLite's write lock (an open IMMEDIATE transaction) until `release()`. */
 async function holdWriteLock(path: string): Promise<{ release(): Promise<void> }> {
-  const script = `const Database = require("better-sqlite3");
-    const db = new Database(process.argv[1]);
+  const script = `${OPEN_FILE}
+    const db = open(process.argv[process.argv.length - 1]);
     db.exec("BEGIN IMMEDIATE");
     console.log("locked");
     process.stdin.once("data", () => { db.exec("COMMIT"); db.close(); process.exit(0); });`;

@@ -30,7 +30,7 @@ const counting = (n: number, checked: boolean) =>
 async function pool(timeoutMs: number): Promise<ReaderPool> {
   const storage = createSqliteStorage({ path });
   await storage.close();
-  const readers = readerPool({ path, size: 1, timeoutMs, busyTimeoutMs: 0 });
+  const readers = readerPool({ path, driver: "better-sqlite3", size: 1, timeoutMs, busyTimeoutMs: 0 });
   pools.push(readers);
   // Started (from the TypeScript sources a thread takes a while, and its start counts in the deadline).
   for (let tries = 0; ; tries++) {

@@ -391,9 +391,10 @@ describe("sqlite: audit", () => {
 
 describe("sqlite: what requests record (group commit)", () => {
   it("appends one turn's audit events in one commit, each resolving after it; a duplicate id fails only itself", async () => {
-    const s = await seeded();
+    const path = file();
+    const s = await seeded(path);
     await s.audit.appendAuditEvent(auditEvent("dup"), 100);
-    const reader = new Database(s.db.name, { readonly: true });
+    const reader = new Database(path, { readonly: true });
     const storedBy = (id: string) => reader.prepare("SELECT count(*) AS n FROM audit_events WHERE event_id = ?").get(id) as { n: number };
     try {
       const appends = ["g1", "g2", "dup", "g3"].map((id) => s.audit.appendAuditEvent(auditEvent(id), 200));

@@ -15,6 +15,7 @@ import type { ConnectionRecord } from "../../src/domain/model.js";
 import { parseFixture } from "../../src/fixture/load.js";
 import { createSqliteStorage, type SqliteStorage } from "../../src/sqlite/index.js";
 import { conformanceFixture, TOKENS } from "../../src/testing/conformance/fixture.js";
+import { OPEN_FILE } from "./support/other-process.js";
 
 const root = new URL("../..", import.meta.url).pathname;
 const dir = mkdtempSync(join(tmpdir(), "dataport-sqlite-visibility-"));
@@ -250,7 +251,7 @@ describe("sqlite: the remembered dataset records", () => {
     // A real second process, through plain SQL on the file.
     await promisify(execFile)(
       process.execPath,
-      ["-e", `const D = require("better-sqlite3"); const db = new D(${JSON.stringify(path)}); db.pragma("busy_timeout = 5000"); db.prepare("UPDATE datasets SET name = 'Stores (from another process)' WHERE id = 'ds_stores'").run(); db.close();`],
+      ["-e", `${OPEN_FILE} const db = open(${JSON.stringify(path)}); db.exec("PRAGMA busy_timeout = 5000"); db.prepare("UPDATE datasets SET name = 'Stores (from another process)' WHERE id = 'ds_stores'").run(); db.close();`],
       { cwd: root },
     );
     expect((await s.catalog.getDataset("ds_stores"))?.name).toBe("Stores (from another process)");

@@ -30,9 +30,14 @@ export function watchOutput(
   return { url, output: () => text, closed };
 }
 
-/** The example server (or another script of the repository) as a process under tsx; resolves once it listens. */
+/**
+ * The example server (or another script of the repository) as a process of
+ * the runtime running this test (Node under tsx; Bun runs TypeScript
+ * itself); resolves once it listens.
+ */
 export async function startServerProcess(args: readonly string[]): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, ["--import", "tsx", ...args], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
+  const runner = "Bun" in globalThis ? [] : ["--import", "tsx"];
+  const child = spawn(process.execPath, [...runner, ...args], { cwd: root, stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 30_000);

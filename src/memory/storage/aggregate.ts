@@ -39,7 +39,11 @@ export function compare(a: string | null, b: string | null): number {
 }
 
 /** Non-editor views of the dashboards within the window, with their UTC day. */
-export function viewsIn(state: MemoryState, dashboardIds: ReadonlySet<string>, window: DayWindow): { view: DashboardView; day: string }[] {
+export function viewsIn(
+  state: MemoryState,
+  dashboardIds: ReadonlySet<string>,
+  window: DayWindow,
+): { view: DashboardView; day: string }[] {
   return state.dashboardViews.flatMap((view) => {
     if (view.editor || !dashboardIds.has(view.dashboardId)) return [];
     const day = utcDay(view.at);

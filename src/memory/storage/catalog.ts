@@ -30,7 +30,10 @@ export function memoryCatalog(state: MemoryState): CatalogStore & CatalogWrites 
       return found ? cloneJson(found) : null;
     },
     async listConnections(teamId) {
-      return [...state.connections.values()].filter((c) => c.teamId === teamId).sort((a, b) => compare(a.id, b.id)).map(cloneJson);
+      return [...state.connections.values()]
+        .filter((c) => c.teamId === teamId)
+        .sort((a, b) => compare(a.id, b.id))
+        .map(cloneJson);
     },
     async listDatasets({ teamId, ids }) {
       const wanted = ids ? new Set(ids) : null;
@@ -91,4 +94,3 @@ function webhookEndpointId(connection: ConnectionRecord): string | null {
   const endpointId = connection.config.endpointId;
   return connection.type === "webhook" && typeof endpointId === "string" && endpointId !== "" ? endpointId : null;
 }
-

@@ -54,7 +54,9 @@ export function memoryCredentials(state: MemoryState): CredentialStore & KeyWith
       return state.apiKeys.get(id) ?? null;
     },
     async listApiKeys(teamId) {
-      return [...state.apiKeys.values()].filter((k) => k.teamId === teamId).sort((a, b) => compare(b.createdAt, a.createdAt) || compare(a.id, b.id));
+      return [...state.apiKeys.values()]
+        .filter((k) => k.teamId === teamId)
+        .sort((a, b) => compare(b.createdAt, a.createdAt) || compare(a.id, b.id));
     },
     async insertApiKey(key) {
       if (state.apiKeys.has(key.id)) throw new Error(`api key ${key.id} already exists`);

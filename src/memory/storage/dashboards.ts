@@ -23,7 +23,11 @@ export function memoryDashboards(state: MemoryState): StorageAreas["dashboards"]
     async viewsByDay(dashboardId, window) {
       const days = groupBy(viewsOf(new Set([dashboardId]), window), ({ day }) => [day]);
       return [...days.values()]
-        .map((group): DayViews => ({ day: group[0]!.day, views: group.length, uniqueVisitors: distinct(group, ({ view }) => view.visitorId) }))
+        .map((group): DayViews => ({
+          day: group[0]!.day,
+          views: group.length,
+          uniqueVisitors: distinct(group, ({ view }) => view.visitorId),
+        }))
         .sort((a, b) => compare(a.day, b.day));
     },
     async viewsByViewer(dashboardId, window) {

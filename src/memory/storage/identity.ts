@@ -48,7 +48,12 @@ export function memoryIdentity(state: MemoryState): IdentityStore & IdentityWrit
       if (!state.teams.has(id)) return false;
       state.teams.delete(id);
       for (const [userId, list] of state.memberships) {
-        if (list.some((m) => m.teamId === id)) setMemberships(state, userId, list.filter((m) => m.teamId !== id));
+        if (list.some((m) => m.teamId === id))
+          setMemberships(
+            state,
+            userId,
+            list.filter((m) => m.teamId !== id),
+          );
       }
       return true;
     },

@@ -3,7 +3,16 @@ import { tableAsDataset } from "../../domain/rows.js";
 import { currentVersion } from "../../domain/dashboards.js";
 import type { DashboardView } from "../../domain/model.js";
 import type { DayWindow } from "../../domain/days.js";
-import { type ApiUsageRow, countCall, type CreditUsageRow, type DashboardUsageRow, type DatasetUsageRow, isDatasetRead, type RefreshHistoryRow, usageCounterFor } from "../../ports/storage/usage.js";
+import {
+  type ApiUsageRow,
+  countCall,
+  type CreditUsageRow,
+  type DashboardUsageRow,
+  type DatasetUsageRow,
+  isDatasetRead,
+  type RefreshHistoryRow,
+  usageCounterFor,
+} from "../../ports/storage/usage.js";
 import type { StorageAreas } from "../../ports/storage.js";
 import { appendAll, compare, distinct, groupBy, sum, viewsIn } from "./aggregate.js";
 import { cloneJson, type MemoryState } from "./state.js";
@@ -20,7 +29,9 @@ export function memoryUsage(state: MemoryState): StorageAreas["usage"] {
   const connectionName = (id: string | null) => (id ? (state.connections.get(id)?.name ?? null) : null);
   return {
     async spaceDashboardUsage({ teamId, ...window }) {
-      const dashboards = new Map([...state.dashboards.values()].filter((d) => d.teamId === teamId).map((d) => [d.id, d]));
+      const dashboards = new Map(
+        [...state.dashboards.values()].filter((d) => d.teamId === teamId).map((d) => [d.id, d]),
+      );
       const groups = groupBy(viewsOf(new Set(dashboards.keys()), window), ({ view, day }) => [day, view.dashboardId]);
       return [...groups.values()]
         .map((group): DashboardUsageRow => {
@@ -41,7 +52,10 @@ export function memoryUsage(state: MemoryState): StorageAreas["usage"] {
             anonymous_views: views.filter((v: DashboardView) => v.userId === null).length,
           };
         })
-        .sort((a, b) => compare(b.day, a.day) || compare(a.dashboard, b.dashboard) || compare(a.dashboard_id, b.dashboard_id));
+        .sort(
+          (a, b) =>
+            compare(b.day, a.day) || compare(a.dashboard, b.dashboard) || compare(a.dashboard_id, b.dashboard_id),
+        );
     },
     async spaceRefreshHistory({ teamId, ...window }) {
       const datasets = teamDatasets(teamId);
@@ -55,7 +69,10 @@ export function memoryUsage(state: MemoryState): StorageAreas["usage"] {
           const { run, day } = group[0]!;
           const dataset = datasets.get(run.datasetId)!;
           const failed = group.filter((g) => g.run.error !== null);
-          const last = failed.reduce<(typeof failed)[number] | null>((latest, g) => (latest && later(latest, g) ? latest : g), null);
+          const last = failed.reduce<(typeof failed)[number] | null>(
+            (latest, g) => (latest && later(latest, g) ? latest : g),
+            null,
+          );
           return {
             dataset_id: run.datasetId,
             dataset: dataset.name,
@@ -77,38 +94,34 @@ export function memoryUsage(state: MemoryState): StorageAreas["usage"] {
         return day >= window.fromDay && day <= window.toDay ? [{ use, day }] : [];
       });
       return [...groupBy(uses, ({ use, day }) => [day, use.category]).values()]
-        .map(
-          (group): CreditUsageRow => ({
-            day: group[0]!.day,
-            category: group[0]!.use.category,
-            credits: sum(group.map((g) => g.use.credits)),
-            uses: group.length,
-            users: distinct(
-              group.filter((g) => g.use.userId !== null),
-              (g) => g.use.userId,
-            ),
-          }),
-        )
+        .map((group): CreditUsageRow => ({
+          day: group[0]!.day,
+          category: group[0]!.use.category,
+          credits: sum(group.map((g) => g.use.credits)),
+          uses: group.length,
+          users: distinct(
+            group.filter((g) => g.use.userId !== null),
+            (g) => g.use.userId,
+          ),
+        }))
         .sort((a, b) => compare(b.day, a.day) || compare(a.category, b.category));
     },
     async spaceApiUsage({ teamId, ...window }) {
       return [...state.apiUsage.values()]
         .flatMap((byCredential) => [...byCredential.values()].flat())
         .filter((u) => u.teamId === teamId && u.day >= window.fromDay && u.day <= window.toDay)
-        .map(
-          (u): ApiUsageRow => ({
-            day: u.day,
-            method: u.method,
-            route: u.route,
-            credential_kind: u.credentialKind,
-            credential_id: u.credentialId,
-            credential: u.credentialName,
-            calls: u.calls,
-            errors: u.errors,
-            server_errors: u.serverErrors,
-            avg_latency_ms: Math.round(u.latencySum / u.calls),
-          }),
-        )
+        .map((u): ApiUsageRow => ({
+          day: u.day,
+          method: u.method,
+          route: u.route,
+          credential_kind: u.credentialKind,
+          credential_id: u.credentialId,
+          credential: u.credentialName,
+          calls: u.calls,
+          errors: u.errors,
+          server_errors: u.serverErrors,
+          avg_latency_ms: Math.round(u.latencySum / u.calls),
+        }))
         .sort(
           (a, b) =>
             compare(b.day, a.day) ||
@@ -165,7 +178,12 @@ export function memoryUsage(state: MemoryState): StorageAreas["usage"] {
       let counters = byCredential.get(call.credentialId);
       if (!counters) byCredential.set(call.credentialId, (counters = []));
       let usage = counters.findLast(
-        (c) => c.day === day && c.teamId === call.teamId && c.method === call.method && c.credentialKind === call.credentialKind && c.credentialName === call.credentialName,
+        (c) =>
+          c.day === day &&
+          c.teamId === call.teamId &&
+          c.method === call.method &&
+          c.credentialKind === call.credentialKind &&
+          c.credentialName === call.credentialName,
       );
       if (!usage) {
         usage = usageCounterFor(call, day);
@@ -190,7 +208,10 @@ export function memoryUsage(state: MemoryState): StorageAreas["usage"] {
 }
 
 /** Whether run `a` is later than `b` (by start, then by stored position). */
-function later(a: { run: { startedAt: string }; position: number }, b: { run: { startedAt: string }; position: number }): boolean {
+function later(
+  a: { run: { startedAt: string }; position: number },
+  b: { run: { startedAt: string }; position: number },
+): boolean {
   const diff = Date.parse(a.run.startedAt) - Date.parse(b.run.startedAt);
   return diff !== 0 ? diff > 0 : a.position > b.position;
 }

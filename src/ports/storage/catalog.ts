@@ -35,7 +35,10 @@ export interface CatalogWrites {
    * (which also makes its dataset); this replaces one that exists.
    */
   putConnection(connection: ConnectionRecord): Promise<PutResult>;
-  /** Deletes the connection, its datasets and their rows (a webhook's endpoint with them), in one transaction; false when unknown. */
+  /**
+   * Deletes the connection, its datasets and their rows (a webhook's endpoint with them), in one transaction; false
+   * when unknown.
+   */
   deleteConnection(id: string): Promise<boolean>;
   /**
    * Creates or replaces an upload or connection dataset. Replacing keeps its

@@ -94,10 +94,7 @@ export interface RowStore {
    * rowCount, lastRefreshedAt and updatedAt, in one transaction: readers see
    * the old rows or the new ones, never a mix.
    */
-  replaceDatasetRows(
-    datasetId: string,
-    data: { rows: Row[]; columns: Column[]; refreshedAt: string },
-  ): Promise<void>;
+  replaceDatasetRows(datasetId: string, data: { rows: Row[]; columns: Column[]; refreshedAt: string }): Promise<void>;
 }
 
 /** What a bulk row write stores. */

@@ -12,7 +12,10 @@ export function auditFixture() {
   return {
     ...base,
     businesses: [...base.businesses, { id: "biz_2", name: "Contoso" }],
-    teams: [...base.teams, { id: "team_other", name: "Contoso ops", plan: "business", businessId: "biz_2", isPersonal: false }],
+    teams: [
+      ...base.teams,
+      { id: "team_other", name: "Contoso ops", plan: "business", businessId: "biz_2", isPersonal: false },
+    ],
     auditEvents: [
       event("evt_f1", "team_ops", "audit", "2026-10-01T09:00:00Z", { action: "dashboard.published" }),
       event("evt_f2", "team_other", "audit", "2026-10-01T09:30:00Z"),
@@ -21,7 +24,13 @@ export function auditFixture() {
   };
 }
 
-export function event(id: string, teamId: string, category: AuditCategory, time: string, extra: Partial<AuditEvent> = {}): AuditEvent {
+export function event(
+  id: string,
+  teamId: string,
+  category: AuditCategory,
+  time: string,
+  extra: Partial<AuditEvent> = {},
+): AuditEvent {
   return {
     id,
     teamId,
@@ -69,7 +78,11 @@ async function drain(store: Storage, over: Partial<ReadQuery>, pageSize: number)
 
 const ids = (events: StoredAuditEvent[]) => events.map((e) => e.event.id);
 
-export function describeAuditConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
+export function describeAuditConformance(
+  name: string,
+  factory: StorageFactory,
+  options: ConformanceOptions = {},
+): void {
   describe.skipIf(!!options.skip)(`${name}: audit`, () => {
     const fresh = emptyStore(factory);
     const seeded = async () => {
@@ -108,7 +121,11 @@ export function describeAuditConformance(name: string, factory: StorageFactory, 
 
     it("pages with limit 2 from the start: every event exactly once, in stored order, hasMore until the end", async () => {
       const store = await seeded();
-      for (let i = 1; i <= 7; i++) await store.audit.appendAuditEvent(event(`evt_${i}`, i % 2 ? "team_ops" : "team_mkt", "audit", `2026-11-01T10:0${i}:00Z`), T0 - 60_000 + i);
+      for (let i = 1; i <= 7; i++)
+        await store.audit.appendAuditEvent(
+          event(`evt_${i}`, i % 2 ? "team_ops" : "team_mkt", "audit", `2026-11-01T10:0${i}:00Z`),
+          T0 - 60_000 + i,
+        );
       const { seen } = await drain(store, {}, 2);
       expect(ids(seen)).toEqual(["evt_f1", "evt_f3", "evt_1", "evt_2", "evt_3", "evt_4", "evt_5", "evt_6", "evt_7"]);
       expect(new Set(seen.map((e) => e.position)).size).toBe(seen.length);
@@ -159,7 +176,10 @@ export function describeAuditConformance(name: string, factory: StorageFactory, 
       await store.audit.appendAuditEvent(event("evt_skewed", "team_ops", "audit", "2026-11-01T11:00:01Z"), T0 - 1000);
       // Stored after evt_skewed by a writer whose clock runs behind.
       await store.audit.appendAuditEvent(event("evt_3", "team_ops", "audit", "2026-11-01T11:00:02Z"), T0 - 8000);
-      await store.audit.appendAuditEvent(event("evt_other_team", "team_other", "audit", "2026-11-01T11:00:03Z"), T0 - 500);
+      await store.audit.appendAuditEvent(
+        event("evt_other_team", "team_other", "audit", "2026-11-01T11:00:03Z"),
+        T0 - 500,
+      );
       const page = await store.audit.readAuditEvents(query({ storedBefore: T0 - 5000 }));
       expect(ids(page.events)).toEqual(["evt_1"]);
       expect(page.hasMore).toBe(false);
@@ -170,27 +190,50 @@ export function describeAuditConformance(name: string, factory: StorageFactory, 
     it("a held-back event of another team or category also stops the read", async () => {
       const store = await fresh();
       await store.audit.appendAuditEvent(event("evt_1", "team_ops", "audit", "2026-11-01T11:00:00Z"), T0 - 9000);
-      await store.audit.appendAuditEvent(event("evt_young_other", "team_other", "error", "2026-11-01T11:00:01Z"), T0 + 1000);
+      await store.audit.appendAuditEvent(
+        event("evt_young_other", "team_other", "error", "2026-11-01T11:00:01Z"),
+        T0 + 1000,
+      );
       await store.audit.appendAuditEvent(event("evt_3", "team_ops", "audit", "2026-11-01T11:00:02Z"), T0 - 8000);
       const page = await store.audit.readAuditEvents(query({ categories: ["audit"] }));
       expect(ids(page.events)).toEqual(["evt_1"]);
       expect(page.hasMore).toBe(false);
-      const later = await store.audit.readAuditEvents(query({ categories: ["audit"], after: page.events[0]!.position, storedBefore: T0 + 1000 }));
+      const later = await store.audit.readAuditEvents(
+        query({ categories: ["audit"], after: page.events[0]!.position, storedBefore: T0 + 1000 }),
+      );
       expect(ids(later.events)).toEqual(["evt_3"]);
     });
 
     it("filters by team and category; an empty team list reads nothing", async () => {
       const store = await seeded();
       await store.audit.appendAuditEvent(event("evt_err", "team_ops", "error", "2026-11-01T11:00:00Z"), T0 - 9000);
-      await store.audit.appendAuditEvent(event("evt_read", "team_mkt", "data_access", "2026-11-01T11:00:00Z"), T0 - 9000);
-      await store.audit.appendAuditEvent(event("evt_elsewhere", "team_other", "audit", "2026-11-01T11:00:00Z"), T0 - 9000);
+      await store.audit.appendAuditEvent(
+        event("evt_read", "team_mkt", "data_access", "2026-11-01T11:00:00Z"),
+        T0 - 9000,
+      );
+      await store.audit.appendAuditEvent(
+        event("evt_elsewhere", "team_other", "audit", "2026-11-01T11:00:00Z"),
+        T0 - 9000,
+      );
       expect(ids((await store.audit.readAuditEvents(query({ categories: ["audit"] }))).events)).toEqual(["evt_f1"]);
-      expect(ids((await store.audit.readAuditEvents(query({ categories: ["audit", "error"] }))).events)).toEqual(["evt_f1", "evt_err"]);
-      expect(ids((await store.audit.readAuditEvents(query({ categories: ["data_access"] }))).events)).toEqual(["evt_f3", "evt_read"]);
-      expect(ids((await store.audit.readAuditEvents(query({ teamIds: ["team_other"] }))).events)).toEqual(["evt_f2", "evt_elsewhere"]);
-      expect(ids((await store.audit.readAuditEvents(query({ teamIds: ["team_ops"], categories: ["audit", "data_access"] }))).events)).toEqual([
+      expect(ids((await store.audit.readAuditEvents(query({ categories: ["audit", "error"] }))).events)).toEqual([
         "evt_f1",
+        "evt_err",
       ]);
+      expect(ids((await store.audit.readAuditEvents(query({ categories: ["data_access"] }))).events)).toEqual([
+        "evt_f3",
+        "evt_read",
+      ]);
+      expect(ids((await store.audit.readAuditEvents(query({ teamIds: ["team_other"] }))).events)).toEqual([
+        "evt_f2",
+        "evt_elsewhere",
+      ]);
+      expect(
+        ids(
+          (await store.audit.readAuditEvents(query({ teamIds: ["team_ops"], categories: ["audit", "data_access"] })))
+            .events,
+        ),
+      ).toEqual(["evt_f1"]);
       expect(await store.audit.readAuditEvents(query({ teamIds: [] }))).toEqual({ events: [], hasMore: false });
     });
 
@@ -206,10 +249,19 @@ export function describeAuditConformance(name: string, factory: StorageFactory, 
 
     it("since keeps events whose writer time is at or after it, compared as instants", async () => {
       const store = await seeded();
-      await store.audit.appendAuditEvent(event("evt_before", "team_ops", "audit", "2026-10-31T23:59:59.999Z"), T0 - 9000);
+      await store.audit.appendAuditEvent(
+        event("evt_before", "team_ops", "audit", "2026-10-31T23:59:59.999Z"),
+        T0 - 9000,
+      );
       await store.audit.appendAuditEvent(event("evt_at", "team_ops", "audit", "2026-11-01T00:00:00Z"), T0 - 9000);
-      await store.audit.appendAuditEvent(event("evt_offset", "team_ops", "audit", "2026-11-01T02:00:00+01:00"), T0 - 9000);
-      await store.audit.appendAuditEvent(event("evt_offset_before", "team_ops", "audit", "2026-11-01T00:30:00+01:00"), T0 - 9000);
+      await store.audit.appendAuditEvent(
+        event("evt_offset", "team_ops", "audit", "2026-11-01T02:00:00+01:00"),
+        T0 - 9000,
+      );
+      await store.audit.appendAuditEvent(
+        event("evt_offset_before", "team_ops", "audit", "2026-11-01T00:30:00+01:00"),
+        T0 - 9000,
+      );
       const page = await store.audit.readAuditEvents(query({ since: "2026-11-01T00:00:00.000Z" }));
       expect(ids(page.events)).toEqual(["evt_at", "evt_offset"]);
       const paged = await drain(store, { since: "2026-11-01T00:00:00.000Z" }, 1);
@@ -223,7 +275,9 @@ export function describeAuditConformance(name: string, factory: StorageFactory, 
       await store.audit.appendAuditEvent(event("evt_3", "team_ops", "audit", "2026-11-01T11:00:00Z"), T0 - 9000);
       const other = await store.audit.readAuditEvents(query({ teamIds: ["team_other"] }));
       expect(ids(other.events)).toEqual(["evt_f2", "evt_2"]);
-      const next = await store.audit.readAuditEvents(query({ teamIds: ["team_ops"], after: other.events[1]!.position }));
+      const next = await store.audit.readAuditEvents(
+        query({ teamIds: ["team_ops"], after: other.events[1]!.position }),
+      );
       expect(ids(next.events)).toEqual(["evt_3"]);
     });
 
@@ -231,7 +285,10 @@ export function describeAuditConformance(name: string, factory: StorageFactory, 
       const store = await seeded();
       const positions = new Set<string>();
       for (let round = 0; round < 3; round++) {
-        await store.audit.appendAuditEvent(event(`evt_${round}`, "team_ops", "audit", "2026-11-01T11:00:00Z"), T0 - 9000);
+        await store.audit.appendAuditEvent(
+          event(`evt_${round}`, "team_ops", "audit", "2026-11-01T11:00:00Z"),
+          T0 - 9000,
+        );
         const all = await store.audit.readAuditEvents(query({ teamIds: [...BIZ_1, "team_other"] }));
         for (const e of all.events) {
           positions.add(e.position);
@@ -239,7 +296,8 @@ export function describeAuditConformance(name: string, factory: StorageFactory, 
         }
         expect(positions.size).toBe(4 + round);
       }
-      for (const bad of ["", " ", "not a position", "1 2", "x".repeat(101)]) expect(store.audit.isAuditPosition(bad)).toBe(false);
+      for (const bad of ["", " ", "not a position", "1 2", "x".repeat(101)])
+        expect(store.audit.isAuditPosition(bad)).toBe(false);
     });
 
     it("concurrent appends while a reader polls: every event delivered exactly once", async () => {
@@ -250,7 +308,15 @@ export function describeAuditConformance(name: string, factory: StorageFactory, 
       let writing = true;
       const writers = Promise.all(
         Array.from({ length: total }, (_, i) =>
-          store.audit.appendAuditEvent(event(`evt_${i}`, i % 3 ? "team_ops" : "team_mkt", "audit", `2026-11-01T11:00:${String(i % 60).padStart(2, "0")}Z`), T0 - 9000),
+          store.audit.appendAuditEvent(
+            event(
+              `evt_${i}`,
+              i % 3 ? "team_ops" : "team_mkt",
+              "audit",
+              `2026-11-01T11:00:${String(i % 60).padStart(2, "0")}Z`,
+            ),
+            T0 - 9000,
+          ),
         ),
       ).finally(() => {
         writing = false;
@@ -282,8 +348,12 @@ export function describeAuditConformance(name: string, factory: StorageFactory, 
     it("refuses an event whose id is stored (seeded ones included), storing nothing", async () => {
       const store = await seeded();
       await store.audit.appendAuditEvent(event("evt_1", "team_ops", "audit", "2026-11-01T11:00:00Z"), T0 - 9000);
-      await expect(store.audit.appendAuditEvent(event("evt_1", "team_mkt", "error", "2026-11-01T11:30:00Z"), T0 - 8000)).rejects.toThrow();
-      await expect(store.audit.appendAuditEvent(event("evt_f2", "team_ops", "audit", "2026-11-01T11:30:00Z"), T0 - 8000)).rejects.toThrow();
+      await expect(
+        store.audit.appendAuditEvent(event("evt_1", "team_mkt", "error", "2026-11-01T11:30:00Z"), T0 - 8000),
+      ).rejects.toThrow();
+      await expect(
+        store.audit.appendAuditEvent(event("evt_f2", "team_ops", "audit", "2026-11-01T11:30:00Z"), T0 - 8000),
+      ).rejects.toThrow();
       const page = await store.audit.readAuditEvents(everything());
       expect(ids(page.events)).toEqual(["evt_f1", "evt_f2", "evt_f3", "evt_1"]);
       expect(page.events[3]!.event).toEqual(event("evt_1", "team_ops", "audit", "2026-11-01T11:00:00Z"));
@@ -321,9 +391,14 @@ export function describeAuditConformance(name: string, factory: StorageFactory, 
 
     it("a batch's events are readable at the horizon of their storedAt, in batch order, each at its own position", async () => {
       const store = await fresh();
-      const batch = Array.from({ length: 5 }, (_, i) => event(`evt_${i}`, "team_ops", "audit", `2026-11-01T10:0${i}:00Z`));
+      const batch = Array.from({ length: 5 }, (_, i) =>
+        event(`evt_${i}`, "team_ops", "audit", `2026-11-01T10:0${i}:00Z`),
+      );
       expect(await store.audit.appendAuditEvents(batch, T0 - 1000)).toBe(5);
-      expect(await store.audit.readAuditEvents(query({ storedBefore: T0 - 1001 }))).toEqual({ events: [], hasMore: false });
+      expect(await store.audit.readAuditEvents(query({ storedBefore: T0 - 1001 }))).toEqual({
+        events: [],
+        hasMore: false,
+      });
       const { seen } = await drain(store, { storedBefore: T0 - 1000 }, 2);
       expect(ids(seen)).toEqual(["evt_0", "evt_1", "evt_2", "evt_3", "evt_4"]);
       expect(new Set(seen.map((e) => e.position)).size).toBe(5);
@@ -331,7 +406,11 @@ export function describeAuditConformance(name: string, factory: StorageFactory, 
 
     it("of concurrent appends of one id, exactly one stores it", async () => {
       const store = await fresh();
-      const single = await Promise.allSettled(Array.from({ length: 10 }, () => store.audit.appendAuditEvent(event("evt_once", "team_ops", "audit", "2026-11-01T11:00:00Z"), T0 - 9000)));
+      const single = await Promise.allSettled(
+        Array.from({ length: 10 }, () =>
+          store.audit.appendAuditEvent(event("evt_once", "team_ops", "audit", "2026-11-01T11:00:00Z"), T0 - 9000),
+        ),
+      );
       expect(single.filter((r) => r.status === "fulfilled")).toHaveLength(1);
       // Ten overlapping batches over eight ids: eight stored in all.
       const batches = Array.from({ length: 10 }, (_, i) =>

@@ -8,7 +8,9 @@ import type { Cache } from "../../ports/cache.js";
  * time on its own server (Redis) uses the clock where it can and real time
  * otherwise: the suite checks expiry both on a moved clock and in real time.
  */
-export type CacheFactory = (options: { clock: Clock }) => Promise<Cache & { close?(): Promise<void> }> | (Cache & { close?(): Promise<void> });
+export type CacheFactory = (options: {
+  clock: Clock;
+}) => Promise<Cache & { close?(): Promise<void> }> | (Cache & { close?(): Promise<void> });
 
 export interface CacheConformanceOptions {
   /** Skip the whole suite, with this reason shown. */
@@ -17,7 +19,10 @@ export interface CacheConformanceOptions {
   shared?: boolean;
   /** The cache implements `ping` (a cache on a server): checked to answer. */
   ping?: boolean;
-  /** The cache implements `claimFlight`/`releaseFlight`: checked to be atomic across instances (with `shared`) and held by token. */
+  /**
+   * The cache implements `claimFlight`/`releaseFlight`: checked to be atomic across instances (with `shared`) and held
+   * by token.
+   */
   flights?: boolean;
 }
 
@@ -44,21 +49,26 @@ export function runCacheConformance(name: string, factory: CacheFactory, options
       await expect(c.ping!()).resolves.toBeUndefined();
     });
 
-    it.skipIf(!options.flights)("claims a flight for one caller at a time, and gives it back only to its holder's token", async () => {
-      const [a, b] = [await cache(), options.shared ? await cache() : undefined];
-      const other = b ?? a;
-      const name = freshKey("flight");
-      // Ten claims at once, half through another instance when the cache is shared: exactly one wins.
-      const claims = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? other : a).claimFlight!(name, 5_000)));
-      const winners = claims.filter((token): token is string => token !== null);
-      expect(winners).toHaveLength(1);
-      await a.releaseFlight!(name, "not-the-token");
-      expect(await other.claimFlight!(name, 5_000)).toBeNull();
-      await other.releaseFlight!(name, winners[0]!);
-      const next = await a.claimFlight!(name, 5_000);
-      expect(typeof next).toBe("string");
-      expect(next).not.toBe(winners[0]);
-    });
+    it.skipIf(!options.flights)(
+      "claims a flight for one caller at a time, and gives it back only to its holder's token",
+      async () => {
+        const [a, b] = [await cache(), options.shared ? await cache() : undefined];
+        const other = b ?? a;
+        const name = freshKey("flight");
+        // Ten claims at once, half through another instance when the cache is shared: exactly one wins.
+        const claims = await Promise.all(
+          Array.from({ length: 10 }, (_, i) => (i % 2 ? other : a).claimFlight!(name, 5_000)),
+        );
+        const winners = claims.filter((token): token is string => token !== null);
+        expect(winners).toHaveLength(1);
+        await a.releaseFlight!(name, "not-the-token");
+        expect(await other.claimFlight!(name, 5_000)).toBeNull();
+        await other.releaseFlight!(name, winners[0]!);
+        const next = await a.claimFlight!(name, 5_000);
+        expect(typeof next).toBe("string");
+        expect(next).not.toBe(winners[0]);
+      },
+    );
 
     it.skipIf(!options.flights)("lets a claimed flight lapse after its time", async () => {
       const c = await cache();

@@ -11,10 +11,19 @@ const iso = (ms: number) => new Date(ms).toISOString();
 
 /** The conformance fixture's API keys as stored: the plaintext replaced by its hash. */
 function fixtureKeys(): ApiKeyRecord[] {
-  return conformanceFixture().apiKeys.map(({ token, ...key }) => ({ ...key, scopes: key.scopes as ApiKeyRecord["scopes"], tokenHash: sha256Hex(token) }));
+  return conformanceFixture().apiKeys.map(({ token, ...key }) => ({
+    ...key,
+    scopes: key.scopes as ApiKeyRecord["scopes"],
+    tokenHash: sha256Hex(token),
+  }));
 }
 
-const session = (id: string, token: string, userId: string, expiresAt: string | null): SessionRecord => ({ id, tokenHash: sha256Hex(token), userId, expiresAt });
+const session = (id: string, token: string, userId: string, expiresAt: string | null): SessionRecord => ({
+  id,
+  tokenHash: sha256Hex(token),
+  userId,
+  expiresAt,
+});
 
 /** Ada's session expires at T; Bob's never does. */
 const ADA_SESSION = session("sess_ada", TOKENS.sessionAda, "usr_ada", iso(T));
@@ -32,7 +41,11 @@ async function writeCredentials(store: Storage): Promise<void> {
  * through the area's own methods: usable against a credentials area a host
  * supplies through `mountStorage`.
  */
-export function describeCredentialsConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
+export function describeCredentialsConformance(
+  name: string,
+  factory: StorageFactory,
+  options: ConformanceOptions = {},
+): void {
   describe.skipIf(!!options.skip)(`${name}: credentials`, () => {
     const empty = emptyStore(factory);
     const written = async () => {
@@ -48,10 +61,16 @@ export function describeCredentialsConformance(name: string, factory: StorageFac
       expect(await store.credentials.findSessionUser(sha256Hex("nope"), T - 1)).toBeNull();
       const key = await store.credentials.findApiKeyByHash(sha256Hex(TOKENS.sync));
       expect(key).toMatchObject({ id: "key_sync", name: "Warehouse sync", teamId: "team_ops", revokedAt: null });
-      expect(key?.allowlist).toEqual({ datasets: ["ds_orders", "ds_stores"], connections: ["conn_retail"], tables: ["tbl_targets"] });
+      expect(key?.allowlist).toEqual({
+        datasets: ["ds_orders", "ds_stores"],
+        connections: ["conn_retail"],
+        tables: ["tbl_targets"],
+      });
       expect(await store.credentials.findApiKeyByHash(sha256Hex("nope"))).toBeNull();
       expect(await store.credentials.findApiKeyByHash(TOKENS.sync)).toBeNull();
-      expect((await store.credentials.findApiKeyByHash(sha256Hex(TOKENS.revoked)))?.revokedAt).toBe("2026-09-02T09:00:00Z");
+      expect((await store.credentials.findApiKeyByHash(sha256Hex(TOKENS.revoked)))?.revokedAt).toBe(
+        "2026-09-02T09:00:00Z",
+      );
     });
 
     it("refuses a session at or after its expiry, by the `now` it is given; a session without expiry never expires", async () => {
@@ -101,7 +120,9 @@ export function describeCredentialsConformance(name: string, factory: StorageFac
 
     it("deletes every session of a user, expired ones included, and says how many", async () => {
       const store = await written();
-      await store.credentials.insertSession(session("sess_ada_old", "ada-old-token-01", "usr_ada", iso(T - 86_400_000)));
+      await store.credentials.insertSession(
+        session("sess_ada_old", "ada-old-token-01", "usr_ada", iso(T - 86_400_000)),
+      );
       expect(await store.credentials.deleteUserSessions("usr_ada")).toBe(2);
       expect(await store.credentials.getSession("sess_ada")).toBeNull();
       expect(await store.credentials.getSession("sess_ada_old")).toBeNull();
@@ -116,23 +137,39 @@ export function describeCredentialsConformance(name: string, factory: StorageFac
       expect(await store.credentials.getApiKey("key_ro")).toEqual(fixtureKeys().find((k) => k.id === "key_ro"));
       expect(await store.credentials.getApiKey("key_nope")).toBeNull();
       // key_ro and key_sync share a createdAt: by id.
-      expect((await store.credentials.listApiKeys("team_ops")).map((k) => k.id)).toEqual(["key_ro", "key_sync", "key_old"]);
+      expect((await store.credentials.listApiKeys("team_ops")).map((k) => k.id)).toEqual([
+        "key_ro",
+        "key_sync",
+        "key_old",
+      ]);
       expect((await store.credentials.listApiKeys("team_mkt")).map((k) => k.id)).toEqual(["key_mkt"]);
       expect(await store.credentials.listApiKeys("team_nope")).toEqual([]);
     });
 
     it("finds a key with its team in one call, when the store offers it (findApiKeyWithTeam)", async () => {
       const store = await written();
-      // Optional, and only for the identity area of the same store: authentication otherwise uses findApiKeyByHash + getTeam.
+      // Optional, and only for the identity area of the same store: authentication otherwise uses findApiKeyByHash +
+      // getTeam.
       if (!hasKeyWithTeamLookup(store) || !store.credentials.findApiKeyWithTeam) return;
-      const ops = { id: "team_ops", name: "Operations", plan: "business", businessId: "biz_1", isPersonal: false } as const;
+      const ops = {
+        id: "team_ops",
+        name: "Operations",
+        plan: "business",
+        businessId: "biz_1",
+        isPersonal: false,
+      } as const;
       await store.identity.putTeam(ops);
       const found = await store.credentials.findApiKeyWithTeam(sha256Hex(TOKENS.sync));
       expect(found?.key).toEqual(await store.credentials.findApiKeyByHash(sha256Hex(TOKENS.sync)));
       expect(found?.team).toEqual(ops);
-      expect((await store.credentials.findApiKeyWithTeam(sha256Hex(TOKENS.revoked)))?.key.revokedAt).toBe("2026-09-02T09:00:00Z");
+      expect((await store.credentials.findApiKeyWithTeam(sha256Hex(TOKENS.revoked)))?.key.revokedAt).toBe(
+        "2026-09-02T09:00:00Z",
+      );
       // team_free was never written: the key comes with team null.
-      expect(await store.credentials.findApiKeyWithTeam(sha256Hex(TOKENS.freeTeam))).toEqual({ key: await store.credentials.getApiKey("key_free"), team: null });
+      expect(await store.credentials.findApiKeyWithTeam(sha256Hex(TOKENS.freeTeam))).toEqual({
+        key: await store.credentials.getApiKey("key_free"),
+        team: null,
+      });
       expect(await store.credentials.findApiKeyWithTeam(sha256Hex("nope"))).toBeNull();
       expect(await store.credentials.findApiKeyWithTeam(TOKENS.sync)).toBeNull();
     });
@@ -170,9 +207,13 @@ export function describeCredentialsConformance(name: string, factory: StorageFac
     it("marks the keys a deleted user created, once, and only those", async () => {
       const store = await written();
       expect(await store.credentials.markKeysCreatorDeleted("usr_bob")).toBe(1);
-      expect(await store.credentials.getApiKey("key_mkt")).toEqual({ ...fixtureKeys().find((k) => k.id === "key_mkt"), creatorDeleted: true });
+      expect(await store.credentials.getApiKey("key_mkt")).toEqual({
+        ...fixtureKeys().find((k) => k.id === "key_mkt"),
+        creatorDeleted: true,
+      });
       expect((await store.credentials.findApiKeyByHash(sha256Hex(TOKENS.noAdmin)))?.creatorDeleted).toBe(true);
-      if (hasKeyWithTeamLookup(store) && store.credentials.findApiKeyWithTeam) expect((await store.credentials.findApiKeyWithTeam(sha256Hex(TOKENS.noAdmin)))?.key.creatorDeleted).toBe(true);
+      if (hasKeyWithTeamLookup(store) && store.credentials.findApiKeyWithTeam)
+        expect((await store.credentials.findApiKeyWithTeam(sha256Hex(TOKENS.noAdmin)))?.key.creatorDeleted).toBe(true);
       expect((await store.credentials.listApiKeys("team_mkt")).map((k) => k.creatorDeleted)).toEqual([true]);
       // Ada's keys are untouched, and carry no flag at all.
       expect(await store.credentials.getApiKey("key_sync")).not.toHaveProperty("creatorDeleted");

@@ -30,7 +30,13 @@ export function conformanceFixture() {
           { teamId: "team_free", role: "owner" },
         ],
       },
-      { id: "usr_bob", email: "bob@northwind.test", name: "Bob", businessAdmin: false, memberships: [{ teamId: "team_mkt", role: "editor" }] },
+      {
+        id: "usr_bob",
+        email: "bob@northwind.test",
+        name: "Bob",
+        businessAdmin: false,
+        memberships: [{ teamId: "team_mkt", role: "editor" }],
+      },
     ],
     sessions: [
       { token: TOKENS.sessionAda, userId: "usr_ada" },
@@ -176,7 +182,13 @@ export function conformanceFixture() {
           { name: "target", type: "number" },
         ],
         rows: [
-          { _id: "row_1", region: "EMEA", target: 120000, _createdAt: "2026-10-01T00:00:00Z", _updatedAt: "2026-10-01T00:00:00Z" },
+          {
+            _id: "row_1",
+            region: "EMEA",
+            target: 120000,
+            _createdAt: "2026-10-01T00:00:00Z",
+            _updatedAt: "2026-10-01T00:00:00Z",
+          },
         ],
         updatedAt: "2026-10-01T00:00:00Z",
       },

@@ -23,7 +23,13 @@ async function writeIdentity(store: Storage): Promise<void> {
   for (const membership of MEMBERSHIPS) await store.identity.putMembership(membership);
 }
 
-const team = (id: string, businessId: string | null = null): Team => ({ id, name: `Team ${id}`, plan: "pro", businessId, isPersonal: false });
+const team = (id: string, businessId: string | null = null): Team => ({
+  id,
+  name: `Team ${id}`,
+  plan: "pro",
+  businessId,
+  isPersonal: false,
+});
 const user = (id: string): User => ({ id, email: `${id}@example.test`, name: id, businessAdmin: false });
 
 /**
@@ -32,7 +38,11 @@ const user = (id: string): User => ({ id, email: `${id}@example.test`, name: id,
  * data through the area's methods, so a host can run this suite against the
  * identity area it supplies: `mountStorage(base, { identity: hostArea })`.
  */
-export function describeIdentityConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
+export function describeIdentityConformance(
+  name: string,
+  factory: StorageFactory,
+  options: ConformanceOptions = {},
+): void {
   describe.skipIf(!!options.skip)(`${name}: identity`, () => {
     const empty = emptyStore(factory);
     const written = async () => {
@@ -43,13 +53,24 @@ export function describeIdentityConformance(name: string, factory: StorageFactor
 
     it("reads teams, businesses, users and memberships", async () => {
       const store = await written();
-      expect(await store.identity.getTeam("team_ops")).toEqual({ id: "team_ops", name: "Operations", plan: "business", businessId: "biz_1", isPersonal: false });
+      expect(await store.identity.getTeam("team_ops")).toEqual({
+        id: "team_ops",
+        name: "Operations",
+        plan: "business",
+        businessId: "biz_1",
+        isPersonal: false,
+      });
       expect(await store.identity.getTeam("nope")).toBeNull();
       expect(await store.identity.getBusiness("biz_1")).toEqual({ id: "biz_1", name: "Northwind" });
       expect(await store.identity.getBusiness("nope")).toBeNull();
       expect((await store.identity.listBusinessTeams("biz_1")).map((t) => t.id)).toEqual(["team_mkt", "team_ops"]);
       expect(await store.identity.listBusinessTeams("biz_nope")).toEqual([]);
-      expect(await store.identity.getUser("usr_ada")).toEqual({ id: "usr_ada", email: "ada@northwind.test", name: "Ada", businessAdmin: true });
+      expect(await store.identity.getUser("usr_ada")).toEqual({
+        id: "usr_ada",
+        email: "ada@northwind.test",
+        name: "Ada",
+        businessAdmin: true,
+      });
       expect(await store.identity.getUser("nope")).toBeNull();
       expect(await store.identity.listMemberships("usr_ada")).toEqual([
         { userId: "usr_ada", teamId: "team_free", role: "owner" },
@@ -65,17 +86,36 @@ export function describeIdentityConformance(name: string, factory: StorageFactor
       expect(await store.identity.getBusiness("biz_1")).toEqual({ id: "biz_1", name: "Northwind Ltd" });
 
       expect(await store.identity.putTeam(OPS)).toBe("created");
-      expect(await store.identity.putTeam({ ...OPS, name: "Ops", plan: "free", businessId: null, isPersonal: true })).toBe("updated");
-      expect(await store.identity.getTeam("team_ops")).toEqual({ id: "team_ops", name: "Ops", plan: "free", businessId: null, isPersonal: true });
+      expect(
+        await store.identity.putTeam({ ...OPS, name: "Ops", plan: "free", businessId: null, isPersonal: true }),
+      ).toBe("updated");
+      expect(await store.identity.getTeam("team_ops")).toEqual({
+        id: "team_ops",
+        name: "Ops",
+        plan: "free",
+        businessId: null,
+        isPersonal: true,
+      });
       expect(await store.identity.listBusinessTeams("biz_1")).toEqual([]);
 
       expect(await store.identity.putUser(ADA)).toBe("created");
       expect(await store.identity.putUser({ ...ADA, email: "ada@contoso.test", businessAdmin: false })).toBe("updated");
-      expect(await store.identity.getUser("usr_ada")).toEqual({ id: "usr_ada", email: "ada@contoso.test", name: "Ada", businessAdmin: false });
+      expect(await store.identity.getUser("usr_ada")).toEqual({
+        id: "usr_ada",
+        email: "ada@contoso.test",
+        name: "Ada",
+        businessAdmin: false,
+      });
 
-      expect(await store.identity.putMembership({ userId: "usr_ada", teamId: "team_ops", role: "viewer" })).toBe("created");
-      expect(await store.identity.putMembership({ userId: "usr_ada", teamId: "team_ops", role: "admin" })).toBe("updated");
-      expect(await store.identity.listMemberships("usr_ada")).toEqual([{ userId: "usr_ada", teamId: "team_ops", role: "admin" }]);
+      expect(await store.identity.putMembership({ userId: "usr_ada", teamId: "team_ops", role: "viewer" })).toBe(
+        "created",
+      );
+      expect(await store.identity.putMembership({ userId: "usr_ada", teamId: "team_ops", role: "admin" })).toBe(
+        "updated",
+      );
+      expect(await store.identity.listMemberships("usr_ada")).toEqual([
+        { userId: "usr_ada", teamId: "team_ops", role: "admin" },
+      ]);
     });
 
     it("keeps what was put, whatever the caller does later to the object it passed or got back", async () => {
@@ -93,7 +133,9 @@ export function describeIdentityConformance(name: string, factory: StorageFactor
       membership.teamId = "team_other";
       const memberships = await store.identity.listMemberships("usr_ada");
       Reflect.apply(Array.prototype.push, memberships, [{ userId: "usr_ada", teamId: "team_x", role: "owner" }]);
-      expect(await store.identity.listMemberships("usr_ada")).toEqual([{ userId: "usr_ada", teamId: "team_ops", role: "owner" }]);
+      expect(await store.identity.listMemberships("usr_ada")).toEqual([
+        { userId: "usr_ada", teamId: "team_ops", role: "owner" },
+      ]);
     });
 
     it("keeps a team's and a user's memberships when either is replaced", async () => {
@@ -111,14 +153,20 @@ export function describeIdentityConformance(name: string, factory: StorageFactor
       await store.identity.putMembership({ userId: "usr_bob", teamId: "team_ops", role: "viewer" });
       expect(await store.identity.deleteTeam("team_ops")).toBe(true);
       expect(await store.identity.getTeam("team_ops")).toBeNull();
-      expect(await store.identity.listMemberships("usr_ada")).toEqual([{ userId: "usr_ada", teamId: "team_free", role: "owner" }]);
-      expect(await store.identity.listMemberships("usr_bob")).toEqual([{ userId: "usr_bob", teamId: "team_mkt", role: "editor" }]);
+      expect(await store.identity.listMemberships("usr_ada")).toEqual([
+        { userId: "usr_ada", teamId: "team_free", role: "owner" },
+      ]);
+      expect(await store.identity.listMemberships("usr_bob")).toEqual([
+        { userId: "usr_bob", teamId: "team_mkt", role: "editor" },
+      ]);
       expect((await store.identity.listBusinessTeams("biz_1")).map((t) => t.id)).toEqual(["team_mkt"]);
       expect(await store.identity.getUser("usr_ada")).toEqual(ADA);
       expect(await store.identity.deleteTeam("team_ops")).toBe(false);
       // Put back under the same id, it is a new team: its old memberships stay gone.
       expect(await store.identity.putTeam(OPS)).toBe("created");
-      expect(await store.identity.listMemberships("usr_ada")).toEqual([{ userId: "usr_ada", teamId: "team_free", role: "owner" }]);
+      expect(await store.identity.listMemberships("usr_ada")).toEqual([
+        { userId: "usr_ada", teamId: "team_free", role: "owner" },
+      ]);
     });
 
     it("deletes a user with its memberships, and nothing else", async () => {
@@ -126,7 +174,9 @@ export function describeIdentityConformance(name: string, factory: StorageFactor
       expect(await store.identity.deleteUser("usr_ada")).toBe(true);
       expect(await store.identity.getUser("usr_ada")).toBeNull();
       expect(await store.identity.listMemberships("usr_ada")).toEqual([]);
-      expect(await store.identity.listMemberships("usr_bob")).toEqual([{ userId: "usr_bob", teamId: "team_mkt", role: "editor" }]);
+      expect(await store.identity.listMemberships("usr_bob")).toEqual([
+        { userId: "usr_bob", teamId: "team_mkt", role: "editor" },
+      ]);
       expect(await store.identity.getTeam("team_ops")).toEqual(OPS);
       expect(await store.identity.deleteUser("usr_ada")).toBe(false);
       expect(await store.identity.putUser(ADA)).toBe("created");
@@ -136,7 +186,9 @@ export function describeIdentityConformance(name: string, factory: StorageFactor
     it("deletes one membership; false when there was none", async () => {
       const store = await written();
       expect(await store.identity.deleteMembership("usr_ada", "team_ops")).toBe(true);
-      expect(await store.identity.listMemberships("usr_ada")).toEqual([{ userId: "usr_ada", teamId: "team_free", role: "owner" }]);
+      expect(await store.identity.listMemberships("usr_ada")).toEqual([
+        { userId: "usr_ada", teamId: "team_free", role: "owner" },
+      ]);
       expect(await store.identity.deleteMembership("usr_ada", "team_ops")).toBe(false);
       expect(await store.identity.deleteMembership("usr_bob", "team_ops")).toBe(false);
       expect(await store.identity.deleteMembership("usr_nope", "team_mkt")).toBe(false);
@@ -156,16 +208,34 @@ export function describeIdentityConformance(name: string, factory: StorageFactor
     it("lists teams by id in binary order, a page at a time after an id", async () => {
       const store = await empty();
       // Binary order: uppercase before lowercase, "1" before "9", "9" before letters, ü after z.
-      for (const id of ["team_ops", "team_ü", "team_mkt", "team_9", "Team_Z", "team_free", "team_10"]) await store.identity.putTeam(team(id));
+      for (const id of ["team_ops", "team_ü", "team_mkt", "team_9", "Team_Z", "team_free", "team_10"])
+        await store.identity.putTeam(team(id));
       const ids = (teams: Team[]) => teams.map((t) => t.id);
       expect(ids(await store.identity.listTeams({ after: null, limit: 3 }))).toEqual(["Team_Z", "team_10", "team_9"]);
-      expect(ids(await store.identity.listTeams({ after: "team_9", limit: 3 }))).toEqual(["team_free", "team_mkt", "team_ops"]);
+      expect(ids(await store.identity.listTeams({ after: "team_9", limit: 3 }))).toEqual([
+        "team_free",
+        "team_mkt",
+        "team_ops",
+      ]);
       expect(ids(await store.identity.listTeams({ after: "team_ops", limit: 3 }))).toEqual(["team_ü"]);
       expect(await store.identity.listTeams({ after: "team_ü", limit: 3 })).toEqual([]);
       // `after` need not be a stored id.
-      expect(ids(await store.identity.listTeams({ after: "team_a", limit: 100 }))).toEqual(["team_free", "team_mkt", "team_ops", "team_ü"]);
+      expect(ids(await store.identity.listTeams({ after: "team_a", limit: 100 }))).toEqual([
+        "team_free",
+        "team_mkt",
+        "team_ops",
+        "team_ü",
+      ]);
       expect(await store.identity.listTeams({ after: null, limit: 1 })).toEqual([team("Team_Z")]);
-      expect(ids(await readAllPages((page) => store.identity.listTeams(page), 2))).toEqual(["Team_Z", "team_10", "team_9", "team_free", "team_mkt", "team_ops", "team_ü"]);
+      expect(ids(await readAllPages((page) => store.identity.listTeams(page), 2))).toEqual([
+        "Team_Z",
+        "team_10",
+        "team_9",
+        "team_free",
+        "team_mkt",
+        "team_ops",
+        "team_ü",
+      ]);
       await store.identity.deleteTeam("team_mkt");
       expect(ids(await store.identity.listTeams({ after: "team_free", limit: 2 }))).toEqual(["team_ops", "team_ü"]);
     });
@@ -177,23 +247,42 @@ export function describeIdentityConformance(name: string, factory: StorageFactor
         { id: "BIZ_0", name: "Business BIZ_0" },
         { id: "biz_1", name: "Business biz_1" },
       ]);
-      expect(await store.identity.listBusinesses({ after: "biz_1", limit: 2 })).toEqual([{ id: "biz_2", name: "Business biz_2" }]);
+      expect(await store.identity.listBusinesses({ after: "biz_1", limit: 2 })).toEqual([
+        { id: "biz_2", name: "Business biz_2" },
+      ]);
       for (const id of ["usr_c", "usr_a", "USR_B", "usr_b"]) await store.identity.putUser(user(id));
-      expect((await store.identity.listUsers({ after: null, limit: 10 })).map((u) => u.id)).toEqual(["USR_B", "usr_a", "usr_b", "usr_c"]);
+      expect((await store.identity.listUsers({ after: null, limit: 10 })).map((u) => u.id)).toEqual([
+        "USR_B",
+        "usr_a",
+        "usr_b",
+        "usr_c",
+      ]);
       expect(await store.identity.listUsers({ after: "usr_a", limit: 1 })).toEqual([user("usr_b")]);
       await store.identity.deleteUser("usr_b");
-      expect((await readAllPages((page) => store.identity.listUsers(page), 1)).map((u) => u.id)).toEqual(["USR_B", "usr_a", "usr_c"]);
+      expect((await readAllPages((page) => store.identity.listUsers(page), 1)).map((u) => u.id)).toEqual([
+        "USR_B",
+        "usr_a",
+        "usr_c",
+      ]);
     });
 
     it("lists a business's teams by id, only that business's", async () => {
       const store = await written();
       await store.identity.putBusiness({ id: "biz_2", name: "Contoso" });
       for (const id of ["team_b", "Team_A", "team_a"]) await store.identity.putTeam(team(id, "biz_2"));
-      expect((await store.identity.listBusinessTeams("biz_2")).map((t) => t.id)).toEqual(["Team_A", "team_a", "team_b"]);
+      expect((await store.identity.listBusinessTeams("biz_2")).map((t) => t.id)).toEqual([
+        "Team_A",
+        "team_a",
+        "team_b",
+      ]);
       expect((await store.identity.listBusinessTeams("biz_1")).map((t) => t.id)).toEqual(["team_mkt", "team_ops"]);
       await store.identity.putTeam({ ...team("team_b"), businessId: "biz_1" });
       expect((await store.identity.listBusinessTeams("biz_2")).map((t) => t.id)).toEqual(["Team_A", "team_a"]);
-      expect((await store.identity.listBusinessTeams("biz_1")).map((t) => t.id)).toEqual(["team_b", "team_mkt", "team_ops"]);
+      expect((await store.identity.listBusinessTeams("biz_1")).map((t) => t.id)).toEqual([
+        "team_b",
+        "team_mkt",
+        "team_ops",
+      ]);
     });
   });
 }

@@ -5,7 +5,11 @@ import { conformanceFixture, TOKENS } from "./fixture.js";
 import { type ConformanceOptions, emptyStore, seededStore, type StorageFactory } from "./harness.js";
 
 /** `seed`, `ping` (readiness probes) and `close`: the store as a whole. */
-export function describeLifecycleConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
+export function describeLifecycleConformance(
+  name: string,
+  factory: StorageFactory,
+  options: ConformanceOptions = {},
+): void {
   describe.skipIf(!!options.skip)(`${name}: lifecycle`, () => {
     const seeded = seededStore(factory);
     const empty = emptyStore(factory);
@@ -22,7 +26,12 @@ export function describeLifecycleConformance(name: string, factory: StorageFacto
     it("seeds fixture sessions under their derived id, never expiring", async () => {
       const store = await seeded();
       const tokenHash = sha256Hex(TOKENS.sessionAda);
-      expect(await store.credentials.getSession(`sess_${tokenHash.slice(0, 24)}`)).toEqual({ id: `sess_${tokenHash.slice(0, 24)}`, tokenHash, userId: "usr_ada", expiresAt: null });
+      expect(await store.credentials.getSession(`sess_${tokenHash.slice(0, 24)}`)).toEqual({
+        id: `sess_${tokenHash.slice(0, 24)}`,
+        tokenHash,
+        userId: "usr_ada",
+        expiresAt: null,
+      });
       expect(await store.credentials.findSessionUser(tokenHash, Date.parse("2100-01-01T00:00:00Z"))).toBe("usr_ada");
     });
 

@@ -2,7 +2,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { RateLimiter } from "../../ports/rate-limiter.js";
 
 /** Returns a rate limiter; with `shared`, two calls return limiters over the same buckets. */
-export type RateLimiterFactory = () => Promise<RateLimiter & { close?(): Promise<void> }> | (RateLimiter & { close?(): Promise<void> });
+export type RateLimiterFactory = () =>
+  Promise<RateLimiter & { close?(): Promise<void> }> | (RateLimiter & { close?(): Promise<void> });
 
 export interface RateLimiterConformanceOptions {
   /** Skip the whole suite, with this reason shown. */
@@ -22,7 +23,11 @@ const freshKey = (name: string) => `${name}:${process.pid}:${Date.now()}:${++uni
  * The rate-limiter port's conformance suite: token-bucket arithmetic on the
  * caller's clock, atomic takes under concurrency, independent keys.
  */
-export function runRateLimiterConformance(name: string, factory: RateLimiterFactory, options: RateLimiterConformanceOptions = {}): void {
+export function runRateLimiterConformance(
+  name: string,
+  factory: RateLimiterFactory,
+  options: RateLimiterConformanceOptions = {},
+): void {
   describe.skipIf(!!options.skip)(`${name}: rate limiter`, () => {
     const open: Array<{ close?(): Promise<void> }> = [];
     afterEach(async () => {
@@ -44,10 +49,30 @@ export function runRateLimiterConformance(name: string, factory: RateLimiterFact
       const rl = await limiter();
       const key = freshKey("burst");
       const limit = { ratePerSecond: 1, burst: 3 };
-      expect(await rl.take(key, limit, T0)).toEqual({ allowed: true, remaining: 2, resetSeconds: 1, retryAfterSeconds: 0 });
-      expect(await rl.take(key, limit, T0)).toEqual({ allowed: true, remaining: 1, resetSeconds: 2, retryAfterSeconds: 0 });
-      expect(await rl.take(key, limit, T0)).toEqual({ allowed: true, remaining: 0, resetSeconds: 3, retryAfterSeconds: 0 });
-      expect(await rl.take(key, limit, T0)).toEqual({ allowed: false, remaining: 0, resetSeconds: 3, retryAfterSeconds: 1 });
+      expect(await rl.take(key, limit, T0)).toEqual({
+        allowed: true,
+        remaining: 2,
+        resetSeconds: 1,
+        retryAfterSeconds: 0,
+      });
+      expect(await rl.take(key, limit, T0)).toEqual({
+        allowed: true,
+        remaining: 1,
+        resetSeconds: 2,
+        retryAfterSeconds: 0,
+      });
+      expect(await rl.take(key, limit, T0)).toEqual({
+        allowed: true,
+        remaining: 0,
+        resetSeconds: 3,
+        retryAfterSeconds: 0,
+      });
+      expect(await rl.take(key, limit, T0)).toEqual({
+        allowed: false,
+        remaining: 0,
+        resetSeconds: 3,
+        retryAfterSeconds: 1,
+      });
       expect((await rl.take(key, limit, T0 + 500)).allowed).toBe(false);
       const refilled = await rl.take(key, limit, T0 + 1000);
       expect(refilled).toMatchObject({ allowed: true, remaining: 0 });

@@ -15,7 +15,8 @@ async function collect(rows: AsyncIterable<Row>): Promise<Row[]> {
 }
 
 const all: RowQuery = { offset: 0, limit: null, columns: null, filters: null };
-const rowsOf = async (store: Storage, datasetId: string) => collect((await store.rows.readDatasetRows(datasetId, all)).rows);
+const rowsOf = async (store: Storage, datasetId: string) =>
+  collect((await store.rows.readDatasetRows(datasetId, all)).rows);
 
 const ORDERS: Row[] = [
   { order_id: "A-1", amount: 12.5, region: "EMEA" },
@@ -48,7 +49,10 @@ function gate() {
  * `hold`, the stream stops before row `hold.before` until the gate opens,
  * after telling `hold.reached`; with `failAfter`, it throws after that many rows.
  */
-async function* stream(rows: readonly Row[], options: { hold?: { before: number; reached: () => void; until: Promise<void> }; failAfter?: number } = {}) {
+async function* stream(
+  rows: readonly Row[],
+  options: { hold?: { before: number; reached: () => void; until: Promise<void> }; failAfter?: number } = {},
+) {
   for (let i = 0; i < rows.length; i++) {
     if (options.failAfter === i) throw new Error("the upload broke off");
     if (options.hold?.before === i) {
@@ -61,8 +65,17 @@ async function* stream(rows: readonly Row[], options: { hold?: { before: number;
   if (options.failAfter === rows.length) throw new Error("the upload broke off");
 }
 
-/** A bulk write of `rows`; `columnsCalls` records, for each call of `columns()`, whether the rows had all been read by then. */
-function bulk(store: Storage, datasetId: string, mode: DatasetRowsWrite["mode"], rows: AsyncIterable<Row>, columns: Column[] = NEW_COLUMNS) {
+/**
+ * A bulk write of `rows`; `columnsCalls` records, for each call of `columns()`, whether the rows had all been read by
+ * then.
+ */
+function bulk(
+  store: Storage,
+  datasetId: string,
+  mode: DatasetRowsWrite["mode"],
+  rows: AsyncIterable<Row>,
+  columns: Column[] = NEW_COLUMNS,
+) {
   const columnsCalls: boolean[] = [];
   let finished = false;
   async function* watched() {
@@ -82,7 +95,8 @@ function bulk(store: Storage, datasetId: string, mode: DatasetRowsWrite["mode"],
   return { done, columnsCalls };
 }
 
-const nb = (prefix: string, n: number): Row[] => Array.from({ length: n }, (_, i) => ({ order_id: `${prefix}-${i + 1}`, amount: i + 1, note: prefix }));
+const nb = (prefix: string, n: number): Row[] =>
+  Array.from({ length: n }, (_, i) => ({ order_id: `${prefix}-${i + 1}`, amount: i + 1, note: prefix }));
 
 /** Rows of several JSON kinds per column, for `where` and `sort` (positions 0–7). */
 const MIXED: Row[] = [
@@ -98,7 +112,12 @@ const MIXED: Row[] = [
 const MIXED_COLUMNS: Column[] = ["id", "amount", "name", "flag", "tags"].map((name) => ({ name, type: "string" }));
 
 /** A new upload dataset holding `rows`. */
-async function datasetWith(store: Storage, id: string, rows: readonly Row[], columns: Column[] = MIXED_COLUMNS): Promise<void> {
+async function datasetWith(
+  store: Storage,
+  id: string,
+  rows: readonly Row[],
+  columns: Column[] = MIXED_COLUMNS,
+): Promise<void> {
   await store.catalog.putDataset({
     id,
     teamId: "team_ops",
@@ -111,7 +130,13 @@ async function datasetWith(store: Storage, id: string, rows: readonly Row[], col
     lastRefreshedAt: null,
     updatedAt: UPDATED_AT,
   });
-  await store.rows.writeDatasetRows({ datasetId: id, mode: "replace", rows: stream(rows), columns: () => columns, updatedAt: UPDATED_AT });
+  await store.rows.writeDatasetRows({
+    datasetId: id,
+    mode: "replace",
+    rows: stream(rows),
+    columns: () => columns,
+    updatedAt: UPDATED_AT,
+  });
 }
 
 /** The ids of a query's page on `ds_mixed`, with its total. */
@@ -149,7 +174,9 @@ export function describeRowsConformance(name: string, factory: StorageFactory, o
       ]);
       expect(await collect((await store.rows.readDatasetRows("ds_orders", { ...all, offset: 5 })).rows)).toEqual([]);
       expect(await collect((await store.rows.readDatasetRows("ds_orders", { ...all, limit: 0 })).rows)).toEqual([]);
-      expect((await collect((await store.rows.readDatasetRows("ds_orders", all)).rows)).map((r) => r.order_id)).toEqual(["A-1", "A-2", "A-3", "A-4", "A-5"]);
+      expect((await collect((await store.rows.readDatasetRows("ds_orders", all)).rows)).map((r) => r.order_id)).toEqual(
+        ["A-1", "A-2", "A-3", "A-4", "A-5"],
+      );
     });
 
     it("aggregates a dataset's rows in the store: groups in order, having, a page, totals over every matching row", async () => {
@@ -175,15 +202,28 @@ export function describeRowsConformance(name: string, factory: StorageFactory, o
         totals: { count: 4, "sum(amount)": 148.75, "avg(amount)": 37.1875, "min(order_id)": "A-1" },
       });
       // Without keys: one group, there even when nothing matches (and for a dataset the store does not know).
-      const none = parseAggregateQuery({ metrics: "count,max(amount)", filters: { region: "nowhere" } }, new Set(["region", "amount"]));
-      const empty = { groups: [{ count: 0, "max(amount)": null }], matchedRows: 0, totalGroups: 1, totals: { count: 0, "max(amount)": null } };
+      const none = parseAggregateQuery(
+        { metrics: "count,max(amount)", filters: { region: "nowhere" } },
+        new Set(["region", "amount"]),
+      );
+      const empty = {
+        groups: [{ count: 0, "max(amount)": null }],
+        matchedRows: 0,
+        totalGroups: 1,
+        totals: { count: 0, "max(amount)": null },
+      };
       expect(await store.rows.aggregateDatasetRows("ds_orders", none)).toEqual(empty);
       expect(await store.rows.aggregateDatasetRows("ds_nope", none)).toEqual(empty);
     });
 
     it("filters by JSON equality and selects columns in the asked order", async () => {
       const store = await seeded();
-      const page = await store.rows.readDatasetRows("ds_orders", { offset: 1, limit: 5, columns: ["amount", "order_id"], filters: { region: "EMEA" } });
+      const page = await store.rows.readDatasetRows("ds_orders", {
+        offset: 1,
+        limit: 5,
+        columns: ["amount", "order_id"],
+        filters: { region: "EMEA" },
+      });
       expect(page.totalRows).toBe(3);
       expect(await collect(page.rows)).toEqual([
         { amount: 7.25, order_id: "A-3" },
@@ -223,7 +263,11 @@ export function describeRowsConformance(name: string, factory: StorageFactory, o
         refreshedAt: "2026-11-01T00:00:00.000Z",
       });
       const dataset = await store.catalog.getDataset("ds_stores");
-      expect(dataset).toMatchObject({ rowCount: 2, lastRefreshedAt: "2026-11-01T00:00:00.000Z", updatedAt: "2026-11-01T00:00:00.000Z" });
+      expect(dataset).toMatchObject({
+        rowCount: 2,
+        lastRefreshedAt: "2026-11-01T00:00:00.000Z",
+        updatedAt: "2026-11-01T00:00:00.000Z",
+      });
       expect(dataset?.columns.map((c) => c.name)).toEqual(["store_id", "city", "open"]);
       expect(await collect((await store.rows.readDatasetRows("ds_stores", all)).rows)).toEqual([
         { store_id: "S2", city: "Oslo", open: true },
@@ -233,12 +277,20 @@ export function describeRowsConformance(name: string, factory: StorageFactory, o
 
     it("replaces a dataset's rows from a stream: rows, columns, rowCount and updatedAt, lastRefreshedAt kept", async () => {
       const store = await seeded();
-      const rows = [{ order_id: "B-1", amount: 2, note: null }, { order_id: "B-2", amount: 3.5, note: "x" }];
+      const rows = [
+        { order_id: "B-1", amount: 2, note: null },
+        { order_id: "B-2", amount: 3.5, note: "x" },
+      ];
       const write = bulk(store, "ds_stores", "replace", stream(rows));
       expect(await write.done).toEqual({ rowCount: 2 });
       expect(write.columnsCalls).toEqual([true]);
       expect(await rowsOf(store, "ds_stores")).toEqual(rows);
-      expect(await store.catalog.getDataset("ds_stores")).toMatchObject({ columns: NEW_COLUMNS, rowCount: 2, updatedAt: UPDATED_AT, lastRefreshedAt: "2026-10-03T00:00:00Z" });
+      expect(await store.catalog.getDataset("ds_stores")).toMatchObject({
+        columns: NEW_COLUMNS,
+        rowCount: 2,
+        updatedAt: UPDATED_AT,
+        lastRefreshedAt: "2026-10-03T00:00:00Z",
+      });
       const none = bulk(store, "ds_stores", "replace", stream([]), []);
       expect(await none.done).toEqual({ rowCount: 0 });
       expect(await rowsOf(store, "ds_stores")).toEqual([]);
@@ -251,8 +303,18 @@ export function describeRowsConformance(name: string, factory: StorageFactory, o
       expect(await write.done).toEqual({ rowCount: 7 });
       expect(write.columnsCalls).toEqual([true]);
       expect(await rowsOf(store, "ds_orders")).toEqual([...ORDERS, ...nb("N", 2)]);
-      expect(await store.catalog.getDataset("ds_orders")).toMatchObject({ columns: NEW_COLUMNS, rowCount: 7, updatedAt: UPDATED_AT, lastRefreshedAt: null });
-      const page = await store.rows.readDatasetRows("ds_orders", { offset: 4, limit: 2, columns: ["order_id"], filters: null });
+      expect(await store.catalog.getDataset("ds_orders")).toMatchObject({
+        columns: NEW_COLUMNS,
+        rowCount: 7,
+        updatedAt: UPDATED_AT,
+        lastRefreshedAt: null,
+      });
+      const page = await store.rows.readDatasetRows("ds_orders", {
+        offset: 4,
+        limit: 2,
+        columns: ["order_id"],
+        filters: null,
+      });
       expect([page.totalRows, await collect(page.rows)]).toEqual([7, [{ order_id: "A-5" }, { order_id: "N-1" }]]);
     });
 
@@ -261,7 +323,9 @@ export function describeRowsConformance(name: string, factory: StorageFactory, o
       const before = await store.catalog.getDataset("ds_orders");
       for (const mode of ["replace", "append"] as const) {
         for (const failAfter of [0, 2]) {
-          await expect(bulk(store, "ds_orders", mode, stream(nb("F", 3), { failAfter })).done).rejects.toThrow("the upload broke off");
+          await expect(bulk(store, "ds_orders", mode, stream(nb("F", 3), { failAfter })).done).rejects.toThrow(
+            "the upload broke off",
+          );
           expect(await rowsOf(store, "ds_orders")).toEqual(ORDERS);
           expect(await store.catalog.getDataset("ds_orders")).toEqual(before);
         }
@@ -274,7 +338,14 @@ export function describeRowsConformance(name: string, factory: StorageFactory, o
       expect(await store.catalog.getDataset("ds_nope")).toBeNull();
       await expect(bulk(store, "tbl_targets", "append", stream(nb("X", 1))).done).rejects.toThrow();
       await expect(bulk(store, "tbl_targets", "replace", stream(nb("X", 1))).done).rejects.toThrow();
-      expect(await store.catalog.getDataset("tbl_targets")).toMatchObject({ type: "input_table", rowCount: 1, columns: [{ name: "region", type: "string" }, { name: "target", type: "number" }] });
+      expect(await store.catalog.getDataset("tbl_targets")).toMatchObject({
+        type: "input_table",
+        rowCount: 1,
+        columns: [
+          { name: "region", type: "string" },
+          { name: "target", type: "number" },
+        ],
+      });
     });
 
     it("keeps __proto__ and constructor as ordinary column names in streamed rows", async () => {
@@ -295,7 +366,12 @@ export function describeRowsConformance(name: string, factory: StorageFactory, o
       const earlyRows = [(await early.next()).value, (await early.next()).value];
       const reached = gate();
       const release = gate();
-      const write = bulk(store, "ds_orders", "replace", stream(nb("R", 3), { hold: { before: 2, reached: reached.open, until: release.opened } }));
+      const write = bulk(
+        store,
+        "ds_orders",
+        "replace",
+        stream(nb("R", 3), { hold: { before: 2, reached: reached.open, until: release.opened } }),
+      );
       await reached.opened;
       // Mid-write: the old rows, whole.
       const during = await store.rows.readDatasetRows("ds_orders", { ...all, offset: 1, limit: 2 });
@@ -320,7 +396,9 @@ export function describeRowsConformance(name: string, factory: StorageFactory, o
       const rows = await rowsOf(store, "ds_orders");
       const xFirst = counts[0] === 8;
       expect(counts).toEqual(xFirst ? [8, 11] : [11, 8]);
-      expect(rows).toEqual(xFirst ? [...ORDERS, ...nb("X", 3), ...nb("Y", 3)] : [...ORDERS, ...nb("Y", 3), ...nb("X", 3)]);
+      expect(rows).toEqual(
+        xFirst ? [...ORDERS, ...nb("X", 3), ...nb("Y", 3)] : [...ORDERS, ...nb("Y", 3), ...nb("X", 3)],
+      );
       expect((await store.catalog.getDataset("ds_orders"))!.rowCount).toBe(11);
 
       const replace = bulk(store, "ds_secret", "replace", stream(nb("R", 2)));
@@ -340,7 +418,8 @@ export function describeRowsConformance(name: string, factory: StorageFactory, o
         await datasetWith(store, "ds_mixed", MIXED);
         return store;
       };
-      const test = (column: string, op: string, operand: unknown) => ({ kind: "test", column, op, operand }) as RowCondition;
+      const test = (column: string, op: string, operand: unknown) =>
+        ({ kind: "test", column, op, operand }) as RowCondition;
 
       it("compares by JSON kind: numbers never equal strings, nulls and absent values never match ne, nin or a comparison", async () => {
         const store = await mixed();
@@ -383,13 +462,27 @@ export function describeRowsConformance(name: string, factory: StorageFactory, o
         const store = await mixed();
         const where: RowCondition = {
           kind: "all",
-          of: [{ kind: "any", of: [test("amount", "gt", 5), test("name", "startsWith", "ch")] }, test("flag", "eq", true)],
+          of: [
+            { kind: "any", of: [test("amount", "gt", 5), test("name", "startsWith", "ch")] },
+            test("flag", "eq", true),
+          ],
         };
         expect(await idsOf(store, { where })).toEqual({ total: 2, ids: ["r0", "r2"] });
-        expect(await idsOf(store, { where: { kind: "all", of: [test("amount", "gte", 0), test("amount", "lt", 10)] } })).toEqual({ total: 1, ids: ["r1"] });
-        expect(await idsOf(store, { where: { kind: "all", of: [] } })).toEqual({ total: 8, ids: MIXED.map((r) => r.id) });
-        expect(await idsOf(store, { where: test("amount", "eq", 10), filters: { flag: false } })).toEqual({ total: 1, ids: ["r5"] });
-        expect(await idsOf(store, { where: test("flag", "isNull", false), offset: 1, limit: 2 })).toEqual({ total: 5, ids: ["r1", "r2"] });
+        expect(
+          await idsOf(store, { where: { kind: "all", of: [test("amount", "gte", 0), test("amount", "lt", 10)] } }),
+        ).toEqual({ total: 1, ids: ["r1"] });
+        expect(await idsOf(store, { where: { kind: "all", of: [] } })).toEqual({
+          total: 8,
+          ids: MIXED.map((r) => r.id),
+        });
+        expect(await idsOf(store, { where: test("amount", "eq", 10), filters: { flag: false } })).toEqual({
+          total: 1,
+          ids: ["r5"],
+        });
+        expect(await idsOf(store, { where: test("flag", "isNull", false), offset: 1, limit: 2 })).toEqual({
+          total: 5,
+          ids: ["r1", "r2"],
+        });
       });
 
       it("sorts numbers before strings before booleans before objects and arrays, nulls last both ways, ties by stored order", async () => {
@@ -421,21 +514,40 @@ export function describeRowsConformance(name: string, factory: StorageFactory, o
         const queries: Array<Partial<RowQuery>> = [
           {},
           { sort: [{ column: "amount", descending: false }] },
-          { sort: [{ column: "flag", descending: true }, { column: "amount", descending: false }] },
+          {
+            sort: [
+              { column: "flag", descending: true },
+              { column: "amount", descending: false },
+            ],
+          },
           { where: test("amount", "ne", null), sort: [{ column: "amount", descending: true }] },
           { where: test("name", "gt", "a"), filters: { flag: true } },
         ];
         for (const query of queries) {
           const whole = (await idsOf(store, query)).ids;
           for (const size of [1, 3]) {
-            expect({ query, size, ids: (await pageThrough(store, "ds_mixed", query, size)).map((r) => r.id) }).toEqual({ query, size, ids: whole });
+            expect({ query, size, ids: (await pageThrough(store, "ds_mixed", query, size)).map((r) => r.id) }).toEqual({
+              query,
+              size,
+              ids: whole,
+            });
           }
         }
-        const first = await store.rows.readDatasetRows("ds_mixed", { ...all, limit: 2, sort: [{ column: "name", descending: false }] });
+        const first = await store.rows.readDatasetRows("ds_mixed", {
+          ...all,
+          limit: 2,
+          sort: [{ column: "name", descending: false }],
+        });
         await collect(first.rows);
         const after = first.lastKey();
         expect(after?.values).toEqual(["Banana"]);
-        const next = await store.rows.readDatasetRows("ds_mixed", { ...all, limit: 2, offset: 1, sort: [{ column: "name", descending: false }], after });
+        const next = await store.rows.readDatasetRows("ds_mixed", {
+          ...all,
+          limit: 2,
+          offset: 1,
+          sort: [{ column: "name", descending: false }],
+          after,
+        });
         expect(next.totalRows).toBe(8);
         expect((await collect(next.rows)).map((r) => r.id)).toEqual(["r3", "r2"]);
         expect((await store.rows.readDatasetRows("ds_mixed", { ...all, limit: 0 })).lastKey()).toBeNull();
@@ -470,10 +582,17 @@ export function describeRowsConformance(name: string, factory: StorageFactory, o
 
       it("streams long sorted and filtered reads in the same order as short pages", async () => {
         const store = await seeded();
-        const rows: Row[] = Array.from({ length: 2600 }, (_, i) => ({ id: i, g: i % 7 === 3 ? null : i % 7, s: `v${(i * 7919) % 1000}` }));
+        const rows: Row[] = Array.from({ length: 2600 }, (_, i) => ({
+          id: i,
+          g: i % 7 === 3 ? null : i % 7,
+          s: `v${(i * 7919) % 1000}`,
+        }));
         const columns: Column[] = ["id", "g", "s"].map((name) => ({ name, type: "string" }));
         await datasetWith(store, "ds_long", rows, columns);
-        const sort = [{ column: "g", descending: true }, { column: "s", descending: false }];
+        const sort = [
+          { column: "g", descending: true },
+          { column: "s", descending: false },
+        ];
         const where = test("id", "gte", 100);
         const expected = rows
           .map((row, i) => ({ row, key: keyOf(row, i, sort) }))

@@ -9,7 +9,13 @@ const NOW = Date.parse("2026-11-01T12:00:00.000Z");
 const iso = (ms: number) => new Date(ms).toISOString();
 const KEY: Actor = { type: "api-key", id: "key_sync", name: "Warehouse sync" };
 const USER: Actor = { type: "user", id: "usr_ada", email: "ada@northwind.test" };
-const ROW_1 = { _id: "row_1", region: "EMEA", target: 120000, _createdAt: "2026-10-01T00:00:00Z", _updatedAt: "2026-10-01T00:00:00Z" };
+const ROW_1 = {
+  _id: "row_1",
+  region: "EMEA",
+  target: 120000,
+  _createdAt: "2026-10-01T00:00:00Z",
+  _updatedAt: "2026-10-01T00:00:00Z",
+};
 
 let events = 0;
 function event(action: string, rowId: string, actor: Actor = KEY): AuditEvent {
@@ -29,10 +35,21 @@ function event(action: string, rowId: string, actor: Actor = KEY): AuditEvent {
 }
 
 function insert(store: Storage, rowId: string, values: Row, now = NOW, actor: Actor = KEY) {
-  return store.tables.insertTableRow({ tableId: "tbl_targets", rowId, values, actor, now, auditEvent: event("table.row.created", rowId, actor) });
+  return store.tables.insertTableRow({
+    tableId: "tbl_targets",
+    rowId,
+    values,
+    actor,
+    now,
+    auditEvent: event("table.row.created", rowId, actor),
+  });
 }
 
-function update(store: Storage, patch: Row, options: { rowId?: string; expectedUpdatedAt?: string | null; now?: number } = {}) {
+function update(
+  store: Storage,
+  patch: Row,
+  options: { rowId?: string; expectedUpdatedAt?: string | null; now?: number } = {},
+) {
   const rowId = options.rowId ?? "row_1";
   return store.tables.updateTableRow({
     tableId: "tbl_targets",
@@ -46,21 +63,43 @@ function update(store: Storage, patch: Row, options: { rowId?: string; expectedU
 }
 
 const remove = (store: Storage, rowId: string) =>
-  store.tables.deleteTableRow({ tableId: "tbl_targets", rowId, actor: USER, now: NOW, auditEvent: event("table.row.deleted", rowId, USER) });
+  store.tables.deleteTableRow({
+    tableId: "tbl_targets",
+    rowId,
+    actor: USER,
+    now: NOW,
+    auditEvent: event("table.row.deleted", rowId, USER),
+  });
 
-const allRows = async (store: Storage) => (await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 1000 })).rows;
+const allRows = async (store: Storage) =>
+  (await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 1000 })).rows;
 
 /** Input-table rows, the edit log and writes under an Idempotency-Key (`TableStore`). */
-export function describeTablesConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
+export function describeTablesConformance(
+  name: string,
+  factory: StorageFactory,
+  options: ConformanceOptions = {},
+): void {
   describe.skipIf(!!options.skip)(`${name}: tables`, () => {
     const seeded = seededStore(factory, options);
 
     it("aggregates a table's rows in the store, its stamps among the columns", async () => {
       const store = await seeded();
       const columns = new Set(["region", "target", "_id", "_createdAt", "_updatedAt"]);
-      const query = parseAggregateQuery({ groupBy: "region,month(_createdAt)", metrics: "count,sum(target),max(_updatedAt)" }, columns);
+      const query = parseAggregateQuery(
+        { groupBy: "region,month(_createdAt)", metrics: "count,sum(target),max(_updatedAt)" },
+        columns,
+      );
       expect(await store.tables.aggregateTableRows("tbl_targets", query)).toEqual({
-        groups: [{ region: "EMEA", "month(_createdAt)": "2026-10", count: 1, "sum(target)": 120000, "max(_updatedAt)": "2026-10-01T00:00:00Z" }],
+        groups: [
+          {
+            region: "EMEA",
+            "month(_createdAt)": "2026-10",
+            count: 1,
+            "sum(target)": 120000,
+            "max(_updatedAt)": "2026-10-01T00:00:00Z",
+          },
+        ],
         matchedRows: 1,
         totalGroups: 1,
         totals: { count: 1, "sum(target)": 120000, "max(_updatedAt)": "2026-10-01T00:00:00Z" },
@@ -83,7 +122,10 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       expect(await store.tables.getTable("tbl_nope")).toBeNull();
       expect(await store.tables.getTableRow("tbl_targets", "row_1")).toEqual(ROW_1);
       expect(await store.tables.getTableRow("tbl_targets", "row_nope")).toBeNull();
-      expect(await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10 })).toMatchObject({ totalRows: 1, rows: [ROW_1] });
+      expect(await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10 })).toMatchObject({
+        totalRows: 1,
+        rows: [ROW_1],
+      });
     });
 
     it("inserts with both stamps at now, keeps creation order and the table's rowCount", async () => {
@@ -93,7 +135,9 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       await insert(store, "row_b", { region: "APAC", nested: { list: [1, "two", null] } }, NOW + 5);
       await insert(store, "row_c", { region: "LATAM" }, NOW - 60_000);
       expect((await allRows(store)).map((r) => r._id)).toEqual(["row_1", "row_a", "row_b", "row_c"]);
-      expect(await store.tables.getTableRow("tbl_targets", "row_b")).toMatchObject({ nested: { list: [1, "two", null] } });
+      expect(await store.tables.getTableRow("tbl_targets", "row_b")).toMatchObject({
+        nested: { list: [1, "two", null] },
+      });
       const page = await store.tables.listTableRows("tbl_targets", { offset: 1, limit: 2 });
       expect([page.totalRows, page.rows.map((r) => r._id)]).toEqual([4, ["row_a", "row_b"]]);
       expect(await store.tables.getTable("tbl_targets")).toMatchObject({ rowCount: 4 });
@@ -121,7 +165,10 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       expect(first).toEqual({ status: "ok", row: { ...ROW_1, target: 1, _updatedAt: iso(NOW) } });
       const second = await update(store, { region: "AMER", extra: null });
       const third = await update(store, { target: 3 });
-      expect(second).toEqual({ status: "ok", row: { ...ROW_1, region: "AMER", target: 1, extra: null, _updatedAt: iso(NOW + 1) } });
+      expect(second).toEqual({
+        status: "ok",
+        row: { ...ROW_1, region: "AMER", target: 1, extra: null, _updatedAt: iso(NOW + 1) },
+      });
       expect(third.status === "ok" && third.row._updatedAt).toBe(iso(NOW + 2));
       // A clock that goes backwards still cannot make _updatedAt go backwards.
       const earlier = await update(store, { target: 4 }, { now: NOW - 1000 });
@@ -133,7 +180,10 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       const store = await seeded();
       const moved = await update(store, { target: 2 });
       if (moved.status !== "ok") throw new Error("update failed");
-      expect(await update(store, { target: 3 }, { expectedUpdatedAt: ROW_1._updatedAt })).toEqual({ status: "conflict", current: moved.row });
+      expect(await update(store, { target: 3 }, { expectedUpdatedAt: ROW_1._updatedAt })).toEqual({
+        status: "conflict",
+        current: moved.row,
+      });
       expect(await store.tables.getTableRow("tbl_targets", "row_1")).toEqual(moved.row);
       const sameInstant = await update(store, { target: 4 }, { expectedUpdatedAt: "2026-11-01T13:00:00+01:00" });
       expect(sameInstant).toMatchObject({ status: "ok", row: { target: 4, _updatedAt: iso(NOW + 1) } });
@@ -167,7 +217,14 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       const moved = await update(store, { target: 2 });
       if (moved.status !== "ok") throw new Error("update failed");
       const conditional = (expectedUpdatedAt: string) =>
-        store.tables.deleteTableRow({ tableId: "tbl_targets", rowId: "row_1", expectedUpdatedAt, actor: USER, now: NOW, auditEvent: event("table.row.deleted", "row_1", USER) });
+        store.tables.deleteTableRow({
+          tableId: "tbl_targets",
+          rowId: "row_1",
+          expectedUpdatedAt,
+          actor: USER,
+          now: NOW,
+          auditEvent: event("table.row.deleted", "row_1", USER),
+        });
       expect(await conditional(ROW_1._updatedAt as string)).toEqual({ status: "conflict", current: moved.row });
       expect(await store.tables.getTableRow("tbl_targets", "row_1")).toEqual(moved.row);
       expect((await store.tables.listEditLog("tbl_targets")).map((e) => e.op)).toEqual(["update"]);
@@ -206,9 +263,33 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       if (updated.status !== "ok") throw new Error("update failed");
       const log = await store.tables.listEditLog("tbl_targets");
       expect(log).toEqual([
-        { tableId: "tbl_targets", rowId: "row_a", op: "create", actor: KEY, at: iso(NOW), before: null, after: created },
-        { tableId: "tbl_targets", rowId: "row_1", op: "update", actor: KEY, at: iso(NOW), before: ROW_1, after: updated.row },
-        { tableId: "tbl_targets", rowId: "row_a", op: "delete", actor: USER, at: iso(NOW), before: created, after: null },
+        {
+          tableId: "tbl_targets",
+          rowId: "row_a",
+          op: "create",
+          actor: KEY,
+          at: iso(NOW),
+          before: null,
+          after: created,
+        },
+        {
+          tableId: "tbl_targets",
+          rowId: "row_1",
+          op: "update",
+          actor: KEY,
+          at: iso(NOW),
+          before: ROW_1,
+          after: updated.row,
+        },
+        {
+          tableId: "tbl_targets",
+          rowId: "row_a",
+          op: "delete",
+          actor: USER,
+          at: iso(NOW),
+          before: created,
+          after: null,
+        },
       ]);
       expect(await store.tables.listEditLog("tbl_targets", { offset: 1, limit: 1 })).toEqual([log[1]]);
       expect(await store.tables.listEditLog("tbl_other")).toEqual([]);
@@ -217,9 +298,17 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
     it("stores each write's audit event with it", async ({ skip }) => {
       const store = await seeded();
       const read = () =>
-        store.audit.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: NOW, limit: 100 });
+        store.audit.readAuditEvents({
+          teamIds: ["team_ops"],
+          categories: ["audit"],
+          after: null,
+          since: null,
+          storedBefore: NOW,
+          limit: 100,
+        });
       const before = await read().catch((error: unknown) => error);
-      if (before instanceof Error && /not implemented/.test(before.message)) skip("readAuditEvents is not implemented by this store yet");
+      if (before instanceof Error && /not implemented/.test(before.message))
+        skip("readAuditEvents is not implemented by this store yet");
       await insert(store, "row_a", { region: "AMER" });
       await update(store, { target: 1 });
       await update(store, { target: 2 }, { expectedUpdatedAt: ROW_1._updatedAt });
@@ -236,13 +325,45 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
     it("writes nothing when a row write's audit event id is already stored (one transaction)", async () => {
       const store = await seeded();
       const taken = event("table.row.created", "row_a");
-      await store.tables.insertTableRow({ tableId: "tbl_targets", rowId: "row_a", values: { region: "AMER" }, actor: KEY, now: NOW, auditEvent: taken });
+      await store.tables.insertTableRow({
+        tableId: "tbl_targets",
+        rowId: "row_a",
+        values: { region: "AMER" },
+        actor: KEY,
+        now: NOW,
+        auditEvent: taken,
+      });
       const log = await store.tables.listEditLog("tbl_targets");
-      await expect(store.tables.insertTableRow({ tableId: "tbl_targets", rowId: "row_b", values: { region: "APAC" }, actor: KEY, now: NOW, auditEvent: taken })).rejects.toThrow();
       await expect(
-        store.tables.updateTableRow({ tableId: "tbl_targets", rowId: "row_1", patch: { target: 1 }, expectedUpdatedAt: null, actor: KEY, now: NOW, auditEvent: taken }),
+        store.tables.insertTableRow({
+          tableId: "tbl_targets",
+          rowId: "row_b",
+          values: { region: "APAC" },
+          actor: KEY,
+          now: NOW,
+          auditEvent: taken,
+        }),
       ).rejects.toThrow();
-      await expect(store.tables.deleteTableRow({ tableId: "tbl_targets", rowId: "row_a", actor: KEY, now: NOW, auditEvent: taken })).rejects.toThrow();
+      await expect(
+        store.tables.updateTableRow({
+          tableId: "tbl_targets",
+          rowId: "row_1",
+          patch: { target: 1 },
+          expectedUpdatedAt: null,
+          actor: KEY,
+          now: NOW,
+          auditEvent: taken,
+        }),
+      ).rejects.toThrow();
+      await expect(
+        store.tables.deleteTableRow({
+          tableId: "tbl_targets",
+          rowId: "row_a",
+          actor: KEY,
+          now: NOW,
+          auditEvent: taken,
+        }),
+      ).rejects.toThrow();
       expect(await store.tables.getTableRow("tbl_targets", "row_b")).toBeNull();
       expect(await store.tables.getTableRow("tbl_targets", "row_1")).toEqual(ROW_1);
       expect((await allRows(store)).map((r) => r._id)).toEqual(["row_1", "row_a"]);
@@ -250,26 +371,41 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       expect(await store.tables.listEditLog("tbl_targets")).toEqual(log);
     });
 
-
     it("reads rows by where and sort, _id and stamps included, and pages after the last key", async () => {
       const store = await seeded();
       await insert(store, "row_2", { region: "AMER", target: 50000 }, NOW + 1000);
       await insert(store, "row_3", { region: "APAC", target: null }, NOW + 2000);
       await insert(store, "row_4", { region: "EMEA", target: 50000 }, NOW + 3000);
       const ids = (rows: Row[]) => rows.map((r) => r._id);
-      const test = (column: string, op: string, operand: unknown) => ({ kind: "test", column, op, operand }) as RowCondition;
-      const targets = await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10, where: test("target", "lt", 100000) });
+      const test = (column: string, op: string, operand: unknown) =>
+        ({ kind: "test", column, op, operand }) as RowCondition;
+      const targets = await store.tables.listTableRows("tbl_targets", {
+        offset: 0,
+        limit: 10,
+        where: test("target", "lt", 100000),
+      });
       expect({ total: targets.totalRows, ids: ids(targets.rows) }).toEqual({ total: 2, ids: ["row_2", "row_4"] });
-      const byId = await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10, where: test("_id", "in", ["row_3", "row_1", "row_9"]) });
+      const byId = await store.tables.listTableRows("tbl_targets", {
+        offset: 0,
+        limit: 10,
+        where: test("_id", "in", ["row_3", "row_1", "row_9"]),
+      });
       expect(ids(byId.rows)).toEqual(["row_1", "row_3"]);
-      const since = await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10, where: test("_createdAt", "gt", "2026-10-01T00:00:00Z") });
+      const since = await store.tables.listTableRows("tbl_targets", {
+        offset: 0,
+        limit: 10,
+        where: test("_createdAt", "gt", "2026-10-01T00:00:00Z"),
+      });
       expect(ids(since.rows)).toEqual(["row_2", "row_3", "row_4"]);
       const sort = [
         { column: "target", descending: false },
         { column: "_createdAt", descending: true },
       ];
       const sorted = await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10, sort });
-      expect({ total: sorted.totalRows, ids: ids(sorted.rows) }).toEqual({ total: 4, ids: ["row_4", "row_2", "row_1", "row_3"] });
+      expect({ total: sorted.totalRows, ids: ids(sorted.rows) }).toEqual({
+        total: 4,
+        ids: ["row_4", "row_2", "row_1", "row_3"],
+      });
       const first = await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 2, sort });
       expect(first.lastKey?.values).toEqual([50000, first.rows[1]!._createdAt]);
       const next = await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 2, sort, after: first.lastKey });
@@ -284,14 +420,25 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
       await insert(store, "row_2", { region: "AMER", target: 50000 }, NOW + 1000);
       await insert(store, "row_3", { region: "APAC", target: null }, NOW + 2000);
       const sort = [{ column: "region", descending: true }];
-      for (const query of [{ offset: 0, limit: 2 }, { offset: 0, limit: 2, sort }]) {
+      for (const query of [
+        { offset: 0, limit: 2 },
+        { offset: 0, limit: 2, sort },
+      ]) {
         const counted = await store.tables.listTableRows("tbl_targets", query);
         const uncounted = await store.tables.listTableRows("tbl_targets", { ...query, count: false });
         expect(uncounted.rows).toEqual(counted.rows);
         expect(uncounted.lastKey).toEqual(counted.lastKey);
         expect([-1, 3]).toContain(uncounted.totalRows);
-        const after = await store.tables.listTableRows("tbl_targets", { ...query, after: counted.lastKey, count: false });
-        expect(after.rows.map((r) => r._id)).toEqual((await store.tables.listTableRows("tbl_targets", { ...query, after: counted.lastKey })).rows.map((r) => r._id));
+        const after = await store.tables.listTableRows("tbl_targets", {
+          ...query,
+          after: counted.lastKey,
+          count: false,
+        });
+        expect(after.rows.map((r) => r._id)).toEqual(
+          (await store.tables.listTableRows("tbl_targets", { ...query, after: counted.lastKey })).rows.map(
+            (r) => r._id,
+          ),
+        );
       }
     });
 
@@ -335,18 +482,29 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
         const store = await seeded();
         expect(await store.tables.putTable(table("tbl_new", { rowCount: 42 }))).toBe("created");
         expect(await store.tables.getTable("tbl_new")).toEqual(table("tbl_new"));
-        expect(await store.tables.listTableRows("tbl_new", { offset: 0, limit: 10 })).toEqual({ totalRows: 0, rows: [], lastKey: null });
+        expect(await store.tables.listTableRows("tbl_new", { offset: 0, limit: 10 })).toEqual({
+          totalRows: 0,
+          rows: [],
+          lastKey: null,
+        });
         expect(await store.tables.listEditLog("tbl_new")).toEqual([]);
       });
 
       it("replaces a table keeping its rows, its edit log and its own rowCount", async () => {
         const store = await seeded();
         const created = await insert(store, "row_a", { region: "AMER", target: 1 });
-        const replaced = table("tbl_targets", { name: "Targets 2027", columns: [], rowCount: 99, updatedAt: "2026-11-02T00:00:00Z" });
+        const replaced = table("tbl_targets", {
+          name: "Targets 2027",
+          columns: [],
+          rowCount: 99,
+          updatedAt: "2026-11-02T00:00:00Z",
+        });
         expect(await store.tables.putTable(replaced)).toBe("updated");
         expect(await store.tables.getTable("tbl_targets")).toEqual({ ...replaced, rowCount: 2 });
         expect(await allRows(store)).toEqual([ROW_1, created]);
-        expect((await store.tables.listEditLog("tbl_targets")).map((e) => [e.op, e.rowId])).toEqual([["create", "row_a"]]);
+        expect((await store.tables.listEditLog("tbl_targets")).map((e) => [e.op, e.rowId])).toEqual([
+          ["create", "row_a"],
+        ]);
         // Row writes go on as before.
         await insert(store, "row_b", { anything: true });
         expect(await store.tables.getTable("tbl_targets")).toMatchObject({ rowCount: 3 });
@@ -362,9 +520,16 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
             return row;
           }),
         ).rejects.toThrow("refused");
-        expect(await store.tables.getTable("tbl_targets")).toMatchObject({ name: expect.not.stringMatching("Reshaped") });
+        expect(await store.tables.getTable("tbl_targets")).toMatchObject({
+          name: expect.not.stringMatching("Reshaped"),
+        });
         expect(await allRows(store)).toEqual([ROW_1, created]);
-        const keepRegion = (row: Row): Row => ({ _id: row._id, _createdAt: row._createdAt, _updatedAt: row._updatedAt, region: row.region });
+        const keepRegion = (row: Row): Row => ({
+          _id: row._id,
+          _createdAt: row._createdAt,
+          _updatedAt: row._updatedAt,
+          region: row.region,
+        });
         expect(await store.tables.putTable(renamed, keepRegion)).toBe("updated");
         expect(await allRows(store)).toEqual([keepRegion(ROW_1), keepRegion(created)]);
         expect(await store.tables.getTable("tbl_targets")).toMatchObject({ name: "Reshaped", rowCount: 2 });
@@ -377,27 +542,51 @@ export function describeTablesConformance(name: string, factory: StorageFactory,
         expect(await store.tables.deleteTable("tbl_targets")).toBe(true);
         expect(await store.tables.getTable("tbl_targets")).toBeNull();
         expect(await store.tables.getTableRow("tbl_targets", "row_1")).toBeNull();
-        expect(await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10 })).toEqual({ totalRows: 0, rows: [], lastKey: null });
+        expect(await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10 })).toEqual({
+          totalRows: 0,
+          rows: [],
+          lastKey: null,
+        });
         expect(await store.tables.listEditLog("tbl_targets")).toEqual([]);
         expect(await store.tables.deleteTable("tbl_targets")).toBe(false);
         expect(await store.tables.deleteTable("tbl_nope")).toBe(false);
         // Put back under the same id, it starts empty: nothing of the old table is left behind.
         expect(await store.tables.putTable(table("tbl_targets"))).toBe("created");
         expect(await store.tables.getTable("tbl_targets")).toEqual(table("tbl_targets"));
-        expect(await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10 })).toEqual({ totalRows: 0, rows: [], lastKey: null });
+        expect(await store.tables.listTableRows("tbl_targets", { offset: 0, limit: 10 })).toEqual({
+          totalRows: 0,
+          rows: [],
+          lastKey: null,
+        });
         expect(await store.tables.listEditLog("tbl_targets")).toEqual([]);
       });
 
       it("lists every input table by id (binary order), a page at a time", async () => {
         const store = await seeded();
-        for (const id of ["tbl_z", "TBL_A", "tbl_a", "tbl_10"]) await store.tables.putTable(table(id, { teamId: "team_mkt" }));
-        expect((await store.tables.listTables({ after: null, limit: 2 })).map((t) => t.id)).toEqual(["TBL_A", "tbl_10"]);
-        expect((await store.tables.listTables({ after: "tbl_10", limit: 2 })).map((t) => t.id)).toEqual(["tbl_a", "tbl_targets"]);
-        expect(await store.tables.listTables({ after: "tbl_targets", limit: 2 })).toEqual([table("tbl_z", { teamId: "team_mkt" })]);
+        for (const id of ["tbl_z", "TBL_A", "tbl_a", "tbl_10"])
+          await store.tables.putTable(table(id, { teamId: "team_mkt" }));
+        expect((await store.tables.listTables({ after: null, limit: 2 })).map((t) => t.id)).toEqual([
+          "TBL_A",
+          "tbl_10",
+        ]);
+        expect((await store.tables.listTables({ after: "tbl_10", limit: 2 })).map((t) => t.id)).toEqual([
+          "tbl_a",
+          "tbl_targets",
+        ]);
+        expect(await store.tables.listTables({ after: "tbl_targets", limit: 2 })).toEqual([
+          table("tbl_z", { teamId: "team_mkt" }),
+        ]);
         expect(await store.tables.listTables({ after: "tbl_z", limit: 2 })).toEqual([]);
-        expect((await store.tables.listTables({ after: "tbl_b", limit: 1 }))[0]).toEqual(await store.tables.getTable("tbl_targets"));
+        expect((await store.tables.listTables({ after: "tbl_b", limit: 1 }))[0]).toEqual(
+          await store.tables.getTable("tbl_targets"),
+        );
         await store.tables.deleteTable("tbl_a");
-        expect((await readAllPages((page) => store.tables.listTables(page), 2)).map((t) => t.id)).toEqual(["TBL_A", "tbl_10", "tbl_targets", "tbl_z"]);
+        expect((await readAllPages((page) => store.tables.listTables(page), 2)).map((t) => t.id)).toEqual([
+          "TBL_A",
+          "tbl_10",
+          "tbl_targets",
+          "tbl_z",
+        ]);
       });
     });
 

@@ -5,18 +5,79 @@ import type { Storage } from "../../ports/storage.js";
 import { activityFixture } from "./activity-fixture.js";
 import { type ConformanceOptions, emptyStore, loadSpace, type StorageFactory } from "./harness.js";
 
-const sync = { teamId: "team_ops", credentialKind: "api-key", credentialId: "key_sync", credentialName: "Warehouse sync" } as const;
+const sync = {
+  teamId: "team_ops",
+  credentialKind: "api-key",
+  credentialId: "key_sync",
+  credentialName: "Warehouse sync",
+} as const;
 const rowsRoute = "/api/v1/datasets/:id/rows";
 
 /** API calls as the pipeline records them (`at` in toISOString form). */
 const CALLS: ApiCallRecord[] = [
-  { ...sync, at: "2026-11-01T10:00:00.000Z", method: "GET", route: rowsRoute, objectId: "ds_orders", status: 200, latencyMs: 10 },
-  { ...sync, at: "2026-11-01T10:05:00.000Z", method: "GET", route: rowsRoute, objectId: "ds_orders", status: 200, latencyMs: 21 },
-  { ...sync, at: "2026-11-01T10:06:00.000Z", method: "GET", route: rowsRoute, objectId: "ds_nope", status: 404, latencyMs: 3 },
-  { ...sync, at: "2026-10-31T23:00:00.000Z", method: "GET", route: rowsRoute, objectId: "ds_orders", status: 500, latencyMs: 7 },
-  { ...sync, at: "2026-11-01T10:07:00.000Z", method: "GET", route: "/api/v1/datasets/:id", objectId: "ds_stores", status: 200, latencyMs: 2 },
-  { ...sync, at: "2026-11-01T10:08:00.000Z", method: "GET", route: "/api/v1/tables/:id/rows", objectId: "tbl_targets", status: 200, latencyMs: 4 },
-  { ...sync, at: "2026-09-01T10:00:00.000Z", method: "GET", route: rowsRoute, objectId: "ds_orders", status: 200, latencyMs: 5 },
+  {
+    ...sync,
+    at: "2026-11-01T10:00:00.000Z",
+    method: "GET",
+    route: rowsRoute,
+    objectId: "ds_orders",
+    status: 200,
+    latencyMs: 10,
+  },
+  {
+    ...sync,
+    at: "2026-11-01T10:05:00.000Z",
+    method: "GET",
+    route: rowsRoute,
+    objectId: "ds_orders",
+    status: 200,
+    latencyMs: 21,
+  },
+  {
+    ...sync,
+    at: "2026-11-01T10:06:00.000Z",
+    method: "GET",
+    route: rowsRoute,
+    objectId: "ds_nope",
+    status: 404,
+    latencyMs: 3,
+  },
+  {
+    ...sync,
+    at: "2026-10-31T23:00:00.000Z",
+    method: "GET",
+    route: rowsRoute,
+    objectId: "ds_orders",
+    status: 500,
+    latencyMs: 7,
+  },
+  {
+    ...sync,
+    at: "2026-11-01T10:07:00.000Z",
+    method: "GET",
+    route: "/api/v1/datasets/:id",
+    objectId: "ds_stores",
+    status: 200,
+    latencyMs: 2,
+  },
+  {
+    ...sync,
+    at: "2026-11-01T10:08:00.000Z",
+    method: "GET",
+    route: "/api/v1/tables/:id/rows",
+    objectId: "tbl_targets",
+    status: 200,
+    latencyMs: 4,
+  },
+  {
+    ...sync,
+    at: "2026-09-01T10:00:00.000Z",
+    method: "GET",
+    route: rowsRoute,
+    objectId: "ds_orders",
+    status: 200,
+    latencyMs: 5,
+  },
   {
     at: "2026-11-01T11:00:00.000Z",
     teamId: "team_ops",
@@ -58,7 +119,11 @@ const CALLS: ApiCallRecord[] = [
 const lastTwoDays = { teamId: "team_ops", fromDay: "2026-10-31", toDay: "2026-11-01" };
 
 /** The usage area: the space's usage objects, refresh runs, credit usage and the API usage log. */
-export function describeUsageConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
+export function describeUsageConformance(
+  name: string,
+  factory: StorageFactory,
+  options: ConformanceOptions = {},
+): void {
   describe.skipIf(!!options.skip)(`${name}: usage`, () => {
     const empty = emptyStore(factory);
     const seeded = async (): Promise<Storage> => {
@@ -80,7 +145,16 @@ export function describeUsageConformance(name: string, factory: StorageFactory, 
           signed_in_viewers: 2,
           anonymous_views: 3,
         },
-        { day: "2026-10-31", dashboard_id: "dash_draft", dashboard: "Draft ideas", published: false, views: 1, unique_visitors: 1, signed_in_viewers: 0, anonymous_views: 1 },
+        {
+          day: "2026-10-31",
+          dashboard_id: "dash_draft",
+          dashboard: "Draft ideas",
+          published: false,
+          views: 1,
+          unique_visitors: 1,
+          signed_in_viewers: 0,
+          anonymous_views: 1,
+        },
         {
           day: "2026-10-31",
           dashboard_id: "dash_sales",
@@ -92,12 +166,16 @@ export function describeUsageConformance(name: string, factory: StorageFactory, 
           anonymous_views: 2,
         },
       ]);
-      expect(await store.usage.spaceDashboardUsage({ teamId: "team_free", fromDay: "2026-01-01", toDay: "2026-12-31" })).toEqual([]);
+      expect(
+        await store.usage.spaceDashboardUsage({ teamId: "team_free", fromDay: "2026-01-01", toDay: "2026-12-31" }),
+      ).toEqual([]);
     });
 
     it("aggregates refresh-history per dataset per day of start, the latest failure's error kept", async () => {
       const store = await seeded();
-      expect(await store.usage.spaceRefreshHistory({ teamId: "team_ops", fromDay: "2026-08-04", toDay: "2026-11-01" })).toEqual([
+      expect(
+        await store.usage.spaceRefreshHistory({ teamId: "team_ops", fromDay: "2026-08-04", toDay: "2026-11-01" }),
+      ).toEqual([
         {
           dataset_id: "ds_stores",
           dataset: "Stores",
@@ -137,9 +215,25 @@ export function describeUsageConformance(name: string, factory: StorageFactory, 
     it("records refresh runs; among failures at the same instant the one stored last wins; .5 rounds up", async () => {
       const store = await seeded();
       const at = "2026-11-01T05:00:00Z";
-      await store.usage.recordRefreshRun({ datasetId: "ds_orders", startedAt: at, durationMs: 1, rowsProcessed: 1, error: "first" });
-      await store.usage.recordRefreshRun({ datasetId: "ds_orders", startedAt: at, durationMs: 2, rowsProcessed: 2, error: "second" });
-      const rows = await store.usage.spaceRefreshHistory({ teamId: "team_ops", fromDay: "2026-11-01", toDay: "2026-11-01" });
+      await store.usage.recordRefreshRun({
+        datasetId: "ds_orders",
+        startedAt: at,
+        durationMs: 1,
+        rowsProcessed: 1,
+        error: "first",
+      });
+      await store.usage.recordRefreshRun({
+        datasetId: "ds_orders",
+        startedAt: at,
+        durationMs: 2,
+        rowsProcessed: 2,
+        error: "second",
+      });
+      const rows = await store.usage.spaceRefreshHistory({
+        teamId: "team_ops",
+        fromDay: "2026-11-01",
+        toDay: "2026-11-01",
+      });
       expect(rows.find((r) => r.dataset_id === "ds_orders")).toEqual({
         dataset_id: "ds_orders",
         dataset: "Orders 2026",
@@ -300,10 +394,20 @@ export function describeUsageConformance(name: string, factory: StorageFactory, 
         const store = await seeded();
         await store.usage.appendRefreshRuns([
           { datasetId: "ds_secret", startedAt: "2026-11-01T01:00:00Z", durationMs: 100, rowsProcessed: 1, error: null },
-          { datasetId: "ds_secret", startedAt: "2026-11-01T02:00:00Z", durationMs: 201, rowsProcessed: 0, error: "denied" },
+          {
+            datasetId: "ds_secret",
+            startedAt: "2026-11-01T02:00:00Z",
+            durationMs: 201,
+            rowsProcessed: 0,
+            error: "denied",
+          },
         ]);
         await store.usage.appendRefreshRuns([]);
-        expect((await store.usage.spaceRefreshHistory({ teamId: "team_ops", ...day })).find((r) => r.dataset_id === "ds_secret")).toEqual({
+        expect(
+          (await store.usage.spaceRefreshHistory({ teamId: "team_ops", ...day })).find(
+            (r) => r.dataset_id === "ds_secret",
+          ),
+        ).toEqual({
           dataset_id: "ds_secret",
           dataset: "Payroll",
           connection: null,

@@ -62,16 +62,39 @@ function row(id: string, fields: Record<string, unknown> = {}): Row {
 function columnsOf(r: Row): Column[] {
   return Object.keys(r).map((name) => {
     const v = r[name];
-    return { name, type: v === null ? null : typeof v === "number" ? "number" : typeof v === "boolean" ? "boolean" : name === "_receivedAt" ? "datetime" : "string" };
+    return {
+      name,
+      type:
+        v === null
+          ? null
+          : typeof v === "number"
+            ? "number"
+            : typeof v === "boolean"
+              ? "boolean"
+              : name === "_receivedAt"
+                ? "datetime"
+                : "string",
+    };
   });
 }
 
 function ingest(store: Storage, datasetId: string, r: Row, dedupKey: string | null = null, retainRows = 10_000) {
-  return store.webhooks.ingestWebhookRow({ datasetId, dedupKey, row: r, columns: columnsOf(r), retainRows, receivedAt: T0 });
+  return store.webhooks.ingestWebhookRow({
+    datasetId,
+    dedupKey,
+    row: r,
+    columns: columnsOf(r),
+    retainRows,
+    receivedAt: T0,
+  });
 }
 
 /** Webhook endpoints and delivered rows (`WebhookStore`): de-duplication, retention, settings. */
-export function describeWebhooksConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
+export function describeWebhooksConformance(
+  name: string,
+  factory: StorageFactory,
+  options: ConformanceOptions = {},
+): void {
   describe.skipIf(!!options.skip)(`${name}: webhooks`, () => {
     const open: Storage[] = [];
     afterEach(async () => {
@@ -97,7 +120,10 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
         signature: { scheme: "auto" },
         previousSecret: null,
       });
-      expect(await store.webhooks.getWebhookEndpoint("hook-small")).toMatchObject({ signingSecret: null, retainRows: 3 });
+      expect(await store.webhooks.getWebhookEndpoint("hook-small")).toMatchObject({
+        signingSecret: null,
+        retainRows: 3,
+      });
       expect(await store.webhooks.getWebhookEndpoint("nope")).toBeNull();
       expect(await store.webhooks.getWebhookEndpoint("conn_hook_gh")).toBeNull();
     });
@@ -114,7 +140,12 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
         receivedAt: "2026-11-01T12:00:05.000Z",
       });
       const dataset = await store.catalog.getDataset("ds_conn_hook_open");
-      expect(dataset).toMatchObject({ type: "connection", connectionId: "conn_hook_open", rowCount: 2, updatedAt: "2026-11-01T12:00:05.000Z" });
+      expect(dataset).toMatchObject({
+        type: "connection",
+        connectionId: "conn_hook_open",
+        rowCount: 2,
+        updatedAt: "2026-11-01T12:00:05.000Z",
+      });
       expect(dataset!.columns).toEqual([
         { name: "_id", type: "string" },
         { name: "_receivedAt", type: "datetime" },
@@ -130,9 +161,18 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
 
     it("stores a repeated key once and answers with the first row's id", async () => {
       const store = await seeded();
-      expect(await ingest(store, "ds_conn_hook_open", row("r1"), "h:delivery-1")).toEqual({ id: "r1", duplicate: false });
-      expect(await ingest(store, "ds_conn_hook_open", row("r2"), "h:delivery-1")).toEqual({ id: "r1", duplicate: true });
-      expect(await ingest(store, "ds_conn_hook_open", row("r3"), "h:delivery-2")).toEqual({ id: "r3", duplicate: false });
+      expect(await ingest(store, "ds_conn_hook_open", row("r1"), "h:delivery-1")).toEqual({
+        id: "r1",
+        duplicate: false,
+      });
+      expect(await ingest(store, "ds_conn_hook_open", row("r2"), "h:delivery-1")).toEqual({
+        id: "r1",
+        duplicate: true,
+      });
+      expect(await ingest(store, "ds_conn_hook_open", row("r3"), "h:delivery-2")).toEqual({
+        id: "r3",
+        duplicate: false,
+      });
       // Keys are per dataset.
       expect(await ingest(store, "ds_conn_hook_gh", row("r4"), "h:delivery-1")).toEqual({ id: "r4", duplicate: false });
       expect((await rowsOf(store, "ds_conn_hook_open")).map((r) => r._id)).toEqual(["r1", "r3"]);
@@ -193,7 +233,10 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
       await ingest(store, "ds_conn_hook_open", r);
       const [stored] = await rowsOf(store, "ds_conn_hook_open");
       expect(Object.hasOwn(stored!, "__proto__")).toBe(true);
-      expect(JSON.parse(JSON.stringify(stored))).toMatchObject({ ["__proto__"]: "p", "constructor.prototype.polluted": 1 });
+      expect(JSON.parse(JSON.stringify(stored))).toMatchObject({
+        ["__proto__"]: "p",
+        "constructor.prototype.polluted": 1,
+      });
       expect(({} as Record<string, unknown>).polluted).toBeUndefined();
       expect((await store.catalog.getDataset("ds_conn_hook_open"))!.columns.map((c) => c.name)).toContain("__proto__");
     });
@@ -201,13 +244,21 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
     it("changes secret and retention; lowering retention trims at once", async () => {
       const store = await seeded();
       for (let i = 1; i <= 4; i++) await ingest(store, "ds_conn_hook_open", row(`r${i}`), `h:d${i}`);
-      expect(await store.webhooks.updateWebhookSettings("conn_hook_open", { signingSecret: "s3cret" })).toMatchObject({ signingSecret: "s3cret", retainRows: null });
+      expect(await store.webhooks.updateWebhookSettings("conn_hook_open", { signingSecret: "s3cret" })).toMatchObject({
+        signingSecret: "s3cret",
+        retainRows: null,
+      });
       expect((await store.webhooks.getWebhookEndpoint("hook-open"))!.signingSecret).toBe("s3cret");
-      expect(await store.webhooks.updateWebhookSettings("conn_hook_open", { retainRows: 2 })).toMatchObject({ signingSecret: "s3cret", retainRows: 2 });
+      expect(await store.webhooks.updateWebhookSettings("conn_hook_open", { retainRows: 2 })).toMatchObject({
+        signingSecret: "s3cret",
+        retainRows: 2,
+      });
       expect((await rowsOf(store, "ds_conn_hook_open")).map((r) => r._id)).toEqual(["r3", "r4"]);
       expect((await store.catalog.getDataset("ds_conn_hook_open"))!.rowCount).toBe(2);
       expect(await ingest(store, "ds_conn_hook_open", row("x1"), "h:d1", 2)).toEqual({ id: "x1", duplicate: false });
-      expect(await store.webhooks.updateWebhookSettings("conn_hook_open", { signingSecret: null, retainRows: null })).toMatchObject({
+      expect(
+        await store.webhooks.updateWebhookSettings("conn_hook_open", { signingSecret: null, retainRows: null }),
+      ).toMatchObject({
         signingSecret: null,
         retainRows: null,
       });
@@ -219,8 +270,14 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
       const store = await seeded();
       const until = (at: string) => ({ secret: expect.any(String), validUntilMs: Date.parse(at) });
       const endpoint = () => store.webhooks.getWebhookEndpoint("hook-gh");
-      const first = await store.webhooks.updateWebhookSettings("conn_hook_gh", { signingSecret: "second", previousSecretValidUntil: "2026-11-02T00:00:00.000Z" });
-      expect(first).toMatchObject({ signingSecret: "second", previousSecret: { secret: WEBHOOK_SECRETS.github, validUntilMs: Date.parse("2026-11-02T00:00:00.000Z") } });
+      const first = await store.webhooks.updateWebhookSettings("conn_hook_gh", {
+        signingSecret: "second",
+        previousSecretValidUntil: "2026-11-02T00:00:00.000Z",
+      });
+      expect(first).toMatchObject({
+        signingSecret: "second",
+        previousSecret: { secret: WEBHOOK_SECRETS.github, validUntilMs: Date.parse("2026-11-02T00:00:00.000Z") },
+      });
       expect(await endpoint()).toEqual(first);
       // Stored in the connection's config, next to the current secret.
       expect((await store.catalog.getConnection("conn_hook_gh"))!.config).toMatchObject({
@@ -229,26 +286,59 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
         previousSecretValidUntil: "2026-11-02T00:00:00.000Z",
       });
       // Other changes leave it alone; a second rotation replaces it by the secret it replaces.
-      expect(await store.webhooks.updateWebhookSettings("conn_hook_gh", { retainRows: 5, signature: { scheme: "github" } })).toMatchObject({
+      expect(
+        await store.webhooks.updateWebhookSettings("conn_hook_gh", { retainRows: 5, signature: { scheme: "github" } }),
+      ).toMatchObject({
         signingSecret: "second",
         previousSecret: until("2026-11-02T00:00:00.000Z"),
         signature: { scheme: "github" },
       });
-      await store.webhooks.updateWebhookSettings("conn_hook_gh", { signingSecret: "third", previousSecretValidUntil: "2026-11-03T00:00:00.000Z" });
-      expect(await endpoint()).toMatchObject({ signingSecret: "third", previousSecret: { secret: "second", validUntilMs: Date.parse("2026-11-03T00:00:00.000Z") } });
+      await store.webhooks.updateWebhookSettings("conn_hook_gh", {
+        signingSecret: "third",
+        previousSecretValidUntil: "2026-11-03T00:00:00.000Z",
+      });
+      expect(await endpoint()).toMatchObject({
+        signingSecret: "third",
+        previousSecret: { secret: "second", validUntilMs: Date.parse("2026-11-03T00:00:00.000Z") },
+      });
       // The same secret again keeps what there was.
-      await store.webhooks.updateWebhookSettings("conn_hook_gh", { signingSecret: "third", previousSecretValidUntil: "2026-11-04T00:00:00.000Z" });
-      expect((await endpoint())!.previousSecret).toEqual({ secret: "second", validUntilMs: Date.parse("2026-11-03T00:00:00.000Z") });
+      await store.webhooks.updateWebhookSettings("conn_hook_gh", {
+        signingSecret: "third",
+        previousSecretValidUntil: "2026-11-04T00:00:00.000Z",
+      });
+      expect((await endpoint())!.previousSecret).toEqual({
+        secret: "second",
+        validUntilMs: Date.parse("2026-11-03T00:00:00.000Z"),
+      });
       // A new secret without an overlap leaves none.
-      expect(await store.webhooks.updateWebhookSettings("conn_hook_gh", { signingSecret: "fourth" })).toMatchObject({ signingSecret: "fourth", previousSecret: null });
+      expect(await store.webhooks.updateWebhookSettings("conn_hook_gh", { signingSecret: "fourth" })).toMatchObject({
+        signingSecret: "fourth",
+        previousSecret: null,
+      });
       expect((await endpoint())!.previousSecret).toBeNull();
       // Removing the secret removes every secret; a secret set on an unsigned endpoint has nothing to keep.
-      await store.webhooks.updateWebhookSettings("conn_hook_gh", { signingSecret: "fifth", previousSecretValidUntil: "2026-11-05T00:00:00.000Z" });
-      expect(await store.webhooks.updateWebhookSettings("conn_hook_gh", { signingSecret: null })).toMatchObject({ signingSecret: null, previousSecret: null });
+      await store.webhooks.updateWebhookSettings("conn_hook_gh", {
+        signingSecret: "fifth",
+        previousSecretValidUntil: "2026-11-05T00:00:00.000Z",
+      });
+      expect(await store.webhooks.updateWebhookSettings("conn_hook_gh", { signingSecret: null })).toMatchObject({
+        signingSecret: null,
+        previousSecret: null,
+      });
       expect((await store.catalog.getConnection("conn_hook_gh"))!.config).not.toHaveProperty("previousSigningSecret");
-      await store.webhooks.updateWebhookSettings("conn_hook_gh", { signingSecret: "sixth", previousSecretValidUntil: "2026-11-06T00:00:00.000Z" });
-      expect(await endpoint()).toMatchObject({ signingSecret: "sixth", previousSecret: null, retainRows: 5, signature: { scheme: "github" } });
-      expect(await store.webhooks.updateWebhookSettings("conn_hook_gh", { signature: null })).toMatchObject({ signature: { scheme: "auto" } });
+      await store.webhooks.updateWebhookSettings("conn_hook_gh", {
+        signingSecret: "sixth",
+        previousSecretValidUntil: "2026-11-06T00:00:00.000Z",
+      });
+      expect(await endpoint()).toMatchObject({
+        signingSecret: "sixth",
+        previousSecret: null,
+        retainRows: 5,
+        signature: { scheme: "github" },
+      });
+      expect(await store.webhooks.updateWebhookSettings("conn_hook_gh", { signature: null })).toMatchObject({
+        signature: { scheme: "auto" },
+      });
       expect((await store.catalog.getConnection("conn_hook_gh"))!.config).not.toHaveProperty("signature");
     });
 
@@ -271,7 +361,10 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
         previousSecret: null,
       });
       expect(await store.webhooks.getWebhookEndpoint("whk_new")).toEqual(endpoint);
-      expect(await store.catalog.getConnection("conn_new")).toMatchObject({ type: "webhook", config: { endpointId: "whk_new", signingSecret: null, retainRows: 50 } });
+      expect(await store.catalog.getConnection("conn_new")).toMatchObject({
+        type: "webhook",
+        config: { endpointId: "whk_new", signingSecret: null, retainRows: 50 },
+      });
       expect(await store.catalog.getDataset("ds_conn_new")).toEqual({
         id: "ds_conn_new",
         teamId: "team_ops",
@@ -295,10 +388,19 @@ export function describeWebhooksConformance(name: string, factory: StorageFactor
       ).rejects.toThrow();
       const stripe = await store.webhooks.createWebhookConnection({
         connection: { id: "conn_stripe", teamId: "team_ops", name: "Stripe", createdAt: T0 },
-        endpoint: { endpointId: "whk_stripe", signingSecret: "whsec_abc", retainRows: null, signature: { scheme: "stripe" } },
+        endpoint: {
+          endpointId: "whk_stripe",
+          signingSecret: "whsec_abc",
+          retainRows: null,
+          signature: { scheme: "stripe" },
+        },
         dataset: { id: "ds_conn_stripe", name: "Stripe" },
       });
-      expect(stripe).toMatchObject({ signingSecret: "whsec_abc", signature: { scheme: "stripe" }, previousSecret: null });
+      expect(stripe).toMatchObject({
+        signingSecret: "whsec_abc",
+        signature: { scheme: "stripe" },
+        previousSecret: null,
+      });
       expect(await store.webhooks.getWebhookEndpoint("whk_stripe")).toEqual(stripe);
     });
   });
