@@ -11,13 +11,20 @@ const out = join(root, "test", ".changes-docs");
 afterAll(() => rmSync(out, { recursive: true, force: true }));
 
 /** The `mirror.ts` block of docs/changes.md, as a module importing the client from the source. */
-async function mirrorModule(): Promise<{ mirrorTable: (dp: DataportClient, id: string, copy: Map<string, TableRow>, signal: AbortSignal) => Promise<void> }> {
+async function mirrorModule(): Promise<{
+  mirrorTable: (dp: DataportClient, id: string, copy: Map<string, TableRow>, signal: AbortSignal) => Promise<void>;
+}> {
   const page = readFileSync(join(root, "docs", "changes.md"), "utf8");
-  const block = [...page.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => m[1]!).find((code) => code.startsWith("// mirror.ts"));
+  const block = [...page.matchAll(/^```ts\n([\s\S]*?)^```$/gm)]
+    .map((m) => m[1]!)
+    .find((code) => code.startsWith("// mirror.ts"));
   if (!block) throw new Error("docs/changes.md has no mirror.ts block");
   mkdirSync(out, { recursive: true });
   const file = join(out, "mirror.ts");
-  writeFileSync(file, block.replace('from "dataport/client"', `from ${JSON.stringify(join(root, "src", "client", "index.js"))}`));
+  writeFileSync(
+    file,
+    block.replace('from "dataport/client"', `from ${JSON.stringify(join(root, "src", "client", "index.js"))}`),
+  );
   return import(pathToFileURL(file).href);
 }
 
@@ -42,7 +49,8 @@ describe("docs/changes.md: the mirror example", () => {
     const final = new Map<string, TableRow>();
     for await (const row of dp.tables.iterateRows("tbl_targets")) final.set(row._id, row);
     // The mirror catches up with the last writes (a long-poll answers at once when a change is written).
-    for (let i = 0; i < 100 && JSON.stringify([...copy].sort()) !== JSON.stringify([...final].sort()); i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 100 && JSON.stringify([...copy].sort()) !== JSON.stringify([...final].sort()); i++)
+      await new Promise((r) => setTimeout(r, 20));
     controller.abort();
     await mirroring;
     expect(final.size).toBe(2 * 15 - 2 * 3);

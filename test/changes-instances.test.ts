@@ -39,7 +39,13 @@ function client(storage: Storage) {
   const api = createDataApi({ storage, auditLagSeconds: 0 });
   const auth = { authorization: `Bearer ${TOKENS.sync}`, "content-type": "application/json" };
   const call = async (method: string, path: string, body?: unknown) => {
-    const res = await api.fetch(new Request(`http://dataport.test/api/v1${path}`, { method, headers: auth, body: body === undefined ? undefined : JSON.stringify(body) }));
+    const res = await api.fetch(
+      new Request(`http://dataport.test/api/v1${path}`, {
+        method,
+        headers: auth,
+        body: body === undefined ? undefined : JSON.stringify(body),
+      }),
+    );
     return { status: res.status, json: (await res.json()) as any };
   };
   return { api, call };
@@ -86,7 +92,9 @@ for (const kind of ["sqlite", "postgres"] as const) {
         const acknowledged = performance.now();
         const page = await waiting;
         const latency = performance.now() - acknowledged;
-        expect(page.json.changes).toEqual([{ op: "insert", rowId: written.json._id, row: written.json, at: expect.any(String) }]);
+        expect(page.json.changes).toEqual([
+          { op: "insert", rowId: written.json._id, row: written.json, at: expect.any(String) },
+        ]);
         // About a second (the watcher looks every 200–250 ms), with room for a loaded machine.
         expect(latency).toBeLessThan(3000);
       } finally {

@@ -12,9 +12,11 @@ async function env(options: { maxStreamSeconds?: number } = {}) {
   const api = await setup({ fixture: webhookFixture(), ...options });
   const storage = api.storage as MemoryStorage;
   const token: string = TOKENS.sync;
-  const changes = (path: string, query = "", t = token) => api.call("GET", `/api/v1/${path}/changes${query}`, { token: t });
+  const changes = (path: string, query = "", t = token) =>
+    api.call("GET", `/api/v1/${path}/changes${query}`, { token: t });
   const post = (values: Row) => api.call("POST", "/api/v1/tables/tbl_targets/rows", { token, body: values });
-  const patch = (rowId: string, values: Row) => api.call("PATCH", `/api/v1/tables/tbl_targets/rows/${rowId}`, { token, body: values });
+  const patch = (rowId: string, values: Row) =>
+    api.call("PATCH", `/api/v1/tables/tbl_targets/rows/${rowId}`, { token, body: values });
   const remove = (rowId: string) => api.call("DELETE", `/api/v1/tables/tbl_targets/rows/${rowId}`, { token });
   return { ...api, storage, token, changes, post, patch, remove };
 }
@@ -59,7 +61,9 @@ describe("GET /tables/{id}/changes", () => {
       hasMore: false,
       lagSeconds: 0,
     });
-    expect(apply(read.json.data, page.json.changes)).toEqual((await e.call("GET", "/api/v1/tables/tbl_targets/rows", { token: e.token })).json.data);
+    expect(apply(read.json.data, page.json.changes)).toEqual(
+      (await e.call("GET", "/api/v1/tables/tbl_targets/rows", { token: e.token })).json.data,
+    );
     // An empty page hands back the cursor that was sent.
     const after = await e.changes("tables/tbl_targets", `?cursor=${page.json.cursor}`);
     expect(after.json).toEqual({ changes: [], cursor: page.json.cursor, hasMore: false, lagSeconds: 0 });
@@ -73,7 +77,9 @@ describe("GET /tables/{id}/changes", () => {
     expect(first.json.hasMore).toBe(true);
     const second = await e.changes("tables/tbl_targets", `?limit=2&cursor=${first.json.cursor}`);
     const third = await e.changes("tables/tbl_targets", `?limit=2&cursor=${second.json.cursor}`);
-    expect([...second.json.changes, ...third.json.changes].map((c: Change) => (c.op === "insert" ? c.row.region : c.op))).toEqual(["R2", "R3", "R4"]);
+    expect(
+      [...second.json.changes, ...third.json.changes].map((c: Change) => (c.op === "insert" ? c.row.region : c.op)),
+    ).toEqual(["R2", "R3", "R4"]);
     expect([second.json.hasMore, third.json.hasMore]).toEqual([true, false]);
   });
 
@@ -91,10 +97,15 @@ describe("GET /tables/{id}/changes", () => {
 
   it("refuses a malformed cursor, or one of another feed, with 400 invalid_parameter", async () => {
     const e = await env();
-    const other = (await e.call("GET", "/api/v1/datasets/ds_orders/rows", { token: e.token })).json.metadata.changesCursor;
+    const other = (await e.call("GET", "/api/v1/datasets/ds_orders/rows", { token: e.token })).json.metadata
+      .changesCursor;
     for (const cursor of ["nope", `${other}x`, other]) {
       const res = await e.changes("tables/tbl_targets", `?cursor=${encodeURIComponent(cursor)}`);
-      expect([res.status, res.json.error.code, res.json.error.details.parameter]).toEqual([400, "invalid_parameter", "cursor"]);
+      expect([res.status, res.json.error.code, res.json.error.details.parameter]).toEqual([
+        400,
+        "invalid_parameter",
+        "cursor",
+      ]);
     }
     const limit = await e.changes("tables/tbl_targets", "?limit=1001");
     expect([limit.status, limit.json.error.details.parameter]).toEqual([400, "limit"]);
@@ -104,20 +115,23 @@ describe("GET /tables/{id}/changes", () => {
 
   it("answers 410 cursor_expired for a cursor older than what retention kept", async () => {
     const e = await env();
-    const from = (await e.call("GET", "/api/v1/tables/tbl_targets/rows", { token: e.token })).json.metadata.changesCursor;
+    const from = (await e.call("GET", "/api/v1/tables/tbl_targets/rows", { token: e.token })).json.metadata
+      .changesCursor;
     await e.post({ region: "OLD", target: 1 });
     await e.storage.tables.trimTableChanges(Date.parse("2026-11-02T00:00:00Z"));
     const res = await e.changes("tables/tbl_targets", `?cursor=${from}`);
     expect([res.status, res.json.error.code]).toEqual([410, "cursor_expired"]);
     expect(res.json.error.message).toMatch(/re-read the rows and follow their changesCursor/);
     // A fresh read hands over again.
-    const again = (await e.call("GET", "/api/v1/tables/tbl_targets/rows", { token: e.token })).json.metadata.changesCursor;
+    const again = (await e.call("GET", "/api/v1/tables/tbl_targets/rows", { token: e.token })).json.metadata
+      .changesCursor;
     expect((await e.changes("tables/tbl_targets", `?cursor=${again}`)).json.changes).toEqual([]);
   });
 
   it("trims changes older than changeRetentionDays as writes and reads go on, so an old cursor expires", async () => {
     const e = await env();
-    const from = (await e.call("GET", "/api/v1/tables/tbl_targets/rows", { token: e.token })).json.metadata.changesCursor;
+    const from = (await e.call("GET", "/api/v1/tables/tbl_targets/rows", { token: e.token })).json.metadata
+      .changesCursor;
     await e.post({ region: "OLD", target: 1 });
     const page = await e.changes("tables/tbl_targets", `?cursor=${from}`);
     expect(page.json.changes).toHaveLength(1);
@@ -141,7 +155,11 @@ describe("GET /tables/{id}/changes", () => {
     await e.changes("tables/tbl_targets");
     const events = e.storage.state.auditLog.filter((s) => s.event.action === "table.changes.read").map((s) => s.event);
     expect(events).toEqual([
-      expect.objectContaining({ category: "data_access", target: { type: "table", id: "tbl_targets" }, details: expect.objectContaining({ returnedChanges: 1 }) }),
+      expect.objectContaining({
+        category: "data_access",
+        target: { type: "table", id: "tbl_targets" },
+        details: expect.objectContaining({ returnedChanges: 1 }),
+      }),
     ]);
     expect(e.storage.state.datasetReads.get("tbl_targets")?.count).toBe(2);
   });
@@ -154,7 +172,8 @@ describe("GET /datasets/{id}/changes", () => {
     const read = await e.call("GET", "/api/v1/datasets/ds_conn_hook_open/rows", { token: ada });
     const download = await e.call("GET", "/api/v1/datasets/ds_conn_hook_open/rows?format=csv", { token: ada });
     expect(download.headers.get("dataport-changes-cursor")).toBe(read.json.metadata.changesCursor);
-    for (const body of [{ a: 1 }, { a: 2 }]) expect((await e.call("POST", "/api/webhooks/hook-open", { body })).status).toBe(200);
+    for (const body of [{ a: 1 }, { a: 2 }])
+      expect((await e.call("POST", "/api/webhooks/hook-open", { body })).status).toBe(200);
     const page = await e.changes("datasets/ds_conn_hook_open", `?cursor=${read.json.metadata.changesCursor}`, ada);
     expect(page.json.changes.map((c: Change) => [c.op, c.op === "insert" ? c.row.a : null])).toEqual([
       ["insert", 1],
@@ -168,26 +187,34 @@ describe("GET /datasets/{id}/changes", () => {
   it("sends an input table's changes to the tables endpoint", async () => {
     const e = await env();
     const res = await e.changes("datasets/tbl_targets");
-    expect([res.status, res.json.error.code, res.json.error.details.parameter]).toEqual([400, "invalid_parameter", "id"]);
+    expect([res.status, res.json.error.code, res.json.error.details.parameter]).toEqual([
+      400,
+      "invalid_parameter",
+      "id",
+    ]);
   });
 });
 
 describe("long-poll (wait)", () => {
   it("holds a request with nothing to read until a change is written, then answers it at once", async () => {
     const e = await env();
-    const from = (await e.call("GET", "/api/v1/tables/tbl_targets/rows", { token: e.token })).json.metadata.changesCursor;
+    const from = (await e.call("GET", "/api/v1/tables/tbl_targets/rows", { token: e.token })).json.metadata
+      .changesCursor;
     const started = performance.now();
     const waiting = e.changes("tables/tbl_targets", `?wait=20&cursor=${from}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
     const created = await e.post({ region: "LATE", target: 1 });
     const page = await waiting;
-    expect(page.json.changes).toEqual([{ op: "insert", rowId: created.json._id, row: created.json, at: "2026-11-01T12:00:00.000Z" }]);
+    expect(page.json.changes).toEqual([
+      { op: "insert", rowId: created.json._id, row: created.json, at: "2026-11-01T12:00:00.000Z" },
+    ]);
     expect(performance.now() - started).toBeLessThan(5000);
   });
 
   it("answers an empty page with the cursor sent when the wait is up, and one for another feed does not wake it", async () => {
     const e = await env();
-    const from = (await e.call("GET", "/api/v1/tables/tbl_targets/rows", { token: e.token })).json.metadata.changesCursor;
+    const from = (await e.call("GET", "/api/v1/tables/tbl_targets/rows", { token: e.token })).json.metadata
+      .changesCursor;
     const started = performance.now();
     const waiting = e.changes("tables/tbl_targets", `?wait=1&cursor=${from}`);
     await e.call("POST", "/api/webhooks/hook-open", { body: { a: 1 } });
@@ -210,7 +237,11 @@ describe("long-poll (wait)", () => {
     const first = e.changes("tables/tbl_targets", "?wait=30");
     await new Promise((resolve) => setTimeout(resolve, 50));
     const second = await e.changes("tables/tbl_targets", "?wait=30");
-    expect([second.status, second.json.error.code, second.headers.get("retry-after")]).toEqual([429, "rate_limited", "1"]);
+    expect([second.status, second.json.error.code, second.headers.get("retry-after")]).toEqual([
+      429,
+      "rate_limited",
+      "1",
+    ]);
     e.api.drain();
     expect((await first).status).toBe(200);
   });
@@ -218,7 +249,12 @@ describe("long-poll (wait)", () => {
   it("frees a waiting request's place when its client goes away", async () => {
     const e = await setupWith({ maxChangeWaiters: 1 });
     const controller = new AbortController();
-    const gone = e.api.fetch(new Request("http://dataport.test/api/v1/tables/tbl_targets/changes?wait=30", { headers: { authorization: `Bearer ${e.token}` }, signal: controller.signal }));
+    const gone = e.api.fetch(
+      new Request("http://dataport.test/api/v1/tables/tbl_targets/changes?wait=30", {
+        headers: { authorization: `Bearer ${e.token}` },
+        signal: controller.signal,
+      }),
+    );
     await new Promise((resolve) => setTimeout(resolve, 50));
     controller.abort();
     await gone.catch(() => undefined);
@@ -230,14 +266,23 @@ describe("long-poll (wait)", () => {
 async function setupWith(options: { maxChangeWaiters: number }) {
   const api = await setup({ fixture: webhookFixture(), ...options });
   const token: string = TOKENS.sync;
-  return { ...api, token, changes: (path: string, query = "") => api.call("GET", `/api/v1/${path}/changes${query}`, { token }) };
+  return {
+    ...api,
+    token,
+    changes: (path: string, query = "") => api.call("GET", `/api/v1/${path}/changes${query}`, { token }),
+  };
 }
 
 describe("Server-Sent Events (Accept: text/event-stream)", () => {
   async function stream(e: Awaited<ReturnType<typeof env>>, headers: Record<string, string>, query = "") {
     const res = await e.api.fetch(
       new Request(`http://dataport.test/api/v1/tables/tbl_targets/changes${query}`, {
-        headers: { authorization: `Bearer ${e.token}`, accept: "text/event-stream", "accept-encoding": "gzip", ...headers },
+        headers: {
+          authorization: `Bearer ${e.token}`,
+          accept: "text/event-stream",
+          "accept-encoding": "gzip",
+          ...headers,
+        },
       }),
     );
     return res;
@@ -256,7 +301,11 @@ describe("Server-Sent Events (Accept: text/event-stream)", () => {
     await e.post({ region: "S1", target: 1 });
     const started = performance.now();
     const res = await stream(e, {});
-    expect([res.status, res.headers.get("content-type"), res.headers.get("content-encoding")]).toEqual([200, "text/event-stream; charset=utf-8", null]);
+    expect([res.status, res.headers.get("content-type"), res.headers.get("content-encoding")]).toEqual([
+      200,
+      "text/event-stream; charset=utf-8",
+      null,
+    ]);
     const body = res.text();
     await new Promise((resolve) => setTimeout(resolve, 100));
     await e.post({ region: "S2", target: 2 });
@@ -276,6 +325,8 @@ describe("Server-Sent Events (Accept: text/event-stream)", () => {
     const e = await env();
     const res = await stream(e, { "last-event-id": "nope" });
     expect(res.status).toBe(400);
-    expect(((await res.json()) as { error: { details: { parameter: string } } }).error.details.parameter).toBe("cursor");
+    expect(((await res.json()) as { error: { details: { parameter: string } } }).error.details.parameter).toBe(
+      "cursor",
+    );
   });
 });

@@ -270,7 +270,11 @@ export function createClient(options: ClientOptions) {
       send<{ deleted: true }>("DELETE", `/tables/${seg(id)}/rows/${seg(rowId)}`, at(opts)),
   };
 
-  function readChanges(kind: "tables" | "datasets", id: string, q: ChangesQuery & RequestOptions): Promise<ChangesPage> {
+  function readChanges(
+    kind: "tables" | "datasets",
+    id: string,
+    q: ChangesQuery & RequestOptions,
+  ): Promise<ChangesPage> {
     const params = query({ cursor: q.cursor, limit: q.limit, wait: q.wait });
     // A long-poll is held up to `wait` seconds: the attempt may take that much longer than a plain call.
     const waitMs = (q.wait ?? 0) * 1000;
@@ -291,7 +295,7 @@ export function createClient(options: ClientOptions) {
     const { signal } = opts;
     const wait = opts.wait ?? 25;
     let cursor = opts.cursor;
-    for (let failures = 0; ; ) {
+    for (let failures = 0; ;) {
       let page: ChangesPage;
       try {
         page = await readChanges(kind, id, { cursor, limit: opts.limit, wait, signal });
@@ -301,7 +305,13 @@ export function createClient(options: ClientOptions) {
         const status = error instanceof DataportError ? error.status : 0;
         if (status >= 400 && status < 500 && status !== 408 && status !== 429) throw error;
         try {
-          await transport.sleep(Math.round(Math.min(transport.retry.maxDelayMs, transport.retry.baseDelayMs * 2 ** failures++) * (0.5 + transport.random() / 2)), signal);
+          await transport.sleep(
+            Math.round(
+              Math.min(transport.retry.maxDelayMs, transport.retry.baseDelayMs * 2 ** failures++) *
+                (0.5 + transport.random() / 2),
+            ),
+            signal,
+          );
         } catch {
           return;
         }

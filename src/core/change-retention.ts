@@ -29,8 +29,8 @@ export function createChangeRetention(
       if (now < next) return;
       next = now + TRIM_EVERY_MS;
       const before = now - keepMs;
-      void Promise.all([storage.tables.trimTableChanges(before), storage.rows.trimDatasetChanges(before)]).catch((error: unknown) =>
-        log("the change log could not be trimmed; it is tried again within an hour", error),
+      void Promise.all([storage.tables.trimTableChanges(before), storage.rows.trimDatasetChanges(before)]).catch(
+        (error: unknown) => log("the change log could not be trimmed; it is tried again within an hour", error),
       );
     },
   };

@@ -28,16 +28,29 @@ interface Feed {
 }
 
 /** GET /tables/{id}/changes: the table's changes after the cursor (../shared/changes.md). */
-export async function readTableChanges(ctx: AuthedContext, id: string, params: ChangesParams, headers: ChangesHeaders = NO_HEADERS) {
+export async function readTableChanges(
+  ctx: AuthedContext,
+  id: string,
+  params: ChangesParams,
+  headers: ChangesHeaders = NO_HEADERS,
+) {
   const table = await reachableTable(ctx, id);
   return answerChanges(ctx, tableFeed(ctx, table), params, headers);
 }
 
 /** GET /datasets/{id}/changes: an upload's, connection's or webhook dataset's changes after the cursor. */
-export async function readDatasetChanges(ctx: AuthedContext, id: string, params: ChangesParams, headers: ChangesHeaders = NO_HEADERS) {
+export async function readDatasetChanges(
+  ctx: AuthedContext,
+  id: string,
+  params: ChangesParams,
+  headers: ChangesHeaders = NO_HEADERS,
+) {
   const dataset = await reachableDataset(ctx, id);
   if (dataset.type === "input_table") {
-    throw invalidParameter("id", `dataset ${id} is an input table; follow its changes with GET /api/v1/tables/${id}/changes`);
+    throw invalidParameter(
+      "id",
+      `dataset ${id} is an input table; follow its changes with GET /api/v1/tables/${id}/changes`,
+    );
   }
   return answerChanges(ctx, datasetFeed(ctx, dataset), params, headers);
 }
@@ -90,7 +103,12 @@ async function streamChanges(ctx: AuthedContext, feed: Feed, params: ChangesPara
         const untilKeepAlive = quietSince + KEEP_ALIVE_MS - performance.now();
         let ended;
         try {
-          ended = await watch.wait(feed.target.type, feed.target.id, Math.max(1, Math.min(left, untilKeepAlive, (page.heldBackMs ?? 0) > 0 ? 100 : left)), signal);
+          ended = await watch.wait(
+            feed.target.type,
+            feed.target.id,
+            Math.max(1, Math.min(left, untilKeepAlive, (page.heldBackMs ?? 0) > 0 ? 100 : left)),
+            signal,
+          );
         } catch (error) {
           if (error instanceof WaitersFull) return;
           throw error;
@@ -109,11 +127,17 @@ async function streamChanges(ctx: AuthedContext, feed: Feed, params: ChangesPara
 }
 
 export function tableFeed(ctx: AuthedContext, table: { id: string; teamId: string }): Feed {
-  return { target: { type: "table", id: table.id, teamId: table.teamId }, read: (q) => ctx.storage.tables.readTableChanges(table.id, q) };
+  return {
+    target: { type: "table", id: table.id, teamId: table.teamId },
+    read: (q) => ctx.storage.tables.readTableChanges(table.id, q),
+  };
 }
 
 export function datasetFeed(ctx: AuthedContext, dataset: { id: string; teamId: string }): Feed {
-  return { target: { type: "dataset", id: dataset.id, teamId: dataset.teamId }, read: (q) => ctx.storage.rows.readDatasetChanges(dataset.id, q) };
+  return {
+    target: { type: "dataset", id: dataset.id, teamId: dataset.teamId },
+    read: (q) => ctx.storage.rows.readDatasetChanges(dataset.id, q),
+  };
 }
 
 /**
@@ -126,7 +150,8 @@ async function readChanges(ctx: AuthedContext, feed: Feed, params: ChangesParams
   ctx.operations.changeRetention?.due();
   const query = { after, limit: params.limit };
   let page = await feed.read(query);
-  if (page.changes.length === 0 && params.wait > 0 && !page.expired) page = await waitForChanges(ctx, feed, query, page, params.wait * 1000);
+  if (page.changes.length === 0 && params.wait > 0 && !page.expired)
+    page = await waitForChanges(ctx, feed, query, page, params.wait * 1000);
   if (page.expired) throw expiredCursor();
   const last = page.changes.at(-1);
   const cursor = last
@@ -147,7 +172,13 @@ async function readChanges(ctx: AuthedContext, feed: Feed, params: ChangesParams
  * Ends early, with the page as it is, when the client goes away or the
  * instance drains.
  */
-async function waitForChanges(ctx: AuthedContext, feed: Feed, query: ChangesQuery, first: ChangesPage, ms: number): Promise<ChangesPage> {
+async function waitForChanges(
+  ctx: AuthedContext,
+  feed: Feed,
+  query: ChangesQuery,
+  first: ChangesPage,
+  ms: number,
+): Promise<ChangesPage> {
   const watch = ctx.operations.changeWatch;
   if (!watch) return first;
   const end = performance.now() + ms;
@@ -159,10 +190,17 @@ async function waitForChanges(ctx: AuthedContext, feed: Feed, query: ChangesQuer
     const soon = pause > 0 || (page.heldBackMs ?? 0) > 0;
     let ended;
     try {
-      ended = await watch.wait(feed.target.type, feed.target.id, soon ? Math.min(left, Math.max(pause, 50)) : left, ctx.signal);
+      ended = await watch.wait(
+        feed.target.type,
+        feed.target.id,
+        soon ? Math.min(left, Math.max(pause, 50)) : left,
+        ctx.signal,
+      );
     } catch (error) {
       if (error instanceof WaitersFull) {
-        throw new ApiError(429, "rate_limited", "too many change-feed requests are waiting here; retry shortly", { headers: { "retry-after": "1" } });
+        throw new ApiError(429, "rate_limited", "too many change-feed requests are waiting here; retry shortly", {
+          headers: { "retry-after": "1" },
+        });
       }
       throw error;
     }
@@ -177,7 +215,11 @@ async function waitForChanges(ctx: AuthedContext, feed: Feed, query: ChangesQuer
 }
 
 function expiredCursor(): ApiError {
-  return new ApiError(410, "cursor_expired", "changes after this cursor are no longer kept: re-read the rows and follow their changesCursor");
+  return new ApiError(
+    410,
+    "cursor_expired",
+    "changes after this cursor are no longer kept: re-read the rows and follow their changesCursor",
+  );
 }
 
 /** The position after which to read: the cursor's, or null (the oldest change kept) without one. */

@@ -82,7 +82,9 @@ export function compressReply(
  */
 function isCompressible(contentType: string | undefined): boolean {
   if (contentType === undefined) return false;
-  return /^(?:text\/(?!event-stream)|application\/(?:json|x-ndjson|javascript|xml|geo\+json)|[^;]*\+json)/i.test(contentType);
+  return /^(?:text\/(?!event-stream)|application\/(?:json|x-ndjson|javascript|xml|geo\+json)|[^;]*\+json)/i.test(
+    contentType,
+  );
 }
 
 /** Brotli quality of whole bodies: 4 made a 1,000-row page 41 % smaller than gzip level 1 in about the same time. */

@@ -95,12 +95,10 @@ export function postgresChangeLog(db: Db, options: { visibilityWaitMs?: number }
         return { found, expired, full: found.length > limit };
       });
       if (page.expired) return { changes: [], hasMore: false, expired: true };
-      const changes = page.found.slice(0, limit).map(
-        (r): StoredChange => ({
-          position: r.position_text!,
-          change: changeFromRecord({ op: r.op!, rowId: r.row_id, row: r.row, storedAt: num(r.stored_at) }),
-        }),
-      );
+      const changes = page.found.slice(0, limit).map((r): StoredChange => ({
+        position: r.position_text!,
+        change: changeFromRecord({ op: r.op!, rowId: r.row_id, row: r.row, storedAt: num(r.stored_at) }),
+      }));
       const result = { changes, hasMore: page.full, expired: false };
       return heldBackMs > 0 ? { ...result, heldBackMs } : result;
     },

@@ -102,7 +102,8 @@ export async function readToHorizon<P extends { full: boolean }>(
   for (;;) {
     const horizon = await feed.horizon(part);
     const page = await read(horizon.below);
-    if (page.full || !horizon.held || Date.now() >= deadline) return { page, heldBackMs: horizon.held ? horizon.heldBackMs : 0 };
+    if (page.full || !horizon.held || Date.now() >= deadline)
+      return { page, heldBackMs: horizon.held ? horizon.heldBackMs : 0 };
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }

@@ -5,11 +5,22 @@ const row = z.record(z.string(), z.unknown()).describe("the whole row after the 
 
 export const changeSchema = z
   .discriminatedUnion("op", [
-    z.object({ op: z.literal("insert"), rowId: z.string().nullable().describe("the row's _id; null for rows without one (uploads)"), row, at }),
+    z.object({
+      op: z.literal("insert"),
+      rowId: z.string().nullable().describe("the row's _id; null for rows without one (uploads)"),
+      row,
+      at,
+    }),
     z.object({ op: z.literal("update"), rowId: z.string(), row, at }),
     z.object({ op: z.literal("delete"), rowId: z.string(), at }),
-    z.object({ op: z.literal("trim"), upTo: z.string().describe("retention removed every webhook row stored up to and including this _id"), at }),
-    z.object({ op: z.literal("reset"), at }).describe("the rows were replaced as a whole: re-read them, then follow from that read's changesCursor"),
+    z.object({
+      op: z.literal("trim"),
+      upTo: z.string().describe("retention removed every webhook row stored up to and including this _id"),
+      at,
+    }),
+    z
+      .object({ op: z.literal("reset"), at })
+      .describe("the rows were replaced as a whole: re-read them, then follow from that read's changesCursor"),
   ])
   .meta({ id: "Change", description: "One change of a dataset's or input table's rows" });
 
@@ -18,7 +29,10 @@ export const changesPageSchema = z
     changes: z.array(changeSchema).describe("oldest first, each exactly once along the cursor"),
     cursor: z.string().describe("opaque; send it back for the next changes (an empty page returns the cursor sent)"),
     hasMore: z.boolean().describe("more changes are ready: read on at once"),
-    lagSeconds: z.number().int().describe("how far behind the present the feed reads (a write still open holds it back)"),
+    lagSeconds: z
+      .number()
+      .int()
+      .describe("how far behind the present the feed reads (a write still open holds it back)"),
   })
   .meta({
     id: "ChangesPage",

@@ -43,15 +43,18 @@ export function forgetFeedStatement(db: Database.Database): (feedId: string) => 
 /** Reads of every feed of the log, and its retention. */
 export function sqliteChangeFeeds({ db }: SqliteHandle): ChangeFeedReads & ChangeRetention & { watch: WatchChanges } {
   const trimmed = db.prepare<[string], number>("SELECT trimmed_through FROM change_feeds WHERE feed_id = ?").pluck();
-  const page = db.prepare<[string, number, number], { position: number; op: ChangeOp; row_id: string | null; row: string | null; stored_at: number }>(
+  const page = db.prepare<
+    [string, number, number],
+    { position: number; op: ChangeOp; row_id: string | null; row: string | null; stored_at: number }
+  >(
     "SELECT position, op, row_id, row, stored_at FROM changes WHERE feed_id = ? AND position > ? ORDER BY position LIMIT +?",
   );
   // The AUTOINCREMENT counter: the highest position ever given, trimmed or not.
   const last = db.prepare<[], number | null>("SELECT seq FROM sqlite_sequence WHERE name = 'changes'").pluck();
   // Retention removes a prefix of positions: up to the first change stored at or after the cutoff.
-  const firstYoung = db.prepare<[number], number | null>(
-    "SELECT position FROM changes WHERE stored_at >= ? ORDER BY position LIMIT 1",
-  ).pluck();
+  const firstYoung = db
+    .prepare<[number], number | null>("SELECT position FROM changes WHERE stored_at >= ? ORDER BY position LIMIT 1")
+    .pluck();
   const lowest = db.prepare<[], number | null>("SELECT min(position) FROM changes").pluck();
   const mark = db.prepare<[number, number]>(
     `INSERT INTO change_feeds (feed_id, trimmed_through)
@@ -63,7 +66,10 @@ export function sqliteChangeFeeds({ db }: SqliteHandle): ChangeFeedReads & Chang
     const from = lowest.get();
     if (from === null || from === undefined) return;
     const young = firstYoung.get(storedBefore);
-    const through = Math.min(young === null || young === undefined ? Number.MAX_SAFE_INTEGER : young - 1, from + TRIM_MAX_POSITIONS - 1);
+    const through = Math.min(
+      young === null || young === undefined ? Number.MAX_SAFE_INTEGER : young - 1,
+      from + TRIM_MAX_POSITIONS - 1,
+    );
     if (through < from) return;
     mark.run(from, through);
     remove.run(from, through);
@@ -85,12 +91,15 @@ export function sqliteChangeFeeds({ db }: SqliteHandle): ChangeFeedReads & Chang
       // One snapshot for the retention mark and the page: a trim by another process cannot fall between them.
       const rows = readPage(feedId, after, limit);
       if (rows === null) return { changes: [], hasMore: false, expired: true };
-      const changes = rows.slice(0, limit).map(
-        (r): StoredChange => ({
-          position: String(r.position),
-          change: changeFromRecord({ op: r.op, rowId: r.row_id, row: parseJsonOrNull<Row>(r.row), storedAt: r.stored_at }),
+      const changes = rows.slice(0, limit).map((r): StoredChange => ({
+        position: String(r.position),
+        change: changeFromRecord({
+          op: r.op,
+          rowId: r.row_id,
+          row: parseJsonOrNull<Row>(r.row),
+          storedAt: r.stored_at,
         }),
-      );
+      }));
       return { changes, hasMore: rows.length > limit, expired: false };
     },
     async head() {

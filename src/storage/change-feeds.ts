@@ -1,7 +1,9 @@
 import type { ChangeFeedReads, ChangeRetention, DatasetChangeFeeds, WatchChanges } from "../ports/storage/changes.js";
 
 /** A store's change log as the dataset rows' area serves it (`DatasetChangeFeeds`). */
-export function datasetChangeFeeds(log: ChangeFeedReads & ChangeRetention & { watch?: WatchChanges }): DatasetChangeFeeds {
+export function datasetChangeFeeds(
+  log: ChangeFeedReads & ChangeRetention & { watch?: WatchChanges },
+): DatasetChangeFeeds {
   const feeds: DatasetChangeFeeds = {
     readDatasetChanges: (datasetId, query) => log.read(datasetId, query),
     datasetChangesHead: (datasetId) => log.head(datasetId),

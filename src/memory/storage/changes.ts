@@ -1,4 +1,10 @@
-import type { Change, ChangeFeedReads, ChangeRetention, StoredChange, WatchChanges } from "../../ports/storage/changes.js";
+import type {
+  Change,
+  ChangeFeedReads,
+  ChangeRetention,
+  StoredChange,
+  WatchChanges,
+} from "../../ports/storage/changes.js";
 import { type ChangeEntry, cloneJson, type MemoryState } from "./state.js";
 
 /** Append a change of `feedId` at the next position (the caller's write and this land in one step). */

@@ -30,14 +30,39 @@ function event(action: string, rowId: string): AuditEvent {
 }
 
 const insert = (store: Storage, rowId: string, values: Row, now = NOW) =>
-  store.tables.insertTableRow({ tableId: TABLE, rowId, values, actor: KEY, now, auditEvent: event("table.row.created", rowId) });
+  store.tables.insertTableRow({
+    tableId: TABLE,
+    rowId,
+    values,
+    actor: KEY,
+    now,
+    auditEvent: event("table.row.created", rowId),
+  });
 const update = (store: Storage, rowId: string, patch: Row, now = NOW) =>
-  store.tables.updateTableRow({ tableId: TABLE, rowId, patch, expectedUpdatedAt: null, actor: KEY, now, auditEvent: event("table.row.updated", rowId) });
+  store.tables.updateTableRow({
+    tableId: TABLE,
+    rowId,
+    patch,
+    expectedUpdatedAt: null,
+    actor: KEY,
+    now,
+    auditEvent: event("table.row.updated", rowId),
+  });
 const remove = (store: Storage, rowId: string, now = NOW) =>
-  store.tables.deleteTableRow({ tableId: TABLE, rowId, actor: KEY, now, auditEvent: event("table.row.deleted", rowId) });
+  store.tables.deleteTableRow({
+    tableId: TABLE,
+    rowId,
+    actor: KEY,
+    now,
+    auditEvent: event("table.row.deleted", rowId),
+  });
 
 /** Every change of a table's feed after `after`, `limit` at a time, checking the page rules on the way. */
-async function follow(read: (after: string, limit: number) => Promise<ChangesPage>, after: string, limit = 2): Promise<StoredChange[]> {
+async function follow(
+  read: (after: string, limit: number) => Promise<ChangesPage>,
+  after: string,
+  limit = 2,
+): Promise<StoredChange[]> {
   const out: StoredChange[] = [];
   for (let cursor = after, pages = 0; pages < 10_000; pages++) {
     const page = await read(cursor, limit);
@@ -59,7 +84,10 @@ function deliver(store: Storage, id: string, retainRows = 100, dedupKey: string 
     datasetId: HOOK,
     dedupKey,
     row,
-    columns: [{ name: "_id", type: "string" }, { name: "n", type: "number" }],
+    columns: [
+      { name: "_id", type: "string" },
+      { name: "n", type: "number" },
+    ],
     retainRows,
     receivedAt: iso(at),
   });
@@ -89,10 +117,15 @@ async function datasetRows(store: Storage, datasetId: string): Promise<Row[]> {
   return out;
 }
 
-const datasetFeed = (store: Storage, datasetId = HOOK) => (after: string, limit: number) => store.rows.readDatasetChanges(datasetId, { after, limit });
+const datasetFeed =
+  (store: Storage, datasetId = HOOK) =>
+  (after: string, limit: number) =>
+    store.rows.readDatasetChanges(datasetId, { after, limit });
 
-const tableFeed = (store: Storage) => (after: string, limit: number) => store.tables.readTableChanges(TABLE, { after, limit });
-const ops = (changes: readonly StoredChange[]) => changes.map(({ change }) => [change.op, "rowId" in change ? change.rowId : "upTo" in change ? change.upTo : null]);
+const tableFeed = (store: Storage) => (after: string, limit: number) =>
+  store.tables.readTableChanges(TABLE, { after, limit });
+const ops = (changes: readonly StoredChange[]) =>
+  changes.map(({ change }) => [change.op, "rowId" in change ? change.rowId : "upTo" in change ? change.upTo : null]);
 
 function increasing(changes: readonly StoredChange[]): boolean {
   return changes.every((c, i) => i === 0 || BigInt(c.position) > BigInt(changes[i - 1]!.position));
@@ -104,7 +137,11 @@ function increasing(changes: readonly StoredChange[]): boolean {
  * the same commit as the write; keyset pages; a head to hand a rows read
  * over; retention.
  */
-export function describeChangesConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
+export function describeChangesConformance(
+  name: string,
+  factory: StorageFactory,
+  options: ConformanceOptions = {},
+): void {
   describe.skipIf(!!options.skip)(`${name}: changes`, () => {
     const open: Storage[] = [];
     afterEach(async () => {
@@ -138,8 +175,13 @@ export function describeChangesConformance(name: string, factory: StorageFactory
       // The update carries the whole row after it, the stamps included.
       expect(changes[1]!.change).toMatchObject({ row: { _id: "row_2", region: "APAC", target: 6 } });
       // After the last change: nothing more, and the head has moved past it.
-      expect(await store.tables.readTableChanges(TABLE, { after: changes.at(-1)!.position, limit: 10 })).toMatchObject({ changes: [], hasMore: false });
-      expect(BigInt(await store.tables.tableChangesHead(TABLE))).toBeGreaterThanOrEqual(BigInt(changes.at(-1)!.position));
+      expect(await store.tables.readTableChanges(TABLE, { after: changes.at(-1)!.position, limit: 10 })).toMatchObject({
+        changes: [],
+        hasMore: false,
+      });
+      expect(BigInt(await store.tables.tableChangesHead(TABLE))).toBeGreaterThanOrEqual(
+        BigInt(changes.at(-1)!.position),
+      );
     });
 
     it("pages with hasMore exactly when more is there, and keeps feeds apart", async () => {
@@ -151,19 +193,33 @@ export function describeChangesConformance(name: string, factory: StorageFactory
         datasetId: "ds_conn_hook_open",
         dedupKey: null,
         row: { _id: "wh_1", a: 1 },
-        columns: [{ name: "_id", type: "string" }, { name: "a", type: "number" }],
+        columns: [
+          { name: "_id", type: "string" },
+          { name: "a", type: "number" },
+        ],
         retainRows: 100,
         receivedAt: iso(NOW),
       });
       const first = await store.tables.readTableChanges(TABLE, { after: head, limit: 2 });
-      expect(ops(first.changes)).toEqual([["insert", "row_p0"], ["insert", "row_p1"]]);
+      expect(ops(first.changes)).toEqual([
+        ["insert", "row_p0"],
+        ["insert", "row_p1"],
+      ]);
       expect(first.hasMore).toBe(true);
       const rest = await follow(tableFeed(store), first.changes.at(-1)!.position, 3);
-      expect(ops(rest)).toEqual([["insert", "row_p2"], ["insert", "row_p3"], ["insert", "row_p4"]]);
+      expect(ops(rest)).toEqual([
+        ["insert", "row_p2"],
+        ["insert", "row_p3"],
+        ["insert", "row_p4"],
+      ]);
       const exact = await store.tables.readTableChanges(TABLE, { after: rest[1]!.position, limit: 1 });
       expect(exact.hasMore).toBe(false);
       // A feed nobody wrote to is empty from its start.
-      expect(await store.tables.readTableChanges("tbl_nothing", { after: "0", limit: 10 })).toMatchObject({ changes: [], hasMore: false, expired: false });
+      expect(await store.tables.readTableChanges("tbl_nothing", { after: "0", limit: 10 })).toMatchObject({
+        changes: [],
+        hasMore: false,
+        expired: false,
+      });
     });
 
     it("records a reset when a put rewrote the table's rows, and forgets a deleted table's changes", async () => {
@@ -247,7 +303,9 @@ export function describeChangesConformance(name: string, factory: StorageFactory
       const head = await store.rows.datasetChangesHead(HOOK);
       for (let i = 1; i <= 3; i++) await deliver(store, `wh${i}`, 4);
       // Deliveries arriving together (one group commit on the SQL stores), trimming as they go.
-      await Promise.all(Array.from({ length: 12 }, (_, i) => deliver(store, `wh${10 + i}`, 4, i % 2 === 0 ? `key${i}` : null)));
+      await Promise.all(
+        Array.from({ length: 12 }, (_, i) => deliver(store, `wh${10 + i}`, 4, i % 2 === 0 ? `key${i}` : null)),
+      );
       const changes = await follow(datasetFeed(store), head, 5);
       expect(increasing(changes)).toBe(true);
       expect(changes.filter((c) => c.change.op === "insert")).toHaveLength(15);
@@ -259,15 +317,28 @@ export function describeChangesConformance(name: string, factory: StorageFactory
     it("records an append's rows as inserts (no rowId) and a replace or refresh as a reset, in the write's commit", async () => {
       const store = await seeded();
       const head = await store.rows.datasetChangesHead("ds_orders");
-      const columns = [{ name: "order_id", type: "string" as const }, { name: "amount", type: "number" as const }];
+      const columns = [
+        { name: "order_id", type: "string" as const },
+        { name: "amount", type: "number" as const },
+      ];
       async function* rows(...ids: string[]) {
         for (const id of ids) yield { order_id: id, amount: 1 };
       }
       const write = (mode: "append" | "replace", updatedAt: string, ...ids: string[]) =>
-        store.rows.writeDatasetRows({ datasetId: "ds_orders", mode, rows: rows(...ids), columns: () => columns, updatedAt });
+        store.rows.writeDatasetRows({
+          datasetId: "ds_orders",
+          mode,
+          rows: rows(...ids),
+          columns: () => columns,
+          updatedAt,
+        });
       await write("append", "2026-11-01T13:00:00.000Z", "N-1", "N-2");
       await write("replace", "2026-11-01T14:00:00.000Z", "R-1");
-      await store.rows.replaceDatasetRows("ds_orders", { rows: [{ order_id: "F-1", amount: 2 }], columns, refreshedAt: "2026-11-01T15:00:00.000Z" });
+      await store.rows.replaceDatasetRows("ds_orders", {
+        rows: [{ order_id: "F-1", amount: 2 }],
+        columns,
+        refreshedAt: "2026-11-01T15:00:00.000Z",
+      });
       const changes = await follow(datasetFeed(store, "ds_orders"), head);
       expect(changes.map((c) => c.change)).toEqual<Change[]>([
         { op: "insert", rowId: null, row: { order_id: "N-1", amount: 1 }, at: "2026-11-01T13:00:00.000Z" },
@@ -280,8 +351,18 @@ export function describeChangesConformance(name: string, factory: StorageFactory
         yield { order_id: "X-1", amount: 1 };
         throw new Error("the upload broke off");
       }
-      await expect(store.rows.writeDatasetRows({ datasetId: "ds_orders", mode: "append", rows: failing(), columns: () => columns, updatedAt: "2026-11-01T16:00:00.000Z" })).rejects.toThrow();
-      expect((await store.rows.readDatasetChanges("ds_orders", { after: changes.at(-1)!.position, limit: 10 })).changes).toEqual([]);
+      await expect(
+        store.rows.writeDatasetRows({
+          datasetId: "ds_orders",
+          mode: "append",
+          rows: failing(),
+          columns: () => columns,
+          updatedAt: "2026-11-01T16:00:00.000Z",
+        }),
+      ).rejects.toThrow();
+      expect(
+        (await store.rows.readDatasetChanges("ds_orders", { after: changes.at(-1)!.position, limit: 10 })).changes,
+      ).toEqual([]);
     });
 
     it("answers expired for a cursor older than retention kept, and serves what is kept", async () => {
@@ -290,14 +371,25 @@ export function describeChangesConformance(name: string, factory: StorageFactory
       await insert(store, "row_old", { region: "OLD", target: 1 }, NOW);
       await insert(store, "row_new", { region: "NEW", target: 2 }, NOW + 60_000);
       const before = await follow(tableFeed(store), head);
-      expect(ops(before)).toEqual([["insert", "row_old"], ["insert", "row_new"]]);
+      expect(ops(before)).toEqual([
+        ["insert", "row_old"],
+        ["insert", "row_new"],
+      ]);
       await store.tables.trimTableChanges(NOW + 30_000);
       // A cursor from before the removed change has missed it: expired, never a page with a gap.
-      expect(await store.tables.readTableChanges(TABLE, { after: head, limit: 10 })).toEqual({ changes: [], hasMore: false, expired: true });
+      expect(await store.tables.readTableChanges(TABLE, { after: head, limit: 10 })).toEqual({
+        changes: [],
+        hasMore: false,
+        expired: true,
+      });
       expect((await store.tables.readTableChanges(TABLE, { after: "0", limit: 10 })).expired).toBe(true);
       // No cursor: from the oldest change kept.
       const oldest = await store.tables.readTableChanges(TABLE, { after: null, limit: 10 });
-      expect({ ...oldest, changes: ops(oldest.changes) }).toEqual({ changes: [["insert", "row_new"]], hasMore: false, expired: false });
+      expect({ ...oldest, changes: ops(oldest.changes) }).toEqual({
+        changes: [["insert", "row_new"]],
+        hasMore: false,
+        expired: false,
+      });
       // From the removed change on, what is kept is whole.
       expect(ops(await follow(tableFeed(store), before[0]!.position))).toEqual([["insert", "row_new"]]);
       // A read made now hands over from the head, which is not expired.
