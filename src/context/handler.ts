@@ -27,8 +27,12 @@ export interface HandlerContext extends Ports {
   /** The client address (after trusted-proxy resolution). */
   clientAddress: string | null;
   userAgent: string | null;
-  /** Aborted when the client goes away before the answer (a long-poll then frees its place); absent when the adapter cannot tell. */
-  readonly signal?: AbortSignal;
+  /**
+   * The request's signal, aborted when the client goes away before the
+   * answer (a long-poll then frees its place); undefined when the adapter
+   * cannot tell. A function: the signal is made only when asked for.
+   */
+  signal?: () => AbortSignal | undefined;
   /** Log an error without failing the request. */
   log: (message: string, error?: unknown) => void;
   /** Tell the logger what is going on (`Logger.info`), when it listens; absent otherwise. */

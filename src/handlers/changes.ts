@@ -81,7 +81,7 @@ async function streamChanges(ctx: AuthedContext, feed: Feed, params: ChangesPara
   if (first.expired) throw expiredCursor();
   const end = performance.now() + Math.max(1, ctx.settings.maxStreamSeconds) * 1000;
   const watch = ctx.operations.changeWatch;
-  const signal = ctx.signal;
+  const signal = ctx.signal?.();
   async function* events(): AsyncGenerator<string> {
     let page = first;
     let position = after;
@@ -194,7 +194,7 @@ async function waitForChanges(
         feed.target.type,
         feed.target.id,
         soon ? Math.min(left, Math.max(pause, 50)) : left,
-        ctx.signal,
+        ctx.signal?.(),
       );
     } catch (error) {
       if (error instanceof WaitersFull) {
