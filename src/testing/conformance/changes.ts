@@ -365,6 +365,18 @@ export function describeChangesConformance(
       ).toEqual([]);
     });
 
+    it("forgets a deleted dataset's changes with it", async () => {
+      const store = await seeded();
+      await deliver(store, "wh1");
+      expect((await store.rows.readDatasetChanges(HOOK, { after: null, limit: 10 })).changes).toHaveLength(1);
+      expect(await store.catalog.deleteConnection("conn_hook_open")).toBe(true);
+      expect(await store.rows.readDatasetChanges(HOOK, { after: null, limit: 10 })).toEqual({
+        changes: [],
+        hasMore: false,
+        expired: false,
+      });
+    });
+
     it("answers expired for a cursor older than retention kept, and serves what is kept", async () => {
       const store = await seeded();
       const head = await store.tables.tableChangesHead(TABLE);
