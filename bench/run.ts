@@ -437,3 +437,43 @@ for (const script of ["bench/sqlite-reads.ts", "bench/postgres-reads.ts", "bench
   const child = spawn(process.execPath, ["--import", "tsx", "--expose-gc", script], { stdio: "inherit" });
   await new Promise((r) => child.once("exit", r));
 }
+
+/**
+ * Opt-in: the SQLite store's calls on each driver the machine has
+ * (bench/sqlite-drivers.ts), run one after the other, each runtime's
+ * medians and their ratio to better-sqlite3's (below 1: faster).
+ *
+ *   npm run bench -- sqlite-drivers
+ */
+if (filters.includes("sqlite-drivers")) {
+  const runs: Array<[string, string, string[], Record<string, string>]> = [
+    ["node 20, better-sqlite3", process.execPath, ["--import", "tsx", "bench/sqlite-drivers.ts"], { DATAPORT_SQLITE_DRIVER: "better-sqlite3" }],
+    ["node 22, node:sqlite", "node_modules/node/bin/node", ["--import", "tsx", "bench/sqlite-drivers.ts"], { DATAPORT_SQLITE_DRIVER: "node:sqlite" }],
+    ["bun, bun:sqlite", "node_modules/.bin/bun", ["bench/sqlite-drivers.ts"], {}],
+  ];
+  console.log("- sqlite-drivers: the SQLite store's calls in process on each driver (median µs per call)");
+  let reference: Record<string, number> | null = null;
+  for (const [name, runtime, args, env] of runs) {
+    if (!existsSync(runtime)) {
+      console.log(`    ${name}: not installed (${runtime})`);
+      continue;
+    }
+    const out = await new Promise<string>((resolve) => {
+      const child = spawn(runtime, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
+      let text = "";
+      child.stdout!.on("data", (d: Buffer) => (text += d.toString()));
+      child.once("exit", () => resolve(text));
+    });
+    const line = out.trim().split("\n").at(-1) ?? "";
+    let result: Record<string, number> | null = null;
+    try {
+      result = JSON.parse(line) as Record<string, number>;
+    } catch {
+      console.log(`    ${name}: no result (${line.slice(0, 200)})`);
+      continue;
+    }
+    reference ??= result;
+    const cell = (key: string) => `${result![key]} µs (${(result![key]! / reference![key]!).toFixed(2)}x)`;
+    console.log(`    ${name.padEnd(26)} 100-row page ${cell("page100Us")}, dataset record ${cell("datasetRecordUs")}, webhook row ${cell("ingestRowUs")}`);
+  }
+}
