@@ -66,6 +66,12 @@ describe("admin client methods mirror the admin functions", () => {
     expectTypeOf<Result<Client["connections"]["list"]>>().toEqualTypeOf<Result<Admin["listConnections"]>>();
     expectTypeOf<Args<Client["connections"]["setSigningSecret"]>[1]>().toEqualTypeOf<Args<Admin["setSigningSecret"]>[1]>();
     expectTypeOf<Result<Client["connections"]["setSigningSecret"]>>().toEqualTypeOf<Result<Admin["setSigningSecret"]>>();
+    expectTypeOf<Result<Client["connections"]["listDeliveries"]>>().toEqualTypeOf<Result<Admin["listWebhookDeliveries"]>>();
+    expectTypeOf<Args<Client["connections"]["listDeliveries"]>[1]>().toMatchTypeOf<Args<Admin["listWebhookDeliveries"]>[1]>();
+    expectTypeOf<Result<Client["connections"]["getDelivery"]>>().toEqualTypeOf<Result<Admin["getWebhookDelivery"]>>();
+    expectTypeOf<Result<Client["connections"]["replayDelivery"]>>().toEqualTypeOf<Result<Admin["replayWebhookDelivery"]>>();
+    expectTypeOf<Args<Client["connections"]["replayDeliveries"]>[1]>().toEqualTypeOf<Args<Admin["replayWebhookDeliveries"]>[1]>();
+    expectTypeOf<Result<Client["connections"]["replayDeliveries"]>>().toEqualTypeOf<Result<Admin["replayWebhookDeliveries"]>>();
 
     expectTypeOf<Args<Client["datasets"]["put"]>[1]>().toEqualTypeOf<Args<Admin["putDataset"]>[1]>();
     expectTypeOf<Result<Client["datasets"]["put"]>>().toEqualTypeOf<Result<Admin["putDataset"]>>();

@@ -222,13 +222,13 @@ describe("api.dispatch (what the Node adapter calls)", () => {
   }
   const json = { "content-type": "application/json" };
 
-  it("answers without a promise when nothing had to wait: a preflight, an unknown route, a wrong method, a body over the limit, a missing admin token", async () => {
+  // A webhook body over the limit waits for its endpoint now (the delivery log records the 413: webhook-inbox.md).
+  it("answers without a promise when nothing had to wait: a preflight, an unknown route, a wrong method, a missing admin token", async () => {
     const { api } = await setup({ fixture: webhookFixture(), maxBodyBytes: 16, adminToken: "admin-token-0123456789-abcdef" });
     const cases: Array<[ApiRequest, number, string | null]> = [
       [ready("OPTIONS", "/api/webhooks/hook-open", {}), 204, null],
       [ready("GET", "/api/v1/nope", {}), 404, "not_found"],
       [ready("DELETE", "/api/v1/me", {}), 405, "method_not_allowed"],
-      [ready("POST", "/api/webhooks/hook-open", json, JSON.stringify({ pad: "x".repeat(40) })), 413, "payload_too_large"],
       [ready("GET", "/api/admin/v1/teams", {}), 401, "unauthorized"],
     ];
     for (const [request, status, code] of cases) {

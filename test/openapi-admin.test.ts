@@ -68,7 +68,7 @@ describe("the admin OpenAPI document names every shape", () => {
     const document = adminDocument();
     expect(unnamedShapes(document)).toEqual([]);
     const operations = Object.values(document.paths).flatMap((item) => Object.values(item));
-    expect(operations.filter((op) => op.requestBody).length).toBe(18);
+    expect(operations.filter((op) => op.requestBody).length).toBe(19);
     const schemaOf = (path: string, method: "get" | "put" | "post", status = "200") => {
       const op = document.paths[`/api/admin/v1${path}`]![method]!;
       const response = op.responses[status] as { content: Record<string, { schema: JsonSchema }> };
@@ -163,6 +163,13 @@ describe("the admin OpenAPI document names every shape", () => {
     const hook = await send("PUT", "/connections/conn_hook", 201, { teamId: "team_ops", name: "Hook", type: "webhook", config: { signingSecret: "a-signing-secret" } });
     expect(hook).toMatchObject({ config: { signed: true }, endpointUrl: expect.stringContaining("/api/webhooks/") });
     expect(await send("PUT", "/connections/conn_hook/signing-secret", 200, { secret: null })).toMatchObject({ config: { signed: false } });
+    const refused = await api.fetch(new Request(hook.endpointUrl, { method: "POST", headers: { "content-type": "application/json" }, body: '{"n":' }));
+    expect(refused.status).toBe(400);
+    let deliveries: { data: Array<{ id: string }> } = { data: [] };
+    for (let i = 0; i < 100 && deliveries.data.length === 0; i++) deliveries = await send("GET", "/connections/conn_hook/deliveries?outcome=refused", 200);
+    await send("GET", `/connections/conn_hook/deliveries/${deliveries.data[0]!.id}`, 200);
+    expect(await send("POST", `/connections/conn_hook/deliveries/${deliveries.data[0]!.id}/replay`, 200)).toMatchObject({ outcome: "refused", reason: "invalid_body" });
+    expect(await send("POST", "/connections/conn_hook/deliveries/replay", 200, { outcome: "stored" })).toEqual({ matched: 0, replayed: 0, stored: 0, duplicate: 0, refused: 0, skipped: 0 });
 
     await send("GET", "/datasets", 200);
     await send("GET", "/datasets/ds_orders", 200);
@@ -259,6 +266,10 @@ export type SameAsFunctions = [
   Check<Same<S["CreditUsageInput"], admin.CreditUsageInput>>,
   Check<Same<S["AuditEventInput"], admin.AuditEventInput>>,
   Check<Same<S["DashboardViewBatch"], Parameters<admin.Admin["recordDashboardViews"]>[0]>>,
+  Check<Same<S["WebhookReplayInput"], NonNullable<Parameters<admin.Admin["replayWebhookDeliveries"]>[1]>>>,
+  Check<Same<S["WebhookDeliveryRecord"], Returns<"getWebhookDelivery">>>,
+  Check<Same<S["WebhookDeliveryPage"], Returns<"listWebhookDeliveries">>>,
+  Check<Same<S["WebhookReplaySummary"], Returns<"replayWebhookDeliveries">>>,
   Check<Same<S["Business"], Returns<"getBusiness">>>,
   Check<Same<S["Team"], Returns<"getTeam">>>,
   Check<Same<S["User"], Returns<"getUser">>>,

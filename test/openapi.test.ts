@@ -133,7 +133,7 @@ describe("OpenAPI document for code generators", () => {
     const operations = Object.values(admin.paths).flatMap((item) => Object.values(item));
     expect(operations.length).toBeGreaterThan(30);
     expect(new Set(operations.map((op) => op.operationId)).size).toBe(operations.length);
-    for (const op of operations) expect(op.operationId).toMatch(/^(list|get|put|create|update|delete|revoke|set|replace|append|refresh|record)[A-Z][A-Za-z]+$/);
+    for (const op of operations) expect(op.operationId).toMatch(/^(list|get|put|create|update|delete|revoke|set|replace|append|refresh|record|replay)[A-Z][A-Za-z]+$/);
     expect(operations.map((op) => op.operationId)).toEqual(expect.arrayContaining(["listTeams", "putMembership", "revokeApiKey", "replaceDatasetRows", "recordDashboardViews"]));
   });
 

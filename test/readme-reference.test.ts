@@ -97,7 +97,7 @@ describe("reference tables in docs/", () => {
     const api = createDataApi({ storage });
     const text = page("docs/dashboards-and-space.md");
     const objects = [...text.matchAll(/^### `([a-z-]+)` — /gm)].map((m) => m[1]!);
-    expect(objects).toEqual(["dashboard-usage", "refresh-history", "credit-usage", "api-usage", "dataset-usage"]);
+    expect(objects).toEqual(["dashboard-usage", "refresh-history", "credit-usage", "api-usage", "dataset-usage", "webhook-deliveries"]);
     for (const object of objects) {
       const res = await api.fetch(new Request(`http://127.0.0.1:8787/api/v1/space/${object}`, { headers: { authorization: "Bearer dp_demo_full_access_0000000000001" } }));
       expect(res.status, object).toBe(200);

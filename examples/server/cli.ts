@@ -31,6 +31,10 @@ export interface ServerConfig {
   now: number | null;
   auditLagSeconds: number;
   webhookRatePerSecond: number;
+  /** The webhook delivery log's bounds per endpoint: entries, days, bytes of a refused body (webhook-inbox.md). */
+  inboxSize: number;
+  inboxDays: number;
+  inboxBodyBytes: number;
   appUrl: string;
   viewUrl: string;
   /** Request and error lines: JSON lines on stdout, or none (errors then go to stderr as text). */
@@ -60,6 +64,7 @@ export function usage(command: string): string {
     `usage: ${command} [--fixture FILE] [--port 8787] [--host 127.0.0.1]`,
     `[--db PATH | :memory: | postgres://...] [--redis redis://...]`,
     `[--now ISO_INSTANT] [--audit-lag SECONDS] [--webhook-rate PER_SECOND]`,
+    `[--inbox-size N] [--inbox-days N] [--inbox-body-bytes N]`,
     `[--app-url URL] [--view-url URL]`,
     `[--log json|none] [--metrics] [--metrics-token TOKEN] [--api-rate PER_SECOND]`,
     `[--drain-timeout SECONDS] [--storage-timeout SECONDS] [--upstream-timeout SECONDS] [--rate-limit-fail-open]`,
@@ -78,6 +83,9 @@ function flagTable(defaults: { fixture: string; db: string }): Array<[flag: stri
     ["--now ISO_INSTANT", "start the clock at this instant and let it run (reproducible demos)", "the real time"],
     ["--audit-lag SECONDS", "how far behind now the audit feed stays", "5"],
     ["--webhook-rate PER_SECOND", "webhook deliveries per connection per second (burst twice that); 0 turns it off", "50"],
+    ["--inbox-size N", "deliveries each webhook endpoint's delivery log keeps, the newest (1 to 1000000)", "1000"],
+    ["--inbox-days N", "days a delivery stays in its endpoint's log (1 to 365)", "7"],
+    ["--inbox-body-bytes N", "bytes of a refused delivery's body the log keeps (1 to 16777216)", "262144"],
     ["--app-url URL", "the public origin, for webhook URLs and the OpenAPI server", "http://HOST:PORT"],
     ["--view-url URL", "the origin of published dashboard links", "the app URL"],
     ["--log json|none", "request and error lines as JSON on stdout, or none (errors then on stderr)", "json"],
@@ -118,6 +126,9 @@ export function parseServerArgs(argv: readonly string[], defaults: { fixture: st
         now: { type: "string" },
         "audit-lag": { type: "string" },
         "webhook-rate": { type: "string" },
+        "inbox-size": { type: "string" },
+        "inbox-days": { type: "string" },
+        "inbox-body-bytes": { type: "string" },
         "app-url": { type: "string" },
         "view-url": { type: "string" },
         log: { type: "string" },
@@ -170,6 +181,9 @@ export function parseServerArgs(argv: readonly string[], defaults: { fixture: st
     auditLagSeconds: integer("--audit-lag", str("audit-lag") ?? "5", 0, 3600),
     // 0 turns the limit off (README), as it does for --api-rate.
     webhookRatePerSecond: nonNegative("--webhook-rate", str("webhook-rate") ?? "50"),
+    inboxSize: integer("--inbox-size", str("inbox-size") ?? "1000", 1, 1_000_000),
+    inboxDays: integer("--inbox-days", str("inbox-days") ?? "7", 1, 365),
+    inboxBodyBytes: integer("--inbox-body-bytes", str("inbox-body-bytes") ?? "262144", 1, 16 * 1024 * 1024),
     appUrl,
     viewUrl: url("--view-url", str("view-url") ?? appUrl),
     log,

@@ -6,6 +6,13 @@ import type { AuditEventInput, CreditUsageInput, DashboardViewInput, RefreshRunI
 import type { BusinessInput, MembershipInput, SessionInfo, SessionInput, TeamInput, UserInput } from "../admin/identity.js";
 import type { ApiKeyInfo, KeyAdmin } from "../admin/keys.js";
 import type { TableInput } from "../admin/tables.js";
+import type {
+  WebhookDeliveryQuery,
+  WebhookDeliveryRecord,
+  WebhookDeliverySummary,
+  WebhookReplayFilter,
+  WebhookReplaySummary,
+} from "../admin/webhook-deliveries.js";
 import type { RequestOptions } from "../client/client.js";
 import type { ResponseMeta } from "../client/errors.js";
 import { paged, type Paged } from "../client/paging.js";
@@ -159,6 +166,23 @@ export function createAdminClient(options: AdminClientOptions) {
      */
     setSigningSecret: (id: string, input: SigningSecretInput, opts?: ChangeRequestOptions): Promise<ConnectionView> =>
       send<ConnectionView>("PUT", `/connections/${seg(id)}/signing-secret`, { ...at(opts), body: input }),
+    /** A webhook connection's delivery log, newest first (outcome, reason, since; limit and cursor). */
+    listDeliveries: (id: string, opts: WebhookDeliveryQuery & RequestOptions = {}): Promise<ListPage<WebhookDeliverySummary>> => {
+      const { outcome, reason, since, limit, cursor, ...rest } = opts;
+      return send<ListPage<WebhookDeliverySummary>>("GET", `/connections/${seg(id)}/deliveries`, {
+        ...at(rest),
+        query: query({ outcome, reason, since, limit, cursor: cursor ?? undefined }),
+      });
+    },
+    /** One delivery, with its headers (credentials redacted) and kept body. */
+    getDelivery: (id: string, deliveryId: string, opts?: RequestOptions): Promise<WebhookDeliveryRecord> =>
+      get<WebhookDeliveryRecord>(`/connections/${seg(id)}/deliveries/${seg(deliveryId)}`, opts),
+    /** Ingests a delivery's kept body again as a new delivery (no signature check, no rate limit). Sent once. */
+    replayDelivery: (id: string, deliveryId: string, opts?: ChangeRequestOptions): Promise<WebhookDeliveryRecord> =>
+      create<WebhookDeliveryRecord>(`/connections/${seg(id)}/deliveries/${seg(deliveryId)}/replay`, undefined, opts),
+    /** Replays every kept delivery matching `filter`, oldest first. Sent once. */
+    replayDeliveries: (id: string, filter: WebhookReplayFilter = {}, opts?: ChangeRequestOptions): Promise<WebhookReplaySummary> =>
+      create<WebhookReplaySummary>(`/connections/${seg(id)}/deliveries/replay`, filter, opts),
   };
 
   const datasets = {

@@ -10,6 +10,7 @@ import { type KeyAdmin, keyAdmin } from "./keys.js";
 import { type RowsAdmin, rowsAdmin } from "./rows.js";
 import { type TableAdmin, tableAdmin } from "./tables.js";
 import { type WebhookAdmin, webhookAdmin } from "./webhooks.js";
+import { type WebhookDeliveryAdmin, webhookDeliveryAdmin } from "./webhook-deliveries.js";
 
 export type { AuditAdmin } from "./audit.js";
 export type { CatalogAdmin, ConnectionInput, ConnectionView, DatasetInput, SigningSecretInput } from "./catalog.js";
@@ -25,6 +26,14 @@ export type { UploadProgress, UploadProgressOptions } from "./upload-progress.js
 export type { StreamBody } from "../http/types.js";
 export type { TableAdmin, TableInput } from "./tables.js";
 export type { WebhookAdmin, WebhookConnectionInfo, WebhookSecretOptions } from "./webhooks.js";
+export type {
+  WebhookDeliveryAdmin,
+  WebhookDeliveryQuery,
+  WebhookDeliveryRecord,
+  WebhookDeliverySummary,
+  WebhookReplayFilter,
+  WebhookReplaySummary,
+} from "./webhook-deliveries.js";
 
 /** How `uploadDatasetRows` and `writeDatasetRows` change a dataset's rows: `replace` them or `append` to them. */
 export type RowsWriteMode = Parameters<RowsAdmin["uploadDatasetRows"]>[1];
@@ -59,6 +68,7 @@ export interface Admin
     DashboardAdmin,
     HistoryAdmin,
     WebhookAdmin,
+    WebhookDeliveryAdmin,
     ConnectionAdmin,
     AuditAdmin {}
 
@@ -74,6 +84,7 @@ export function createAdmin(api: { ports: Ports; settings: ApiSettings }): Admin
     ...dashboardAdmin(deps),
     ...historyAdmin(deps),
     ...webhookAdmin(api.ports, api.settings),
+    ...webhookDeliveryAdmin(deps),
     ...connectionAdmin(api.ports),
     ...auditAdmin(api.ports),
   };

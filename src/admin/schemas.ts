@@ -128,3 +128,25 @@ export function parseBody<T extends z.ZodType>(schema: T, value: unknown): z.out
   const message = issue.code === "unrecognized_keys" ? "unknown field" : issue.message;
   throw validationFailed(path, message);
 }
+
+export const webhookReplayBody = z
+  .object({
+    outcome: z.enum(["stored", "duplicate", "refused"]).optional(),
+    reason: z
+      .enum([
+        "signature_missing",
+        "signature_invalid",
+        "timestamp_out_of_tolerance",
+        "rate_limited",
+        "body_too_large",
+        "unsupported_media_type",
+        "invalid_body",
+        "too_many_columns",
+        "storage_unavailable",
+      ])
+      .optional(),
+    since: z.string().optional().describe("ISO 8601 instant: received at or after it"),
+    until: z.string().optional().describe("ISO 8601 instant: received before it"),
+  })
+  .strict()
+  .meta({ id: "WebhookReplayInput", description: "Which kept deliveries to replay, oldest first: every filter given must match" });

@@ -226,7 +226,7 @@ export interface DashboardViewsByViewer {
 
 export type DashboardViews = DashboardViewsByDay | DashboardViewsByViewer;
 
-export type SpaceObjectName = "dashboard-usage" | "refresh-history" | "credit-usage" | "api-usage" | "dataset-usage";
+export type SpaceObjectName = "dashboard-usage" | "refresh-history" | "credit-usage" | "api-usage" | "dataset-usage" | "webhook-deliveries";
 
 export interface SpaceObject {
   object: SpaceObjectName;

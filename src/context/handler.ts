@@ -4,6 +4,7 @@ import type { ChangeWatch } from "../core/change-watch.js";
 import type { Caches } from "../core/caches.js";
 import type { AuditEvent } from "../domain/model.js";
 import type { Guard } from "../core/guard.js";
+import type { WebhookInbox } from "../core/webhook-inbox.js";
 import type { Metrics } from "../ports/metrics.js";
 import type { Ports } from "./ports.js";
 import type { ApiSettings } from "./settings.js";
@@ -49,6 +50,8 @@ export interface HandlerContext extends Ports {
   caches: Caches;
   /** This API instance's connection guard: cached answers, single-flight, upstream rate limits (src/core/guard.ts). */
   guard: Guard;
+  /** This API instance's webhook delivery log writer: where refused deliveries go (src/core/webhook-inbox.ts). */
+  inbox: WebhookInbox;
 }
 
 /** Context of a route that requires a bearer credential. */

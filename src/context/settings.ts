@@ -35,6 +35,12 @@ export interface ApiSettings {
   webhookRatePerSecond: number;
   /** Rows kept per webhook connection unless the connection says otherwise (default 10,000). */
   webhookRetainRows: number;
+  /** Deliveries each webhook endpoint's delivery log keeps, the newest (default 1,000; webhook-inbox.md). */
+  inboxSize: number;
+  /** Days a delivery stays in its endpoint's log (default 7). */
+  inboxDays: number;
+  /** Bytes of a refused delivery's body the log keeps (default 256 KiB); the rest is cut (`bodyTruncated`). */
+  inboxBodyBytes: number;
   /**
    * Client addresses of proxies whose `X-Forwarded-For` is believed. Empty
    * (the default) means the adapter's peer address is used as is.

@@ -2,6 +2,7 @@ import { resolveTeam } from "../core/access.js";
 import type { Credential } from "../core/auth.js";
 import type { AuthedContext } from "../context/handler.js";
 import { dayWindow } from "../domain/days.js";
+import { type DeliveryDayRow, deliveryDayRows } from "../domain/webhook-inbox.js";
 import type { ColumnType } from "../domain/model.js";
 import { notFound } from "../base/api-error.js";
 import type { Storage } from "../ports/storage.js";
@@ -92,13 +93,29 @@ const datasetUsage: SpaceSource<DatasetUsageRow> = {
   datasetField: "dataset_id",
 };
 
-/** The five space objects: what GET /space/{object} serves. */
+/** Deliveries per webhook connection per UTC day, refusals by reason (webhook-inbox.md); suppressed refusals count too. */
+const webhookDeliveries: SpaceSource<DeliveryDayRow> = {
+  columns: [
+    { name: "connection_id", type: "string" },
+    { name: "connection", type: "string" },
+    { name: "day", type: "date" },
+    { name: "received", type: "number" },
+    { name: "stored", type: "number" },
+    { name: "duplicates", type: "number" },
+    { name: "refused", type: "number" },
+    { name: "refused_by_reason", type: "json" },
+  ],
+  rows: async (storage, query) => deliveryDayRows(await storage.webhooks.webhookDeliveryCounts(query)),
+};
+
+/** The space objects: what GET /space/{object} serves. */
 export const SPACE_SOURCES: Readonly<Record<SpaceObject, SpaceSource<any>>> = {
   "dashboard-usage": dashboardUsage,
   "refresh-history": refreshHistory,
   "credit-usage": creditUsage,
   "api-usage": apiUsage,
   "dataset-usage": datasetUsage,
+  "webhook-deliveries": webhookDeliveries,
 };
 
 const isSpaceObject = (name: string): name is SpaceObject => Object.hasOwn(SPACE_SOURCES, name);

@@ -1,5 +1,5 @@
 import type { HandlerContext } from "../context/handler.js";
-import { typeOfValue } from "../domain/columns.js";
+import { MAX_DATASET_COLUMNS, typeOfValue } from "../domain/columns.js";
 import { idSource } from "../domain/crypto.js";
 import { dedupKeyOf } from "../domain/dedup.js";
 import { flattenPayload } from "../domain/flatten.js";
@@ -14,6 +14,9 @@ import { Reply } from "../http/reply.js";
 import type { HeaderReader } from "../base/headers.js";
 import type { RawBody } from "../http/types.js";
 import type { WebhookEndpoint } from "../domain/webhook-config.js";
+import { inboxKeep, loggedBody, loggedHeaders, type RefusalLogInput, type RefusalReason } from "../domain/webhook-inbox.js";
+import type { WebhookReceipt } from "../ports/storage/webhooks.js";
+import type { WebhookInbox } from "../core/webhook-inbox.js";
 
 /** Row ids, `whr_<16 hex>-<counter>`: unique across processes (random prefix), no randomness drawn per delivery. */
 const nextRowId = idSource("whr_");
@@ -47,50 +50,178 @@ export function verifyDelivery(endpoint: WebhookEndpoint, body: RawBody, headers
 
 /**
  * POST /api/webhooks/{endpointId}: one delivery becomes one row. Order of
- * refusals: unknown endpoint 404, rate limit 429, signature 401, media type
- * 415, body 400 — and a refused delivery stores nothing.
+ * refusals: unknown endpoint 404, body over the limit 413, rate limit 429,
+ * signature 401, media type 415, body 400 — and a refused delivery stores
+ * nothing. Every delivery to a known endpoint is recorded in its log
+ * (webhook-inbox.md): a stored or duplicate one with its row, in the same
+ * commit; a refused one through `ctx.inbox`, off the sender's path.
  */
 export async function receiveWebhook(ctx: HandlerContext, endpointId: string, body: RawBody, headers: HeaderReader): Promise<Reply> {
   const endpoint = await ctx.storage.webhooks.getWebhookEndpoint(endpointId);
   if (!endpoint) throw notFound("webhook endpoint");
   const now = ctx.clock.now();
-  // One token from the connection's bucket, or 429; the RateLimit-* headers are a fresh object the receipt takes over.
-  const rate = ctx.settings.webhookRatePerSecond;
-  let rateHeaders: Record<string, string> = {};
-  if (isRateLimit(rate)) {
-    const limit = tokenBucket(rate);
-    const decision = await ctx.rateLimiter.take(`webhook:${endpoint.connectionId}`, limit, now);
-    rateHeaders = rateLimitHeaders(decision, limit, DELIVERY_REFUSAL, ctx.settings.rateLimitHeaders, "webhook");
+  const delivery: DeliveryFacts = { id: nextDeliveryId(), receivedAt: isoTime(now), receivedMs: now, sourceIp: ctx.clientAddress, verifiedBy: null, replayOf: null };
+  try {
+    if (body.tooLarge) throw body.tooLarge;
+    // One token from the connection's bucket, or 429; the RateLimit-* headers are a fresh object the receipt takes over.
+    const rate = ctx.settings.webhookRatePerSecond;
+    let rateHeaders: Record<string, string> = {};
+    if (isRateLimit(rate)) {
+      const limit = tokenBucket(rate);
+      const decision = await ctx.rateLimiter.take(`webhook:${endpoint.connectionId}`, limit, now);
+      rateHeaders = rateLimitHeaders(decision, limit, DELIVERY_REFUSAL, ctx.settings.rateLimitHeaders, "webhook");
+    }
+    delivery.verifiedBy = verifyDelivery(endpoint, body, headers, now);
+    const result = await ingestDelivery(ctx, endpoint, body, headers, delivery);
+    ctx.operations.metrics?.webhook(result.duplicate ? "duplicate" : "stored", null, endpoint.connectionId);
+    ctx.operations.changeRetention?.due();
+    // The receipt as text directly (the one response every delivery gets); the same JSON as JSON.stringify.
+    // A new row's id is ours (`whr_`, hex, `-`, base36): nothing to escape. A first delivery's id came from the store.
+    const idJson = result.duplicate ? JSON.stringify(result.id) : `"${result.id}"`;
+    const text = `{"ok":true,"id":${idJson},"duplicate":${result.duplicate}}`;
+    return Reply.adoptJsonText(200, text, rateHeaders);
+  } catch (error) {
+    refused(ctx, endpoint, body, headers, delivery, error);
+    throw error;
   }
-  // Which secret verified it (current or previous): the delivery log of webhook-inbox.md will record it.
-  const verifiedBy = verifyDelivery(endpoint, body, headers, now);
+}
+
+/** What the log says of a delivery besides what the body and headers say. */
+export interface DeliveryFacts {
+  id: string;
+  receivedAt: string;
+  /** `receivedAt` in epoch ms. */
+  receivedMs: number;
+  sourceIp: string | null;
+  verifiedBy: VerifiedBy | null;
+  replayOf: string | null;
+}
+
+/** Delivery log ids, `whd_<16 hex>-<counter>` (as row ids: unique across processes, nothing random per delivery). */
+export const nextDeliveryId = idSource("whd_");
+
+/**
+ * A checked delivery into its endpoint's dataset: parsed (415, 400), flattened
+ * (400 past MAX_DATASET_COLUMNS columns), stored with its log entry in one
+ * commit. What the receiver and a replay share.
+ */
+export async function ingestDelivery(
+  ctx: { storage: HandlerContext["storage"]; settings: HandlerContext["settings"]; inbox: Pick<WebhookInbox, "bounds" | "takeSuppressed"> },
+  endpoint: WebhookEndpoint,
+  body: RawBody,
+  headers: HeaderReader,
+  delivery: DeliveryFacts,
+): Promise<WebhookReceipt> {
   const payload = parsePayload(body);
-  const receivedAt = isoTime(now);
+  const { receivedAt, sourceIp } = delivery;
   const id = nextRowId();
   const row: Row = emptyRow();
   row._id = id;
   row._receivedAt = receivedAt;
-  row._sourceIp = ctx.clientAddress;
+  row._sourceIp = sourceIp;
   flattenPayload(payload, row);
   // Metadata wins over payload fields of the same name (their columns stay first).
   row._id = id;
   row._receivedAt = receivedAt;
-  row._sourceIp = ctx.clientAddress;
-  const result = await ctx.storage.webhooks.ingestWebhookRow({
+  row._sourceIp = sourceIp;
+  const columns = columnsOf(row);
+  if (columns.length > MAX_DATASET_COLUMNS) {
+    throw new ApiError(400, "invalid_body", `body: the payload has ${columns.length - 3} fields once flattened; at most ${MAX_DATASET_COLUMNS - 3} are stored`, {
+      details: { reason: "too_many_columns", limit: MAX_DATASET_COLUMNS - 3 },
+    });
+  }
+  const dedupKey = dedupKeyOf(headers, payload);
+  const { inbox } = ctx;
+  return ctx.storage.webhooks.ingestWebhookRow({
     datasetId: endpoint.datasetId,
-    dedupKey: dedupKeyOf(headers, payload),
+    dedupKey,
     row,
-    columns: columnsOf(row),
+    columns,
     retainRows: endpoint.retainRows ?? ctx.settings.webhookRetainRows,
     receivedAt,
+    log: {
+      id: delivery.id,
+      connectionId: endpoint.connectionId,
+      receivedAt,
+      detail: {
+        sourceIp,
+        deliveryKey: dedupKey,
+        headers: loggedHeaders(headers),
+        body: null,
+        bodyEncoding: null,
+        bodyTruncated: false,
+        contentType: body.contentType,
+        verifiedBy: delivery.verifiedBy,
+        suppressed: inbox.takeSuppressed(endpoint.connectionId),
+        replayOf: delivery.replayOf,
+      },
+      keep: inboxKeep(inbox.bounds, delivery.receivedMs),
+    },
   });
-  ctx.operations.metrics?.webhook(result.duplicate ? "duplicate" : "stored", null);
-  ctx.operations.changeRetention?.due();
-  // The receipt as text directly (the one response every delivery gets); the same JSON as JSON.stringify.
-  // This delivery's own id is ours (`whr_`, hex, `-`, base36): nothing to escape. A first delivery's id came from the store.
-  const idJson = result.id === id ? `"${id}"` : JSON.stringify(result.id);
-  const text = `{"ok":true,"id":${idJson},"duplicate":${result.duplicate}}`;
-  return Reply.adoptJsonText(200, text, rateHeaders);
+}
+
+/** Refusals the receiver counted in metrics itself (with their connection), so the request observer does not count them again. */
+export const countedRefusals = new WeakSet<object>();
+
+/** A refused delivery into the log (and the metrics), as `refusalOf` names it. Never throws. */
+function refused(
+  ctx: Pick<HandlerContext, "inbox" | "operations">,
+  endpoint: WebhookEndpoint,
+  body: RawBody,
+  headers: HeaderReader,
+  delivery: DeliveryFacts,
+  error: unknown,
+): void {
+  ctx.inbox.refused(refusalEntry(ctx.inbox.bounds.bodyBytes, endpoint, body, headers, delivery, error));
+  const metrics = ctx.operations.metrics;
+  if (metrics && error !== null && typeof error === "object") {
+    metrics.webhook("rejected", error instanceof ApiError ? error.code : "internal", endpoint.connectionId);
+    countedRefusals.add(error);
+  }
+}
+
+/** The log entry of a refused delivery: its reason and status, its headers (redacted) and up to `bodyBytes` of its body. */
+export function refusalEntry(
+  bodyBytes: number,
+  endpoint: WebhookEndpoint,
+  body: RawBody,
+  headers: HeaderReader,
+  delivery: DeliveryFacts,
+  error: unknown,
+): RefusalLogInput {
+  const { reason, status } = refusalOf(error);
+  return {
+    id: delivery.id,
+    connectionId: endpoint.connectionId,
+    receivedAt: delivery.receivedAt,
+    reason,
+    status,
+    detail: {
+      sourceIp: delivery.sourceIp,
+      deliveryKey: null,
+      headers: loggedHeaders(headers),
+      ...loggedBody(body.tooLarge ? null : body.bytes, bodyBytes),
+      contentType: body.contentType,
+      verifiedBy: null,
+      suppressed: 0,
+      replayOf: delivery.replayOf,
+    },
+  };
+}
+
+/** The log's reason and status of a failure (webhook-inbox.md): the refusal's own, a store's fault, or an unexpected one (500). */
+export function refusalOf(error: unknown): { reason: RefusalReason; status: number } {
+  if (!(error instanceof ApiError)) return { reason: "storage_unavailable", status: 500 };
+  const { status } = error;
+  const detail = error.details?.reason;
+  if (status === 401 && (detail === "signature_missing" || detail === "signature_invalid" || detail === "timestamp_out_of_tolerance")) return { reason: detail, status };
+  if (status === 401) return { reason: "signature_invalid", status };
+  if (status === 413) return { reason: "body_too_large", status };
+  if (status === 415) return { reason: "unsupported_media_type", status };
+  if (status === 429 || error.code === "rate_limiter_unavailable") return { reason: "rate_limited", status };
+  if (status === 400 && detail === "too_many_columns") return { reason: "too_many_columns", status };
+  if (status >= 500) return { reason: "storage_unavailable", status };
+  return { reason: "invalid_body", status };
 }
 
 const DELIVERY_REFUSAL = "too many deliveries to this webhook endpoint; retry later";

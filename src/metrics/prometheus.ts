@@ -11,6 +11,13 @@ export interface PrometheusMetricsOptions {
   processMetrics?: boolean;
   /** Latency buckets in seconds for requests, upstream calls and storage operations. */
   buckets?: number[];
+  /**
+   * Label the webhook counters by connection (`connection`: its id, `unknown`
+   * for an endpoint that does not exist). Default false. At most
+   * `maxConnections` (default 1000) distinct ids are labelled; deliveries of
+   * any further connection count under `other`, so the series stay bounded.
+   */
+  webhookConnectionLabel?: boolean | { maxConnections?: number };
 }
 
 export interface PrometheusMetrics extends Metrics {
@@ -27,7 +34,8 @@ const DEFAULT_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0
  *   `http_request_duration_seconds{method,route,status}`: every request,
  *   by route template (`none` when no route matched);
  * - `webhook_deliveries_total{outcome}` (stored, duplicate, rejected) and
- *   `webhook_rejections_total{reason}` (the error code);
+ *   `webhook_rejections_total{reason}` (the error code), both with
+ *   `connection` too when `webhookConnectionLabel` is on;
  * - `upstream_calls_total{connection_type,outcome}` and
  *   `upstream_call_duration_seconds{connection_type}`;
  * - `connection_cache_total{connection_type,result}` (hit, miss, stale);
@@ -55,16 +63,17 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
     buckets,
     registers,
   });
+  const byConnection = options.webhookConnectionLabel ? connectionLabels(options.webhookConnectionLabel) : null;
   const deliveries = new Counter({
     name: `${prefix}webhook_deliveries_total`,
     help: "Webhook deliveries: stored as a new row, recognised as a duplicate, or rejected.",
-    labelNames: ["outcome"] as const,
+    labelNames: byConnection ? (["outcome", "connection"] as const) : (["outcome"] as const),
     registers,
   });
   const rejections = new Counter({
     name: `${prefix}webhook_rejections_total`,
     help: "Webhook deliveries rejected, by error code.",
-    labelNames: ["reason"] as const,
+    labelNames: byConnection ? (["reason", "connection"] as const) : (["reason"] as const),
     registers,
   });
   const upstreamCalls = new Counter({
@@ -111,9 +120,15 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
       requests.inc(labels);
       requestSeconds.observe(labels, line.durationMs / 1000);
     },
-    webhook(outcome, reason) {
-      deliveries.inc({ outcome });
-      if (outcome === "rejected") rejections.inc({ reason: reason ?? "unknown" });
+    webhook(outcome, reason, connectionId) {
+      if (byConnection === null) {
+        deliveries.inc({ outcome });
+        if (outcome === "rejected") rejections.inc({ reason: reason ?? "unknown" });
+        return;
+      }
+      const connection = byConnection(connectionId ?? null);
+      deliveries.inc({ outcome, connection });
+      if (outcome === "rejected") rejections.inc({ reason: reason ?? "unknown", connection });
     },
     upstreamCall(connectionType: string, outcome: UpstreamOutcome, durationMs: number) {
       upstreamCalls.inc({ connection_type: connectionType, outcome });
@@ -134,5 +149,18 @@ export function createPrometheusMetrics(options: PrometheusMetricsOptions = {}):
     async expose() {
       return { contentType: registry.contentType, body: await registry.metrics() };
     },
+  };
+}
+
+/** A connection's label: its id while fewer than `maxConnections` were seen, `other` past them, `unknown` for none. */
+function connectionLabels(option: true | { maxConnections?: number }): (connectionId: string | null) => string {
+  const max = option === true ? 1000 : (option.maxConnections ?? 1000);
+  const seen = new Set<string>();
+  return (connectionId) => {
+    if (connectionId === null) return "unknown";
+    if (seen.has(connectionId)) return connectionId;
+    if (seen.size >= max) return "other";
+    seen.add(connectionId);
+    return connectionId;
   };
 }

@@ -19,8 +19,12 @@ export type StorageOutcome = "ok" | "error" | "timeout";
 export interface Metrics {
   /** Once per request, after the reply is built (the same facts as the request log line). */
   request(line: RequestLogLine): void;
-  /** A webhook delivery: stored as a new row, recognised as a duplicate, or refused (reason: the error code). */
-  webhook(outcome: "stored" | "duplicate" | "rejected", reason: string | null): void;
+  /**
+   * A webhook delivery: stored as a new row, recognised as a duplicate, or
+   * refused (reason: the error code). `connectionId`: the webhook
+   * connection, when the endpoint is known (absent or null for an unknown one).
+   */
+  webhook(outcome: "stored" | "duplicate" | "rejected", reason: string | null, connectionId?: string | null): void;
   /** One call to an upstream through the connection guard. */
   upstreamCall(connectionType: string, outcome: UpstreamOutcome, durationMs: number): void;
   /** One guarded connection query: answered from the fresh cache, from the upstream, or stale. */

@@ -1,4 +1,5 @@
 import type { AggregateDialect, Column, MetricSql } from "../sql/aggregate-compiler.js";
+import type { Slot } from "../sql/dataset-values.js";
 import { join, raw, type Sql, sql } from "../sql/fragments.js";
 import { postgresRowDialect } from "./row-query-dialect.js";
 
@@ -17,19 +18,24 @@ import { postgresRowDialect } from "./row-query-dialect.js";
  * (float8 numbers, strings under `COLLATE "C"`, booleans, the JSON text of
  * objects and arrays) and answer the first kind present in the sort order.
  */
-export function postgresAggregateDialect(doc: string): AggregateDialect {
+export function postgresAggregateDialect(doc: string, slots: ReadonlyMap<string, Slot> | null = null): AggregateDialect {
   const m = (column: Column) => raw(`m${column.index}`);
   const kind = (column: Column) => sql`jsonb_typeof(${m(column)})`;
   const ofKind = (column: Column, kinds: string, value: Sql) =>
     sql`(CASE WHEN ${kind(column)} IN (${raw(kinds)}) THEN ${value} END)`;
   // Objects' and arrays' JSON text as stored (jsonb would respace it and reorder its keys), read only for them.
-  const structureText = (column: Column) => ofKind(column, "'object', 'array'", sql`(d -> ${column.name}::text)::text`);
+  const ownText = (column: Column) => (slots ? sql`${raw(`o${column.index}`)}::text` : sql`(d -> ${column.name}::text)::text`);
+  const structureText = (column: Column) => ofKind(column, "'object', 'array'", ownText(column));
+  const times = (column: Column) => slots?.get(column.name)?.times ?? null;
   return {
     values(from, columns) {
+      if (slots) return copiedValues(from, columns, slots);
       const values = columns.map((column) => sql`s.j -> ${column.name}::text AS ${m(column)}`);
       return sql`SELECT ${join([raw("s.d"), ...values], ", ")}
         FROM (SELECT ${raw(doc)} AS d, (${raw(doc)})::jsonb AS j ${from} OFFSET 0) AS s OFFSET 0`;
     },
+    storedBuckets: (column) =>
+      times(column) === null ? null : { hour: raw(`h${column.index}`), week: raw(`w${column.index}`) },
     fence: raw("OFFSET 0"),
     identity: (column) => sql`(CASE WHEN ${kind(column)} <> 'null' THEN ${m(column)} END)`,
     present: (column) => sql`${kind(column)} <> 'null'`,
@@ -78,6 +84,21 @@ export function postgresAggregateDialect(doc: string): AggregateDialect {
     integer: (digits) => sql`CAST(${digits} AS integer)`,
     digits: (value, width) => sql`to_char(${value}, ${raw(`'FM${"0".repeat(width)}'`)})`,
   };
+}
+
+/**
+ * The values of `columns` from the typed copy (dataset-values-sql.ts): each
+ * slot's `json` taken apart (`m`, a small value, not the row) and kept as
+ * text for objects and arrays (`o`), with a date column's stored buckets.
+ */
+function copiedValues(from: Sql, columns: readonly Column[], slots: ReadonlyMap<string, Slot>): Sql {
+  const items = columns.flatMap((column) => {
+    const { slot, times } = slots.get(column.name)!;
+    const [i, v] = [column.index, `v${slot}`];
+    const own = [raw(`${v}::jsonb AS m${i}`), raw(`${v} AS o${i}`)];
+    return times === null ? own : [...own, raw(`h${times} AS h${i}`), raw(`w${times} AS w${i}`)];
+  });
+  return sql`SELECT ${items.length > 0 ? join(items, ", ") : raw("1 AS one")} ${from} OFFSET 0`;
 }
 
 /** The accepted forms of a time bucket's value (time-buckets.ts): ASCII digits, `T` and `Z` upper case. */

@@ -1,7 +1,9 @@
 import type { AggregateAnswer, AggregateQuery } from "../domain/aggregate-query.js";
-import { aggregateAnswer, aggregateSql, type AggregateSqlRow } from "../sql/aggregate-compiler.js";
+import { aggregateAnswer, aggregateSql, type AggregateSqlRow, usedColumns } from "../sql/aggregate-compiler.js";
+import { slotsOf } from "../sql/dataset-values.js";
 import { raw, renderNumbered, type Sql, sql } from "../sql/fragments.js";
 import { postgresAggregateDialect } from "./aggregate-sql.js";
+import { valueLayoutOf } from "./dataset-values.js";
 import { begun, bounded, type Db } from "./db.js";
 import { postgresRowDialect, SANE_ROW, UNPARSABLE } from "./row-query-dialect.js";
 
@@ -18,15 +20,23 @@ export function postgresAggregates(db: Db, timeoutMs: number) {
   const { t } = db;
   const bound = timeoutMs > 0 && Number.isFinite(timeoutMs) ? `; set local statement_timeout = ${Math.ceil(timeoutMs)}` : "";
   const begin = `${bounded("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", { idleMs: db.bounds.idleMs })}${bound}`;
-  const run = async (target: { table: string; scope: Sql; unparsable: string; params: unknown[] }, query: AggregateQuery) => {
+  const run = async (
+    target: { table: string; scope: Sql; unparsable: string; params: unknown[]; values?: { datasetId: string; scope: Sql } },
+    query: AggregateQuery,
+  ) => {
     const lease = await begun(db.pool, begin);
     try {
       const [found] = (await lease.client.query<{ unparsable: boolean }>(target.unparsable, target.params)).rows;
       const doc = found?.unparsable ? SANE_ROW : "row";
+      // The typed copy of declared columns (dataset-values-sql.ts) when it holds every column read, without `where`.
+      const layout = target.values && !found?.unparsable && query.where === null ? await valueLayoutOf(lease.client, t, target.values.datasetId) : null;
+      const slots = slotsOf(layout, usedColumns(query).map((c) => c.name));
       const statement = aggregateSql(
         query,
-        { table: raw(t(target.table)), scope: target.scope, rowDialect: postgresRowDialect(doc, "pos") },
-        postgresAggregateDialect(doc),
+        slots && target.values
+          ? { table: raw(t("dataset_values")), scope: target.values.scope, rowDialect: postgresRowDialect(doc, "pos") }
+          : { table: raw(t(target.table)), scope: target.scope, rowDialect: postgresRowDialect(doc, "pos") },
+        postgresAggregateDialect(doc, slots),
       );
       const params: unknown[] = [];
       const text = renderNumbered(statement, params);
@@ -48,7 +58,7 @@ export function postgresAggregates(db: Db, timeoutMs: number) {
         AND pos < (SELECT next_pos FROM ${datasets} WHERE id = ${datasetId})`;
       const unparsable = `select exists (select 1 from ${t("dataset_rows")} r join ${t("datasets")} d on d.id = r.dataset_id
         where d.id = $1 and ${UNPARSABLE} and r.pos >= d.first_pos and r.pos < d.next_pos) as unparsable`;
-      return run({ table: "dataset_rows", scope, unparsable, params: [datasetId] }, query);
+      return run({ table: "dataset_rows", scope, unparsable, params: [datasetId], values: { datasetId, scope } }, query);
     },
     aggregateTableRows(tableId: string, query: AggregateQuery): Promise<AggregateAnswer> {
       const unparsable = `select exists (select 1 from ${t("table_rows")} where table_id = $1 and ${UNPARSABLE}) as unparsable`;

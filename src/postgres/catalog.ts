@@ -3,6 +3,7 @@ import type { Column, ConnectionRecord, DatasetRecord, DatasetType } from "../do
 import type { CatalogStore, CatalogWrites } from "../ports/storage/catalog.js";
 import type { CatalogWatch } from "./catalog-events.js";
 import { type Db, idPageSql, json, num, PUT_RESULT, putResult } from "./db.js";
+import { syncDatasetValues } from "./dataset-values.js";
 import { syncDatasetIndexes } from "./row-indexes.js";
 
 /** Connections and datasets (their rows: rows.ts). */
@@ -115,6 +116,8 @@ export function postgresCatalog(db: Db, watch: CatalogWatch): CatalogStore & Cat
             dataset.updatedAt,
           ],
         );
+        // The typed copy of declared columns follows the declaration in the same transaction (dataset-values.ts).
+        await syncDatasetValues(client, t, dataset.id, dataset.columnsDeclared === true ? dataset.columns : null);
         return putResult(rows.rows);
       }));
       // Declared columns are indexed (row-indexes.ts), after the commit: the builds do not block writers.

@@ -12,6 +12,7 @@ import { watchCatalog } from "./catalog-events.js";
 import { briefly, createDb, type Db, DEFAULT_BOUNDS, guardClients, storeFault } from "./db.js";
 import { postgresDashboards } from "./dashboards.js";
 import { postgresCredentials, postgresIdentity } from "./identity.js";
+import { ensureDatasetValues } from "./dataset-values.js";
 import { migrate } from "./migrations.js";
 import { seedSpace } from "./seed.js";
 import { sessionReads } from "./session-read.js";
@@ -132,6 +133,7 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
     idleMs: options.idleTransactionTimeoutMs ?? DEFAULT_BOUNDS.idleMs,
     lockMs: options.lockTimeoutMs ?? DEFAULT_BOUNDS.lockMs,
   });
+  await ensureDatasetValues(db);
   const watch = watchCatalog(pool, schema, { syncTimeoutMs: options.freshnessTimeoutMs ?? 500 });
   const seen = sessionReads();
   const reads: OpenReads = new Set();

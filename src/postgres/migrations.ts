@@ -1,5 +1,6 @@
 import type { Pool } from "pg";
 import { quoteIdent } from "../sql/literals.js";
+import { datasetValuesSql } from "./dataset-values-sql.js";
 import { bounded, checkout, DEFAULT_BOUNDS } from "./db.js";
 
 export interface Migration {
@@ -363,6 +364,33 @@ alter table {s}.table_rows alter column pos set default nextval('{s_lit}.table_r
   },
   {
     version: 10,
+    name: "the webhook delivery log and its daily counters",
+    sql: `
+-- What each webhook endpoint received, stored or not (webhook-inbox.md).
+-- Bounded per connection by trims (src/postgres/webhook-log.ts); reads apply
+-- the bounds exactly. detail: the rest of an entry (headers, kept body…).
+create table {s}.webhook_deliveries (
+  seq bigint generated always as identity primary key, id text not null, connection_id text not null,
+  received_at text not null, received_ms bigint not null,
+  outcome text not null, reason text, status integer not null, row_id text, detail json not null
+);
+create index webhook_deliveries_connection on {s}.webhook_deliveries (connection_id, seq);
+create table {s}.webhook_delivery_counts (
+  connection_id text not null, day text not null, kind text not null, n bigint not null,
+  primary key (connection_id, day, kind)
+);
+`,
+  },
+  {
+    version: 11,
+    name: "a typed copy of declared columns for aggregates, kept by triggers",
+    // Generated from the aggregates' bucket SQL, when the migration runs (not at import: modules import one another).
+    get sql() {
+      return datasetValuesSql();
+    },
+  },
+  {
+    version: 12,
     name: "change log",
     sql: `
 -- The change feeds of datasets and input tables (src/postgres/changes.ts):

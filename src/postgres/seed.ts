@@ -7,6 +7,7 @@ import { webhookEndpointId } from "./catalog.js";
 import { insertDatasetRows } from "./rows.js";
 import { type Db, json } from "./db.js";
 import { apiKeyParams, millis } from "./identity.js";
+import { syncDatasetValues } from "./dataset-values.js";
 import { syncDatasetIndexes, syncTableIndexes } from "./row-indexes.js";
 
 /**
@@ -20,6 +21,7 @@ export async function seedSpace(db: Db, space: SeedSpace): Promise<"loaded" | "k
     const claimed = await client.query(`insert into ${t("meta")} (key, value) values ('seeded', now()::text) on conflict (key) do nothing returning key`);
     if (claimed.rowCount === 0) return "kept";
     await load(client, t, space);
+    for (const d of space.datasets) if (d.columnsDeclared === true) await syncDatasetValues(client, t, d.id, d.columns);
     return "loaded";
   });
   // Row indexes of declared columns, built after the commit (CONCURRENTLY, outside any transaction).

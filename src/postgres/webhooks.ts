@@ -9,6 +9,7 @@ import type { CatalogWatch } from "./catalog-events.js";
 import type { PostgresChangeLog } from "./changes.js";
 import { type Db, json, num, type Statement, statement, storeFault } from "./db.js";
 import { makeRoomForDeliveries } from "./dataset-rows.js";
+import { type PostgresDeliveryLog, postgresDeliveryLog } from "./webhook-log.js";
 
 
 /** Endpoints remembered at most (found ones only: unknown ids are looked up every time). */
@@ -48,7 +49,8 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch, changes: PostgresC
       (select d.id from ${t("datasets")} d where d.connection_id = c.id order by d.id collate "C" limit 1) as dataset_id
     from ${t("connections")} c`;
   const endpointById = statement(`${endpointSql} where c.endpoint_id = $1 and c.type = 'webhook'`);
-  const fastStatement = fastIngestStatement(t, changes);
+  const log = postgresDeliveryLog(db);
+  const fastStatement = fastIngestStatement(t, log, changes);
   const endpoints = new LRUCache<string, WebhookEndpoint>({ max: ENDPOINT_CACHE_SIZE });
   let endpointsVersion: number | null = null;
 
@@ -63,13 +65,13 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch, changes: PostgresC
       const outcomes: Array<WebhookReceipt | undefined> = new Array(inputs.length);
       const plan = planFastIngest(inputs, knownColumns);
       if (plan.length === 0) return outcomes;
-      const decided = await fastIngest(db, fastStatement, plan.map((i) => inputs[i]!), knownColumns);
+      const decided = await fastIngest(db, fastStatement, plan.map((i) => inputs[i]!), knownColumns, log);
       // Not decided (null): its dataset was not applied, and the transaction decides it.
       plan.forEach((i, k) => (outcomes[i] = decided[k] ?? undefined));
       return outcomes;
     },
     // The rest in one transaction that locks their datasets first.
-    commit: (inputs) => db.transaction((client) => ingestBatch(client, t, batchSql, inputs, knownColumns)),
+    commit: (inputs) => db.transaction((client) => ingestBatch(client, t, batchSql, inputs, knownColumns, log)),
   });
 
   return {
@@ -91,8 +93,18 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch, changes: PostgresC
       return endpoint;
     },
     ingestWebhookRow(input) {
-      return deliveries.add(input);
+      const receipt = deliveries.add(input);
+      const logged = input.log;
+      if (logged === undefined) return receipt;
+      return receipt.then((r) => {
+        log.wrote(logged.connectionId, logged.keep);
+        return r;
+      });
     },
+    recordWebhookDeliveries: (batch) => log.record(batch),
+    listWebhookDeliveries: (connectionId, query) => log.list(connectionId, query),
+    getWebhookDelivery: (connectionId, deliveryId, keep) => log.get(connectionId, deliveryId, keep),
+    webhookDeliveryCounts: (query) => log.counts(query),
     async updateWebhookSettings(connectionId, settings) {
       try {
         return await db.transaction(async (client) => {
@@ -198,6 +210,7 @@ async function ingestBatch(
   batchSql: string,
   inputs: readonly WebhookDelivery[],
   knownColumns: KnownColumns,
+  log: PostgresDeliveryLog,
 ): Promise<Outcome[]> {
   const ids = [...new Set(inputs.map((i) => i.datasetId))].sort();
   // Locked in id order (the same in every instance, so batches never deadlock).
@@ -285,6 +298,13 @@ async function ingestBatch(
     if (ds.columnsChanged) ds.columnsText = JSON.stringify(ds.columns);
     knownColumns.set(ds.id, knownFrom(ds.columnsText, ds.columns));
   }
+  // The log entries of the decided deliveries, in this transaction.
+  const decided: Parameters<PostgresDeliveryLog["logDelivered"]>[1][number][] = [];
+  inputs.forEach((input, i) => {
+    const outcome = outcomes[i]!;
+    if (input.log && !(outcome instanceof Error)) decided.push({ log: input.log, outcome: outcome.duplicate ? "duplicate" : "stored", rowId: outcome.id });
+  });
+  await log.logDelivered(client, decided);
   const changed = [...datasets.values()].filter((ds) => ds.updatedAt !== null);
   if (changed.length === 0) return outcomes;
   // A bulk write staging right above the window: move its rows out of the way (rare).
@@ -456,6 +476,7 @@ async function fastIngest(
   sql: Statement,
   inputs: readonly WebhookDelivery[],
   knownColumns: KnownColumns,
+  log: PostgresDeliveryLog,
 ): Promise<Array<WebhookReceipt | null>> {
   const datasets = new Map<string, { id: string; retain: number; expect: string }>();
   for (const input of inputs) {
@@ -473,6 +494,7 @@ async function fastIngest(
     `[${inputs.map((i) => JSON.stringify(i.row)).join(",")}]`,
     json([...datasets.values()]),
     inputs.map((i) => i.receivedAt),
+    ...log.fastLogParams(inputs),
     inputs.map((i) => Date.parse(i.receivedAt)),
   ]);
   const outcomes: Array<WebhookReceipt | null> = inputs.map(() => null);
@@ -485,12 +507,12 @@ async function fastIngest(
 }
 
 /** The statement of `fastIngest` (prepared: it runs once per batch, and planning it costs more than running it). */
-function fastIngestStatement(t: Db["t"], changes: PostgresChangeLog): Statement {
+function fastIngestStatement(t: Db["t"], log: PostgresDeliveryLog, changes: PostgresChangeLog): Statement {
   return statement(
     `with w as (
        select * from json_to_recordset($4::json) as w(id text, retain bigint, expect text)
      ), x as (
-       select * from unnest($1::text[], $2::text[], $5::text[], $6::bigint[]) with ordinality as x(dataset_id, dedup_key, received_at, stored_at, n)
+       select * from unnest($1::text[], $2::text[], $5::text[], $7::bigint[]) with ordinality as x(dataset_id, dedup_key, received_at, stored_at, n)
      ), rows as materialized (
        select value, n from json_array_elements($3::json) with ordinality as r(value, n)
      ), held as materialized (
@@ -548,7 +570,7 @@ function fastIngestStatement(t: Db["t"], changes: PostgresChangeLog): Statement 
        -- From the sweep mark as this statement's snapshot saw it: at or below the current one, so nothing is missed.
        delete from ${t("dataset_rows")} r using applied a, before b
         where b.id = a.id and r.dataset_id = a.id and r.pos >= b.swept_below and r.pos < a.swept_below
-     )
+     )${log.fastLogSql(6)}
      select x.n, a.id is not null as applied, h.id as dup_id
        from x left join applied a on a.id = x.dataset_id left join held h on h.n = x.n`,
   );

@@ -22,8 +22,12 @@ export interface RouteInput<Query, Body> {
 export type BodySpec =
   /** A JSON object (400 invalid_body otherwise), optionally checked by a schema. */
   | { kind: "json-object" }
-  /** The raw bytes and content type, for handlers that must see the exact body (webhook signatures). */
-  | { kind: "raw" }
+  /**
+   * The raw bytes and content type, for handlers that must see the exact body (webhook signatures).
+   * `tooLarge: "handler"`: a body over the limit is no failure of the input stage; the handler gets
+   * no bytes and the 413 in `RawBody.tooLarge`, to answer it itself (the webhook receiver logs it).
+   */
+  | { kind: "raw"; tooLarge?: "handler" }
   /** Any JSON value (an array of items), parsed. */
   | { kind: "json" }
   /** The body as it arrives (`StreamBody`), bounded by `maxUploadBytes`: bulk uploads that must not be held whole. */

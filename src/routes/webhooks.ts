@@ -11,7 +11,8 @@ export const webhookReceiverRoutes = [
     auth: "none",
     tag: "Webhooks",
     summary: "Receive a webhook delivery (JSON or form-encoded) and store it as one row",
-    body: { kind: "raw" },
+    // A body over the limit is answered by the handler, once it knows the endpoint: the log records the 413.
+    body: { kind: "raw", tooLarge: "handler" },
     bodySchema: webhookPayloadSchema,
     responses: { 200: webhookReceiptSchema },
     // Deliveries are not API calls: no credential, and the usage log would double the writes on the hot path.

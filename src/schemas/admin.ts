@@ -118,3 +118,71 @@ export const rowsTextSchema = z.string().meta({
   id: "RowsText",
   description: "Rows as text: NDJSON (one JSON object per line) or CSV (RFC 4180, a header row naming the columns)",
 });
+
+const deliveryOutcome = z.enum(["stored", "duplicate", "refused"]);
+const refusalReason = z.enum([
+  "signature_missing",
+  "signature_invalid",
+  "timestamp_out_of_tolerance",
+  "rate_limited",
+  "body_too_large",
+  "unsupported_media_type",
+  "invalid_body",
+  "too_many_columns",
+  "storage_unavailable",
+]);
+
+const webhookDeliveryFields = {
+  id: z.string(),
+  connectionId: z.string(),
+  receivedAt: z.string().describe("ISO 8601, UTC"),
+  sourceIp: z.string().nullable(),
+  outcome: deliveryOutcome,
+  reason: refusalReason.nullable().describe("why it was refused; null unless outcome is refused"),
+  status: z.number().int().describe("the HTTP status the sender was answered"),
+  deliveryKey: z.string().nullable().describe("the de-duplication key used, if any"),
+  rowId: z.string().nullable().describe("the stored row (for a duplicate, the first delivery's)"),
+  verifiedBy: z.enum(["current", "previous"]).nullable().describe("which secret verified it; null when unsigned, refused or replayed"),
+  suppressed: z.number().int().nonnegative().describe("refusals before this one that were counted but not kept (a flood)"),
+  replayOf: z.string().nullable().describe("the delivery this one replays"),
+  contentType: z.string().nullable(),
+  bodyEncoding: z.enum(["utf8", "base64"]).nullable(),
+  bodyTruncated: z.boolean().describe("whether the kept body was cut at inboxBodyBytes (or not read: over the request limit)"),
+};
+
+export const webhookDeliverySummarySchema = z
+  .object(webhookDeliveryFields)
+  .meta({ id: "WebhookDeliverySummary", description: "One delivery of an endpoint's log, without its headers and body" });
+
+export const webhookDeliveryRecordSchema = z
+  .object({
+    ...webhookDeliveryFields,
+    headers: z.record(z.string(), z.string()).describe("request headers, lower-case; Authorization, Cookie and Proxy-Authorization values [redacted]"),
+    body: z.string().nullable().describe("a refused delivery's raw body as received (base64 when not UTF-8), up to inboxBodyBytes"),
+  })
+  .meta({ id: "WebhookDeliveryRecord", description: "One delivery of an endpoint's log, with its headers and kept body" });
+
+export const webhookDeliveryPageSchema = z
+  .object({
+    data: z.array(webhookDeliverySummarySchema),
+    hasMore: z.boolean(),
+    nextCursor: z.string().nullable().describe("pass back as cursor for the next page; null on the last one"),
+  })
+  .meta({ id: "WebhookDeliveryPage", description: "One page of an endpoint's delivery log, newest first" });
+
+export const webhookReplaySummarySchema = z
+  .object({
+    matched: z.number().int().nonnegative(),
+    replayed: z.number().int().nonnegative(),
+    stored: z.number().int().nonnegative(),
+    duplicate: z.number().int().nonnegative(),
+    refused: z.number().int().nonnegative(),
+    skipped: z.number().int().nonnegative().describe("matches without a complete kept body: not replayed"),
+  })
+  .meta({ id: "WebhookReplaySummary", description: "What a bulk replay did: the matches and the outcome of each replay" });
+
+export const webhookDeliveryQuerySchema = z.object({
+  outcome: deliveryOutcome.optional(),
+  reason: refusalReason.optional(),
+  since: z.string().max(40).optional().describe("ISO 8601 instant: deliveries received at or after it"),
+});

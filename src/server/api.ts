@@ -18,6 +18,7 @@ import type { Awaitable } from "../base/awaitable.js";
 import type { ApiSettings } from "../context/settings.js";
 import type { Ports } from "../context/ports.js";
 import { createGuard } from "../core/guard.js";
+import { createWebhookInbox } from "../core/webhook-inbox.js";
 import { fromWebRequest, toWebResponse } from "../http/web.js";
 import type { ApiReply, ApiRequest } from "../http/types.js";
 import { toLogger } from "./logging.js";
@@ -118,6 +119,9 @@ export const DEFAULT_SETTINGS: ApiSettings = {
   maxStreamSeconds: 300,
   webhookRatePerSecond: 50,
   webhookRetainRows: 10_000,
+  inboxSize: 1000,
+  inboxDays: 7,
+  inboxBodyBytes: 256 * 1024,
   trustedProxies: [],
   tableSchemas: {},
   idempotencyWaitMs: 2000,
@@ -183,6 +187,12 @@ export function assembleDataApi(options: DataApiOptions, table: RouteTable): Dat
     changeWatch: createChangeWatch(storage, settings.maxChangeWaiters),
     changeRetention: createChangeRetention(storage, settings.changeRetentionDays, clock, (message, error) => logger.error(message, error)),
   };
+  const inbox = createWebhookInbox({
+    storage,
+    clock,
+    bounds: { size: settings.inboxSize, days: settings.inboxDays, bodyBytes: settings.inboxBodyBytes },
+    log: (message, error) => logger.error(message, error),
+  });
   const admin: { functions: Admin; token: Uint8Array } | null =
     settings.adminToken === null ? null : { functions: createAdmin({ ports, settings }), token: Buffer.from(settings.adminToken, "utf8") };
   const router = createRouter(admin === null ? table.mounts : [...table.mounts, table.adminMount]);
@@ -193,6 +203,7 @@ export function assembleDataApi(options: DataApiOptions, table: RouteTable): Dat
     sessions: options.sessions ?? storageSessions(storage, clock, caches.tokenHashes),
     caches,
     guard: createGuard(ports, { rateLimitHeaders: settings.rateLimitHeaders }),
+    inbox,
     admin,
     logger,
     observe: createRequestObserver(logger, metrics, clock),
@@ -232,7 +243,17 @@ function settingsOf(options: DataApiOptions): ApiSettings {
   settings.appUrl = settings.appUrl.replace(/\/+$/, "");
   settings.viewUrl = settings.viewUrl.replace(/\/+$/, "");
   checkAdminToken(settings.adminToken);
+  checkInboxBounds(settings);
   return settings;
+}
+
+/** The delivery log's bounds: positive integers (a log of at most 1,000,000 entries, 365 days, 16 MiB bodies). */
+function checkInboxBounds(settings: ApiSettings): void {
+  const limits = { inboxSize: 1_000_000, inboxDays: 365, inboxBodyBytes: 16 * 1024 * 1024 } as const;
+  for (const [name, max] of Object.entries(limits) as [keyof typeof limits, number][]) {
+    const value = settings[name];
+    if (!Number.isInteger(value) || value < 1 || value > max) throw new TypeError(`${name} must be an integer from 1 to ${max.toLocaleString("en-US")}`);
+  }
 }
 
 /** The admin token: 24 or more printable ASCII characters, or none. */

@@ -5,6 +5,7 @@ import type { Clock } from "../base/clock.js";
 import type { Logger, RequestLogLine } from "../ports/logger.js";
 import type { Metrics } from "../ports/metrics.js";
 import { WEBHOOK_ROUTE } from "../routes/webhooks.js";
+import { countedRefusals } from "../handlers/webhooks.js";
 
 /**
  * Called once at the end of every request with facts `handle` already
@@ -51,7 +52,8 @@ export function createRequestObserver(logger: Logger, metrics: Metrics | null, c
     try {
       if (metrics !== null) {
         metrics.request(line);
-        if (route === WEBHOOK_ROUTE && method === "POST" && line.errorCode !== null) metrics.webhook("rejected", line.errorCode);
+        // A refusal of a known endpoint was counted by the receiver, with its connection.
+        if (route === WEBHOOK_ROUTE && method === "POST" && line.errorCode !== null && !isCounted(failure)) metrics.webhook("rejected", line.errorCode, null);
       }
       if (writeLine !== null) writeLine(line);
     } catch (error) {
@@ -62,4 +64,8 @@ export function createRequestObserver(logger: Logger, metrics: Metrics | null, c
       }
     }
   };
+}
+
+function isCounted(failure: unknown): boolean {
+  return failure !== null && typeof failure === "object" && countedRefusals.has(failure);
 }

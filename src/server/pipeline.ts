@@ -11,11 +11,12 @@ import type { AuditEvent } from "../domain/model.js";
 import { isoTime } from "../domain/time.js";
 import { ApiError } from "../base/api-error.js";
 import type { Guard } from "../core/guard.js";
+import type { WebhookInbox } from "../core/webhook-inbox.js";
 import { checkDeclaredLength, isJsonType, jsonBodyLimit, parseJsonObject, parseJsonValue } from "../http/body.js";
 import { parseQuery } from "../http/query.js";
 import { compressReply } from "../http/compression.js";
 import { JSON_CONTENT_TYPE, Reply } from "../http/reply.js";
-import type { ApiReply, ApiRequest } from "../http/types.js";
+import type { ApiReply, ApiRequest, RawBody } from "../http/types.js";
 import type { RequestObserver } from "./observe.js";
 import type { RequestTrace, Tracing } from "./tracing.js";
 import type { Logger } from "../ports/logger.js";
@@ -33,6 +34,8 @@ export interface PipelineParts {
   sessions: SessionAuthenticator;
   caches: Caches;
   guard: Guard;
+  /** The webhook delivery log's writer of refusals. */
+  inbox: WebhookInbox;
   /** The admin functions and token, when the admin API is mounted. */
   admin: { functions: Admin; token: Uint8Array } | null;
   logger: Logger;
@@ -81,7 +84,7 @@ class Exchange {
  * nothing is answered without a promise and the adapter writes it at once.
  */
 export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Awaitable<ApiReply> {
-  const { router, ports, settings, sessions, caches, guard, admin, logger, observe, operations, tracing } = parts;
+  const { router, ports, settings, sessions, caches, guard, inbox, admin, logger, observe, operations, tracing } = parts;
   const { storage, clock } = ports;
   const nextRequestId = idSource();
   const log = (message: string, error?: unknown) => logger.error(message, error);
@@ -177,6 +180,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
     }
     // Admin batches carry up to 10,000 items: their bodies may exceed the API's limit (jsonBodyLimit).
     const limit = jsonBodyLimit(route.auth, settings.maxBodyBytes);
+    if (route.body!.kind === "raw" && route.body!.tooLarge === "handler") return rawBody(req, limit, (body) => ({ params, query, body, headers: req.headers }));
     const contentType = checkBodyHeaders(req, kind, limit);
     return andThen(req.readBody(limit), (bytes) => {
       const body = kind === "raw" ? { bytes, contentType } : kind === "json" ? parseJsonValue(bytes) : parseJsonObject(bytes);
@@ -207,6 +211,7 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
       audit: recordAudit,
       caches,
       guard,
+      inbox,
       credential: x.credential,
       admin: isAdmin ? admin!.functions : undefined,
       actorUserId: isAdmin ? req.headers.get("x-actor-user-id") : null,
@@ -389,6 +394,24 @@ function checkBodyHeaders(req: ApiRequest, kind: "json-object" | "json" | "raw" 
     throw new ApiError(415, "unsupported_media_type", "send the body as application/json");
   }
   return contentType;
+}
+
+/** A raw body, or its 413 handed to the handler (`RawBody.tooLarge`) instead of failing the stage. */
+function rawBody<T>(req: ApiRequest, limit: number, input: (body: RawBody) => T): Awaitable<T> {
+  const contentType = req.headers.get("content-type");
+  const tooLarge = (error: unknown): T => {
+    if (!(error instanceof ApiError) || error.status !== 413) throw error;
+    return input({ bytes: new Uint8Array(0), contentType, tooLarge: error });
+  };
+  let read: Awaitable<Uint8Array>;
+  try {
+    checkDeclaredLength(req.headers.get("content-length"), limit);
+    read = req.readBody(limit);
+  } catch (error) {
+    return tooLarge(error);
+  }
+  if (!isPromiseLike(read)) return input({ bytes: read, contentType });
+  return Promise.resolve(read).then((bytes) => input({ bytes, contentType }), tooLarge);
 }
 
 /** A body the adapter can only hand over whole, as a stream of one chunk. */

@@ -3,7 +3,7 @@ import type { Row } from "../domain/model.js";
 import { join, raw, type Sql, sql } from "./fragments.js";
 import { conditionSql, orderSql, type SqlDialect, TRUE } from "./row-compiler.js";
 import { emptyRow } from "../domain/rows.js";
-import { bucketSql, bucketStages, type BucketSqlDialect } from "./time-bucket-compiler.js";
+import { bucketSql, bucketStages, type BucketSqlDialect, type StoredBuckets, storedBucketSql } from "./time-bucket-compiler.js";
 
 /**
  * An aggregate as ONE SQL statement, the same shape on SQLite and
@@ -70,6 +70,8 @@ export interface AggregateDialect extends BucketSqlDialect {
   jsonObject(fields: ReadonlyArray<readonly [string, Sql]>): Sql;
   /** The row-query dialect reading the JSON object column `doc` (a group), for `having` and the order. */
   fields(doc: string): SqlDialect;
+  /** A column's time buckets as stored (the typed copy), read instead of computing them; absent or null: computed. */
+  storedBuckets?(column: Column): StoredBuckets | null;
 }
 
 /** A metric in the statement: its aggregates over the rows (name, expression), its JSON value per group and in all. */
@@ -82,11 +84,13 @@ export interface MetricSql {
 /**
  * The statement of `query` over the stored rows `table` (trusted SQL) that
  * `scope` selects (a dataset's window, a table's id), `rowDialect` reading
- * their stored JSON for `where`.
+ * their stored JSON for `where`. `check`, a value the totals row carries
+ * (`checked`): what a store reads in the statement's own snapshot, such as
+ * whether the typed copy it read is still the one it chose.
  */
 export function aggregateSql(
   query: AggregateQuery,
-  target: { table: Sql; scope: Sql; rowDialect: SqlDialect },
+  target: { table: Sql; scope: Sql; rowDialect: SqlDialect; check?: Sql },
   dialect: AggregateDialect,
 ): Sql {
   const columns = usedColumns(query);
@@ -122,9 +126,10 @@ export function aggregateSql(
   return sql`WITH g AS MATERIALIZED (${grouped}),
     h AS MATERIALIZED (SELECT doc, row_number() OVER (ORDER BY ${orderSql(query.order, fields)}) AS ord
       FROM (SELECT ${doc} AS doc FROM g ${dialect.fence}) AS x WHERE ${having})
-    SELECT 0 AS part, ord, doc, NULL AS matched FROM h WHERE ord > ${query.offset} AND ord <= ${last}
+    SELECT 0 AS part, ord, doc, NULL AS matched, NULL AS checked FROM h WHERE ord > ${query.offset} AND ord <= ${last}
     UNION ALL
-    SELECT 1 AS part, (SELECT count(*) FROM h) AS ord, ${totals} AS doc, coalesce(sum(n), 0) AS matched FROM g
+    SELECT 1 AS part, (SELECT count(*) FROM h) AS ord, ${totals} AS doc, coalesce(sum(n), 0) AS matched,
+      ${target.check ?? raw("NULL")} AS checked FROM g
     ORDER BY part, ord`;
 }
 
@@ -149,6 +154,7 @@ function keyedRows(
   let rows = values;
   const stages: Array<Array<[string, Sql]>> = [];
   for (const column of new Set(query.groupBy.filter((k) => k.bucket !== null).map((k) => k.column))) {
+    if (dialect.storedBuckets?.(at(column))) continue;
     const own = bucketStages(bucketPrefix(at(column)), dialect.stringValue(at(column)), dialect);
     own.forEach((stage, n) => (stages[n] = [...(stages[n] ?? []), ...stage]));
   }
@@ -161,7 +167,13 @@ function keyedRows(
   query.groupBy.forEach((k, j) => {
     const column = at(k.column);
     keys.push({ name: k.name, key: `k${j}`, text: k.bucket === null ? `r${j}` : null });
-    const key = k.bucket === null ? dialect.identity(column) : bucketSql(k.bucket, bucketPrefix(column), dialect);
+    const stored = k.bucket === null ? null : (dialect.storedBuckets?.(column) ?? null);
+    const key =
+      k.bucket === null
+        ? dialect.identity(column)
+        : stored
+          ? storedBucketSql(k.bucket, stored, dialect)
+          : bucketSql(k.bucket, bucketPrefix(column), dialect);
     added.push([`k${j}`, key]);
     if (k.bucket === null) added.push([`r${j}`, dialect.structureText(column)]);
   });
@@ -175,6 +187,8 @@ export interface AggregateSqlRow {
   /** JSON text (SQLite) or the parsed object (PostgreSQL's `json`). */
   doc: unknown;
   matched: number | string | null;
+  /** The totals row's `check` (the target's), NULL without one. */
+  checked?: unknown;
 }
 
 /** The answer from the statement's rows. A number the JSON of a store cannot hold (SQLite's infinity) is null. */
@@ -205,7 +219,7 @@ function answerRow(doc: unknown): Row {
 }
 
 /** Columns the keys and metrics read, each once, in order of first use. */
-function usedColumns(query: AggregateQuery): Column[] {
+export function usedColumns(query: AggregateQuery): Column[] {
   const names = [
     ...query.groupBy.map((k) => k.column),
     ...query.metrics.flatMap((m) => (m.column === null ? [] : [m.column])),

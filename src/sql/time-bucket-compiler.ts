@@ -101,6 +101,36 @@ export function bucketSql(unit: TimeUnit, prefix: string, d: BucketSqlDialect): 
   return sql`(CASE WHEN ${y} BETWEEN 0 AND 9999 THEN ${cut} END)`;
 }
 
+/**
+ * The bucket from the stored buckets of a value (the typed copy of declared
+ * columns, dataset-values.ts): its UTC `hour` (`YYYY-MM-DDTHH`) and `week`
+ * (its Monday), each NULL when the value has no bucket; the others are cut
+ * from the hour.
+ */
+export function storedBucketSql(unit: TimeUnit, stored: StoredBuckets, d: BucketSqlDialect): Sql {
+  const { hour, week } = stored;
+  switch (unit) {
+    case "hour":
+      return hour;
+    case "day":
+      return sql`substr(${hour}, 1, 10)`;
+    case "week":
+      return week;
+    case "month":
+      return sql`substr(${hour}, 1, 7)`;
+    case "quarter":
+      return sql`(substr(${hour}, 1, 4) || '-Q' || ${d.digits(sql`(${d.integer(sql`substr(${hour}, 6, 2)`)} + 2) / 3`, 1)})`;
+    case "year":
+      return sql`substr(${hour}, 1, 4)`;
+  }
+}
+
+/** A value's stored hour and week buckets (SQL columns). */
+export interface StoredBuckets {
+  hour: Sql;
+  week: Sql;
+}
+
 /** The Monday on or before a UTC date, as `YYYY-MM-DD` (NULL outside the years 0000–9999). */
 function mondaySql(y: Sql, m: Sql, day: Sql, d: BucketSqlDialect): Sql {
   // Days back to Monday: (weekday + 6) % 7, weekday by Sakamoto's method, 0 for Sunday; 400 years on, the

@@ -1,7 +1,8 @@
 import type { AggregateDialect, Column, MetricSql } from "../sql/aggregate-compiler.js";
+import type { Slot } from "../sql/dataset-values.js";
 import { join, raw, type Sql, sql } from "../sql/fragments.js";
 import { quoteLiteral } from "../sql/literals.js";
-import { sqliteRowDialect } from "./row-query-dialect.js";
+import { plainPath, sqliteRowDialect } from "./row-query-dialect.js";
 
 /**
  * Aggregates on SQLite (see `src/sql/aggregate-compiler.ts`), over rows kept as JSON
@@ -28,9 +29,6 @@ export function sqliteAggregateDialect(doc: string): AggregateDialect {
   const t = (column: Column) => raw(`t${column.index}`);
   const x = (column: Column) => raw(`x${column.index}`);
   const isNumber = (column: Column) => sql`${t(column)} IN ('integer', 'real')`;
-  /** The JSON value of a sort value or identity (a blob holds `true`, `false` or JSON text after its first byte). */
-  const decoded = (value: Sql) =>
-    sql`(CASE WHEN typeof(${value}) = 'blob' THEN json(CAST(substr(${value}, 2) AS TEXT)) ELSE ${value} END)`;
   const blobbed = (text: Sql) => sql`WHEN 'true' THEN ${raw(TRUE_BLOB)} WHEN 'false' THEN ${raw(FALSE_BLOB)}
     WHEN 'array' THEN CAST(char(2) || ${text} AS BLOB) WHEN 'object' THEN CAST(char(2) || ${text} AS BLOB)`;
   const scalar = (column: Column) =>
@@ -72,6 +70,54 @@ export function sqliteAggregateDialect(doc: string): AggregateDialect {
     isoForm,
     integer: (digits) => sql`CAST(${digits} AS INTEGER)`,
     digits: (value, width) => sql`printf('%0${raw(String(width))}d', ${value})`,
+  };
+}
+
+/** The JSON value of a sort value or identity (a blob holds `true`, `false` or JSON text after its first byte). */
+function decoded(value: Sql): Sql {
+  return sql`(CASE WHEN typeof(${value}) = 'blob' THEN json(CAST(substr(${value}, 2) AS TEXT)) ELSE ${value} END)`;
+}
+
+/**
+ * Aggregates over the typed copy of declared columns (`dataset-values.ts`):
+ * `slots` says where each column the aggregate reads is. A stored value is
+ * already the value this dialect orders and groups (numbers, texts, and the
+ * blobs `sqliteAggregateDialect` makes of the other kinds: `min` and `max`
+ * take it as it is), and a date or datetime column's hour and week buckets
+ * are read, not computed. No JSON is parsed but an object's or array's, to
+ * group it by its canonical text. The answers are the JSON dialect's.
+ */
+export function sqliteValuesAggregateDialect(slots: ReadonlyMap<string, Slot>): AggregateDialect {
+  const x = (column: Column) => raw(`x${column.index}`);
+  const slot = (column: Column) => slots.get(column.name)!;
+  const isStructure = (column: Column) => sql`typeof(${x(column)}) = 'blob' AND substr(${x(column)}, 1, 1) = X'02'`;
+  const structureText = (column: Column) => sql`(CASE WHEN ${isStructure(column)} THEN CAST(substr(${x(column)}, 2) AS TEXT) END)`;
+  return {
+    ...sqliteAggregateDialect("data"),
+    values(from, columns) {
+      const items = columns.flatMap((column) => {
+        const { slot: i, times: j } = slot(column);
+        const value = sql`${raw(`v${i}`)} AS ${x(column)}`;
+        return j === null ? [value] : [value, raw(`h${j} AS h${column.index}`), raw(`w${j} AS w${column.index}`)];
+      });
+      return sql`SELECT ${items.length > 0 ? join(items, ", ") : raw("1 AS one")} ${from} LIMIT -1 OFFSET 0`;
+    },
+    identity: (column) =>
+      sql`(CASE WHEN ${isStructure(column)} THEN CAST(char(2) || dataport_canonical_json(${structureText(column)}) AS BLOB) ELSE ${x(column)} END)`,
+    present: (column) => sql`${x(column)} IS NOT NULL`,
+    number: (column) => sql`(CASE WHEN typeof(${x(column)}) IN ('integer', 'real') THEN ${x(column)} END)`,
+    stringValue: (column) => sql`(CASE WHEN typeof(${x(column)}) = 'text' THEN ${x(column)} END)`,
+    structureText,
+    extreme(fn, column, prefix): MetricSql {
+      const own = raw(prefix);
+      return {
+        aggregates: [[prefix, sql`${raw(fn)}(${x(column)})`]],
+        value: decoded(own),
+        total: decoded(sql`${raw(fn)}(${own})`),
+      };
+    },
+    storedBuckets: (column) =>
+      slot(column).times !== null ? { hour: raw(`h${column.index}`), week: raw(`w${column.index}`) } : null,
   };
 }
 
@@ -118,9 +164,4 @@ function valueOf(doc: string, name: string): Sql {
   return plainPath(name)
     ? sql`json_extract(${raw(doc)}, ${`$."${name}"`})`
     : sql`(SELECT value FROM json_each(${raw(doc)}) WHERE key = ${name})`;
-}
-
-/** As row-query-dialect.ts: `$."name"` cannot hold `"` or `\`, nor an unpaired surrogate. */
-function plainPath(name: string): boolean {
-  return !/["\\]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(name);
 }

@@ -3,6 +3,7 @@ import type { ConnectionRecord, DatasetRecord } from "../domain/model.js";
 import type { CatalogWrites } from "../ports/storage/catalog.js";
 import type { PutResult } from "../ports/storage/identity.js";
 import { rowKey, type SqliteHandle, writeTransaction } from "./db.js";
+import { syncDatasetValues } from "./dataset-values.js";
 import { syncDatasetIndexes } from "./row-indexes.js";
 
 type MetadataWrites = Pick<CatalogWrites, "putConnection" | "deleteConnection" | "putDataset" | "deleteDataset">;
@@ -73,6 +74,7 @@ export function catalogWrites(handle: SqliteHandle): MetadataWrites {
     const result: PutResult = updateDataset.run(...values, d.id).changes > 0 ? "updated" : (insertDataset.run(d.id, ...values), "created");
     // Declared columns are indexed (row-indexes.ts); inferred ones are not.
     syncDatasetIndexes(db, datasetSeq.get(d.id)!, d.columnsDeclared === true ? d.columns.map((c) => c.name) : []);
+    syncDatasetValues(db, datasetSeq.get(d.id)!, d.columnsDeclared === true ? d.columns : null);
     return result;
   });
 

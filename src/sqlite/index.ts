@@ -7,6 +7,7 @@ import { appendAuditStatement, sqliteAudit } from "./audit.js";
 import { sqliteCatalog } from "./catalog.js";
 import { datasetRecords } from "./dataset-records.js";
 import { appendRowsStatement, sqliteRows } from "./rows.js";
+import { syncDatasetValues } from "./dataset-values.js";
 import { syncDatasetIndexes } from "./row-indexes.js";
 import { dashboardViewStatement, insertDashboardStatement, sqliteDashboards } from "./dashboards.js";
 import { openSqlite, type SqliteStorageOptions, writeTransaction } from "./db.js";
@@ -71,6 +72,10 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
       ingestWebhookRow: webhooks.ingestWebhookRow,
       updateWebhookSettings: webhooks.updateWebhookSettings,
       createWebhookConnection: webhooks.createWebhookConnection,
+      recordWebhookDeliveries: webhooks.recordWebhookDeliveries,
+      listWebhookDeliveries: webhooks.listWebhookDeliveries,
+      getWebhookDelivery: webhooks.getWebhookDelivery,
+      webhookDeliveryCounts: webhooks.webhookDeliveryCounts,
     },
     audit: sqliteAudit(handle, records),
     dashboards: sqliteDashboards(handle),
@@ -160,6 +165,7 @@ function seedTransaction(db: Database.Database): (space: SeedSpace) => "loaded" 
       )!;
       rows(seq, 0, d.rows);
       if (d.columnsDeclared === true) syncDatasetIndexes(db, seq, d.columns.map((c) => c.name));
+      if (d.columnsDeclared === true) syncDatasetValues(db, seq, d.columns);
     }
     for (const t of space.tables) table(t);
     for (const d of space.dashboards) dashboard(d);

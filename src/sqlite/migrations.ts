@@ -1,3 +1,4 @@
+import { DATASET_VALUES_SQL } from "./dataset-values-sql.js";
 import type { Database } from "./driver.js";
 
 /**
@@ -206,6 +207,27 @@ export const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 6,
+    name: "the webhook delivery log and its daily counters",
+    sql: `
+      CREATE TABLE webhook_deliveries (
+        connection_id TEXT NOT NULL, first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL,
+        first_ms INTEGER NOT NULL, last_ms INTEGER NOT NULL, entries TEXT NOT NULL,
+        PRIMARY KEY (connection_id, first_seq)
+      ) WITHOUT ROWID;
+      CREATE TABLE webhook_delivery_counts (
+        connection_id TEXT NOT NULL, day TEXT NOT NULL, kind TEXT NOT NULL, n INTEGER NOT NULL,
+        PRIMARY KEY (connection_id, day, kind)
+      ) WITHOUT ROWID;
+    `,
+  },
+  {
+    version: 7,
+    name: "a typed copy of declared columns for aggregates, kept by triggers",
+    // Declared datasets get their copy at start (ensureDatasetValues): one read of their rows.
+    sql: DATASET_VALUES_SQL,
+  },
+  {
+    version: 8,
     name: "change log",
     sql: `
       -- The change feeds of datasets and input tables (src/sqlite/changes.ts): one log, positions

@@ -7,6 +7,7 @@ import { prefixEnd, quoteLiteral } from "../sql/literals.js";
 import { afterSql, conditionSql, operatorSql, orderSql, splitByKind, type SqlDialect, TRUE } from "../sql/row-compiler.js";
 import { sha256Hex } from "../domain/crypto.js";
 import { canonicalJson } from "../domain/rows.js";
+import { timeBucket } from "../domain/time-buckets.js";
 import type { TableRowsPage, TableRowsQuery } from "../ports/storage/tables.js";
 import { DEADLINE_CHECK } from "./statement-deadline.js";
 
@@ -403,6 +404,10 @@ export function registerRowQueryFunctions(db: Database.Database): void {
   db.function("dataport_canonical_json", { deterministic: true }, (text: unknown) =>
     typeof text === "string" ? canonicalJson(JSON.parse(text)) : null,
   );
+  // The time bucket of a text (`time-buckets.ts`), for the typed copy of declared columns (dataset-values.ts).
+  db.function("dataport_time_bucket", { deterministic: true }, (unit: unknown, value: unknown) =>
+    typeof value === "string" && (unit === "hour" || unit === "week") ? timeBucket(unit, value) : null,
+  );
 }
 
 function joinOr(parts: readonly Sql[]): Sql {
@@ -410,6 +415,6 @@ function joinOr(parts: readonly Sql[]): Sql {
 }
 
 /** A column name a JSON path can quote: `$."name"` cannot hold `"` or `\`, nor an unpaired surrogate (UTF-8 cannot carry it). */
-function plainPath(name: string): boolean {
+export function plainPath(name: string): boolean {
   return !/["\\]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(name);
 }

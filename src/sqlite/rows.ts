@@ -8,6 +8,7 @@ import { bulkRowWriter } from "./bulk-row-writes.js";
 import type { DatasetRecords } from "./dataset-records.js";
 import { type Positions, SMALL_READ } from "./dataset-reads.js";
 import { dataVersionOf, prepared, type RememberedReads, rememberedReads, rowKey, type SqliteHandle } from "./db.js";
+import { ensureDatasetValues } from "./dataset-values.js";
 import { ensureRowIndexes } from "./row-indexes.js";
 import { emptyPage, MovedOffLoop, parsedRow, queriedReads } from "./row-reads.js";
 
@@ -23,6 +24,7 @@ export function sqliteRows(handle: SqliteHandle, records: DatasetRecords): RowSt
   const positions = db.prepare<[string], Positions>("SELECT id, seq, first_position, next_position FROM datasets WHERE id = ?");
   const bulkWrite = bulkRowWriter(handle);
   ensureRowIndexes(db);
+  ensureDatasetValues(db);
   const pages = rememberedPages(handle);
   const dataVersion = dataVersionOf(db);
   // A plain page read again: its dataset's window and its texts are both remembered, and one

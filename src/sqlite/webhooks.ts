@@ -14,6 +14,7 @@ import { stagingMover } from "./bulk-row-writes.js";
 import { appendChangeStatement } from "./changes.js";
 import { parseJson, rememberedReads, rowKey, type SqliteHandle, writeTransaction } from "./db.js";
 import { reportsOwnFaults } from "../sql/store-calls.js";
+import { type SqliteDeliveryLog, sqliteDeliveryLog } from "./webhook-log.js";
 
 
 interface EndpointRow {
@@ -58,7 +59,9 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
     `INSERT INTO datasets (id, team_id, name, type, connection_id, source, columns, last_refreshed_at, updated_at)
      VALUES (?, ?, ?, 'connection', ?, NULL, '[]', NULL, ?)`,
   );
-  const ingestBatch = ingestTransaction(db);
+  const log = sqliteDeliveryLog(db);
+  const ingestBatch = ingestTransaction(db, log);
+  const recordBatch = writeTransaction(db, log.record);
 
   const trimTo = trimStatement(db);
   const updateSettings = writeTransaction(db, (connectionId: string, settings: WebhookSettings) => {
@@ -121,6 +124,14 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
         forget();
       }
     },
+    async recordWebhookDeliveries(batch) {
+      // After what is queued, so a refusal never lands before a delivery answered earlier.
+      deliveries.flush();
+      await recordBatch(batch);
+    },
+    listWebhookDeliveries: async (connectionId, query) => log.list(connectionId, query),
+    getWebhookDelivery: async (connectionId, deliveryId, keep) => log.get(connectionId, deliveryId, keep),
+    webhookDeliveryCounts: async (query) => log.counts(query),
     flush: deliveries.flush,
     forget,
   };
@@ -148,7 +159,7 @@ interface DatasetState {
  * the next position, widen columns, trim beyond retention (dedup keys go
  * with the rows). Dataset metadata is written once per dataset at the end.
  */
-function ingestTransaction(db: Database.Database) {
+function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
   const load = db.prepare<
     [string],
     { seq: number; first_position: number; next_position: number; stage_from: number | null; columns: string; updated_at: string }
@@ -169,6 +180,7 @@ function ingestTransaction(db: Database.Database) {
   const lastTrimmed = lastTrimmedStatement(db);
 
   return writeTransaction(db, (inputs: readonly WebhookDelivery[]): WebhookReceipt[] => {
+    log.beginBatch();
     const datasets = new Map<string, DatasetState>();
     const state = (id: string): DatasetState => {
       let found = datasets.get(id);
@@ -195,7 +207,10 @@ function ingestTransaction(db: Database.Database) {
       if (input.dedupKey !== null) {
         const seen = duplicate.get(ds.seq, input.dedupKey);
         if (seen) {
-          if (seen.position >= ds.first) return { id: String(seen.id), duplicate: true };
+          if (seen.position >= ds.first) {
+            if (input.log) log.delivered(input.log, "duplicate", String(seen.id));
+            return { id: String(seen.id), duplicate: true };
+          }
           // Below the window: a row a bulk replace took away, not swept yet. Its key goes with it.
           forgetKey.run(ds.seq, input.dedupKey);
         }
@@ -213,6 +228,7 @@ function ingestTransaction(db: Database.Database) {
       // Rows below the window are trimmed once, at the end of the batch (a key met below it is forgotten above).
       ds.first = Math.max(ds.first, ds.next - Math.max(1, input.retainRows));
       ds.dirty = true;
+      if (input.log) log.delivered(input.log, "stored", String(input.row._id));
       return { id: String(input.row._id), duplicate: false };
     });
     for (const [id, ds] of datasets) {
@@ -225,6 +241,7 @@ function ingestTransaction(db: Database.Database) {
       }
       save.run(JSON.stringify(ds.columns), ds.updatedAt, ds.first, ds.next, ds.seq);
     }
+    log.endBatch();
     return results;
   });
 }

@@ -11,6 +11,7 @@ import { describeRowsConformance } from "./conformance/rows.js";
 import { describeTablesConformance } from "./conformance/tables.js";
 import { describeUsageConformance } from "./conformance/usage.js";
 import { describeWebhooksConformance } from "./conformance/webhooks.js";
+import { describeWebhookLogConformance } from "./conformance/webhook-log.js";
 
 export type { ConformanceOptions, StorageFactory } from "./conformance/harness.js";
 import type { ConformanceOptions, StorageFactory } from "./conformance/harness.js";
@@ -35,6 +36,7 @@ export function runStorageConformance(name: string, factory: StorageFactory, opt
   describeTablesConformance(name, factory, options);
   describeWebhooksConformance(name, factory, options);
   describeChangesConformance(name, factory, options);
+  describeWebhookLogConformance(name, factory, options);
   describeAuditConformance(name, factory, options);
   describeLifecycleConformance(name, factory, options);
   describeFaultConformance(name, factory, options);
@@ -62,6 +64,7 @@ export {
   describeTablesConformance,
   describeUsageConformance,
   describeWebhooksConformance,
+  describeWebhookLogConformance,
 };
 
 export type { Storage };

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { type Admin, createAdmin, type ListPage, type Put } from "../../src/admin/index.js";
+import type { Storage } from "../../src/ports/storage.js";
 import { setup } from "../support/api.js";
 import { testFixture } from "../support/fixture.js";
 
@@ -72,6 +73,10 @@ const CALLS = {
   setWebhookSignature: (a) => a.setWebhookSignature("conn_hook", { scheme: "stripe" }),
   removeWebhookSecret: (a) => a.removeWebhookSecret("conn_hook"),
   setWebhookRetention: (a) => a.setWebhookRetention("conn_hook", 500),
+  listWebhookDeliveries: (a) => a.listWebhookDeliveries("conn_hook"),
+  getWebhookDelivery: async (a) => a.getWebhookDelivery("conn_hook", await refusedDelivery()),
+  replayWebhookDelivery: async (a) => a.replayWebhookDelivery("conn_hook", await refusedDelivery()),
+  replayWebhookDeliveries: (a) => a.replayWebhookDeliveries("conn_hook", { outcome: "refused" }),
   putDataset: (a) => a.putDataset("ds_new", { teamId: "team_new", name: "New", type: "upload", connectionId: null, source: null }),
   getDataset: (a) => a.getDataset("ds_new"),
   listDatasets: (a) => a.listDatasets(),
@@ -100,6 +105,17 @@ const CALLS = {
   deleteBusiness: (a) => a.deleteBusiness("biz_2"),
 } satisfies { [K in keyof Admin]: (admin: Admin) => ReturnType<Admin[K]> };
 
+/** The store the calls run on (set by the test), and a refused delivery of `conn_hook` written into its log. */
+let store: Storage | null = null;
+let refusals = 0;
+async function refusedDelivery(): Promise<string> {
+  const id = `whd_refused_${++refusals}`;
+  const detail = { sourceIp: null, deliveryKey: null, headers: {}, body: '{"n":1}', bodyEncoding: "utf8", bodyTruncated: false, contentType: "application/json", verifiedBy: null, suppressed: 0, replayOf: null } as const;
+  const refusal = { id, connectionId: "conn_hook", receivedAt: NOW, reason: "signature_invalid", status: 401, detail } as const;
+  await store!.webhooks.recordWebhookDeliveries({ refusals: [refusal], counts: [], keep: { size: 1000, afterMs: 0 } });
+  return id;
+}
+
 async function* chunksOf(text: string): AsyncIterable<Uint8Array> {
   yield new TextEncoder().encode(text);
 }
@@ -114,6 +130,7 @@ describe("what the admin functions answer", () => {
   it("follows one rule: put → { created, value }, delete → nothing, list → a page or an array, any other → the object", async () => {
     const { api } = await setup();
     const admin = createAdmin(api);
+    store = api.ports.storage;
     expect(noneBreaks).toBe(true);
     // Every function is called: none is left out of the rule.
     expect(Object.keys(CALLS).sort()).toEqual(Object.keys(admin).sort());
@@ -132,6 +149,7 @@ describe("what the admin functions answer", () => {
       "listTables",
       "listTeams",
       "listUsers",
+      "listWebhookDeliveries",
     ]);
     expect(Object.keys(answered).filter((name) => answered[name] === "array").sort()).toEqual(["listApiKeys", "listMemberships", "tableEditLog"]);
   });

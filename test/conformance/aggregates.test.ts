@@ -200,18 +200,39 @@ function comparesSums(query: AggregateQuery): boolean {
   return inHaving || query.order.some((k) => named(k.column));
 }
 
+/**
+ * The same columns declared, with types (`d` a datetime, `b` a number that
+ * holds strings, nulls, booleans and objects in some rows): the stores keep
+ * a typed copy of them and aggregate over it (dataset-values.ts), which must
+ * answer as the JSON does.
+ */
+const DECLARED: Column[] = [
+  { name: "a", type: "number" },
+  { name: "b", type: "number" },
+  { name: "d", type: "datetime" },
+  { name: "it's", type: "date" },
+];
+
 async function replaceRows(rowsOf: Row[]): Promise<void> {
   const columns: Column[] = COLUMNS.map((name) => ({ name, type: "string" }));
   for (const store of [sqlite, postgres]) {
     if (!store) continue;
     await store.catalog.putDataset(uploadDataset("ds_agg", "aggregates", columns, false));
     await writeRows(store, "ds_agg", "replace", rowsOf, columns);
+    await store.catalog.putDataset(uploadDataset("ds_agg_declared", "aggregates, declared", DECLARED, true));
+    await writeRows(store, "ds_agg_declared", "replace", rowsOf, DECLARED);
   }
 }
 
 async function answers(query: AggregateQuery, reference: Row[], target: Target) {
   const out = [{ store: "sqlite", answer: sqliteAggregate(sqlite, target, query) }];
   if (postgres) out.push({ store: "postgres", answer: await postgresAggregate(postgres, target, query) });
+  if ("dataset" in target) {
+    // The stores' own aggregate of the declared copy: the typed copy, or the JSON under a `where`.
+    out.push({ store: "sqlite, declared", answer: await sqlite.rows.aggregateDatasetRows("ds_agg_declared", query) });
+    if (postgres)
+      out.push({ store: "postgres, declared", answer: await postgres.rows.aggregateDatasetRows("ds_agg_declared", query) });
+  }
   const expected = evaluateAggregate(reference, query);
   for (const { store, answer } of out)
     expect({ store, answer: withinRounding(answer, expected) }).toEqual({ store, answer: expected });
@@ -530,3 +551,77 @@ describe("aggregates by example", () => {
 function dropAbsent(row: Row): Row {
   return Object.fromEntries(Object.entries(row).filter(([, v]) => v !== undefined)) as Row;
 }
+
+describe("the typed copy of declared columns (dataset-values.ts)", () => {
+  const QUERY = parseAggregateQuery(
+    { groupBy: "a,month(d),week(d)", metrics: "count,count(b),sum(b),avg(b),min(b),max(d),countDistinct(a)" },
+    COLUMN_SET,
+  );
+  const first: Row[] = [
+    { a: "x", b: 1, d: "2026-03-01T23:30:00-02:00" },
+    { a: "x", b: "2", d: "2026-03-02" },
+    { a: "y", b: null, d: "2026-02-30" },
+    { a: "y", b: { k: 1 } },
+    { a: true, b: 2.5, d: 7 },
+  ];
+  const more: Row[] = [
+    { a: "x", b: 4, d: "2026-03-31T23:00:00Z" },
+    { b: [1], d: "2026-04-06" },
+  ];
+  const put = (store: SqliteStorage | PostgresStorage, columns: Column[] = DECLARED) =>
+    store.catalog.putDataset(uploadDataset("ds_copy", "copy", columns, true));
+  /** Rows of the copy and of the dataset (its window and any other it holds), as the store keeps them. */
+  const counts = async (store: SqliteStorage | PostgresStorage, name: "sqlite" | "postgres") => {
+    if (name === "sqlite") {
+      const s = store as SqliteStorage;
+      const seq = s.db.prepare("SELECT seq FROM datasets WHERE id = 'ds_copy'").pluck().get() as number | undefined;
+      if (seq === undefined) return { copied: 0, rows: 0 };
+      const range = [BigInt(seq) * 2n ** 43n, BigInt(seq + 1) * 2n ** 43n];
+      const copied = s.db.prepare("SELECT count(*) FROM dataset_values WHERE row_key >= ? AND row_key < ?").pluck().get(...range);
+      const rows = s.db.prepare("SELECT count(*) FROM dataset_rows WHERE dataset_seq = ?").pluck().get(seq);
+      return { copied: Number(copied), rows: Number(rows) };
+    }
+    const p = store as PostgresStorage;
+    const [found] = await p.db.query<{ copied: string; rows: string }>(
+      `select (select count(*) from ${p.db.t("dataset_values")} where dataset_id = 'ds_copy') as copied,
+              (select count(*) from ${p.db.t("dataset_rows")} where dataset_id = 'ds_copy') as rows`,
+    );
+    return { copied: Number(found!.copied), rows: Number(found!.rows) };
+  };
+
+  it("follows every write: replace, append, a changed declaration, undeclaring, deleting and making again", async () => {
+    for (const [name, store] of [
+      ["sqlite", sqlite],
+      ["postgres", postgres],
+    ] as const) {
+      if (!store) continue;
+      const check = async (rows: Row[], copied: "all" | "none") => {
+        const answer = withinRounding(await store.rows.aggregateDatasetRows("ds_copy", QUERY), evaluateAggregate(rows, QUERY));
+        expect({ name, answer }).toEqual({ name, answer: evaluateAggregate(rows, QUERY) });
+        const { copied: n, rows: all } = await counts(store, name);
+        expect({ name, copied: n }).toEqual({ name, copied: copied === "all" ? all : 0 });
+      };
+      await put(store);
+      await writeRows(store, "ds_copy", "replace", first, DECLARED);
+      await check(first, "all");
+      await writeRows(store, "ds_copy", "append", more, DECLARED);
+      await check([...first, ...more], "all");
+      // Another declaration (d no longer a datetime, a's slot moved): the copy is made again.
+      await put(store, [{ name: "it's", type: "string" }, { name: "d", type: "string" }, { name: "b", type: "number" }, { name: "a", type: "string" }]);
+      await check([...first, ...more], "all");
+      await put(store, [{ name: "a", type: "string" }]);
+      await check([...first, ...more], "all");
+      await store.catalog.putDataset(uploadDataset("ds_copy", "copy", DECLARED, false));
+      await check([...first, ...more], "none");
+      await put(store);
+      await check([...first, ...more], "all");
+      await writeRows(store, "ds_copy", "replace", more, DECLARED);
+      await check(more, "all");
+      expect(await store.catalog.deleteDataset("ds_copy")).toBe(true);
+      expect(await counts(store, name)).toEqual({ copied: 0, rows: 0 });
+      await put(store);
+      await writeRows(store, "ds_copy", "replace", first, DECLARED);
+      await check(first, "all");
+    }
+  });
+});

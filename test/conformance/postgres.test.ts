@@ -1,3 +1,4 @@
+import pg from "pg";
 import { afterAll } from "vitest";
 import { createPostgresStorage, type PostgresStorage } from "../../src/postgres/index.js";
 import type { Storage } from "../../src/ports/storage.js";
@@ -12,6 +13,16 @@ afterAll(() => dropSchemas(schemas));
 
 /** How to take each store's server away (the faults suite): its pool, which the test made. */
 const outages = new WeakMap<Storage, () => void>();
+/** Each store's schema, so a second instance can open the same one. */
+const schemaOf = new WeakMap<Storage, string>();
+
+/** A second instance on the store's schema, with a pool of its own that ends with it. */
+async function sameSchema(store: Storage): Promise<Storage> {
+  const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 4 });
+  const other = await createPostgresStorage({ pool, schema: schemaOf.get(store)! });
+  const close = other.close;
+  return Object.assign(other, { close: () => close().then(() => pool.end().catch(() => {})) });
+}
 
 runStorageConformance(
   "postgres",
@@ -30,7 +41,8 @@ runStorageConformance(
     const close = store.close;
     store = Object.assign(store, { close: () => close().then(() => pool.end().catch(() => {})) });
     outages.set(store, cut);
+    schemaOf.set(store, schema);
     return store;
   },
-  { ...(skip ? { skip } : {}), makeUnavailable: (store) => outages.get(store)!() },
+  { ...(skip ? { skip } : {}), makeUnavailable: (store) => outages.get(store)!(), sameDatabase: sameSchema },
 );

@@ -25,11 +25,21 @@ const closeFile = (store: Storage) => {
   (store as SqliteStorage).db.close();
 };
 
-runStorageConformance(`${label} (file)`, async () => createSqliteStorage({ path: join(dir, `store-${++n}.db`), driver }), { makeUnavailable: closeFile });
+/** Each file store's path, so a second instance can open the same file. */
+const paths = new WeakMap<Storage, string>();
+const fileStore = (options: { loopBudgetMs?: number } = {}) => async () => {
+  const path = join(dir, `store-${++n}.db`);
+  const store = createSqliteStorage({ path, driver, ...options });
+  paths.set(store, path);
+  return store;
+};
+const sameFile = async (store: Storage) => createSqliteStorage({ path: paths.get(store)!, driver });
+
+runStorageConformance(`${label} (file)`, fileStore(), { makeUnavailable: closeFile, sameDatabase: sameFile });
 runStorageConformance(`${label} (:memory:)`, async () => createSqliteStorage({ path: ":memory:", driver }), { makeUnavailable: closeFile });
 // Every read with conditions, filters or a sort on a reader thread (see src/sqlite/row-reads.ts).
 runStorageConformance(
   `${label} (file, reads on reader threads)`,
-  async () => createSqliteStorage({ path: join(dir, `store-${++n}.db`), loopBudgetMs: 0, driver }),
-  { makeUnavailable: closeFile },
+  fileStore({ loopBudgetMs: 0 }),
+  { makeUnavailable: closeFile, sameDatabase: sameFile },
 );

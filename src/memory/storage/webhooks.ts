@@ -2,9 +2,16 @@ import { widenColumns } from "../../domain/columns.js";
 import type { ConnectionRecord } from "../../domain/model.js";
 import { emptyRow } from "../../domain/rows.js";
 import { endpointFromConnection as endpointOf, newWebhookConfig, webhookConfigWith } from "../../domain/webhook-config.js";
-import type { WebhookStore } from "../../ports/storage/webhooks.js";
+import { utcDay } from "../../domain/days.js";
+import {
+  type DeliveryCount,
+  type DeliveryLogEntry,
+  entryMatches,
+  type InboxKeep,
+} from "../../domain/webhook-inbox.js";
+import type { WebhookDelivery, WebhookStore } from "../../ports/storage/webhooks.js";
 import { appendChange } from "./changes.js";
-import type { DedupKeys, MemoryState } from "./state.js";
+import { cloneJson, type DedupKeys, type MemoryState } from "./state.js";
 
 /**
  * Webhook ingest on the shared state. The webhook dataset is an ordinary
@@ -47,6 +54,51 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
     appendChange(state, datasetId, storedAt, { op: "trim", upTo, at: new Date(storedAt).toISOString() });
   }
 
+  // The delivery log: entries per connection, oldest first (each with its receipt time in ms), and the daily counters.
+  const log = new Map<string, Array<{ entry: DeliveryLogEntry; receivedMs: number }>>();
+  /** Appends to a connection's log since its entries were last checked against the age bound. */
+  let sinceAgeCheck = 0;
+  const counters = new Map<string, DeliveryCount>();
+  let seq = 0;
+
+  /** An entry appended, then the connection's log kept to `keep`. The entry is the store's from now on (reads answer copies). */
+  function append(entry: Omit<DeliveryLogEntry, "seq">, keep: InboxKeep): void {
+    let entries = log.get(entry.connectionId);
+    if (!entries) log.set(entry.connectionId, (entries = []));
+    const { id, connectionId, receivedAt, outcome, reason, status, rowId, detail } = entry;
+    entries.push({ entry: { seq: ++seq, id, connectionId, receivedAt, outcome, reason, status, rowId, detail }, receivedMs: Date.parse(receivedAt) });
+    while (entries.length > keep.size) entries.shift();
+    // The age bound every so many appends (reads apply it exactly).
+    if (++sinceAgeCheck < 64) return;
+    sinceAgeCheck = 0;
+    while (entries.length > 0 && entries[0]!.receivedMs < keep.afterMs) entries.shift();
+  }
+
+  function count(connectionId: string, day: string, kind: string, n: number): void {
+    const key = `${connectionId}\u0000${day}\u0000${kind}`;
+    const found = counters.get(key);
+    if (found) found.n += n;
+    else counters.set(key, { connectionId, day, kind, n });
+  }
+
+  /** The connection's entries within `keep`, oldest first (the store's own objects: copy before answering). */
+  function kept(connectionId: string, keep: InboxKeep): DeliveryLogEntry[] {
+    const entries = log.get(connectionId) ?? [];
+    const out: DeliveryLogEntry[] = [];
+    for (let i = Math.max(0, entries.length - keep.size); i < entries.length; i++) {
+      if (entries[i]!.receivedMs >= keep.afterMs) out.push(entries[i]!.entry);
+    }
+    return out;
+  }
+
+  /** A stored or duplicate delivery's entry, in the same call as the delivery (atomic with it). */
+  function logDelivery(input: WebhookDelivery["log"], outcome: "stored" | "duplicate", rowId: string): void {
+    if (!input) return;
+    const { id, connectionId, receivedAt, detail } = input;
+    append({ id, connectionId, receivedAt, outcome, reason: null, status: 200, rowId, detail }, input.keep);
+    count(connectionId, utcDay(receivedAt), outcome, 1);
+  }
+
   return {
     async getWebhookEndpoint(endpointId) {
       const found = lookup(endpointId);
@@ -60,7 +112,10 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
       const index = keysOf(datasetId);
       if (dedupKey !== null) {
         const first = index.rowIdByKey.get(dedupKey);
-        if (first !== undefined) return { id: first, duplicate: true };
+        if (first !== undefined) {
+          logDelivery(delivery.log, "duplicate", first);
+          return { id: first, duplicate: true };
+        }
       }
       const id = row._id as string;
       let rows = state.datasetRows.get(datasetId);
@@ -78,7 +133,37 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
       dataset.rowCount = rows.length;
       dataset.updatedAt = receivedAt;
       trim(datasetId, Math.max(1, retainRows), storedAt);
+      logDelivery(delivery.log, "stored", id);
       return { id, duplicate: false };
+    },
+
+    async recordWebhookDeliveries({ refusals, counts, keep }) {
+      for (const r of refusals) {
+        const detail = cloneJson(r.detail);
+        append({ id: r.id, connectionId: r.connectionId, receivedAt: r.receivedAt, outcome: "refused", reason: r.reason, status: r.status, rowId: null, detail }, keep);
+      }
+      for (const c of counts) count(c.connectionId, c.day, c.kind, c.n);
+    },
+
+    async listWebhookDeliveries(connectionId, query) {
+      const entries = kept(connectionId, query.keep).filter((e) => entryMatches(e, query));
+      if (query.order === "newest") entries.reverse();
+      return cloneJson(entries.slice(0, query.limit));
+    },
+
+    async getWebhookDelivery(connectionId, deliveryId, keep) {
+      const found = kept(connectionId, keep).find((e) => e.id === deliveryId);
+      return found ? cloneJson(found) : null;
+    },
+
+    async webhookDeliveryCounts({ teamId, fromDay, toDay }) {
+      const out: Array<DeliveryCount & { connection: string }> = [];
+      for (const c of counters.values()) {
+        const connection = state.connections.get(c.connectionId);
+        if (!connection || connection.teamId !== teamId || c.day < fromDay || c.day > toDay) continue;
+        out.push({ ...c, connection: connection.name });
+      }
+      return out;
     },
 
     async updateWebhookSettings(connectionId, settings) {

@@ -8,8 +8,8 @@ export interface SpaceQuery extends DayWindow {
 }
 
 /** The space objects of GET /space/{object}. */
-export type SpaceObject = "dashboard-usage" | "refresh-history" | "credit-usage" | "api-usage" | "dataset-usage";
-export const SPACE_OBJECTS: readonly SpaceObject[] = ["dashboard-usage", "refresh-history", "credit-usage", "api-usage", "dataset-usage"];
+export type SpaceObject = "dashboard-usage" | "refresh-history" | "credit-usage" | "api-usage" | "dataset-usage" | "webhook-deliveries";
+export const SPACE_OBJECTS: readonly SpaceObject[] = ["dashboard-usage", "refresh-history", "credit-usage", "api-usage", "dataset-usage", "webhook-deliveries"];
 
 /** `dashboard-usage`: one row per dashboard of the team per UTC day with at least one (non-editor) view. */
 export interface DashboardUsageRow {

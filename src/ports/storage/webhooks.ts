@@ -1,6 +1,7 @@
 import type { Column, Row } from "../../domain/model.js";
 import type { WebhookSignature } from "../../domain/signature-schemes.js";
 import type { WebhookEndpoint, WebhookSettings } from "../../domain/webhook-config.js";
+import type { DeliveryCount, DeliveryLogEntry, DeliveryLogInput, DeliveryLogQuery, InboxKeep, RefusalLogInput } from "../../domain/webhook-inbox.js";
 
 /**
  * Webhook endpoints and the rows delivered to them (de-duplication, retention).
@@ -58,6 +59,45 @@ export interface WebhookStore {
     endpoint: { endpointId: string; signingSecret: string | null; retainRows: number | null; signature?: WebhookSignature | null };
     dataset: { id: string; name: string };
   }): Promise<WebhookEndpoint>;
+
+  /**
+   * The delivery log (webhook-inbox.md). Append refused deliveries (outcome
+   * `refused`, their reason and status) and add `counts` to the daily
+   * counters (`DeliveryCount`: n added to the counter of its connection,
+   * day and kind), in one write. Then the log of each connection named
+   * keeps only what `keep` says (the newest `keep.size` entries, none
+   * received before `keep.afterMs`); a store MAY trim lazily (every so many
+   * writes, holding at most 128 entries per connection past the bounds) as
+   * long as its reads apply `keep` exactly. Entries are never
+   * updated. Entries of connections that are gone are still written (they
+   * are unreachable and trimmed by age).
+   */
+  recordWebhookDeliveries(batch: { refusals: readonly RefusalLogInput[]; counts: readonly DeliveryCount[]; keep: InboxKeep }): Promise<void>;
+  /**
+   * An endpoint's log entries matching `query`, at most `query.limit`,
+   * newest (highest `seq`) or oldest first, within `query.keep`. `seq`
+   * increases with each entry appended for a connection, across instances
+   * sharing the store.
+   */
+  listWebhookDeliveries(connectionId: string, query: DeliveryLogQuery): Promise<DeliveryLogEntry[]>;
+  /** One entry of the connection's log (within `keep`), or null. */
+  getWebhookDelivery(connectionId: string, deliveryId: string, keep: InboxKeep): Promise<DeliveryLogEntry | null>;
+  /**
+   * The daily counters of the team's connections (`connection`: the
+   * connection's name) whose day is within the window, in any order.
+   * Counters of deleted connections are not answered.
+   */
+  webhookDeliveryCounts(query: { teamId: string; fromDay: string; toDay: string }): Promise<Array<DeliveryCount & { connection: string }>>;
+}
+
+/**
+ * The log entry of a delivery handed to `ingestWebhookRow`: appended in the
+ * same commit as the delivery (its outcome `stored` or `duplicate`, status
+ * 200, `rowId` the receipt's id), its counter moved by one, the connection's
+ * log then kept to `keep` (as `recordWebhookDeliveries`).
+ */
+export interface IngestLog extends DeliveryLogInput {
+  keep: InboxKeep;
 }
 
 /** One delivery as the receiver hands it to `ingestWebhookRow`. */
@@ -68,6 +108,11 @@ export interface WebhookDelivery {
   columns: Column[];
   retainRows: number;
   receivedAt: string;
+  /**
+   * The delivery's log entry, when the log records it (webhook-inbox.md); `receivedAt` is the
+   * delivery's. The caller hands it over: it does not change it after the call (a store may keep it).
+   */
+  log?: IngestLog | undefined;
 }
 
 /** What `ingestWebhookRow` answers: the row's id (the first delivery's, for a duplicate). */

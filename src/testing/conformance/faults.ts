@@ -21,6 +21,9 @@ const READS: readonly Call[] = [
   ["tables.getTable", (s) => s.tables.getTable("tbl_targets")],
   ["tables.getTableRow", (s) => s.tables.getTableRow("tbl_targets", "row_1")],
   ["webhooks.getWebhookEndpoint", (s) => s.webhooks.getWebhookEndpoint("wh_conformance_unknown")],
+  ["webhooks.listWebhookDeliveries", (s) => s.webhooks.listWebhookDeliveries("conn_retail", { limit: 10, order: "newest", keep: { size: 10, afterMs: 0 } })],
+  ["webhooks.getWebhookDelivery", (s) => s.webhooks.getWebhookDelivery("conn_retail", "whd_none", { size: 10, afterMs: 0 })],
+  ["webhooks.webhookDeliveryCounts", (s) => s.webhooks.webhookDeliveryCounts({ teamId: "team_ops", fromDay: "2026-10-31", toDay: "2026-11-01" })],
   ["audit.readAuditEvents", (s) => s.audit.readAuditEvents(auditQuery)],
   ["dashboards.listDashboards", (s) => s.dashboards.listDashboards(["team_ops"])],
   ["usage.spaceCreditUsage", (s) => s.usage.spaceCreditUsage({ teamId: "team_ops", fromDay: "2026-10-31", toDay: "2026-11-01" })],
@@ -48,6 +51,15 @@ const WRITES: readonly Call[] = [
         ],
         retainRows: 100,
         receivedAt: new Date(NOW).toISOString(),
+      }),
+  ],
+  [
+    "webhooks.recordWebhookDeliveries",
+    (s) =>
+      s.webhooks.recordWebhookDeliveries({
+        refusals: [],
+        counts: [{ connectionId: "conn_retail", day: "2026-11-01", kind: "refused:invalid_body", n: 1 }],
+        keep: { size: 10, afterMs: 0 },
       }),
   ],
   ["audit.appendAuditEvent", (s) => s.audit.appendAuditEvent(event("evt_fault", "team_ops", "audit", "2026-11-01T11:00:00Z"), NOW)],

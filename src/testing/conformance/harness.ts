@@ -29,6 +29,12 @@ export interface ConformanceOptions {
    * (memory) and the faults suite is skipped.
    */
   makeUnavailable?: (store: Storage) => Promise<void> | void;
+  /**
+   * A second store on the same database as `store` (another instance of the
+   * application, or another process), closed by the suite. Suites that
+   * check what instances share use it; absent (memory), they are skipped.
+   */
+  sameDatabase?: (store: Storage) => Promise<Storage>;
 }
 
 /** Put a space into a fresh store the way the options say. */
