@@ -392,6 +392,7 @@ describe("GET /datasets/{id}/rows", () => {
         columnTypes: { order_id: "string", amount: "number", region: "string" },
         lastUpdated: "2026-10-02T10:00:00Z",
         nextCursor: expect.stringMatching(/^[\w-]+$/),
+        changesCursor: expect.stringMatching(/^[\w-]+\.[0-9a-f]+$/),
       },
     });
   });

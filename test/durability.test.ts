@@ -48,6 +48,8 @@ function fixtureFile(): string {
 
 /** How to drive one kind of server through the kill -9 routine. */
 interface Target {
+  /** The dataset the deliveries land in. */
+  datasetId: string;
   /** argv after `node --import tsx` for a server on `db` at `port`. */
   command(db: string, port: number): string[];
   post(url: string, seq: number): Promise<Response>;
@@ -56,6 +58,7 @@ interface Target {
 }
 
 const exampleServer: Target = {
+  datasetId: DATASET,
   command: (db, port) => {
     const fixture = fixtureFile();
     return [join(root, "examples/server/main.ts"), "--db", db, "--fixture", fixture, "--port", String(port), "--webhook-rate", "1000000"];
@@ -75,6 +78,7 @@ const exampleServer: Target = {
 
 /** The store alone behind bare node:http: proves the SQLite commit path whatever the receiver does. */
 const bareStore: Target = {
+  datasetId: "ds_conn_hook",
   command: (db, port) => [join(root, "test/support/sqlite-ingest-server.ts"), db, String(port)],
   post: (url, seq) => fetch(url, { method: "POST", body: JSON.stringify({ durability_seq: seq, note: `payload ${seq}` }) }),
   storedSeqs: async (url) => seqsOf((await (await fetch(url)).json()) as { data: Record<string, unknown>[] }),
@@ -101,6 +105,9 @@ interface Outcome {
   indeterminate: number;
   indeterminateStored: number;
   refused: number[];
+  /** Stored rows without their insert change, and insert changes without their row (both must be none). */
+  rowsWithoutChange: number;
+  changesWithoutRow: number;
 }
 
 /**
@@ -147,7 +154,23 @@ async function killNine(target: Target, name: string): Promise<Outcome | null> {
     server = await startServer(target, db, port + 1);
     const counts = new Map<number, number>();
     for (const s of await target.storedSeqs(server.url)) counts.set(s, (counts.get(s) ?? 0) + 1);
+    // A write and its change are one commit: after the kill, every stored row has its change and no change lacks its row.
+    const file = openDatabase(DRIVER, db, { readonly: true });
+    const rowIds = new Set(
+      (
+        file
+          .prepare(
+            `SELECT json_extract(r.data, '$._id') AS id FROM dataset_rows r JOIN datasets d ON d.seq = r.dataset_seq
+              WHERE d.id = ? AND r.position >= d.first_position AND r.position < d.next_position`,
+          )
+          .all(target.datasetId) as { id: string }[]
+      ).map((r) => r.id),
+    );
+    const changed = (file.prepare("SELECT row_id AS id FROM changes WHERE feed_id = ? AND op = 'insert'").all(target.datasetId) as { id: string }[]).map((r) => r.id);
+    file.close();
     const outcome: Outcome = {
+      rowsWithoutChange: [...rowIds].filter((id) => !changed.includes(id)).length,
+      changesWithoutRow: changed.filter((id) => !rowIds.has(id)).length + (changed.length - new Set(changed).size),
       sent: next + 1,
       acknowledged: acknowledged.size,
       lost: [...acknowledged].filter((s) => !counts.has(s)),
@@ -160,7 +183,8 @@ async function killNine(target: Target, name: string): Promise<Outcome | null> {
     console.log(
       `durability (${name}): sent ${outcome.sent}, acknowledged ${outcome.acknowledged}, lost ${outcome.lost.length}, ` +
         `unexpected ${outcome.unexpected.length}, duplicated ${outcome.duplicated.length}, ` +
-        `indeterminate ${outcome.indeterminate} (${outcome.indeterminateStored} of them stored), refused ${refused.length}`,
+        `indeterminate ${outcome.indeterminate} (${outcome.indeterminateStored} of them stored), refused ${refused.length}, ` +
+        `rows ${rowIds.size} / insert changes ${changed.length}`,
     );
     return outcome;
   } finally {
@@ -174,6 +198,7 @@ function expectExactlyOnce(outcome: Outcome): void {
   expect(outcome.lost).toEqual([]);
   expect(outcome.unexpected).toEqual([]);
   expect(outcome.duplicated).toEqual([]);
+  expect([outcome.rowsWithoutChange, outcome.changesWithoutRow]).toEqual([0, 0]);
 }
 
 describe(`durability on SQLite, ${DRIVER} (kill -9)`, () => {

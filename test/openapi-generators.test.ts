@@ -89,6 +89,11 @@ export async function everyOperation(): Promise<void> {
   const deleted = await client.DELETE("/api/v1/tables/{id}/rows/{rowId}", { params: { path: { id: "tbl_targets", rowId: "row_target_1" } }, headers: auth });
   const gone: true | undefined = deleted.data?.deleted;
 
+  const tableChanges = await client.GET("/api/v1/tables/{id}/changes", { params: { path: { id: "tbl_targets" }, query: { limit: 100, wait: 5 } }, headers: auth });
+  const firstChange: "insert" | "update" | "delete" | "trim" | "reset" | undefined = tableChanges.data?.changes[0]?.op;
+  const datasetChanges = await client.GET("/api/v1/datasets/{id}/changes", { params: { path: { id: "ds_orders" }, query: { cursor: tableRows.data?.metadata.changesCursor ?? "" } }, headers: auth });
+  const changesCursor: string | undefined = datasetChanges.data?.cursor;
+
   const audit = await client.GET("/api/v1/audit", { params: { query: { format: "raw", limit: 100, category: ["data_access"], since: "2026-11-01T00:00:00Z" } }, headers: auth });
   const cursor: string | undefined = audit.data?.cursor;
 
@@ -110,7 +115,7 @@ export async function everyOperation(): Promise<void> {
   const live = await client.GET("/api/health/live");
   const ready = await client.GET("/api/health/ready");
   const metrics = await client.GET("/api/metrics", { parseAs: "text" });
-  void [list, writable, hasMore, firstRow, totals, groups, dashboard, totalViews, spaceRows, rowId, createdAt, updatedAt, gone, cursor, version, duplicate, live.data?.status, ready.data?.checks.storage, metrics.data, reference.data, asset.data];
+  void [list, writable, hasMore, firstRow, totals, groups, dashboard, totalViews, spaceRows, rowId, createdAt, updatedAt, gone, cursor, firstChange, changesCursor, version, duplicate, live.data?.status, ready.data?.checks.storage, metrics.data, reference.data, asset.data];
 }
 
 /** What the document forbids, the compiler must refuse. */
@@ -135,6 +140,7 @@ const SAME_TYPES = `
 import type { z } from "zod";
 import type { components } from "./schema.js";
 import type * as audit from "../../src/schemas/audit.js";
+import type * as changes from "../../src/schemas/changes.js";
 import type * as common from "../../src/schemas/common.js";
 import type * as connections from "../../src/schemas/connections.js";
 import type * as dashboards from "../../src/schemas/dashboards.js";
@@ -161,6 +167,7 @@ export type Checks = [
   Check<Same<S["TableRowsPage"], z.output<typeof tables.tableRowsPageSchema>>>,
   Check<Same<S["AuditEvent"], z.output<typeof audit.auditEventSchema>>>,
   Check<Same<S["AuditPage"], z.output<typeof audit.auditPageSchema>>>,
+  Check<Same<S["ChangesPage"], z.output<typeof changes.changesPageSchema>>>,
   Check<Same<S["Me"], z.output<typeof identity.meSchema>>>,
   Check<Same<S["WebhookReceipt"], z.output<typeof webhooks.webhookReceiptSchema>>>,
 ];

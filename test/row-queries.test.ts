@@ -90,7 +90,8 @@ describe("GET /datasets/{id}/rows with where, sort and cursor", () => {
   it("a request with none of the new parameters answers as before, plus nextCursor", async () => {
     const { call } = await setup();
     const res = await call("GET", rowsUrl({ maxRows: "2", offset: "1" }), { token: TOKENS.sync });
-    const { nextCursor, ...metadata } = res.json.metadata;
+    const { nextCursor, changesCursor, ...metadata } = res.json.metadata;
+    expect(changesCursor).toEqual(expect.any(String));
     expect(Object.keys(metadata)).toEqual(["datasetId", "datasetName", "totalRows", "returnedRows", "offset", "hasMore", "columns", "columnTypes", "lastUpdated"]);
     const next = await call("GET", rowsUrl({ maxRows: "10", cursor: nextCursor }), { token: TOKENS.sync });
     expect(ids(next)).toEqual(["A-4", "A-5"]);

@@ -64,6 +64,10 @@ describe("storage areas", () => {
       readDatasetRows: host.rows.readDatasetRows,
       aggregateDatasetRows: host.rows.aggregateDatasetRows,
       replaceDatasetRows: host.rows.replaceDatasetRows,
+      // Its rows' change feeds: written with its rows, so served by it too.
+      readDatasetChanges: host.rows.readDatasetChanges,
+      datasetChangesHead: host.rows.datasetChangesHead,
+      trimDatasetChanges: host.rows.trimDatasetChanges,
     };
     const { api, call } = await setup({ storage: mountStorage(createMemoryStorage(), { rows }), adminToken: ADMIN_TOKEN });
     const read = await call("GET", "/api/v1/datasets/ds_orders/rows", { token: TOKENS.sync });

@@ -68,6 +68,7 @@ describe("GET /tables/{id}/rows", () => {
         hasMore: false,
         columns: ["region", "target"],
         nextCursor: null,
+        changesCursor: expect.stringMatching(/^[\w-]+\.[0-9a-f]+$/),
       },
     });
   });

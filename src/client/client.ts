@@ -1,4 +1,4 @@
-import type { ResponseMeta } from "./errors.js";
+import { DataportError, type ResponseMeta } from "./errors.js";
 import { collect, type CollectOptions, paged, type Paged } from "./paging.js";
 import { query, seg } from "./url.js";
 import {
@@ -38,6 +38,9 @@ import type {
   SpaceObjectName,
   TableRow,
   TableRowsPage,
+  ChangesPage,
+  ChangesQuery,
+  FollowOptions,
 } from "./types.js";
 
 export interface ClientOptions extends TransportConfig {
@@ -113,6 +116,10 @@ export function createClient(options: ClientOptions) {
   });
 
   const datasets = {
+    /** One page of the dataset's changes after `cursor` (docs/changes.md). */
+    changes: (id: string, q: ChangesQuery & RequestOptions = {}) => readChanges("datasets", id, q),
+    /** The dataset's changes for ever, from a rows read's `changesCursor` (see `follow`). */
+    follow: (id: string, opts: FollowOptions = {}) => follow("datasets", id, opts),
     list: (opts: { teamId?: string } & RequestOptions = {}) =>
       get<{ datasets: Dataset[] }>("/datasets", team(opts.teamId), at(opts)).then((r) => carry(r, r.datasets)),
     get: (id: string, opts: RequestOptions = {}) => get<DatasetDetail>(`/datasets/${seg(id)}`, undefined, at(opts)),
@@ -228,6 +235,10 @@ export function createClient(options: ClientOptions) {
     /** The rows as a CSV or NDJSON download, streamed (every row unless `limit` says otherwise). */
     export: (id: string, q: TableRowsOptions & { format: ExportFormat } & RequestOptions) =>
       callStream(transport, `/tables/${seg(id)}/rows`, tableRowsQuery(q), { ...at(q), accept: ACCEPT[q.format] }),
+    /** One page of the table's changes after `cursor` (docs/changes.md). */
+    changes: (id: string, q: ChangesQuery & RequestOptions = {}) => readChanges("tables", id, q),
+    /** The table's changes for ever, from a rows read's `changesCursor` (see `follow`). */
+    follow: (id: string, opts: FollowOptions = {}) => follow("tables", id, opts),
     /** Groups of the rows with their metrics (`_createdAt`, `_updatedAt` too), as `datasets.aggregate`. */
     aggregate: <const K extends string = never, const M extends string = "count">(
       id: string,
@@ -258,6 +269,59 @@ export function createClient(options: ClientOptions) {
     delete: (id: string, rowId: string, opts: RequestOptions = {}) =>
       send<{ deleted: true }>("DELETE", `/tables/${seg(id)}/rows/${seg(rowId)}`, at(opts)),
   };
+
+  function readChanges(
+    kind: "tables" | "datasets",
+    id: string,
+    q: ChangesQuery & RequestOptions,
+  ): Promise<ChangesPage> {
+    const params = query({ cursor: q.cursor, limit: q.limit, wait: q.wait });
+    // A long-poll is held up to `wait` seconds: the attempt may take that much longer than a plain call.
+    const waitMs = (q.wait ?? 0) * 1000;
+    const timeoutMs = q.timeoutMs ?? (transport.timeoutMs === 0 ? 0 : transport.timeoutMs + waitMs);
+    return get<ChangesPage>(`/${kind}/${seg(id)}/changes`, params, { ...at(q), timeoutMs });
+  }
+
+  /**
+   * Follows a feed for ever (until `signal` aborts), long-polling: yields
+   * each non-empty page; store `page.cursor` once its changes are applied to
+   * resume exactly there. After a failure it tries again with backoff
+   * (doubling to `maxDelayMs`), from the same cursor, so nothing is missed or
+   * repeated. Rethrows what retrying cannot mend: 410 `cursor_expired`
+   * (re-read the rows and follow from their `changesCursor`), and any other
+   * 4xx (the token, the id, the cursor).
+   */
+  async function* follow(kind: "tables" | "datasets", id: string, opts: FollowOptions): AsyncGenerator<ChangesPage> {
+    const { signal } = opts;
+    const wait = opts.wait ?? 25;
+    let cursor = opts.cursor;
+    for (let failures = 0; ;) {
+      let page: ChangesPage;
+      try {
+        page = await readChanges(kind, id, { cursor, limit: opts.limit, wait, signal });
+        failures = 0;
+      } catch (error) {
+        if (signal?.aborted) return;
+        const status = error instanceof DataportError ? error.status : 0;
+        if (status >= 400 && status < 500 && status !== 408 && status !== 429) throw error;
+        try {
+          await transport.sleep(
+            Math.round(
+              Math.min(transport.retry.maxDelayMs, transport.retry.baseDelayMs * 2 ** failures++) *
+                (0.5 + transport.random() / 2),
+            ),
+            signal,
+          );
+        } catch {
+          return;
+        }
+        continue;
+      }
+      cursor = page.cursor;
+      if (page.changes.length > 0) yield page;
+      if (signal?.aborted) return;
+    }
+  }
 
   /** One page of the feed: OCSF events by default, raw events with `format: "raw"`. */
   function readAudit<E = OcsfApiActivity>(q?: AuditQuery & { format?: "ocsf" } & RequestOptions): Promise<AuditPage<E>>;

@@ -17,6 +17,7 @@ export type ErrorCode =
   | "unsupported_media_type"
   | "validation_failed"
   | "idempotency_key_reused"
+  | "cursor_expired"
   | "rate_limited"
   | "upstream_unavailable"
   | "storage_unavailable"

@@ -66,6 +66,8 @@ export interface DatasetRowsPage<R extends Row = Row> {
     lastUpdated: string;
     /** Pass as `cursor` for the next page; null on the last page. */
     nextCursor: string | null;
+    /** Where the change feed stood when this read began: follow the changes from the FIRST page's to keep a copy. */
+    changesCursor: string;
   };
 }
 
@@ -257,6 +259,8 @@ export interface TableRowsPage {
     columns: string[];
     /** Pass as `cursor` for the next page; null on the last page. */
     nextCursor: string | null;
+    /** Where the change feed stood when this read began: follow the changes from the FIRST page's to keep a copy. */
+    changesCursor: string;
   };
 }
 
@@ -336,6 +340,43 @@ export interface AuditPage<E = AuditFeedEvent> {
   hasMore: boolean;
   /** Events stored less than this long ago are held back; polling faster gains nothing. */
   lagSeconds: number;
+}
+
+/** One change of a dataset's or input table's rows (docs/changes.md). */
+export type Change =
+  | { op: "insert"; rowId: string | null; row: Record<string, unknown>; at: string }
+  | { op: "update"; rowId: string; row: Record<string, unknown>; at: string }
+  | { op: "delete"; rowId: string; at: string }
+  | { op: "trim"; upTo: string; at: string }
+  | { op: "reset"; at: string };
+
+export interface ChangesPage {
+  changes: Change[];
+  /** Opaque: send it back to read on (an empty page returns the cursor sent). */
+  cursor: string;
+  hasMore: boolean;
+  /** How far behind the present the feed reads. */
+  lagSeconds: number;
+}
+
+export interface ChangesQuery {
+  /** From a changes page, or a rows read's `metadata.changesCursor`; absent: the oldest change kept. */
+  cursor?: string;
+  /** At most this many changes (1–1000, default 200). */
+  limit?: number;
+  /** Seconds (0–30) the server holds the request while no change is ready. */
+  wait?: number;
+}
+
+export interface FollowOptions {
+  /** Where to start: a rows read's `metadata.changesCursor` (or a page's `cursor` stored earlier). Absent: the oldest change kept. */
+  cursor?: string;
+  /** Changes per page (default 200). */
+  limit?: number;
+  /** Seconds each long-poll waits (default 25). */
+  wait?: number;
+  /** Ends the iteration (it returns, no error). */
+  signal?: AbortSignal;
 }
 
 /** What the webhook receiver answers a delivery. */

@@ -1,4 +1,6 @@
 import type { Credential } from "../core/auth.js";
+import type { ChangeRetention } from "../core/change-retention.js";
+import type { ChangeWatch } from "../core/change-watch.js";
 import type { Caches } from "../core/caches.js";
 import type { AuditEvent } from "../domain/model.js";
 import type { Guard } from "../core/guard.js";
@@ -13,6 +15,10 @@ export interface Operations {
   readonly draining: boolean;
   /** Where measurements go, or null when metrics are off. */
   readonly metrics: Metrics | null;
+  /** The instance's one watcher of the store's change signals (long-polls and streams wait on it). */
+  readonly changeWatch?: ChangeWatch;
+  /** Trims the change log now and then (`changeRetentionDays`); the requests that read or write it call `due()`. */
+  readonly changeRetention?: ChangeRetention;
 }
 
 /** Per-request context handed to a handler alongside its parsed input. */
@@ -22,6 +28,12 @@ export interface HandlerContext extends Ports {
   /** The client address (after trusted-proxy resolution). */
   clientAddress: string | null;
   userAgent: string | null;
+  /**
+   * The request's signal, aborted when the client goes away before the
+   * answer (a long-poll then frees its place); undefined when the adapter
+   * cannot tell. A function: the signal is made only when asked for.
+   */
+  signal?: () => AbortSignal | undefined;
   /** Log an error without failing the request. */
   log: (message: string, error?: unknown) => void;
   /** Tell the logger what is going on (`Logger.info`), when it listens; absent otherwise. */

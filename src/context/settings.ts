@@ -17,6 +17,20 @@ export interface ApiSettings {
    * in `details.auditFeed` (without failing) and metrics show it.
    */
   auditStallSeconds: number;
+  /**
+   * How long the change feeds keep changes, in days (default 7): a cursor
+   * older than that answers 410 `cursor_expired`. The log is trimmed now and
+   * then by the requests that read or write it.
+   */
+  changeRetentionDays: number;
+  /**
+   * Change-feed requests waiting at once in this process (long-polls with
+   * `wait`, and streams), at most (default 1000); beyond it a waiting
+   * request answers 429 `rate_limited` with `Retry-After`.
+   */
+  maxChangeWaiters: number;
+  /** How long a change stream (Server-Sent Events) lasts before it ends, so clients reconnect through load balancers, in seconds (default 300). */
+  maxStreamSeconds: number;
   /** Per-connection webhook rate limit, requests per second; burst is twice this (default 50). */
   webhookRatePerSecond: number;
   /** Rows kept per webhook connection unless the connection says otherwise (default 10,000). */

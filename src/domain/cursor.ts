@@ -21,8 +21,7 @@ const CHECK_CHARS = 16;
  * truncated cursor into a clear 400 instead of a silent jump in the feed.
  */
 export function encodeCursor(cursor: FeedCursor): string {
-  const payload = Buffer.from(JSON.stringify({ v: VERSION, p: cursor.position, s: cursor.since })).toString("base64url");
-  return `${payload}.${checksum(payload)}`;
+  return sealCursor(AUDIT_SALT, { v: VERSION, p: cursor.position, s: cursor.since });
 }
 
 /**
@@ -30,9 +29,32 @@ export function encodeCursor(cursor: FeedCursor): string {
  * with, of another version, or names a position the store rejects.
  */
 export function decodeCursor(text: string, isPosition: (position: string) => boolean): FeedCursor | null {
+  const value = openCursor(AUDIT_SALT, text);
+  if (value === null) return null;
+  const { v, p, s } = value;
+  if (v !== VERSION) return null;
+  if (p !== null && (typeof p !== "string" || !isPosition(p))) return null;
+  if (s !== null && (typeof s !== "string" || Number.isNaN(Date.parse(s)))) return null;
+  return { position: p, since: s };
+}
+
+const AUDIT_SALT = `dataport.audit-cursor.v${VERSION}`;
+
+/**
+ * The sealed form every feed cursor shares (the audit feed's, the change
+ * feeds'): base64url(JSON payload) + "." + a checksum of the payload under
+ * the feed's `salt`, so one feed's cursor is not another's.
+ */
+export function sealCursor(salt: string, payload: Record<string, unknown>): string {
+  const encoded = Buffer.from(JSON.stringify(payload)).toString("base64url");
+  return `${encoded}.${checksum(salt, encoded)}`;
+}
+
+/** The payload of a cursor `sealCursor(salt, …)` made; null when malformed or tampered with. */
+export function openCursor(salt: string, text: string): Record<string, unknown> | null {
   if (text.length > MAX_LENGTH) return null;
   const match = /^([A-Za-z0-9_-]+)\.([0-9a-f]+)$/.exec(text);
-  if (!match || checksum(match[1]!) !== match[2]) return null;
+  if (!match || checksum(salt, match[1]!) !== match[2]) return null;
   let value: unknown;
   try {
     value = JSON.parse(Buffer.from(match[1]!, "base64url").toString("utf8"));
@@ -40,13 +62,9 @@ export function decodeCursor(text: string, isPosition: (position: string) => boo
     return null;
   }
   if (value === null || typeof value !== "object" || Array.isArray(value)) return null;
-  const { v, p, s } = value as Record<string, unknown>;
-  if (v !== VERSION) return null;
-  if (p !== null && (typeof p !== "string" || !isPosition(p))) return null;
-  if (s !== null && (typeof s !== "string" || Number.isNaN(Date.parse(s)))) return null;
-  return { position: p, since: s };
+  return value as Record<string, unknown>;
 }
 
-function checksum(payload: string): string {
-  return sha256Hex(`dataport.audit-cursor.v${VERSION}:${payload}`).slice(0, CHECK_CHARS);
+function checksum(salt: string, payload: string): string {
+  return sha256Hex(`${salt}:${payload}`).slice(0, CHECK_CHARS);
 }

@@ -5,6 +5,7 @@ import { invalidParameter } from "../base/api-error.js";
 import { joinedTexts, jsonRowsBody } from "../http/json-stream.js";
 import { Reply } from "../http/reply.js";
 import { ifNoneMatch } from "../http/conditional.js";
+import { CHANGES_CURSOR_HEADER, datasetChangesCursor } from "./change-cursors.js";
 import { rowsTag, textTag } from "./entity-tags.js";
 import {
   auditRowsRead,
@@ -103,6 +104,8 @@ export async function readDatasetRows(
   const asked = { offset: checked.before + query.offset, format, ifNoneMatch: read.ifNoneMatch };
   const unchanged = await notModified(ctx, target, tag, asked);
   if (unchanged !== null) return unchanged;
+  // Where the dataset's change feed stands, read BEFORE the rows: every change up to it is in what follows.
+  const changesCursor = await datasetChangesCursor(ctx, dataset.id);
   const page = await ctx.storage.rows.readDatasetRows(id, {
     offset: query.offset,
     limit: query.maxRows ?? null,
@@ -120,7 +123,9 @@ export async function readDatasetRows(
   if (format !== "json") {
     const rowsJson = query.columns === undefined ? page.rowsJson : undefined;
     const csv = { escapeFormulas: ctx.settings.csvEscapeFormulas };
-    return tagged(exportReply(format, dataset.id, names, page.rows, rowsJson, csv), tag);
+    const reply = exportReply(format, dataset.id, names, page.rows, rowsJson, csv);
+    reply.headers[CHANGES_CURSOR_HEADER] = changesCursor;
+    return tagged(reply, tag);
   }
   let columnTypes = allTypes;
   if (query.columns) {
@@ -135,7 +140,7 @@ export async function readDatasetRows(
   const suffix = () =>
     `],"metadata":${around.head}${page.totalRows},"returnedRows":${returnedRows},"offset":${offset},"hasMore":${hasMore}${around.tail},"nextCursor":${JSON.stringify(
       nextCursor(checked, { offset: query.offset, returned: returnedRows, hasMore, lastKey: page.lastKey() }),
-    )}}}`;
+    )},"changesCursor":${JSON.stringify(changesCursor)}}}`;
   // A store that holds rows as JSON text hands them over as text: no parse and re-serialise per row.
   const body = page.rowsJson
     ? await jsonRowsBody('{"success":true,"data":[', page.rowsJson, suffix, joinedTexts)

@@ -25,6 +25,7 @@ import type {
   UpdateRowInput,
 } from "../ports/storage/tables.js";
 import { ifMatchCondition, ifMatchHolds } from "../http/conditional.js";
+import { CHANGES_CURSOR_HEADER, tableChangesCursor } from "./change-cursors.js";
 import { rowsTag, rowTag, stampOfRowTag } from "./entity-tags.js";
 import {
   auditRowsRead,
@@ -79,6 +80,8 @@ export async function listRows(
     ...(checked.sort && { sort: checked.sort }),
   };
   const offset = checked.before + params.offset;
+  // Where the table's change feed stands, read BEFORE the rows: every change up to it is in what follows.
+  const changesCursor = await tableChangesCursor(ctx, table.id);
   if (format !== "json") {
     // The first batch is read before the reply, so the audit event can say how many rows the download holds.
     const limit = params.limit ?? Number.POSITIVE_INFINITY;
@@ -93,7 +96,9 @@ export async function listRows(
     const names = columns ?? (await firstFields(ctx, table.id, query));
     const csv = { escapeFormulas: ctx.settings.csvEscapeFormulas };
     const rows = exportedRows(ctx, table.id, query, first, limit);
-    return tagged(exportReply(format, table.id, names, rows, undefined, csv), tag);
+    const reply = exportReply(format, table.id, names, rows, undefined, csv);
+    reply.headers[CHANGES_CURSOR_HEADER] = changesCursor;
+    return tagged(reply, tag);
   }
   const limit = params.limit ?? DEFAULT_PAGE;
   const { totalRows, rows, lastKey } = await ctx.storage.tables.listTableRows(table.id, {
@@ -116,6 +121,7 @@ export async function listRows(
       hasMore,
       columns: table.columns.length > 0 ? table.columns.map((c) => c.name) : fieldsOf(rows),
       nextCursor: nextCursor(checked, { offset: params.offset, returned: rows.length, hasMore, lastKey }),
+      changesCursor,
     },
   };
   return tagged(Reply.json(200, page), tag);
@@ -160,6 +166,7 @@ export async function createRow(ctx: AuthedContext, tableId: string, body: Row, 
   const key = checkIdempotencyKey(idempotencyKey);
   const table = await reachableTable(ctx, tableId);
   await validate(ctx, table, body, body);
+  ctx.operations.changeRetention?.due();
   const { tables } = ctx.storage;
   if (key === null) return rowReply(201, await tables.insertTableRow(insertion(ctx, table, body)));
   const scope = idempotencyScope(credentialRef(ctx.credential), table.id);

@@ -74,6 +74,7 @@ export async function receiveWebhook(ctx: HandlerContext, endpointId: string, bo
     delivery.verifiedBy = verifyDelivery(endpoint, body, headers, now);
     const result = await ingestDelivery(ctx, endpoint, body, headers, delivery);
     ctx.operations.metrics?.webhook(result.duplicate ? "duplicate" : "stored", null, endpoint.connectionId);
+    ctx.operations.changeRetention?.due();
     // The receipt as text directly (the one response every delivery gets); the same JSON as JSON.stringify.
     // A new row's id is ours (`whr_`, hex, `-`, base36): nothing to escape. A first delivery's id came from the store.
     const idJson = result.duplicate ? JSON.stringify(result.id) : `"${result.id}"`;

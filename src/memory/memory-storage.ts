@@ -1,8 +1,10 @@
 import type { SeedSpace } from "../domain/seed-space.js";
 import type { Storage } from "../ports/storage.js";
 import { appendAuditEntry, memoryAudit } from "./storage/audit.js";
+import { datasetChangeFeeds } from "../storage/change-feeds.js";
 import { memoryCatalog } from "./storage/catalog.js";
 import { memoryRows } from "./storage/rows.js";
+import { memoryChangeFeeds } from "./storage/changes.js";
 import { memoryCredentials } from "./storage/credentials.js";
 import { memoryDashboards } from "./storage/dashboards.js";
 import { memoryIdentity } from "./storage/identity.js";
@@ -25,7 +27,7 @@ export function createMemoryStorage(): MemoryStorage {
     identity,
     credentials: { ...memoryCredentials(state), teamsFrom: identity },
     catalog: memoryCatalog(state),
-    rows: memoryRows(state),
+    rows: { ...memoryRows(state), ...datasetChangeFeeds(memoryChangeFeeds(state)) },
     tables: memoryTables(state),
     webhooks: memoryWebhooks(state),
     audit: memoryAudit(state),

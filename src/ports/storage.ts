@@ -1,6 +1,7 @@
 import type { SeedSpace } from "../domain/seed-space.js";
 import type { AuditStore } from "./storage/audit.js";
 import type { CatalogStore, CatalogWrites } from "./storage/catalog.js";
+import type { DatasetChangeFeeds } from "./storage/changes.js";
 import type { CredentialStore, KeyWithTeamLookup } from "./storage/credentials.js";
 import type { DashboardStore, DashboardWrites } from "./storage/dashboards.js";
 import type { IdentityStore, IdentityWrites } from "./storage/identity.js";
@@ -11,6 +12,7 @@ import type { WebhookStore } from "./storage/webhooks.js";
 
 export type { AuditStore, StoredAuditEvent } from "./storage/audit.js";
 export type { CatalogStore, CatalogWrites } from "./storage/catalog.js";
+export type { Change, ChangeFeedReads, ChangeRetention, ChangesPage, ChangesQuery, DatasetChangeFeeds, StoredChange } from "./storage/changes.js";
 export type { CredentialStore, KeyWithTeamLookup } from "./storage/credentials.js";
 export type { DashboardStore, DashboardWrites, DayViews, ViewerDayViews } from "./storage/dashboards.js";
 export type { IdentityStore, IdentityWrites, IdPage, PutResult } from "./storage/identity.js";
@@ -52,7 +54,7 @@ export interface StorageAreaReads {
   identity: IdentityStore;
   credentials: CredentialStore & KeyWithTeamLookup;
   catalog: CatalogStore;
-  rows: RowStore;
+  rows: RowStore & DatasetChangeFeeds;
   tables: TableStore;
   webhooks: WebhookStore;
   audit: AuditStore;
@@ -74,8 +76,8 @@ export interface StorageAreas {
   credentials: CredentialStore & KeyWithTeamLookup;
   /** Connections and datasets. */
   catalog: CatalogStore & CatalogWrites;
-  /** The rows of upload and connection datasets: reads, aggregates, refreshes and bulk writes. */
-  rows: RowStore & RowWrites;
+  /** The rows of upload and connection datasets: reads, aggregates, refreshes and bulk writes, and their change feeds. */
+  rows: RowStore & RowWrites & DatasetChangeFeeds;
   /** Input tables, their rows, edit log and Idempotency-Key claims. */
   tables: TableStore & TableWrites;
   /** Webhook endpoints and delivered rows (de-duplication, retention). */

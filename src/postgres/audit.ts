@@ -3,7 +3,7 @@ import type { AuditEvent } from "../domain/model.js";
 import type { AuditStore, StoredAuditEvent } from "../ports/storage/audit.js";
 import type { Db } from "./db.js";
 import { json, num } from "./db.js";
-import { feedPositions } from "./feed-horizon.js";
+import { feedPositions, readToHorizon } from "./feed-horizon.js";
 
 /**
  * The audit log on PostgreSQL. A position is the `position` column, drawn
@@ -62,22 +62,15 @@ export function postgresAudit(db: Db, options: { visibilityWaitMs?: number } = {
       // The text form has its own name: ORDER BY resolves a bare name to an output column first, and
       // positions sorted as text put "10" before "9".
       // A committed event can sit behind an append still open; wait briefly for such short ones to finish.
-      const deadline = Date.now() + waitMs;
-      for (;;) {
-        // The horizon first, then the page in a later statement: its snapshot sees every append the horizon passed.
-        const horizon = await feed.horizon();
-        params[5] = horizon.below;
+      const { page, heldBackMs } = await readToHorizon(feed, null, waitMs, async (below) => {
+        params[5] = below;
         const rows = await db.query<AuditRow>(sql, params);
-        const events = rows.slice(0, query.limit).map(
-          (row): StoredAuditEvent => ({ position: row.position_text, storedAt: num(row.stored_at), event: row.event }),
-        );
-        const full = rows.length > query.limit;
-        if (full || !horizon.held || Date.now() >= deadline) {
-          const { heldBackMs } = horizon;
-          return horizon.held && heldBackMs > 0 ? { events, hasMore: full, heldBackMs } : { events, hasMore: full };
-        }
-        await new Promise((resolve) => setTimeout(resolve, 5));
-      }
+        return { rows, full: rows.length > query.limit };
+      });
+      const events = page.rows.slice(0, query.limit).map(
+        (row): StoredAuditEvent => ({ position: row.position_text, storedAt: num(row.stored_at), event: row.event }),
+      );
+      return heldBackMs > 0 ? { events, hasMore: page.full, heldBackMs } : { events, hasMore: page.full };
     },
     async auditHorizon() {
       const horizon = await feed.horizon();

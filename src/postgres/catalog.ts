@@ -147,6 +147,9 @@ export function postgresCatalog(db: Db, watch: CatalogWatch): CatalogStore & Cat
 async function deleteRowsOf(client: PoolClient, t: Db["t"], ids: readonly string[]): Promise<void> {
   await client.query(`delete from ${t("dataset_stagings")} where dataset_id = any($1)`, [ids]);
   await client.query(`delete from ${t("dataset_rows")} where dataset_id = any($1)`, [ids]);
+  // Their change feeds go with them (a later dataset with one of these ids starts a feed of its own).
+  await client.query(`delete from ${t("changes")} where feed_id = any($1)`, [ids]);
+  await client.query(`delete from ${t("change_feeds")} where feed_id = any($1)`, [ids]);
   await client.query(`delete from ${t("datasets")} where id = any($1)`, [ids]);
 }
 

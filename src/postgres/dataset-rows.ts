@@ -3,6 +3,7 @@ import type { PoolClient } from "pg";
 import type { DatasetRowsWrite } from "../ports/storage/rows.js";
 import type { Row } from "../domain/model.js";
 import { bounded, checkout, type Db, json, type Lease, num } from "./db.js";
+import { publishChangesSql } from "./changes.js";
 import { rowBatches } from "../storage/row-batches.js";
 
 /**
@@ -228,6 +229,11 @@ async function publish(
      where id = $1`,
     [write.datasetId, first, next, json(columns), write.updatedAt, write.refreshedAt ?? null],
   );
+  // The write's changes, in the publishing transaction: a replace's reset, an append's inserts.
+  const changes = publishChangesSql(t);
+  const storedAt = Date.parse(write.updatedAt) || 0;
+  if (write.mode === "replace") await client.query(changes.reset, [write.datasetId, storedAt]);
+  else await client.query(changes.inserts, [write.datasetId, storedAt, at.next, next]);
   return { rowCount: next - first };
 }
 

@@ -83,3 +83,27 @@ export function feedPositions(db: Db, sequence: string): FeedPositions {
     },
   };
 }
+
+/**
+ * A page of a feed bounded by its horizon: the horizon first, then the page
+ * in a later statement (`read(below)`), whose snapshot sees every write the
+ * horizon passed. A committed position can sit behind a write still open;
+ * while the page is not full and such a write holds it back, this waits
+ * briefly for short ones to finish (polling until `waitMs` has passed), then
+ * answers with how long it held the read back (0: nothing did).
+ */
+export async function readToHorizon<P extends { full: boolean }>(
+  feed: FeedPositions,
+  part: string | null,
+  waitMs: number,
+  read: (below: string) => Promise<P>,
+): Promise<{ page: P; heldBackMs: number }> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const horizon = await feed.horizon(part);
+    const page = await read(horizon.below);
+    if (page.full || !horizon.held || Date.now() >= deadline)
+      return { page, heldBackMs: horizon.held ? horizon.heldBackMs : 0 };
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}

@@ -4,6 +4,8 @@ import pg from "../peers/pg.js";
 import type { Storage } from "../ports/storage.js";
 import { wrapStoreCalls } from "../sql/store-calls.js";
 import { postgresAudit } from "./audit.js";
+import { postgresChangeLog } from "./changes.js";
+import { datasetChangeFeeds } from "../storage/change-feeds.js";
 import { postgresCatalog } from "./catalog.js";
 import { type OpenReads, postgresRows } from "./rows.js";
 import { watchCatalog } from "./catalog-events.js";
@@ -135,7 +137,8 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
   const watch = watchCatalog(pool, schema, { syncTimeoutMs: options.freshnessTimeoutMs ?? 500 });
   const seen = sessionReads();
   const reads: OpenReads = new Set();
-  const { settled: deliveriesSettled, ...webhooks } = postgresWebhooks(db, watch);
+  const changes = postgresChangeLog(db, { visibilityWaitMs: options.auditVisibilityWaitMs });
+  const { settled: deliveriesSettled, ...webhooks } = postgresWebhooks(db, watch, changes);
   const { flushUsage, ...usage } = postgresUsage(db, log);
   let closed = false;
   const identity = postgresIdentity(db, seen);
@@ -149,8 +152,8 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
     identity,
     credentials: { ...postgresCredentials(db, seen), teamsFrom: identity },
     catalog: postgresCatalog(db, watch),
-    rows: postgresRows(db, reads, aggregates),
-    tables: { ...postgresTables(db), aggregateTableRows: aggregates.aggregateTableRows },
+    rows: { ...postgresRows(db, reads, aggregates), ...datasetChangeFeeds(changes) },
+    tables: { ...postgresTables(db, changes), aggregateTableRows: aggregates.aggregateTableRows },
     webhooks,
     audit: postgresAudit(db, { visibilityWaitMs: options.auditVisibilityWaitMs }),
     dashboards: postgresDashboards(db),

@@ -389,6 +389,33 @@ create table {s}.webhook_delivery_counts (
       return datasetValuesSql();
     },
   },
+  {
+    version: 12,
+    name: "change log",
+    sql: `
+-- The change feeds of datasets and input tables (src/postgres/changes.ts):
+-- positions drawn from one sequence under a registration per feed (a part
+-- of the sequence: the dataset or table id), as the audit log's are. Pages
+-- are keyset reads on the primary key; retention finds old changes through
+-- the BRIN index on stored_at (cheap to keep: changes arrive in time order).
+create sequence {s}.change_positions as bigint;
+-- A trim names the last row it removed: a delivery statement that cannot see
+-- that row (another instance committed it meanwhile) fails here, and the
+-- deliveries take the transaction path (see webhooks.ts).
+create table {s}.changes (
+  feed_id text not null, position bigint not null, op text not null,
+  row_id text, row json, stored_at bigint not null,
+  primary key (feed_id, position),
+  check (op <> 'trim' or row_id is not null)
+);
+create index changes_stored on {s}.changes using brin (stored_at);
+-- Per feed, the highest position retention removed: a cursor below it has missed changes.
+create table {s}.change_feeds (feed_id text primary key, trimmed_through bigint not null);
+-- Where the window of a webhook dataset began before the last delivery
+-- statement moved it: that statement's trim is the rows from here to first_pos.
+alter table {s}.datasets add column trim_from bigint;
+`,
+  },
 ];
 
 /**

@@ -15,6 +15,7 @@ import type {
 } from "../ports/storage/tables.js";
 import { changedSince, newRow, nextUpdatedAt, patchedRow } from "../domain/table-rows.js";
 import { appendAudit } from "./audit.js";
+import type { PostgresChangeLog } from "./changes.js";
 import { type Db, idPageSql, json, num, PUT_RESULT, putResult } from "./db.js";
 import { syncTableIndexes } from "./row-indexes.js";
 import { queriedTableRows } from "./row-query-dialect.js";
@@ -25,9 +26,12 @@ const ROW_WRITE = { waitForLocks: false } as const;
 /** Rows read and rewritten per statement while a put reshapes a table's rows. */
 const RESHAPE_BATCH = 1000;
 
-export function postgresTables(db: Db): Omit<TableStore, "aggregateTableRows"> & TableWrites {
+export function postgresTables(db: Db, changes: PostgresChangeLog): Omit<TableStore, "aggregateTableRows"> & TableWrites {
   const { t } = db;
   let claims = 0;
+  // The edit-log entry and the row's change in one statement: the change costs no round trip of its own.
+  const logSql = `with change as (${changes.insertSql("$1::text", { op: "$8", rowId: "$2", row: "$7::json", storedAt: "$9" })})
+    insert into ${t("edit_log")} (table_id, row_id, op, actor, at, before, after) values ($1, $2, $3, $4, $5, $6, $7)`;
 
   /** The row locked for this transaction, or null. */
   const lockRow = async (client: PoolClient, tableId: string, rowId: string) => {
@@ -38,8 +42,8 @@ export function postgresTables(db: Db): Omit<TableStore, "aggregateTableRows"> &
     return found.rows[0] ?? null;
   };
 
-  const log = (client: PoolClient, entry: EditLogEntry) =>
-    client.query(`insert into ${t("edit_log")} (table_id, row_id, op, actor, at, before, after) values ($1, $2, $3, $4, $5, $6, $7)`, [
+  const log = (client: PoolClient, entry: EditLogEntry, storedAt: number) =>
+    client.query(logSql, [
       entry.tableId,
       entry.rowId,
       entry.op,
@@ -47,10 +51,12 @@ export function postgresTables(db: Db): Omit<TableStore, "aggregateTableRows"> &
       entry.at,
       entry.before === null ? null : json(entry.before),
       entry.after === null ? null : json(entry.after),
+      entry.op === "create" ? "insert" : entry.op,
+      storedAt,
     ]);
 
   /**
-   * Edit log (at the call's `now`), audit event and the table's
+   * Edit log (at the call's `now`) with the row's change, audit event and the table's
    * rowCount/updatedAt (the row's stamp), in the caller's transaction.
    */
   const record = async (
@@ -62,7 +68,7 @@ export function postgresTables(db: Db): Omit<TableStore, "aggregateTableRows"> &
     before: Row | null,
     after: Row | null,
   ) => {
-    await log(client, { tableId: input.tableId, rowId: input.rowId, op, actor: input.actor, at, before, after });
+    await log(client, { tableId: input.tableId, rowId: input.rowId, op, actor: input.actor, at, before, after }, input.now);
     const delta = op === "create" ? 1 : op === "delete" ? -1 : 0;
     await client.query(`update ${t("input_tables")} set row_count = row_count + $2, updated_at = $3 where id = $1`, [input.tableId, delta, stamp]);
     await appendAudit(client, t, input.auditEvent, input.now);
@@ -202,7 +208,10 @@ export function postgresTables(db: Db): Omit<TableStore, "aggregateTableRows"> &
           [table.id, table.teamId, table.name, json(table.columns), table.updatedAt],
         );
         // The table's row is locked from here on, so row writes wait; a throw rolls the whole put back.
-        if (reshape) await reshapeRows(client, t, table.id, reshape);
+        if (reshape && (await reshapeRows(client, t, table.id, reshape))) {
+          // Rows rewritten: followers start over (the table's `updatedAt` is when the declaration was stored).
+          await changes.append(client, table.id, Date.parse(table.updatedAt) || 0, { op: "reset", at: table.updatedAt });
+        }
         return putResult(rows.rows);
       });
       // Declared columns are indexed (row-indexes.ts), after the commit: the builds do not block writers.
@@ -216,6 +225,7 @@ export function postgresTables(db: Db): Omit<TableStore, "aggregateTableRows"> &
         if (deleted.rowCount === 0) return false;
         await client.query(`delete from ${t("table_rows")} where table_id = $1`, [id]);
         await client.query(`delete from ${t("edit_log")} where table_id = $1`, [id]);
+        for (const sql of changes.forgetSql()) await client.query(sql, [id]);
         return true;
       });
       if (deleted) await syncTableIndexes(db, id, []);
@@ -265,6 +275,10 @@ export function postgresTables(db: Db): Omit<TableStore, "aggregateTableRows"> &
         return { status: "ok", row: found.row } as const;
       }, ROW_WRITE);
     },
+    readTableChanges: (tableId, query) => changes.read(tableId, query),
+    tableChangesHead: (tableId) => changes.head(tableId),
+    trimTableChanges: (storedBefore) => changes.trimChanges(storedBefore),
+    watchTableChanges: changes.watch,
     async listEditLog(tableId, page) {
       const rows = await db.query<LogRow>(
         `select table_id, row_id, op, actor, at, before, after from ${t("edit_log")} where table_id = $1 order by seq offset $2 limit $3`,
@@ -300,8 +314,8 @@ export function toTable(r: TableRow): TableRecord {
   return { id: r.id, teamId: r.team_id, name: r.name, columns: r.columns, rowCount: num(r.row_count), updatedAt: r.updated_at };
 }
 
-/** Every row of the table as `reshape` makes it, batch by batch in the caller's transaction. */
-async function reshapeRows(client: PoolClient, t: Db["t"], tableId: string, reshape: (row: Row) => Row): Promise<void> {
+/** Every row of the table as `reshape` makes it, batch by batch in the caller's transaction; whether there was any. */
+async function reshapeRows(client: PoolClient, t: Db["t"], tableId: string, reshape: (row: Row) => Row): Promise<boolean> {
   for (let after = ""; ; ) {
     const batch = await client.query<{ row_id: string; row: Row }>(
       `select row_id, row from ${t("table_rows")} where table_id = $1 and row_id > $2 collate "C" order by row_id collate "C" limit $3`,
@@ -314,7 +328,7 @@ async function reshapeRows(client: PoolClient, t: Db["t"], tableId: string, resh
         [tableId, batch.rows.map((r) => r.row_id), batch.rows.map((r) => json(reshape(r.row)))],
       );
     }
-    if (batch.rows.length < RESHAPE_BATCH) return;
+    if (batch.rows.length < RESHAPE_BATCH) return after !== "" || batch.rows.length > 0;
     after = batch.rows[batch.rows.length - 1]!.row_id;
   }
 }

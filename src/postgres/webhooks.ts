@@ -6,6 +6,7 @@ import { endpointFromConnection, newWebhookConfig, type WebhookEndpoint, webhook
 import type { WebhookDelivery, WebhookReceipt, WebhookStore } from "../ports/storage/webhooks.js";
 import { type GroupOutcome, groupCommit } from "../sql/group-commit.js";
 import type { CatalogWatch } from "./catalog-events.js";
+import type { PostgresChangeLog } from "./changes.js";
 import { type Db, json, num, type Statement, statement, storeFault } from "./db.js";
 import { makeRoomForDeliveries } from "./dataset-rows.js";
 import { type PostgresDeliveryLog, postgresDeliveryLog } from "./webhook-log.js";
@@ -41,14 +42,15 @@ const SWEEP_MAX_ROWS = 5000;
  * are invisible, and their dedup keys count as forgotten); the rows go in
  * one DELETE per SWEEP_AFTER_ROWS trimmed.
  */
-export function postgresWebhooks(db: Db, watch: CatalogWatch): WebhookStore & { settled(): Promise<void> } {
+export function postgresWebhooks(db: Db, watch: CatalogWatch, changes: PostgresChangeLog): WebhookStore & { settled(): Promise<void> } {
   const { t } = db;
+  const batchSql = ingestBatchSql(t, changes);
   const endpointSql = `select c.id, c.team_id, c.name, c.config,
       (select d.id from ${t("datasets")} d where d.connection_id = c.id order by d.id collate "C" limit 1) as dataset_id
     from ${t("connections")} c`;
   const endpointById = statement(`${endpointSql} where c.endpoint_id = $1 and c.type = 'webhook'`);
   const log = postgresDeliveryLog(db);
-  const fastStatement = fastIngestStatement(t, log);
+  const fastStatement = fastIngestStatement(t, log, changes);
   const endpoints = new LRUCache<string, WebhookEndpoint>({ max: ENDPOINT_CACHE_SIZE });
   let endpointsVersion: number | null = null;
 
@@ -69,7 +71,7 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch): WebhookStore & { 
       return outcomes;
     },
     // The rest in one transaction that locks their datasets first.
-    commit: (inputs) => db.transaction((client) => ingestBatch(client, t, inputs, knownColumns, log)),
+    commit: (inputs) => db.transaction((client) => ingestBatch(client, t, batchSql, inputs, knownColumns, log)),
   });
 
   return {
@@ -118,12 +120,24 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch): WebhookStore & { 
           const endpoint = result.rows[0] ? toEndpoint(result.rows[0]) : null;
           if (endpoint && typeof settings.retainRows === "number" && endpoint.datasetId) {
             // Lowering retention trims at once, in this transaction: the window's start moves up.
-            await client.query(
+            const moved = await client.query<{ trim_from: string; first_pos: string }>(
               `update ${t("datasets")} set first_pos = greatest(first_pos, next_pos - $2::bigint),
-                 row_count = next_pos - greatest(first_pos, next_pos - $2::bigint)
-               where id = $1`,
+                 row_count = next_pos - greatest(first_pos, next_pos - $2::bigint), trim_from = first_pos
+               where id = $1 returning trim_from, first_pos`,
               [endpoint.datasetId, Math.max(1, Math.floor(settings.retainRows))],
             );
+            const window = moved.rows[0];
+            if (window && num(window.first_pos) > num(window.trim_from)) {
+              const [last] = (
+                await client.query<{ id: string | null }>(
+                  `select row ->> '_id' as id from ${t("dataset_rows")} where dataset_id = $1 and pos >= $2 and pos < $3 order by pos desc limit 1`,
+                  [endpoint.datasetId, window.trim_from, window.first_pos],
+                )
+              ).rows;
+              // The settings carry no time: the trim is stored at the store's clock.
+              const now = Date.now();
+              if (last?.id) await changes.append(client, endpoint.datasetId, now, { op: "trim", upTo: last.id, at: new Date(now).toISOString() });
+            }
           }
           return endpoint;
         });
@@ -162,6 +176,8 @@ type Outcome = GroupOutcome<WebhookReceipt>;
 
 interface DatasetState {
   id: string;
+  /** The window's start when the batch began (the rows from here to `first` are its trim). */
+  firstBefore: number;
   first: number;
   next: number;
   sweptBelow: number;
@@ -191,6 +207,7 @@ interface StoredKey {
 async function ingestBatch(
   client: PoolClient,
   t: Db["t"],
+  batchSql: string,
   inputs: readonly WebhookDelivery[],
   knownColumns: KnownColumns,
   log: PostgresDeliveryLog,
@@ -212,6 +229,7 @@ async function ingestBatch(
   for (const r of locked.rows) {
     datasets.set(r.id, {
       id: r.id,
+      firstBefore: num(r.first_pos),
       first: num(r.first_pos),
       next: num(r.next_pos),
       sweptBelow: num(r.swept_below),
@@ -237,7 +255,7 @@ async function ingestBatch(
     for (const r of found.rows) stored.set(keyOf(r.dataset_id, r.dedup_key), { pos: num(r.pos), id: String(r.id ?? ""), insert: null });
   }
 
-  const inserts: Array<{ datasetId: string; pos: number; key: string | null; text: string }> = [];
+  const inserts: Array<{ datasetId: string; pos: number; key: string | null; text: string; id: string; storedAt: number }> = [];
   const forgotten: Array<{ datasetId: string; pos: number }> = [];
   const outcomes = inputs.map((input): Outcome => {
     const ds = datasets.get(input.datasetId);
@@ -254,7 +272,7 @@ async function ingestBatch(
     }
     const id = String(input.row._id ?? "");
     if (key !== null) stored.set(key, { pos: ds.next, id, insert: inserts.length });
-    inserts.push({ datasetId: ds.id, pos: ds.next, key: input.dedupKey, text: JSON.stringify(input.row) });
+    inserts.push({ datasetId: ds.id, pos: ds.next, key: input.dedupKey, text: JSON.stringify(input.row), id, storedAt: Date.parse(input.receivedAt) });
     ds.next += 1;
     if (rowChangesColumns((ds.types ??= new Map(ds.columns.map((c) => [c.name, c.type] as const))), input.row)) {
       const widened = widenColumns(ds.columns, input.columns);
@@ -295,13 +313,95 @@ async function ingestBatch(
   }
   const sweeps = changed.filter((ds) => ds.first - ds.sweptBelow >= SWEEP_AFTER_ROWS);
   const sweepTo = sweeps.map((ds) => Math.min(ds.first, ds.sweptBelow + SWEEP_MAX_ROWS));
-  // The rows, every dataset's new window, and the amortised sweep: one statement.
-  await client.query(
-    `with inserted as (
+  const changes = changesOf(inserts, changed);
+  // The rows, their changes, every dataset's new window, and the amortised sweep: one statement.
+  await client.query(batchSql, [
+    inserts.map((i) => i.datasetId),
+    inserts.map((i) => i.pos),
+    inserts.map((i) => i.key),
+    `[${inserts.map((i) => i.text).join(",")}]`,
+    sweeps.map((ds) => ds.id),
+    sweeps.map((ds) => ds.sweptBelow),
+    sweepTo,
+    json(
+      changed.map((ds) => ({
+        id: ds.id,
+        first_pos: ds.first,
+        next_pos: ds.next,
+        updated_at: ds.updatedAt,
+        swept_below: sweeps.includes(ds) ? sweepTo[sweeps.indexOf(ds)] : null,
+        stage_from: ds.stageFrom,
+        columns: ds.columnsChanged ? ds.columnsText : null,
+      })),
+    ),
+    changes.map((c) => c.feedId),
+    changes.map((c) => c.op),
+    changes.map((c) => c.rowId),
+    changes.map((c) => c.rowN),
+    changes.map((c) => c.storedAt),
+    changes.map((c) => c.lo),
+    changes.map((c) => c.hi),
+  ]);
+  return outcomes;
+}
+
+interface BatchChange {
+  feedId: string;
+  op: "insert" | "trim";
+  rowId: string | null;
+  /** The row's index (1-based) in the batch's rows; null for a trim. */
+  rowN: number | null;
+  storedAt: number;
+  lo: number | null;
+  hi: number | null;
+}
+
+/**
+ * The batch's changes, in the order they are positioned: every row's insert
+ * in arrival order, then one trim per dataset whose window moved, naming
+ * the last row below the new window (a row of this batch, or, looked up by
+ * the statement, a stored one between `lo` and `hi`).
+ */
+function changesOf(
+  inserts: ReadonlyArray<{ datasetId: string; pos: number; id: string; storedAt: number }>,
+  datasets: readonly DatasetState[],
+): BatchChange[] {
+  const out = inserts.map((i, k): BatchChange => ({ feedId: i.datasetId, op: "insert", rowId: i.id, rowN: k + 1, storedAt: i.storedAt, lo: null, hi: null }));
+  for (const ds of datasets) {
+    if (ds.first <= ds.firstBefore) continue;
+    let own: (typeof inserts)[number] | undefined;
+    for (const i of inserts) if (i.datasetId === ds.id && i.pos < ds.first) own = i;
+    const storedAt = Date.parse(ds.updatedAt ?? "") || 0;
+    out.push({ feedId: ds.id, op: "trim", rowId: own?.id ?? null, rowN: null, storedAt, lo: own ? null : ds.firstBefore, hi: own ? null : ds.first });
+  }
+  return out;
+}
+
+/**
+ * The statement of a batch's transaction: its rows, their changes (in the
+ * order `changesOf` gives, positioned in that order under each dataset's
+ * feed), every dataset's new window, and the amortised sweep.
+ */
+function ingestBatchSql(t: Db["t"], changes: PostgresChangeLog): string {
+  return `with rows as materialized (
+       select value, n from json_array_elements($4::json) with ordinality as r(value, n)
+     ), inserted as (
        insert into ${t("dataset_rows")} (dataset_id, pos, dedup_key, row)
        select x.dataset_id, x.pos, x.dedup_key, r.value
          from unnest($1::text[], $2::bigint[], $3::text[]) with ordinality as x(dataset_id, pos, dedup_key, n)
-         join json_array_elements($4::json) with ordinality as r(value, n) using (n)
+         join rows r using (n)
+     ), changed as (
+       insert into ${t("changes")} (feed_id, position, op, row_id, row, stored_at)
+       select q.feed_id, ${changes.positionSql("q.feed_id")}, q.op, q.row_id, q.row, q.stored_at
+         from (select c.feed_id, c.op, c.stored_at, r.value as row,
+                      coalesce(c.row_id, (select s.row ->> '_id' from ${t("dataset_rows")} s
+                                           where s.dataset_id = c.feed_id and s.pos >= c.lo and s.pos < c.hi
+                                           order by s.pos desc limit 1)) as row_id
+                 from unnest($9::text[], $10::text[], $11::text[], $12::bigint[], $13::bigint[], $14::bigint[], $15::bigint[])
+                      with ordinality as c(feed_id, op, row_id, row_n, stored_at, lo, hi, k)
+                 left join rows r on r.n = c.row_n
+                order by c.k) q
+        where q.row_id is not null
      ), swept as (
        delete from ${t("dataset_rows")} r using unnest($5::text[], $6::bigint[], $7::bigint[]) as s(dataset_id, lo, hi)
         where r.dataset_id = s.dataset_id and r.pos >= s.lo and r.pos < s.hi
@@ -310,29 +410,7 @@ async function ingestBatch(
         set first_pos = w.first_pos, next_pos = w.next_pos, row_count = w.next_pos - w.first_pos, updated_at = w.updated_at,
             swept_below = coalesce(w.swept_below, d.swept_below), stage_from = w.stage_from, columns = coalesce(w.columns::json, d.columns)
        from json_to_recordset($8::json) as w(id text, first_pos bigint, next_pos bigint, updated_at text, swept_below bigint, stage_from bigint, columns text)
-      where d.id = w.id`,
-    [
-      inserts.map((i) => i.datasetId),
-      inserts.map((i) => i.pos),
-      inserts.map((i) => i.key),
-      `[${inserts.map((i) => i.text).join(",")}]`,
-      sweeps.map((ds) => ds.id),
-      sweeps.map((ds) => ds.sweptBelow),
-      sweepTo,
-      json(
-        changed.map((ds) => ({
-          id: ds.id,
-          first_pos: ds.first,
-          next_pos: ds.next,
-          updated_at: ds.updatedAt,
-          swept_below: sweeps.includes(ds) ? sweepTo[sweeps.indexOf(ds)] : null,
-          stage_from: ds.stageFrom,
-          columns: ds.columnsChanged ? ds.columnsText : null,
-        })),
-      ),
-    ],
-  );
-  return outcomes;
+      where d.id = w.id`;
 }
 
 /** Datasets' columns as stored (JSON text) and as a name → type map, by dataset id. */
@@ -417,6 +495,7 @@ async function fastIngest(
     json([...datasets.values()]),
     inputs.map((i) => i.receivedAt),
     ...log.fastLogParams(inputs),
+    inputs.map((i) => Date.parse(i.receivedAt)),
   ]);
   const outcomes: Array<WebhookReceipt | null> = inputs.map(() => null);
   for (const r of rows) {
@@ -428,17 +507,19 @@ async function fastIngest(
 }
 
 /** The statement of `fastIngest` (prepared: it runs once per batch, and planning it costs more than running it). */
-function fastIngestStatement(t: Db["t"], log: PostgresDeliveryLog): Statement {
+function fastIngestStatement(t: Db["t"], log: PostgresDeliveryLog, changes: PostgresChangeLog): Statement {
   return statement(
     `with w as (
        select * from json_to_recordset($4::json) as w(id text, retain bigint, expect text)
      ), x as (
-       select * from unnest($1::text[], $2::text[], $5::text[]) with ordinality as x(dataset_id, dedup_key, received_at, n)
+       select * from unnest($1::text[], $2::text[], $5::text[], $7::bigint[]) with ordinality as x(dataset_id, dedup_key, received_at, stored_at, n)
+     ), rows as materialized (
+       select value, n from json_array_elements($3::json) with ordinality as r(value, n)
      ), held as materialized (
        select x.n, x.dataset_id, r.pos, r.row ->> '_id' as id
          from x join ${t("dataset_rows")} r on r.dataset_id = x.dataset_id and r.dedup_key = x.dedup_key
      ), fresh as materialized (
-       select x.n, x.dataset_id, x.dedup_key, x.received_at, row_number() over (partition by x.dataset_id order by x.n) as k
+       select x.n, x.dataset_id, x.dedup_key, x.received_at, x.stored_at, row_number() over (partition by x.dataset_id order by x.n) as k
          from x where not exists (select 1 from held h where h.n = x.n)
      ), counts as (
        select w.id, w.retain, w.expect, count(f.n) as added, (array_agg(f.received_at order by f.n desc))[1] as updated_at
@@ -452,18 +533,39 @@ function fastIngestStatement(t: Db["t"], log: PostgresDeliveryLog): Statement {
               first_pos = greatest(d.first_pos, d.next_pos + c.added - c.retain),
               row_count = c.added + d.next_pos - greatest(d.first_pos, d.next_pos + c.added - c.retain),
               updated_at = coalesce(c.updated_at, d.updated_at),
+              trim_from = d.first_pos,
               swept_below = case when greatest(d.first_pos, d.next_pos + c.added - c.retain) - d.swept_below >= ${SWEEP_AFTER_ROWS}
                 then least(greatest(d.first_pos, d.next_pos + c.added - c.retain), d.swept_below + ${SWEEP_MAX_ROWS}) else d.swept_below end
          from counts c
         where d.id = c.id and d.columns::text = c.expect
           and (d.stage_from is null or d.next_pos + c.added <= d.stage_from)
           and not exists (select 1 from held h where h.dataset_id = d.id and h.pos < greatest(d.first_pos, d.next_pos + c.added - c.retain))
-       returning d.id, d.next_pos - c.added as base, d.swept_below
+       returning d.id, d.next_pos - c.added as base, d.swept_below, d.trim_from, d.first_pos
      ), inserted as (
        insert into ${t("dataset_rows")} (dataset_id, pos, dedup_key, row)
        select f.dataset_id, a.base + f.k - 1, f.dedup_key, r.value
          from fresh f join applied a on a.id = f.dataset_id
-         join json_array_elements($3::json) with ordinality as r(value, n) on r.n = f.n
+         join rows r on r.n = f.n
+     ), trims as (
+       -- The last row below the moved window: one of this statement's, or a stored one. A stored row this
+       -- statement cannot see (committed by another instance while it waited) leaves upTo null, which the
+       -- change log's check refuses: the deliveries then take the transaction path.
+       select a.id, (select max(f.stored_at) from fresh f where f.dataset_id = a.id) as stored_at,
+              coalesce((select r.value ->> '_id' from fresh f join rows r on r.n = f.n
+                         where f.dataset_id = a.id and a.base + f.k - 1 < a.first_pos order by f.k desc limit 1),
+                       (select s.row ->> '_id' from ${t("dataset_rows")} s
+                         where s.dataset_id = a.id and s.pos >= a.trim_from and s.pos < least(a.first_pos, a.base)
+                         order by s.pos desc limit 1)) as up_to
+         from applied a where a.first_pos > a.trim_from
+     ), changed as (
+       -- Each row's insert in arrival order, then each dataset's trim, positioned in that order.
+       insert into ${t("changes")} (feed_id, position, op, row_id, row, stored_at)
+       select q.feed_id, ${changes.positionSql("q.feed_id")}, q.op, q.row_id, q.row, q.stored_at
+         from (select f.dataset_id as feed_id, 'insert' as op, r.value ->> '_id' as row_id, r.value as row, f.stored_at, 0 as g, f.n as k
+                 from fresh f join applied a on a.id = f.dataset_id join rows r on r.n = f.n
+               union all
+               select id, 'trim', up_to, null, stored_at, 1, 0 from trims
+                order by g, k) q
      ), swept as (
        -- From the sweep mark as this statement's snapshot saw it: at or below the current one, so nothing is missed.
        delete from ${t("dataset_rows")} r using applied a, before b

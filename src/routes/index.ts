@@ -6,6 +6,7 @@ import type { ConnectorRegistry } from "../ports/connector.js";
 import type { RouteDef } from "./route-def.js";
 import { adminRoutes } from "./admin.js";
 import { auditRoutes } from "./audit.js";
+import { changeRoutes } from "./changes.js";
 import { connectionRoutes } from "./connections.js";
 import { dashboardRoutes } from "./dashboards.js";
 import { datasetRoutes } from "./datasets.js";
@@ -20,7 +21,7 @@ import { webhookReceiverRoutes } from "./webhooks.js";
  * The route table. Each mount is a prefix; a future `/api/v2` mounts its
  * own list beside `/api/v1`. The webhook receiver has no version prefix.
  */
-export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...connectionRoutes, ...dashboardRoutes, ...tableRoutes, ...auditRoutes, ...openapiRoutes(() => mounts), ...docsRoutes];
+export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...connectionRoutes, ...dashboardRoutes, ...tableRoutes, ...changeRoutes, ...auditRoutes, ...openapiRoutes(() => mounts), ...docsRoutes];
 
 export const webhookRoutes: RouteDef[] = [...webhookReceiverRoutes];
 

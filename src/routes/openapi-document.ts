@@ -88,6 +88,7 @@ const ERROR_RESPONSES: Record<number, { name: string; codes: string }> = {
   405: { name: "MethodNotAllowed", codes: "`method_not_allowed`: the storage area this change belongs to is read-only (the host supplies it)" },
   409: { name: "Conflict", codes: "`conflict` (details.current holds the current row), `idempotency_key_in_use`" },
   412: { name: "PreconditionFailed", codes: "`precondition_failed`: `If-Match` names a version the row no longer has (details.current holds the row, `ETag` its tag)" },
+  410: { name: "Gone", codes: "`cursor_expired`: changes after this cursor are no longer kept (`changeRetentionDays`): re-read the rows and follow their `changesCursor`" },
   413: { name: "PayloadTooLarge", codes: "`payload_too_large`" },
   415: { name: "UnsupportedMediaType", codes: "`unsupported_media_type`" },
   422: { name: "UnprocessableEntity", codes: "`validation_failed` (details.unknownColumns / invalidColumns; on the admin API details.path names the first problem), `idempotency_key_reused`" },
@@ -107,7 +108,7 @@ const DESCRIPTION = `Data Access API and inbound webhook receiver.
 * **Authentication**: every \`/api/v1\` call sends \`Authorization: Bearer <token>\` — an API key (scoped, allowlisted) or a session token (membership is the boundary; send \`teamId\` where asked). Each operation names the scope a key needs in \`x-scope\`.
 * **Errors**: every error has the body \`{ "error": { "code", "message", "details"?, "requestId" } }\` (schema \`Error\`).
 * **CORS**: every response carries \`Access-Control-Allow-Origin: *\` and \`X-Request-Id\`; a preflight \`OPTIONS\` answers 204.
-* **Paging**: rows pages with \`offset\` until \`metadata.hasMore\` is false; the audit feed follows its opaque \`cursor\`.
+* **Paging**: rows pages with \`offset\` until \`metadata.hasMore\` is false; the audit feed and the change feeds (\`/tables/{id}/changes\`, \`/datasets/{id}/changes\`) follow their opaque \`cursor\`.
 * **Versioning**: \`/api/v1\` keeps working at least 12 months after \`/api/v2\` ships; webhooks carry no version. A deprecated operation says so (\`deprecated: true\`) and its answers carry \`Deprecation\`, \`Sunset\` and \`Link: <…>; rel="deprecation"\`.`;
 
 const methods = { GET: "get", POST: "post", PUT: "put", PATCH: "patch", DELETE: "delete" } as const;

@@ -35,6 +35,7 @@ export const ERROR_CODES = [
   "unsupported_media_type",
   "validation_failed",
   "idempotency_key_reused",
+  "cursor_expired",
   "rate_limited",
   "upstream_unavailable",
   "storage_unavailable",

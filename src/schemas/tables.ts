@@ -20,6 +20,7 @@ export const tableRowsPageSchema = z
       hasMore: z.boolean(),
       columns: z.array(z.string()),
       nextCursor: z.string().nullable().describe("pass as cursor for the next page (keyset paging); null on the last page"),
+      changesCursor: z.string().describe("where the change feed stood when this read began: follow GET …/changes from the first page's changesCursor to keep a copy"),
     }),
   })
   .meta({ id: "TableRowsPage", description: "One page of an input table's rows, in creation order or sorted" });

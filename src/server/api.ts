@@ -9,6 +9,8 @@
  * request and response to and from the pipeline's; handlers (src/handlers)
  * are plain functions of their parsed input and the ports.
  */
+import { createChangeRetention } from "../core/change-retention.js";
+import { createChangeWatch } from "../core/change-watch.js";
 import { type Admin, createAdmin } from "../admin/index.js";
 import { storageSessions } from "../core/auth.js";
 import { createCaches } from "../core/caches.js";
@@ -112,6 +114,9 @@ export const DEFAULT_SETTINGS: ApiSettings = {
   maxBodyBytes: 1024 * 1024,
   auditLagSeconds: 5,
   auditStallSeconds: 30,
+  changeRetentionDays: 7,
+  maxChangeWaiters: 1000,
+  maxStreamSeconds: 300,
   webhookRatePerSecond: 50,
   webhookRetainRows: 10_000,
   inboxSize: 1000,
@@ -176,7 +181,12 @@ export function assembleDataApi(options: DataApiOptions, table: RouteTable): Dat
     connectors: tracing ? tracedConnectors(connectors, tracing) : connectors,
   };
   const caches = createCaches(settings, clock);
-  const operations = { draining: false, metrics };
+  const operations = {
+    draining: false,
+    metrics,
+    changeWatch: createChangeWatch(storage, settings.maxChangeWaiters),
+    changeRetention: createChangeRetention(storage, settings.changeRetentionDays, clock, (message, error) => logger.error(message, error)),
+  };
   const inbox = createWebhookInbox({
     storage,
     clock,
@@ -214,6 +224,8 @@ export function assembleDataApi(options: DataApiOptions, table: RouteTable): Dat
     routes: router.routes,
     drain() {
       operations.draining = true;
+      // Waiting change-feed requests answer now (an empty page), so the drain is not held up by them.
+      operations.changeWatch.drain();
     },
     get draining() {
       return operations.draining;

@@ -331,6 +331,12 @@ function statements(db: Database.Database) {
            AND row_key < (SELECT seq * 8796093022208 + first_position FROM datasets WHERE seq = ? AND id = ?)
          LIMIT +?)`,
     ),
+    // The write's changes, in the publishing transaction (see changes.ts): a replace's reset, an append's inserts.
+    resetChange: db.prepare<[string, number]>("INSERT INTO changes (feed_id, op, row_id, row, stored_at) VALUES (?, 'reset', NULL, NULL, ?)"),
+    insertChanges: db.prepare<[string, number, bigint, bigint]>(
+      `INSERT INTO changes (feed_id, op, row_id, row, stored_at)
+       SELECT ?, 'insert', NULL, data, ? FROM dataset_rows WHERE row_key >= ? AND row_key < ? ORDER BY row_key`,
+    ),
     setWindow: db.prepare<[number, number, string, string, string | null, number]>(
       `UPDATE datasets SET first_position = ?, next_position = ?, stage_from = NULL, columns = ?, updated_at = ?,
          last_refreshed_at = coalesce(?, last_refreshed_at) WHERE seq = ?`,
@@ -366,6 +372,9 @@ function publish(sql: Statements, at: DatasetAt, from: number, end: number, writ
     next = at.next_position + (end - from);
   }
   sql.setWindow.run(first, next, JSON.stringify(columns), write.updatedAt, write.refreshedAt ?? null, at.seq);
+  const storedAt = Date.parse(write.updatedAt) || 0;
+  if (write.mode === "replace") sql.resetChange.run(write.datasetId, storedAt);
+  else sql.insertChanges.run(write.datasetId, storedAt, rowKey(at.seq, at.next_position), rowKey(at.seq, next));
   return { rowCount: next - first };
 }
 

@@ -119,10 +119,15 @@ function dropDataset(db: Database.Database): (seq: number) => void {
   const rows = db.prepare<[bigint, bigint]>("DELETE FROM dataset_rows WHERE row_key >= ? AND row_key < ?");
   const claim = db.prepare<[number]>("DELETE FROM dataset_stagings WHERE dataset_seq = ?");
   const dataset = db.prepare<[number]>("DELETE FROM datasets WHERE seq = ?");
+  // A dataset's change feed goes with it (a later dataset with its id starts a feed of its own).
+  const changes = db.prepare<[number]>("DELETE FROM changes WHERE feed_id = (SELECT id FROM datasets WHERE seq = ?)");
+  const changeMark = db.prepare<[number]>("DELETE FROM change_feeds WHERE feed_id = (SELECT id FROM datasets WHERE seq = ?)");
   return (seq) => {
     syncDatasetIndexes(db, seq, []);
     rows.run(rowKey(seq, 0), rowKey(seq, 0) + 2n ** 43n);
     claim.run(seq);
+    changes.run(seq);
+    changeMark.run(seq);
     dataset.run(seq);
   };
 }

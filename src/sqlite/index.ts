@@ -12,6 +12,8 @@ import { syncDatasetIndexes } from "./row-indexes.js";
 import { dashboardViewStatement, insertDashboardStatement, sqliteDashboards } from "./dashboards.js";
 import { openSqlite, type SqliteStorageOptions, writeTransaction } from "./db.js";
 import { recordWrites } from "./records.js";
+import { datasetChangeFeeds } from "../storage/change-feeds.js";
+import { sqliteChangeFeeds } from "./changes.js";
 import { insertApiKeyStatement, insertSessionStatement, sqliteIdentity } from "./identity.js";
 import { insertTableStatement, sqliteTables } from "./tables.js";
 import { creditUsageStatement, refreshRunStatement, sqliteUsage } from "./usage.js";
@@ -63,7 +65,7 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
     identity,
     credentials: { ...credentials, teamsFrom: identity },
     catalog: sqliteCatalog(handle, datasets),
-    rows: sqliteRows(handle, datasets),
+    rows: { ...sqliteRows(handle, datasets), ...datasetChangeFeeds(sqliteChangeFeeds(handle)) },
     tables: sqliteTables(handle),
     webhooks: {
       getWebhookEndpoint: webhooks.getWebhookEndpoint,

@@ -226,6 +226,21 @@ export const MIGRATIONS: readonly Migration[] = [
     // Declared datasets get their copy at start (ensureDatasetValues): one read of their rows.
     sql: DATASET_VALUES_SQL,
   },
+  {
+    version: 8,
+    name: "change log",
+    sql: `
+      -- The change feeds of datasets and input tables (src/sqlite/changes.ts): one log, positions
+      -- given in the writing transaction (never again, even after retention removed them).
+      CREATE TABLE changes (
+        position INTEGER PRIMARY KEY AUTOINCREMENT, feed_id TEXT NOT NULL, op TEXT NOT NULL,
+        row_id TEXT, row TEXT, stored_at INTEGER NOT NULL
+      );
+      CREATE INDEX changes_by_feed ON changes (feed_id, position);
+      -- Per feed, the highest position retention removed: a cursor below it has missed changes.
+      CREATE TABLE change_feeds (feed_id TEXT PRIMARY KEY, trimmed_through INTEGER NOT NULL) WITHOUT ROWID;
+    `,
+  },
 ];
 
 /** Bring the database up to the newest version; returns the versions applied now. */

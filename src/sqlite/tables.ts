@@ -18,6 +18,7 @@ import type {
 } from "../ports/storage/tables.js";
 import { changedSince, newRow, nextUpdatedAt, patchedRow } from "../domain/table-rows.js";
 import { appendAuditStatement } from "./audit.js";
+import { appendChangeStatement, forgetFeedStatement, sqliteChangeFeeds } from "./changes.js";
 import { parseJson, parseJsonOrNull, type SqliteHandle, writeTransaction } from "./db.js";
 import { idPageQuery } from "./identity.js";
 import { syncTableIndexes } from "./row-indexes.js";
@@ -67,6 +68,7 @@ export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
   const writes = rowWrites(db);
   const tablePage = idPageQuery<TableRow>(db, "SELECT * FROM input_tables");
   const tableWrites = tableChanges(db);
+  const changes = sqliteChangeFeeds(handle);
 
   const aggregates = sqliteAggregates(handle);
   // Pages with where, sort or after: on the event loop while short, else on a reader thread (see row-reads.ts).
@@ -131,6 +133,16 @@ export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
     async insertTableRowOnce(input) {
       return insertOnce(input);
     },
+    async readTableChanges(tableId, query) {
+      return changes.read(tableId, query);
+    },
+    async tableChangesHead(tableId) {
+      return changes.head(tableId);
+    },
+    async trimTableChanges(storedBefore) {
+      return changes.trimChanges(storedBefore);
+    },
+    watchTableChanges: changes.watch,
     async updateTableRowOnce(input) {
       return updateOnce(input);
     },
@@ -153,9 +165,11 @@ function rowWrites(db: Database.Database) {
     "INSERT INTO edit_log (table_id, row_id, op, actor, at, before, after) VALUES (?, ?, ?, ?, ?, ?, ?)",
   );
   const audit = appendAuditStatement(db);
+  const change = appendChangeStatement(db);
 
   const record = (tableId: string, rowId: string, op: EditOp, actor: Actor, at: string, before: Row | null, after: Row | null, event: AuditEvent, now: number) => {
     log.run(tableId, rowId, op, JSON.stringify(actor), at, before ? JSON.stringify(before) : null, after ? JSON.stringify(after) : null);
+    change(tableId, now, after === null ? { op: "delete", rowId, at } : { op: op === "create" ? "insert" : "update", rowId, row: after, at });
     audit(event, now);
   };
 
@@ -226,6 +240,8 @@ function tableChanges(db: Database.Database) {
     "SELECT row_id, data FROM table_rows WHERE table_id = ? AND row_id > ? ORDER BY row_id LIMIT +?",
   );
   const rewrite = db.prepare<[string, string, string]>("UPDATE table_rows SET data = ? WHERE table_id = ? AND row_id = ?");
+  const change = appendChangeStatement(db);
+  const forgetFeed = forgetFeedStatement(db);
   const put = writeTransaction(db, (table: TableRecord, reshape?: (row: Row) => Row): PutResult => {
     const created = exists.get(table.id) === undefined;
     upsert.run(table.id, table.teamId, table.name, JSON.stringify(table.columns), table.updatedAt);
@@ -234,6 +250,8 @@ function tableChanges(db: Database.Database) {
     for (let after = ""; reshape; ) {
       const batch = rowsAfter.all(table.id, after, RESHAPE_BATCH);
       for (const { row_id, data } of batch) rewrite.run(JSON.stringify(reshape(parseJson<Row>(data))), table.id, row_id);
+      // Rows rewritten: followers start over (the table's `updatedAt` is when the declaration was stored).
+      if (after === "" && batch.length > 0) change(table.id, Date.parse(table.updatedAt) || 0, { op: "reset", at: table.updatedAt });
       if (batch.length < RESHAPE_BATCH) break;
       after = batch[batch.length - 1]!.row_id;
     }
@@ -244,6 +262,7 @@ function tableChanges(db: Database.Database) {
     syncTableIndexes(db, id, []);
     removeRows.run(id);
     removeLog.run(id);
+    forgetFeed(id);
     return true;
   });
   return { put, remove };

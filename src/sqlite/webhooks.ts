@@ -11,6 +11,7 @@ import {
 import type { WebhookDelivery, WebhookReceipt, WebhookStore } from "../ports/storage/webhooks.js";
 import { groupCommit } from "../sql/group-commit.js";
 import { stagingMover } from "./bulk-row-writes.js";
+import { appendChangeStatement } from "./changes.js";
 import { parseJson, rememberedReads, rowKey, type SqliteHandle, writeTransaction } from "./db.js";
 import { reportsOwnFaults } from "../sql/store-calls.js";
 import { type SqliteDeliveryLog, sqliteDeliveryLog } from "./webhook-log.js";
@@ -138,6 +139,8 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
 
 interface DatasetState {
   seq: number;
+  /** The window's start before this batch: rows from here to `first` are trimmed at the end of the batch. */
+  firstBefore: number;
   first: number;
   next: number;
   /** Where a bulk write's staged rows begin (null: none is staging). */
@@ -173,6 +176,8 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
   const save = db.prepare<[string, string, number, number, number]>(
     "UPDATE datasets SET columns = ?, updated_at = ?, first_position = ?, next_position = ? WHERE seq = ?",
   );
+  const change = appendChangeStatement(db);
+  const lastTrimmed = lastTrimmedStatement(db);
 
   return writeTransaction(db, (inputs: readonly WebhookDelivery[]): WebhookReceipt[] => {
     log.beginBatch();
@@ -184,6 +189,7 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
         if (!row) throw new Error(`unknown dataset ${id}`);
         found = {
           seq: row.seq,
+          firstBefore: row.first_position,
           first: row.first_position,
           next: row.next_position,
           stageFrom: row.stage_from,
@@ -212,43 +218,65 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
       // A bulk write is staging right above the window: move its rows out of the way (rare).
       if (ds.stageFrom !== null && ds.next >= ds.stageFrom) ds.stageFrom = makeRoom(ds.seq);
       insert.run(rowKey(ds.seq, ds.next), ds.seq, ds.next, input.dedupKey, JSON.stringify(input.row as Row));
+      change(input.datasetId, Date.parse(input.receivedAt), { op: "insert", rowId: String(input.row._id), row: input.row, at: input.receivedAt });
       ds.next += 1;
       if (rowChangesColumns((ds.types ??= new Map(ds.columns.map((c) => [c.name, c.type] as const))), input.row)) {
         ds.columns = widenColumns(ds.columns, input.columns) ?? ds.columns;
         ds.types = null;
       }
       ds.updatedAt = input.receivedAt;
-      const keepFrom = ds.next - Math.max(1, input.retainRows);
-      if (keepFrom > ds.first) {
-        trim.run(rowKey(ds.seq, ds.first), rowKey(ds.seq, keepFrom));
-        ds.first = keepFrom;
-      }
+      // Rows below the window are trimmed once, at the end of the batch (a key met below it is forgotten above).
+      ds.first = Math.max(ds.first, ds.next - Math.max(1, input.retainRows));
       ds.dirty = true;
       if (input.log) log.delivered(input.log, "stored", String(input.row._id));
       return { id: String(input.row._id), duplicate: false };
     });
-    for (const ds of datasets.values()) {
-      if (ds.dirty) save.run(JSON.stringify(ds.columns), ds.updatedAt, ds.first, ds.next, ds.seq);
+    for (const [id, ds] of datasets) {
+      if (!ds.dirty) continue;
+      if (ds.first > ds.firstBefore) {
+        // One trim change per dataset and batch, after the batch's inserts: a follower ends where the rows do.
+        const upTo = lastTrimmed(ds.seq, ds.firstBefore, ds.first);
+        trim.run(rowKey(ds.seq, ds.firstBefore), rowKey(ds.seq, ds.first));
+        if (upTo !== null) change(id, Date.parse(ds.updatedAt), { op: "trim", upTo, at: ds.updatedAt });
+      }
+      save.run(JSON.stringify(ds.columns), ds.updatedAt, ds.first, ds.next, ds.seq);
     }
     log.endBatch();
     return results;
   });
 }
 
-/** Delete the oldest rows of a dataset beyond `retainRows` (their dedup keys go with them). */
+/** The `_id` of the last row stored from position `from` to below `below` (a trim's `upTo`), or null when none is left. */
+function lastTrimmedStatement(db: Database.Database): (seq: number, from: number, below: number) => string | null {
+  const last = db.prepare<[number, bigint, bigint], string | null>(
+    "SELECT data ->> '$._id' FROM dataset_rows WHERE dataset_seq = ? AND row_key >= ? AND row_key < ? ORDER BY row_key DESC LIMIT 1",
+  ).pluck();
+  return (seq, from, below) => {
+    const id = last.get(seq, rowKey(seq, from), rowKey(seq, below));
+    return id === undefined || id === null ? null : String(id);
+  };
+}
+
+/** Delete the oldest rows of a dataset beyond `retainRows` (their dedup keys go with them), recording the trim. */
 function trimStatement(db: Database.Database): (datasetId: string, retainRows: number) => void {
   const load = db.prepare<[string], { seq: number; first_position: number; next_position: number }>(
     "SELECT seq, first_position, next_position FROM datasets WHERE id = ?",
   );
   const trim = db.prepare<[bigint, bigint]>("DELETE FROM dataset_rows WHERE row_key >= ? AND row_key < ?");
   const save = db.prepare<[number, number]>("UPDATE datasets SET first_position = ? WHERE seq = ?");
+  const change = appendChangeStatement(db);
+  const lastTrimmed = lastTrimmedStatement(db);
   return (datasetId, retainRows) => {
     const at = load.get(datasetId);
     if (!at) return;
     const keepFrom = at.next_position - retainRows;
     if (keepFrom <= at.first_position) return;
+    const upTo = lastTrimmed(at.seq, at.first_position, keepFrom);
     trim.run(rowKey(at.seq, at.first_position), rowKey(at.seq, keepFrom));
     save.run(keepFrom, at.seq);
+    // The settings carry no time: the trim is stored at the store's clock.
+    const now = Date.now();
+    if (upTo !== null) change(datasetId, now, { op: "trim", upTo, at: new Date(now).toISOString() });
   };
 }
 

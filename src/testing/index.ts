@@ -1,6 +1,7 @@
 import type { Storage } from "../ports/storage.js";
 import { describeAuditConformance } from "./conformance/audit.js";
 import { describeCatalogConformance } from "./conformance/catalog.js";
+import { describeChangesConformance } from "./conformance/changes.js";
 import { describeCredentialsConformance } from "./conformance/credentials.js";
 import { describeDashboardsConformance } from "./conformance/dashboards.js";
 import { describeFaultConformance } from "./conformance/faults.js";
@@ -34,6 +35,7 @@ export function runStorageConformance(name: string, factory: StorageFactory, opt
   describeUsageConformance(name, factory, options);
   describeTablesConformance(name, factory, options);
   describeWebhooksConformance(name, factory, options);
+  describeChangesConformance(name, factory, options);
   describeWebhookLogConformance(name, factory, options);
   describeAuditConformance(name, factory, options);
   describeLifecycleConformance(name, factory, options);
@@ -52,6 +54,7 @@ export function runStorageConformance(name: string, factory: StorageFactory, opt
 export {
   describeAuditConformance,
   describeCatalogConformance,
+  describeChangesConformance,
   describeCredentialsConformance,
   describeDashboardsConformance,
   describeFaultConformance,

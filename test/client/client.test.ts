@@ -590,3 +590,60 @@ describe("portability", () => {
     }
   });
 });
+
+describe("change feeds: changes and follow", () => {
+  const change = (rowId: string) => ({ op: "delete", rowId, at: "2026-11-01T12:00:00.000Z" });
+
+  it("long-polls for ever from the cursor given, and resumes after failures with backoff from the same cursor", async () => {
+    const answers: Array<() => Response> = [
+      () => json(200, { changes: [change("r1")], cursor: "c1", hasMore: false, lagSeconds: 0 }),
+      () => json(503, envelope("storage_unavailable")),
+      () => {
+        throw new TypeError("fetch failed");
+      },
+      () => json(200, { changes: [], cursor: "c1", hasMore: false, lagSeconds: 0 }),
+      () => json(200, { changes: [change("r2"), change("r3")], cursor: "c3", hasMore: false, lagSeconds: 0 }),
+    ];
+    const { fetch, requests } = fakeFetch((_r, i) => answers[i]!());
+    const controller = new AbortController();
+    const waits: number[] = [];
+    const sleep = async (ms: number) => void waits.push(ms);
+    const dp = createClient({ baseUrl: BASE, token: "t", fetch, sleep, random: () => 1, retry: { retries: 0 } });
+    const seen: string[] = [];
+    for await (const page of dp.tables.follow("tbl_targets", { cursor: "c0", wait: 20, signal: controller.signal })) {
+      seen.push(...page.changes.map((c) => (c.op === "delete" ? c.rowId : c.op)));
+      if (page.cursor === "c3") controller.abort();
+    }
+    expect(seen).toEqual(["r1", "r2", "r3"]);
+    expect(requests.map((r) => new URL(r.url).search)).toEqual(["?cursor=c0&wait=20", "?cursor=c1&wait=20", "?cursor=c1&wait=20", "?cursor=c1&wait=20", "?cursor=c1&wait=20"]);
+    // Two failures in a row: the backoff doubles; a success resets it.
+    expect(waits).toEqual([250, 500]);
+  });
+
+  it("rethrows what retrying cannot mend: 410 cursor_expired", async () => {
+    const { fetch } = fakeFetch(() => json(410, envelope("cursor_expired")));
+    const dp = createClient({ baseUrl: BASE, token: "t", fetch, retry: { retries: 0 } });
+    const pages = dp.datasets.follow("ds_orders", { cursor: "old" });
+    await expect(pages.next()).rejects.toMatchObject({ status: 410, code: "cursor_expired" });
+  });
+
+  it("follows a real table from a rows read's changesCursor, each change once", async () => {
+    const { api } = await setup();
+    const dp = createClient({ baseUrl: BASE, token: TOKENS.sync, fetch: api.fetch });
+    const read = await dp.tables.rows("tbl_targets");
+    const controller = new AbortController();
+    const seen: unknown[] = [];
+    const following = (async () => {
+      for await (const page of dp.tables.follow("tbl_targets", { cursor: read.metadata.changesCursor, wait: 5, signal: controller.signal })) {
+        seen.push(...page.changes.map((c) => (c.op === "insert" ? c.row.region : c.op)));
+        if (seen.length === 2) controller.abort();
+      }
+    })();
+    await dp.tables.insert("tbl_targets", { region: "F1", target: 1 });
+    await dp.tables.insert("tbl_targets", { region: "F2", target: 2 });
+    await following;
+    expect(seen).toEqual(["F1", "F2"]);
+    const page = await dp.tables.changes("tbl_targets", { cursor: read.metadata.changesCursor, limit: 1 });
+    expect([page.changes.length, page.hasMore]).toEqual([1, true]);
+  });
+});

@@ -5,6 +5,7 @@ import type { z } from "zod";
 import type * as client from "../../src/client/index.js";
 import type { ErrorCode } from "../../src/base/api-error.js";
 import type * as audit from "../../src/schemas/audit.js";
+import type * as changes from "../../src/schemas/changes.js";
 import type * as common from "../../src/schemas/common.js";
 import type * as connections from "../../src/schemas/connections.js";
 import type * as dashboards from "../../src/schemas/dashboards.js";
@@ -43,6 +44,7 @@ describe("client types equal the response schemas", () => {
     expectTypeOf<client.SpaceObject>().toEqualTypeOf<Out<typeof dashboards.spaceObjectPageSchema>>();
     expectTypeOf<client.TableRowsPage>().toEqualTypeOf<Out<typeof tables.tableRowsPageSchema>>();
     expectTypeOf<client.AuditPage>().toEqualTypeOf<Out<typeof audit.auditPageSchema>>();
+    expectTypeOf<client.ChangesPage>().toEqualTypeOf<Out<typeof changes.changesPageSchema>>();
     expectTypeOf<client.WebhookReceipt>().toEqualTypeOf<Out<typeof webhooks.webhookReceiptSchema>>();
     expectTypeOf<{ datasets: client.Dataset[] }>().toEqualTypeOf<Out<typeof datasets.datasetListSchema>>();
     expectTypeOf<{ dashboards: client.Dashboard[] }>().toEqualTypeOf<Out<typeof dashboards.dashboardListSchema>>();

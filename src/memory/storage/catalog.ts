@@ -2,6 +2,7 @@ import type { ConnectionRecord, DatasetRecord } from "../../domain/model.js";
 import { tableAsDataset } from "../../domain/rows.js";
 import type { CatalogStore, CatalogWrites } from "../../ports/storage/catalog.js";
 import { compare, pageById } from "./order.js";
+import { forgetFeed } from "./changes.js";
 import { cloneJson, type MemoryState } from "./state.js";
 
 /**
@@ -22,6 +23,7 @@ export function memoryCatalog(state: MemoryState): CatalogStore & CatalogWrites 
     state.datasets.delete(id);
     state.datasetRows.delete(id);
     state.dedupKeys.delete(id);
+    forgetFeed(state, id);
   };
 
   return {

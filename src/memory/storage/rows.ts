@@ -4,6 +4,7 @@ import type { DatasetRecord, Row } from "../../domain/model.js";
 import type { RowKey } from "../../domain/row-query-model.js";
 import { matchesFilters, selectColumns } from "../../domain/rows.js";
 import type { RowPage, RowQuery, RowStore, RowWrites } from "../../ports/storage/rows.js";
+import { appendChange } from "./changes.js";
 import { queriedRows } from "./queried-rows.js";
 import { cloneJson, type MemoryState } from "./state.js";
 
@@ -55,6 +56,7 @@ export function memoryRows(state: MemoryState): RowStore & RowWrites {
       putRows(datasetId, rows, true);
       state.dedupKeys.delete(datasetId);
       state.datasets.set(datasetId, { ...found, columns, rowCount: rows.length, lastRefreshedAt: data.refreshedAt, updatedAt: data.refreshedAt });
+      appendChange(state, datasetId, Date.parse(data.refreshedAt) || 0, { op: "reset", at: data.refreshedAt });
     },
 
     async writeDatasetRows(write) {
@@ -71,6 +73,10 @@ export function memoryRows(state: MemoryState): RowStore & RowWrites {
       putRows(write.datasetId, rows, write.mode === "replace");
       if (write.mode === "replace") state.dedupKeys.delete(write.datasetId);
       state.datasets.set(write.datasetId, { ...found, columns, rowCount: rows.length, updatedAt: write.updatedAt });
+      // The write's changes land in the same step: a replace starts followers over, an append adds its rows.
+      const storedAt = Date.parse(write.updatedAt) || 0;
+      if (write.mode === "replace") appendChange(state, write.datasetId, storedAt, { op: "reset", at: write.updatedAt });
+      else for (const row of incoming) appendChange(state, write.datasetId, storedAt, { op: "insert", rowId: null, row, at: write.updatedAt });
       return { rowCount: rows.length };
     },
   };

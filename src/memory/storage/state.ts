@@ -15,6 +15,7 @@ import type {
   User,
 } from "../../domain/model.js";
 import type { StoredAuditEvent } from "../../ports/storage/audit.js";
+import type { Change } from "../../domain/changes.js";
 import type { EditLogEntry } from "../../ports/storage/tables.js";
 import type { ApiUsageCounter } from "../../ports/storage/usage.js";
 
@@ -95,6 +96,36 @@ export interface MemoryState {
   auditLog: StoredAuditEvent[];
   /** Ids of every stored audit event: ids are unique in the log. */
   auditIds: Set<string>;
+  /** The change feeds of datasets and input tables. */
+  changeLog: MemoryChangeLog;
+}
+
+/** A change as the memory log keeps it: its row is the stored row itself (rows are replaced, never changed in place). */
+export interface ChangeEntry {
+  position: number;
+  storedAt: number;
+  change: Change;
+}
+
+/**
+ * The change log of the memory store: one counter of positions for every
+ * feed, and each feed's changes in position order. A write appends its
+ * changes in the same synchronous step as its write (`appendChange`), so a
+ * change is readable exactly when its write is, in position order: nothing
+ * ever holds a read back.
+ */
+export interface MemoryChangeLog {
+  /** The position of the last change appended (0: none yet). */
+  last: number;
+  feeds: Map<string, ChangeEntry[]>;
+  /** Per feed, the highest position retention removed. */
+  trimmedThrough: Map<string, number>;
+  /** Who is told of each change appended (long-polling readers' watcher). */
+  listeners: Set<(feedId: string | null) => void>;
+}
+
+export function createChangeLog(): MemoryChangeLog {
+  return { last: 0, feeds: new Map(), trimmedThrough: new Map(), listeners: new Set() };
 }
 
 export function createMemoryState(): MemoryState {
@@ -124,6 +155,7 @@ export function createMemoryState(): MemoryState {
     datasetReads: new Map(),
     auditLog: [],
     auditIds: new Set(),
+    changeLog: createChangeLog(),
   };
 }
 

@@ -13,6 +13,7 @@ import type {
   UpdateRowInput,
 } from "../../ports/storage/tables.js";
 import { appendAuditEntry, assertNewAuditId } from "./audit.js";
+import { appendChange, forgetFeed, memoryChangeFeeds } from "./changes.js";
 import { pageById } from "./order.js";
 import { queriedTableRows } from "./queried-rows.js";
 import { cloneJson, type MemoryState, type TableRows } from "./state.js";
@@ -36,6 +37,7 @@ const SWEEP_EVERY_MS = 60 * 60 * 1000;
 export function memoryTables(state: MemoryState): TableStore & TableWrites {
   const claims = new Map<string, Claim>();
   let lastSweep = -Infinity;
+  const changes = memoryChangeFeeds(state);
 
   function logEdit(entry: EditLogEntry): void {
     const log = state.editLogs.get(entry.tableId) ?? [];
@@ -65,7 +67,9 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
     const rows = rowsOf(tableId);
     rows.entries.push({ position: rows.nextPosition++, row });
     touchTable(tableId, 1, stamp);
-    logEdit({ tableId, rowId, op: "create", actor, at: new Date(now).toISOString(), before: null, after: row });
+    const at = new Date(now).toISOString();
+    logEdit({ tableId, rowId, op: "create", actor, at, before: null, after: row });
+    appendChange(state, tableId, now, { op: "insert", rowId, row, at });
     appendAuditEntry(state, auditEvent, now);
     return cloneJson(row);
   }
@@ -83,7 +87,9 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
     const row = patchedRow(current, patch, stamp);
     entry.row = row;
     touchTable(tableId, 0, stamp);
-    logEdit({ tableId, rowId, op: "update", actor, at: new Date(now).toISOString(), before: current, after: row });
+    const at = new Date(now).toISOString();
+    logEdit({ tableId, rowId, op: "update", actor, at, before: current, after: row });
+    appendChange(state, tableId, now, { op: "update", rowId, row, at });
     appendAuditEntry(state, auditEvent, now);
     return { status: "ok", row: cloneJson(row) };
   }
@@ -173,6 +179,7 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
       const at = new Date(now).toISOString();
       touchTable(tableId, -1, at);
       logEdit({ tableId, rowId, op: "delete", actor, at, before: current, after: null });
+      appendChange(state, tableId, now, { op: "delete", rowId, at });
       appendAuditEntry(state, auditEvent, now);
       return { status: "ok", row: cloneJson(current) };
     },
@@ -183,11 +190,27 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
       return slice.map(cloneJson);
     },
 
+    async readTableChanges(tableId, query) {
+      return changes.read(tableId, query);
+    },
+
+    async tableChangesHead(tableId) {
+      return changes.head(tableId);
+    },
+
+    async trimTableChanges(storedBefore) {
+      return changes.trimChanges(storedBefore);
+    },
+
+    watchTableChanges: changes.watch,
+
     async putTable(table, reshape) {
       const stored = state.tableRows.get(table.id);
       // Every row reshaped before any is replaced (each keeping its position): a refusal leaves the table as it was.
       if (stored && reshape) {
         stored.entries = stored.entries.map(({ position, row }) => ({ position, row: reshape(cloneJson(row)) }));
+        // The table's `updatedAt` is when the declaration was stored.
+        if (stored.entries.length > 0) appendChange(state, table.id, Date.parse(table.updatedAt) || 0, { op: "reset", at: table.updatedAt });
       }
       const result = state.tables.has(table.id) ? "updated" : "created";
       state.tables.set(table.id, { ...cloneJson(table), rowCount: stored?.entries.length ?? 0 });
@@ -200,6 +223,7 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
       state.tables.delete(id);
       state.tableRows.delete(id);
       state.editLogs.delete(id);
+      forgetFeed(state, id);
       return true;
     },
   };

@@ -10,6 +10,7 @@ import {
   type InboxKeep,
 } from "../../domain/webhook-inbox.js";
 import type { WebhookDelivery, WebhookStore } from "../../ports/storage/webhooks.js";
+import { appendChange } from "./changes.js";
 import { cloneJson, type DedupKeys, type MemoryState } from "./state.js";
 
 /**
@@ -38,7 +39,8 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
     return keys;
   }
 
-  function trim(datasetId: string, retainRows: number): void {
+  /** Trim to `retainRows`, recording a `trim` change stored at `storedAt` (epoch ms). */
+  function trim(datasetId: string, retainRows: number, storedAt: number): void {
     const rows = state.datasetRows.get(datasetId);
     if (!rows || rows.length <= retainRows) return;
     const index = keysOf(datasetId);
@@ -46,8 +48,10 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
     // the front of a large array without moving the rest, and at capacity every delivery trims one row.
     const excess = rows.length - retainRows;
     state.firstPositions.set(rows, (state.firstPositions.get(rows) ?? 0) + excess);
-    for (let i = 0; i < excess; i++) forget(index, rows.shift()!._id as string);
+    let upTo = "";
+    for (let i = 0; i < excess; i++) forget(index, (upTo = rows.shift()!._id as string));
     state.datasets.get(datasetId)!.rowCount = retainRows;
+    appendChange(state, datasetId, storedAt, { op: "trim", upTo, at: new Date(storedAt).toISOString() });
   }
 
   // The delivery log: entries per connection, oldest first (each with its receipt time in ms), and the daily counters.
@@ -116,7 +120,10 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
       const id = row._id as string;
       let rows = state.datasetRows.get(datasetId);
       if (!rows) state.datasetRows.set(datasetId, (rows = []));
-      rows.push(Object.assign(emptyRow(), row)); // a copy: the caller keeps its row
+      const stored = Object.assign(emptyRow(), row); // a copy: the caller keeps its row
+      rows.push(stored);
+      const storedAt = Date.parse(receivedAt);
+      appendChange(state, datasetId, storedAt, { op: "insert", rowId: id, row: stored, at: new Date(storedAt).toISOString() });
       if (dedupKey !== null) {
         index.rowIdByKey.set(dedupKey, id);
         index.keyByRowId.set(id, dedupKey);
@@ -125,7 +132,7 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
       if (widened) dataset.columns = widened;
       dataset.rowCount = rows.length;
       dataset.updatedAt = receivedAt;
-      trim(datasetId, Math.max(1, retainRows));
+      trim(datasetId, Math.max(1, retainRows), storedAt);
       logDelivery(delivery.log, "stored", id);
       return { id, duplicate: false };
     },
@@ -165,7 +172,8 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
       const datasetId = datasetOf(state, connectionId);
       if (datasetId === null) return null;
       connection.config = webhookConfigWith(connection.config, settings);
-      if (typeof settings.retainRows === "number") trim(datasetId, Math.max(1, settings.retainRows));
+      // The settings carry no time: the trim is stored at the store's clock.
+      if (typeof settings.retainRows === "number") trim(datasetId, Math.max(1, settings.retainRows), Date.now());
       return endpointOf(connection, datasetId);
     },
 

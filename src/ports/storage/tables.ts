@@ -1,6 +1,7 @@
 import type { AggregateAnswer, AggregateQuery } from "../../domain/aggregate-query.js";
 import type { Actor, AuditEvent, Row, TableRecord } from "../../domain/model.js";
 import type { RowCondition, RowKey, SortKey } from "../../domain/row-query-model.js";
+import type { ChangesPage, ChangesQuery, WatchChanges } from "./changes.js";
 import type { IdPage, PutResult } from "./identity.js";
 
 /**
@@ -208,6 +209,20 @@ export interface TableStore {
   deleteTableRow(input: DeleteRowInput): Promise<RowWriteResult>;
   /** The table's edit log, oldest first (all of it when `page` is omitted). */
   listEditLog(tableId: string, page?: { offset: number; limit: number }): Promise<EditLogEntry[]>;
+  /**
+   * The table's change feed (`ChangeFeedReads.read` in changes.ts): every
+   * row write above appends its change (`insert`, `update` with the whole
+   * row after it, `delete`) in the SAME transaction as the write, at the
+   * next position of the store's change log; a put that reshaped the rows
+   * appends a `reset`. A deleted table's changes go with it.
+   */
+  readTableChanges(tableId: string, query: ChangesQuery): Promise<ChangesPage>;
+  /** `ChangeFeedReads.head` of the table's feed: where a rows read made after it hands over to the feed. */
+  tableChangesHead(tableId: string): Promise<string>;
+  /** Retention of the change log (`ChangeRetention.trimChanges`). */
+  trimTableChanges(storedBefore: number): Promise<void>;
+  /** Optional `WatchChanges` (changes.ts), for the tables' feeds. */
+  watchTableChanges?: WatchChanges;
 }
 
 /** Changes to input tables themselves (their rows change through `TableStore`). Atomic, visible to the next read. */

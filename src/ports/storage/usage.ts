@@ -114,6 +114,8 @@ export const DATASET_READ_ROUTES: readonly string[] = [
   "/api/v1/tables/:id/rows",
   "/api/v1/datasets/:id/aggregate",
   "/api/v1/tables/:id/aggregate",
+  "/api/v1/datasets/:id/changes",
+  "/api/v1/tables/:id/changes",
 ];
 
 /** Whether `call` counts as an API read of the dataset named by its `objectId` (see `api_reads`). */
