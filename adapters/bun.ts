@@ -34,7 +34,8 @@ type BunFetch = (request: Request, server: BunServerLike) => Promise<Response>;
  *   Bun.serve({ port: 8787, fetch: toBunHandler(api) })
  */
 export function toBunHandler(api: Pick<DataApi, "fetch">): BunFetch {
-  return (request, server) => api.fetch(request, { clientAddress: normalizeClientAddress(server.requestIP(request)?.address) });
+  return (request, server) =>
+    api.fetch(request, { clientAddress: normalizeClientAddress(server.requestIP(request)?.address) });
 }
 
 /**

@@ -41,7 +41,8 @@ type DenoHandler = (request: Request, info: DenoServeInfo) => Promise<Response>;
  * upstream query short, which ends at `upstreamTimeoutMs` instead.
  */
 export function toDenoHandler(api: Pick<DataApi, "fetch">): DenoHandler {
-  return (request, info) => api.fetch(withoutDenoSignal(request), { clientAddress: normalizeClientAddress(info.remoteAddr.hostname) });
+  return (request, info) =>
+    api.fetch(withoutDenoSignal(request), { clientAddress: normalizeClientAddress(info.remoteAddr.hostname) });
 }
 
 /** The same method, URL, headers and body stream, without touching `request.signal`. */

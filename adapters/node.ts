@@ -93,7 +93,10 @@ function prefetchable(req: IncomingMessage): boolean {
   return length > 0 && length <= PREFETCH_BYTES;
 }
 
-/** The whole (declared, small) body to `done`. A client that leaves before the end gets no answer: nobody is there to read one. */
+/**
+ * The whole (declared, small) body to `done`. A client that leaves before the end gets no answer: nobody is there to
+ * read one.
+ */
 function readWhole(req: IncomingMessage, done: (body: Buffer) => void): void {
   const chunks: Buffer[] = [];
   let size = 0;
@@ -118,7 +121,11 @@ function respond(serve: Serve, request: NodeRequest, res: ServerResponse, next: 
     failed(error, res, next);
     return;
   }
-  if (isPromiseLike(reply)) reply.then((settled) => write(settled, res), (error: unknown) => failed(error, res, next));
+  if (isPromiseLike(reply))
+    reply.then(
+      (settled) => write(settled, res),
+      (error: unknown) => failed(error, res, next),
+    );
   else write(reply, res);
 }
 
@@ -182,7 +189,10 @@ class NodeRequest implements ApiRequest {
     this.clientAddress = normalizeClientAddress(req.socket.remoteAddress);
   }
 
-  /** Built on first use (a target routed before needs none). The origin is nominal: a hostile Host header cannot break URL parsing. */
+  /**
+   * Built on first use (a target routed before needs none). The origin is nominal: a hostile Host header cannot break
+   * URL parsing.
+   */
   get url(): string {
     return `http://localhost${this.path}`;
   }
@@ -217,7 +227,8 @@ class NodeRequest implements ApiRequest {
     if (req.readableEnded) {
       // Read to the end by someone else (a body parser mounted before Dataport): a host's mistake, not the
       // client's, so a 500 the sender will retry (a 400 would make it drop the delivery), and a log saying why.
-      if (Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined) throw new Error(BODY_ALREADY_READ);
+      if (Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined)
+        throw new Error(BODY_ALREADY_READ);
       return new Uint8Array(0);
     }
     return new Promise((resolve, reject) => {
@@ -268,7 +279,8 @@ class NodeRequest implements ApiRequest {
     }
     const req = this.req;
     if (req.readableEnded) {
-      if (Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined) throw new Error(BODY_ALREADY_READ);
+      if (Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined)
+        throw new Error(BODY_ALREADY_READ);
       return;
     }
     if (Number(req.headers["content-length"] ?? 0) > limit) {

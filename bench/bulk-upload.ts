@@ -44,16 +44,31 @@ async function run(format: Format, rows: number): Promise<void> {
   const { server, port } = await startServer();
   const base = `http://127.0.0.1:${port}/api/admin/v1`;
   try {
-    const team = await admin("PUT", `${base}/teams/${TEAM}`, { name: "Bulk bench", plan: "pro", businessId: null, isPersonal: false });
-    const dataset = await admin("PUT", `${base}/datasets/${DATASET}`, { teamId: TEAM, name: "Bulk bench", type: "upload", connectionId: null, source: null });
+    const team = await admin("PUT", `${base}/teams/${TEAM}`, {
+      name: "Bulk bench",
+      plan: "pro",
+      businessId: null,
+      isPersonal: false,
+    });
+    const dataset = await admin("PUT", `${base}/datasets/${DATASET}`, {
+      teamId: TEAM,
+      name: "Bulk bench",
+      type: "upload",
+      connectionId: null,
+      source: null,
+    });
     if (team.status >= 300 || dataset.status >= 300) {
-      console.log(`- bulk-upload ${format}: skipped: the admin API answered ${team.status} to PUT /teams and ${dataset.status} to PUT /datasets (${dataset.body.slice(0, 200)})`);
+      console.log(
+        `- bulk-upload ${format}: skipped: the admin API answered ${team.status} to PUT /teams and ${dataset.status} to PUT /datasets (${dataset.body.slice(0, 200)})`,
+      );
       return;
     }
     // Warm-up: the code paths compiled and the store's statements prepared before the idle figure is taken.
     const warm = await upload(base, format, 10_000);
     if (warm.status !== 200) {
-      console.log(`- bulk-upload ${format}: skipped: PUT /datasets/${DATASET}/rows answered ${warm.status} ${warm.body.slice(0, 300)}`);
+      console.log(
+        `- bulk-upload ${format}: skipped: PUT /datasets/${DATASET}/rows answered ${warm.status} ${warm.body.slice(0, 300)}`,
+      );
       return;
     }
     await new Promise((r) => setTimeout(r, 500));
@@ -75,8 +90,12 @@ async function run(format: Format, rows: number): Promise<void> {
       return;
     }
     const growth = (peak - idle) / 1024 / 1024;
-    console.log(`- bulk-upload ${format}: PUT ${rows.toLocaleString("en-US")} rows (${(result.sentBytes / 1e6).toFixed(1)} MB) on SQLite through the Node adapter`);
-    console.log(`    ${seconds.toFixed(1)} s, ${Math.round(rows / seconds).toLocaleString("en-US")} rows/s; rowCount ${stored.rowCount}`);
+    console.log(
+      `- bulk-upload ${format}: PUT ${rows.toLocaleString("en-US")} rows (${(result.sentBytes / 1e6).toFixed(1)} MB) on SQLite through the Node adapter`,
+    );
+    console.log(
+      `    ${seconds.toFixed(1)} s, ${Math.round(rows / seconds).toLocaleString("en-US")} rows/s; rowCount ${stored.rowCount}`,
+    );
     console.log(
       `    server RSS idle ${mb(idle)}, peak ${mb(peak)} (${resettable ? "VmHWM" : "VmRSS sampled every 20 ms"}): growth ${growth.toFixed(0)} MB (goal < ${GOAL_MB} MB) ${growth < GOAL_MB ? "OK" : "ABOVE GOAL"}`,
     );
@@ -116,7 +135,11 @@ function* bodyChunks(format: Format, rows: number): Generator<Buffer> {
 }
 
 /** PUT the rows, written as the socket takes them (chunked transfer encoding). */
-function upload(base: string, format: Format, rows: number): Promise<{ status: number; body: string; sentBytes: number }> {
+function upload(
+  base: string,
+  format: Format,
+  rows: number,
+): Promise<{ status: number; body: string; sentBytes: number }> {
   return new Promise((resolve, reject) => {
     let sentBytes = 0;
     const req = http.request(
@@ -146,11 +169,13 @@ function upload(base: string, format: Format, rows: number): Promise<{ status: n
 }
 
 async function admin(method: string, url: string, body: unknown): Promise<{ status: number; body: string }> {
-  const res = await fetch(url, { method, headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+  const res = await fetch(url, {
+    method,
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
   return { status: res.status, body: await res.text() };
 }
-
-
 
 const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(0)} MB`;
 
@@ -160,7 +185,9 @@ async function startServer(): Promise<{ server: ChildProcess; port: number }> {
   }
   // BULK_PROFILE=<dir>: the server writes a CPU profile there when it stops (diagnosis).
   const profile = process.env.BULK_PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${process.env.BULK_PROFILE}`] : [];
-  const child = spawn(process.execPath, [...profile, "--import", "tsx", "bench/bulk-upload.ts", "--serve"], { stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(process.execPath, [...profile, "--import", "tsx", "bench/bulk-upload.ts", "--serve"], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error("the bulk-upload server did not start")), 30_000);
     child.stdout!.on("data", (d: Buffer) => {

@@ -35,7 +35,14 @@ async function api() {
   const { readFile } = await import("node:fs/promises");
   const fixture = JSON.parse(await readFile(FIXTURE, "utf8"));
   fixture.datasets.push({
-    ...{ id: "ds_bench", teamId: fixture.datasets[0].teamId, name: "Bench", type: "upload", connectionId: null, source: null },
+    ...{
+      id: "ds_bench",
+      teamId: fixture.datasets[0].teamId,
+      name: "Bench",
+      type: "upload",
+      connectionId: null,
+      source: null,
+    },
     ...{ columns: [], lastRefreshedAt: null, updatedAt: "-P1D" },
     rows: Array.from({ length: 20_000 }, (_, i) => rowAt(i)),
   });
@@ -83,7 +90,8 @@ async function webGzip(reply: ApiReply): Promise<number> {
   const { body } = reply;
   if (typeof body === "string") await writer.write(encoder.encode(body));
   else if (body !== null && !(body instanceof Uint8Array)) {
-    for await (const chunk of body) await writer.write(typeof chunk === "string" ? encoder.encode(chunk) : new Uint8Array(chunk));
+    for await (const chunk of body)
+      await writer.write(typeof chunk === "string" ? encoder.encode(chunk) : new Uint8Array(chunk));
   }
   await writer.close();
   return counted;
@@ -138,7 +146,8 @@ for (const [name, path] of answers) {
     body: chunks.length === 1 ? chunks[0]! : replay(chunks),
   });
   const headers = (coding: string) => ({ get: (header: string) => (header === "accept-encoding" ? coding : null) });
-  const compressed = async (coding: string) => drain((await compressReply(again(), headers(coding), { minBytes: 1024 })).body);
+  const compressed = async (coding: string) =>
+    drain((await compressReply(again(), headers(coding), { minBytes: 1024 })).body);
   const gzip = await measure(() => compressed("gzip"));
   const br = await measure(() => compressed("br"));
   const web = await measure(() => webGzip(again()));

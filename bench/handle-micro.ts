@@ -2,7 +2,8 @@
  * In-process cost of one `api.handle` call (no HTTP): the core's own work per
  * request, for profiling. Prints the best of several runs, in CPU µs.
  *
- *   node --import tsx bench/handle-micro.ts me|wh|wh-sqlite|me-sqlite|rows-sqlite|rows-memory|rows-sorted-memory|rows-postgres
+ *   node --import tsx bench/handle-micro.ts
+ * me|wh|wh-sqlite|me-sqlite|rows-sqlite|rows-memory|rows-sorted-memory|rows-postgres
  *
  * MICRO_CALLS sets the calls per round (default 30,000).
  * rows-postgres reads a schema of its own in BENCH_PG_URL (default the
@@ -34,16 +35,32 @@ const storage = which.endsWith("sqlite")
   : which.endsWith("postgres")
     ? await createPostgresStorage({ connectionString: PG_URL, schema })
     : createMemoryStorage();
-await storage.seed(parseFixture(JSON.parse(readFileSync(new URL("../examples/demo/space.json", import.meta.url), "utf8"))));
+await storage.seed(
+  parseFixture(JSON.parse(readFileSync(new URL("../examples/demo/space.json", import.meta.url), "utf8"))),
+);
 const api = createDataApi({ storage, webhookRatePerSecond: 1e9 });
 const payload = new TextEncoder().encode(
-  JSON.stringify({ event: "order.created", order: { id: "NW-9999", region: "EMEA", items: [{ sku: "LATTE", qty: 2 }], customer: { name: "Ada", tier: "gold" } }, note: "x".repeat(820) }),
+  JSON.stringify({
+    event: "order.created",
+    order: {
+      id: "NW-9999",
+      region: "EMEA",
+      items: [{ sku: "LATTE", qty: 2 }],
+      customer: { name: "Ada", tier: "gold" },
+    },
+    note: "x".repeat(820),
+  }),
 );
-const sent: Record<string, string> =
-  reads ? { authorization: "Bearer dp_demo_full_access_0000000000001" } : { "content-type": "application/json", "content-length": String(payload.length) };
+const sent: Record<string, string> = reads
+  ? { authorization: "Bearer dp_demo_full_access_0000000000001" }
+  : { "content-type": "application/json", "content-length": String(payload.length) };
 const request: ApiRequest = {
   method: reads ? "GET" : "POST",
-  url: which.startsWith("rows-") ? `http://localhost/api/v1/datasets/ds_orders/rows?maxRows=100${which.startsWith("rows-sorted") ? "&sort=amount" : ""}` : reads ? "http://localhost/api/v1/me" : "http://localhost/api/webhooks/wh_demo_shop_events",
+  url: which.startsWith("rows-")
+    ? `http://localhost/api/v1/datasets/ds_orders/rows?maxRows=100${which.startsWith("rows-sorted") ? "&sort=amount" : ""}`
+    : reads
+      ? "http://localhost/api/v1/me"
+      : "http://localhost/api/webhooks/wh_demo_shop_events",
   headers: { get: (name) => sent[name] ?? null, keys: () => Object.keys(sent) },
   clientAddress: "127.0.0.1",
   readBody: async () => payload,

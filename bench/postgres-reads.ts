@@ -43,7 +43,10 @@ async function open(dist: string | undefined, name: string): Promise<Build> {
   ]);
   const schema = `bench_reads_${process.pid}_${name}`;
   const store = await createPostgresStorage({ connectionString: PG_URL, schema });
-  const fixture = dist && existsSync(`${dist}/../examples/demo/space.json`) ? `${dist}/../examples/demo/space.json` : new URL("../examples/demo/space.json", import.meta.url);
+  const fixture =
+    dist && existsSync(`${dist}/../examples/demo/space.json`)
+      ? `${dist}/../examples/demo/space.json`
+      : new URL("../examples/demo/space.json", import.meta.url);
   await store.seed(parseFixture(JSON.parse(readFileSync(fixture, "utf8"))));
   const started = performance.now();
   await store.rows.writeDatasetRows({
@@ -58,12 +61,15 @@ async function open(dist: string | undefined, name: string): Promise<Build> {
     ],
     updatedAt: new Date().toISOString(),
   });
-  console.log(`${name}: ${ROWS.toLocaleString()} rows written in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  console.log(
+    `${name}: ${ROWS.toLocaleString()} rows written in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+  );
   return { name, store, schema };
 }
 
 async function* rowsOf(n: number): AsyncGenerator<Row> {
-  for (let i = 0; i < n; i++) yield { order_id: `NW-${i}`, region: REGIONS[i % REGIONS.length]!, amount: i % 1000, note: "x".repeat(100) };
+  for (let i = 0; i < n; i++)
+    yield { order_id: `NW-${i}`, region: REGIONS[i % REGIONS.length]!, amount: i % 1000, note: "x".repeat(100) };
 }
 
 interface Read {
@@ -78,15 +84,32 @@ interface Read {
 const perRegion = Math.ceil(ROWS / REGIONS.length);
 const reads: Read[] = [
   { name: "filter, 1 match", offset: 0, limit: 100, filters: { order_id: `NW-${Math.floor(ROWS * 0.7)}` }, total: 1 },
-  { name: "filter, 1 in 8, first page", offset: 0, limit: 100, filters: { region: "APAC" }, total: Math.floor((ROWS - 2) / REGIONS.length) + 1 },
-  { name: "filter, 1 in 8, 90% deep", offset: Math.floor(perRegion * 0.9), limit: 100, filters: { region: "APAC" }, total: Math.floor((ROWS - 2) / REGIONS.length) + 1 },
+  {
+    name: "filter, 1 in 8, first page",
+    offset: 0,
+    limit: 100,
+    filters: { region: "APAC" },
+    total: Math.floor((ROWS - 2) / REGIONS.length) + 1,
+  },
+  {
+    name: "filter, 1 in 8, 90% deep",
+    offset: Math.floor(perRegion * 0.9),
+    limit: 100,
+    filters: { region: "APAC" },
+    total: Math.floor((ROWS - 2) / REGIONS.length) + 1,
+  },
   { name: "no filter, first page", offset: 0, limit: 1000, filters: null, total: ROWS },
   { name: "no filter, 90% deep", offset: Math.floor(ROWS * 0.9), limit: 1000, filters: null, total: ROWS },
 ];
 
 async function timeRead(store: Store, read: Read): Promise<number> {
   const started = performance.now();
-  const page = await store.rows.readDatasetRows("ds_orders", { offset: read.offset, limit: read.limit, columns: null, filters: read.filters });
+  const page = await store.rows.readDatasetRows("ds_orders", {
+    offset: read.offset,
+    limit: read.limit,
+    columns: null,
+    filters: read.filters,
+  });
   let n = 0;
   for await (const _ of page.rows) n++;
   const ms = performance.now() - started;
@@ -103,10 +126,16 @@ if (process.env.BENCH_AB) builds.push(await open(process.env.BENCH_AB, "other"))
 try {
   for (const read of reads) {
     const times = builds.map(() => [] as number[]);
-    for (let k = 0; k < READS; k++) for (const [i, build] of builds.entries()) times[i]!.push(await timeRead(build.store, read));
+    for (let k = 0; k < READS; k++)
+      for (const [i, build] of builds.entries()) times[i]!.push(await timeRead(build.store, read));
     const [mine, other] = times.map(median);
-    const ab = other === undefined ? "" : `; ${process.env.BENCH_AB} ${other.toFixed(1)} ms, ${(other / mine!).toFixed(1)}x faster`;
-    console.log(`- ${read.name} (offset ${read.offset.toLocaleString()}, ${read.limit} rows): median ${mine!.toFixed(1)} ms${ab}`);
+    const ab =
+      other === undefined
+        ? ""
+        : `; ${process.env.BENCH_AB} ${other.toFixed(1)} ms, ${(other / mine!).toFixed(1)}x faster`;
+    console.log(
+      `- ${read.name} (offset ${read.offset.toLocaleString()}, ${read.limit} rows): median ${mine!.toFixed(1)} ms${ab}`,
+    );
   }
 } finally {
   for (const build of builds) await build.store.close();

@@ -10,7 +10,8 @@
  *   - counts alone (maxRows=0): the eq above, and a range on `amount` matching half the rows.
  *
  * Each figure is the median of RUNS reads after one warm-up (the first
- * read, also shown: a store may remember a count), in ms, rows consumed. Also the load itself (rows/s) and, with PROBE_INGEST, the cost of
+ * read, also shown: a store may remember a count), in ms, rows consumed. Also the load itself (rows/s) and, with
+ * PROBE_INGEST, the cost of
  * single-row appends (the webhook path's shape) on the loaded dataset.
  *
  *   npx tsx bench/row-index-probe.ts
@@ -99,9 +100,17 @@ async function probe(name: string, storage: Storage): Promise<void> {
   };
   await storage.catalog.putDataset(dataset);
   const loadStart = performance.now();
-  await storage.rows.writeDatasetRows({ datasetId: DATASET, mode: "replace", rows: rows(ROWS), columns: () => COLUMNS, updatedAt: dataset.updatedAt });
+  await storage.rows.writeDatasetRows({
+    datasetId: DATASET,
+    mode: "replace",
+    rows: rows(ROWS),
+    columns: () => COLUMNS,
+    updatedAt: dataset.updatedAt,
+  });
   const loadMs = performance.now() - loadStart;
-  console.log(`${name}: loaded ${ROWS} rows (declared: ${DECLARED}) in ${(loadMs / 1000).toFixed(1)} s (${Math.round(ROWS / (loadMs / 1000))} rows/s)`);
+  console.log(
+    `${name}: loaded ${ROWS} rows (declared: ${DECLARED}) in ${(loadMs / 1000).toFixed(1)} s (${Math.round(ROWS / (loadMs / 1000))} rows/s)`,
+  );
   if (name === "postgres") {
     const pool = new pg.Pool({ connectionString: URL, max: 1 });
     await pool.query(`vacuum analyze ${SCHEMA}.dataset_rows`);
@@ -149,13 +158,21 @@ async function probe(name: string, storage: Storage): Promise<void> {
   await time("count: eq on code", { where: code, limit: 0 });
   await time("count: amount gt (half the rows)", { where: half, limit: 0 });
   for (const [label, ms, total, cold] of figures) {
-    console.log(`  ${label.padEnd(40)} ${ms.toFixed(2).padStart(9)} ms   (first read ${cold.toFixed(2)} ms)   totalRows ${total}`);
+    console.log(
+      `  ${label.padEnd(40)} ${ms.toFixed(2).padStart(9)} ms   (first read ${cold.toFixed(2)} ms)   totalRows ${total}`,
+    );
   }
 
   if (INGEST > 0) {
     const start = performance.now();
     for (let i = 0; i < INGEST; i++) {
-      await storage.rows.writeDatasetRows({ datasetId: DATASET, mode: "append", rows: rows1(ROWS + i), columns: () => COLUMNS, updatedAt: dataset.updatedAt });
+      await storage.rows.writeDatasetRows({
+        datasetId: DATASET,
+        mode: "append",
+        rows: rows1(ROWS + i),
+        columns: () => COLUMNS,
+        updatedAt: dataset.updatedAt,
+      });
     }
     console.log(`  single-row appends: ${((performance.now() - start) / INGEST).toFixed(3)} ms each (${INGEST})`);
   }

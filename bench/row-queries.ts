@@ -46,7 +46,16 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+} from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -55,7 +64,14 @@ import { performance } from "node:perf_hooks";
 import pg from "pg";
 import { ensureDatabase, processMemory, resetPeak } from "./support.js";
 import type { Row } from "../src/domain/model.js";
-import { built, type Dataport, type MemoryEntry, type NodeAdapter, type PostgresEntry, type SqliteEntry } from "./servers/built.js";
+import {
+  built,
+  type Dataport,
+  type MemoryEntry,
+  type NodeAdapter,
+  type PostgresEntry,
+  type SqliteEntry,
+} from "./servers/built.js";
 
 /** Bump when the generated rows or the dataset's declaration change: every cached copy is rebuilt. */
 const DATA_VERSION = 2;
@@ -69,7 +85,9 @@ const TOKEN = "dp_demo_full_access_0000000000001";
 const DATASET = "ds_shipments";
 /** The same rows as an input table (SQLite only). */
 const TABLE = "tbl_shipments";
-/** Rows of the sorted table download (each batch of a sorted download sorts the table until per-column indexes exist). */
+/**
+ * Rows of the sorted table download (each batch of a sorted download sorts the table until per-column indexes exist).
+ */
 const TABLE_SORTED = Number(process.env.TABLE_SORTED ?? 50_000);
 const LANES = 1000;
 const COLUMNS = [
@@ -80,11 +98,27 @@ const COLUMNS = [
   { name: "fragile", type: "boolean" },
   { name: "note", type: "string" },
 ] as const;
-const DATASET_INPUT = { teamId: "team_ops", name: "Shipments", type: "upload", connectionId: null, source: null, columns: COLUMNS.map((c) => ({ ...c })) } as const;
+const DATASET_INPUT = {
+  teamId: "team_ops",
+  name: "Shipments",
+  type: "upload",
+  connectionId: null,
+  source: null,
+  columns: COLUMNS.map((c) => ({ ...c })),
+} as const;
 const FIXTURE = new URL("../examples/demo/space.json", import.meta.url);
 
 /** As bench/run.ts lists them. */
-const ROW_QUERY_SCENARIOS = ["rowquery-sqlite", "rowquery-postgres", "export-sqlite", "export-postgres", "export-memory", "export-table-sqlite", "aggregate-sqlite", "aggregate-postgres"] as const;
+const ROW_QUERY_SCENARIOS = [
+  "rowquery-sqlite",
+  "rowquery-postgres",
+  "export-sqlite",
+  "export-postgres",
+  "export-memory",
+  "export-table-sqlite",
+  "aggregate-sqlite",
+  "aggregate-postgres",
+] as const;
 type ScenarioName = (typeof ROW_QUERY_SCENARIOS)[number];
 type StoreKind = "sqlite" | "postgres" | "memory";
 
@@ -96,7 +130,14 @@ function rowAt(i: number): Row {
   const lane = `L-${String(i % LANES).padStart(4, "0")}`;
   const weight = ((i * 7919) % ROWS) / 10;
   const shipped = new Date(Date.UTC(2025, 0, 1) + ((i * 104_729) % ROWS) * 30_000).toISOString();
-  return { shipment: `SH-${i}`, lane, weightKg: weight, shippedAt: shipped, fragile: i % 5 === 0, note: `parcel ${i} via ${lane}` };
+  return {
+    shipment: `SH-${i}`,
+    lane,
+    weightKg: weight,
+    shippedAt: shipped,
+    fragile: i % 5 === 0,
+    note: `parcel ${i} via ${lane}`,
+  };
 }
 
 async function* generatedRows(count: number): AsyncGenerator<Row> {
@@ -121,34 +162,58 @@ function fixtureJson(withTable: boolean): unknown {
   if (withTable) {
     key.allowlist.tables.push(TABLE);
     const stamp = "2026-10-01T00:00:00.000Z";
-    const rows = Array.from({ length: ROWS }, (_, i) => ({ _id: `row_${i}`, ...rowAt(i), _createdAt: stamp, _updatedAt: stamp }));
-    fixture.tables.push({ id: TABLE, teamId: "team_ops", name: "Shipments table", columns: DATASET_INPUT.columns, rows, updatedAt: stamp });
+    const rows = Array.from({ length: ROWS }, (_, i) => ({
+      _id: `row_${i}`,
+      ...rowAt(i),
+      _createdAt: stamp,
+      _updatedAt: stamp,
+    }));
+    fixture.tables.push({
+      id: TABLE,
+      teamId: "team_ops",
+      name: "Shipments table",
+      columns: DATASET_INPUT.columns,
+      rows,
+      updatedAt: stamp,
+    });
   }
   return fixture;
 }
 
-type Storage = Awaited<ReturnType<PostgresEntry["createPostgresStorage"]>> | ReturnType<SqliteEntry["createSqliteStorage"]> | ReturnType<MemoryEntry["createMemoryStorage"]>;
+type Storage =
+  | Awaited<ReturnType<PostgresEntry["createPostgresStorage"]>>
+  | ReturnType<SqliteEntry["createSqliteStorage"]>
+  | ReturnType<MemoryEntry["createMemoryStorage"]>;
 
 /** Seed the fixture, declare the dataset and write ROWS rows through the admin functions (as a host does). */
 async function load(storage: Storage, withTable = false): Promise<void> {
   const { createDataApi, createAdmin, parseFixture } = await built<Dataport>("index.js");
   const seeding = performance.now();
   await storage.seed(parseFixture(fixtureJson(withTable)));
-  if (withTable) console.log(`    seeded the ${ROWS.toLocaleString("en-US")}-row input table in ${((performance.now() - seeding) / 1000).toFixed(1)} s`);
+  if (withTable)
+    console.log(
+      `    seeded the ${ROWS.toLocaleString("en-US")}-row input table in ${((performance.now() - seeding) / 1000).toFixed(1)} s`,
+    );
   const admin = createAdmin(createDataApi({ storage }));
   await admin.putDataset(DATASET, DATASET_INPUT);
   const started = performance.now();
   const stored = await admin.writeDatasetRows(DATASET, "replace", generatedRows(ROWS));
   if (stored.rowCount !== ROWS) throw new Error(`loaded ${stored.rowCount} rows, expected ${ROWS}`);
-  console.log(`    loaded ${ROWS.toLocaleString("en-US")} rows in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  console.log(
+    `    loaded ${ROWS.toLocaleString("en-US")} rows in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+  );
 }
 
 /** What decides a cached copy: the data and the store's sources. */
 function cacheKey(kind: "sqlite" | "postgres"): string {
   const hash = createHash("sha256").update(`v${DATA_VERSION} rows ${ROWS}\n`);
   const sources = [
-    ...readdirSync(`src/${kind}`).filter((f) => f.endsWith(".ts")).map((f) => `src/${kind}/${f}`),
-    ...readdirSync("src/domain").filter((f) => f.startsWith("row-query")).map((f) => `src/domain/${f}`),
+    ...readdirSync(`src/${kind}`)
+      .filter((f) => f.endsWith(".ts"))
+      .map((f) => `src/${kind}/${f}`),
+    ...readdirSync("src/domain")
+      .filter((f) => f.startsWith("row-query"))
+      .map((f) => `src/domain/${f}`),
   ].sort();
   for (const file of sources) hash.update(file).update(readFileSync(file));
   return hash.digest("hex").slice(0, 12);
@@ -160,7 +225,9 @@ async function sqliteCache(): Promise<string> {
   const name = `rowquery-${cacheKey("sqlite")}-${ROWS}.sqlite`;
   const path = join(CACHE_DIR, name);
   // Copies of this size built from other sources are stale; other sizes (ROWS) are kept.
-  for (const file of readdirSync(CACHE_DIR)) if (file.startsWith("rowquery-") && file.includes(`-${ROWS}.sqlite`) && !file.startsWith(name)) rmSync(join(CACHE_DIR, file), { force: true });
+  for (const file of readdirSync(CACHE_DIR))
+    if (file.startsWith("rowquery-") && file.includes(`-${ROWS}.sqlite`) && !file.startsWith(name))
+      rmSync(join(CACHE_DIR, file), { force: true });
   if (existsSync(path) && process.env.BENCH_REBUILD !== "1") {
     console.log(`    reusing ${path}`);
     return path;
@@ -184,7 +251,10 @@ async function postgresCache(): Promise<string> {
   const client = new pg.Client({ connectionString: PG_URL });
   await client.connect();
   try {
-    const stale = await client.query<{ name: string }>("select nspname as name from pg_namespace where nspname ~ $1 and nspname <> all($2)", [`^bench_rq_[0-9a-f]+_${ROWS}(_done)?$`, [schema, `${schema}_done`]]);
+    const stale = await client.query<{ name: string }>(
+      "select nspname as name from pg_namespace where nspname ~ $1 and nspname <> all($2)",
+      [`^bench_rq_[0-9a-f]+_${ROWS}(_done)?$`, [schema, `${schema}_done`]],
+    );
     for (const { name } of stale.rows) await client.query(`drop schema "${name}" cascade`);
     const done = await client.query("select 1 from pg_namespace where nspname = $1", [`${schema}_done`]);
     if (done.rowCount === 1 && process.env.BENCH_REBUILD !== "1") {
@@ -213,7 +283,6 @@ async function postgresCache(): Promise<string> {
   return schema;
 }
 
-
 /** A server on a copy of the SQLite cache, the PostgreSQL schema, or a memory store it loads itself. */
 interface Server {
   /** The dataset's rows URL. */
@@ -240,10 +309,14 @@ async function serverFor(kind: StoreKind, dist?: string): Promise<Server> {
   } else {
     arg = "memory";
   }
-  const child = spawn(process.execPath, ["--expose-gc", "--import", "tsx", "bench/row-queries.ts", "--serve", kind, arg], {
-    stdio: ["ignore", "pipe", "inherit"],
-    env: dist ? { ...process.env, BENCH_DIST: dist } : process.env,
-  });
+  const child = spawn(
+    process.execPath,
+    ["--expose-gc", "--import", "tsx", "bench/row-queries.ts", "--serve", kind, arg],
+    {
+      stdio: ["ignore", "pipe", "inherit"],
+      env: dist ? { ...process.env, BENCH_DIST: dist } : process.env,
+    },
+  );
   const port = await new Promise<number>((resolve, reject) => {
     child.stdout!.on("data", (d: Buffer) => {
       const text = d.toString();
@@ -264,15 +337,21 @@ async function stop(server: { child: ChildProcess; cleanup: () => void }): Promi
   server.cleanup();
 }
 
-async function getJson(url: string): Promise<{ data: Row[]; metadata: { totalRows: number; nextCursor: string | null } }> {
+async function getJson(
+  url: string,
+): Promise<{ data: Row[]; metadata: { totalRows: number; nextCursor: string | null } }> {
   const res = await fetch(url, { headers: { authorization: `Bearer ${TOKEN}` } });
   if (res.status !== 200) throw new Error(`${url}: ${res.status} ${(await res.text()).slice(0, 300)}`);
   return (await res.json()) as { data: Row[]; metadata: { totalRows: number; nextCursor: string | null } };
 }
 
-const q = (params: Record<string, string | number>) => `?${new URLSearchParams(Object.entries(params).map(([k, v]) => [k, String(v)]))}`;
+const q = (params: Record<string, string | number>) =>
+  `?${new URLSearchParams(Object.entries(params).map(([k, v]) => [k, String(v)]))}`;
 
-/** The cursor that starts a page at `position` of the read `params` names (asked once with an offset, which may be slow). */
+/**
+ * The cursor that starts a page at `position` of the read `params` names (asked once with an offset, which may be
+ * slow).
+ */
 async function cursorAt(base: string, params: Record<string, string>, position: number): Promise<string> {
   const page = await getJson(`${base}${q({ ...params, maxRows: 1, offset: position - 1 })}`);
   if (!page.metadata.nextCursor) throw new Error(`no cursor at ${position}`);
@@ -287,7 +366,9 @@ interface Case {
 }
 
 async function rowQueryScenario(kind: "sqlite" | "postgres"): Promise<void> {
-  console.log(`- rowquery-${kind}: ${PAGE}-row pages of a ${ROWS.toLocaleString("en-US")}-row dataset with declared columns on ${kind === "sqlite" ? "SQLite" : "PostgreSQL"}, through the Node adapter`);
+  console.log(
+    `- rowquery-${kind}: ${PAGE}-row pages of a ${ROWS.toLocaleString("en-US")}-row dataset with declared columns on ${kind === "sqlite" ? "SQLite" : "PostgreSQL"}, through the Node adapter`,
+  );
   const server = await serverFor(kind);
   try {
     const { base } = server;
@@ -302,7 +383,11 @@ async function rowQueryScenario(kind: "sqlite" | "postgres"): Promise<void> {
     const laneWhere = JSON.stringify({ lane: { eq: lane } });
     const rangeWhere = JSON.stringify({ shippedAt: { gte: since, lt: until } });
     const cases: Case[] = [
-      { name: "first page", url: q({ maxRows: PAGE }), check: (r, t) => (r[0]?.shipment === "SH-0" && t === ROWS ? null : `starts ${r[0]?.shipment}, total ${t}`) },
+      {
+        name: "first page",
+        url: q({ maxRows: PAGE }),
+        check: (r, t) => (r[0]?.shipment === "SH-0" && t === ROWS ? null : `starts ${r[0]?.shipment}, total ${t}`),
+      },
       {
         name: `where lane eq (1 in ${LANES}), first page`,
         url: q({ maxRows: PAGE, where: laneWhere }),
@@ -318,7 +403,11 @@ async function rowQueryScenario(kind: "sqlite" | "postgres"): Promise<void> {
         url: q({ maxRows: PAGE, cursor: deepCursor }),
         check: (r) => (r[0]?.shipment === `SH-${deep}` ? null : `starts ${r[0]?.shipment}`),
       },
-      { name: "sort=-weightKg, first page", url: q({ maxRows: PAGE, sort: "-weightKg" }), check: (r) => (r[0]?.weightKg === (ROWS - 1) / 10 ? null : `starts ${r[0]?.weightKg}`) },
+      {
+        name: "sort=-weightKg, first page",
+        url: q({ maxRows: PAGE, sort: "-weightKg" }),
+        check: (r) => (r[0]?.weightKg === (ROWS - 1) / 10 ? null : `starts ${r[0]?.weightKg}`),
+      },
       {
         name: "sort=-weightKg, cursor 90% deep",
         url: q({ maxRows: PAGE, sort: "-weightKg", cursor: sortedCursor }),
@@ -327,7 +416,9 @@ async function rowQueryScenario(kind: "sqlite" | "postgres"): Promise<void> {
     ];
     for (const c of cases) {
       const page = await getJson(`${base}${c.url}`);
-      const problem = c.check?.(page.data, page.metadata.totalRows) ?? (page.data.length === Math.min(PAGE, page.metadata.totalRows) ? null : `${page.data.length} rows`);
+      const problem =
+        c.check?.(page.data, page.metadata.totalRows) ??
+        (page.data.length === Math.min(PAGE, page.metadata.totalRows) ? null : `${page.data.length} rows`);
       if (problem) throw new Error(`${c.name}: unexpected page (${problem})`);
     }
     const times = new Map(cases.map((c) => [c.name, [] as number[]]));
@@ -346,7 +437,9 @@ async function rowQueryScenario(kind: "sqlite" | "postgres"): Promise<void> {
       console.log(`    ${c.name.padEnd(48)} median ${fmt(median)} ms, p95 ${fmt(p95)} ms`);
     }
     const ratio = (a: string, b: string) => `${(stat(a).median / stat(b).median).toFixed(2)}x`;
-    console.log(`    deep / first (medians): stored order ${ratio("cursor 90% deep, stored order", "first page")}, sorted ${ratio("sort=-weightKg, cursor 90% deep", "sort=-weightKg, first page")}; sorted first / first ${ratio("sort=-weightKg, first page", "first page")}; where lane / first ${ratio(cases[1]!.name, "first page")}`);
+    console.log(
+      `    deep / first (medians): stored order ${ratio("cursor 90% deep, stored order", "first page")}, sorted ${ratio("sort=-weightKg, cursor 90% deep", "sort=-weightKg, first page")}; sorted first / first ${ratio("sort=-weightKg, first page", "first page")}; where lane / first ${ratio(cases[1]!.name, "first page")}`,
+    );
   } finally {
     await stop(server);
   }
@@ -354,26 +447,43 @@ async function rowQueryScenario(kind: "sqlite" | "postgres"): Promise<void> {
 
 async function exportScenario(kind: StoreKind): Promise<void> {
   const label = { sqlite: "SQLite", postgres: "PostgreSQL", memory: "the memory store" }[kind];
-  console.log(`- export-${kind}: the whole ${ROWS.toLocaleString("en-US")}-row dataset as CSV and NDJSON on ${label}, server RSS growth while it streams (goal < ${GOAL_MB} MB)`);
+  console.log(
+    `- export-${kind}: the whole ${ROWS.toLocaleString("en-US")}-row dataset as CSV and NDJSON on ${label}, server RSS growth while it streams (goal < ${GOAL_MB} MB)`,
+  );
   // A fresh server for each format, so neither export's growth hides behind the other's.
   for (const format of ["csv", "ndjson"] as const) {
     const server = await serverFor(kind);
     try {
-      await measureExport(server, `/api/v1/datasets/${DATASET}/rows`, format, format === "csv" ? "SH-0,L-0000," : '{"shipment":"SH-0",');
+      await measureExport(
+        server,
+        `/api/v1/datasets/${DATASET}/rows`,
+        format,
+        format === "csv" ? "SH-0,L-0000," : '{"shipment":"SH-0",',
+      );
     } finally {
       await stop(server);
     }
   }
 }
 
-/** The input table (same rows, same declared columns) on SQLite: whole downloads, and a sorted one of the TABLE_SORTED heaviest rows. */
+/**
+ * The input table (same rows, same declared columns) on SQLite: whole downloads, and a sorted one of the TABLE_SORTED
+ * heaviest rows.
+ */
 async function exportTableScenario(): Promise<void> {
-  console.log(`- export-table-sqlite: the whole ${ROWS.toLocaleString("en-US")}-row input table as CSV and NDJSON on SQLite, server RSS growth while it streams (goal < ${GOAL_MB} MB)`);
+  console.log(
+    `- export-table-sqlite: the whole ${ROWS.toLocaleString("en-US")}-row input table as CSV and NDJSON on SQLite, server RSS growth while it streams (goal < ${GOAL_MB} MB)`,
+  );
   const path = `/api/v1/tables/${TABLE}/rows`;
   for (const format of ["csv", "ndjson"] as const) {
     const server = await serverFor("sqlite");
     try {
-      await measureExport(server, path, format, format === "csv" ? "row_0,SH-0,L-0000," : '{"_id":"row_0","shipment":"SH-0",');
+      await measureExport(
+        server,
+        path,
+        format,
+        format === "csv" ? "row_0,SH-0,L-0000," : '{"_id":"row_0","shipment":"SH-0",',
+      );
     } finally {
       await stop(server);
     }
@@ -391,16 +501,24 @@ async function exportTableScenario(): Promise<void> {
       const got = await download(`${server.origin}${path}${q({ format: "csv", sort: "-weightKg", where })}`);
       seconds.push((performance.now() - started) / 1000);
       const ok = got.count === sorted + 1 && got.lines[1]?.includes(`,${(ROWS - 1) / 10},`);
-      console.log(`    sort=-weightKg, where weightKg gte (the ${sorted.toLocaleString("en-US")} heaviest), as CSV (${name}): ${got.count.toLocaleString("en-US")} lines${ok ? "" : " UNEXPECTED"} in ${seconds.at(-1)!.toFixed(2)} s`);
+      console.log(
+        `    sort=-weightKg, where weightKg gte (the ${sorted.toLocaleString("en-US")} heaviest), as CSV (${name}): ${got.count.toLocaleString("en-US")} lines${ok ? "" : " UNEXPECTED"} in ${seconds.at(-1)!.toFixed(2)} s`,
+      );
     } finally {
       await stop(server);
     }
   }
-  if (seconds.length === 2) console.log(`    this build ${(seconds[1]! / seconds[0]!).toFixed(2)}x faster than ${process.env.BENCH_AB}`);
+  if (seconds.length === 2)
+    console.log(`    this build ${(seconds[1]! / seconds[0]!).toFixed(2)}x faster than ${process.env.BENCH_AB}`);
 }
 
 /** One whole download from a fresh server: rows checked, time, RSS growth, and the heap at the peak and after a GC. */
-async function measureExport(server: Server, path: string, format: "csv" | "ndjson", firstStartsWith: string): Promise<void> {
+async function measureExport(
+  server: Server,
+  path: string,
+  format: "csv" | "ndjson",
+  firstStartsWith: string,
+): Promise<void> {
   const pid = server.child.pid!;
   const url = `${server.origin}${path}`;
   // Warm-up: the export path compiled before the idle figure is taken.
@@ -471,16 +589,20 @@ const AGGREGATE_RUNS = Number(process.env.AGGREGATE_RUNS ?? 7);
 
 async function aggregateScenario(kind: "sqlite" | "postgres"): Promise<void> {
   const label = kind === "sqlite" ? "SQLite" : "PostgreSQL";
-  console.log(`- aggregate-${kind}: groupBy=${AGGREGATE.groupBy}&metrics=${AGGREGATE.metrics} over ${ROWS.toLocaleString("en-US")} rows on ${label}, through the Node adapter`);
+  console.log(
+    `- aggregate-${kind}: groupBy=${AGGREGATE.groupBy}&metrics=${AGGREGATE.metrics} over ${ROWS.toLocaleString("en-US")} rows on ${label}, through the Node adapter`,
+  );
   const server = await serverFor(kind);
   const bare = await bareAggregate(kind, server);
   try {
-    const url = (having: number) => `${server.origin}/api/v1/datasets/${DATASET}/aggregate${q({ ...AGGREGATE, having: JSON.stringify({ count: { gte: having } }) })}`;
+    const url = (having: number) =>
+      `${server.origin}/api/v1/datasets/${DATASET}/aggregate${q({ ...AGGREGATE, having: JSON.stringify({ count: { gte: having } }) })}`;
     const timed = async (target: string) => {
       const started = performance.now();
       const res = await fetch(target, { headers: { authorization: `Bearer ${TOKEN}` } });
       const body = (await res.json()) as { data?: Array<Record<string, unknown>>; metadata?: { matchedRows: number } };
-      if (res.status !== 200 || body.metadata?.matchedRows !== ROWS) throw new Error(`${target}: ${res.status} ${JSON.stringify(body).slice(0, 300)}`);
+      if (res.status !== 200 || body.metadata?.matchedRows !== ROWS)
+        throw new Error(`${target}: ${res.status} ${JSON.stringify(body).slice(0, 300)}`);
       return { ms: performance.now() - started, groups: body.data! };
     };
     // The answer checked against the bare SQL's once (group count and the grand count).
@@ -492,7 +614,8 @@ async function aggregateScenario(kind: "sqlite" | "postgres"): Promise<void> {
     const sampler = setInterval(() => (peak = Math.max(peak, processMemory(pid).rss)), 20);
     const first = await timed(url(1));
     clearInterval(sampler);
-    if (first.groups.length !== expected.groups) throw new Error(`${first.groups.length} groups, the bare SQL has ${expected.groups}`);
+    if (first.groups.length !== expected.groups)
+      throw new Error(`${first.groups.length} groups, the bare SQL has ${expected.groups}`);
     // Each later first run asks a question not asked before (another having bound), so it scans again.
     const firsts: number[] = [first.ms];
     const bares: number[] = [];
@@ -513,12 +636,21 @@ async function aggregateScenario(kind: "sqlite" | "postgres"): Promise<void> {
     const downloadMs = performance.now() - download;
     if (got !== ROWS) throw new Error(`the NDJSON download had ${got} lines`);
     const med = (xs: number[]) => quantile(xs, 0.5);
-    const ratio = (a: number, b: number, goal: number) => `${(a / b).toFixed(3)}x (goal <= ${goal}x ${a / b <= goal ? "OK" : "MISSED"})`;
+    const ratio = (a: number, b: number, goal: number) =>
+      `${(a / b).toFixed(3)}x (goal <= ${goal}x ${a / b <= goal ? "OK" : "MISSED"})`;
     const growth = (peak - idle) / 1024 / 1024;
-    console.log(`    first run median ${fmt(med(firsts))} ms; bare SQL median ${fmt(med(bares))} ms; again on the unchanged dataset median ${fmt(med(repeats))} ms; NDJSON download ${fmt(downloadMs)} ms`);
-    console.log(`    (the bare SQL over the rows' JSON text instead of the typed copy: median ${fmt(med(overJson))} ms, ${(med(overJson) / downloadMs).toFixed(3)}x the download)`);
-    console.log(`    first / bare SQL ${ratio(med(firsts), med(bares), 1.5)}; first / download ${ratio(med(firsts), downloadMs, 0.25)}; again / first ${ratio(med(repeats), med(firsts), 0.05)}`);
-    console.log(`    server RSS growth over a first run ${growth.toFixed(0)} MB (goal < 50 MB ${growth < 50 ? "OK" : "MISSED"})`);
+    console.log(
+      `    first run median ${fmt(med(firsts))} ms; bare SQL median ${fmt(med(bares))} ms; again on the unchanged dataset median ${fmt(med(repeats))} ms; NDJSON download ${fmt(downloadMs)} ms`,
+    );
+    console.log(
+      `    (the bare SQL over the rows' JSON text instead of the typed copy: median ${fmt(med(overJson))} ms, ${(med(overJson) / downloadMs).toFixed(3)}x the download)`,
+    );
+    console.log(
+      `    first / bare SQL ${ratio(med(firsts), med(bares), 1.5)}; first / download ${ratio(med(firsts), downloadMs, 0.25)}; again / first ${ratio(med(repeats), med(firsts), 0.05)}`,
+    );
+    console.log(
+      `    server RSS growth over a first run ${growth.toFixed(0)} MB (goal < 50 MB ${growth < 50 ? "OK" : "MISSED"})`,
+    );
   } finally {
     await bare.close();
     await stop(server);
@@ -537,14 +669,21 @@ async function bareAggregate(
   if (kind === "sqlite") {
     const { default: Database } = await import("better-sqlite3");
     const db = new Database(server.file!, { readonly: true });
-    const at = db.prepare("SELECT seq, first_position, next_position FROM datasets WHERE id = ?").get(DATASET) as { seq: number; first_position: number; next_position: number };
+    const at = db.prepare("SELECT seq, first_position, next_position FROM datasets WHERE id = ?").get(DATASET) as {
+      seq: number;
+      first_position: number;
+      next_position: number;
+    };
     const json = db.prepare(
       `SELECT json_extract(data, '$.fragile') AS f, substr(json_extract(data, '$.shippedAt'), 1, 7) AS m,
          count(*) AS n, sum(json_extract(data, '$.weightKg')) AS s, avg(json_extract(data, '$.weightKg')) AS a
        FROM dataset_rows WHERE dataset_seq = ? AND position >= ? AND position < ? GROUP BY f, m ORDER BY f, m`,
     );
     // The declared columns' typed copy (src/sqlite/dataset-values.ts), which Dataport reads: its slots by name.
-    const layout = db.prepare("SELECT layout FROM dataset_value_layouts WHERE dataset_seq = ?").pluck().get(at.seq) as string;
+    const layout = db
+      .prepare("SELECT layout FROM dataset_value_layouts WHERE dataset_seq = ?")
+      .pluck()
+      .get(at.seq) as string;
     const slots = JSON.parse(layout) as Array<[string, number | null]>;
     const slot = (name: string) => slots.findIndex(([n]) => n === name);
     const [f, w] = [slot("fragile"), slot("weightKg")];
@@ -556,7 +695,12 @@ async function bareAggregate(
     );
     const span = 2n ** 43n;
     return {
-      run: async () => ({ groups: typed.all(BigInt(at.seq) * span + BigInt(at.first_position), BigInt(at.seq) * span + BigInt(at.next_position)).length }),
+      run: async () => ({
+        groups: typed.all(
+          BigInt(at.seq) * span + BigInt(at.first_position),
+          BigInt(at.seq) * span + BigInt(at.next_position),
+        ).length,
+      }),
       overJson: async () => ({ groups: json.all(at.seq, at.first_position, at.next_position).length }),
       close: async () => {
         db.close();
@@ -571,7 +715,12 @@ async function bareAggregate(
     from "${schema}".dataset_rows r join "${schema}".datasets d on d.id = r.dataset_id
     where d.id = $1 and r.pos >= d.first_pos and r.pos < d.next_pos group by 1, 2 order by 1, 2`;
   // The declared columns' typed copy (src/postgres/dataset-values-sql.ts), which Dataport reads: its slots by name.
-  const layout = (await client.query<{ layout: string }>(`select layout from "${schema}".dataset_value_layouts where dataset_id = $1`, [DATASET])).rows[0]!.layout;
+  const layout = (
+    await client.query<{ layout: string }>(
+      `select layout from "${schema}".dataset_value_layouts where dataset_id = $1`,
+      [DATASET],
+    )
+  ).rows[0]!.layout;
   const slots = JSON.parse(layout) as Array<[string, number | null]>;
   const slot = (name: string) => slots.findIndex(([n]) => n === name);
   const [f, w] = [slot("fragile"), slot("weightKg")];
@@ -608,7 +757,10 @@ async function serve(kind: StoreKind, arg: string): Promise<void> {
   let storage: Storage;
   if (kind === "sqlite") storage = (await built<SqliteEntry>("sqlite/index.js")).createSqliteStorage({ path: arg });
   // No call timeout: a read slower than the default 10 s (a 503 in production) is measured, not refused.
-  else if (kind === "postgres") storage = await (await built<PostgresEntry>("postgres/index.js")).createPostgresStorage({ connectionString: PG_URL, schema: arg, callTimeoutMs: 0 });
+  else if (kind === "postgres")
+    storage = await (
+      await built<PostgresEntry>("postgres/index.js")
+    ).createPostgresStorage({ connectionString: PG_URL, schema: arg, callTimeoutMs: 0 });
   else {
     storage = (await built<MemoryEntry>("memory/index.js")).createMemoryStorage();
     await load(storage);
@@ -629,7 +781,8 @@ async function serve(kind: StoreKind, arg: string): Promise<void> {
       res.end(JSON.stringify(peak));
     } else handler(req, res);
   });
-  // The client's keep-alive socket idles while the bare SQL runs (seconds under load): Node's 5 s default would close it as a request goes out.
+  // The client's keep-alive socket idles while the bare SQL runs (seconds under load): Node's 5 s default would close
+  // it as a request goes out.
   server.keepAliveTimeout = 120_000;
   server.listen(0, "127.0.0.1", () => console.log(`ready ${(server.address() as AddressInfo).port}`));
   const shutdown = () => {

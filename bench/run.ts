@@ -8,15 +8,18 @@
  *   npm run bench -- me webhook   # scenarios whose name contains a word
  *   BENCH_DATAPORT=adapter-only npm run bench -- me:   # another server in Dataport's place (diagnosis)
  *   BENCH_DATAPORT=sqlite-read-recorded npm run bench -- rows-sqlite   # the bare read plus the records a read keeps
- *   BENCH_PAGE_MEMORY=0 npm run bench -- rows-sqlite   # Dataport with no remembered pages: every read reads its page from the file
+ *   BENCH_PAGE_MEMORY=0 npm run bench -- rows-sqlite   # Dataport with no remembered pages: every read reads its page
+ * from the file
  *   npm run bench -- bulk-upload  # a 1,000,000-row CSV upload: rows/s and server peak RSS (bench/bulk-upload.ts)
  *   BENCH_AB=/tmp/dist-before npm run bench -- webhook-memory
  *       # A/B: Dataport built from another checkout's dist/ takes the baseline's
  *       # place, so the ratio is this build against that one (above 1: faster)
  *   npm run bench -- postgres     # the PostgreSQL scenarios (webhook-postgres, me-postgres, postgres-reads)
  *   npm run bench -- rowquery     # opt-in: row-query pages of a 1,000,000-row dataset on SQLite and PostgreSQL
- *   npm run bench -- export       # opt-in: 1,000,000-row CSV/NDJSON exports and the server's RSS growth (bench/row-queries.ts)
- *   npm run bench -- aggregate    # opt-in: aggregates of a 1,000,000-row dataset on SQLite and PostgreSQL against bare SQL and a download
+ *   npm run bench -- export       # opt-in: 1,000,000-row CSV/NDJSON exports and the server's RSS growth
+ * (bench/row-queries.ts)
+ *   npm run bench -- aggregate    # opt-in: aggregates of a 1,000,000-row dataset on SQLite and PostgreSQL against bare
+ * SQL and a download
  *
  * PostgreSQL scenarios run on the database BENCH_PG_URL (default
  * postgres://postgres@127.0.0.1:5432/dataport_bench, created when missing:
@@ -34,7 +37,10 @@ import pg from "pg";
 import { ensureDatabase } from "./support.js";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
-/** Baseline and Dataport alternate this many times; the median of the per-round ratios is reported (this machine's throughput drifts by ±25% run to run). */
+/**
+ * Baseline and Dataport alternate this many times; the median of the per-round ratios is reported (this machine's
+ * throughput drifts by ±25% run to run).
+ */
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const CONNECTIONS = 50;
 const OVERRIDE = process.env.BENCH_DATAPORT;
@@ -54,7 +60,10 @@ interface Side {
   env?: Record<string, string>;
   request: autocannon.Options["requests"];
   url: string;
-  /** Server processes sharing the load (and, on PostgreSQL, one schema); the connections are split between them. Default 1. */
+  /**
+   * Server processes sharing the load (and, on PostgreSQL, one schema); the connections are split between them. Default
+   * 1.
+   */
   instances?: number;
 }
 
@@ -73,10 +82,20 @@ const scenarios: Scenario[] = [
   {
     name: "me: GET /api/v1/me, Node adapter vs bare node:http",
     goal: 0.7,
-    dataport: { server: "me-dataport", url: "/api/v1/me", request: [{ method: "GET", headers: { authorization: `Bearer ${TOKEN}` } }] },
+    dataport: {
+      server: "me-dataport",
+      url: "/api/v1/me",
+      request: [{ method: "GET", headers: { authorization: `Bearer ${TOKEN}` } }],
+    },
     // The baseline gets the same request (it ignores the Authorization header but parses it, as Dataport does).
-    baseline: { server: "me-baseline", url: "/api/v1/me", request: [{ method: "GET", headers: { authorization: `Bearer ${TOKEN}` } }] },
-    prepare: async (url) => ({ BODY: await (await fetch(`${url}/api/v1/me`, { headers: { authorization: `Bearer ${TOKEN}` } })).text() }),
+    baseline: {
+      server: "me-baseline",
+      url: "/api/v1/me",
+      request: [{ method: "GET", headers: { authorization: `Bearer ${TOKEN}` } }],
+    },
+    prepare: async (url) => ({
+      BODY: await (await fetch(`${url}/api/v1/me`, { headers: { authorization: `Bearer ${TOKEN}` } })).text(),
+    }),
   },
   {
     name: "webhook-memory: POST 1 KB JSON to /api/webhooks/{id} on the memory store vs bare node:http JSON.parse",
@@ -109,14 +128,20 @@ const scenarios: Scenario[] = [
   {
     name: "me-sqlite: GET /api/v1/me on SQLite vs bare node:http + SHA-256 of the token + one prepared better-sqlite3 SELECT",
     goal: 0.8,
-    dataport: { server: "webhook-sqlite-dataport", url: "/api/v1/me", request: [{ method: "GET", headers: { authorization: `Bearer ${TOKEN}` } }] },
+    dataport: {
+      server: "webhook-sqlite-dataport",
+      url: "/api/v1/me",
+      request: [{ method: "GET", headers: { authorization: `Bearer ${TOKEN}` } }],
+    },
     baseline: {
       server: "sqlite-read-baseline",
       env: { BENCH_BASELINE: "me", TOKEN },
       url: "/api/v1/me",
       request: [{ method: "GET", headers: { authorization: `Bearer ${TOKEN}` } }],
     },
-    prepare: async (url) => ({ BODY: await (await fetch(`${url}/api/v1/me`, { headers: { authorization: `Bearer ${TOKEN}` } })).text() }),
+    prepare: async (url) => ({
+      BODY: await (await fetch(`${url}/api/v1/me`, { headers: { authorization: `Bearer ${TOKEN}` } })).text(),
+    }),
   },
   {
     name: "rows-sqlite: GET /api/v1/datasets/{id}/rows?maxRows=100 (a 240-row dataset) on SQLite vs bare node:http + one SELECT of 100 stored JSON texts",
@@ -133,41 +158,49 @@ const scenarios: Scenario[] = [
       request: [{ method: "GET", headers: { authorization: `Bearer ${TOKEN}` } }],
     },
     prepare: async (url) => ({
-      BODY: await (await fetch(`${url}/api/v1/datasets/ds_orders/rows?maxRows=100`, { headers: { authorization: `Bearer ${TOKEN}` } })).text(),
+      BODY: await (
+        await fetch(`${url}/api/v1/datasets/ds_orders/rows?maxRows=100`, {
+          headers: { authorization: `Bearer ${TOKEN}` },
+        })
+      ).text(),
     }),
   },
-  ...[1, 2].map(
-    (instances): Scenario => ({
-      name: `webhook-postgres${instances === 1 ? "" : "-2i"}: POST 1 KB JSON on PostgreSQL (200 after commit), ${instances === 1 ? "one instance" : "two instances on one schema"} vs bare node:http + pg pool, one INSERT per request${instances === 1 ? "" : " (two servers)"}`,
-      goal: 1.0,
-      postgres: true,
-      dataport: {
-        server: "postgres-dataport",
-        url: "/api/webhooks/wh_demo_shop_events",
-        request: [{ method: "POST", headers: { "content-type": "application/json" }, body: PAYLOAD_1KB }],
-        instances,
-      },
-      baseline: {
-        server: "postgres-baseline",
-        env: { BENCH_BASELINE: "insert" },
-        url: "/",
-        request: [{ method: "POST", headers: { "content-type": "application/json" }, body: PAYLOAD_1KB }],
-        instances,
-      },
-    }),
-  ),
+  ...[1, 2].map((instances): Scenario => ({
+    name: `webhook-postgres${instances === 1 ? "" : "-2i"}: POST 1 KB JSON on PostgreSQL (200 after commit), ${instances === 1 ? "one instance" : "two instances on one schema"} vs bare node:http + pg pool, one INSERT per request${instances === 1 ? "" : " (two servers)"}`,
+    goal: 1.0,
+    postgres: true,
+    dataport: {
+      server: "postgres-dataport",
+      url: "/api/webhooks/wh_demo_shop_events",
+      request: [{ method: "POST", headers: { "content-type": "application/json" }, body: PAYLOAD_1KB }],
+      instances,
+    },
+    baseline: {
+      server: "postgres-baseline",
+      env: { BENCH_BASELINE: "insert" },
+      url: "/",
+      request: [{ method: "POST", headers: { "content-type": "application/json" }, body: PAYLOAD_1KB }],
+      instances,
+    },
+  })),
   {
     name: "me-postgres: GET /api/v1/me on PostgreSQL vs bare node:http + pg pool, one SELECT per request",
     goal: 0.8,
     postgres: true,
-    dataport: { server: "postgres-dataport", url: "/api/v1/me", request: [{ method: "GET", headers: { authorization: `Bearer ${TOKEN}` } }] },
+    dataport: {
+      server: "postgres-dataport",
+      url: "/api/v1/me",
+      request: [{ method: "GET", headers: { authorization: `Bearer ${TOKEN}` } }],
+    },
     baseline: {
       server: "postgres-baseline",
       env: { BENCH_BASELINE: "select" },
       url: "/api/v1/me",
       request: [{ method: "GET", headers: { authorization: `Bearer ${TOKEN}` } }],
     },
-    prepare: async (url) => ({ BODY: await (await fetch(`${url}/api/v1/me`, { headers: { authorization: `Bearer ${TOKEN}` } })).text() }),
+    prepare: async (url) => ({
+      BODY: await (await fetch(`${url}/api/v1/me`, { headers: { authorization: `Bearer ${TOKEN}` } })).text(),
+    }),
   },
 ];
 
@@ -180,7 +213,9 @@ const scenarios: Scenario[] = [
 const PIN = availableParallelism() >= 2 && existsSync("/usr/bin/taskset");
 if (PIN) execFileSync("taskset", ["-a", "-cp", "0", String(process.pid)], { stdio: "ignore" });
 const serverCommand = (script: string): [string, string[]] =>
-  PIN ? ["taskset", ["-c", "1", process.execPath, "--import", "tsx", script]] : [process.execPath, ["--import", "tsx", script]];
+  PIN
+    ? ["taskset", ["-c", "1", process.execPath, "--import", "tsx", script]]
+    : [process.execPath, ["--import", "tsx", script]];
 
 async function start(name: string, port: number, env: Record<string, string> = {}): Promise<ChildProcess> {
   const [command, args] = serverCommand(`bench/servers/${name}.ts`);
@@ -204,7 +239,10 @@ async function start(name: string, port: number, env: Record<string, string> = {
 interface Measured {
   /** Requests per second. */
   rate: number;
-  /** The server processes' own CPU time (user + system) per request, in µs: steadier than req/s when the machine is noisy. */
+  /**
+   * The server processes' own CPU time (user + system) per request, in µs: steadier than req/s when the machine is
+   * noisy.
+   */
   cpuMicros: number | null;
 }
 
@@ -251,7 +289,9 @@ async function startSide(side: Side, env: Record<string, string>): Promise<Runni
 
 async function stopSide(running: Running): Promise<void> {
   for (const child of running.children) child.kill("SIGTERM");
-  await Promise.all(running.children.map((child) => new Promise((r) => (child.exitCode === null ? child.once("exit", r) : r(null)))));
+  await Promise.all(
+    running.children.map((child) => new Promise((r) => (child.exitCode === null ? child.once("exit", r) : r(null)))),
+  );
 }
 
 /** The side's instances driven at once, CONNECTIONS split between them; rates and totals summed. */
@@ -259,7 +299,9 @@ async function load(running: Running, duration: number): Promise<{ rate: number;
   const { side, ports } = running;
   const connections = Math.max(1, Math.round(CONNECTIONS / ports.length));
   const results = await Promise.all(
-    ports.map((p) => autocannon({ url: `http://127.0.0.1:${p}${side.url}`, connections, duration, requests: side.request })),
+    ports.map((p) =>
+      autocannon({ url: `http://127.0.0.1:${p}${side.url}`, connections, duration, requests: side.request }),
+    ),
   );
   return {
     rate: results.reduce((sum, r) => sum + r.requests.average, 0),
@@ -286,7 +328,8 @@ async function measure(side: Side, env: Record<string, string>): Promise<Measure
     const result = await load(running, SECONDS);
     const after = sideTicks(running);
     if (result.non2xx > 0) console.log(`  ! ${side.server}: ${result.non2xx} non-2xx responses`);
-    const cpuMicros = before === null || after === null || result.total === 0 ? null : ((after - before) * 10_000) / result.total;
+    const cpuMicros =
+      before === null || after === null || result.total === 0 ? null : ((after - before) * 10_000) / result.total;
     return { rate: result.rate, cpuMicros };
   } finally {
     await stopSide(running);
@@ -299,7 +342,12 @@ async function measure(side: Side, env: Record<string, string>): Promise<Measure
  * is the ratio of their CPU cost per request, and whatever else the machine
  * does at that moment slows both alike.
  */
-async function measurePair(a: Side, envA: Record<string, string>, b: Side, envB: Record<string, string>): Promise<[Measured, Measured]> {
+async function measurePair(
+  a: Side,
+  envA: Record<string, string>,
+  b: Side,
+  envB: Record<string, string>,
+): Promise<[Measured, Measured]> {
   const ra = await startSide(a, envA);
   let rb: Running;
   try {
@@ -313,8 +361,13 @@ async function measurePair(a: Side, envA: Record<string, string>, b: Side, envB:
     const before = [sideTicks(ra), sideTicks(rb)];
     const [la, lb] = await Promise.all([load(ra, SECONDS), load(rb, SECONDS)]);
     const after = [sideTicks(ra), sideTicks(rb)];
-    for (const [side, r] of [[a, la], [b, lb]] as const) if (r.non2xx > 0) console.log(`  ! ${side.server}: ${r.non2xx} non-2xx responses`);
-    const cpu = (i: number, total: number) => (before[i] === null || after[i] === null || total === 0 ? null : ((after[i]! - before[i]!) * 10_000) / total);
+    for (const [side, r] of [
+      [a, la],
+      [b, lb],
+    ] as const)
+      if (r.non2xx > 0) console.log(`  ! ${side.server}: ${r.non2xx} non-2xx responses`);
+    const cpu = (i: number, total: number) =>
+      before[i] === null || after[i] === null || total === 0 ? null : ((after[i]! - before[i]!) * 10_000) / total;
     return [
       { rate: la.rate, cpuMicros: cpu(0, la.total) },
       { rate: lb.rate, cpuMicros: cpu(1, lb.total) },
@@ -329,7 +382,9 @@ async function pgCommits(): Promise<number> {
   const client = new pg.Client({ connectionString: PG_URL });
   await client.connect();
   try {
-    const { rows } = await client.query<{ n: string }>("select xact_commit as n from pg_stat_database where datname = current_database()");
+    const { rows } = await client.query<{ n: string }>(
+      "select xact_commit as n from pg_stat_database where datname = current_database()",
+    );
     return Number(rows[0]!.n);
   } finally {
     await client.end();
@@ -352,7 +407,6 @@ async function commitsPerRequest(side: Side, env: Record<string, string>): Promi
   return ((await pgCommits()) - before) / total;
 }
 
-
 async function dropPostgresSchemas(): Promise<void> {
   if (pgSchemas.length === 0) return;
   const client = new pg.Client({ connectionString: PG_URL });
@@ -374,7 +428,9 @@ try {
 }
 
 async function run(scenario: Scenario): Promise<void> {
-  const missing = [scenario.dataport.server, scenario.baseline.server].filter((s) => !existsSync(`bench/servers/${s}.ts`));
+  const missing = [scenario.dataport.server, scenario.baseline.server].filter(
+    (s) => !existsSync(`bench/servers/${s}.ts`),
+  );
   if (missing.length > 0) {
     console.log(`- ${scenario.name}: skipped (no bench/servers/${missing.join(", ")}.ts)`);
     return;
@@ -386,14 +442,21 @@ async function run(scenario: Scenario): Promise<void> {
     await stopSide(probe);
   }
   // A diagnosis server in Dataport's place gets what the baseline is told too (BENCH_BASELINE, TOKEN).
-  const dataportSide = OVERRIDE ? { ...scenario.dataport, server: OVERRIDE, env: { ...scenario.baseline.env, ...scenario.dataport.env } } : scenario.dataport;
-  const baselineSide = AB_DIST ? { ...scenario.dataport, env: { ...scenario.dataport.env, BENCH_DIST: AB_DIST } } : scenario.baseline;
+  const dataportSide = OVERRIDE
+    ? { ...scenario.dataport, server: OVERRIDE, env: { ...scenario.baseline.env, ...scenario.dataport.env } }
+    : scenario.dataport;
+  const baselineSide = AB_DIST
+    ? { ...scenario.dataport, env: { ...scenario.dataport.env, BENCH_DIST: AB_DIST } }
+    : scenario.baseline;
   const rounds: Array<{ baseline: Measured; dataport: Measured; ratio: number; cpuRatio: number | null }> = [];
   for (let round = 0; round < ROUNDS; round++) {
     let baseline: Measured;
     let dataport: Measured;
     if (PAIRED) {
-      [baseline, dataport] = await measurePair(baselineSide, { ...env, ...sideEnv(scenario) }, dataportSide, { ...env, ...sideEnv(scenario) });
+      [baseline, dataport] = await measurePair(baselineSide, { ...env, ...sideEnv(scenario) }, dataportSide, {
+        ...env,
+        ...sideEnv(scenario),
+      });
     } else {
       baseline = await measure(baselineSide, { ...env, ...sideEnv(scenario) });
       dataport = await measure(dataportSide, { ...env, ...sideEnv(scenario) });
@@ -406,16 +469,27 @@ async function run(scenario: Scenario): Promise<void> {
   const cpuRatios = rounds.flatMap((r) => (r.cpuRatio === null ? [] : [r.cpuRatio]));
   console.log(`- ${scenario.name}`);
   for (const r of rounds) {
-    const cpu = r.cpuRatio === null ? "" : `; CPU per request ${r.baseline.cpuMicros!.toFixed(1)} vs ${r.dataport.cpuMicros!.toFixed(1)} µs, ratio ${r.cpuRatio.toFixed(2)}x`;
-    console.log(`    round: baseline ${r.baseline.rate.toFixed(0)} req/s, dataport ${r.dataport.rate.toFixed(0)} req/s, ratio ${r.ratio.toFixed(2)}x${cpu}`);
+    const cpu =
+      r.cpuRatio === null
+        ? ""
+        : `; CPU per request ${r.baseline.cpuMicros!.toFixed(1)} vs ${r.dataport.cpuMicros!.toFixed(1)} µs, ratio ${r.cpuRatio.toFixed(2)}x`;
+    console.log(
+      `    round: baseline ${r.baseline.rate.toFixed(0)} req/s, dataport ${r.dataport.rate.toFixed(0)} req/s, ratio ${r.ratio.toFixed(2)}x${cpu}`,
+    );
   }
   const cpuLine = cpuRatios.length > 0 ? `; by server CPU per request ${median(cpuRatios).toFixed(2)}x` : "";
-  const verdict = AB_DIST ? `this build vs ${AB_DIST}` : `(goal >= ${scenario.goal}x) ${ratio >= scenario.goal ? "OK" : "BELOW GOAL"}`;
+  const verdict = AB_DIST
+    ? `this build vs ${AB_DIST}`
+    : `(goal >= ${scenario.goal}x) ${ratio >= scenario.goal ? "OK" : "BELOW GOAL"}`;
   console.log(`  median ratio ${ratio.toFixed(2)}x ${verdict}${cpuLine}`);
   if (scenario.postgres) {
     const commits = async (side: Side) => (await commitsPerRequest(side, { ...env, ...sideEnv(scenario) })).toFixed(2);
-    const sides = AB_DIST ? `${AB_DIST} ${await commits(baselineSide)}, this build` : `baseline ${await commits(baselineSide)}, dataport`;
-    console.log(`  PostgreSQL commits per request (each side alone, ${CONNECTIONS} connections): ${sides} ${await commits(dataportSide)}`);
+    const sides = AB_DIST
+      ? `${AB_DIST} ${await commits(baselineSide)}, this build`
+      : `baseline ${await commits(baselineSide)}, dataport`;
+    console.log(
+      `  PostgreSQL commits per request (each side alone, ${CONNECTIONS} connections): ${sides} ${await commits(dataportSide)}`,
+    );
   }
 }
 
@@ -424,10 +498,21 @@ async function run(scenario: Scenario): Promise<void> {
  * run only when a word given is a prefix of their name (`rowquery`,
  * `export`, `rowquery-sqlite`…), never in a run without names.
  */
-const ROW_QUERY_SCENARIOS = ["rowquery-sqlite", "rowquery-postgres", "export-sqlite", "export-postgres", "export-memory", "export-table-sqlite", "aggregate-sqlite", "aggregate-postgres"];
+const ROW_QUERY_SCENARIOS = [
+  "rowquery-sqlite",
+  "rowquery-postgres",
+  "export-sqlite",
+  "export-postgres",
+  "export-memory",
+  "export-table-sqlite",
+  "aggregate-sqlite",
+  "aggregate-postgres",
+];
 const rowQueryNames = ROW_QUERY_SCENARIOS.filter((name) => filters.some((f) => name.startsWith(f)));
 if (rowQueryNames.length > 0) {
-  const child = spawn(process.execPath, ["--import", "tsx", "bench/row-queries.ts", ...rowQueryNames], { stdio: "inherit" });
+  const child = spawn(process.execPath, ["--import", "tsx", "bench/row-queries.ts", ...rowQueryNames], {
+    stdio: "inherit",
+  });
   await new Promise((r) => child.once("exit", r));
 }
 
@@ -447,8 +532,18 @@ for (const script of ["bench/sqlite-reads.ts", "bench/postgres-reads.ts", "bench
  */
 if (filters.includes("sqlite-drivers")) {
   const runs: Array<[string, string, string[], Record<string, string>]> = [
-    ["node 20, better-sqlite3", process.execPath, ["--import", "tsx", "bench/sqlite-drivers.ts"], { DATAPORT_SQLITE_DRIVER: "better-sqlite3" }],
-    ["node 22, node:sqlite", "node_modules/node/bin/node", ["--import", "tsx", "bench/sqlite-drivers.ts"], { DATAPORT_SQLITE_DRIVER: "node:sqlite" }],
+    [
+      "node 20, better-sqlite3",
+      process.execPath,
+      ["--import", "tsx", "bench/sqlite-drivers.ts"],
+      { DATAPORT_SQLITE_DRIVER: "better-sqlite3" },
+    ],
+    [
+      "node 22, node:sqlite",
+      "node_modules/node/bin/node",
+      ["--import", "tsx", "bench/sqlite-drivers.ts"],
+      { DATAPORT_SQLITE_DRIVER: "node:sqlite" },
+    ],
     ["bun, bun:sqlite", "node_modules/.bin/bun", ["bench/sqlite-drivers.ts"], {}],
   ];
   console.log("- sqlite-drivers: the SQLite store's calls in process on each driver (median µs per call)");
@@ -474,6 +569,8 @@ if (filters.includes("sqlite-drivers")) {
     }
     reference ??= result;
     const cell = (key: string) => `${result![key]} µs (${(result![key]! / reference![key]!).toFixed(2)}x)`;
-    console.log(`    ${name.padEnd(26)} 100-row page ${cell("page100Us")}, dataset record ${cell("datasetRecordUs")}, webhook row ${cell("ingestRowUs")}`);
+    console.log(
+      `    ${name.padEnd(26)} 100-row page ${cell("page100Us")}, dataset record ${cell("datasetRecordUs")}, webhook row ${cell("ingestRowUs")}`,
+    );
   }
 }

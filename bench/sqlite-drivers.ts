@@ -66,7 +66,11 @@ try {
 
   const runtime = "Bun" in globalThis ? `bun ${process.versions.bun}` : `node ${process.versions.node}`;
   const result: Record<string, number | string> = { runtime, driver: store.driver };
-  for (const [name, call] of [["page100", page], ["datasetRecord", record], ["ingestRow", ingest]] as const) {
+  for (const [name, call] of [
+    ["page100", page],
+    ["datasetRecord", record],
+    ["ingestRow", ingest],
+  ] as const) {
     for (let i = 0; i < Math.min(200, RUNS); i++) await call(i);
     const times: number[] = [];
     for (let i = 0; i < RUNS; i++) {

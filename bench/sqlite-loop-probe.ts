@@ -71,7 +71,8 @@ async function serve(): Promise<void> {
       lastRefreshedAt: null,
       updatedAt: "2026-01-01T00:00:00.000Z",
     });
-    // Straight into the file (the bulk write path would take minutes more): positions 0..ROWS-1, keys as rowKey() makes them.
+    // Straight into the file (the bulk write path would take minutes more): positions 0..ROWS-1, keys as rowKey() makes
+    // them.
     const { db } = storage;
     const seq = db.prepare("SELECT seq FROM datasets WHERE id = ?").pluck().get(BIG) as number;
     db.exec("BEGIN");
@@ -84,12 +85,15 @@ async function serve(): Promise<void> {
     ).run(ROWS, seq, seq);
     db.prepare("UPDATE datasets SET first_position = 0, next_position = ? WHERE seq = ?").run(ROWS, seq);
     // The demo key may read it.
-    db.prepare("UPDATE api_keys SET allowlist = json_insert(allowlist, '$.datasets[#]', ?) WHERE id = 'key_demo_full'").run(BIG);
+    db.prepare(
+      "UPDATE api_keys SET allowlist = json_insert(allowlist, '$.datasets[#]', ?) WHERE id = 'key_demo_full'",
+    ).run(BIG);
     db.exec("COMMIT");
     console.error(`built ${FILE}: ${ROWS} rows in ${((performance.now() - started) / 1000).toFixed(0)} s`);
   }
   const api = createDataApi({ storage, webhookRatePerSecond: 1e9 });
-  // How busy the event loop was, and how late it ran its timers: what the probes see, without the network and the client.
+  // How busy the event loop was, and how late it ran its timers: what the probes see, without the network and the
+  // client.
   const delay = monitorEventLoopDelay({ resolution: 5 });
   let busy = performance.eventLoopUtilization();
   createServer(toNodeHandler(api)).listen(PORT, "127.0.0.1", () => {
@@ -145,13 +149,17 @@ async function probe(): Promise<void> {
     ...sorting,
   ]);
   const loop = await stop(child);
-  console.log(`${ROWS} rows, ${SORTS} sorted read(s) at once for ${SECONDS} s, readerThreads ${THREADS}, callTimeoutMs ${DEADLINE_MS}`);
+  console.log(
+    `${ROWS} rows, ${SORTS} sorted read(s) at once for ${SECONDS} s, readerThreads ${THREADS}, callTimeoutMs ${DEADLINE_MS}`,
+  );
   console.log(`  ${loop}`);
   for (const { path, times, failed } of [live!, page!]) {
     const sorted = [...times].sort((a, b) => a - b);
     const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!.toFixed(1);
     const max = sorted.at(-1)!.toFixed(1);
-    console.log(`  ${path}: ${sorted.length} probes, p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, max ${max} ms, ${failed} not answered 200`);
+    console.log(
+      `  ${path}: ${sorted.length} probes, p50 ${at(0.5)} ms, p99 ${at(0.99)} ms, max ${max} ms, ${failed} not answered 200`,
+    );
   }
   const byStatus = new Map<number, number[]>();
   for (const s of sorts) byStatus.set(s.status, [...(byStatus.get(s.status) ?? []), s.ms]);

@@ -88,7 +88,9 @@ async function main(): Promise<void> {
       console.log(`  full streamed read: ${mb(bytes)} of JSON in ${(fullMs / 1000).toFixed(1)} s`);
       console.log(`    server RSS idle ${mb(idle.peak)}, peak while streaming ${mb(peak.peak)} (goal < 200 MB)`);
       const { heapTotal, heapUsed, external, arrayBuffers } = peak.atPeak;
-      console.log(`    at the peak: heap ${mb(heapUsed)} used of ${mb(heapTotal)}, external ${mb(external)} (array buffers ${mb(arrayBuffers)})`);
+      console.log(
+        `    at the peak: heap ${mb(heapUsed)} used of ${mb(heapTotal)}, external ${mb(external)} (array buffers ${mb(arrayBuffers)})`,
+      );
     } finally {
       server.kill("SIGTERM");
       await new Promise((r) => server.once("exit", r));
@@ -98,7 +100,10 @@ async function main(): Promise<void> {
   }
 }
 
-/** Replace the demo dataset's rows with `count` generated rows at positions 0..count-1, through the store's own append statement. */
+/**
+ * Replace the demo dataset's rows with `count` generated rows at positions 0..count-1, through the store's own append
+ * statement.
+ */
 function fillDataset(store: SqliteStorage, count: number): void {
   const { db } = store;
   const seq = (db.prepare("SELECT seq FROM datasets WHERE id = ?").get(DATASET) as { seq: number }).seq;
@@ -110,7 +115,15 @@ function fillDataset(store: SqliteStorage, count: number): void {
     for (let from = 0; from < count; from += CHUNK) {
       const rows = [];
       for (let i = from; i < Math.min(count, from + CHUNK); i++) {
-        rows.push({ order_id: `NW-${i}`, ordered_on: "2026-10-01", region: regions[i % 3], product: "Latte", quantity: (i % 7) + 1, amount: (i % 1000) / 4, paid: i % 2 === 0 });
+        rows.push({
+          order_id: `NW-${i}`,
+          ordered_on: "2026-10-01",
+          region: regions[i % 3],
+          product: "Latte",
+          quantity: (i % 7) + 1,
+          amount: (i % 1000) / 4,
+          paid: i % 2 === 0,
+        });
       }
       append(seq, from, rows);
     }
@@ -120,7 +133,9 @@ function fillDataset(store: SqliteStorage, count: number): void {
 
 function fillAudit(store: SqliteStorage, from: number, to: number): void {
   const { db } = store;
-  const insert = db.prepare("INSERT INTO audit_events (team_id, category, time_ms, stored_at, target_id, event) VALUES (?, ?, ?, ?, ?, ?)");
+  const insert = db.prepare(
+    "INSERT INTO audit_events (team_id, category, time_ms, stored_at, target_id, event) VALUES (?, ?, ?, ?, ?, ?)",
+  );
   const categories = ["audit", "data_access", "error"] as const;
   const BATCH = 50_000;
   for (let start = from; start < to; start += BATCH) {
@@ -159,7 +174,11 @@ async function readAuditPage(store: SqliteStorage, size: number): Promise<void> 
 }
 
 /** Median times of `a` and `b`, run alternately `rounds` times after a warm-up. */
-async function timeAlternately(a: () => Promise<unknown>, b: () => Promise<unknown>, rounds: number): Promise<[number, number]> {
+async function timeAlternately(
+  a: () => Promise<unknown>,
+  b: () => Promise<unknown>,
+  rounds: number,
+): Promise<[number, number]> {
   for (let i = 0; i < 5; i++) {
     await a();
     await b();
@@ -167,7 +186,15 @@ async function timeAlternately(a: () => Promise<unknown>, b: () => Promise<unkno
   const ta: number[] = [];
   const tb: number[] = [];
   for (let i = 0; i < rounds; i++) {
-    for (const [fn, times] of i % 2 === 0 ? ([[a, ta], [b, tb]] as const) : ([[b, tb], [a, ta]] as const)) {
+    for (const [fn, times] of i % 2 === 0
+      ? ([
+          [a, ta],
+          [b, tb],
+        ] as const)
+      : ([
+          [b, tb],
+          [a, ta],
+        ] as const)) {
       const t = performance.now();
       await fn();
       times.push(performance.now() - t);
@@ -202,7 +229,10 @@ async function startServer(path: string, port: number): Promise<ChildProcess> {
   return child;
 }
 
-/** The measured server: the Node adapter on the SQLite file, plus /__rss reporting its own peak RSS (sampled every 10 ms). */
+/**
+ * The measured server: the Node adapter on the SQLite file, plus /__rss reporting its own peak RSS (sampled every 10
+ * ms).
+ */
 async function serve(path: string): Promise<void> {
   const { toNodeHandler } = await import("../adapters/node.js");
   const { createDataApi } = await import("../src/server/api.js");

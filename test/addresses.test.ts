@@ -47,18 +47,41 @@ describe("addresses as the system dials them", () => {
   });
 
   it("allows loopback, private networks and names by default, and refuses them in every spelling when private addresses are not allowed", () => {
-    const loopback = ["127.0.0.1", "2130706433", "0x7f000001", "0x7f.1", "127.1", "0177.0.0.1", "127.0.0.1.", "[::ffff:127.0.0.1]", "[::1]", "[64:ff9b::7f00:1]"];
+    const loopback = [
+      "127.0.0.1",
+      "2130706433",
+      "0x7f000001",
+      "0x7f.1",
+      "127.1",
+      "0177.0.0.1",
+      "127.0.0.1.",
+      "[::ffff:127.0.0.1]",
+      "[::1]",
+      "[64:ff9b::7f00:1]",
+    ];
     const privateNets = ["10.0.0.5", "172.16.0.1", "192.168.1.1", "100.64.0.1", "[fd12::1]", "[::ffff:10.1.2.3]"];
-    for (const host of [...loopback, ...privateNets, "db.internal", "localhost"]) expect(hostProblem(host, OPEN), host).toBeNull();
+    for (const host of [...loopback, ...privateNets, "db.internal", "localhost"])
+      expect(hostProblem(host, OPEN), host).toBeNull();
     for (const host of loopback) expect(hostProblem(host, STRICT), host).toMatch(/loopback/);
     for (const host of privateNets) expect(hostProblem(host, STRICT), host).toMatch(/private|shared|unique local/);
     expect(hostProblem("localhost", STRICT)).toBe("a loopback name");
     expect(hostProblem("api.localhost.", STRICT)).toBe("a loopback name");
-    for (const host of ["8.8.8.8", "134744072", "[2606:4700::1111]", "db.example.com"]) expect(hostProblem(host, STRICT), host).toBeNull();
+    for (const host of ["8.8.8.8", "134744072", "[2606:4700::1111]", "db.example.com"])
+      expect(hostProblem(host, STRICT), host).toBeNull();
   });
 
   it("leaves what is not an address to DNS: names, and numbers no resolver reads as one", () => {
-    for (const host of ["db.example.com", "1.2.3.4.5", "256.1.1.1", "0x1g", "4294967296", "09", "1..2", "::ffff::1", "1:2:3:4:5:6:7:8:9"]) {
+    for (const host of [
+      "db.example.com",
+      "1.2.3.4.5",
+      "256.1.1.1",
+      "0x1g",
+      "4294967296",
+      "09",
+      "1..2",
+      "::ffff::1",
+      "1:2:3:4:5:6:7:8:9",
+    ]) {
       expect(parseIpAddress(host), host).toBeNull();
     }
   });

@@ -19,12 +19,16 @@ type Change = (ChangeOptions & RequestOptions) | undefined;
 
 describe("admin client methods mirror the admin functions", () => {
   it("identity: businesses, teams, users, memberships, sessions", () => {
-    expectTypeOf<Args<Client["businesses"]["put"]>>().toEqualTypeOf<[Args<Admin["putBusiness"]>[0], Args<Admin["putBusiness"]>[1], Change?]>();
+    expectTypeOf<Args<Client["businesses"]["put"]>>().toEqualTypeOf<
+      [Args<Admin["putBusiness"]>[0], Args<Admin["putBusiness"]>[1], Change?]
+    >();
     expectTypeOf<Result<Client["businesses"]["put"]>>().toEqualTypeOf<Result<Admin["putBusiness"]>>();
     expectTypeOf<Result<Client["businesses"]["get"]>>().toEqualTypeOf<Result<Admin["getBusiness"]>>();
     expectTypeOf<Result<Client["businesses"]["list"]>>().toEqualTypeOf<Result<Admin["listBusinesses"]>>();
     expectTypeOf<Result<Client["businesses"]["delete"]>>().toEqualTypeOf<Result<Admin["deleteBusiness"]>>();
-    expectTypeOf<Args<Client["businesses"]["list"]>[0]>().toEqualTypeOf<(NonNullable<Args<Admin["listBusinesses"]>[0]> & RequestOptions) | undefined>();
+    expectTypeOf<Args<Client["businesses"]["list"]>[0]>().toEqualTypeOf<
+      (NonNullable<Args<Admin["listBusinesses"]>[0]> & RequestOptions) | undefined
+    >();
 
     expectTypeOf<Args<Client["teams"]["put"]>[1]>().toEqualTypeOf<Args<Admin["putTeam"]>[1]>();
     expectTypeOf<Args<Client["teams"]["put"]>[2]>().toEqualTypeOf<Change>();
@@ -38,7 +42,9 @@ describe("admin client methods mirror the admin functions", () => {
     expectTypeOf<Result<Client["users"]["get"]>>().toEqualTypeOf<Result<Admin["getUser"]>>();
     expectTypeOf<Result<Client["users"]["list"]>>().toEqualTypeOf<Result<Admin["listUsers"]>>();
 
-    expectTypeOf<Args<Client["memberships"]["put"]>>().toEqualTypeOf<[string, string, Args<Admin["putMembership"]>[2], Change?]>();
+    expectTypeOf<Args<Client["memberships"]["put"]>>().toEqualTypeOf<
+      [string, string, Args<Admin["putMembership"]>[2], Change?]
+    >();
     expectTypeOf<Result<Client["memberships"]["put"]>>().toEqualTypeOf<Result<Admin["putMembership"]>>();
     expectTypeOf<Result<Client["memberships"]["get"]>>().toEqualTypeOf<Result<Admin["getMembership"]>>();
     expectTypeOf<Result<Client["memberships"]["list"]>>().toEqualTypeOf<Result<Admin["listMemberships"]>>();
@@ -64,14 +70,28 @@ describe("admin client methods mirror the admin functions", () => {
     expectTypeOf<Result<Client["connections"]["put"]>>().toEqualTypeOf<Result<Admin["putConnection"]>>();
     expectTypeOf<Result<Client["connections"]["get"]>>().toEqualTypeOf<Result<Admin["getConnection"]>>();
     expectTypeOf<Result<Client["connections"]["list"]>>().toEqualTypeOf<Result<Admin["listConnections"]>>();
-    expectTypeOf<Args<Client["connections"]["setSigningSecret"]>[1]>().toEqualTypeOf<Args<Admin["setSigningSecret"]>[1]>();
-    expectTypeOf<Result<Client["connections"]["setSigningSecret"]>>().toEqualTypeOf<Result<Admin["setSigningSecret"]>>();
-    expectTypeOf<Result<Client["connections"]["listDeliveries"]>>().toEqualTypeOf<Result<Admin["listWebhookDeliveries"]>>();
-    expectTypeOf<Args<Client["connections"]["listDeliveries"]>[1]>().toMatchTypeOf<Args<Admin["listWebhookDeliveries"]>[1]>();
+    expectTypeOf<Args<Client["connections"]["setSigningSecret"]>[1]>().toEqualTypeOf<
+      Args<Admin["setSigningSecret"]>[1]
+    >();
+    expectTypeOf<Result<Client["connections"]["setSigningSecret"]>>().toEqualTypeOf<
+      Result<Admin["setSigningSecret"]>
+    >();
+    expectTypeOf<Result<Client["connections"]["listDeliveries"]>>().toEqualTypeOf<
+      Result<Admin["listWebhookDeliveries"]>
+    >();
+    expectTypeOf<Args<Client["connections"]["listDeliveries"]>[1]>().toMatchTypeOf<
+      Args<Admin["listWebhookDeliveries"]>[1]
+    >();
     expectTypeOf<Result<Client["connections"]["getDelivery"]>>().toEqualTypeOf<Result<Admin["getWebhookDelivery"]>>();
-    expectTypeOf<Result<Client["connections"]["replayDelivery"]>>().toEqualTypeOf<Result<Admin["replayWebhookDelivery"]>>();
-    expectTypeOf<Args<Client["connections"]["replayDeliveries"]>[1]>().toEqualTypeOf<Args<Admin["replayWebhookDeliveries"]>[1]>();
-    expectTypeOf<Result<Client["connections"]["replayDeliveries"]>>().toEqualTypeOf<Result<Admin["replayWebhookDeliveries"]>>();
+    expectTypeOf<Result<Client["connections"]["replayDelivery"]>>().toEqualTypeOf<
+      Result<Admin["replayWebhookDelivery"]>
+    >();
+    expectTypeOf<Args<Client["connections"]["replayDeliveries"]>[1]>().toEqualTypeOf<
+      Args<Admin["replayWebhookDeliveries"]>[1]
+    >();
+    expectTypeOf<Result<Client["connections"]["replayDeliveries"]>>().toEqualTypeOf<
+      Result<Admin["replayWebhookDeliveries"]>
+    >();
 
     expectTypeOf<Args<Client["datasets"]["put"]>[1]>().toEqualTypeOf<Args<Admin["putDataset"]>[1]>();
     expectTypeOf<Result<Client["datasets"]["put"]>>().toEqualTypeOf<Result<Admin["putDataset"]>>();
@@ -82,7 +102,9 @@ describe("admin client methods mirror the admin functions", () => {
     expectTypeOf<Args<Client["datasets"]["replaceRows"]>[1]>().toEqualTypeOf<RowsUpload>();
     expectTypeOf<Result<Client["datasets"]["replaceRows"]>>().toEqualTypeOf<Result<Admin["uploadDatasetRows"]>>();
     expectTypeOf<Result<Client["datasets"]["appendRows"]>>().toEqualTypeOf<Result<Admin["writeDatasetRows"]>>();
-    expectTypeOf<Args<Client["datasets"]["refresh"]>[1]>().toEqualTypeOf<(NonNullable<Args<Admin["refreshDataset"]>[1]> & RequestOptions) | undefined>();
+    expectTypeOf<Args<Client["datasets"]["refresh"]>[1]>().toEqualTypeOf<
+      (NonNullable<Args<Admin["refreshDataset"]>[1]> & RequestOptions) | undefined
+    >();
     expectTypeOf<Result<Client["datasets"]["refresh"]>>().toEqualTypeOf<Result<Admin["refreshDataset"]>>();
   });
 
@@ -92,7 +114,9 @@ describe("admin client methods mirror the admin functions", () => {
     expectTypeOf<Result<Client["tables"]["get"]>>().toEqualTypeOf<Result<Admin["getTable"]>>();
     expectTypeOf<Result<Client["tables"]["list"]>>().toEqualTypeOf<Result<Admin["listTables"]>>();
 
-    expectTypeOf<Args<Client["dashboards"]["putVersion"]>>().toEqualTypeOf<[string, number, Args<Admin["putDashboardVersion"]>[2], Change?]>();
+    expectTypeOf<Args<Client["dashboards"]["putVersion"]>>().toEqualTypeOf<
+      [string, number, Args<Admin["putDashboardVersion"]>[2], Change?]
+    >();
     expectTypeOf<Result<Client["dashboards"]["putVersion"]>>().toEqualTypeOf<Result<Admin["putDashboardVersion"]>>();
     expectTypeOf<Result<Client["dashboards"]["get"]>>().toEqualTypeOf<Result<Admin["getDashboard"]>>();
     expectTypeOf<Result<Client["dashboards"]["list"]>>().toEqualTypeOf<Result<Admin["listDashboards"]>>();
@@ -100,13 +124,23 @@ describe("admin client methods mirror the admin functions", () => {
   });
 
   it("history batches", () => {
-    expectTypeOf<Args<Client["history"]["recordDashboardViews"]>>().toEqualTypeOf<[Args<Admin["recordDashboardViews"]>[0], Change?]>();
-    expectTypeOf<Result<Client["history"]["recordDashboardViews"]>>().toEqualTypeOf<Result<Admin["recordDashboardViews"]>>();
-    expectTypeOf<Args<Client["history"]["recordRefreshRuns"]>[0]>().toEqualTypeOf<Args<Admin["recordRefreshRuns"]>[0]>();
+    expectTypeOf<Args<Client["history"]["recordDashboardViews"]>>().toEqualTypeOf<
+      [Args<Admin["recordDashboardViews"]>[0], Change?]
+    >();
+    expectTypeOf<Result<Client["history"]["recordDashboardViews"]>>().toEqualTypeOf<
+      Result<Admin["recordDashboardViews"]>
+    >();
+    expectTypeOf<Args<Client["history"]["recordRefreshRuns"]>[0]>().toEqualTypeOf<
+      Args<Admin["recordRefreshRuns"]>[0]
+    >();
     expectTypeOf<Result<Client["history"]["recordRefreshRuns"]>>().toEqualTypeOf<Result<Admin["recordRefreshRuns"]>>();
-    expectTypeOf<Args<Client["history"]["recordCreditUsage"]>[0]>().toEqualTypeOf<Args<Admin["recordCreditUsage"]>[0]>();
+    expectTypeOf<Args<Client["history"]["recordCreditUsage"]>[0]>().toEqualTypeOf<
+      Args<Admin["recordCreditUsage"]>[0]
+    >();
     expectTypeOf<Result<Client["history"]["recordCreditUsage"]>>().toEqualTypeOf<Result<Admin["recordCreditUsage"]>>();
-    expectTypeOf<Args<Client["history"]["recordAuditEvents"]>[0]>().toEqualTypeOf<Args<Admin["recordAuditEvents"]>[0]>();
+    expectTypeOf<Args<Client["history"]["recordAuditEvents"]>[0]>().toEqualTypeOf<
+      Args<Admin["recordAuditEvents"]>[0]
+    >();
     expectTypeOf<Result<Client["history"]["recordAuditEvents"]>>().toEqualTypeOf<Result<Admin["recordAuditEvents"]>>();
   });
 
@@ -119,7 +153,10 @@ describe("admin client methods mirror the admin functions", () => {
     const problems = ts
       .getPreEmitDiagnostics(program)
       .filter((d) => d.file?.fileName === file)
-      .map((d) => `${d.file!.getLineAndCharacterOfPosition(d.start ?? 0).line + 1}: ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`);
+      .map(
+        (d) =>
+          `${d.file!.getLineAndCharacterOfPosition(d.start ?? 0).line + 1}: ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`,
+      );
     expect(problems).toEqual([]);
   }, 120_000);
 });

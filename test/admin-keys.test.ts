@@ -40,9 +40,16 @@ describe("admin: API keys", () => {
     const rows = await call("GET", "/api/v1/datasets/ds_stores", { token });
     expect(rows.status).toBe(404);
 
-    const events = (storage as MemoryStorage).state.auditLog.map((e) => e.event).filter((e) => e.action === "api_key.created");
+    const events = (storage as MemoryStorage).state.auditLog
+      .map((e) => e.event)
+      .filter((e) => e.action === "api_key.created");
     expect(events).toHaveLength(1);
-    expect(events[0]).toMatchObject({ teamId: "team_ops", category: "audit", target: { type: "api_key", id: key.id }, actor: { type: "user", id: "usr_ada" } });
+    expect(events[0]).toMatchObject({
+      teamId: "team_ops",
+      category: "audit",
+      target: { type: "api_key", id: key.id },
+      actor: { type: "user", id: "usr_ada" },
+    });
   });
 
   it("refuses a key for a Free-plan team with 403 plan_required", async () => {
@@ -56,9 +63,13 @@ describe("admin: API keys", () => {
   it("refuses unknown teams, users and scopes", async () => {
     const { api } = await setup();
     const admin = createAdmin(api);
-    await expect(admin.createApiKey({ teamId: "team_nope", name: "x", createdBy: "usr_ada", scopes: [] })).rejects.toMatchObject({ status: 404 });
+    await expect(
+      admin.createApiKey({ teamId: "team_nope", name: "x", createdBy: "usr_ada", scopes: [] }),
+    ).rejects.toMatchObject({ status: 404 });
     // admin-api.md: a reference in the body to an unknown id, or a bad value, is 422 naming it.
-    await expect(admin.createApiKey({ teamId: "team_ops", name: "x", createdBy: "usr_nope", scopes: [] })).rejects.toMatchObject({
+    await expect(
+      admin.createApiKey({ teamId: "team_ops", name: "x", createdBy: "usr_nope", scopes: [] }),
+    ).rejects.toMatchObject({
       status: 422,
       code: "validation_failed",
       details: { path: "$.createdBy" },
@@ -71,7 +82,12 @@ describe("admin: API keys", () => {
   it("revokes a key: later calls with it answer 401", async () => {
     const { api, call, storage } = await setup();
     const admin = createAdmin(api);
-    const { key, token } = await admin.createApiKey({ teamId: "team_ops", name: "Temp", createdBy: "usr_ada", scopes: ["data:read"] });
+    const { key, token } = await admin.createApiKey({
+      teamId: "team_ops",
+      name: "Temp",
+      createdBy: "usr_ada",
+      scopes: ["data:read"],
+    });
     expect((await call("GET", "/api/v1/me", { token })).status).toBe(200);
     const revoked = await admin.revokeApiKey(key.id, { userId: "usr_ada" });
     expect(revoked.revokedAt).toBe(NOW);
@@ -91,4 +107,3 @@ describe("admin: API keys", () => {
     expect(isWellFormedApiKeyToken(typo)).toBe(false);
   });
 });
-

@@ -21,7 +21,13 @@ function fixture(extra: { auditEvents?: AuditEvent[] } = {}) {
     ...base,
     users: [
       ...base.users,
-      { id: "usr_cy", email: "cy@northwind.test", name: "Cy", businessAdmin: false, memberships: [{ teamId: "team_ops", role: "admin" }] },
+      {
+        id: "usr_cy",
+        email: "cy@northwind.test",
+        name: "Cy",
+        businessAdmin: false,
+        memberships: [{ teamId: "team_ops", role: "admin" }],
+      },
     ],
     sessions: [...base.sessions, { token: DEE_SESSION, userId: "usr_cy" }],
     apiKeys: [
@@ -111,7 +117,16 @@ describe("GET /audit: the page", () => {
       status_id: 1,
       status: "Success",
       message: "dashboard.published",
-      actor: { app_name: "Dataport", user: { uid: "usr_ada", email_addr: "ada@northwind.test", name: "ada@northwind.test", type_id: 1, type: "User" } },
+      actor: {
+        app_name: "Dataport",
+        user: {
+          uid: "usr_ada",
+          email_addr: "ada@northwind.test",
+          name: "ada@northwind.test",
+          type_id: 1,
+          type: "User",
+        },
+      },
       api: { operation: "dashboard.published", service: { name: "Dataport" } },
       src_endpoint: { ip: "203.0.113.7" },
       http_request: { user_agent: "Mozilla/5.0" },
@@ -139,7 +154,8 @@ describe("GET /audit: the page", () => {
     const { feed, record, clock } = await audit();
     await record({ teamId: "team_ops", category: "error", action: "dashboard.error", outcome: "failure" });
     clock.advance(LAG_MS);
-    const kinds = async (params: Record<string, string | string[]>) => idsOf((await feed({ format: "raw", ...params })).json.events).length;
+    const kinds = async (params: Record<string, string | string[]>) =>
+      idsOf((await feed({ format: "raw", ...params })).json.events).length;
     expect(await kinds({})).toBe(1);
     expect(await kinds({ category: "error" })).toBe(2);
     expect(await kinds({ category: ["data_access", "error"] })).toBe(3);
@@ -233,7 +249,10 @@ describe("GET /audit: exactly once", () => {
   });
 
   it("writers and a poller interleaved in any order never lose or repeat an event (model-based)", async () => {
-    type Op = { kind: "write"; team: string; category: AuditCategory; backdateMin: number } | { kind: "tick"; ms: number } | { kind: "poll"; limit: number };
+    type Op =
+      | { kind: "write"; team: string; category: AuditCategory; backdateMin: number }
+      | { kind: "tick"; ms: number }
+      | { kind: "poll"; limit: number };
     const op = fc.oneof(
       fc.record({
         kind: fc.constant("write" as const),
@@ -253,7 +272,12 @@ describe("GET /audit: exactly once", () => {
         let cursor: string | undefined;
         let n = 0;
         const poll = async (limit: number) => {
-          const res = await feed({ format: "raw", limit: String(limit), category: categories, ...(cursor ? { cursor } : {}) });
+          const res = await feed({
+            format: "raw",
+            limit: String(limit),
+            category: categories,
+            ...(cursor ? { cursor } : {}),
+          });
           expect(res.status).toBe(200);
           for (const e of res.json.events as AuditEvent[]) {
             expect(delivered).not.toContain(e.id);
@@ -265,7 +289,12 @@ describe("GET /audit: exactly once", () => {
         for (const step of ops) {
           if (step.kind === "write") {
             const id = `evt_m${n++}`;
-            await record({ id, teamId: step.team, category: step.category, time: new Date(clock.now() - step.backdateMin * 60_000).toISOString() });
+            await record({
+              id,
+              teamId: step.team,
+              category: step.category,
+              time: new Date(clock.now() - step.backdateMin * 60_000).toISOString(),
+            });
             if (step.team !== "team_other" && categories.includes(step.category)) expected.push(id);
           } else if (step.kind === "tick") clock.advance(step.ms);
           else await poll(step.limit);
@@ -418,7 +447,10 @@ describe("events the library writes", () => {
   it("a dataset row read is a data_access event naming the key, the dataset and the client", async () => {
     const { call, drain, clock } = await audit();
     const start = await drain({ category: "data_access" });
-    const rows = await call("GET", "/api/v1/datasets/ds_orders/rows?maxRows=2", { token: TOKENS.sync, headers: { "user-agent": "curl/8" } });
+    const rows = await call("GET", "/api/v1/datasets/ds_orders/rows?maxRows=2", {
+      token: TOKENS.sync,
+      headers: { "user-agent": "curl/8" },
+    });
     expect(rows.status).toBe(200);
     clock.advance(LAG_MS);
     const { events } = await drain({ category: "data_access" }, start.cursor);
@@ -442,11 +474,22 @@ describe("events the library writes", () => {
   it("API key creation and revocation are audit events with CRUD activities", async () => {
     const { admin, feed, drain, clock } = await audit();
     const start = await drain();
-    const { key } = await admin.createApiKey({ teamId: "team_ops", name: "SIEM", createdBy: "usr_ada", scopes: ["audit:read"] });
+    const { key } = await admin.createApiKey({
+      teamId: "team_ops",
+      name: "SIEM",
+      createdBy: "usr_ada",
+      scopes: ["audit:read"],
+    });
     await admin.revokeApiKey(key.id, { userId: "usr_ada" });
     clock.advance(LAG_MS);
     const res = await feed({ cursor: start.cursor });
-    expect(res.json.events.map((e: { api: { operation: string }; activity_id: number; type_uid: number }) => [e.api.operation, e.activity_id, e.type_uid])).toEqual([
+    expect(
+      res.json.events.map((e: { api: { operation: string }; activity_id: number; type_uid: number }) => [
+        e.api.operation,
+        e.activity_id,
+        e.type_uid,
+      ]),
+    ).toEqual([
       ["api_key.created", 1, 600301],
       ["api_key.revoked", 4, 600304],
     ]);
@@ -454,11 +497,25 @@ describe("events the library writes", () => {
 
   it("a dashboard error from the host is an error event, only with category=error", async () => {
     const { admin, storage, drain, clock } = await audit();
-    const dashboard: DashboardRecord = { id: "dash_sales", teamId: "team_mkt", name: "Sales", description: null, versions: [], datasetIds: [] };
+    const dashboard: DashboardRecord = {
+      id: "dash_sales",
+      teamId: "team_mkt",
+      name: "Sales",
+      description: null,
+      versions: [],
+      datasetIds: [],
+    };
     storage.dashboards.getDashboard = async (id) => (id === dashboard.id ? dashboard : null);
     const start = await drain({ category: "error" });
-    await admin.recordDashboardError({ dashboardId: "dash_sales", message: "query timed out", userId: "usr_bob", at: "2026-11-01T11:59:00.000Z" });
-    await expect(admin.recordDashboardError({ dashboardId: "nope", message: "x" })).rejects.toMatchObject({ status: 404 });
+    await admin.recordDashboardError({
+      dashboardId: "dash_sales",
+      message: "query timed out",
+      userId: "usr_bob",
+      at: "2026-11-01T11:59:00.000Z",
+    });
+    await expect(admin.recordDashboardError({ dashboardId: "nope", message: "x" })).rejects.toMatchObject({
+      status: 404,
+    });
     clock.advance(LAG_MS);
     const { events } = await drain({ category: "error" }, start.cursor);
     expect(events).toEqual([
@@ -513,14 +570,24 @@ describe("events the library writes", () => {
 describe("OCSF schema", () => {
   it("every event the feed maps validates against the OCSF zod schema", async () => {
     const { admin, call, feed, record, clock, storage } = await audit();
-    storage.dashboards.getDashboard = async (id) => ({ id, teamId: "team_ops", name: "D", description: null, versions: [], datasetIds: [] });
+    storage.dashboards.getDashboard = async (id) => ({
+      id,
+      teamId: "team_ops",
+      name: "D",
+      description: null,
+      versions: [],
+      datasetIds: [],
+    });
     await call("GET", "/api/v1/datasets/ds_orders/rows", { token: TOKENS.sync });
     const { key } = await admin.createApiKey({ teamId: "team_ops", name: "k", createdBy: "usr_ada", scopes: [] });
     await admin.revokeApiKey(key.id);
     await admin.recordDashboardError({ dashboardId: "dash_x", message: "boom" });
     await record({ teamId: "team_mkt", actor: null, target: null, ip: null, outcome: "denied", action: "weird" });
     await record({ teamId: "team_ops", actor: { type: "system", id: "cron", name: "nightly" }, time: "not a time" });
-    const row = await call("POST", "/api/v1/tables/tbl_targets/rows", { token: TOKENS.sync, body: { region: "APAC", target: 5 } });
+    const row = await call("POST", "/api/v1/tables/tbl_targets/rows", {
+      token: TOKENS.sync,
+      body: { region: "APAC", target: 5 },
+    });
     expect(row.status).toBe(201);
     await call("PATCH", `/api/v1/tables/tbl_targets/rows/${row.json._id}`, { token: TOKENS.sync, body: { target: 6 } });
     await call("DELETE", `/api/v1/tables/tbl_targets/rows/${row.json._id}`, { token: TOKENS.sync });
@@ -534,14 +601,24 @@ describe("OCSF schema", () => {
       expect(Number.isInteger(mapped.time)).toBe(true);
     }
     const byOp = Object.fromEntries(res.json.events.map((e: { api: { operation: string } }) => [e.api.operation, e]));
-    expect(["table.row.created", "table.row.updated", "table.row.deleted"].map((op) => byOp[op].type_uid)).toEqual([600301, 600303, 600304]);
-    expect(byOp["dataset.rows.read"]).toMatchObject({ activity_id: 2, actor: { user: { uid: "key_sync", type: "API Key" } } });
+    expect(["table.row.created", "table.row.updated", "table.row.deleted"].map((op) => byOp[op].type_uid)).toEqual([
+      600301, 600303, 600304,
+    ]);
+    expect(byOp["dataset.rows.read"]).toMatchObject({
+      activity_id: 2,
+      actor: { user: { uid: "key_sync", type: "API Key" } },
+    });
     expect(byOp["dashboard.error"]).toMatchObject({ activity_id: 99, severity_id: 3, status_id: 2 });
     // No client address: no source, rather than an invented one.
     expect(byOp["dashboard.error"]).not.toHaveProperty("src_endpoint");
     expect(byOp["table.row.created"].src_endpoint).toEqual({ ip: "198.51.100.7" });
     for (const mapped of res.json.events) expect(mapped.metadata.logged_time, mapped.api.operation).toBeGreaterThan(0);
-    expect(byOp["weird"]).toMatchObject({ activity_id: 99, status_id: 99, status_detail: "denied", actor: { app_name: "Dataport" } });
+    expect(byOp["weird"]).toMatchObject({
+      activity_id: 99,
+      status_id: 99,
+      status_detail: "denied",
+      actor: { app_name: "Dataport" },
+    });
     expect(byOp["weird"].actor.user).toBeUndefined();
     expect(byOp["api_key.revoked"].actor.user).toMatchObject({ type_id: 3, type: "System" });
     const badTime = res.json.events.find((e: { unmapped: { time: string } }) => e.unmapped.time === "not a time");
@@ -555,7 +632,9 @@ describe("OCSF schema", () => {
     expect(ocsfApiActivitySchema.safeParse({ ...good, type_uid: 600302 }).success).toBe(false);
     const { actor: _actor, ...noActor } = good;
     expect(ocsfApiActivitySchema.safeParse(noActor).success).toBe(false);
-    expect(ocsfApiActivitySchema.safeParse({ ...good, metadata: { ...good.metadata, version: "1.0.0" } }).success).toBe(false);
+    expect(ocsfApiActivitySchema.safeParse({ ...good, metadata: { ...good.metadata, version: "1.0.0" } }).success).toBe(
+      false,
+    );
     expect(ocsfApiActivitySchema.safeParse({ ...good, time: "2026-10-01T09:00:00Z" }).success).toBe(false);
   });
 });

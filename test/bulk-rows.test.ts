@@ -25,7 +25,11 @@ async function collect(rows: AsyncIterable<Row>): Promise<Row[]> {
   return out;
 }
 
-async function rowsOf(body: string | Uint8Array, contentType: string, columns: Column[] | null = null): Promise<Array<Record<string, unknown>>> {
+async function rowsOf(
+  body: string | Uint8Array,
+  contentType: string,
+  columns: Column[] | null = null,
+): Promise<Array<Record<string, unknown>>> {
   const rows = await collect(parseRowStream(chunksOf(body), contentType, { columns }));
   // Plain copies for toEqual; each row is checked to be null-prototype first.
   return rows.map((row) => {
@@ -34,7 +38,11 @@ async function rowsOf(body: string | Uint8Array, contentType: string, columns: C
   });
 }
 
-async function refusalOf(body: string | Uint8Array, contentType: string, columns: Column[] | null = null): Promise<{ status: number; code: string; message: string; details: unknown }> {
+async function refusalOf(
+  body: string | Uint8Array,
+  contentType: string,
+  columns: Column[] | null = null,
+): Promise<{ status: number; code: string; message: string; details: unknown }> {
   try {
     await collect(parseRowStream(chunksOf(body), contentType, { columns }));
   } catch (error) {
@@ -57,7 +65,9 @@ describe("CSV bodies", () => {
 
   it("infers numbers and booleans, keeps leading zeros, long integers, padded numbers and dates as text, and reads an empty cell as null", async () => {
     const body = 'a,b,c,d,e,f,g,h\n-12.5,TRUE,007,12345678901234567890,2026-10-01, 12,1e3,""\n';
-    expect(await rowsOf(body, "text/csv")).toEqual([{ a: -12.5, b: true, c: "007", d: "12345678901234567890", e: "2026-10-01", f: " 12", g: 1000, h: null }]);
+    expect(await rowsOf(body, "text/csv")).toEqual([
+      { a: -12.5, b: true, c: "007", d: "12345678901234567890", e: "2026-10-01", f: " 12", g: 1000, h: null },
+    ]);
   });
 
   it("reads a header without rows as no rows", async () => {
@@ -73,7 +83,11 @@ describe("CSV bodies", () => {
   });
 
   it("keeps a header named __proto__ or constructor as data, never as a prototype", async () => {
-    const rows = await collect(parseRowStream(chunksOf('__proto__,constructor,toString\n"{""polluted"":true}",1,x\n'), "text/csv", { columns: null }));
+    const rows = await collect(
+      parseRowStream(chunksOf('__proto__,constructor,toString\n"{""polluted"":true}",1,x\n'), "text/csv", {
+        columns: null,
+      }),
+    );
     expect(rows).toHaveLength(1);
     const row = rows[0]!;
     expect(Object.keys(row)).toEqual(["__proto__", "constructor", "toString"]);
@@ -84,24 +98,40 @@ describe("CSV bodies", () => {
 
   it("refuses a ragged row naming its line (4)", async () => {
     const refusal = await refusalOf("a,b,c\n1,2,3\n4,5,6\n7,8\n9,10,11\n", "text/csv");
-    expect(refusal).toEqual({ status: 422, code: "validation_failed", message: "line 4: the row has 2 fields; the header has 3 fields", details: { line: 4 } });
+    expect(refusal).toEqual({
+      status: 422,
+      code: "validation_failed",
+      message: "line 4: the row has 2 fields; the header has 3 fields",
+      details: { line: 4 },
+    });
   });
 
   it("names the line where a ragged row starts, counting quoted line breaks, CRLF and skipped empty lines", async () => {
     const body = 'a,b\r\n"x\r\ny",1\r\n\r\n2,3,4\r\n';
-    expect(await refusalOf(body, "text/csv")).toMatchObject({ status: 422, details: { line: 5 }, message: "line 5: the row has 3 fields; the header has 2 fields" });
+    expect(await refusalOf(body, "text/csv")).toMatchObject({
+      status: 422,
+      details: { line: 5 },
+      message: "line 5: the row has 3 fields; the header has 2 fields",
+    });
   });
 
   it("refuses malformed quoting naming the line", async () => {
     expect(await refusalOf('a,b\n1,2\n3,"4"x\n', "text/csv")).toMatchObject({ status: 422, details: { line: 3 } });
     expect(await refusalOf('a,b\n1,2\n3,4"5\n', "text/csv")).toMatchObject({ status: 422, details: { line: 3 } });
     const open = await refusalOf('a,b\n1,2\n3,"4\n5,6\n', "text/csv");
-    expect(open).toEqual({ status: 422, code: "validation_failed", message: "line 3: a quoted field is not closed (the body ends inside quotes)", details: { line: 3 } });
+    expect(open).toEqual({
+      status: 422,
+      code: "validation_failed",
+      message: "line 3: a quoted field is not closed (the body ends inside quotes)",
+      details: { line: 3 },
+    });
   });
 
   it("refuses an empty body, an empty or repeated header name, and more than 1000 columns", async () => {
     expect(await refusalOf("", "text/csv")).toMatchObject({ status: 422, details: { line: 1 } });
-    expect(await refusalOf("a,,c\n1,2,3\n", "text/csv")).toMatchObject({ message: "line 1: column 2 of the header has no name" });
+    expect(await refusalOf("a,,c\n1,2,3\n", "text/csv")).toMatchObject({
+      message: "line 1: column 2 of the header has no name",
+    });
     expect(await refusalOf("\na,b,a\n1,2,3\n", "text/csv")).toMatchObject({ details: { line: 2, column: "a" } });
     const wide = Array.from({ length: 1001 }, (_, i) => `c${i}`).join(",");
     expect(await refusalOf(`${wide}\n`, "text/csv")).toMatchObject({ status: 422, details: { line: 1 } });
@@ -109,15 +139,24 @@ describe("CSV bodies", () => {
 
   it("refuses a field over 1 MiB naming its line and column", async () => {
     const big = "x".repeat(1024 * 1024 + 1);
-    expect(await refusalOf(`a,b\n1,2\n3,${big}\n`, "text/csv")).toMatchObject({ status: 422, details: { line: 3, column: "b" } });
+    expect(await refusalOf(`a,b\n1,2\n3,${big}\n`, "text/csv")).toMatchObject({
+      status: 422,
+      details: { line: 3, column: "b" },
+    });
     expect(await rowsOf(`a\n${"é".repeat(512 * 1024)}\n`, "text/csv")).toHaveLength(1); // exactly 1 MiB of UTF-8
     // Counted in UTF-8 bytes, not characters: 524,289 characters are 1,048,578 bytes.
-    expect(await refusalOf(`a\n${"é".repeat(512 * 1024 + 1)}\n`, "text/csv")).toMatchObject({ details: { line: 2, column: "a" } });
+    expect(await refusalOf(`a\n${"é".repeat(512 * 1024 + 1)}\n`, "text/csv")).toMatchObject({
+      details: { line: 2, column: "a" },
+    });
   });
 
   it("refuses bytes that are not UTF-8, naming their line", async () => {
     const body = new Uint8Array([...encoder.encode("a,b\n1,2\n3,"), 0xff, ...encoder.encode("x\n")]);
-    expect(await refusalOf(body, "text/csv")).toMatchObject({ status: 422, details: { line: 3 }, message: "line 3: the body is not valid UTF-8" });
+    expect(await refusalOf(body, "text/csv")).toMatchObject({
+      status: 422,
+      details: { line: 3 },
+      message: "line 3: the body is not valid UTF-8",
+    });
   });
 });
 
@@ -133,9 +172,18 @@ describe("CSV with declared columns", () => {
   ];
 
   it("converts each cell to its column's type", async () => {
-    const body = 'id,amount,paid,day,at,meta,free\n007,+1.50,False,2026-02-28,2026-02-28T10:00:00Z,"{""k"":[1,2]}",42\n8,,,,2026-03-01,,x\n';
+    const body =
+      'id,amount,paid,day,at,meta,free\n007,+1.50,False,2026-02-28,2026-02-28T10:00:00Z,"{""k"":[1,2]}",42\n8,,,,2026-03-01,,x\n';
     expect(await rowsOf(body, "text/csv", columns)).toEqual([
-      { id: "007", amount: 1.5, paid: false, day: "2026-02-28", at: "2026-02-28T10:00:00Z", meta: { k: [1, 2] }, free: 42 },
+      {
+        id: "007",
+        amount: 1.5,
+        paid: false,
+        day: "2026-02-28",
+        at: "2026-02-28T10:00:00Z",
+        meta: { k: [1, 2] },
+        free: 42,
+      },
       { id: "8", amount: null, paid: null, day: null, at: "2026-03-01", meta: null, free: "x" },
     ]);
   });
@@ -148,9 +196,15 @@ describe("CSV with declared columns", () => {
       message: 'line 3: column "amount" expects a number',
       details: { line: 3, column: "amount" },
     });
-    expect(await refusalOf(`${header}1,2,yes,2026-01-01\n`, "text/csv", columns)).toMatchObject({ details: { line: 2, column: "paid" } });
-    expect(await refusalOf(`${header}1,2,true,2026-02-30\n`, "text/csv", columns)).toMatchObject({ details: { line: 2, column: "day" } });
-    expect(await refusalOf("meta\n{nope\n", "text/csv", columns)).toMatchObject({ details: { line: 2, column: "meta" } });
+    expect(await refusalOf(`${header}1,2,yes,2026-01-01\n`, "text/csv", columns)).toMatchObject({
+      details: { line: 2, column: "paid" },
+    });
+    expect(await refusalOf(`${header}1,2,true,2026-02-30\n`, "text/csv", columns)).toMatchObject({
+      details: { line: 2, column: "day" },
+    });
+    expect(await refusalOf("meta\n{nope\n", "text/csv", columns)).toMatchObject({
+      details: { line: 2, column: "meta" },
+    });
   });
 
   it("refuses a header naming a column the dataset does not declare", async () => {
@@ -168,7 +222,8 @@ describe("CSV with declared columns", () => {
 
 describe("JSON array bodies", () => {
   it("reads an array of three objects, flattening nested objects and keeping arrays as JSON text", async () => {
-    const body = '[{"id":1,"user":{"name":"Ann","tags":["a","b"]}},\n {"id":2,"user":{"name":"Bob"},"ok":true},\n {"id":3,"empty":{},"n":null}]';
+    const body =
+      '[{"id":1,"user":{"name":"Ann","tags":["a","b"]}},\n {"id":2,"user":{"name":"Bob"},"ok":true},\n {"id":3,"empty":{},"n":null}]';
     expect(await rowsOf(body, "application/json")).toEqual([
       { id: 1, "user.name": "Ann", "user.tags": '["a","b"]' },
       { id: 2, "user.name": "Bob", ok: true },
@@ -182,34 +237,55 @@ describe("JSON array bodies", () => {
   });
 
   it("keeps a __proto__ key as data", async () => {
-    const rows = await collect(parseRowStream(chunksOf('[{"__proto__":{"polluted":true},"a":1}]'), "application/json", { columns: null }));
+    const rows = await collect(
+      parseRowStream(chunksOf('[{"__proto__":{"polluted":true},"a":1}]'), "application/json", { columns: null }),
+    );
     expect(Object.keys(rows[0]!)).toEqual(["__proto__.polluted", "a"]);
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 
   it("refuses what is not an array of objects, naming the line", async () => {
-    expect(await refusalOf('[{"a":1},\n2]', "application/json")).toMatchObject({ status: 422, details: { line: 2 }, message: 'line 2: each element of the array must be a JSON object, found "2"' });
+    expect(await refusalOf('[{"a":1},\n2]', "application/json")).toMatchObject({
+      status: 422,
+      details: { line: 2 },
+      message: 'line 2: each element of the array must be a JSON object, found "2"',
+    });
     expect(await refusalOf('{"a":1}', "application/json")).toMatchObject({ status: 422, details: { line: 1 } });
     expect(await refusalOf('[{"a":1},]', "application/json")).toMatchObject({ status: 422, details: { line: 1 } });
-    expect(await refusalOf('[{"a":1}]\n\n[', "application/json")).toMatchObject({ message: "line 3: text follows the end of the JSON array" });
+    expect(await refusalOf('[{"a":1}]\n\n[', "application/json")).toMatchObject({
+      message: "line 3: text follows the end of the JSON array",
+    });
     expect(await refusalOf('[{"a":1},\n{"b":2}', "application/json")).toMatchObject({ details: { line: 2 } });
     expect(await refusalOf("", "application/json")).toMatchObject({ status: 422, details: { line: 1 } });
   });
 
   it("names the line where an object with a syntax error starts", async () => {
-    expect(await refusalOf('[{"a":1},\n{"b":2,\n"c":,\n"d":3}]', "application/json")).toMatchObject({ status: 422, code: "validation_failed", details: { line: 2 } });
+    expect(await refusalOf('[{"a":1},\n{"b":2,\n"c":,\n"d":3}]', "application/json")).toMatchObject({
+      status: 422,
+      code: "validation_failed",
+      details: { line: 2 },
+    });
   });
 
   it("refuses nesting deeper than 64 levels, and accepts 64", async () => {
     const nested = (levels: number) => `${'{"a":'.repeat(levels - 1)}{}${"}".repeat(levels - 1)}`;
     expect(await rowsOf(`[${nested(64)}]`, "application/json")).toHaveLength(1);
-    expect(await refusalOf(`[\n${nested(65).replace("{}", "\n{}")}]`, "application/json")).toMatchObject({ status: 422, details: { line: 2 }, message: "line 2: the row is nested deeper than 64 levels" });
+    expect(await refusalOf(`[\n${nested(65).replace("{}", "\n{}")}]`, "application/json")).toMatchObject({
+      status: 422,
+      details: { line: 2 },
+      message: "line 2: the row is nested deeper than 64 levels",
+    });
   });
 
   it("refuses a row of more than 1000 columns, and a string over 1 MiB", async () => {
     const wide = Object.fromEntries(Array.from({ length: 1001 }, (_, i) => [`c${i}`, i]));
-    expect(await refusalOf(JSON.stringify([{ a: 1 }, wide]), "application/json")).toMatchObject({ status: 422, details: { line: 1 } });
-    expect(await refusalOf(`[{"a":1},\n{"big":"${"x".repeat(1024 * 1024 + 1)}"}]`, "application/json")).toMatchObject({ details: { line: 2, column: "big" } });
+    expect(await refusalOf(JSON.stringify([{ a: 1 }, wide]), "application/json")).toMatchObject({
+      status: 422,
+      details: { line: 1 },
+    });
+    expect(await refusalOf(`[{"a":1},\n{"big":"${"x".repeat(1024 * 1024 + 1)}"}]`, "application/json")).toMatchObject({
+      details: { line: 2, column: "big" },
+    });
   });
 
   it("refuses a body that is not UTF-8, naming the line", async () => {
@@ -233,7 +309,9 @@ describe("NDJSON bodies", () => {
       details: { line: 4 },
     });
     expect(await refusalOf('{"a":1}\n[1,2]\n', "application/x-ndjson")).toMatchObject({ details: { line: 2 } });
-    expect(await refusalOf('{"a":1}\n{"a":2} {"a":3}\n', "application/x-ndjson")).toMatchObject({ details: { line: 2 } });
+    expect(await refusalOf('{"a":1}\n{"a":2} {"a":3}\n', "application/x-ndjson")).toMatchObject({
+      details: { line: 2 },
+    });
     expect(await refusalOf('{"a":1}\n{"a":\n2}\n', "application/x-ndjson")).toMatchObject({ details: { line: 2 } });
     expect(await refusalOf('{"a":1}\n{"a":2', "application/x-ndjson")).toMatchObject({ details: { line: 2 } });
   });
@@ -247,9 +325,9 @@ describe("JSON with declared columns", () => {
   ];
 
   it("keeps a value under a json column whole and flattens the rest", async () => {
-    expect(await rowsOf('{"id":1,"user":{"name":"Ann"},"meta":{"k":[1,{"x":2}]}}\n', "application/x-ndjson", columns)).toEqual([
-      { id: 1, "user.name": "Ann", meta: { k: [1, { x: 2 }] } },
-    ]);
+    expect(
+      await rowsOf('{"id":1,"user":{"name":"Ann"},"meta":{"k":[1,{"x":2}]}}\n', "application/x-ndjson", columns),
+    ).toEqual([{ id: 1, "user.name": "Ann", meta: { k: [1, { x: 2 }] } }]);
   });
 
   it("refuses a value of another type and an undeclared column, naming the line", async () => {
@@ -259,7 +337,9 @@ describe("JSON with declared columns", () => {
       message: 'line 2: column "id" expects a number',
       details: { line: 2, column: "id" },
     });
-    expect(await refusalOf('[{"id":1},\n\n{"user":{"email":"a@b"}}]', "application/json", columns)).toMatchObject({ details: { line: 3, column: "user.email" } });
+    expect(await refusalOf('[{"id":1},\n\n{"user":{"email":"a@b"}}]', "application/json", columns)).toMatchObject({
+      details: { line: 3, column: "user.email" },
+    });
   });
 });
 
@@ -281,7 +361,11 @@ describe("chunk boundaries", () => {
       rows: [{ a: '}"{', "b.c": "é😀" }, { a: 2 }],
     },
     { contentType: "application/json", body: '[{"a":1},\n{"a":2},\n{"a":}]', line: 3 },
-    { contentType: "application/x-ndjson", body: '{"a":"😀"}\r\n\n{"a":[1,{"b":2}]}\n', rows: [{ a: "😀" }, { a: '[1,{"b":2}]' }] },
+    {
+      contentType: "application/x-ndjson",
+      body: '{"a":"😀"}\r\n\n{"a":[1,{"b":2}]}\n',
+      rows: [{ a: "😀" }, { a: '[1,{"b":2}]' }],
+    },
     { contentType: "application/x-ndjson", body: '{"a":1}\n\n{"a":x}\n', line: 3 },
   ];
 
@@ -308,8 +392,12 @@ describe("chunk boundaries", () => {
 
 describe("media types and streaming", () => {
   it("answers 415 at once for another media type or charset", () => {
-    expect(() => parseRowStream(chunksOf("x"), "text/plain", { columns: null })).toThrow(expect.objectContaining({ status: 415, code: "unsupported_media_type" }));
-    expect(() => parseRowStream(chunksOf("x"), null, { columns: null })).toThrow(expect.objectContaining({ status: 415 }));
+    expect(() => parseRowStream(chunksOf("x"), "text/plain", { columns: null })).toThrow(
+      expect.objectContaining({ status: 415, code: "unsupported_media_type" }),
+    );
+    expect(() => parseRowStream(chunksOf("x"), null, { columns: null })).toThrow(
+      expect.objectContaining({ status: 415 }),
+    );
     expect(() => bulkRowFormat("text/csv; charset=latin1")).toThrow(expect.objectContaining({ status: 415 }));
     expect(bulkRowFormat("Text/CSV; charset=UTF-8")).toBe("csv");
     expect(bulkRowFormat("application/ndjson")).toBe("ndjson");
@@ -342,10 +430,15 @@ describe("media types and streaming", () => {
 
 describe("inferColumnsAlongside", () => {
   it("widens types over the rows read, after the base columns, in first-seen order", async () => {
-    const tracked = inferColumnsAlongside(parseRowStream(chunksOf("a,b,c\n1,2026-01-01,x\n2.5,2026-01-01T10:00:00Z,\n,x,true\n"), "text/csv", { columns: null }), [
-      { name: "z", type: "number" },
-      { name: "c", type: null },
-    ]);
+    const tracked = inferColumnsAlongside(
+      parseRowStream(chunksOf("a,b,c\n1,2026-01-01,x\n2.5,2026-01-01T10:00:00Z,\n,x,true\n"), "text/csv", {
+        columns: null,
+      }),
+      [
+        { name: "z", type: "number" },
+        { name: "c", type: null },
+      ],
+    );
     expect(tracked.columns()).toEqual([
       { name: "z", type: "number" },
       { name: "c", type: null },
@@ -365,7 +458,12 @@ describe("inferColumnsAlongside", () => {
       { name: "meta", type: "json" },
       { name: "free", type: null },
     ];
-    const tracked = inferColumnsAlongside(parseRowStream(chunksOf('at,meta,free\n2026-01-01,"[1]",\n2026-01-01T00:00:00Z,"""s""",2\n'), "text/csv", { columns }), columns);
+    const tracked = inferColumnsAlongside(
+      parseRowStream(chunksOf('at,meta,free\n2026-01-01,"[1]",\n2026-01-01T00:00:00Z,"""s""",2\n'), "text/csv", {
+        columns,
+      }),
+      columns,
+    );
     await collect(tracked.rows);
     expect(tracked.columns()).toEqual([
       { name: "at", type: "datetime" },
@@ -378,16 +476,39 @@ describe("inferColumnsAlongside", () => {
 describe("hostile text in uploads", () => {
   const collect = async (body: string, type: string) => {
     const rows: unknown[] = [];
-    for await (const row of parseRowStream((async function* () { yield new TextEncoder().encode(body); })(), type, { columns: null })) rows.push(row);
+    for await (const row of parseRowStream(
+      (async function* () {
+        yield new TextEncoder().encode(body);
+      })(),
+      type,
+      { columns: null },
+    ))
+      rows.push(row);
     return rows;
   };
   it("refuses NUL, unpaired surrogates, non-finite numbers and deep nesting with 422 naming the line", async () => {
-    await expect(collect('{"a":1}\n{"a":"x\\u0000y"}\n', "application/x-ndjson")).rejects.toMatchObject({ status: 422, details: { line: 2 } });
-    await expect(collect('[{"a":"\\ud800"}]', "application/json")).rejects.toMatchObject({ status: 422, details: { line: 1 } });
-    await expect(collect('{"a":1e400}\n', "application/x-ndjson")).rejects.toMatchObject({ status: 422, details: { line: 1 } });
-    await expect(collect(`{"a":${"[".repeat(100)}${"]".repeat(100)}}\n`, "application/x-ndjson")).rejects.toMatchObject({ status: 422 });
-    await expect(collect("a,b\n1,x\u0000y\n", "text/csv")).rejects.toMatchObject({ status: 422, details: { line: 2, column: "b" } });
+    await expect(collect('{"a":1}\n{"a":"x\\u0000y"}\n', "application/x-ndjson")).rejects.toMatchObject({
+      status: 422,
+      details: { line: 2 },
+    });
+    await expect(collect('[{"a":"\\ud800"}]', "application/json")).rejects.toMatchObject({
+      status: 422,
+      details: { line: 1 },
+    });
+    await expect(collect('{"a":1e400}\n', "application/x-ndjson")).rejects.toMatchObject({
+      status: 422,
+      details: { line: 1 },
+    });
+    await expect(collect(`{"a":${"[".repeat(100)}${"]".repeat(100)}}\n`, "application/x-ndjson")).rejects.toMatchObject(
+      { status: 422 },
+    );
+    await expect(collect("a,b\n1,x\u0000y\n", "text/csv")).rejects.toMatchObject({
+      status: 422,
+      details: { line: 2, column: "b" },
+    });
     await expect(collect("a,\u0000\n1,2\n", "text/csv")).rejects.toMatchObject({ status: 422, details: { line: 1 } });
-    expect(await collect('{"a":"emoji \\ud83d\\ude00"}\n', "application/x-ndjson")).toEqual([Object.assign(Object.create(null), { a: "emoji 😀" })]);
+    expect(await collect('{"a":"emoji \\ud83d\\ude00"}\n', "application/x-ndjson")).toEqual([
+      Object.assign(Object.create(null), { a: "emoji 😀" }),
+    ]);
   });
 });

@@ -14,12 +14,22 @@ function frozenKey(id: string, name = "Sync"): ApiKeyRecord {
     tokenHash: `hash_${id}`,
     createdBy: null,
     scopes: Object.freeze(["data:read"]),
-    allowlist: Object.freeze({ datasets: Object.freeze([]), connections: Object.freeze([]), tables: Object.freeze([]) }),
+    allowlist: Object.freeze({
+      datasets: Object.freeze([]),
+      connections: Object.freeze([]),
+      tables: Object.freeze([]),
+    }),
     createdAt: "2026-10-01T00:00:00Z",
     revokedAt: null,
   }) as unknown as ApiKeyRecord;
 }
-const team = Object.freeze({ id: "team_ops", name: "Ops", plan: "pro", businessId: null, isPersonal: false }) as unknown as Team;
+const team = Object.freeze({
+  id: "team_ops",
+  name: "Ops",
+  plan: "pro",
+  businessId: null,
+  isPersonal: false,
+}) as unknown as Team;
 
 describe("createCaches", () => {
   it("keeps a /me body for the very records it was made from, in this instance only", () => {

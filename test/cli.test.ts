@@ -43,17 +43,54 @@ describe("example server flags", () => {
 
   it("takes an admin token of 24 or more printable characters, and refuses a shorter one", () => {
     expect(parseServerArgs(["--admin-token", "a".repeat(24)], defaults).adminToken).toBe("a".repeat(24));
-    expect(() => parseServerArgs(["--admin-token", "a".repeat(23)], defaults)).toThrow("--admin-token must be at least 24 printable characters without spaces");
+    expect(() => parseServerArgs(["--admin-token", "a".repeat(23)], defaults)).toThrow(
+      "--admin-token must be at least 24 printable characters without spaces",
+    );
   });
 
   it("takes every flag", () => {
     const config = parseServerArgs(
       [
-        "--fixture", "/f.json", "--port", "9000", "--host", "0.0.0.0", "--db", ":memory:", "--redis", "redis://127.0.0.1:6379",
-        "--now", "2026-11-01T12:00:00Z", "--audit-lag", "2", "--webhook-rate", "10", "--app-url", "https://bi.example.com/",
-        "--inbox-size", "50", "--inbox-days", "2", "--inbox-body-bytes", "1024",
-        "--view-url", "https://view.example.com", "--log", "none", "--metrics", "--api-rate", "2.5", "--drain-timeout", "30",
-        "--storage-timeout", "0", "--upstream-timeout", "0.5", "--rate-limit-fail-open", "--admin-token", "admin_token_of_24_chars__",
+        "--fixture",
+        "/f.json",
+        "--port",
+        "9000",
+        "--host",
+        "0.0.0.0",
+        "--db",
+        ":memory:",
+        "--redis",
+        "redis://127.0.0.1:6379",
+        "--now",
+        "2026-11-01T12:00:00Z",
+        "--audit-lag",
+        "2",
+        "--webhook-rate",
+        "10",
+        "--app-url",
+        "https://bi.example.com/",
+        "--inbox-size",
+        "50",
+        "--inbox-days",
+        "2",
+        "--inbox-body-bytes",
+        "1024",
+        "--view-url",
+        "https://view.example.com",
+        "--log",
+        "none",
+        "--metrics",
+        "--api-rate",
+        "2.5",
+        "--drain-timeout",
+        "30",
+        "--storage-timeout",
+        "0",
+        "--upstream-timeout",
+        "0.5",
+        "--rate-limit-fail-open",
+        "--admin-token",
+        "admin_token_of_24_chars__",
       ],
       defaults,
     );
@@ -124,7 +161,9 @@ describe("example server flags", () => {
   it("asks for the usage with --help (not a usage error), worded for the command that runs it", () => {
     expect(() => parseServerArgs(["--help"], defaults)).toThrow(HelpRequested);
     expect(() => parseServerArgs(["--port", "1", "--help"], defaults)).not.toThrow(UsageError);
-    expect(usage("npx dataport")).toMatch(/^usage: npx dataport \[--fixture FILE\] \[--port 8787\] \[--host 127\.0\.0\.1\]\n {20}\[--db PATH/);
+    expect(usage("npx dataport")).toMatch(
+      /^usage: npx dataport \[--fixture FILE\] \[--port 8787\] \[--host 127\.0\.0\.1\]\n {20}\[--db PATH/,
+    );
     expect(usage("npm start --")).toContain("[--admin-token TOKEN] [--help]");
   });
 
@@ -134,7 +173,8 @@ describe("example server flags", () => {
     const described = text.split("\n").filter((line) => /^  --/.test(line));
     // One line per flag of the usage, each with a description (and a default, but for --help).
     expect(described.map((line) => line.trim().split(" ")[0])).toEqual(flags);
-    for (const line of described) if (!line.includes("--help")) expect(line, line).toMatch(/^  --\S+(?: \S+)?\s+\S.* \(default: .+\)$/);
+    for (const line of described)
+      if (!line.includes("--help")) expect(line, line).toMatch(/^  --\S+(?: \S+)?\s+\S.* \(default: .+\)$/);
     expect(text).toMatch(/--port N\s+the port to listen on; 0 picks a free one \(default: 8787\)/);
     expect(text).toMatch(/--host ADDRESS\s+.* \(default: 127\.0\.0\.1 \(this machine only\)\)/);
     expect(text).toContain("(default: /pkg/demo/space.json)");
@@ -143,8 +183,14 @@ describe("example server flags", () => {
 
   it("refuses a --db URL of a scheme it cannot open, quoting the scheme but never the URL", () => {
     const refused: Array<[string, string]> = [
-      ["postgress://ada:s3cret@db.example.com/app", "--db does not know the scheme postgress:// (did you mean postgres://?); give a SQLite file path, :memory:, or a postgres:// URL"],
-      ["mysql://ada:s3cret@db.example.com/app", "--db does not know the scheme mysql://; give a SQLite file path, :memory:, or a postgres:// URL"],
+      [
+        "postgress://ada:s3cret@db.example.com/app",
+        "--db does not know the scheme postgress:// (did you mean postgres://?); give a SQLite file path, :memory:, or a postgres:// URL",
+      ],
+      [
+        "mysql://ada:s3cret@db.example.com/app",
+        "--db does not know the scheme mysql://; give a SQLite file path, :memory:, or a postgres:// URL",
+      ],
       ["sqlite://data.db", "--db does not know the scheme sqlite:// (for SQLite, give the file path itself); give"],
       ["pg://localhost/app", "--db does not know the scheme pg:// (did you mean postgres://?)"],
     ];
@@ -159,7 +205,14 @@ describe("example server flags", () => {
       expect((error as Error).message).toContain(message);
       expect((error as Error).message).not.toContain("s3cret");
     }
-    for (const db of [":memory:", "./data/app.sqlite", "/var/lib/dataport.sqlite", "postgres://u@h/db", "postgresql://u@h/db?schema=x", "C:\\data\\dataport.sqlite"]) {
+    for (const db of [
+      ":memory:",
+      "./data/app.sqlite",
+      "/var/lib/dataport.sqlite",
+      "postgres://u@h/db",
+      "postgresql://u@h/db?schema=x",
+      "C:\\data\\dataport.sqlite",
+    ]) {
       expect(parseServerArgs(["--db", db], defaults).db, db).toBe(db);
     }
     // A scheme in capitals is still PostgreSQL, and the store is chosen by the lower-case form.
@@ -168,7 +221,9 @@ describe("example server flags", () => {
 
   it("checks --host itself, so a bad host is not reported as a bad --app-url", () => {
     for (const host of ["bad host", "http://localhost", "localhost:8787", "exa_mple.com", "dash-.example.com"]) {
-      expect(() => parseServerArgs(["--host", host], defaults), host).toThrow(`--host must be an IP address or a host name (127.0.0.1, 0.0.0.0, ::1, localhost), got ${JSON.stringify(host)}`);
+      expect(() => parseServerArgs(["--host", host], defaults), host).toThrow(
+        `--host must be an IP address or a host name (127.0.0.1, 0.0.0.0, ::1, localhost), got ${JSON.stringify(host)}`,
+      );
     }
     for (const host of ["127.0.0.1", "0.0.0.0", "::1", "::", "localhost", "api.example.com", "fe80::1"]) {
       expect(parseServerArgs(["--host", host], defaults).host, host).toBe(host);
@@ -181,7 +236,12 @@ describe("example server", () => {
   const io = (files: Record<string, string>) => ({ fs: Volume.fromJSON(files) as never, env: {} });
 
   it("serves a fixture read through the injected fs, with --now and --view-url applied", async () => {
-    const config = { ...parseServerArgs(["--db", ":memory:", "--port", "0", "--now", "2026-11-01T12:00:00Z"], { fixture: "/space.json", db: ":memory:" }) };
+    const config = {
+      ...parseServerArgs(["--db", ":memory:", "--port", "0", "--now", "2026-11-01T12:00:00Z"], {
+        fixture: "/space.json",
+        db: ":memory:",
+      }),
+    };
     const running = await startServer(config, io({ "/space.json": JSON.stringify(testFixture()) }));
     try {
       const res = await fetch(`${running.url}/api/v1/me`, { headers: { authorization: `Bearer ${TOKENS.sync}` } });
@@ -193,7 +253,8 @@ describe("example server", () => {
     }
   });
 
-  const memory = (...flags: string[]) => parseServerArgs(["--db", ":memory:", "--log", "none", ...flags], { fixture: "/space.json", db: ":memory:" });
+  const memory = (...flags: string[]) =>
+    parseServerArgs(["--db", ":memory:", "--log", "none", ...flags], { fixture: "/space.json", db: ":memory:" });
   const demo = () => io({ "/space.json": JSON.stringify(testFixture()) });
 
   it("says which flag to change when the port is busy", async () => {
@@ -202,7 +263,9 @@ describe("example server", () => {
       const port = String(portOf(busy));
       const error = await startServer(memory("--port", port), demo()).catch((caught: unknown) => caught);
       expect(error).toBeInstanceOf(StartError);
-      expect((error as Error).message).toBe(`port ${port} is in use; pass --port (another port, or 0 for any free one)`);
+      expect((error as Error).message).toBe(
+        `port ${port} is in use; pass --port (another port, or 0 for any free one)`,
+      );
     } finally {
       busy.close();
     }
@@ -211,7 +274,9 @@ describe("example server", () => {
   it("says which flag to change when the host is not this machine's or does not resolve", async () => {
     // 203.0.113.1 is TEST-NET-3: never an address of this machine.
     await expect(startServer(memory("--port", "0", "--host", "203.0.113.1"), demo())).rejects.toThrow(
-      new StartError("203.0.113.1 is not an address of this machine; pass --host (127.0.0.1: this machine only, 0.0.0.0: every interface)"),
+      new StartError(
+        "203.0.113.1 is not an address of this machine; pass --host (127.0.0.1: this machine only, 0.0.0.0: every interface)",
+      ),
     );
     await expect(startServer(memory("--port", "0", "--host", "no-such-host.invalid"), demo())).rejects.toThrow(
       /^the host name no-such-host\.invalid does not resolve; pass --host/,
@@ -220,12 +285,18 @@ describe("example server", () => {
 
   it("refuses to start when Redis or PostgreSQL cannot be reached, naming the flag and leaving the password out", async () => {
     const port = await freePort();
-    await expect(startServer(memory("--port", "0", "--redis", `redis://:hunter2@127.0.0.1:${port}?prefix=x`), demo())).rejects.toThrow(
-      new StartError(`cannot reach Redis at redis://127.0.0.1:${port} (--redis): connect ECONNREFUSED 127.0.0.1:${port}`),
+    await expect(
+      startServer(memory("--port", "0", "--redis", `redis://:hunter2@127.0.0.1:${port}?prefix=x`), demo()),
+    ).rejects.toThrow(
+      new StartError(
+        `cannot reach Redis at redis://127.0.0.1:${port} (--redis): connect ECONNREFUSED 127.0.0.1:${port}`,
+      ),
     );
     const config = { ...memory("--port", "0"), db: `postgres://ada:hunter2@127.0.0.1:${port}/test?schema=x` };
     await expect(startServer(config, demo())).rejects.toThrow(
-      new StartError(`cannot reach PostgreSQL at postgres://127.0.0.1:${port}/test (--db): connect ECONNREFUSED 127.0.0.1:${port}`),
+      new StartError(
+        `cannot reach PostgreSQL at postgres://127.0.0.1:${port}/test (--db): connect ECONNREFUSED 127.0.0.1:${port}`,
+      ),
     );
   });
 
@@ -234,7 +305,9 @@ describe("example server", () => {
     try {
       const port = portOf(silent);
       const started = Date.now();
-      await expect(checkRedis(`redis://127.0.0.1:${port}`, 300)).rejects.toThrow(new StartError(`cannot reach Redis at redis://127.0.0.1:${port} (--redis): no answer within 0.3 s`));
+      await expect(checkRedis(`redis://127.0.0.1:${port}`, 300)).rejects.toThrow(
+        new StartError(`cannot reach Redis at redis://127.0.0.1:${port} (--redis): no answer within 0.3 s`),
+      );
       await expect(checkPostgres(`postgres://u@127.0.0.1:${port}/db`, 300)).rejects.toThrow(
         new StartError(`cannot reach PostgreSQL at postgres://127.0.0.1:${port}/db (--db): no answer within 0.3 s`),
       );
@@ -254,13 +327,17 @@ describe("example server", () => {
     fixture.apiKeys[0]!.allowlist.tables.push("tbl_missing");
     const config = parseServerArgs(["--db", ":memory:", "--port", "0"], { fixture: "/space.json", db: ":memory:" });
     await expect(startServer(config, io({ "/space.json": JSON.stringify(fixture) }))).rejects.toThrow(FixtureError);
-    await expect(startServer(config, io({ "/space.json": JSON.stringify(fixture) }))).rejects.toThrow("$.apiKeys[0].allowlist.tables[1]");
+    await expect(startServer(config, io({ "/space.json": JSON.stringify(fixture) }))).rejects.toThrow(
+      "$.apiKeys[0].allowlist.tables[1]",
+    );
   });
 });
 
 describe("example server process", () => {
   function run(args: string[]) {
-    const child = spawn(process.execPath, ["--import", "tsx", "examples/server/main.ts", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, ["--import", "tsx", "examples/server/main.ts", ...args], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
@@ -279,7 +356,10 @@ describe("example server process", () => {
 
   it("exits 2 on a --db scheme it cannot open (nothing created), and 1 with the flag to change on a busy port", async () => {
     for (const [db, message] of [
-      ["postgress://ada:s3cret@127.0.0.1/test", "dataport: --db does not know the scheme postgress:// (did you mean postgres://?)"],
+      [
+        "postgress://ada:s3cret@127.0.0.1/test",
+        "dataport: --db does not know the scheme postgress:// (did you mean postgres://?)",
+      ],
       ["mysql://127.0.0.1/test", "dataport: --db does not know the scheme mysql://;"],
     ]) {
       const refused = run(["--db", db!]);
@@ -295,7 +375,9 @@ describe("example server process", () => {
       const port = String(portOf(busy));
       const server = run(["--db", ":memory:", "--port", port]);
       expect(await server.exited).toBe(1);
-      expect(server.err()).toBe(`dataport: port ${port} is in use; pass --port (another port, or 0 for any free one)\n`);
+      expect(server.err()).toBe(
+        `dataport: port ${port} is in use; pass --port (another port, or 0 for any free one)\n`,
+      );
     } finally {
       busy.close();
     }
@@ -322,17 +404,24 @@ describe("example server process", () => {
         }
       });
     });
-    const res = await fetch(`${url}/api/v1/me`, { headers: { authorization: "Bearer dp_demo_full_access_0000000000001" } });
+    const res = await fetch(`${url}/api/v1/me`, {
+      headers: { authorization: "Bearer dp_demo_full_access_0000000000001" },
+    });
     expect((await res.json()).name).toBe("Warehouse sync");
     server.child.kill("SIGTERM");
     expect(await server.exited).toBe(0);
   });
 
   it("stops on SIGTERM to npm start (npm's shell does not pass it on; the server sees the shell go)", async () => {
-    const npm = spawn("npm", ["start", "--", "--db", ":memory:", "--port", "0", "--log", "none"], { stdio: ["ignore", "pipe", "pipe"] });
+    const npm = spawn("npm", ["start", "--", "--db", ":memory:", "--port", "0", "--log", "none"], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     const { url, output, closed } = watchOutput(npm, { timeoutMs: 20_000 });
     const base = await url;
-    expect((await fetch(`${base}/api/v1/me`, { headers: { authorization: "Bearer dp_demo_full_access_0000000000001" } })).status).toBe(200);
+    expect(
+      (await fetch(`${base}/api/v1/me`, { headers: { authorization: "Bearer dp_demo_full_access_0000000000001" } }))
+        .status,
+    ).toBe(200);
     npm.kill("SIGTERM");
     await closed; // npm, its shell and the server held the output pipe: all have exited
     expect(output()).toContain("dataport: npm stopped, draining");
@@ -348,21 +437,36 @@ describe("the examples on the runtime each names", () => {
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
     child.stderr.on("data", (d) => (stderr += d));
-    return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => child.on("close", (code) => resolve({ code, stdout, stderr })));
+    return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
+      child.on("close", (code) => resolve({ code, stdout, stderr })),
+    );
   }
 
   it("says which runtime an example needs when started on Node, and exits 2", async () => {
-    const runs = await Promise.all([node("examples/hono/server.ts"), node("examples/bun/server.ts"), node("examples/deno/server.ts")]);
+    const runs = await Promise.all([
+      node("examples/hono/server.ts"),
+      node("examples/bun/server.ts"),
+      node("examples/deno/server.ts"),
+    ]);
     expect(runs.map((r) => [r.code, r.stderr.trim()])).toEqual([
       [2, "dataport: this example runs on Bun: npx bun examples/hono/server.ts"],
       [2, "dataport: this example runs on Bun: npx bun examples/bun/server.ts"],
-      [2, "dataport: this example runs on Deno: npx deno run --sloppy-imports --allow-net --allow-read --allow-env examples/deno/server.ts"],
+      [
+        2,
+        "dataport: this example runs on Deno: npx deno run --sloppy-imports --allow-net --allow-read --allow-env examples/deno/server.ts",
+      ],
     ]);
   });
 
   it("gives the Express example (Node) --help and flag errors like the others", async () => {
-    const [help, bad] = await Promise.all([node("examples/express/server.ts", ["--help"]), node("examples/express/server.ts", ["--port", "x"])]);
-    expect([help.code, help.stdout.split("\n")[0]]).toEqual([0, "usage: npx tsx examples/express/server.ts [--fixture FILE] [--db FILE] [--port 8787] [--host 127.0.0.1] [--now ISO_INSTANT]"]);
+    const [help, bad] = await Promise.all([
+      node("examples/express/server.ts", ["--help"]),
+      node("examples/express/server.ts", ["--port", "x"]),
+    ]);
+    expect([help.code, help.stdout.split("\n")[0]]).toEqual([
+      0,
+      "usage: npx tsx examples/express/server.ts [--fixture FILE] [--db FILE] [--port 8787] [--host 127.0.0.1] [--now ISO_INSTANT]",
+    ]);
     expect([bad.code, bad.stderr.trim()]).toEqual([2, "dataport: --port must be an integer, got x"]);
   });
 });
@@ -383,4 +487,3 @@ async function freePort(): Promise<number> {
   await new Promise((resolve) => server.close(resolve));
   return port;
 }
-

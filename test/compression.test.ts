@@ -11,7 +11,11 @@ import { testFixture, TOKENS } from "./support/fixture.js";
 /** The test fixture with ds_orders holding `count` rows of about 110 bytes of JSON each. */
 function fixtureWith(count: number) {
   const fixture = testFixture();
-  fixture.datasets[0]!.rows = Array.from({ length: count }, (_, i) => ({ order_id: `C-${i}`, amount: i / 4, region: `EMEA north-west ${i % 7}` }));
+  fixture.datasets[0]!.rows = Array.from({ length: count }, (_, i) => ({
+    order_id: `C-${i}`,
+    amount: i / 4,
+    region: `EMEA north-west ${i % 7}`,
+  }));
   return fixture;
 }
 
@@ -23,13 +27,21 @@ describe("compression by Accept-Encoding", () => {
   it("sends a 1,000-row page gzip-compressed, with Vary and the ETag of the compressed bytes, and the same JSON inside", async () => {
     const { api } = await setup({ fixture: fixtureWith(1000) });
     const get = (headers: Record<string, string>) =>
-      api.fetch(new Request("http://dataport.test/api/v1/datasets/ds_orders/rows?maxRows=1000", { headers: { authorization: `Bearer ${TOKENS.sync}`, ...headers } }));
+      api.fetch(
+        new Request("http://dataport.test/api/v1/datasets/ds_orders/rows?maxRows=1000", {
+          headers: { authorization: `Bearer ${TOKENS.sync}`, ...headers },
+        }),
+      );
     const plain = await get({});
     const plainBytes = await bytesOf(plain);
     expect([plain.headers.get("content-encoding"), plain.headers.get("vary")]).toEqual([null, "Accept-Encoding"]);
     const gzipped = await get({ "accept-encoding": "gzip" });
     const bytes = await bytesOf(gzipped);
-    expect([gzipped.status, gzipped.headers.get("content-encoding"), gzipped.headers.get("vary")]).toEqual([200, "gzip", "Accept-Encoding"]);
+    expect([gzipped.status, gzipped.headers.get("content-encoding"), gzipped.headers.get("vary")]).toEqual([
+      200,
+      "gzip",
+      "Accept-Encoding",
+    ]);
     expect(gunzipSync(bytes).equals(plainBytes)).toBe(true);
     expect(bytes.length).toBeLessThan(plainBytes.length / 5);
     expect(gzipped.headers.get("etag")).toBe(`${plain.headers.get("etag")!.slice(0, -1)}-gzip"`);
@@ -41,11 +53,18 @@ describe("compression by Accept-Encoding", () => {
   it("prefers brotli when the client takes both, and follows q-values", async () => {
     const { api } = await setup({ fixture: fixtureWith(1000) });
     const get = (acceptEncoding: string) =>
-      api.fetch(new Request("http://dataport.test/api/v1/datasets/ds_orders/rows", { headers: { authorization: `Bearer ${TOKENS.sync}`, "accept-encoding": acceptEncoding } }));
+      api.fetch(
+        new Request("http://dataport.test/api/v1/datasets/ds_orders/rows", {
+          headers: { authorization: `Bearer ${TOKENS.sync}`, "accept-encoding": acceptEncoding },
+        }),
+      );
     const br = await get("gzip, deflate, br");
     expect(br.headers.get("content-encoding")).toBe("br");
     const page = JSON.parse(brotliDecompressSync(await bytesOf(br)).toString("utf8"));
-    expect([page.data.length, page.data[999]]).toEqual([1000, { order_id: "C-999", amount: 249.75, region: "EMEA north-west 5" }]);
+    expect([page.data.length, page.data[999]]).toEqual([
+      1000,
+      { order_id: "C-999", amount: 249.75, region: "EMEA north-west 5" },
+    ]);
     expect((await get("br;q=0, gzip")).headers.get("content-encoding")).toBe("gzip");
     expect((await get("gzip;q=0.5, br;q=0.4")).headers.get("content-encoding")).toBe("gzip");
     expect((await get("identity")).headers.get("content-encoding")).toBeNull();
@@ -64,8 +83,14 @@ describe("compression by Accept-Encoding", () => {
           headers: { authorization: `Bearer ${TOKENS.sync}`, "accept-encoding": coding },
         }),
       );
-      expect([res.headers.get("content-encoding"), res.headers.get("content-type")]).toEqual([coding, "application/x-ndjson"]);
-      const lines = decompress(await bytesOf(res)).toString("utf8").trimEnd().split("\n");
+      expect([res.headers.get("content-encoding"), res.headers.get("content-type")]).toEqual([
+        coding,
+        "application/x-ndjson",
+      ]);
+      const lines = decompress(await bytesOf(res))
+        .toString("utf8")
+        .trimEnd()
+        .split("\n");
       expect(lines).toHaveLength(20_000);
       expect(JSON.parse(lines[19_999]!)).toEqual({ order_id: "C-19999", amount: 4999.75, region: "EMEA north-west 0" });
     }
@@ -75,13 +100,18 @@ describe("compression by Accept-Encoding", () => {
     const { call } = await setup();
     const me = await call("GET", "/api/v1/me", { token: TOKENS.sync, headers: { "accept-encoding": "gzip, br" } });
     expect([me.status, me.headers.get("content-encoding"), me.headers.get("vary")]).toEqual([200, null, null]);
-    const error = await call("GET", "/api/v1/datasets/ds_nowhere", { token: TOKENS.sync, headers: { "accept-encoding": "gzip, br" } });
+    const error = await call("GET", "/api/v1/datasets/ds_nowhere", {
+      token: TOKENS.sync,
+      headers: { "accept-encoding": "gzip, br" },
+    });
     expect([error.status, error.headers.get("content-encoding")]).toEqual([404, null]);
   });
 
   it("compresses the OpenAPI document", async () => {
     const { api } = await setup();
-    const res = await api.fetch(new Request("http://dataport.test/api/v1/openapi.json", { headers: { "accept-encoding": "gzip" } }));
+    const res = await api.fetch(
+      new Request("http://dataport.test/api/v1/openapi.json", { headers: { "accept-encoding": "gzip" } }),
+    );
     expect(res.headers.get("content-encoding")).toBe("gzip");
     expect(JSON.parse(gunzipSync(await bytesOf(res)).toString("utf8")).openapi).toBe("3.1.0");
   });
@@ -89,7 +119,9 @@ describe("compression by Accept-Encoding", () => {
   it("is off with compression: false (a proxy in front compresses)", async () => {
     const { api } = await setup({ fixture: fixtureWith(1000), compression: false });
     const res = await api.fetch(
-      new Request("http://dataport.test/api/v1/datasets/ds_orders/rows", { headers: { authorization: `Bearer ${TOKENS.sync}`, "accept-encoding": "gzip, br" } }),
+      new Request("http://dataport.test/api/v1/datasets/ds_orders/rows", {
+        headers: { authorization: `Bearer ${TOKENS.sync}`, "accept-encoding": "gzip, br" },
+      }),
     );
     expect([res.headers.get("content-encoding"), res.headers.get("vary")]).toEqual([null, null]);
     expect(((await res.json()) as { data: unknown[] }).data).toHaveLength(1000);
@@ -97,7 +129,11 @@ describe("compression by Accept-Encoding", () => {
 
   it("takes compressionMinBytes as the threshold of whole answers", async () => {
     const { api } = await setup({ compressionMinBytes: 100 });
-    const me = await api.fetch(new Request("http://dataport.test/api/v1/me", { headers: { authorization: `Bearer ${TOKENS.sync}`, "accept-encoding": "gzip" } }));
+    const me = await api.fetch(
+      new Request("http://dataport.test/api/v1/me", {
+        headers: { authorization: `Bearer ${TOKENS.sync}`, "accept-encoding": "gzip" },
+      }),
+    );
     expect(me.headers.get("content-encoding")).toBe("gzip");
     expect(JSON.parse(gunzipSync(await bytesOf(me)).toString("utf8")).name).toBe("Warehouse sync");
   });
@@ -117,11 +153,15 @@ describe("compression through the Node adapter", () => {
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1/datasets/ds_orders/rows?maxRows=1000`;
     const raw = (method: string) =>
       new Promise<{ headers: http.IncomingHttpHeaders; bytes: Buffer }>((resolve, reject) => {
-        const req = http.request(url, { method, headers: { authorization: `Bearer ${TOKENS.sync}`, "accept-encoding": "gzip" } }, (res) => {
-          const parts: Buffer[] = [];
-          res.on("data", (chunk: Buffer) => parts.push(chunk));
-          res.on("end", () => resolve({ headers: res.headers, bytes: Buffer.concat(parts) }));
-        });
+        const req = http.request(
+          url,
+          { method, headers: { authorization: `Bearer ${TOKENS.sync}`, "accept-encoding": "gzip" } },
+          (res) => {
+            const parts: Buffer[] = [];
+            res.on("data", (chunk: Buffer) => parts.push(chunk));
+            res.on("end", () => resolve({ headers: res.headers, bytes: Buffer.concat(parts) }));
+          },
+        );
         req.on("error", reject);
         req.end();
       });

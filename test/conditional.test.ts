@@ -27,7 +27,8 @@ async function counted() {
     return listTableRows(id, query);
   };
   const env = await setup({ storage });
-  const get = (path: string, headers: Record<string, string> = {}) => env.call("GET", path, { token: TOKENS.sync, headers });
+  const get = (path: string, headers: Record<string, string> = {}) =>
+    env.call("GET", path, { token: TOKENS.sync, headers });
   return { ...env, get, rowReads: () => rowReads, reads: () => events.filter((e) => e.category === "data_access") };
 }
 
@@ -44,7 +45,12 @@ describe("ETag and If-None-Match on rows pages", () => {
     expect(rowReads()).toBe(1);
 
     const again = await get(PAGE, { "if-none-match": tag });
-    expect([again.status, again.text, again.headers.get("etag"), again.headers.get("content-type")]).toEqual([304, "", tag, null]);
+    expect([again.status, again.text, again.headers.get("etag"), again.headers.get("content-type")]).toEqual([
+      304,
+      "",
+      tag,
+      null,
+    ]);
     expect(again.headers.get("vary")).toBe("Accept-Encoding");
     expect(rowReads()).toBe(1);
     await vi.waitFor(() => expect(reads()).toHaveLength(2));
@@ -55,13 +61,17 @@ describe("ETag and If-None-Match on rows pages", () => {
     });
     await vi.waitFor(async () => {
       const usage = await call("GET", "/api/v1/space/dataset-usage?teamId=team_ops", { token: TOKENS.sessionAda });
-      expect(usage.json.rows.find((r: { dataset_id: string }) => r.dataset_id === "ds_orders")).toMatchObject({ api_reads: 2, last_api_read_at: NOW });
+      expect(usage.json.rows.find((r: { dataset_id: string }) => r.dataset_id === "ds_orders")).toMatchObject({
+        api_reads: 2,
+        last_api_read_at: NOW,
+      });
     });
   });
 
   it("gives each request its own tag: other parameters, another format, Accept choosing the same format as format=", async () => {
     const { get } = await counted();
-    const tagOf = async (path: string, headers: Record<string, string> = {}) => (await get(path, headers)).headers.get("etag");
+    const tagOf = async (path: string, headers: Record<string, string> = {}) =>
+      (await get(path, headers)).headers.get("etag");
     const base = await tagOf(PAGE);
     const tags = [
       base,
@@ -74,8 +84,12 @@ describe("ETag and If-None-Match on rows pages", () => {
     expect(new Set(tags).size).toBe(6);
     expect(await tagOf(PAGE, { accept: "text/csv" })).toBe(tags[4]);
     // The same where written with its keys in another order is the same request.
-    const a = await tagOf(`/api/v1/datasets/ds_orders/rows?where=${encodeURIComponent('{"region":{"eq":"EMEA"},"amount":{"gt":1}}')}`);
-    const b = await tagOf(`/api/v1/datasets/ds_orders/rows?where=${encodeURIComponent('{"amount":{"gt":1},"region":{"eq":"EMEA"}}')}`);
+    const a = await tagOf(
+      `/api/v1/datasets/ds_orders/rows?where=${encodeURIComponent('{"region":{"eq":"EMEA"},"amount":{"gt":1}}')}`,
+    );
+    const b = await tagOf(
+      `/api/v1/datasets/ds_orders/rows?where=${encodeURIComponent('{"amount":{"gt":1},"region":{"eq":"EMEA"}}')}`,
+    );
     expect(a).toBe(b);
     // A page asked with another page's tag is answered in full.
     const other = await get(`${PAGE}&offset=1`, { "if-none-match": base! });
@@ -98,9 +112,13 @@ describe("ETag and If-None-Match on rows pages", () => {
   it("changes the tag when the rows change, and tags nothing written in the last SETTLE_MS (two writes may share a millisecond)", async () => {
     const { get, api, clock } = await counted();
     const before = (await get(PAGE)).headers.get("etag")!;
-    await createAdmin(api).writeDatasetRows("ds_orders", "append", (async function* () {
-      yield { order_id: "Z-1", amount: 999, region: "EMEA" } as Row;
-    })());
+    await createAdmin(api).writeDatasetRows(
+      "ds_orders",
+      "append",
+      (async function* () {
+        yield { order_id: "Z-1", amount: 999, region: "EMEA" } as Row;
+      })(),
+    );
     const fresh = await get(PAGE, { "if-none-match": before });
     expect([fresh.status, fresh.headers.get("etag")]).toEqual([200, null]);
     expect(fresh.json.data[0]).toEqual({ order_id: "Z-1", amount: 999, region: "EMEA" });
@@ -158,7 +176,10 @@ describe("ETag and If-Match on table rows", () => {
 
   it("tags a created or changed row by its _updatedAt; If-Match with that tag applies the change", async () => {
     const { call } = await counted();
-    const created = await call("POST", "/api/v1/tables/tbl_targets/rows", { token: TOKENS.sync, body: { region: "LATAM", target: 5 } });
+    const created = await call("POST", "/api/v1/tables/tbl_targets/rows", {
+      token: TOKENS.sync,
+      body: { region: "LATAM", target: 5 },
+    });
     expect(created.status).toBe(201);
     expect(created.headers.get("etag")).toBe(`"${created.json._updatedAt}"`);
     const changed = await call("PATCH", `/api/v1/tables/tbl_targets/rows/${created.json._id}`, {
@@ -175,14 +196,25 @@ describe("ETag and If-Match on table rows", () => {
     const { call, storage } = await counted();
     const stale = '"2026-09-01T00:00:00Z"';
     for (const ifMatch of [stale, 'W/"2026-10-01T00:00:00Z"', '"x", "y"']) {
-      const refused = await call("PATCH", ROW, { token: TOKENS.sync, headers: { "if-match": ifMatch }, body: { target: 1 } });
+      const refused = await call("PATCH", ROW, {
+        token: TOKENS.sync,
+        headers: { "if-match": ifMatch },
+        body: { target: 1 },
+      });
       expect(refused.status).toBe(412);
-      expect(refused.json.error).toMatchObject({ code: "precondition_failed", details: { current: { _id: "row_1", target: 120000 } } });
+      expect(refused.json.error).toMatchObject({
+        code: "precondition_failed",
+        details: { current: { _id: "row_1", target: 120000 } },
+      });
       expect(refused.headers.get("etag")).toBe('"2026-10-01T00:00:00Z"');
     }
     expect((await storage.tables.getTableRow("tbl_targets", "row_1"))!.target).toBe(120000);
     // The row's tag, or any among several, or *, applies it.
-    const listed = await call("PATCH", ROW, { token: TOKENS.sync, headers: { "if-match": `${stale}, "2026-10-01T00:00:00Z"` }, body: { target: 2 } });
+    const listed = await call("PATCH", ROW, {
+      token: TOKENS.sync,
+      headers: { "if-match": `${stale}, "2026-10-01T00:00:00Z"` },
+      body: { target: 2 },
+    });
     expect([listed.status, listed.json.target]).toEqual([200, 2]);
     const any = await call("PATCH", ROW, { token: TOKENS.sync, headers: { "if-match": "*" }, body: { target: 3 } });
     expect([any.status, any.json.target]).toEqual([200, 3]);
@@ -190,12 +222,21 @@ describe("ETag and If-Match on table rows", () => {
 
   it("deletes with If-Match only the version it names; an unknown row stays 404", async () => {
     const { call, storage } = await counted();
-    const refused = await call("DELETE", ROW, { token: TOKENS.sync, headers: { "if-match": '"2026-09-01T00:00:00Z"' } });
+    const refused = await call("DELETE", ROW, {
+      token: TOKENS.sync,
+      headers: { "if-match": '"2026-09-01T00:00:00Z"' },
+    });
     expect([refused.status, refused.json.error.code]).toEqual([412, "precondition_failed"]);
     expect(await storage.tables.getTableRow("tbl_targets", "row_1")).not.toBeNull();
-    const deleted = await call("DELETE", ROW, { token: TOKENS.sync, headers: { "if-match": '"2026-10-01T00:00:00Z"' } });
+    const deleted = await call("DELETE", ROW, {
+      token: TOKENS.sync,
+      headers: { "if-match": '"2026-10-01T00:00:00Z"' },
+    });
     expect([deleted.status, deleted.json]).toEqual([200, { deleted: true }]);
-    const missing = await call("DELETE", ROW, { token: TOKENS.sync, headers: { "if-match": '"2026-10-01T00:00:00Z"' } });
+    const missing = await call("DELETE", ROW, {
+      token: TOKENS.sync,
+      headers: { "if-match": '"2026-10-01T00:00:00Z"' },
+    });
     expect([missing.status, missing.json.error.code]).toEqual([404, "not_found"]);
   });
 
@@ -209,15 +250,26 @@ describe("ETag and If-Match on table rows", () => {
       await call("PATCH", ROW, { token: TOKENS.sync, body: { target: 99 } });
       return row;
     };
-    const refused = await call("DELETE", ROW, { token: TOKENS.sync, headers: { "if-match": '"2026-10-01T00:00:00Z"' } });
-    expect([refused.status, refused.json.error.code, refused.json.error.details.current.target]).toEqual([412, "precondition_failed", 99]);
+    const refused = await call("DELETE", ROW, {
+      token: TOKENS.sync,
+      headers: { "if-match": '"2026-10-01T00:00:00Z"' },
+    });
+    expect([refused.status, refused.json.error.code, refused.json.error.details.current.target]).toEqual([
+      412,
+      "precondition_failed",
+      99,
+    ]);
     expect((await storage.tables.getTableRow("tbl_targets", "row_1"))!.target).toBe(99);
   });
 
   it("replays an idempotent PATCH with the tag of what it wrote", async () => {
     const { call } = await counted();
     const send = () =>
-      call("PATCH", ROW, { token: TOKENS.sync, headers: { "if-match": '"2026-10-01T00:00:00Z"', "idempotency-key": "k-1" }, body: { target: 7 } });
+      call("PATCH", ROW, {
+        token: TOKENS.sync,
+        headers: { "if-match": '"2026-10-01T00:00:00Z"', "idempotency-key": "k-1" },
+        body: { target: 7 },
+      });
     const first = await send();
     const replay = await send();
     expect([first.status, replay.status, replay.headers.get("idempotent-replayed")]).toEqual([200, 200, "true"]);

@@ -7,7 +7,12 @@ import { UpstreamThrottledError, UpstreamUnavailableError } from "../src/ports/c
 import { NOW, setup } from "./support/api.js";
 import { TOKENS, testFixture } from "./support/fixture.js";
 
-const feature = (n: number) => ({ type: "Feature", id: n, geometry: { type: "Point", coordinates: [n, n] }, properties: { parcel: n, zone: n % 2 ? "A" : "B" } });
+const feature = (n: number) => ({
+  type: "Feature",
+  id: n,
+  geometry: { type: "Point", coordinates: [n, n] },
+  properties: { parcel: n, zone: n % 2 ? "A" : "B" },
+});
 
 const STORES = [
   { store_id: "S1", city: "Lyon", size: 3 },
@@ -22,23 +27,88 @@ function fixture() {
   f.connections[0].config = {
     tables: { stores: STORES },
     layers: {
-      parcels: { featureCollection: { type: "FeatureCollection", features: [1, 2, 3, 4, 5].map(feature) }, maxRecordCount: 3 },
-      small: { featureCollection: { type: "FeatureCollection", features: [1, 2].map(feature), crs: { type: "name" } }, maxRecordCount: 3 },
+      parcels: {
+        featureCollection: { type: "FeatureCollection", features: [1, 2, 3, 4, 5].map(feature) },
+        maxRecordCount: 3,
+      },
+      small: {
+        featureCollection: { type: "FeatureCollection", features: [1, 2].map(feature), crs: { type: "name" } },
+        maxRecordCount: 3,
+      },
     },
   };
   f.connections.push(
-    { id: "conn_geo", teamId: "team_ops", name: "Geo", type: "memory", createdAt: "2026-09-01T00:00:00Z",
-      config: { layers: { parcels: { featureCollection: { type: "FeatureCollection", features: [1, 2, 3, 4, 5].map(feature) }, maxRecordCount: 3 },
-                          small: { featureCollection: { type: "FeatureCollection", features: [1, 2].map(feature), crs: { type: "name" } }, maxRecordCount: 3 } } } },
-    { id: "conn_hidden", teamId: "team_ops", name: "Hidden", type: "memory", createdAt: "2026-09-01T00:00:00Z", config: { tables: { t: [{ a: 1 }] } } },
-    { id: "conn_mkt", teamId: "team_mkt", name: "Mkt", type: "memory", createdAt: "2026-09-01T00:00:00Z", config: { tables: { t: [{ a: 1 }] } } },
-    { id: "conn_hook", teamId: "team_ops", name: "Hook", type: "webhook", createdAt: "2026-09-01T00:00:00Z", config: { endpointId: "ep_1", signingSecret: null } },
-    { id: "conn_slow", teamId: "team_ops", name: "Controlled", type: "controlled", createdAt: "2026-09-01T00:00:00Z", config: { cacheTtlSeconds: 30 } },
-    { id: "conn_tight", teamId: "team_ops", name: "Tight", type: "controlled", createdAt: "2026-09-01T00:00:00Z", config: { ratePerSecond: 0.1, burst: 1 } },
+    {
+      id: "conn_geo",
+      teamId: "team_ops",
+      name: "Geo",
+      type: "memory",
+      createdAt: "2026-09-01T00:00:00Z",
+      config: {
+        layers: {
+          parcels: {
+            featureCollection: { type: "FeatureCollection", features: [1, 2, 3, 4, 5].map(feature) },
+            maxRecordCount: 3,
+          },
+          small: {
+            featureCollection: { type: "FeatureCollection", features: [1, 2].map(feature), crs: { type: "name" } },
+            maxRecordCount: 3,
+          },
+        },
+      },
+    },
+    {
+      id: "conn_hidden",
+      teamId: "team_ops",
+      name: "Hidden",
+      type: "memory",
+      createdAt: "2026-09-01T00:00:00Z",
+      config: { tables: { t: [{ a: 1 }] } },
+    },
+    {
+      id: "conn_mkt",
+      teamId: "team_mkt",
+      name: "Mkt",
+      type: "memory",
+      createdAt: "2026-09-01T00:00:00Z",
+      config: { tables: { t: [{ a: 1 }] } },
+    },
+    {
+      id: "conn_hook",
+      teamId: "team_ops",
+      name: "Hook",
+      type: "webhook",
+      createdAt: "2026-09-01T00:00:00Z",
+      config: { endpointId: "ep_1", signingSecret: null },
+    },
+    {
+      id: "conn_slow",
+      teamId: "team_ops",
+      name: "Controlled",
+      type: "controlled",
+      createdAt: "2026-09-01T00:00:00Z",
+      config: { cacheTtlSeconds: 30 },
+    },
+    {
+      id: "conn_tight",
+      teamId: "team_ops",
+      name: "Tight",
+      type: "controlled",
+      createdAt: "2026-09-01T00:00:00Z",
+      config: { ratePerSecond: 0.1, burst: 1 },
+    },
   );
   const ds = (id: string, connectionId: string, source: string | null, columns: unknown[] = []) => ({
-    id, teamId: connectionId === "conn_mkt" ? "team_mkt" : "team_ops", name: id, type: "connection", connectionId, source, columns, rows: [],
-    lastRefreshedAt: null, updatedAt: "2026-10-03T00:00:00Z",
+    id,
+    teamId: connectionId === "conn_mkt" ? "team_mkt" : "team_ops",
+    name: id,
+    type: "connection",
+    connectionId,
+    source,
+    columns,
+    rows: [],
+    lastRefreshedAt: null,
+    updatedAt: "2026-10-03T00:00:00Z",
   });
   f.datasets.push(
     ds("ds_geo_parcels", "conn_geo", "parcels"),
@@ -89,7 +159,11 @@ async function start() {
   const storage = createMemoryStorage();
   const memory = countedMemory();
   const ctl = controlled();
-  const env = await setup({ fixture: fixture(), storage, connectors: { memory: memory.connector, controlled: ctl.connector } });
+  const env = await setup({
+    fixture: fixture(),
+    storage,
+    connectors: { memory: memory.connector, controlled: ctl.connector },
+  });
   const q = (path: string, init: { token?: string; headers?: Record<string, string> } = {}) =>
     env.call("GET", `/api/v1/connections/${path}`, { token: TOKENS.sync, ...init });
   return { ...env, storage, memory: memory.counter, ctl: ctl.state, q };
@@ -135,7 +209,14 @@ describe("GET /connections/{id}/query, tabular", () => {
 
     const ordered = await q("conn_retail/query?datasetId=ds_stores&orderBy=size&orderDirection=DESC&offset=1&limit=2");
     expect(ordered.json.data.map((r: any) => r.store_id)).toEqual(["S3", "S2"]);
-    expect(ordered.json.metadata).toMatchObject({ offset: 1, limit: 2, returnedRows: 2, hasMore: true, orderBy: "size", orderDirection: "DESC" });
+    expect(ordered.json.metadata).toMatchObject({
+      offset: 1,
+      limit: 2,
+      returnedRows: 2,
+      hasMore: true,
+      orderBy: "size",
+      orderDirection: "DESC",
+    });
 
     const last = await q("conn_retail/query?datasetId=ds_stores&orderBy=size&orderDirection=desc&offset=3&limit=2");
     expect(last.json.data.map((r: any) => r.store_id)).toEqual(["S4"]);
@@ -146,7 +227,10 @@ describe("GET /connections/{id}/query, tabular", () => {
     const { q } = await start();
     const missing = await q("conn_retail/query");
     expect(missing.status).toBe(400);
-    expect(missing.json.error).toMatchObject({ code: "invalid_parameter", details: { parameter: "datasetId", datasetIds: ["ds_missing", "ds_stores"] } });
+    expect(missing.json.error).toMatchObject({
+      code: "invalid_parameter",
+      details: { parameter: "datasetId", datasetIds: ["ds_missing", "ds_stores"] },
+    });
     const foreign = await q("conn_retail/query?datasetId=ds_orders");
     expect(foreign.status).toBe(400);
     expect(foreign.json.error.details.parameter).toBe("datasetId");
@@ -249,7 +333,11 @@ describe("GET /connections/{id}/query, GeoJSON", () => {
   it("returns the collection untouched with truncated: false when it fits", async () => {
     const { q } = await start();
     const res = await q("conn_geo/query?datasetId=ds_geo_small&format=geojson");
-    expect(res.json.geojson).toEqual({ type: "FeatureCollection", features: [1, 2].map(feature), crs: { type: "name" } });
+    expect(res.json.geojson).toEqual({
+      type: "FeatureCollection",
+      features: [1, 2].map(feature),
+      crs: { type: "name" },
+    });
     expect(res.json.metadata.truncated).toBe(false);
   });
 
@@ -264,7 +352,10 @@ describe("GET /connections/{id}/query, GeoJSON", () => {
   it("answers a layer's properties as rows when queried tabular", async () => {
     const { q } = await start();
     const res = await q(`conn_geo/query?datasetId=ds_geo_parcels&filters=${encodeURIComponent('{"zone":"B"}')}`);
-    expect(res.json.data).toEqual([{ parcel: 2, zone: "B" }, { parcel: 4, zone: "B" }]);
+    expect(res.json.data).toEqual([
+      { parcel: 2, zone: "B" },
+      { parcel: 4, zone: "B" },
+    ]);
   });
 
   it("refuses tabular filters and orderBy with format=geojson", async () => {
@@ -326,7 +417,10 @@ describe("the guard", () => {
     clock.advance(60_000);
     const res = await q("conn_slow/query");
     expect(res.status).toBe(502);
-    expect(res.json.error).toMatchObject({ code: "upstream_unavailable", message: "the upstream of this connection could not answer: it broke" });
+    expect(res.json.error).toMatchObject({
+      code: "upstream_unavailable",
+      message: "the upstream of this connection could not answer: it broke",
+    });
   });
 
   it("applies the per-connection upstream rate limit: stale when it can, else 429 with Retry-After", async () => {
@@ -343,28 +437,38 @@ describe("the guard", () => {
 
   it("names the upstream policy in the current draft's form when the server asks for it", async () => {
     const ctl = controlled();
-    const env = await setup({ fixture: fixture(), connectors: { memory: countedMemory().connector, controlled: ctl.connector }, rateLimitHeaders: "policy" });
+    const env = await setup({
+      fixture: fixture(),
+      connectors: { memory: countedMemory().connector, controlled: ctl.connector },
+      rateLimitHeaders: "policy",
+    });
     const q = (path: string) => env.call("GET", `/api/v1/connections/${path}`, { token: TOKENS.sync });
     expect((await q("conn_tight/query")).status).toBe(200);
     const none = await q("conn_tight/query?offset=2");
     expect(none.status).toBe(429);
-    expect([none.headers.get("ratelimit-policy"), none.headers.get("ratelimit"), none.headers.get("ratelimit-limit")]).toEqual([
-      expect.stringMatching(/^"upstream";q=1;w=\d+$/),
-      '"upstream";r=0;t=10',
-      null,
-    ]);
+    expect([
+      none.headers.get("ratelimit-policy"),
+      none.headers.get("ratelimit"),
+      none.headers.get("ratelimit-limit"),
+    ]).toEqual([expect.stringMatching(/^"upstream";q=1;w=\d+$/), '"upstream";r=0;t=10', null]);
   });
 
   it("does not throttle in-process memory sources by default: 50 distinct queries all reach the source", async () => {
     const { q, memory } = await start();
-    const answers = await Promise.all(Array.from({ length: 50 }, (_, i) => q(`conn_retail/query?datasetId=ds_stores&offset=${i}`)));
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => q(`conn_retail/query?datasetId=ds_stores&offset=${i}`)),
+    );
     expect(answers.map((r) => r.status)).toEqual(Array(50).fill(200));
     expect(memory.calls).toBe(50);
   });
 
   it("treats a failing cache as a miss, never as a failed query", async () => {
     const ctl = controlled();
-    const broken = { get: async () => Promise.reject(new Error("down")), set: async () => Promise.reject(new Error("down")), delete: async () => {} };
+    const broken = {
+      get: async () => Promise.reject(new Error("down")),
+      set: async () => Promise.reject(new Error("down")),
+      delete: async () => {},
+    };
     const { call } = await setup({ fixture: fixture(), cache: broken, connectors: { controlled: ctl.connector } });
     for (let i = 0; i < 2; i++) {
       const res = await call("GET", "/api/v1/connections/conn_slow/query", { token: TOKENS.sync });
@@ -412,7 +516,12 @@ describe("refreshDataset", () => {
         { name: "size", type: "number" },
       ],
     });
-    expect(storage.state.refreshRuns.at(-1)).toMatchObject({ datasetId: "ds_stores", startedAt: NOW, rowsProcessed: 4, error: null });
+    expect(storage.state.refreshRuns.at(-1)).toMatchObject({
+      datasetId: "ds_stores",
+      startedAt: NOW,
+      rowsProcessed: 4,
+      error: null,
+    });
   });
 
   it("records a failed run and keeps the previous rows when the upstream fails", async () => {
@@ -423,7 +532,11 @@ describe("refreshDataset", () => {
     expect(result).toMatchObject({ ok: false, rowsProcessed: 0, error: "source nope does not exist" });
     expect(storage.state.datasetRows.get("ds_missing")).toEqual(before);
     expect(storage.state.datasets.get("ds_missing")!.lastRefreshedAt).toBeNull();
-    expect(storage.state.refreshRuns.at(-1)).toMatchObject({ datasetId: "ds_missing", rowsProcessed: 0, error: "source nope does not exist" });
+    expect(storage.state.refreshRuns.at(-1)).toMatchObject({
+      datasetId: "ds_missing",
+      rowsProcessed: 0,
+      error: "source nope does not exist",
+    });
   });
 
   it("shows real runs in GET /space/refresh-history", async () => {

@@ -8,7 +8,16 @@ import { TOKENS, testFixture } from "./support/fixture.js";
 
 const SERVICE = "/arcgis/rest/services/Parcels/FeatureServer";
 
-type Mode = "geojson" | "truncated-properties" | "truncated-top" | "throttle" | "error-200" | "redirect" | "huge" | "slow" | "http-500";
+type Mode =
+  | "geojson"
+  | "truncated-properties"
+  | "truncated-top"
+  | "throttle"
+  | "error-200"
+  | "redirect"
+  | "huge"
+  | "slow"
+  | "http-500";
 
 /** A fake FeatureServer: counts requests, records their URLs, answers by mode. */
 function fakeFeatureServer() {
@@ -21,7 +30,12 @@ function fakeFeatureServer() {
       res.end(JSON.stringify(body));
     };
     if (url.pathname !== `${SERVICE}/0/query`) return json(404, { error: { code: 404, message: "not found" } });
-    const features = [1, 2].map((n) => ({ type: "Feature", id: n, geometry: { type: "Point", coordinates: [n, n] }, properties: { OBJECTID: n } }));
+    const features = [1, 2].map((n) => ({
+      type: "Feature",
+      id: n,
+      geometry: { type: "Point", coordinates: [n, n] },
+      properties: { OBJECTID: n },
+    }));
     switch (state.mode) {
       case "throttle":
         return json(429, { error: { code: 429, message: "Too many requests" } }, { "retry-after": "12" });
@@ -42,7 +56,9 @@ function fakeFeatureServer() {
         return json(200, { type: "FeatureCollection", features, exceededTransferLimit: true });
       default:
         if (url.searchParams.get("f") === "json") {
-          return json(200, { features: [{ attributes: { OBJECTID: 1, NAME: "A" } }, { attributes: { OBJECTID: 2, NAME: "B" } }] });
+          return json(200, {
+            features: [{ attributes: { OBJECTID: 1, NAME: "A" } }, { attributes: { OBJECTID: 2, NAME: "B" } }],
+          });
         }
         return json(200, { type: "FeatureCollection", features });
     }
@@ -96,17 +112,32 @@ async function start(config: Record<string, unknown> = {}, source = "0") {
     createdAt: "2026-09-01T00:00:00Z",
   });
   f.datasets.push({
-    id: "ds_parcels", teamId: "team_ops", name: "Parcels", type: "connection", connectionId: "conn_gis", source,
-    columns: [{ name: "OBJECTID", type: "number" }, { name: "NAME", type: "string" }], rows: [], lastRefreshedAt: null, updatedAt: "2026-10-03T00:00:00Z",
+    id: "ds_parcels",
+    teamId: "team_ops",
+    name: "Parcels",
+    type: "connection",
+    connectionId: "conn_gis",
+    source,
+    columns: [
+      { name: "OBJECTID", type: "number" },
+      { name: "NAME", type: "string" },
+    ],
+    rows: [],
+    lastRefreshedAt: null,
+    updatedAt: "2026-10-03T00:00:00Z",
   });
   f.apiKeys[0].allowlist.connections.push("conn_gis");
   const storage = createMemoryStorage();
   const env = await setup({ fixture: f, storage });
   const geo = (params?: unknown, headers?: Record<string, string>) =>
-    env.call("GET", `/api/v1/connections/conn_gis/query?format=geojson${params === undefined ? "" : `&params=${encodeURIComponent(JSON.stringify(params))}`}`, {
-      token: TOKENS.sync,
-      ...(headers ? { headers } : {}),
-    });
+    env.call(
+      "GET",
+      `/api/v1/connections/conn_gis/query?format=geojson${params === undefined ? "" : `&params=${encodeURIComponent(JSON.stringify(params))}`}`,
+      {
+        token: TOKENS.sync,
+        ...(headers ? { headers } : {}),
+      },
+    );
   return { ...env, storage, geo };
 }
 
@@ -127,7 +158,12 @@ describe("arcgis connector", () => {
       success: true,
       geojson: {
         type: "FeatureCollection",
-        features: [1, 2].map((n) => ({ type: "Feature", id: n, geometry: { type: "Point", coordinates: [n, n] }, properties: { OBJECTID: n } })),
+        features: [1, 2].map((n) => ({
+          type: "Feature",
+          id: n,
+          geometry: { type: "Point", coordinates: [n, n] },
+          properties: { OBJECTID: n },
+        })),
       },
       metadata: { connectionId: "conn_gis", datasetId: "ds_parcels", sourceType: "arcgis", truncated: false },
       cached: false,
@@ -166,7 +202,11 @@ describe("arcgis connector", () => {
     const b = await geo({ where: "b" });
     upstream.state.mode = "geojson";
     const c = await geo({ where: "c" });
-    expect([a.json.metadata.truncated, b.json.metadata.truncated, c.json.metadata.truncated]).toEqual([true, true, false]);
+    expect([a.json.metadata.truncated, b.json.metadata.truncated, c.json.metadata.truncated]).toEqual([
+      true,
+      true,
+      false,
+    ]);
     expect(a.json.geojson.properties).toEqual({ exceededTransferLimit: true });
   });
 
@@ -192,7 +232,8 @@ describe("arcgis connector", () => {
     expect(body.status).toBe(502);
     expect(body.json.error).toMatchObject({
       code: "upstream_unavailable",
-      message: "the upstream of this connection could not answer: the service reported an error 400: Invalid query parameters",
+      message:
+        "the upstream of this connection could not answer: the service reported an error 400: Invalid query parameters",
     });
     upstream.state.mode = "http-500";
     const status = await geo({ where: "y" });
@@ -217,10 +258,20 @@ describe("arcgis connector", () => {
   it("answers tabular queries with a where clause built from filters, strings quoted", async () => {
     const { call } = await start();
     const filters = encodeURIComponent(JSON.stringify({ NAME: "O'Brien' OR 1=1 --", OBJECTID: 2 }));
-    const res = await call("GET", `/api/v1/connections/conn_gis/query?filters=${filters}&orderBy=NAME&orderDirection=DESC&limit=1&offset=4`, { token: TOKENS.sync });
+    const res = await call(
+      "GET",
+      `/api/v1/connections/conn_gis/query?filters=${filters}&orderBy=NAME&orderDirection=DESC&limit=1&offset=4`,
+      { token: TOKENS.sync },
+    );
     expect(res.status).toBe(200);
     expect(res.json.data).toEqual([{ OBJECTID: 1, NAME: "A" }]);
-    expect(res.json.metadata).toMatchObject({ returnedRows: 1, hasMore: true, sourceType: "arcgis", offset: 4, limit: 1 });
+    expect(res.json.metadata).toMatchObject({
+      returnedRows: 1,
+      hasMore: true,
+      sourceType: "arcgis",
+      offset: 4,
+      limit: 1,
+    });
     const sent = upstream.state.requests[0]!.searchParams;
     expect(sent.get("where")).toBe("NAME = 'O''Brien'' OR 1=1 --' AND OBJECTID = 2");
     expect(sent.get("orderByFields")).toBe("NAME DESC");

@@ -41,8 +41,12 @@ beforeAll(async () => {
     (2, 'Books', 'Paris', '["a"]', 'y'),
     (3, 'Cafe', 'Lyon', null, 'z'),
     (4, 'Deli', null, '{"k":2}', 'w')`);
-  await admin.query(`CREATE TABLE "${SCHEMA}".events (at timestamptz, day date, local timestamp, raw bytea, big bigint)`);
-  await admin.query(`INSERT INTO "${SCHEMA}".events VALUES ('2026-10-31T23:30:00-02:00', '2026-11-01', '2026-11-01 08:15:00', '\\x6869', 9007199254740993)`);
+  await admin.query(
+    `CREATE TABLE "${SCHEMA}".events (at timestamptz, day date, local timestamp, raw bytea, big bigint)`,
+  );
+  await admin.query(
+    `INSERT INTO "${SCHEMA}".events VALUES ('2026-10-31T23:30:00-02:00', '2026-11-01', '2026-11-01 08:15:00', '\\x6869', 9007199254740993)`,
+  );
   await admin.query(`CREATE TABLE "${SCHEMA}".canary (alive boolean)`);
   await admin.query(`INSERT INTO "${SCHEMA}".canary VALUES (true)`);
   await admin.query(`CREATE VIEW "${SCHEMA}".slow AS SELECT pg_sleep(2)::text AS nap`);
@@ -62,15 +66,33 @@ afterAll(async () => {
 async function start() {
   const f = testFixture() as any;
   f.connections.push({
-    id: "conn_pg", teamId: "team_ops", name: "Warehouse DB", type: "postgres", createdAt: "2026-09-01T00:00:00Z",
+    id: "conn_pg",
+    teamId: "team_ops",
+    name: "Warehouse DB",
+    type: "postgres",
+    createdAt: "2026-09-01T00:00:00Z",
     config: { url: URL, statementTimeoutMs: 300, ratePerSecond: 1000, burst: 1000 },
   });
   const ds = (id: string, source: string, columns: unknown[] = []) => ({
-    id, teamId: "team_ops", name: id, type: "connection", connectionId: "conn_pg", source, columns, rows: [],
-    lastRefreshedAt: null, updatedAt: "2026-10-03T00:00:00Z",
+    id,
+    teamId: "team_ops",
+    name: id,
+    type: "connection",
+    connectionId: "conn_pg",
+    source,
+    columns,
+    rows: [],
+    lastRefreshedAt: null,
+    updatedAt: "2026-10-03T00:00:00Z",
   });
   // ds_places declares no columns, so the connector's own checks are what stands between a request and the SQL.
-  f.datasets.push(ds("ds_places", `${SCHEMA}.places`), ds("ds_slow", `${SCHEMA}.slow`), ds("ds_absent", `${SCHEMA}.absent`), ds("ds_sneaky", `${SCHEMA}.sneaky`), ds("ds_events", `${SCHEMA}.events`));
+  f.datasets.push(
+    ds("ds_places", `${SCHEMA}.places`),
+    ds("ds_slow", `${SCHEMA}.slow`),
+    ds("ds_absent", `${SCHEMA}.absent`),
+    ds("ds_sneaky", `${SCHEMA}.sneaky`),
+    ds("ds_events", `${SCHEMA}.events`),
+  );
   f.apiKeys[0].allowlist.connections.push("conn_pg");
   const storage = createMemoryStorage();
   const env = await setup({ fixture: f, storage, connectors: { postgres: connector } });
@@ -96,7 +118,12 @@ describe.skipIf(!hasPg)("postgres connector", () => {
       { id: 3, name: "Cafe", city: "Lyon", tags: null, 'odd"col': "z" },
       { id: 1, name: "Bakery", city: "Lyon", tags: { k: 1 }, 'odd"col': "x" },
     ]);
-    expect(lyon.json.metadata).toMatchObject({ sourceType: "postgres", returnedRows: 2, hasMore: false, columns: ["id", "name", "city", "tags", 'odd"col'] });
+    expect(lyon.json.metadata).toMatchObject({
+      sourceType: "postgres",
+      returnedRows: 2,
+      hasMore: false,
+      columns: ["id", "name", "city", "tags", 'odd"col'],
+    });
 
     const page = await q("ds_places", { orderBy: "city", limit: "2", offset: "1" });
     expect(page.json.data.map((r: any) => r.id)).toEqual([3, 2]);
@@ -142,9 +169,20 @@ describe.skipIf(!hasPg)("postgres connector", () => {
 
   it("checks identifiers against the table's columns even when called directly", async () => {
     const connection = { id: "c", teamId: "t", name: "c", type: "postgres", config: { url: URL }, createdAt: "" };
-    const base = { source: `${SCHEMA}.places`, limit: 10, offset: 0, filters: null, orderBy: null, orderDirection: "ASC" as const, format: "rows" as const, params: null };
+    const base = {
+      source: `${SCHEMA}.places`,
+      limit: 10,
+      offset: 0,
+      filters: null,
+      orderBy: null,
+      orderDirection: "ASC" as const,
+      format: "rows" as const,
+      params: null,
+    };
     await expect(connector.query(connection, { ...base, orderBy: "nope" })).rejects.toBeInstanceOf(InvalidQueryError);
-    await expect(connector.query(connection, { ...base, source: `${SCHEMA}.places; DROP TABLE x` })).rejects.toMatchObject({
+    await expect(
+      connector.query(connection, { ...base, source: `${SCHEMA}.places; DROP TABLE x` }),
+    ).rejects.toMatchObject({
       name: "UpstreamUnavailableError",
       message: `source ${SCHEMA}.places; DROP TABLE x does not exist`,
     });
@@ -165,16 +203,41 @@ describe.skipIf(!hasPg)("postgres connector", () => {
     expect(absent.json.error.message).toMatch(/does not exist/);
     const probe = await connector.query(
       { id: "c", teamId: "t", name: "c", type: "postgres", config: { url: URL }, createdAt: "" },
-      { source: "information_schema.tables", limit: 1, offset: 0, filters: { table_name: "canary" }, orderBy: null, orderDirection: "ASC", format: "rows", params: null },
+      {
+        source: "information_schema.tables",
+        limit: 1,
+        offset: 0,
+        filters: { table_name: "canary" },
+        orderBy: null,
+        orderDirection: "ASC",
+        format: "rows",
+        params: null,
+      },
     );
     expect(probe.kind === "rows" && probe.rows.length).toBe(1);
   });
 
   it("reports an unreachable database as upstream_unavailable without leaking the url", async () => {
     const lonely = postgresConnector();
-    const connection = { id: "c2", teamId: "t", name: "c", type: "postgres", config: { url: "postgres://secretuser:secretpw@127.0.0.1:1/none" }, createdAt: "" };
+    const connection = {
+      id: "c2",
+      teamId: "t",
+      name: "c",
+      type: "postgres",
+      config: { url: "postgres://secretuser:secretpw@127.0.0.1:1/none" },
+      createdAt: "",
+    };
     const error = await lonely
-      .query(connection, { source: "x", limit: 1, offset: 0, filters: null, orderBy: null, orderDirection: "ASC", format: "rows", params: null })
+      .query(connection, {
+        source: "x",
+        limit: 1,
+        offset: 0,
+        filters: null,
+        orderBy: null,
+        orderDirection: "ASC",
+        format: "rows",
+        params: null,
+      })
       .catch((e: Error) => e);
     expect(error).toMatchObject({ name: "UpstreamUnavailableError", message: "cannot reach the database" });
     await lonely.close?.();
@@ -184,7 +247,13 @@ describe.skipIf(!hasPg)("postgres connector", () => {
     const { q, api, storage } = await start();
     const res = await q("ds_events", { filters: { day: "2026-11-01" } });
     expect(res.json.data).toEqual([
-      { at: "2026-11-01T01:30:00.000Z", day: "2026-11-01", local: "2026-11-01T08:15:00", raw: "aGk=", big: "9007199254740993" },
+      {
+        at: "2026-11-01T01:30:00.000Z",
+        day: "2026-11-01",
+        local: "2026-11-01T08:15:00",
+        raw: "aGk=",
+        big: "9007199254740993",
+      },
     ]);
     await createAdmin(api).refreshDataset("ds_events");
     expect(storage.state.datasets.get("ds_events")!.columns).toEqual([

@@ -53,23 +53,36 @@ describe("HEAD", () => {
   it("answers like GET with the length of GET's body and no body, on every GET route", async () => {
     const { api } = await setup();
     const send = (method: string, path: string) =>
-      api.fetch(new Request(`http://dataport.test${path}`, { method, headers: { authorization: `Bearer ${TOKENS.sync}` } }));
+      api.fetch(
+        new Request(`http://dataport.test${path}`, { method, headers: { authorization: `Bearer ${TOKENS.sync}` } }),
+      );
     for (const path of ["/api/v1/me", "/api/v1/datasets", "/api/v1/datasets/ds_orders/rows?maxRows=2", "/api/health"]) {
       const get = await send("GET", path);
       const getBody = await get.text();
       const head = await send("HEAD", path);
-      expect([path, head.status, head.headers.get("content-type")]).toEqual([path, get.status, get.headers.get("content-type")]);
+      expect([path, head.status, head.headers.get("content-type")]).toEqual([
+        path,
+        get.status,
+        get.headers.get("content-type"),
+      ]);
       expect(await head.text()).toBe("");
-      if (head.headers.get("content-length") !== null) expect(Number(head.headers.get("content-length"))).toBe(Buffer.byteLength(getBody));
+      if (head.headers.get("content-length") !== null)
+        expect(Number(head.headers.get("content-length"))).toBe(Buffer.byteLength(getBody));
     }
     const me = await send("HEAD", "/api/v1/me");
-    expect(me.headers.get("content-length")).toBe(String(Buffer.byteLength(await (await send("GET", "/api/v1/me")).text())));
+    expect(me.headers.get("content-length")).toBe(
+      String(Buffer.byteLength(await (await send("GET", "/api/v1/me")).text())),
+    );
   });
 
   it("is refused where GET is: 401 without a token, 405 on a POST-only path", async () => {
     const { api } = await setup();
     const anonymous = await api.fetch(new Request("http://dataport.test/api/v1/me", { method: "HEAD" }));
-    expect([anonymous.status, anonymous.headers.get("www-authenticate"), await anonymous.text()]).toEqual([401, "Bearer", ""]);
+    expect([anonymous.status, anonymous.headers.get("www-authenticate"), await anonymous.text()]).toEqual([
+      401,
+      "Bearer",
+      "",
+    ]);
     const webhook = await api.fetch(new Request("http://dataport.test/api/webhooks/wh_shop", { method: "HEAD" }));
     expect([webhook.status, webhook.headers.get("allow")]).toEqual([405, "POST, OPTIONS"]);
   });
@@ -158,7 +171,8 @@ describe("GET /me with records that change", () => {
     const storage = createMemoryStorage();
     const syncHash = sha256Hex(TOKENS.sync);
     const credentials = Object.assign(Object.create(storage.credentials), {
-      findApiKeyWithTeam: (hash: string) => (hash === syncHash ? current() : storage.credentials.findApiKeyWithTeam!(hash)),
+      findApiKeyWithTeam: (hash: string) =>
+        hash === syncHash ? current() : storage.credentials.findApiKeyWithTeam!(hash),
     });
     const wrapped: Storage = { ...storage, credentials };
     const api = await setup({ storage: wrapped });
@@ -175,11 +189,17 @@ describe("GET /me with records that change", () => {
     record = { key: Object.freeze({ ...real.key, name: "Renamed sync" }), team: real.team };
     expect((await call("GET", "/api/v1/me", { token: TOKENS.sync })).json.name).toBe("Renamed sync");
     record = { key: record.key, team: Object.freeze({ ...real.team, name: "Ops (renamed)" }) };
-    expect((await call("GET", "/api/v1/me", { token: TOKENS.sync })).json.teams).toEqual([{ id: "team_ops", name: "Ops (renamed)" }]);
+    expect((await call("GET", "/api/v1/me", { token: TOKENS.sync })).json.teams).toEqual([
+      { id: "team_ops", name: "Ops (renamed)" },
+    ]);
   });
 
   it("authenticates through a store that answers with a plain value, a promise or any thenable", async () => {
-    for (const answer of [(v: unknown) => v, (v: unknown) => Promise.resolve(v), (v: unknown) => ({ then: (resolve: (x: unknown) => void) => resolve(v) })]) {
+    for (const answer of [
+      (v: unknown) => v,
+      (v: unknown) => Promise.resolve(v),
+      (v: unknown) => ({ then: (resolve: (x: unknown) => void) => resolve(v) }),
+    ]) {
       let real: { key: any; team: any } | null = null;
       const { call, real: found } = await withKeyRecords(() => answer(real) as any);
       real = found;
@@ -195,7 +215,12 @@ describe("GET /me with records that change", () => {
     const { call, real } = await withKeyRecords(() => record!);
     const key = structuredClone(real.key);
     record = { key, team: real.team };
-    expect((await call("GET", "/api/v1/me", { token: TOKENS.sync })).json.scopes).toEqual(["data:read", "tables:write", "dashboards:read", "audit:read"]);
+    expect((await call("GET", "/api/v1/me", { token: TOKENS.sync })).json.scopes).toEqual([
+      "data:read",
+      "tables:write",
+      "dashboards:read",
+      "audit:read",
+    ]);
     key.scopes.pop();
     key.allowlist.tables.push("tbl_new");
     const after = (await call("GET", "/api/v1/me", { token: TOKENS.sync })).json;
@@ -224,7 +249,11 @@ describe("api.dispatch (what the Node adapter calls)", () => {
 
   // A webhook body over the limit waits for its endpoint now (the delivery log records the 413: webhook-inbox.md).
   it("answers without a promise when nothing had to wait: a preflight, an unknown route, a wrong method, a missing admin token", async () => {
-    const { api } = await setup({ fixture: webhookFixture(), maxBodyBytes: 16, adminToken: "admin-token-0123456789-abcdef" });
+    const { api } = await setup({
+      fixture: webhookFixture(),
+      maxBodyBytes: 16,
+      adminToken: "admin-token-0123456789-abcdef",
+    });
     const cases: Array<[ApiRequest, number, string | null]> = [
       [ready("OPTIONS", "/api/webhooks/hook-open", {}), 204, null],
       [ready("GET", "/api/v1/nope", {}), 404, "not_found"],
@@ -256,10 +285,18 @@ describe("api.dispatch (what the Node adapter calls)", () => {
     expect(reply.body).toBe(`{"ok":true,"id":"${id}","duplicate":false}`);
     expect(reply.headers["x-request-id"]).toMatch(/-/);
     expect(reply.headers["access-control-allow-origin"]).toBe("*");
-    const page = await storage.rows.readDatasetRows("ds_conn_hook_open", { offset: 0, limit: null, columns: null, filters: null });
+    const page = await storage.rows.readDatasetRows("ds_conn_hook_open", {
+      offset: 0,
+      limit: null,
+      columns: null,
+      filters: null,
+    });
     const rows = [];
     for await (const row of page.rows) rows.push(row);
-    expect(rows.map((r) => [r.event, r.n])).toEqual([["ping", 0], ["ping", 1]]);
+    expect(rows.map((r) => [r.event, r.n])).toEqual([
+      ["ping", 0],
+      ["ping", 1],
+    ]);
     expect(rows[1]!._id).toBe(id);
 
     const me = await api.dispatch(ready("GET", "/api/v1/me", { authorization: `Bearer ${TOKENS.sync}` }));
@@ -292,7 +329,11 @@ describe("api.dispatch (what the Node adapter calls)", () => {
     fail = true;
     const failed = await api.dispatch(request());
     expect(failed.status).toBe(500);
-    expect(JSON.parse(failed.body as string).error).toEqual({ code: "internal", message: "internal error", requestId: failed.headers["x-request-id"] });
+    expect(JSON.parse(failed.body as string).error).toEqual({
+      code: "internal",
+      message: "internal error",
+      requestId: failed.headers["x-request-id"],
+    });
     // handle() is the same chain behind a promise.
     fail = false;
     const handled = await api.handle(request());
@@ -321,8 +362,18 @@ describe("GET /datasets", () => {
       lastRefreshedAt: null,
       updatedAt: "2026-10-02T10:00:00Z",
     });
-    expect(res.json.datasets[2]).toMatchObject({ id: "ds_stores", type: "connection", connectionId: "conn_retail", connectionType: "memory" });
-    expect(res.json.datasets[1]).toMatchObject({ id: "tbl_targets", type: "input_table", connectionId: null, rowCount: 1 });
+    expect(res.json.datasets[2]).toMatchObject({
+      id: "ds_stores",
+      type: "connection",
+      connectionId: "conn_retail",
+      connectionType: "memory",
+    });
+    expect(res.json.datasets[1]).toMatchObject({
+      id: "tbl_targets",
+      type: "input_table",
+      connectionId: null,
+      rowCount: 1,
+    });
   });
 
   it("needs teamId from a session token and a membership", async () => {
@@ -336,7 +387,12 @@ describe("GET /datasets", () => {
     expect(free.status).toBe(403);
     expect(free.json.error.code).toBe("plan_required");
     const mine = await call("GET", "/api/v1/datasets?teamId=team_ops", { token: TOKENS.sessionAda });
-    expect(mine.json.datasets.map((d: { id: string }) => d.id)).toEqual(["ds_orders", "ds_secret", "tbl_targets", "ds_stores"]);
+    expect(mine.json.datasets.map((d: { id: string }) => d.id)).toEqual([
+      "ds_orders",
+      "ds_secret",
+      "tbl_targets",
+      "ds_stores",
+    ]);
   });
 
   it("404s a key sending another team's id", async () => {
@@ -413,9 +469,13 @@ describe("GET /datasets/{id}/rows", () => {
   it("selects columns and filters by JSON equality; totalRows counts matches", async () => {
     const { call } = await setup();
     const filters = encodeURIComponent(JSON.stringify({ region: "EMEA" }));
-    const res = await call("GET", `/api/v1/datasets/ds_orders/rows?columns=amount,order_id&filters=${filters}&maxRows=2`, {
-      token: TOKENS.sync,
-    });
+    const res = await call(
+      "GET",
+      `/api/v1/datasets/ds_orders/rows?columns=amount,order_id&filters=${filters}&maxRows=2`,
+      {
+        token: TOKENS.sync,
+      },
+    );
     expect(res.json.data).toEqual([
       { amount: 12.5, order_id: "A-1" },
       { amount: 7.25, order_id: "A-3" },
@@ -447,7 +507,12 @@ describe("GET /datasets/{id}/rows", () => {
     ];
     for (const [query, parameter] of cases) {
       const res = await call("GET", `/api/v1/datasets/ds_orders/rows?${query}`, { token: TOKENS.sync });
-      expect({ query, status: res.status, code: res.json.error.code, parameter: res.json.error.details.parameter }).toEqual({
+      expect({
+        query,
+        status: res.status,
+        code: res.json.error.code,
+        parameter: res.json.error.details.parameter,
+      }).toEqual({
         query,
         status: 400,
         code: "invalid_parameter",

@@ -30,7 +30,12 @@ function expectedByViewer(dashboardId: string, days: number) {
     const counts = new Map<string | null, number>();
     for (const v of viewsOn(dashboardId, day)) counts.set(v.userId, (counts.get(v.userId) ?? 0) + 1);
     return [...counts]
-      .map(([viewerId, views]) => ({ day, viewerId, viewer: viewerId === null ? "Anonymous" : email.get(viewerId)!, views }))
+      .map(([viewerId, views]) => ({
+        day,
+        viewerId,
+        viewer: viewerId === null ? "Anonymous" : email.get(viewerId)!,
+        views,
+      }))
       .sort((a, b) => (a.viewer < b.viewer ? -1 : a.viewer > b.viewer ? 1 : 0));
   });
 }
@@ -73,7 +78,10 @@ describe("GET /dashboards", () => {
   it("builds publishedUrl on the app URL when no view URL is set", async () => {
     const { call } = await setup({ fixture, appUrl: "https://bi.example.com" });
     const res = await call("GET", "/api/v1/dashboards", { token: TOKENS.sync });
-    expect(res.json.dashboards.map((d: { publishedUrl: string | null }) => d.publishedUrl)).toEqual([null, "https://bi.example.com/d/dash_sales"]);
+    expect(res.json.dashboards.map((d: { publishedUrl: string | null }) => d.publishedUrl)).toEqual([
+      null,
+      "https://bi.example.com/d/dash_sales",
+    ]);
   });
 
   it("takes teamId for a session: required, membership-checked, Free plan refused", async () => {
@@ -126,11 +134,15 @@ describe("GET /dashboards/{id}/views", () => {
   it("sums daily uniques: a visitor returning on three days counts three times", async () => {
     const { call } = await setup({ fixture });
     const res = await call("GET", "/api/v1/dashboards/dash_sales/views?days=3", { token: TOKENS.sync });
-    const returning = fixture.dashboardViews.filter((v) => v.visitorId === "vis_a" && windowDays(3).includes(utcDay(v.at)));
+    const returning = fixture.dashboardViews.filter(
+      (v) => v.visitorId === "vis_a" && windowDays(3).includes(utcDay(v.at)),
+    );
     expect(new Set(returning.map((v) => utcDay(v.at))).size).toBe(3);
     const series = expectedByDay("dash_sales", 3);
     const distinctOverWindow = new Set(
-      fixture.dashboardViews.filter((v) => v.dashboardId === "dash_sales" && !v.editor && windowDays(3).includes(utcDay(v.at))).map((v) => v.visitorId),
+      fixture.dashboardViews
+        .filter((v) => v.dashboardId === "dash_sales" && !v.editor && windowDays(3).includes(utcDay(v.at)))
+        .map((v) => v.visitorId),
     ).size;
     expect(res.json.series).toEqual(series);
     expect(res.json.totals.uniqueVisitorsByDay).toBe(series.reduce((n, d) => n + d.uniqueVisitors, 0));
@@ -148,7 +160,9 @@ describe("GET /dashboards/{id}/views", () => {
     expect(thirtyOne.json.series[0]).toEqual({ day: "2026-10-02", views: 1, uniqueVisitors: 1 });
     const year = await call("GET", "/api/v1/dashboards/dash_sales/views?days=365", { token: TOKENS.sync });
     expect(year.json.series).toHaveLength(365);
-    expect(year.json.totals.views).toBe(fixture.dashboardViews.filter((v) => v.dashboardId === "dash_sales" && !v.editor).length);
+    expect(year.json.totals.views).toBe(
+      fixture.dashboardViews.filter((v) => v.dashboardId === "dash_sales" && !v.editor).length,
+    );
   });
 
   it("by viewer: signed-in users by address, public-link viewers one Anonymous row per day", async () => {

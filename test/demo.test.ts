@@ -21,13 +21,16 @@ async function demoAt(now: string) {
   await storage.seed(parseFixture(JSON.parse(readFileSync(DEMO, "utf8")), { clock }));
   const api = createDataApi({ storage, clock });
   return async (path: string) => {
-    const response = await api.fetch(new Request(`http://demo.test/api/v1${path}`, { headers: { authorization: `Bearer ${KEY}` } }));
+    const response = await api.fetch(
+      new Request(`http://demo.test/api/v1${path}`, { headers: { authorization: `Bearer ${KEY}` } }),
+    );
     expect(response.status, path).toBe(200);
     return (await response.json()) as any;
   };
 }
 
-const day = (iso: string, daysBack: number) => new Date(Date.parse(iso) - daysBack * 86_400_000).toISOString().slice(0, 10);
+const day = (iso: string, daysBack: number) =>
+  new Date(Date.parse(iso) - daysBack * 86_400_000).toISOString().slice(0, 10);
 
 describe("the demo space on any date", () => {
   for (const now of ["2026-03-15T00:30:00.000Z", "2027-03-16T23:30:00.000Z"]) {

@@ -20,11 +20,23 @@ const CHROMIUM = "/usr/bin/chromium";
 const IN_CI = process.env.CI === "true";
 const HAVE_CHROMIUM = existsSync(CHROMIUM);
 if (!HAVE_CHROMIUM && !IN_CI) {
-  console.warn(`\n[test/docs-page] SKIPPING the browser test: ${CHROMIUM} is missing (apt-get install -y chromium). CI=true makes this a failure.\n`);
+  console.warn(
+    `\n[test/docs-page] SKIPPING the browser test: ${CHROMIUM} is missing (apt-get install -y chromium). CI=true makes this a failure.\n`,
+  );
 }
 
-const ASSET_NAMES = ["swagger-ui-bundle.js", "swagger-ui.css", "dataport-docs.js", "dataport-docs.css", "favicon-32x32.png"];
-const bundleVersion = (JSON.parse(readFileSync(join(import.meta.dirname, "..", "node_modules", "swagger-ui-dist", "package.json"), "utf8")) as { version: string }).version;
+const ASSET_NAMES = [
+  "swagger-ui-bundle.js",
+  "swagger-ui.css",
+  "dataport-docs.js",
+  "dataport-docs.css",
+  "favicon-32x32.png",
+];
+const bundleVersion = (
+  JSON.parse(
+    readFileSync(join(import.meta.dirname, "..", "node_modules", "swagger-ui-dist", "package.json"), "utf8"),
+  ) as { version: string }
+).version;
 
 describe("GET /api/v1/docs over HTTP", () => {
   it("serves the page without a token: strict type, no-cache, a policy allowing this origin only, assets as ?asset= of its own URL", async () => {
@@ -36,10 +48,17 @@ describe("GET /api/v1/docs over HTTP", () => {
     expect(res.headers.get("x-content-type-options")).toBe("nosniff");
     const csp = res.headers.get("content-security-policy")!;
     expect(csp).toBe(REFERENCE_CSP);
-    // Every fetch directive names this origin and nothing else: no host, no inline code, no eval (images: data: too, the style sheet's SVG icons).
-    const directives = Object.fromEntries(csp.split(";").map((d) => d.trim().split(/\s+/)).map(([name, ...values]) => [name, values]));
+    // Every fetch directive names this origin and nothing else: no host, no inline code, no eval (images: data: too,
+    // the style sheet's SVG icons).
+    const directives = Object.fromEntries(
+      csp
+        .split(";")
+        .map((d) => d.trim().split(/\s+/))
+        .map(([name, ...values]) => [name, values]),
+    );
     expect(directives["default-src"]).toEqual(["'none'"]);
-    for (const name of ["script-src", "style-src", "font-src", "connect-src"]) expect(directives[name], name).toEqual(["'self'"]);
+    for (const name of ["script-src", "style-src", "font-src", "connect-src"])
+      expect(directives[name], name).toEqual(["'self'"]);
     expect(directives["img-src"]).toEqual(["'self'", "data:"]);
     expect(directives["base-uri"]).toEqual(["'none'"]);
     // No inline script or style in the page: all of it is in the assets.
@@ -47,7 +66,9 @@ describe("GET /api/v1/docs over HTTP", () => {
     const sources = [...res.text.matchAll(/\s(?:src|href)="([^"]+)"/g)].map(([, url]) => url);
     // Query-only references resolve against the page's own path, whatever mount path a host put it under.
     expect(sources.sort()).toEqual(
-      ["dataport-docs.css", "dataport-docs.js", "favicon-32x32.png", "swagger-ui-bundle.js", "swagger-ui.css"].map((name) => `?asset=${name}&amp;v=${bundleVersion}`),
+      ["dataport-docs.css", "dataport-docs.js", "favicon-32x32.png", "swagger-ui-bundle.js", "swagger-ui.css"].map(
+        (name) => `?asset=${name}&amp;v=${bundleVersion}`,
+      ),
     );
     expect(res.text).toContain('data-openapi-url="openapi.json"');
   });
@@ -61,7 +82,10 @@ describe("GET /api/v1/docs over HTTP", () => {
         expect(viaQuery.status, name).toBe(200);
         expect(viaQuery.headers.get("content-type"), name).toBe(viaPath.headers.get("content-type"));
         expect(viaQuery.headers.get("cache-control"), name).toBe("public, max-age=86400");
-        expect(Buffer.from(await viaQuery.arrayBuffer()).equals(Buffer.from(await viaPath.clone().arrayBuffer())), `${page} ${name}`).toBe(true);
+        expect(
+          Buffer.from(await viaQuery.arrayBuffer()).equals(Buffer.from(await viaPath.clone().arrayBuffer())),
+          `${page} ${name}`,
+        ).toBe(true);
       }
     }
     for (const name of ["package.json", "__proto__", "../package.json", ""]) {
@@ -89,15 +113,27 @@ describe("GET /api/v1/docs over HTTP", () => {
       expect(res.headers.get("x-content-type-options"), name).toBe("nosniff");
     }
     const bundle = await api.fetch(new Request("http://dataport.test/api/v1/docs/assets/swagger-ui-bundle.js"));
-    const onDisk = readFileSync(join(import.meta.dirname, "..", "node_modules", "swagger-ui-dist", "swagger-ui-bundle.js"));
+    const onDisk = readFileSync(
+      join(import.meta.dirname, "..", "node_modules", "swagger-ui-dist", "swagger-ui-bundle.js"),
+    );
     expect(Buffer.from(await bundle.arrayBuffer()).equals(onDisk)).toBe(true);
-    const png = Buffer.from(await (await api.fetch(new Request("http://dataport.test/api/v1/docs/assets/favicon-32x32.png"))).arrayBuffer());
+    const png = Buffer.from(
+      await (await api.fetch(new Request("http://dataport.test/api/v1/docs/assets/favicon-32x32.png"))).arrayBuffer(),
+    );
     expect(png.subarray(1, 4).toString("latin1")).toBe("PNG");
   });
 
   it("answers any other asset name 404 in the envelope, without reaching the file system", async () => {
     const { call } = await setup();
-    for (const name of ["package.json", "index.html", "swagger-ui-bundle.js.map", "..%2Fpackage.json", "__proto__", "constructor", "toString"]) {
+    for (const name of [
+      "package.json",
+      "index.html",
+      "swagger-ui-bundle.js.map",
+      "..%2Fpackage.json",
+      "__proto__",
+      "constructor",
+      "toString",
+    ]) {
       const res = await call("GET", `/api/v1/docs/assets/${name}`);
       expect(res.status, name).toBe(404);
       expect(res.json.error.code, name).toBe("not_found");
@@ -169,15 +205,21 @@ describe.skipIf(!HAVE_CHROMIUM && !IN_CI)("the API reference page in headless Ch
     const problems: string[] = [];
     page.on("request", (request) => requests.push(request.url()));
     page.on("console", (message) => {
-      if (message.type() === "error" || message.type() === "warning") problems.push(`console.${message.type()}: ${message.text()}`);
+      if (message.type() === "error" || message.type() === "warning")
+        problems.push(`console.${message.type()}: ${message.text()}`);
     });
     page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
-    page.on("requestfailed", (request) => problems.push(`request failed: ${request.url()} ${request.failure()?.errorText}`));
+    page.on("requestfailed", (request) =>
+      problems.push(`request failed: ${request.url()} ${request.failure()?.errorText}`),
+    );
 
     const response = await page.goto(`${origin}/api/v1/docs`);
     expect(response!.status()).toBe(200);
     // Swagger UI lists every operation (collapsed) once the document is loaded: one block per operation.
-    await page.locator(".opblock").nth(operations.length - 1).waitFor({ timeout: 15_000 });
+    await page
+      .locator(".opblock")
+      .nth(operations.length - 1)
+      .waitFor({ timeout: 15_000 });
     expect(await page.locator(".opblock").count()).toBe(operations.length);
 
     const renderedIds = await page.locator(".opblock-summary-operation-id").allTextContents();
@@ -191,48 +233,65 @@ describe.skipIf(!HAVE_CHROMIUM && !IN_CI)("the API reference page in headless Ch
     await block.locator(".opblock-summary-control").click();
     await block.getByRole("button", { name: "Try it out" }).click();
     await block.getByRole("button", { name: "Execute" }).click();
-    await expect(block.locator(".live-responses-table tbody .response-col_status").first().textContent()).resolves.toContain("200");
+    await expect(
+      block.locator(".live-responses-table tbody .response-col_status").first().textContent(),
+    ).resolves.toContain("200");
 
     const elsewhere = requests.filter((url) => new URL(url).origin !== origin);
     expect(elsewhere).toEqual([]);
     // The page, the document (twice: on load and by "Try it out") and the five assets, as ?asset= of the page.
-    expect(new Set(requests.map((url) => new URL(url).pathname))).toEqual(new Set(["/api/v1/docs", "/api/v1/openapi.json"]));
-    expect(new Set(requests.map((url) => new URL(url).searchParams.get("asset")).filter((name) => name !== null))).toEqual(new Set(ASSET_NAMES));
+    expect(new Set(requests.map((url) => new URL(url).pathname))).toEqual(
+      new Set(["/api/v1/docs", "/api/v1/openapi.json"]),
+    );
+    expect(
+      new Set(requests.map((url) => new URL(url).searchParams.get("asset")).filter((name) => name !== null)),
+    ).toEqual(new Set(ASSET_NAMES));
     expect(problems).toEqual([]);
     await page.close();
   }, 30_000);
 
-  it.each(["/bi/api/v1/docs", "/bi/api/v1/docs/"])("renders every operation at %s, mounted by Express under /bi, loading everything below the mount", async (path) => {
-    const { default: express } = await import("express");
-    const app = express();
-    const { api } = await setup();
-    app.use("/bi", toNodeHandler(api));
-    app.use((req, res) => void res.status(418).send(`host: ${req.originalUrl}`));
-    const host = http.createServer(app).listen(0, "127.0.0.1");
-    await once(host, "listening");
-    const hostOrigin = `http://127.0.0.1:${(host.address() as AddressInfo).port}`;
-    const page = await context.newPage();
-    try {
-      const requests: Array<{ url: string; status: number }> = [];
-      const problems: string[] = [];
-      page.on("response", (response) => requests.push({ url: response.url(), status: response.status() }));
-      page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
-      page.on("console", (message) => {
-        if (message.type() === "error") problems.push(`console.error: ${message.text()}`);
-      });
-      expect((await page.goto(hostOrigin + path))!.status()).toBe(200);
-      const document = (await (await fetch(`${hostOrigin}/bi/api/v1/openapi.json`)).json()) as OpenApiDocument;
-      const operations = Object.values(document.paths).flatMap((item) => Object.values(item)).length;
-      await page.locator(".opblock").nth(operations - 1).waitFor({ timeout: 15_000 });
-      expect(await page.locator(".opblock").count()).toBe(operations);
-      // Every request went below the mount and was answered by Dataport, none fell through to the host (418).
-      expect(requests.filter((r) => r.status !== 200)).toEqual([]);
-      expect(new Set(requests.map((r) => new URL(r.url).pathname))).toEqual(new Set([path, "/bi/api/v1/openapi.json"]));
-      expect(new Set(requests.map((r) => new URL(r.url).searchParams.get("asset")).filter((name) => name !== null))).toEqual(new Set(ASSET_NAMES));
-      expect(problems).toEqual([]);
-    } finally {
-      await page.close();
-      await new Promise((resolve) => host.close(resolve));
-    }
-  }, 60_000);
+  it.each(["/bi/api/v1/docs", "/bi/api/v1/docs/"])(
+    "renders every operation at %s, mounted by Express under /bi, loading everything below the mount",
+    async (path) => {
+      const { default: express } = await import("express");
+      const app = express();
+      const { api } = await setup();
+      app.use("/bi", toNodeHandler(api));
+      app.use((req, res) => void res.status(418).send(`host: ${req.originalUrl}`));
+      const host = http.createServer(app).listen(0, "127.0.0.1");
+      await once(host, "listening");
+      const hostOrigin = `http://127.0.0.1:${(host.address() as AddressInfo).port}`;
+      const page = await context.newPage();
+      try {
+        const requests: Array<{ url: string; status: number }> = [];
+        const problems: string[] = [];
+        page.on("response", (response) => requests.push({ url: response.url(), status: response.status() }));
+        page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+        page.on("console", (message) => {
+          if (message.type() === "error") problems.push(`console.error: ${message.text()}`);
+        });
+        expect((await page.goto(hostOrigin + path))!.status()).toBe(200);
+        const document = (await (await fetch(`${hostOrigin}/bi/api/v1/openapi.json`)).json()) as OpenApiDocument;
+        const operations = Object.values(document.paths).flatMap((item) => Object.values(item)).length;
+        await page
+          .locator(".opblock")
+          .nth(operations - 1)
+          .waitFor({ timeout: 15_000 });
+        expect(await page.locator(".opblock").count()).toBe(operations);
+        // Every request went below the mount and was answered by Dataport, none fell through to the host (418).
+        expect(requests.filter((r) => r.status !== 200)).toEqual([]);
+        expect(new Set(requests.map((r) => new URL(r.url).pathname))).toEqual(
+          new Set([path, "/bi/api/v1/openapi.json"]),
+        );
+        expect(
+          new Set(requests.map((r) => new URL(r.url).searchParams.get("asset")).filter((name) => name !== null)),
+        ).toEqual(new Set(ASSET_NAMES));
+        expect(problems).toEqual([]);
+      } finally {
+        await page.close();
+        await new Promise((resolve) => host.close(resolve));
+      }
+    },
+    60_000,
+  );
 });

@@ -17,7 +17,13 @@ const out = join(root, "test", ".docs-check");
 
 /** README.md and every page of docs/, as paths from the root. */
 function pages(): string[] {
-  return ["README.md", ...readdirSync(join(root, "docs")).filter((f) => f.endsWith(".md")).sort().map((f) => `docs/${f}`)];
+  return [
+    "README.md",
+    ...readdirSync(join(root, "docs"))
+      .filter((f) => f.endsWith(".md"))
+      .sort()
+      .map((f) => `docs/${f}`),
+  ];
 }
 
 function examples(): Array<{ name: string; code: string }> {
@@ -28,7 +34,10 @@ function examples(): Array<{ name: string; code: string }> {
     // Fences may be indented (inside a list item): the code is dedented by the fence's indent.
     for (const match of text.matchAll(/^( *)```ts\n([\s\S]*?)^ *```$/gm)) {
       const indent = match[1]!.length;
-      const code = match[2]!.split("\n").map((line) => line.slice(Math.min(indent, line.length - line.trimStart().length))).join("\n");
+      const code = match[2]!
+        .split("\n")
+        .map((line) => line.slice(Math.min(indent, line.length - line.trimStart().length)))
+        .join("\n");
       found.push({ name: `${page.replace(/^docs\//, "").replace(/\.md$/, "")}-${++n}`, code });
     }
   }

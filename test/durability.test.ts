@@ -21,7 +21,6 @@ import { startServerProcess, stopProcess } from "./support/server-process.js";
  */
 const DRIVER = (process.env.DATAPORT_SQLITE_DRIVER as SqliteDriverName | undefined) ?? chooseDriver();
 
-
 const TOKEN = "dp_demo_full_access_0000000000001";
 const ENDPOINT = "wh_demo_shop_events";
 const DATASET = "ds_shop_events";
@@ -61,7 +60,17 @@ const exampleServer: Target = {
   datasetId: DATASET,
   command: (db, port) => {
     const fixture = fixtureFile();
-    return [join(root, "examples/server/main.ts"), "--db", db, "--fixture", fixture, "--port", String(port), "--webhook-rate", "1000000"];
+    return [
+      join(root, "examples/server/main.ts"),
+      "--db",
+      db,
+      "--fixture",
+      fixture,
+      "--port",
+      String(port),
+      "--webhook-rate",
+      "1000000",
+    ];
   },
   post: (url, seq) =>
     fetch(`${url}/api/webhooks/${ENDPOINT}`, {
@@ -70,7 +79,9 @@ const exampleServer: Target = {
       body: JSON.stringify({ durability_seq: seq, note: `payload ${seq}` }),
     }),
   storedSeqs: async (url) => {
-    const res = await fetch(`${url}/api/v1/datasets/${DATASET}/rows?columns=durability_seq`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    const res = await fetch(`${url}/api/v1/datasets/${DATASET}/rows?columns=durability_seq`, {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
     expect(res.status).toBe(200);
     return seqsOf((await res.json()) as { data: Record<string, unknown>[] });
   },
@@ -80,7 +91,8 @@ const exampleServer: Target = {
 const bareStore: Target = {
   datasetId: "ds_conn_hook",
   command: (db, port) => [join(root, "test/support/sqlite-ingest-server.ts"), db, String(port)],
-  post: (url, seq) => fetch(url, { method: "POST", body: JSON.stringify({ durability_seq: seq, note: `payload ${seq}` }) }),
+  post: (url, seq) =>
+    fetch(url, { method: "POST", body: JSON.stringify({ durability_seq: seq, note: `payload ${seq}` }) }),
   storedSeqs: async (url) => seqsOf((await (await fetch(url)).json()) as { data: Record<string, unknown>[] }),
 };
 
@@ -154,7 +166,8 @@ async function killNine(target: Target, name: string): Promise<Outcome | null> {
     server = await startServer(target, db, port + 1);
     const counts = new Map<number, number>();
     for (const s of await target.storedSeqs(server.url)) counts.set(s, (counts.get(s) ?? 0) + 1);
-    // A write and its change are one commit: after the kill, every stored row has its change and no change lacks its row.
+    // A write and its change are one commit: after the kill, every stored row has its change and no change lacks its
+    // row.
     const file = openDatabase(DRIVER, db, { readonly: true });
     const rowIds = new Set(
       (
@@ -166,7 +179,11 @@ async function killNine(target: Target, name: string): Promise<Outcome | null> {
           .all(target.datasetId) as { id: string }[]
       ).map((r) => r.id),
     );
-    const changed = (file.prepare("SELECT row_id AS id FROM changes WHERE feed_id = ? AND op = 'insert'").all(target.datasetId) as { id: string }[]).map((r) => r.id);
+    const changed = (
+      file.prepare("SELECT row_id AS id FROM changes WHERE feed_id = ? AND op = 'insert'").all(target.datasetId) as {
+        id: string;
+      }[]
+    ).map((r) => r.id);
     file.close();
     const outcome: Outcome = {
       rowsWithoutChange: [...rowIds].filter((id) => !changed.includes(id)).length,
@@ -225,7 +242,15 @@ describe(`what reads record on SQLite, ${DRIVER} (kill -9)`, () => {
   it("every answered read's audit event survives kill -9; usage counts lose at most the last turn's reads", async () => {
     const db = join(dir, "reads.sqlite");
     const port = 19_600 + Math.floor(Math.random() * 300);
-    const args = [join(root, "examples/server/main.ts"), "--db", db, "--fixture", join(root, "examples/demo/space.json"), "--api-rate", "0"];
+    const args = [
+      join(root, "examples/server/main.ts"),
+      "--db",
+      db,
+      "--fixture",
+      join(root, "examples/demo/space.json"),
+      "--api-rate",
+      "0",
+    ];
     let server = await startServerProcess([...args, "--port", String(port)]);
     const agent = `durability-reads-${Date.now()}`;
     const clients = 12;
@@ -260,10 +285,14 @@ describe(`what reads record on SQLite, ${DRIVER} (kill -9)`, () => {
       const file = openDatabase(DRIVER, db, { readonly: true });
       const audited = (
         file
-          .prepare("SELECT count(*) AS n FROM audit_events WHERE category = 'data_access' AND json_extract(event, '$.userAgent') = ?")
+          .prepare(
+            "SELECT count(*) AS n FROM audit_events WHERE category = 'data_access' AND json_extract(event, '$.userAgent') = ?",
+          )
           .get(agent) as { n: number }
       ).n;
-      const counted = (file.prepare("SELECT reads FROM dataset_reads WHERE dataset_id = 'ds_orders'").get() as { reads: number }).reads;
+      const counted = (
+        file.prepare("SELECT reads FROM dataset_reads WHERE dataset_id = 'ds_orders'").get() as { reads: number }
+      ).reads;
       file.close();
       console.log(`reads (kill -9): sent ${sent}, answered ${answered}, audited ${audited}, counted ${counted}`);
       expect(answered).toBeGreaterThanOrEqual(600);

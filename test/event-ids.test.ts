@@ -8,7 +8,8 @@ describe("audit event ids", () => {
     await new Promise((r) => setTimeout(r, 5));
     const later = eventId();
     const after = Date.now();
-    for (const id of [...first, later]) expect(id).toMatch(/^evt_[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    for (const id of [...first, later])
+      expect(id).toMatch(/^evt_[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     const ms = (id: string) => Number.parseInt(id.slice(4, 17).replace("-", ""), 16);
     expect(ms(first[0]!)).toBeGreaterThanOrEqual(before);
     expect(ms(later)).toBeLessThanOrEqual(after);

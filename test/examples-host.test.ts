@@ -19,9 +19,17 @@ describe("examples/host as a host copies it out", () => {
     const dir = new URL("../examples/host/", import.meta.url);
     const files = readdirSync(dir).filter((name) => name.endsWith(".ts"));
     expect(files.length).toBeGreaterThan(3);
-    const imports = files.flatMap((name) => [...readFileSync(new URL(name, dir), "utf8").matchAll(/from "([^"]+)"/g)].map((m) => m[1]!));
+    const imports = files.flatMap((name) =>
+      [...readFileSync(new URL(name, dir), "utf8").matchAll(/from "([^"]+)"/g)].map((m) => m[1]!),
+    );
     expect(imports.filter((specifier) => specifier.startsWith("../"))).toEqual([]);
-    expect(imports.filter((specifier) => specifier.startsWith("dataport")).sort()).toEqual(["dataport", "dataport", "dataport", "dataport/node", "dataport/postgres"]);
+    expect(imports.filter((specifier) => specifier.startsWith("dataport")).sort()).toEqual([
+      "dataport",
+      "dataport",
+      "dataport",
+      "dataport/node",
+      "dataport/postgres",
+    ]);
   });
 });
 
@@ -54,44 +62,69 @@ describe.skipIf(!!skip)("examples/host: a host's own users, teams and sign-in in
   async function insertUserInTeam(n: string, plan = "pro") {
     const user = { id: `usr_${n}`, email: `${n}@host.test` };
     const team = { id: `team_${n}`, name: `Team ${n}` };
-    await sql.query(`insert into "${hostSchema}".users (id, email, name) values ($1, $2, $3)`, [user.id, user.email, `User ${n}`]);
-    await sql.query(`insert into "${hostSchema}".teams (id, name, plan) values ($1, $2, $3)`, [team.id, team.name, plan]);
-    await sql.query(`insert into "${hostSchema}".memberships (user_id, team_id, role) values ($1, $2, 'owner')`, [user.id, team.id]);
+    await sql.query(`insert into "${hostSchema}".users (id, email, name) values ($1, $2, $3)`, [
+      user.id,
+      user.email,
+      `User ${n}`,
+    ]);
+    await sql.query(`insert into "${hostSchema}".teams (id, name, plan) values ($1, $2, $3)`, [
+      team.id,
+      team.name,
+      plan,
+    ]);
+    await sql.query(`insert into "${hostSchema}".memberships (user_id, team_id, role) values ($1, $2, 'owner')`, [
+      user.id,
+      team.id,
+    ]);
     return { user, team };
   }
 
   async function signIn(email: string): Promise<string> {
-    const res = await fetch(`${base}/signin`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email }) });
+    const res = await fetch(`${base}/signin`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ email }),
+    });
     expect(res.status).toBe(200);
     const body = (await res.json()) as { token: string; userId: string };
     expect(body.token).toMatch(/^[A-Za-z0-9_-]{43}$/);
     return body.token;
   }
 
-  const get = (path: string, token: string) => fetch(`${base}/api/v1${path}`, { headers: { authorization: `Bearer ${token}` } });
+  const get = (path: string, token: string) =>
+    fetch(`${base}/api/v1${path}`, { headers: { authorization: `Bearer ${token}` } });
   const errorCode = async (res: Response) => ((await res.json()) as { error: { code: string } }).error.code;
 
   it("a user inserted into the host's tables signs in and sees its team on /me at once; a removed membership is 404 at once", async () => {
     const { user, team } = await insertUserInTeam("ada");
     const token = await signIn("ADA@host.test");
     // Only the token's hash is kept in the host's table.
-    const stored = await sql.query(`select token_hash, user_id from "${hostSchema}".sessions where user_id = $1`, [user.id]);
+    const stored = await sql.query(`select token_hash, user_id from "${hostSchema}".sessions where user_id = $1`, [
+      user.id,
+    ]);
     expect(stored.rows).toEqual([{ token_hash: expect.stringMatching(/^[0-9a-f]{64}$/), user_id: user.id }]);
     expect(JSON.stringify(stored.rows)).not.toContain(token);
 
     const me = await get("/me", token);
     expect(me.status).toBe(200);
-    expect(await me.json()).toEqual({ kind: "session-token", teams: [{ id: team.id, name: "Team ada", isPersonal: false, role: "owner" }] });
+    expect(await me.json()).toEqual({
+      kind: "session-token",
+      teams: [{ id: team.id, name: "Team ada", isPersonal: false, role: "owner" }],
+    });
 
     // A dataset in Dataport's own store, listed for the host's team.
     const webhook = await createAdmin(host.api).createWebhookConnection({ teamId: team.id, name: "Orders feed" });
     const datasets = await get(`/datasets?teamId=${team.id}`, token);
     expect(datasets.status).toBe(200);
-    expect(((await datasets.json()) as { datasets: Array<{ id: string }> }).datasets.map((d) => d.id)).toEqual([webhook.datasetId]);
+    expect(((await datasets.json()) as { datasets: Array<{ id: string }> }).datasets.map((d) => d.id)).toEqual([
+      webhook.datasetId,
+    ]);
 
     // The host renames the team and removes the membership in its own table: the next calls see both.
     await sql.query(`update "${hostSchema}".teams set name = 'Renamed' where id = $1`, [team.id]);
-    expect(((await (await get("/me", token)).json()) as { teams: Array<{ name: string }> }).teams[0]?.name).toBe("Renamed");
+    expect(((await (await get("/me", token)).json()) as { teams: Array<{ name: string }> }).teams[0]?.name).toBe(
+      "Renamed",
+    );
     await sql.query(`delete from "${hostSchema}".memberships where user_id = $1 and team_id = $2`, [user.id, team.id]);
     const gone = await get(`/datasets?teamId=${team.id}`, token);
     expect(gone.status).toBe(404);
@@ -101,7 +134,12 @@ describe.skipIf(!!skip)("examples/host: a host's own users, teams and sign-in in
 
   it("a team moved to the free plan in the host's table refuses its API key at once (403 plan_required)", async () => {
     const { user, team } = await insertUserInTeam("bob");
-    const { token } = await createAdmin(host.api).createApiKey({ teamId: team.id, name: "Sync", createdBy: user.id, scopes: ["data:read"] });
+    const { token } = await createAdmin(host.api).createApiKey({
+      teamId: team.id,
+      name: "Sync",
+      createdBy: user.id,
+      scopes: ["data:read"],
+    });
     // The key lives in Dataport's schema, not in the host's.
     const keys = await sql.query(`select team_id from "${dataportSchema}".api_keys`);
     expect(keys.rows).toEqual([{ team_id: team.id }]);
@@ -123,7 +161,9 @@ describe.skipIf(!!skip)("examples/host: a host's own users, teams and sign-in in
     expect((await get("/me", signedOut)).status).toBe(401);
 
     const expired = await signIn("cy@host.test");
-    await sql.query(`update "${hostSchema}".sessions set expires_at = now() - interval '1 second' where user_id = $1`, [user.id]);
+    await sql.query(`update "${hostSchema}".sessions set expires_at = now() - interval '1 second' where user_id = $1`, [
+      user.id,
+    ]);
     expect((await get("/me", expired)).status).toBe(401);
 
     const deleted = await signIn("cy@host.test");
@@ -135,7 +175,8 @@ describe.skipIf(!!skip)("examples/host: a host's own users, teams and sign-in in
   });
 
   it("sign-in refuses unknown and ambiguous emails and malformed bodies with a 4xx envelope", async () => {
-    const post = (body: string) => fetch(`${base}/signin`, { method: "POST", headers: { "content-type": "application/json" }, body });
+    const post = (body: string) =>
+      fetch(`${base}/signin`, { method: "POST", headers: { "content-type": "application/json" }, body });
     const unknown = await post(JSON.stringify({ email: "nobody@host.test" }));
     expect(unknown.status).toBe(401);
     expect(await errorCode(unknown)).toBe("unauthorized");
@@ -145,7 +186,9 @@ describe.skipIf(!!skip)("examples/host: a host's own users, teams and sign-in in
     const malformed = await post("{not json");
     expect(malformed.status).toBe(400);
     expect(await errorCode(malformed)).toBe("invalid_body");
-    await sql.query(`insert into "${hostSchema}".users (id, email, name) values ('usr_d1', 'dup@host.test', 'D1'), ('usr_d2', 'Dup@host.test', 'D2')`);
+    await sql.query(
+      `insert into "${hostSchema}".users (id, email, name) values ('usr_d1', 'dup@host.test', 'D1'), ('usr_d2', 'Dup@host.test', 'D2')`,
+    );
     expect((await post(JSON.stringify({ email: "dup@host.test" }))).status).toBe(401);
     // Requests outside /api/ are the host's; Dataport answers only under it.
     expect(await (await fetch(`${base}/`)).text()).toContain("POST /signin");
@@ -176,11 +219,15 @@ describe.skipIf(!!skip)("examples/host: a host's own users, teams and sign-in in
     expect(await identity.putBusiness({ id: "biz_w", name: "W" })).toBe("created");
     expect(await identity.putBusiness({ id: "biz_w", name: "W2" })).toBe("updated");
     for (const id of ["tw_b", "tw_B", "tw_a"]) {
-      expect(await identity.putTeam({ id, name: id, plan: "business", businessId: "biz_w", isPersonal: false })).toBe("created");
+      expect(await identity.putTeam({ id, name: id, plan: "business", businessId: "biz_w", isPersonal: false })).toBe(
+        "created",
+      );
     }
     expect((await identity.listBusinessTeams("biz_w")).map((t) => t.id)).toEqual(["tw_B", "tw_a", "tw_b"]);
     expect((await identity.listTeams({ after: "tw_B", limit: 1 })).map((t) => t.id)).toEqual(["tw_a"]);
-    expect(await identity.putUser({ id: "usr_w", email: "w@host.test", name: "W", businessAdmin: true })).toBe("created");
+    expect(await identity.putUser({ id: "usr_w", email: "w@host.test", name: "W", businessAdmin: true })).toBe(
+      "created",
+    );
     expect(await identity.putMembership({ userId: "usr_w", teamId: "tw_b", role: "viewer" })).toBe("created");
     expect(await identity.putMembership({ userId: "usr_w", teamId: "tw_B", role: "editor" })).toBe("created");
     expect(await identity.putMembership({ userId: "usr_w", teamId: "tw_b", role: "admin" })).toBe("updated");

@@ -11,7 +11,12 @@ describe("mounting in Hono as a plain fetch handler", () => {
   it("routes /api/* to Dataport with the client address and leaves the rest to the host", async () => {
     const { api } = await setup();
     const seen: Array<string | null | undefined> = [];
-    const spy = { fetch: (request: Request, context?: { clientAddress?: string | null }) => (seen.push(context?.clientAddress), api.fetch(request, context)) };
+    const spy = {
+      fetch: (request: Request, context?: { clientAddress?: string | null }) => (
+        seen.push(context?.clientAddress),
+        api.fetch(request, context)
+      ),
+    };
     const app = createHonoApp(spy, () => "203.0.113.9");
     const me = await app.fetch(new Request("http://host.test/api/v1/me", { headers: auth }));
     expect(me.status).toBe(200);

@@ -124,7 +124,7 @@ describe.skipIf(!!skip)("when every backend of a server is terminated again and 
     };
     const load = Promise.all(Array.from({ length: CLIENTS }, worker));
     let terminated = 0;
-    for (const until = Date.now() + KILLING_MS; Date.now() < until && !exited(); ) {
+    for (const until = Date.now() + KILLING_MS; Date.now() < until && !exited();) {
       await sleep(300 + Math.random() * 1700);
       terminated += await terminateBackends(`${app}%`);
       terminated += await terminateBackends(listenerName(schema));

@@ -9,7 +9,14 @@ import { createPostgresStorage, type PostgresStorage } from "../src/postgres/ind
 import { createRedisRateLimiter, type RedisRateLimiter } from "../src/redis/index.js";
 import { conformanceFixture, TOKENS } from "../src/testing/conformance/fixture.js";
 import { fixtureWebhook } from "./support/fixture.js";
-import { hasRedisServer, type PostgresProxy, type PrivateRedis, startPostgresProxy, startPrivateRedis, terminateBackends } from "./support/faults.js";
+import {
+  hasRedisServer,
+  type PostgresProxy,
+  type PrivateRedis,
+  startPostgresProxy,
+  startPrivateRedis,
+  terminateBackends,
+} from "./support/faults.js";
 import { startServerProcess, stopProcess } from "./support/server-process.js";
 import { dropSchemas, POSTGRES_URL, postgresSkipReason, testSchema } from "./support/services.js";
 
@@ -23,12 +30,11 @@ import { dropSchemas, POSTGRES_URL, postgresSkipReason, testSchema } from "./sup
  * Retry-After, every acknowledged delivery is stored exactly once, and they
  * recover without a restart.
  */
-const skip =
-  (await postgresSkipReason()) ??
-  ((await hasRedisServer()) ? undefined : noRedisServer());
+const skip = (await postgresSkipReason()) ?? ((await hasRedisServer()) ? undefined : noRedisServer());
 
 function noRedisServer(): string {
-  if (process.env.CI === "true") throw new Error("redis-server is required when CI=true (the fault suite starts one of its own)");
+  if (process.env.CI === "true")
+    throw new Error("redis-server is required when CI=true (the fault suite starts one of its own)");
   console.warn("\n  ⚠ redis-server not found; skipping the fault suite\n");
   return "no redis-server";
 }
@@ -56,7 +62,13 @@ async function send(url: string, init: RequestInit = {}): Promise<Answer> {
     body = text;
   }
   const code = (body as { error?: { code?: string } } | null)?.error?.code ?? null;
-  return { status: res.status, code, retryAfter: res.headers.get("retry-after"), ms: performance.now() - started, body };
+  return {
+    status: res.status,
+    code,
+    retryAfter: res.headers.get("retry-after"),
+    ms: performance.now() - started,
+    body,
+  };
 }
 
 const auth = (token: string = TOKENS.sync) => ({ authorization: `Bearer ${token}` });
@@ -67,13 +79,19 @@ function expectOnlyFaultFreeAnswers(answers: Answer[], unavailable: string[]): v
   const wrong = answers.filter((a) => !(a.status < 300 || (a.status >= 400 && a.status < 500) || a.status === 503));
   expect(wrong.map((a) => `${a.status} ${a.code}`)).toEqual([]);
   const refused = answers.filter((a) => a.status === 503);
-  expect(refused.filter((a) => a.retryAfter === null || !unavailable.includes(a.code ?? "")).map((a) => a.code)).toEqual([]);
+  expect(
+    refused.filter((a) => a.retryAfter === null || !unavailable.includes(a.code ?? "")).map((a) => a.code),
+  ).toEqual([]);
   expect(refused.filter((a) => a.ms > QUICK_MS).map((a) => Math.round(a.ms))).toEqual([]);
 }
 
 function fixture() {
   const f = conformanceFixture() as ReturnType<typeof conformanceFixture> & Record<string, unknown>;
-  f.connections = [...f.connections, fixtureWebhook("conn_fault_ingest", "fault-ingest"), fixtureWebhook("conn_fault_stall", "fault-stall")] as typeof f.connections;
+  f.connections = [
+    ...f.connections,
+    fixtureWebhook("conn_fault_ingest", "fault-ingest"),
+    fixtureWebhook("conn_fault_stall", "fault-stall"),
+  ] as typeof f.connections;
   return f;
 }
 
@@ -89,15 +107,24 @@ describe.skipIf(!!skip)("when a dependency fails (PostgreSQL + Redis)", () => {
 
   const args = (db: string, port = "0") => [
     "examples/server/main.ts",
-    "--db", db,
-    "--redis", redis.url,
-    "--fixture", join(dir, "space.json"),
-    "--port", port,
-    "--audit-lag", "0",
-    "--api-rate", "10000",
-    "--webhook-rate", "10000",
-    "--admin-token", ADMIN_TOKEN,
-    "--log", "none",
+    "--db",
+    db,
+    "--redis",
+    redis.url,
+    "--fixture",
+    join(dir, "space.json"),
+    "--port",
+    port,
+    "--audit-lag",
+    "0",
+    "--api-rate",
+    "10000",
+    "--webhook-rate",
+    "10000",
+    "--admin-token",
+    ADMIN_TOKEN,
+    "--log",
+    "none",
   ];
   const direct = () => `${POSTGRES_URL}?schema=${schema}&application_name=${app}`;
 
@@ -132,7 +159,12 @@ describe.skipIf(!!skip)("when a dependency fails (PostgreSQL + Redis)", () => {
   /** Each `n` stored in the endpoint's dataset, with how often. */
   async function storedCounts(endpoint: string): Promise<Map<number, number>> {
     const found = await store.webhooks.getWebhookEndpoint(endpoint);
-    const page = await store.rows.readDatasetRows(found!.datasetId, { offset: 0, limit: null, columns: null, filters: null });
+    const page = await store.rows.readDatasetRows(found!.datasetId, {
+      offset: 0,
+      limit: null,
+      columns: null,
+      filters: null,
+    });
     const counts = new Map<number, number>();
     for await (const row of page.rows) counts.set(Number(row.n), (counts.get(Number(row.n)) ?? 0) + 1);
     return counts;
@@ -161,7 +193,9 @@ describe.skipIf(!!skip)("when a dependency fails (PostgreSQL + Redis)", () => {
           deliveries.set(n, answer);
           answers.push(answer);
         } else if (pick === 1) {
-          answers.push(await send(`${base}/api/v1/datasets/ds_orders/rows?maxRows=2000&offset=100`, { headers: auth() }));
+          answers.push(
+            await send(`${base}/api/v1/datasets/ds_orders/rows?maxRows=2000&offset=100`, { headers: auth() }),
+          );
         } else {
           answers.push(await send(`${base}/api/v1/me`, { headers: auth() }));
         }
@@ -185,10 +219,12 @@ describe.skipIf(!!skip)("when a dependency fails (PostgreSQL + Redis)", () => {
     // Whole pages only: a read answered 200 carries the rows its count promised.
     for (const answer of answers) {
       const body = answer.body as { data?: unknown[]; metadata?: { totalRows: number; returnedRows: number } };
-      if (answer.status === 200 && body.metadata) expect([body.data!.length, body.metadata.totalRows]).toEqual([2000, 2500]);
+      if (answer.status === 200 && body.metadata)
+        expect([body.data!.length, body.metadata.totalRows]).toEqual([2000, 2500]);
     }
 
-    // A delivery that got a 503 is sent again, as its sender would, until it is taken (stored, or recognised as stored).
+    // A delivery that got a 503 is sent again, as its sender would, until it is taken (stored, or recognised as
+    // stored).
     for (const [n, answer] of deliveries) {
       if (answer.status < 300) continue;
       let again = await deliver(a.url, "fault-ingest", n);
@@ -204,7 +240,10 @@ describe.skipIf(!!skip)("when a dependency fails (PostgreSQL + Redis)", () => {
 
     // Recovered without a restart: every instance answers reads and deliveries again.
     for (const base of [a.url, b.url]) {
-      const after = await Promise.all([send(`${base}/api/v1/me`, { headers: auth() }), deliver(base, "fault-ingest", 1_000_000 + next++)]);
+      const after = await Promise.all([
+        send(`${base}/api/v1/me`, { headers: auth() }),
+        deliver(base, "fault-ingest", 1_000_000 + next++),
+      ]);
       expect(after.map((x) => x.status)).toEqual([200, 200]);
     }
   }, 120_000);
@@ -216,7 +255,10 @@ describe.skipIf(!!skip)("when a dependency fails (PostgreSQL + Redis)", () => {
     try {
       const answers: Answer[] = [];
       for (let i = 0; i < 6; i++) {
-        answers.push(await send(`${a.url}/api/v1/me`, { headers: auth() }), await send(`${b.url}/api/v1/me`, { headers: auth() }));
+        answers.push(
+          await send(`${a.url}/api/v1/me`, { headers: auth() }),
+          await send(`${b.url}/api/v1/me`, { headers: auth() }),
+        );
         answers.push(await deliver(a.url, "fault-ingest", 2_000_000 + i));
       }
       expect(alive()).toEqual([true, true]);
@@ -237,7 +279,12 @@ describe.skipIf(!!skip)("when a dependency fails (PostgreSQL + Redis)", () => {
     const deadline = Date.now() + 20_000;
     let statuses: number[] = [];
     while (Date.now() < deadline) {
-      statuses = (await Promise.all([send(`${a.url}/api/v1/me`, { headers: auth() }), send(`${b.url}/api/v1/me`, { headers: auth() })])).map((x) => x.status);
+      statuses = (
+        await Promise.all([
+          send(`${a.url}/api/v1/me`, { headers: auth() }),
+          send(`${b.url}/api/v1/me`, { headers: auth() }),
+        ])
+      ).map((x) => x.status);
       if (statuses.every((s) => s === 200)) break;
       await sleep(250);
     }
@@ -251,14 +298,25 @@ describe.skipIf(!!skip)("when a dependency fails (PostgreSQL + Redis)", () => {
     const api = (failOpen: boolean) => {
       const limiter = createRedisRateLimiter({ url: redis.url, prefix: `fault-open-${failOpen}:` });
       limiters.push(limiter);
-      return createDataApi({ storage: store, rateLimiter: limiter, apiRatePerSecond: 5, rateLimitFailOpen: failOpen, logger: () => {} });
+      return createDataApi({
+        storage: store,
+        rateLimiter: limiter,
+        apiRatePerSecond: 5,
+        rateLimitFailOpen: failOpen,
+        logger: () => {},
+      });
     };
     const open = api(true);
     const closed = api(false);
     const me = async (which: ReturnType<typeof createDataApi>) => {
       const started = performance.now();
       const res = await which.fetch(new Request("http://dataport.test/api/v1/me", { headers: auth() }));
-      return { status: res.status, limited: res.headers.has("ratelimit-limit"), retryAfter: res.headers.get("retry-after"), ms: performance.now() - started };
+      return {
+        status: res.status,
+        limited: res.headers.has("ratelimit-limit"),
+        retryAfter: res.headers.get("retry-after"),
+        ms: performance.now() - started,
+      };
     };
     try {
       expect((await me(open)).status).toBe(200);
@@ -322,12 +380,22 @@ describe.skipIf(!!skip)("when a dependency fails (PostgreSQL + Redis)", () => {
         const started = performance.now();
         const res = await api.fetch(new Request("http://dataport.test/api/v1/me", { headers: auth() }));
         const body = (await res.json()) as { error?: { code: string } };
-        return { status: res.status, code: body.error?.code ?? null, retryAfter: res.headers.get("retry-after"), ms: performance.now() - started };
+        return {
+          status: res.status,
+          code: body.error?.code ?? null,
+          retryAfter: res.headers.get("retry-after"),
+          ms: performance.now() - started,
+        };
       };
       expect((await me()).status).toBe(200);
       expect(proxy.stall(new RegExp(`^${name}$`))).toBeGreaterThan(0);
       const during = await me();
-      expect({ ...during, ms: during.ms < QUICK_MS }).toEqual({ status: 503, code: "storage_unavailable", retryAfter: "1", ms: true });
+      expect({ ...during, ms: during.ms < QUICK_MS }).toEqual({
+        status: 503,
+        code: "storage_unavailable",
+        retryAfter: "1",
+        ms: true,
+      });
       // The stalled connections are given up after statementTimeoutMs; new ones (not stalled) serve again.
       const deadline = Date.now() + 20_000;
       let status = 0;
@@ -343,13 +411,15 @@ describe.skipIf(!!skip)("when a dependency fails (PostgreSQL + Redis)", () => {
 
   it("answers row reads during bulk replaces with whole pages of the old rows or the new ones, never an error", async () => {
     const sizes = { even: 1500, odd: 1100 };
-    const generation = (name: "even" | "odd") => JSON.stringify(Array.from({ length: sizes[name] }, (_, i) => ({ order_id: `${name}-${i}`, amount: i })));
+    const generation = (name: "even" | "odd") =>
+      JSON.stringify(Array.from({ length: sizes[name] }, (_, i) => ({ order_id: `${name}-${i}`, amount: i })));
     const answers: Answer[] = [];
     let running = true;
     const reader = async (k: number) => {
       const base = k % 2 === 0 ? a.url : b.url;
       const maxRows = k % 2 === 0 ? 1200 : 50;
-      while (running) answers.push(await send(`${base}/api/v1/datasets/ds_orders/rows?maxRows=${maxRows}`, { headers: auth() }));
+      while (running)
+        answers.push(await send(`${base}/api/v1/datasets/ds_orders/rows?maxRows=${maxRows}`, { headers: auth() }));
     };
     const readers = Promise.all([0, 1, 2, 3].map(reader));
     const replaces: number[] = [];

@@ -20,15 +20,24 @@ function fieldTable(collection: string): string[][] {
   if (start < 0) throw new Error(`docs/fixture-format.md has no section ### \`${collection}\``);
   const first = lines.findIndex((line, i) => i > start && line.startsWith("|"));
   const rows: string[][] = [];
-  for (let i = first + 2; i < lines.length && lines[i]!.startsWith("|"); i++) rows.push(lines[i]!.slice(1, -1).split("|").map((cell) => cell.trim()));
+  for (let i = first + 2; i < lines.length && lines[i]!.startsWith("|"); i++)
+    rows.push(
+      lines[i]!.slice(1, -1)
+        .split("|")
+        .map((cell) => cell.trim()),
+    );
   return rows;
 }
 
-const collections = Object.keys(fixtureSchema.shape).filter((key) => key !== "version") as Array<Exclude<keyof typeof fixtureSchema.shape, "version">>;
+const collections = Object.keys(fixtureSchema.shape).filter((key) => key !== "version") as Array<
+  Exclude<keyof typeof fixtureSchema.shape, "version">
+>;
 
 describe("docs/fixture-format.md", () => {
   it("covers every collection, the four history collections among them", () => {
-    expect(collections).toEqual(expect.arrayContaining(["dashboardViews", "refreshRuns", "creditUsage", "auditEvents"]));
+    expect(collections).toEqual(
+      expect.arrayContaining(["dashboardViews", "refreshRuns", "creditUsage", "auditEvents"]),
+    );
     expect(collections.length).toBe(13);
   });
 

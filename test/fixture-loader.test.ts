@@ -28,7 +28,9 @@ describe("fixture loader", () => {
   it("names the JSON path of the first shape problem", () => {
     expect(refusal((f) => ((f.teams[1] as { plan: string }).plan = "gold")).path).toBe("$.teams[1].plan");
     expect(refusal((f) => ((f as { version: number }).version = 2)).path).toBe("$.version");
-    expect(refusal((f) => ((f.apiKeys[0] as { scopes: string[] }).scopes = ["data:write"])).path).toBe("$.apiKeys[0].scopes[0]");
+    expect(refusal((f) => ((f.apiKeys[0] as { scopes: string[] }).scopes = ["data:write"])).path).toBe(
+      "$.apiKeys[0].scopes[0]",
+    );
     expect(refusal((f) => ((f.tables[0]!.rows[0] as { _id: unknown })._id = 7)).path).toBe("$.tables[0].rows[0]._id");
   });
 
@@ -38,7 +40,9 @@ describe("fixture loader", () => {
     expect(allow.message).toContain("unknown dataset ds_missing");
     expect(refusal((f) => (f.datasets[1]!.connectionId = "conn_missing")).path).toBe("$.datasets[1].connectionId");
     const view = refusal((f) =>
-      Object.assign(f, { dashboardViews: [{ dashboardId: "dash_missing", at: "2026-10-01T00:00:00Z", visitorId: "v1" }] }),
+      Object.assign(f, {
+        dashboardViews: [{ dashboardId: "dash_missing", at: "2026-10-01T00:00:00Z", visitorId: "v1" }],
+      }),
     );
     expect(view.path).toBe("$.dashboardViews[0].dashboardId");
     expect(refusal((f) => f.teams.push({ ...f.teams[0]! })).path).toBe("$.teams[3].id");
@@ -56,7 +60,9 @@ describe("fixture loader", () => {
     });
     const space = parseFixture(fixture, { env: { DATAPORT_TEST_PG: "postgres://u@h/db" } });
     expect(space.connections.find((c) => c.id === "conn_pg")!.config).toEqual({ url: "postgres://u@h/db" });
-    expect(() => parseFixture(fixture, { env: {} })).toThrow("$.connections[1].config.url: environment variable DATAPORT_TEST_PG is not set");
+    expect(() => parseFixture(fixture, { env: {} })).toThrow(
+      "$.connections[1].config.url: environment variable DATAPORT_TEST_PG is not set",
+    );
   });
 
   it("reads files through an injected fs and reports unreadable or non-JSON files", () => {
@@ -77,12 +83,23 @@ describe("fixture loader", () => {
       createdAt: "2026-09-01T00:00:00Z",
     });
     const space = parseFixture(fixture);
-    expect(space.datasets.find((d) => d.connectionId === "conn_hook")).toMatchObject({ id: "ds_conn_hook", type: "connection", rowCount: 0 });
+    expect(space.datasets.find((d) => d.connectionId === "conn_hook")).toMatchObject({
+      id: "ds_conn_hook",
+      type: "connection",
+      rowCount: 0,
+    });
   });
 
   it("checks a webhook connection's signature scheme", () => {
     const hook = (signature: unknown) => (f: ReturnType<typeof testFixture>) => {
-      f.connections.push({ id: "conn_hook", teamId: "team_ops", name: "Hook", type: "webhook", config: { endpointId: "wh_1", signature } as never, createdAt: "2026-09-01T00:00:00Z" });
+      f.connections.push({
+        id: "conn_hook",
+        teamId: "team_ops",
+        name: "Hook",
+        type: "webhook",
+        config: { endpointId: "wh_1", signature } as never,
+        createdAt: "2026-09-01T00:00:00Z",
+      });
     };
     const unknown = refusal(hook({ scheme: "paypal" }));
     expect([unknown.path, unknown.message]).toEqual([
@@ -93,6 +110,9 @@ describe("fixture loader", () => {
     expect(refusal(hook("stripe")).path).toBe("$.connections[1].config.signature");
     const fixture = testFixture();
     hook({ scheme: "hmac-sha256-hex", header: "X-Signature" })(fixture);
-    expect(parseFixture(fixture).connections.find((c) => c.id === "conn_hook")!.config.signature).toEqual({ scheme: "hmac-sha256-hex", header: "X-Signature" });
+    expect(parseFixture(fixture).connections.find((c) => c.id === "conn_hook")!.config.signature).toEqual({
+      scheme: "hmac-sha256-hex",
+      header: "X-Signature",
+    });
   });
 });

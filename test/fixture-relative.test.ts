@@ -40,14 +40,25 @@ describe("relative times in fixtures", () => {
     fixture.tables[0]!.rows[0]!._updatedAt = "-P1D";
     const f = fixture as Record<string, any>;
     f.dashboards = [
-      { id: "dash_1", teamId: "team_ops", name: "D", versions: [{ version: 1, published: true, createdAt: "-P10D", updatedAt: "-P9D", publishedAt: "-P9D" }] },
+      {
+        id: "dash_1",
+        teamId: "team_ops",
+        name: "D",
+        versions: [{ version: 1, published: true, createdAt: "-P10D", updatedAt: "-P9D", publishedAt: "-P9D" }],
+      },
     ];
     f.dashboardViews = [{ dashboardId: "dash_1", at: "-PT5M", visitorId: "v1" }];
     f.refreshRuns = [{ datasetId: "ds_stores", startedAt: "-PT2H", durationMs: 10, rowsProcessed: 1 }];
     f.creditUsage = [{ teamId: "team_ops", at: "-P2DT4H", category: "ai_query", credits: 1 }];
     f.auditEvents = [
       { id: "evt_1", teamId: "team_ops", time: "-P3D", category: "audit", action: "dashboard.published" },
-      { id: "evt_2", teamId: "team_ops", time: "2026-10-01T09:00:00Z", category: "audit", action: "dashboard.published" },
+      {
+        id: "evt_2",
+        teamId: "team_ops",
+        time: "2026-10-01T09:00:00Z",
+        category: "audit",
+        action: "dashboard.published",
+      },
     ];
     const before = JSON.stringify(fixture);
     const space = parseFixture(fixture, { clock });
@@ -59,7 +70,13 @@ describe("relative times in fixtures", () => {
     expect(space.datasets[1]).toMatchObject({ lastRefreshedAt: at(2 * H), updatedAt: at(2 * H) });
     expect(space.tables[0]).toMatchObject({ updatedAt: at(D) });
     expect(space.tables[0]!.rows[0]).toMatchObject({ _createdAt: at(D + H), _updatedAt: at(D) });
-    expect(space.dashboards[0]!.versions[0]).toEqual({ version: 1, published: true, createdAt: at(10 * D), updatedAt: at(9 * D), publishedAt: at(9 * D) });
+    expect(space.dashboards[0]!.versions[0]).toEqual({
+      version: 1,
+      published: true,
+      createdAt: at(10 * D),
+      updatedAt: at(9 * D),
+      publishedAt: at(9 * D),
+    });
     expect(space.dashboardViews[0]!.at).toBe(at(5 * 60_000));
     expect(space.refreshRuns[0]!.startedAt).toBe(at(2 * H));
     expect(space.creditUsage[0]!.at).toBe(at(2 * D + 4 * H));
@@ -67,12 +84,17 @@ describe("relative times in fixtures", () => {
     // The input is left as it was.
     expect(JSON.stringify(fixture)).toBe(before);
     // Another clock, other instants.
-    expect(parseFixture(fixture, { clock: createFixedClock("2030-01-01T00:00:00Z") }).refreshRuns[0]!.startedAt).toBe("2029-12-31T22:00:00.000Z");
+    expect(parseFixture(fixture, { clock: createFixedClock("2030-01-01T00:00:00Z") }).refreshRuns[0]!.startedAt).toBe(
+      "2029-12-31T22:00:00.000Z",
+    );
   });
 
   it("leaves row values alone, and keeps a row's __proto__ key as a plain key", () => {
     const fixture = JSON.parse(
-      JSON.stringify(testFixture()).replace('"region":"EMEA","target":120000', '"region":"EMEA","target":120000,"note":"-P2D","__proto__":{"polluted":true}'),
+      JSON.stringify(testFixture()).replace(
+        '"region":"EMEA","target":120000',
+        '"region":"EMEA","target":120000,"note":"-P2D","__proto__":{"polluted":true}',
+      ),
     );
     fixture.tables[0].rows[0]._updatedAt = "-P1D";
     fixture.datasets[0].rows[0].order_id = "-P1D";
@@ -92,7 +114,9 @@ describe("relative times in fixtures", () => {
     };
     const years = bad((f) => (f.apiKeys[1].createdAt = "-P1Y"));
     expect(years.path).toBe("$.apiKeys[1].createdAt");
-    expect(years.message).toContain('"-P1Y" is not a relative time: use a signed ISO 8601 duration of weeks, days, hours, minutes and seconds');
+    expect(years.message).toContain(
+      '"-P1Y" is not a relative time: use a signed ISO 8601 duration of weeks, days, hours, minutes and seconds',
+    );
     expect(bad((f) => (f.tables[0].rows[0]._createdAt = "-PT")).path).toBe("$.tables[0].rows[0]._createdAt");
     expect(bad((f) => (f.datasets[0].updatedAt = "-P999999999D")).message).toContain("out of range");
     // An absolute time that is wrong is still the schema's to refuse.

@@ -109,7 +109,13 @@ describe.skipIf(!server)("an Idempotency-Key under faults (PostgreSQL)", () => {
     const target = new URL(name === null ? url : proxy.url);
     target.searchParams.set("application_name", name ?? `${app}_direct`);
     const connectionString = target.toString();
-    const store = await createPostgresStorage({ connectionString, schema, maxConnections: 4, ...options, log: () => {} });
+    const store = await createPostgresStorage({
+      connectionString,
+      schema,
+      maxConnections: 4,
+      ...options,
+      log: () => {},
+    });
     stores.push(store);
     return store;
   }

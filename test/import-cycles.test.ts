@@ -64,8 +64,14 @@ describe("the folders of src/", () => {
   it("each stand on one floor", () => {
     const present = readdirSync(src).sort();
     const placed = FLOORS.flat();
-    expect(present.filter((folder) => floorOf(folder) === -1), "folders on no floor").toEqual([]);
-    expect(placed.filter((folder) => !present.includes(folder)), "floors naming a folder that is gone").toEqual([]);
+    expect(
+      present.filter((folder) => floorOf(folder) === -1),
+      "folders on no floor",
+    ).toEqual([]);
+    expect(
+      placed.filter((folder) => !present.includes(folder)),
+      "floors naming a folder that is gone",
+    ).toEqual([]);
     expect(new Set(placed).size).toBe(placed.length);
   });
 

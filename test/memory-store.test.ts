@@ -21,14 +21,21 @@ describe("memory store", () => {
     expect(await iterator.next()).toEqual({ done: true, value: undefined });
     expect(plain.lastKey()).toEqual({ values: [], position: 2 });
 
-    const filtered = await storage.rows.readDatasetRows("ds_orders", { ...all, offset: 1, filters: { region: "EMEA" } });
+    const filtered = await storage.rows.readDatasetRows("ds_orders", {
+      ...all,
+      offset: 1,
+      filters: { region: "EMEA" },
+    });
     for await (const row of filtered.rows) {
       expect(row.order_id).toBe("A-3");
       break;
     }
     expect(filtered.lastKey()).toEqual({ values: [], position: 2 });
 
-    const sorted = await storage.rows.readDatasetRows("ds_orders", { ...all, sort: [{ column: "amount", descending: true }] });
+    const sorted = await storage.rows.readDatasetRows("ds_orders", {
+      ...all,
+      sort: [{ column: "amount", descending: true }],
+    });
     const seen: unknown[] = [];
     for await (const row of sorted.rows) {
       seen.push(row.order_id);
@@ -47,7 +54,12 @@ describe("memory store", () => {
   it("a streaming read neither skips nor repeats rows when retention trims the front under it", async () => {
     const storage = createMemoryStorage();
     await storage.seed(parseFixture(testFixture()));
-    const page = await storage.rows.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: ["order_id"], filters: null });
+    const page = await storage.rows.readDatasetRows("ds_orders", {
+      offset: 0,
+      limit: null,
+      columns: ["order_id"],
+      filters: null,
+    });
     const iterator = page.rows[Symbol.asyncIterator]();
     const seen: unknown[] = [];
     for (let i = 0; i < 2; i++) seen.push((await iterator.next()).value.order_id);
@@ -72,28 +84,96 @@ describe("memory store", () => {
   it("counts API calls per day, team, method, route and credential, today's and earlier days' alike", async () => {
     const storage = createMemoryStorage();
     await storage.seed(parseFixture(testFixture()));
-    const base = { teamId: "team_ops", credentialKind: "api-key" as const, credentialId: "key_sync", route: "/api/v1/me", objectId: null };
+    const base = {
+      teamId: "team_ops",
+      credentialKind: "api-key" as const,
+      credentialId: "key_sync",
+      route: "/api/v1/me",
+      objectId: null,
+    };
     const calls = [
-      { ...base, at: "2026-11-02T09:00:00.000Z", credentialName: "Warehouse sync", method: "GET", status: 200, latencyMs: 4 },
-      { ...base, at: "2026-11-02T09:00:00.000Z", credentialName: "Warehouse sync", method: "GET", status: 500, latencyMs: 6 },
+      {
+        ...base,
+        at: "2026-11-02T09:00:00.000Z",
+        credentialName: "Warehouse sync",
+        method: "GET",
+        status: 200,
+        latencyMs: 4,
+      },
+      {
+        ...base,
+        at: "2026-11-02T09:00:00.000Z",
+        credentialName: "Warehouse sync",
+        method: "GET",
+        status: 500,
+        latencyMs: 6,
+      },
       // The same key renamed, another method, another team: each its own counter.
-      { ...base, at: "2026-11-02T09:01:00.000Z", credentialName: "Sync (renamed)", method: "GET", status: 200, latencyMs: 2 },
-      { ...base, at: "2026-11-02T09:02:00.000Z", credentialName: "Warehouse sync", method: "POST", status: 404, latencyMs: 2 },
-      { ...base, at: "2026-11-02T09:03:00.000Z", credentialName: "Warehouse sync", method: "GET", status: 200, latencyMs: 2, teamId: "team_mkt" },
+      {
+        ...base,
+        at: "2026-11-02T09:01:00.000Z",
+        credentialName: "Sync (renamed)",
+        method: "GET",
+        status: 200,
+        latencyMs: 2,
+      },
+      {
+        ...base,
+        at: "2026-11-02T09:02:00.000Z",
+        credentialName: "Warehouse sync",
+        method: "POST",
+        status: 404,
+        latencyMs: 2,
+      },
+      {
+        ...base,
+        at: "2026-11-02T09:03:00.000Z",
+        credentialName: "Warehouse sync",
+        method: "GET",
+        status: 200,
+        latencyMs: 2,
+        teamId: "team_mkt",
+      },
       // An earlier day after a later one, then the later day again.
-      { ...base, at: "2026-11-01T23:59:00.000Z", credentialName: "Warehouse sync", method: "GET", status: 200, latencyMs: 8 },
-      { ...base, at: "2026-11-02T10:00:00.000Z", credentialName: "Warehouse sync", method: "GET", status: 200, latencyMs: 2 },
+      {
+        ...base,
+        at: "2026-11-01T23:59:00.000Z",
+        credentialName: "Warehouse sync",
+        method: "GET",
+        status: 200,
+        latencyMs: 8,
+      },
+      {
+        ...base,
+        at: "2026-11-02T10:00:00.000Z",
+        credentialName: "Warehouse sync",
+        method: "GET",
+        status: 200,
+        latencyMs: 2,
+      },
     ];
     for (const call of calls) storage.usage.recordApiCall(call);
     const rows = await storage.usage.spaceApiUsage({ teamId: "team_ops", fromDay: "2026-11-01", toDay: "2026-11-02" });
-    const brief = rows.map((r) => [r.day, r.method, r.credential, r.calls, r.errors, r.server_errors, r.avg_latency_ms]);
+    const brief = rows.map((r) => [
+      r.day,
+      r.method,
+      r.credential,
+      r.calls,
+      r.errors,
+      r.server_errors,
+      r.avg_latency_ms,
+    ]);
     expect(brief).toEqual([
       ["2026-11-02", "GET", "Sync (renamed)", 1, 0, 0, 2],
       ["2026-11-02", "GET", "Warehouse sync", 3, 1, 1, 4],
       ["2026-11-02", "POST", "Warehouse sync", 1, 1, 0, 2],
       ["2026-11-01", "GET", "Warehouse sync", 1, 0, 0, 8],
     ]);
-    expect((await storage.usage.spaceApiUsage({ teamId: "team_mkt", fromDay: "2026-11-02", toDay: "2026-11-02" })).map((r) => r.calls)).toEqual([1]);
+    expect(
+      (await storage.usage.spaceApiUsage({ teamId: "team_mkt", fromDay: "2026-11-02", toDay: "2026-11-02" })).map(
+        (r) => r.calls,
+      ),
+    ).toEqual([1]);
   });
 });
 
@@ -118,19 +198,40 @@ describe("memory store: what it hands out and takes in", () => {
       { name: "order_id", type: "string" as const },
       { name: "amount", type: "number" as const },
     ];
-    await storage.webhooks.ingestWebhookRow({ datasetId: "ds_orders", dedupKey: null, row, columns, retainRows: 10, receivedAt: "2026-11-01T00:00:00.000Z" });
+    await storage.webhooks.ingestWebhookRow({
+      datasetId: "ds_orders",
+      dedupKey: null,
+      row,
+      columns,
+      retainRows: 10,
+      receivedAt: "2026-11-01T00:00:00.000Z",
+    });
     row.order_id = "changed";
     columns[2]!.type = "boolean" as never;
     const stored = storage.state.datasetRows.get("ds_orders")!.at(-1)!;
     expect(stored).not.toBe(row);
     expect({ ...stored }).toEqual({ _id: "N-1", order_id: "N-1", amount: 5 });
-    expect((await storage.catalog.getDataset("ds_orders"))!.columns.find((c) => c.name === "amount")).toEqual({ name: "amount", type: "number" });
+    expect((await storage.catalog.getDataset("ds_orders"))!.columns.find((c) => c.name === "amount")).toEqual({
+      name: "amount",
+      type: "number",
+    });
   });
 
   it("refuses a space with one audit event id twice, loading nothing of it", async () => {
     const storage = createMemoryStorage();
     const space = parseFixture(testFixture());
-    const event = { id: "evt_twice", teamId: "team_ops", time: "2026-11-01T00:00:00Z", category: "audit" as const, action: "x", actor: null, target: null, outcome: "success", ip: null, userAgent: null };
+    const event = {
+      id: "evt_twice",
+      teamId: "team_ops",
+      time: "2026-11-01T00:00:00Z",
+      category: "audit" as const,
+      action: "x",
+      actor: null,
+      target: null,
+      outcome: "success",
+      ip: null,
+      userAgent: null,
+    };
     space.auditEvents.push(event, { ...event });
     await expect(storage.seed(space)).rejects.toThrow(/evt_twice/);
     expect(await storage.identity.getTeam("team_ops")).toBeNull();
@@ -141,15 +242,33 @@ describe("memory store: what it hands out and takes in", () => {
   it("a read under way keeps the rows it started on when a bulk write replaces them, even after retention trimmed them", async () => {
     const storage = createMemoryStorage();
     await storage.seed(parseFixture(testFixture()));
-    const page = await storage.rows.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: ["order_id"], filters: null });
+    const page = await storage.rows.readDatasetRows("ds_orders", {
+      offset: 0,
+      limit: null,
+      columns: ["order_id"],
+      filters: null,
+    });
     const iterator = page.rows[Symbol.asyncIterator]();
     const seen: unknown[] = [(await iterator.next()).value.order_id];
     // Retention trims the array the read is on, then a replace puts a new one.
-    await storage.webhooks.ingestWebhookRow({ datasetId: "ds_orders", dedupKey: null, row: { _id: "N-1", order_id: "N-1" }, columns: [], retainRows: 5, receivedAt: "2026-11-01T00:00:00.000Z" });
+    await storage.webhooks.ingestWebhookRow({
+      datasetId: "ds_orders",
+      dedupKey: null,
+      row: { _id: "N-1", order_id: "N-1" },
+      columns: [],
+      retainRows: 5,
+      receivedAt: "2026-11-01T00:00:00.000Z",
+    });
     async function* replacement() {
       yield { order_id: "R-1" };
     }
-    await storage.rows.writeDatasetRows({ datasetId: "ds_orders", mode: "replace", rows: replacement(), columns: () => [{ name: "order_id", type: "string" }], updatedAt: "2026-11-01T00:00:01.000Z" });
+    await storage.rows.writeDatasetRows({
+      datasetId: "ds_orders",
+      mode: "replace",
+      rows: replacement(),
+      columns: () => [{ name: "order_id", type: "string" }],
+      updatedAt: "2026-11-01T00:00:01.000Z",
+    });
     for (let next = await iterator.next(); !next.done; next = await iterator.next()) seen.push(next.value.order_id);
     expect(seen).toEqual(["A-1", "A-2", "A-3", "A-4", "A-5", "N-1"]);
     expect(storage.state.datasetRows.get("ds_orders")).toEqual([{ order_id: "R-1" }]);

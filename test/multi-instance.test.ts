@@ -9,13 +9,25 @@ import { createDataApi } from "../src/server/api.js";
 import type { ConnectionRecord } from "../src/domain/model.js";
 import { parseFixture } from "../src/fixture/load.js";
 import { createPostgresStorage, type PostgresStorage } from "../src/postgres/index.js";
-import { type Connector, type ConnectorQuery, type ConnectorResult, UpstreamUnavailableError } from "../src/ports/connector.js";
+import {
+  type Connector,
+  type ConnectorQuery,
+  type ConnectorResult,
+  UpstreamUnavailableError,
+} from "../src/ports/connector.js";
 import { createRedisCache, createRedisRateLimiter } from "../src/redis/index.js";
 import { apiV1Routes, webhookRoutes } from "../src/routes/index.js";
 import { sha256Hex } from "../src/domain/crypto.js";
 import { conformanceFixture, TOKENS } from "../src/testing/conformance/fixture.js";
 import { fixtureWebhook } from "./support/fixture.js";
-import { dropSchemas, POSTGRES_URL, postgresSkipReason, REDIS_URL, redisSkipReason, testSchema } from "./support/services.js";
+import {
+  dropSchemas,
+  POSTGRES_URL,
+  postgresSkipReason,
+  REDIS_URL,
+  redisSkipReason,
+  testSchema,
+} from "./support/services.js";
 
 /**
  * Issue 8 §5, second proof: two example-server processes on one PostgreSQL
@@ -24,14 +36,16 @@ import { dropSchemas, POSTGRES_URL, postgresSkipReason, REDIS_URL, redisSkipReas
  * feed), so the file is ready before those land.
  */
 const skip = (await postgresSkipReason()) ?? (await redisSkipReason());
-const has = (routes: typeof apiV1Routes, method: string, path: string) => routes.some((r) => r.method === method && r.path === path);
+const has = (routes: typeof apiV1Routes, method: string, path: string) =>
+  routes.some((r) => r.method === method && r.path === path);
 const features = {
   webhooks: has(webhookRoutes, "POST", "/webhooks/:id"),
   tables: has(apiV1Routes, "POST", "/tables/:id/rows"),
   audit: has(apiV1Routes, "GET", "/audit"),
 };
 for (const [name, present] of Object.entries(features)) {
-  if (!present && !skip) console.warn(`\n  ⚠ multi-instance: the ${name} route is not on the route table yet; its part is skipped\n`);
+  if (!present && !skip)
+    console.warn(`\n  ⚠ multi-instance: the ${name} route is not on the route table yet; its part is skipped\n`);
 }
 
 const WEBHOOK_RATE = 1; // per second per connection, burst 2
@@ -40,7 +54,12 @@ const SECRETS = { old: "mi-old-secret-0001", rotated: "mi-rotated-secret-0002" }
 function fixture() {
   const f = conformanceFixture() as ReturnType<typeof conformanceFixture> & Record<string, unknown>;
   const signed = fixtureWebhook("conn_mi_secret", "mi-secret", SECRETS.old);
-  f.connections = [...f.connections, fixtureWebhook("conn_mi_dedup", "mi-dedup"), fixtureWebhook("conn_mi_rate", "mi-rate"), signed] as typeof f.connections;
+  f.connections = [
+    ...f.connections,
+    fixtureWebhook("conn_mi_dedup", "mi-dedup"),
+    fixtureWebhook("conn_mi_rate", "mi-rate"),
+    signed,
+  ] as typeof f.connections;
   f.auditEvents = Array.from({ length: 7 }, (_, i) => ({
     id: `evt_mi_${i + 1}`,
     teamId: i % 2 ? "team_mkt" : "team_ops",
@@ -62,7 +81,9 @@ interface Instance {
 }
 
 function startServer(args: string[]): Promise<Instance> {
-  const child = spawn(process.execPath, ["--import", "tsx", "examples/server/main.ts", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, ["--import", "tsx", "examples/server/main.ts", ...args], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let out = "";
   let err = "";
   child.stderr!.on("data", (d) => (err += d));
@@ -99,12 +120,18 @@ describe.skipIf(!!skip)("two instances on one PostgreSQL and one Redis", () => {
     const file = join(dir, "space.json");
     writeFileSync(file, JSON.stringify(fixture()));
     const args = (port: string) => [
-      "--db", `${POSTGRES_URL}?schema=${schema}`,
-      "--redis", `${REDIS_URL}?prefix=${encodeURIComponent(prefix)}`,
-      "--fixture", file,
-      "--port", port,
-      "--audit-lag", "0",
-      "--webhook-rate", String(WEBHOOK_RATE),
+      "--db",
+      `${POSTGRES_URL}?schema=${schema}`,
+      "--redis",
+      `${REDIS_URL}?prefix=${encodeURIComponent(prefix)}`,
+      "--fixture",
+      file,
+      "--port",
+      port,
+      "--audit-lag",
+      "0",
+      "--webhook-rate",
+      String(WEBHOOK_RATE),
     ];
     // Both start at once on a new schema: migrations and the seed race too.
     [a, b] = await Promise.all([startServer(args("0")), startServer(args("0"))]);
@@ -125,7 +152,9 @@ describe.skipIf(!!skip)("two instances on one PostgreSQL and one Redis", () => {
   const auth = { authorization: `Bearer ${TOKENS.sync}` };
 
   it("serves the same space from both", async () => {
-    const [fromA, fromB] = await Promise.all([a, b].map((i) => fetch(`${i.url}/api/v1/datasets`, { headers: auth }).then((r) => r.json())));
+    const [fromA, fromB] = await Promise.all(
+      [a, b].map((i) => fetch(`${i.url}/api/v1/datasets`, { headers: auth }).then((r) => r.json())),
+    );
     expect(fromA).toEqual(fromB);
     expect((fromA as { datasets: Array<{ id: string }> }).datasets.map((d) => d.id)).toContain("ds_orders");
   });
@@ -139,11 +168,20 @@ describe.skipIf(!!skip)("two instances on one PostgreSQL and one Redis", () => {
       });
     const replies = await Promise.all([send(a), send(b)]);
     expect(replies.map((r) => r.status)).toEqual([200, 200]);
-    const bodies = (await Promise.all(replies.map((r) => r.json()))) as Array<{ ok: boolean; id: string; duplicate: boolean }>;
+    const bodies = (await Promise.all(replies.map((r) => r.json()))) as Array<{
+      ok: boolean;
+      id: string;
+      duplicate: boolean;
+    }>;
     expect(bodies.map((x) => x.duplicate).sort()).toEqual([false, true]);
     expect(bodies[0]!.id).toBe(bodies[1]!.id);
     const endpoint = await store.webhooks.getWebhookEndpoint("mi-dedup");
-    const page = await store.rows.readDatasetRows(endpoint!.datasetId, { offset: 0, limit: null, columns: null, filters: null });
+    const page = await store.rows.readDatasetRows(endpoint!.datasetId, {
+      offset: 0,
+      limit: null,
+      columns: null,
+      filters: null,
+    });
     expect(page.totalRows).toBe(1);
   });
 
@@ -243,7 +281,8 @@ describe.skipIf(!!skip)("two instances on one PostgreSQL and one Redis", () => {
       const pause = () => new Promise((resolve) => setTimeout(resolve, 100));
       for (let turn = 0; writing; turn++) await follow(turn).then(pause);
       await done;
-      for (let turn = 0; turn < 100; turn++) if (!(await follow(turn).finally(pause)).hasMore && seen.length >= 4 * perWriter) break;
+      for (let turn = 0; turn < 100; turn++)
+        if (!(await follow(turn).finally(pause)).hasMore && seen.length >= 4 * perWriter) break;
       expect(new Set(seen).size).toBe(seen.length);
       expect([...seen].sort()).toEqual(written.flat().sort());
       for (const rows of written) expect(seen.filter((id) => rows.includes(id))).toEqual(rows);
@@ -302,7 +341,10 @@ describe.skipIf(!!skip)("two instances on one PostgreSQL and one Redis", () => {
       const body = JSON.stringify({ event: "rotated", n });
       const reply = await fetch(`${i.url}/api/webhooks/mi-secret`, {
         method: "POST",
-        headers: { "content-type": "application/json", "x-webhook-signature": createHmac("sha256", secret).update(body).digest("hex") },
+        headers: {
+          "content-type": "application/json",
+          "x-webhook-signature": createHmac("sha256", secret).update(body).digest("hex"),
+        },
         body,
       });
       await reply.arrayBuffer();
@@ -310,7 +352,9 @@ describe.skipIf(!!skip)("two instances on one PostgreSQL and one Redis", () => {
     };
     expect(await deliver(a, SECRETS.old, 1)).toBe(200);
     const hook = (await store.catalog.getConnection("conn_mi_secret"))!;
-    expect(await store.catalog.putConnection({ ...hook, config: { ...hook.config, signingSecret: SECRETS.rotated } })).toBe("updated");
+    expect(
+      await store.catalog.putConnection({ ...hook, config: { ...hook.config, signingSecret: SECRETS.rotated } }),
+    ).toBe("updated");
     expect(await deliver(b, SECRETS.old, 2)).toBe(401);
     // Burst 2 at 1 per second: wait for a token so the next answer is the signature's, not the rate limit's.
     await new Promise((resolve) => setTimeout(resolve, 1100));
@@ -369,7 +413,11 @@ describe.skipIf(!!skip)("two API instances sharing one Redis: the connection que
     const storage = await createPostgresStorage({ connectionString: POSTGRES_URL, schema, maxConnections: 4 });
     const cache = createRedisCache({ url: REDIS_URL, prefix });
     const rateLimiter = createRedisRateLimiter({ url: REDIS_URL, prefix });
-    closers.push(() => storage.close(), () => cache.close(), () => rateLimiter.close());
+    closers.push(
+      () => storage.close(),
+      () => cache.close(),
+      () => rateLimiter.close(),
+    );
     await storage.seed(parseFixture(conformanceFixture()));
     return createDataApi({ storage, cache, rateLimiter, connectors: { memory: connector } });
   }
@@ -379,12 +427,22 @@ describe.skipIf(!!skip)("two API instances sharing one Redis: the connection que
     const [a, b] = [await instance(connector), await instance(connector)];
     const ask = (api: typeof a, offset: number) =>
       api
-        .fetch(new Request(`http://dataport.test/api/v1/connections/conn_retail/query?datasetId=ds_stores&offset=${offset}`, { headers: { authorization: `Bearer ${TOKENS.sync}` } }))
-        .then(async (reply) => ({ status: reply.status, body: (await reply.json()) as { data: unknown[]; cached: boolean } }));
+        .fetch(
+          new Request(
+            `http://dataport.test/api/v1/connections/conn_retail/query?datasetId=ds_stores&offset=${offset}`,
+            { headers: { authorization: `Bearer ${TOKENS.sync}` } },
+          ),
+        )
+        .then(async (reply) => ({
+          status: reply.status,
+          body: (await reply.json()) as { data: unknown[]; cached: boolean },
+        }));
     const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => ask(i % 2 ? b : a, 0)));
     expect(state.calls).toBe(1);
     expect(answers.every((x) => x.status === 200)).toBe(true);
-    expect(answers.map((x) => x.body.data)).toEqual(Array.from({ length: 20 }, () => [{ store_id: "S1", city: "Lyon", offset: 0 }]));
+    expect(answers.map((x) => x.body.data)).toEqual(
+      Array.from({ length: 20 }, () => [{ store_id: "S1", city: "Lyon", offset: 0 }]),
+    );
     // The instance that called shares its answer in process (cached: false); the other's come from the cache.
     const fresh = answers.map((x, i) => (x.body.cached ? null : i % 2)).filter((x) => x !== null);
     expect(fresh).toHaveLength(10);

@@ -48,11 +48,16 @@ describe("Node adapter over a real socket", () => {
     const { api } = await setup();
     const url = await listen(toNodeHandler(api));
     const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-    const send = (method: string) => raw(url, "/api/v1/me", { authorization: `Bearer ${TOKENS.sync}` }, { method, agent });
+    const send = (method: string) =>
+      raw(url, "/api/v1/me", { authorization: `Bearer ${TOKENS.sync}` }, { method, agent });
     try {
       const head = await send("HEAD");
       const get = await send("GET");
-      expect([head.status, head.body, head.headers["content-length"]]).toEqual([200, "", String(Buffer.byteLength(get.body))]);
+      expect([head.status, head.body, head.headers["content-length"]]).toEqual([
+        200,
+        "",
+        String(Buffer.byteLength(get.body)),
+      ]);
       expect(JSON.parse(get.body).name).toBe("Warehouse sync");
     } finally {
       agent.destroy();
@@ -64,7 +69,8 @@ describe("Node adapter over a real socket", () => {
     const url = await listen(
       toNodeHandler({
         async handle(request) {
-          for (const name of ["authorization", "X-Forwarded-For", "cookie", "x-acme-delivery", "user-agent", "absent"]) seen[name] = request.headers.get(name);
+          for (const name of ["authorization", "X-Forwarded-For", "cookie", "x-acme-delivery", "user-agent", "absent"])
+            seen[name] = request.headers.get(name);
           seen.keys = [...request.headers.keys!()].sort();
           return { status: 204, headers: {}, body: null };
         },
@@ -72,7 +78,12 @@ describe("Node adapter over a real socket", () => {
     );
     const status = await new Promise<number>((resolve, reject) => {
       const req = http.request(`${url}/api/v1/me`, {
-        headers: { Authorization: ["Bearer first", "Bearer second"], "X-Forwarded-For": ["10.0.0.1", "10.0.0.2"], Cookie: ["a=1", "b=2"], "X-Acme-Delivery": "d-1" },
+        headers: {
+          Authorization: ["Bearer first", "Bearer second"],
+          "X-Forwarded-For": ["10.0.0.1", "10.0.0.2"],
+          Cookie: ["a=1", "b=2"],
+          "X-Acme-Delivery": "d-1",
+        },
       });
       req.on("response", (res) => {
         res.resume();
@@ -113,7 +124,11 @@ describe("Node adapter over a real socket", () => {
 
   it("streams a large read chunked and the body is complete JSON", async () => {
     const fixture = testFixture();
-    fixture.datasets[0]!.rows = Array.from({ length: 30_000 }, (_, i) => ({ order_id: `C-${i}`, amount: i, region: "AMER" }));
+    fixture.datasets[0]!.rows = Array.from({ length: 30_000 }, (_, i) => ({
+      order_id: `C-${i}`,
+      amount: i,
+      region: "AMER",
+    }));
     const { api } = await setup({ fixture });
     const url = await listen(toNodeHandler(api));
     const res = await raw(url, "/api/v1/datasets/ds_orders/rows", { authorization: `Bearer ${TOKENS.sync}` });
@@ -125,7 +140,11 @@ describe("Node adapter over a real socket", () => {
 
   it("stops reading from storage when the client goes away mid-stream", async () => {
     const fixture = testFixture();
-    fixture.datasets[0]!.rows = Array.from({ length: 200_000 }, (_, i) => ({ order_id: `D-${i}`, amount: i, region: "APAC" }));
+    fixture.datasets[0]!.rows = Array.from({ length: 200_000 }, (_, i) => ({
+      order_id: `D-${i}`,
+      amount: i,
+      region: "APAC",
+    }));
     const { api, storage } = await setup({ fixture });
     let produced = 0;
     let closed = false;
@@ -146,12 +165,16 @@ describe("Node adapter over a real socket", () => {
     };
     const url = await listen(toNodeHandler(api));
     await new Promise<void>((resolve) => {
-      const req = http.request(`${url}/api/v1/datasets/ds_orders/rows`, { headers: { authorization: `Bearer ${TOKENS.sync}` } }, (res) => {
-        res.once("data", () => {
-          req.destroy();
-          resolve();
-        });
-      });
+      const req = http.request(
+        `${url}/api/v1/datasets/ds_orders/rows`,
+        { headers: { authorization: `Bearer ${TOKENS.sync}` } },
+        (res) => {
+          res.once("data", () => {
+            req.destroy();
+            resolve();
+          });
+        },
+      );
       req.end();
     });
     for (let i = 0; i < 100 && !closed; i++) await new Promise((r) => setTimeout(r, 20));
@@ -173,14 +196,24 @@ describe("Node adapter over a real socket", () => {
     const second = await post();
     expect(first).toEqual({ status: 200, body: { ok: true, id: first.body.id, duplicate: false } });
     expect(second).toEqual({ status: 200, body: { ok: true, id: first.body.id, duplicate: true } });
-    const rows = await fetch(`${url}/api/v1/datasets/ds_conn_hook_open/rows`, { headers: { authorization: `Bearer ${TOKENS.sessionAda}` } });
+    const rows = await fetch(`${url}/api/v1/datasets/ds_conn_hook_open/rows`, {
+      headers: { authorization: `Bearer ${TOKENS.sessionAda}` },
+    });
     const body = await rows.json();
     expect(body.data).toHaveLength(1);
     expect(body.data[0]).toMatchObject({ _id: first.body.id, _sourceIp: "127.0.0.1", event: "ping" });
   });
 
-  /** Writes a request by hand in pieces, so the body arrives in several chunks (or never completes). Resolves with the raw response. */
-  function rawPost(url: string, head: string, pieces: Array<string | Buffer>, opts: { leave?: boolean } = {}): Promise<string> {
+  /**
+   * Writes a request by hand in pieces, so the body arrives in several chunks (or never completes). Resolves with the
+   * raw response.
+   */
+  function rawPost(
+    url: string,
+    head: string,
+    pieces: Array<string | Buffer>,
+    opts: { leave?: boolean } = {},
+  ): Promise<string> {
     const { hostname, port } = new URL(url);
     return new Promise((resolve, reject) => {
       const socket = net.connect(Number(port), hostname, async () => {
@@ -207,7 +240,9 @@ describe("Node adapter over a real socket", () => {
   }
 
   async function rowsOf(url: string): Promise<Row[]> {
-    const res = await fetch(`${url}/api/v1/datasets/ds_conn_hook_open/rows`, { headers: { authorization: `Bearer ${TOKENS.sessionAda}` } });
+    const res = await fetch(`${url}/api/v1/datasets/ds_conn_hook_open/rows`, {
+      headers: { authorization: `Bearer ${TOKENS.sessionAda}` },
+    });
     return ((await res.json()) as { data: Row[] }).data;
   }
 
@@ -225,10 +260,14 @@ describe("Node adapter over a real socket", () => {
       [bytes.subarray(0, cut), bytes.subarray(cut)],
     );
     expect(declared).toMatch(/^HTTP\/1.1 200 OK/);
-    const chunked = await rawPost(url, `POST /api/webhooks/hook-open HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`, [
-      `${Buffer.byteLength('{"event":').toString(16)}\r\n{"event":\r\n`,
-      `${Buffer.byteLength('"chunked"}').toString(16)}\r\n"chunked"}\r\n0\r\n\r\n`,
-    ]);
+    const chunked = await rawPost(
+      url,
+      `POST /api/webhooks/hook-open HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`,
+      [
+        `${Buffer.byteLength('{"event":').toString(16)}\r\n{"event":\r\n`,
+        `${Buffer.byteLength('"chunked"}').toString(16)}\r\n"chunked"}\r\n0\r\n\r\n`,
+      ],
+    );
     expect(chunked).toMatch(/^HTTP\/1.1 200 OK/);
     const rows = await rowsOf(url);
     expect(rows.map((r) => r.event)).toEqual(["split", "chunked"]);
@@ -238,16 +277,28 @@ describe("Node adapter over a real socket", () => {
   it("stores nothing, logs no error and keeps serving when a client leaves in the middle of a body", async () => {
     const { webhookFixture } = await import("../src/testing/conformance/webhooks.js");
     const logged: string[] = [];
-    const { api } = await setup({ fixture: webhookFixture(), logger: (message, error) => logged.push(`${message}: ${String(error)}`) });
+    const { api } = await setup({
+      fixture: webhookFixture(),
+      logger: (message, error) => logged.push(`${message}: ${String(error)}`),
+    });
     const url = await listen(toNodeHandler(api));
     for (const length of [100, 200_000]) {
       // 100 bytes are read before handling; 200 000 are over that bound and read when the route asks.
-      await rawPost(url, `POST /api/webhooks/hook-open HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`, ['{"event":"cut'], {
-        leave: true,
-      });
+      await rawPost(
+        url,
+        `POST /api/webhooks/hook-open HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`,
+        ['{"event":"cut'],
+        {
+          leave: true,
+        },
+      );
     }
     await new Promise((r) => setTimeout(r, 50));
-    const after = await fetch(`${url}/api/webhooks/hook-open`, { method: "POST", headers: { "content-type": "application/json" }, body: '{"event":"after"}' });
+    const after = await fetch(`${url}/api/webhooks/hook-open`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: '{"event":"after"}',
+    });
     expect(after.status).toBe(200);
     expect((await rowsOf(url)).map((r) => r.event)).toEqual(["after"]);
     // The cut-off body read on demand is a 400 for nobody, not an unexpected (500) error.
@@ -259,11 +310,18 @@ describe("Node adapter over a real socket", () => {
     const { api } = await setup({ fixture: webhookFixture(), maxBodyBytes: 150_000 });
     const url = await listen(toNodeHandler(api));
     const post = (size: number) =>
-      fetch(`${url}/api/webhooks/hook-open`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ event: "big", pad: "x".repeat(size) }) });
+      fetch(`${url}/api/webhooks/hook-open`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ event: "big", pad: "x".repeat(size) }),
+      });
     const big = await post(100_000);
     expect(big.status).toBe(200);
     const over = await post(200_000);
-    expect([over.status, ((await over.json()) as { error: { code: string } }).error.code]).toEqual([413, "payload_too_large"]);
+    expect([over.status, ((await over.json()) as { error: { code: string } }).error.code]).toEqual([
+      413,
+      "payload_too_large",
+    ]);
     const rows = await rowsOf(url);
     expect(rows.map((r) => [r.event, String(r.pad).length])).toEqual([["big", 100_000]]);
   });
@@ -271,17 +329,26 @@ describe("Node adapter over a real socket", () => {
   it("answers 500, and logs why, when a body parser mounted before it has already read the body", async () => {
     const { webhookFixture } = await import("../src/testing/conformance/webhooks.js");
     const logged: string[] = [];
-    const { api } = await setup({ fixture: webhookFixture(), logger: (message, error) => logged.push(`${message}: ${String(error)}`) });
+    const { api } = await setup({
+      fixture: webhookFixture(),
+      logger: (message, error) => logged.push(`${message}: ${String(error)}`),
+    });
     const dataport = toNodeHandler(api);
     // What express.json() does: read the whole stream, then hand on.
     const url = await listen((req, res) => {
       req.resume();
       req.on("end", () => dataport(req, res, () => res.end("not for Dataport")));
     });
-    const res = await fetch(`${url}/api/webhooks/hook-open`, { method: "POST", headers: { "content-type": "application/json" }, body: '{"event":"x"}' });
+    const res = await fetch(`${url}/api/webhooks/hook-open`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: '{"event":"x"}',
+    });
     expect(res.status).toBe(500);
     expect(((await res.json()) as { error: { code: string } }).error.code).toBe("internal");
-    expect(logged.join("\n")).toMatch(/the request body was read before Dataport saw it: mount toNodeHandler before body-parsing middleware/);
+    expect(logged.join("\n")).toMatch(
+      /the request body was read before Dataport saw it: mount toNodeHandler before body-parsing middleware/,
+    );
     expect(await rowsOf(url)).toEqual([]);
   });
 
@@ -310,7 +377,8 @@ describe("Node adapter as Express middleware under a mount path", () => {
     app.use((req, res) => res.status(418).type("text/plain").send(`host: ${req.originalUrl}`));
     return listen(app);
   }
-  const me = (url: string, path: string) => fetch(`${url}${path}`, { headers: { authorization: `Bearer ${TOKENS.sessionAda}` } });
+  const me = (url: string, path: string) =>
+    fetch(`${url}${path}`, { headers: { authorization: `Bearer ${TOKENS.sessionAda}` } });
 
   it.each([
     [null, "/api/v1/me"],
@@ -336,7 +404,10 @@ describe("Node adapter as Express middleware under a mount path", () => {
     const deeper = await me(url, "/bi/reports/api/v1/me");
     expect([deeper.status, await deeper.text()]).toEqual([418, "host: /bi/reports/api/v1/me"]);
     const unknown = await me(url, "/bi/api/v1/nothing-here");
-    expect([unknown.status, ((await unknown.json()) as { error: { code: string } }).error.code]).toEqual([404, "not_found"]);
+    expect([unknown.status, ((await unknown.json()) as { error: { code: string } }).error.code]).toEqual([
+      404,
+      "not_found",
+    ]);
   });
 
   it("under /bi, receives a webhook (query string and body intact) and reads it back", async () => {
@@ -355,7 +426,11 @@ describe("Node adapter as Express middleware under a mount path", () => {
 describe("Node adapter behind Express's compression()", () => {
   it("streams a 20,000-row CSV export through it with one drain listener, so Node never warns MaxListenersExceededWarning", async () => {
     const fixture = testFixture();
-    fixture.datasets[0]!.rows = Array.from({ length: 20_000 }, (_, i) => ({ order_id: `Z-${i}`, amount: i, region: `EMEA ${"n".repeat(100)}` }));
+    fixture.datasets[0]!.rows = Array.from({ length: 20_000 }, (_, i) => ({
+      order_id: `Z-${i}`,
+      amount: i,
+      region: `EMEA ${"n".repeat(100)}`,
+    }));
     // Dataport's own compression off: the host's middleware compresses.
     const { api } = await setup({ fixture, compression: false });
     const app = express();
@@ -400,17 +475,30 @@ describe("Node adapter: client addresses", () => {
     server.listen(0, "::");
     await once(server, "listening");
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    const post = await fetch(`${url}/api/webhooks/hook-open`, { method: "POST", headers: { "content-type": "application/json" }, body: '{"event":"v4"}' });
+    const post = await fetch(`${url}/api/webhooks/hook-open`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: '{"event":"v4"}',
+    });
     expect(post.status).toBe(200);
     expect(peer).toBe("::ffff:127.0.0.1");
-    const rows = await fetch(`${url}/api/v1/datasets/ds_conn_hook_open/rows?columns=_sourceIp`, { headers: { authorization: `Bearer ${TOKENS.sessionAda}` } });
+    const rows = await fetch(`${url}/api/v1/datasets/ds_conn_hook_open/rows?columns=_sourceIp`, {
+      headers: { authorization: `Bearer ${TOKENS.sessionAda}` },
+    });
     expect(((await rows.json()) as { data: Row[] }).data).toEqual([{ _sourceIp: "127.0.0.1" }]);
   });
 });
 
 describe("Node adapter: a body streamed on demand (streamBody)", () => {
-  /** An API whose one route hands `request.streamBody(limit)` to `consume` and answers with its result (or its ApiError). */
-  function streamingApi(limit: number, consume: (chunks: AsyncIterable<Uint8Array>) => Promise<unknown>, seen: unknown[] = []) {
+  /**
+   * An API whose one route hands `request.streamBody(limit)` to `consume` and answers with its result (or its
+   * ApiError).
+   */
+  function streamingApi(
+    limit: number,
+    consume: (chunks: AsyncIterable<Uint8Array>) => Promise<unknown>,
+    seen: unknown[] = [],
+  ) {
     return {
       async handle(request: ApiRequest): Promise<ApiReply> {
         try {
@@ -419,7 +507,11 @@ describe("Node adapter: a body streamed on demand (streamBody)", () => {
         } catch (error) {
           seen.push(error);
           if (!(error instanceof ApiError)) throw error;
-          return { status: error.status, headers: { "content-type": "application/json" }, body: JSON.stringify({ code: error.code, message: error.message }) };
+          return {
+            status: error.status,
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ code: error.code, message: error.message }),
+          };
         }
       },
     };
@@ -434,7 +526,11 @@ describe("Node adapter: a body streamed on demand (streamBody)", () => {
 
   it("yields a small body it read ahead as one chunk, and an empty body as none", async () => {
     const url = await listen(toNodeHandler(streamingApi(1000, summary)));
-    const small = await fetch(`${url}/api/x`, { method: "PUT", headers: { "content-type": "text/csv" }, body: "a,b\n1,2\n" });
+    const small = await fetch(`${url}/api/x`, {
+      method: "PUT",
+      headers: { "content-type": "text/csv" },
+      body: "a,b\n1,2\n",
+    });
     expect(await small.json()).toEqual({ chunks: 1, bytes: 8, text: "a,b\n1,2\n" });
     const empty = await fetch(`${url}/api/x`, { method: "PUT", body: "" });
     expect(await empty.json()).toEqual({ chunks: 0, bytes: 0, text: "" });
@@ -495,10 +591,14 @@ describe("Node adapter: a body streamed on demand (streamBody)", () => {
     const url = await listen(toNodeHandler(streamingApi(100_000, summary)));
     const declared = await fetch(`${url}/api/x`, { method: "PUT", body: Buffer.alloc(200_000, 97) });
     expect(declared.status).toBe(413);
-    expect(await declared.json()).toEqual({ code: "payload_too_large", message: "request body is larger than 100000 bytes" });
+    expect(await declared.json()).toEqual({
+      code: "payload_too_large",
+      message: "request body is larger than 100000 bytes",
+    });
     // Chunked, no declared length: counted as it arrives.
     const chunked = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      // Connection: close: a server keeps a connection answered before its request ended busy until its keep-alive timeout.
+      // Connection: close: a server keeps a connection answered before its request ended busy until its keep-alive
+      // timeout.
       const req = http.request(`${url}/api/x`, { method: "PUT", headers: { connection: "close" } }, (res) => {
         let body = "";
         res.on("data", (d) => (body += d));

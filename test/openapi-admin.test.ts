@@ -26,25 +26,32 @@ function adminDocument(routes = adminMount.routes): OpenApiDocument {
   return createOpenApiDocument(routes.map((route) => ({ mount: adminMount.base, route })));
 }
 
-/** Every body and every success answer of a document that is not a `$ref` to a component, and every component that is or holds an empty schema. */
+/**
+ * Every body and every success answer of a document that is not a `$ref` to a component, and every component that is or
+ * holds an empty schema.
+ */
 function unnamedShapes(document: OpenApiDocument): string[] {
   const problems: string[] = [];
   const named = (where: string, schema: JsonSchema) => {
     const ref = schema.$ref;
     if (typeof ref !== "string" || !ref.startsWith(COMPONENTS)) problems.push(`${where}: not a named component`);
-    else if (!(ref.slice(COMPONENTS.length) in document.components.schemas)) problems.push(`${where}: ${ref} does not exist`);
+    else if (!(ref.slice(COMPONENTS.length) in document.components.schemas))
+      problems.push(`${where}: ${ref} does not exist`);
   };
   for (const [path, item] of Object.entries(document.paths)) {
     for (const [method, op] of Object.entries(item)) {
       const where = `${method.toUpperCase()} ${path}`;
-      for (const [type, { schema }] of Object.entries(op.requestBody?.content ?? {})) named(`${where} body ${type}`, schema);
+      for (const [type, { schema }] of Object.entries(op.requestBody?.content ?? {}))
+        named(`${where} body ${type}`, schema);
       for (const [status, response] of Object.entries(op.responses)) {
         if (!/^2/.test(status) || "$ref" in response) continue;
-        for (const [type, { schema }] of Object.entries(response.content ?? {})) named(`${where} ${status} ${type}`, schema);
+        for (const [type, { schema }] of Object.entries(response.content ?? {}))
+          named(`${where} ${status} ${type}`, schema);
       }
     }
   }
-  for (const [name, schema] of Object.entries(document.components.schemas)) problems.push(...emptySchemas(schema, name));
+  for (const [name, schema] of Object.entries(document.components.schemas))
+    problems.push(...emptySchemas(schema, name));
   return problems;
 }
 
@@ -55,8 +62,10 @@ function emptySchemas(schema: unknown, where: string): string[] {
   const { description: _description, ...rest } = schema as JsonSchema;
   if (Object.keys(rest).length === 0) return [`${where}: empty schema`];
   const found: string[] = [];
-  for (const [name, property] of Object.entries((rest.properties ?? {}) as JsonSchema)) found.push(...emptySchemas(property, `${where}.${name}`));
-  for (const key of ["items", "additionalProperties", "not"]) if (rest[key] !== undefined) found.push(...emptySchemas(rest[key], `${where}.${key}`));
+  for (const [name, property] of Object.entries((rest.properties ?? {}) as JsonSchema))
+    found.push(...emptySchemas(property, `${where}.${name}`));
+  for (const key of ["items", "additionalProperties", "not"])
+    if (rest[key] !== undefined) found.push(...emptySchemas(rest[key], `${where}.${key}`));
   for (const key of ["anyOf", "oneOf", "allOf", "prefixItems"]) {
     ((rest[key] ?? []) as unknown[]).forEach((item, i) => found.push(...emptySchemas(item, `${where}.${key}[${i}]`)));
   }
@@ -72,21 +81,42 @@ describe("the admin OpenAPI document names every shape", () => {
     const schemaOf = (path: string, method: "get" | "put" | "post", status = "200") => {
       const op = document.paths[`/api/admin/v1${path}`]![method]!;
       const response = op.responses[status] as { content: Record<string, { schema: JsonSchema }> };
-      return { body: op.requestBody?.content["application/json"]?.schema.$ref, answer: response.content["application/json"]!.schema.$ref };
+      return {
+        body: op.requestBody?.content["application/json"]?.schema.$ref,
+        answer: response.content["application/json"]!.schema.$ref,
+      };
     };
-    expect(schemaOf("/teams/{id}", "put", "201")).toEqual({ body: `${COMPONENTS}TeamInput`, answer: `${COMPONENTS}Team` });
+    expect(schemaOf("/teams/{id}", "put", "201")).toEqual({
+      body: `${COMPONENTS}TeamInput`,
+      answer: `${COMPONENTS}Team`,
+    });
     expect(schemaOf("/teams", "get").answer).toBe(`${COMPONENTS}TeamPage`);
-    expect(schemaOf("/datasets/{id}/rows", "post")).toEqual({ body: `${COMPONENTS}RowsUpload`, answer: `${COMPONENTS}DatasetRecord` });
-    expect(schemaOf("/dashboard-views", "post", "201")).toEqual({ body: `${COMPONENTS}DashboardViewBatch`, answer: `${COMPONENTS}StoredItems` });
-    expect(schemaOf("/audit-events", "post", "201")).toEqual({ body: `${COMPONENTS}AuditEventBatch`, answer: `${COMPONENTS}StoredAuditEvents` });
-    expect(schemaOf("/teams/{teamId}/api-keys", "post", "201")).toEqual({ body: `${COMPONENTS}ApiKeyInput`, answer: `${COMPONENTS}IssuedApiKey` });
+    expect(schemaOf("/datasets/{id}/rows", "post")).toEqual({
+      body: `${COMPONENTS}RowsUpload`,
+      answer: `${COMPONENTS}DatasetRecord`,
+    });
+    expect(schemaOf("/dashboard-views", "post", "201")).toEqual({
+      body: `${COMPONENTS}DashboardViewBatch`,
+      answer: `${COMPONENTS}StoredItems`,
+    });
+    expect(schemaOf("/audit-events", "post", "201")).toEqual({
+      body: `${COMPONENTS}AuditEventBatch`,
+      answer: `${COMPONENTS}StoredAuditEvents`,
+    });
+    expect(schemaOf("/teams/{teamId}/api-keys", "post", "201")).toEqual({
+      body: `${COMPONENTS}ApiKeyInput`,
+      answer: `${COMPONENTS}IssuedApiKey`,
+    });
     // The list envelope: data, hasMore and the cursor of the next page.
     expect(document.components.schemas.BusinessPage).toMatchObject({
       properties: { data: { type: "array", items: { $ref: `${COMPONENTS}Business` } }, hasMore: { type: "boolean" } },
       required: ["data", "hasMore", "nextCursor"],
     });
     // A history item is the fixture's item, strict: an unknown field is refused, as the admin function refuses it.
-    expect(document.components.schemas.DashboardViewInput).toMatchObject({ required: ["dashboardId", "at", "visitorId"], additionalProperties: false });
+    expect(document.components.schemas.DashboardViewInput).toMatchObject({
+      required: ["dashboardId", "at", "visitorId"],
+      additionalProperties: false,
+    });
     expect(document.components.schemas.DashboardViewBatch).toMatchObject({ type: "array", maxItems: 10_000 });
   });
 
@@ -105,7 +135,10 @@ describe("the admin OpenAPI document names every shape", () => {
       tag: "T",
       auth: "admin",
       body: { kind: "json" },
-      responses: { 200: z.object({}).loose(), 201: z.object({ value: z.unknown().meta({ id: "Anything" }) }).meta({ id: "Thing" }) },
+      responses: {
+        200: z.object({}).loose(),
+        201: z.object({ value: z.unknown().meta({ id: "Anything" }) }).meta({ id: "Thing" }),
+      },
       handle: () => ({}),
     });
     expect(unnamedShapes(adminDocument([loose]))).toEqual([
@@ -119,15 +152,33 @@ describe("the admin OpenAPI document names every shape", () => {
     const { api } = await setup({ adminToken: ADMIN_TOKEN });
     const document = adminDocument();
     const answered = new Set<string>();
-    async function send(method: string, path: string, expected: number, body?: unknown, contentType = "application/json") {
+    async function send(
+      method: string,
+      path: string,
+      expected: number,
+      body?: unknown,
+      contentType = "application/json",
+    ) {
       const headers: Record<string, string> = { authorization: `Bearer ${ADMIN_TOKEN}` };
       if (body !== undefined) headers["content-type"] = contentType;
       const text = typeof body === "string" ? body : JSON.stringify(body);
-      const response = await api.fetch(new Request(`http://dataport.test/api/admin/v1${path}`, { method, headers, body: body === undefined ? null : text }));
+      const response = await api.fetch(
+        new Request(`http://dataport.test/api/admin/v1${path}`, {
+          method,
+          headers,
+          body: body === undefined ? null : text,
+        }),
+      );
       const raw = await response.text();
       const json = raw === "" ? null : JSON.parse(raw);
       expect(response.status, `${method} ${path}: ${raw}`).toBe(expected);
-      assertMatchesDocument(api, { method, path: `/api/admin/v1${path}`, status: response.status, contentType: response.headers.get("content-type"), json });
+      assertMatchesDocument(api, {
+        method,
+        path: `/api/admin/v1${path}`,
+        status: response.status,
+        contentType: response.headers.get("content-type"),
+        json,
+      });
       answered.add(`${method.toLowerCase()} ${findPath(document, `/api/admin/v1${path}`)}`);
       return json;
     }
@@ -136,10 +187,19 @@ describe("the admin OpenAPI document names every shape", () => {
     await send("GET", "/businesses", 200);
     await send("GET", "/businesses/biz_1", 200);
     await send("PUT", "/businesses/biz_2", 201, { name: "Contoso" });
-    expect(await send("PUT", "/businesses/biz_2", 200, { name: "Contoso Ltd" })).toEqual({ id: "biz_2", name: "Contoso Ltd" });
+    expect(await send("PUT", "/businesses/biz_2", 200, { name: "Contoso Ltd" })).toEqual({
+      id: "biz_2",
+      name: "Contoso Ltd",
+    });
     await send("GET", "/teams", 200);
     await send("GET", "/teams/team_ops", 200);
-    expect(await send("PUT", "/teams/team_new", 201, { name: "New", plan: "pro" })).toEqual({ id: "team_new", name: "New", plan: "pro", businessId: null, isPersonal: false });
+    expect(await send("PUT", "/teams/team_new", 201, { name: "New", plan: "pro" })).toEqual({
+      id: "team_new",
+      name: "New",
+      plan: "pro",
+      businessId: null,
+      isPersonal: false,
+    });
     await send("GET", "/users", 200);
     await send("GET", "/users/usr_ada", 200);
     await send("PUT", "/users/usr_new", 201, { email: "new@example.com", name: "New" });
@@ -152,7 +212,12 @@ describe("the admin OpenAPI document names every shape", () => {
     await send("GET", `/sessions/${session.id}`, 200);
     await send("DELETE", `/sessions/${session.id}`, 204);
 
-    const key = await send("POST", "/teams/team_ops/api-keys", 201, { name: "Sync", scopes: ["data:read"], allowlist: { datasets: ["ds_orders"] }, createdBy: "usr_ada" });
+    const key = await send("POST", "/teams/team_ops/api-keys", 201, {
+      name: "Sync",
+      scopes: ["data:read"],
+      allowlist: { datasets: ["ds_orders"] },
+      createdBy: "usr_ada",
+    });
     expect(key.token).toMatch(/^dp_live_/);
     await send("GET", "/teams/team_ops/api-keys", 200);
     await send("GET", `/api-keys/${key.id}`, 200);
@@ -160,44 +225,106 @@ describe("the admin OpenAPI document names every shape", () => {
 
     await send("GET", "/connections", 200);
     await send("GET", "/connections/conn_retail", 200);
-    const hook = await send("PUT", "/connections/conn_hook", 201, { teamId: "team_ops", name: "Hook", type: "webhook", config: { signingSecret: "a-signing-secret" } });
+    const hook = await send("PUT", "/connections/conn_hook", 201, {
+      teamId: "team_ops",
+      name: "Hook",
+      type: "webhook",
+      config: { signingSecret: "a-signing-secret" },
+    });
     expect(hook).toMatchObject({ config: { signed: true }, endpointUrl: expect.stringContaining("/api/webhooks/") });
-    expect(await send("PUT", "/connections/conn_hook/signing-secret", 200, { secret: null })).toMatchObject({ config: { signed: false } });
-    const refused = await api.fetch(new Request(hook.endpointUrl, { method: "POST", headers: { "content-type": "application/json" }, body: '{"n":' }));
+    expect(await send("PUT", "/connections/conn_hook/signing-secret", 200, { secret: null })).toMatchObject({
+      config: { signed: false },
+    });
+    const refused = await api.fetch(
+      new Request(hook.endpointUrl, { method: "POST", headers: { "content-type": "application/json" }, body: '{"n":' }),
+    );
     expect(refused.status).toBe(400);
     let deliveries: { data: Array<{ id: string }> } = { data: [] };
-    for (let i = 0; i < 100 && deliveries.data.length === 0; i++) deliveries = await send("GET", "/connections/conn_hook/deliveries?outcome=refused", 200);
+    for (let i = 0; i < 100 && deliveries.data.length === 0; i++)
+      deliveries = await send("GET", "/connections/conn_hook/deliveries?outcome=refused", 200);
     await send("GET", `/connections/conn_hook/deliveries/${deliveries.data[0]!.id}`, 200);
-    expect(await send("POST", `/connections/conn_hook/deliveries/${deliveries.data[0]!.id}/replay`, 200)).toMatchObject({ outcome: "refused", reason: "invalid_body" });
-    expect(await send("POST", "/connections/conn_hook/deliveries/replay", 200, { outcome: "stored" })).toEqual({ matched: 0, replayed: 0, stored: 0, duplicate: 0, refused: 0, skipped: 0 });
+    expect(await send("POST", `/connections/conn_hook/deliveries/${deliveries.data[0]!.id}/replay`, 200)).toMatchObject(
+      { outcome: "refused", reason: "invalid_body" },
+    );
+    expect(await send("POST", "/connections/conn_hook/deliveries/replay", 200, { outcome: "stored" })).toEqual({
+      matched: 0,
+      replayed: 0,
+      stored: 0,
+      duplicate: 0,
+      refused: 0,
+      skipped: 0,
+    });
 
     await send("GET", "/datasets", 200);
     await send("GET", "/datasets/ds_orders", 200);
-    await send("PUT", "/datasets/ds_new", 201, { teamId: "team_ops", name: "New", type: "upload", connectionId: null, source: null, columns: [{ name: "a", type: "number" }] });
-    expect(await send("PUT", "/datasets/ds_new/rows", 200, [{ a: 1 }, { a: 2 }])).toMatchObject({ id: "ds_new", rowCount: 2 });
-    expect(await send("POST", "/datasets/ds_new/rows", 200, '{"a":3}\n', "application/x-ndjson")).toMatchObject({ rowCount: 3 });
-    expect(await send("POST", "/datasets/ds_stores/refresh", 200, {})).toMatchObject({ datasetId: "ds_stores", ok: true, rowsProcessed: 1, error: null });
+    await send("PUT", "/datasets/ds_new", 201, {
+      teamId: "team_ops",
+      name: "New",
+      type: "upload",
+      connectionId: null,
+      source: null,
+      columns: [{ name: "a", type: "number" }],
+    });
+    expect(await send("PUT", "/datasets/ds_new/rows", 200, [{ a: 1 }, { a: 2 }])).toMatchObject({
+      id: "ds_new",
+      rowCount: 2,
+    });
+    expect(await send("POST", "/datasets/ds_new/rows", 200, '{"a":3}\n', "application/x-ndjson")).toMatchObject({
+      rowCount: 3,
+    });
+    expect(await send("POST", "/datasets/ds_stores/refresh", 200, {})).toMatchObject({
+      datasetId: "ds_stores",
+      ok: true,
+      rowsProcessed: 1,
+      error: null,
+    });
 
     await send("GET", "/tables", 200);
     await send("GET", "/tables/tbl_targets", 200);
     await send("PUT", "/tables/tbl_new", 201, { teamId: "team_ops", name: "Notes", columns: [] });
 
-    await send("PUT", "/dashboards/dash_new/versions/1", 201, { teamId: "team_ops", name: "New", published: true, datasetIds: ["ds_new"] });
+    await send("PUT", "/dashboards/dash_new/versions/1", 201, {
+      teamId: "team_ops",
+      name: "New",
+      published: true,
+      datasetIds: ["ds_new"],
+    });
     await send("GET", "/dashboards", 200);
     await send("GET", "/dashboards/dash_new", 200);
 
-    expect(await send("POST", "/dashboard-views", 201, [{ dashboardId: "dash_new", at: now, visitorId: "vis_1" }])).toEqual({ stored: 1 });
-    expect(await send("POST", "/refresh-runs", 201, [{ datasetId: "ds_new", startedAt: now, durationMs: 12, rowsProcessed: 3 }])).toEqual({ stored: 1 });
-    expect(await send("POST", "/credit-usage", 201, [{ teamId: "team_ops", at: now, category: "export", credits: 2 }])).toEqual({ stored: 1 });
-    const events = [{ id: "evt_doc_1", teamId: "team_ops", time: now, category: "audit", action: "dashboard.published" }];
+    expect(
+      await send("POST", "/dashboard-views", 201, [{ dashboardId: "dash_new", at: now, visitorId: "vis_1" }]),
+    ).toEqual({ stored: 1 });
+    expect(
+      await send("POST", "/refresh-runs", 201, [
+        { datasetId: "ds_new", startedAt: now, durationMs: 12, rowsProcessed: 3 },
+      ]),
+    ).toEqual({ stored: 1 });
+    expect(
+      await send("POST", "/credit-usage", 201, [{ teamId: "team_ops", at: now, category: "export", credits: 2 }]),
+    ).toEqual({ stored: 1 });
+    const events = [
+      { id: "evt_doc_1", teamId: "team_ops", time: now, category: "audit", action: "dashboard.published" },
+    ];
     expect(await send("POST", "/audit-events", 201, events)).toEqual({ stored: 1, skipped: 0 });
 
-    for (const path of ["/dashboards/dash_new", "/tables/tbl_new", "/datasets/ds_new", "/connections/conn_hook", "/users/usr_new/memberships/team_new", "/users/usr_new", "/teams/team_new", "/businesses/biz_2"]) {
+    for (const path of [
+      "/dashboards/dash_new",
+      "/tables/tbl_new",
+      "/datasets/ds_new",
+      "/connections/conn_hook",
+      "/users/usr_new/memberships/team_new",
+      "/users/usr_new",
+      "/teams/team_new",
+      "/businesses/biz_2",
+    ]) {
       await send("DELETE", path, 204);
     }
     await send("GET", "/openapi.json", 200);
 
-    const operations = Object.entries(document.paths).flatMap(([path, item]) => Object.keys(item).map((method) => `${method} ${path}`));
+    const operations = Object.entries(document.paths).flatMap(([path, item]) =>
+      Object.keys(item).map((method) => `${method} ${path}`),
+    );
     expect([...answered].sort()).toEqual(operations.sort());
   });
 });
@@ -208,8 +335,11 @@ describe("the admin document through openapi-typescript", () => {
 
   it("types every body and every answer, as the admin functions type them", async () => {
     const document = adminDocument();
-    // `defaultNonNullable: false`: a field with a default is optional in a body (the server fills it in) and, being required, present in an answer.
-    const source = astToString(await openapiTS(JSON.parse(JSON.stringify(document)), { silent: true, defaultNonNullable: false }));
+    // `defaultNonNullable: false`: a field with a default is optional in a body (the server fills it in) and, being
+    // required, present in an answer.
+    const source = astToString(
+      await openapiTS(JSON.parse(JSON.stringify(document)), { silent: true, defaultNonNullable: false }),
+    );
     writeFileSync(join(out, "admin-schema.ts"), source);
 
     // One check per body and per success answer: a named type that is neither `unknown` nor `any`.
@@ -217,9 +347,13 @@ describe("the admin document through openapi-typescript", () => {
     for (const [path, item] of Object.entries(document.paths)) {
       for (const [method, op] of Object.entries(item)) {
         const id = JSON.stringify(op.operationId);
-        for (const type of Object.keys(op.requestBody?.content ?? {})) checks.push(`Check<Typed<Body<${id}, ${JSON.stringify(type)}>>, ${JSON.stringify(`${method} ${path} body`)}>`);
+        for (const type of Object.keys(op.requestBody?.content ?? {}))
+          checks.push(
+            `Check<Typed<Body<${id}, ${JSON.stringify(type)}>>, ${JSON.stringify(`${method} ${path} body`)}>`,
+          );
         for (const [status, response] of Object.entries(op.responses)) {
-          if (/^2/.test(status) && !("$ref" in response) && response.content) checks.push(`Check<Typed<Answer<${id}, ${status}>>, ${JSON.stringify(`${method} ${path} ${status}`)}>`);
+          if (/^2/.test(status) && !("$ref" in response) && response.content)
+            checks.push(`Check<Typed<Answer<${id}, ${status}>>, ${JSON.stringify(`${method} ${path} ${status}`)}>`);
         }
       }
     }
@@ -296,11 +430,15 @@ export type SameAsFunctions = [
 ];
 `,
     );
-    // zod types an optional field `T | undefined`, which JSON never carries: compared without exact optional properties.
+    // zod types an optional field `T | undefined`, which JSON never carries: compared without exact optional
+    // properties.
     expect(typeCheck(out, [join(out, "typed.ts")])).toEqual([]);
 
     // …and the checks can fail: an open answer is refused.
-    writeFileSync(join(out, "open.ts"), `import type { Check } from "./typed.js";\ntype Typed<T> = unknown extends T ? false : true;\nexport type Open = Check<Typed<Record<string, unknown> | unknown>>;\n`);
+    writeFileSync(
+      join(out, "open.ts"),
+      `import type { Check } from "./typed.js";\ntype Typed<T> = unknown extends T ? false : true;\nexport type Open = Check<Typed<Record<string, unknown> | unknown>>;\n`,
+    );
     expect(typeCheck(out, [join(out, "open.ts")]).join("\n")).toMatch(/does not satisfy the constraint 'true'/);
   }, 120_000);
 });
@@ -311,7 +449,8 @@ function typeCheck(out: string, files: string[]): string[] {
     module: ts.ModuleKind.NodeNext,
     moduleResolution: ts.ModuleResolutionKind.NodeNext,
     lib: ["lib.es2023.d.ts", "lib.dom.d.ts"],
-    // The source's own types resolve as in the project (node's among them): an unresolved one would be \`any\` and pass any check.
+    // The source's own types resolve as in the project (node's among them): an unresolved one would be \`any\` and pass
+    // any check.
     types: ["node"],
     typeRoots: [join(root, "node_modules", "@types")],
     strict: true,

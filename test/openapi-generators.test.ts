@@ -210,11 +210,31 @@ describe("the OpenAPI document through openapi-typescript and openapi-fetch", ()
     const document = createOpenApiDocument(createDataApi().routes);
     const source = astToString(await openapiTS(JSON.parse(JSON.stringify(document)), { silent: true }));
     // Named types for every resource and response.
-    for (const name of ["Dataset", "DatasetDetail", "DatasetRowsPage", "ConnectionQueryResult", "ConnectionQueryRows", "ConnectionQueryGeoJson", "Dashboard", "DashboardViews", "SpaceObjectPage", "TableRow", "TableRowsPage", "AuditEvent", "AuditPage", "Me", "WebhookReceipt", "Error"]) {
+    for (const name of [
+      "Dataset",
+      "DatasetDetail",
+      "DatasetRowsPage",
+      "ConnectionQueryResult",
+      "ConnectionQueryRows",
+      "ConnectionQueryGeoJson",
+      "Dashboard",
+      "DashboardViews",
+      "SpaceObjectPage",
+      "TableRow",
+      "TableRowsPage",
+      "AuditEvent",
+      "AuditPage",
+      "Me",
+      "WebhookReceipt",
+      "Error",
+    ]) {
       expect(source, name).toMatch(new RegExp(`\\n {8}${name}: `));
     }
-    // Open bodies are open objects, never an empty record (openapi-typescript's own `webhooks` and `$defs` exports aside).
-    expect(source.replace(/^export type (webhooks|\$defs) = Record<string, never>;$/gm, "")).not.toContain("Record<string, never>");
+    // Open bodies are open objects, never an empty record (openapi-typescript's own `webhooks` and `$defs` exports
+    // aside).
+    expect(source.replace(/^export type (webhooks|\$defs) = Record<string, never>;$/gm, "")).not.toContain(
+      "Record<string, never>",
+    );
     expect(source).toMatch(/ {8}TableRowValues: \{\n {12}\[key: string\]: unknown;\n {8}\};/);
 
     mkdirSync(out, { recursive: true });
@@ -223,19 +243,27 @@ describe("the OpenAPI document through openapi-typescript and openapi-fetch", ()
     writeFileSync(join(out, "same-types.ts"), SAME_TYPES);
 
     // The calls cover every operation of the document.
-    const called = [...CALLS.split("export async function refusedCalls")[0]!.matchAll(/client\.(GET|POST|PATCH|PUT|DELETE)\("([^"]+)"/g)].map(([, m, p]) => `${m} ${p}`);
+    const called = [
+      ...CALLS.split("export async function refusedCalls")[0]!.matchAll(
+        /client\.(GET|POST|PATCH|PUT|DELETE)\("([^"]+)"/g,
+      ),
+    ].map(([, m, p]) => `${m} ${p}`);
     expect([...new Set(called)].sort()).toEqual(operationsOf(document));
 
     expect(typeCheck([join(out, "calls.ts")])).toEqual([]);
-    // zod types an optional field `T | undefined`, which JSON never carries: compared without exact optional properties.
+    // zod types an optional field `T | undefined`, which JSON never carries: compared without exact optional
+    // properties.
     expect(typeCheck([join(out, "same-types.ts")], { exactOptionalPropertyTypes: false })).toEqual([]);
   }, 120_000);
 
   it("generates the admin API's types too, every body open", async () => {
     const document = createOpenApiDocument(adminMount.routes.map((route) => ({ mount: adminMount.base, route })));
     const source = astToString(await openapiTS(JSON.parse(JSON.stringify(document)), { silent: true }));
-    expect(source.replace(/^export type (webhooks|\$defs) = Record<string, never>;$/gm, "")).not.toContain("Record<string, never>");
-    for (const id of ["listBusinesses", "putMembership", "createApiKey", "revokeApiKey", "replaceDatasetRows"]) expect(source).toContain(`    ${id}: {`);
+    expect(source.replace(/^export type (webhooks|\$defs) = Record<string, never>;$/gm, "")).not.toContain(
+      "Record<string, never>",
+    );
+    for (const id of ["listBusinesses", "putMembership", "createApiKey", "revokeApiKey", "replaceDatasetRows"])
+      expect(source).toContain(`    ${id}: {`);
     mkdirSync(out, { recursive: true });
     writeFileSync(join(out, "admin-schema.ts"), source);
     expect(typeCheck([join(out, "admin-schema.ts")])).toEqual([]);

@@ -1,7 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { MAX_IDEMPOTENCY_KEY_LENGTH } from "../src/domain/idempotency.js";
 import { signStandard } from "../src/domain/signatures.js";
-import { createOpenApiDocument, derivedOperationId, toOpenApiPath, type OpenApiResponse } from "../src/routes/openapi-document.js";
+import {
+  createOpenApiDocument,
+  derivedOperationId,
+  toOpenApiPath,
+  type OpenApiResponse,
+} from "../src/routes/openapi-document.js";
 import { adminMount } from "../src/routes/index.js";
 import { WEBHOOK_SECRETS, webhookFixture } from "../src/testing/conformance/webhooks.js";
 import { NOW, setup } from "./support/api.js";
@@ -44,7 +49,12 @@ describe("OpenAPI document", () => {
     const { api } = await setup();
     const rows = createOpenApiDocument(api.routes).paths["/api/v1/datasets/{id}/rows"]!.get!;
     const param = (name: string) => rows.parameters.find((p) => p.name === name);
-    expect(param("maxRows")).toEqual({ name: "maxRows", in: "query", required: false, schema: { type: "integer", minimum: 0, maximum: 2_147_483_647 } });
+    expect(param("maxRows")).toEqual({
+      name: "maxRows",
+      in: "query",
+      required: false,
+      schema: { type: "integer", minimum: 0, maximum: 2_147_483_647 },
+    });
     expect(param("offset")!.schema).toEqual({ type: "integer", minimum: 0, maximum: 2_147_483_647, default: 0 });
     // Plain strings: a JSON media type makes Swagger UI show a file picker where a condition is typed.
     expect(param("filters")!.schema).toEqual({ type: "string" });
@@ -64,10 +74,14 @@ describe("OpenAPI document", () => {
       required: ["error"],
       properties: { error: { required: ["code", "message", "requestId"] } },
     });
-    expect(document.paths["/api/v1/me"]!.get!.responses["401"]).toEqual({ $ref: "#/components/responses/Unauthorized" });
+    expect(document.paths["/api/v1/me"]!.get!.responses["401"]).toEqual({
+      $ref: "#/components/responses/Unauthorized",
+    });
     expect(document.components.responses.Unauthorized!.headers).toHaveProperty("WWW-Authenticate");
     expect(document.components.responses.TooManyRequests!.headers).toHaveProperty("Retry-After");
-    expect(document.components.responses.BadRequest!.content!["application/json"]!.schema).toEqual({ $ref: "#/components/schemas/Error" });
+    expect(document.components.responses.BadRequest!.content!["application/json"]!.schema).toEqual({
+      $ref: "#/components/schemas/Error",
+    });
   });
 
   it("is served at /api/v1/openapi.json without a token, naming the app URL as its server", async () => {
@@ -76,7 +90,9 @@ describe("OpenAPI document", () => {
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toBe("application/json; charset=utf-8");
     expect(res.headers.get("access-control-allow-origin")).toBe("*");
-    expect(res.json).toEqual(JSON.parse(JSON.stringify(createOpenApiDocument(api.routes, { serverUrl: "https://bi.example.com" }))));
+    expect(res.json).toEqual(
+      JSON.parse(JSON.stringify(createOpenApiDocument(api.routes, { serverUrl: "https://bi.example.com" }))),
+    );
     expect(res.json.openapi).toBe("3.1.0");
     expect(res.json.servers).toEqual([{ url: "https://bi.example.com" }]);
     expect(res.json.paths["/api/v1/openapi.json"].get.security).toEqual([]);
@@ -88,7 +104,9 @@ describe("OpenAPI document for code generators", () => {
     const { api } = await setup();
     const document = createOpenApiDocument(api.routes);
     const ids = Object.fromEntries(
-      Object.entries(document.paths).flatMap(([path, item]) => Object.entries(item).map(([method, op]) => [`${method.toUpperCase()} ${path}`, op.operationId])),
+      Object.entries(document.paths).flatMap(([path, item]) =>
+        Object.entries(item).map(([method, op]) => [`${method.toUpperCase()} ${path}`, op.operationId]),
+      ),
     );
     expect(ids).toEqual({
       "GET /api/v1/me": "getMe",
@@ -119,7 +137,8 @@ describe("OpenAPI document for code generators", () => {
   });
 
   it("derives an operationId from the method and path for a route that names none (the admin API)", () => {
-    const id = (method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE", path: string) => derivedOperationId({ method, path });
+    const id = (method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE", path: string) =>
+      derivedOperationId({ method, path });
     expect(id("GET", "/businesses")).toBe("listBusinesses");
     expect(id("GET", "/businesses/:id")).toBe("getBusiness");
     expect(id("PUT", "/users/:id/memberships/:teamId")).toBe("putUserMembership");
@@ -133,8 +152,19 @@ describe("OpenAPI document for code generators", () => {
     const operations = Object.values(admin.paths).flatMap((item) => Object.values(item));
     expect(operations.length).toBeGreaterThan(30);
     expect(new Set(operations.map((op) => op.operationId)).size).toBe(operations.length);
-    for (const op of operations) expect(op.operationId).toMatch(/^(list|get|put|create|update|delete|revoke|set|replace|append|refresh|record|replay)[A-Z][A-Za-z]+$/);
-    expect(operations.map((op) => op.operationId)).toEqual(expect.arrayContaining(["listTeams", "putMembership", "revokeApiKey", "replaceDatasetRows", "recordDashboardViews"]));
+    for (const op of operations)
+      expect(op.operationId).toMatch(
+        /^(list|get|put|create|update|delete|revoke|set|replace|append|refresh|record|replay)[A-Z][A-Za-z]+$/,
+      );
+    expect(operations.map((op) => op.operationId)).toEqual(
+      expect.arrayContaining([
+        "listTeams",
+        "putMembership",
+        "revokeApiKey",
+        "replaceDatasetRows",
+        "recordDashboardViews",
+      ]),
+    );
   });
 
   it("answers every JSON operation with a named component schema", async () => {
@@ -181,16 +211,31 @@ describe("OpenAPI document for code generators", () => {
       getReadiness: "Readiness",
     });
     const schemas = document.components.schemas;
-    expect(schemas.DatasetList).toMatchObject({ properties: { datasets: { items: { $ref: "#/components/schemas/Dataset" } } } });
-    expect(schemas.Dataset).toMatchObject({ properties: { columns: { items: { $ref: "#/components/schemas/Column" } } } });
+    expect(schemas.DatasetList).toMatchObject({
+      properties: { datasets: { items: { $ref: "#/components/schemas/Dataset" } } },
+    });
+    expect(schemas.Dataset).toMatchObject({
+      properties: { columns: { items: { $ref: "#/components/schemas/Column" } } },
+    });
     expect(schemas.ConnectionQueryResult).toEqual({
-      anyOf: [{ $ref: "#/components/schemas/ConnectionQueryRows" }, { $ref: "#/components/schemas/ConnectionQueryGeoJson" }],
+      anyOf: [
+        { $ref: "#/components/schemas/ConnectionQueryRows" },
+        { $ref: "#/components/schemas/ConnectionQueryGeoJson" },
+      ],
       description: "Rows (format=json, the default) or GeoJSON (format=geojson)",
     });
     expect(schemas.AuditPage).toMatchObject({
-      properties: { events: { items: { anyOf: [{ $ref: "#/components/schemas/OcsfApiActivity" }, { $ref: "#/components/schemas/AuditEvent" }] } } },
+      properties: {
+        events: {
+          items: {
+            anyOf: [{ $ref: "#/components/schemas/OcsfApiActivity" }, { $ref: "#/components/schemas/AuditEvent" }],
+          },
+        },
+      },
     });
-    expect(schemas.Error).toMatchObject({ properties: { error: { properties: { code: { $ref: "#/components/schemas/ErrorCode" } } } } });
+    expect(schemas.Error).toMatchObject({
+      properties: { error: { properties: { code: { $ref: "#/components/schemas/ErrorCode" } } } },
+    });
     // Nothing zod could not name (`__schema0`) and no JSON Schema `$defs` left behind.
     expect(Object.keys(schemas).filter((name) => !/^[A-Z][A-Za-z]+$/.test(name))).toEqual([]);
     expect(JSON.stringify(document).includes("$defs")).toBe(false);
@@ -199,35 +244,60 @@ describe("OpenAPI document for code generators", () => {
   it("types open request bodies as open objects", async () => {
     const { api } = await setup();
     const document = createOpenApiDocument(api.routes);
-    const body = (path: string, method: "post" | "patch") => document.paths[path]![method]!.requestBody!.content["application/json"]!.schema;
+    const body = (path: string, method: "post" | "patch") =>
+      document.paths[path]![method]!.requestBody!.content["application/json"]!.schema;
     expect(body("/api/v1/tables/{id}/rows", "post")).toEqual({ $ref: "#/components/schemas/TableRowValues" });
     expect(body("/api/v1/tables/{id}/rows/{rowId}", "patch")).toEqual({ $ref: "#/components/schemas/TableRowPatch" });
     expect(body("/api/webhooks/{id}", "post")).toEqual({ $ref: "#/components/schemas/WebhookPayload" });
     const { schemas } = document.components;
     expect(schemas.TableRowValues).toMatchObject({ type: "object", additionalProperties: true });
     expect(schemas.WebhookPayload).toMatchObject({ type: "object", additionalProperties: true });
-    expect(schemas.TableRowPatch).toMatchObject({ type: "object", additionalProperties: true, properties: { expectedUpdatedAt: {} } });
-    expect(schemas.TableRow).toMatchObject({ required: ["_id", "_createdAt", "_updatedAt"], additionalProperties: true });
+    expect(schemas.TableRowPatch).toMatchObject({
+      type: "object",
+      additionalProperties: true,
+      properties: { expectedUpdatedAt: {} },
+    });
+    expect(schemas.TableRow).toMatchObject({
+      required: ["_id", "_createdAt", "_updatedAt"],
+      additionalProperties: true,
+    });
     expect(JSON.stringify(document).includes('"propertyNames"')).toBe(false);
   });
 
   it("documents the body limit the server enforces", async () => {
     const { api, call } = await setup({ maxBodyBytes: 2048 });
     const served = (await call("GET", "/api/v1/openapi.json")).json;
-    expect(served.paths["/api/v1/tables/{id}/rows"].post.requestBody.description).toBe("At most 2,048 bytes (413 payload_too_large beyond).");
+    expect(served.paths["/api/v1/tables/{id}/rows"].post.requestBody.description).toBe(
+      "At most 2,048 bytes (413 payload_too_large beyond).",
+    );
     expect(served.paths["/api/webhooks/{id}"].post.requestBody.description).toContain("At most 2,048 bytes");
-    expect(createOpenApiDocument(api.routes).paths["/api/v1/tables/{id}/rows"]!.post!.requestBody!.description).toBe("At most 1,048,576 bytes (413 payload_too_large beyond).");
-    const tooLarge = await call("POST", "/api/v1/tables/tbl_targets/rows", { token: TOKENS.sync, body: { region: "x".repeat(2100), target: 1 } });
+    expect(createOpenApiDocument(api.routes).paths["/api/v1/tables/{id}/rows"]!.post!.requestBody!.description).toBe(
+      "At most 1,048,576 bytes (413 payload_too_large beyond).",
+    );
+    const tooLarge = await call("POST", "/api/v1/tables/tbl_targets/rows", {
+      token: TOKENS.sync,
+      body: { region: "x".repeat(2100), target: 1 },
+    });
     expect(tooLarge.status).toBe(413);
   });
 
   it("documents the table Idempotency-Key with the length the server accepts", async () => {
     const { api, call } = await setup();
-    const param = createOpenApiDocument(api.routes).paths["/api/v1/tables/{id}/rows"]!.post!.parameters.find((p) => p.name === "Idempotency-Key")!;
+    const param = createOpenApiDocument(api.routes).paths["/api/v1/tables/{id}/rows"]!.post!.parameters.find(
+      (p) => p.name === "Idempotency-Key",
+    )!;
     expect(param.schema).toEqual({ type: "string", minLength: 1, maxLength: MAX_IDEMPOTENCY_KEY_LENGTH });
-    const write = (key: string) => call("POST", "/api/v1/tables/tbl_targets/rows", { token: TOKENS.sync, body: { region: "EMEA", target: 1 }, headers: { "idempotency-key": key } });
+    const write = (key: string) =>
+      call("POST", "/api/v1/tables/tbl_targets/rows", {
+        token: TOKENS.sync,
+        body: { region: "EMEA", target: 1 },
+        headers: { "idempotency-key": key },
+      });
     expect((await write("k".repeat(MAX_IDEMPOTENCY_KEY_LENGTH))).status).toBe(201);
-    expect(await write("k".repeat(MAX_IDEMPOTENCY_KEY_LENGTH + 1))).toMatchObject({ status: 400, json: { error: { code: "invalid_parameter" } } });
+    expect(await write("k".repeat(MAX_IDEMPOTENCY_KEY_LENGTH + 1))).toMatchObject({
+      status: 400,
+      json: { error: { code: "invalid_parameter" } },
+    });
   });
 
   it("documents the webhook's Standard Webhooks and delivery headers as the receiver reads them", async () => {
@@ -258,8 +328,14 @@ describe("OpenAPI document for code generators", () => {
 
     // What the document says, the receiver does: a 1,000-character delivery id is accepted and de-duplicated.
     const long = "d".repeat(1000);
-    const first = await call("POST", "/api/webhooks/hook-open", { body: { n: 1 }, headers: { "idempotency-key": long } });
-    const again = await call("POST", "/api/webhooks/hook-open", { body: { n: 1 }, headers: { "idempotency-key": long } });
+    const first = await call("POST", "/api/webhooks/hook-open", {
+      body: { n: 1 },
+      headers: { "idempotency-key": long },
+    });
+    const again = await call("POST", "/api/webhooks/hook-open", {
+      body: { n: 1 },
+      headers: { "idempotency-key": long },
+    });
     expect(first).toMatchObject({ status: 200, json: { duplicate: false } });
     expect(again).toMatchObject({ status: 200, json: { id: first.json.id, duplicate: true } });
     // A Standard Webhooks signature in the documented headers is accepted.
@@ -267,7 +343,11 @@ describe("OpenAPI document for code generators", () => {
     const timestamp = Math.floor(Date.parse(NOW) / 1000);
     const signed = await call("POST", "/api/webhooks/hook-std", {
       body,
-      headers: { "webhook-id": "msg_1", "webhook-timestamp": String(timestamp), "webhook-signature": signStandard(WEBHOOK_SECRETS.standard, "msg_1", timestamp, body) },
+      headers: {
+        "webhook-id": "msg_1",
+        "webhook-timestamp": String(timestamp),
+        "webhook-signature": signStandard(WEBHOOK_SECRETS.standard, "msg_1", timestamp, body),
+      },
     });
     expect(signed).toMatchObject({ status: 200, json: { ok: true, duplicate: false } });
   });
@@ -288,7 +368,13 @@ describe("response validation against the document", () => {
     const ok = await call("GET", "/api/v1/datasets/ds_orders/rows?maxRows=1", { token: TOKENS.sync });
     expect(ok.status).toBe(200);
     const check = (status: number, json: unknown) => () =>
-      assertMatchesDocument(api, { method: "GET", path: "/api/v1/datasets/ds_orders/rows", status, contentType: "application/json", json });
+      assertMatchesDocument(api, {
+        method: "GET",
+        path: "/api/v1/datasets/ds_orders/rows",
+        status,
+        contentType: "application/json",
+        json,
+      });
     expect(check(200, ok.json)).not.toThrow();
     expect(check(200, { ...ok.json, metadata: { ...ok.json.metadata, hasMore: "no" } })).toThrow(/hasMore/);
     expect(check(200, { ...ok.json, extra: 1 })).toThrow(/does not match/);

@@ -56,7 +56,10 @@ const EXPECTED: Record<string, string[]> = {
 const PEERS: Record<string, { name: string; message: string }> = {
   "./postgres": { name: "pg", message: 'dataport/postgres: install the "pg" package (npm install pg)' },
   "./redis": { name: "ioredis", message: 'dataport/redis: install the "ioredis" package (npm install ioredis)' },
-  "./metrics": { name: "prom-client", message: 'dataport/metrics: install the "prom-client" package (npm install prom-client)' },
+  "./metrics": {
+    name: "prom-client",
+    message: 'dataport/metrics: install the "prom-client" package (npm install prom-client)',
+  },
   "./testing": { name: "vitest", message: "Cannot find package 'vitest'" },
 };
 
@@ -79,10 +82,19 @@ let attw: Promise<{ stdout: string }>;
 
 beforeAll(() => {
   work = mkdtempSync(join(tmpdir(), "dataport-pack-"));
-  const out = execFileSync("npm", ["pack", "--json", "--pack-destination", work], { cwd: ROOT, encoding: "utf8", timeout: 600_000, stdio: ["ignore", "pipe", "pipe"] });
+  const out = execFileSync("npm", ["pack", "--json", "--pack-destination", work], {
+    cwd: ROOT,
+    encoding: "utf8",
+    timeout: 600_000,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   packed = (JSON.parse(out.slice(out.indexOf("["))) as PackResult[])[0]!;
   tarball = join(work, packed.filename);
-  attw = run(`${ROOT}node_modules/.bin/attw`, [tarball, "--profile", "node16", "--ignore-rules", "cjs-resolves-to-esm", "--format", "json"], { cwd: work });
+  attw = run(
+    `${ROOT}node_modules/.bin/attw`,
+    [tarball, "--profile", "node16", "--ignore-rules", "cjs-resolves-to-esm", "--format", "json"],
+    { cwd: work },
+  );
   attw.catch(() => {}); // reported by its test
 }, 300_000);
 
@@ -141,7 +153,8 @@ describe("the built package (npm pack's prepack build)", () => {
         expect(code, file).not.toContain("demo/space.json");
         const map = JSON.parse(readFileSync(`${file}.map`, "utf8")) as { sources: string[] };
         for (const source of map.sources) sources.add(source.replace(/^(\.\.\/)+/, ""));
-        for (const [, spec] of code.matchAll(/(?:from\s*|import\s*\(?\s*)["'](\.\.?\/[^"']+)["']/g)) visit(fileURLToPath(new URL(spec!, pathToFileURL(file))));
+        for (const [, spec] of code.matchAll(/(?:from\s*|import\s*\(?\s*)["'](\.\.?\/[^"']+)["']/g))
+          visit(fileURLToPath(new URL(spec!, pathToFileURL(file))));
       };
       visit(`${ROOT}${entry}`);
       return sources;
@@ -149,9 +162,16 @@ describe("the built package (npm pack's prepack build)", () => {
     for (const [subpath, entry] of subpaths) {
       const sources = [...sourcesOf(entry.import)];
       expect(sources.length, subpath).toBeGreaterThan(0);
-      expect(sources.filter((s) => s.startsWith("examples/") || s.startsWith("bench/") || s.startsWith("test/")), subpath).toEqual([]);
+      expect(
+        sources.filter((s) => s.startsWith("examples/") || s.startsWith("bench/") || s.startsWith("test/")),
+        subpath,
+      ).toEqual([]);
       // The conformance suites (and vitest, which they import) only for the subpath that offers them.
-      if (subpath !== "./testing") expect(sources.filter((s) => s.startsWith("src/testing/")), subpath).toEqual([]);
+      if (subpath !== "./testing")
+        expect(
+          sources.filter((s) => s.startsWith("src/testing/")),
+          subpath,
+        ).toEqual([]);
     }
     expect(readdirSync(`${ROOT}dist/bin`).filter((f) => f.endsWith(".d.ts"))).toEqual([]);
   });
@@ -179,7 +199,9 @@ describe("the built package (npm pack's prepack build)", () => {
     const metrics = `await import(${JSON.stringify(pathToFileURL(`${ROOT}dist/metrics/index.js`).href)});
       const { createRequire } = await import("node:module");
       console.log(Object.keys(createRequire(import.meta.url).cache).some((f) => f.includes("/node_modules/prom-client/")));`;
-    expect(execFileSync(process.execPath, ["--input-type=module", "-e", metrics], { cwd: ROOT, encoding: "utf8" }).trim()).toBe("true");
+    expect(
+      execFileSync(process.execPath, ["--input-type=module", "-e", metrics], { cwd: ROOT, encoding: "utf8" }).trim(),
+    ).toBe("true");
   });
 
   it("writes dist/openapi.json, the document of the built route table", () => {
@@ -189,14 +211,23 @@ describe("the built package (npm pack's prepack build)", () => {
   });
 
   it("declares @opentelemetry/api, pg, ioredis, prom-client, swagger-ui-dist, vitest and @types/pg as optional peers, and none of them a dependency", () => {
-    expect(Object.keys(pkg.peerDependencies).sort()).toEqual(["@opentelemetry/api", "@types/pg", "ioredis", "pg", "prom-client", "swagger-ui-dist", "vitest"]);
+    expect(Object.keys(pkg.peerDependencies).sort()).toEqual([
+      "@opentelemetry/api",
+      "@types/pg",
+      "ioredis",
+      "pg",
+      "prom-client",
+      "swagger-ui-dist",
+      "vitest",
+    ]);
     // Wide enough for a Node 20 host: the 2.x SDK there installs @opentelemetry/api below 1.10.
     expect(pkg.peerDependencies["@opentelemetry/api"]).toBe("^1.4.0");
     for (const name of Object.keys(pkg.peerDependencies)) {
       expect(pkg.peerDependenciesMeta[name]?.optional, name).toBe(true);
       expect(pkg.dependencies[name], name).toBeUndefined();
     }
-    // SQLite's native addon is optional (node:sqlite and bun:sqlite serve without it), its types are the repository's own.
+    // SQLite's native addon is optional (node:sqlite and bun:sqlite serve without it), its types are the repository's
+    // own.
     expect(pkg.optionalDependencies["better-sqlite3"]).toBeDefined();
     expect(pkg.dependencies["better-sqlite3"]).toBeUndefined();
     expect(pkg.dependencies["@types/better-sqlite3"]).toBeUndefined();
@@ -227,7 +258,8 @@ describe("the built package (npm pack's prepack build)", () => {
         if (seen.has(file)) return;
         seen.add(file);
         for (const [, spec] of readFileSync(file, "utf8").matchAll(/(?:from|import)\s*\(?\s*['"]([^'"]+)['"]/g)) {
-          if (spec!.startsWith(".")) visit(fileURLToPath(new URL(spec!.replace(/\.js$/, ".d.ts"), pathToFileURL(file))), seen);
+          if (spec!.startsWith("."))
+            visit(fileURLToPath(new URL(spec!.replace(/\.js$/, ".d.ts"), pathToFileURL(file))), seen);
           else named.add(spec!);
         }
         expect(readFileSync(file, "utf8"), file).not.toContain("/// <reference types");
@@ -241,11 +273,26 @@ describe("the built package (npm pack's prepack build)", () => {
 describe("the packed tarball", () => {
   it("holds the build, the bin, the demo fixture, LICENSE and README, and no sources or source maps", () => {
     const paths = packed.files.map((f) => f.path);
-    for (const path of ["LICENSE", "README.md", "package.json", "dist/index.js", "dist/index.d.ts", pkg.bin.dataport!.replace("./", ""), "dist/demo/space.json", "dist/openapi.json"]) {
+    for (const path of [
+      "LICENSE",
+      "README.md",
+      "package.json",
+      "dist/index.js",
+      "dist/index.d.ts",
+      pkg.bin.dataport!.replace("./", ""),
+      "dist/demo/space.json",
+      "dist/openapi.json",
+    ]) {
       expect(paths, path).toContain(path);
     }
-    expect(paths.filter((p) => p.endsWith(".map") || p.startsWith("src/") || p.startsWith("test/") || p.startsWith("examples/"))).toEqual([]);
-    expect(readFileSync(`${ROOT}LICENSE`, "utf8")).toMatch(/^MIT License\n\nCopyright \(c\) 2026 Dataport contributors\n/);
+    expect(
+      paths.filter(
+        (p) => p.endsWith(".map") || p.startsWith("src/") || p.startsWith("test/") || p.startsWith("examples/"),
+      ),
+    ).toEqual([]);
+    expect(readFileSync(`${ROOT}LICENSE`, "utf8")).toMatch(
+      /^MIT License\n\nCopyright \(c\) 2026 Dataport contributors\n/,
+    );
     // Light: the whole tarball is a few hundred kilobytes (272 KB when this was written).
     expect(packed.size).toBeLessThan(600_000);
   });
@@ -253,20 +300,30 @@ describe("the packed tarball", () => {
   it("ships docs/, so every relative link of the README (docs/…, LICENSE) works inside the installed package", () => {
     const paths = new Set(packed.files.map((f) => f.path));
     const readme = readFileSync(`${ROOT}README.md`, "utf8");
-    const targets = [...readme.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)].map((m) => m[1]!).filter((target) => !/^[a-z]+:/.test(target));
+    const targets = [...readme.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)]
+      .map((m) => m[1]!)
+      .filter((target) => !/^[a-z]+:/.test(target));
     expect(targets.filter((t) => t.startsWith("docs/")).length).toBeGreaterThan(5);
     for (const target of targets) expect(paths.has(target.replace(/^\.\//, "")), target).toBe(true);
-    for (const page of readdirSync(`${ROOT}docs`).filter((f) => f.endsWith(".md"))) expect(paths.has(`docs/${page}`), page).toBe(true);
+    for (const page of readdirSync(`${ROOT}docs`).filter((f) => f.endsWith(".md")))
+      expect(paths.has(`docs/${page}`), page).toBe(true);
   });
 
   it("passes publint", async () => {
     const data = readFileSync(tarball);
-    const { messages } = await publint({ pack: { tarball: data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength) as ArrayBuffer }, strict: true, level: "suggestion" });
+    const { messages } = await publint({
+      pack: { tarball: data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength) as ArrayBuffer },
+      strict: true,
+      level: "suggestion",
+    });
     expect(messages).toEqual([]);
   });
 
   it("passes @arethetypeswrong/cli for ESM and bundlers; require() finds the ES module, which Node >= 20.19 loads", async () => {
-    const report = JSON.parse((await attw).stdout) as { analysis: { entrypoints: Record<string, unknown> }; problems: Record<string, Array<{ kind: string; resolutionKind: string }>> };
+    const report = JSON.parse((await attw).stdout) as {
+      analysis: { entrypoints: Record<string, unknown> };
+      problems: Record<string, Array<{ kind: string; resolutionKind: string }>>;
+    };
     expect(Object.keys(report.analysis.entrypoints).sort()).toEqual(Object.keys(pkg.exports).sort());
     // What remains is what the flags above accept: require() resolving to ESM. A node10 consumer
     // (no "exports" support) finds every subpath's types through typesVersions.
@@ -278,19 +335,28 @@ describe("the packed tarball", () => {
 
   describe("installed into a fresh application without pg, ioredis, prom-client or swagger-ui-dist", () => {
     let app: string;
-    /** tsc over a file importing the core subpaths, started once the app is installed (it runs while the other checks do). */
+    /**
+     * tsc over a file importing the core subpaths, started once the app is installed (it runs while the other checks
+     * do).
+     */
     let typecheck: Promise<{ stdout: string }>;
 
     beforeAll(async () => {
       app = join(work, "app");
       mkdirSync(app);
       writeFileSync(join(app, "package.json"), JSON.stringify({ name: "fresh-app", private: true, type: "module" }));
-      await run("npm", ["install", "--prefer-offline", "--ignore-scripts", "--no-audit", "--no-fund", tarball], { cwd: app, timeout: 600_000 });
+      await run("npm", ["install", "--prefer-offline", "--ignore-scripts", "--no-audit", "--no-fund", tarball], {
+        cwd: app,
+        timeout: 600_000,
+      });
       // better-sqlite3 compiles its binding on install (scripts are off here to keep this test fast):
       // the repository's build is the same version for the same Node.
-      cpSync(`${ROOT}node_modules/better-sqlite3/build`, join(app, "node_modules/better-sqlite3/build"), { recursive: true });
+      cpSync(`${ROOT}node_modules/better-sqlite3/build`, join(app, "node_modules/better-sqlite3/build"), {
+        recursive: true,
+      });
       // A Node host has Node's types (dataport/node names node:http); nothing of dataport's installs them.
-      for (const types of ["@types/node", "undici-types"]) cpSync(`${ROOT}node_modules/${types}`, join(app, "node_modules", types), { recursive: true });
+      for (const types of ["@types/node", "undici-types"])
+        cpSync(`${ROOT}node_modules/${types}`, join(app, "node_modules", types), { recursive: true });
       writeFileSync(
         join(app, "check.ts"),
         `import { createDataApi, type DataApi } from "dataport";
@@ -306,15 +372,33 @@ const api: DataApi = createDataApi({ storage: createMemoryStorage() });
 export const all = [api, createClient, createAdminClient, createSqliteStorage, toNodeHandler, serveBun, serveDeno, runStorageConformance];
 `,
       );
-      writeFileSync(join(app, "check.cts"), `import dataport = require("dataport");\nexport const api: dataport.DataApi = dataport.createDataApi();\n`);
-      const flags = ["--noEmit", "--strict", "--skipLibCheck", "false", "--module", "nodenext", "--moduleResolution", "nodenext", "--target", "es2022"];
-      typecheck = run(`${ROOT}node_modules/.bin/tsc`, [...flags, "check.ts", "check.cts"], { cwd: app, timeout: 300_000 }).catch((error: { stdout: string }) => error);
+      writeFileSync(
+        join(app, "check.cts"),
+        `import dataport = require("dataport");\nexport const api: dataport.DataApi = dataport.createDataApi();\n`,
+      );
+      const flags = [
+        "--noEmit",
+        "--strict",
+        "--skipLibCheck",
+        "false",
+        "--module",
+        "nodenext",
+        "--moduleResolution",
+        "nodenext",
+        "--target",
+        "es2022",
+      ];
+      typecheck = run(`${ROOT}node_modules/.bin/tsc`, [...flags, "check.ts", "check.cts"], {
+        cwd: app,
+        timeout: 300_000,
+      }).catch((error: { stdout: string }) => error);
     }, 150_000);
 
     const node = (args: string[]) => run(process.execPath, args, { cwd: app, timeout: 300_000 });
 
     it("installs none of the optional peers", () => {
-      for (const name of ["pg", "ioredis", "prom-client", "swagger-ui-dist", "@scarf/scarf", "vitest", "@types/pg"]) expect(existsSync(join(app, "node_modules", name)), name).toBe(false);
+      for (const name of ["pg", "ioredis", "prom-client", "swagger-ui-dist", "@scarf/scarf", "vitest", "@types/pg"])
+        expect(existsSync(join(app, "node_modules", name)), name).toBe(false);
       expect(existsSync(join(app, "node_modules/better-sqlite3"))).toBe(true);
       // Its types are the repository's own (a devDependency): nothing a host installs.
       expect(existsSync(join(app, "node_modules/@types/better-sqlite3"))).toBe(false);
@@ -329,7 +413,10 @@ export const all = [api, createClient, createAdminClient, createSqliteStorage, t
           try { const m = ${kind === "import" ? "await import(specifier)" : "require(specifier)"}; out[subpath] = Object.keys(m).sort(); } catch (e) { out[subpath] = "error: " + e.message.split("\\n")[0]; }
         }
         console.log(JSON.stringify(out));`;
-      const esm = JSON.parse((await node(["--input-type=module", "-e", script("import")])).stdout) as Record<string, string[] | string>;
+      const esm = JSON.parse((await node(["--input-type=module", "-e", script("import")])).stdout) as Record<
+        string,
+        string[] | string
+      >;
       const cjs = await node(["--input-type=commonjs", "-e", script("require")]);
       expect(cjs.stderr).not.toContain("ExperimentalWarning");
       expect(JSON.parse(cjs.stdout)).toEqual(esm);
@@ -349,7 +436,9 @@ export const all = [api, createClient, createAdminClient, createSqliteStorage, t
         const connection = { id: "conn_pg", type: "postgres", config: { url: "postgres://127.0.0.1:1/db" } };
         const query = { format: "json", source: "orders", limit: 1, offset: 0, filters: {}, orderBy: null, orderDirection: "ASC" };
         postgresConnector().query(connection, query).then(() => console.log("answered"), (e) => console.log(e.message));`;
-      expect((await node(["-e", script])).stdout.trim()).toBe('dataport/postgres: install the "pg" package (npm install pg)');
+      expect((await node(["-e", script])).stdout.trim()).toBe(
+        'dataport/postgres: install the "pg" package (npm install pg)',
+      );
     });
 
     it("serves the shipped demo from a SQLite store through the installed better-sqlite3", async () => {
@@ -407,18 +496,26 @@ export const all = [api, createClient, createAdminClient, createSqliteStorage, t
       for (const path of ["/api/v1/docs?asset=swagger-ui-bundle.js", "/api/v1/docs/assets/swagger-ui.css"]) {
         const [status, , body] = without[path]!;
         expect(status, path).toBe(404);
-        expect(JSON.parse(body).error.message).toBe("the API reference page needs the npm package swagger-ui-dist, which is not installed: npm install swagger-ui-dist");
+        expect(JSON.parse(body).error.message).toBe(
+          "the API reference page needs the npm package swagger-ui-dist, which is not installed: npm install swagger-ui-dist",
+        );
       }
       expect(without["/api/v1/openapi.json"]![0]).toBe(200);
 
-      // Installed beside dataport (the repository's copy, the version npm would install), the same server renders the page.
+      // Installed beside dataport (the repository's copy, the version npm would install), the same server renders the
+      // page.
       const installed = join(app, "node_modules/swagger-ui-dist");
       cpSync(`${ROOT}node_modules/swagger-ui-dist`, installed, { recursive: true });
       try {
         const withIt = JSON.parse((await node(["-e", script])).stdout) as Record<string, [number, string, string]>;
         expect(withIt["/api/v1/docs"]![2]).toContain("<title>Dataport API reference</title>");
-        expect(withIt["/api/v1/docs"]![2]).toMatch(/<script src="\?asset=swagger-ui-bundle\.js&amp;v=5\.\d+\.\d+"><\/script>/);
-        expect(withIt["/api/v1/docs?asset=swagger-ui-bundle.js"]!.slice(0, 2)).toEqual([200, "text/javascript; charset=utf-8"]);
+        expect(withIt["/api/v1/docs"]![2]).toMatch(
+          /<script src="\?asset=swagger-ui-bundle\.js&amp;v=5\.\d+\.\d+"><\/script>/,
+        );
+        expect(withIt["/api/v1/docs?asset=swagger-ui-bundle.js"]!.slice(0, 2)).toEqual([
+          200,
+          "text/javascript; charset=utf-8",
+        ]);
         expect(withIt["/api/v1/docs/assets/swagger-ui.css"]!.slice(0, 2)).toEqual([200, "text/css; charset=utf-8"]);
       } finally {
         rmSync(installed, { recursive: true, force: true });
@@ -437,10 +534,15 @@ export const all = [api, createClient, createAdminClient, createSqliteStorage, t
     });
 
     it("runs the bin: npx dataport serves the demo shipped in the package and stops on SIGTERM to npx", async () => {
-      const npx = spawn("npx", ["dataport", "--port", "0", "--db", ":memory:", "--log", "none"], { cwd: app, stdio: ["ignore", "pipe", "pipe"] });
+      const npx = spawn("npx", ["dataport", "--port", "0", "--db", ":memory:", "--log", "none"], {
+        cwd: app,
+        stdio: ["ignore", "pipe", "pipe"],
+      });
       const { url, output, closed } = watchOutput(npx, { exitRejects: true });
       const base = await url;
-      const me = await fetch(`${base}/api/v1/me`, { headers: { authorization: "Bearer dp_demo_full_access_0000000000001" } });
+      const me = await fetch(`${base}/api/v1/me`, {
+        headers: { authorization: "Bearer dp_demo_full_access_0000000000001" },
+      });
       expect(me.status).toBe(200);
       expect(((await me.json()) as { name: string }).name).toBe("Warehouse sync");
       npx.kill("SIGTERM");
@@ -474,11 +576,18 @@ export const all = [api, createClient, createAdminClient, createSqliteStorage, t
     beforeAll(async () => {
       app = join(work, "app-without-addon");
       mkdirSync(app);
-      writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app-without-addon", private: true, type: "module" }));
+      writeFileSync(
+        join(app, "package.json"),
+        JSON.stringify({ name: "app-without-addon", private: true, type: "module" }),
+      );
       writeFileSync(join(app, "serve.mjs"), SERVE);
       // Install scripts on; the addon's build fails at once (no compiler) and no prebuilt binary is fetched.
       const env = { ...process.env, CC: "/bin/false", CXX: "/bin/false", npm_config_build_from_source: "true" };
-      install = await run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", tarball], { cwd: app, timeout: 600_000, env });
+      install = await run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", tarball], {
+        cwd: app,
+        timeout: 600_000,
+        env,
+      });
     }, 650_000);
 
     it("installs, without better-sqlite3 (npm leaves out the optional dependency that failed to build)", () => {
@@ -500,12 +609,21 @@ export const all = [api, createClient, createAdminClient, createSqliteStorage, t
     });
 
     it("runs the bin (npx dataport --db FILE) on a SQLite file on Node 22 and on Bun", async () => {
-      for (const [runtime, bin] of [["node 22", `${ROOT}node_modules/node/bin/node`], ["bun", `${ROOT}node_modules/.bin/bun`]] as const) {
+      for (const [runtime, bin] of [
+        ["node 22", `${ROOT}node_modules/node/bin/node`],
+        ["bun", `${ROOT}node_modules/.bin/bun`],
+      ] as const) {
         const db = join(app, "data", `${runtime.replace(" ", "")}.sqlite`);
-        const server = spawn(bin, ["node_modules/dataport/dist/bin/dataport.js", "--db", db, "--port", "0", "--log", "none"], { cwd: app, stdio: ["ignore", "pipe", "pipe"] });
+        const server = spawn(
+          bin,
+          ["node_modules/dataport/dist/bin/dataport.js", "--db", db, "--port", "0", "--log", "none"],
+          { cwd: app, stdio: ["ignore", "pipe", "pipe"] },
+        );
         const { url, output, closed } = watchOutput(server, { exitRejects: true });
         const base = await url;
-        const res = await fetch(`${base}/api/v1/datasets/ds_orders/rows?maxRows=1`, { headers: { authorization: "Bearer dp_demo_full_access_0000000000001" } });
+        const res = await fetch(`${base}/api/v1/datasets/ds_orders/rows?maxRows=1`, {
+          headers: { authorization: "Bearer dp_demo_full_access_0000000000001" },
+        });
         expect(res.status, runtime).toBe(200);
         expect(((await res.json()) as { data: unknown[] }).data, runtime).toHaveLength(1);
         server.kill("SIGTERM");
@@ -519,7 +637,9 @@ export const all = [api, createClient, createAdminClient, createSqliteStorage, t
       const { stdout } = await run(process.execPath, ["serve.mjs"], { cwd: app, timeout: 120_000 });
       const [kind, message] = JSON.parse(stdout) as [string, string];
       expect(kind).toBe("error");
-      expect(message).toMatch(/^dataport\/sqlite: no SQLite driver on Node 20\.\d+\.\d+: better-sqlite3 is not installed, and this Node has no node:sqlite/);
+      expect(message).toMatch(
+        /^dataport\/sqlite: no SQLite driver on Node 20\.\d+\.\d+: better-sqlite3 is not installed, and this Node has no node:sqlite/,
+      );
       expect(message).toContain("Install better-sqlite3 (npm install better-sqlite3");
     });
   });

@@ -62,7 +62,10 @@ async function store(schema = newSchema()): Promise<PostgresStorage> {
 
 /** A connection of the test's own, in a transaction that ran `statements` and stays open. */
 async function openTransaction(statements: string[], url = POSTGRES_URL): Promise<pg.Client & { pid: number }> {
-  const client = new pg.Client({ connectionString: url, application_name: `dp_horizon_${process.pid}` }) as pg.Client & { pid: number };
+  const client = new pg.Client({
+    connectionString: url,
+    application_name: `dp_horizon_${process.pid}`,
+  }) as pg.Client & { pid: number };
   client.on("error", () => {});
   clients.push(client);
   await client.connect();
@@ -85,7 +88,14 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const ids = (events: StoredAuditEvent[]) => events.map((e) => e.event.id);
 
 function read(s: PostgresStorage, after: string | null = null, limit = 100) {
-  return s.audit.readAuditEvents({ teamIds: ["team_ops", "team_mkt"], categories: ["audit"], after, since: null, storedBefore: Date.now(), limit });
+  return s.audit.readAuditEvents({
+    teamIds: ["team_ops", "team_mkt"],
+    categories: ["audit"],
+    after,
+    since: null,
+    storedBefore: Date.now(),
+    limit,
+  });
 }
 
 describe.skipIf(!!skip)("the PostgreSQL audit horizon", () => {
@@ -135,9 +145,15 @@ describe.skipIf(!!skip)("the PostgreSQL audit horizon", () => {
   it("is held back by an append of its own still open, says how long, and is released when that backend dies", async () => {
     const schema = newSchema();
     const s = await store(schema);
-    await s.audit.appendAuditEvent(event("evt_before", "team_ops", "audit", "2026-11-01T10:00:00Z"), Date.now() - 10_000);
+    await s.audit.appendAuditEvent(
+      event("evt_before", "team_ops", "audit", "2026-11-01T10:00:00Z"),
+      Date.now() - 10_000,
+    );
     const open = await openAppend(schema, "evt_open", Date.now() - 10_000);
-    await s.audit.appendAuditEvent(event("evt_after", "team_ops", "audit", "2026-11-01T11:00:00Z"), Date.now() - 10_000);
+    await s.audit.appendAuditEvent(
+      event("evt_after", "team_ops", "audit", "2026-11-01T11:00:00Z"),
+      Date.now() - 10_000,
+    );
     await sleep(1100);
     const held = await read(s);
     // evt_after is committed, but positioned after the open append: a cursor past it could skip it for good.
@@ -203,7 +219,8 @@ describe.skipIf(!!skip)("the PostgreSQL audit horizon", () => {
     };
     for (let turn = 0; writing; turn++) await poll(turn % 2 ? b : a);
     await done;
-    for (let turn = 0; turn < 1000; turn++) if (!(await poll(turn % 2 ? b : a)).hasMore && delivered.length >= 4 * perWriter) break;
+    for (let turn = 0; turn < 1000; turn++)
+      if (!(await poll(turn % 2 ? b : a)).hasMore && delivered.length >= 4 * perWriter) break;
     const got = ids(delivered);
     expect(got).toHaveLength(4 * perWriter);
     expect(new Set(got).size).toBe(4 * perWriter);
@@ -244,10 +261,15 @@ describe.skipIf(!!skip)("the PostgreSQL audit horizon", () => {
     let cursor = "";
     await admin(async (c) => {
       await c.query(`create schema ${s}`);
-      await c.query(`create table ${s}.schema_migrations (version integer primary key, name text not null, applied_at timestamptz not null default now())`);
+      await c.query(
+        `create table ${s}.schema_migrations (version integer primary key, name text not null, applied_at timestamptz not null default now())`,
+      );
       for (const migration of MIGRATIONS.filter((m) => m.version <= 8)) {
         await c.query(migration.sql.replaceAll("{s}", s));
-        await c.query(`insert into ${s}.schema_migrations (version, name) values ($1, $2)`, [migration.version, migration.name]);
+        await c.query(`insert into ${s}.schema_migrations (version, name) values ($1, $2)`, [
+          migration.version,
+          migration.name,
+        ]);
       }
       for (const id of ["evt_1", "evt_2", "evt_3"]) {
         const body = JSON.stringify(event(id, "team_ops", "audit", "2026-10-01T09:00:00Z"));
@@ -256,7 +278,8 @@ describe.skipIf(!!skip)("the PostgreSQL audit horizon", () => {
           [body, id],
         );
       }
-      const row = (await c.query(`select xid::text as xid, seq from ${s}.audit_events where event_id = 'evt_2'`)).rows[0];
+      const row = (await c.query(`select xid::text as xid, seq from ${s}.audit_events where event_id = 'evt_2'`))
+        .rows[0];
       cursor = `${row.xid}.${row.seq}`;
     });
     const upgraded = await store(schema);
@@ -265,7 +288,10 @@ describe.skipIf(!!skip)("the PostgreSQL audit horizon", () => {
     const all = await read(upgraded);
     expect(ids(all.events)).toEqual(["evt_1", "evt_2", "evt_3"]);
     expect(all.events.map((e) => e.position)).toEqual(["1", "2", "3"]);
-    await upgraded.audit.appendAuditEvent(event("evt_4", "team_ops", "audit", "2026-11-01T11:00:00Z"), Date.now() - 10_000);
+    await upgraded.audit.appendAuditEvent(
+      event("evt_4", "team_ops", "audit", "2026-11-01T11:00:00Z"),
+      Date.now() - 10_000,
+    );
     expect((await read(upgraded, "3")).events.map((e) => [e.event.id, e.position])).toEqual([["evt_4", "4"]]);
     expect(upgraded.audit.isAuditPosition("0.0")).toBe(false);
   });
@@ -277,10 +303,15 @@ describe.skipIf(!!skip)("the PostgreSQL audit horizon", () => {
     const metrics = createPrometheusMetrics();
     const api = createDataApi({ storage: s, metrics, auditLagSeconds: 0, auditStallSeconds: 1 });
     const get = async (path: string, token?: string) => {
-      const res = await api.fetch(new Request(`http://dataport.test${path}`, { headers: token ? { authorization: `Bearer ${token}` } : {} }));
+      const res = await api.fetch(
+        new Request(`http://dataport.test${path}`, { headers: token ? { authorization: `Bearer ${token}` } : {} }),
+      );
       return { status: res.status, text: await res.text() };
     };
-    expect(JSON.parse((await get("/api/health/ready")).text)).toEqual({ status: "ok", checks: { storage: "ok", rateLimiter: "ok", cache: "ok" } });
+    expect(JSON.parse((await get("/api/health/ready")).text)).toEqual({
+      status: "ok",
+      checks: { storage: "ok", rateLimiter: "ok", cache: "ok" },
+    });
     const open = await openAppend(schema, "evt_open", Date.now());
     await sleep(2100);
     const feed = JSON.parse((await get("/api/v1/audit?format=raw", TOKENS.sync)).text);
@@ -295,7 +326,10 @@ describe.skipIf(!!skip)("the PostgreSQL audit horizon", () => {
     const gauge = /^dataport_audit_feed_held_back_seconds (\S+)$/m.exec(scraped);
     expect(Number(gauge?.[1])).toBeGreaterThanOrEqual(2);
     await open.query("rollback");
-    expect(JSON.parse((await get("/api/health/ready")).text)).toEqual({ status: "ok", checks: { storage: "ok", rateLimiter: "ok", cache: "ok" } });
+    expect(JSON.parse((await get("/api/health/ready")).text)).toEqual({
+      status: "ok",
+      checks: { storage: "ok", rateLimiter: "ok", cache: "ok" },
+    });
     expect(JSON.parse((await get("/api/v1/audit?format=raw", TOKENS.sync)).text).lagSeconds).toBe(0);
     expect(/^dataport_audit_feed_held_back_seconds 0$/m.test((await get("/api/metrics")).text)).toBe(true);
   });

@@ -45,7 +45,10 @@ describe.skipIf(!!skip)("a pg client losing its backend as it is handed to a wai
     // The query takes the one connection; connect() waits for it and is handed it as the FATAL arrives.
     const [answer, waiter] = await Promise.all([pool.query<{ one: number }>("select 1 as one"), pool.connect()]);
     expect(answer.rows).toEqual([{ one: 1 }]);
-    const lost = await waiter.query("select 1").then(() => null, (error: unknown) => error);
+    const lost = await waiter.query("select 1").then(
+      () => null,
+      (error: unknown) => error,
+    );
     expect(isConnectionLost(lost)).toBe(true);
     waiter.release(lost as Error);
     // The pool connects anew.
@@ -56,7 +59,10 @@ describe.skipIf(!!skip)("a pg client losing its backend as it is handed to a wai
     const pool = await armedPool("dp_client_errors_host", false);
     const [answer, lease] = await Promise.all([pool.query<{ one: number }>("select 1 as one"), checkout(pool)]);
     expect(answer.rows).toEqual([{ one: 1 }]);
-    const lost = await lease.client.query("select 1").then(() => null, (error: unknown) => error);
+    const lost = await lease.client.query("select 1").then(
+      () => null,
+      (error: unknown) => error,
+    );
     expect(isConnectionLost(lost)).toBe(true);
     lease.release();
     expect((await pool.query<{ two: number }>("select 2 as two")).rows).toEqual([{ two: 2 }]);

@@ -2,7 +2,10 @@ import { describe, expect, it } from "vitest";
 import { ApiError } from "../src/base/api-error.js";
 import { storeFault } from "../src/postgres/db.js";
 
-/** How the PostgreSQL store reports the server's SQLSTATEs: a retry later may succeed (503), or the statement was wrong (as it is). */
+/**
+ * How the PostgreSQL store reports the server's SQLSTATEs: a retry later may succeed (503), or the statement was wrong
+ * (as it is).
+ */
 function reported(code: string, message = "from the server"): unknown {
   return storeFault(Object.assign(new Error(message), { code }));
 }

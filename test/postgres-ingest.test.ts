@@ -44,7 +44,11 @@ function columnsOf(r: Row): Column[] {
   return Object.keys(r).map((name) => ({ name, type: typeOf(r[name]) }));
 }
 
-function deliver(s: PostgresStorage, id: string, options: { key?: string | null; retain?: number; fields?: Record<string, unknown>; receivedAt?: string } = {}) {
+function deliver(
+  s: PostgresStorage,
+  id: string,
+  options: { key?: string | null; retain?: number; fields?: Record<string, unknown>; receivedAt?: string } = {},
+) {
   const r = row(id, options.fields ?? { n: Number(id.replace(/\D/g, "")) || 0 });
   return s.webhooks.ingestWebhookRow({
     datasetId: "ds_hook",
@@ -58,7 +62,10 @@ function deliver(s: PostgresStorage, id: string, options: { key?: string | null;
 
 async function ids(s: PostgresStorage, datasetId = "ds_hook"): Promise<string[]> {
   const out: string[] = [];
-  for await (const r of (await s.rows.readDatasetRows(datasetId, { offset: 0, limit: null, columns: ["_id"], filters: null })).rows) out.push(String(r._id));
+  for await (const r of (
+    await s.rows.readDatasetRows(datasetId, { offset: 0, limit: null, columns: ["_id"], filters: null })
+  ).rows)
+    out.push(String(r._id));
   return out;
 }
 
@@ -81,11 +88,24 @@ describe.skipIf(!!skip)("postgres webhook ingest", () => {
       // Answered: committed, so another instance reads it at once.
       expect(await ids(b)).toContain(first.id);
       const results = await Promise.all(sent);
-      expect(results).toEqual(Array.from({ length: 50 }, (_, i) => ({ id: `row_${round * 100 + i}`, duplicate: false })));
+      expect(results).toEqual(
+        Array.from({ length: 50 }, (_, i) => ({ id: `row_${round * 100 + i}`, duplicate: false })),
+      );
       expect(await writers(a, round * 100, round * 100 + 49)).toBe(1);
     }
-    expect(await ids(b)).toEqual([...Array.from({ length: 50 }, (_, i) => `row_${i}`), ...Array.from({ length: 50 }, (_, i) => `row_${100 + i}`)]);
-    expect(await b.catalog.getDataset("ds_hook")).toMatchObject({ rowCount: 100, updatedAt: T, columns: [{ name: "_id", type: "string" }, { name: "_receivedAt", type: "string" }, { name: "n", type: "number" }] });
+    expect(await ids(b)).toEqual([
+      ...Array.from({ length: 50 }, (_, i) => `row_${i}`),
+      ...Array.from({ length: 50 }, (_, i) => `row_${100 + i}`),
+    ]);
+    expect(await b.catalog.getDataset("ds_hook")).toMatchObject({
+      rowCount: 100,
+      updatedAt: T,
+      columns: [
+        { name: "_id", type: "string" },
+        { name: "_receivedAt", type: "string" },
+        { name: "n", type: "number" },
+      ],
+    });
     const page = await b.rows.readDatasetRows("ds_hook", { offset: 98, limit: 5, columns: ["_id"], filters: null });
     expect(page.totalRows).toBe(100);
   });
@@ -96,7 +116,9 @@ describe.skipIf(!!skip)("postgres webhook ingest", () => {
     await Promise.all([deliver(a, "warm_a"), deliver(b, "warm_b")]);
     for (const round of [1, 2, 3]) {
       const keys = Array.from({ length: 10 }, (_, i) => `r${round}-k${i}`);
-      const results = await Promise.all(keys.flatMap((key, i) => [deliver(a, `a_${round}_${i}`, { key }), deliver(b, `b_${round}_${i}`, { key })]));
+      const results = await Promise.all(
+        keys.flatMap((key, i) => [deliver(a, `a_${round}_${i}`, { key }), deliver(b, `b_${round}_${i}`, { key })]),
+      );
       for (let i = 0; i < keys.length; i++) {
         const [fromA, fromB] = [results[2 * i]!, results[2 * i + 1]!];
         expect([fromA.duplicate, fromB.duplicate].sort()).toEqual([false, true]);
@@ -107,7 +129,10 @@ describe.skipIf(!!skip)("postgres webhook ingest", () => {
     expect(stored).toHaveLength(32);
     expect(new Set(stored).size).toBe(32);
     // A resend later is a duplicate on both paths and both instances.
-    expect(await deliver(b, "again", { key: "r1-k0" })).toEqual({ id: stored.find((id) => id.endsWith("_1_0")), duplicate: true });
+    expect(await deliver(b, "again", { key: "r1-k0" })).toEqual({
+      id: stored.find((id) => id.endsWith("_1_0")),
+      duplicate: true,
+    });
     expect(await Promise.all([deliver(a, "x", { key: "r2-k3" }), deliver(a, "y", { key: "r2-k3" })])).toEqual([
       { id: stored.find((id) => id.endsWith("_2_3")), duplicate: true },
       { id: stored.find((id) => id.endsWith("_2_3")), duplicate: true },
@@ -128,11 +153,18 @@ describe.skipIf(!!skip)("postgres webhook ingest", () => {
     expect(await deliver(a, "row_8", { key: "k5", retain: 3 })).toEqual({ id: "row_5", duplicate: true });
     // 600 more: readers see 3 rows; the trimmed ones go in one DELETE per 256 or more, not one per delivery.
     const stored = async () =>
-      Number((await a.db.query<{ n: string }>(`select count(*) as n from ${a.db.t("dataset_rows")} where dataset_id = 'ds_hook'`))[0]!.n);
+      Number(
+        (
+          await a.db.query<{ n: string }>(
+            `select count(*) as n from ${a.db.t("dataset_rows")} where dataset_id = 'ds_hook'`,
+          )
+        )[0]!.n,
+      );
     await Promise.all(Array.from({ length: 100 }, (_, i) => deliver(a, `row_${100 + i}`, { retain: 3 })));
     expect(await ids(a)).toEqual(["row_197", "row_198", "row_199"]);
     expect(await stored()).toBeGreaterThan(100);
-    for (let k = 1; k < 6; k++) await Promise.all(Array.from({ length: 100 }, (_, i) => deliver(a, `row_${100 + k * 100 + i}`, { retain: 3 })));
+    for (let k = 1; k < 6; k++)
+      await Promise.all(Array.from({ length: 100 }, (_, i) => deliver(a, `row_${100 + k * 100 + i}`, { retain: 3 })));
     expect(await ids(a)).toEqual(["row_697", "row_698", "row_699"]);
     expect((await a.catalog.getDataset("ds_hook"))!.rowCount).toBe(3);
     expect(await stored()).toBeLessThan(3 + 256 + 100);
@@ -145,7 +177,10 @@ describe.skipIf(!!skip)("postgres webhook ingest", () => {
     // b widens: what a knows of the columns is stale, so its next batch is not applied by the one statement.
     await deliver(b, "row_3", { fields: { n: 3, region: "EMEA" } });
     expect(await deliver(a, "row_4", { fields: { n: 4 } })).toEqual({ id: "row_4", duplicate: false });
-    await Promise.all([deliver(a, "row_5", { fields: { n: 5, region: "APAC" } }), deliver(a, "row_51", { fields: { n: 51, flag: true } })]);
+    await Promise.all([
+      deliver(a, "row_5", { fields: { n: 5, region: "APAC" } }),
+      deliver(a, "row_51", { fields: { n: 51, flag: true } }),
+    ]);
     expect((await b.catalog.getDataset("ds_hook"))!.columns).toEqual([
       { name: "_id", type: "string" },
       { name: "_receivedAt", type: "string" },
@@ -155,14 +190,26 @@ describe.skipIf(!!skip)("postgres webhook ingest", () => {
     ]);
     const mixed = [
       deliver(a, "row_6"),
-      a.webhooks.ingestWebhookRow({ datasetId: "ds_gone", dedupKey: null, row: row("x"), columns: columnsOf(row("x")), retainRows: 10, receivedAt: T }),
+      a.webhooks.ingestWebhookRow({
+        datasetId: "ds_gone",
+        dedupKey: null,
+        row: row("x"),
+        columns: columnsOf(row("x")),
+        retainRows: 10,
+        receivedAt: T,
+      }),
       deliver(a, "row_7"),
     ];
     const settled = await Promise.allSettled(mixed);
     expect(settled.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
     expect(String((settled[1] as PromiseRejectedResult).reason)).toMatch(/unknown dataset ds_gone/);
     expect(await ids(b)).toEqual(["row_1", "row_2", "row_3", "row_4", "row_5", "row_51", "row_6", "row_7"]);
-    const filtered = await b.rows.readDatasetRows("ds_hook", { offset: 0, limit: 10, columns: ["_id"], filters: { region: "APAC" } });
+    const filtered = await b.rows.readDatasetRows("ds_hook", {
+      offset: 0,
+      limit: 10,
+      columns: ["_id"],
+      filters: { region: "APAC" },
+    });
     expect(filtered.totalRows).toBe(1);
   });
 
@@ -185,13 +232,19 @@ describe.skipIf(!!skip)("postgres webhook ingest", () => {
     await b.webhooks.updateWebhookSettings("conn_hook", { signingSecret: null });
     expect((await lookup()).secret).toBeNull();
     // A raw change made outside Dataport is heard too (the trigger notifies).
-    await b.db.query(`update ${b.db.t("connections")} set config = jsonb_set(config::jsonb, '{signingSecret}', '"third-secret"')::json where id = 'conn_hook'`);
+    await b.db.query(
+      `update ${b.db.t("connections")} set config = jsonb_set(config::jsonb, '{signingSecret}', '"third-secret"')::json where id = 'conn_hook'`,
+    );
     expect((await lookup()).secret).toBe("third-secret");
     expect(await lookup()).toEqual({ secret: "third-secret", roundTrips: 0 });
 
     // The listening connection lost: nothing is remembered until it is back.
     const name = listenerName(a.db.schema.slice(1, -1));
-    expect(await b.db.query(`select pg_terminate_backend(pid) as ok from pg_stat_activity where application_name = $1`, [name])).toEqual([{ ok: true }]);
+    expect(
+      await b.db.query(`select pg_terminate_backend(pid) as ok from pg_stat_activity where application_name = $1`, [
+        name,
+      ]),
+    ).toEqual([{ ok: true }]);
     await vi.waitFor(async () => expect((await lookup()).roundTrips).toBe(1), { timeout: 5000, interval: 20 });
     await b.catalog.deleteConnection("conn_hook");
     expect(await lookup()).toEqual({ secret: null, roundTrips: 1 });
@@ -213,15 +266,28 @@ describe.skipIf(!!skip)("postgres webhook ingest under kill -9", () => {
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   function fixtureFile(): string {
-    const fixture = JSON.parse(readFileSync(join(root, "examples/demo/space.json"), "utf8")) as { connections: { config: Record<string, unknown> }[] };
-    for (const c of fixture.connections) if (c.config.endpointId === "wh_demo_shop_events") c.config.retainRows = 1_000_000;
+    const fixture = JSON.parse(readFileSync(join(root, "examples/demo/space.json"), "utf8")) as {
+      connections: { config: Record<string, unknown> }[];
+    };
+    for (const c of fixture.connections)
+      if (c.config.endpointId === "wh_demo_shop_events") c.config.retainRows = 1_000_000;
     const path = join(dir, "fixture.json");
     writeFileSync(path, JSON.stringify(fixture));
     return path;
   }
 
   function start(schema: string, fixture: string): Promise<{ child: ChildProcess; url: string }> {
-    const args = [join(root, "examples/server/main.ts"), "--db", `${POSTGRES_URL}?schema=${schema}`, "--fixture", fixture, "--port", "0", "--webhook-rate", "0"];
+    const args = [
+      join(root, "examples/server/main.ts"),
+      "--db",
+      `${POSTGRES_URL}?schema=${schema}`,
+      "--fixture",
+      fixture,
+      "--port",
+      "0",
+      "--webhook-rate",
+      "0",
+    ];
     return startServerProcess(args);
   }
 
@@ -279,7 +345,14 @@ describe.skipIf(!!skip)("postgres webhook ingest under kill -9", () => {
       const reader = await createPostgresStorage({ connectionString: POSTGRES_URL, schema, maxConnections: 2 });
       try {
         const seqs: number[] = [];
-        for await (const r of (await reader.rows.readDatasetRows("ds_shop_events", { offset: 0, limit: null, columns: ["durability_seq"], filters: null })).rows) {
+        for await (const r of (
+          await reader.rows.readDatasetRows("ds_shop_events", {
+            offset: 0,
+            limit: null,
+            columns: ["durability_seq"],
+            filters: null,
+          })
+        ).rows) {
           if (typeof r.durability_seq === "number") seqs.push(r.durability_seq);
         }
         console.log(`postgres kill -9: sent ${sent}, acknowledged ${answered.size}, stored ${seqs.length}`);

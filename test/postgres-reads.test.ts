@@ -25,11 +25,23 @@ async function fill(s: PostgresStorage, rows: Iterable<Row>): Promise<void> {
 }
 
 function* orders(n: number): Generator<Row> {
-  for (let i = 0; i < n; i++) yield { order_id: `NW-${i}`, region: REGIONS[i % 4]!, amount: i % 100, tags: { tier: i % 2 ? "gold" : "blue", n: 1 } };
+  for (let i = 0; i < n; i++)
+    yield {
+      order_id: `NW-${i}`,
+      region: REGIONS[i % 4]!,
+      amount: i % 100,
+      tags: { tier: i % 2 ? "gold" : "blue", n: 1 },
+    };
 }
 
 async function read(s: PostgresStorage, query: Partial<RowQuery>): Promise<{ total: number; rows: Row[] }> {
-  const page = await s.rows.readDatasetRows("ds_orders", { offset: 0, limit: 100, columns: null, filters: null, ...query });
+  const page = await s.rows.readDatasetRows("ds_orders", {
+    offset: 0,
+    limit: 100,
+    columns: null,
+    filters: null,
+    ...query,
+  });
   const rows: Row[] = [];
   for await (const row of page.rows) rows.push({ ...row });
   return { total: page.totalRows, rows };
@@ -65,7 +77,10 @@ describe.skipIf(!!skip)("postgres dataset reads", () => {
     expect((await read(s, { filters: { tags: { tier: "gold" } } })).total).toBe(0);
     // A deep page of a filtered read, in position order.
     const deep = await read(s, { filters: { region: "NA" }, offset: 4990, limit: 20 });
-    expect({ total: deep.total, ids: deep.rows.map((r) => r.order_id) }).toEqual({ total: 5000, ids: Array.from({ length: 10 }, (_, k) => `NW-${(4990 + k) * 4 + 3}`) });
+    expect({ total: deep.total, ids: deep.rows.map((r) => r.order_id) }).toEqual({
+      total: 5000,
+      ids: Array.from({ length: 10 }, (_, k) => `NW-${(4990 + k) * 4 + 3}`),
+    });
   });
 
   it("matches a null filter against a missing key, and serves an offset without a filter as a position", async () => {
@@ -86,7 +101,11 @@ describe.skipIf(!!skip)("postgres dataset reads", () => {
 
   it("stores rows that have no jsonb form (a NUL or a lone surrogate from an upstream) and filters them like any other row", async () => {
     const s = await store();
-    const odd: Row[] = [{ id: 1, text: "a\u0000b" }, { id: 2, text: "\ud800" }, { id: 3, text: "plain" }];
+    const odd: Row[] = [
+      { id: 1, text: "a\u0000b" },
+      { id: 2, text: "\ud800" },
+      { id: 3, text: "plain" },
+    ];
     await s.rows.replaceDatasetRows("ds_orders", { rows: odd, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
     expect((await read(s, {})).rows.map((r) => r.id)).toEqual([1, 2, 3]);
     expect((await read(s, {})).rows[0]!.text).toBe("a\u0000b");

@@ -108,10 +108,26 @@ describe.skipIf(!!skip)("postgres row indexes", () => {
     const cases: Array<[string, Partial<RowQuery>, RegExp]> = [
       ["sort asc", { sort: asc }, /Index Scan using rx1_\w+_a on dataset_rows/],
       ["sort desc", { sort: desc }, /Index Scan Backward using rx1_\w+_d on dataset_rows/],
-      ["cursor asc", { sort: asc, after: deepAsc.lastKey }, /Index Scan using rx1_\w+_a on dataset_rows[^\n]*\n\s*Index Cond: \(ROW\(/],
-      ["cursor desc", { sort: desc, after: deepDesc.lastKey }, /Index Scan Backward using rx1_\w+_d on dataset_rows[^\n]*\n\s*Index Cond: \(ROW\(/],
-      ["eq", { where: parseWhere({ code: { eq: "c7" } }, NAMES) }, /Index Scan using rx1_\w+ on dataset_rows|Bitmap Index Scan on rx1_/],
-      ["range count", { where: parseWhere({ amount: { gte: 10_000 } }, NAMES), limit: 0 }, /Index (Only )?Scan using rx1_\w+ on dataset_rows|Bitmap Index Scan on rx1_/],
+      [
+        "cursor asc",
+        { sort: asc, after: deepAsc.lastKey },
+        /Index Scan using rx1_\w+_a on dataset_rows[^\n]*\n\s*Index Cond: \(ROW\(/,
+      ],
+      [
+        "cursor desc",
+        { sort: desc, after: deepDesc.lastKey },
+        /Index Scan Backward using rx1_\w+_d on dataset_rows[^\n]*\n\s*Index Cond: \(ROW\(/,
+      ],
+      [
+        "eq",
+        { where: parseWhere({ code: { eq: "c7" } }, NAMES) },
+        /Index Scan using rx1_\w+ on dataset_rows|Bitmap Index Scan on rx1_/,
+      ],
+      [
+        "range count",
+        { where: parseWhere({ amount: { gte: 10_000 } }, NAMES), limit: 0 },
+        /Index (Only )?Scan using rx1_\w+ on dataset_rows|Bitmap Index Scan on rx1_/,
+      ],
     ];
     for (const [label, query, expected] of cases) {
       const plan = await planOf(s, query);
@@ -124,19 +140,33 @@ describe.skipIf(!!skip)("postgres row indexes", () => {
     const broadFirst = await read(s, { ...broad, limit: 4 });
     expect(broadFirst.total).toBe(ROWS);
     expect(broadFirst.rows).toEqual((await read(s, { sort: desc, limit: 4 })).rows);
-    expect((await read(s, { ...broad, after: broadFirst.lastKey, limit: 3 })).rows).toEqual((await read(s, { sort: desc, offset: 4, limit: 3 })).rows);
+    expect((await read(s, { ...broad, after: broadFirst.lastKey, limit: 3 })).rows).toEqual(
+      (await read(s, { sort: desc, offset: 4, limit: 3 })).rows,
+    );
     // The cursor pages continue where an offset would.
-    expect((await read(s, { sort: desc, after: deepDesc.lastKey, limit: 3 })).rows).toEqual((await read(s, { sort: desc, offset: 27_001, limit: 3 })).rows);
-    expect((await read(s, { sort: asc, after: deepAsc.lastKey, limit: 3 })).rows).toEqual((await read(s, { sort: asc, offset: 27_001, limit: 3 })).rows);
-    expect((await read(s, { where: parseWhere({ code: { eq: "c7" } }, NAMES), limit: 3 })).rows.map((r) => r.id)).toEqual([7, 307, 607]);
+    expect((await read(s, { sort: desc, after: deepDesc.lastKey, limit: 3 })).rows).toEqual(
+      (await read(s, { sort: desc, offset: 27_001, limit: 3 })).rows,
+    );
+    expect((await read(s, { sort: asc, after: deepAsc.lastKey, limit: 3 })).rows).toEqual(
+      (await read(s, { sort: asc, offset: 27_001, limit: 3 })).rows,
+    );
+    expect(
+      (await read(s, { where: parseWhere({ code: { eq: "c7" } }, NAMES), limit: 3 })).rows.map((r) => r.id),
+    ).toEqual([7, 307, 607]);
     expect((await read(s, { where: parseWhere({ code: { eq: "c7" } }, NAMES), limit: 0 })).total).toBe(100);
   });
 
   it("a row PostgreSQL cannot take apart is written (the indexes leave it out), and its window is read without them", async () => {
     const s = await store(undefined, false);
     await s.catalog.putDataset(dataset(true));
-    await fill(s, [{ id: 1, code: "a\u0000b", amount: 1 }, { id: 2, code: "b", amount: 2 }]);
-    expect((await read(s, {})).rows).toEqual([{ id: 1, code: "a\u0000b", amount: 1 }, { id: 2, code: "b", amount: 2 }]);
+    await fill(s, [
+      { id: 1, code: "a\u0000b", amount: 1 },
+      { id: 2, code: "b", amount: 2 },
+    ]);
+    expect((await read(s, {})).rows).toEqual([
+      { id: 1, code: "a\u0000b", amount: 1 },
+      { id: 2, code: "b", amount: 2 },
+    ]);
     // Sorted, it is read as before the indexes (not through their condition, which would leave the row out).
     const spy = vi.spyOn(s.db.pool, "query");
     await read(s, { sort: parseSort("-amount", NAMES) }).catch(() => {
@@ -175,7 +205,10 @@ describe.skipIf(!!skip)("postgres row indexes", () => {
     expect(await total()).toBe(299);
     await s.catalog.deleteDataset("ds_idx");
     await s.catalog.putDataset(dataset(false));
-    await fill(s, Array.from({ length: 300 }, () => ({ id: 0, code: "c1", amount: 0 })));
+    await fill(
+      s,
+      Array.from({ length: 300 }, () => ({ id: 0, code: "c1", amount: 0 })),
+    );
     expect(await total()).toBe(0);
   });
 
@@ -183,8 +216,14 @@ describe.skipIf(!!skip)("postgres row indexes", () => {
     const s = await store(undefined, false);
     for (const declared of [true, false]) {
       await s.catalog.putDataset(dataset(declared));
-      await fill(s, [{ id: 1, code: "a", amount: 1 }, { id: 2, code: "ab", amount: 2 }, { id: 3, code: "b", amount: 3 }, { id: 4, amount: 4 }]);
-      const ids = async (where: unknown) => (await read(s, { where: parseWhere(where, NAMES), limit: 10 })).rows.map((r) => r.id);
+      await fill(s, [
+        { id: 1, code: "a", amount: 1 },
+        { id: 2, code: "ab", amount: 2 },
+        { id: 3, code: "b", amount: 3 },
+        { id: 4, amount: 4 },
+      ]);
+      const ids = async (where: unknown) =>
+        (await read(s, { where: parseWhere(where, NAMES), limit: 10 })).rows.map((r) => r.id);
       expect(await ids({ code: { eq: "a\u0000" } })).toEqual([]);
       expect(await ids({ code: { ne: "a\u0000" } })).toEqual([1, 2, 3]);
       expect(await ids({ code: { in: ["a\u0000", "b"] } })).toEqual([3]);

@@ -35,7 +35,13 @@ const ROWS: Row[] = [
 ];
 
 async function ids(s: PostgresStorage, query: Partial<RowQuery>): Promise<unknown[]> {
-  const page = await s.rows.readDatasetRows("ds_nul", { offset: 0, limit: 100, columns: null, filters: null, ...query });
+  const page = await s.rows.readDatasetRows("ds_nul", {
+    offset: 0,
+    limit: 100,
+    columns: null,
+    filters: null,
+    ...query,
+  });
   const out: unknown[] = [];
   for await (const row of page.rows) out.push(row.id);
   return out;
@@ -63,20 +69,38 @@ describe.skipIf(skip)("postgres: a dataset holding rows PostgreSQL cannot take a
 
       // Cursor pages over that sort continue right after the last row; columns are taken from the rows.
       const sort = parseSort("-amount", NAMES);
-      const first = await s.rows.readDatasetRows("ds_nul", { offset: 0, limit: 2, columns: ["code"], filters: null, sort });
+      const first = await s.rows.readDatasetRows("ds_nul", {
+        offset: 0,
+        limit: 2,
+        columns: ["code"],
+        filters: null,
+        sort,
+      });
       const firstRows: Row[] = [];
       for await (const row of first.rows) firstRows.push({ ...row });
       expect(firstRows).toEqual([{ code: "\ud800 lone" }, { code: "a\u0000b" }]);
       expect(first.totalRows).toBe(5);
       expect(await ids(s, { sort, after: first.lastKey() })).toEqual([2, 4, 5]);
-      const projected = await s.rows.readDatasetRows("ds_nul", { offset: 0, limit: 1, columns: ["code", "missing"], filters: null });
+      const projected = await s.rows.readDatasetRows("ds_nul", {
+        offset: 0,
+        limit: 1,
+        columns: ["code", "missing"],
+        filters: null,
+      });
       for await (const row of projected.rows) expect({ ...row }).toEqual({ code: "a\u0000b", missing: null });
     });
   }
 
   it("answers conditions and sorts on an input table holding such a row", async () => {
     const s = await store();
-    await s.tables.putTable({ id: "tbl_nul", teamId: "team_ops", name: "nul", columns: [{ name: "code", type: "string" }], rowCount: 0, updatedAt: "2026-11-01T00:00:00.000Z" });
+    await s.tables.putTable({
+      id: "tbl_nul",
+      teamId: "team_ops",
+      name: "nul",
+      columns: [{ name: "code", type: "string" }],
+      rowCount: 0,
+      updatedAt: "2026-11-01T00:00:00.000Z",
+    });
     const actor = { type: "api-key", id: "key_sync", name: "sync" } as const;
     for (const [i, code] of ["a\u0000b", "b", "c"].entries()) {
       await s.tables.insertTableRow({
@@ -85,11 +109,27 @@ describe.skipIf(skip)("postgres: a dataset holding rows PostgreSQL cannot take a
         values: { code },
         actor,
         now: Date.parse("2026-11-01T00:00:00.000Z") + i,
-        auditEvent: { id: `evt_nul_${i}`, teamId: "team_ops", time: "2026-11-01T00:00:00.000Z", category: "audit", action: "table.row.created", actor, target: null, outcome: "success", ip: null, userAgent: null },
+        auditEvent: {
+          id: `evt_nul_${i}`,
+          teamId: "team_ops",
+          time: "2026-11-01T00:00:00.000Z",
+          category: "audit",
+          action: "table.row.created",
+          actor,
+          target: null,
+          outcome: "success",
+          ip: null,
+          userAgent: null,
+        },
       });
     }
     const names = new Set(["code", "_id"]);
-    const page = await s.tables.listTableRows("tbl_nul", { offset: 0, limit: 10, where: parseWhere({ code: { gte: "b" } }, names), sort: parseSort("-code", names) });
+    const page = await s.tables.listTableRows("tbl_nul", {
+      offset: 0,
+      limit: 10,
+      where: parseWhere({ code: { gte: "b" } }, names),
+      sort: parseSort("-code", names),
+    });
     expect(page.rows.map((r) => r.code)).toEqual(["c", "b"]);
     expect(page.totalRows).toBe(2);
     const all = await s.tables.listTableRows("tbl_nul", { offset: 0, limit: 10, sort: parseSort("code", names) });

@@ -27,7 +27,15 @@ function spaceWithActivity() {
       teamId: "team_ops",
       name: "Sales",
       description: null,
-      versions: [{ version: 1, published: true, createdAt: "2026-10-01T00:00:00Z", updatedAt: "2026-10-01T00:00:00Z", publishedAt: "2026-10-01T00:00:00Z" }],
+      versions: [
+        {
+          version: 1,
+          published: true,
+          createdAt: "2026-10-01T00:00:00Z",
+          updatedAt: "2026-10-01T00:00:00Z",
+          publishedAt: "2026-10-01T00:00:00Z",
+        },
+      ],
       datasetIds: ["ds_orders"],
     },
   ];
@@ -48,7 +56,18 @@ function spaceWithActivity() {
 }
 
 function event(id: string, time: string, teamId = "team_ops"): AuditEvent {
-  return { id, teamId, time, category: "audit", action: "test.event", actor: null, target: null, outcome: "success", ip: null, userAgent: null };
+  return {
+    id,
+    teamId,
+    time,
+    category: "audit",
+    action: "test.event",
+    actor: null,
+    target: null,
+    outcome: "success",
+    ip: null,
+    userAgent: null,
+  };
 }
 
 async function collect(rows: AsyncIterable<Row>): Promise<Row[]> {
@@ -61,12 +80,16 @@ describe.skipIf(!!skip)("postgres storage", () => {
   it("starts many instances on one new schema at once: migrations once, seed once", async () => {
     const schema = useSchema();
     const instances = await Promise.all(
-      Array.from({ length: 4 }, () => createPostgresStorage({ connectionString: POSTGRES_URL, schema, maxConnections: 2 })),
+      Array.from({ length: 4 }, () =>
+        createPostgresStorage({ connectionString: POSTGRES_URL, schema, maxConnections: 2 }),
+      ),
     );
     closeAfterTest(...instances);
     const outcomes = await Promise.all(instances.map((s) => s.seed(parseFixture(conformanceFixture()))));
     expect(outcomes.sort()).toEqual(["kept", "kept", "kept", "loaded"]);
-    const versions = await instances[0]!.db.query<{ version: number }>(`select version from ${instances[0]!.db.t("schema_migrations")}`);
+    const versions = await instances[0]!.db.query<{ version: number }>(
+      `select version from ${instances[0]!.db.t("schema_migrations")}`,
+    );
     expect(versions.map((v) => v.version)).toEqual(MIGRATIONS.map((m) => m.version));
     expect((await instances[3]!.catalog.listDatasets({ teamId: "team_ops" })).length).toBe(4);
   });
@@ -80,7 +103,14 @@ describe.skipIf(!!skip)("postgres storage", () => {
     expect(await again.seed(parseFixture(conformanceFixture()))).toBe("kept");
     const applied = await again.db.query<{ version: number }>(`select version from ${again.db.t("schema_migrations")}`);
     expect(applied.map((r) => r.version)).toEqual(MIGRATIONS.map((m) => m.version));
-    const feed = await again.audit.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: NOW, limit: 10 });
+    const feed = await again.audit.readAuditEvents({
+      teamIds: ["team_ops"],
+      categories: ["audit"],
+      after: null,
+      since: null,
+      storedBefore: NOW,
+      limit: 10,
+    });
     expect(feed.events.map((e) => e.event.id)).toEqual(["evt_fx_1", "evt_fx_2", "evt_fx_3", "evt_kept"]);
   });
 
@@ -90,16 +120,58 @@ describe.skipIf(!!skip)("postgres storage", () => {
 
     it("inserts, updates and deletes with strictly increasing _updatedAt, an edit log and audit events", async () => {
       const s = await store();
-      const created = await s.tables.insertTableRow({ ...base, rowId: "row_2", values: { region: "APAC", target: 5 }, now: NOW, auditEvent: audit("c") });
-      expect(created).toEqual({ _id: "row_2", region: "APAC", target: 5, _createdAt: "2026-11-01T12:00:00.000Z", _updatedAt: "2026-11-01T12:00:00.000Z" });
-      const first = await s.tables.updateTableRow({ ...base, rowId: "row_2", patch: { target: 6 }, expectedUpdatedAt: null, now: NOW, auditEvent: audit("u1") });
-      const second = await s.tables.updateTableRow({ ...base, rowId: "row_2", patch: { target: 7 }, expectedUpdatedAt: null, now: NOW, auditEvent: audit("u2") });
+      const created = await s.tables.insertTableRow({
+        ...base,
+        rowId: "row_2",
+        values: { region: "APAC", target: 5 },
+        now: NOW,
+        auditEvent: audit("c"),
+      });
+      expect(created).toEqual({
+        _id: "row_2",
+        region: "APAC",
+        target: 5,
+        _createdAt: "2026-11-01T12:00:00.000Z",
+        _updatedAt: "2026-11-01T12:00:00.000Z",
+      });
+      const first = await s.tables.updateTableRow({
+        ...base,
+        rowId: "row_2",
+        patch: { target: 6 },
+        expectedUpdatedAt: null,
+        now: NOW,
+        auditEvent: audit("u1"),
+      });
+      const second = await s.tables.updateTableRow({
+        ...base,
+        rowId: "row_2",
+        patch: { target: 7 },
+        expectedUpdatedAt: null,
+        now: NOW,
+        auditEvent: audit("u2"),
+      });
       expect(first.status === "ok" && first.row._updatedAt).toBe("2026-11-01T12:00:00.001Z");
       expect(second.status === "ok" && second.row._updatedAt).toBe("2026-11-01T12:00:00.002Z");
       expect(second.status === "ok" && second.row.target).toBe(7);
-      const stale = await s.tables.updateTableRow({ ...base, rowId: "row_2", patch: { target: 8 }, expectedUpdatedAt: "2026-11-01T12:00:00.001Z", now: NOW, auditEvent: audit("u3") });
+      const stale = await s.tables.updateTableRow({
+        ...base,
+        rowId: "row_2",
+        patch: { target: 8 },
+        expectedUpdatedAt: "2026-11-01T12:00:00.001Z",
+        now: NOW,
+        auditEvent: audit("u3"),
+      });
       expect(stale).toEqual({ status: "conflict", current: { ...(second.status === "ok" ? second.row : {}) } });
-      expect(await s.tables.updateTableRow({ ...base, rowId: "nope", patch: {}, expectedUpdatedAt: null, now: NOW, auditEvent: audit("u4") })).toEqual({ status: "not_found" });
+      expect(
+        await s.tables.updateTableRow({
+          ...base,
+          rowId: "nope",
+          patch: {},
+          expectedUpdatedAt: null,
+          now: NOW,
+          auditEvent: audit("u4"),
+        }),
+      ).toEqual({ status: "not_found" });
       const deleted = await s.tables.deleteTableRow({ ...base, rowId: "row_2", now: NOW + 5, auditEvent: audit("d") });
       expect(deleted.status).toBe("ok");
       expect((await s.tables.getTable("tbl_targets"))?.rowCount).toBe(1);
@@ -112,7 +184,14 @@ describe.skipIf(!!skip)("postgres storage", () => {
       ]);
       expect(log[1]?.before).toMatchObject({ target: 5 });
       expect(log[1]?.after).toMatchObject({ target: 6 });
-      const feed = await s.audit.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: NOW + 5, limit: 100 });
+      const feed = await s.audit.readAuditEvents({
+        teamIds: ["team_ops"],
+        categories: ["audit"],
+        after: null,
+        since: null,
+        storedBefore: NOW + 5,
+        limit: 100,
+      });
       expect(feed.events.map((e) => e.event.id.split("_")[1])).toEqual(["fx", "fx", "fx", "c", "u1", "u2", "d"]);
     });
 
@@ -120,7 +199,14 @@ describe.skipIf(!!skip)("postgres storage", () => {
       const s = await store();
       const results = await Promise.all(
         Array.from({ length: 20 }, (_, i) =>
-          s.tables.updateTableRow({ ...base, rowId: "row_1", patch: { target: i }, expectedUpdatedAt: "2026-10-01T00:00:00Z", now: NOW, auditEvent: audit(`p${i}`) }),
+          s.tables.updateTableRow({
+            ...base,
+            rowId: "row_1",
+            patch: { target: i },
+            expectedUpdatedAt: "2026-10-01T00:00:00Z",
+            now: NOW,
+            auditEvent: audit(`p${i}`),
+          }),
         ),
       );
       expect(results.filter((r) => r.status === "ok")).toHaveLength(1);
@@ -180,21 +266,37 @@ describe.skipIf(!!skip)("postgres storage", () => {
 
     it("stores exactly one row for 20 concurrent copies of one delivery", async () => {
       const s = await store();
-      expect(await create(s)).toMatchObject({ connectionId: "conn_hook", datasetId: "ds_hook", endpointId: "ep_123", retainRows: 10_000 });
+      expect(await create(s)).toMatchObject({
+        connectionId: "conn_hook",
+        datasetId: "ds_hook",
+        endpointId: "ep_123",
+        retainRows: 10_000,
+      });
       const results = await Promise.all(Array.from({ length: 20 }, (_, i) => ingest(s, i, "delivery-1")));
       const stored = results.filter((r) => !r.duplicate);
       expect(stored).toHaveLength(1);
       expect(results.every((r) => r.id === stored[0]!.id)).toBe(true);
       const page = await s.rows.readDatasetRows("ds_hook", { offset: 0, limit: null, columns: null, filters: null });
       expect(page.totalRows).toBe(1);
-      expect(await s.catalog.getDataset("ds_hook")).toMatchObject({ rowCount: 1, columns: [{ name: "_id", type: "string" }, { name: "n", type: "number" }] });
+      expect(await s.catalog.getDataset("ds_hook")).toMatchObject({
+        rowCount: 1,
+        columns: [
+          { name: "_id", type: "string" },
+          { name: "n", type: "number" },
+        ],
+      });
     });
 
     it("trims the oldest rows beyond retention, forgets their dedup keys, and pages by position", async () => {
       const s = await store();
       await create(s, 3);
       for (let n = 1; n <= 6; n++) await ingest(s, n, `d${n}`, 3);
-      const page = await s.rows.readDatasetRows("ds_hook", { offset: 1, limit: 5, columns: ["n", "__proto__"], filters: null });
+      const page = await s.rows.readDatasetRows("ds_hook", {
+        offset: 1,
+        limit: 5,
+        columns: ["n", "__proto__"],
+        filters: null,
+      });
       expect(page.totalRows).toBe(3);
       const rows = await collect(page.rows);
       expect(rows.map((r) => ({ ...r }))).toEqual([
@@ -205,8 +307,14 @@ describe.skipIf(!!skip)("postgres storage", () => {
       expect((await ingest(s, 1, "d1", 3)).duplicate).toBe(false);
       expect((await ingest(s, 6, "d6", 3)).duplicate).toBe(true);
       expect(await s.webhooks.getWebhookEndpoint("ep_123")).toMatchObject({ connectionId: "conn_hook", retainRows: 3 });
-      expect(await s.webhooks.updateWebhookSettings("conn_hook", { signingSecret: "s3cret", retainRows: 2 })).toMatchObject({ signingSecret: "s3cret", retainRows: 2 });
-      expect((await s.catalog.getConnection("conn_hook"))?.config).toEqual({ endpointId: "ep_123", signingSecret: "s3cret", retainRows: 2 });
+      expect(
+        await s.webhooks.updateWebhookSettings("conn_hook", { signingSecret: "s3cret", retainRows: 2 }),
+      ).toMatchObject({ signingSecret: "s3cret", retainRows: 2 });
+      expect((await s.catalog.getConnection("conn_hook"))?.config).toEqual({
+        endpointId: "ep_123",
+        signingSecret: "s3cret",
+        retainRows: 2,
+      });
       expect(await s.webhooks.updateWebhookSettings("nope", { retainRows: 2 })).toBeNull();
     });
   });
@@ -216,16 +324,28 @@ describe.skipIf(!!skip)("postgres storage", () => {
       const s = await store();
       const rows = Array.from({ length: 2500 }, (_, i) => ({ z: i, a: `r${i}`, m: { y: 1, b: 2 } }));
       await s.rows.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
-      const page = await s.rows.readDatasetRows("ds_stores", { offset: 2400, limit: null, columns: null, filters: null });
+      const page = await s.rows.readDatasetRows("ds_stores", {
+        offset: 2400,
+        limit: null,
+        columns: null,
+        filters: null,
+      });
       expect(page.totalRows).toBe(2500);
       const read = await collect(page.rows);
       expect(read).toHaveLength(100);
       expect(Object.keys(read[0]!)).toEqual(["z", "a", "m"]);
       expect(Object.keys(read[0]!.m as object)).toEqual(["y", "b"]);
-      const filtered = await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: 2, columns: null, filters: { m: { b: 2, y: 1 }, z: 7 } });
+      const filtered = await s.rows.readDatasetRows("ds_stores", {
+        offset: 0,
+        limit: 2,
+        columns: null,
+        filters: { m: { b: 2, y: 1 }, z: 7 },
+      });
       expect(filtered.totalRows).toBe(1);
       expect(await collect(filtered.rows)).toEqual([rows[7]]);
-      for await (const row of (await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: null, columns: null, filters: null })).rows) {
+      for await (const row of (
+        await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: null, columns: null, filters: null })
+      ).rows) {
         expect(row.z).toBe(0);
         break;
       }
@@ -235,11 +355,19 @@ describe.skipIf(!!skip)("postgres storage", () => {
 
   describe("audit feed", () => {
     const read = (s: PostgresStorage, after: string | null, limit = 100, storedBefore = NOW) =>
-      s.audit.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after, since: null, storedBefore, limit });
+      s.audit.readAuditEvents({
+        teamIds: ["team_ops"],
+        categories: ["audit"],
+        after,
+        since: null,
+        storedBefore,
+        limit,
+      });
 
     it("pages every event exactly once and validates positions", async () => {
       const s = await store();
-      for (let i = 0; i < 5; i++) await s.audit.appendAuditEvent(event(`evt_${i}`, "2026-10-01T00:00:00Z"), NOW - 10_000);
+      for (let i = 0; i < 5; i++)
+        await s.audit.appendAuditEvent(event(`evt_${i}`, "2026-10-01T00:00:00Z"), NOW - 10_000);
       const seen: string[] = [];
       let after: string | null = null;
       for (;;) {
@@ -251,8 +379,20 @@ describe.skipIf(!!skip)("postgres storage", () => {
       expect(seen).toEqual(["evt_fx_1", "evt_fx_2", "evt_fx_3", "evt_0", "evt_1", "evt_2", "evt_3", "evt_4"]);
       expect(s.audit.isAuditPosition(after!)).toBe(true);
       // A position, or the <xid>.<seq> of an event stored before migration 9.
-      for (const good of ["1", "9223372036854775807", "0.1", "123.45"]) expect(s.audit.isAuditPosition(good)).toBe(true);
-      for (const bad of ["", "0", "01", "9223372036854775808", "abc.1", "1.0", "01.1", "1.-1", "99999999999999999999999.1", "1.1 "]) {
+      for (const good of ["1", "9223372036854775807", "0.1", "123.45"])
+        expect(s.audit.isAuditPosition(good)).toBe(true);
+      for (const bad of [
+        "",
+        "0",
+        "01",
+        "9223372036854775808",
+        "abc.1",
+        "1.0",
+        "01.1",
+        "1.-1",
+        "99999999999999999999999.1",
+        "1.1 ",
+      ]) {
         expect(s.audit.isAuditPosition(bad)).toBe(false);
       }
     });
@@ -298,10 +438,10 @@ describe.skipIf(!!skip)("postgres storage", () => {
       await slow.connect();
       try {
         await slow.query("BEGIN");
-        await slow.query(`insert into ${s.db.t("audit_events")} (team_id, category, time_ms, stored_at, event) values ('team_ops', 'audit', 0, $1, $2)`, [
-          NOW - 1000,
-          JSON.stringify(event("evt_slow", "2026-10-01T00:00:00Z")),
-        ]);
+        await slow.query(
+          `insert into ${s.db.t("audit_events")} (team_id, category, time_ms, stored_at, event) values ('team_ops', 'audit', 0, $1, $2)`,
+          [NOW - 1000, JSON.stringify(event("evt_slow", "2026-10-01T00:00:00Z"))],
+        );
         await s.audit.appendAuditEvent(event("evt_fast", "2026-10-01T00:00:00Z"), NOW - 1000);
         // evt_fast is committed but sits behind the open T1: not readable yet.
         expect((await read(s, cursor)).events).toEqual([]);
@@ -327,9 +467,10 @@ describe.skipIf(!!skip)("postgres storage", () => {
           for (let i = 0; i < 15; i++) {
             const id = `evt_w${w}_${i}`;
             await client.query("BEGIN");
-            await client.query(`insert into ${s.db.t("audit_events")} (team_id, category, time_ms, stored_at, event) values ('team_ops', 'audit', 0, 0, $1)`, [
-              JSON.stringify(event(id, "2026-10-01T00:00:00Z")),
-            ]);
+            await client.query(
+              `insert into ${s.db.t("audit_events")} (team_id, category, time_ms, stored_at, event) values ('team_ops', 'audit', 0, 0, $1)`,
+              [JSON.stringify(event(id, "2026-10-01T00:00:00Z"))],
+            );
             // Hold the transaction open a while so later positions commit first.
             await sleep((w * 7 + i * 3) % 11);
             await client.query("COMMIT");
@@ -344,7 +485,14 @@ describe.skipIf(!!skip)("postgres storage", () => {
       let writing = true;
       const poller = (async () => {
         while (writing || seen.length < written.length + 3) {
-          const page = await s.audit.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after, since: null, storedBefore: NOW, limit: 7 });
+          const page = await s.audit.readAuditEvents({
+            teamIds: ["team_ops"],
+            categories: ["audit"],
+            after,
+            since: null,
+            storedBefore: NOW,
+            limit: 7,
+          });
           seen.push(...page.events.map((e) => e.event.id));
           if (page.events.length > 0) after = page.events.at(-1)!.position;
           else await sleep(2);
@@ -429,7 +577,12 @@ describe.skipIf(!!skip)("postgres storage", () => {
       expect(await two.credentials.getSession(`sess_${sessionHash.slice(0, 24)}`)).toBeNull();
 
       // A session with an expiry, written by one, expires on the other by its clock reading.
-      const expiring = { id: "sess_exp", tokenHash: sha256Hex("expiring-token"), userId: "usr_bob", expiresAt: new Date(NOW + 1000).toISOString() };
+      const expiring = {
+        id: "sess_exp",
+        tokenHash: sha256Hex("expiring-token"),
+        userId: "usr_bob",
+        expiresAt: new Date(NOW + 1000).toISOString(),
+      };
       await one.credentials.insertSession(expiring);
       expect(await two.credentials.getSession("sess_exp")).toEqual(expiring);
       expect(await two.credentials.findSessionUser(expiring.tokenHash, NOW + 999)).toBe("usr_bob");
@@ -443,17 +596,27 @@ describe.skipIf(!!skip)("postgres storage", () => {
         endpoint: { endpointId: "ep_multi", signingSecret: "first-secret", retainRows: null },
         dataset: { id: "ds_hook", name: "Hook events" },
       });
-      expect(await two.webhooks.getWebhookEndpoint("ep_multi")).toMatchObject({ connectionId: "conn_hook", datasetId: "ds_hook", signingSecret: "first-secret" });
+      expect(await two.webhooks.getWebhookEndpoint("ep_multi")).toMatchObject({
+        connectionId: "conn_hook",
+        datasetId: "ds_hook",
+        signingSecret: "first-secret",
+      });
       const hook = (await one.catalog.getConnection("conn_hook"))!;
-      expect(await one.catalog.putConnection({ ...hook, config: { ...hook.config, signingSecret: "second-secret" } })).toBe("updated");
+      expect(
+        await one.catalog.putConnection({ ...hook, config: { ...hook.config, signingSecret: "second-secret" } }),
+      ).toBe("updated");
       expect((await two.webhooks.getWebhookEndpoint("ep_multi"))?.signingSecret).toBe("second-secret");
       await one.webhooks.updateWebhookSettings("conn_hook", { signingSecret: null });
       expect((await two.webhooks.getWebhookEndpoint("ep_multi"))?.signingSecret).toBeNull();
       // Moving the endpoint id frees the old one; taking another connection's is refused on either instance.
-      expect(await two.catalog.putConnection({ ...hook, config: { ...hook.config, endpointId: "ep_moved" } })).toBe("updated");
+      expect(await two.catalog.putConnection({ ...hook, config: { ...hook.config, endpointId: "ep_moved" } })).toBe(
+        "updated",
+      );
       expect(await one.webhooks.getWebhookEndpoint("ep_multi")).toBeNull();
       expect((await one.webhooks.getWebhookEndpoint("ep_moved"))?.connectionId).toBe("conn_hook");
-      await expect(one.catalog.putConnection({ ...hook, id: "conn_thief", config: { endpointId: "ep_moved" } })).rejects.toThrow(/ep_moved/);
+      await expect(
+        one.catalog.putConnection({ ...hook, id: "conn_thief", config: { endpointId: "ep_moved" } }),
+      ).rejects.toThrow(/ep_moved/);
       expect(await two.catalog.getConnection("conn_thief")).toBeNull();
     });
 
@@ -471,12 +634,23 @@ describe.skipIf(!!skip)("postgres storage", () => {
         expect(x + y).toBe(100);
       }
       // Already stored, or repeated within the call: stored once.
-      expect(await one.audit.appendAuditEvents(batch(["evt_b1", "evt_fx_1", "evt_new", "evt_new"]), NOW - 10_000)).toBe(1);
-      await expect(two.audit.appendAuditEvent(event("evt_new", "2026-10-02T00:00:00Z"), NOW - 10_000)).rejects.toThrow();
+      expect(await one.audit.appendAuditEvents(batch(["evt_b1", "evt_fx_1", "evt_new", "evt_new"]), NOW - 10_000)).toBe(
+        1,
+      );
+      await expect(
+        two.audit.appendAuditEvent(event("evt_new", "2026-10-02T00:00:00Z"), NOW - 10_000),
+      ).rejects.toThrow();
       const seen: string[] = [];
       let after: string | null = null;
       for (;;) {
-        const page = await two.audit.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after, since: null, storedBefore: NOW, limit: 97 });
+        const page = await two.audit.readAuditEvents({
+          teamIds: ["team_ops"],
+          categories: ["audit"],
+          after,
+          since: null,
+          storedBefore: NOW,
+          limit: 97,
+        });
         seen.push(...page.events.map((e) => e.event.id));
         if (page.events.length > 0) after = page.events.at(-1)!.position;
         if (!page.hasMore) break;
@@ -494,22 +668,36 @@ describe.skipIf(!!skip)("postgres storage", () => {
       const hash = sha256Hex("old-session");
       try {
         await client.query(`create schema ${s}`);
-        await client.query(`create table ${s}.schema_migrations (version integer primary key, name text not null, applied_at timestamptz not null default now())`);
+        await client.query(
+          `create table ${s}.schema_migrations (version integer primary key, name text not null, applied_at timestamptz not null default now())`,
+        );
         await client.query(MIGRATIONS[0]!.sql.replaceAll("{s}", s));
         await client.query(`insert into ${s}.schema_migrations (version, name) values (1, 'initial')`);
         await client.query(`insert into ${s}.sessions (token_hash, user_id) values ($1, 'usr_ada')`, [hash]);
-        for (const [id, action] of [["evt_dup", "first"], ["evt_one", "only"], ["evt_dup", "second"]]) {
-          await client.query(`insert into ${s}.audit_events (team_id, category, time_ms, stored_at, event) values ('team_ops', 'audit', 0, 0, $1)`, [
-            JSON.stringify({ ...event(id!, "2026-10-01T00:00:00Z"), action }),
-          ]);
+        for (const [id, action] of [
+          ["evt_dup", "first"],
+          ["evt_one", "only"],
+          ["evt_dup", "second"],
+        ]) {
+          await client.query(
+            `insert into ${s}.audit_events (team_id, category, time_ms, stored_at, event) values ('team_ops', 'audit', 0, 0, $1)`,
+            [JSON.stringify({ ...event(id!, "2026-10-01T00:00:00Z"), action })],
+          );
         }
       } finally {
         await client.end();
       }
       const migrated = await store(schema, false);
-      const applied = await migrated.db.query<{ version: number }>(`select version from ${migrated.db.t("schema_migrations")} order by version`);
+      const applied = await migrated.db.query<{ version: number }>(
+        `select version from ${migrated.db.t("schema_migrations")} order by version`,
+      );
       expect(applied.map((r) => r.version)).toEqual(MIGRATIONS.map((m) => m.version));
-      expect(await migrated.credentials.getSession(`sess_${hash.slice(0, 24)}`)).toEqual({ id: `sess_${hash.slice(0, 24)}`, tokenHash: hash, userId: "usr_ada", expiresAt: null });
+      expect(await migrated.credentials.getSession(`sess_${hash.slice(0, 24)}`)).toEqual({
+        id: `sess_${hash.slice(0, 24)}`,
+        tokenHash: hash,
+        userId: "usr_ada",
+        expiresAt: null,
+      });
       expect(await migrated.credentials.findSessionUser(hash, NOW)).toBe("usr_ada");
       const ids = await migrated.db.query<{ event_id: string | null; action: string }>(
         `select event_id, event ->> 'action' as action from ${migrated.db.t("audit_events")} order by xid, seq`,
@@ -519,8 +707,20 @@ describe.skipIf(!!skip)("postgres storage", () => {
         { event_id: "evt_one", action: "only" },
         { event_id: null, action: "second" },
       ]);
-      expect(await migrated.audit.appendAuditEvents([event("evt_dup", "2026-10-01T00:00:00Z"), event("evt_three", "2026-10-01T00:00:00Z")], NOW - 10_000)).toBe(1);
-      const feed = await migrated.audit.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: NOW, limit: 10 });
+      expect(
+        await migrated.audit.appendAuditEvents(
+          [event("evt_dup", "2026-10-01T00:00:00Z"), event("evt_three", "2026-10-01T00:00:00Z")],
+          NOW - 10_000,
+        ),
+      ).toBe(1);
+      const feed = await migrated.audit.readAuditEvents({
+        teamIds: ["team_ops"],
+        categories: ["audit"],
+        after: null,
+        since: null,
+        storedBefore: NOW,
+        limit: 10,
+      });
       expect(feed.events.map((e) => e.event.id)).toEqual(["evt_dup", "evt_one", "evt_dup", "evt_three"]);
     });
   });
@@ -531,7 +731,12 @@ describe.skipIf(!!skip)("postgres storage", () => {
       { name: "i", type: "number" },
     ];
     /** `n` rows of generation `g`; with `hold`, the stream waits before row `hold.at` until `hold.until` settles. */
-    async function* generation(g: string, n: number, hold?: { at: number; reached: () => void; until: Promise<void> }, failAt?: number) {
+    async function* generation(
+      g: string,
+      n: number,
+      hold?: { at: number; reached: () => void; until: Promise<void> },
+      failAt?: number,
+    ) {
       for (let i = 0; i < n; i++) {
         if (i === failAt) throw new Error(`upload broke off at row ${i}`);
         if (hold && i === hold.at) {
@@ -550,8 +755,15 @@ describe.skipIf(!!skip)("postgres storage", () => {
     };
     const busy = (s: PostgresStorage) => s.db.pool.totalCount - s.db.pool.idleCount;
 
-    /** A page is whole when every row is of one generation, in order from the offset, and its totalRows is that generation's. */
-    function generationOf(page: { totalRows: number; rows: Row[] }, offset: number, sizes: Record<string, number>): string {
+    /**
+     * A page is whole when every row is of one generation, in order from the offset, and its totalRows is that
+     * generation's.
+     */
+    function generationOf(
+      page: { totalRows: number; rows: Row[] },
+      offset: number,
+      sizes: Record<string, number>,
+    ): string {
       const g = String(page.rows[0]?.g);
       expect(page.totalRows).toBe(sizes[g]);
       expect(page.rows.map((r) => `${r.g}:${r.i}`)).toEqual(page.rows.map((_, k) => `${g}:${offset + k}`));
@@ -567,16 +779,28 @@ describe.skipIf(!!skip)("postgres storage", () => {
 
       const reached = gate();
       const release = gate();
-      const replacing = write(writer, "replace", generation("new", sizes.new, { at: 120_000, reached: reached.open, until: release.opened }));
+      const replacing = write(
+        writer,
+        "replace",
+        generation("new", sizes.new, { at: 120_000, reached: reached.open, until: release.opened }),
+      );
       await reached.opened;
-      // Mid-write (120,000 new rows inserted, uncommitted): a long read opened now keeps its snapshot across the commit.
-      const long = (await reader.rows.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null })).rows[Symbol.asyncIterator]();
+      // Mid-write (120,000 new rows inserted, uncommitted): a long read opened now keeps its snapshot across the
+      // commit.
+      const long = (
+        await reader.rows.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null })
+      ).rows[Symbol.asyncIterator]();
       const first = await long.next();
       expect(first.value).toEqual({ g: "old", i: 0 });
       const seen: Record<string, number> = { old: 0, new: 0 };
       const page = async () => {
         const offset = Math.floor(Math.random() * 99_900);
-        const read = await reader.rows.readDatasetRows("ds_orders", { offset, limit: 100, columns: null, filters: null });
+        const read = await reader.rows.readDatasetRows("ds_orders", {
+          offset,
+          limit: 100,
+          columns: null,
+          filters: null,
+        });
         const rows = await collect(read.rows);
         expect(rows).toHaveLength(100);
         const g = generationOf({ totalRows: read.totalRows, rows }, offset, sizes);
@@ -599,12 +823,22 @@ describe.skipIf(!!skip)("postgres storage", () => {
       // The long read still sees the old rows, all of them, in order.
       let count = 1;
       for (let next = await long.next(); !next.done; next = await long.next()) {
-        if (next.value.g !== "old" || next.value.i !== count) throw new Error(`row ${count} of the long read is ${JSON.stringify(next.value)}`);
+        if (next.value.g !== "old" || next.value.i !== count)
+          throw new Error(`row ${count} of the long read is ${JSON.stringify(next.value)}`);
         count++;
       }
       expect(count).toBe(sizes.old);
-      expect(await reader.catalog.getDataset("ds_orders")).toMatchObject({ rowCount: sizes.new, columns: COLUMNS, updatedAt: "2026-11-01T12:00:00.000Z" });
-      const tail = await reader.rows.readDatasetRows("ds_orders", { offset: sizes.new - 2, limit: 5, columns: ["i"], filters: null });
+      expect(await reader.catalog.getDataset("ds_orders")).toMatchObject({
+        rowCount: sizes.new,
+        columns: COLUMNS,
+        updatedAt: "2026-11-01T12:00:00.000Z",
+      });
+      const tail = await reader.rows.readDatasetRows("ds_orders", {
+        offset: sizes.new - 2,
+        limit: 5,
+        columns: ["i"],
+        filters: null,
+      });
       expect({ totalRows: tail.totalRows, rows: (await collect(tail.rows)).map((r) => ({ ...r })) }).toEqual({
         totalRows: sizes.new,
         rows: [{ i: sizes.new - 2 }, { i: sizes.new - 1 }],
@@ -615,12 +849,22 @@ describe.skipIf(!!skip)("postgres storage", () => {
     it("leaves the old rows when the stream throws, and releases the dataset for the next write", async () => {
       const s = await store();
       await write(s, "replace", generation("old", 3000));
-      const version = async () => (await s.db.query<{ v: string }>(`select rows_version as v from ${s.db.t("datasets")} where id = 'ds_orders'`))[0]!.v;
+      const version = async () =>
+        (
+          await s.db.query<{ v: string }>(`select rows_version as v from ${s.db.t("datasets")} where id = 'ds_orders'`)
+        )[0]!.v;
       const before = await version();
       for (const mode of ["replace", "append"] as const) {
-        await expect(write(s, mode, generation("new", 50_000, undefined, 42_001))).rejects.toThrow("upload broke off at row 42001");
+        await expect(write(s, mode, generation("new", 50_000, undefined, 42_001))).rejects.toThrow(
+          "upload broke off at row 42001",
+        );
         expect(busy(s)).toBe(0);
-        const page = await s.rows.readDatasetRows("ds_orders", { offset: 0, limit: null, columns: null, filters: null });
+        const page = await s.rows.readDatasetRows("ds_orders", {
+          offset: 0,
+          limit: null,
+          columns: null,
+          filters: null,
+        });
         const rows = await collect(page.rows);
         expect(page.totalRows).toBe(3000);
         expect(rows.every((r, k) => r.g === "old" && r.i === k)).toBe(true);
@@ -631,7 +875,11 @@ describe.skipIf(!!skip)("postgres storage", () => {
       // The lock went with the rollback: the next write goes through, positions still contiguous.
       expect(await write(s, "append", generation("more", 2))).toEqual({ rowCount: 3002 });
       const tail = await s.rows.readDatasetRows("ds_orders", { offset: 2999, limit: 10, columns: null, filters: null });
-      expect(await collect(tail.rows)).toEqual([{ g: "old", i: 2999 }, { g: "more", i: 0 }, { g: "more", i: 1 }]);
+      expect(await collect(tail.rows)).toEqual([
+        { g: "old", i: 2999 },
+        { g: "more", i: 0 },
+        { g: "more", i: 1 },
+      ]);
     });
 
     it("serves a long page the rows its count saw when they are rewritten between the count and the first read", async () => {
@@ -676,13 +924,22 @@ describe.skipIf(!!skip)("postgres storage", () => {
           receivedAt: "2026-11-01T13:00:00.000Z",
         });
       const tail = async (offset: number) =>
-        (await collect((await s.rows.readDatasetRows("ds_hook", { offset, limit: 10, columns: ["g", "i"], filters: null })).rows)).map((r) => `${r.g}:${r.i}`);
+        (
+          await collect(
+            (await s.rows.readDatasetRows("ds_hook", { offset, limit: 10, columns: ["g", "i"], filters: null })).rows,
+          )
+        ).map((r) => `${r.g}:${r.i}`);
       await deliver(1);
 
       // A replace staging 7,000 rows (6,000 staged so far): a delivery is stored at once, in the old rows.
       let reached = gate();
       let release = gate();
-      const replacing = write(s, "replace", generation("bulk", 7000, { at: 6000, reached: reached.open, until: release.opened }), "ds_hook");
+      const replacing = write(
+        s,
+        "replace",
+        generation("bulk", 7000, { at: 6000, reached: reached.open, until: release.opened }),
+        "ds_hook",
+      );
       await reached.opened;
       expect(await deliver(2)).toEqual({ id: "row_2", duplicate: false });
       expect((await s.catalog.getDataset("ds_hook"))!.rowCount).toBe(2);
@@ -694,10 +951,16 @@ describe.skipIf(!!skip)("postgres storage", () => {
       expect(await deliver(2)).toEqual({ id: "row_2", duplicate: true });
       expect(await tail(6998)).toEqual(["bulk:6998", "bulk:6999", "hook:2"]);
 
-      // An append staging right after the window: deliveries meanwhile move its rows out of their way, and it lands after them.
+      // An append staging right after the window: deliveries meanwhile move its rows out of their way, and it lands
+      // after them.
       reached = gate();
       release = gate();
-      const appending = write(s, "append", generation("more", 5000, { at: 4500, reached: reached.open, until: release.opened }), "ds_hook");
+      const appending = write(
+        s,
+        "append",
+        generation("more", 5000, { at: 4500, reached: reached.open, until: release.opened }),
+        "ds_hook",
+      );
       await reached.opened;
       expect(await Promise.all([deliver(3), deliver(4)])).toEqual([
         { id: "row_3", duplicate: false },
@@ -707,9 +970,23 @@ describe.skipIf(!!skip)("postgres storage", () => {
       expect(await tail(6999)).toEqual(["bulk:6999", "hook:2", "hook:3", "hook:4", "hook:5"]);
       release.open();
       expect(await appending).toEqual({ rowCount: 12_004 });
-      expect(await tail(7002)).toEqual(["hook:4", "hook:5", "more:0", "more:1", "more:2", "more:3", "more:4", "more:5", "more:6", "more:7"]);
+      expect(await tail(7002)).toEqual([
+        "hook:4",
+        "hook:5",
+        "more:0",
+        "more:1",
+        "more:2",
+        "more:3",
+        "more:4",
+        "more:5",
+        "more:6",
+        "more:7",
+      ]);
       expect(await tail(11_999)).toEqual(["more:4995", "more:4996", "more:4997", "more:4998", "more:4999"]);
-      expect(await s.catalog.getDataset("ds_hook")).toMatchObject({ rowCount: 12_004, updatedAt: "2026-11-01T12:00:00.000Z" });
+      expect(await s.catalog.getDataset("ds_hook")).toMatchObject({
+        rowCount: 12_004,
+        updatedAt: "2026-11-01T12:00:00.000Z",
+      });
       expect(await deliver(3)).toEqual({ id: "row_3", duplicate: true });
       const stagings = await s.db.query(`select * from ${s.db.t("dataset_stagings")}`);
       expect(stagings).toEqual([]);
@@ -720,10 +997,21 @@ describe.skipIf(!!skip)("postgres storage", () => {
       await write(s, "replace", generation("old", 10));
       const reached = gate();
       const release = gate();
-      const replacing = write(s, "replace", generation("new", 9000, { at: 8000, reached: reached.open, until: release.opened }));
+      const replacing = write(
+        s,
+        "replace",
+        generation("new", 9000, { at: 8000, reached: reached.open, until: release.opened }),
+      );
       await reached.opened;
       await s.audit.appendAuditEvent(event("evt_during_bulk", "2026-11-01T11:59:00Z"), NOW - 1000);
-      const feed = await s.audit.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: NOW, limit: 10 });
+      const feed = await s.audit.readAuditEvents({
+        teamIds: ["team_ops"],
+        categories: ["audit"],
+        after: null,
+        since: null,
+        storedBefore: NOW,
+        limit: 10,
+      });
       expect(feed.events.map((e) => e.event.id)).toEqual(["evt_fx_1", "evt_fx_2", "evt_fx_3", "evt_during_bulk"]);
       // The write has not finished: its rows are not visible yet.
       expect((await s.catalog.getDataset("ds_orders"))!.rowCount).toBe(10);

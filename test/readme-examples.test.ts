@@ -51,7 +51,14 @@ interface Block {
 }
 
 function pages(): string[] {
-  return ["README.md", ...fs.readdirSync(join(root, "docs")).filter((f) => f.endsWith(".md")).sort().map((f) => `docs/${f}`)];
+  return [
+    "README.md",
+    ...fs
+      .readdirSync(join(root, "docs"))
+      .filter((f) => f.endsWith(".md"))
+      .sort()
+      .map((f) => `docs/${f}`),
+  ];
 }
 
 /** The fenced blocks of a page, dedented by their fence's indent. */
@@ -107,7 +114,8 @@ function tokenize(line: string, where: string): Token[] {
       i = j + 1;
       return;
     }
-    const braced = /^\$\{([A-Za-z_][A-Za-z0-9_]*)\}/.exec(line.slice(i)) ?? /^\$([A-Za-z_][A-Za-z0-9_]*)/.exec(line.slice(i));
+    const braced =
+      /^\$\{([A-Za-z_][A-Za-z0-9_]*)\}/.exec(line.slice(i)) ?? /^\$([A-Za-z_][A-Za-z0-9_]*)/.exec(line.slice(i));
     if (!braced) fail("a $ this test does not read");
     parts.push({ kind: "var", name: braced![1]! });
     i += braced![0].length;
@@ -165,7 +173,8 @@ function tokenize(line: string, where: string): Token[] {
     const merged: Part[] = [];
     for (const part of parts) {
       const last = merged.at(-1);
-      if (part.kind === "text" && last?.kind === "text") merged[merged.length - 1] = { kind: "text", text: last.text + part.text };
+      if (part.kind === "text" && last?.kind === "text")
+        merged[merged.length - 1] = { kind: "text", text: last.text + part.text };
       else merged.push(part);
     }
     tokens.push({ kind: "word", parts: merged });
@@ -194,7 +203,8 @@ function commandsOf(block: Block): Command[] {
     while (/\\$/.test(source) && i + 1 < lines.length) source = `${source.slice(0, -1)} ${lines[++i]!.trim()}`;
     const where = `${block.page}:${block.line + 1 + start}`;
     const output: string[] = [];
-    while (i + 1 < lines.length && lines[i + 1]!.trimStart().startsWith("#")) output.push(lines[++i]!.trimStart().replace(/^# ?/, ""));
+    while (i + 1 < lines.length && lines[i + 1]!.trimStart().startsWith("#"))
+      output.push(lines[++i]!.trimStart().replace(/^# ?/, ""));
     commands.push({ where, source, tokens: tokenize(source, where), output });
   }
   return commands;
@@ -202,17 +212,28 @@ function commandsOf(block: Block): Command[] {
 
 /** Runs `$(…)` with bash, the block's variables in its environment. */
 function runSubstitution(command: string, vars: Record<string, string>, origin: string | null): Promise<string> {
-  const rewrite = (text: string) => (origin === null ? text : text.replace(/http:\/\/(?:127\.0\.0\.1|localhost):\d+/g, origin));
+  const rewrite = (text: string) =>
+    origin === null ? text : text.replace(/http:\/\/(?:127\.0\.0\.1|localhost):\d+/g, origin);
   const env = { ...process.env, ...Object.fromEntries(Object.entries(vars).map(([k, v]) => [k, rewrite(v)])) };
   return new Promise((resolve, reject) => {
-    execFile("bash", ["-c", `set -o pipefail; ${rewrite(command)}`], { env, cwd: root, timeout: 10_000 }, (error, stdout, stderr) => {
-      if (error) reject(new Error(`$(${command}) failed: ${stderr || error.message}`));
-      else resolve(stdout.replace(/\n+$/, ""));
-    });
+    execFile(
+      "bash",
+      ["-c", `set -o pipefail; ${rewrite(command)}`],
+      { env, cwd: root, timeout: 10_000 },
+      (error, stdout, stderr) => {
+        if (error) reject(new Error(`$(${command}) failed: ${stderr || error.message}`));
+        else resolve(stdout.replace(/\n+$/, ""));
+      },
+    );
   });
 }
 
-async function expand(parts: Part[], vars: Record<string, string>, origin: string | null, where: string): Promise<string> {
+async function expand(
+  parts: Part[],
+  vars: Record<string, string>,
+  origin: string | null,
+  where: string,
+): Promise<string> {
   let out = "";
   for (const part of parts) {
     if (part.kind === "text") out += part.text;
@@ -226,7 +247,12 @@ async function expand(parts: Part[], vars: Record<string, string>, origin: strin
 }
 
 /** A pipeline's stages as expanded words, and the `&&`/`;` lists split apart. */
-async function stagesOf(tokens: Token[], vars: Record<string, string>, origin: string | null, where: string): Promise<string[][][]> {
+async function stagesOf(
+  tokens: Token[],
+  vars: Record<string, string>,
+  origin: string | null,
+  where: string,
+): Promise<string[][][]> {
   const lists: string[][][] = [[[]]];
   for (const token of tokens) {
     const list = lists.at(-1)!;
@@ -247,7 +273,10 @@ const pkg = JSON.parse(fs.readFileSync(join(root, "package.json"), "utf8")) as {
   devDependencies?: Record<string, string>;
   peerDependencies?: Record<string, string>;
 };
-const KNOWN_PACKAGES = new Set(["dataport", ...Object.keys({ ...pkg.dependencies, ...pkg.devDependencies, ...pkg.peerDependencies })]);
+const KNOWN_PACKAGES = new Set([
+  "dataport",
+  ...Object.keys({ ...pkg.dependencies, ...pkg.devDependencies, ...pkg.peerDependencies }),
+]);
 const BENCH = fs.readFileSync(join(root, "bench/run.ts"), "utf8");
 const SERVER_DEFAULTS = { fixture: DEMO_FIXTURE, db: ":memory:" };
 
@@ -260,7 +289,8 @@ function checkServerFlags(flags: string[], where: string): void {
   try {
     parseServerArgs(flags, SERVER_DEFAULTS);
   } catch (error) {
-    if (!(error instanceof HelpRequested)) throw new Error(`${where}: the example server refuses ${flags.join(" ")}: ${(error as Error).message}`);
+    if (!(error instanceof HelpRequested))
+      throw new Error(`${where}: the example server refuses ${flags.join(" ")}: ${(error as Error).message}`);
   }
 }
 
@@ -278,7 +308,8 @@ function checkCommand(words: string[], where: string): void {
   if (flags) return checkServerFlags(flags, where);
   if (name === "npm") {
     if (sub === "install" || sub === "i") {
-      for (const p of rest.filter((w) => !w.startsWith("-"))) if (!KNOWN_PACKAGES.has(p)) throw new Error(`${where}: npm install ${p}: not a dependency or peer of dataport`);
+      for (const p of rest.filter((w) => !w.startsWith("-")))
+        if (!KNOWN_PACKAGES.has(p)) throw new Error(`${where}: npm install ${p}: not a dependency or peer of dataport`);
       return;
     }
     if (sub === "test" || sub === "pack" || sub === "ci") return;
@@ -287,7 +318,10 @@ function checkCommand(words: string[], where: string): void {
       if (!script || !(script in pkg.scripts)) throw new Error(`${where}: there is no npm script ${script}`);
       if (args.length > 0 && dashes !== "--") throw new Error(`${where}: arguments to npm run need --`);
       // bench/run.ts runs the scenarios (and scripts) whose name contains a word.
-      if (script === "bench") for (const word of args) if (![`"${word}`, `\`${word}`, `bench/${word}`].some((s) => BENCH.includes(s))) throw new Error(`${where}: no bench scenario is named ${word}`);
+      if (script === "bench")
+        for (const word of args)
+          if (![`"${word}`, `\`${word}`, `bench/${word}`].some((s) => BENCH.includes(s)))
+            throw new Error(`${where}: no bench scenario is named ${word}`);
       return;
     }
     throw new Error(`${where}: npm ${sub} is not a command this test knows`);
@@ -349,7 +383,11 @@ function parseCurl(args: string[], where: string): CurlRequest {
     } else if (arg === "--data-urlencode") {
       const text = value();
       const eq = text.indexOf("=");
-      data.push(eq < 0 ? encodeURIComponent(text) : `${text.slice(0, eq)}${eq > 0 ? "=" : ""}${encodeURIComponent(text.slice(eq + 1))}`);
+      data.push(
+        eq < 0
+          ? encodeURIComponent(text)
+          : `${text.slice(0, eq)}${eq > 0 ? "=" : ""}${encodeURIComponent(text.slice(eq + 1))}`,
+      );
     } else if (arg === "-G" || arg === "--get") get = true;
     else if (arg.startsWith("-")) throw new Error(`${where}: curl ${arg} is not read by this test`);
     else if (url === undefined) url = arg;
@@ -370,7 +408,8 @@ function parseCurl(args: string[], where: string): CurlRequest {
 /** The `"key":value` pairs an output comment shows with a complete scalar value. */
 function shownPairs(text: string): Array<{ key: string; value: unknown; source: string }> {
   const pairs: Array<{ key: string; value: unknown; source: string }> = [];
-  const pattern = /"((?:[^"\\]|\\.)*)":\s*("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null)(?=\s*[,}\]])/g;
+  const pattern =
+    /"((?:[^"\\]|\\.)*)":\s*("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|true|false|null)(?=\s*[,}\]])/g;
   for (const match of text.matchAll(pattern)) {
     if (match[0].includes("…")) continue;
     pairs.push({ key: JSON.parse(`"${match[1]!}"`) as string, value: JSON.parse(match[2]!), source: match[0] });
@@ -387,13 +426,33 @@ function holds(json: unknown, key: string, value: unknown): boolean {
   return Object.values(record).some((item) => holds(item, key, value));
 }
 
-async function sendCurl(args: string[], pipeline: string[][], output: string[], origin: string, where: string): Promise<void> {
+async function sendCurl(
+  args: string[],
+  pipeline: string[][],
+  output: string[],
+  origin: string,
+  where: string,
+): Promise<void> {
   const request = parseCurl(args, where);
   const target = /^http:\/\/(?:127\.0\.0\.1|localhost):\d+(\/.*)?$/.exec(request.url);
-  if (!target) throw new Error(`${where}: curl to ${request.url}: only the demo server (http://127.0.0.1:8787) is reached by this test`);
-  const response = await fetch(origin + (target[1] ?? "/"), { method: request.method, headers: request.headers, body: request.body ?? null, redirect: "manual" });
+  if (!target)
+    throw new Error(
+      `${where}: curl to ${request.url}: only the demo server (http://127.0.0.1:8787) is reached by this test`,
+    );
+  const response = await fetch(origin + (target[1] ?? "/"), {
+    method: request.method,
+    headers: request.headers,
+    body: request.body ?? null,
+    redirect: "manual",
+  });
   const text = await response.text();
-  const statusShown = output.map((line) => /^(?:→\s*)?(\d{3})(?:\s|$)/.exec(line)?.[1] ?? (request.include ? /^HTTP\/[\d.]+ (\d{3})\b/.exec(line)?.[1] : undefined)).find((s) => s !== undefined);
+  const statusShown = output
+    .map(
+      (line) =>
+        /^(?:→\s*)?(\d{3})(?:\s|$)/.exec(line)?.[1] ??
+        (request.include ? /^HTTP\/[\d.]+ (\d{3})\b/.exec(line)?.[1] : undefined),
+    )
+    .find((s) => s !== undefined);
   const context = `${where}: ${request.method} ${request.url} answered ${response.status} ${text.slice(0, 300)}`;
   if (statusShown) expect(response.status, context).toBe(Number(statusShown));
   else expect(response.status >= 200 && response.status < 300, context).toBe(true);
@@ -426,7 +485,8 @@ async function sendCurl(args: string[], pipeline: string[][], output: string[], 
   } catch {
     throw new Error(`${context}\n(the output comment shows JSON, the answer is not)`);
   }
-  for (const pair of shownPairs(shown)) expect(holds(json, pair.key, pair.value), `${context}\n(the comment shows ${pair.source})`).toBe(true);
+  for (const pair of shownPairs(shown))
+    expect(holds(json, pair.key, pair.value), `${context}\n(the comment shows ${pair.source})`).toBe(true);
 }
 
 // ------------------------------------------------------------- the servers
@@ -438,7 +498,24 @@ afterAll(async () => {
 
 /** The example server on the demo space, in memory, as `npm start -- --db :memory: FLAGS` starts it. */
 async function demoServer(flags: string[] = []): Promise<RunningServer> {
-  const config = parseServerArgs([...flags, "--db", ":memory:", "--port", "0", "--host", "127.0.0.1", "--log", "none", "--app-url", DOCS_ORIGIN, "--drain-timeout", "1"], SERVER_DEFAULTS);
+  const config = parseServerArgs(
+    [
+      ...flags,
+      "--db",
+      ":memory:",
+      "--port",
+      "0",
+      "--host",
+      "127.0.0.1",
+      "--log",
+      "none",
+      "--app-url",
+      DOCS_ORIGIN,
+      "--drain-timeout",
+      "1",
+    ],
+    SERVER_DEFAULTS,
+  );
   const server = await startServer(config, { fs, env: process.env });
   running.push(server);
   return server;
@@ -447,7 +524,11 @@ async function demoServer(flags: string[] = []): Promise<RunningServer> {
 async function runBlock(block: Block, pageServer: () => Promise<RunningServer>): Promise<void> {
   const commands = commandsOf(block);
   const vars: Record<string, string> = {};
-  const sends = commands.some((c) => c.tokens.some((t) => t.kind === "word" && t.parts.length === 1 && t.parts[0]!.kind === "text" && t.parts[0]!.text === "curl"));
+  const sends = commands.some((c) =>
+    c.tokens.some(
+      (t) => t.kind === "word" && t.parts.length === 1 && t.parts[0]!.kind === "text" && t.parts[0]!.text === "curl",
+    ),
+  );
   let server: RunningServer | null = null;
   for (const command of commands) {
     const origin = sends ? (server ??= await pageServer()).url : null;
@@ -473,7 +554,8 @@ async function runBlock(block: Block, pageServer: () => Promise<RunningServer>):
       checkCommand(words, command.where);
       const flags = serverFlags(words);
       if (flags && sends) {
-        if (flags.some((f) => /^(postgres(ql)?|redis):/.test(f))) throw new Error(`${command.where}: a block that sends requests starts the server on the demo in memory only`);
+        if (flags.some((f) => /^(postgres(ql)?|redis):/.test(f)))
+          throw new Error(`${command.where}: a block that sends requests starts the server on the demo in memory only`);
         server = await demoServer(flags);
       }
     }
@@ -509,13 +591,19 @@ async function checkJson(block: Block, schemas: Map<string, z.ZodType>): Promise
   }
   if (block.info === "fixture") {
     const demo = JSON.parse(fs.readFileSync(DEMO_FIXTURE, "utf8")) as Record<string, unknown[]>;
-    for (const [key, items] of Object.entries(value as Record<string, unknown[]>)) demo[key] = [...(demo[key] ?? []), ...items];
-    const env = Object.fromEntries([...block.code.matchAll(/\$\{([A-Z_][A-Z0-9_]*)\}/g)].map((m) => [m[1]!, "postgres://example.invalid/db"]));
+    for (const [key, items] of Object.entries(value as Record<string, unknown[]>))
+      demo[key] = [...(demo[key] ?? []), ...items];
+    const env = Object.fromEntries(
+      [...block.code.matchAll(/\$\{([A-Z_][A-Z0-9_]*)\}/g)].map((m) => [m[1]!, "postgres://example.invalid/db"]),
+    );
     expect(() => parseFixture(demo, { env }), where).not.toThrow();
     return;
   }
   const schema = schemas.get(block.info);
-  if (!schema) throw new Error(`${where}: ${block.info ? `no schema is named ${block.info}` : "name the schema after json (```json DatasetRowsPage), or fixture, or LogLines"}`);
+  if (!schema)
+    throw new Error(
+      `${where}: ${block.info ? `no schema is named ${block.info}` : "name the schema after json (```json DatasetRowsPage), or fixture, or LogLines"}`,
+    );
   const parsed = schema.safeParse(value);
   expect(parsed.success ? [] : parsed.error.issues, `${where}: ${block.info}`).toEqual([]);
   // A field the schema does not know is dropped by parsing: the example shows one the API never sends.
@@ -524,13 +612,18 @@ async function checkJson(block: Block, schemas: Map<string, z.ZodType>): Promise
 
 /** The example log lines have the keys (and fixed values) the JSON logger writes. */
 async function checkLogLines(block: Block, where: string): Promise<void> {
-  const shown = block.code.split("\n").filter((line) => line.trim() !== "").map((line) => JSON.parse(line) as Record<string, unknown>);
+  const shown = block.code
+    .split("\n")
+    .filter((line) => line.trim() !== "")
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
   const written: Array<Record<string, unknown>> = [];
   const logger = createJsonLogger({ write: (line) => written.push(JSON.parse(line)) });
   const storage = createMemoryStorage();
   await storage.seed(parseFixture(JSON.parse(fs.readFileSync(DEMO_FIXTURE, "utf8"))));
   const api = createDataApi({ storage, logger });
-  await api.fetch(new Request(`${DOCS_ORIGIN}/api/v1/me`, { headers: { authorization: "Bearer dp_demo_full_access_0000000000001" } }));
+  await api.fetch(
+    new Request(`${DOCS_ORIGIN}/api/v1/me`, { headers: { authorization: "Bearer dp_demo_full_access_0000000000001" } }),
+  );
   logger.error("unexpected error", new Error("boom"), { requestId: "r-1" });
   const request = written.find((line) => line.msg === "request")!;
   const error = written.find((line) => line.level === "error")!;
@@ -543,7 +636,9 @@ async function checkLogLines(block: Block, where: string): Promise<void> {
   }
   if (shownError) {
     expect(Object.keys(shownError).sort(), `${where}: error line keys`).toEqual(Object.keys(error).sort());
-    expect(Object.keys(shownError.error as object).sort(), `${where}: error line's error keys`).toEqual(Object.keys(error.error as object).sort());
+    expect(Object.keys(shownError.error as object).sort(), `${where}: error line's error keys`).toEqual(
+      Object.keys(error.error as object).sort(),
+    );
   }
 }
 
@@ -551,7 +646,9 @@ async function checkLogLines(block: Block, where: string): Promise<void> {
 
 describe("code blocks of README.md and docs/", () => {
   it("are all of a kind that a test runs or type-checks", () => {
-    const unknown = ALL.filter((b) => !(b.lang === "ts" || b.lang === "sh" || b.lang === "json")).map((b) => `${b.page}:${b.line} \`\`\`${b.lang}`);
+    const unknown = ALL.filter((b) => !(b.lang === "ts" || b.lang === "sh" || b.lang === "json")).map(
+      (b) => `${b.page}:${b.line} \`\`\`${b.lang}`,
+    );
     expect(unknown).toEqual([]);
     expect(ALL.filter((b) => b.page === "README.md" && b.lang === "sh").length).toBeGreaterThanOrEqual(3);
   });
@@ -582,7 +679,13 @@ describe("code blocks of README.md and docs/", () => {
             .readFileSync(file, "utf8")
             .split("\n")
             .filter((line) => /^#+ /.test(line))
-            .map((line) => line.replace(/^#+ /, "").toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, "").replace(/ /g, "-"));
+            .map((line) =>
+              line
+                .replace(/^#+ /, "")
+                .toLowerCase()
+                .replace(/[^\p{L}\p{N} _-]/gu, "")
+                .replace(/ /g, "-"),
+            );
           if (!slugs.includes(anchor)) broken.push(`${page}: ${target} (no such heading)`);
         }
       }
@@ -599,18 +702,24 @@ describe("code blocks of README.md and docs/", () => {
   });
 
   const shellPages = pages().filter((page) => ALL.some((b) => b.page === page && b.lang === "sh"));
-  it.each(shellPages)("shell examples of %s run against the demo", async (page) => {
-    let server: Promise<RunningServer> | null = null;
-    const pageServer = () => (server ??= demoServer());
-    for (const block of ALL.filter((b) => b.page === page && b.lang === "sh")) await runBlock(block, pageServer);
-  }, 30_000);
+  it.each(shellPages)(
+    "shell examples of %s run against the demo",
+    async (page) => {
+      let server: Promise<RunningServer> | null = null;
+      const pageServer = () => (server ??= demoServer());
+      for (const block of ALL.filter((b) => b.page === page && b.lang === "sh")) await runBlock(block, pageServer);
+    },
+    30_000,
+  );
 });
 
 describe("the shell reader of this test", () => {
   const block = (code: string): Block => ({ page: "t.md", line: 1, lang: "sh", info: "", code });
 
   it("joins continuations, attaches output comments and drops prose comments", () => {
-    const commands = commandsOf(block('# prose\ncurl -s $API \\\n  -H "A: b"   # trailing\n# 404 {"x":1}\n\n# more prose\nK=v'));
+    const commands = commandsOf(
+      block('# prose\ncurl -s $API \\\n  -H "A: b"   # trailing\n# 404 {"x":1}\n\n# more prose\nK=v'),
+    );
     expect(commands.map((c) => [c.source.replace(/\s+/g, " "), c.output])).toEqual([
       ['curl -s $API -H "A: b" # trailing', ['404 {"x":1}']],
       ["K=v", []],
@@ -627,19 +736,38 @@ describe("the shell reader of this test", () => {
   it("runs $(…) with bash and splits pipelines and && lists", async () => {
     const [command] = commandsOf(block(`S=$(printf '%s' "$B" | tr a-z A-Z) && curl -s x | grep y`));
     const lists = await stagesOf(command!.tokens, { B: "abc" }, null, "t");
-    expect(lists).toEqual([[["S=ABC"]], [["curl", "-s", "x"], ["grep", "y"]]]);
+    expect(lists).toEqual([
+      [["S=ABC"]],
+      [
+        ["curl", "-s", "x"],
+        ["grep", "y"],
+      ],
+    ]);
   });
 
   it("reads curl as curl does: -G with --data-urlencode, -d as a form by default", () => {
-    const get = parseCurl(["-s", "-G", "http://127.0.0.1:8787/a", "--data-urlencode", 'filters={"a":1}', "--data-urlencode", "limit=1"], "t");
-    expect([get.method, get.url, get.body]).toEqual(["GET", "http://127.0.0.1:8787/a?filters=%7B%22a%22%3A1%7D&limit=1", undefined]);
+    const get = parseCurl(
+      ["-s", "-G", "http://127.0.0.1:8787/a", "--data-urlencode", 'filters={"a":1}', "--data-urlencode", "limit=1"],
+      "t",
+    );
+    expect([get.method, get.url, get.body]).toEqual([
+      "GET",
+      "http://127.0.0.1:8787/a?filters=%7B%22a%22%3A1%7D&limit=1",
+      undefined,
+    ]);
     const form = parseCurl(["-X", "POST", "http://127.0.0.1:8787/b", "-d", "a=1", "-d", "b=2"], "t");
-    expect([form.method, form.body, form.headers.get("content-type")]).toEqual(["POST", "a=1&b=2", "application/x-www-form-urlencoded"]);
+    expect([form.method, form.body, form.headers.get("content-type")]).toEqual([
+      "POST",
+      "a=1&b=2",
+      "application/x-www-form-urlencoded",
+    ]);
     expect(() => parseCurl(["--compressed", "http://x"], "t")).toThrow("curl --compressed is not read");
   });
 
   it("compares only complete values of an output comment", () => {
-    expect(shownPairs('{"a":1,"b":"x…","c":{"d":true},"e":"q\\"r","f":null,"g":[1,2]}').map((p) => [p.key, p.value])).toEqual([
+    expect(
+      shownPairs('{"a":1,"b":"x…","c":{"d":true},"e":"q\\"r","f":null,"g":[1,2]}').map((p) => [p.key, p.value]),
+    ).toEqual([
       ["a", 1],
       ["d", true],
       ["e", 'q"r'],

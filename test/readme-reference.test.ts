@@ -35,7 +35,11 @@ function tableRows(text: string): string[][] {
   const first = lines.findIndex((line) => line.startsWith("|"));
   const rows: string[][] = [];
   for (let i = first + 2; i < lines.length && lines[i]!.startsWith("|"); i++) {
-    rows.push(lines[i]!.slice(1, -1).split(/(?<!\\)\|/).map((cell) => cell.trim()));
+    rows.push(
+      lines[i]!.slice(1, -1)
+        .split(/(?<!\\)\|/)
+        .map((cell) => cell.trim()),
+    );
   }
   return rows;
 }
@@ -54,7 +58,10 @@ describe("reference tables in docs/", () => {
     const rows = tableRows(section(page("docs/mounting.md"), "Options of `createDataApi`"));
     const documented = rows.flatMap((row) => codesIn(row[0]!));
     const source = page("src/server/api.ts");
-    const body = source.slice(source.indexOf("export interface DataApiOptions"), source.indexOf("\n}\n", source.indexOf("export interface DataApiOptions")));
+    const body = source.slice(
+      source.indexOf("export interface DataApiOptions"),
+      source.indexOf("\n}\n", source.indexOf("export interface DataApiOptions")),
+    );
     const ports = [...body.matchAll(/^ {2}(\w+)\?:/gm)].map((m) => m[1]!);
     expect(ports.length).toBeGreaterThan(5);
     expect([...documented].sort()).toEqual([...ports, ...Object.keys(DEFAULT_SETTINGS)].sort());
@@ -68,7 +75,10 @@ describe("reference tables in docs/", () => {
         if (typeof actual === "number") {
           const match = /^([\d,]+(?:\.\d+)?)\s*(KiB|MiB|GiB)?/.exec(shown);
           expect(match, `${name}: default ${shown}`).not.toBeNull();
-          expect(Number(match![1]!.replace(/,/g, "")) * (units[match![2] ?? ""] ?? 1), `${name}: default ${shown}`).toBe(actual);
+          expect(
+            Number(match![1]!.replace(/,/g, "")) * (units[match![2] ?? ""] ?? 1),
+            `${name}: default ${shown}`,
+          ).toBe(actual);
         } else if (typeof actual === "string") expect(shown, name).toContain(actual);
         else if (typeof actual === "boolean") expect(shown, name).toMatch(new RegExp(`^${actual}\\b`));
         else expect(shown, `${name}: default ${JSON.stringify(actual)}`).toMatch(/^none\b/);
@@ -87,7 +97,9 @@ describe("reference tables in docs/", () => {
   it("operating.md lists every Prometheus series", () => {
     const rows = tableRows(section(page("docs/operating.md"), "Metrics (Prometheus)"));
     const documented = rows.map((row) => codesIn(row[0]!)[0]);
-    const series = createPrometheusMetrics().registry.getMetricsAsArray().map((metric) => metric.name);
+    const series = createPrometheusMetrics()
+      .registry.getMetricsAsArray()
+      .map((metric) => metric.name);
     expect([...documented].sort()).toEqual([...series].sort());
   });
 
@@ -97,20 +109,41 @@ describe("reference tables in docs/", () => {
     const api = createDataApi({ storage });
     const text = page("docs/dashboards-and-space.md");
     const objects = [...text.matchAll(/^### `([a-z-]+)` — /gm)].map((m) => m[1]!);
-    expect(objects).toEqual(["dashboard-usage", "refresh-history", "credit-usage", "api-usage", "dataset-usage", "webhook-deliveries"]);
+    expect(objects).toEqual([
+      "dashboard-usage",
+      "refresh-history",
+      "credit-usage",
+      "api-usage",
+      "dataset-usage",
+      "webhook-deliveries",
+    ]);
     for (const object of objects) {
-      const res = await api.fetch(new Request(`http://127.0.0.1:8787/api/v1/space/${object}`, { headers: { authorization: "Bearer dp_demo_full_access_0000000000001" } }));
+      const res = await api.fetch(
+        new Request(`http://127.0.0.1:8787/api/v1/space/${object}`, {
+          headers: { authorization: "Bearer dp_demo_full_access_0000000000001" },
+        }),
+      );
       expect(res.status, object).toBe(200);
       const { columns } = (await res.json()) as { columns: Array<{ name: string; type: string }> };
       const rows = tableRows(section(text, `\`${object}\``));
-      expect(rows.map((row) => codesIn(row[0]!)[0]), object).toEqual(columns.map((c) => c.name));
-      expect(rows.map((row) => /^\w+/.exec(row[1]!)![0]), `${object} types`).toEqual(columns.map((c) => c.type));
+      expect(
+        rows.map((row) => codesIn(row[0]!)[0]),
+        object,
+      ).toEqual(columns.map((c) => c.name));
+      expect(
+        rows.map((row) => /^\w+/.exec(row[1]!)![0]),
+        `${object} types`,
+      ).toEqual(columns.map((c) => c.type));
     }
   });
 
   it("openapi.md names every operationId of the document", () => {
-    const document = createOpenApiDocument(createDataApi().routes) as { paths: Record<string, Record<string, { operationId?: string }>> };
-    const ids = Object.values(document.paths).flatMap((item) => Object.values(item).flatMap((op) => (op && typeof op === "object" && op.operationId ? [op.operationId] : [])));
+    const document = createOpenApiDocument(createDataApi().routes) as {
+      paths: Record<string, Record<string, { operationId?: string }>>;
+    };
+    const ids = Object.values(document.paths).flatMap((item) =>
+      Object.values(item).flatMap((op) => (op && typeof op === "object" && op.operationId ? [op.operationId] : [])),
+    );
     expect(ids.length).toBeGreaterThan(15);
     const text = page("docs/openapi.md");
     expect(ids.filter((id) => !text.includes(`\`${id}\``))).toEqual([]);

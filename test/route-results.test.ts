@@ -14,11 +14,24 @@ const thing = z.object({ id: z.string(), count: z.number().int() });
 const base = { method: "GET", path: "/things/:id", summary: "t", tag: "T" } as const;
 
 const routes = [
-  authed({ ...base, auth: "bearer", scope: null, responses: { 200: thing }, handle: ({ params }) => ({ id: params.id!, count: 1 }) }),
-  authed({ ...base, auth: "bearer", scope: null, responses: { 200: thing }, handle: async () => ({ id: "t", count: 2 }) }),
+  authed({
+    ...base,
+    auth: "bearer",
+    scope: null,
+    responses: { 200: thing },
+    handle: ({ params }) => ({ id: params.id!, count: 1 }),
+  }),
+  authed({
+    ...base,
+    auth: "bearer",
+    scope: null,
+    responses: { 200: thing },
+    handle: async () => ({ id: "t", count: 2 }),
+  }),
   // @ts-expect-error -- a field of the declared answer is missing
   authed({ ...base, auth: "bearer", scope: null, responses: { 200: thing }, handle: () => ({ id: "t" }) }),
   // @ts-expect-error -- a field has another type than the schema's (behind a promise too)
+  // prettier-ignore
   authed({ ...base, auth: "bearer", scope: null, responses: { 200: thing }, handle: async () => ({ id: "t", count: "1" }) }),
   // @ts-expect-error -- a plain value is a 200; a route that declares only a 201 answers with a Reply
   open({ ...base, auth: "none", responses: { 201: thing }, handle: () => ({ id: "t", count: 1 }) }),
@@ -26,6 +39,7 @@ const routes = [
   // A Reply stays allowed for a streamed or non-JSON answer.
   open({ ...base, auth: "none", responses: { 200: thing }, handle: () => Reply.jsonStream((async function* () {})()) }),
   // @ts-expect-error -- an admin route's answer is checked the same way
+  // prettier-ignore
   admin({ ...base, auth: "admin", responses: { 200: z.object({ data: z.array(thing) }) }, handle: async () => ({ data: [{ id: "t" }] }) }),
 ];
 

@@ -6,7 +6,8 @@ import { setup } from "./support/api.js";
 import { TOKENS } from "./support/fixture.js";
 
 const rowsUrl = (params: Record<string, string>) => `/api/v1/datasets/ds_orders/rows?${new URLSearchParams(params)}`;
-const ids = (res: { json: { data: Array<{ order_id?: unknown; _id?: unknown }> } }) => res.json.data.map((r) => r.order_id ?? r._id);
+const ids = (res: { json: { data: Array<{ order_id?: unknown; _id?: unknown }> } }) =>
+  res.json.data.map((r) => r.order_id ?? r._id);
 
 describe("GET /datasets/{id}/rows with where, sort and cursor", () => {
   it("filters by operators, combined with filters, and counts the matches", async () => {
@@ -14,10 +15,23 @@ describe("GET /datasets/{id}/rows with where, sort and cursor", () => {
     const res = await call("GET", rowsUrl({ where: JSON.stringify({ amount: { gt: 10 } }) }), { token: TOKENS.sync });
     expect(res.status).toBe(200);
     expect(ids(res)).toEqual(["A-1", "A-2", "A-4"]);
-    expect(res.json.metadata).toMatchObject({ totalRows: 3, returnedRows: 3, offset: 0, hasMore: false, nextCursor: null });
-    const both = await call("GET", rowsUrl({ where: JSON.stringify({ or: [{ amount: { lt: 5 } }, { order_id: { in: ["A-2", "A-9"] } }] }), filters: '{"region":"EMEA"}' }), {
-      token: TOKENS.sync,
+    expect(res.json.metadata).toMatchObject({
+      totalRows: 3,
+      returnedRows: 3,
+      offset: 0,
+      hasMore: false,
+      nextCursor: null,
     });
+    const both = await call(
+      "GET",
+      rowsUrl({
+        where: JSON.stringify({ or: [{ amount: { lt: 5 } }, { order_id: { in: ["A-2", "A-9"] } }] }),
+        filters: '{"region":"EMEA"}',
+      }),
+      {
+        token: TOKENS.sync,
+      },
+    );
     expect(ids(both)).toEqual(["A-5"]);
   });
 
@@ -30,15 +44,25 @@ describe("GET /datasets/{id}/rows with where, sort and cursor", () => {
       [{ amount: { in: [] } }, "where.amount.in", {}],
       [{ or: [] }, "where.or", {}],
       [{ nope: { eq: 1 }, amount: { eq: 1 } }, "where.nope", { unknownColumns: ["nope"] }],
-      [{ and: [{ and: [{ and: [{ and: [{ and: [{ amount: { eq: 1 } }] }] }] }] }] }, "where.and[0].and[0].and[0].and[0].and", {}],
+      [
+        { and: [{ and: [{ and: [{ and: [{ and: [{ amount: { eq: 1 } }] }] }] }] }] },
+        "where.and[0].and[0].and[0].and[0].and",
+        {},
+      ],
     ];
     for (const [where, path, extra] of cases) {
       const res = await call("GET", rowsUrl({ where: JSON.stringify(where) }), { token: TOKENS.sync });
-      expect([res.status, res.json.error.code, res.json.error.details]).toEqual([400, "invalid_parameter", { parameter: "where", path, ...extra }]);
+      expect([res.status, res.json.error.code, res.json.error.details]).toEqual([
+        400,
+        "invalid_parameter",
+        { parameter: "where", path, ...extra },
+      ]);
       expect(res.json.error.message).toContain(path);
     }
     const fourDeep = { and: [{ and: [{ and: [{ and: [{ amount: { eq: 1 } }] }] }] }] };
-    expect((await call("GET", rowsUrl({ where: JSON.stringify(fourDeep) }), { token: TOKENS.sync })).json.data).toEqual([{ order_id: "A-5", amount: 1, region: "EMEA" }]);
+    expect((await call("GET", rowsUrl({ where: JSON.stringify(fourDeep) }), { token: TOKENS.sync })).json.data).toEqual(
+      [{ order_id: "A-5", amount: 1, region: "EMEA" }],
+    );
     const malformed = await call("GET", rowsUrl({ where: "{amount" }), { token: TOKENS.sync });
     expect([malformed.status, malformed.json.error.details.parameter]).toEqual([400, "where"]);
     const tooMany = { and: Array.from({ length: 101 }, () => ({ amount: { ne: 0 } })) };
@@ -58,13 +82,30 @@ describe("GET /datasets/{id}/rows with where, sort and cursor", () => {
     const base = { where: JSON.stringify({ amount: { gte: 1 } }), sort: "-amount" };
     const first = await call("GET", rowsUrl({ ...base, maxRows: "2" }), { token: TOKENS.sync });
     expect(ids(first)).toEqual(["A-4", "A-2"]);
-    expect(first.json.metadata).toMatchObject({ totalRows: 5, offset: 0, hasMore: true, nextCursor: expect.any(String) });
-    const second = await call("GET", rowsUrl({ ...base, maxRows: "1", cursor: first.json.metadata.nextCursor }), { token: TOKENS.sync });
+    expect(first.json.metadata).toMatchObject({
+      totalRows: 5,
+      offset: 0,
+      hasMore: true,
+      nextCursor: expect.any(String),
+    });
+    const second = await call("GET", rowsUrl({ ...base, maxRows: "1", cursor: first.json.metadata.nextCursor }), {
+      token: TOKENS.sync,
+    });
     expect(ids(second)).toEqual(["A-1"]);
     expect(second.json.metadata).toMatchObject({ totalRows: 5, offset: 2, returnedRows: 1, hasMore: true });
     // A cursor may be sent again: the same page.
-    expect(ids(await call("GET", rowsUrl({ ...base, maxRows: "1", cursor: first.json.metadata.nextCursor }), { token: TOKENS.sync }))).toEqual(["A-1"]);
-    const last = await call("GET", rowsUrl({ ...base, maxRows: "5", columns: "order_id", cursor: second.json.metadata.nextCursor }), { token: TOKENS.sync });
+    expect(
+      ids(
+        await call("GET", rowsUrl({ ...base, maxRows: "1", cursor: first.json.metadata.nextCursor }), {
+          token: TOKENS.sync,
+        }),
+      ),
+    ).toEqual(["A-1"]);
+    const last = await call(
+      "GET",
+      rowsUrl({ ...base, maxRows: "5", columns: "order_id", cursor: second.json.metadata.nextCursor }),
+      { token: TOKENS.sync },
+    );
     expect(last.json.data).toEqual([{ order_id: "A-3" }, { order_id: "A-5" }]);
     expect(last.json.metadata).toMatchObject({ offset: 3, returnedRows: 2, hasMore: false, nextCursor: null });
   });
@@ -83,7 +124,12 @@ describe("GET /datasets/{id}/rows with where, sort and cursor", () => {
     ];
     for (const url of refusals) {
       const res = await call("GET", url, { token: TOKENS.sync });
-      expect([url, res.status, res.json.error.code, res.json.error.details.parameter]).toEqual([url, 400, "invalid_parameter", "cursor"]);
+      expect([url, res.status, res.json.error.code, res.json.error.details.parameter]).toEqual([
+        url,
+        400,
+        "invalid_parameter",
+        "cursor",
+      ]);
     }
   });
 
@@ -92,7 +138,17 @@ describe("GET /datasets/{id}/rows with where, sort and cursor", () => {
     const res = await call("GET", rowsUrl({ maxRows: "2", offset: "1" }), { token: TOKENS.sync });
     const { nextCursor, changesCursor, ...metadata } = res.json.metadata;
     expect(changesCursor).toEqual(expect.any(String));
-    expect(Object.keys(metadata)).toEqual(["datasetId", "datasetName", "totalRows", "returnedRows", "offset", "hasMore", "columns", "columnTypes", "lastUpdated"]);
+    expect(Object.keys(metadata)).toEqual([
+      "datasetId",
+      "datasetName",
+      "totalRows",
+      "returnedRows",
+      "offset",
+      "hasMore",
+      "columns",
+      "columnTypes",
+      "lastUpdated",
+    ]);
     const next = await call("GET", rowsUrl({ maxRows: "10", cursor: nextCursor }), { token: TOKENS.sync });
     expect(ids(next)).toEqual(["A-4", "A-5"]);
     expect(next.json.metadata.offset).toBe(3);
@@ -116,9 +172,17 @@ describe("exports", () => {
       ],
       updatedAt: "2026-11-01T00:00:00.000Z",
     });
-    const res = await call("GET", rowsUrl({ format: "csv", where: JSON.stringify({ amount: { nin: [30, 99, 7.25] } }), columns: "region,order_id,amount" }), {
-      token: TOKENS.sync,
-    });
+    const res = await call(
+      "GET",
+      rowsUrl({
+        format: "csv",
+        where: JSON.stringify({ amount: { nin: [30, 99, 7.25] } }),
+        columns: "region,order_id,amount",
+      }),
+      {
+        token: TOKENS.sync,
+      },
+    );
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toBe("text/csv; charset=utf-8");
     expect(res.headers.get("content-disposition")).toBe('attachment; filename="ds_orders.csv"');
@@ -126,7 +190,9 @@ describe("exports", () => {
       ["region,order_id,amount", "EMEA,A-1,12.5", "EMEA,A-5,1", '"{""nested"":[1,true]}",A-7,3', ""].join("\r\n"),
     );
     const all = await call("GET", rowsUrl({ format: "csv", sort: "-order_id", maxRows: "2" }), { token: TOKENS.sync });
-    expect(all.text).toBe(["order_id,amount,region", "A-7,3,\"{\"\"nested\"\":[1,true]}\"", '"A-6, ""quoted""",,"line\nbreak"', ""].join("\r\n"));
+    expect(all.text).toBe(
+      ["order_id,amount,region", 'A-7,3,"{""nested"":[1,true]}"', '"A-6, ""quoted""",,"line\nbreak"', ""].join("\r\n"),
+    );
   });
 
   it("chooses NDJSON by Accept, one row per line, and audits the read like any other", async () => {
@@ -143,7 +209,10 @@ describe("exports", () => {
       return appendOne(event, storedAt);
     };
     const { call } = await setup({ storage });
-    const res = await call("GET", rowsUrl({ sort: "amount", maxRows: "3" }), { token: TOKENS.sync, headers: { accept: "application/x-ndjson" } });
+    const res = await call("GET", rowsUrl({ sort: "amount", maxRows: "3" }), {
+      token: TOKENS.sync,
+      headers: { accept: "application/x-ndjson" },
+    });
     await vi.waitFor(() => expect(audited.filter((e) => e.category === "data_access")).toHaveLength(1));
     expect(audited.find((e) => e.category === "data_access")).toMatchObject({
       action: "dataset.rows.read",
@@ -152,8 +221,16 @@ describe("exports", () => {
     });
     expect(res.headers.get("content-type")).toBe("application/x-ndjson");
     expect(res.headers.get("content-disposition")).toBe('attachment; filename="ds_orders.ndjson"');
-    expect(res.text.split("\n").map((line) => (line === "" ? null : JSON.parse(line).order_id))).toEqual(["A-5", "A-3", "A-1", null]);
-    const json = await call("GET", rowsUrl({ maxRows: "1" }), { token: TOKENS.sync, headers: { accept: "application/json, text/csv" } });
+    expect(res.text.split("\n").map((line) => (line === "" ? null : JSON.parse(line).order_id))).toEqual([
+      "A-5",
+      "A-3",
+      "A-1",
+      null,
+    ]);
+    const json = await call("GET", rowsUrl({ maxRows: "1" }), {
+      token: TOKENS.sync,
+      headers: { accept: "application/json, text/csv" },
+    });
     expect(json.headers.get("content-type")).toContain("application/json");
     const bad = await call("GET", rowsUrl({ format: "xlsx" }), { token: TOKENS.sync });
     expect([bad.status, bad.json.error.details.parameter]).toEqual([400, "format"]);
@@ -168,16 +245,23 @@ describe("GET /tables/{id}/rows with where, sort, cursor and export", () => {
       ["APAC", 50],
       ["LATAM", 500],
     ] as const) {
-      expect((await call("POST", "/api/v1/tables/tbl_targets/rows", { token: TOKENS.sync, body: { region, target } })).status).toBe(201);
+      expect(
+        (await call("POST", "/api/v1/tables/tbl_targets/rows", { token: TOKENS.sync, body: { region, target } }))
+          .status,
+      ).toBe(201);
     }
     const url = (params: Record<string, string>) => `/api/v1/tables/tbl_targets/rows?${new URLSearchParams(params)}`;
-    const big = await call("GET", url({ where: JSON.stringify({ target: { gte: 50 } }), sort: "-target" }), { token: TOKENS.sync });
+    const big = await call("GET", url({ where: JSON.stringify({ target: { gte: 50 } }), sort: "-target" }), {
+      token: TOKENS.sync,
+    });
     expect(big.json.data.map((r: { region: string }) => r.region)).toEqual(["EMEA", "LATAM", "APAC"]);
     const byId = await call("GET", url({ where: JSON.stringify({ _id: { eq: "row_1" } }) }), { token: TOKENS.sync });
     expect(byId.json.data.map((r: { region: string }) => r.region)).toEqual(["EMEA"]);
     const first = await call("GET", url({ sort: "region", limit: "2" }), { token: TOKENS.sync });
     expect(first.json.data.map((r: { region: string }) => r.region)).toEqual(["AMER", "APAC"]);
-    const next = await call("GET", url({ sort: "region", limit: "2", cursor: first.json.metadata.nextCursor }), { token: TOKENS.sync });
+    const next = await call("GET", url({ sort: "region", limit: "2", cursor: first.json.metadata.nextCursor }), {
+      token: TOKENS.sync,
+    });
     expect(next.json.data.map((r: { region: string }) => r.region)).toEqual(["EMEA", "LATAM"]);
     expect(next.json.metadata).toMatchObject({ offset: 2, totalRows: 4, hasMore: false, nextCursor: null });
     const unknown = await call("GET", url({ sort: "nope" }), { token: TOKENS.sync });
@@ -193,17 +277,29 @@ describe("GET /tables/{id}/rows with where, sort, cursor and export", () => {
 describe("the client", () => {
   it("types where by operator, sorts, pages with cursors and streams an export", async () => {
     const { api } = await setup();
-    const dp = createClient({ baseUrl: "http://dataport.test/api/v1", token: TOKENS.sync, fetch: (request) => api.fetch(request, { clientAddress: "198.51.100.7" }) });
+    const dp = createClient({
+      baseUrl: "http://dataport.test/api/v1",
+      token: TOKENS.sync,
+      fetch: (request) => api.fetch(request, { clientAddress: "198.51.100.7" }),
+    });
     type Order = { order_id: string; amount: number; region: string };
     const rows = await dp.datasets
-      .iterateRows<Order>("ds_orders", { where: { amount: { gte: 7.25 }, or: [{ region: { eq: "EMEA" } }, { region: { eq: "APAC" } }] }, sort: ["-amount"], pageSize: 1 })
+      .iterateRows<Order>("ds_orders", {
+        where: { amount: { gte: 7.25 }, or: [{ region: { eq: "EMEA" } }, { region: { eq: "APAC" } }] },
+        sort: ["-amount"],
+        pageSize: 1,
+      })
       .collect({ max: 10 });
     expect(rows.map((r) => r.order_id)).toEqual(["A-4", "A-1", "A-3"]);
     const body = await dp.datasets.export("ds_orders", { format: "ndjson", sort: ["order_id"], columns: ["order_id"] });
     const text = await new Response(body).text();
     expect(text).toBe(["A-1", "A-2", "A-3", "A-4", "A-5"].map((id) => `{"order_id":"${id}"}\n`).join(""));
-    const tableRows = await dp.tables.iterateRows("tbl_targets", { where: { target: { gt: 1 } }, pageSize: 1 }).collect({ max: 5 });
+    const tableRows = await dp.tables
+      .iterateRows("tbl_targets", { where: { target: { gt: 1 } }, pageSize: 1 })
+      .collect({ max: 5 });
     expect(tableRows.map((r) => r._id)).toEqual(["row_1"]);
-    await expect(dp.datasets.export("ds_orders", { format: "csv", sort: ["nope" as "order_id"] })).rejects.toMatchObject({ status: 400, code: "invalid_parameter" });
+    await expect(
+      dp.datasets.export("ds_orders", { format: "csv", sort: ["nope" as "order_id"] }),
+    ).rejects.toMatchObject({ status: 400, code: "invalid_parameter" });
   });
 });

@@ -35,11 +35,16 @@ const stores: Array<[name: string, make: () => Storage | Promise<Storage>, skip:
 ];
 
 for (const [name, makeStorage, skip] of stores) {
-  describe.skipIf(!!skip)(`a read exported counts and is audited like any rows read (${name})`, () => auditedReads(makeStorage));
+  describe.skipIf(!!skip)(`a read exported counts and is audited like any rows read (${name})`, () =>
+    auditedReads(makeStorage),
+  );
 }
 
 function auditedReads(makeStorage: () => Storage | Promise<Storage>): void {
-  async function apiReads(call: Awaited<ReturnType<typeof setup>>["call"], id: string): Promise<{ api_reads: number; last_api_read_at: string | null }> {
+  async function apiReads(
+    call: Awaited<ReturnType<typeof setup>>["call"],
+    id: string,
+  ): Promise<{ api_reads: number; last_api_read_at: string | null }> {
     const usage = await call("GET", "/api/v1/space/dataset-usage?teamId=team_ops", { token: TOKENS.sessionAda });
     return usage.json.rows.find((r: { dataset_id: string }) => r.dataset_id === id);
   }
@@ -52,7 +57,10 @@ function auditedReads(makeStorage: () => Storage | Promise<Storage>): void {
       ["APAC", 50],
       ["LATAM", 500],
     ] as const) {
-      expect((await call("POST", "/api/v1/tables/tbl_targets/rows", { token: TOKENS.sync, body: { region, target } })).status).toBe(201);
+      expect(
+        (await call("POST", "/api/v1/tables/tbl_targets/rows", { token: TOKENS.sync, body: { region, target } }))
+          .status,
+      ).toBe(201);
     }
     const before = await apiReads(call, "tbl_targets");
     const url = (params: Record<string, string>) => `/api/v1/tables/tbl_targets/rows?${new URLSearchParams(params)}`;
@@ -62,8 +70,16 @@ function auditedReads(makeStorage: () => Storage | Promise<Storage>): void {
     expect(page.json.data.map((r: { region: string }) => r.region)).toEqual(["AMER", "APAC"]);
     const rest = await call("GET", url({ sort: "target", format: "csv", cursor: page.json.metadata.nextCursor }), init);
     expect(rest.text.split("\r\n").map((line) => line.split(",")[1])).toEqual(["region", "LATAM", "EMEA", undefined]);
-    const big = await call("GET", url({ where: JSON.stringify({ target: { gte: 50 } }), limit: "1" }), { ...init, headers: { ...init.headers, accept: "application/x-ndjson" } });
-    expect(big.text.trim().split("\n").map((line) => JSON.parse(line).region)).toEqual(["EMEA"]);
+    const big = await call("GET", url({ where: JSON.stringify({ target: { gte: 50 } }), limit: "1" }), {
+      ...init,
+      headers: { ...init.headers, accept: "application/x-ndjson" },
+    });
+    expect(
+      big.text
+        .trim()
+        .split("\n")
+        .map((line) => JSON.parse(line).region),
+    ).toEqual(["EMEA"]);
     const refused = await call("GET", url({ sort: "nope", format: "csv" }), init);
     expect(refused.status).toBe(400);
 
@@ -80,19 +96,40 @@ function auditedReads(makeStorage: () => Storage | Promise<Storage>): void {
       time: NOW,
     };
     expect(reads()).toEqual([
-      { ...common, id: expect.any(String), details: { requestId: page.headers.get("x-request-id"), offset: 0, returnedRows: 2 } },
-      { ...common, id: expect.any(String), details: { requestId: rest.headers.get("x-request-id"), offset: 2, returnedRows: 2, format: "csv" } },
-      { ...common, id: expect.any(String), details: { requestId: big.headers.get("x-request-id"), offset: 0, returnedRows: 1, format: "ndjson" } },
+      {
+        ...common,
+        id: expect.any(String),
+        details: { requestId: page.headers.get("x-request-id"), offset: 0, returnedRows: 2 },
+      },
+      {
+        ...common,
+        id: expect.any(String),
+        details: { requestId: rest.headers.get("x-request-id"), offset: 2, returnedRows: 2, format: "csv" },
+      },
+      {
+        ...common,
+        id: expect.any(String),
+        details: { requestId: big.headers.get("x-request-id"), offset: 0, returnedRows: 1, format: "ndjson" },
+      },
     ]);
     // The three reads count, the refused one does not.
-    await vi.waitFor(async () => expect(await apiReads(call, "tbl_targets")).toMatchObject({ api_reads: before.api_reads + 3, last_api_read_at: NOW }));
+    await vi.waitFor(async () =>
+      expect(await apiReads(call, "tbl_targets")).toMatchObject({
+        api_reads: before.api_reads + 3,
+        last_api_read_at: NOW,
+      }),
+    );
   });
 
   it("a dataset download is audited as dataset.rows.read with its format and the rows it holds, and counts as a read", async () => {
     const { storage, reads } = audited(await makeStorage());
     const { call } = await setup({ storage });
     const before = await apiReads(call, "ds_orders");
-    const csv = await call("GET", "/api/v1/datasets/ds_orders/rows?format=csv&sort=amount&offset=1&maxRows=2&columns=order_id,amount", { token: TOKENS.sync });
+    const csv = await call(
+      "GET",
+      "/api/v1/datasets/ds_orders/rows?format=csv&sort=amount&offset=1&maxRows=2&columns=order_id,amount",
+      { token: TOKENS.sync },
+    );
     expect(csv.text).toBe("order_id,amount\r\nA-3,7.25\r\nA-1,12.5\r\n");
     await vi.waitFor(() => expect(reads()).toHaveLength(1));
     expect(reads()[0]).toEqual({
@@ -108,7 +145,12 @@ function auditedReads(makeStorage: () => Storage | Promise<Storage>): void {
       userAgent: null,
       details: { requestId: csv.headers.get("x-request-id"), offset: 1, returnedRows: 2, format: "csv" },
     });
-    await vi.waitFor(async () => expect(await apiReads(call, "ds_orders")).toMatchObject({ api_reads: before.api_reads + 1, last_api_read_at: NOW }));
+    await vi.waitFor(async () =>
+      expect(await apiReads(call, "ds_orders")).toMatchObject({
+        api_reads: before.api_reads + 1,
+        last_api_read_at: NOW,
+      }),
+    );
   });
 }
 
@@ -135,33 +177,37 @@ describe.skipIf(!existsSync("/proc/self/status"))("a large export streams", () =
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it.each(["csv", "ndjson"] as const)(`%s: all ${ROWS.toLocaleString("en-US")} rows, exact, with the server's RSS growing by less than ${LIMIT_MB} MB`, async (format) => {
-    const url = `${server.url}/api/v1/datasets/ds_export/rows?format=${format}`;
-    await download(`${url}&maxRows=1000`); // the export path warmed up before the idle figure
-    const pid = server.child.pid!;
-    const idle = rss(pid);
-    writeFileSync(`/proc/${pid}/clear_refs`, "5"); // VmHWM := VmRSS
-    let peak = idle;
-    const sampler = setInterval(() => (peak = Math.max(peak, rss(pid))), 10);
-    const got = await download(url).finally(() => clearInterval(sampler));
-    peak = Math.max(peak, rss(pid, "VmHWM"));
+  it.each(["csv", "ndjson"] as const)(
+    `%s: all ${ROWS.toLocaleString("en-US")} rows, exact, with the server's RSS growing by less than ${LIMIT_MB} MB`,
+    async (format) => {
+      const url = `${server.url}/api/v1/datasets/ds_export/rows?format=${format}`;
+      await download(`${url}&maxRows=1000`); // the export path warmed up before the idle figure
+      const pid = server.child.pid!;
+      const idle = rss(pid);
+      writeFileSync(`/proc/${pid}/clear_refs`, "5"); // VmHWM := VmRSS
+      let peak = idle;
+      const sampler = setInterval(() => (peak = Math.max(peak, rss(pid))), 10);
+      const got = await download(url).finally(() => clearInterval(sampler));
+      peak = Math.max(peak, rss(pid, "VmHWM"));
 
-    const lines = format === "csv" ? ROWS + 1 : ROWS;
-    expect(got.lines).toBe(lines);
-    const asCsv = (i: number) => {
-      const row = exportRow(i);
-      return `${row.id},${row.lane},${row.weightKg},"${String(row.note).replace(/"/g, '""')}"`;
-    };
-    if (format === "csv") {
-      expect(got.head.slice(0, 2)).toEqual(["id,lane,weightKg,note", asCsv(0)]);
-      expect(got.last).toBe(asCsv(ROWS - 1));
-    } else {
-      expect(JSON.parse(got.head[0]!)).toEqual(exportRow(0));
-      expect(JSON.parse(got.last)).toEqual(exportRow(ROWS - 1));
-    }
-    expect(got.bytes).toBeGreaterThan(ROWS * 280);
-    expect((peak - idle) / 1024 / 1024).toBeLessThan(LIMIT_MB);
-  }, 120_000);
+      const lines = format === "csv" ? ROWS + 1 : ROWS;
+      expect(got.lines).toBe(lines);
+      const asCsv = (i: number) => {
+        const row = exportRow(i);
+        return `${row.id},${row.lane},${row.weightKg},"${String(row.note).replace(/"/g, '""')}"`;
+      };
+      if (format === "csv") {
+        expect(got.head.slice(0, 2)).toEqual(["id,lane,weightKg,note", asCsv(0)]);
+        expect(got.last).toBe(asCsv(ROWS - 1));
+      } else {
+        expect(JSON.parse(got.head[0]!)).toEqual(exportRow(0));
+        expect(JSON.parse(got.last)).toEqual(exportRow(ROWS - 1));
+      }
+      expect(got.bytes).toBeGreaterThan(ROWS * 280);
+      expect((peak - idle) / 1024 / 1024).toBeLessThan(LIMIT_MB);
+    },
+    120_000,
+  );
 });
 
 function rss(pid: number, field: "VmRSS" | "VmHWM" = "VmRSS"): number {
@@ -169,7 +215,9 @@ function rss(pid: number, field: "VmRSS" | "VmHWM" = "VmRSS"): number {
   return Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(text)![1]) * 1024;
 }
 
-/** A download drained as it arrives: its size, its line count, its first lines and its last line (nothing else kept). */
+/**
+ * A download drained as it arrives: its size, its line count, its first lines and its last line (nothing else kept).
+ */
 function download(url: string): Promise<{ bytes: number; lines: number; head: string[]; last: string }> {
   return new Promise((resolve, reject) => {
     http
@@ -185,7 +233,17 @@ function download(url: string): Promise<{ bytes: number; lines: number; head: st
           if (head.length < 2048) head += chunk.toString("utf8");
           tail = (tail + chunk.toString("utf8")).slice(-2048);
         });
-        res.on("end", () => resolve({ bytes, lines, head: head.split(/\r?\n/), last: tail.replace(/\r?\n$/, "").split(/\r?\n/).at(-1)! }));
+        res.on("end", () =>
+          resolve({
+            bytes,
+            lines,
+            head: head.split(/\r?\n/),
+            last: tail
+              .replace(/\r?\n$/, "")
+              .split(/\r?\n/)
+              .at(-1)!,
+          }),
+        );
         res.on("error", reject);
       })
       .on("error", reject);

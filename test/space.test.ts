@@ -6,7 +6,8 @@ import { TOKENS } from "./support/fixture.js";
 const fixture = activityFixture();
 const DAY_MS = 86_400_000;
 const utcDay = (at: string | number) => new Date(at).toISOString().slice(0, 10);
-const inLast = (days: number, at: string) => utcDay(at) >= utcDay(Date.parse(NOW) - (days - 1) * DAY_MS) && utcDay(at) <= utcDay(NOW);
+const inLast = (days: number, at: string) =>
+  utcDay(at) >= utcDay(Date.parse(NOW) - (days - 1) * DAY_MS) && utcDay(at) <= utcDay(NOW);
 const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
 /** Group items by a key, in first-seen order. */
@@ -17,12 +18,18 @@ function groups<T>(items: T[], key: (item: T) => string): T[][] {
 }
 
 function expectedRefreshHistory(teamId: string, days: number) {
-  const datasets = new Map([...fixture.datasets, ...fixture.tables.map((t) => ({ ...t, connectionId: null }))].filter((d) => d.teamId === teamId).map((d) => [d.id, d]));
+  const datasets = new Map(
+    [...fixture.datasets, ...fixture.tables.map((t) => ({ ...t, connectionId: null }))]
+      .filter((d) => d.teamId === teamId)
+      .map((d) => [d.id, d]),
+  );
   const runs = fixture.refreshRuns.filter((r) => datasets.has(r.datasetId) && inLast(days, r.startedAt));
   return groups(runs, (r) => `${r.datasetId} ${utcDay(r.startedAt)}`)
     .map((group) => {
       const dataset = datasets.get(group[0]!.datasetId)!;
-      const failed = group.filter((r) => r.error !== null).sort((a, b) => Date.parse(a.startedAt) - Date.parse(b.startedAt));
+      const failed = group
+        .filter((r) => r.error !== null)
+        .sort((a, b) => Date.parse(a.startedAt) - Date.parse(b.startedAt));
       return {
         dataset_id: dataset.id,
         dataset: dataset.name,
@@ -101,7 +108,9 @@ describe("GET /space/{object}", () => {
     ]);
     expect(res.json.rows).toEqual(expected);
     for (const row of res.json.rows) expect(Object.keys(row)).toEqual(names(res));
-    const year = await call("GET", "/api/v1/space/refresh-history?teamId=team_ops&days=365", { token: TOKENS.sessionAda });
+    const year = await call("GET", "/api/v1/space/refresh-history?teamId=team_ops&days=365", {
+      token: TOKENS.sessionAda,
+    });
     expect(year.json.rows).toEqual(expectedRefreshHistory("team_ops", 365));
     expect(year.json.rows).toHaveLength(4);
   });
@@ -111,12 +120,30 @@ describe("GET /space/{object}", () => {
     for (const days of [2, 30, 365]) {
       const res = await call("GET", `/api/v1/space/dashboard-usage?days=${days}`, { token: TOKENS.sync });
       expect(res.status).toBe(200);
-      expect(names(res)).toEqual(["day", "dashboard_id", "dashboard", "published", "views", "unique_visitors", "signed_in_viewers", "anonymous_views"]);
+      expect(names(res)).toEqual([
+        "day",
+        "dashboard_id",
+        "dashboard",
+        "published",
+        "views",
+        "unique_visitors",
+        "signed_in_viewers",
+        "anonymous_views",
+      ]);
       expect(res.json.rows).toEqual(expectedDashboardUsage("team_ops", days));
     }
     const bob = await call("GET", "/api/v1/space/dashboard-usage?teamId=team_mkt&days=7", { token: TOKENS.sessionBob });
     expect(bob.json.rows).toEqual([
-      { day: "2026-10-31", dashboard_id: "dash_campaigns", dashboard: "Campaign board", published: true, views: 1, unique_visitors: 1, signed_in_viewers: 1, anonymous_views: 0 },
+      {
+        day: "2026-10-31",
+        dashboard_id: "dash_campaigns",
+        dashboard: "Campaign board",
+        published: true,
+        views: 1,
+        unique_visitors: 1,
+        signed_in_viewers: 1,
+        anonymous_views: 0,
+      },
     ]);
   });
 
@@ -168,9 +195,33 @@ describe("GET /space/{object}", () => {
     const latency = expect.any(Number);
     const row = { day: "2026-11-01", method: "GET", server_errors: 0, avg_latency_ms: latency };
     expect(res.json.rows).toEqual([
-      { ...row, route: "/api/v1/dashboards", credential_kind: "session-token", credential_id: "usr_ada", credential: "ada@northwind.test", calls: 1, errors: 0 },
-      { ...row, route: "/api/v1/datasets", credential_kind: "api-key", credential_id: "key_ro", credential: "Read only", calls: 1, errors: 1 },
-      { ...row, route: "/api/v1/datasets/:id/rows", credential_kind: "api-key", credential_id: "key_sync", credential: "Warehouse sync", calls: 4, errors: 2 },
+      {
+        ...row,
+        route: "/api/v1/dashboards",
+        credential_kind: "session-token",
+        credential_id: "usr_ada",
+        credential: "ada@northwind.test",
+        calls: 1,
+        errors: 0,
+      },
+      {
+        ...row,
+        route: "/api/v1/datasets",
+        credential_kind: "api-key",
+        credential_id: "key_ro",
+        credential: "Read only",
+        calls: 1,
+        errors: 1,
+      },
+      {
+        ...row,
+        route: "/api/v1/datasets/:id/rows",
+        credential_kind: "api-key",
+        credential_id: "key_sync",
+        credential: "Warehouse sync",
+        calls: 4,
+        errors: 2,
+      },
     ]);
 
     // The read itself is logged, under its template.
@@ -199,20 +250,18 @@ describe("GET /space/{object}", () => {
       ["2026-11-01", "/api/v1/space/:object"], // the days=7 read above
       ["2026-10-20", "/api/v1/me"],
     ]);
-    expect(month.json.rows[1]).toEqual(
-      {
-        day: "2026-10-20",
-        method: "GET",
-        route: "/api/v1/me",
-        credential_kind: "api-key",
-        credential_id: "key_sync",
-        credential: "Warehouse sync",
-        calls: 1,
-        errors: 0,
-        server_errors: 0,
-        avg_latency_ms: expect.any(Number),
-      },
-    );
+    expect(month.json.rows[1]).toEqual({
+      day: "2026-10-20",
+      method: "GET",
+      route: "/api/v1/me",
+      credential_kind: "api-key",
+      credential_id: "key_sync",
+      credential: "Warehouse sync",
+      calls: 1,
+      errors: 0,
+      server_errors: 0,
+      avg_latency_ms: expect.any(Number),
+    });
   });
 
   it("serves dataset-usage as current state: size, freshness, dashboards and API reads; days does not apply", async () => {
@@ -302,7 +351,9 @@ describe("GET /space/{object}", () => {
       },
     ]);
     expect(readers("ds_orders")).toEqual(["Draft ideas", "Sales overview"]);
-    const oneDay = await call("GET", "/api/v1/space/dataset-usage?teamId=team_ops&days=1", { token: TOKENS.sessionAda });
+    const oneDay = await call("GET", "/api/v1/space/dataset-usage?teamId=team_ops&days=1", {
+      token: TOKENS.sessionAda,
+    });
     expect(oneDay.json.days).toBe(1);
     expect(oneDay.json.rows).toEqual(res.json.rows);
   });
@@ -335,8 +386,12 @@ describe("GET /space/{object}", () => {
     const missing = await call("GET", "/api/v1/space/api-usage", { token: TOKENS.sessionAda });
     expect(missing.status).toBe(400);
     expect(missing.json.error.code).toBe("team_required");
-    expect((await call("GET", "/api/v1/space/api-usage?teamId=team_ops", { token: TOKENS.sessionBob })).status).toBe(404);
-    expect((await call("GET", "/api/v1/space/api-usage?teamId=team_free", { token: TOKENS.sessionAda })).json.error.code).toBe("plan_required");
+    expect((await call("GET", "/api/v1/space/api-usage?teamId=team_ops", { token: TOKENS.sessionBob })).status).toBe(
+      404,
+    );
+    expect(
+      (await call("GET", "/api/v1/space/api-usage?teamId=team_free", { token: TOKENS.sessionAda })).json.error.code,
+    ).toBe("plan_required");
     expect((await call("GET", "/api/v1/space/api-usage?teamId=team_mkt", { token: TOKENS.sync })).status).toBe(404);
     const noScope = await call("GET", "/api/v1/space/api-usage", { token: TOKENS.noAdmin });
     expect(noScope.status).toBe(403);

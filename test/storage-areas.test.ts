@@ -42,7 +42,11 @@ describe("storage areas", () => {
 
   it("answers 405 naming the area for a write a mounted area lacks, before and after the timing wrapper", async () => {
     const mounted = mountStorage(createMemoryStorage(), { identity: readOnlyIdentity() });
-    await expect(mounted.identity.putTeam(team)).rejects.toMatchObject({ status: 405, code: "method_not_allowed", message: expect.stringContaining("identity area is read-only") });
+    await expect(mounted.identity.putTeam(team)).rejects.toMatchObject({
+      status: 405,
+      code: "method_not_allowed",
+      message: expect.stringContaining("identity area is read-only"),
+    });
     expect(() => assertWritable(mounted.identity, "deleteUser")).toThrow(/identity area is read-only/);
     const timed = wrapStoreCalls(mounted, bounded);
     expect(() => assertWritable(timed.identity, "putTeam")).toThrow(/identity area is read-only/);
@@ -59,7 +63,16 @@ describe("storage areas", () => {
     const host = createMemoryStorage();
     await host.seed(parseFixture(testFixture()));
     // The host's rows of ds_orders: one row, read through its own store.
-    await writeRows(host, "ds_orders", "replace", [{ order_id: "H-1", amount: 1 }], [{ name: "order_id", type: "string" }, { name: "amount", type: "number" }]);
+    await writeRows(
+      host,
+      "ds_orders",
+      "replace",
+      [{ order_id: "H-1", amount: 1 }],
+      [
+        { name: "order_id", type: "string" },
+        { name: "amount", type: "number" },
+      ],
+    );
     const rows = {
       readDatasetRows: host.rows.readDatasetRows,
       aggregateDatasetRows: host.rows.aggregateDatasetRows,
@@ -69,11 +82,18 @@ describe("storage areas", () => {
       datasetChangesHead: host.rows.datasetChangesHead,
       trimDatasetChanges: host.rows.trimDatasetChanges,
     };
-    const { api, call } = await setup({ storage: mountStorage(createMemoryStorage(), { rows }), adminToken: ADMIN_TOKEN });
+    const { api, call } = await setup({
+      storage: mountStorage(createMemoryStorage(), { rows }),
+      adminToken: ADMIN_TOKEN,
+    });
     const read = await call("GET", "/api/v1/datasets/ds_orders/rows", { token: TOKENS.sync });
     expect(read.json.data).toEqual([{ order_id: "H-1", amount: 1 }]);
     const upload = await httpAdmin(api)("POST", "/datasets/ds_orders/rows", [{ order_id: "X" }]);
-    expect([upload.status, upload.json.error.code, upload.json.error.message]).toEqual([405, "method_not_allowed", expect.stringContaining("rows area is read-only")]);
+    expect([upload.status, upload.json.error.code, upload.json.error.message]).toEqual([
+      405,
+      "method_not_allowed",
+      expect.stringContaining("rows area is read-only"),
+    ]);
   });
 
   it("keeps a supplied area's own writes, and refuses an area that does not exist", async () => {
@@ -81,6 +101,8 @@ describe("storage areas", () => {
     const mounted = mountStorage(createMemoryStorage(), { identity: host.identity });
     expect(await mounted.identity.putTeam(team)).toBe("created");
     expect(await host.identity.getTeam("team_ops")).toEqual(team);
-    expect(() => mountStorage(createMemoryStorage(), { analytics: {} } as never)).toThrow(/unknown storage area 'analytics'/);
+    expect(() => mountStorage(createMemoryStorage(), { analytics: {} } as never)).toThrow(
+      /unknown storage area 'analytics'/,
+    );
   });
 });

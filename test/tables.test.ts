@@ -10,13 +10,30 @@ import { TOKENS, testFixture } from "./support/fixture.js";
 
 const READER = "dp_test_reader_000000000000000";
 const OTHER = "dp_test_other_0000000000000000";
-const ROW_1 = { _id: "row_1", region: "EMEA", target: 120000, _createdAt: "2026-10-01T00:00:00Z", _updatedAt: "2026-10-01T00:00:00Z" };
+const ROW_1 = {
+  _id: "row_1",
+  region: "EMEA",
+  target: 120000,
+  _createdAt: "2026-10-01T00:00:00Z",
+  _updatedAt: "2026-10-01T00:00:00Z",
+};
 
 /** The base fixture plus an any-shape table, a table outside the key's allowlist, another team's table and two keys. */
 function tablesFixture() {
   const fixture = testFixture();
-  const table = (id: string, teamId: string, name: string) => ({ id, teamId, name, columns: [], rows: [], updatedAt: "2026-10-01T00:00:00Z" });
-  (fixture.tables as object[]).push(table("tbl_notes", "team_ops", "Notes"), table("tbl_hidden", "team_ops", "Hidden"), table("tbl_mkt", "team_mkt", "Plans"));
+  const table = (id: string, teamId: string, name: string) => ({
+    id,
+    teamId,
+    name,
+    columns: [],
+    rows: [],
+    updatedAt: "2026-10-01T00:00:00Z",
+  });
+  (fixture.tables as object[]).push(
+    table("tbl_notes", "team_ops", "Notes"),
+    table("tbl_hidden", "team_ops", "Hidden"),
+    table("tbl_mkt", "team_mkt", "Plans"),
+  );
   (fixture.apiKeys[0]!.allowlist.tables as string[]).push("tbl_notes");
   const key = (id: string, name: string, token: string, scopes: string[]) => ({
     id,
@@ -29,7 +46,10 @@ function tablesFixture() {
     createdAt: "2026-10-01T09:00:00Z",
     revokedAt: null,
   });
-  (fixture.apiKeys as object[]).push(key("key_reader", "Reader", READER, ["data:read"]), key("key_other", "Other writer", OTHER, ["data:read", "tables:write"]));
+  (fixture.apiKeys as object[]).push(
+    key("key_reader", "Reader", READER, ["data:read"]),
+    key("key_other", "Other writer", OTHER, ["data:read", "tables:write"]),
+  );
   return fixture;
 }
 
@@ -45,7 +65,8 @@ async function tables(options: DataApiOptions = {}) {
     });
   const patch = (table: string, rowId: string, body: unknown, token: string = TOKENS.sync) =>
     env.call("PATCH", `/api/v1/tables/${table}/rows/${rowId}`, { token, body });
-  const rows = async (table: string) => (await env.call("GET", `/api/v1/tables/${table}/rows?limit=1000`, { token: TOKENS.sync })).json.data;
+  const rows = async (table: string) =>
+    (await env.call("GET", `/api/v1/tables/${table}/rows?limit=1000`, { token: TOKENS.sync })).json.data;
   return { ...env, storage, admin, post, patch, rows };
 }
 
@@ -134,7 +155,13 @@ describe("POST /tables/{id}/rows", () => {
     const { post, rows, call } = await tables();
     const res = await post("tbl_targets", { region: "AMER", target: 5 });
     expect(res.status).toBe(201);
-    expect(res.json).toEqual({ _id: expect.stringMatching(/^row_[0-9A-Za-z]{20}$/), region: "AMER", target: 5, _createdAt: NOW, _updatedAt: NOW });
+    expect(res.json).toEqual({
+      _id: expect.stringMatching(/^row_[0-9A-Za-z]{20}$/),
+      region: "AMER",
+      target: 5,
+      _createdAt: NOW,
+      _updatedAt: NOW,
+    });
     expect(Object.keys(res.json)).toEqual(["_id", "region", "target", "_createdAt", "_updatedAt"]);
     expect(await rows("tbl_targets")).toEqual([ROW_1, res.json]);
     const dataset = await call("GET", "/api/v1/datasets/tbl_targets", { token: TOKENS.sync });
@@ -158,13 +185,19 @@ describe("POST /tables/{id}/rows", () => {
     }
     expect((await post("tbl_targets", { region: "X" }, { token: TOKENS.sessionBob })).status).toBe(404);
     expect((await post("tbl_hidden", { a: 1 }, { token: TOKENS.sessionAda })).status).toBe(201);
-    expect((await call("GET", "/api/v1/tables/tbl_hidden/rows", { token: TOKENS.sessionAda })).json.metadata.totalRows).toBe(1);
+    expect(
+      (await call("GET", "/api/v1/tables/tbl_hidden/rows", { token: TOKENS.sessionAda })).json.metadata.totalRows,
+    ).toBe(1);
   });
 
   it("refuses a non-JSON content type (415), bad JSON or a non-object (400) and an oversized body (413)", async () => {
     const { call, rows } = await tables({ maxBodyBytes: 64 });
     const url = "/api/v1/tables/tbl_targets/rows";
-    const form = await call("POST", url, { token: TOKENS.sync, body: "region=EMEA", headers: { "content-type": "application/x-www-form-urlencoded" } });
+    const form = await call("POST", url, {
+      token: TOKENS.sync,
+      body: "region=EMEA",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+    });
     expect([form.status, form.json.error.code]).toEqual([415, "unsupported_media_type"]);
     const broken = await call("POST", url, { token: TOKENS.sync, body: "{not json" });
     expect([broken.status, broken.json.error.code]).toEqual([400, "invalid_body"]);
@@ -231,7 +264,13 @@ describe("column validation", () => {
 
   it("lets a table without declared columns take any shape", async () => {
     const { post } = await tables();
-    const res = await post("tbl_notes", { title: "Plan", nested: { a: [1, { b: true }] }, n: 1.5, flag: false, none: null });
+    const res = await post("tbl_notes", {
+      title: "Plan",
+      nested: { a: [1, { b: true }] },
+      n: 1.5,
+      flag: false,
+      none: null,
+    });
     expect(res.status).toBe(201);
     expect(res.json).toMatchObject({ title: "Plan", nested: { a: [1, { b: true }] }, n: 1.5, flag: false, none: null });
     const dunder = await post("tbl_notes", { __meta: 1 });
@@ -243,13 +282,19 @@ describe("column validation", () => {
     const payload = '{"__proto__":{"polluted":"yes"},"constructor":{"prototype":{"polluted":"yes"}},"title":"x"}';
     const declared = await call("POST", "/api/v1/tables/tbl_targets/rows", { token: TOKENS.sync, body: payload });
     expect(declared.status).toBe(422);
-    expect(declared.json.error.details).toEqual({ unknownColumns: ["__proto__", "constructor", "title"], declaredColumns: ["region", "target"] });
+    expect(declared.json.error.details).toEqual({
+      unknownColumns: ["__proto__", "constructor", "title"],
+      declaredColumns: ["region", "target"],
+    });
 
     const open = await call("POST", "/api/v1/tables/tbl_notes/rows", { token: TOKENS.sync, body: payload });
     expect(open.status).toBe(201);
     expect(open.text).toContain('"__proto__":{"polluted":"yes"}');
     expect(Object.keys(open.json)).toEqual(["_id", "__proto__", "constructor", "title", "_createdAt", "_updatedAt"]);
-    const patched = await call("PATCH", `/api/v1/tables/tbl_notes/rows/${open.json._id}`, { token: TOKENS.sync, body: '{"__proto__":{"polluted":"again"}}' });
+    const patched = await call("PATCH", `/api/v1/tables/tbl_notes/rows/${open.json._id}`, {
+      token: TOKENS.sync,
+      body: '{"__proto__":{"polluted":"again"}}',
+    });
     expect(patched.status).toBe(200);
     const [stored] = await rows("tbl_notes");
     expect(Object.hasOwn(stored, "__proto__")).toBe(true);
@@ -264,7 +309,10 @@ describe("column validation", () => {
 describe("host-supplied Standard Schema validators", () => {
   const tableSchemas = {
     tbl_targets: {
-      columns: { target: z.number().int().min(0, "target must not be negative"), region: z.enum(["EMEA", "AMER", "APAC"]) },
+      columns: {
+        target: z.number().int().min(0, "target must not be negative"),
+        region: z.enum(["EMEA", "AMER", "APAC"]),
+      },
       row: z.object({ region: z.string(), target: z.number().nullable().optional() }),
     },
   };
@@ -276,7 +324,10 @@ describe("host-supplied Standard Schema validators", () => {
     expect(res.json.error).toMatchObject({
       code: "validation_failed",
       message: 'invalid value for column "target": target must not be negative',
-      details: { invalidColumns: ["target"], issues: [{ column: "target", path: [], message: "target must not be negative" }] },
+      details: {
+        invalidColumns: ["target"],
+        issues: [{ column: "target", path: [], message: "target must not be negative" }],
+      },
     });
     expect(await rows("tbl_targets")).toHaveLength(1);
     expect((await post("tbl_targets", { region: "APAC", target: 10 })).status).toBe(201);
@@ -307,7 +358,9 @@ describe("host-supplied Standard Schema validators", () => {
         async validate(value) {
           const row = value as { target?: number; region?: string };
           if (row.region === "EMEA" && (row.target ?? 0) > 1_000_000) {
-            return { issues: [{ message: "EMEA targets are capped", path: [{ key: "target" }] }, { message: "ask finance" }] };
+            return {
+              issues: [{ message: "EMEA targets are capped", path: [{ key: "target" }] }, { message: "ask finance" }],
+            };
           }
           return { value };
         },
@@ -360,7 +413,10 @@ describe("PATCH /tables/{id}/rows/{rowId}", () => {
     expect(fresh.status).toBe(200);
     expect(fresh.json).toMatchObject({ target: 30, _updatedAt: at(1) });
     // The same instant spelled differently is not a change.
-    const spelled = await patch("tbl_targets", "row_1", { target: 40, expectedUpdatedAt: "2026-11-01T13:00:00.001+01:00" });
+    const spelled = await patch("tbl_targets", "row_1", {
+      target: 40,
+      expectedUpdatedAt: "2026-11-01T13:00:00.001+01:00",
+    });
     expect(spelled.status).toBe(200);
   });
 
@@ -374,13 +430,16 @@ describe("PATCH /tables/{id}/rows/{rowId}", () => {
   it("lets exactly one of 20 concurrent PATCHes with one expectedUpdatedAt succeed; the rest are 409", async () => {
     const { patch, rows, admin } = await tables();
     const results = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => patch("tbl_targets", "row_1", { target: i, expectedUpdatedAt: ROW_1._updatedAt })),
+      Array.from({ length: 20 }, (_, i) =>
+        patch("tbl_targets", "row_1", { target: i, expectedUpdatedAt: ROW_1._updatedAt }),
+      ),
     );
     const ok = results.filter((r) => r.status === 200);
     const conflicts = results.filter((r) => r.status === 409);
     expect(ok).toHaveLength(1);
     expect(conflicts).toHaveLength(19);
-    for (const c of conflicts) expect(c.json.error).toMatchObject({ code: "conflict", details: { current: ok[0]!.json } });
+    for (const c of conflicts)
+      expect(c.json.error).toMatchObject({ code: "conflict", details: { current: ok[0]!.json } });
     expect((await rows("tbl_targets"))[0]).toEqual(ok[0]!.json);
     expect((await admin.tableEditLog("tbl_targets")).filter((e) => e.op === "update")).toHaveLength(1);
   });
@@ -411,7 +470,9 @@ describe("DELETE /tables/{id}/rows/{rowId}", () => {
   it("needs tables:write and a reachable table", async () => {
     const { call, rows } = await tables();
     expect((await call("DELETE", "/api/v1/tables/tbl_targets/rows/row_1", { token: READER })).status).toBe(403);
-    expect((await call("DELETE", "/api/v1/tables/tbl_targets/rows/row_1", { token: TOKENS.sessionBob })).status).toBe(404);
+    expect((await call("DELETE", "/api/v1/tables/tbl_targets/rows/row_1", { token: TOKENS.sessionBob })).status).toBe(
+      404,
+    );
     expect(await rows("tbl_targets")).toHaveLength(1);
   });
 });
@@ -526,7 +587,9 @@ describe("Idempotency-Key on POST", () => {
 
   it("adds exactly one row for 50 concurrent POSTs with one key, and all of them return it", async () => {
     const { post, rows, admin } = await tables();
-    const results = await Promise.all(Array.from({ length: 50 }, () => post("tbl_targets", { region: "APAC", target: 9 }, { key: "burst" })));
+    const results = await Promise.all(
+      Array.from({ length: 50 }, () => post("tbl_targets", { region: "APAC", target: 9 }, { key: "burst" })),
+    );
     expect(results.map((r) => r.status)).toEqual(Array(50).fill(201));
     expect(new Set(results.map((r) => r.text)).size).toBe(1);
     expect(results.filter((r) => r.headers.get("idempotent-replayed") === "true")).toHaveLength(49);
@@ -537,7 +600,11 @@ describe("Idempotency-Key on POST", () => {
 
 describe("Idempotency-Key on PATCH", () => {
   const patchWithKey = (env: Awaited<ReturnType<typeof tables>>, rowId: string, body: unknown, key: string) =>
-    env.call("PATCH", `/api/v1/tables/tbl_targets/rows/${rowId}`, { token: TOKENS.sync, body, headers: { "idempotency-key": key } });
+    env.call("PATCH", `/api/v1/tables/tbl_targets/rows/${rowId}`, {
+      token: TOKENS.sync,
+      body,
+      headers: { "idempotency-key": key },
+    });
 
   it("answers a retried compare-and-set whose first attempt succeeded with the first answer, not a 409", async () => {
     const env = await tables();
@@ -557,7 +624,10 @@ describe("Idempotency-Key on PATCH", () => {
   it("answers the same key with another body, another row or a POST's key with 422 idempotency_key_reused", async () => {
     const env = await tables();
     expect((await patchWithKey(env, "row_1", { target: 1 }, "k-1")).status).toBe(200);
-    for (const res of [await patchWithKey(env, "row_1", { target: 2 }, "k-1"), await patchWithKey(env, "row_2", { target: 1 }, "k-1")]) {
+    for (const res of [
+      await patchWithKey(env, "row_1", { target: 2 }, "k-1"),
+      await patchWithKey(env, "row_2", { target: 1 }, "k-1"),
+    ]) {
       expect([res.status, res.json.error.code]).toEqual([422, "idempotency_key_reused"]);
     }
     expect((await env.post("tbl_targets", { region: "EMEA", target: 5 }, { key: "k-2" })).status).toBe(201);
@@ -585,7 +655,11 @@ describe("Idempotency-Key on PATCH", () => {
     const stale = await patchWithKey(env, "row_1", { target: 9, expectedUpdatedAt: "2020-01-01T00:00:00.000Z" }, "k-3");
     expect([stale.status, stale.json.error.code]).toEqual([409, "conflict"]);
     const again = await patchWithKey(env, "row_1", { target: 9, expectedUpdatedAt: "2020-01-01T00:00:00.000Z" }, "k-3");
-    expect([again.status, again.json.error.code, again.headers.get("idempotent-replayed")]).toEqual([409, "conflict", null]);
+    expect([again.status, again.json.error.code, again.headers.get("idempotent-replayed")]).toEqual([
+      409,
+      "conflict",
+      null,
+    ]);
     const fixed = await patchWithKey(env, "row_1", { target: 9, expectedUpdatedAt: ROW_1._updatedAt }, "k-3");
     expect([fixed.status, fixed.json.target]).toEqual([200, 9]);
   });
@@ -599,9 +673,25 @@ describe("edit log and audit events", () => {
     await call("DELETE", `/api/v1/tables/tbl_targets/rows/${created.json._id}`, { token: TOKENS.sync });
     const actor = { type: "api-key", id: "key_sync", name: "Warehouse sync" };
     expect(await admin.tableEditLog("tbl_targets")).toEqual([
-      { tableId: "tbl_targets", rowId: created.json._id, op: "create", actor, at: NOW, before: null, after: created.json },
+      {
+        tableId: "tbl_targets",
+        rowId: created.json._id,
+        op: "create",
+        actor,
+        at: NOW,
+        before: null,
+        after: created.json,
+      },
       { tableId: "tbl_targets", rowId: "row_1", op: "update", actor, at: NOW, before: ROW_1, after: updated.json },
-      { tableId: "tbl_targets", rowId: created.json._id, op: "delete", actor, at: NOW, before: created.json, after: null },
+      {
+        tableId: "tbl_targets",
+        rowId: created.json._id,
+        op: "delete",
+        actor,
+        at: NOW,
+        before: created.json,
+        after: null,
+      },
     ]);
     expect(await admin.tableEditLog("tbl_targets", { offset: 1, limit: 1 })).toHaveLength(1);
     await expect(admin.tableEditLog("tbl_nope")).rejects.toMatchObject({ status: 404 });
@@ -619,7 +709,12 @@ describe("edit log and audit events", () => {
       outcome: "success",
       ip: "198.51.100.7",
       userAgent: null,
-      details: { tableId: "tbl_targets", tableName: "Quarterly targets", rowId: "row_1", requestId: updated.headers.get("x-request-id") },
+      details: {
+        tableId: "tbl_targets",
+        tableName: "Quarterly targets",
+        rowId: "row_1",
+        requestId: updated.headers.get("x-request-id"),
+      },
     });
     expect(storage.state.auditLog.map((s) => [s.position, s.storedAt])).toEqual([
       ["1", Date.parse(NOW)],

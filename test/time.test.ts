@@ -3,7 +3,10 @@ import { isoTime } from "../src/domain/time.js";
 
 describe("isoTime", () => {
   it("writes what Date#toISOString writes, from 1970 to the end of year 9999", () => {
-    const edges = [0, 1, 999, 1000, 86_399_999, 86_400_000, 951_782_400_000, 951_868_799_999, 951_868_800_000, 1_709_164_800_000, 4_107_542_400_000, 253_402_300_799_999];
+    const edges = [
+      0, 1, 999, 1000, 86_399_999, 86_400_000, 951_782_400_000, 951_868_799_999, 951_868_800_000, 1_709_164_800_000,
+      4_107_542_400_000, 253_402_300_799_999,
+    ];
     // A fixed pseudo-random walk over the range (no Math.random: a failure must be repeatable).
     let seed = 12_345;
     const next = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;

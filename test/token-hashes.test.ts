@@ -69,7 +69,12 @@ describe("authentication with remembered token hashes", () => {
   it("still refuses a key on the very next request after it is revoked", async () => {
     const { api, call } = await setup();
     const admin = createAdmin(api);
-    const { key, token } = await admin.createApiKey({ teamId: "team_ops", name: "Busy", createdBy: "usr_ada", scopes: ["data:read"] });
+    const { key, token } = await admin.createApiKey({
+      teamId: "team_ops",
+      name: "Busy",
+      createdBy: "usr_ada",
+      scopes: ["data:read"],
+    });
     for (let i = 0; i < 3; i++) expect((await call("GET", "/api/v1/me", { token })).status).toBe(200);
     await admin.revokeApiKey(key.id);
     const res = await call("GET", "/api/v1/me", { token });

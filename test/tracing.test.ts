@@ -2,7 +2,12 @@ import { readFileSync } from "node:fs";
 import { context, propagation, SpanKind, SpanStatusCode, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
-import { BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  type ReadableSpan,
+  SimpleSpanProcessor,
+} from "@opentelemetry/sdk-trace-base";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { INSTRUMENTATION_VERSION, parseTraceparent } from "../src/server/tracing.js";
 import type { RequestLogLine } from "../src/ports/logger.js";
@@ -34,12 +39,16 @@ const TRACEPARENT = `00-${TRACE_ID}-${PARENT_ID}-01`;
 
 const spans = () => exporter.getFinishedSpans();
 const server = () => spans().filter((s) => s.kind === SpanKind.SERVER);
-const childrenOf = (parent: ReadableSpan) => spans().filter((s) => s.parentSpanContext?.spanId === parent.spanContext().spanId);
+const childrenOf = (parent: ReadableSpan) =>
+  spans().filter((s) => s.parentSpanContext?.spanId === parent.spanContext().spanId);
 
 describe("OpenTelemetry, with the host's SDK registered", () => {
   it("makes a request a SERVER span inside the caller's trace, named after its route, with the HTTP conventions' attributes", async () => {
     const { call } = await setup();
-    const res = await call("GET", "/api/v1/datasets/ds_orders/rows?maxRows=2", { token: TOKENS.sync, headers: { traceparent: TRACEPARENT, "user-agent": "probe/1" } });
+    const res = await call("GET", "/api/v1/datasets/ds_orders/rows?maxRows=2", {
+      token: TOKENS.sync,
+      headers: { traceparent: TRACEPARENT, "user-agent": "probe/1" },
+    });
     expect(res.status).toBe(200);
     const [span] = server();
     expect(span).toBeDefined();
@@ -61,14 +70,26 @@ describe("OpenTelemetry, with the host's SDK registered", () => {
 
   it("makes each store call a child span of the request, in the same trace", async () => {
     const { call } = await setup();
-    await call("GET", "/api/v1/datasets/ds_orders/rows?maxRows=2", { token: TOKENS.sync, headers: { traceparent: TRACEPARENT } });
+    await call("GET", "/api/v1/datasets/ds_orders/rows?maxRows=2", {
+      token: TOKENS.sync,
+      headers: { traceparent: TRACEPARENT },
+    });
     const [request] = server();
     const names = childrenOf(request!).map((s) => s.name);
-    expect(names).toEqual(expect.arrayContaining(["storage catalog.getDataset", "storage rows.readDatasetRows", "storage audit.appendAuditEvent"]));
+    expect(names).toEqual(
+      expect.arrayContaining([
+        "storage catalog.getDataset",
+        "storage rows.readDatasetRows",
+        "storage audit.appendAuditEvent",
+      ]),
+    );
     const read = spans().find((s) => s.name === "storage rows.readDatasetRows")!;
     expect(read.kind).toBe(SpanKind.INTERNAL);
     expect(read.spanContext().traceId).toBe(TRACE_ID);
-    expect(read.attributes).toEqual({ "dataport.storage.area": "rows", "dataport.storage.operation": "readDatasetRows" });
+    expect(read.attributes).toEqual({
+      "dataport.storage.area": "rows",
+      "dataport.storage.operation": "readDatasetRows",
+    });
   });
 
   it("makes upstream queries CLIENT spans and cache calls child spans of the request", async () => {
@@ -79,17 +100,24 @@ describe("OpenTelemetry, with the host's SDK registered", () => {
     expect(request!.name).toBe("GET /api/v1/connections/{id}/query");
     const upstream = spans().find((s) => s.name === "upstream memory")!;
     expect(upstream.kind).toBe(SpanKind.CLIENT);
-    expect(upstream.attributes).toEqual({ "dataport.connection.id": "conn_retail", "dataport.connection.type": "memory" });
+    expect(upstream.attributes).toEqual({
+      "dataport.connection.id": "conn_retail",
+      "dataport.connection.type": "memory",
+    });
     expect(upstream.spanContext().traceId).toBe(request!.spanContext().traceId);
     const cacheCalls = spans().filter((s) => s.name.startsWith("cache "));
     expect(cacheCalls.map((s) => s.name)).toEqual(expect.arrayContaining(["cache get", "cache set"]));
-    for (const span of [upstream, ...cacheCalls]) expect(span.spanContext().traceId).toBe(request!.spanContext().traceId);
+    for (const span of [upstream, ...cacheCalls])
+      expect(span.spanContext().traceId).toBe(request!.spanContext().traceId);
   });
 
   it("starts a trace of its own without a traceparent, and ignores a malformed one", async () => {
     const { call } = await setup();
     await call("GET", "/api/v1/me", { token: TOKENS.sync });
-    await call("GET", "/api/v1/me", { token: TOKENS.sync, headers: { traceparent: "00-00000000000000000000000000000000-00f067aa0ba902b7-01" } });
+    await call("GET", "/api/v1/me", {
+      token: TOKENS.sync,
+      headers: { traceparent: "00-00000000000000000000000000000000-00f067aa0ba902b7-01" },
+    });
     const [a, b] = server();
     expect(a!.parentSpanContext).toBeUndefined();
     expect(b!.parentSpanContext).toBeUndefined();
@@ -129,16 +157,30 @@ describe("OpenTelemetry, with the host's SDK registered", () => {
     expect(failed!.attributes["error.type"]).toBe("500");
     expect(failed!.events.map((e) => e.name)).toEqual(["exception"]);
     // The store call that failed says so too.
-    expect(spans().find((s) => s.name === "storage catalog.listDatasets")!.status).toMatchObject({ code: SpanStatusCode.ERROR, message: "database on fire" });
-    expect([missing!.status.code, missing!.attributes["http.response.status_code"]]).toEqual([SpanStatusCode.UNSET, 404]);
+    expect(spans().find((s) => s.name === "storage catalog.listDatasets")!.status).toMatchObject({
+      code: SpanStatusCode.ERROR,
+      message: "database on fire",
+    });
+    expect([missing!.status.code, missing!.attributes["http.response.status_code"]]).toEqual([
+      SpanStatusCode.UNSET,
+      404,
+    ]);
     expect([unknown!.name, unknown!.attributes["http.route"]]).toEqual(["GET", undefined]);
   });
 
   it("ends a streamed answer's span once its body is read", async () => {
     const fixture = testFixture();
-    fixture.datasets[0]!.rows = Array.from({ length: 5000 }, (_, i) => ({ order_id: `C-${i}`, amount: i, region: "EMEA" }));
+    fixture.datasets[0]!.rows = Array.from({ length: 5000 }, (_, i) => ({
+      order_id: `C-${i}`,
+      amount: i,
+      region: "EMEA",
+    }));
     const { api } = await setup({ fixture });
-    const response = await api.fetch(new Request("http://dataport.test/api/v1/datasets/ds_orders/rows?format=ndjson", { headers: { authorization: `Bearer ${TOKENS.sync}` } }));
+    const response = await api.fetch(
+      new Request("http://dataport.test/api/v1/datasets/ds_orders/rows?format=ndjson", {
+        headers: { authorization: `Bearer ${TOKENS.sync}` },
+      }),
+    );
     expect(server()).toHaveLength(0);
     expect((await response.text()).split("\n")).toHaveLength(5001);
     expect(server().map((s) => s.name)).toEqual(["GET /api/v1/datasets/{id}/rows"]);
@@ -173,7 +215,9 @@ describe("without a registered tracer provider", () => {
   it("traces nothing", async () => {
     trace.disable();
     const { call } = await setup();
-    expect((await call("GET", "/api/v1/me", { token: TOKENS.sync, headers: { traceparent: TRACEPARENT } })).status).toBe(200);
+    expect(
+      (await call("GET", "/api/v1/me", { token: TOKENS.sync, headers: { traceparent: TRACEPARENT } })).status,
+    ).toBe(200);
     expect(spans()).toHaveLength(0);
   });
 });

@@ -10,7 +10,10 @@ import { ADMIN_TOKEN } from "./support/admin.js";
 
 const DATASET = { teamId: "team_ops", name: "Big", type: "upload" as const, connectionId: null, source: null };
 
-/** `count` NDJSON lines of 20 bytes each (`{"n":1000000…}\n`), a chunk of `perChunk` lines at a time, the clock moved `stepMs` before each. */
+/**
+ * `count` NDJSON lines of 20 bytes each (`{"n":1000000…}\n`), a chunk of `perChunk` lines at a time, the clock moved
+ * `stepMs` before each.
+ */
 async function* ndjsonChunks(count: number, perChunk: number, step: () => void): AsyncGenerator<Uint8Array> {
   const encoder = new TextEncoder();
   for (let at = 0; at < count; at += perChunk) {
@@ -29,7 +32,10 @@ describe("uploadDatasetRows: progress", () => {
     const seen: UploadProgress[] = [];
     // 10 chunks of 1,000 rows (20,000 bytes), 600 ms apart: one report per second of the clock.
     const body = { chunks: ndjsonChunks(10_000, 1000, () => clock.advance(600)), contentType: "application/x-ndjson" };
-    const stored = await admin.uploadDatasetRows("ds_big", "replace", body, { onProgress: (p) => seen.push(p), progressEveryMs: 1000 });
+    const stored = await admin.uploadDatasetRows("ds_big", "replace", body, {
+      onProgress: (p) => seen.push(p),
+      progressEveryMs: 1000,
+    });
     expect(stored.rowCount).toBe(10_000);
     expect(seen.map((p) => p.elapsedMs)).toEqual([1200, 2400, 3600, 4800, 6000]);
     expect(seen.map((p) => p.bytes)).toEqual([40_000, 80_000, 120_000, 160_000, 200_000]);
@@ -48,7 +54,10 @@ describe("uploadDatasetRows: progress", () => {
 
   it("logs `upload progress` lines for a long upload over HTTP, with the request id", async () => {
     const lines: string[] = [];
-    const { api, clock } = await setup({ adminToken: ADMIN_TOKEN, logger: createJsonLogger({ write: (line) => lines.push(line), requests: false }) });
+    const { api, clock } = await setup({
+      adminToken: ADMIN_TOKEN,
+      logger: createJsonLogger({ write: (line) => lines.push(line), requests: false }),
+    });
     await createAdmin(api).putDataset("ds_big", DATASET);
     const chunks = ndjsonChunks(10_000, 1000, () => clock.advance(2000));
     const body = new ReadableStream<Uint8Array>({
@@ -96,7 +105,10 @@ describe("the admin client: upload progress", () => {
         for (let i = 0; i < 5000; i++) yield { i };
       }
       const seen: UploadSent[] = [];
-      const stored = await admin.datasets.replaceRows("ds_big", rows(), { onProgress: (p) => seen.push({ ...p }), progressEveryMs: 0 });
+      const stored = await admin.datasets.replaceRows("ds_big", rows(), {
+        onProgress: (p) => seen.push({ ...p }),
+        progressEveryMs: 0,
+      });
       expect(stored.rowCount).toBe(5000);
       const bytes = Array.from({ length: 5000 }, (_, i) => `{"i":${i}}\n`.length).reduce((a, b) => a + b, 0);
       expect(seen.at(-1)).toEqual({ bytes, rows: 5000, done: true });

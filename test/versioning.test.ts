@@ -36,14 +36,21 @@ const DEPRECATED = { since: "2026-10-01", sunset: "2027-10-01", link: "https://b
 /** The route table with `getDataset` deprecated in v1 and a v2 mount serving its successor. */
 function withV2(deprecated: RouteDef["deprecated"] = DEPRECATED) {
   const v1 = apiV1Routes.map((route) => (route.operationId === "getDataset" ? { ...route, deprecated } : route));
-  return { mounts: [{ base: "/api/v1", routes: v1 }, ...mounts.slice(1), { base: "/api/v2", routes: [v2Dataset] }], adminMount };
+  return {
+    mounts: [{ base: "/api/v1", routes: v1 }, ...mounts.slice(1), { base: "/api/v2", routes: [v2Dataset] }],
+    adminMount,
+  };
 }
 
 async function versionedApi(deprecated?: RouteDef["deprecated"]) {
   const storage = createMemoryStorage();
   await storage.seed(parseFixture(testFixture()));
-  const api = assembleDataApi({ storage, clock: createFixedClock(NOW), appUrl: "https://bi.example.com" }, withV2(deprecated));
-  const get = (path: string) => api.fetch(new Request(`https://bi.example.com${path}`, { headers: { authorization: `Bearer ${TOKENS.sync}` } }));
+  const api = assembleDataApi(
+    { storage, clock: createFixedClock(NOW), appUrl: "https://bi.example.com" },
+    withV2(deprecated),
+  );
+  const get = (path: string) =>
+    api.fetch(new Request(`https://bi.example.com${path}`, { headers: { authorization: `Bearer ${TOKENS.sync}` } }));
   return { api, get };
 }
 
@@ -80,7 +87,10 @@ describe("a /api/v2 route beside /api/v1, the v1 route deprecated", () => {
     expect(v1.deprecated).toBe(true);
     expect(v1.description).toContain("Deprecated since 2026-10-01; answers until 2027-10-01");
     expect(v1.responses["200"]).toMatchObject({
-      headers: { Deprecation: { $ref: "#/components/headers/Deprecation" }, Sunset: { $ref: "#/components/headers/Sunset" } },
+      headers: {
+        Deprecation: { $ref: "#/components/headers/Deprecation" },
+        Sunset: { $ref: "#/components/headers/Sunset" },
+      },
     });
     expect(document.paths["/api/v2/datasets/{id}"]!.get!.operationId).toBe("getDatasetV2");
     expect(document.paths["/api/v2/datasets/{id}"]!.get!.deprecated).toBeUndefined();
@@ -98,8 +108,12 @@ describe("a /api/v2 route beside /api/v1, the v1 route deprecated", () => {
   });
 
   it("refuses a deprecation it cannot state at start-up, not per request", async () => {
-    await expect(versionedApi({ since: "next year" })).rejects.toThrow('deprecated.since must be an ISO 8601 date or timestamp, not "next year"');
-    await expect(versionedApi({ since: "2027-01-01", sunset: "2026-01-01" })).rejects.toThrow("is before deprecated.since");
+    await expect(versionedApi({ since: "next year" })).rejects.toThrow(
+      'deprecated.since must be an ISO 8601 date or timestamp, not "next year"',
+    );
+    await expect(versionedApi({ since: "2027-01-01", sunset: "2026-01-01" })).rejects.toThrow(
+      "is before deprecated.since",
+    );
   });
 });
 

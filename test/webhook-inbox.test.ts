@@ -129,7 +129,8 @@ describe("the delivery log: what the receiver records", () => {
     const tooWide = await api.call("POST", "/api/webhooks/hook-open", { body: wide, headers: JSON_TYPE });
     expect(tooWide.status).toBe(400);
     expect(tooWide.json.error.details).toEqual({ reason: "too_many_columns", limit: 997 });
-    // Burst of 6 at 3/s: the three above after the 413 (answered before the limit) and three more pass, the next is 429.
+    // Burst of 6 at 3/s: the three above after the 413 (answered before the limit) and three more pass, the next is
+    // 429.
     for (let n = 1; n <= 3; n++) expect((await post(api, "hook-open", `{"n":${n}}`)).status).toBe(200);
     expect((await post(api, "hook-open", '{"n":4}')).status).toBe(429);
     expect((await post(api, "hook-gh", '{"n":4}')).status).toBe(401);
@@ -245,7 +246,8 @@ describe("the delivery log under a flood", () => {
     const replies = await Promise.all(Array.from({ length: 2000 }, () => post(api, "hook-gh", body, bad)));
     expect(replies.every((r) => r.status === 401)).toBe(true);
     await deliveries(api, "conn_hook_gh");
-    // The kept ones (the burst), in at most one write each; the 1,950 others only in the counters, written later in one.
+    // The kept ones (the burst), in at most one write each; the 1,950 others only in the counters, written later in
+    // one.
     expect(batches.reduce((a, b) => a + b, 0)).toBe(KEPT_BURST);
     expect(batches.length).toBeLessThanOrEqual(KEPT_BURST + 1);
   });

@@ -43,7 +43,9 @@ const SENDERS: Record<Exclude<SignatureScheme, "auto">, Sender> = {
     // Stripe's secrets are whsec_ + base62; the whole string is the HMAC key.
     secret: "whsec_5f8d0c6e2a4b4c1e9a7d3b2f1e0c9a8b",
     otherSecret: "whsec_0000000000000000000000000000000a",
-    sign: async (secret, payload, timestamp) => ({ "stripe-signature": Stripe.webhooks.generateTestHeaderString({ payload, secret, timestamp }) }),
+    sign: async (secret, payload, timestamp) => ({
+      "stripe-signature": Stripe.webhooks.generateTestHeaderString({ payload, secret, timestamp }),
+    }),
     timestamped: true,
   },
   "standard-webhooks": {
@@ -79,13 +81,17 @@ const SENDERS: Record<Exclude<SignatureScheme, "auto">, Sender> = {
     sign: async (secret, body) => ({ "x-shopify-hmac-sha256": hmac(secret, body).digest("base64") }),
     timestamped: false,
   },
-  // api.slack.com, "Verifying requests from Slack": v0= + hex HMAC-SHA256 of "v0:{timestamp}:{body}" with the signing secret.
+  // api.slack.com, "Verifying requests from Slack": v0= + hex HMAC-SHA256 of "v0:{timestamp}:{body}" with the signing
+  // secret.
   slack: {
     signature: { scheme: "slack" },
     secret: "8f742231b10e8888abcd99yyyzzz85a5",
     otherSecret: "8f742231b10e8888abcd99yyyzzz85a6",
     async sign(secret, body, timestamp) {
-      return { "x-slack-request-timestamp": String(timestamp), "x-slack-signature": `v0=${hmac(secret, `v0:${timestamp}:${body}`).digest("hex")}` };
+      return {
+        "x-slack-request-timestamp": String(timestamp),
+        "x-slack-signature": `v0=${hmac(secret, `v0:${timestamp}:${body}`).digest("hex")}`,
+      };
     },
     timestamped: true,
   },
@@ -93,11 +99,20 @@ const SENDERS: Record<Exclude<SignatureScheme, "auto">, Sender> = {
 
 async function connectionFor(api: Api, sender: Sender) {
   const admin = createAdmin(api.api);
-  const hook = await admin.createWebhookConnection({ teamId: "team_ops", name: sender.signature.scheme, signingSecret: sender.secret, signature: sender.signature });
+  const hook = await admin.createWebhookConnection({
+    teamId: "team_ops",
+    name: sender.signature.scheme,
+    signingSecret: sender.secret,
+    signature: sender.signature,
+  });
   expect(hook.signature).toEqual(sender.signature);
   const deliver = (body: string, headers: Record<string, string>) =>
-    api.call("POST", `/api/webhooks/${hook.endpointId}`, { body, headers: { "content-type": "application/json", ...headers } });
-  const rowCount = async () => (await api.call("GET", `/api/v1/datasets/${hook.datasetId}`, { token: TOKENS.sessionAda })).json.rowCount as number;
+    api.call("POST", `/api/webhooks/${hook.endpointId}`, {
+      body,
+      headers: { "content-type": "application/json", ...headers },
+    });
+  const rowCount = async () =>
+    (await api.call("GET", `/api/v1/datasets/${hook.datasetId}`, { token: TOKENS.sessionAda })).json.rowCount as number;
   return { hook, deliver, rowCount };
 }
 
@@ -119,14 +134,26 @@ describe("signature schemes, each signed by its sender", () => {
 
       expectRefused(await deliver(body, await sender.sign(sender.otherSecret, body, NOW_S)), "signature_invalid");
       const tampered = JSON.stringify({ id: `evt_${scheme}_2`, type: "order.paid", amount: 1 });
-      expectRefused(await deliver(tampered.replace('"amount":1', '"amount":100'), await sender.sign(sender.secret, tampered, NOW_S)), "signature_invalid");
+      expectRefused(
+        await deliver(
+          tampered.replace('"amount":1', '"amount":100'),
+          await sender.sign(sender.secret, tampered, NOW_S),
+        ),
+        "signature_invalid",
+      );
       expectRefused(await deliver(body, {}), "signature_missing");
       if (sender.timestamped) {
         const other = JSON.stringify({ id: `evt_${scheme}_3` });
         // Within five minutes either way it is taken; beyond, it is a replay.
         expect((await deliver(other, await sender.sign(sender.secret, other, NOW_S - 300))).status).toBe(200);
-        expectRefused(await deliver(body, await sender.sign(sender.secret, body, NOW_S - 301)), "timestamp_out_of_tolerance");
-        expectRefused(await deliver(body, await sender.sign(sender.secret, body, NOW_S + 301)), "timestamp_out_of_tolerance");
+        expectRefused(
+          await deliver(body, await sender.sign(sender.secret, body, NOW_S - 301)),
+          "timestamp_out_of_tolerance",
+        );
+        expectRefused(
+          await deliver(body, await sender.sign(sender.secret, body, NOW_S + 301)),
+          "timestamp_out_of_tolerance",
+        );
         expect(await rowCount()).toBe(2);
       } else {
         expect(await rowCount()).toBe(1);
@@ -139,17 +166,33 @@ describe("signature schemes, each signed by its sender", () => {
     const body = JSON.stringify({ id: "evt_cross" });
     // A valid GitHub signature made with the Stripe connection's own secret is no Stripe signature.
     const stripe = await connectionFor(api, SENDERS.stripe);
-    expectRefused(await stripe.deliver(body, await SENDERS.github.sign(SENDERS.stripe.secret, body, NOW_S)), "signature_missing");
+    expectRefused(
+      await stripe.deliver(body, await SENDERS.github.sign(SENDERS.stripe.secret, body, NOW_S)),
+      "signature_missing",
+    );
     const github = await connectionFor(api, SENDERS.github);
-    expectRefused(await github.deliver(body, { "x-webhook-signature": hmac(SENDERS.github.secret, body).digest("hex") }), "signature_missing");
+    expectRefused(
+      await github.deliver(body, { "x-webhook-signature": hmac(SENDERS.github.secret, body).digest("hex") }),
+      "signature_missing",
+    );
     // GitHub always prefixes sha256=: bare hex in its header is not its signature.
-    expectRefused(await github.deliver(body, { "x-hub-signature-256": hmac(SENDERS.github.secret, body).digest("hex") }), "signature_invalid");
+    expectRefused(
+      await github.deliver(body, { "x-hub-signature-256": hmac(SENDERS.github.secret, body).digest("hex") }),
+      "signature_invalid",
+    );
 
     const admin = createAdmin(api.api);
-    const auto = await admin.createWebhookConnection({ teamId: "team_ops", name: "auto", signingSecret: SENDERS.stripe.secret });
+    const auto = await admin.createWebhookConnection({
+      teamId: "team_ops",
+      name: "auto",
+      signingSecret: SENDERS.stripe.secret,
+    });
     expect(auto.signature).toEqual({ scheme: "auto" });
     const post = (headers: Record<string, string>) =>
-      api.call("POST", `/api/webhooks/${auto.endpointId}`, { body, headers: { "content-type": "application/json", ...headers } });
+      api.call("POST", `/api/webhooks/${auto.endpointId}`, {
+        body,
+        headers: { "content-type": "application/json", ...headers },
+      });
     for (const scheme of ["stripe", "shopify", "slack"] as const) {
       expectRefused(await post(await SENDERS[scheme].sign(SENDERS.stripe.secret, body, NOW_S)), "signature_missing");
     }
@@ -159,26 +202,55 @@ describe("signature schemes, each signed by its sender", () => {
   it("the sender libraries agree with the verdicts (Stripe, Standard Webhooks, GitHub)", async () => {
     const body = JSON.stringify({ id: "evt_agree", object: "event" });
     const verdict = (sender: Sender, headers: Record<string, string>, secret = sender.secret) =>
-      verifySignature({ signature: sender.signature, secrets: { current: secret, previous: null }, body: Buffer.from(body), headers: new Headers(headers), nowMs: Date.parse(NOW) });
+      verifySignature({
+        signature: sender.signature,
+        secrets: { current: secret, previous: null },
+        body: Buffer.from(body),
+        headers: new Headers(headers),
+        nowMs: Date.parse(NOW),
+      });
 
     const stripeHeader = (await SENDERS.stripe.sign(SENDERS.stripe.secret, body, NOW_S))["stripe-signature"]!;
-    expect(Stripe.webhooks.constructEvent(body, stripeHeader, SENDERS.stripe.secret, 300, undefined, Date.parse(NOW)).id).toBe("evt_agree");
+    expect(
+      Stripe.webhooks.constructEvent(body, stripeHeader, SENDERS.stripe.secret, 300, undefined, Date.parse(NOW)).id,
+    ).toBe("evt_agree");
     expect(verdict(SENDERS.stripe, { "stripe-signature": stripeHeader })).toEqual({ ok: true, verifiedBy: "current" });
-    expect(() => Stripe.webhooks.constructEvent(body, stripeHeader, SENDERS.stripe.otherSecret, 300, undefined, Date.parse(NOW))).toThrow();
-    expect(verdict(SENDERS.stripe, { "stripe-signature": stripeHeader }, SENDERS.stripe.otherSecret)).toEqual({ ok: false, reason: "signature_invalid" });
+    expect(() =>
+      Stripe.webhooks.constructEvent(body, stripeHeader, SENDERS.stripe.otherSecret, 300, undefined, Date.parse(NOW)),
+    ).toThrow();
+    expect(verdict(SENDERS.stripe, { "stripe-signature": stripeHeader }, SENDERS.stripe.otherSecret)).toEqual({
+      ok: false,
+      reason: "signature_invalid",
+    });
     // Stripe sends a v1 per active secret during its own rolls: one valid is enough.
     const rolled = `${stripeHeader},v1=${"0".repeat(64)}`;
     expect(verdict(SENDERS.stripe, { "stripe-signature": rolled }).ok).toBe(true);
 
     // The Standard Webhooks library checks the timestamp against the real clock: signed now, checked now.
     const realNow = Date.now();
-    const std = await SENDERS["standard-webhooks"].sign(SENDERS["standard-webhooks"].secret, body, Math.floor(realNow / 1000));
-    expect(new StandardWebhook(SENDERS["standard-webhooks"].secret).verify(body, std)).toEqual({ id: "evt_agree", object: "event" });
+    const std = await SENDERS["standard-webhooks"].sign(
+      SENDERS["standard-webhooks"].secret,
+      body,
+      Math.floor(realNow / 1000),
+    );
+    expect(new StandardWebhook(SENDERS["standard-webhooks"].secret).verify(body, std)).toEqual({
+      id: "evt_agree",
+      object: "event",
+    });
     const standardVerdict = (secret: string) =>
-      verifySignature({ signature: { scheme: "standard-webhooks" }, secrets: { current: secret, previous: null }, body: Buffer.from(body), headers: new Headers(std), nowMs: realNow });
+      verifySignature({
+        signature: { scheme: "standard-webhooks" },
+        secrets: { current: secret, previous: null },
+        body: Buffer.from(body),
+        headers: new Headers(std),
+        nowMs: realNow,
+      });
     expect(standardVerdict(SENDERS["standard-webhooks"].secret)).toEqual({ ok: true, verifiedBy: "current" });
     expect(() => new StandardWebhook(SENDERS["standard-webhooks"].otherSecret).verify(body, std)).toThrow();
-    expect(standardVerdict(SENDERS["standard-webhooks"].otherSecret)).toEqual({ ok: false, reason: "signature_invalid" });
+    expect(standardVerdict(SENDERS["standard-webhooks"].otherSecret)).toEqual({
+      ok: false,
+      reason: "signature_invalid",
+    });
 
     const gh = await SENDERS.github.sign(SENDERS.github.secret, body, NOW_S);
     expect(await verifyGithub(SENDERS.github.secret, body, gh["x-hub-signature-256"]!)).toBe(true);
@@ -191,14 +263,29 @@ describe("signature schemes, each signed by its sender", () => {
     const api = await setup();
     const body = JSON.stringify({ id: "evt_bad" });
     const malformed: Record<Exclude<SignatureScheme, "auto">, Array<Record<string, string>>> = {
-      stripe: [{ "stripe-signature": "" }, { "stripe-signature": "v1=abc" }, { "stripe-signature": `t=abc,v1=${"a".repeat(64)}` }, { "stripe-signature": `t=${NOW_S}` }, { "stripe-signature": "t=,,,=,v1=" }],
-      "standard-webhooks": [{ "webhook-signature": "v1,AAAA" }, { "webhook-signature": "v1,!!", "webhook-id": "x", "webhook-timestamp": String(NOW_S) }],
+      stripe: [
+        { "stripe-signature": "" },
+        { "stripe-signature": "v1=abc" },
+        { "stripe-signature": `t=abc,v1=${"a".repeat(64)}` },
+        { "stripe-signature": `t=${NOW_S}` },
+        { "stripe-signature": "t=,,,=,v1=" },
+      ],
+      "standard-webhooks": [
+        { "webhook-signature": "v1,AAAA" },
+        { "webhook-signature": "v1,!!", "webhook-id": "x", "webhook-timestamp": String(NOW_S) },
+      ],
       github: [{ "x-hub-signature-256": "sha1=abc" }, { "x-hub-signature-256": "sha256=" }],
       "hmac-sha256-hex": [{ "x-signature": "zz" }, { "x-signature": "sha256=" + "g".repeat(64) }],
       shopify: [{ "x-shopify-hmac-sha256": "not base64!" }, { "x-shopify-hmac-sha256": "" }],
-      slack: [{ "x-slack-signature": `v0=${"a".repeat(64)}` }, { "x-slack-signature": "v1=abc", "x-slack-request-timestamp": String(NOW_S) }, { "x-slack-signature": "", "x-slack-request-timestamp": "later" }],
+      slack: [
+        { "x-slack-signature": `v0=${"a".repeat(64)}` },
+        { "x-slack-signature": "v1=abc", "x-slack-request-timestamp": String(NOW_S) },
+        { "x-slack-signature": "", "x-slack-request-timestamp": "later" },
+      ],
     };
-    for (const [scheme, cases] of Object.entries(malformed) as Array<[keyof typeof SENDERS, Array<Record<string, string>>]>) {
+    for (const [scheme, cases] of Object.entries(malformed) as Array<
+      [keyof typeof SENDERS, Array<Record<string, string>>]
+    >) {
       const { deliver } = await connectionFor(api, SENDERS[scheme]);
       for (const headers of cases) expectRefused(await deliver(body, headers), "signature_invalid");
     }

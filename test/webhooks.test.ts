@@ -32,12 +32,22 @@ describe("POST /api/webhooks/{id}: payloads into rows", () => {
   it("stores a JSON payload as one flattened row with metadata columns", async () => {
     const api = await setup();
     const res = await api.call("POST", "/api/webhooks/hook-open", {
-      body: { event: "order.paid", user: { name: "Ada", address: { city: "Lyon" } }, tags: ["a", "b"], meta: {}, amount: 12.5, paid: true, note: null },
+      body: {
+        event: "order.paid",
+        user: { name: "Ada", address: { city: "Lyon" } },
+        tags: ["a", "b"],
+        meta: {},
+        amount: 12.5,
+        paid: true,
+        note: null,
+      },
     });
     expect(res.status).toBe(200);
     expect(res.json).toEqual({ ok: true, id: expect.stringMatching(/^whr_[0-9a-f]{16}-[0-9a-z]+$/), duplicate: false });
     expect(res.headers.get("ratelimit-limit")).toBe("100");
-    expect(res.headers.get("access-control-expose-headers")).toBe("X-Request-Id, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset");
+    expect(res.headers.get("access-control-expose-headers")).toBe(
+      "X-Request-Id, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset",
+    );
     expect(await rows(api, "ds_conn_hook_open")).toEqual([
       {
         _id: res.json.id,
@@ -54,7 +64,13 @@ describe("POST /api/webhooks/{id}: payloads into rows", () => {
       },
     ]);
     const ds = await dataset(api, "ds_conn_hook_open");
-    expect(ds).toMatchObject({ type: "connection", connectionType: "webhook", rowCount: 1, updatedAt: NOW, writable: false });
+    expect(ds).toMatchObject({
+      type: "connection",
+      connectionType: "webhook",
+      rowCount: 1,
+      updatedAt: NOW,
+      writable: false,
+    });
     expect(ds.columns).toEqual([
       { name: "_id", type: "string" },
       { name: "_receivedAt", type: "datetime" },
@@ -73,7 +89,9 @@ describe("POST /api/webhooks/{id}: payloads into rows", () => {
   it("widens the schema to the union of fields, conflicting types to one that holds both", async () => {
     const api = await setup();
     await api.call("POST", "/api/webhooks/hook-open", { body: { a: 1, when: "2026-11-01" } });
-    await api.call("POST", "/api/webhooks/hook-open", { body: { a: "one", when: "2026-11-01T10:00:00Z", b: { c: false } } });
+    await api.call("POST", "/api/webhooks/hook-open", {
+      body: { a: "one", when: "2026-11-01T10:00:00Z", b: { c: false } },
+    });
     const ds = await dataset(api, "ds_conn_hook_open");
     expect(ds.rowCount).toBe(2);
     expect(ds.columns.slice(3)).toEqual([
@@ -82,7 +100,10 @@ describe("POST /api/webhooks/{id}: payloads into rows", () => {
       { name: "b.c", type: "boolean" },
     ]);
     const listed = await api.call("GET", "/api/v1/datasets?teamId=team_ops", { token: TOKENS.sessionAda });
-    expect(listed.json.datasets.find((d: { id: string }) => d.id === "ds_conn_hook_open")).toMatchObject({ rowCount: 2, connectionType: "webhook" });
+    expect(listed.json.datasets.find((d: { id: string }) => d.id === "ds_conn_hook_open")).toMatchObject({
+      rowCount: 2,
+      connectionType: "webhook",
+    });
     expect((await rows(api, "ds_conn_hook_open")).map((r) => [r.a, r["b.c"] ?? "absent"])).toEqual([
       [1, "absent"],
       ["one", false],
@@ -91,7 +112,9 @@ describe("POST /api/webhooks/{id}: payloads into rows", () => {
 
   it("keeps the metadata columns when a payload carries fields of the same names", async () => {
     const api = await setup();
-    const res = await api.call("POST", "/api/webhooks/hook-open", { body: { _id: "mine", _sourceIp: "10.0.0.1", _receivedAt: "1999-01-01", x: 1 } });
+    const res = await api.call("POST", "/api/webhooks/hook-open", {
+      body: { _id: "mine", _sourceIp: "10.0.0.1", _receivedAt: "1999-01-01", x: 1 },
+    });
     const [row] = await rows(api, "ds_conn_hook_open");
     expect(row).toEqual({ _id: res.json.id, _receivedAt: NOW, _sourceIp: "198.51.100.7", x: 1 });
   });
@@ -99,7 +122,10 @@ describe("POST /api/webhooks/{id}: payloads into rows", () => {
   it("accepts form-encoded bodies, including GitHub's `payload=` form", async () => {
     const api = await setup();
     const form = { "content-type": "application/x-www-form-urlencoded" };
-    expect((await api.call("POST", "/api/webhooks/hook-open", { body: "name=Ada+L&tag=a&tag=b&__proto__=x", headers: form })).status).toBe(200);
+    expect(
+      (await api.call("POST", "/api/webhooks/hook-open", { body: "name=Ada+L&tag=a&tag=b&__proto__=x", headers: form }))
+        .status,
+    ).toBe(200);
     const github = `payload=${encodeURIComponent(JSON.stringify({ action: "opened", repository: { full_name: "o/r" } }))}`;
     expect((await api.call("POST", "/api/webhooks/hook-open", { body: github, headers: form })).status).toBe(200);
     const [first, second] = await rows(api, "ds_conn_hook_open");
@@ -109,10 +135,16 @@ describe("POST /api/webhooks/{id}: payloads into rows", () => {
 
   it("takes _sourceIp from X-Forwarded-For only behind a trusted proxy", async () => {
     const plain = await setup();
-    await plain.call("POST", "/api/webhooks/hook-open", { body: { a: 1 }, headers: { "x-forwarded-for": "203.0.113.50" } });
+    await plain.call("POST", "/api/webhooks/hook-open", {
+      body: { a: 1 },
+      headers: { "x-forwarded-for": "203.0.113.50" },
+    });
     expect((await rows(plain, "ds_conn_hook_open"))[0]!._sourceIp).toBe("198.51.100.7");
     const proxied = await setup({ trustedProxies: ["198.51.100.7"] });
-    await proxied.call("POST", "/api/webhooks/hook-open", { body: { a: 1 }, headers: { "x-forwarded-for": "203.0.113.50" } });
+    await proxied.call("POST", "/api/webhooks/hook-open", {
+      body: { a: 1 },
+      headers: { "x-forwarded-for": "203.0.113.50" },
+    });
     expect((await rows(proxied, "ds_conn_hook_open"))[0]!._sourceIp).toBe("203.0.113.50");
   });
 
@@ -124,9 +156,24 @@ describe("POST /api/webhooks/{id}: payloads into rows", () => {
       [400, "invalid_body", { body: "[1,2]", headers: JSON_TYPE }, "/api/webhooks/hook-open"],
       [400, "invalid_body", { body: "42", headers: JSON_TYPE }, "/api/webhooks/hook-open"],
       [400, "invalid_body", { body: "null", headers: JSON_TYPE }, "/api/webhooks/hook-open"],
-      [400, "invalid_body", { body: "", headers: { "content-type": "application/x-www-form-urlencoded" } }, "/api/webhooks/hook-open"],
-      [415, "unsupported_media_type", { body: "hello", headers: { "content-type": "text/plain" } }, "/api/webhooks/hook-open"],
-      [413, "payload_too_large", { body: JSON.stringify({ pad: "x".repeat(100) }), headers: JSON_TYPE }, "/api/webhooks/hook-open"],
+      [
+        400,
+        "invalid_body",
+        { body: "", headers: { "content-type": "application/x-www-form-urlencoded" } },
+        "/api/webhooks/hook-open",
+      ],
+      [
+        415,
+        "unsupported_media_type",
+        { body: "hello", headers: { "content-type": "text/plain" } },
+        "/api/webhooks/hook-open",
+      ],
+      [
+        413,
+        "payload_too_large",
+        { body: JSON.stringify({ pad: "x".repeat(100) }), headers: JSON_TYPE },
+        "/api/webhooks/hook-open",
+      ],
       [404, "not_found", { body: "{}", headers: JSON_TYPE }, "/api/webhooks/no-such-hook"],
     ];
     for (const [status, code, init, path] of cases) {
@@ -134,11 +181,18 @@ describe("POST /api/webhooks/{id}: payloads into rows", () => {
       expect([res.status, res.json?.error?.code]).toEqual([status, code]);
     }
     const invalidUtf8 = await api.api.fetch(
-      new Request("http://dataport.test/api/webhooks/hook-open", { method: "POST", headers: JSON_TYPE, body: new Uint8Array([0x7b, 0xff, 0x7d]) }),
+      new Request("http://dataport.test/api/webhooks/hook-open", {
+        method: "POST",
+        headers: JSON_TYPE,
+        body: new Uint8Array([0x7b, 0xff, 0x7d]),
+      }),
     );
     expect(invalidUtf8.status).toBe(400);
     const untyped = await api.api.fetch(
-      new Request("http://dataport.test/api/webhooks/hook-open", { method: "POST", body: new TextEncoder().encode("{}") }),
+      new Request("http://dataport.test/api/webhooks/hook-open", {
+        method: "POST",
+        body: new TextEncoder().encode("{}"),
+      }),
     );
     expect(untyped.status).toBe(415);
     expect((await dataset(api, "ds_conn_hook_open")).rowCount).toBe(0);
@@ -147,7 +201,8 @@ describe("POST /api/webhooks/{id}: payloads into rows", () => {
 
   it("keeps __proto__, constructor and prototype as plain columns and pollutes nothing", async () => {
     const api = await setup();
-    const body = '{"__proto__":{"polluted":"yes"},"constructor":{"prototype":{"polluted":"yes"}},"a":{"__proto__":{"polluted":"yes"}},"prototype":1}';
+    const body =
+      '{"__proto__":{"polluted":"yes"},"constructor":{"prototype":{"polluted":"yes"}},"a":{"__proto__":{"polluted":"yes"}},"prototype":1}';
     const res = await api.call("POST", "/api/webhooks/hook-open", { body, headers: JSON_TYPE });
     expect(res.status).toBe(200);
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
@@ -186,7 +241,12 @@ describe("POST /api/webhooks/{id}: payloads into rows", () => {
       ["e", null],
     ] as const);
     const row = (fields: Record<string, unknown>) => Object.assign(emptyRow(), fields);
-    expect(rowChangesColumns(known, row({ s: 1, n: 2, b: true, d: "2026-11-22", t: "2026-11-22T08:00:00Z", j: "[1]", e: null }))).toBe(false);
+    expect(
+      rowChangesColumns(
+        known,
+        row({ s: 1, n: 2, b: true, d: "2026-11-22", t: "2026-11-22T08:00:00Z", j: "[1]", e: null }),
+      ),
+    ).toBe(false);
     expect(rowChangesColumns(known, row({ s: "x", n: null, b: false, d: null, t: "2026-11-22", j: 3 }))).toBe(false);
     expect(rowChangesColumns(known, row({ n: "2" }))).toBe(true);
     expect(rowChangesColumns(known, row({ b: 1 }))).toBe(true);
@@ -213,7 +273,9 @@ describe("POST /api/webhooks/{id}: payloads into rows", () => {
   });
 
   it("flattens into rows with no inherited members, where __proto__ is an own column", () => {
-    const row = flattenPayload(JSON.parse('{"__proto__":{"x":1},"constructor":2,"toString":"t"}') as Record<string, unknown>);
+    const row = flattenPayload(
+      JSON.parse('{"__proto__":{"x":1},"constructor":2,"toString":"t"}') as Record<string, unknown>,
+    );
     expect(Object.keys(row)).toEqual(["__proto__.x", "constructor", "toString"]);
     const bare = emptyRow();
     bare["__proto__"] = "own";
@@ -275,7 +337,10 @@ describe("de-duplication", () => {
     const api = await setup();
     const results = await Promise.all(
       Array.from({ length: 20 }, () =>
-        api.call("POST", "/api/webhooks/hook-open", { body: { n: 1 }, headers: { "x-github-delivery": "same-delivery" } }),
+        api.call("POST", "/api/webhooks/hook-open", {
+          body: { n: 1 },
+          headers: { "x-github-delivery": "same-delivery" },
+        }),
       ),
     );
     expect(results.map((r) => r.status)).toEqual(Array(20).fill(200));
@@ -309,14 +374,23 @@ describe("retention", () => {
     const api = await setup();
     const ids: string[] = [];
     for (let i = 1; i <= 5; i++) {
-      const res = await api.call("POST", "/api/webhooks/hook-small", { body: { n: i }, headers: { "idempotency-key": `d${i}` } });
+      const res = await api.call("POST", "/api/webhooks/hook-small", {
+        body: { n: i },
+        headers: { "idempotency-key": `d${i}` },
+      });
       ids.push(res.json.id);
     }
     expect((await rows(api, "ds_conn_hook_small")).map((r) => r.n)).toEqual([3, 4, 5]);
     expect((await dataset(api, "ds_conn_hook_small")).rowCount).toBe(3);
-    const retained = await api.call("POST", "/api/webhooks/hook-small", { body: { n: 3 }, headers: { "idempotency-key": "d3" } });
+    const retained = await api.call("POST", "/api/webhooks/hook-small", {
+      body: { n: 3 },
+      headers: { "idempotency-key": "d3" },
+    });
     expect(retained.json).toEqual({ ok: true, id: ids[2], duplicate: true });
-    const trimmed = await api.call("POST", "/api/webhooks/hook-small", { body: { n: 1 }, headers: { "idempotency-key": "d1" } });
+    const trimmed = await api.call("POST", "/api/webhooks/hook-small", {
+      body: { n: 1 },
+      headers: { "idempotency-key": "d1" },
+    });
     expect(trimmed.json.duplicate).toBe(false);
     expect((await rows(api, "ds_conn_hook_small")).map((r) => r.n)).toEqual([4, 5, 1]);
   });
@@ -329,8 +403,14 @@ describe("retention", () => {
     await api.call("POST", "/api/webhooks/hook-small", { body: { n: 4 }, headers: { "idempotency-key": "k4" } });
     await api.call("POST", "/api/webhooks/hook-small", { body: { n: 5 } });
     expect((await rows(api, "ds_conn_hook_small")).map((r) => r.n)).toEqual([3, 4, 5]);
-    expect((await api.call("POST", "/api/webhooks/hook-small", { body: { n: 4 }, headers: { "idempotency-key": "k4" } })).json.duplicate).toBe(true);
-    expect((await api.call("POST", "/api/webhooks/hook-small", { body: { n: 2 }, headers: { "idempotency-key": "k2" } })).json.duplicate).toBe(false);
+    expect(
+      (await api.call("POST", "/api/webhooks/hook-small", { body: { n: 4 }, headers: { "idempotency-key": "k4" } }))
+        .json.duplicate,
+    ).toBe(true);
+    expect(
+      (await api.call("POST", "/api/webhooks/hook-small", { body: { n: 2 }, headers: { "idempotency-key": "k2" } }))
+        .json.duplicate,
+    ).toBe(false);
     expect((await rows(api, "ds_conn_hook_small")).map((r) => r.n)).toEqual([4, 5, 2]);
   });
 
@@ -346,8 +426,12 @@ const verify = (secret: string, body: Uint8Array, headers: Headers, nowMs: numbe
 
 describe("signing", () => {
   it("matches GitHub's published test vector", () => {
-    expect(signHex(WEBHOOK_SECRETS.github, "Hello, World!")).toBe("sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17");
-    const headers = new Headers({ "x-hub-signature-256": "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17" });
+    expect(signHex(WEBHOOK_SECRETS.github, "Hello, World!")).toBe(
+      "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17",
+    );
+    const headers = new Headers({
+      "x-hub-signature-256": "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17",
+    });
     const body = new TextEncoder().encode("Hello, World!");
     expect(verify(WEBHOOK_SECRETS.github, body, headers, 0)).toEqual({ ok: true, verifiedBy: "current" });
     expect(verify("another secret", body, headers, 0)).toEqual({ ok: false, reason: "signature_invalid" });
@@ -357,7 +441,11 @@ describe("signing", () => {
     const body = new TextEncoder().encode('{"test": 2432232314}');
     const expected = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
     expect(signStandard(WEBHOOK_SECRETS.standard, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body)).toBe(expected);
-    const headers = new Headers({ "webhook-id": "msg_p5jXN8AQM9LWM0D4loKWxJek", "webhook-timestamp": "1614265330", "webhook-signature": expected });
+    const headers = new Headers({
+      "webhook-id": "msg_p5jXN8AQM9LWM0D4loKWxJek",
+      "webhook-timestamp": "1614265330",
+      "webhook-signature": expected,
+    });
     expect(verify(WEBHOOK_SECRETS.standard, body, headers, 1614265330_000).ok).toBe(true);
     // Five minutes either way is the tolerance; beyond it the same signature is a replay.
     expect(verify(WEBHOOK_SECRETS.standard, body, headers, (1614265330 + 300) * 1000).ok).toBe(true);
@@ -365,14 +453,21 @@ describe("signing", () => {
     expect(verify(WEBHOOK_SECRETS.standard, body, headers, (1614265330 + 301) * 1000)).toEqual(late);
     expect(verify(WEBHOOK_SECRETS.standard, body, headers, (1614265330 - 301) * 1000)).toEqual(late);
     // An old timestamp with a wrong secret is a wrong signature first.
-    expect(verify("whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", body, headers, (1614265330 + 301) * 1000)).toEqual({ ok: false, reason: "signature_invalid" });
+    expect(
+      verify("whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", body, headers, (1614265330 + 301) * 1000),
+    ).toEqual({ ok: false, reason: "signature_invalid" });
   });
 
   it("accepts hex signatures in either header, with or without sha256=", async () => {
     const api = await setup();
     const body = JSON.stringify({ action: "opened" });
     const hex = signHex(WEBHOOK_SECRETS.github, body);
-    const variants: Array<Record<string, string>> = [{ "x-hub-signature-256": hex }, { "x-webhook-signature": hex }, { "x-webhook-signature": hex.slice(7) }, { "x-webhook-signature": hex.toUpperCase().replace("SHA256=", "sha256=") }];
+    const variants: Array<Record<string, string>> = [
+      { "x-hub-signature-256": hex },
+      { "x-webhook-signature": hex },
+      { "x-webhook-signature": hex.slice(7) },
+      { "x-webhook-signature": hex.toUpperCase().replace("SHA256=", "sha256=") },
+    ];
     for (const headers of variants) {
       const res = await api.call("POST", "/api/webhooks/hook-gh", { body, headers: { ...JSON_TYPE, ...headers } });
       expect(res.status).toBe(200);
@@ -407,7 +502,8 @@ describe("signing", () => {
       });
       // Neither the secret nor what was sent is echoed.
       expect(JSON.stringify(res.json)).not.toContain(WEBHOOK_SECRETS.github);
-      for (const value of Object.values(headers)) if (value.length > 8) expect(JSON.stringify(res.json)).not.toContain(value);
+      for (const value of Object.values(headers))
+        if (value.length > 8) expect(JSON.stringify(res.json)).not.toContain(value);
     }
     expect((await dataset(api, "ds_conn_hook_gh")).rowCount).toBe(0);
   });
@@ -419,13 +515,26 @@ describe("signing", () => {
     const ts = 1614265330;
     const valid = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=";
     api.clock.set(ts * 1000 + 60_000);
-    const send = (headers: Record<string, string>) => api.call("POST", "/api/webhooks/hook-std", { body, headers: { ...JSON_TYPE, ...headers } });
+    const send = (headers: Record<string, string>) =>
+      api.call("POST", "/api/webhooks/hook-std", { body, headers: { ...JSON_TYPE, ...headers } });
     const signed = { "webhook-id": id, "webhook-timestamp": String(ts) };
     const ok = await send({ ...signed, "webhook-signature": `v1,AAAA v2,xyz ${valid}` });
     expect(ok.json).toEqual({ ok: true, id: expect.any(String), duplicate: false });
     // The Standard Webhooks id also de-duplicates.
-    expect((await send({ ...signed, "webhook-signature": valid })).json).toEqual({ ok: true, id: ok.json.id, duplicate: true });
-    expect((await send({ "svix-id": "msg_other", "svix-timestamp": String(ts), "svix-signature": signStandard(WEBHOOK_SECRETS.standard, "msg_other", ts, body) })).status).toBe(200);
+    expect((await send({ ...signed, "webhook-signature": valid })).json).toEqual({
+      ok: true,
+      id: ok.json.id,
+      duplicate: true,
+    });
+    expect(
+      (
+        await send({
+          "svix-id": "msg_other",
+          "svix-timestamp": String(ts),
+          "svix-signature": signStandard(WEBHOOK_SECRETS.standard, "msg_other", ts, body),
+        })
+      ).status,
+    ).toBe(200);
     expect((await send({ ...signed, "webhook-signature": "v1,AAAA" })).status).toBe(401);
     api.clock.set((ts + 301) * 1000);
     const late = await send({ ...signed, "webhook-signature": valid });
@@ -443,7 +552,11 @@ describe("rate limit per connection", () => {
       expect(res.headers.get("content-type")).toBe("application/json; charset=utf-8");
       expect(res.headers.get("ratelimit-limit")).toBeNull();
       expect(res.headers.get("access-control-expose-headers")).toBe("X-Request-Id");
-      expect(res.json).toEqual({ ok: true, id: expect.stringMatching(/^whr_[0-9a-f]{16}-[0-9a-z]+$/), duplicate: false });
+      expect(res.json).toEqual({
+        ok: true,
+        id: expect.stringMatching(/^whr_[0-9a-f]{16}-[0-9a-z]+$/),
+        duplicate: false,
+      });
     }
   });
 
@@ -471,14 +584,18 @@ describe("webhook rate-limit headers in the current draft's form", () => {
   it("names the webhook policy: RateLimit-Policy and RateLimit on deliveries and on the 429", async () => {
     const api = await setup({ webhookRatePerSecond: 2, rateLimitHeaders: "policy" });
     const first = await api.call("POST", "/api/webhooks/hook-open", { body: { i: 0 } });
-    expect([first.headers.get("ratelimit-policy"), first.headers.get("ratelimit"), first.headers.get("ratelimit-limit")]).toEqual([
-      '"webhook";q=4;w=2',
-      '"webhook";r=3;t=1',
-      null,
-    ]);
+    expect([
+      first.headers.get("ratelimit-policy"),
+      first.headers.get("ratelimit"),
+      first.headers.get("ratelimit-limit"),
+    ]).toEqual(['"webhook";q=4;w=2', '"webhook";r=3;t=1', null]);
     for (let i = 1; i < 4; i++) await api.call("POST", "/api/webhooks/hook-open", { body: { i } });
     const refused = await api.call("POST", "/api/webhooks/hook-open", { body: { i: 4 } });
-    expect([refused.status, refused.headers.get("ratelimit"), refused.headers.get("retry-after")]).toEqual([429, '"webhook";r=0;t=1', "1"]);
+    expect([refused.status, refused.headers.get("ratelimit"), refused.headers.get("retry-after")]).toEqual([
+      429,
+      '"webhook";r=0;t=1',
+      "1",
+    ]);
   });
 });
 
@@ -486,7 +603,11 @@ describe("host admin API for webhook connections", () => {
   it("creates a connection with a high-entropy URL; sets, rotates and removes the secret, each audited", async () => {
     const api = await setup({ appUrl: "https://bi.example.com/" });
     const admin = createAdmin(api.api);
-    const created = await admin.createWebhookConnection({ teamId: "team_ops", name: "Shop events", createdBy: { userId: "usr_ada" } });
+    const created = await admin.createWebhookConnection({
+      teamId: "team_ops",
+      name: "Shop events",
+      createdBy: { userId: "usr_ada" },
+    });
     expect(created).toEqual({
       connectionId: expect.stringMatching(/^conn_/),
       datasetId: `ds_${created.connectionId}`,
@@ -501,7 +622,8 @@ describe("host admin API for webhook connections", () => {
     });
     const path = `/api/webhooks/${created.endpointId}`;
     const body = JSON.stringify({ order: 1 });
-    const post = (headers: Record<string, string> = {}) => api.call("POST", path, { body, headers: { ...JSON_TYPE, ...headers } });
+    const post = (headers: Record<string, string> = {}) =>
+      api.call("POST", path, { body, headers: { ...JSON_TYPE, ...headers } });
     expect((await post()).status).toBe(200);
 
     expect((await admin.setWebhookSecret(created.connectionId, "shh-its-a-secret")).signed).toBe(true);
@@ -513,7 +635,11 @@ describe("host admin API for webhook connections", () => {
     expect((await post({ "x-webhook-signature": signHex("shh-its-a-secret", body) })).status).toBe(401);
     expect((await post({ "x-webhook-signature": signHex(rotated.secret, body) })).status).toBe(200);
     const ts = Math.floor(api.clock.now() / 1000);
-    const std = { "webhook-id": "msg_a", "webhook-timestamp": String(ts), "webhook-signature": signStandard(rotated.secret, "msg_a", ts, body) };
+    const std = {
+      "webhook-id": "msg_a",
+      "webhook-timestamp": String(ts),
+      "webhook-signature": signStandard(rotated.secret, "msg_a", ts, body),
+    };
     expect((await post(std)).status).toBe(200);
 
     expect((await admin.removeWebhookSecret(created.connectionId)).signed).toBe(false);
@@ -525,7 +651,9 @@ describe("host admin API for webhook connections", () => {
     expect((await dataset(api, created.datasetId)).rowCount).toBe(2);
     expect(await admin.getWebhookConnection(created.connectionId)).toEqual({ ...created, retainRows: 2 });
 
-    const events = (api.storage as MemoryStorage).state.auditLog.map((e) => e.event).filter((e) => e.target?.id === created.connectionId);
+    const events = (api.storage as MemoryStorage).state.auditLog
+      .map((e) => e.event)
+      .filter((e) => e.target?.id === created.connectionId);
     expect(events.map((e) => [e.action, e.category, e.actor?.type])).toEqual([
       ["webhook.created", "audit", "user"],
       ["webhook.secret.set", "audit", "system"],
@@ -541,16 +669,23 @@ describe("host admin API for webhook connections", () => {
     const api = await setup();
     const admin = createAdmin(api.api);
     await expect(admin.createWebhookConnection({ teamId: "nope", name: "x" })).rejects.toMatchObject({ status: 404 });
-    await expect(admin.createWebhookConnection({ teamId: "team_ops", name: "  " })).rejects.toMatchObject({ status: 400, code: "invalid_parameter" });
+    await expect(admin.createWebhookConnection({ teamId: "team_ops", name: "  " })).rejects.toMatchObject({
+      status: 400,
+      code: "invalid_parameter",
+    });
     await expect(admin.setWebhookSecret("conn_hook_open", "")).rejects.toMatchObject({ status: 400 });
     await expect(admin.setWebhookSecret("conn_hook_open", "whsec_not base64!")).rejects.toMatchObject({ status: 400 });
     await expect(admin.setWebhookRetention("conn_hook_open", 0)).rejects.toMatchObject({ status: 400 });
     await expect(admin.setWebhookRetention("conn_hook_open", 1.5)).rejects.toMatchObject({ status: 400 });
     await expect(admin.removeWebhookSecret("conn_retail")).rejects.toMatchObject({ status: 404 });
     await expect(admin.rotateWebhookSecret("nope")).rejects.toMatchObject({ status: 404 });
-    await expect(admin.setWebhookSecret("conn_hook_open", "fine", { by: { userId: "usr_nobody" } })).rejects.toMatchObject({ status: 404 });
+    await expect(
+      admin.setWebhookSecret("conn_hook_open", "fine", { by: { userId: "usr_nobody" } }),
+    ).rejects.toMatchObject({ status: 404 });
     // Nothing changed and nothing was audited.
     expect((await api.storage.webhooks.getWebhookEndpoint("hook-open"))!.signingSecret).toBeNull();
-    expect((api.storage as MemoryStorage).state.auditLog.filter((e) => e.event.action.startsWith("webhook."))).toEqual([]);
+    expect((api.storage as MemoryStorage).state.auditLog.filter((e) => e.event.action.startsWith("webhook."))).toEqual(
+      [],
+    );
   });
 });

@@ -8,7 +8,9 @@ import { pathToFileURL } from "node:url";
  */
 export async function built<Module>(entry: string): Promise<Module> {
   // BENCH_DIST: another build (an earlier commit's dist/) for BENCH_AB comparisons.
-  const dist = process.env.BENCH_DIST ? pathToFileURL(`${process.env.BENCH_DIST}/`) : new URL("../../dist/", import.meta.url);
+  const dist = process.env.BENCH_DIST
+    ? pathToFileURL(`${process.env.BENCH_DIST}/`)
+    : new URL("../../dist/", import.meta.url);
   return (await import(new URL(entry, dist).href)) as Module;
 }
 

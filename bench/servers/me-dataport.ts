@@ -8,6 +8,8 @@ const { toNodeHandler } = await built<NodeAdapter>("adapters/node.js");
 const { createMemoryStorage } = await built<MemoryEntry>("memory/index.js");
 
 const storage = createMemoryStorage();
-await storage.seed(parseFixture(JSON.parse(readFileSync(new URL("../../examples/demo/space.json", import.meta.url), "utf8"))));
+await storage.seed(
+  parseFixture(JSON.parse(readFileSync(new URL("../../examples/demo/space.json", import.meta.url), "utf8"))),
+);
 const api = createDataApi({ storage, webhookRatePerSecond: 1e9 });
 createServer(toNodeHandler(api)).listen(Number(process.env.PORT), "127.0.0.1", () => console.log("ready"));

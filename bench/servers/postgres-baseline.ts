@@ -16,12 +16,21 @@ const schema = `"${(process.env.BENCH_PG_SCHEMA ?? "bench_baseline").replaceAll(
 const pool = new pg.Pool({ connectionString: process.env.BENCH_PG_URL, max: 10 });
 pool.on("error", () => {});
 await pool.query(`create schema if not exists ${schema}`);
-await pool.query(`create table if not exists ${schema}.baseline_rows (id bigserial primary key, received_at text not null, data json not null)`);
-await pool.query(`create table if not exists ${schema}.baseline_keys (token_hash text primary key, name text not null)`);
+await pool.query(
+  `create table if not exists ${schema}.baseline_rows (id bigserial primary key, received_at text not null, data json not null)`,
+);
+await pool.query(
+  `create table if not exists ${schema}.baseline_keys (token_hash text primary key, name text not null)`,
+);
 const token = "dp_demo_full_access_0000000000001";
-await pool.query(`insert into ${schema}.baseline_keys values ($1, 'demo') on conflict do nothing`, [createHash("sha256").update(token).digest("hex")]);
+await pool.query(`insert into ${schema}.baseline_keys values ($1, 'demo') on conflict do nothing`, [
+  createHash("sha256").update(token).digest("hex"),
+]);
 
-const insert = { name: "baseline-insert", text: `insert into ${schema}.baseline_rows (received_at, data) values ($1, $2) returning id` };
+const insert = {
+  name: "baseline-insert",
+  text: `insert into ${schema}.baseline_rows (received_at, data) values ($1, $2) returning id`,
+};
 const select = { name: "baseline-select", text: `select name from ${schema}.baseline_keys where token_hash = $1` };
 const reply = Buffer.from(process.env.BODY ?? "{}");
 

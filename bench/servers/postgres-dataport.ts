@@ -12,13 +12,18 @@ const { createDataApi, parseFixture } = await built<Dataport>("index.js");
 const { toNodeHandler } = await built<NodeAdapter>("adapters/node.js");
 const { createPostgresStorage } = await built<PostgresEntry>("postgres/index.js");
 
-const storage = await createPostgresStorage({ connectionString: process.env.BENCH_PG_URL, schema: process.env.BENCH_PG_SCHEMA });
+const storage = await createPostgresStorage({
+  connectionString: process.env.BENCH_PG_URL,
+  schema: process.env.BENCH_PG_SCHEMA,
+});
 // Another build (BENCH_AB) loads the demo fixture of its own checkout, in the format it reads.
 const other = process.env.BENCH_DIST ? `${process.env.BENCH_DIST}/../examples/demo/space.json` : null;
 const fixture = other && existsSync(other) ? other : new URL("../../examples/demo/space.json", import.meta.url);
 await storage.seed(parseFixture(JSON.parse(readFileSync(fixture, "utf8"))));
 const api = createDataApi({ storage, webhookRatePerSecond: 1e9 });
-const server = createServer(toNodeHandler(api)).listen(Number(process.env.PORT), "127.0.0.1", () => console.log("ready"));
+const server = createServer(toNodeHandler(api)).listen(Number(process.env.PORT), "127.0.0.1", () =>
+  console.log("ready"),
+);
 
 const stop = () => {
   server.close();

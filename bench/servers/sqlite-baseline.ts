@@ -21,4 +21,3 @@ createServer((req, res) => {
     res.end(body);
   });
 }).listen(Number(process.env.PORT), "127.0.0.1", () => console.log("ready"));
-

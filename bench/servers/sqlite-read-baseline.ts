@@ -12,8 +12,12 @@ import { tempSqlite } from "./temp-sqlite.js";
 const mode = process.env.BENCH_BASELINE === "rows" ? "rows" : "me";
 const body = process.env.BODY ?? "{}";
 const db = tempSqlite("sqlite-read-baseline");
-db.exec("CREATE TABLE api_keys (token_hash TEXT PRIMARY KEY, id TEXT NOT NULL, name TEXT NOT NULL, team_id TEXT NOT NULL)");
-db.exec("CREATE TABLE rows (dataset_id TEXT NOT NULL, pos INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (dataset_id, pos))");
+db.exec(
+  "CREATE TABLE api_keys (token_hash TEXT PRIMARY KEY, id TEXT NOT NULL, name TEXT NOT NULL, team_id TEXT NOT NULL)",
+);
+db.exec(
+  "CREATE TABLE rows (dataset_id TEXT NOT NULL, pos INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (dataset_id, pos))",
+);
 const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
 db.prepare("INSERT INTO api_keys VALUES (?, 'key_demo', 'Demo', 'team_demo')").run(sha256(process.env.TOKEN ?? ""));
 
@@ -29,7 +33,9 @@ if (mode === "me") {
   const parsed = JSON.parse(body) as { data: unknown[]; metadata: unknown };
   const insert = db.prepare<[number, string]>("INSERT INTO rows VALUES ('ds_orders', ?, ?)");
   parsed.data.forEach((row, i) => insert.run(i, JSON.stringify(row)));
-  const page = db.prepare<[], string>("SELECT data FROM rows WHERE dataset_id = 'ds_orders' ORDER BY pos LIMIT 100").pluck();
+  const page = db
+    .prepare<[], string>("SELECT data FROM rows WHERE dataset_id = 'ds_orders' ORDER BY pos LIMIT 100")
+    .pluck();
   const suffix = `],"metadata":${JSON.stringify(parsed.metadata)}}`;
   handle = () => `{"success":true,"data":[${page.all().join(",")}${suffix}`;
 }
@@ -39,4 +45,3 @@ createServer((req, res) => {
   res.writeHead(200, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text) });
   res.end(text);
 }).listen(Number(process.env.PORT), "127.0.0.1", () => console.log("ready"));
-

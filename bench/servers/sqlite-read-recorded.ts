@@ -33,11 +33,19 @@ const insertRow = db.prepare<[number, string]>("INSERT INTO rows VALUES ('ds_ord
 parsed.data.forEach((row, i) => insertRow.run(i, JSON.stringify(row)));
 
 const key = db.prepare<[string], { id: string }>("SELECT id, name, team_id FROM api_keys WHERE token_hash = ?");
-const page = db.prepare<[], string>("SELECT data FROM rows WHERE dataset_id = 'ds_orders' ORDER BY pos LIMIT 100").pluck();
+const page = db
+  .prepare<[], string>("SELECT data FROM rows WHERE dataset_id = 'ds_orders' ORDER BY pos LIMIT 100")
+  .pluck();
 const suffix = `],"metadata":${JSON.stringify(parsed.metadata)}}`;
-const audit = db.prepare("INSERT INTO audit_events (event_id, team_id, category, time_ms, stored_at, target_id, event) VALUES (?, ?, ?, ?, ?, ?, ?)");
-const usage = db.prepare("INSERT INTO api_usage (key, day, team_id, calls) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET calls = calls + excluded.calls");
-const reads = db.prepare("INSERT INTO dataset_reads VALUES (?, ?) ON CONFLICT (dataset_id) DO UPDATE SET reads = reads + excluded.reads");
+const audit = db.prepare(
+  "INSERT INTO audit_events (event_id, team_id, category, time_ms, stored_at, target_id, event) VALUES (?, ?, ?, ?, ?, ?, ?)",
+);
+const usage = db.prepare(
+  "INSERT INTO api_usage (key, day, team_id, calls) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET calls = calls + excluded.calls",
+);
+const reads = db.prepare(
+  "INSERT INTO dataset_reads VALUES (?, ?) ON CONFLICT (dataset_id) DO UPDATE SET reads = reads + excluded.reads",
+);
 
 interface Answer {
   res: ServerResponse;
@@ -48,10 +56,24 @@ const commitTurn = db.transaction((answers: Answer[]) => {
   for (const _ of answers) {
     const now = Date.now();
     const id = `evt_${randomUUID()}`;
-    const event = { id, time: new Date(now).toISOString(), teamId: "team_demo", category: "data_access", action: "dataset.rows.read", target: { type: "dataset", id: "ds_orders" }, outcome: "success", details: { offset: 0, returnedRows: 100 } };
+    const event = {
+      id,
+      time: new Date(now).toISOString(),
+      teamId: "team_demo",
+      category: "data_access",
+      action: "dataset.rows.read",
+      target: { type: "dataset", id: "ds_orders" },
+      outcome: "success",
+      details: { offset: 0, returnedRows: 100 },
+    };
     audit.run(id, "team_demo", "data_access", now, now, "ds_orders", JSON.stringify(event));
   }
-  usage.run(JSON.stringify(["2026-11-24", "team_demo", "GET", "/api/v1/datasets/{id}/rows"]), "2026-11-24", "team_demo", answers.length);
+  usage.run(
+    JSON.stringify(["2026-11-24", "team_demo", "GET", "/api/v1/datasets/{id}/rows"]),
+    "2026-11-24",
+    "team_demo",
+    answers.length,
+  );
   reads.run("ds_orders", answers.length);
 }).immediate;
 const flush = () => {
@@ -59,7 +81,10 @@ const flush = () => {
   turn = [];
   commitTurn(answers);
   for (const { res, text } of answers) {
-    res.writeHead(200, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text) });
+    res.writeHead(200, {
+      "content-type": "application/json; charset=utf-8",
+      "content-length": Buffer.byteLength(text),
+    });
     res.end(text);
   }
 };

@@ -2,7 +2,8 @@
  * Dataport on Deno, over the in-memory store with the demo fixture, or with
  * `--db FILE` over a SQLite file through node:sqlite:
  *
- *   npx deno run --sloppy-imports --allow-net --allow-read --allow-env examples/deno/server.ts [--fixture FILE] [--port 8787] [--host 127.0.0.1]
+ *   npx deno run --sloppy-imports --allow-net --allow-read --allow-env examples/deno/server.ts [--fixture FILE] [--port
+ * 8787] [--host 127.0.0.1]
  *   (with --db FILE, also --allow-write)
  */
 import { fileURLToPath } from "node:url";
@@ -20,20 +21,25 @@ declare const Deno: {
 
 const demoFixture = fileURLToPath(new URL("../demo/space.json", import.meta.url));
 
-await runExample("deno", "npx deno run --sloppy-imports --allow-net --allow-read --allow-env examples/deno/server.ts", async () => {
-  const options = parseExampleArgs(Deno.args, demoFixture);
-  const api = await createExampleApi(options, (path) => Deno.readTextFileSync(path));
-  const shutdown = new AbortController();
-  const server = serveDeno(api, {
-    port: options.port,
-    hostname: options.host,
-    signal: shutdown.signal,
-    onListen: ({ hostname, port }) => console.log(`dataport (deno ${Deno.version.deno}) listening on http://${hostname}:${port}`),
-  });
-  const stop = () => {
-    shutdown.abort();
-    void server.finished.then(() => Deno.exit(0));
-  };
-  Deno.addSignalListener("SIGINT", stop);
-  Deno.addSignalListener("SIGTERM", stop);
-});
+await runExample(
+  "deno",
+  "npx deno run --sloppy-imports --allow-net --allow-read --allow-env examples/deno/server.ts",
+  async () => {
+    const options = parseExampleArgs(Deno.args, demoFixture);
+    const api = await createExampleApi(options, (path) => Deno.readTextFileSync(path));
+    const shutdown = new AbortController();
+    const server = serveDeno(api, {
+      port: options.port,
+      hostname: options.host,
+      signal: shutdown.signal,
+      onListen: ({ hostname, port }) =>
+        console.log(`dataport (deno ${Deno.version.deno}) listening on http://${hostname}:${port}`),
+    });
+    const stop = () => {
+      shutdown.abort();
+      void server.finished.then(() => Deno.exit(0));
+    };
+    Deno.addSignalListener("SIGINT", stop);
+    Deno.addSignalListener("SIGTERM", stop);
+  },
+);

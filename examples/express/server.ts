@@ -9,7 +9,10 @@ import { createExampleApi, parseExampleArgs, runExample } from "../shared/option
 import { createExpressApp } from "./app.js";
 
 await runExample("node", "npx tsx examples/express/server.ts", async () => {
-  const options = parseExampleArgs(process.argv.slice(2), fileURLToPath(new URL("../demo/space.json", import.meta.url)));
+  const options = parseExampleArgs(
+    process.argv.slice(2),
+    fileURLToPath(new URL("../demo/space.json", import.meta.url)),
+  );
   const api = await createExampleApi(options, (path) => readFileSync(path, "utf8"));
   const server = createExpressApp(api).listen(options.port, options.host, () => {
     const address = server.address();

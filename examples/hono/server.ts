@@ -11,11 +11,18 @@ import { createHonoApp } from "./app.js";
 
 /** The part of Bun's global this example uses (the project compiles without Bun's types). */
 interface BunRuntime {
-  serve(options: { port: number; hostname: string; fetch: (request: Request, server: unknown) => Response | Promise<Response> }): { port: number; stop(closeActive?: boolean): unknown };
+  serve(options: {
+    port: number;
+    hostname: string;
+    fetch: (request: Request, server: unknown) => Response | Promise<Response>;
+  }): { port: number; stop(closeActive?: boolean): unknown };
 }
 
 await runExample("bun", "npx bun examples/hono/server.ts", async () => {
-  const options = parseExampleArgs(process.argv.slice(2), fileURLToPath(new URL("../demo/space.json", import.meta.url)));
+  const options = parseExampleArgs(
+    process.argv.slice(2),
+    fileURLToPath(new URL("../demo/space.json", import.meta.url)),
+  );
   // hono/bun reads Bun's globals when loaded: imported only once the runtime is known to be Bun.
   const { getConnInfo } = await import("hono/bun");
   const api = await createExampleApi(options, (path) => readFileSync(path, "utf8"));

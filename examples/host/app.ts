@@ -74,12 +74,22 @@ export async function createHostApp(options: HostAppOptions): Promise<HostApp> {
       res.type("text/plain").send("Example host: POST /signin { email }, then call /api/v1/me with the token");
     });
     // The host's routes answer in an error envelope too: a malformed body is a 4xx, never a stack trace.
-    app.use((error: { status?: unknown; message?: unknown }, _req: express.Request, res: express.Response, _next: express.NextFunction) => {
-      const status = typeof error.status === "number" && error.status >= 400 && error.status < 500 ? error.status : 500;
-      if (status === 500) console.error("host app:", error);
-      const code = status === 500 ? "internal" : status === 413 ? "payload_too_large" : "invalid_body";
-      res.status(status).json({ error: { code, message: status === 500 ? "internal error" : String(error.message) } });
-    });
+    app.use(
+      (
+        error: { status?: unknown; message?: unknown },
+        _req: express.Request,
+        res: express.Response,
+        _next: express.NextFunction,
+      ) => {
+        const status =
+          typeof error.status === "number" && error.status >= 400 && error.status < 500 ? error.status : 500;
+        if (status === 500) console.error("host app:", error);
+        const code = status === 500 ? "internal" : status === 413 ? "payload_too_large" : "invalid_body";
+        res
+          .status(status)
+          .json({ error: { code, message: status === 500 ? "internal error" : String(error.message) } });
+      },
+    );
 
     return {
       app,

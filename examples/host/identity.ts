@@ -13,7 +13,8 @@ import { quoteIdent } from "./schema.js";
  */
 export function hostIdentity(pool: pg.Pool, schema: string): IdentityStore & IdentityWrites {
   const s = quoteIdent(schema);
-  const rows = async <R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> => (await pool.query<R>(sql, params)).rows;
+  const rows = async <R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> =>
+    (await pool.query<R>(sql, params)).rows;
 
   return {
     // Reads. Ids are `collate "C"` (schema.ts), so `order by id` is the binary order Dataport expects.
@@ -26,14 +27,18 @@ export function hostIdentity(pool: pg.Pool, schema: string): IdentityStore & Ide
       return row ? toTeam(row) : null;
     },
     async listBusinessTeams(businessId) {
-      return (await rows<TeamRow>(`select * from ${s}.teams where business_id = $1 order by id`, [businessId])).map(toTeam);
+      return (await rows<TeamRow>(`select * from ${s}.teams where business_id = $1 order by id`, [businessId])).map(
+        toTeam,
+      );
     },
     async getUser(id) {
       const [row] = await rows<UserRow>(`select * from ${s}.users where id = $1`, [id]);
       return row ? toUser(row) : null;
     },
     async listMemberships(userId) {
-      const found = await rows<MembershipRow>(`select * from ${s}.memberships where user_id = $1 order by team_id`, [userId]);
+      const found = await rows<MembershipRow>(`select * from ${s}.memberships where user_id = $1 order by team_id`, [
+        userId,
+      ]);
       return found.map((r): Membership => ({ userId: r.user_id, teamId: r.team_id, role: r.role }));
     },
     async listBusinesses(page) {
@@ -48,8 +53,11 @@ export function hostIdentity(pool: pg.Pool, schema: string): IdentityStore & Ide
 
     // Writes: upserts that report whether the row is new. Dataport checks references before calling them.
     async putBusiness(b) {
-      return upsert(`insert into ${s}.businesses (id, name) values ($1, $2)
-        on conflict (id) do update set name = excluded.name`, [b.id, b.name]);
+      return upsert(
+        `insert into ${s}.businesses (id, name) values ($1, $2)
+        on conflict (id) do update set name = excluded.name`,
+        [b.id, b.name],
+      );
     },
     async deleteBusiness(id) {
       return deleted(`delete from ${s}.businesses where id = $1`, [id]);

@@ -6,7 +6,9 @@
 import { parseArgs } from "node:util";
 import { createHostApp } from "./app.js";
 
-const { values } = parseArgs({ options: { port: { type: "string", default: "8788" }, host: { type: "string", default: "127.0.0.1" } } });
+const { values } = parseArgs({
+  options: { port: { type: "string", default: "8788" }, host: { type: "string", default: "127.0.0.1" } },
+});
 const connectionString = process.env.DATABASE_URL;
 if (!connectionString) {
   console.error("set DATABASE_URL to a PostgreSQL database, e.g. postgres://postgres@127.0.0.1:5432/test");

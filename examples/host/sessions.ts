@@ -17,12 +17,19 @@ export function hostSessions(pool: pg.Pool, schema: string) {
   return {
     /** A new session token for the user with this email, or null when no single user has it. */
     async signIn(email: string): Promise<{ token: string; userId: string; expiresAt: string } | null> {
-      const { rows } = await pool.query<{ id: string }>(`select id from ${s}.users where lower(email) = lower($1) limit 2`, [email]);
+      const { rows } = await pool.query<{ id: string }>(
+        `select id from ${s}.users where lower(email) = lower($1) limit 2`,
+        [email],
+      );
       if (rows.length !== 1) return null;
       const userId = rows[0]!.id;
       const token = randomBytes(32).toString("base64url");
       const expiresAt = new Date(Date.now() + SESSION_MS);
-      await pool.query(`insert into ${s}.sessions (token_hash, user_id, expires_at) values ($1, $2, $3)`, [sha256(token), userId, expiresAt]);
+      await pool.query(`insert into ${s}.sessions (token_hash, user_id, expires_at) values ($1, $2, $3)`, [
+        sha256(token),
+        userId,
+        expiresAt,
+      ]);
       return { token, userId, expiresAt: expiresAt.toISOString() };
     },
 

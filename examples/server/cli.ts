@@ -73,16 +73,31 @@ export function usage(command: string): string {
 }
 
 /** Every flag: its argument, what it does, and its default (`defaults` are the command's own). */
-function flagTable(defaults: { fixture: string; db: string }): Array<[flag: string, meaning: string, fallback: string]> {
+function flagTable(defaults: {
+  fixture: string;
+  db: string;
+}): Array<[flag: string, meaning: string, fallback: string]> {
   return [
     ["--fixture FILE", "the space to load at start (datasets, keys, dashboards; docs/fixtures.md)", defaults.fixture],
     ["--port N", "the port to listen on; 0 picks a free one", "8787"],
-    ["--host ADDRESS", "the interface to listen on; 0.0.0.0 or :: for every interface", "127.0.0.1 (this machine only)"],
+    [
+      "--host ADDRESS",
+      "the interface to listen on; 0.0.0.0 or :: for every interface",
+      "127.0.0.1 (this machine only)",
+    ],
     ["--db PATH|:memory:|postgres://...", "storage: a SQLite file, an in-memory store, or PostgreSQL", defaults.db],
-    ["--redis redis://...", "share the query cache and rate limits through Redis (several instances)", "none (in-process)"],
+    [
+      "--redis redis://...",
+      "share the query cache and rate limits through Redis (several instances)",
+      "none (in-process)",
+    ],
     ["--now ISO_INSTANT", "start the clock at this instant and let it run (reproducible demos)", "the real time"],
     ["--audit-lag SECONDS", "how far behind now the audit feed stays", "5"],
-    ["--webhook-rate PER_SECOND", "webhook deliveries per connection per second (burst twice that); 0 turns it off", "50"],
+    [
+      "--webhook-rate PER_SECOND",
+      "webhook deliveries per connection per second (burst twice that); 0 turns it off",
+      "50",
+    ],
     ["--inbox-size N", "deliveries each webhook endpoint's delivery log keeps, the newest (1 to 1000000)", "1000"],
     ["--inbox-days N", "days a delivery stays in its endpoint's log (1 to 365)", "7"],
     ["--inbox-body-bytes N", "bytes of a refused delivery's body the log keeps (1 to 16777216)", "262144"],
@@ -95,8 +110,16 @@ function flagTable(defaults: { fixture: string; db: string }): Array<[flag: stri
     ["--drain-timeout SECONDS", "on SIGTERM, how long requests in flight may finish before connections are cut", "10"],
     ["--storage-timeout SECONDS", "a storage call running longer ends its request with 503; 0 turns it off", "10"],
     ["--upstream-timeout SECONDS", "an upstream query running longer ends with 504; 0 turns it off", "15"],
-    ["--rate-limit-fail-open", "while the rate limiter (Redis) cannot be asked, let limited requests through unlimited instead of answering 503", "off (fail closed)"],
-    ["--admin-token TOKEN", "mount the admin HTTP API at /api/admin/v1 behind this bearer token (24+ characters)", "none (not mounted)"],
+    [
+      "--rate-limit-fail-open",
+      "while the rate limiter (Redis) cannot be asked, let limited requests through unlimited instead of answering 503",
+      "off (fail closed)",
+    ],
+    [
+      "--admin-token TOKEN",
+      "mount the admin HTTP API at /api/admin/v1 behind this bearer token (24+ characters)",
+      "none (not mounted)",
+    ],
     ["--help", "print this help and exit", ""],
   ];
 }
@@ -105,8 +128,18 @@ function flagTable(defaults: { fixture: string; db: string }): Array<[flag: stri
 export function help(command: string, defaults: { fixture: string; db: string }): string {
   const rows = flagTable(defaults);
   const width = Math.max(...rows.map(([flag]) => flag.length));
-  const lines = rows.map(([flag, meaning, fallback]) => `  ${flag.padEnd(width)}  ${meaning}${fallback === "" ? "" : ` (default: ${fallback})`}`);
-  return [usage(command), "", "Serves the Dataport API (/api/v1), its webhook receiver and reference page (/api/v1/docs).", "", "options:", ...lines].join("\n");
+  const lines = rows.map(
+    ([flag, meaning, fallback]) =>
+      `  ${flag.padEnd(width)}  ${meaning}${fallback === "" ? "" : ` (default: ${fallback})`}`,
+  );
+  return [
+    usage(command),
+    "",
+    "Serves the Dataport API (/api/v1), its webhook receiver and reference page (/api/v1/docs).",
+    "",
+    "options:",
+    ...lines,
+  ].join("\n");
 }
 
 /** Parse the example server's flags (see README, "The example server"). Throws UsageError. */
@@ -155,11 +188,13 @@ export function parseServerArgs(argv: readonly string[], defaults: { fixture: st
   let nowMs: number | null = null;
   if (now !== undefined) {
     nowMs = Date.parse(now);
-    if (!/^\d{4}-\d{2}-\d{2}T/.test(now) || Number.isNaN(nowMs)) throw new UsageError(`--now must be an ISO 8601 instant, got ${now}`);
+    if (!/^\d{4}-\d{2}-\d{2}T/.test(now) || Number.isNaN(nowMs))
+      throw new UsageError(`--now must be an ISO 8601 instant, got ${now}`);
   }
   const db = database(str("db") ?? defaults.db);
   const redis = str("redis") ?? null;
-  if (redis !== null && !/^rediss?:\/\//.test(redis)) throw new UsageError(`--redis must be a redis:// URL, got ${redis}`);
+  if (redis !== null && !/^rediss?:\/\//.test(redis))
+    throw new UsageError(`--redis must be a redis:// URL, got ${redis}`);
   const appUrl = url("--app-url", str("app-url") ?? `http://${host.includes(":") ? `[${host}]` : host}:${port}`);
   const log = str("log") ?? "json";
   if (log !== "json" && log !== "none") throw new UsageError(`--log must be json or none, got ${log}`);
@@ -206,7 +241,9 @@ function hostName(text: string): string {
   if (isIP(text) !== 0) return text;
   const label = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
   if (text.length <= 253 && new RegExp(`^${label}(?:\\.${label})*\\.?$`).test(text)) return text;
-  throw new UsageError(`--host must be an IP address or a host name (127.0.0.1, 0.0.0.0, ::1, localhost), got ${JSON.stringify(text)}`);
+  throw new UsageError(
+    `--host must be an IP address or a host name (127.0.0.1, 0.0.0.0, ::1, localhost), got ${JSON.stringify(text)}`,
+  );
 }
 
 /**
@@ -220,8 +257,14 @@ function database(text: string): string {
   const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(text)?.[1];
   if (scheme === undefined) return text;
   if (/^postgres(ql)?$/i.test(scheme)) return `${scheme.toLowerCase()}${text.slice(scheme.length)}`;
-  const hint = /^(sqlite3?|file)$/i.test(scheme) ? " (for SQLite, give the file path itself)" : /^p/i.test(scheme) ? " (did you mean postgres://?)" : "";
-  throw new UsageError(`--db does not know the scheme ${scheme}://${hint}; give a SQLite file path, :memory:, or a postgres:// URL`);
+  const hint = /^(sqlite3?|file)$/i.test(scheme)
+    ? " (for SQLite, give the file path itself)"
+    : /^p/i.test(scheme)
+      ? " (did you mean postgres://?)"
+      : "";
+  throw new UsageError(
+    `--db does not know the scheme ${scheme}://${hint}; give a SQLite file path, :memory:, or a postgres:// URL`,
+  );
 }
 
 function integer(flag: string, text: string, min: number, max: number): number {
@@ -233,7 +276,8 @@ function integer(flag: string, text: string, min: number, max: number): number {
 
 function nonNegative(flag: string, text: string): number {
   const value = Number(text);
-  if (text.trim() === "" || !Number.isFinite(value) || value < 0) throw new UsageError(`${flag} must be a number of at least 0, got ${text}`);
+  if (text.trim() === "" || !Number.isFinite(value) || value < 0)
+    throw new UsageError(`${flag} must be a number of at least 0, got ${text}`);
   return value;
 }
 

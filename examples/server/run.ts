@@ -47,7 +47,9 @@ export async function runServerCommand(argv: readonly string[], { command, defau
       process.exit(1);
     }
     stopping = true;
-    console.log(`dataport: ${why}, draining (in-flight requests get ${config.drainTimeoutSeconds} s), then shutting down`);
+    console.log(
+      `dataport: ${why}, draining (in-flight requests get ${config.drainTimeoutSeconds} s), then shutting down`,
+    );
     running.close().then(
       () => {
         console.log("dataport: drained, store closed");

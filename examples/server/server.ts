@@ -20,7 +20,9 @@ export const SERVER_TIMEOUTS = {
   headersMs: 15_000,
   /** The whole request, headers and body (a large bulk upload included). */
   requestMs: 120_000,
-  /** An idle keep-alive connection: longer than a load balancer's usual 60 s idle timeout, so the balancer closes first. */
+  /**
+   * An idle keep-alive connection: longer than a load balancer's usual 60 s idle timeout, so the balancer closes first.
+   */
   keepAliveMs: 65_000,
   /** A socket with no traffic either way (a client that stops reading its response). */
   idleMs: 60_000,
@@ -47,7 +49,13 @@ export interface RunningServer {
  * StartError when a service or the address is not usable (the message names
  * the flag to change).
  */
-export async function startServer(config: ServerConfig, io: { fs: FixtureFs & { mkdirSync(path: string, options: { recursive: true }): unknown }; env: Record<string, string | undefined> }): Promise<RunningServer> {
+export async function startServer(
+  config: ServerConfig,
+  io: {
+    fs: FixtureFs & { mkdirSync(path: string, options: { recursive: true }): unknown };
+    env: Record<string, string | undefined>;
+  },
+): Promise<RunningServer> {
   const clock = config.now === null ? systemClock : createOffsetClock(config.now);
   // The demo's times are relative: resolved against the clock the API will run on (so `--now` shows a recent demo).
   const space = readFixtureFile(io.fs, config.fixture, { env: io.env, clock });
@@ -131,7 +139,9 @@ function listenError(error: unknown, config: ServerConfig): unknown {
     case "EADDRINUSE":
       return new StartError(`port ${config.port} is in use; pass --port (another port, or 0 for any free one)`);
     case "EACCES":
-      return new StartError(`no permission to listen on port ${config.port}; pass --port (above 1023 needs no privileges)`);
+      return new StartError(
+        `no permission to listen on port ${config.port}; pass --port (above 1023 needs no privileges)`,
+      );
     case "EADDRNOTAVAIL":
       return new StartError(`${config.host} is not an address of this machine; ${hostHelp}`);
     case "ENOTFOUND":

@@ -20,7 +20,10 @@ export async function openPostgres(url: string): Promise<PostgresStorage> {
  * `--redis redis://…[?prefix=name]`: rate limits and the connection cache
  * shared by every instance on that Redis (and prefix, default `dataport:`).
  */
-export async function openRedisPorts(url: string, clock: Clock): Promise<{ options: Pick<DataApiOptions, "cache" | "rateLimiter">; close(): Promise<void> }> {
+export async function openRedisPorts(
+  url: string,
+  clock: Clock,
+): Promise<{ options: Pick<DataApiOptions, "cache" | "rateLimiter">; close(): Promise<void> }> {
   const { createRedisCache, createRedisRateLimiter } = await import("../../src/redis/index.js");
   const { url: server, prefix } = redisTarget(url);
   const rateLimiter = createRedisRateLimiter({ url: server, prefix });
@@ -108,11 +111,13 @@ function safeUrl(url: string): string {
 
 /** Why a check failed, in one line. */
 function reason(error: unknown, timeoutMs: number): string {
-  if (error instanceof CheckTimeout || /timeout/i.test(String((error as Error)?.message))) return `no answer within ${timeoutMs / 1000} s`;
+  if (error instanceof CheckTimeout || /timeout/i.test(String((error as Error)?.message)))
+    return `no answer within ${timeoutMs / 1000} s`;
   // Node reports a refused "localhost" (tried on ::1 and on 127.0.0.1) as an AggregateError without a message.
   const inner: unknown = error instanceof AggregateError && error.errors.length > 0 ? error.errors[0] : error;
   const { message, code } = (inner ?? {}) as { message?: unknown; code?: unknown };
-  const text = typeof message === "string" && message !== "" ? message : typeof code === "string" ? code : String(inner);
+  const text =
+    typeof message === "string" && message !== "" ? message : typeof code === "string" ? code : String(inner);
   return text.split("\n")[0]!;
 }
 

@@ -9,7 +9,11 @@ export { UsageError };
 
 /** The runtime each example is written for, and how to tell it is the one running. */
 const RUNTIMES = {
-  node: () => typeof (globalThis as { process?: { versions?: { node?: string; bun?: string } } }).process?.versions?.node === "string" && !("Bun" in globalThis) && !("Deno" in globalThis),
+  node: () =>
+    typeof (globalThis as { process?: { versions?: { node?: string; bun?: string } } }).process?.versions?.node ===
+      "string" &&
+    !("Bun" in globalThis) &&
+    !("Deno" in globalThis),
   bun: () => "Bun" in globalThis,
   deno: () => "Deno" in globalThis,
 } as const;
@@ -20,8 +24,16 @@ const RUNTIMES = {
  * fixture (the message, exit 2) handled the same way in every example.
  * `command` is how to start it, for the messages.
  */
-export async function runExample(runtime: keyof typeof RUNTIMES, command: string, start: () => Promise<void>): Promise<void> {
-  if (!RUNTIMES[runtime]()) exit(2, `dataport: this example runs on ${runtime === "node" ? "Node.js" : runtime === "bun" ? "Bun" : "Deno"}: ${command}`);
+export async function runExample(
+  runtime: keyof typeof RUNTIMES,
+  command: string,
+  start: () => Promise<void>,
+): Promise<void> {
+  if (!RUNTIMES[runtime]())
+    exit(
+      2,
+      `dataport: this example runs on ${runtime === "node" ? "Node.js" : runtime === "bun" ? "Bun" : "Deno"}: ${command}`,
+    );
   try {
     await start();
   } catch (error) {
@@ -61,18 +73,34 @@ export interface ExampleOptions {
   viewUrl: string | undefined;
 }
 
-/** Flags of the example server's operations features (logs, metrics, limits, drain), which these small examples leave out. */
-const OPERATIONS_FLAGS = ["--admin-token", "--log", "--metrics", "--metrics-token", "--api-rate", "--drain-timeout", "--storage-timeout", "--upstream-timeout", "--rate-limit-fail-open"];
+/**
+ * Flags of the example server's operations features (logs, metrics, limits, drain), which these small examples leave
+ * out.
+ */
+const OPERATIONS_FLAGS = [
+  "--admin-token",
+  "--log",
+  "--metrics",
+  "--metrics-token",
+  "--api-rate",
+  "--drain-timeout",
+  "--storage-timeout",
+  "--upstream-timeout",
+  "--rate-limit-fail-open",
+];
 
 /** The example server's own flag parser (examples/server/cli.ts), minus storage choices. */
 export function parseExampleArgs(args: string[], defaultFixture: string): ExampleOptions {
   const config = parseServerArgs(args, { fixture: defaultFixture, db: ":memory:" });
   if (/^postgres(ql)?:\/\//.test(config.db) || config.redis !== null) {
-    throw new UsageError("this example runs on the in-memory store or a SQLite file (--db FILE); PostgreSQL and --redis are for npm start");
+    throw new UsageError(
+      "this example runs on the in-memory store or a SQLite file (--db FILE); PostgreSQL and --redis are for npm start",
+    );
   }
   const given = (flag: string) => args.some((a) => a === flag || a.startsWith(`${flag}=`));
   const operational = OPERATIONS_FLAGS.find(given);
-  if (operational) throw new UsageError(`${operational} is for npm start (the example server); this example keeps to the basics`);
+  if (operational)
+    throw new UsageError(`${operational} is for npm start (the example server); this example keeps to the basics`);
   return {
     fixture: config.fixture,
     db: config.db,
@@ -86,7 +114,9 @@ export function parseExampleArgs(args: string[], defaultFixture: string): Exampl
   };
 }
 
-/** An API on the in-memory store or a SQLite file, with the fixture loaded. `readText` is the runtime's own file read. */
+/**
+ * An API on the in-memory store or a SQLite file, with the fixture loaded. `readText` is the runtime's own file read.
+ */
 export async function createExampleApi(options: ExampleOptions, readText: (path: string) => string): Promise<DataApi> {
   let json: unknown;
   try {

@@ -3,7 +3,14 @@ import type { ChangeOptions, ListOptions, ListPage, Put } from "../admin/change.
 import type { RefreshResult } from "../admin/connections.js";
 import type { DashboardVersionInput } from "../admin/dashboards.js";
 import type { AuditEventInput, CreditUsageInput, DashboardViewInput, RefreshRunInput } from "../admin/history.js";
-import type { BusinessInput, MembershipInput, SessionInfo, SessionInput, TeamInput, UserInput } from "../admin/identity.js";
+import type {
+  BusinessInput,
+  MembershipInput,
+  SessionInfo,
+  SessionInput,
+  TeamInput,
+  UserInput,
+} from "../admin/identity.js";
 import type { ApiKeyInfo, KeyAdmin } from "../admin/keys.js";
 import type { TableInput } from "../admin/tables.js";
 import type {
@@ -16,9 +23,24 @@ import type {
 import type { RequestOptions } from "../client/client.js";
 import type { ResponseMeta } from "../client/errors.js";
 import { paged, type Paged } from "../client/paging.js";
-import { type Answer, call, type CallOptions, createTransport, lowerCased, type TransportConfig } from "../client/transport.js";
+import {
+  type Answer,
+  call,
+  type CallOptions,
+  createTransport,
+  lowerCased,
+  type TransportConfig,
+} from "../client/transport.js";
 import { query, seg } from "../client/url.js";
-import type { Business, DashboardRecord, Membership, TableRecord, Team, UploadOrConnectionDataset, User } from "../domain/model.js";
+import type {
+  Business,
+  DashboardRecord,
+  Membership,
+  TableRecord,
+  Team,
+  UploadOrConnectionDataset,
+  User,
+} from "../domain/model.js";
 import { type RowsUpload, uploadBody, type UploadProgressOptions } from "./rows.js";
 
 export interface AdminClientOptions extends TransportConfig {
@@ -55,7 +77,8 @@ export type AdminClient = ReturnType<typeof createAdminClient>;
  * errors behave the same.
  *
  *   const admin = createAdminClient({ baseUrl: "https://bi.example.com/api/admin/v1", token: adminToken });
- *   const { created } = await admin.teams.put("team_ops", { name: "Ops", plan: "pro", businessId: null, isPersonal: false });
+ *   const { created } = await admin.teams.put("team_ops", { name: "Ops", plan: "pro", businessId: null, isPersonal:
+ * false });
  */
 export function createAdminClient(options: AdminClientOptions) {
   const transport = createTransport(options);
@@ -75,7 +98,8 @@ export function createAdminClient(options: AdminClientOptions) {
     const headers = { ...(typeof actor === "string" && { "x-actor-user-id": actor }), ...lowerCased(opts.headers) };
     return { signal: opts.signal, timeoutMs: opts.timeoutMs, retries: opts.retries, headers };
   };
-  const send = <T>(method: string, path: string, extra: CallOptions = {}) => call<T>(transport, method, path, extra).then(remember);
+  const send = <T>(method: string, path: string, extra: CallOptions = {}) =>
+    call<T>(transport, method, path, extra).then(remember);
   const get = <T>(path: string, opts: RequestOptions = {}) => send<T>("GET", path, at(opts));
   const remove = async (path: string, opts: ChangeRequestOptions = {}): Promise<void> => {
     await send<null>("DELETE", path, at(opts));
@@ -87,9 +111,13 @@ export function createAdminClient(options: AdminClientOptions) {
     return keep(meta, { created: meta.status === 201, value });
   };
   /** A POST the server would apply again if sent twice: retried only when refused (429). */
-  const create = <T>(path: string, body: unknown, opts: ChangeRequestOptions = {}) => send<T>("POST", path, { ...at(opts), body, retryOn: "refused" });
+  const create = <T>(path: string, body: unknown, opts: ChangeRequestOptions = {}) =>
+    send<T>("POST", path, { ...at(opts), body, retryOn: "refused" });
   const list = <T>(path: string, opts: ListRequestOptions = {}) =>
-    send<ListPage<T>>("GET", path, { ...at(opts), query: query({ limit: opts.limit, cursor: opts.cursor ?? undefined }) });
+    send<ListPage<T>>("GET", path, {
+      ...at(opts),
+      query: query({ limit: opts.limit, cursor: opts.cursor ?? undefined }),
+    });
   /** Every object, following `nextCursor` until the last page. */
   const iterate = <T>(path: string, opts: IterateOptions = {}): Paged<T> =>
     paged(async function* () {
@@ -115,7 +143,8 @@ export function createAdminClient(options: AdminClientOptions) {
   /** The same and PUT: create or replace by id (`created` when nothing had the id). */
   function collection<T, Input>(path: string) {
     return {
-      put: (id: string, input: Input, opts?: ChangeRequestOptions): Promise<Put<T>> => put<T>(`${path}/${seg(id)}`, input, opts),
+      put: (id: string, input: Input, opts?: ChangeRequestOptions): Promise<Put<T>> =>
+        put<T>(`${path}/${seg(id)}`, input, opts),
       ...members<T>(path),
     };
   }
@@ -124,16 +153,25 @@ export function createAdminClient(options: AdminClientOptions) {
     /** A user's memberships (the API's `{ data }`, unwrapped). */
     list: (userId: string, opts?: RequestOptions): Promise<Membership[]> =>
       get<{ data: Membership[] }>(`/users/${seg(userId)}/memberships`, opts).then((r) => carry(r, r.data)),
-    get: (userId: string, teamId: string, opts?: RequestOptions): Promise<Membership> => get<Membership>(`/users/${seg(userId)}/memberships/${seg(teamId)}`, opts),
+    get: (userId: string, teamId: string, opts?: RequestOptions): Promise<Membership> =>
+      get<Membership>(`/users/${seg(userId)}/memberships/${seg(teamId)}`, opts),
     /** Adds the user to the team or changes the role; `created` when added. */
-    put: (userId: string, teamId: string, input: MembershipInput, opts?: ChangeRequestOptions): Promise<Put<Membership>> =>
-      put<Membership>(`/users/${seg(userId)}/memberships/${seg(teamId)}`, input, opts),
-    delete: (userId: string, teamId: string, opts?: ChangeRequestOptions): Promise<void> => remove(`/users/${seg(userId)}/memberships/${seg(teamId)}`, opts),
+    put: (
+      userId: string,
+      teamId: string,
+      input: MembershipInput,
+      opts?: ChangeRequestOptions,
+    ): Promise<Put<Membership>> => put<Membership>(`/users/${seg(userId)}/memberships/${seg(teamId)}`, input, opts),
+    delete: (userId: string, teamId: string, opts?: ChangeRequestOptions): Promise<void> =>
+      remove(`/users/${seg(userId)}/memberships/${seg(teamId)}`, opts),
   };
 
   const sessions = {
-    /** Issues a session token; the plaintext is in this answer only. Sent once (a retry would issue a second session). */
-    create: (input: SessionInput, opts?: ChangeRequestOptions): Promise<SessionInfo & { token: string }> => create<SessionInfo & { token: string }>("/sessions", input, opts),
+    /**
+     * Issues a session token; the plaintext is in this answer only. Sent once (a retry would issue a second session).
+     */
+    create: (input: SessionInput, opts?: ChangeRequestOptions): Promise<SessionInfo & { token: string }> =>
+      create<SessionInfo & { token: string }>("/sessions", input, opts),
     /** The session, never its token. */
     get: (id: string, opts?: RequestOptions): Promise<SessionInfo> => get<SessionInfo>(`/sessions/${seg(id)}`, opts),
     /** Ends the session: its token answers 401 at once. */
@@ -145,9 +183,16 @@ export function createAdminClient(options: AdminClientOptions) {
      * Creates a key of `input.teamId`; the token is in this answer only (as
      * `createApiKey` answers: `{ key, token }`). Sent once (a retry would create a second key).
      */
-    async create(input: Parameters<KeyAdmin["createApiKey"]>[0], opts?: RequestOptions): Promise<{ key: ApiKeyInfo; token: string }> {
+    async create(
+      input: Parameters<KeyAdmin["createApiKey"]>[0],
+      opts?: RequestOptions,
+    ): Promise<{ key: ApiKeyInfo; token: string }> {
       const { teamId, ...body } = input;
-      const { token, ...key } = await create<ApiKeyInfo & { token: string }>(`/teams/${seg(teamId)}/api-keys`, body, opts);
+      const { token, ...key } = await create<ApiKeyInfo & { token: string }>(
+        `/teams/${seg(teamId)}/api-keys`,
+        body,
+        opts,
+      );
       return { key, token };
     },
     /** A team's keys, newest first, without tokens (the API's `{ data }`, unwrapped). */
@@ -167,7 +212,10 @@ export function createAdminClient(options: AdminClientOptions) {
     setSigningSecret: (id: string, input: SigningSecretInput, opts?: ChangeRequestOptions): Promise<ConnectionView> =>
       send<ConnectionView>("PUT", `/connections/${seg(id)}/signing-secret`, { ...at(opts), body: input }),
     /** A webhook connection's delivery log, newest first (outcome, reason, since; limit and cursor). */
-    listDeliveries: (id: string, opts: WebhookDeliveryQuery & RequestOptions = {}): Promise<ListPage<WebhookDeliverySummary>> => {
+    listDeliveries: (
+      id: string,
+      opts: WebhookDeliveryQuery & RequestOptions = {},
+    ): Promise<ListPage<WebhookDeliverySummary>> => {
       const { outcome, reason, since, limit, cursor, ...rest } = opts;
       return send<ListPage<WebhookDeliverySummary>>("GET", `/connections/${seg(id)}/deliveries`, {
         ...at(rest),
@@ -181,7 +229,11 @@ export function createAdminClient(options: AdminClientOptions) {
     replayDelivery: (id: string, deliveryId: string, opts?: ChangeRequestOptions): Promise<WebhookDeliveryRecord> =>
       create<WebhookDeliveryRecord>(`/connections/${seg(id)}/deliveries/${seg(deliveryId)}/replay`, undefined, opts),
     /** Replays every kept delivery matching `filter`, oldest first. Sent once. */
-    replayDeliveries: (id: string, filter: WebhookReplayFilter = {}, opts?: ChangeRequestOptions): Promise<WebhookReplaySummary> =>
+    replayDeliveries: (
+      id: string,
+      filter: WebhookReplayFilter = {},
+      opts?: ChangeRequestOptions,
+    ): Promise<WebhookReplaySummary> =>
       create<WebhookReplaySummary>(`/connections/${seg(id)}/deliveries/replay`, filter, opts),
   };
 
@@ -192,21 +244,38 @@ export function createAdminClient(options: AdminClientOptions) {
      * they are iterated; an encoded body (`{ format: "csv", body }`) as it is.
      * Answers the dataset as stored. A stream or iterable is sent once (no retry).
      */
-    replaceRows: (id: string, rows: RowsUpload, opts?: UploadRequestOptions): Promise<UploadOrConnectionDataset> => upload("PUT", id, rows, opts),
+    replaceRows: (id: string, rows: RowsUpload, opts?: UploadRequestOptions): Promise<UploadOrConnectionDataset> =>
+      upload("PUT", id, rows, opts),
     /** Appends rows, atomically (the same bodies as `replaceRows`). Sent once (a retry would append twice). */
-    appendRows: (id: string, rows: RowsUpload, opts?: UploadRequestOptions): Promise<UploadOrConnectionDataset> => upload("POST", id, rows, opts),
-    /** Pulls a connection dataset from its upstream and records the run. Sent once (a retry would pull and record again). */
+    appendRows: (id: string, rows: RowsUpload, opts?: UploadRequestOptions): Promise<UploadOrConnectionDataset> =>
+      upload("POST", id, rows, opts),
+    /**
+     * Pulls a connection dataset from its upstream and records the run. Sent once (a retry would pull and record
+     * again).
+     */
     refresh: (id: string, opts: { maxRows?: number } & RequestOptions = {}): Promise<RefreshResult> => {
       const { maxRows, ...rest } = opts;
       return create<RefreshResult>(`/datasets/${seg(id)}/refresh`, maxRows === undefined ? {} : { maxRows }, rest);
     },
   };
 
-  /** A rows upload; when the rows' source throws while they are sent, that error is the one raised (the server stored nothing). */
-  async function upload(method: "PUT" | "POST", id: string, rows: RowsUpload, opts?: UploadRequestOptions): Promise<UploadOrConnectionDataset> {
+  /**
+   * A rows upload; when the rows' source throws while they are sent, that error is the one raised (the server stored
+   * nothing).
+   */
+  async function upload(
+    method: "PUT" | "POST",
+    id: string,
+    rows: RowsUpload,
+    opts?: UploadRequestOptions,
+  ): Promise<UploadOrConnectionDataset> {
     const body = uploadBody(rows, opts);
     try {
-      return await send<UploadOrConnectionDataset>(method, `/datasets/${seg(id)}/rows`, { ...at(opts), raw: body, retryOn: method === "PUT" ? "any" : "refused" });
+      return await send<UploadOrConnectionDataset>(method, `/datasets/${seg(id)}/rows`, {
+        ...at(opts),
+        raw: body,
+        retryOn: method === "PUT" ? "any" : "refused",
+      });
     } catch (error) {
       const failed = body.failure();
       throw failed === null ? error : failed.error;
@@ -216,25 +285,40 @@ export function createAdminClient(options: AdminClientOptions) {
   const dashboards = {
     ...members<DashboardRecord>("/dashboards"),
     /** Creates or replaces one version; `created` when the version is new. `/dashboards` lists the highest version. */
-    putVersion: (id: string, version: number, input: DashboardVersionInput, opts?: ChangeRequestOptions): Promise<Put<DashboardRecord>> =>
+    putVersion: (
+      id: string,
+      version: number,
+      input: DashboardVersionInput,
+      opts?: ChangeRequestOptions,
+    ): Promise<Put<DashboardRecord>> =>
       put<DashboardRecord>(`/dashboards/${seg(id)}/versions/${seg(String(version))}`, input, opts),
   };
 
   /** Batches of history, up to 10,000 items a call, all stored or none. */
   const history = {
     /** Sent once (a retry would count the views twice). */
-    recordDashboardViews: (items: DashboardViewInput[], opts?: ChangeRequestOptions): Promise<{ stored: number }> => create("/dashboard-views", items, opts),
+    recordDashboardViews: (items: DashboardViewInput[], opts?: ChangeRequestOptions): Promise<{ stored: number }> =>
+      create("/dashboard-views", items, opts),
     /** Sent once. */
-    recordRefreshRuns: (items: RefreshRunInput[], opts?: ChangeRequestOptions): Promise<{ stored: number }> => create("/refresh-runs", items, opts),
+    recordRefreshRuns: (items: RefreshRunInput[], opts?: ChangeRequestOptions): Promise<{ stored: number }> =>
+      create("/refresh-runs", items, opts),
     /** Sent once. */
-    recordCreditUsage: (items: CreditUsageInput[], opts?: ChangeRequestOptions): Promise<{ stored: number }> => create("/credit-usage", items, opts),
+    recordCreditUsage: (items: CreditUsageInput[], opts?: ChangeRequestOptions): Promise<{ stored: number }> =>
+      create("/credit-usage", items, opts),
     /**
      * Host audit events; one whose id is already stored is skipped. Retried
      * like any safe call when every event has an `id` (a retry then stores
      * nothing twice), sent once otherwise.
      */
-    recordAuditEvents: (items: AuditEventInput[], opts?: RequestOptions): Promise<{ stored: number; skipped: number }> =>
-      send("POST", "/audit-events", { ...at(opts), body: items, retryOn: items.every((item) => typeof item.id === "string") ? "any" : "refused" }),
+    recordAuditEvents: (
+      items: AuditEventInput[],
+      opts?: RequestOptions,
+    ): Promise<{ stored: number; skipped: number }> =>
+      send("POST", "/audit-events", {
+        ...at(opts),
+        body: items,
+        retryOn: items.every((item) => typeof item.id === "string") ? "any" : "refused",
+      }),
   };
 
   /** Keeps the metadata of the answer on a value made from its body (`{ data }` → the array). */

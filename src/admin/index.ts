@@ -17,12 +17,29 @@ export type { CatalogAdmin, ConnectionInput, ConnectionView, DatasetInput, Signi
 export type { ChangeOptions, ListOptions, ListPage, Put } from "./change.js";
 export type { ConnectionAdmin, RefreshResult } from "./connections.js";
 export type { DashboardAdmin, DashboardVersionInput } from "./dashboards.js";
-export type { AuditEventInput, CreditUsageInput, DashboardViewInput, HistoryAdmin, RefreshRunInput } from "./history.js";
-export type { BusinessInput, IdentityAdmin, MembershipInput, SessionInfo, SessionInput, TeamInput, UserInput } from "./identity.js";
+export type {
+  AuditEventInput,
+  CreditUsageInput,
+  DashboardViewInput,
+  HistoryAdmin,
+  RefreshRunInput,
+} from "./history.js";
+export type {
+  BusinessInput,
+  IdentityAdmin,
+  MembershipInput,
+  SessionInfo,
+  SessionInput,
+  TeamInput,
+  UserInput,
+} from "./identity.js";
 export type { ApiKeyInfo, KeyAdmin } from "./keys.js";
 export type { RowsAdmin, UploadOptions } from "./rows.js";
 export type { UploadProgress, UploadProgressOptions } from "./upload-progress.js";
-/** A body as it arrives, for `uploadDatasetRows`: its chunks and its media type (`application/json`, `application/x-ndjson` or `text/csv`). */
+/**
+ * A body as it arrives, for `uploadDatasetRows`: its chunks and its media type (`application/json`,
+ * `application/x-ndjson` or `text/csv`).
+ */
 export type { StreamBody } from "../http/types.js";
 export type { TableAdmin, TableInput } from "./tables.js";
 export type { WebhookAdmin, WebhookConnectionInfo, WebhookSecretOptions } from "./webhooks.js";
@@ -60,7 +77,8 @@ export type RowsWriteMode = Parameters<RowsAdmin["uploadDatasetRows"]>[1];
  *   `{ stored, skipped }`); `seed` answers `"loaded"` or `"kept"`.
  */
 export interface Admin
-  extends IdentityAdmin,
+  extends
+    IdentityAdmin,
     KeyAdmin,
     CatalogAdmin,
     RowsAdmin,

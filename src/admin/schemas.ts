@@ -36,24 +36,41 @@ export const MAX_BATCH_ITEMS = 10_000;
 /** Longest session an admin may issue: one year. */
 export const MAX_SESSION_SECONDS = 366 * 24 * 3600;
 
-export const businessBody = businessSchema.omit({ id: true }).strict().meta({ id: "BusinessInput", description: "A business (PUT /businesses/{id})" });
-export const teamBody = teamSchema.omit({ id: true }).strict().meta({ id: "TeamInput", description: "A team (PUT /teams/{id}); a plan change applies to its next call" });
+export const businessBody = businessSchema
+  .omit({ id: true })
+  .strict()
+  .meta({ id: "BusinessInput", description: "A business (PUT /businesses/{id})" });
+export const teamBody = teamSchema
+  .omit({ id: true })
+  .strict()
+  .meta({ id: "TeamInput", description: "A team (PUT /teams/{id}); a plan change applies to its next call" });
 export { planSchema };
-export const userBody = userSchema.omit({ id: true }).strict().meta({ id: "UserInput", description: "A user (PUT /users/{id})" });
-export const membershipBody = z.object({ role: roleSchema }).strict().meta({ id: "MembershipInput", description: "A user's role in a team" });
+export const userBody = userSchema
+  .omit({ id: true })
+  .strict()
+  .meta({ id: "UserInput", description: "A user (PUT /users/{id})" });
+export const membershipBody = z
+  .object({ role: roleSchema })
+  .strict()
+  .meta({ id: "MembershipInput", description: "A user's role in a team" });
 export const sessionBody = z
-  .object({ userId: id, expiresInSeconds: z.number().int().min(1).max(MAX_SESSION_SECONDS).optional().describe("default 30 days") })
+  .object({
+    userId: id,
+    expiresInSeconds: z.number().int().min(1).max(MAX_SESSION_SECONDS).optional().describe("default 30 days"),
+  })
   .strict()
   .meta({ id: "SessionInput", description: "A session to issue for a user" });
 export const apiKeyBody = z
   .object({ name: z.string().min(1).max(200), scopes: z.array(scopeSchema), allowlist: allowlistSchema, createdBy: id })
   .strict()
-  .meta({ id: "ApiKeyInput", description: "An API key to create for the team of the path; createdBy is the user who makes it" });
-export const connectionBody = connectionSchema
-  .omit({ id: true })
-  .partial({ createdAt: true })
-  .strict()
-  .meta({ id: "ConnectionInput", description: "A connection; config by type as in the fixture format (docs/fixture-format.md)" });
+  .meta({
+    id: "ApiKeyInput",
+    description: "An API key to create for the team of the path; createdBy is the user who makes it",
+  });
+export const connectionBody = connectionSchema.omit({ id: true }).partial({ createdAt: true }).strict().meta({
+  id: "ConnectionInput",
+  description: "A connection; config by type as in the fixture format (docs/fixture-format.md)",
+});
 export const signingSecretBody = z
   .object({
     secret: z.string().nullable(),
@@ -63,7 +80,9 @@ export const signingSecretBody = z
       .min(0)
       .max(MAX_SECRET_OVERLAP_SECONDS, `overlapSeconds is at most ${MAX_SECRET_OVERLAP_SECONDS} (7 days)`)
       .optional()
-      .describe("how long the secret being replaced stays valid too (default 0: from now on only the new one); not with a null secret"),
+      .describe(
+        "how long the secret being replaced stays valid too (default 0: from now on only the new one); not with a null secret",
+      ),
   })
   .strict()
   .meta({ id: "SigningSecretInput", description: "A webhook connection's signing secret; null removes every secret" });
@@ -81,12 +100,18 @@ export const datasetBody = datasetSchema
   .omit({ id: true, rows: true, updatedAt: true })
   .extend({ columns: declaredColumns, dropColumns })
   .strict()
-  .meta({ id: "DatasetInput", description: "An upload or connection dataset; its rows are written by the rows operations" });
+  .meta({
+    id: "DatasetInput",
+    description: "An upload or connection dataset; its rows are written by the rows operations",
+  });
 export const tableBody = tableSchema
   .omit({ id: true, rows: true, updatedAt: true })
   .extend({ columns: declaredColumns, dropColumns })
   .strict()
-  .meta({ id: "TableInput", description: "An input table; its rows are kept (and converted when its declared columns change)" });
+  .meta({
+    id: "TableInput",
+    description: "An input table; its rows are kept (and converted when its declared columns change)",
+  });
 export const dashboardVersionBody = z
   .object({
     teamId: id,
@@ -97,17 +122,30 @@ export const dashboardVersionBody = z
     datasetIds: z.array(id).default([]),
   })
   .strict()
-  .meta({ id: "DashboardVersionInput", description: "One version of a dashboard; publishedAt defaults to now for a published version" });
-/** A history batch: at most 10,000 items, all appended or none; each item named `<Item>Input`, the batch `<Item>Batch`. */
+  .meta({
+    id: "DashboardVersionInput",
+    description: "One version of a dashboard; publishedAt defaults to now for a published version",
+  });
+/**
+ * A history batch: at most 10,000 items, all appended or none; each item named `<Item>Input`, the batch `<Item>Batch`.
+ */
 const batch = <T extends z.ZodType>(item: T, name: string, description: string) =>
   z
     .array(item.meta({ id: `${name}Input`, description }))
     .max(MAX_BATCH_ITEMS)
     .meta({ id: `${name}Batch`, description: "Up to 10,000 items: all appended, or none when one is refused" });
 export const dashboardViewsBody = batch(dashboardViewSchema.strict(), "DashboardView", "One dashboard page view");
-export const refreshRunsBody = batch(refreshRunSchema.strict(), "RefreshRun", "One refresh of a dataset from its source");
+export const refreshRunsBody = batch(
+  refreshRunSchema.strict(),
+  "RefreshRun",
+  "One refresh of a dataset from its source",
+);
 export const creditUsageBody = batch(creditUsageSchema.strict(), "CreditUsage", "Credits a team spent");
-export const auditEventsBody = batch(auditEventSchema.partial({ id: true }).strict(), "AuditEvent", "An event of the host for the business audit feed; id optional");
+export const auditEventsBody = batch(
+  auditEventSchema.partial({ id: true }).strict(),
+  "AuditEvent",
+  "An event of the host for the business audit feed; id optional",
+);
 export const refreshBody = z
   .object({ maxRows: z.number().int().min(1).max(1_000_000).optional().describe("default 100,000") })
   .strict()
@@ -149,4 +187,7 @@ export const webhookReplayBody = z
     until: z.string().optional().describe("ISO 8601 instant: received before it"),
   })
   .strict()
-  .meta({ id: "WebhookReplayInput", description: "Which kept deliveries to replay, oldest first: every filter given must match" });
+  .meta({
+    id: "WebhookReplayInput",
+    description: "Which kept deliveries to replay, oldest first: every filter given must match",
+  });

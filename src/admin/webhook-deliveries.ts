@@ -102,7 +102,9 @@ export interface WebhookDeliveryAdmin {
     deliveryId: string,
     options?: ChangeOptions,
   ): Promise<WebhookDeliveryRecord>;
-  /** Replay every kept delivery matching `filter`, oldest first (each as `replayWebhookDelivery`); answers the counts. */
+  /**
+   * Replay every kept delivery matching `filter`, oldest first (each as `replayWebhookDelivery`); answers the counts.
+   */
   replayWebhookDeliveries(
     connectionId: string,
     filter?: WebhookReplayFilter,
@@ -130,7 +132,9 @@ export function webhookDeliveryAdmin(deps: AdminDeps): WebhookDeliveryAdmin {
     return entry;
   }
 
-  /** One replay: the new delivery's record (stored, duplicate or refused). A store fault is thrown, as on the receiver. */
+  /**
+   * One replay: the new delivery's record (stored, duplicate or refused). A store fault is thrown, as on the receiver.
+   */
   async function replay(endpoint: WebhookEndpoint, entry: DeliveryLogEntry): Promise<WebhookDeliveryRecord> {
     const bytes = entry.detail.bodyTruncated ? null : keptBodyBytes(entry.detail);
     if (bytes === null)
@@ -310,7 +314,9 @@ function recordOf(entry: DeliveryLogEntry): WebhookDeliveryRecord {
   };
 }
 
-/** The filters, checked: a known outcome and reason, ISO instants (400 `invalid_parameter` naming the first wrong one). */
+/**
+ * The filters, checked: a known outcome and reason, ISO instants (400 `invalid_parameter` naming the first wrong one).
+ */
 function checkedFilter(filter: WebhookReplayFilter): WebhookReplayFilter {
   if (filter.outcome !== undefined && !DELIVERY_OUTCOMES.includes(filter.outcome)) {
     throw invalidParameter("outcome", `outcome is one of ${DELIVERY_OUTCOMES.join(", ")}`);

@@ -1,4 +1,6 @@
-/** Codes of the error envelope, as the server sends them (the server's `ErrorCode`; a type test keeps the two equal). */
+/**
+ * Codes of the error envelope, as the server sends them (the server's `ErrorCode`; a type test keeps the two equal).
+ */
 export type ErrorCode =
   | "invalid_parameter"
   | "invalid_body"
@@ -93,7 +95,10 @@ export class DataportError extends Error {
     retryAfter: number | null,
     extra: { code?: DataportErrorCode; message?: string; meta?: ResponseMeta | null; cause?: unknown } = {},
   ) {
-    super(extra.message ?? (envelope ? envelope.error.message : `unexpected response with status ${status}`), extra.cause === undefined ? undefined : { cause: extra.cause });
+    super(
+      extra.message ?? (envelope ? envelope.error.message : `unexpected response with status ${status}`),
+      extra.cause === undefined ? undefined : { cause: extra.cause },
+    );
     this.name = "DataportError";
     this.status = status;
     this.code = envelope ? envelope.error.code : (extra.code ?? "unexpected_response");

@@ -226,7 +226,8 @@ export interface DashboardViewsByViewer {
 
 export type DashboardViews = DashboardViewsByDay | DashboardViewsByViewer;
 
-export type SpaceObjectName = "dashboard-usage" | "refresh-history" | "credit-usage" | "api-usage" | "dataset-usage" | "webhook-deliveries";
+export type SpaceObjectName =
+  "dashboard-usage" | "refresh-history" | "credit-usage" | "api-usage" | "dataset-usage" | "webhook-deliveries";
 
 export interface SpaceObject {
   object: SpaceObjectName;
@@ -275,7 +276,10 @@ export interface AuditQuery {
   teamId?: string;
 }
 
-export type Actor = { type: "api-key"; id: string; name: string } | { type: "user"; id: string; email: string } | { type: "system"; id: string; name: string };
+export type Actor =
+  | { type: "api-key"; id: string; name: string }
+  | { type: "user"; id: string; email: string }
+  | { type: "system"; id: string; name: string };
 
 /** An audit event as its writer stored it (`format=raw`). */
 export interface AuditEvent {
@@ -312,7 +316,10 @@ export interface OcsfApiActivity {
   status: "Success" | "Failure" | "Other";
   status_detail?: string;
   message: string;
-  actor: { app_name: string; user?: { uid: string; name: string; email_addr?: string; type_id: 1 | 3 | 99; type: string } };
+  actor: {
+    app_name: string;
+    user?: { uid: string; name: string; email_addr?: string; type_id: 1 | 3 | 99; type: string };
+  };
   api: { operation: string; service: { name: string }; request?: { uid: string } };
   /** The client address; absent when the event has none. */
   src_endpoint?: { ip: string };
@@ -369,7 +376,10 @@ export interface ChangesQuery {
 }
 
 export interface FollowOptions {
-  /** Where to start: a rows read's `metadata.changesCursor` (or a page's `cursor` stored earlier). Absent: the oldest change kept. */
+  /**
+   * Where to start: a rows read's `metadata.changesCursor` (or a page's `cursor` stored earlier). Absent: the oldest
+   * change kept.
+   */
   cursor?: string;
   /** Changes per page (default 200). */
   limit?: number;
@@ -392,10 +402,12 @@ export type TimeBucket<C extends string = string> = `${"hour" | "day" | "week" |
 
 /** A metric of an aggregate: `count` (rows), or a function of a column. */
 export type AggregateMetric<C extends string = string> =
-  | "count"
-  | `${"count" | "countDistinct" | "sum" | "avg" | "min" | "max"}(${C})`;
+  "count" | `${"count" | "countDistinct" | "sum" | "avg" | "min" | "max"}(${C})`;
 
-/** What a metric answers: counts are numbers; `sum` and `avg` a number or null (no number); `min`/`max` any value or null. */
+/**
+ * What a metric answers: counts are numbers; `sum` and `avg` a number or null (no number); `min`/`max` any value or
+ * null.
+ */
 export type MetricValue<M extends string> = M extends "count" | `count(${string})` | `countDistinct(${string})`
   ? number
   : M extends `sum(${string})` | `avg(${string})`

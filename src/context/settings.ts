@@ -29,7 +29,10 @@ export interface ApiSettings {
    * request answers 429 `rate_limited` with `Retry-After`.
    */
   maxChangeWaiters: number;
-  /** How long a change stream (Server-Sent Events) lasts before it ends, so clients reconnect through load balancers, in seconds (default 300). */
+  /**
+   * How long a change stream (Server-Sent Events) lasts before it ends, so clients reconnect through load balancers, in
+   * seconds (default 300).
+   */
   maxStreamSeconds: number;
   /** Per-connection webhook rate limit, requests per second; burst is twice this (default 50). */
   webhookRatePerSecond: number;
@@ -118,7 +121,9 @@ export interface ApiSettings {
    * or more (default true). Turn it off when a proxy in front compresses.
    */
   compression: boolean;
-  /** Whole answers shorter than this are sent as they are, in bytes (default 1024); streamed ones are always compressed. */
+  /**
+   * Whole answers shorter than this are sent as they are, in bytes (default 1024); streamed ones are always compressed.
+   */
   compressionMinBytes: number;
   /**
    * Whether connections may reach loopback and private networks (and local

@@ -9,14 +9,19 @@ import {
 } from "../domain/webhook-inbox.js";
 import type { Storage } from "../ports/storage.js";
 
-/** Refusals an endpoint's log keeps per second, after a burst of KEPT_BURST; beyond, they are counted (`suppressed`), not kept. */
+/**
+ * Refusals an endpoint's log keeps per second, after a burst of KEPT_BURST; beyond, they are counted (`suppressed`),
+ * not kept.
+ */
 export const KEPT_REFUSALS_PER_SECOND = 10;
 export const KEPT_BURST = 50;
 /** Refusals waiting for their write, all endpoints together; beyond, they are counted, not kept. */
 const MAX_PENDING = 1000;
 /** Connections whose kept-refusal bucket is remembered; the oldest is forgotten past it (it starts full again). */
 const MAX_BUCKETS = 10_000;
-/** How long counts alone (nothing to keep) wait to be written, in ms: a flood of refusals costs one write per interval. */
+/**
+ * How long counts alone (nothing to keep) wait to be written, in ms: a flood of refusals costs one write per interval.
+ */
 const COUNTS_EVERY_MS = 1000;
 
 /**
@@ -34,7 +39,10 @@ export interface WebhookInbox {
   readonly bounds: InboxBounds;
   /** Keep or count a refused delivery. Never throws, never waits. */
   refused(entry: RefusalLogInput): void;
-  /** Refusals of the connection counted but not kept since its last kept entry (the next entry carries them); resets the count. */
+  /**
+   * Refusals of the connection counted but not kept since its last kept entry (the next entry carries them); resets the
+   * count.
+   */
   takeSuppressed(connectionId: string): number;
   /** Resolves once everything handed over so far is written (or its write failed). */
   settled(): Promise<void>;

@@ -45,7 +45,9 @@ export interface InboxBounds {
 
 export const DEFAULT_INBOX_BOUNDS: InboxBounds = { size: 1000, days: 7, bodyBytes: 256 * 1024 };
 
-/** What a store keeps of an endpoint's log, for a write or a read: the newest `size`, none received before `afterMs`. */
+/**
+ * What a store keeps of an endpoint's log, for a write or a read: the newest `size`, none received before `afterMs`.
+ */
 export interface InboxKeep {
   size: number;
   /** Epoch ms: entries received earlier are gone. */
@@ -79,7 +81,9 @@ export interface DeliveryDetail {
   replayOf: string | null;
 }
 
-/** One entry as the store holds it. `seq` orders an endpoint's entries (newest is highest); it is what cursors carry. */
+/**
+ * One entry as the store holds it. `seq` orders an endpoint's entries (newest is highest); it is what cursors carry.
+ */
 export interface DeliveryLogEntry {
   seq: number;
   id: string;
@@ -92,7 +96,10 @@ export interface DeliveryLogEntry {
   detail: DeliveryDetail;
 }
 
-/** A refusal to record (its outcome is `refused`), or the log part of a delivery handed to ingest (outcome decided there). */
+/**
+ * A refusal to record (its outcome is `refused`), or the log part of a delivery handed to ingest (outcome decided
+ * there).
+ */
 export interface DeliveryLogInput {
   id: string;
   connectionId: string;
@@ -154,7 +161,10 @@ const KNOWN_HEADERS = [
   "proxy-authorization",
 ];
 
-/** The request headers as the log keeps them: every header, with `Authorization`, `Cookie` and `Proxy-Authorization` values `[redacted]`. */
+/**
+ * The request headers as the log keeps them: every header, with `Authorization`, `Cookie` and `Proxy-Authorization`
+ * values `[redacted]`.
+ */
 export function loggedHeaders(headers: HeaderReader): Record<string, string> {
   // A plain object (JSON.stringify's fast path, unlike a null-prototype one); `__proto__` is defined, never assigned.
   const out: Record<string, string> = {};
@@ -260,7 +270,10 @@ export interface DeliveryDayRow {
   refused_by_reason: Record<string, number>;
 }
 
-/** Counters (`connection`, `day`, `kind`, `n`) folded into one row per connection and day: day descending, then connection name and id. */
+/**
+ * Counters (`connection`, `day`, `kind`, `n`) folded into one row per connection and day: day descending, then
+ * connection name and id.
+ */
 export function deliveryDayRows(
   counts: ReadonlyArray<{ connectionId: string; connection: string; day: string; kind: string; n: number }>,
 ): DeliveryDayRow[] {

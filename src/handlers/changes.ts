@@ -8,7 +8,10 @@ import type { ChangesPage, ChangesQuery } from "../ports/storage/changes.js";
 import { reachableDataset } from "./datasets.js";
 import { reachableTable } from "./tables.js";
 
-/** What a changes request takes from its headers: `Accept` (an event stream?) and `Last-Event-ID` (where a stream resumes). */
+/**
+ * What a changes request takes from its headers: `Accept` (an event stream?) and `Last-Event-ID` (where a stream
+ * resumes).
+ */
 export interface ChangesHeaders {
   accept: string | null;
   lastEventId: string | null;

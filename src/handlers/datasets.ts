@@ -39,7 +39,10 @@ export function datasetView(dataset: DatasetRecord, connection: ConnectionRecord
 export async function listDatasets(ctx: AuthedContext, teamId: string | undefined) {
   const { credential, storage } = ctx;
   const team = await resolveTeam(credential, teamId, storage);
-  const ids = credential.kind === "api-key" ? [...credential.key.allowlist.datasets, ...credential.key.allowlist.tables] : undefined;
+  const ids =
+    credential.kind === "api-key"
+      ? [...credential.key.allowlist.datasets, ...credential.key.allowlist.tables]
+      : undefined;
   const [datasets, connections] = await Promise.all([
     storage.catalog.listDatasets(ids ? { teamId: team.id, ids } : { teamId: team.id }),
     storage.catalog.listConnections(team.id),
@@ -95,7 +98,9 @@ export async function readDatasetRows(
   }
   const unknownFilters = Object.keys(query.filters ?? {}).filter((c) => !known.has(c));
   if (unknownFilters.length > 0) {
-    throw invalidParameter("filters", `unknown column ${unknownFilters[0]} in filters`, { unknownColumns: unknownFilters });
+    throw invalidParameter("filters", `unknown column ${unknownFilters[0]} in filters`, {
+      unknownColumns: unknownFilters,
+    });
   }
   const checked = checkRowQuery(dataset.id, known, query);
   const format = exportFormat(query.format, read.accept);
@@ -182,7 +187,11 @@ interface MetadataAround {
   tail: string;
 }
 
-function metadataAround(dataset: DatasetRecord, columns: readonly string[], columnTypes: Readonly<Record<string, string | null>>): MetadataAround {
+function metadataAround(
+  dataset: DatasetRecord,
+  columns: readonly string[],
+  columnTypes: Readonly<Record<string, string | null>>,
+): MetadataAround {
   return {
     head: `{"datasetId":${JSON.stringify(dataset.id)},"datasetName":${JSON.stringify(dataset.name)},"totalRows":`,
     tail: `,"columns":${JSON.stringify(columns)},"columnTypes":${JSON.stringify(columnTypes)},"lastUpdated":${JSON.stringify(dataset.lastRefreshedAt ?? dataset.updatedAt)}`,
@@ -202,7 +211,12 @@ function columnFacts(dataset: DatasetRecord): ColumnFacts {
   const columnTypes: Record<string, string | null> = Object.create(null);
   for (const c of dataset.columns) columnTypes[c.name] = c.type;
   const names = dataset.columns.map((c) => c.name);
-  const facts: ColumnFacts = { known: new Set(names), names, columnTypes, metadataAround: metadataAround(dataset, names, columnTypes) };
+  const facts: ColumnFacts = {
+    known: new Set(names),
+    names,
+    columnTypes,
+    metadataAround: metadataAround(dataset, names, columnTypes),
+  };
   if (Object.isFrozen(dataset) && Object.isFrozen(dataset.columns)) factsByRecord.set(dataset, facts);
   return facts;
 }

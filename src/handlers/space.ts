@@ -6,13 +6,24 @@ import { type DeliveryDayRow, deliveryDayRows } from "../domain/webhook-inbox.js
 import type { ColumnType } from "../domain/model.js";
 import { notFound } from "../base/api-error.js";
 import type { Storage } from "../ports/storage.js";
-import type { ApiUsageRow, CreditUsageRow, DashboardUsageRow, DatasetUsageRow, RefreshHistoryRow, SpaceObject, SpaceQuery } from "../ports/storage/usage.js";
+import type {
+  ApiUsageRow,
+  CreditUsageRow,
+  DashboardUsageRow,
+  DatasetUsageRow,
+  RefreshHistoryRow,
+  SpaceObject,
+  SpaceQuery,
+} from "../ports/storage/usage.js";
 
 interface SpaceSource<R> {
   /** Every field of the rows, in order, with its type (integers are `number`). */
   columns: ReadonlyArray<{ name: keyof R & string; type: ColumnType }>;
   rows(storage: Storage, query: SpaceQuery): Promise<R[]>;
-  /** The field naming the dataset a row is about, for objects listed per dataset: an API key sees only rows of its allowlist. */
+  /**
+   * The field naming the dataset a row is about, for objects listed per dataset: an API key sees only rows of its
+   * allowlist.
+   */
   datasetField?: keyof R & string;
 }
 
@@ -93,7 +104,9 @@ const datasetUsage: SpaceSource<DatasetUsageRow> = {
   datasetField: "dataset_id",
 };
 
-/** Deliveries per webhook connection per UTC day, refusals by reason (webhook-inbox.md); suppressed refusals count too. */
+/**
+ * Deliveries per webhook connection per UTC day, refusals by reason (webhook-inbox.md); suppressed refusals count too.
+ */
 const webhookDeliveries: SpaceSource<DeliveryDayRow> = {
   columns: [
     { name: "connection_id", type: "string" },
@@ -124,11 +137,18 @@ const isSpaceObject = (name: string): name is SpaceObject => Object.hasOwn(SPACE
  * GET /space/{object}: rows aggregated by storage over the N UTC days ending
  * today, each row's fields in the order `columns` declares them.
  */
-export async function spaceActivity(ctx: AuthedContext, object: string, query: { days: number; teamId?: string | undefined }) {
+export async function spaceActivity(
+  ctx: AuthedContext,
+  object: string,
+  query: { days: number; teamId?: string | undefined },
+) {
   if (!isSpaceObject(object)) throw notFound("space object");
   const team = await resolveTeam(ctx.credential, query.teamId, ctx.storage);
   const source = SPACE_SOURCES[object];
-  const all: Record<string, unknown>[] = await source.rows(ctx.storage, { teamId: team.id, ...dayWindow(ctx.clock.now(), query.days) });
+  const all: Record<string, unknown>[] = await source.rows(ctx.storage, {
+    teamId: team.id,
+    ...dayWindow(ctx.clock.now(), query.days),
+  });
   const reachable = reachableDatasets(ctx.credential);
   const field = source.datasetField;
   const rows = reachable === null || field === undefined ? all : all.filter((row) => reachable.has(String(row[field])));

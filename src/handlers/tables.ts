@@ -65,12 +65,22 @@ export async function listRows(
   const table = await reachableTable(ctx, tableId);
   // Columns are the declared ones and the stamps; a table that declares none takes any name.
   const known: ReadonlySet<string> =
-    table.columns.length > 0 ? new Set([...table.columns.map((c) => c.name), ...RESERVED_COLUMNS]) : { has: () => true } as unknown as ReadonlySet<string>;
+    table.columns.length > 0
+      ? new Set([...table.columns.map((c) => c.name), ...RESERVED_COLUMNS])
+      : ({ has: () => true } as unknown as ReadonlySet<string>);
   const checked = checkRowQuery(table.id, known, params);
   const format = exportFormat(params.format, read.accept);
   const target = { type: "table" as const, id: table.id, teamId: table.teamId };
   const { limit: asked, offset: from, where, sort, cursor } = params;
-  const request = { read: "table-rows", limit: asked ?? null, offset: from, where: where ?? null, sort: sort ?? null, cursor, format };
+  const request = {
+    read: "table-rows",
+    limit: asked ?? null,
+    offset: from,
+    where: where ?? null,
+    sort: sort ?? null,
+    cursor,
+    format,
+  };
   const tag = rowsTag(table, request, ctx.clock.now());
   const held = { offset: checked.before + params.offset, format, ifNoneMatch: read.ifNoneMatch };
   const unchanged = await notModified(ctx, target, tag, held);
@@ -91,8 +101,15 @@ export async function listRows(
       ...query,
       ...(checked.after && { after: checked.after }),
     });
-    await auditRowsRead(ctx, target, { offset, returnedRows: Math.min(Math.max(0, first.totalRows - offset), limit), format });
-    const columns = table.columns.length > 0 ? [...RESERVED_COLUMNS.slice(0, 1), ...table.columns.map((c) => c.name), ...RESERVED_COLUMNS.slice(1)] : null;
+    await auditRowsRead(ctx, target, {
+      offset,
+      returnedRows: Math.min(Math.max(0, first.totalRows - offset), limit),
+      format,
+    });
+    const columns =
+      table.columns.length > 0
+        ? [...RESERVED_COLUMNS.slice(0, 1), ...table.columns.map((c) => c.name), ...RESERVED_COLUMNS.slice(1)]
+        : null;
     const names = columns ?? (await firstFields(ctx, table.id, query));
     const csv = { escapeFormulas: ctx.settings.csvEscapeFormulas };
     const rows = exportedRows(ctx, table.id, query, first, limit);
@@ -151,18 +168,33 @@ async function* exportedRows(
     remaining -= page.rows.length;
     if (remaining <= 0 || page.rows.length < asked || page.lastKey === null) return;
     asked = Math.min(EXPORT_BATCH, remaining);
-    page = await ctx.storage.tables.listTableRows(tableId, { offset: 0, limit: asked, ...query, after: page.lastKey, count: false });
+    page = await ctx.storage.tables.listTableRows(tableId, {
+      offset: 0,
+      limit: asked,
+      ...query,
+      after: page.lastKey,
+      count: false,
+    });
   }
 }
 
 /** The header of a table without declared columns: the fields of its first rows, as its JSON pages show them. */
-async function firstFields(ctx: AuthedContext, tableId: string, query: Pick<TableRowsQuery, "where" | "sort">): Promise<string[]> {
+async function firstFields(
+  ctx: AuthedContext,
+  tableId: string,
+  query: Pick<TableRowsQuery, "where" | "sort">,
+): Promise<string[]> {
   const { rows } = await ctx.storage.tables.listTableRows(tableId, { offset: 0, limit: EXPORT_BATCH, ...query });
   return ["_id", ...fieldsOf(rows), "_createdAt", "_updatedAt"];
 }
 
 /** POST /tables/{id}/rows: 201 with the stored row; an Idempotency-Key makes retries safe. */
-export async function createRow(ctx: AuthedContext, tableId: string, body: Row, idempotencyKey: string | null): Promise<Reply> {
+export async function createRow(
+  ctx: AuthedContext,
+  tableId: string,
+  body: Row,
+  idempotencyKey: string | null,
+): Promise<Reply> {
   const key = checkIdempotencyKey(idempotencyKey);
   const table = await reachableTable(ctx, tableId);
   await validate(ctx, table, body, body);
@@ -203,9 +235,14 @@ async function once<R>(
     const outcome = await write({ ...use, ttlMs: IDEMPOTENCY_TTL_MS });
     if (outcome.state === "written") return outcome.result;
     if (outcome.fingerprint !== null && outcome.fingerprint !== use.fingerprint) {
-      throw new ApiError(422, "idempotency_key_reused", "this Idempotency-Key was used with a different body; use a new key", {
-        details: { idempotencyKey: use.key },
-      });
+      throw new ApiError(
+        422,
+        "idempotency_key_reused",
+        "this Idempotency-Key was used with a different body; use a new key",
+        {
+          details: { idempotencyKey: use.key },
+        },
+      );
     }
     if (outcome.state === "completed") {
       return rowReply(outcome.response.status, outcome.response.body, { "idempotent-replayed": "true" });
@@ -213,10 +250,15 @@ async function once<R>(
     // Measured on the wall clock: a wait in the store counts too (the API's clock may stand still in tests).
     const left = ctx.settings.idempotencyWaitMs - (performance.now() - started);
     if (left <= 0) {
-      throw new ApiError(409, "idempotency_key_in_use", "a request with this Idempotency-Key is still running; retry later", {
-        details: { idempotencyKey: use.key },
-        headers: { "retry-after": "1" },
-      });
+      throw new ApiError(
+        409,
+        "idempotency_key_in_use",
+        "a request with this Idempotency-Key is still running; retry later",
+        {
+          details: { idempotencyKey: use.key },
+          headers: { "retry-after": "1" },
+        },
+      );
     }
     await sleep(Math.min(delay, left));
   }
@@ -361,7 +403,8 @@ export async function deleteRow(ctx: AuthedContext, tableId: string, rowId: stri
 }
 
 async function validate(ctx: AuthedContext, table: TableRecord, written: Row, row: Row): Promise<void> {
-  const problem = checkColumns(table, written) ?? (await checkSchemas(schemasFor(ctx.settings.tableSchemas, table.id), written, row));
+  const problem =
+    checkColumns(table, written) ?? (await checkSchemas(schemasFor(ctx.settings.tableSchemas, table.id), written, row));
   if (problem) throw validationFailed(problem);
 }
 
@@ -396,12 +439,18 @@ function checkIdempotencyKey(value: string | null): string | null {
 function splitPatch(body: Row): { expectedUpdatedAt: string | null; patch: Row } {
   const patch: Row = emptyRow();
   for (const key of Object.keys(body)) if (key !== "expectedUpdatedAt") patch[key] = body[key];
-  if (!Object.hasOwn(body, "expectedUpdatedAt") || body.expectedUpdatedAt === null) return { expectedUpdatedAt: null, patch };
+  if (!Object.hasOwn(body, "expectedUpdatedAt") || body.expectedUpdatedAt === null)
+    return { expectedUpdatedAt: null, patch };
   const expected = body.expectedUpdatedAt;
   if (typeof expected !== "string" || parseTimestamp(expected) === null) {
-    throw new ApiError(422, "validation_failed", "expectedUpdatedAt must be an ISO 8601 timestamp (a row's _updatedAt)", {
-      details: { field: "expectedUpdatedAt" },
-    });
+    throw new ApiError(
+      422,
+      "validation_failed",
+      "expectedUpdatedAt must be an ISO 8601 timestamp (a row's _updatedAt)",
+      {
+        details: { field: "expectedUpdatedAt" },
+      },
+    );
   }
   return { expectedUpdatedAt: expected, patch };
 }
@@ -416,7 +465,9 @@ function preconditionFailed(current: Row): ApiError {
 }
 
 function conflict(current: Row): ApiError {
-  return new ApiError(409, "conflict", "the row changed since expectedUpdatedAt; re-read it and retry", { details: { current } });
+  return new ApiError(409, "conflict", "the row changed since expectedUpdatedAt; re-read it and retry", {
+    details: { current },
+  });
 }
 
 function validationFailed(problem: ValidationProblem): ApiError {
@@ -424,7 +475,9 @@ function validationFailed(problem: ValidationProblem): ApiError {
 }
 
 function credentialRef(credential: Credential): { kind: string; id: string } {
-  return credential.kind === "api-key" ? { kind: "api-key", id: credential.key.id } : { kind: "user", id: credential.user.id };
+  return credential.kind === "api-key"
+    ? { kind: "api-key", id: credential.key.id }
+    : { kind: "user", id: credential.user.id };
 }
 
 function rowEvent(ctx: AuthedContext, table: TableRecord, rowId: string, action: string): AuditEvent {

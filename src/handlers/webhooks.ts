@@ -6,15 +6,34 @@ import { flattenPayload } from "../domain/flatten.js";
 import { isoTime } from "../domain/time.js";
 import type { Column, Row } from "../domain/model.js";
 import { emptyRow } from "../domain/rows.js";
-import { SIGNATURE_TOLERANCE_SECONDS, type SignatureRefusal, type VerifiedBy, verifySignature } from "../domain/signatures.js";
+import {
+  SIGNATURE_TOLERANCE_SECONDS,
+  type SignatureRefusal,
+  type VerifiedBy,
+  verifySignature,
+} from "../domain/signatures.js";
 import { ApiError, invalidBody, notFound } from "../base/api-error.js";
 import { isRateLimit, rateLimitHeaders, tokenBucket } from "../core/rate-limit.js";
-import { decodeUtf8, isFormType, isJsonType, JsonRefusal, parseJsonObject, parseJsonText, textProblem } from "../http/body.js";
+import {
+  decodeUtf8,
+  isFormType,
+  isJsonType,
+  JsonRefusal,
+  parseJsonObject,
+  parseJsonText,
+  textProblem,
+} from "../http/body.js";
 import { Reply } from "../http/reply.js";
 import type { HeaderReader } from "../base/headers.js";
 import type { RawBody } from "../http/types.js";
 import type { WebhookEndpoint } from "../domain/webhook-config.js";
-import { inboxKeep, loggedBody, loggedHeaders, type RefusalLogInput, type RefusalReason } from "../domain/webhook-inbox.js";
+import {
+  inboxKeep,
+  loggedBody,
+  loggedHeaders,
+  type RefusalLogInput,
+  type RefusalReason,
+} from "../domain/webhook-inbox.js";
 import type { WebhookReceipt } from "../ports/storage/webhooks.js";
 import type { WebhookInbox } from "../core/webhook-inbox.js";
 
@@ -35,7 +54,12 @@ export const invalidSignature = (reason: SignatureRefusal) =>
  * Check a delivery's signature when the endpoint has a secret (401 otherwise):
  * which secret verified it, or null for an unsigned endpoint.
  */
-export function verifyDelivery(endpoint: WebhookEndpoint, body: RawBody, headers: HeaderReader, nowMs: number): VerifiedBy | null {
+export function verifyDelivery(
+  endpoint: WebhookEndpoint,
+  body: RawBody,
+  headers: HeaderReader,
+  nowMs: number,
+): VerifiedBy | null {
   if (endpoint.signingSecret === null) return null;
   const verdict = verifySignature({
     signature: endpoint.signature,
@@ -56,14 +80,27 @@ export function verifyDelivery(endpoint: WebhookEndpoint, body: RawBody, headers
  * (webhook-inbox.md): a stored or duplicate one with its row, in the same
  * commit; a refused one through `ctx.inbox`, off the sender's path.
  */
-export async function receiveWebhook(ctx: HandlerContext, endpointId: string, body: RawBody, headers: HeaderReader): Promise<Reply> {
+export async function receiveWebhook(
+  ctx: HandlerContext,
+  endpointId: string,
+  body: RawBody,
+  headers: HeaderReader,
+): Promise<Reply> {
   const endpoint = await ctx.storage.webhooks.getWebhookEndpoint(endpointId);
   if (!endpoint) throw notFound("webhook endpoint");
   const now = ctx.clock.now();
-  const delivery: DeliveryFacts = { id: nextDeliveryId(), receivedAt: isoTime(now), receivedMs: now, sourceIp: ctx.clientAddress, verifiedBy: null, replayOf: null };
+  const delivery: DeliveryFacts = {
+    id: nextDeliveryId(),
+    receivedAt: isoTime(now),
+    receivedMs: now,
+    sourceIp: ctx.clientAddress,
+    verifiedBy: null,
+    replayOf: null,
+  };
   try {
     if (body.tooLarge) throw body.tooLarge;
-    // One token from the connection's bucket, or 429; the RateLimit-* headers are a fresh object the receipt takes over.
+    // One token from the connection's bucket, or 429; the RateLimit-* headers are a fresh object the receipt takes
+    // over.
     const rate = ctx.settings.webhookRatePerSecond;
     let rateHeaders: Record<string, string> = {};
     if (isRateLimit(rate)) {
@@ -106,7 +143,11 @@ export const nextDeliveryId = idSource("whd_");
  * commit. What the receiver and a replay share.
  */
 export async function ingestDelivery(
-  ctx: { storage: HandlerContext["storage"]; settings: HandlerContext["settings"]; inbox: Pick<WebhookInbox, "bounds" | "takeSuppressed"> },
+  ctx: {
+    storage: HandlerContext["storage"];
+    settings: HandlerContext["settings"];
+    inbox: Pick<WebhookInbox, "bounds" | "takeSuppressed">;
+  },
   endpoint: WebhookEndpoint,
   body: RawBody,
   headers: HeaderReader,
@@ -126,9 +167,14 @@ export async function ingestDelivery(
   row._sourceIp = sourceIp;
   const columns = columnsOf(row);
   if (columns.length > MAX_DATASET_COLUMNS) {
-    throw new ApiError(400, "invalid_body", `body: the payload has ${columns.length - 3} fields once flattened; at most ${MAX_DATASET_COLUMNS - 3} are stored`, {
-      details: { reason: "too_many_columns", limit: MAX_DATASET_COLUMNS - 3 },
-    });
+    throw new ApiError(
+      400,
+      "invalid_body",
+      `body: the payload has ${columns.length - 3} fields once flattened; at most ${MAX_DATASET_COLUMNS - 3} are stored`,
+      {
+        details: { reason: "too_many_columns", limit: MAX_DATASET_COLUMNS - 3 },
+      },
+    );
   }
   const dedupKey = dedupKeyOf(headers, payload);
   const { inbox } = ctx;
@@ -160,7 +206,10 @@ export async function ingestDelivery(
   });
 }
 
-/** Refusals the receiver counted in metrics itself (with their connection), so the request observer does not count them again. */
+/**
+ * Refusals the receiver counted in metrics itself (with their connection), so the request observer does not count them
+ * again.
+ */
 export const countedRefusals = new WeakSet<object>();
 
 /** A refused delivery into the log (and the metrics), as `refusalOf` names it. Never throws. */
@@ -180,7 +229,9 @@ function refused(
   }
 }
 
-/** The log entry of a refused delivery: its reason and status, its headers (redacted) and up to `bodyBytes` of its body. */
+/**
+ * The log entry of a refused delivery: its reason and status, its headers (redacted) and up to `bodyBytes` of its body.
+ */
 export function refusalEntry(
   bodyBytes: number,
   endpoint: WebhookEndpoint,
@@ -209,12 +260,19 @@ export function refusalEntry(
   };
 }
 
-/** The log's reason and status of a failure (webhook-inbox.md): the refusal's own, a store's fault, or an unexpected one (500). */
+/**
+ * The log's reason and status of a failure (webhook-inbox.md): the refusal's own, a store's fault, or an unexpected one
+ * (500).
+ */
 export function refusalOf(error: unknown): { reason: RefusalReason; status: number } {
   if (!(error instanceof ApiError)) return { reason: "storage_unavailable", status: 500 };
   const { status } = error;
   const detail = error.details?.reason;
-  if (status === 401 && (detail === "signature_missing" || detail === "signature_invalid" || detail === "timestamp_out_of_tolerance")) return { reason: detail, status };
+  if (
+    status === 401 &&
+    (detail === "signature_missing" || detail === "signature_invalid" || detail === "timestamp_out_of_tolerance")
+  )
+    return { reason: detail, status };
   if (status === 401) return { reason: "signature_invalid", status };
   if (status === 413) return { reason: "body_too_large", status };
   if (status === 415) return { reason: "unsupported_media_type", status };
@@ -234,7 +292,11 @@ const DELIVERY_REFUSAL = "too many deliveries to this webhook endpoint; retry la
 export function parsePayload(body: RawBody): Record<string, unknown> {
   if (isJsonType(body.contentType)) return parseJsonObject(body.bytes);
   if (!isFormType(body.contentType)) {
-    throw new ApiError(415, "unsupported_media_type", "send the body as application/json or application/x-www-form-urlencoded");
+    throw new ApiError(
+      415,
+      "unsupported_media_type",
+      "send the body as application/json or application/x-www-form-urlencoded",
+    );
   }
   if (body.bytes.byteLength === 0) throw invalidBody("body is empty; send at least one form field");
   const form = new URLSearchParams(decodeUtf8(body.bytes));
@@ -266,12 +328,22 @@ export function parsePayload(body: RawBody): Record<string, unknown> {
 
 function checkFormText(text: string, what: string): void {
   const problem = textProblem(text);
-  if (problem !== null) throw new ApiError(400, "invalid_body", `body: form field ${what} ${problem}; text may not contain NUL or unpaired surrogates`);
+  if (problem !== null)
+    throw new ApiError(
+      400,
+      "invalid_body",
+      `body: form field ${what} ${problem}; text may not contain NUL or unpaired surrogates`,
+    );
 }
 
 function payloadRefusal(error: unknown): unknown {
   if (!(error instanceof JsonRefusal)) return error;
-  return new ApiError(400, "invalid_body", `body: the payload field: ${error.message}`, error.at === undefined ? {} : { details: { path: error.at } });
+  return new ApiError(
+    400,
+    "invalid_body",
+    `body: the payload field: ${error.message}`,
+    error.at === undefined ? {} : { details: { path: error.at } },
+  );
 }
 
 function columnsOf(row: Row): Column[] {

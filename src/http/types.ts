@@ -59,6 +59,9 @@ export interface StreamBody {
 export interface RawBody {
   bytes: Uint8Array;
   contentType: string | null;
-  /** The 413 of a body over the limit, for a route that answers it itself (`tooLarge: "handler"`); `bytes` is then empty. */
+  /**
+   * The 413 of a body over the limit, for a route that answers it itself (`tooLarge: "handler"`); `bytes` is then
+   * empty.
+   */
   tooLarge?: Error;
 }

@@ -61,11 +61,13 @@ function assertUniqueAuditIds(space: SeedSpace): void {
 
 /** Identity records and credentials are stored frozen and handed out as they are (see memoryIdentity). */
 function load(state: MemoryState, space: SeedSpace): void {
-  const put = <T extends { id: string }>(map: Map<string, T>, items: T[]) => items.forEach((i) => map.set(i.id, frozenCopy(i)));
+  const put = <T extends { id: string }>(map: Map<string, T>, items: T[]) =>
+    items.forEach((i) => map.set(i.id, frozenCopy(i)));
   put(state.businesses, space.businesses);
   put(state.teams, space.teams);
   put(state.users, space.users);
-  for (const m of space.memberships) state.memberships.set(m.userId, frozenCopy([...(state.memberships.get(m.userId) ?? []), m]));
+  for (const m of space.memberships)
+    state.memberships.set(m.userId, frozenCopy([...(state.memberships.get(m.userId) ?? []), m]));
   for (const s of space.sessions) {
     state.sessions.set(s.id, frozenCopy(s));
     state.sessionIdsByHash.set(s.tokenHash, s.id);

@@ -12,7 +12,15 @@ import type { WebhookStore } from "./storage/webhooks.js";
 
 export type { AuditStore, StoredAuditEvent } from "./storage/audit.js";
 export type { CatalogStore, CatalogWrites } from "./storage/catalog.js";
-export type { Change, ChangeFeedReads, ChangeRetention, ChangesPage, ChangesQuery, DatasetChangeFeeds, StoredChange } from "./storage/changes.js";
+export type {
+  Change,
+  ChangeFeedReads,
+  ChangeRetention,
+  ChangesPage,
+  ChangesQuery,
+  DatasetChangeFeeds,
+  StoredChange,
+} from "./storage/changes.js";
 export type { CredentialStore, KeyWithTeamLookup } from "./storage/credentials.js";
 export type { DashboardStore, DashboardWrites, DayViews, ViewerDayViews } from "./storage/dashboards.js";
 export type { IdentityStore, IdentityWrites, IdPage, PutResult } from "./storage/identity.js";
@@ -76,7 +84,9 @@ export interface StorageAreas {
   credentials: CredentialStore & KeyWithTeamLookup;
   /** Connections and datasets. */
   catalog: CatalogStore & CatalogWrites;
-  /** The rows of upload and connection datasets: reads, aggregates, refreshes and bulk writes, and their change feeds. */
+  /**
+   * The rows of upload and connection datasets: reads, aggregates, refreshes and bulk writes, and their change feeds.
+   */
   rows: RowStore & RowWrites & DatasetChangeFeeds;
   /** Input tables, their rows, edit log and Idempotency-Key claims. */
   tables: TableStore & TableWrites;
@@ -91,7 +101,17 @@ export interface StorageAreas {
 }
 
 export type StorageArea = keyof StorageAreas;
-export const STORAGE_AREAS: readonly StorageArea[] = ["identity", "credentials", "catalog", "rows", "tables", "webhooks", "audit", "dashboards", "usage"];
+export const STORAGE_AREAS: readonly StorageArea[] = [
+  "identity",
+  "credentials",
+  "catalog",
+  "rows",
+  "tables",
+  "webhooks",
+  "audit",
+  "dashboards",
+  "usage",
+];
 
 /** Starting and stopping a store as a whole. */
 export interface StorageLifecycle {

@@ -18,13 +18,17 @@ import { postgresRowDialect } from "./row-query-dialect.js";
  * (float8 numbers, strings under `COLLATE "C"`, booleans, the JSON text of
  * objects and arrays) and answer the first kind present in the sort order.
  */
-export function postgresAggregateDialect(doc: string, slots: ReadonlyMap<string, Slot> | null = null): AggregateDialect {
+export function postgresAggregateDialect(
+  doc: string,
+  slots: ReadonlyMap<string, Slot> | null = null,
+): AggregateDialect {
   const m = (column: Column) => raw(`m${column.index}`);
   const kind = (column: Column) => sql`jsonb_typeof(${m(column)})`;
   const ofKind = (column: Column, kinds: string, value: Sql) =>
     sql`(CASE WHEN ${kind(column)} IN (${raw(kinds)}) THEN ${value} END)`;
   // Objects' and arrays' JSON text as stored (jsonb would respace it and reorder its keys), read only for them.
-  const ownText = (column: Column) => (slots ? sql`${raw(`o${column.index}`)}::text` : sql`(d -> ${column.name}::text)::text`);
+  const ownText = (column: Column) =>
+    slots ? sql`${raw(`o${column.index}`)}::text` : sql`(d -> ${column.name}::text)::text`;
   const structureText = (column: Column) => ofKind(column, "'object', 'array'", ownText(column));
   const times = (column: Column) => slots?.get(column.name)?.times ?? null;
   return {

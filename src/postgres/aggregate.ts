@@ -18,10 +18,17 @@ import { postgresRowDialect, SANE_ROW, UNPARSABLE } from "./row-query-dialect.js
  */
 export function postgresAggregates(db: Db, timeoutMs: number) {
   const { t } = db;
-  const bound = timeoutMs > 0 && Number.isFinite(timeoutMs) ? `; set local statement_timeout = ${Math.ceil(timeoutMs)}` : "";
+  const bound =
+    timeoutMs > 0 && Number.isFinite(timeoutMs) ? `; set local statement_timeout = ${Math.ceil(timeoutMs)}` : "";
   const begin = `${bounded("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", { idleMs: db.bounds.idleMs })}${bound}`;
   const run = async (
-    target: { table: string; scope: Sql; unparsable: string; params: unknown[]; values?: { datasetId: string; scope: Sql } },
+    target: {
+      table: string;
+      scope: Sql;
+      unparsable: string;
+      params: unknown[];
+      values?: { datasetId: string; scope: Sql };
+    },
     query: AggregateQuery,
   ) => {
     const lease = await begun(db.pool, begin);
@@ -29,8 +36,14 @@ export function postgresAggregates(db: Db, timeoutMs: number) {
       const [found] = (await lease.client.query<{ unparsable: boolean }>(target.unparsable, target.params)).rows;
       const doc = found?.unparsable ? SANE_ROW : "row";
       // The typed copy of declared columns (dataset-values-sql.ts) when it holds every column read, without `where`.
-      const layout = target.values && !found?.unparsable && query.where === null ? await valueLayoutOf(lease.client, t, target.values.datasetId) : null;
-      const slots = slotsOf(layout, usedColumns(query).map((c) => c.name));
+      const layout =
+        target.values && !found?.unparsable && query.where === null
+          ? await valueLayoutOf(lease.client, t, target.values.datasetId)
+          : null;
+      const slots = slotsOf(
+        layout,
+        usedColumns(query).map((c) => c.name),
+      );
       const statement = aggregateSql(
         query,
         slots && target.values
@@ -58,7 +71,10 @@ export function postgresAggregates(db: Db, timeoutMs: number) {
         AND pos < (SELECT next_pos FROM ${datasets} WHERE id = ${datasetId})`;
       const unparsable = `select exists (select 1 from ${t("dataset_rows")} r join ${t("datasets")} d on d.id = r.dataset_id
         where d.id = $1 and ${UNPARSABLE} and r.pos >= d.first_pos and r.pos < d.next_pos) as unparsable`;
-      return run({ table: "dataset_rows", scope, unparsable, params: [datasetId], values: { datasetId, scope } }, query);
+      return run(
+        { table: "dataset_rows", scope, unparsable, params: [datasetId], values: { datasetId, scope } },
+        query,
+      );
     },
     aggregateTableRows(tableId: string, query: AggregateQuery): Promise<AggregateAnswer> {
       const unparsable = `select exists (select 1 from ${t("table_rows")} where table_id = $1 and ${UNPARSABLE}) as unparsable`;

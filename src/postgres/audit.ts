@@ -45,7 +45,8 @@ export function postgresAudit(db: Db, options: { visibilityWaitMs?: number } = {
       return rows.length;
     },
     async readAuditEvents(query) {
-      if (query.teamIds.length === 0 || query.categories.length === 0 || query.limit <= 0) return { events: [], hasMore: false };
+      if (query.teamIds.length === 0 || query.categories.length === 0 || query.limit <= 0)
+        return { events: [], hasMore: false };
       const after = query.after === null ? "0" : await positionOf(query.after);
       const since = query.since === null ? null : Date.parse(query.since);
       const { teamIds, categories, limit, storedBefore } = query;
@@ -67,9 +68,11 @@ export function postgresAudit(db: Db, options: { visibilityWaitMs?: number } = {
         const rows = await db.query<AuditRow>(sql, params);
         return { rows, full: rows.length > query.limit };
       });
-      const events = page.rows.slice(0, query.limit).map(
-        (row): StoredAuditEvent => ({ position: row.position_text, storedAt: num(row.stored_at), event: row.event }),
-      );
+      const events = page.rows.slice(0, query.limit).map((row): StoredAuditEvent => ({
+        position: row.position_text,
+        storedAt: num(row.stored_at),
+        event: row.event,
+      }));
       return heldBackMs > 0 ? { events, hasMore: page.full, heldBackMs } : { events, hasMore: page.full };
     },
     async auditHorizon() {
@@ -103,7 +106,12 @@ interface AuditRow {
 }
 
 /** Store one event in the transaction of `client` (or on its own through the pool). */
-export async function appendAudit(client: PoolClient | Db["pool"], t: Db["t"], event: AuditEvent, storedAt: number): Promise<void> {
+export async function appendAudit(
+  client: PoolClient | Db["pool"],
+  t: Db["t"],
+  event: AuditEvent,
+  storedAt: number,
+): Promise<void> {
   await client.query(
     `insert into ${t("audit_events")} (team_id, category, time_ms, stored_at, event, event_id) values ($1, $2, $3, $4, $5, $6)`,
     [event.teamId, event.category, timeMs(event.time), storedAt, json(event), event.id],

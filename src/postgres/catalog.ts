@@ -19,7 +19,10 @@ export function postgresCatalog(db: Db, watch: CatalogWatch): CatalogStore & Cat
   };
   return {
     async getConnection(id) {
-      const [row] = await db.query<ConnectionRow>(`select ${CONNECTION_COLUMNS} from ${t("connections")} where id = $1`, [id]);
+      const [row] = await db.query<ConnectionRow>(
+        `select ${CONNECTION_COLUMNS} from ${t("connections")} where id = $1`,
+        [id],
+      );
       return row ? toConnection(row) : null;
     },
     async listConnections(teamId) {
@@ -41,12 +44,18 @@ export function postgresCatalog(db: Db, watch: CatalogWatch): CatalogStore & Cat
     },
     async listAllConnections(page) {
       const params: unknown[] = [];
-      const rows = await db.query<ConnectionRow>(`select ${CONNECTION_COLUMNS} from ${t("connections")}${idPageSql(page, params)}`, params);
+      const rows = await db.query<ConnectionRow>(
+        `select ${CONNECTION_COLUMNS} from ${t("connections")}${idPageSql(page, params)}`,
+        params,
+      );
       return rows.map(toConnection);
     },
     async listAllDatasets(page) {
       const params: unknown[] = [];
-      const rows = await db.query<DatasetRow>(`select ${DATASET_COLUMNS} from ${t("datasets")}${idPageSql(page, params)}`, params);
+      const rows = await db.query<DatasetRow>(
+        `select ${DATASET_COLUMNS} from ${t("datasets")}${idPageSql(page, params)}`,
+        params,
+      );
       return rows.map(toDataset);
     },
     async getDataset(id) {
@@ -54,84 +63,107 @@ export function postgresCatalog(db: Db, watch: CatalogWatch): CatalogStore & Cat
       return row ? toDataset(row) : null;
     },
     async putConnection(connection) {
-      return changing(db.transaction(async (client) => {
-        // The unique endpoint_id column is the webhook receiver's index and
-        // follows the config here. Another connection's endpoint id is refused
-        // by this check, and by the unique index for a concurrent put that
-        // passed it at the same time (the statement fails, nothing is written).
-        const endpointId = webhookEndpointId(connection);
-        if (endpointId !== null) {
-          const taken = await client.query(`select 1 from ${t("connections")} where endpoint_id = $1 and id <> $2`, [endpointId, connection.id]);
-          if (taken.rowCount) throw new Error(`webhook endpoint id ${endpointId} belongs to another connection`);
-        }
-        const rows = await client.query<{ created: boolean }>(
-          `insert into ${t("connections")} (id, team_id, name, type, config, created_at, endpoint_id) values ($1, $2, $3, $4, $5, $6, $7)
+      return changing(
+        db.transaction(async (client) => {
+          // The unique endpoint_id column is the webhook receiver's index and
+          // follows the config here. Another connection's endpoint id is refused
+          // by this check, and by the unique index for a concurrent put that
+          // passed it at the same time (the statement fails, nothing is written).
+          const endpointId = webhookEndpointId(connection);
+          if (endpointId !== null) {
+            const taken = await client.query(`select 1 from ${t("connections")} where endpoint_id = $1 and id <> $2`, [
+              endpointId,
+              connection.id,
+            ]);
+            if (taken.rowCount) throw new Error(`webhook endpoint id ${endpointId} belongs to another connection`);
+          }
+          const rows = await client.query<{ created: boolean }>(
+            `insert into ${t("connections")} (id, team_id, name, type, config, created_at, endpoint_id) values ($1, $2, $3, $4, $5, $6, $7)
            on conflict (id) do update set team_id = excluded.team_id, name = excluded.name, type = excluded.type,
              config = excluded.config, created_at = excluded.created_at, endpoint_id = excluded.endpoint_id
            returning ${PUT_RESULT}`,
-          [connection.id, connection.teamId, connection.name, connection.type, json(connection.config), connection.createdAt, endpointId],
-        );
-        return putResult(rows.rows);
-      }));
+            [
+              connection.id,
+              connection.teamId,
+              connection.name,
+              connection.type,
+              json(connection.config),
+              connection.createdAt,
+              endpointId,
+            ],
+          );
+          return putResult(rows.rows);
+        }),
+      );
     },
     async deleteConnection(id) {
       const gone: string[] = [];
-      const deleted = await changing(db.transaction(async (client) => {
-        const deleted = await client.query(`delete from ${t("connections")} where id = $1`, [id]);
-        if (deleted.rowCount === 0) return false;
-        // Locked first (in id order, as deliveries lock them), so deliveries in flight finish before their rows go.
-        const datasets = await client.query<{ id: string }>(
-          `select id from ${t("datasets")} where connection_id = $1 order by id for update`,
-          [id],
-        );
-        const ids = datasets.rows.map((d) => d.id);
-        if (ids.length > 0) await deleteRowsOf(client, t, ids);
-        gone.push(...ids);
-        return true;
-      }));
+      const deleted = await changing(
+        db.transaction(async (client) => {
+          const deleted = await client.query(`delete from ${t("connections")} where id = $1`, [id]);
+          if (deleted.rowCount === 0) return false;
+          // Locked first (in id order, as deliveries lock them), so deliveries in flight finish before their rows go.
+          const datasets = await client.query<{ id: string }>(
+            `select id from ${t("datasets")} where connection_id = $1 order by id for update`,
+            [id],
+          );
+          const ids = datasets.rows.map((d) => d.id);
+          if (ids.length > 0) await deleteRowsOf(client, t, ids);
+          gone.push(...ids);
+          return true;
+        }),
+      );
       for (const datasetId of gone) await syncDatasetIndexes(db, datasetId, []);
       return deleted;
     },
     async putDataset(dataset) {
-      const result = await changing(db.transaction(async (client) => {
-        const table = await client.query(`select 1 from ${t("input_tables")} where id = $1`, [dataset.id]);
-        if (table.rowCount) throw new Error(`${dataset.id} is an input table`);
-        // rowCount is the store's: 0 for a new dataset, kept on a replace.
-        const rows = await client.query<{ created: boolean }>(
-          `insert into ${t("datasets")} (${DATASET_COLUMNS}) values ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $10)
+      const result = await changing(
+        db.transaction(async (client) => {
+          const table = await client.query(`select 1 from ${t("input_tables")} where id = $1`, [dataset.id]);
+          if (table.rowCount) throw new Error(`${dataset.id} is an input table`);
+          // rowCount is the store's: 0 for a new dataset, kept on a replace.
+          const rows = await client.query<{ created: boolean }>(
+            `insert into ${t("datasets")} (${DATASET_COLUMNS}) values ($1, $2, $3, $4, $5, $6, $7, $8, 0, $9, $10)
            on conflict (id) do update set team_id = excluded.team_id, name = excluded.name, type = excluded.type,
              connection_id = excluded.connection_id, source = excluded.source, columns = excluded.columns,
              columns_declared = excluded.columns_declared, last_refreshed_at = excluded.last_refreshed_at, updated_at = excluded.updated_at
            returning ${PUT_RESULT}`,
-          [
-            dataset.id,
-            dataset.teamId,
-            dataset.name,
-            dataset.type,
-            dataset.connectionId,
-            dataset.source,
-            json(dataset.columns),
-            dataset.columnsDeclared === true,
-            dataset.lastRefreshedAt,
-            dataset.updatedAt,
-          ],
-        );
-        // The typed copy of declared columns follows the declaration in the same transaction (dataset-values.ts).
-        await syncDatasetValues(client, t, dataset.id, dataset.columnsDeclared === true ? dataset.columns : null);
-        return putResult(rows.rows);
-      }));
+            [
+              dataset.id,
+              dataset.teamId,
+              dataset.name,
+              dataset.type,
+              dataset.connectionId,
+              dataset.source,
+              json(dataset.columns),
+              dataset.columnsDeclared === true,
+              dataset.lastRefreshedAt,
+              dataset.updatedAt,
+            ],
+          );
+          // The typed copy of declared columns follows the declaration in the same transaction (dataset-values.ts).
+          await syncDatasetValues(client, t, dataset.id, dataset.columnsDeclared === true ? dataset.columns : null);
+          return putResult(rows.rows);
+        }),
+      );
       // Declared columns are indexed (row-indexes.ts), after the commit: the builds do not block writers.
-      await syncDatasetIndexes(db, dataset.id, dataset.columnsDeclared === true ? dataset.columns.map((c) => c.name) : []);
+      await syncDatasetIndexes(
+        db,
+        dataset.id,
+        dataset.columnsDeclared === true ? dataset.columns.map((c) => c.name) : [],
+      );
       return result;
     },
     async deleteDataset(id) {
-      const deleted = await changing(db.transaction(async (client) => {
-        // The lock waits for deliveries in flight on this dataset (and for a bulk write's publishing).
-        const found = await client.query(`select 1 from ${t("datasets")} where id = $1 for update`, [id]);
-        if (found.rowCount === 0) return false;
-        await deleteRowsOf(client, t, [id]);
-        return true;
-      }));
+      const deleted = await changing(
+        db.transaction(async (client) => {
+          // The lock waits for deliveries in flight on this dataset (and for a bulk write's publishing).
+          const found = await client.query(`select 1 from ${t("datasets")} where id = $1 for update`, [id]);
+          if (found.rowCount === 0) return false;
+          await deleteRowsOf(client, t, [id]);
+          return true;
+        }),
+      );
       if (deleted) await syncDatasetIndexes(db, id, []);
       return deleted;
     },
@@ -154,7 +186,8 @@ async function deleteRowsOf(client: PoolClient, t: Db["t"], ids: readonly string
 }
 
 const CONNECTION_COLUMNS = "id, team_id, name, type, config, created_at";
-const DATASET_COLUMNS = "id, team_id, name, type, connection_id, source, columns, columns_declared, row_count, last_refreshed_at, updated_at";
+const DATASET_COLUMNS =
+  "id, team_id, name, type, connection_id, source, columns, columns_declared, row_count, last_refreshed_at, updated_at";
 
 /** The receiver path of a webhook connection, kept in `endpoint_id`; null for every other type. */
 export function webhookEndpointId(connection: ConnectionRecord): string | null {

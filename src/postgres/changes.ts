@@ -28,7 +28,10 @@ export interface PostgresChangeLog extends ChangeFeedReads, ChangeRetention {
    * a statement of its own, in the writer's transaction).
    */
   insertSql(feedSql: string, values: { op: string; rowId: string; row: string; storedAt: string }): string;
-  /** SQL of the next position of the feed `feedSql` (registering the transaction under it), for an INSERT … SELECT of many changes. */
+  /**
+   * SQL of the next position of the feed `feedSql` (registering the transaction under it), for an INSERT … SELECT of
+   * many changes.
+   */
   positionSql(feedSql: string): string;
   /** Append one change in the caller's transaction (its own statement). */
   append(client: PoolClient, feedId: string, storedAt: number, change: Change): Promise<void>;

@@ -108,11 +108,10 @@ async function bulkWrite(db: Db, write: BulkRowsWrite): Promise<{ rowCount: numb
     await transaction(client, begin, async () => {
       const at = await lockWindow(client!, t, write.datasetId);
       const from = write.mode === "replace" ? at.next + REPLACE_HEADROOM : at.next;
-      await client!.query(`insert into ${t("dataset_stagings")} (dataset_id, owner, from_pos, end_pos) values ($1, $2, $3, $3)`, [
-        write.datasetId,
-        owner,
-        from,
-      ]);
+      await client!.query(
+        `insert into ${t("dataset_stagings")} (dataset_id, owner, from_pos, end_pos) values ($1, $2, $3, $3)`,
+        [write.datasetId, owner, from],
+      );
       await client!.query(`update ${t("datasets")} set stage_from = $2 where id = $1`, [write.datasetId, from]);
     });
     try {
@@ -122,7 +121,10 @@ async function bulkWrite(db: Db, write: BulkRowsWrite): Promise<{ rowCount: numb
           await transaction(client, begin, async () => {
             const claim = await ownedClaim(client!, t, write.datasetId, owner);
             await insertRows(client!, t, write.datasetId, claim.end, texts);
-            await client!.query(`update ${t("dataset_stagings")} set end_pos = $2 where dataset_id = $1`, [write.datasetId, claim.end + texts.length]);
+            await client!.query(`update ${t("dataset_stagings")} set end_pos = $2 where dataset_id = $1`, [
+              write.datasetId,
+              claim.end + texts.length,
+            ]);
           });
         }
         if (batch.done) break;
@@ -150,9 +152,10 @@ async function bulkWrite(db: Db, write: BulkRowsWrite): Promise<{ rowCount: numb
     if (client && lease) {
       let unlocked = !locked;
       if (locked) {
-        unlocked = await client
-          .query("select pg_advisory_unlock(hashtextextended($1, 0))", [lockKey])
-          .then(() => true, () => false);
+        unlocked = await client.query("select pg_advisory_unlock(hashtextextended($1, 0))", [lockKey]).then(
+          () => true,
+          () => false,
+        );
       }
       // A connection that may still hold the lock (or a transaction) is closed rather than pooled: they go with it.
       if (!unlocked || broken.has(client)) lease.spoil();
@@ -164,7 +167,9 @@ async function bulkWrite(db: Db, write: BulkRowsWrite): Promise<{ rowCount: numb
 /** Wait until this instance holds the dataset's write lock (polled, so no statement or transaction waits open). */
 async function lockDataset(client: PoolClient, lockKey: string): Promise<void> {
   for (let attempt = 0; ; attempt++) {
-    const { rows } = await client.query<{ ok: boolean }>("select pg_try_advisory_lock(hashtextextended($1, 0)) as ok", [lockKey]);
+    const { rows } = await client.query<{ ok: boolean }>("select pg_try_advisory_lock(hashtextextended($1, 0)) as ok", [
+      lockKey,
+    ]);
     if (rows[0]?.ok) return;
     await sleep(Math.min(250, 5 * 2 ** Math.min(attempt, 6)));
   }
@@ -191,13 +196,19 @@ async function lockWindow(client: PoolClient, t: Db["t"], datasetId: string): Pr
   return { first: num(row.first_pos), next: num(row.next_pos) };
 }
 
-async function ownedClaim(client: PoolClient, t: Db["t"], datasetId: string, owner: string): Promise<{ from: number; end: number }> {
+async function ownedClaim(
+  client: PoolClient,
+  t: Db["t"],
+  datasetId: string,
+  owner: string,
+): Promise<{ from: number; end: number }> {
   const { rows } = await client.query<{ owner: string; from_pos: string; end_pos: string }>(
     `select owner, from_pos, end_pos from ${t("dataset_stagings")} where dataset_id = $1 for update`,
     [datasetId],
   );
   const claim = rows[0];
-  if (!claim || claim.owner !== owner) throw new Error("the bulk write lost its staged rows: the dataset was deleted meanwhile");
+  if (!claim || claim.owner !== owner)
+    throw new Error("the bulk write lost its staged rows: the dataset was deleted meanwhile");
   return { from: num(claim.from_pos), end: num(claim.end_pos) };
 }
 
@@ -237,7 +248,13 @@ async function publish(
   return { rowCount: next - first };
 }
 
-async function insertRows(client: PoolClient, t: Db["t"], datasetId: string, from: number, texts: readonly string[]): Promise<void> {
+async function insertRows(
+  client: PoolClient,
+  t: Db["t"],
+  datasetId: string,
+  from: number,
+  texts: readonly string[],
+): Promise<void> {
   if (texts.length === 0) return;
   await client.query(
     `insert into ${t("dataset_rows")} (dataset_id, pos, row)
@@ -253,7 +270,12 @@ async function insertRows(client: PoolClient, t: Db["t"], datasetId: string, fro
  * transaction, the dataset row locked; the claim row's lock waits for a
  * staging transaction in flight.
  */
-export async function makeRoomForDeliveries(client: PoolClient, t: Db["t"], datasetId: string, needed: number): Promise<number | null> {
+export async function makeRoomForDeliveries(
+  client: PoolClient,
+  t: Db["t"],
+  datasetId: string,
+  needed: number,
+): Promise<number | null> {
   const { rows } = await client.query<{ from_pos: string; end_pos: string }>(
     `select from_pos, end_pos from ${t("dataset_stagings")} where dataset_id = $1 for update`,
     [datasetId],
@@ -264,12 +286,23 @@ export async function makeRoomForDeliveries(client: PoolClient, t: Db["t"], data
   const end = num(claim.end_pos);
   const shift = end - from + Math.max(INGEST_HEADROOM, needed);
   await moveRows(client, t, datasetId, from, end, shift);
-  await client.query(`update ${t("dataset_stagings")} set from_pos = $2, end_pos = $3 where dataset_id = $1`, [datasetId, from + shift, end + shift]);
+  await client.query(`update ${t("dataset_stagings")} set from_pos = $2, end_pos = $3 where dataset_id = $1`, [
+    datasetId,
+    from + shift,
+    end + shift,
+  ]);
   return from + shift;
 }
 
 /** Move [from, end) down to start at `to` (< from), through free space above `end` when the ranges overlap. */
-async function moveDown(client: PoolClient, t: Db["t"], datasetId: string, from: number, end: number, to: number): Promise<void> {
+async function moveDown(
+  client: PoolClient,
+  t: Db["t"],
+  datasetId: string,
+  from: number,
+  end: number,
+  to: number,
+): Promise<void> {
   const count = end - from;
   if (from - to >= count) {
     await moveRows(client, t, datasetId, from, end, to - from);
@@ -279,20 +312,31 @@ async function moveDown(client: PoolClient, t: Db["t"], datasetId: string, from:
   await moveRows(client, t, datasetId, end, end + count, to - end);
 }
 
-/** Rows at [from, end) to [from + shift, end + shift); the two ranges must not overlap (each row's key is checked as it moves). */
-async function moveRows(client: PoolClient, t: Db["t"], datasetId: string, from: number, end: number, shift: number): Promise<void> {
+/**
+ * Rows at [from, end) to [from + shift, end + shift); the two ranges must not overlap (each row's key is checked as it
+ * moves).
+ */
+async function moveRows(
+  client: PoolClient,
+  t: Db["t"],
+  datasetId: string,
+  from: number,
+  end: number,
+  shift: number,
+): Promise<void> {
   if (end <= from) return;
-  await client.query(`update ${t("dataset_rows")} set pos = pos + $4::bigint where dataset_id = $1 and pos >= $2 and pos < $3`, [
-    datasetId,
-    from,
-    end,
-    shift,
-  ]);
+  await client.query(
+    `update ${t("dataset_rows")} set pos = pos + $4::bigint where dataset_id = $1 and pos >= $2 and pos < $3`,
+    [datasetId, from, end, shift],
+  );
 }
 
 /** A claim found while holding the dataset's lock: its writer is gone. Delete what it staged. */
 async function abandonDeadClaim(client: PoolClient, t: Db["t"], begin: string, datasetId: string): Promise<void> {
-  const { rows } = await client.query<{ owner: string }>(`select owner from ${t("dataset_stagings")} where dataset_id = $1`, [datasetId]);
+  const { rows } = await client.query<{ owner: string }>(
+    `select owner from ${t("dataset_stagings")} where dataset_id = $1`,
+    [datasetId],
+  );
   if (rows[0]) await unstage(client, t, begin, datasetId, rows[0].owner);
 }
 
@@ -309,7 +353,11 @@ async function unstage(client: PoolClient, t: Db["t"], begin: string, datasetId:
       const from = num(claim.from_pos);
       const end = num(claim.end_pos);
       const low = Math.max(from, end - DELETE_ROWS);
-      await client.query(`delete from ${t("dataset_rows")} where dataset_id = $1 and pos >= $2 and pos < $3`, [datasetId, low, end]);
+      await client.query(`delete from ${t("dataset_rows")} where dataset_id = $1 and pos >= $2 and pos < $3`, [
+        datasetId,
+        low,
+        end,
+      ]);
       await client.query(`update ${t("dataset_stagings")} set end_pos = $2 where dataset_id = $1`, [datasetId, low]);
       return low === from;
     });
@@ -318,17 +366,22 @@ async function unstage(client: PoolClient, t: Db["t"], begin: string, datasetId:
   // The claim goes with the dataset row locked first (the order deliveries lock them in).
   await transaction(client, begin, async () => {
     await client.query(`select 1 from ${t("datasets")} where id = $1 for update`, [datasetId]);
-    const deleted = await client.query(`delete from ${t("dataset_stagings")} where dataset_id = $1 and owner = $2`, [datasetId, owner]);
-    if (deleted.rowCount) await client.query(`update ${t("datasets")} set stage_from = null where id = $1`, [datasetId]);
+    const deleted = await client.query(`delete from ${t("dataset_stagings")} where dataset_id = $1 and owner = $2`, [
+      datasetId,
+      owner,
+    ]);
+    if (deleted.rowCount)
+      await client.query(`update ${t("datasets")} set stage_from = null where id = $1`, [datasetId]);
   });
 }
 
 /** Rows below the window (a replace's old rows, trimmed deliveries), DELETE_ROWS per statement. */
 async function sweep(client: PoolClient, t: Db["t"], datasetId: string): Promise<void> {
   try {
-    const { rows } = await client.query<{ swept_below: string; first_pos: string }>(`select swept_below, first_pos from ${t("datasets")} where id = $1`, [
-      datasetId,
-    ]);
+    const { rows } = await client.query<{ swept_below: string; first_pos: string }>(
+      `select swept_below, first_pos from ${t("datasets")} where id = $1`,
+      [datasetId],
+    );
     const at = rows[0];
     if (!at || num(at.swept_below) >= num(at.first_pos)) return;
     for (;;) {
@@ -339,7 +392,10 @@ async function sweep(client: PoolClient, t: Db["t"], datasetId: string): Promise
       );
       if ((deleted.rowCount ?? 0) < DELETE_ROWS) break;
     }
-    await client.query(`update ${t("datasets")} set swept_below = greatest(swept_below, $2) where id = $1`, [datasetId, at.first_pos]);
+    await client.query(`update ${t("datasets")} set swept_below = greatest(swept_below, $2) where id = $1`, [
+      datasetId,
+      at.first_pos,
+    ]);
   } catch {
     // The write is visible already; deliveries and later writes sweep what is left.
   }

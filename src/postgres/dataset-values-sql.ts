@@ -28,7 +28,9 @@ export const COLUMNS = ["dataset_id", "pos", ...VALUE_COLUMNS].join(", ");
 /** JSON text PostgreSQL can take apart (no `\u0000` or surrogate escape, as row-query-dialect.ts's UNPARSABLE). */
 const SANE_STRING = String.raw`!~ '\\u(0000|[dD][89abcdefABCDEF])'`;
 
-/** The copy's rows of the rows `n` (a table or transition table with dataset_id, pos, row), for datasets with a layout. */
+/**
+ * The copy's rows of the rows `n` (a table or transition table with dataset_id, pos, row), for datasets with a layout.
+ */
 export function copiedRows(rows: string, layouts: string): string {
   const dialect = postgresAggregateDialect("row");
   const inner = [

@@ -60,7 +60,10 @@ export async function valueLayoutOf(client: PoolClient, t: Db["t"], datasetId: s
   return found ? parseValueLayout(found.layout) : null;
 }
 
-/** Copies declared datasets lack (a schema from before the copy), made at start; instances starting together make each once. */
+/**
+ * Copies declared datasets lack (a schema from before the copy), made at start; instances starting together make each
+ * once.
+ */
 export async function ensureDatasetValues(db: Db): Promise<void> {
   const missing = await db.query<{ id: string; columns: Column[] }>(
     `select id, columns from ${db.t("datasets")} d where columns_declared

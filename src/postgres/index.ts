@@ -122,7 +122,9 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
   // on demand. A host's pool gets the listeners too. Logged as its code and message only: pg's error
   // carries its client (and the connection settings).
   guardClients(pool);
-  pool.on("error", (error) => log("an idle PostgreSQL connection was lost; the pool connects anew on demand", briefly(error)));
+  pool.on("error", (error) =>
+    log("an idle PostgreSQL connection was lost; the pool connects anew on demand", briefly(error)),
+  );
   try {
     await migrate(pool, schema);
   } catch (error) {
@@ -148,39 +150,42 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
   const timeoutMs = options.callTimeoutMs ?? 10_000;
   // An aggregate past the call deadline is cancelled by PostgreSQL too, not left running.
   const aggregates = postgresAggregates(db, timeoutMs);
-  return wrapStoreCalls<PostgresStorage>({
-    identity,
-    credentials: { ...postgresCredentials(db, seen), teamsFrom: identity },
-    catalog: postgresCatalog(db, watch),
-    rows: { ...postgresRows(db, reads, aggregates), ...datasetChangeFeeds(changes) },
-    tables: { ...postgresTables(db, changes), aggregateTableRows: aggregates.aggregateTableRows },
-    webhooks,
-    audit: postgresAudit(db, { visibilityWaitMs: options.auditVisibilityWaitMs }),
-    dashboards: postgresDashboards(db),
-    usage,
-    async seed(space) {
-      try {
-        return await seedSpace(db, space);
-      } finally {
-        watch.changed();
-        seen.forget();
-      }
+  return wrapStoreCalls<PostgresStorage>(
+    {
+      identity,
+      credentials: { ...postgresCredentials(db, seen), teamsFrom: identity },
+      catalog: postgresCatalog(db, watch),
+      rows: { ...postgresRows(db, reads, aggregates), ...datasetChangeFeeds(changes) },
+      tables: { ...postgresTables(db, changes), aggregateTableRows: aggregates.aggregateTableRows },
+      webhooks,
+      audit: postgresAudit(db, { visibilityWaitMs: options.auditVisibilityWaitMs }),
+      dashboards: postgresDashboards(db),
+      usage,
+      async seed(space) {
+        try {
+          return await seedSpace(db, space);
+        } finally {
+          watch.changed();
+          seen.forget();
+        }
+      },
+      async ping() {
+        await pool.query("SELECT 1");
+      },
+      async close() {
+        if (closed) return;
+        closed = true;
+        // Deliveries already received are answered, and the usage counters written, before the pool goes.
+        await deliveriesSettled();
+        await flushUsage();
+        await Promise.all([...reads].map((read) => read.end(false)));
+        await watch.close();
+        if (owned) await pool.end();
+      },
+      db,
     },
-    async ping() {
-      await pool.query("SELECT 1");
-    },
-    async close() {
-      if (closed) return;
-      closed = true;
-      // Deliveries already received are answered, and the usage counters written, before the pool goes.
-      await deliveriesSettled();
-      await flushUsage();
-      await Promise.all([...reads].map((read) => read.end(false)));
-      await watch.close();
-      if (owned) await pool.end();
-    },
-    db,
-  }, { timeoutMs, reported: storeFault, subject: "the database" });
+    { timeoutMs, reported: storeFault, subject: "the database" },
+  );
 }
 
 /**
@@ -196,7 +201,9 @@ function giveUpStalledConnections(pool: pg.Pool, timeoutMs: number): void {
   if (!(timeoutMs > 0) || !Number.isFinite(timeoutMs)) return;
   pool.on("connect", (client) => {
     const socket = (client as unknown as { connection?: { stream?: Socket } }).connection?.stream;
-    socket?.setTimeout(timeoutMs, () => socket.destroy(new Error(`no answer from PostgreSQL for ${timeoutMs} ms; connection given up`)));
+    socket?.setTimeout(timeoutMs, () =>
+      socket.destroy(new Error(`no answer from PostgreSQL for ${timeoutMs} ms; connection given up`)),
+    );
   });
 }
 

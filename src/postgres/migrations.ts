@@ -435,12 +435,19 @@ export async function migrate(pool: Pool, schemaName: string): Promise<number[]>
     await client.query(
       `create table if not exists ${s}.schema_migrations (version integer primary key, name text not null, applied_at timestamptz not null default now())`,
     );
-    const done = new Set((await client.query<{ version: number }>(`select version from ${s}.schema_migrations`)).rows.map((r) => r.version));
+    const done = new Set(
+      (await client.query<{ version: number }>(`select version from ${s}.schema_migrations`)).rows.map(
+        (r) => r.version,
+      ),
+    );
     const applied: number[] = [];
     for (const migration of MIGRATIONS) {
       if (done.has(migration.version)) continue;
       await client.query(migration.sql.replaceAll("{s_lit}", s.replaceAll("'", "''")).replaceAll("{s}", s));
-      await client.query(`insert into ${s}.schema_migrations (version, name) values ($1, $2)`, [migration.version, migration.name]);
+      await client.query(`insert into ${s}.schema_migrations (version, name) values ($1, $2)`, [
+        migration.version,
+        migration.name,
+      ]);
       applied.push(migration.version);
     }
     await client.query("COMMIT");

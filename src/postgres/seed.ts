@@ -18,7 +18,9 @@ import { syncDatasetIndexes, syncTableIndexes } from "./row-indexes.js";
 export async function seedSpace(db: Db, space: SeedSpace): Promise<"loaded" | "kept"> {
   const { t } = db;
   const outcome = await db.transaction(async (client) => {
-    const claimed = await client.query(`insert into ${t("meta")} (key, value) values ('seeded', now()::text) on conflict (key) do nothing returning key`);
+    const claimed = await client.query(
+      `insert into ${t("meta")} (key, value) values ('seeded', now()::text) on conflict (key) do nothing returning key`,
+    );
     if (claimed.rowCount === 0) return "kept";
     await load(client, t, space);
     for (const d of space.datasets) if (d.columnsDeclared === true) await syncDatasetValues(client, t, d.id, d.columns);
@@ -26,8 +28,19 @@ export async function seedSpace(db: Db, space: SeedSpace): Promise<"loaded" | "k
   });
   // Row indexes of declared columns, built after the commit (CONCURRENTLY, outside any transaction).
   if (outcome === "loaded") {
-    for (const d of space.datasets) if (d.columnsDeclared === true) await syncDatasetIndexes(db, d.id, d.columns.map((c) => c.name));
-    for (const table of space.tables) await syncTableIndexes(db, table.id, table.columns.map((c) => c.name));
+    for (const d of space.datasets)
+      if (d.columnsDeclared === true)
+        await syncDatasetIndexes(
+          db,
+          d.id,
+          d.columns.map((c) => c.name),
+        );
+    for (const table of space.tables)
+      await syncTableIndexes(
+        db,
+        table.id,
+        table.columns.map((c) => c.name),
+      );
   }
   return outcome;
 }
@@ -39,7 +52,11 @@ async function bulk(client: PoolClient, sql: string, items: readonly unknown[], 
 }
 
 async function load(client: PoolClient, t: Db["t"], space: SeedSpace): Promise<void> {
-  await bulk(client, `insert into ${t("businesses")} (id, name) select id, name from json_to_recordset($1) as x(id text, name text)`, space.businesses);
+  await bulk(
+    client,
+    `insert into ${t("businesses")} (id, name) select id, name from json_to_recordset($1) as x(id text, name text)`,
+    space.businesses,
+  );
   await bulk(
     client,
     `insert into ${t("teams")} (id, name, plan, business_id, is_personal)
@@ -82,7 +99,18 @@ async function load(client: PoolClient, t: Db["t"], space: SeedSpace): Promise<v
     await client.query(
       `insert into ${t("datasets")} (id, team_id, name, type, connection_id, source, columns, row_count, last_refreshed_at, updated_at, first_pos, next_pos)
        values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 1, $8::bigint + 1)`,
-      [d.id, d.teamId, d.name, d.type, d.connectionId, d.source, json(d.columns), rows.length, d.lastRefreshedAt, d.updatedAt],
+      [
+        d.id,
+        d.teamId,
+        d.name,
+        d.type,
+        d.connectionId,
+        d.source,
+        json(d.columns),
+        rows.length,
+        d.lastRefreshedAt,
+        d.updatedAt,
+      ],
     );
     await insertDatasetRows(client, t, d.id, rows, 1);
   }

@@ -26,7 +26,10 @@ const ROW_WRITE = { waitForLocks: false } as const;
 /** Rows read and rewritten per statement while a put reshapes a table's rows. */
 const RESHAPE_BATCH = 1000;
 
-export function postgresTables(db: Db, changes: PostgresChangeLog): Omit<TableStore, "aggregateTableRows"> & TableWrites {
+export function postgresTables(
+  db: Db,
+  changes: PostgresChangeLog,
+): Omit<TableStore, "aggregateTableRows"> & TableWrites {
   const { t } = db;
   let claims = 0;
   // The edit-log entry and the row's change in one statement: the change costs no round trip of its own.
@@ -68,9 +71,17 @@ export function postgresTables(db: Db, changes: PostgresChangeLog): Omit<TableSt
     before: Row | null,
     after: Row | null,
   ) => {
-    await log(client, { tableId: input.tableId, rowId: input.rowId, op, actor: input.actor, at, before, after }, input.now);
+    await log(
+      client,
+      { tableId: input.tableId, rowId: input.rowId, op, actor: input.actor, at, before, after },
+      input.now,
+    );
     const delta = op === "create" ? 1 : op === "delete" ? -1 : 0;
-    await client.query(`update ${t("input_tables")} set row_count = row_count + $2, updated_at = $3 where id = $1`, [input.tableId, delta, stamp]);
+    await client.query(`update ${t("input_tables")} set row_count = row_count + $2, updated_at = $3 where id = $1`, [
+      input.tableId,
+      delta,
+      stamp,
+    ]);
     await appendAudit(client, t, input.auditEvent, input.now);
   };
 
@@ -192,7 +203,10 @@ export function postgresTables(db: Db, changes: PostgresChangeLog): Omit<TableSt
     },
     async listTables(page) {
       const params: unknown[] = [];
-      const rows = await db.query<TableRow>(`select ${TABLE_COLUMNS} from ${t("input_tables")}${idPageSql(page, params)}`, params);
+      const rows = await db.query<TableRow>(
+        `select ${TABLE_COLUMNS} from ${t("input_tables")}${idPageSql(page, params)}`,
+        params,
+      );
       return rows.map(toTable);
     },
     async putTable(table, reshape) {
@@ -210,12 +224,19 @@ export function postgresTables(db: Db, changes: PostgresChangeLog): Omit<TableSt
         // The table's row is locked from here on, so row writes wait; a throw rolls the whole put back.
         if (reshape && (await reshapeRows(client, t, table.id, reshape))) {
           // Rows rewritten: followers start over (the table's `updatedAt` is when the declaration was stored).
-          await changes.append(client, table.id, Date.parse(table.updatedAt) || 0, { op: "reset", at: table.updatedAt });
+          await changes.append(client, table.id, Date.parse(table.updatedAt) || 0, {
+            op: "reset",
+            at: table.updatedAt,
+          });
         }
         return putResult(rows.rows);
       });
       // Declared columns are indexed (row-indexes.ts), after the commit: the builds do not block writers.
-      await syncTableIndexes(db, table.id, table.columns.map((c) => c.name));
+      await syncTableIndexes(
+        db,
+        table.id,
+        table.columns.map((c) => c.name),
+      );
       return result;
     },
     async deleteTable(id) {
@@ -234,16 +255,27 @@ export function postgresTables(db: Db, changes: PostgresChangeLog): Omit<TableSt
     async listTableRows(tableId, page) {
       if (page.where || page.sort?.length || page.after) return queriedTableRows(db, tableId, page);
       const [count] =
-        page.count === false ? [{ n: "-1" }] : await db.query<{ n: string }>(`select count(*) as n from ${t("table_rows")} where table_id = $1`, [tableId]);
+        page.count === false
+          ? [{ n: "-1" }]
+          : await db.query<{ n: string }>(`select count(*) as n from ${t("table_rows")} where table_id = $1`, [
+              tableId,
+            ]);
       const rows = await db.query<{ row: Row; pos: string }>(
         `select row, pos from ${t("table_rows")} where table_id = $1 order by pos offset $2 limit $3`,
         [tableId, page.offset, page.limit],
       );
       const end = rows.at(-1);
-      return { totalRows: num(count?.n), rows: rows.map((r) => r.row), lastKey: end ? { values: [], position: Number(end.pos) } : null };
+      return {
+        totalRows: num(count?.n),
+        rows: rows.map((r) => r.row),
+        lastKey: end ? { values: [], position: Number(end.pos) } : null,
+      };
     },
     async getTableRow(tableId, rowId) {
-      const [found] = await db.query<{ row: Row }>(`select row from ${t("table_rows")} where table_id = $1 and row_id = $2`, [tableId, rowId]);
+      const [found] = await db.query<{ row: Row }>(
+        `select row from ${t("table_rows")} where table_id = $1 and row_id = $2`,
+        [tableId, rowId],
+      );
       return found?.row ?? null;
     },
     async insertTableRow(input) {
@@ -268,8 +300,12 @@ export function postgresTables(db: Db, changes: PostgresChangeLog): Omit<TableSt
       return db.transaction(async (client) => {
         const found = await lockRow(client, input.tableId, input.rowId);
         if (!found) return { status: "not_found" } as const;
-        if (input.expectedUpdatedAt != null && changedSince(found.row, input.expectedUpdatedAt)) return { status: "conflict", current: found.row } as const;
-        await client.query(`delete from ${t("table_rows")} where table_id = $1 and row_id = $2`, [input.tableId, input.rowId]);
+        if (input.expectedUpdatedAt != null && changedSince(found.row, input.expectedUpdatedAt))
+          return { status: "conflict", current: found.row } as const;
+        await client.query(`delete from ${t("table_rows")} where table_id = $1 and row_id = $2`, [
+          input.tableId,
+          input.rowId,
+        ]);
         const at = new Date(input.now).toISOString();
         await record(client, input, "delete", at, at, found.row, null);
         return { status: "ok", row: found.row } as const;
@@ -284,9 +320,15 @@ export function postgresTables(db: Db, changes: PostgresChangeLog): Omit<TableSt
         `select table_id, row_id, op, actor, at, before, after from ${t("edit_log")} where table_id = $1 order by seq offset $2 limit $3`,
         [tableId, page?.offset ?? 0, page?.limit ?? null],
       );
-      return rows.map(
-        (r): EditLogEntry => ({ tableId: r.table_id, rowId: r.row_id, op: r.op, actor: r.actor, at: r.at, before: r.before, after: r.after }),
-      );
+      return rows.map((r): EditLogEntry => ({
+        tableId: r.table_id,
+        rowId: r.row_id,
+        op: r.op,
+        actor: r.actor,
+        at: r.at,
+        before: r.before,
+        after: r.after,
+      }));
     },
   };
 }
@@ -311,12 +353,24 @@ interface LogRow {
 }
 
 export function toTable(r: TableRow): TableRecord {
-  return { id: r.id, teamId: r.team_id, name: r.name, columns: r.columns, rowCount: num(r.row_count), updatedAt: r.updated_at };
+  return {
+    id: r.id,
+    teamId: r.team_id,
+    name: r.name,
+    columns: r.columns,
+    rowCount: num(r.row_count),
+    updatedAt: r.updated_at,
+  };
 }
 
 /** Every row of the table as `reshape` makes it, batch by batch in the caller's transaction; whether there was any. */
-async function reshapeRows(client: PoolClient, t: Db["t"], tableId: string, reshape: (row: Row) => Row): Promise<boolean> {
-  for (let after = ""; ; ) {
+async function reshapeRows(
+  client: PoolClient,
+  t: Db["t"],
+  tableId: string,
+  reshape: (row: Row) => Row,
+): Promise<boolean> {
+  for (let after = ""; ;) {
     const batch = await client.query<{ row_id: string; row: Row }>(
       `select row_id, row from ${t("table_rows")} where table_id = $1 and row_id > $2 collate "C" order by row_id collate "C" limit $3`,
       [tableId, after, RESHAPE_BATCH],

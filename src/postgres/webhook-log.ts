@@ -16,7 +16,9 @@ import {
 import type { IngestLog, WebhookDelivery } from "../ports/storage/webhooks.js";
 import { type Db, num } from "./db.js";
 
-/** Entries a connection gains on this instance between two trims of its log (reads apply the bounds exactly meanwhile). */
+/**
+ * Entries a connection gains on this instance between two trims of its log (reads apply the bounds exactly meanwhile).
+ */
 const TRIM_EVERY = 64;
 
 interface EntryRow {
@@ -49,7 +51,10 @@ export function postgresDeliveryLog(db: Db) {
     `coalesce((select f.seq from ${deliveries} f where f.connection_id = ${connection} order by f.seq desc offset ${size} limit 1), 0)`;
   const upsertCounts = `on conflict (connection_id, day, kind) do update set n = ${counters}.n + excluded.n`;
 
-  /** Trim a connection's log when this instance wrote TRIM_EVERY entries to it since the last trim: off the path, failures ignored. */
+  /**
+   * Trim a connection's log when this instance wrote TRIM_EVERY entries to it since the last trim: off the path,
+   * failures ignored.
+   */
   function wrote(connectionId: string, keep: InboxKeep): void {
     const n = (sinceTrim.get(connectionId) ?? 0) + 1;
     if (n < TRIM_EVERY) {

@@ -2,7 +2,12 @@ import { LRUCache } from "lru-cache";
 import type { PoolClient } from "pg";
 import { rowChangesColumns, widenColumns } from "../domain/columns.js";
 import type { Column, ColumnType } from "../domain/model.js";
-import { endpointFromConnection, newWebhookConfig, type WebhookEndpoint, webhookConfigWith } from "../domain/webhook-config.js";
+import {
+  endpointFromConnection,
+  newWebhookConfig,
+  type WebhookEndpoint,
+  webhookConfigWith,
+} from "../domain/webhook-config.js";
 import type { WebhookDelivery, WebhookReceipt, WebhookStore } from "../ports/storage/webhooks.js";
 import { type GroupOutcome, groupCommit } from "../sql/group-commit.js";
 import type { CatalogWatch } from "./catalog-events.js";
@@ -10,7 +15,6 @@ import type { PostgresChangeLog } from "./changes.js";
 import { type Db, json, num, type Statement, statement, storeFault } from "./db.js";
 import { makeRoomForDeliveries } from "./dataset-rows.js";
 import { type PostgresDeliveryLog, postgresDeliveryLog } from "./webhook-log.js";
-
 
 /** Endpoints remembered at most (found ones only: unknown ids are looked up every time). */
 const ENDPOINT_CACHE_SIZE = 1000;
@@ -42,7 +46,11 @@ const SWEEP_MAX_ROWS = 5000;
  * are invisible, and their dedup keys count as forgotten); the rows go in
  * one DELETE per SWEEP_AFTER_ROWS trimmed.
  */
-export function postgresWebhooks(db: Db, watch: CatalogWatch, changes: PostgresChangeLog): WebhookStore & { settled(): Promise<void> } {
+export function postgresWebhooks(
+  db: Db,
+  watch: CatalogWatch,
+  changes: PostgresChangeLog,
+): WebhookStore & { settled(): Promise<void> } {
   const { t } = db;
   const batchSql = ingestBatchSql(t, changes);
   const endpointSql = `select c.id, c.team_id, c.name, c.config,
@@ -54,7 +62,10 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch, changes: PostgresC
   const endpoints = new LRUCache<string, WebhookEndpoint>({ max: ENDPOINT_CACHE_SIZE });
   let endpointsVersion: number | null = null;
 
-  /** Each dataset's columns as stored (JSON text) when this instance last wrote or read them: the fast path's expectation. */
+  /**
+   * Each dataset's columns as stored (JSON text) when this instance last wrote or read them: the fast path's
+   * expectation.
+   */
   const knownColumns: KnownColumns = new LRUCache({ max: ENDPOINT_CACHE_SIZE });
   const deliveries = groupCommit<WebhookDelivery, WebhookReceipt>({
     limit: BATCH_DELIVERIES,
@@ -65,7 +76,13 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch, changes: PostgresC
       const outcomes: Array<WebhookReceipt | undefined> = new Array(inputs.length);
       const plan = planFastIngest(inputs, knownColumns);
       if (plan.length === 0) return outcomes;
-      const decided = await fastIngest(db, fastStatement, plan.map((i) => inputs[i]!), knownColumns, log);
+      const decided = await fastIngest(
+        db,
+        fastStatement,
+        plan.map((i) => inputs[i]!),
+        knownColumns,
+        log,
+      );
       // Not decided (null): its dataset was not applied, and the transaction decides it.
       plan.forEach((i, k) => (outcomes[i] = decided[k] ?? undefined));
       return outcomes;
@@ -76,7 +93,8 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch, changes: PostgresC
 
   return {
     async getWebhookEndpoint(endpointId) {
-      // Answered from memory once every change committed before this request is known (a round trip shared by the lookups meanwhile).
+      // Answered from memory once every change committed before this request is known (a round trip shared by the
+      // lookups meanwhile).
       if (watch.version() !== null && endpoints.has(endpointId)) await watch.sync();
       const version = watch.version();
       if (version !== endpointsVersion) {
@@ -136,7 +154,12 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch, changes: PostgresC
               ).rows;
               // The settings carry no time: the trim is stored at the store's clock.
               const now = Date.now();
-              if (last?.id) await changes.append(client, endpoint.datasetId, now, { op: "trim", upTo: last.id, at: new Date(now).toISOString() });
+              if (last?.id)
+                await changes.append(client, endpoint.datasetId, now, {
+                  op: "trim",
+                  upTo: last.id,
+                  at: new Date(now).toISOString(),
+                });
             }
           }
           return endpoint;
@@ -153,7 +176,14 @@ export function postgresWebhooks(db: Db, watch: CatalogWatch, changes: PostgresC
           const config = newWebhookConfig(endpoint);
           await client.query(
             `insert into ${t("connections")} (id, team_id, name, type, config, created_at, endpoint_id) values ($1, $2, $3, 'webhook', $4, $5, $6)`,
-            [connection.id, connection.teamId, connection.name, json(config), connection.createdAt, endpoint.endpointId],
+            [
+              connection.id,
+              connection.teamId,
+              connection.name,
+              json(config),
+              connection.createdAt,
+              endpoint.endpointId,
+            ],
           );
           await client.query(
             `insert into ${t("datasets")} (id, team_id, name, type, connection_id, source, columns, row_count, last_refreshed_at, updated_at)
@@ -252,10 +282,18 @@ async function ingestBatch(
          join ${t("dataset_rows")} r on r.dataset_id = k.dataset_id and r.dedup_key = k.dedup_key`,
       [keyed.map((i) => i.datasetId), keyed.map((i) => i.dedupKey)],
     );
-    for (const r of found.rows) stored.set(keyOf(r.dataset_id, r.dedup_key), { pos: num(r.pos), id: String(r.id ?? ""), insert: null });
+    for (const r of found.rows)
+      stored.set(keyOf(r.dataset_id, r.dedup_key), { pos: num(r.pos), id: String(r.id ?? ""), insert: null });
   }
 
-  const inserts: Array<{ datasetId: string; pos: number; key: string | null; text: string; id: string; storedAt: number }> = [];
+  const inserts: Array<{
+    datasetId: string;
+    pos: number;
+    key: string | null;
+    text: string;
+    id: string;
+    storedAt: number;
+  }> = [];
   const forgotten: Array<{ datasetId: string; pos: number }> = [];
   const outcomes = inputs.map((input): Outcome => {
     const ds = datasets.get(input.datasetId);
@@ -272,7 +310,14 @@ async function ingestBatch(
     }
     const id = String(input.row._id ?? "");
     if (key !== null) stored.set(key, { pos: ds.next, id, insert: inserts.length });
-    inserts.push({ datasetId: ds.id, pos: ds.next, key: input.dedupKey, text: JSON.stringify(input.row), id, storedAt: Date.parse(input.receivedAt) });
+    inserts.push({
+      datasetId: ds.id,
+      pos: ds.next,
+      key: input.dedupKey,
+      text: JSON.stringify(input.row),
+      id,
+      storedAt: Date.parse(input.receivedAt),
+    });
     ds.next += 1;
     if (rowChangesColumns((ds.types ??= new Map(ds.columns.map((c) => [c.name, c.type] as const))), input.row)) {
       const widened = widenColumns(ds.columns, input.columns);
@@ -302,14 +347,16 @@ async function ingestBatch(
   const decided: Parameters<PostgresDeliveryLog["logDelivered"]>[1][number][] = [];
   inputs.forEach((input, i) => {
     const outcome = outcomes[i]!;
-    if (input.log && !(outcome instanceof Error)) decided.push({ log: input.log, outcome: outcome.duplicate ? "duplicate" : "stored", rowId: outcome.id });
+    if (input.log && !(outcome instanceof Error))
+      decided.push({ log: input.log, outcome: outcome.duplicate ? "duplicate" : "stored", rowId: outcome.id });
   });
   await log.logDelivered(client, decided);
   const changed = [...datasets.values()].filter((ds) => ds.updatedAt !== null);
   if (changed.length === 0) return outcomes;
   // A bulk write staging right above the window: move its rows out of the way (rare).
   for (const ds of changed) {
-    if (ds.stageFrom !== null && ds.next > ds.stageFrom) ds.stageFrom = await makeRoomForDeliveries(client, t, ds.id, ds.next - ds.stageFrom);
+    if (ds.stageFrom !== null && ds.next > ds.stageFrom)
+      ds.stageFrom = await makeRoomForDeliveries(client, t, ds.id, ds.next - ds.stageFrom);
   }
   const sweeps = changed.filter((ds) => ds.first - ds.sweptBelow >= SWEEP_AFTER_ROWS);
   const sweepTo = sweeps.map((ds) => Math.min(ds.first, ds.sweptBelow + SWEEP_MAX_ROWS));
@@ -366,13 +413,29 @@ function changesOf(
   inserts: ReadonlyArray<{ datasetId: string; pos: number; id: string; storedAt: number }>,
   datasets: readonly DatasetState[],
 ): BatchChange[] {
-  const out = inserts.map((i, k): BatchChange => ({ feedId: i.datasetId, op: "insert", rowId: i.id, rowN: k + 1, storedAt: i.storedAt, lo: null, hi: null }));
+  const out = inserts.map((i, k): BatchChange => ({
+    feedId: i.datasetId,
+    op: "insert",
+    rowId: i.id,
+    rowN: k + 1,
+    storedAt: i.storedAt,
+    lo: null,
+    hi: null,
+  }));
   for (const ds of datasets) {
     if (ds.first <= ds.firstBefore) continue;
     let own: (typeof inserts)[number] | undefined;
     for (const i of inserts) if (i.datasetId === ds.id && i.pos < ds.first) own = i;
     const storedAt = Date.parse(ds.updatedAt ?? "") || 0;
-    out.push({ feedId: ds.id, op: "trim", rowId: own?.id ?? null, rowN: null, storedAt, lo: own ? null : ds.firstBefore, hi: own ? null : ds.first });
+    out.push({
+      feedId: ds.id,
+      op: "trim",
+      rowId: own?.id ?? null,
+      rowN: null,
+      storedAt,
+      lo: own ? null : ds.firstBefore,
+      hi: own ? null : ds.first,
+    });
   }
   return out;
 }
@@ -501,7 +564,10 @@ async function fastIngest(
   for (const r of rows) {
     if (!r.applied) continue;
     const i = num(r.n) - 1;
-    outcomes[i] = r.dup_id !== null ? { id: r.dup_id, duplicate: true } : { id: String(inputs[i]!.row._id ?? ""), duplicate: false };
+    outcomes[i] =
+      r.dup_id !== null
+        ? { id: r.dup_id, duplicate: true }
+        : { id: String(inputs[i]!.row._id ?? ""), duplicate: false };
   }
   return outcomes;
 }

@@ -72,16 +72,41 @@ const OPERATION_IDS: Readonly<Record<string, string>> = {
   "POST /audit-events": "recordAuditEvents",
 };
 
-/** What a route adds to its method, path and handler: its query, body and responses, from which its handler's types follow. */
+/**
+ * What a route adds to its method, path and handler: its query, body and responses, from which its handler's types
+ * follow.
+ */
 type RouteExtra = Partial<Omit<AdminRoute<any, any, any>, "handle">>;
 type QueryOf<E> = E extends { query: z.ZodType<infer Q> } ? Q : Record<string, never>;
-type BodyOf<E> = E extends { body: { kind: "stream" } } ? StreamBody : E extends { body: { kind: "raw" } } ? RawBody : E extends { body: object } ? unknown : undefined;
+type BodyOf<E> = E extends { body: { kind: "stream" } }
+  ? StreamBody
+  : E extends { body: { kind: "raw" } }
+    ? RawBody
+    : E extends { body: object }
+      ? unknown
+      : undefined;
 type ResponsesOf<E> = E extends { responses: infer R extends Responses } ? R : Responses;
 type AdminRouteOf<E> = AdminRoute<QueryOf<E>, BodyOf<E>, ResponsesOf<E>>;
 
-function route<const E extends RouteExtra = {}>(method: Method, path: string, summary: string, handle: AdminRouteOf<E>["handle"], extra?: E): AdminRouteOf<E> {
+function route<const E extends RouteExtra = {}>(
+  method: Method,
+  path: string,
+  summary: string,
+  handle: AdminRouteOf<E>["handle"],
+  extra?: E,
+): AdminRouteOf<E> {
   const operationId = OPERATION_IDS[`${method} ${path}`];
-  return admin<QueryOf<E>, BodyOf<E>, ResponsesOf<E>>({ method, path, summary, tag: TAG, auth: "admin", logged: false, handle, ...(operationId && { operationId }), ...extra });
+  return admin<QueryOf<E>, BodyOf<E>, ResponsesOf<E>>({
+    method,
+    path,
+    summary,
+    tag: TAG,
+    auth: "admin",
+    logged: false,
+    handle,
+    ...(operationId && { operationId }),
+    ...extra,
+  });
 }
 
 /** GET, PUT and DELETE of one collection's members, and its listing. */
@@ -106,12 +131,21 @@ function collection<Item extends z.ZodType, Page extends z.ZodType>(
       responses: { 200: schemas.page },
       operationId: `list${name.many}`,
     }),
-    route("GET", `${path}/:id`, `One ${what}`, ({ params }, ctx) => ops.get(params.id!, ctx), { responses: { 200: schemas.item }, operationId: `get${name.one}` }),
-    route("PUT", `${path}/:id`, `Create or replace a ${what} (201 when created)`, async ({ params, body }, ctx) => putReply(await ops.put(params.id!, body, ctx)), {
-      ...json(schemas.input),
-      ...putResponses(schemas.item),
-      operationId: `put${name.one}`,
+    route("GET", `${path}/:id`, `One ${what}`, ({ params }, ctx) => ops.get(params.id!, ctx), {
+      responses: { 200: schemas.item },
+      operationId: `get${name.one}`,
     }),
+    route(
+      "PUT",
+      `${path}/:id`,
+      `Create or replace a ${what} (201 when created)`,
+      async ({ params, body }, ctx) => putReply(await ops.put(params.id!, body, ctx)),
+      {
+        ...json(schemas.input),
+        ...putResponses(schemas.item),
+        operationId: `put${name.one}`,
+      },
+    ),
     route(
       "DELETE",
       `${path}/:id`,
@@ -133,37 +167,74 @@ const deleted = { responses: { 204: z.null() } };
 const json = (schema: z.ZodType) => ({ body: { kind: "json" }, bodySchema: schema }) as const;
 
 export const adminRoutes: AdminRoute<any, any, any>[] = [
-  ...collection("/businesses", "business", { one: "Business", many: "Businesses" }, { input: bodies.businessBody, item: answers.businessRecordSchema, page: answers.businessPageSchema }, {
-    put: (id, body, ctx) => ctx.admin.putBusiness(id, body as never, by(ctx)),
-    get: (id, ctx) => ctx.admin.getBusiness(id),
-    list: (query, ctx) => ctx.admin.listBusinesses(query),
-    remove: (id, ctx) => ctx.admin.deleteBusiness(id, by(ctx)),
-  }),
-  ...collection("/teams", "team", { one: "Team", many: "Teams" }, { input: bodies.teamBody, item: answers.teamRecordSchema, page: answers.teamPageSchema }, {
-    put: (id, body, ctx) => ctx.admin.putTeam(id, body as never, by(ctx)),
-    get: (id, ctx) => ctx.admin.getTeam(id),
-    list: (query, ctx) => ctx.admin.listTeams(query),
-    remove: (id, ctx) => ctx.admin.deleteTeam(id, by(ctx)),
-  }),
-  ...collection("/users", "user", { one: "User", many: "Users" }, { input: bodies.userBody, item: answers.userRecordSchema, page: answers.userPageSchema }, {
-    put: (id, body, ctx) => ctx.admin.putUser(id, body as never, by(ctx)),
-    get: (id, ctx) => ctx.admin.getUser(id),
-    list: (query, ctx) => ctx.admin.listUsers(query),
-    remove: (id, ctx) => ctx.admin.deleteUser(id, by(ctx)),
-  }),
-  route("GET", "/users/:id/memberships", "A user's memberships", async ({ params }, ctx) => ({ data: await ctx.admin.listMemberships(params.id!) }), { responses: { 200: answers.membershipListSchema } }),
-  route("GET", "/users/:id/memberships/:teamId", "One membership", ({ params }, ctx) => ctx.admin.getMembership(params.id!, params.teamId!), { responses: { 200: answers.membershipSchema } }),
+  ...collection(
+    "/businesses",
+    "business",
+    { one: "Business", many: "Businesses" },
+    { input: bodies.businessBody, item: answers.businessRecordSchema, page: answers.businessPageSchema },
+    {
+      put: (id, body, ctx) => ctx.admin.putBusiness(id, body as never, by(ctx)),
+      get: (id, ctx) => ctx.admin.getBusiness(id),
+      list: (query, ctx) => ctx.admin.listBusinesses(query),
+      remove: (id, ctx) => ctx.admin.deleteBusiness(id, by(ctx)),
+    },
+  ),
+  ...collection(
+    "/teams",
+    "team",
+    { one: "Team", many: "Teams" },
+    { input: bodies.teamBody, item: answers.teamRecordSchema, page: answers.teamPageSchema },
+    {
+      put: (id, body, ctx) => ctx.admin.putTeam(id, body as never, by(ctx)),
+      get: (id, ctx) => ctx.admin.getTeam(id),
+      list: (query, ctx) => ctx.admin.listTeams(query),
+      remove: (id, ctx) => ctx.admin.deleteTeam(id, by(ctx)),
+    },
+  ),
+  ...collection(
+    "/users",
+    "user",
+    { one: "User", many: "Users" },
+    { input: bodies.userBody, item: answers.userRecordSchema, page: answers.userPageSchema },
+    {
+      put: (id, body, ctx) => ctx.admin.putUser(id, body as never, by(ctx)),
+      get: (id, ctx) => ctx.admin.getUser(id),
+      list: (query, ctx) => ctx.admin.listUsers(query),
+      remove: (id, ctx) => ctx.admin.deleteUser(id, by(ctx)),
+    },
+  ),
+  route(
+    "GET",
+    "/users/:id/memberships",
+    "A user's memberships",
+    async ({ params }, ctx) => ({ data: await ctx.admin.listMemberships(params.id!) }),
+    { responses: { 200: answers.membershipListSchema } },
+  ),
+  route(
+    "GET",
+    "/users/:id/memberships/:teamId",
+    "One membership",
+    ({ params }, ctx) => ctx.admin.getMembership(params.id!, params.teamId!),
+    { responses: { 200: answers.membershipSchema } },
+  ),
   route(
     "PUT",
     "/users/:id/memberships/:teamId",
     "Add a user to a team or change the role (201 when added)",
-    async ({ params, body }, ctx) => putReply(await ctx.admin.putMembership(params.id!, params.teamId!, body as never, by(ctx))),
+    async ({ params, body }, ctx) =>
+      putReply(await ctx.admin.putMembership(params.id!, params.teamId!, body as never, by(ctx))),
     { ...json(bodies.membershipBody), ...putResponses(answers.membershipSchema) },
   ),
-  route("DELETE", "/users/:id/memberships/:teamId", "Remove a user from a team", async ({ params }, ctx) => {
-    await ctx.admin.deleteMembership(params.id!, params.teamId!, by(ctx));
-    return noContent();
-  }, deleted),
+  route(
+    "DELETE",
+    "/users/:id/memberships/:teamId",
+    "Remove a user from a team",
+    async ({ params }, ctx) => {
+      await ctx.admin.deleteMembership(params.id!, params.teamId!, by(ctx));
+      return noContent();
+    },
+    deleted,
+  ),
   route(
     "POST",
     "/sessions",
@@ -171,11 +242,23 @@ export const adminRoutes: AdminRoute<any, any, any>[] = [
     async ({ body }, ctx) => Reply.json(201, await ctx.admin.createSession(body as never, by(ctx))),
     { ...json(bodies.sessionBody), ...created(answers.issuedSessionSchema) },
   ),
-  route("GET", "/sessions/:id", "One session (never its token)", ({ params }, ctx) => ctx.admin.getSession(params.id!), { responses: { 200: answers.sessionInfoSchema } }),
-  route("DELETE", "/sessions/:id", "End a session: its token answers 401 at once", async ({ params }, ctx) => {
-    await ctx.admin.deleteSession(params.id!, by(ctx));
-    return noContent();
-  }, deleted),
+  route(
+    "GET",
+    "/sessions/:id",
+    "One session (never its token)",
+    ({ params }, ctx) => ctx.admin.getSession(params.id!),
+    { responses: { 200: answers.sessionInfoSchema } },
+  ),
+  route(
+    "DELETE",
+    "/sessions/:id",
+    "End a session: its token answers 401 at once",
+    async ({ params }, ctx) => {
+      await ctx.admin.deleteSession(params.id!, by(ctx));
+      return noContent();
+    },
+    deleted,
+  ),
   route(
     "POST",
     "/teams/:teamId/api-keys",
@@ -186,20 +269,44 @@ export const adminRoutes: AdminRoute<any, any, any>[] = [
     },
     { ...json(bodies.apiKeyBody), ...created(answers.issuedApiKeySchema) },
   ),
-  route("GET", "/teams/:teamId/api-keys", "A team's API keys, newest first, without tokens", async ({ params }, ctx) => ({
-    data: await ctx.admin.listApiKeys(params.teamId!),
-  }), { responses: { 200: answers.apiKeyListSchema } }),
-  route("GET", "/api-keys/:id", "One API key, without its token", ({ params }, ctx) => ctx.admin.getApiKey(params.id!), { responses: { 200: answers.apiKeyInfoSchema } }),
-  route("DELETE", "/api-keys/:id", "Revoke an API key: 401 at once", async ({ params }, ctx) => {
-    await ctx.admin.deleteApiKey(params.id!, by(ctx));
-    return noContent();
-  }, deleted),
-  ...collection("/connections", "connection", { one: "Connection", many: "Connections" }, { input: bodies.connectionBody, item: answers.connectionViewSchema, page: answers.connectionPageSchema }, {
-    put: (id, body, ctx) => ctx.admin.putConnection(id, body as never, by(ctx)),
-    get: (id, ctx) => ctx.admin.getConnection(id),
-    list: (query, ctx) => ctx.admin.listConnections(query),
-    remove: (id, ctx) => ctx.admin.deleteConnection(id, by(ctx)),
-  }),
+  route(
+    "GET",
+    "/teams/:teamId/api-keys",
+    "A team's API keys, newest first, without tokens",
+    async ({ params }, ctx) => ({
+      data: await ctx.admin.listApiKeys(params.teamId!),
+    }),
+    { responses: { 200: answers.apiKeyListSchema } },
+  ),
+  route(
+    "GET",
+    "/api-keys/:id",
+    "One API key, without its token",
+    ({ params }, ctx) => ctx.admin.getApiKey(params.id!),
+    { responses: { 200: answers.apiKeyInfoSchema } },
+  ),
+  route(
+    "DELETE",
+    "/api-keys/:id",
+    "Revoke an API key: 401 at once",
+    async ({ params }, ctx) => {
+      await ctx.admin.deleteApiKey(params.id!, by(ctx));
+      return noContent();
+    },
+    deleted,
+  ),
+  ...collection(
+    "/connections",
+    "connection",
+    { one: "Connection", many: "Connections" },
+    { input: bodies.connectionBody, item: answers.connectionViewSchema, page: answers.connectionPageSchema },
+    {
+      put: (id, body, ctx) => ctx.admin.putConnection(id, body as never, by(ctx)),
+      get: (id, ctx) => ctx.admin.getConnection(id),
+      list: (query, ctx) => ctx.admin.listConnections(query),
+      remove: (id, ctx) => ctx.admin.deleteConnection(id, by(ctx)),
+    },
+  ),
   route(
     "PUT",
     "/connections/:id/signing-secret",
@@ -212,7 +319,10 @@ export const adminRoutes: AdminRoute<any, any, any>[] = [
     "/connections/:id/deliveries",
     "A webhook connection's delivery log, newest first: stored, duplicate and refused deliveries (outcome, reason, since, limit, cursor)",
     ({ params, query }, ctx) => ctx.admin.listWebhookDeliveries(params.id!, query),
-    { query: listQuery.extend(answers.webhookDeliveryQuerySchema.shape), responses: { 200: answers.webhookDeliveryPageSchema } },
+    {
+      query: listQuery.extend(answers.webhookDeliveryQuerySchema.shape),
+      responses: { 200: answers.webhookDeliveryPageSchema },
+    },
   ),
   route(
     "POST",
@@ -235,24 +345,32 @@ export const adminRoutes: AdminRoute<any, any, any>[] = [
     ({ params }, ctx) => ctx.admin.replayWebhookDelivery(params.id!, params.deliveryId!, by(ctx)),
     { responses: { 200: answers.webhookDeliveryRecordSchema } },
   ),
-  ...collection("/datasets", "dataset", { one: "Dataset", many: "Datasets" }, { input: bodies.datasetBody, item: answers.datasetRecordSchema, page: answers.datasetPageSchema }, {
-    put: (id, body, ctx) => ctx.admin.putDataset(id, body as never, by(ctx)),
-    get: (id, ctx) => ctx.admin.getDataset(id),
-    list: (query, ctx) => ctx.admin.listDatasets(query),
-    remove: (id, ctx) => ctx.admin.deleteDataset(id, by(ctx)),
-  }),
+  ...collection(
+    "/datasets",
+    "dataset",
+    { one: "Dataset", many: "Datasets" },
+    { input: bodies.datasetBody, item: answers.datasetRecordSchema, page: answers.datasetPageSchema },
+    {
+      put: (id, body, ctx) => ctx.admin.putDataset(id, body as never, by(ctx)),
+      get: (id, ctx) => ctx.admin.getDataset(id),
+      list: (query, ctx) => ctx.admin.listDatasets(query),
+      remove: (id, ctx) => ctx.admin.deleteDataset(id, by(ctx)),
+    },
+  ),
   route(
     "PUT",
     "/datasets/:id/rows",
     "Replace a dataset's rows, atomically (JSON array, NDJSON or CSV, streamed)",
-    ({ params, body }, ctx) => ctx.admin.uploadDatasetRows(params.id!, "replace", body, uploadOptions(ctx, params.id!, "replace")),
+    ({ params, body }, ctx) =>
+      ctx.admin.uploadDatasetRows(params.id!, "replace", body, uploadOptions(ctx, params.id!, "replace")),
     { body: { kind: "stream" }, responses: { 200: answers.datasetRecordSchema } },
   ),
   route(
     "POST",
     "/datasets/:id/rows",
     "Append rows to a dataset, atomically (JSON array, NDJSON or CSV, streamed)",
-    ({ params, body }, ctx) => ctx.admin.uploadDatasetRows(params.id!, "append", body, uploadOptions(ctx, params.id!, "append")),
+    ({ params, body }, ctx) =>
+      ctx.admin.uploadDatasetRows(params.id!, "append", body, uploadOptions(ctx, params.id!, "append")),
     { body: { kind: "stream" }, responses: { 200: answers.datasetRecordSchema } },
   ),
   route(
@@ -262,25 +380,50 @@ export const adminRoutes: AdminRoute<any, any, any>[] = [
     ({ params, body }, ctx) => ctx.admin.refreshDataset(params.id!, (body ?? {}) as never),
     { ...json(bodies.refreshBody), responses: { 200: answers.refreshResultSchema } },
   ),
-  ...collection("/tables", "input table", { one: "Table", many: "Tables" }, { input: bodies.tableBody, item: answers.tableRecordSchema, page: answers.tablePageSchema }, {
-    put: (id, body, ctx) => ctx.admin.putTable(id, body as never, by(ctx)),
-    get: (id, ctx) => ctx.admin.getTable(id),
-    list: (query, ctx) => ctx.admin.listTables(query),
-    remove: (id, ctx) => ctx.admin.deleteTable(id, by(ctx)),
-  }),
-  route("GET", "/dashboards", "List dashboards by id (limit, cursor)", ({ query }, ctx) => ctx.admin.listDashboards(query), { query: listQuery, responses: { 200: answers.dashboardPageSchema } }),
-  route("GET", "/dashboards/:id", "One dashboard with every version", ({ params }, ctx) => ctx.admin.getDashboard(params.id!), { responses: { 200: answers.dashboardRecordSchema } }),
+  ...collection(
+    "/tables",
+    "input table",
+    { one: "Table", many: "Tables" },
+    { input: bodies.tableBody, item: answers.tableRecordSchema, page: answers.tablePageSchema },
+    {
+      put: (id, body, ctx) => ctx.admin.putTable(id, body as never, by(ctx)),
+      get: (id, ctx) => ctx.admin.getTable(id),
+      list: (query, ctx) => ctx.admin.listTables(query),
+      remove: (id, ctx) => ctx.admin.deleteTable(id, by(ctx)),
+    },
+  ),
+  route(
+    "GET",
+    "/dashboards",
+    "List dashboards by id (limit, cursor)",
+    ({ query }, ctx) => ctx.admin.listDashboards(query),
+    { query: listQuery, responses: { 200: answers.dashboardPageSchema } },
+  ),
+  route(
+    "GET",
+    "/dashboards/:id",
+    "One dashboard with every version",
+    ({ params }, ctx) => ctx.admin.getDashboard(params.id!),
+    { responses: { 200: answers.dashboardRecordSchema } },
+  ),
   route(
     "PUT",
     "/dashboards/:id/versions/:version",
     "Create or replace one version of a dashboard (201 when the version is new)",
-    async ({ params, body }, ctx) => putReply(await ctx.admin.putDashboardVersion(params.id!, versionOf(params.version!), body as never, by(ctx))),
+    async ({ params, body }, ctx) =>
+      putReply(await ctx.admin.putDashboardVersion(params.id!, versionOf(params.version!), body as never, by(ctx))),
     { ...json(bodies.dashboardVersionBody), ...putResponses(answers.dashboardRecordSchema) },
   ),
-  route("DELETE", "/dashboards/:id", "Delete a dashboard and its view history", async ({ params }, ctx) => {
-    await ctx.admin.deleteDashboard(params.id!, by(ctx));
-    return noContent();
-  }, deleted),
+  route(
+    "DELETE",
+    "/dashboards/:id",
+    "Delete a dashboard and its view history",
+    async ({ params }, ctx) => {
+      await ctx.admin.deleteDashboard(params.id!, by(ctx));
+      return noContent();
+    },
+    deleted,
+  ),
   route(
     "POST",
     "/dashboard-views",

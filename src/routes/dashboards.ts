@@ -4,7 +4,12 @@ import { spaceActivity } from "../handlers/space.js";
 import { intParam } from "../http/query.js";
 import { authed } from "./route-def.js";
 import { teamIdParam } from "../schemas/common.js";
-import { dashboardListSchema, dashboardSchema, dashboardViewsSchema, spaceObjectPageSchema } from "../schemas/dashboards.js";
+import {
+  dashboardListSchema,
+  dashboardSchema,
+  dashboardViewsSchema,
+  spaceObjectPageSchema,
+} from "../schemas/dashboards.js";
 
 export { dashboardSchema };
 
@@ -50,7 +55,8 @@ export const dashboardRoutes = [
     auth: "bearer",
     scope: "dashboards:read",
     tag: "Space activity",
-    summary: "Aggregated space activity: dashboard-usage, refresh-history, credit-usage, api-usage, dataset-usage, webhook-deliveries",
+    summary:
+      "Aggregated space activity: dashboard-usage, refresh-history, credit-usage, api-usage, dataset-usage, webhook-deliveries",
     query: spaceQuery,
     responses: { 200: spaceObjectPageSchema },
     handle: ({ params, query }, ctx) => spaceActivity(ctx, params.object!, query),

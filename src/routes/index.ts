@@ -21,7 +21,17 @@ import { webhookReceiverRoutes } from "./webhooks.js";
  * The route table. Each mount is a prefix; a future `/api/v2` mounts its
  * own list beside `/api/v1`. The webhook receiver has no version prefix.
  */
-export const apiV1Routes: RouteDef[] = [...identityRoutes, ...datasetRoutes, ...connectionRoutes, ...dashboardRoutes, ...tableRoutes, ...changeRoutes, ...auditRoutes, ...openapiRoutes(() => mounts), ...docsRoutes];
+export const apiV1Routes: RouteDef[] = [
+  ...identityRoutes,
+  ...datasetRoutes,
+  ...connectionRoutes,
+  ...dashboardRoutes,
+  ...tableRoutes,
+  ...changeRoutes,
+  ...auditRoutes,
+  ...openapiRoutes(() => mounts),
+  ...docsRoutes,
+];
 
 export const webhookRoutes: RouteDef[] = [...webhookReceiverRoutes];
 
@@ -31,7 +41,10 @@ export const mounts: ReadonlyArray<{ base: string; routes: readonly RouteDef[] }
 ];
 
 /** The admin HTTP API, mounted only when an admin token is configured (see `createDataApi`). */
-export const adminMount: { base: string; routes: readonly RouteDef[] } = { base: "/api/admin/v1", routes: [...adminRoutes, ...adminOpenapiRoutes(() => adminMount)] };
+export const adminMount: { base: string; routes: readonly RouteDef[] } = {
+  base: "/api/admin/v1",
+  routes: [...adminRoutes, ...adminOpenapiRoutes(() => adminMount)],
+};
 
 export { WEBHOOK_ROUTE } from "./webhooks.js";
 

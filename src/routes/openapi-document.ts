@@ -51,7 +51,11 @@ export interface OpenApiDocument {
   openapi: "3.1.0";
   info: { title: string; version: string; description: string };
   jsonSchemaDialect: string;
-  servers: Array<{ url: string; description?: string; variables?: Record<string, { default: string; description: string }> }>;
+  servers: Array<{
+    url: string;
+    description?: string;
+    variables?: Record<string, { default: string; description: string }>;
+  }>;
   tags: Array<{ name: string }>;
   paths: Record<string, Partial<Record<"get" | "post" | "put" | "patch" | "delete", OpenApiOperation>>>;
   components: {
@@ -69,9 +73,14 @@ export interface OpenApiOptions {
   version?: string;
   /** Default: `Dataport Data Access API`. */
   title?: string;
-  /** `info.description` (Markdown). Default: the Data Access API's (authentication, errors, CORS, paging, versioning). */
+  /**
+   * `info.description` (Markdown). Default: the Data Access API's (authentication, errors, CORS, paging, versioning).
+   */
   description?: string;
-  /** The largest JSON or webhook body the server takes, in bytes, as documented (default 1 MiB, the API's default `maxBodyBytes`). */
+  /**
+   * The largest JSON or webhook body the server takes, in bytes, as documented (default 1 MiB, the API's default
+   * `maxBodyBytes`).
+   */
   maxBodyBytes?: number;
   /** The largest streamed upload (bulk rows), in bytes (default 1 GiB, the API's default `maxUploadBytes`). */
   maxUploadBytes?: number;
@@ -81,17 +90,44 @@ type RouteEntry = { readonly mount: string; readonly route: RouteDef };
 
 /** Error statuses with the codes each may carry (see the README's error table). */
 const ERROR_RESPONSES: Record<number, { name: string; codes: string }> = {
-  400: { name: "BadRequest", codes: "`invalid_parameter` (details.parameter names it), `invalid_body`, `team_required`" },
-  401: { name: "Unauthorized", codes: "`unauthorized` (with `WWW-Authenticate: Bearer`), `invalid_signature` (webhooks)" },
-  403: { name: "Forbidden", codes: "`plan_required`, `insufficient_scope` (details.required names the scope), `forbidden`" },
-  404: { name: "NotFound", codes: "`not_found`: unknown id, outside the key's allowlist, or a team the person is not in (indistinguishable)" },
-  405: { name: "MethodNotAllowed", codes: "`method_not_allowed`: the storage area this change belongs to is read-only (the host supplies it)" },
+  400: {
+    name: "BadRequest",
+    codes: "`invalid_parameter` (details.parameter names it), `invalid_body`, `team_required`",
+  },
+  401: {
+    name: "Unauthorized",
+    codes: "`unauthorized` (with `WWW-Authenticate: Bearer`), `invalid_signature` (webhooks)",
+  },
+  403: {
+    name: "Forbidden",
+    codes: "`plan_required`, `insufficient_scope` (details.required names the scope), `forbidden`",
+  },
+  404: {
+    name: "NotFound",
+    codes: "`not_found`: unknown id, outside the key's allowlist, or a team the person is not in (indistinguishable)",
+  },
+  405: {
+    name: "MethodNotAllowed",
+    codes: "`method_not_allowed`: the storage area this change belongs to is read-only (the host supplies it)",
+  },
   409: { name: "Conflict", codes: "`conflict` (details.current holds the current row), `idempotency_key_in_use`" },
-  412: { name: "PreconditionFailed", codes: "`precondition_failed`: `If-Match` names a version the row no longer has (details.current holds the row, `ETag` its tag)" },
-  410: { name: "Gone", codes: "`cursor_expired`: changes after this cursor are no longer kept (`changeRetentionDays`): re-read the rows and follow their `changesCursor`" },
+  412: {
+    name: "PreconditionFailed",
+    codes:
+      "`precondition_failed`: `If-Match` names a version the row no longer has (details.current holds the row, `ETag` its tag)",
+  },
+  410: {
+    name: "Gone",
+    codes:
+      "`cursor_expired`: changes after this cursor are no longer kept (`changeRetentionDays`): re-read the rows and follow their `changesCursor`",
+  },
   413: { name: "PayloadTooLarge", codes: "`payload_too_large`" },
   415: { name: "UnsupportedMediaType", codes: "`unsupported_media_type`" },
-  422: { name: "UnprocessableEntity", codes: "`validation_failed` (details.unknownColumns / invalidColumns; on the admin API details.path names the first problem), `idempotency_key_reused`" },
+  422: {
+    name: "UnprocessableEntity",
+    codes:
+      "`validation_failed` (details.unknownColumns / invalidColumns; on the admin API details.path names the first problem), `idempotency_key_reused`",
+  },
   429: { name: "TooManyRequests", codes: "`rate_limited`, with `Retry-After` (seconds) and `RateLimit-*` headers" },
   500: { name: "InternalError", codes: "`internal`; the message reveals no internals" },
   502: { name: "BadGateway", codes: "`upstream_unavailable`: the connection's source failed" },
@@ -100,16 +136,26 @@ const ERROR_RESPONSES: Record<number, { name: string; codes: string }> = {
     codes:
       "`storage_unavailable`: the database is unavailable or a storage call ran past the storage timeout; `rate_limiter_unavailable`: the rate limiter cannot be asked (both with `Retry-After`)",
   },
-  504: { name: "GatewayTimeout", codes: "`upstream_timeout`: the connection's source did not answer within the upstream timeout" },
+  504: {
+    name: "GatewayTimeout",
+    codes: "`upstream_timeout`: the connection's source did not answer within the upstream timeout",
+  },
 };
 
 const DESCRIPTION = `Data Access API and inbound webhook receiver.
 
-* **Authentication**: every \`/api/v1\` call sends \`Authorization: Bearer <token>\` — an API key (scoped, allowlisted) or a session token (membership is the boundary; send \`teamId\` where asked). Each operation names the scope a key needs in \`x-scope\`.
-* **Errors**: every error has the body \`{ "error": { "code", "message", "details"?, "requestId" } }\` (schema \`Error\`).
-* **CORS**: every response carries \`Access-Control-Allow-Origin: *\` and \`X-Request-Id\`; a preflight \`OPTIONS\` answers 204.
-* **Paging**: rows pages with \`offset\` until \`metadata.hasMore\` is false; the audit feed and the change feeds (\`/tables/{id}/changes\`, \`/datasets/{id}/changes\`) follow their opaque \`cursor\`.
-* **Versioning**: \`/api/v1\` keeps working at least 12 months after \`/api/v2\` ships; webhooks carry no version. A deprecated operation says so (\`deprecated: true\`) and its answers carry \`Deprecation\`, \`Sunset\` and \`Link: <…>; rel="deprecation"\`.`;
+* **Authentication**: every \`/api/v1\` call sends \`Authorization: Bearer <token>\` — an API key (scoped, allowlisted)
+* or a session token (membership is the boundary; send \`teamId\` where asked). Each operation names the scope a key
+* needs in \`x-scope\`.
+* **Errors**: every error has the body \`{ "error": { "code", "message", "details"?, "requestId" } }\` (schema
+* \`Error\`).
+* **CORS**: every response carries \`Access-Control-Allow-Origin: *\` and \`X-Request-Id\`; a preflight \`OPTIONS\`
+* answers 204.
+* **Paging**: rows pages with \`offset\` until \`metadata.hasMore\` is false; the audit feed and the change feeds
+* (\`/tables/{id}/changes\`, \`/datasets/{id}/changes\`) follow their opaque \`cursor\`.
+* **Versioning**: \`/api/v1\` keeps working at least 12 months after \`/api/v2\` ships; webhooks carry no version. A
+* deprecated operation says so (\`deprecated: true\`) and its answers carry \`Deprecation\`, \`Sunset\` and \`Link: <…>;
+* rel="deprecation"\`.`;
 
 const methods = { GET: "get", POST: "post", PUT: "put", PATCH: "patch", DELETE: "delete" } as const;
 
@@ -127,10 +173,14 @@ export class ComponentSchemas {
   readonly #schemas = new Map<string, JsonSchema>();
 
   add(id: string, schema: JsonSchema): void {
-    if (id.startsWith("__")) throw new Error(`OpenAPI: a schema zod could not name (${id}) would become a component; give it an id or use it once`);
+    if (id.startsWith("__"))
+      throw new Error(
+        `OpenAPI: a schema zod could not name (${id}) would become a component; give it an id or use it once`,
+      );
     const known = this.#schemas.get(id);
     if (known === undefined) this.#schemas.set(id, schema);
-    else if (JSON.stringify(known) !== JSON.stringify(schema)) throw new Error(`OpenAPI: two different schemas carry the id ${id}`);
+    else if (JSON.stringify(known) !== JSON.stringify(schema))
+      throw new Error(`OpenAPI: two different schemas carry the id ${id}`);
   }
 
   toObject(): Record<string, JsonSchema> {
@@ -145,7 +195,10 @@ interface Build {
 }
 
 /** Build the document for a route table (`api.routes`). */
-export function createOpenApiDocument(routes: ReadonlyArray<RouteEntry>, options: OpenApiOptions = {}): OpenApiDocument {
+export function createOpenApiDocument(
+  routes: ReadonlyArray<RouteEntry>,
+  options: OpenApiOptions = {},
+): OpenApiDocument {
   const build: Build = {
     components: new ComponentSchemas(),
     maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
@@ -167,24 +220,43 @@ export function createOpenApiDocument(routes: ReadonlyArray<RouteEntry>, options
   }
   return {
     openapi: "3.1.0",
-    info: { title: options.title ?? "Dataport Data Access API", version: options.version ?? "1.0.0", description: options.description ?? DESCRIPTION },
+    info: {
+      title: options.title ?? "Dataport Data Access API",
+      version: options.version ?? "1.0.0",
+      description: options.description ?? DESCRIPTION,
+    },
     jsonSchemaDialect: "https://spec.openapis.org/oas/3.1/dialect/base",
     servers: options.serverUrl
       ? [{ url: options.serverUrl }]
-      : [{ url: "{app_url}", variables: { app_url: { default: "http://127.0.0.1:8787", description: "the application origin" } } }],
+      : [
+          {
+            url: "{app_url}",
+            variables: { app_url: { default: "http://127.0.0.1:8787", description: "the application origin" } },
+          },
+        ],
     tags: tags.map((name) => ({ name })),
     paths,
     components: {
       securitySchemes: {
         bearerAuth: { type: "http", scheme: "bearer", description: "An API key (`dp_live_…`) or a session token." },
-        adminAuth: { type: "http", scheme: "bearer", description: "The admin token configured with `adminToken` (`--admin-token`)." },
+        adminAuth: {
+          type: "http",
+          scheme: "bearer",
+          description: "The admin token configured with `adminToken` (`--admin-token`).",
+        },
       },
       schemas: build.components.toObject(),
       responses,
       headers: {
-        RequestId: { description: "Identifies the request; equals `error.requestId` on errors.", schema: { type: "string" } },
+        RequestId: {
+          description: "Identifies the request; equals `error.requestId` on errors.",
+          schema: { type: "string" },
+        },
         RetryAfter: { description: "Seconds to wait before retrying.", schema: { type: "integer", minimum: 0 } },
-        RateLimitLimit: { description: "Requests allowed in the window (sent when the server sets a rate limit).", schema: { type: "integer" } },
+        RateLimitLimit: {
+          description: "Requests allowed in the window (sent when the server sets a rate limit).",
+          schema: { type: "integer" },
+        },
         RateLimitRemaining: { description: "Requests left in the window.", schema: { type: "integer" } },
         RateLimitReset: { description: "Seconds until the window resets.", schema: { type: "integer" } },
         RateLimitPolicy: {
@@ -203,9 +275,18 @@ export function createOpenApiDocument(routes: ReadonlyArray<RouteEntry>, options
             "A strong entity tag of the content: send it back in `If-None-Match` to be told 304 while it is unchanged, or (a table row's) in `If-Match` to change only that version. A compressed answer's tag ends in `-gzip` or `-br`.",
           schema: { type: "string" },
         },
-        Deprecation: { description: "RFC 9745: when this operation was (or will be) deprecated, `@<unix seconds>`.", schema: { type: "string" } },
-        Sunset: { description: "RFC 8594: the HTTP-date after which this operation may stop answering.", schema: { type: "string" } },
-        DeprecationLink: { description: 'Where the deprecation is explained: `<https://…>; rel="deprecation"`.', schema: { type: "string" } },
+        Deprecation: {
+          description: "RFC 9745: when this operation was (or will be) deprecated, `@<unix seconds>`.",
+          schema: { type: "string" },
+        },
+        Sunset: {
+          description: "RFC 8594: the HTTP-date after which this operation may stop answering.",
+          schema: { type: "string" },
+        },
+        DeprecationLink: {
+          description: 'Where the deprecation is explained: `<https://…>; rel="deprecation"`.',
+          schema: { type: "string" },
+        },
       },
     },
   };
@@ -218,7 +299,12 @@ export function toOpenApiPath(pattern: string): string {
 
 function operation(route: RouteDef, build: Build): OpenApiOperation {
   const pathParams = [...route.path.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!);
-  const parameters: OpenApiParameter[] = pathParams.map((name) => ({ name, in: "path", required: true, schema: { type: "string" } }));
+  const parameters: OpenApiParameter[] = pathParams.map((name) => ({
+    name,
+    in: "path",
+    required: true,
+    schema: { type: "string" },
+  }));
   parameters.push(...queryParameters(route));
   parameters.push(...headerParameters(route));
 
@@ -227,7 +313,12 @@ function operation(route: RouteDef, build: Build): OpenApiOperation {
     summary: route.summary,
     tags: [route.tag],
     // OpenAPI 3.1 lets a non-OAuth requirement list role names: the scope an API key needs (session tokens need none).
-    security: route.auth === "bearer" ? [{ bearerAuth: route.scope ? [route.scope] : [] }] : route.auth === "admin" ? [{ adminAuth: [] }] : [],
+    security:
+      route.auth === "bearer"
+        ? [{ bearerAuth: route.scope ? [route.scope] : [] }]
+        : route.auth === "admin"
+          ? [{ adminAuth: [] }]
+          : [],
     "x-scope": route.auth === "bearer" ? route.scope : null,
     parameters,
     responses: successResponses(route, build),
@@ -246,7 +337,11 @@ function operation(route: RouteDef, build: Build): OpenApiOperation {
     const declared = route.responses?.[status];
     op.responses[String(status)] =
       declared && declared !== errorEnvelopeSchema
-        ? { description: ERROR_RESPONSES[status]?.codes ?? "error", headers: requestIdHeader(), content: json(toJsonSchema(declared, "output", build.components)) }
+        ? {
+            description: ERROR_RESPONSES[status]?.codes ?? "error",
+            headers: requestIdHeader(),
+            content: json(toJsonSchema(declared, "output", build.components)),
+          }
         : { $ref: `#/components/responses/${ERROR_RESPONSES[status]!.name}` };
   }
   return op;
@@ -280,7 +375,9 @@ export function derivedOperationId(route: Pick<RouteDef, "method" | "path">): st
   return verb + pascal(words.join("-"));
 }
 
-/** `api-keys` → `api-key`, `businesses` → `business`, `activities` → `activity`; words not ending in a plural `s` stay. */
+/**
+ * `api-keys` → `api-key`, `businesses` → `business`, `activities` → `activity`; words not ending in a plural `s` stay.
+ */
 function singular(segment: string): string {
   return segment.replace(/(sses|ies|[^s]s)$/, (end) => (end === "sses" ? "ss" : end === "ies" ? "y" : end.slice(0, 1)));
 }
@@ -362,9 +459,18 @@ function conditionalParameters(route: RouteDef): OpenApiParameter[] {
 const SIGNED =
   " A connection with a signing secret reads the headers of its scheme (`config.signature.scheme`, default `auto`); without a valid signature it answers 401 invalid_signature, `details.reason` one of `signature_missing`, `signature_invalid`, `timestamp_out_of_tolerance`.";
 
-/** What a webhook delivery may carry: delivery ids (de-duplication) and signatures, as `verifySignature` and `dedupKeyOf` read them. */
+/**
+ * What a webhook delivery may carry: delivery ids (de-duplication) and signatures, as `verifySignature` and
+ * `dedupKeyOf` read them.
+ */
 function webhookHeaders(): OpenApiParameter[] {
-  const header = (name: string, description: string, schema: JsonSchema = { type: "string" }): OpenApiParameter => ({ name, in: "header", required: false, description, schema });
+  const header = (name: string, description: string, schema: JsonSchema = { type: "string" }): OpenApiParameter => ({
+    name,
+    in: "header",
+    required: false,
+    description,
+    schema,
+  });
   const hashed = `Any length: an id longer than ${MAX_DEDUP_KEY_LENGTH - 2} characters is compared by its SHA-256.`;
   return [
     header(
@@ -385,8 +491,14 @@ function webhookHeaders(): OpenApiParameter[] {
       "Standard Webhooks: space-separated `v1,<base64>` entries, each an HMAC-SHA256 of `{webhook-id}.{webhook-timestamp}.{body}`; one valid entry is enough. A `whsec_` secret is the base64 key after the prefix, any other secret is keyed by its UTF-8 bytes. Svix's `svix-id`, `svix-timestamp` and `svix-signature` are read the same way. Read by the `auto` and `standard-webhooks` schemes." +
         SIGNED,
     ),
-    header("X-Webhook-Signature", `Hex HMAC-SHA256 of the raw body keyed with the signing secret (\`sha256=\` prefix allowed): the \`auto\` and \`hmac-sha256-hex\` schemes (the latter may name another header).${SIGNED}`),
-    header("X-Hub-Signature-256", `GitHub's signature: the same hex HMAC-SHA256, \`sha256=\` prefixed: the \`auto\` and \`github\` schemes.${SIGNED}`),
+    header(
+      "X-Webhook-Signature",
+      `Hex HMAC-SHA256 of the raw body keyed with the signing secret (\`sha256=\` prefix allowed): the \`auto\` and \`hmac-sha256-hex\` schemes (the latter may name another header).${SIGNED}`,
+    ),
+    header(
+      "X-Hub-Signature-256",
+      `GitHub's signature: the same hex HMAC-SHA256, \`sha256=\` prefixed: the \`auto\` and \`github\` schemes.${SIGNED}`,
+    ),
     header(
       "Stripe-Signature",
       `The \`stripe\` scheme: \`t=<Unix seconds>,v1=<hex>[,v1=<hex>…]\`, each \`v1\` an HMAC-SHA256 of \`{t}.{body}\` keyed with the whole \`whsec_…\` secret; \`t\` within ${SIGNATURE_TOLERANCE_SECONDS} seconds of the server's clock.${SIGNED}`,
@@ -396,14 +508,21 @@ function webhookHeaders(): OpenApiParameter[] {
       "X-Slack-Signature",
       `The \`slack\` scheme: \`v0=<hex>\`, an HMAC-SHA256 of \`v0:{X-Slack-Request-Timestamp}:{body}\`; the timestamp within ${SIGNATURE_TOLERANCE_SECONDS} seconds of the server's clock.${SIGNED}`,
     ),
-    header("X-Slack-Request-Timestamp", "The `slack` scheme: when the request was signed, in Unix seconds.", { type: "string", pattern: "^[0-9]{1,15}$" }),
+    header("X-Slack-Request-Timestamp", "The `slack` scheme: when the request was signed, in Unix seconds.", {
+      type: "string",
+      pattern: "^[0-9]{1,15}$",
+    }),
   ];
 }
 
 function requestBody(route: RouteDef, build: Build): NonNullable<OpenApiOperation["requestBody"]> {
   const declared = route.bodySchema ?? (route.body as { schema?: z.ZodType } | undefined)?.schema;
   // Without a declared schema: a JSON object where the route takes one, else any JSON value (an array of items, say).
-  const schema: JsonSchema = declared ? toJsonSchema(declared, "input", build.components) : route.body?.kind === "json" ? {} : openObject();
+  const schema: JsonSchema = declared
+    ? toJsonSchema(declared, "input", build.components)
+    : route.body?.kind === "json"
+      ? {}
+      : openObject();
   const limit = `At most ${jsonBodyLimit(route.auth, build.maxBodyBytes).toLocaleString("en-US")} bytes (413 payload_too_large beyond).`;
   if (route.body?.kind === "raw") {
     return {
@@ -435,7 +554,10 @@ function openObject(): JsonSchema {
 function successResponses(route: RouteDef, build: Build): OpenApiOperation["responses"] {
   const out: OpenApiOperation["responses"] = {};
   // Bearer calls carry RateLimit-* when the server sets an API rate; deliveries when it sets a webhook rate.
-  const headers = route.auth === "bearer" || route.body?.kind === "raw" ? { ...requestIdHeader(), ...rateLimitHeaders() } : requestIdHeader();
+  const headers =
+    route.auth === "bearer" || route.body?.kind === "raw"
+      ? { ...requestIdHeader(), ...rateLimitHeaders() }
+      : requestIdHeader();
   for (const [status, schema] of Object.entries((route.responses ?? {}) as Responses)) {
     if (Number(status) >= 400) continue;
     if (status === "204") {
@@ -443,12 +565,19 @@ function successResponses(route: RouteDef, build: Build): OpenApiOperation["resp
       continue;
     }
     if (status === "304") {
-      out[status] = { description: "Not modified: the content is the one `If-None-Match` named (no body).", headers: { ...headers, ...etagHeader() } };
+      out[status] = {
+        description: "Not modified: the content is the one `If-None-Match` named (no body).",
+        headers: { ...headers, ...etagHeader() },
+      };
       continue;
     }
     const content: Record<string, { schema: JsonSchema }> = json(toJsonSchema(schema, "output", build.components));
     if (status === "200") for (const type of route.alsoProduces ?? []) content[type] = { schema: { type: "string" } };
-    out[status] = { description: route.summary, headers: route.etag ? { ...headers, ...etagHeader() } : headers, content };
+    out[status] = {
+      description: route.summary,
+      headers: route.etag ? { ...headers, ...etagHeader() } : headers,
+      content,
+    };
   }
   if (Object.keys(out).length === 0) {
     const content = route.produces ? { [route.produces]: { schema: { type: "string" } } } : json({});
@@ -464,7 +593,11 @@ function errorStatuses(route: RouteDef, hasPathParams: boolean): number[] {
   const bearer = route.auth === "bearer";
   if (route.query || route.body || hasPathParams) statuses.add(400);
   if (bearer) [401, 403, 429].forEach((s) => statuses.add(s));
-  if (hasPathParams || (route.query && "teamId" in ((toJsonSchema(route.query, "input").properties ?? {}) as JsonSchema))) statuses.add(404);
+  if (
+    hasPathParams ||
+    (route.query && "teamId" in ((toJsonSchema(route.query, "input").properties ?? {}) as JsonSchema))
+  )
+    statuses.add(404);
   if (route.body) [413, 415].forEach((s) => statuses.add(s));
   if (route.body?.kind === "raw") [401, 429].forEach((s) => statuses.add(s));
   if (route.body?.kind === "json-object" && bearer) statuses.add(422);
@@ -529,13 +662,18 @@ const COMPONENTS = "#/components/schemas/";
  * stay in `$defs`.
  */
 export function toJsonSchema(schema: z.ZodType, io: "input" | "output", components?: ComponentSchemas): JsonSchema {
-  const { $schema: _dialect, $defs, ...rest } = z.toJSONSchema(schema, {
+  const {
+    $schema: _dialect,
+    $defs,
+    ...rest
+  } = z.toJSONSchema(schema, {
     target: "draft-2020-12",
     io,
     unrepresentable: "any",
     override(ctx) {
       const out = ctx.jsonSchema as JsonSchema;
-      // An open object (a record of anything): `additionalProperties: true`, which generators read as `{ [key: string]: unknown }`.
+      // An open object (a record of anything): `additionalProperties: true`, which generators read as `{ [key: string]:
+      // unknown }`.
       if (isEmptyObject(out.additionalProperties)) out.additionalProperties = true;
       // JSON keys are strings anyway.
       if (isStringKeys(out.propertyNames)) delete out.propertyNames;
@@ -547,7 +685,8 @@ export function toJsonSchema(schema: z.ZodType, io: "input" | "output", componen
     },
   }) as JsonSchema;
   if (!components || $defs === undefined) return $defs === undefined ? rest : { ...rest, $defs };
-  for (const [id, def] of Object.entries($defs as Record<string, JsonSchema>)) components.add(id, toComponentRefs(def) as JsonSchema);
+  for (const [id, def] of Object.entries($defs as Record<string, JsonSchema>))
+    components.add(id, toComponentRefs(def) as JsonSchema);
   return toComponentRefs(rest) as JsonSchema;
 }
 
@@ -557,7 +696,10 @@ function toComponentRefs(value: unknown): unknown {
   if (value === null || typeof value !== "object") return value;
   const out: JsonSchema = {};
   for (const [key, item] of Object.entries(value)) {
-    out[key] = key === "$ref" && typeof item === "string" && item.startsWith(DEFS) ? COMPONENTS + item.slice(DEFS.length) : toComponentRefs(item);
+    out[key] =
+      key === "$ref" && typeof item === "string" && item.startsWith(DEFS)
+        ? COMPONENTS + item.slice(DEFS.length)
+        : toComponentRefs(item);
   }
   return out;
 }
@@ -567,5 +709,10 @@ function isEmptyObject(value: unknown): boolean {
 }
 
 function isStringKeys(value: unknown): boolean {
-  return value !== null && typeof value === "object" && Object.keys(value).length === 1 && (value as JsonSchema).type === "string";
+  return (
+    value !== null &&
+    typeof value === "object" &&
+    Object.keys(value).length === 1 &&
+    (value as JsonSchema).type === "string"
+  );
 }

@@ -58,7 +58,10 @@ interface RouteBase<Query, R extends Responses> {
   responses?: R;
   /** Media type of the success body when it is not JSON (the metrics exposition); documented as text. */
   produces?: string;
-  /** Media types the 200 body may also take besides JSON (row downloads, chosen by `format` or `Accept`); documented as text. */
+  /**
+   * Media types the 200 body may also take besides JSON (row downloads, chosen by `format` or `Accept`); documented as
+   * text.
+   */
   alsoProduces?: readonly string[];
   /** Whether its success answers carry an `ETag` (documented with them; the handler sets it). */
   etag?: boolean;
@@ -72,20 +75,29 @@ interface RouteBase<Query, R extends Responses> {
   deprecated?: Deprecation;
 }
 
-export interface AuthedRoute<Query = unknown, Body = unknown, R extends Responses = Responses> extends RouteBase<Query, R> {
+export interface AuthedRoute<Query = unknown, Body = unknown, R extends Responses = Responses> extends RouteBase<
+  Query,
+  R
+> {
   auth: "bearer";
   /** The scope an API key needs; null for none. */
   scope: Scope | null;
   handle(input: RouteInput<Query, Body>, ctx: AuthedContext): HandlerResult<R>;
 }
 
-export interface PublicRoute<Query = unknown, Body = unknown, R extends Responses = Responses> extends RouteBase<Query, R> {
+export interface PublicRoute<Query = unknown, Body = unknown, R extends Responses = Responses> extends RouteBase<
+  Query,
+  R
+> {
   auth: "none";
   handle(input: RouteInput<Query, Body>, ctx: HandlerContext): HandlerResult<R>;
 }
 
 /** A route of the admin API (`/api/admin/v1`): the admin token only, mounted only when one is configured. */
-export interface AdminRoute<Query = unknown, Body = unknown, R extends Responses = Responses> extends RouteBase<Query, R> {
+export interface AdminRoute<Query = unknown, Body = unknown, R extends Responses = Responses> extends RouteBase<
+  Query,
+  R
+> {
   auth: "admin";
   handle(input: RouteInput<Query, Body>, ctx: AdminContext): HandlerResult<R>;
 }

@@ -24,18 +24,31 @@ import { rowSchema } from "./common.js";
 
 const id = z.string().min(1);
 
-export const businessRecordSchema = businessSchema.meta({ id: "Business", description: "A business: the teams it groups share a business-wide audit feed" });
+export const businessRecordSchema = businessSchema.meta({
+  id: "Business",
+  description: "A business: the teams it groups share a business-wide audit feed",
+});
 
-export const teamRecordSchema = teamSchema.meta({ id: "Team", description: "A team (space): its plan decides what its keys and members may do" });
+export const teamRecordSchema = teamSchema.meta({
+  id: "Team",
+  description: "A team (space): its plan decides what its keys and members may do",
+});
 
-export const userRecordSchema = userSchema.meta({ id: "User", description: "A person; businessAdmin reads the audit feed of the whole business" });
+export const userRecordSchema = userSchema.meta({
+  id: "User",
+  description: "A person; businessAdmin reads the audit feed of the whole business",
+});
 
 export const membershipSchema = z
   .object({ userId: id, teamId: id, role: roleSchema })
   .meta({ id: "Membership", description: "A user's role in a team" });
 
 export const sessionInfoSchema = z
-  .object({ id, userId: id, expiresAt: z.iso.datetime({ offset: true }).nullable().describe("null: never expires (fixture sessions)") })
+  .object({
+    id,
+    userId: id,
+    expiresAt: z.iso.datetime({ offset: true }).nullable().describe("null: never expires (fixture sessions)"),
+  })
   .meta({ id: "SessionInfo", description: "A session, never its token (only its SHA-256 is kept)" });
 
 export const issuedSessionSchema = sessionInfoSchema
@@ -49,22 +62,32 @@ export const apiKeyInfoSchema = fixtureApiKeySchema
   .omit({ token: true })
   .meta({ id: "ApiKeyInfo", description: "An API key, never its token or hash; revokedAt set: it answers 401" });
 
-export const issuedApiKeySchema = fixtureApiKeySchema.meta({ id: "IssuedApiKey", description: "A new API key with its token (dp_live_…), shown once" });
+export const issuedApiKeySchema = fixtureApiKeySchema.meta({
+  id: "IssuedApiKey",
+  description: "A new API key with its token (dp_live_…), shown once",
+});
 
 export const connectionViewSchema = connectionSchema
   .extend({ endpointUrl: z.string().optional().describe("a webhook connection's receiver: where its sender POSTs") })
   .meta({
     id: "ConnectionView",
-    description: "A connection, secrets never echoed: a webhook's signing secret becomes config.signed, a URL's password ***",
+    description:
+      "A connection, secrets never echoed: a webhook's signing secret becomes config.signed, a URL's password ***",
   });
 
 export const datasetRecordSchema = datasetSchema
   .omit({ rows: true })
   .extend({
-    columnsDeclared: z.boolean().optional().describe("columns were declared by the host: uploads convert values to them and refuse other columns"),
+    columnsDeclared: z
+      .boolean()
+      .optional()
+      .describe("columns were declared by the host: uploads convert values to them and refuse other columns"),
     rowCount: z.number().int().nonnegative(),
   })
-  .meta({ id: "DatasetRecord", description: "An upload or connection dataset as stored (its rows are read through /api/v1)" });
+  .meta({
+    id: "DatasetRecord",
+    description: "An upload or connection dataset as stored (its rows are read through /api/v1)",
+  });
 
 export const tableRecordSchema = tableSchema
   .omit({ rows: true })
@@ -85,8 +108,14 @@ export const storedItemsSchema = z
   .meta({ id: "StoredItems", description: "How many history items were appended (all of the batch)" });
 
 export const storedAuditEventsSchema = z
-  .object({ stored: z.number().int().nonnegative(), skipped: z.number().int().nonnegative().describe("items whose id was already stored") })
-  .meta({ id: "StoredAuditEvents", description: "How many audit events were appended, and how many were already there" });
+  .object({
+    stored: z.number().int().nonnegative(),
+    skipped: z.number().int().nonnegative().describe("items whose id was already stored"),
+  })
+  .meta({
+    id: "StoredAuditEvents",
+    description: "How many audit events were appended, and how many were already there",
+  });
 
 /** One page of a collection in id order (`ListPage<T>`): pass `nextCursor` back as `cursor` until it is null. */
 function listPageOf<T extends z.ZodType>(item: T, name: string) {
@@ -107,12 +136,18 @@ export const datasetPageSchema = listPageOf(datasetRecordSchema, "DatasetRecord"
 export const tablePageSchema = listPageOf(tableRecordSchema, "TableRecord");
 export const dashboardPageSchema = listPageOf(dashboardRecordSchema, "DashboardRecord");
 
-export const membershipListSchema = z.object({ data: z.array(membershipSchema) }).meta({ id: "MembershipList", description: "Every membership of a user" });
+export const membershipListSchema = z
+  .object({ data: z.array(membershipSchema) })
+  .meta({ id: "MembershipList", description: "Every membership of a user" });
 
-export const apiKeyListSchema = z.object({ data: z.array(apiKeyInfoSchema) }).meta({ id: "ApiKeyList", description: "A team's API keys, newest first" });
+export const apiKeyListSchema = z
+  .object({ data: z.array(apiKeyInfoSchema) })
+  .meta({ id: "ApiKeyList", description: "A team's API keys, newest first" });
 
 /** A bulk upload's body: `application/json`, or NDJSON and CSV as text. */
-export const rowsUploadSchema = z.array(rowSchema).meta({ id: "RowsUpload", description: "Rows: a JSON array of objects; nested objects flatten to dotted columns" });
+export const rowsUploadSchema = z
+  .array(rowSchema)
+  .meta({ id: "RowsUpload", description: "Rows: a JSON array of objects; nested objects flatten to dotted columns" });
 
 export const rowsTextSchema = z.string().meta({
   id: "RowsText",
@@ -142,25 +177,43 @@ const webhookDeliveryFields = {
   status: z.number().int().describe("the HTTP status the sender was answered"),
   deliveryKey: z.string().nullable().describe("the de-duplication key used, if any"),
   rowId: z.string().nullable().describe("the stored row (for a duplicate, the first delivery's)"),
-  verifiedBy: z.enum(["current", "previous"]).nullable().describe("which secret verified it; null when unsigned, refused or replayed"),
-  suppressed: z.number().int().nonnegative().describe("refusals before this one that were counted but not kept (a flood)"),
+  verifiedBy: z
+    .enum(["current", "previous"])
+    .nullable()
+    .describe("which secret verified it; null when unsigned, refused or replayed"),
+  suppressed: z
+    .number()
+    .int()
+    .nonnegative()
+    .describe("refusals before this one that were counted but not kept (a flood)"),
   replayOf: z.string().nullable().describe("the delivery this one replays"),
   contentType: z.string().nullable(),
   bodyEncoding: z.enum(["utf8", "base64"]).nullable(),
-  bodyTruncated: z.boolean().describe("whether the kept body was cut at inboxBodyBytes (or not read: over the request limit)"),
+  bodyTruncated: z
+    .boolean()
+    .describe("whether the kept body was cut at inboxBodyBytes (or not read: over the request limit)"),
 };
 
-export const webhookDeliverySummarySchema = z
-  .object(webhookDeliveryFields)
-  .meta({ id: "WebhookDeliverySummary", description: "One delivery of an endpoint's log, without its headers and body" });
+export const webhookDeliverySummarySchema = z.object(webhookDeliveryFields).meta({
+  id: "WebhookDeliverySummary",
+  description: "One delivery of an endpoint's log, without its headers and body",
+});
 
 export const webhookDeliveryRecordSchema = z
   .object({
     ...webhookDeliveryFields,
-    headers: z.record(z.string(), z.string()).describe("request headers, lower-case; Authorization, Cookie and Proxy-Authorization values [redacted]"),
-    body: z.string().nullable().describe("a refused delivery's raw body as received (base64 when not UTF-8), up to inboxBodyBytes"),
+    headers: z
+      .record(z.string(), z.string())
+      .describe("request headers, lower-case; Authorization, Cookie and Proxy-Authorization values [redacted]"),
+    body: z
+      .string()
+      .nullable()
+      .describe("a refused delivery's raw body as received (base64 when not UTF-8), up to inboxBodyBytes"),
   })
-  .meta({ id: "WebhookDeliveryRecord", description: "One delivery of an endpoint's log, with its headers and kept body" });
+  .meta({
+    id: "WebhookDeliveryRecord",
+    description: "One delivery of an endpoint's log, with its headers and kept body",
+  });
 
 export const webhookDeliveryPageSchema = z
   .object({
@@ -179,7 +232,10 @@ export const webhookReplaySummarySchema = z
     refused: z.number().int().nonnegative(),
     skipped: z.number().int().nonnegative().describe("matches without a complete kept body: not replayed"),
   })
-  .meta({ id: "WebhookReplaySummary", description: "What a bulk replay did: the matches and the outcome of each replay" });
+  .meta({
+    id: "WebhookReplaySummary",
+    description: "What a bulk replay did: the matches and the outcome of each replay",
+  });
 
 export const webhookDeliveryQuerySchema = z.object({
   outcome: deliveryOutcome.optional(),

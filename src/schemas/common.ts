@@ -44,7 +44,9 @@ export const ERROR_CODES = [
   "internal",
 ] as const satisfies readonly ErrorCode[];
 
-export const errorCodeSchema = z.enum(ERROR_CODES).meta({ id: "ErrorCode", description: "What went wrong, for programs (the message is for people)" });
+export const errorCodeSchema = z
+  .enum(ERROR_CODES)
+  .meta({ id: "ErrorCode", description: "What went wrong, for programs (the message is for people)" });
 
 export const errorEnvelopeSchema = z
   .object({
@@ -58,9 +60,17 @@ export const errorEnvelopeSchema = z
   .meta({ id: "Error", description: "The error envelope of every error response" });
 
 /** A row of data: column name to value. */
-export const rowSchema = z.record(z.string(), z.unknown()).meta({ id: "Row", description: "A row: column name to value" });
+export const rowSchema = z
+  .record(z.string(), z.unknown())
+  .meta({ id: "Row", description: "A row: column name to value" });
 
 export const isoTimestamp = z.string().describe("ISO 8601 timestamp");
 
 /** `teamId`: required for a session token. */
-export const teamIdParam = z.string().min(1).optional().describe("the team (space) to read: required for a session token; with an API key optional, and another team than the key's is 404");
+export const teamIdParam = z
+  .string()
+  .min(1)
+  .optional()
+  .describe(
+    "the team (space) to read: required for a session token; with an API key optional, and another team than the key's is 404",
+  );

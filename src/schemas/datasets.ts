@@ -35,8 +35,17 @@ export const datasetRowsPageSchema = z
       columns: z.array(z.string()),
       columnTypes: z.record(z.string(), z.string().nullable()),
       lastUpdated: isoTimestamp,
-      nextCursor: z.string().nullable().describe("pass as cursor for the next page (keyset paging: deep pages cost what the first does); null on the last page"),
-      changesCursor: z.string().describe("where the change feed stood when this read began: follow GET …/changes from the first page's changesCursor to keep a copy"),
+      nextCursor: z
+        .string()
+        .nullable()
+        .describe(
+          "pass as cursor for the next page (keyset paging: deep pages cost what the first does); null on the last page",
+        ),
+      changesCursor: z
+        .string()
+        .describe(
+          "where the change feed stood when this read began: follow GET …/changes from the first page's changesCursor to keep a copy",
+        ),
     }),
   })
   .meta({ id: "DatasetRowsPage", description: "One page of a dataset's rows" });

@@ -19,8 +19,15 @@ export const tableRowsPageSchema = z
       offset: z.number().int().describe("matching rows before this page"),
       hasMore: z.boolean(),
       columns: z.array(z.string()),
-      nextCursor: z.string().nullable().describe("pass as cursor for the next page (keyset paging); null on the last page"),
-      changesCursor: z.string().describe("where the change feed stood when this read began: follow GET …/changes from the first page's changesCursor to keep a copy"),
+      nextCursor: z
+        .string()
+        .nullable()
+        .describe("pass as cursor for the next page (keyset paging); null on the last page"),
+      changesCursor: z
+        .string()
+        .describe(
+          "where the change feed stood when this read began: follow GET …/changes from the first page's changesCursor to keep a copy",
+        ),
     }),
   })
   .meta({ id: "TableRowsPage", description: "One page of an input table's rows, in creation order or sorted" });
@@ -30,7 +37,9 @@ export const tableRowDeletedSchema = z.object({ deleted: z.literal(true) }).meta
 const VALUES = "Column values: only declared columns (any, when the table declares none), no `_`-prefixed names.";
 
 /** Request bodies, for the document only: the handlers check them against the table's columns. */
-export const tableRowValuesSchema = z.record(z.string(), z.unknown()).meta({ id: "TableRowValues", description: VALUES });
+export const tableRowValuesSchema = z
+  .record(z.string(), z.unknown())
+  .meta({ id: "TableRowValues", description: VALUES });
 
 export const tableRowPatchSchema = z
   .object({

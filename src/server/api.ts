@@ -176,7 +176,10 @@ export function assembleDataApi(options: DataApiOptions, table: RouteTable): Dat
     clock,
     // A host's limiter (Redis) may fail; the in-process one cannot.
     rateLimiter: options.rateLimiter
-      ? limiterWithPolicy(options.rateLimiter, { failOpen: settings.rateLimitFailOpen, log: (message, error) => logger.error(message, error) })
+      ? limiterWithPolicy(options.rateLimiter, {
+          failOpen: settings.rateLimitFailOpen,
+          log: (message, error) => logger.error(message, error),
+        })
       : createMemoryRateLimiter(),
     connectors: tracing ? tracedConnectors(connectors, tracing) : connectors,
   };
@@ -185,7 +188,9 @@ export function assembleDataApi(options: DataApiOptions, table: RouteTable): Dat
     draining: false,
     metrics,
     changeWatch: createChangeWatch(storage, settings.maxChangeWaiters),
-    changeRetention: createChangeRetention(storage, settings.changeRetentionDays, clock, (message, error) => logger.error(message, error)),
+    changeRetention: createChangeRetention(storage, settings.changeRetentionDays, clock, (message, error) =>
+      logger.error(message, error),
+    ),
   };
   const inbox = createWebhookInbox({
     storage,
@@ -194,7 +199,9 @@ export function assembleDataApi(options: DataApiOptions, table: RouteTable): Dat
     log: (message, error) => logger.error(message, error),
   });
   const admin: { functions: Admin; token: Uint8Array } | null =
-    settings.adminToken === null ? null : { functions: createAdmin({ ports, settings }), token: Buffer.from(settings.adminToken, "utf8") };
+    settings.adminToken === null
+      ? null
+      : { functions: createAdmin({ ports, settings }), token: Buffer.from(settings.adminToken, "utf8") };
   const router = createRouter(admin === null ? table.mounts : [...table.mounts, table.adminMount]);
   const dispatch = createPipeline({
     router,
@@ -252,7 +259,8 @@ function checkInboxBounds(settings: ApiSettings): void {
   const limits = { inboxSize: 1_000_000, inboxDays: 365, inboxBodyBytes: 16 * 1024 * 1024 } as const;
   for (const [name, max] of Object.entries(limits) as [keyof typeof limits, number][]) {
     const value = settings[name];
-    if (!Number.isInteger(value) || value < 1 || value > max) throw new TypeError(`${name} must be an integer from 1 to ${max.toLocaleString("en-US")}`);
+    if (!Number.isInteger(value) || value < 1 || value > max)
+      throw new TypeError(`${name} must be an integer from 1 to ${max.toLocaleString("en-US")}`);
   }
 }
 

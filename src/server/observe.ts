@@ -53,7 +53,8 @@ export function createRequestObserver(logger: Logger, metrics: Metrics | null, c
       if (metrics !== null) {
         metrics.request(line);
         // A refusal of a known endpoint was counted by the receiver, with its connection.
-        if (route === WEBHOOK_ROUTE && method === "POST" && line.errorCode !== null && !isCounted(failure)) metrics.webhook("rejected", line.errorCode, null);
+        if (route === WEBHOOK_ROUTE && method === "POST" && line.errorCode !== null && !isCounted(failure))
+          metrics.webhook("rejected", line.errorCode, null);
       }
       if (writeLine !== null) writeLine(line);
     } catch (error) {

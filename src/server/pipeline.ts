@@ -1,5 +1,13 @@
 import type { Admin } from "../admin/index.js";
-import { actorOf, assertKeyPlan, assertScope, authenticate, bearerToken, type Credential, unauthorized } from "../core/auth.js";
+import {
+  actorOf,
+  assertKeyPlan,
+  assertScope,
+  authenticate,
+  bearerToken,
+  type Credential,
+  unauthorized,
+} from "../core/auth.js";
 import { andThen, type Awaitable, isPromiseLike } from "../base/awaitable.js";
 import type { Caches } from "../core/caches.js";
 import type { ApiSettings } from "../context/settings.js";
@@ -84,12 +92,17 @@ class Exchange {
  * nothing is answered without a promise and the adapter writes it at once.
  */
 export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Awaitable<ApiReply> {
-  const { router, ports, settings, sessions, caches, guard, inbox, admin, logger, observe, operations, tracing } = parts;
+  const { router, ports, settings, sessions, caches, guard, inbox, admin, logger, observe, operations, tracing } =
+    parts;
   const { storage, clock } = ports;
   const nextRequestId = idSource();
   const log = (message: string, error?: unknown) => logger.error(message, error);
-  const info = logger.info ? (message: string, fields: Record<string, unknown>) => logger.info!(message, fields) : undefined;
-  /** The usage log and audit writes failing because the store is away: one line per ten seconds, not one per request. */
+  const info = logger.info
+    ? (message: string, fields: Record<string, unknown>) => logger.info!(message, fields)
+    : undefined;
+  /**
+   * The usage log and audit writes failing because the store is away: one line per ten seconds, not one per request.
+   */
   let unavailableLoggedAt = Number.NEGATIVE_INFINITY;
   const logRecordFailure = (message: string, error: unknown) => {
     if (error instanceof ApiError && error.code === "storage_unavailable") {
@@ -123,7 +136,10 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
     try {
       x.clientAddress = resolveClientAddress(req.clientAddress, req.headers, settings.trustedProxies);
       const route = routeStage(x);
-      result = route === null ? preflight() : andThen(admit(x, route), () => andThen(input(x, route), (parsed) => run(x, route, parsed)));
+      result =
+        route === null
+          ? preflight()
+          : andThen(admit(x, route), () => andThen(input(x, route), (parsed) => run(x, route, parsed)));
     } catch (error) {
       return finish(x, fail(x, error));
     }
@@ -142,7 +158,10 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
     if (req.method === "OPTIONS") return null;
     if (match === null) throw new ApiError(404, "not_found", "no such endpoint");
     const route = match.group.byMethod.get(req.method);
-    if (!route) throw new ApiError(405, "method_not_allowed", `${req.method} is not allowed here`, { headers: { allow: match.group.allow } });
+    if (!route)
+      throw new ApiError(405, "method_not_allowed", `${req.method} is not allowed here`, {
+        headers: { allow: match.group.allow },
+      });
     x.route = route;
     x.params = route.auth === "admin" ? adminParams(match) : match.params;
     return route;
@@ -180,10 +199,12 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
     }
     // Admin batches carry up to 10,000 items: their bodies may exceed the API's limit (jsonBodyLimit).
     const limit = jsonBodyLimit(route.auth, settings.maxBodyBytes);
-    if (route.body!.kind === "raw" && route.body!.tooLarge === "handler") return rawBody(req, limit, (body) => ({ params, query, body, headers: req.headers }));
+    if (route.body!.kind === "raw" && route.body!.tooLarge === "handler")
+      return rawBody(req, limit, (body) => ({ params, query, body, headers: req.headers }));
     const contentType = checkBodyHeaders(req, kind, limit);
     return andThen(req.readBody(limit), (bytes) => {
-      const body = kind === "raw" ? { bytes, contentType } : kind === "json" ? parseJsonValue(bytes) : parseJsonObject(bytes);
+      const body =
+        kind === "raw" ? { bytes, contentType } : kind === "json" ? parseJsonValue(bytes) : parseJsonObject(bytes);
       return { params, query, body, headers: req.headers };
     });
   }
@@ -219,7 +240,10 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
     return (route.handle as (input: unknown, ctx: HandlerContext) => unknown)(parsed, ctx);
   }
 
-  /** A handler's value as a reply: a Reply as it is, anything else as 200 JSON (a value JSON cannot hold fails like a stage). */
+  /**
+   * A handler's value as a reply: a Reply as it is, anything else as 200 JSON (a value JSON cannot hold fails like a
+   * stage).
+   */
   function replyOf(x: Exchange, value: unknown): ApiReply {
     if (value instanceof Reply) return value;
     try {
@@ -270,7 +294,11 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
         teamId: credential ? teamOf(credential, match.query.teamId) : null,
         credentialKind: credential ? credential.kind : "anonymous",
         credentialId: credential ? (credential.kind === "api-key" ? credential.key.id : credential.user.id) : null,
-        credentialName: credential ? (credential.kind === "api-key" ? credential.key.name : credential.user.email) : null,
+        credentialName: credential
+          ? credential.kind === "api-key"
+            ? credential.key.name
+            : credential.user.email
+          : null,
         method: req.method,
         route: match.group.template,
         objectId: x.params?.id ?? null,
@@ -281,7 +309,13 @@ export function createPipeline(parts: PipelineParts): (req: ApiRequest) => Await
     const template = match ? match.group.template : null;
     observe?.(x.requestId, req.method, template, reply.status, x.failure, durationMs, credential, x.trace);
     if (x.trace !== null) {
-      const facts = { method: req.method, template, failure: x.failure, clientAddress: x.clientAddress, requestId: x.requestId };
+      const facts = {
+        method: req.method,
+        template,
+        failure: x.failure,
+        clientAddress: x.clientAddress,
+        requestId: x.requestId,
+      };
       reply = x.trace.finish(reply, facts);
     }
     if (req.method === "HEAD") return withoutBody(reply);
@@ -353,10 +387,14 @@ function exposedHeaders(headers: Record<string, string>): string {
   return exposed;
 }
 
-/** The team a call is counted for: a key's own team; for a session, the `teamId` it sent when it is a member, else its first team. */
+/**
+ * The team a call is counted for: a key's own team; for a session, the `teamId` it sent when it is a member, else its
+ * first team.
+ */
 function teamOf(credential: Credential, requestedTeamId?: string | string[]): string {
   if (credential.kind === "api-key") return credential.team.id;
-  const requested = typeof requestedTeamId === "string" ? credential.memberships.find((m) => m.teamId === requestedTeamId) : undefined;
+  const requested =
+    typeof requestedTeamId === "string" ? credential.memberships.find((m) => m.teamId === requestedTeamId) : undefined;
   return requested?.teamId ?? credential.memberships[0]?.teamId ?? "";
 }
 
@@ -367,9 +405,14 @@ function teamOf(credential: Credential, requestedTeamId?: string | string[]): st
 function adminParams(match: RouteMatch): Readonly<Record<string, string>> {
   const invalid = match.invalidParam();
   if (invalid !== null) {
-    throw new ApiError(422, "validation_failed", `$.${invalid}: an id is 1 to 200 letters, digits, '_', '-', '.' or ':'`, {
-      details: { path: `$.${invalid}` },
-    });
+    throw new ApiError(
+      422,
+      "validation_failed",
+      `$.${invalid}: an id is 1 to 200 letters, digits, '_', '-', '.' or ':'`,
+      {
+        details: { path: `$.${invalid}` },
+      },
+    );
   }
   return match.params;
 }
@@ -377,7 +420,8 @@ function adminParams(match: RouteMatch): Readonly<Record<string, string>> {
 /** `Bearer <admin token>`, compared in constant time; anything else is 401. */
 function checkAdminAuthorization(authorization: string | null, adminToken: Uint8Array): void {
   const token = authorization === null ? null : bearerToken(authorization);
-  if (token === null || !safeEqual(Buffer.from(token, "utf8"), adminToken)) throw unauthorized("a valid admin token is required");
+  if (token === null || !safeEqual(Buffer.from(token, "utf8"), adminToken))
+    throw unauthorized("a valid admin token is required");
 }
 
 /** What a credential must have besides being valid: a paid plan (keys) and the route's scope. */
@@ -386,8 +430,15 @@ function authorize(credential: Credential, route: AuthedRoute<unknown, unknown>)
   assertScope(credential, route.scope);
 }
 
-/** Refusals a body earns before it is read (declared length over the limit; a JSON route's media type). Returns the content type. */
-function checkBodyHeaders(req: ApiRequest, kind: "json-object" | "json" | "raw" | "stream", limit: number): string | null {
+/**
+ * Refusals a body earns before it is read (declared length over the limit; a JSON route's media type). Returns the
+ * content type.
+ */
+function checkBodyHeaders(
+  req: ApiRequest,
+  kind: "json-object" | "json" | "raw" | "stream",
+  limit: number,
+): string | null {
   checkDeclaredLength(req.headers.get("content-length"), limit);
   const contentType = req.headers.get("content-type");
   if ((kind === "json-object" || kind === "json") && !isJsonType(contentType)) {
@@ -419,7 +470,10 @@ async function* wholeBody(req: ApiRequest, limit: number): AsyncIterable<Uint8Ar
   yield await req.readBody(limit);
 }
 
-/** The error envelope: an ApiError as it says; anything else is logged with the request id and becomes a 500 that reveals nothing. */
+/**
+ * The error envelope: an ApiError as it says; anything else is logged with the request id and becomes a 500 that
+ * reveals nothing.
+ */
 function errorReply(error: unknown, requestId: string, logger: Logger): ApiReply {
   let status = 500;
   let payload: Record<string, unknown>;
@@ -434,5 +488,9 @@ function errorReply(error: unknown, requestId: string, logger: Logger): ApiReply
     payload = { code: "internal", message: "internal error" };
   }
   payload.requestId = requestId;
-  return { status, headers: { "content-type": JSON_CONTENT_TYPE, ...headers }, body: JSON.stringify({ error: payload }) };
+  return {
+    status,
+    headers: { "content-type": JSON_CONTENT_TYPE, ...headers },
+    body: JSON.stringify({ error: payload }),
+  };
 }

@@ -3,7 +3,13 @@ import type { Row } from "../domain/model.js";
 import { join, raw, type Sql, sql } from "./fragments.js";
 import { conditionSql, orderSql, type SqlDialect, TRUE } from "./row-compiler.js";
 import { emptyRow } from "../domain/rows.js";
-import { bucketSql, bucketStages, type BucketSqlDialect, type StoredBuckets, storedBucketSql } from "./time-bucket-compiler.js";
+import {
+  bucketSql,
+  bucketStages,
+  type BucketSqlDialect,
+  type StoredBuckets,
+  storedBucketSql,
+} from "./time-bucket-compiler.js";
 
 /**
  * An aggregate as ONE SQL statement, the same shape on SQLite and

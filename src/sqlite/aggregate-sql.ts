@@ -91,7 +91,8 @@ export function sqliteValuesAggregateDialect(slots: ReadonlyMap<string, Slot>): 
   const x = (column: Column) => raw(`x${column.index}`);
   const slot = (column: Column) => slots.get(column.name)!;
   const isStructure = (column: Column) => sql`typeof(${x(column)}) = 'blob' AND substr(${x(column)}, 1, 1) = X'02'`;
-  const structureText = (column: Column) => sql`(CASE WHEN ${isStructure(column)} THEN CAST(substr(${x(column)}, 2) AS TEXT) END)`;
+  const structureText = (column: Column) =>
+    sql`(CASE WHEN ${isStructure(column)} THEN CAST(substr(${x(column)}, 2) AS TEXT) END)`;
   return {
     ...sqliteAggregateDialect("data"),
     values(from, columns) {

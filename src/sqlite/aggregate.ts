@@ -1,5 +1,11 @@
 import type { AggregateAnswer, AggregateQuery } from "../domain/aggregate-query.js";
-import { type AggregateDialect, aggregateAnswer, aggregateSql, type AggregateSqlRow, usedColumns } from "../sql/aggregate-compiler.js";
+import {
+  type AggregateDialect,
+  aggregateAnswer,
+  aggregateSql,
+  type AggregateSqlRow,
+  usedColumns,
+} from "../sql/aggregate-compiler.js";
 import { slotsOf } from "../sql/dataset-values.js";
 import { raw, renderPositional, type Sql, sql } from "../sql/fragments.js";
 import { sqliteAggregateDialect, sqliteValuesAggregateDialect } from "./aggregate-sql.js";
@@ -21,25 +27,44 @@ import { DEADLINE_CHECK } from "./statement-deadline.js";
  * calls `DEADLINE_CHECK` per row, so the deadline stops it where it is.
  */
 export function sqliteAggregates(handle: SqliteHandle) {
-  const rowsOf = async (target: { table: Sql; scope: Sql; check?: Sql }, query: AggregateQuery, dialect: AggregateDialect) => {
+  const rowsOf = async (
+    target: { table: Sql; scope: Sql; check?: Sql },
+    query: AggregateQuery,
+    dialect: AggregateDialect,
+  ) => {
     const scope = sql`${raw(DEADLINE_CHECK)} AND ${target.scope}`;
-    const { text, params } = renderPositional(aggregateSql(query, { ...target, scope, rowDialect: ROW_DIALECT }, dialect));
+    const { text, params } = renderPositional(
+      aggregateSql(query, { ...target, scope, rowDialect: ROW_DIALECT }, dialect),
+    );
     return longRead<AggregateSqlRow[]>(handle, text, params, "all");
   };
   const run = async (table: string, scope: Sql, query: AggregateQuery): Promise<AggregateAnswer> =>
     aggregateAnswer(await rowsOf({ table: raw(table), scope }, query, AGGREGATE_DIALECT));
-  const window = (column: string, datasetId: string) => sql`(SELECT ${raw(column)} FROM datasets WHERE id = ${datasetId})`;
+  const window = (column: string, datasetId: string) =>
+    sql`(SELECT ${raw(column)} FROM datasets WHERE id = ${datasetId})`;
   const layoutOf = valueLayoutOf(handle.db);
-  /** Over the typed copy (dataset-values.ts) when it holds every column the query reads and it has no `where`; else null. */
+  /**
+   * Over the typed copy (dataset-values.ts) when it holds every column the query reads and it has no `where`; else
+   * null.
+   */
   const fromValues = async (datasetId: string, query: AggregateQuery): Promise<AggregateAnswer | null> => {
     const layout = query.where === null ? layoutOf(datasetId) : null;
-    const slots = slotsOf(layout, usedColumns(query).map((c) => c.name));
+    const slots = slotsOf(
+      layout,
+      usedColumns(query).map((c) => c.name),
+    );
     if (layout === null || slots === null) return null;
-    const key = (column: string) => sql`(SELECT seq * ${raw(String(2n ** 43n))} + ${raw(column)} FROM datasets WHERE id = ${datasetId})`;
+    const key = (column: string) =>
+      sql`(SELECT seq * ${raw(String(2n ** 43n))} + ${raw(column)} FROM datasets WHERE id = ${datasetId})`;
     const scope = sql`row_key >= ${key("first_position")} AND row_key < ${key("next_position")}`;
-    // The layout read here may have changed before the statement's snapshot (a declaration committed between): then JSON.
+    // The layout read here may have changed before the statement's snapshot (a declaration committed between): then
+    // JSON.
     const check = sql`((SELECT layout FROM dataset_value_layouts WHERE dataset_seq = ${window("seq", datasetId)}) = ${layout.text})`;
-    const rows = await rowsOf({ table: raw("dataset_values"), scope, check }, query, sqliteValuesAggregateDialect(slots));
+    const rows = await rowsOf(
+      { table: raw("dataset_values"), scope, check },
+      query,
+      sqliteValuesAggregateDialect(slots),
+    );
     return Number(rows.find((r) => Number(r.part) === 1)?.checked) === 1 ? aggregateAnswer(rows) : null;
   };
   return {

@@ -30,7 +30,10 @@ export function sqliteAudit({ db }: SqliteHandle, group: RecordWrites): AuditSto
   const heldBack = db.prepare<[number, number], { position: number | null }>(
     "SELECT min(position) AS position FROM audit_events INDEXED BY audit_events_by_stored_at WHERE stored_at > ? AND position > ?",
   );
-  const page = db.prepare<[number, number, string, string, number | null, number | null, number], { position: number; stored_at: number; event: string }>(
+  const page = db.prepare<
+    [number, number, string, string, number | null, number | null, number],
+    { position: number; stored_at: number; event: string }
+  >(
     `SELECT position, stored_at, event FROM audit_events
      WHERE position > ? AND position < ?
        AND team_id IN (SELECT value FROM json_each(?))
@@ -41,14 +44,18 @@ export function sqliteAudit({ db }: SqliteHandle, group: RecordWrites): AuditSto
   return {
     // In this turn's group commit (which reports the store's faults); the UNIQUE event_id makes an id already
     // stored fail (only this event).
-    appendAuditEvent: reportsOwnFaults((event: AuditEvent, storedAt: number) => group.add(() => append(event, storedAt))),
+    appendAuditEvent: reportsOwnFaults((event: AuditEvent, storedAt: number) =>
+      group.add(() => append(event, storedAt)),
+    ),
     async appendAuditEvents(events, storedAt) {
       group.flush();
       return appendNew(events, storedAt);
     },
     async readAuditEvents(query) {
-      if (query.limit <= 0 || query.teamIds.length === 0 || query.categories.length === 0) return { events: [], hasMore: false };
-      // This process's events still waiting for their group are committed first: a read sees every append made before it.
+      if (query.limit <= 0 || query.teamIds.length === 0 || query.categories.length === 0)
+        return { events: [], hasMore: false };
+      // This process's events still waiting for their group are committed first: a read sees every append made before
+      // it.
       group.flush();
       const after = query.after === null ? 0 : Number(query.after);
       const since = query.since === null ? null : Date.parse(query.since);
@@ -57,10 +64,20 @@ export function sqliteAudit({ db }: SqliteHandle, group: RecordWrites): AuditSto
       // must not jump over an event that becomes readable later.
       const bound = heldBack.get(query.storedBefore, after)?.position ?? Number.MAX_SAFE_INTEGER;
       // The primary key drives the scan from `after`: the cost does not depend on how many events lie before it.
-      const rows = page.all(after, bound, JSON.stringify(query.teamIds), JSON.stringify(query.categories), sinceMs, sinceMs, query.limit + 1);
-      const events = rows.slice(0, query.limit).map(
-        (r): StoredAuditEvent => ({ position: String(r.position), storedAt: r.stored_at, event: parseJson<AuditEvent>(r.event) }),
+      const rows = page.all(
+        after,
+        bound,
+        JSON.stringify(query.teamIds),
+        JSON.stringify(query.categories),
+        sinceMs,
+        sinceMs,
+        query.limit + 1,
       );
+      const events = rows.slice(0, query.limit).map((r): StoredAuditEvent => ({
+        position: String(r.position),
+        storedAt: r.stored_at,
+        event: parseJson<AuditEvent>(r.event),
+      }));
       return { events, hasMore: rows.length > query.limit };
     },
     async auditHorizon() {
@@ -80,6 +97,14 @@ export function appendAuditStatement(db: Database.Database): (event: AuditEvent,
   );
   return (event, storedAt) => {
     const time = Date.parse(event.time);
-    insert.run(event.id, event.teamId, event.category, Number.isNaN(time) ? 0 : time, storedAt, event.target?.id ?? null, JSON.stringify(event));
+    insert.run(
+      event.id,
+      event.teamId,
+      event.category,
+      Number.isNaN(time) ? 0 : time,
+      storedAt,
+      event.target?.id ?? null,
+      JSON.stringify(event),
+    );
   };
 }

@@ -47,7 +47,10 @@ const STAGE_BATCH_MAX = 10_000;
 const STAGE_TARGET_MS = 40;
 /** Rows deleted per cleanup transaction. */
 const DELETE_BATCH = 10_000;
-/** A claim not refreshed for this long belongs to a process that died. Wall-clock time: storage bookkeeping, not request data. */
+/**
+ * A claim not refreshed for this long belongs to a process that died. Wall-clock time: storage bookkeeping, not request
+ * data.
+ */
 const LEASE_MS = 30_000;
 const HEARTBEAT_MS = 5_000;
 /** Free positions a webhook delivery leaves itself when it moves a staging out of its way. */
@@ -82,7 +85,10 @@ export function bulkRowWriter(handle: SqliteHandle): (write: BulkRowsWrite) => P
   const { db } = handle;
   const sql = statements(db);
   const tails = new Map<string, Promise<unknown>>();
-  /** Owners (of this process) whose write failed and whose staged rows could not be deleted: their claims are taken over at once. */
+  /**
+   * Owners (of this process) whose write failed and whose staged rows could not be deleted: their claims are taken over
+   * at once.
+   */
   const abandoned = new Set<string>();
 
   /** Bulk writes to one dataset in this process, one after the other. */
@@ -106,7 +112,10 @@ export function bulkRowWriter(handle: SqliteHandle): (write: BulkRowsWrite) => P
     return { seq: at.seq, held: null };
   });
 
-  /** Take over a dead process's claim (if it is still that one, still stale): ours from now on, so its owner can no longer write. */
+  /**
+   * Take over a dead process's claim (if it is still that one, still stale): ours from now on, so its owner can no
+   * longer write.
+   */
   const seize = writeTransaction(db, (seq: number, stale: Claim, owner: string): boolean => {
     const held = sql.claim.get(seq);
     if (!held || held.owner !== stale.owner || held.heartbeat_ms !== stale.heartbeat_ms) return false;
@@ -195,7 +204,8 @@ export function bulkRowWriter(handle: SqliteHandle): (write: BulkRowsWrite) => P
   /** Old rows below the window (a replace's, or left by a crash), in small transactions. */
   const sweep = async (seq: number, datasetId: string) => {
     try {
-      while (sql.deleteBelowFirst.run(rowKey(seq, 0), seq, datasetId, DELETE_BATCH).changes === DELETE_BATCH) await nextTurn();
+      while (sql.deleteBelowFirst.run(rowKey(seq, 0), seq, datasetId, DELETE_BATCH).changes === DELETE_BATCH)
+        await nextTurn();
     } catch {
       // The write is visible already; a later write's sweep removes what is left.
     }
@@ -239,7 +249,8 @@ export function bulkRowWriter(handle: SqliteHandle): (write: BulkRowsWrite) => P
     const heartbeat = setInterval(() => beat(seq, owner), HEARTBEAT_MS);
     heartbeat.unref();
     try {
-      // Declared columns are indexed (row-indexes.ts): their batches grow (see nextBatchSize); others stay small, holding fewer rows.
+      // Declared columns are indexed (row-indexes.ts): their batches grow (see nextBatchSize); others stay small,
+      // holding fewer rows.
       const indexed = sql.declared.get(write.datasetId) === 1;
       let size = STAGE_BATCH;
       for (;;) {
@@ -301,17 +312,29 @@ type Statements = ReturnType<typeof statements>;
 function statements(db: Database.Database) {
   return {
     dataset: db.prepare<[string], DatasetAt>("SELECT seq, first_position, next_position FROM datasets WHERE id = ?"),
-    datasetBySeq: db.prepare<[number], DatasetAt>("SELECT seq, first_position, next_position FROM datasets WHERE seq = ?"),
+    datasetBySeq: db.prepare<[number], DatasetAt>(
+      "SELECT seq, first_position, next_position FROM datasets WHERE seq = ?",
+    ),
     isTable: db.prepare<[string], number>("SELECT 1 FROM input_tables WHERE id = ?").pluck(),
     declared: db.prepare<[string], number>("SELECT columns_declared FROM datasets WHERE id = ?").pluck(),
-    claim: db.prepare<[number], Claim>("SELECT owner, from_position, end_position, heartbeat_ms FROM dataset_stagings WHERE dataset_seq = ?"),
+    claim: db.prepare<[number], Claim>(
+      "SELECT owner, from_position, end_position, heartbeat_ms FROM dataset_stagings WHERE dataset_seq = ?",
+    ),
     insertClaim: db.prepare<[number, string, number, number, number]>(
       "INSERT INTO dataset_stagings (dataset_seq, owner, from_position, end_position, heartbeat_ms) VALUES (?, ?, ?, ?, ?)",
     ),
-    setOwner: db.prepare<[string, number, number]>("UPDATE dataset_stagings SET owner = ?, heartbeat_ms = ? WHERE dataset_seq = ?"),
-    setEnd: db.prepare<[number, number, number]>("UPDATE dataset_stagings SET end_position = ?, heartbeat_ms = ? WHERE dataset_seq = ?"),
-    setRange: db.prepare<[number, number, number]>("UPDATE dataset_stagings SET from_position = ?, end_position = ? WHERE dataset_seq = ?"),
-    heartbeat: db.prepare<[number, number, string]>("UPDATE dataset_stagings SET heartbeat_ms = ? WHERE dataset_seq = ? AND owner = ?"),
+    setOwner: db.prepare<[string, number, number]>(
+      "UPDATE dataset_stagings SET owner = ?, heartbeat_ms = ? WHERE dataset_seq = ?",
+    ),
+    setEnd: db.prepare<[number, number, number]>(
+      "UPDATE dataset_stagings SET end_position = ?, heartbeat_ms = ? WHERE dataset_seq = ?",
+    ),
+    setRange: db.prepare<[number, number, number]>(
+      "UPDATE dataset_stagings SET from_position = ?, end_position = ? WHERE dataset_seq = ?",
+    ),
+    heartbeat: db.prepare<[number, number, string]>(
+      "UPDATE dataset_stagings SET heartbeat_ms = ? WHERE dataset_seq = ? AND owner = ?",
+    ),
     deleteClaim: db.prepare<[number]>("DELETE FROM dataset_stagings WHERE dataset_seq = ?"),
     setStageFrom: db.prepare<[number | null, number]>("UPDATE datasets SET stage_from = ? WHERE seq = ?"),
     // The key computed by SQLite (seq * 2^43 + position, see rowKey): no BigInt per row.
@@ -332,7 +355,9 @@ function statements(db: Database.Database) {
          LIMIT +?)`,
     ),
     // The write's changes, in the publishing transaction (see changes.ts): a replace's reset, an append's inserts.
-    resetChange: db.prepare<[string, number]>("INSERT INTO changes (feed_id, op, row_id, row, stored_at) VALUES (?, 'reset', NULL, NULL, ?)"),
+    resetChange: db.prepare<[string, number]>(
+      "INSERT INTO changes (feed_id, op, row_id, row, stored_at) VALUES (?, 'reset', NULL, NULL, ?)",
+    ),
     insertChanges: db.prepare<[string, number, bigint, bigint]>(
       `INSERT INTO changes (feed_id, op, row_id, row, stored_at)
        SELECT ?, 'insert', NULL, data, ? FROM dataset_rows WHERE row_key >= ? AND row_key < ? ORDER BY row_key`,
@@ -347,13 +372,15 @@ function statements(db: Database.Database) {
 function existing(sql: Statements, datasetId: string): DatasetAt {
   const at = sql.dataset.get(datasetId);
   if (at) return at;
-  if (sql.isTable.get(datasetId) !== undefined) throw new Error(`dataset ${datasetId} is an input table: its rows are written one by one`);
+  if (sql.isTable.get(datasetId) !== undefined)
+    throw new Error(`dataset ${datasetId} is an input table: its rows are written one by one`);
   throw new Error(`unknown dataset ${datasetId}`);
 }
 
 function owned(sql: Statements, seq: number, owner: string): Claim {
   const claim = sql.claim.get(seq);
-  if (!claim || claim.owner !== owner) throw new Error("the bulk write lost its staged rows: the dataset was deleted or its claim taken over meanwhile");
+  if (!claim || claim.owner !== owner)
+    throw new Error("the bulk write lost its staged rows: the dataset was deleted or its claim taken over meanwhile");
   return claim;
 }
 
@@ -363,7 +390,14 @@ function owned(sql: Statements, seq: number, owner: string): Claim {
  * over it, after the rows are moved down to the window's end when deliveries
  * moved them away from it.
  */
-function publish(sql: Statements, at: DatasetAt, from: number, end: number, write: BulkRowsWrite, columns: Column[]): { rowCount: number } {
+function publish(
+  sql: Statements,
+  at: DatasetAt,
+  from: number,
+  end: number,
+  write: BulkRowsWrite,
+  columns: Column[],
+): { rowCount: number } {
   let first = from;
   let next = end;
   if (write.mode === "append") {

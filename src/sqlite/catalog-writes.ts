@@ -26,12 +26,16 @@ export function catalogWrites(handle: SqliteHandle): MetadataWrites {
   const connectionDatasets = db.prepare<[string], number>("SELECT seq FROM datasets WHERE connection_id = ?").pluck();
   const datasetSeq = db.prepare<[string], number>("SELECT seq FROM datasets WHERE id = ?").pluck();
   const isTable = db.prepare<[string], number>("SELECT 1 FROM input_tables WHERE id = ?").pluck();
-  const insertDataset = db.prepare<[string, string, string, string, string | null, string | null, string, number, string | null, string]>(
+  const insertDataset = db.prepare<
+    [string, string, string, string, string | null, string | null, string, number, string | null, string]
+  >(
     `INSERT INTO datasets (id, team_id, name, type, connection_id, source, columns, columns_declared, last_refreshed_at, updated_at,
        first_position, next_position)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0)`,
   );
-  const updateDataset = db.prepare<[string, string, string, string | null, string | null, string, number, string | null, string, string]>(
+  const updateDataset = db.prepare<
+    [string, string, string, string | null, string | null, string, number, string | null, string, string]
+  >(
     `UPDATE datasets SET team_id = ?, name = ?, type = ?, connection_id = ?, source = ?, columns = ?, columns_declared = ?,
        last_refreshed_at = ?, updated_at = ?
      WHERE id = ?`,
@@ -42,7 +46,8 @@ export function catalogWrites(handle: SqliteHandle): MetadataWrites {
     const endpointId = webhookEndpointId(c);
     if (endpointId !== null) {
       const owner = endpointOwner.get(endpointId);
-      if (owner !== undefined && owner !== c.id) throw new Error(`webhook endpoint id ${endpointId} belongs to another connection`);
+      if (owner !== undefined && owner !== c.id)
+        throw new Error(`webhook endpoint id ${endpointId} belongs to another connection`);
     }
     const created = connectionExists.get(c.id) === undefined;
     upsertConnection.run(c.id, c.teamId, c.name, c.type, JSON.stringify(c.config), c.createdAt, endpointId);
@@ -71,7 +76,8 @@ export function catalogWrites(handle: SqliteHandle): MetadataWrites {
       d.updatedAt,
     ] as const;
     // Replacing keeps the rows: the window (first/next position) is not touched.
-    const result: PutResult = updateDataset.run(...values, d.id).changes > 0 ? "updated" : (insertDataset.run(d.id, ...values), "created");
+    const result: PutResult =
+      updateDataset.run(...values, d.id).changes > 0 ? "updated" : (insertDataset.run(d.id, ...values), "created");
     // Declared columns are indexed (row-indexes.ts); inferred ones are not.
     syncDatasetIndexes(db, datasetSeq.get(d.id)!, d.columnsDeclared === true ? d.columns.map((c) => c.name) : []);
     syncDatasetValues(db, datasetSeq.get(d.id)!, d.columnsDeclared === true ? d.columns : null);
@@ -85,7 +91,10 @@ export function catalogWrites(handle: SqliteHandle): MetadataWrites {
     return true;
   });
 
-  /** The write (once it has committed, when it had to wait for the lock), then the endpoint cache told (also when it threw: nothing is lost by forgetting). */
+  /**
+   * The write (once it has committed, when it had to wait for the lock), then the endpoint cache told (also when it
+   * threw: nothing is lost by forgetting).
+   */
   const changing =
     <A extends unknown[], R>(write: (...args: A) => R | Promise<R>) =>
     async (...args: A): Promise<R> => {
@@ -121,7 +130,9 @@ function dropDataset(db: Database.Database): (seq: number) => void {
   const dataset = db.prepare<[number]>("DELETE FROM datasets WHERE seq = ?");
   // A dataset's change feed goes with it (a later dataset with its id starts a feed of its own).
   const changes = db.prepare<[number]>("DELETE FROM changes WHERE feed_id = (SELECT id FROM datasets WHERE seq = ?)");
-  const changeMark = db.prepare<[number]>("DELETE FROM change_feeds WHERE feed_id = (SELECT id FROM datasets WHERE seq = ?)");
+  const changeMark = db.prepare<[number]>(
+    "DELETE FROM change_feeds WHERE feed_id = (SELECT id FROM datasets WHERE seq = ?)",
+  );
   return (seq) => {
     syncDatasetIndexes(db, seq, []);
     rows.run(rowKey(seq, 0), rowKey(seq, 0) + 2n ** 43n);

@@ -15,7 +15,9 @@ import { idPageQuery } from "./identity.js";
  * first, as the port asks.
  */
 export function sqliteDashboards({ db }: SqliteHandle): StorageAreas["dashboards"] {
-  const dashboards = db.prepare<[string], DashboardRow>("SELECT * FROM dashboards WHERE team_id IN (SELECT value FROM json_each(?))");
+  const dashboards = db.prepare<[string], DashboardRow>(
+    "SELECT * FROM dashboards WHERE team_id IN (SELECT value FROM json_each(?))",
+  );
   const dashboard = db.prepare<[string], DashboardRow>("SELECT * FROM dashboards WHERE id = ?");
   const byDay = db.prepare<[string, string, string], DayViews>(
     `SELECT day, count(*) AS views, count(DISTINCT visitor_id) AS uniqueVisitors
@@ -114,7 +116,9 @@ function dashboardWrites(db: Database.Database): DashboardWrites {
 }
 
 export function insertDashboardStatement(db: Database.Database): (dashboard: DashboardRecord) => void {
-  const insert = db.prepare("INSERT INTO dashboards (id, team_id, name, description, versions, dataset_ids) VALUES (?, ?, ?, ?, ?, ?)");
+  const insert = db.prepare(
+    "INSERT INTO dashboards (id, team_id, name, description, versions, dataset_ids) VALUES (?, ?, ?, ?, ?, ?)",
+  );
   const link = db.prepare("INSERT OR IGNORE INTO dashboard_datasets (dashboard_id, dataset_id) VALUES (?, ?)");
   return (d) => {
     insert.run(d.id, d.teamId, d.name, d.description, JSON.stringify(d.versions), JSON.stringify(d.datasetIds));
@@ -123,7 +127,9 @@ export function insertDashboardStatement(db: Database.Database): (dashboard: Das
 }
 
 export function dashboardViewStatement(db: Database.Database): (view: DashboardView) => void {
-  const insert = db.prepare("INSERT INTO dashboard_views (dashboard_id, day, at, visitor_id, user_id, editor) VALUES (?, ?, ?, ?, ?, ?)");
+  const insert = db.prepare(
+    "INSERT INTO dashboard_views (dashboard_id, day, at, visitor_id, user_id, editor) VALUES (?, ?, ?, ?, ?, ?)",
+  );
   return (v) => {
     insert.run(v.dashboardId, utcDay(v.at), v.at, v.visitorId, v.userId, v.editor ? 1 : 0);
   };

@@ -216,12 +216,25 @@ function windowOf(plan: ReadPlan, seek: boolean): Sql {
  * within a dataset; the key is what its indexes hold); declared columns are
  * indexed (see `syncRowIndexes`), read only for a read with where or sort.
  */
-function datasetDialect(db: Database.Database, seq: number, queried: unknown, where: RowCondition | null | undefined): SqliteRowDialect {
+function datasetDialect(
+  db: Database.Database,
+  seq: number,
+  queried: unknown,
+  where: RowCondition | null | undefined,
+): SqliteRowDialect {
   // Without where and sort the dialect goes unused: rows come by position.
   if (!queried) return PLAIN_DIALECT;
   let indexed: ReadonlySet<string> | undefined;
-  const found = prepared<{ columns: string; columns_declared: number }>(db, "SELECT columns, columns_declared FROM datasets WHERE seq = ?").get(seq);
-  if (found?.columns_declared === 1) indexed = new Set(parseJson<Column[]>(found.columns).map((c) => c.name).filter(indexableColumn));
+  const found = prepared<{ columns: string; columns_declared: number }>(
+    db,
+    "SELECT columns, columns_declared FROM datasets WHERE seq = ?",
+  ).get(seq);
+  if (found?.columns_declared === 1)
+    indexed = new Set(
+      parseJson<Column[]>(found.columns)
+        .map((c) => c.name)
+        .filter(indexableColumn),
+    );
   return sqliteRowDialect("data", "row_key", {
     ...(indexed && { indexed, bounded: boundedColumns(where) }),
     positionValue: (position) => sql`${rowKey(seq, Math.min(Math.max(position, -1), MAX_POSITION - 1))}`,
@@ -272,7 +285,15 @@ function fetchBatch(db: Database.Database, plan: ReadPlan, resume: Resume, limit
   const sorted = (from: string) =>
     renderPositional(
       sortedPageSql(
-        { select: "position, data", from, where: sql`${windowOf(plan, plan.seek.page)} ${conditionsOf(plan)}`, sort: plan.sort, after: resume.key, limit, offset },
+        {
+          select: "position, data",
+          from,
+          where: sql`${windowOf(plan, plan.seek.page)} ${conditionsOf(plan)}`,
+          sort: plan.sort,
+          after: resume.key,
+          limit,
+          offset,
+        },
         plan.dialect,
       ),
     );
@@ -289,7 +310,11 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
  * matter for JSON equality) and column names a JSON path cannot quote are
  * left to `matchesFilters` in JS, after a type check in SQL.
  */
-export function compileFilters(filters: Record<string, unknown> | null): { where: string; params: unknown[]; residual: Record<string, unknown> | null } {
+export function compileFilters(filters: Record<string, unknown> | null): {
+  where: string;
+  params: unknown[];
+  residual: Record<string, unknown> | null;
+} {
   if (!filters) return { where: "", params: [], residual: null };
   const clauses: string[] = [];
   const params: unknown[] = [];

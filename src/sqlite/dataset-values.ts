@@ -12,7 +12,10 @@ import { COLUMNS, copiedRows } from "./dataset-values-sql.js";
 import { parseJson, rowKey } from "./db.js";
 import { indexableColumn } from "./row-query-dialect.js";
 
-/** The typed copy of declared columns on SQLite (its tables and triggers: dataset-values-sql.ts), made and dropped with declarations. */
+/**
+ * The typed copy of declared columns on SQLite (its tables and triggers: dataset-values-sql.ts), made and dropped with
+ * declarations.
+ */
 
 /**
  * Make a dataset's copy that of its declaration (`columns`, null when

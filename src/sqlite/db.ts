@@ -10,7 +10,10 @@ import { registerRowQueryFunctions } from "./row-query-dialect.js";
 import { deadlineOf, type StatementDeadline, statementDeadline } from "./statement-deadline.js";
 
 export interface SqliteStorageOptions {
-  /** A database file (created when missing, with its directory's WAL files beside it) or `:memory:`. Needed unless `database` is given. */
+  /**
+   * A database file (created when missing, with its directory's WAL files beside it) or `:memory:`. Needed unless
+   * `database` is given.
+   */
   path?: string;
   /**
    * The SQLite binding: `"better-sqlite3"`, `"node:sqlite"` (Node 22.13 and
@@ -103,7 +106,9 @@ export interface SqliteHandle {
    * (which does not change on this connection's own writes).
    */
   catalogVersion: number;
-  /** Counts this process's writes to teams and API keys (the credential lookups' memo compares it, as `catalogVersion`). */
+  /**
+   * Counts this process's writes to teams and API keys (the credential lookups' memo compares it, as `catalogVersion`).
+   */
   identityVersion: number;
   /**
    * Counts this connection's writes to datasets and input tables (the
@@ -130,10 +135,14 @@ export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
   // Without a path better-sqlite3 opens a private database in memory: a host whose path setting
   // is missing would lose everything at exit, and each read-only connection would see its own.
   if (typeof options?.path !== "string" && options?.database === undefined) {
-    throw new TypeError(`createSqliteStorage needs { path }: a database file, or ":memory:" (got ${options === undefined ? "no options" : `path ${typeof options?.path}`})`);
+    throw new TypeError(
+      `createSqliteStorage needs { path }: a database file, or ":memory:" (got ${options === undefined ? "no options" : `path ${typeof options?.path}`})`,
+    );
   }
   if (options.database !== undefined && (options.path !== undefined || options.driver !== undefined)) {
-    throw new TypeError("createSqliteStorage: give either database (a connection the host opened) or path and driver, not both");
+    throw new TypeError(
+      "createSqliteStorage: give either database (a connection the host opened) or path and driver, not both",
+    );
   }
   const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
   if (typeof busyTimeoutMs !== "number" || !(busyTimeoutMs >= 0) || busyTimeoutMs === Infinity) {
@@ -177,7 +186,13 @@ export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
   const readers =
     memory || readerThreads === 0
       ? null
-      : readerPool({ path, driver, size: readerThreads, timeoutMs: callTimeoutMs === 0 ? Number.POSITIVE_INFINITY : callTimeoutMs, busyTimeoutMs });
+      : readerPool({
+          path,
+          driver,
+          size: readerThreads,
+          timeoutMs: callTimeoutMs === 0 ? Number.POSITIVE_INFINITY : callTimeoutMs,
+          busyTimeoutMs,
+        });
 
   const idle: Database.Database[] = [];
   const lent = new Set<Database.Database>();
@@ -189,7 +204,11 @@ export function openSqlite(options: SqliteStorageOptions): SqliteHandle {
     callTimeoutMs: callTimeoutMs === 0 ? Number.POSITIVE_INFINITY : callTimeoutMs,
     loopBudgetMs,
     busyTimeoutMs,
-    faults: storeFaults({ busyTimeoutMs, log: options.log ?? ((message, error) => console.error(`dataport: ${message}`, ...(error === null ? [] : [error]))) }),
+    faults: storeFaults({
+      busyTimeoutMs,
+      log:
+        options.log ?? ((message, error) => console.error(`dataport: ${message}`, ...(error === null ? [] : [error]))),
+    }),
     catalogVersion: 0,
     identityVersion: 0,
     datasetsVersion: 0,
@@ -261,7 +280,10 @@ function configure(db: Database.Database, busyTimeoutMs: number): void {
   statementDeadline(db);
 }
 
-/** JSON text from the database back to a value; objects come back as plain JSON objects (keys like `__proto__` are own data). */
+/**
+ * JSON text from the database back to a value; objects come back as plain JSON objects (keys like `__proto__` are own
+ * data).
+ */
 export function parseJson<T>(text: string): T {
   return JSON.parse(text) as T;
 }
@@ -283,7 +305,10 @@ const faultsByConnection = new WeakMap<Database.Database, StoreFaults>();
  * cannot be written (disk full, read-only, I/O) throws 503 at once. A
  * caller returns or awaits what it answers.
  */
-export function writeTransaction<A extends unknown[], R>(db: Database.Database, fn: (...args: A) => R): (...args: A) => R | Promise<R> {
+export function writeTransaction<A extends unknown[], R>(
+  db: Database.Database,
+  fn: (...args: A) => R,
+): (...args: A) => R | Promise<R> {
   const run = immediateTransaction(db, fn);
   return (...args) => {
     try {
@@ -302,13 +327,19 @@ export function writeTransaction<A extends unknown[], R>(db: Database.Database, 
  * SQLITE_BUSY at once, for a caller that waits for the lock in its own way
  * (a group commit keeps its group together).
  */
-export function immediateTransaction<A extends unknown[], R>(db: Database.Database, fn: (...args: A) => R): (...args: A) => R {
+export function immediateTransaction<A extends unknown[], R>(
+  db: Database.Database,
+  fn: (...args: A) => R,
+): (...args: A) => R {
   return db.transaction(fn).immediate as unknown as (...args: A) => R;
 }
 
 /** Positions per dataset in the row key: 2^43 (8.8 trillion appends, over 13 years at 20,000 rows/s). */
 const ROW_KEY_SPAN = 2n ** 43n;
-/** Datasets per file the row key can tell apart: 2^20 (dataset_seq below it), so every key fits SQLite's signed 64-bit rowid. */
+/**
+ * Datasets per file the row key can tell apart: 2^20 (dataset_seq below it), so every key fits SQLite's signed 64-bit
+ * rowid.
+ */
 const MAX_DATASET_SEQ = 2 ** 20;
 
 /**
@@ -354,7 +385,9 @@ export function rememberedReads<V extends object>(
 ): RememberedReads<V> {
   const dataVersion = dataVersionOf(db);
   const cache = new LRUCache<string, V>(
-    typeof bound === "number" ? { max: bound } : { maxSize: bound.maxSize, maxEntrySize: bound.maxEntrySize, sizeCalculation: bound.sizeOf },
+    typeof bound === "number"
+      ? { max: bound }
+      : { maxSize: bound.maxSize, maxEntrySize: bound.maxEntrySize, sizeCalculation: bound.sizeOf },
   );
   let seen = { data: -1, own: -1 };
   return {

@@ -12,7 +12,10 @@ import { closedConnection, sqliteCodeOf, transactionOf } from "./driver-shared.j
 
 /** The part of `bun:sqlite` used here (Bun's types are not installed). */
 export interface BunSqliteModule {
-  Database: new (path: string, options?: { readonly?: boolean; create?: boolean; readwrite?: boolean; strict?: boolean }) => BunSqliteDatabase;
+  Database: new (
+    path: string,
+    options?: { readonly?: boolean; create?: boolean; readwrite?: boolean; strict?: boolean },
+  ) => BunSqliteDatabase;
 }
 
 export interface BunSqliteDatabase {
@@ -39,7 +42,9 @@ export function bunDatabase(raw: BunSqliteDatabase): Database {
     prepare<P extends unknown[] | {}, R>(source: string): P extends unknown[] ? Statement<P, R> : Statement<[P], R> {
       if (state.closed) throw closedConnection();
       try {
-        return new BunStatement(raw.prepare(source), state) as unknown as P extends unknown[] ? Statement<P, R> : Statement<[P], R>;
+        return new BunStatement(raw.prepare(source), state) as unknown as P extends unknown[]
+          ? Statement<P, R>
+          : Statement<[P], R>;
       } catch (error) {
         throw translated(error);
       }
@@ -144,10 +149,12 @@ class BunStatement {
 /** bun:sqlite's error with a SQLite code name as `code`, or the closed-connection TypeError. */
 function translated(error: unknown): unknown {
   const e = error as { name?: unknown; code?: unknown; errno?: unknown; message?: unknown } | null;
-  if (typeof e?.message === "string" && /closed database|Database has closed/.test(e.message)) return closedConnection();
+  if (typeof e?.message === "string" && /closed database|Database has closed/.test(e.message))
+    return closedConnection();
   if (e?.name === "SQLiteError" && typeof e.code !== "string") {
     const code = sqliteCodeOf(e.errno, e.message);
-    if (code !== null) Object.defineProperty(error, "code", { value: code, writable: true, configurable: true, enumerable: true });
+    if (code !== null)
+      Object.defineProperty(error, "code", { value: code, writable: true, configurable: true, enumerable: true });
   }
   return error;
 }

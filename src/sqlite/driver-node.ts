@@ -12,7 +12,10 @@ import { closedConnection, sqliteCodeOf, transactionOf } from "./driver-shared.j
 
 /** The part of `node:sqlite` used here (its types are not in @types/node 20). */
 export interface NodeSqliteModule {
-  DatabaseSync: { new (path: string, options?: { readOnly?: boolean }): NodeSqliteDatabase; prototype: Partial<NodeSqliteDatabase> };
+  DatabaseSync: {
+    new (path: string, options?: { readOnly?: boolean }): NodeSqliteDatabase;
+    prototype: Partial<NodeSqliteDatabase>;
+  };
 }
 
 export interface NodeSqliteDatabase {
@@ -38,7 +41,9 @@ export function nodeDatabase(raw: NodeSqliteDatabase): Database {
   const db: Database = {
     prepare<P extends unknown[] | {}, R>(source: string): P extends unknown[] ? Statement<P, R> : Statement<[P], R> {
       try {
-        return new NodeStatement(raw.prepare(source)) as unknown as P extends unknown[] ? Statement<P, R> : Statement<[P], R>;
+        return new NodeStatement(raw.prepare(source)) as unknown as P extends unknown[]
+          ? Statement<P, R>
+          : Statement<[P], R>;
       } catch (error) {
         throw translated(error);
       }
@@ -154,11 +159,11 @@ function translated(error: unknown): unknown {
   const e = error as { code?: unknown; errcode?: unknown; errstr?: unknown; message?: unknown } | null;
   if (e?.code === "ERR_SQLITE_ERROR") {
     const code = sqliteCodeOf(e.errcode, typeof e.errstr === "string" ? e.errstr : e.message);
-    if (code !== null) Object.defineProperty(error, "code", { value: code, writable: true, configurable: true, enumerable: true });
+    if (code !== null)
+      Object.defineProperty(error, "code", { value: code, writable: true, configurable: true, enumerable: true });
     return error;
   }
-  if (e?.code === "ERR_INVALID_STATE" && typeof e.message === "string" && /not open|finalized/.test(e.message)) return closedConnection();
+  if (e?.code === "ERR_INVALID_STATE" && typeof e.message === "string" && /not open|finalized/.test(e.message))
+    return closedConnection();
   return error;
 }
-
-

@@ -100,5 +100,9 @@ export function transactionOf<F extends Parameters<Database["transaction"]>[0]>(
       }
     };
   const deferred = kind("BEGIN");
-  return Object.assign(deferred, { deferred, immediate: kind("BEGIN IMMEDIATE"), exclusive: kind("BEGIN EXCLUSIVE") }) as unknown as Transaction<F>;
+  return Object.assign(deferred, {
+    deferred,
+    immediate: kind("BEGIN IMMEDIATE"),
+    exclusive: kind("BEGIN EXCLUSIVE"),
+  }) as unknown as Transaction<F>;
 }

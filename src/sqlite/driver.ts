@@ -46,7 +46,9 @@ export interface FunctionOptions {
 /** A connection (better-sqlite3's shape): statements run synchronously, one at a time. */
 export interface Database {
   /** (Typed as better-sqlite3 types it: an object type as `Params` is one parameter of named values.) */
-  prepare<Params extends unknown[] | {} = unknown[], Result = unknown>(source: string): Params extends unknown[] ? Statement<Params, Result> : Statement<[Params], Result>;
+  prepare<Params extends unknown[] | {} = unknown[], Result = unknown>(
+    source: string,
+  ): Params extends unknown[] ? Statement<Params, Result> : Statement<[Params], Result>;
   exec(source: string): unknown;
   /** `PRAGMA source`: its rows, or with `simple` the first column of the first row. */
   pragma(source: string, options?: { simple?: boolean }): unknown;

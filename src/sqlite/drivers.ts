@@ -67,7 +67,8 @@ export function adoptDatabase(database: HostDatabase): { driver: SqliteDriverNam
  */
 export function driverFromEnvironment(): unknown {
   try {
-    const value = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.DATAPORT_SQLITE_DRIVER;
+    const value = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env
+      ?.DATAPORT_SQLITE_DRIVER;
     return value === undefined || value === "" ? undefined : value;
   } catch {
     return undefined;
@@ -102,7 +103,7 @@ export function chooseDriver(): SqliteDriverName {
 /** A named driver, checked against what this runtime has. */
 export function checkedDriver(driver: unknown): SqliteDriverName {
   if (driver === "better-sqlite3" || driver === "node:sqlite" || driver === "bun:sqlite") {
-    if (driver === "bun:sqlite" && !isBun()) throw new Error("dataport/sqlite: driver \"bun:sqlite\" runs on Bun only");
+    if (driver === "bun:sqlite" && !isBun()) throw new Error('dataport/sqlite: driver "bun:sqlite" runs on Bun only');
     if (driver === "node:sqlite") {
       const why = nodeSqliteUnavailable();
       if (why !== null) throw new Error(`dataport/sqlite: driver "node:sqlite" is not available: ${why}`);
@@ -112,12 +113,17 @@ export function checkedDriver(driver: unknown): SqliteDriverName {
         usableBetterSqlite3();
       } catch (error) {
         const missing = describe(error) === NOT_INSTALLED;
-        throw new Error(`dataport/sqlite: driver "better-sqlite3" is not available: ${describe(error)}${missing ? " (npm install better-sqlite3)" : ""}`, { cause: error });
+        throw new Error(
+          `dataport/sqlite: driver "better-sqlite3" is not available: ${describe(error)}${missing ? " (npm install better-sqlite3)" : ""}`,
+          { cause: error },
+        );
       }
     }
     return driver;
   }
-  throw new TypeError(`createSqliteStorage: driver must be "better-sqlite3", "node:sqlite" or "bun:sqlite" (got ${JSON.stringify(driver) ?? String(driver)})`);
+  throw new TypeError(
+    `createSqliteStorage: driver must be "better-sqlite3", "node:sqlite" or "bun:sqlite" (got ${JSON.stringify(driver) ?? String(driver)})`,
+  );
 }
 
 type BetterSqlite3Constructor = new (path: string, options?: OpenOptions) => Database;
@@ -148,7 +154,9 @@ function loadBunSqlite(): BunSqliteModule {
   // SQL functions (the statement deadline, row queries' JSON equality):
   // Database.function, in recent Bun (1.4.5 has it).
   if (typeof (loaded.Database as { prototype?: { function?: unknown } }).prototype?.function !== "function") {
-    throw new Error(`dataport/sqlite: bun:sqlite of Bun ${process.versions.bun} has no SQL functions (Database.function): upgrade Bun`);
+    throw new Error(
+      `dataport/sqlite: bun:sqlite of Bun ${process.versions.bun} has no SQL functions (Database.function): upgrade Bun`,
+    );
   }
   return loaded;
 }
@@ -158,7 +166,8 @@ function nodeSqliteUnavailable(): string | null {
   const loaded = builtin<NodeSqliteModule>("node:sqlite");
   if (!loaded) return "this Node has no node:sqlite (Node 22.13 and later have it)";
   // SQL functions (the statement deadline, row queries' JSON equality) came in 22.13 / 23.5.
-  if (typeof loaded.DatabaseSync?.prototype?.function !== "function") return `node:sqlite of Node ${process.versions.node} has no SQL functions (Node 22.13 and later)`;
+  if (typeof loaded.DatabaseSync?.prototype?.function !== "function")
+    return `node:sqlite of Node ${process.versions.node} has no SQL functions (Node 22.13 and later)`;
   return null;
 }
 

@@ -38,7 +38,9 @@ export function isUnavailable(error: unknown): boolean {
   return code !== null && UNAVAILABLE.test(code);
 }
 
-/** The error of a call on a closed connection: better-sqlite3's, which the other drivers throw too (driver-shared.ts). */
+/**
+ * The error of a call on a closed connection: better-sqlite3's, which the other drivers throw too (driver-shared.ts).
+ */
 function isClosed(error: unknown): boolean {
   return error instanceof TypeError && /database connection is not open/.test(error.message);
 }
@@ -90,8 +92,13 @@ export function storeFaults(options: StoreFaultsOptions): StoreFaults {
   let fault: unknown = null;
   const noted = (error: ApiError, cause: unknown): ApiError => {
     if (fault === null) {
-      const what = isBusy(cause) ? `another process held the write lock for ${options.busyTimeoutMs} ms` : "the file failed";
-      options.log(`SQLite cannot write (${what}); answering 503 storage_unavailable until a write succeeds`, brief(cause));
+      const what = isBusy(cause)
+        ? `another process held the write lock for ${options.busyTimeoutMs} ms`
+        : "the file failed";
+      options.log(
+        `SQLite cannot write (${what}); answering 503 storage_unavailable until a write succeeds`,
+        brief(cause),
+      );
     }
     fault = cause;
     return error;

@@ -58,8 +58,11 @@ export function sqliteIdentity(handle: SqliteHandle): Pick<StorageAreas, "identi
   const session = db.prepare<[string, number], { user_id: string }>(
     "SELECT user_id FROM sessions WHERE token_hash = ? AND (expires_ms IS NULL OR expires_ms > ?)",
   );
-  const sessionById = db.prepare<[string], SessionRow>("SELECT id, token_hash, user_id, expires_at FROM sessions WHERE id = ?");
-  // Single statements too are write transactions here: one that meets another process's lock waits for it (see writeTransaction).
+  const sessionById = db.prepare<[string], SessionRow>(
+    "SELECT id, token_hash, user_id, expires_at FROM sessions WHERE id = ?",
+  );
+  // Single statements too are write transactions here: one that meets another process's lock waits for it (see
+  // writeTransaction).
   const insertSession = writeTransaction(db, insertSessionStatement(db));
   const deleteSession = statementWrite(db, db.prepare<[string]>("DELETE FROM sessions WHERE id = ?"));
   const deleteUserSessions = statementWrite(db, db.prepare<[string]>("DELETE FROM sessions WHERE user_id = ?"));
@@ -69,12 +72,24 @@ export function sqliteIdentity(handle: SqliteHandle): Pick<StorageAreas, "identi
   const writes = identityWrites(handle);
   const keyByHash = db.prepare<[string], KeyRow>("SELECT * FROM api_keys WHERE token_hash = ?");
   const keyById = db.prepare<[string], KeyRow>("SELECT * FROM api_keys WHERE id = ?");
-  const teamKeys = db.prepare<[string], KeyRow>("SELECT * FROM api_keys WHERE team_id = ? ORDER BY created_at DESC, id");
+  const teamKeys = db.prepare<[string], KeyRow>(
+    "SELECT * FROM api_keys WHERE team_id = ? ORDER BY created_at DESC, id",
+  );
   const insertKey = writeTransaction(db, insertApiKeyStatement(db));
-  const revoke = statementWrite(db, db.prepare<[string, string]>("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL"));
-  const markCreatorDeleted = statementWrite(db, db.prepare<[string]>("UPDATE api_keys SET creator_deleted = 1 WHERE created_by = ? AND creator_deleted = 0"));
+  const revoke = statementWrite(
+    db,
+    db.prepare<[string, string]>("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL"),
+  );
+  const markCreatorDeleted = statementWrite(
+    db,
+    db.prepare<[string]>("UPDATE api_keys SET creator_deleted = 1 WHERE created_by = ? AND creator_deleted = 0"),
+  );
   // Misses are not remembered (a flood of unknown tokens fills nothing); values are frozen: every caller shares them.
-  const keysByHash = rememberedReads<{ key: ApiKeyRecord; team: Team | null }>(db, () => handle.identityVersion, REMEMBERED);
+  const keysByHash = rememberedReads<{ key: ApiKeyRecord; team: Team | null }>(
+    db,
+    () => handle.identityVersion,
+    REMEMBERED,
+  );
 
   return {
     identity: {
@@ -93,7 +108,9 @@ export function sqliteIdentity(handle: SqliteHandle): Pick<StorageAreas, "identi
         return row ? toUser(row) : null;
       },
       async listMemberships(userId) {
-        return memberships.all(userId).map((m): Membership => ({ userId: m.user_id, teamId: m.team_id, role: m.role as Role }));
+        return memberships
+          .all(userId)
+          .map((m): Membership => ({ userId: m.user_id, teamId: m.team_id, role: m.role as Role }));
       },
       async listBusinesses(page) {
         return businessPage(page);
@@ -183,11 +200,17 @@ function identityChanged<R>(handle: SqliteHandle, result: R | Promise<R>): R | P
 }
 
 /** One statement as a write transaction (see `writeTransaction`), answering how many rows it changed. */
-function statementWrite<A extends unknown[]>(db: SqliteHandle["db"], statement: Database.Statement<A>): (...args: A) => number | Promise<number> {
+function statementWrite<A extends unknown[]>(
+  db: SqliteHandle["db"],
+  statement: Database.Statement<A>,
+): (...args: A) => number | Promise<number> {
   return writeTransaction(db, (...args: A) => statement.run(...args).changes);
 }
 
-/** The identity writes, each one IMMEDIATE transaction (a put reads whether the id existed in it); each counts in `identityVersion`. */
+/**
+ * The identity writes, each one IMMEDIATE transaction (a put reads whether the id existed in it); each counts in
+ * `identityVersion`.
+ */
 function identityWrites(handle: SqliteHandle): IdentityWrites {
   const { db } = handle;
   const put = <T>(exists: string, upsert: string, values: (item: T) => unknown[]) => {
@@ -226,7 +249,10 @@ function identityWrites(handle: SqliteHandle): IdentityWrites {
   const removeTeamMemberships = db.prepare<[string]>("DELETE FROM memberships WHERE team_id = ?");
   const removeUser = db.prepare<[string]>("DELETE FROM users WHERE id = ?");
   const removeUserMemberships = db.prepare<[string]>("DELETE FROM memberships WHERE user_id = ?");
-  const removeMembership = statementWrite(db, db.prepare<[string, string]>("DELETE FROM memberships WHERE user_id = ? AND team_id = ?"));
+  const removeMembership = statementWrite(
+    db,
+    db.prepare<[string, string]>("DELETE FROM memberships WHERE user_id = ? AND team_id = ?"),
+  );
   const deleteTeam = writeTransaction(db, (id: string): boolean => {
     if (removeTeam.run(id).changes === 0) return false;
     removeTeamMemberships.run(id);
@@ -282,7 +308,9 @@ export function idPageQuery<R>(db: SqliteHandle["db"], select: string): (page: I
 
 /** Insert a session; a record whose expiresAt is not a timestamp is refused (it would otherwise never expire). */
 export function insertSessionStatement(db: SqliteHandle["db"]): (session: SessionRecord) => void {
-  const stmt = db.prepare("INSERT INTO sessions (token_hash, id, user_id, expires_at, expires_ms) VALUES (?, ?, ?, ?, ?)");
+  const stmt = db.prepare(
+    "INSERT INTO sessions (token_hash, id, user_id, expires_at, expires_ms) VALUES (?, ?, ?, ?, ?)",
+  );
   return (s) => {
     const expiresMs = s.expiresAt === null ? null : Date.parse(s.expiresAt);
     if (Number.isNaN(expiresMs)) throw new Error(`session ${s.id}: expiresAt is not an ISO 8601 timestamp`);
@@ -311,7 +339,13 @@ export function insertApiKeyStatement(db: SqliteHandle["db"]): (key: ApiKeyRecor
 }
 
 function toTeam(row: TeamRow): Team {
-  return { id: row.id, name: row.name, plan: row.plan as Plan, businessId: row.business_id, isPersonal: row.is_personal === 1 };
+  return {
+    id: row.id,
+    name: row.name,
+    plan: row.plan as Plan,
+    businessId: row.business_id,
+    isPersonal: row.is_personal === 1,
+  };
 }
 
 function toUser(row: UserRow): User {

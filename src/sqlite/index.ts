@@ -20,7 +20,12 @@ import { creditUsageStatement, refreshRunStatement, sqliteUsage } from "./usage.
 import { sqliteWebhooks } from "./webhooks.js";
 
 export type { SqliteStorageOptions } from "./db.js";
-export type { Database as SqliteDatabase, HostDatabase, SqliteDriverName, Statement as SqliteStatement } from "./driver.js";
+export type {
+  Database as SqliteDatabase,
+  HostDatabase,
+  SqliteDriverName,
+  Statement as SqliteStatement,
+} from "./driver.js";
 export { MIGRATIONS, migrate, type Migration } from "./migrations.js";
 
 export interface SqliteStorage extends Storage {
@@ -56,59 +61,64 @@ export function createSqliteStorage(options: SqliteStorageOptions): SqliteStorag
   const { identity, credentials } = sqliteIdentity(handle);
   const { faults } = handle;
   // A write that commits whatever the state of the file: readiness tries it while the store is known not to write.
-  const probeRow = db.prepare("INSERT INTO meta (key, value) VALUES ('write_probe', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value");
+  const probeRow = db.prepare(
+    "INSERT INTO meta (key, value) VALUES ('write_probe', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+  );
   const probeWrite = writeTransaction(db, (at: string) => probeRow.run(at));
   // Every call's failure as the storage port's fault clause says, whichever statement met it (a read on a
   // closed connection, an I/O error of a read): 503 `storage_unavailable` with `Retry-After`.
   const datasets = datasetRecords(handle);
-  return wrapStoreCalls<SqliteStorage>({
-    identity,
-    credentials: { ...credentials, teamsFrom: identity },
-    catalog: sqliteCatalog(handle, datasets),
-    rows: { ...sqliteRows(handle, datasets), ...datasetChangeFeeds(sqliteChangeFeeds(handle)) },
-    tables: sqliteTables(handle),
-    webhooks: {
-      getWebhookEndpoint: webhooks.getWebhookEndpoint,
-      ingestWebhookRow: webhooks.ingestWebhookRow,
-      updateWebhookSettings: webhooks.updateWebhookSettings,
-      createWebhookConnection: webhooks.createWebhookConnection,
-      recordWebhookDeliveries: webhooks.recordWebhookDeliveries,
-      listWebhookDeliveries: webhooks.listWebhookDeliveries,
-      getWebhookDelivery: webhooks.getWebhookDelivery,
-      webhookDeliveryCounts: webhooks.webhookDeliveryCounts,
+  return wrapStoreCalls<SqliteStorage>(
+    {
+      identity,
+      credentials: { ...credentials, teamsFrom: identity },
+      catalog: sqliteCatalog(handle, datasets),
+      rows: { ...sqliteRows(handle, datasets), ...datasetChangeFeeds(sqliteChangeFeeds(handle)) },
+      tables: sqliteTables(handle),
+      webhooks: {
+        getWebhookEndpoint: webhooks.getWebhookEndpoint,
+        ingestWebhookRow: webhooks.ingestWebhookRow,
+        updateWebhookSettings: webhooks.updateWebhookSettings,
+        createWebhookConnection: webhooks.createWebhookConnection,
+        recordWebhookDeliveries: webhooks.recordWebhookDeliveries,
+        listWebhookDeliveries: webhooks.listWebhookDeliveries,
+        getWebhookDelivery: webhooks.getWebhookDelivery,
+        webhookDeliveryCounts: webhooks.webhookDeliveryCounts,
+      },
+      audit: sqliteAudit(handle, records),
+      dashboards: sqliteDashboards(handle),
+      usage,
+      async seed(space) {
+        try {
+          return await faults.whenFree(() => load(space));
+        } finally {
+          handle.identityVersion++;
+          webhooks.forget();
+        }
+      },
+      async ping() {
+        // Runs on the writer connection: it throws once the database is closed.
+        probe.get();
+        // After a write failed on the file (full, read-only, locked past the timeout): ready once one commits again.
+        if (faults.unwritable) {
+          await probeWrite(new Date().toISOString());
+          faults.cleared();
+        }
+      },
+      async close() {
+        // What is queued is committed first, while the connection is open (a host may have closed it itself).
+        if (db.open) {
+          webhooks.flush();
+          records.flush();
+        }
+        await handle.readers?.close();
+        handle.close();
+      },
+      db,
+      driver: handle.driver,
     },
-    audit: sqliteAudit(handle, records),
-    dashboards: sqliteDashboards(handle),
-    usage,
-    async seed(space) {
-      try {
-        return await faults.whenFree(() => load(space));
-      } finally {
-        handle.identityVersion++;
-        webhooks.forget();
-      }
-    },
-    async ping() {
-      // Runs on the writer connection: it throws once the database is closed.
-      probe.get();
-      // After a write failed on the file (full, read-only, locked past the timeout): ready once one commits again.
-      if (faults.unwritable) {
-        await probeWrite(new Date().toISOString());
-        faults.cleared();
-      }
-    },
-    async close() {
-      // What is queued is committed first, while the connection is open (a host may have closed it itself).
-      if (db.open) {
-        webhooks.flush();
-        records.flush();
-      }
-      await handle.readers?.close();
-      handle.close();
-    },
-    db,
-    driver: handle.driver,
-  }, { timeoutMs: 0, reported: faults.reported });
+    { timeoutMs: 0, reported: faults.reported },
+  );
 }
 
 /** The whole space in one IMMEDIATE transaction, so two processes seeding one file load it once. */
@@ -164,7 +174,12 @@ function seedTransaction(db: Database.Database): (space: SeedSpace) => "loaded" 
         d.rows.length,
       )!;
       rows(seq, 0, d.rows);
-      if (d.columnsDeclared === true) syncDatasetIndexes(db, seq, d.columns.map((c) => c.name));
+      if (d.columnsDeclared === true)
+        syncDatasetIndexes(
+          db,
+          seq,
+          d.columns.map((c) => c.name),
+        );
       if (d.columnsDeclared === true) syncDatasetValues(db, seq, d.columns);
     }
     for (const t of space.tables) table(t);

@@ -291,7 +291,8 @@ function threadScript(): URL {
 
 function spawn(script: URL, workerData: ReaderThreadData): Worker {
   // Bun and Deno run TypeScript themselves.
-  if (!script.pathname.endsWith(".ts") || "Bun" in globalThis || "Deno" in globalThis) return new Worker(script, { workerData });
+  if (!script.pathname.endsWith(".ts") || "Bun" in globalThis || "Deno" in globalThis)
+    return new Worker(script, { workerData });
   // tsx's ESM entry registers its loader in this thread, then the TypeScript source is imported.
   const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx/esm/api")).href.replace(/\.cjs$/, ".mjs");
   const bootstrap = `import(${JSON.stringify(tsx)})

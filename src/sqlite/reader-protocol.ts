@@ -123,4 +123,3 @@ export interface ReaderEnvelope {
 export type ReaderMessage =
   | { id: number; value: unknown }
   | { id: number; error: { name: string; message: string; code?: string; deadline?: boolean } };
-

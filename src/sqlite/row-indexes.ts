@@ -1,7 +1,13 @@
 import type * as Database from "./driver.js";
 import type { Column } from "../domain/model.js";
 import { quoteLiteral } from "../sql/literals.js";
-import { datasetIndexPrefix, indexableColumn, rowIndexName, sortValueSql, tableIndexPrefix } from "./row-query-dialect.js";
+import {
+  datasetIndexPrefix,
+  indexableColumn,
+  rowIndexName,
+  sortValueSql,
+  tableIndexPrefix,
+} from "./row-query-dialect.js";
 
 /**
  * Row indexes: for each DECLARED column of a dataset (`columns_declared`)
@@ -21,19 +27,31 @@ import { datasetIndexPrefix, indexableColumn, rowIndexName, sortValueSql, tableI
  * done at declaration time, never on a read or a row write.
  */
 
-/** Make and drop a dataset's row indexes so they are those of `columns` (empty: none). Inside the caller's write transaction. */
+/**
+ * Make and drop a dataset's row indexes so they are those of `columns` (empty: none). Inside the caller's write
+ * transaction.
+ */
 export function syncDatasetIndexes(db: Database.Database, seq: number, columns: readonly string[]): void {
   sync(db, { table: "dataset_rows", prefix: datasetIndexPrefix(seq), scope: `dataset_seq = ${Number(seq)}` }, columns);
 }
 
 /** The same for an input table's rows. */
 export function syncTableIndexes(db: Database.Database, tableId: string, columns: readonly string[]): void {
-  sync(db, { table: "table_rows", prefix: tableIndexPrefix(tableId), scope: `table_id = ${quoteLiteral(tableId)}` }, columns);
+  sync(
+    db,
+    { table: "table_rows", prefix: tableIndexPrefix(tableId), scope: `table_id = ${quoteLiteral(tableId)}` },
+    columns,
+  );
 }
 
-/** The indexes declared columns should have and do not (a file from before row indexes, a dataset seeded without them), made now. */
+/**
+ * The indexes declared columns should have and do not (a file from before row indexes, a dataset seeded without them),
+ * made now.
+ */
 export function ensureRowIndexes(db: Database.Database): void {
-  const datasets = db.prepare<[], { seq: number; columns: string }>("SELECT seq, columns FROM datasets WHERE columns_declared = 1").all();
+  const datasets = db
+    .prepare<[], { seq: number; columns: string }>("SELECT seq, columns FROM datasets WHERE columns_declared = 1")
+    .all();
   const tables = db.prepare<[], { id: string; columns: string }>("SELECT id, columns FROM input_tables").all();
   const work: Array<() => void> = [];
   for (const d of datasets) {
@@ -63,7 +81,10 @@ function sync(db: Database.Database, target: Target, columns: readonly string[])
   for (const column of new Set(columns)) {
     if (!indexableColumn(column)) continue;
     const base = rowIndexName(target.prefix, column);
-    wanted.set(base, `CREATE INDEX "${base}" ON ${target.table} (${sortValueSql("data", column)}) WHERE ${target.scope}`);
+    wanted.set(
+      base,
+      `CREATE INDEX "${base}" ON ${target.table} (${sortValueSql("data", column)}) WHERE ${target.scope}`,
+    );
   }
   const present = existing(db, target.prefix);
   for (const name of present) if (!wanted.has(name)) db.exec(`DROP INDEX IF EXISTS "${name}"`);
@@ -72,7 +93,9 @@ function sync(db: Database.Database, target: Target, columns: readonly string[])
 
 function existing(db: Database.Database, prefix: string): string[] {
   return db
-    .prepare<[string, string], { name: string }>("SELECT name FROM sqlite_schema WHERE type = 'index' AND substr(name, 1, length(?)) = ? ORDER BY name")
+    .prepare<[string, string], { name: string }>(
+      "SELECT name FROM sqlite_schema WHERE type = 'index' AND substr(name, 1, length(?)) = ? ORDER BY name",
+    )
     .all(prefix, prefix)
     .map((r) => r.name);
 }

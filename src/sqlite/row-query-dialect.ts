@@ -4,7 +4,15 @@ import type { RowCondition, RowKey, RowTest, SortKey } from "../domain/row-query
 import { keyOf } from "../domain/row-query-order.js";
 import { join, raw, renderPositional, type Sql, sql } from "../sql/fragments.js";
 import { prefixEnd, quoteLiteral } from "../sql/literals.js";
-import { afterSql, conditionSql, operatorSql, orderSql, splitByKind, type SqlDialect, TRUE } from "../sql/row-compiler.js";
+import {
+  afterSql,
+  conditionSql,
+  operatorSql,
+  orderSql,
+  splitByKind,
+  type SqlDialect,
+  TRUE,
+} from "../sql/row-compiler.js";
 import { sha256Hex } from "../domain/crypto.js";
 import { canonicalJson } from "../domain/rows.js";
 import { timeBucket } from "../domain/time-buckets.js";
@@ -29,14 +37,20 @@ export function sqliteRowDialect(doc: string, position: string, options: Dialect
   const column = raw(doc);
   const indexed = options.indexed ?? NO_COLUMNS;
   const kindOf = (name: string): Sql =>
-    plainPath(name) ? sql`json_type(${column}, ${`$."${name}"`})` : sql`(SELECT type FROM json_each(${column}) WHERE key = ${name})`;
+    plainPath(name)
+      ? sql`json_type(${column}, ${`$."${name}"`})`
+      : sql`(SELECT type FROM json_each(${column}) WHERE key = ${name})`;
   const valueOf = (name: string): Sql =>
-    plainPath(name) ? sql`json_extract(${column}, ${`$."${name}"`})` : sql`(SELECT value FROM json_each(${column}) WHERE key = ${name})`;
+    plainPath(name)
+      ? sql`json_extract(${column}, ${`$."${name}"`})`
+      : sql`(SELECT value FROM json_each(${column}) WHERE key = ${name})`;
   /** The ascending sort value of an indexed column (null and absent: the largest value, NULL_LAST). */
   const keyOf = (name: string): Sql => raw(sortValueSql(doc, name));
 
-  const nullish = (name: string) => (indexed.has(name) ? sql`${keyOf(name)} = ${raw(NULL_LAST)}` : sql`coalesce(${kindOf(name)}, 'null') = 'null'`);
-  const present = (name: string) => (indexed.has(name) ? sql`${keyOf(name)} <> ${raw(NULL_LAST)}` : sql`coalesce(${kindOf(name)}, 'null') <> 'null'`);
+  const nullish = (name: string) =>
+    indexed.has(name) ? sql`${keyOf(name)} = ${raw(NULL_LAST)}` : sql`coalesce(${kindOf(name)}, 'null') = 'null'`;
+  const present = (name: string) =>
+    indexed.has(name) ? sql`${keyOf(name)} <> ${raw(NULL_LAST)}` : sql`coalesce(${kindOf(name)}, 'null') <> 'null'`;
   const isNumber = (name: string) => sql`${kindOf(name)} IN ('integer', 'real')`;
   const isText = (name: string) => sql`${kindOf(name)} = 'text'`;
   const structureEquals = (name: string, value: unknown) =>
@@ -45,7 +59,10 @@ export function sqliteRowDialect(doc: string, position: string, options: Dialect
   const equals = (name: string, value: unknown): Sql => {
     if (value === null) return nullish(name);
     if (value !== null && typeof value === "object") return structureEquals(name, value);
-    if (indexed.has(name)) return typeof value === "boolean" ? sql`${keyOf(name)} = ${raw(booleanBlob(value))}` : sql`${keyOf(name)} = ${value}`;
+    if (indexed.has(name))
+      return typeof value === "boolean"
+        ? sql`${keyOf(name)} = ${raw(booleanBlob(value))}`
+        : sql`${keyOf(name)} = ${value}`;
     if (typeof value === "string") return sql`(${isText(name)} AND ${valueOf(name)} = ${value})`;
     if (typeof value === "number") return sql`(${isNumber(name)} AND ${valueOf(name)} = ${value})`;
     return sql`${kindOf(name)} = ${value ? "true" : "false"}`;
@@ -57,32 +74,47 @@ export function sqliteRowDialect(doc: string, position: string, options: Dialect
     const parts: Sql[] = [];
     if (indexed.has(name)) {
       const scalars = [...kinds.strings, ...kinds.numbers];
-      if (scalars.length > 0) parts.push(sql`${keyOf(name)} IN (SELECT value FROM json_each(${JSON.stringify(scalars)}))`);
+      if (scalars.length > 0)
+        parts.push(sql`${keyOf(name)} IN (SELECT value FROM json_each(${JSON.stringify(scalars)}))`);
       for (const b of new Set(kinds.booleans)) parts.push(sql`${keyOf(name)} = ${raw(booleanBlob(b))}`);
     } else {
-      if (kinds.strings.length > 0) parts.push(sql`(${isText(name)} AND ${valueOf(name)} IN (SELECT value FROM json_each(${JSON.stringify(kinds.strings)})))`);
-      if (kinds.numbers.length > 0) parts.push(sql`(${isNumber(name)} AND ${valueOf(name)} IN (SELECT value FROM json_each(${JSON.stringify(kinds.numbers)})))`);
+      if (kinds.strings.length > 0)
+        parts.push(
+          sql`(${isText(name)} AND ${valueOf(name)} IN (SELECT value FROM json_each(${JSON.stringify(kinds.strings)})))`,
+        );
+      if (kinds.numbers.length > 0)
+        parts.push(
+          sql`(${isNumber(name)} AND ${valueOf(name)} IN (SELECT value FROM json_each(${JSON.stringify(kinds.numbers)})))`,
+        );
       for (const b of new Set(kinds.booleans)) parts.push(sql`${kindOf(name)} = ${b ? "true" : "false"}`);
     }
     if (kinds.structures.length > 0) {
       const texts = JSON.stringify(kinds.structures.map(canonicalJson));
-      parts.push(sql`(${kindOf(name)} IN ('array', 'object') AND dataport_canonical_json(${valueOf(name)}) IN (SELECT value FROM json_each(${texts})))`);
+      parts.push(
+        sql`(${kindOf(name)} IN ('array', 'object') AND dataport_canonical_json(${valueOf(name)}) IN (SELECT value FROM json_each(${texts})))`,
+      );
     }
     return parts.length === 0 ? raw("(1 = 0)") : sql`(${joinOr(parts)})`;
   };
 
   const compare = (name: string, op: "<" | "<=" | ">" | ">=", operand: number | string): Sql => {
-    if (!indexed.has(name)) return sql`(${typeof operand === "number" ? isNumber(name) : isText(name)} AND ${valueOf(name)} ${raw(op)} ${operand})`;
-    // Sort values order numbers < text < blobs (booleans, structures, null): a range of one kind is bounded by the next kind.
+    if (!indexed.has(name))
+      return sql`(${typeof operand === "number" ? isNumber(name) : isText(name)} AND ${valueOf(name)} ${raw(op)} ${operand})`;
+    // Sort values order numbers < text < blobs (booleans, structures, null): a range of one kind is bounded by the next
+    // kind.
     const key = keyOf(name);
     const kindKey = options.bounded?.has(name) ? sql`+${key}` : key;
     const upward = op === ">" || op === ">=";
-    if (typeof operand === "number") return upward ? sql`(${key} ${raw(op)} ${operand} AND ${kindKey} < '')` : sql`${key} ${raw(op)} ${operand}`;
-    return upward ? sql`(${key} ${raw(op)} ${operand} AND ${kindKey} < X'')` : sql`(${key} ${raw(op)} ${operand} AND ${kindKey} >= '')`;
+    if (typeof operand === "number")
+      return upward ? sql`(${key} ${raw(op)} ${operand} AND ${kindKey} < '')` : sql`${key} ${raw(op)} ${operand}`;
+    return upward
+      ? sql`(${key} ${raw(op)} ${operand} AND ${kindKey} < X'')`
+      : sql`(${key} ${raw(op)} ${operand} AND ${kindKey} >= '')`;
   };
 
   const startsWith = (name: string, operand: string): Sql => {
-    if (!indexed.has(name)) return sql`(${isText(name)} AND substr(${valueOf(name)}, 1, length(${operand})) = ${operand})`;
+    if (!indexed.has(name))
+      return sql`(${isText(name)} AND substr(${valueOf(name)}, 1, length(${operand})) = ${operand})`;
     // The strings starting with p are exactly those in [p, p with its last code point + 1).
     const end = prefixEnd(operand);
     const key = keyOf(name);
@@ -123,9 +155,14 @@ export function sqliteRowDialect(doc: string, position: string, options: Dialect
 export interface DialectOptions {
   /** Columns with row indexes (`syncRowIndexes`); their names are `indexableColumn`. */
   indexed?: ReadonlySet<string>;
-  /** The bound value of a stored position, when `position` is another column in the same order (a dataset's row_key). */
+  /**
+   * The bound value of a stored position, when `position` is another column in the same order (a dataset's row_key).
+   */
   positionValue?: (position: number) => Sql;
-  /** Indexed columns the condition bounds on both sides (`boundedColumns`): their comparisons leave the kind bounds out of the index range. */
+  /**
+   * Indexed columns the condition bounds on both sides (`boundedColumns`): their comparisons leave the kind bounds out
+   * of the index range.
+   */
   bounded?: ReadonlySet<string>;
 }
 
@@ -204,7 +241,15 @@ export function indexableColumn(name: string): boolean {
  * generic ORDER BY and keyset predicate.
  */
 export function sortedPageSql(
-  parts: { select: string; from: string; where: Sql; sort: readonly SortKey[]; after: RowKey | null; limit: number; offset: number },
+  parts: {
+    select: string;
+    from: string;
+    where: Sql;
+    sort: readonly SortKey[];
+    after: RowKey | null;
+    limit: number;
+    offset: number;
+  },
   dialect: SqliteRowDialect,
 ): Sql {
   const { select, from, where, sort, after, limit, offset } = parts;
@@ -229,7 +274,16 @@ export function sortedPageSql(
  *   rows holding that n-th value, forward; then the nulls, forward.
  */
 function indexedPageSql(
-  parts: { select: string; from: string; where: Sql; after: RowKey | null; limit: number; offset: number; key: Sql; descending: boolean },
+  parts: {
+    select: string;
+    from: string;
+    where: Sql;
+    after: RowKey | null;
+    limit: number;
+    offset: number;
+    key: Sql;
+    descending: boolean;
+  },
   dialect: SqliteRowDialect,
 ): Sql {
   const { select, from, where, after, limit, offset, key, descending } = parts;
@@ -239,9 +293,12 @@ function indexedPageSql(
     sql`SELECT * FROM (SELECT ${raw(select)}, ${key} AS sort_value_, ${position} AS sort_position_ FROM ${raw(from)}
       WHERE ${where} AND ${condition} ORDER BY ${order} LIMIT +${upTo})`;
   const value = after ? sortValueOf(after.values[0] ?? null) : null;
-  const ties = after ? rows(sql`${key} = ${value!} AND ${position} > ${dialect.positionValue(after.position)}`, position) : null;
+  const ties = after
+    ? rows(sql`${key} = ${value!} AND ${position} > ${dialect.positionValue(after.position)}`, position)
+    : null;
   if (!descending) {
-    if (!after) return sql`SELECT ${raw(select)} FROM ${raw(from)} WHERE ${where} ORDER BY ${key}, ${position} LIMIT +${limit} OFFSET ${offset}`;
+    if (!after)
+      return sql`SELECT ${raw(select)} FROM ${raw(from)} WHERE ${where} ORDER BY ${key}, ${position} LIMIT +${limit} OFFSET ${offset}`;
     return sql`SELECT * FROM (${ties!} UNION ALL ${rows(sql`${key} > ${value!}`, sql`${key}, ${position}`)})
       ORDER BY sort_value_, sort_position_ LIMIT +${limit} OFFSET ${offset}`;
   }
@@ -252,7 +309,10 @@ function indexedPageSql(
   if (!afterNull) {
     const below = after ? sql`${key} < ${value!}` : sql`${key} < ${nullValue}`;
     const nth = sql`(SELECT ${key} FROM ${raw(from)} WHERE ${where} AND ${below} ORDER BY ${key} DESC LIMIT 1 OFFSET ${upTo - 1})`;
-    merged.push(rows(sql`${below} AND ${key} > coalesce(${nth}, -1e999)`, sql`${key} DESC`), rows(sql`${key} = ${nth}`, position));
+    merged.push(
+      rows(sql`${below} AND ${key} > coalesce(${nth}, -1e999)`, sql`${key} DESC`),
+      rows(sql`${key} = ${nth}`, position),
+    );
   }
   merged.push(afterNull ? ties! : rows(sql`${key} = ${nullValue}`, position));
   return sql`SELECT * FROM (${join(merged, " UNION ALL ")})
@@ -268,7 +328,12 @@ function indexedPageSql(
  * stored order is left to the planner: the window in order, stopping at the
  * page's end, often beats sorting every match.
  */
-export function seeksIndex(condition: RowCondition | null, sort: readonly SortKey[], dialect: SqliteRowDialect, ranges: boolean): boolean {
+export function seeksIndex(
+  condition: RowCondition | null,
+  sort: readonly SortKey[],
+  dialect: SqliteRowDialect,
+  ranges: boolean,
+): boolean {
   if (sort.length === 1 && dialect.indexed.has(sort[0]!.column)) return true;
   return seekedColumn(condition, dialect.indexed, ranges) !== null;
 }
@@ -313,34 +378,59 @@ const TABLE_DIALECT = sqliteRowDialect("data", "seq");
 export function queriedTableRows(db: Database.Database, tableId: string, query: TableRowsQuery): TableRowsPage {
   const sort = query.sort ?? [];
   const indexed = indexedTableColumns(db, tableId);
-  const dialect = indexed.size > 0 ? sqliteRowDialect("data", "seq", { indexed, bounded: boundedColumns(query.where) }) : TABLE_DIALECT;
-  // A partial index serves a query naming its table by the same literal. The deadline check first: it is called per row visited.
-  const table = indexed.size > 0 ? raw(`${DEADLINE_CHECK} AND table_id = ${quoteLiteral(tableId)}`) : sql`${raw(DEADLINE_CHECK)} AND table_id = ${tableId}`;
+  const dialect =
+    indexed.size > 0
+      ? sqliteRowDialect("data", "seq", { indexed, bounded: boundedColumns(query.where) })
+      : TABLE_DIALECT;
+  // A partial index serves a query naming its table by the same literal. The deadline check first: it is called per row
+  // visited.
+  const table =
+    indexed.size > 0
+      ? raw(`${DEADLINE_CHECK} AND table_id = ${quoteLiteral(tableId)}`)
+      : sql`${raw(DEADLINE_CHECK)} AND table_id = ${tableId}`;
   const condition = query.where ? conditionSql(query.where, dialect) : TRUE;
   // Without statistics the planner takes the table's own index (table_id, seq) and reads every row:
   // a count seeks the condition's index, a page sorted by an indexed column walks that column's.
   const seeking = seekedColumn(query.where ?? null, indexed, true);
   const sorting = sort.length === 1 && indexed.has(sort[0]!.column) ? sort[0]!.column : null;
-  const counted = (from: string) => renderPositional(sql`SELECT count(*) AS n FROM ${raw(from)} WHERE ${table} AND ${condition}`);
+  const counted = (from: string) =>
+    renderPositional(sql`SELECT count(*) AS n FROM ${raw(from)} WHERE ${table} AND ${condition}`);
   const prefix = tableIndexPrefix(tableId);
   const through = (column: string | null) => (column === null ? null : rowIndexName(prefix, column));
   const prepare = (text: string) => db.prepare(text);
-  const totalRows = query.count === false ? -1 : (throughIndex(prepare, "table_rows", through(seeking), counted).get() as { n: number }).n;
+  const totalRows =
+    query.count === false
+      ? -1
+      : (throughIndex(prepare, "table_rows", through(seeking), counted).get() as { n: number }).n;
   const walked = sorting ?? (totalRows >= 0 && totalRows <= FEW_MATCHES ? seeking : null);
   const paged = (from: string) =>
     renderPositional(
       sortedPageSql(
-        { select: "seq, data", from, where: sql`${table} AND ${condition}`, sort, after: query.after ?? null, limit: Math.max(0, query.limit), offset: Math.max(0, query.offset) },
+        {
+          select: "seq, data",
+          from,
+          where: sql`${table} AND ${condition}`,
+          sort,
+          after: query.after ?? null,
+          limit: Math.max(0, query.limit),
+          offset: Math.max(0, query.offset),
+        },
         dialect,
       ),
     );
-  const found = throughIndex(prepare, "table_rows", through(walked), paged).all() as Array<{ seq: number; data: string }>;
+  const found = throughIndex(prepare, "table_rows", through(walked), paged).all() as Array<{
+    seq: number;
+    data: string;
+  }>;
   const rows = found.map((r) => JSON.parse(r.data) as Row);
   const end = found.at(-1);
   return { totalRows, rows, lastKey: end ? keyOf(rows.at(-1)!, end.seq, sort) : null };
 }
 
-/** Matches a sorted or conditioned page may seek through a condition's row index and then sort; more walk an index in order. */
+/**
+ * Matches a sorted or conditioned page may seek through a condition's row index and then sort; more walk an index in
+ * order.
+ */
 export const FEW_MATCHES = 10_000;
 
 /** In every row index name: an index of another expression would get another. */
@@ -356,7 +446,10 @@ export function tableIndexPrefix(tableId: string): string {
   return `${INDEX_VERSION}_t${sha256Hex(tableId).slice(0, 16)}_`;
 }
 
-/** The row index of a declared column (row-indexes.ts makes it): its dataset's or table's prefix, then the column's hash. */
+/**
+ * The row index of a declared column (row-indexes.ts makes it): its dataset's or table's prefix, then the column's
+ * hash.
+ */
 export function rowIndexName(prefix: string, column: string): string {
   return `${prefix}${sha256Hex(column).slice(0, 16)}`;
 }
@@ -414,7 +507,10 @@ function joinOr(parts: readonly Sql[]): Sql {
   return parts.slice(1).reduce((out, part) => sql`${out} OR ${part}`, parts[0]!);
 }
 
-/** A column name a JSON path can quote: `$."name"` cannot hold `"` or `\`, nor an unpaired surrogate (UTF-8 cannot carry it). */
+/**
+ * A column name a JSON path can quote: `$."name"` cannot hold `"` or `\`, nor an unpaired surrogate (UTF-8 cannot carry
+ * it).
+ */
 export function plainPath(name: string): boolean {
   return !/["\\]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(name);
 }

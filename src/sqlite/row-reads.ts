@@ -123,7 +123,12 @@ export function queriedReads(handle: SqliteHandle): QueriedReads {
     if (!at || readers === null) return emptyPage(0);
     const known = counts.current().get(countKey(at.seq, query)) ?? null;
     const before = { data: dataVersion(), own: handle.catalogVersion };
-    const { at: read, totalRows, counted, fetched } = await readers.call({ kind: "rows", datasetId, query, count: known });
+    const {
+      at: read,
+      totalRows,
+      counted,
+      fetched,
+    } = await readers.call({ kind: "rows", datasetId, query, count: known });
     if (read === null) return emptyPage(0);
     // Kept only when nothing can have made another dataset of this seq meanwhile (see CountMemo).
     if (counted !== null && dataVersion() === before.data && handle.catalogVersion === before.own) {
@@ -239,7 +244,11 @@ async function* loopStream(handle: SqliteHandle, plan: ReadPlan, query: RowQuery
     const deadline = deadlineOf(conn);
     for (;;) {
       const until = performance.now() + handle.callTimeoutMs;
-      const step = deadline.within(until, () => readTimedOut(handle.callTimeoutMs), () => batches.next());
+      const step = deadline.within(
+        until,
+        () => readTimedOut(handle.callTimeoutMs),
+        () => batches.next(),
+      );
       if (step.done) return;
       yield* step.value;
     }

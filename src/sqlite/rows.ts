@@ -21,7 +21,9 @@ import { emptyPage, MovedOffLoop, parsedRow, queriedReads } from "./row-reads.js
 export function sqliteRows(handle: SqliteHandle, records: DatasetRecords): RowStore & RowWrites {
   const { db } = handle;
   const aggregates = sqliteAggregates(handle);
-  const positions = db.prepare<[string], Positions>("SELECT id, seq, first_position, next_position FROM datasets WHERE id = ?");
+  const positions = db.prepare<[string], Positions>(
+    "SELECT id, seq, first_position, next_position FROM datasets WHERE id = ?",
+  );
   const bulkWrite = bulkRowWriter(handle);
   ensureRowIndexes(db);
   ensureDatasetValues(db);
@@ -62,14 +64,24 @@ export function sqliteRows(handle: SqliteHandle, records: DatasetRecords): RowSt
     },
     readDatasetRows: reportsOwnFaults(async (datasetId: string, query: RowQuery) => {
       try {
-        return (pages !== null && isPlainPage(query) && rememberedPage(datasetId, query, pages)) || readRows(datasetId, query);
+        return (
+          (pages !== null && isPlainPage(query) && rememberedPage(datasetId, query, pages)) ||
+          readRows(datasetId, query)
+        );
       } catch (error) {
         throw handle.faults.reported(error);
       }
     }),
     async replaceDatasetRows(datasetId, data) {
       // A refresh is a bulk replace that also sets lastRefreshedAt: the same staging, the same queue.
-      await bulkWrite({ datasetId, mode: "replace", rows: data.rows, columns: () => data.columns, updatedAt: data.refreshedAt, refreshedAt: data.refreshedAt });
+      await bulkWrite({
+        datasetId,
+        mode: "replace",
+        rows: data.rows,
+        columns: () => data.columns,
+        updatedAt: data.refreshedAt,
+        refreshedAt: data.refreshedAt,
+      });
     },
     async writeDatasetRows(write) {
       return bulkWrite(write);
@@ -79,7 +91,14 @@ export function sqliteRows(handle: SqliteHandle, records: DatasetRecords): RowSt
 
 /** A small page in stored order without conditions: the common read. */
 function isPlainPage(query: RowQuery): query is RowQuery & { limit: number } {
-  return query.filters === null && !query.where && !query.sort?.length && query.limit !== null && query.limit > 0 && query.limit <= SMALL_READ;
+  return (
+    query.filters === null &&
+    !query.where &&
+    !query.sort?.length &&
+    query.limit !== null &&
+    query.limit > 0 &&
+    query.limit <= SMALL_READ
+  );
 }
 
 /**
@@ -88,7 +107,12 @@ function isPlainPage(query: RowQuery): query is RowQuery & { limit: number } {
  * start position (a cursor's, or the window's beginning) plus the offset,
  * and the last one's position is counted, not read.
  */
-function plainPage(db: Database.Database, pages: PageMemo | null, at: Positions, query: RowQuery & { limit: number }): RowPage {
+function plainPage(
+  db: Database.Database,
+  pages: PageMemo | null,
+  at: Positions,
+  query: RowQuery & { limit: number },
+): RowPage {
   const range = plainRange(at, query);
   const texts = isEmpty(range) ? [] : pageTexts(db, pages, at.seq, range);
   return plainPageOf(texts, at, range.start, query.columns);
@@ -131,7 +155,12 @@ function plainPageOf(texts: readonly string[], at: Positions, start: number, col
 }
 
 /** A page's texts, in order, remembered (frozen) when they fit. */
-function pageTexts(db: Database.Database, pages: PageMemo | null, seq: number, { start, end }: PageRange): readonly string[] {
+function pageTexts(
+  db: Database.Database,
+  pages: PageMemo | null,
+  seq: number,
+  { start, end }: PageRange,
+): readonly string[] {
   const remembered = pages?.current();
   const key = pageKey(seq, { start, end });
   const known = remembered?.get(key);
@@ -182,4 +211,3 @@ export function appendRowsStatement(db: Database.Database): (seq: number, from: 
     }
   };
 }
-

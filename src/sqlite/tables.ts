@@ -64,7 +64,9 @@ export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
   const editLog = db.prepare<[string, number, number], EditLogRow>(
     "SELECT * FROM edit_log WHERE table_id = ? ORDER BY seq LIMIT +? OFFSET ?",
   );
-  const one = db.prepare<[string, string], { data: string }>("SELECT data FROM table_rows WHERE table_id = ? AND row_id = ?");
+  const one = db.prepare<[string, string], { data: string }>(
+    "SELECT data FROM table_rows WHERE table_id = ? AND row_id = ?",
+  );
   const writes = rowWrites(db);
   const tablePage = idPageQuery<TableRow>(db, "SELECT * FROM input_tables");
   const tableWrites = tableChanges(db);
@@ -128,7 +130,9 @@ export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
       return writes.remove(input);
     },
     async listEditLog(tableId, range) {
-      return editLog.all(tableId, range ? Math.max(0, range.limit) : -1, range ? Math.max(0, range.offset) : 0).map(toEntry);
+      return editLog
+        .all(tableId, range ? Math.max(0, range.limit) : -1, range ? Math.max(0, range.offset) : 0)
+        .map(toEntry);
     },
     async insertTableRowOnce(input) {
       return insertOnce(input);
@@ -156,35 +160,86 @@ export function sqliteTables(handle: SqliteHandle): TableStore & TableWrites {
  * across processes, so the compare-and-set in `update` is atomic.
  */
 function rowWrites(db: Database.Database) {
-  const current = db.prepare<[string, string], { data: string }>("SELECT data FROM table_rows WHERE table_id = ? AND row_id = ?");
-  const insertRow = db.prepare<[string, string, string]>("INSERT INTO table_rows (table_id, row_id, data) VALUES (?, ?, ?)");
-  const updateRow = db.prepare<[string, string, string]>("UPDATE table_rows SET data = ? WHERE table_id = ? AND row_id = ?");
+  const current = db.prepare<[string, string], { data: string }>(
+    "SELECT data FROM table_rows WHERE table_id = ? AND row_id = ?",
+  );
+  const insertRow = db.prepare<[string, string, string]>(
+    "INSERT INTO table_rows (table_id, row_id, data) VALUES (?, ?, ?)",
+  );
+  const updateRow = db.prepare<[string, string, string]>(
+    "UPDATE table_rows SET data = ? WHERE table_id = ? AND row_id = ?",
+  );
   const deleteRow = db.prepare<[string, string]>("DELETE FROM table_rows WHERE table_id = ? AND row_id = ?");
-  const touchTable = db.prepare<[number, string, string]>("UPDATE input_tables SET row_count = row_count + ?, updated_at = ? WHERE id = ?");
+  const touchTable = db.prepare<[number, string, string]>(
+    "UPDATE input_tables SET row_count = row_count + ?, updated_at = ? WHERE id = ?",
+  );
   const log = db.prepare(
     "INSERT INTO edit_log (table_id, row_id, op, actor, at, before, after) VALUES (?, ?, ?, ?, ?, ?, ?)",
   );
   const audit = appendAuditStatement(db);
   const change = appendChangeStatement(db);
 
-  const record = (tableId: string, rowId: string, op: EditOp, actor: Actor, at: string, before: Row | null, after: Row | null, event: AuditEvent, now: number) => {
-    log.run(tableId, rowId, op, JSON.stringify(actor), at, before ? JSON.stringify(before) : null, after ? JSON.stringify(after) : null);
-    change(tableId, now, after === null ? { op: "delete", rowId, at } : { op: op === "create" ? "insert" : "update", rowId, row: after, at });
+  const record = (
+    tableId: string,
+    rowId: string,
+    op: EditOp,
+    actor: Actor,
+    at: string,
+    before: Row | null,
+    after: Row | null,
+    event: AuditEvent,
+    now: number,
+  ) => {
+    log.run(
+      tableId,
+      rowId,
+      op,
+      JSON.stringify(actor),
+      at,
+      before ? JSON.stringify(before) : null,
+      after ? JSON.stringify(after) : null,
+    );
+    change(
+      tableId,
+      now,
+      after === null
+        ? { op: "delete", rowId, at }
+        : { op: op === "create" ? "insert" : "update", rowId, row: after, at },
+    );
     audit(event, now);
   };
 
-  const insert = writeTransaction(db, 
-    (input: { tableId: string; rowId: string; values: Row; actor: Actor; now: number; auditEvent: AuditEvent }): Row => {
+  const insert = writeTransaction(
+    db,
+    (input: {
+      tableId: string;
+      rowId: string;
+      values: Row;
+      actor: Actor;
+      now: number;
+      auditEvent: AuditEvent;
+    }): Row => {
       const stamp = nextUpdatedAt(null, input.now);
       const row = newRow(input.rowId, input.values, stamp);
       insertRow.run(input.tableId, input.rowId, JSON.stringify(row));
       touchTable.run(1, stamp, input.tableId);
-      record(input.tableId, input.rowId, "create", input.actor, new Date(input.now).toISOString(), null, row, input.auditEvent, input.now);
+      record(
+        input.tableId,
+        input.rowId,
+        "create",
+        input.actor,
+        new Date(input.now).toISOString(),
+        null,
+        row,
+        input.auditEvent,
+        input.now,
+      );
       return row;
     },
   );
 
-  const update = writeTransaction(db, 
+  const update = writeTransaction(
+    db,
     (input: {
       tableId: string;
       rowId: string;
@@ -204,24 +259,33 @@ function rowWrites(db: Database.Database) {
       const after = patchedRow(before, input.patch, stamp);
       updateRow.run(JSON.stringify(after), input.tableId, input.rowId);
       touchTable.run(0, stamp, input.tableId);
-      record(input.tableId, input.rowId, "update", input.actor, new Date(input.now).toISOString(), before, after, input.auditEvent, input.now);
+      record(
+        input.tableId,
+        input.rowId,
+        "update",
+        input.actor,
+        new Date(input.now).toISOString(),
+        before,
+        after,
+        input.auditEvent,
+        input.now,
+      );
       return { status: "ok", row: after };
     },
   );
 
-  const remove = writeTransaction(db, 
-    (input: DeleteRowInput): RowWriteResult => {
-      const found = current.get(input.tableId, input.rowId);
-      if (!found) return { status: "not_found" };
-      const before = parseJson<Row>(found.data);
-      if (input.expectedUpdatedAt != null && changedSince(before, input.expectedUpdatedAt)) return { status: "conflict", current: before };
-      const stamp = new Date(input.now).toISOString();
-      deleteRow.run(input.tableId, input.rowId);
-      touchTable.run(-1, stamp, input.tableId);
-      record(input.tableId, input.rowId, "delete", input.actor, stamp, before, null, input.auditEvent, input.now);
-      return { status: "ok", row: before };
-    },
-  );
+  const remove = writeTransaction(db, (input: DeleteRowInput): RowWriteResult => {
+    const found = current.get(input.tableId, input.rowId);
+    if (!found) return { status: "not_found" };
+    const before = parseJson<Row>(found.data);
+    if (input.expectedUpdatedAt != null && changedSince(before, input.expectedUpdatedAt))
+      return { status: "conflict", current: before };
+    const stamp = new Date(input.now).toISOString();
+    deleteRow.run(input.tableId, input.rowId);
+    touchTable.run(-1, stamp, input.tableId);
+    record(input.tableId, input.rowId, "delete", input.actor, stamp, before, null, input.auditEvent, input.now);
+    return { status: "ok", row: before };
+  });
 
   return { insert, update, remove };
 }
@@ -239,19 +303,27 @@ function tableChanges(db: Database.Database) {
   const rowsAfter = db.prepare<[string, string, number], { row_id: string; data: string }>(
     "SELECT row_id, data FROM table_rows WHERE table_id = ? AND row_id > ? ORDER BY row_id LIMIT +?",
   );
-  const rewrite = db.prepare<[string, string, string]>("UPDATE table_rows SET data = ? WHERE table_id = ? AND row_id = ?");
+  const rewrite = db.prepare<[string, string, string]>(
+    "UPDATE table_rows SET data = ? WHERE table_id = ? AND row_id = ?",
+  );
   const change = appendChangeStatement(db);
   const forgetFeed = forgetFeedStatement(db);
   const put = writeTransaction(db, (table: TableRecord, reshape?: (row: Row) => Row): PutResult => {
     const created = exists.get(table.id) === undefined;
     upsert.run(table.id, table.teamId, table.name, JSON.stringify(table.columns), table.updatedAt);
-    syncTableIndexes(db, table.id, table.columns.map((c) => c.name));
+    syncTableIndexes(
+      db,
+      table.id,
+      table.columns.map((c) => c.name),
+    );
     // In this transaction, batch by batch (no statement stays open across the updates): a throw rolls it all back.
-    for (let after = ""; reshape; ) {
+    for (let after = ""; reshape;) {
       const batch = rowsAfter.all(table.id, after, RESHAPE_BATCH);
-      for (const { row_id, data } of batch) rewrite.run(JSON.stringify(reshape(parseJson<Row>(data))), table.id, row_id);
+      for (const { row_id, data } of batch)
+        rewrite.run(JSON.stringify(reshape(parseJson<Row>(data))), table.id, row_id);
       // Rows rewritten: followers start over (the table's `updatedAt` is when the declaration was stored).
-      if (after === "" && batch.length > 0) change(table.id, Date.parse(table.updatedAt) || 0, { op: "reset", at: table.updatedAt });
+      if (after === "" && batch.length > 0)
+        change(table.id, Date.parse(table.updatedAt) || 0, { op: "reset", at: table.updatedAt });
       if (batch.length < RESHAPE_BATCH) break;
       after = batch[batch.length - 1]!.row_id;
     }
@@ -314,11 +386,17 @@ function idempotentWrites(db: Database.Database) {
 }
 
 export function insertTableStatement(db: Database.Database): (table: TableRecord & { rows: Row[] }) => void {
-  const meta = db.prepare("INSERT INTO input_tables (id, team_id, name, columns, row_count, updated_at) VALUES (?, ?, ?, ?, ?, ?)");
+  const meta = db.prepare(
+    "INSERT INTO input_tables (id, team_id, name, columns, row_count, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+  );
   const row = db.prepare("INSERT INTO table_rows (table_id, row_id, data) VALUES (?, ?, ?)");
   return (table) => {
     meta.run(table.id, table.teamId, table.name, JSON.stringify(table.columns), table.rows.length, table.updatedAt);
-    syncTableIndexes(db, table.id, table.columns.map((c) => c.name));
+    syncTableIndexes(
+      db,
+      table.id,
+      table.columns.map((c) => c.name),
+    );
     for (const r of table.rows) row.run(table.id, String(r._id), JSON.stringify(r));
   };
 }

@@ -26,7 +26,10 @@ import { reportsOwnFaults } from "../sql/store-calls.js";
  * collation order, NULL first, as the port asks.
  */
 export function sqliteUsage({ db }: SqliteHandle, group: RecordWrites): StorageAreas["usage"] {
-  const dashboardUsage = db.prepare<[string, string, string], Omit<DashboardUsageRow, "published"> & { versions: string }>(
+  const dashboardUsage = db.prepare<
+    [string, string, string],
+    Omit<DashboardUsageRow, "published"> & { versions: string }
+  >(
     `SELECT v.day, v.dashboard_id, d.name AS dashboard, d.versions, count(*) AS views,
             count(DISTINCT v.visitor_id) AS unique_visitors,
             count(DISTINCT v.user_id) AS signed_in_viewers,
@@ -61,7 +64,10 @@ export function sqliteUsage({ db }: SqliteHandle, group: RecordWrites): StorageA
      GROUP BY day, method, route, credential_kind, credential_id, credential_name
      ORDER BY day DESC, route, method, credential_kind, credential, credential_id`,
   );
-  const datasetUsage = db.prepare<[string, string, string], Omit<DatasetUsageRow, "dashboards"> & { dashboards: string }>(
+  const datasetUsage = db.prepare<
+    [string, string, string],
+    Omit<DatasetUsageRow, "dashboards"> & { dashboards: string }
+  >(
     `SELECT x.id AS dataset_id, x.name AS dataset, x.type, c.name AS connection,
             x.row_count, json_array_length(x.columns) AS column_count,
             x.last_refreshed_at, x.updated_at,
@@ -97,7 +103,9 @@ export function sqliteUsage({ db }: SqliteHandle, group: RecordWrites): StorageA
       }));
     },
     async spaceRefreshHistory({ teamId, fromDay, toDay }) {
-      return refreshHistory.all(teamId, fromDay, toDay).map((r) => ({ ...r, avg_duration_ms: roundHalfUp(r.avg_duration_ms) }));
+      return refreshHistory
+        .all(teamId, fromDay, toDay)
+        .map((r) => ({ ...r, avg_duration_ms: roundHalfUp(r.avg_duration_ms) }));
     },
     async spaceCreditUsage({ teamId, fromDay, toDay }) {
       return creditUsage.all(teamId, fromDay, toDay);
@@ -108,7 +116,9 @@ export function sqliteUsage({ db }: SqliteHandle, group: RecordWrites): StorageA
     },
     async spaceDatasetUsage({ teamId }) {
       usage.settle();
-      return datasetUsage.all(teamId, teamId, teamId).map((r) => ({ ...r, dashboards: parseJson<string[]>(r.dashboards) }));
+      return datasetUsage
+        .all(teamId, teamId, teamId)
+        .map((r) => ({ ...r, dashboards: parseJson<string[]>(r.dashboards) }));
     },
     async recordRefreshRun(run) {
       await insertRun(run);
@@ -150,7 +160,21 @@ function usageLog(db: Database.Database, group: RecordWrites) {
   let turn: { sums: UsageSums; committed: Promise<void> } | null = null;
   const write = (sums: UsageSums) => {
     if (turn?.sums === sums) turn = null; // later calls start the next group
-    for (const [key, c] of sums.calls) count.run(key, c.day, c.teamId, c.method, c.route, c.credentialKind, c.credentialId, c.credentialName, c.calls, c.errors, c.serverErrors, c.latencySum);
+    for (const [key, c] of sums.calls)
+      count.run(
+        key,
+        c.day,
+        c.teamId,
+        c.method,
+        c.route,
+        c.credentialKind,
+        c.credentialId,
+        c.credentialName,
+        c.calls,
+        c.errors,
+        c.serverErrors,
+        c.latencySum,
+      );
     for (const [datasetId, r] of sums.reads) read.run(datasetId, r.reads, r.lastAt, r.lastMs);
   };
   return {
@@ -173,9 +197,10 @@ function usageLog(db: Database.Database, group: RecordWrites) {
 function usageWrites(db: Database.Database): UsageWrites {
   const run = refreshRunStatement(db);
   const credit = creditUsageStatement(db);
-  const all = <T>(write: (item: T) => void) => writeTransaction(db, (items: readonly T[]) => {
-    for (const item of items) write(item);
-  });
+  const all = <T>(write: (item: T) => void) =>
+    writeTransaction(db, (items: readonly T[]) => {
+      for (const item of items) write(item);
+    });
   const runs = all(run);
   const credits = all(credit);
   return {
@@ -194,12 +219,22 @@ export function refreshRunStatement(db: Database.Database): (run: RefreshRun) =>
   );
   return (r) => {
     const started = Date.parse(r.startedAt);
-    insert.run(r.datasetId, utcDay(r.startedAt), r.startedAt, Number.isNaN(started) ? 0 : started, r.durationMs, r.rowsProcessed, r.error);
+    insert.run(
+      r.datasetId,
+      utcDay(r.startedAt),
+      r.startedAt,
+      Number.isNaN(started) ? 0 : started,
+      r.durationMs,
+      r.rowsProcessed,
+      r.error,
+    );
   };
 }
 
 export function creditUsageStatement(db: Database.Database): (usage: CreditUsage) => void {
-  const insert = db.prepare("INSERT INTO credit_usage (team_id, day, at, category, credits, user_id) VALUES (?, ?, ?, ?, ?, ?)");
+  const insert = db.prepare(
+    "INSERT INTO credit_usage (team_id, day, at, category, credits, user_id) VALUES (?, ?, ?, ?, ?, ?)",
+  );
   return (c) => {
     insert.run(c.teamId, utcDay(c.at), c.at, c.category, c.credits, c.userId);
   };

@@ -15,7 +15,10 @@ import {
 import type { IngestLog } from "../ports/storage/webhooks.js";
 import { parseJson } from "./db.js";
 
-/** Entries of one connection in one stored chunk at most: what a chunk may hold past the log's bounds until it is trimmed. */
+/**
+ * Entries of one connection in one stored chunk at most: what a chunk may hold past the log's bounds until it is
+ * trimmed.
+ */
 const CHUNK_ENTRIES = 64;
 
 export type SqliteDeliveryLog = ReturnType<typeof sqliteDeliveryLog>;

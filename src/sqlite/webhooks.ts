@@ -16,7 +16,6 @@ import { parseJson, rememberedReads, rowKey, type SqliteHandle, writeTransaction
 import { reportsOwnFaults } from "../sql/store-calls.js";
 import { type SqliteDeliveryLog, sqliteDeliveryLog } from "./webhook-log.js";
 
-
 interface EndpointRow {
   connection_id: string;
   team_id: string;
@@ -51,7 +50,9 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
     );
   const byEndpoint = endpointBy("endpoint_id");
   const byConnection = endpointBy("id");
-  const setConfig = db.prepare<[string, string, string]>("UPDATE connections SET config = ?, endpoint_id = ? WHERE id = ?");
+  const setConfig = db.prepare<[string, string, string]>(
+    "UPDATE connections SET config = ?, endpoint_id = ? WHERE id = ?",
+  );
   const insertConnection = db.prepare(
     "INSERT INTO connections (id, team_id, name, type, config, created_at, endpoint_id) VALUES (?, ?, ?, 'webhook', ?, ?, ?)",
   );
@@ -74,13 +75,29 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
     return toEndpoint({ ...row, config: JSON.stringify(config) });
   });
 
-  const create = writeTransaction(db, (input: Parameters<WebhookStore["createWebhookConnection"]>[0]): WebhookEndpoint => {
-    const { connection, endpoint, dataset } = input;
-    const config = newWebhookConfig(endpoint);
-    insertConnection.run(connection.id, connection.teamId, connection.name, JSON.stringify(config), connection.createdAt, endpoint.endpointId);
-    insertDataset.run(dataset.id, connection.teamId, dataset.name, connection.id, connection.createdAt);
-    return toEndpoint({ connection_id: connection.id, team_id: connection.teamId, name: connection.name, config: JSON.stringify(config), dataset_id: dataset.id });
-  });
+  const create = writeTransaction(
+    db,
+    (input: Parameters<WebhookStore["createWebhookConnection"]>[0]): WebhookEndpoint => {
+      const { connection, endpoint, dataset } = input;
+      const config = newWebhookConfig(endpoint);
+      insertConnection.run(
+        connection.id,
+        connection.teamId,
+        connection.name,
+        JSON.stringify(config),
+        connection.createdAt,
+        endpoint.endpointId,
+      );
+      insertDataset.run(dataset.id, connection.teamId, dataset.name, connection.id, connection.createdAt);
+      return toEndpoint({
+        connection_id: connection.id,
+        team_id: connection.teamId,
+        name: connection.name,
+        config: JSON.stringify(config),
+        dataset_id: dataset.id,
+      });
+    },
+  );
 
   // Group commit (sql/group-commit.ts): calls arriving in the same turn of the event loop share one
   // transaction (one WAL commit); each resolves only after that commit. When another process holds the
@@ -152,7 +169,6 @@ interface DatasetState {
   dirty: boolean;
 }
 
-
 /**
  * One transaction for a batch of deliveries, in arrival order: de-duplicate
  * (earlier rows of the same batch are visible, so it stays exact), append at
@@ -162,7 +178,14 @@ interface DatasetState {
 function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
   const load = db.prepare<
     [string],
-    { seq: number; first_position: number; next_position: number; stage_from: number | null; columns: string; updated_at: string }
+    {
+      seq: number;
+      first_position: number;
+      next_position: number;
+      stage_from: number | null;
+      columns: string;
+      updated_at: string;
+    }
   >("SELECT seq, first_position, next_position, stage_from, columns, updated_at FROM datasets WHERE id = ?");
   const makeRoom = stagingMover(db);
   const duplicate = db.prepare<[number, string], { position: number; id: string | null }>(
@@ -218,7 +241,12 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
       // A bulk write is staging right above the window: move its rows out of the way (rare).
       if (ds.stageFrom !== null && ds.next >= ds.stageFrom) ds.stageFrom = makeRoom(ds.seq);
       insert.run(rowKey(ds.seq, ds.next), ds.seq, ds.next, input.dedupKey, JSON.stringify(input.row as Row));
-      change(input.datasetId, Date.parse(input.receivedAt), { op: "insert", rowId: String(input.row._id), row: input.row, at: input.receivedAt });
+      change(input.datasetId, Date.parse(input.receivedAt), {
+        op: "insert",
+        rowId: String(input.row._id),
+        row: input.row,
+        at: input.receivedAt,
+      });
       ds.next += 1;
       if (rowChangesColumns((ds.types ??= new Map(ds.columns.map((c) => [c.name, c.type] as const))), input.row)) {
         ds.columns = widenColumns(ds.columns, input.columns) ?? ds.columns;
@@ -246,11 +274,15 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
   });
 }
 
-/** The `_id` of the last row stored from position `from` to below `below` (a trim's `upTo`), or null when none is left. */
+/**
+ * The `_id` of the last row stored from position `from` to below `below` (a trim's `upTo`), or null when none is left.
+ */
 function lastTrimmedStatement(db: Database.Database): (seq: number, from: number, below: number) => string | null {
-  const last = db.prepare<[number, bigint, bigint], string | null>(
-    "SELECT data ->> '$._id' FROM dataset_rows WHERE dataset_seq = ? AND row_key >= ? AND row_key < ? ORDER BY row_key DESC LIMIT 1",
-  ).pluck();
+  const last = db
+    .prepare<[number, bigint, bigint], string | null>(
+      "SELECT data ->> '$._id' FROM dataset_rows WHERE dataset_seq = ? AND row_key >= ? AND row_key < ? ORDER BY row_key DESC LIMIT 1",
+    )
+    .pluck();
   return (seq, from, below) => {
     const id = last.get(seq, rowKey(seq, from), rowKey(seq, below));
     return id === undefined || id === null ? null : String(id);
@@ -282,7 +314,14 @@ function trimStatement(db: Database.Database): (datasetId: string, retainRows: n
 
 function toEndpoint(row: EndpointRow): WebhookEndpoint {
   return endpointFromConnection(
-    { id: row.connection_id, teamId: row.team_id, name: row.name, type: "webhook", config: parseJson(row.config), createdAt: "" },
+    {
+      id: row.connection_id,
+      teamId: row.team_id,
+      name: row.name,
+      type: "webhook",
+      config: parseJson(row.config),
+      createdAt: "",
+    },
     row.dataset_id ?? `ds_${row.connection_id}`,
   );
 }

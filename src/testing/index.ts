@@ -46,7 +46,8 @@ export function runStorageConformance(name: string, factory: StorageFactory, opt
  * One suite per storage area (`StorageAreas`), for a host that supplies an
  * area itself and checks it alone through `mountStorage`:
  *
- *   describeIdentityConformance("our users", async () => mountStorage(createMemoryStorage(), { identity: ourIdentity() }));
+ *   describeIdentityConformance("our users", async () => mountStorage(createMemoryStorage(), { identity: ourIdentity()
+ * }));
  *
  * The identity and credentials suites write their data through the area's
  * own methods; the others load a fixture (`ConformanceOptions.load`).
@@ -70,4 +71,8 @@ export {
 export type { Storage };
 
 export { runCacheConformance, type CacheConformanceOptions, type CacheFactory } from "./conformance/cache.js";
-export { runRateLimiterConformance, type RateLimiterConformanceOptions, type RateLimiterFactory } from "./conformance/rate-limiter.js";
+export {
+  runRateLimiterConformance,
+  type RateLimiterConformanceOptions,
+  type RateLimiterFactory,
+} from "./conformance/rate-limiter.js";

@@ -22,7 +22,9 @@ export function describeAdapter(name: string, start: () => Promise<Target>): voi
       target = await start();
       const document = (await (await fetch(url("/api/v1/openapi.json"))).json()) as { paths: Record<string, object> };
       operations = new Set(
-        Object.entries(document.paths).flatMap(([path, item]) => Object.keys(item).map((method) => `${method.toUpperCase()} ${path}`)),
+        Object.entries(document.paths).flatMap(([path, item]) =>
+          Object.keys(item).map((method) => `${method.toUpperCase()} ${path}`),
+        ),
       );
     }, 120_000);
 
@@ -33,7 +35,11 @@ export function describeAdapter(name: string, start: () => Promise<Target>): voi
     it("answers a preflight with 204 and CORS headers, and puts CORS on every response", async () => {
       const preflight = await fetch(url("/api/v1/datasets"), {
         method: "OPTIONS",
-        headers: { origin: "https://app.example", "access-control-request-method": "GET", "access-control-request-headers": "authorization" },
+        headers: {
+          origin: "https://app.example",
+          "access-control-request-method": "GET",
+          "access-control-request-headers": "authorization",
+        },
       });
       expect(preflight.status).toBe(204);
       expect(preflight.headers.get("access-control-allow-origin")).toBe("*");
@@ -62,14 +68,22 @@ export function describeAdapter(name: string, start: () => Promise<Target>): voi
 
     it("reads dataset rows with query parameters", async () => {
       const filters = encodeURIComponent(JSON.stringify({ region: "EMEA" }));
-      const res = await fetch(url(`/api/v1/datasets/ds_orders/rows?columns=order_id,amount&filters=${filters}&maxRows=2`), { headers: auth });
+      const res = await fetch(
+        url(`/api/v1/datasets/ds_orders/rows?columns=order_id,amount&filters=${filters}&maxRows=2`),
+        { headers: auth },
+      );
       expect(res.status).toBe(200);
       const body = (await res.json()) as { data: unknown[]; metadata: Record<string, unknown> };
       expect(body.data).toEqual([
         { order_id: "A-1", amount: 12.5 },
         { order_id: "A-3", amount: 7.25 },
       ]);
-      expect(body.metadata).toMatchObject({ totalRows: 3, returnedRows: 2, hasMore: true, columns: ["order_id", "amount"] });
+      expect(body.metadata).toMatchObject({
+        totalRows: 3,
+        returnedRows: 2,
+        hasMore: true,
+        columns: ["order_id", "amount"],
+      });
     });
 
     it("writes a table row, and replays it for the same Idempotency-Key", async ({ skip }) => {
@@ -129,7 +143,10 @@ export function describeAdapter(name: string, start: () => Promise<Target>): voi
       }
       text += decoder.decode();
       expect(chunks).toBeGreaterThan(1);
-      const body = JSON.parse(text) as { data: Array<{ n: number }>; metadata: { totalRows: number; hasMore: boolean } };
+      const body = JSON.parse(text) as {
+        data: Array<{ n: number }>;
+        metadata: { totalRows: number; hasMore: boolean };
+      };
       expect(body.data).toHaveLength(BIG_ROWS);
       expect(body.data[BIG_ROWS - 1]).toEqual({ n: BIG_ROWS - 1, label: `row number ${BIG_ROWS - 1}`, even: false });
       expect(body.metadata).toMatchObject({ totalRows: BIG_ROWS, hasMore: false });
@@ -139,10 +156,18 @@ export function describeAdapter(name: string, start: () => Promise<Target>): voi
       for (const coding of ["gzip", "br"]) {
         for (const path of ["/api/v1/datasets/ds_big/rows?maxRows=500", "/api/v1/datasets/ds_big/rows?format=ndjson"]) {
           const res = await fetch(url(path), { headers: { ...auth, "accept-encoding": coding } });
-          expect([res.status, res.headers.get("content-encoding"), res.headers.get("vary")], `${coding} ${path}`).toEqual([200, coding, "Accept-Encoding"]);
+          expect(
+            [res.status, res.headers.get("content-encoding"), res.headers.get("vary")],
+            `${coding} ${path}`,
+          ).toEqual([200, coding, "Accept-Encoding"]);
           // fetch decompresses what it receives.
           const text = await res.text();
-          const rows = path.includes("ndjson") ? text.trimEnd().split("\n").map((line) => JSON.parse(line)) : (JSON.parse(text) as { data: unknown[] }).data;
+          const rows = path.includes("ndjson")
+            ? text
+                .trimEnd()
+                .split("\n")
+                .map((line) => JSON.parse(line))
+            : (JSON.parse(text) as { data: unknown[] }).data;
           expect(rows).toHaveLength(path.includes("ndjson") ? BIG_ROWS : 500);
           expect(rows[0]).toEqual({ n: 0, label: "row number 0", even: true });
         }

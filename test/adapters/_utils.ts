@@ -14,12 +14,15 @@ export interface Target {
 }
 
 /** The runtime binary installed from npm (node_modules/.bin), and whether it runs on this machine. */
-export function runtimeBinary(name: "bun" | "deno"): { bin: string; runnable: true } | { bin: string; runnable: false; reason: string } {
+export function runtimeBinary(
+  name: "bun" | "deno",
+): { bin: string; runnable: true } | { bin: string; runnable: false; reason: string } {
   const bin = `${ROOT}node_modules/.bin/${name}`;
   if (!existsSync(bin)) return { bin, runnable: false, reason: `${bin} is not installed (npm install)` };
   const probe = spawnSync(bin, ["--version"], { timeout: 60_000, encoding: "utf8" });
   if (probe.error) return { bin, runnable: false, reason: probe.error.message };
-  if (probe.status !== 0) return { bin, runnable: false, reason: `--version exited ${probe.status}: ${probe.stderr.trim()}` };
+  if (probe.status !== 0)
+    return { bin, runnable: false, reason: `--version exited ${probe.status}: ${probe.stderr.trim()}` };
   return { bin, runnable: true };
 }
 
@@ -28,7 +31,11 @@ export function runtimeBinary(name: "bun" | "deno"): { bin: string; runnable: tr
  * line. Its output is kept for the error message when it fails to start.
  */
 export function startProcess(name: string, bin: string, args: string[], timeoutMs = 90_000): Promise<Target> {
-  const child = spawn(bin, args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, NO_COLOR: "1" } });
+  const child = spawn(bin, args, {
+    cwd: ROOT,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, NO_COLOR: "1" },
+  });
   let output = "";
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
@@ -67,7 +74,10 @@ function stopChild(child: ChildProcess): Promise<void> {
   });
 }
 
-/** A fresh SQLite file path for an example server's --db (in a new temporary folder, removed with the OS's temporary files). */
+/**
+ * A fresh SQLite file path for an example server's --db (in a new temporary folder, removed with the OS's temporary
+ * files).
+ */
 export function sqliteFile(name: string): string {
   return join(mkdtempSync(join(tmpdir(), `dataport-adapter-${name}-`)), "store.sqlite");
 }

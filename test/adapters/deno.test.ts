@@ -6,20 +6,46 @@ import { ROOT, runtimeBinary, sqliteFile, startProcess } from "./_utils.js";
 
 const deno = runtimeBinary("deno");
 
-/** What `examples/deno/server.ts` needs: the sources import `./x.js` for `./x.ts` (sloppy imports), net, the fixture, env. */
+/**
+ * What `examples/deno/server.ts` needs: the sources import `./x.js` for `./x.ts` (sloppy imports), net, the fixture,
+ * env.
+ */
 export const DENO_ARGS = ["run", "--sloppy-imports", "--allow-net", "--allow-read", "--allow-env"];
 
 if (deno.runnable) {
   describeAdapter("deno", () =>
-    startProcess("deno", deno.bin, [...DENO_ARGS, "examples/deno/server.ts", "--fixture", writeAdapterFixture(), "--port", "0"]),
+    startProcess("deno", deno.bin, [
+      ...DENO_ARGS,
+      "examples/deno/server.ts",
+      "--fixture",
+      writeAdapterFixture(),
+      "--port",
+      "0",
+    ]),
   );
-  // The same suite with the store on a SQLite file through Deno's node:sqlite (the example's --db; writing it needs --allow-write).
+  // The same suite with the store on a SQLite file through Deno's node:sqlite (the example's --db; writing it needs
+  // --allow-write).
   describeAdapter("deno on node:sqlite", () =>
-    startProcess("deno", deno.bin, [...DENO_ARGS, "--allow-write", "examples/deno/server.ts", "--fixture", writeAdapterFixture(), "--db", sqliteFile("deno"), "--port", "0"]),
+    startProcess("deno", deno.bin, [
+      ...DENO_ARGS,
+      "--allow-write",
+      "examples/deno/server.ts",
+      "--fixture",
+      writeAdapterFixture(),
+      "--db",
+      sqliteFile("deno"),
+      "--port",
+      "0",
+    ]),
   );
   describe("serveDeno", () => {
     it("listens on 127.0.0.1 unless given a hostname, and prints no deprecation notice when it answers", () => {
-      const run = spawnSync(deno.bin, [...DENO_ARGS, "test/adapters/_serve-default.ts"], { cwd: ROOT, encoding: "utf8", timeout: 120_000, env: { ...process.env, NO_COLOR: "1" } });
+      const run = spawnSync(deno.bin, [...DENO_ARGS, "test/adapters/_serve-default.ts"], {
+        cwd: ROOT,
+        encoding: "utf8",
+        timeout: 120_000,
+        env: { ...process.env, NO_COLOR: "1" },
+      });
       expect(run.status, run.stderr).toBe(0);
       expect(JSON.parse(run.stdout)).toEqual({ hostname: "127.0.0.1", status: 200 });
       expect(run.stderr).not.toMatch(/legacy behavior|deprecat/i);
@@ -32,7 +58,11 @@ if (deno.runnable) {
         [["--port", "x"], "--port must be an integer"],
         [["--fixture", "/nonexistent/space.json"], "cannot read the fixture /nonexistent/space.json"],
       ] as const) {
-        const run = spawnSync(deno.bin, [...DENO_ARGS, "examples/deno/server.ts", ...flags], { cwd: ROOT, encoding: "utf8", timeout: 60_000 });
+        const run = spawnSync(deno.bin, [...DENO_ARGS, "examples/deno/server.ts", ...flags], {
+          cwd: ROOT,
+          encoding: "utf8",
+          timeout: 60_000,
+        });
         expect(run.status).toBe(2);
         expect(run.stderr).toContain(message);
       }

@@ -48,7 +48,9 @@ describe("the admin HTTP API", () => {
     expect(doc.json.paths["/api/admin/v1/teams/{id}"].put.security).toEqual([{ adminAuth: [] }]);
     expect(doc.json.paths["/api/admin/v1/datasets/{id}/rows"].put.requestBody.content).toHaveProperty("text/csv");
     // Admin JSON bodies (batches of up to 10,000 items) take 32 MiB, more than the API's 1 MiB: the document says so.
-    expect(doc.json.paths["/api/admin/v1/teams/{id}"].put.requestBody.description).toBe("At most 33,554,432 bytes (413 payload_too_large beyond).");
+    expect(doc.json.paths["/api/admin/v1/teams/{id}"].put.requestBody.description).toBe(
+      "At most 33,554,432 bytes (413 payload_too_large beyond).",
+    );
     // The Data Access API's own document does not list admin operations.
     const api = await call("GET", "/api/v1/openapi.json");
     expect(Object.keys(api.json.paths).some((p) => p.startsWith("/api/admin"))).toBe(false);
@@ -57,25 +59,47 @@ describe("the admin HTTP API", () => {
   it("uploads CSV and NDJSON rows; a ragged CSV is refused naming its line and stores nothing", async () => {
     const { api, call } = await setup({ adminToken: ADMIN_TOKEN });
     const send = httpAdmin(api);
-    await send("PUT", "/datasets/ds_csv", { teamId: "team_ops", name: "CSV", type: "upload", connectionId: null, source: null });
+    await send("PUT", "/datasets/ds_csv", {
+      teamId: "team_ops",
+      name: "CSV",
+      type: "upload",
+      connectionId: null,
+      source: null,
+    });
     const csv = 'city,pop,note\nLyon,513275,"says ""hi"""\nOslo,709037,"two\nlines"\n';
     const uploaded = await send("PUT", "/datasets/ds_csv/rows", csv, { "content-type": "text/csv" });
     expect(uploaded.status).toBe(200);
-    expect(uploaded.json).toMatchObject({ rowCount: 2, columns: [{ name: "city", type: "string" }, { name: "pop", type: "number" }, { name: "note", type: "string" }] });
+    expect(uploaded.json).toMatchObject({
+      rowCount: 2,
+      columns: [
+        { name: "city", type: "string" },
+        { name: "pop", type: "number" },
+        { name: "note", type: "string" },
+      ],
+    });
     const read = await call("GET", "/api/v1/datasets/ds_csv/rows?teamId=team_ops", { token: TOKENS.sessionAda });
     expect(read.json.data).toEqual([
       { city: "Lyon", pop: 513275, note: 'says "hi"' },
       { city: "Oslo", pop: 709037, note: "two\nlines" },
     ]);
-    const ragged = await send("PUT", "/datasets/ds_csv/rows", "city,pop\nA,1\nB,2\nC,3,extra\n", { "content-type": "text/csv" });
+    const ragged = await send("PUT", "/datasets/ds_csv/rows", "city,pop\nA,1\nB,2\nC,3,extra\n", {
+      "content-type": "text/csv",
+    });
     expect(ragged.status).toBe(422);
     expect(ragged.json.error).toMatchObject({ code: "validation_failed", details: { line: 4 } });
     expect((await send("GET", "/datasets/ds_csv")).json.rowCount).toBe(2);
-    const ndjson = await send("POST", "/datasets/ds_csv/rows", '{"city":"Rome","pop":2873000}\n\n{"city":"Bern","pop":134000}\n', {
+    const ndjson = await send(
+      "POST",
+      "/datasets/ds_csv/rows",
+      '{"city":"Rome","pop":2873000}\n\n{"city":"Bern","pop":134000}\n',
+      {
+        "content-type": "application/x-ndjson",
+      },
+    );
+    expect(ndjson.json.rowCount).toBe(4);
+    const badLine = await send("POST", "/datasets/ds_csv/rows", '{"city":"X"}\n{"city":\n', {
       "content-type": "application/x-ndjson",
     });
-    expect(ndjson.json.rowCount).toBe(4);
-    const badLine = await send("POST", "/datasets/ds_csv/rows", '{"city":"X"}\n{"city":\n', { "content-type": "application/x-ndjson" });
     expect(badLine.status).toBe(422);
     expect(badLine.json.error.details.line).toBe(2);
     expect((await send("GET", "/datasets/ds_csv")).json.rowCount).toBe(4);
@@ -89,7 +113,14 @@ describe("the admin HTTP API", () => {
       { name: "sku", type: "string" },
       { name: "qty", type: "number" },
     ];
-    await send("PUT", "/datasets/ds_decl", { teamId: "team_ops", name: "Declared", type: "upload", connectionId: null, source: null, columns });
+    await send("PUT", "/datasets/ds_decl", {
+      teamId: "team_ops",
+      name: "Declared",
+      type: "upload",
+      connectionId: null,
+      source: null,
+      columns,
+    });
     const ok = await send("PUT", "/datasets/ds_decl/rows", "sku,qty\n007,3\n", { "content-type": "text/csv" });
     expect(ok.json).toMatchObject({ rowCount: 1, columns, columnsDeclared: true });
     const wrongType = await send("PUT", "/datasets/ds_decl/rows", "sku,qty\nA,many\n", { "content-type": "text/csv" });
@@ -111,9 +142,17 @@ describe("the admin HTTP API", () => {
       listTeams: (page) => hostStore.identity.listTeams(page),
       listUsers: (page) => hostStore.identity.listUsers(page),
     };
-    const { api, call } = await setup({ storage: mountStorage(createMemoryStorage(), { identity: readOnly }), adminToken: ADMIN_TOKEN });
+    const { api, call } = await setup({
+      storage: mountStorage(createMemoryStorage(), { identity: readOnly }),
+      adminToken: ADMIN_TOKEN,
+    });
     const send = httpAdmin(api);
-    const refused = await send("PUT", "/teams/team_ops", { name: "Ops", plan: "pro", businessId: null, isPersonal: false });
+    const refused = await send("PUT", "/teams/team_ops", {
+      name: "Ops",
+      plan: "pro",
+      businessId: null,
+      isPersonal: false,
+    });
     expect(refused.status).toBe(405);
     expect(refused.json.error.code).toBe("method_not_allowed");
     expect(refused.json.error.message).toContain("identity area is read-only");
@@ -130,19 +169,38 @@ describe("refreshing a dataset", () => {
     const leaky = {
       isSpatial: () => false,
       async query(): Promise<never> {
-        throw new UpstreamUnavailableError("GET https://gis.example.com/q?token=tok_SECRET_42&f=json answered 500 for key tok_SECRET_42");
+        throw new UpstreamUnavailableError(
+          "GET https://gis.example.com/q?token=tok_SECRET_42&f=json answered 500 for key tok_SECRET_42",
+        );
       },
     };
     const { api, call } = await setup({ adminToken: ADMIN_TOKEN, connectors: { leaky } });
     const send = httpAdmin(api);
-    expect((await send("PUT", "/connections/conn_leaky", { teamId: "team_ops", name: "Leaky", type: "leaky", config: { token: "tok_SECRET_42" } })).status).toBe(201);
-    await send("PUT", "/datasets/ds_leaky", { teamId: "team_ops", name: "Leaky", type: "connection", connectionId: "conn_leaky", source: "q" });
+    expect(
+      (
+        await send("PUT", "/connections/conn_leaky", {
+          teamId: "team_ops",
+          name: "Leaky",
+          type: "leaky",
+          config: { token: "tok_SECRET_42" },
+        })
+      ).status,
+    ).toBe(201);
+    await send("PUT", "/datasets/ds_leaky", {
+      teamId: "team_ops",
+      name: "Leaky",
+      type: "connection",
+      connectionId: "conn_leaky",
+      source: "q",
+    });
     const run = await send("POST", "/datasets/ds_leaky/refresh", {});
     expect(run.status).toBe(200);
     expect(run.json.ok).toBe(false);
     expect(run.json.error).toContain("answered 500");
     expect(run.json.error).not.toContain("tok_SECRET_42");
-    const history = await call("GET", "/api/v1/space/refresh-history?teamId=team_ops&days=1", { token: TOKENS.sessionAda });
+    const history = await call("GET", "/api/v1/space/refresh-history?teamId=team_ops&days=1", {
+      token: TOKENS.sessionAda,
+    });
     expect(JSON.stringify(history.json)).not.toContain("tok_SECRET_42");
   });
 });
@@ -151,8 +209,19 @@ describe("a refresh body", () => {
   it("is checked before anything is read or written: a maxRows that is not a positive integer, or an unknown field, is 422 and the rows stay", async () => {
     const { api, call } = await setup({ adminToken: ADMIN_TOKEN });
     const send = httpAdmin(api);
-    await send("PUT", "/connections/conn_cities", { teamId: "team_ops", name: "Cities", type: "memory", config: { tables: { cities: [{ city: "Lyon" }, { city: "Oslo" }] } } });
-    await send("PUT", "/datasets/ds_cities", { teamId: "team_ops", name: "Cities", type: "connection", connectionId: "conn_cities", source: "cities" });
+    await send("PUT", "/connections/conn_cities", {
+      teamId: "team_ops",
+      name: "Cities",
+      type: "memory",
+      config: { tables: { cities: [{ city: "Lyon" }, { city: "Oslo" }] } },
+    });
+    await send("PUT", "/datasets/ds_cities", {
+      teamId: "team_ops",
+      name: "Cities",
+      type: "connection",
+      connectionId: "conn_cities",
+      source: "cities",
+    });
     expect((await send("POST", "/datasets/ds_cities/refresh", {})).json).toMatchObject({ ok: true, rowsProcessed: 2 });
     for (const [body, path] of [
       [{ maxRows: "x" }, "$.maxRows"],
@@ -161,7 +230,11 @@ describe("a refresh body", () => {
       [{ limit: 5 }, "$.limit"],
     ] as const) {
       const refused = await send("POST", "/datasets/ds_cities/refresh", body);
-      expect([refused.status, refused.json.error.code, refused.json.error.details]).toEqual([422, "validation_failed", { path }]);
+      expect([refused.status, refused.json.error.code, refused.json.error.details]).toEqual([
+        422,
+        "validation_failed",
+        { path },
+      ]);
     }
     const rows = await call("GET", "/api/v1/datasets/ds_cities/rows?teamId=team_ops", { token: TOKENS.sessionAda });
     expect(rows.json.data).toEqual([{ city: "Lyon" }, { city: "Oslo" }]);
@@ -173,9 +246,20 @@ describe("a connection changed through the admin API", () => {
     const { api, call } = await setup({ adminToken: ADMIN_TOKEN });
     const send = httpAdmin(api);
     const put = (city: string) =>
-      send("PUT", "/connections/conn_cities", { teamId: "team_ops", name: "Cities", type: "memory", config: { tables: { cities: [{ city }] } } });
+      send("PUT", "/connections/conn_cities", {
+        teamId: "team_ops",
+        name: "Cities",
+        type: "memory",
+        config: { tables: { cities: [{ city }] } },
+      });
     await put("Lyon");
-    await send("PUT", "/datasets/ds_cities", { teamId: "team_ops", name: "Cities", type: "connection", connectionId: "conn_cities", source: "cities" });
+    await send("PUT", "/datasets/ds_cities", {
+      teamId: "team_ops",
+      name: "Cities",
+      type: "connection",
+      connectionId: "conn_cities",
+      source: "cities",
+    });
     const query = () => call("GET", "/api/v1/connections/conn_cities/query", { token: TOKENS.sessionAda });
     const first = await query();
     expect(first.json, JSON.stringify(first.json)).toHaveProperty("data");
@@ -189,12 +273,27 @@ describe("history batches", () => {
   it("take 10,000 items in one call (beyond the API's 1 MiB body limit) and refuse 10,001", async () => {
     const { api, call } = await setup({ adminToken: ADMIN_TOKEN });
     const send = httpAdmin(api);
-    await send("PUT", "/dashboards/dash_busy/versions/1", { teamId: "team_ops", name: "Busy", description: null, published: true, publishedAt: null, datasetIds: [] });
-    const view = (i: number) => ({ dashboardId: "dash_busy", at: "2026-11-01T08:00:00Z", visitorId: `visitor_${i}_with_a_longer_id`, userId: null, editor: false });
+    await send("PUT", "/dashboards/dash_busy/versions/1", {
+      teamId: "team_ops",
+      name: "Busy",
+      description: null,
+      published: true,
+      publishedAt: null,
+      datasetIds: [],
+    });
+    const view = (i: number) => ({
+      dashboardId: "dash_busy",
+      at: "2026-11-01T08:00:00Z",
+      visitorId: `visitor_${i}_with_a_longer_id`,
+      userId: null,
+      editor: false,
+    });
     const views = Array.from({ length: 10_000 }, (_, i) => view(i));
     expect(JSON.stringify(views).length).toBeGreaterThan(1024 * 1024);
     expect(await send("POST", "/dashboard-views", views)).toEqual({ status: 201, json: { stored: 10_000 } });
-    const counted = await call("GET", "/api/v1/dashboards/dash_busy/views?teamId=team_ops&days=1", { token: TOKENS.sessionAda });
+    const counted = await call("GET", "/api/v1/dashboards/dash_busy/views?teamId=team_ops&days=1", {
+      token: TOKENS.sessionAda,
+    });
     expect(counted.json.series.at(-1)).toMatchObject({ day: "2026-11-01", views: 10_000 });
     const tooMany = await send("POST", "/dashboard-views", [...views, view(10_000)]);
     expect(tooMany.status).toBe(422);

@@ -57,18 +57,27 @@ for (const via of ["function", "http"] as const) {
     async function world(options: { allowPrivateUpstreams?: boolean } = {}) {
       const ctx = await setup({ adminToken: ADMIN_TOKEN, ...options });
       const send: AdminSend = via === "http" ? httpAdmin(ctx.api) : functionAdmin(createAdmin(ctx.api));
-      const put = (type: string, url: string) => send("PUT", `/connections/conn_${type}`, { teamId: "team_ops", name: "Upstream", type, config: { url } });
+      const put = (type: string, url: string) =>
+        send("PUT", `/connections/conn_${type}`, { teamId: "team_ops", name: "Upstream", type, config: { url } });
       return { ...ctx, send, put };
     }
 
     it("refuses every spelling of a link-local, unspecified or multicast host, for ArcGIS and PostgreSQL alike, storing nothing", async () => {
       const { send, put } = await world();
-      for (const [type, urls] of [["arcgis", FORBIDDEN_HTTP], ["postgres", FORBIDDEN_POSTGRES]] as const) {
+      for (const [type, urls] of [
+        ["arcgis", FORBIDDEN_HTTP],
+        ["postgres", FORBIDDEN_POSTGRES],
+      ] as const) {
         for (const url of urls) {
           const answer = await put(type, url);
           expect(answer.status, url).toBe(422);
-          expect(answer.json.error, url).toMatchObject({ code: "validation_failed", details: { path: "$.config.url" } });
-          expect(answer.json.error.message, url).toMatch(/^\$\.config\.url: the URL's host is an? (link-local|unspecified|multicast)/);
+          expect(answer.json.error, url).toMatchObject({
+            code: "validation_failed",
+            details: { path: "$.config.url" },
+          });
+          expect(answer.json.error.message, url).toMatch(
+            /^\$\.config\.url: the URL's host is an? (link-local|unspecified|multicast)/,
+          );
         }
       }
       expect((await send("GET", "/connections/conn_arcgis")).status).toBe(404);
@@ -131,9 +140,29 @@ describe("connection addresses at dial time", () => {
   });
   afterAll(() => new Promise<void>((resolve) => listener.close(() => resolve())));
 
-  const query: ConnectorQuery = { source: "0", limit: 1, offset: 0, filters: null, orderBy: null, orderDirection: "ASC", format: "rows", params: null };
-  const connection = (id: string, url: string) => ({ id, teamId: "team_ops", name: id, type: "x", config: { url }, createdAt: "2026-11-01T00:00:00Z" });
-  const failure = (promise: Promise<unknown>) => promise.then(() => "answered", (error: Error) => `${error.name}: ${error.message}`);
+  const query: ConnectorQuery = {
+    source: "0",
+    limit: 1,
+    offset: 0,
+    filters: null,
+    orderBy: null,
+    orderDirection: "ASC",
+    format: "rows",
+    params: null,
+  };
+  const connection = (id: string, url: string) => ({
+    id,
+    teamId: "team_ops",
+    name: id,
+    type: "x",
+    config: { url },
+    createdAt: "2026-11-01T00:00:00Z",
+  });
+  const failure = (promise: Promise<unknown>) =>
+    promise.then(
+      () => "answered",
+      (error: Error) => `${error.name}: ${error.message}`,
+    );
 
   it("refuses a name that resolves to 127.0.0.1 (localhost) without connecting, when private addresses are not allowed", async () => {
     const before = reached;
@@ -141,7 +170,11 @@ describe("connection addresses at dial time", () => {
     const gis = arcgisConnector({ allowPrivateAddresses: false });
     try {
       // The system resolver answers 127.0.0.1 for localhost; the connector judges that answer before dialling it.
-      expect(await failure(pg.query(connection("c1", `postgres://postgres@localhost:${port}/test`), { ...query, source: "t" }))).toBe(
+      expect(
+        await failure(
+          pg.query(connection("c1", `postgres://postgres@localhost:${port}/test`), { ...query, source: "t" }),
+        ),
+      ).toBe(
         "UpstreamUnavailableError: the upstream's address is a loopback address (127.0.0.0/8), which connections may not reach",
       );
       expect(await failure(gis.query(connection("c2", `http://localhost:${port}/arcgis`), query))).toBe(
@@ -149,8 +182,16 @@ describe("connection addresses at dial time", () => {
       );
       // The spellings of 127.0.0.1 that once reached a listener on refresh.
       for (const host of ["2130706433", "0x7f000001", "0177.0.0.1", "127.1", "127.0.0.1.", "[::ffff:127.0.0.1]"]) {
-        expect(await failure(pg.query(connection(`pg-${host}`, `postgres://postgres@${host}:${port}/test`), { ...query, source: "t" })), host).toMatch(/loopback/);
-        expect(await failure(gis.query(connection(`gis-${host}`, `http://${host}:${port}/arcgis`), query)), host).toMatch(/loopback|valid service url/);
+        expect(
+          await failure(
+            pg.query(connection(`pg-${host}`, `postgres://postgres@${host}:${port}/test`), { ...query, source: "t" }),
+          ),
+          host,
+        ).toMatch(/loopback/);
+        expect(
+          await failure(gis.query(connection(`gis-${host}`, `http://${host}:${port}/arcgis`), query)),
+          host,
+        ).toMatch(/loopback|valid service url/);
       }
       expect(reached - before).toBe(0);
     } finally {
@@ -173,12 +214,16 @@ describe("connection addresses at dial time", () => {
     const gis = arcgisConnector({ resolve });
     try {
       for (const name of Object.keys(answers)) {
-        expect(await failure(pg.query(connection(`pg-${name}`, `postgres://postgres@${name}:${port}/test`), { ...query, source: "t" })), name).toMatch(
-          /^UpstreamUnavailableError: the upstream's address is a link-local address/,
-        );
-        expect(await failure(gis.query(connection(`gis-${name}`, `http://${name}:${port}/arcgis`), query)), name).toMatch(
-          /^UpstreamUnavailableError: the upstream's address is a link-local address/,
-        );
+        expect(
+          await failure(
+            pg.query(connection(`pg-${name}`, `postgres://postgres@${name}:${port}/test`), { ...query, source: "t" }),
+          ),
+          name,
+        ).toMatch(/^UpstreamUnavailableError: the upstream's address is a link-local address/);
+        expect(
+          await failure(gis.query(connection(`gis-${name}`, `http://${name}:${port}/arcgis`), query)),
+          name,
+        ).toMatch(/^UpstreamUnavailableError: the upstream's address is a link-local address/);
       }
     } finally {
       await pg.close?.();
@@ -210,10 +255,19 @@ describe("connection addresses at dial time", () => {
 
   it("records a refused refresh: the admin stored a name, the refresh found it resolving to a forbidden address", async () => {
     const resolve = async () => [{ address: "169.254.169.254", family: 4 as const }];
-    const ctx = await setup({ adminToken: ADMIN_TOKEN, connectors: { postgres: postgresConnector({ resolve }), arcgis: arcgisConnector({ resolve }) } });
+    const ctx = await setup({
+      adminToken: ADMIN_TOKEN,
+      connectors: { postgres: postgresConnector({ resolve }), arcgis: arcgisConnector({ resolve }) },
+    });
     const send = httpAdmin(ctx.api);
-    for (const [type, url, source] of [["postgres", "postgres://postgres@metadata.test/db", "t"], ["arcgis", "http://metadata.test/arcgis", "0"]] as const) {
-      expect((await send("PUT", `/connections/conn_${type}`, { teamId: "team_ops", name: type, type, config: { url } })).status).toBe(201);
+    for (const [type, url, source] of [
+      ["postgres", "postgres://postgres@metadata.test/db", "t"],
+      ["arcgis", "http://metadata.test/arcgis", "0"],
+    ] as const) {
+      expect(
+        (await send("PUT", `/connections/conn_${type}`, { teamId: "team_ops", name: type, type, config: { url } }))
+          .status,
+      ).toBe(201);
       const dataset = { teamId: "team_ops", name: type, type: "connection", connectionId: `conn_${type}`, source };
       expect((await send("PUT", `/datasets/ds_${type}`, dataset)).status).toBe(201);
       const run = await send("POST", `/datasets/ds_${type}/refresh`, {});
@@ -243,9 +297,14 @@ for (const kind of STORE_KINDS) {
         cleanups.push(opened.cleanup);
         const ctx = await setup({ storage: opened.storage, adminToken: ADMIN_TOKEN, auditLagSeconds: 0 });
         const send: AdminSend = via === "http" ? httpAdmin(ctx.api) : functionAdmin(createAdmin(ctx.api));
-        const rows = async (path: string) => (await ctx.call("GET", `/api/v1/${path}/rows?teamId=team_ops`, { token: TOKENS.sessionAda })).json.data;
+        const rows = async (path: string) =>
+          (await ctx.call("GET", `/api/v1/${path}/rows?teamId=team_ops`, { token: TOKENS.sessionAda })).json.data;
         const audit = async () =>
-          ((await ctx.call("GET", "/api/v1/audit?limit=1000&format=raw", { token: TOKENS.sync })).json.events as Array<{ action: string; target: { id: string }; details?: unknown }>);
+          (await ctx.call("GET", "/api/v1/audit?limit=1000&format=raw", { token: TOKENS.sync })).json.events as Array<{
+            action: string;
+            target: { id: string };
+            details?: unknown;
+          }>;
         return { ...ctx, send, rows, audit };
       }
 
@@ -259,7 +318,10 @@ for (const kind of STORE_KINDS) {
           { id: 2, amount: 7, note: "rush", region: null },
           { id: 3, amount: 9, empty: null },
         ]);
-        const typo = [{ name: "id", type: "number" }, { name: "amuont", type: "number" }];
+        const typo = [
+          { name: "id", type: "number" },
+          { name: "amuont", type: "number" },
+        ];
         const refused = await send("PUT", "/datasets/ds_typo", { ...body, columns: typo });
         expect(refused.status).toBe(409);
         expect(refused.json.error.code).toBe("conflict");
@@ -272,11 +334,22 @@ for (const kind of STORE_KINDS) {
         ]);
         expect((await send("GET", "/datasets/ds_typo")).json).not.toHaveProperty("columnsDeclared");
 
-        const partly = await send("PUT", "/datasets/ds_typo", { ...body, columns: typo, dropColumns: ["amount", "note"] });
+        const partly = await send("PUT", "/datasets/ds_typo", {
+          ...body,
+          columns: typo,
+          dropColumns: ["amount", "note"],
+        });
         expect(partly.json.error.details).toEqual({ dropColumns: ["region"] });
 
-        const keep = [{ name: "id", type: "number" }, { name: "amount", type: "number" }];
-        const dropped = await send("PUT", "/datasets/ds_typo", { ...body, columns: keep, dropColumns: ["note", "region"] });
+        const keep = [
+          { name: "id", type: "number" },
+          { name: "amount", type: "number" },
+        ];
+        const dropped = await send("PUT", "/datasets/ds_typo", {
+          ...body,
+          columns: keep,
+          dropColumns: ["note", "region"],
+        });
         expect(dropped.status).toBe(200);
         expect(await rows("datasets/ds_typo")).toEqual([
           { id: 1, amount: 5 },
@@ -284,43 +357,77 @@ for (const kind of STORE_KINDS) {
           { id: 3, amount: 9 },
         ]);
         // Adding a column and converting a type need no list.
-        const more = [{ name: "id", type: "string" }, { name: "amount", type: "number" }, { name: "added", type: "string" }];
+        const more = [
+          { name: "id", type: "string" },
+          { name: "amount", type: "number" },
+          { name: "added", type: "string" },
+        ];
         expect((await send("PUT", "/datasets/ds_typo", { ...body, columns: more })).status).toBe(200);
         expect((await rows("datasets/ds_typo"))[0]).toEqual({ id: "1", amount: 5 });
         const updates = (await audit()).filter((e) => e.action === "dataset.updated" && e.target.id === "ds_typo");
-        expect(updates.map((e) => e.details ?? null)).toEqual([{ rows: "replaced", rowCount: 3 }, { dropColumns: ["note", "region"] }, null]);
+        expect(updates.map((e) => e.details ?? null)).toEqual([
+          { rows: "replaced", rowCount: 3 },
+          { dropColumns: ["note", "region"] },
+          null,
+        ]);
       });
 
       it("refuses a table declaration that leaves out columns holding values, naming them all, writing nothing; dropColumns drops them", async (t) => {
         if (skip) return t.skip(skip);
         const { call, send } = await world();
         const put = (columns: unknown, dropColumns?: string[]) =>
-          send("PUT", "/tables/tbl_budget", { teamId: "team_ops", name: "Budget", columns, ...(dropColumns && { dropColumns }) });
+          send("PUT", "/tables/tbl_budget", {
+            teamId: "team_ops",
+            name: "Budget",
+            columns,
+            ...(dropColumns && { dropColumns }),
+          });
         // Undeclared: any shape, so the rows are read to find what a declaration would drop.
         expect((await put(null)).status).toBe(201);
-        const write = (body: unknown) => call("POST", "/api/v1/tables/tbl_budget/rows", { token: TOKENS.sessionAda, body });
+        const write = (body: unknown) =>
+          call("POST", "/api/v1/tables/tbl_budget/rows", { token: TOKENS.sessionAda, body });
         await write({ dept: "ops", amount: 10 });
         await write({ dept: "it", owner: "ada" });
         await write({ dept: "hr", owner: null });
         const values = async () =>
-          ((await call("GET", "/api/v1/tables/tbl_budget/rows", { token: TOKENS.sessionAda })).json.data as Array<Record<string, unknown>>).map(
-            ({ _id, _createdAt, _updatedAt, ...rest }) => rest,
-          );
+          (
+            (await call("GET", "/api/v1/tables/tbl_budget/rows", { token: TOKENS.sessionAda })).json.data as Array<
+              Record<string, unknown>
+            >
+          ).map(({ _id, _createdAt, _updatedAt, ...rest }) => rest);
         const refused = await put([{ name: "dept", type: "string" }]);
         expect(refused.status).toBe(409);
         expect(refused.json.error).toMatchObject({ code: "conflict", details: { dropColumns: ["amount", "owner"] } });
-        expect(await values()).toEqual([{ dept: "ops", amount: 10 }, { dept: "it", owner: "ada" }, { dept: "hr", owner: null }]);
+        expect(await values()).toEqual([
+          { dept: "ops", amount: 10 },
+          { dept: "it", owner: "ada" },
+          { dept: "hr", owner: null },
+        ]);
         expect((await send("GET", "/tables/tbl_budget")).json.columns).toEqual([]);
 
-        expect((await put([{ name: "dept", type: "string" }, { name: "amount", type: "number" }], ["owner"])).status).toBe(200);
+        expect(
+          (
+            await put(
+              [
+                { name: "dept", type: "string" },
+                { name: "amount", type: "number" },
+              ],
+              ["owner"],
+            )
+          ).status,
+        ).toBe(200);
         expect(await values()).toEqual([{ dept: "ops", amount: 10 }, { dept: "it" }, { dept: "hr" }]);
         // Declared: a left-out declared column holding values is refused the same way.
         expect((await put([{ name: "dept", type: "string" }])).json.error.details).toEqual({ dropColumns: ["amount"] });
         expect(await values()).toEqual([{ dept: "ops", amount: 10 }, { dept: "it" }, { dept: "hr" }]);
         // A declared column that holds no value anywhere may go without a list.
-        await call("DELETE", `/api/v1/tables/tbl_budget/rows/${(await call("GET", "/api/v1/tables/tbl_budget/rows", { token: TOKENS.sessionAda })).json.data[0]._id}`, {
-          token: TOKENS.sessionAda,
-        });
+        await call(
+          "DELETE",
+          `/api/v1/tables/tbl_budget/rows/${(await call("GET", "/api/v1/tables/tbl_budget/rows", { token: TOKENS.sessionAda })).json.data[0]._id}`,
+          {
+            token: TOKENS.sessionAda,
+          },
+        );
         expect((await put([{ name: "dept", type: "string" }])).status).toBe(200);
         expect(await values()).toEqual([{ dept: "it" }, { dept: "hr" }]);
       });
@@ -331,7 +438,12 @@ for (const kind of STORE_KINDS) {
         const body = { teamId: "team_ops", name: "Orders", type: "upload", connectionId: null, source: null };
         const alone = await send("PUT", "/datasets/ds_x", { ...body, dropColumns: ["a"] });
         expect(alone.json.error).toMatchObject({ code: "validation_failed", details: { path: "$.dropColumns" } });
-        const both = await send("PUT", "/tables/tbl_x", { teamId: "team_ops", name: "X", columns: [{ name: "a", type: "string" }], dropColumns: ["b", "a"] });
+        const both = await send("PUT", "/tables/tbl_x", {
+          teamId: "team_ops",
+          name: "X",
+          columns: [{ name: "a", type: "string" }],
+          dropColumns: ["b", "a"],
+        });
         expect(both.json.error).toMatchObject({ code: "validation_failed", details: { path: "$.dropColumns[1]" } });
         expect((await send("GET", "/datasets/ds_x")).status).toBe(404);
         expect((await send("GET", "/tables/tbl_x")).status).toBe(404);

@@ -28,35 +28,58 @@ for (const kind of STORE_KINDS) {
         cleanups.push(opened.cleanup);
         const ctx = await setup({ storage: opened.storage, adminToken: ADMIN_TOKEN, auditLagSeconds: 0 });
         const send: AdminSend = via === "http" ? httpAdmin(ctx.api) : functionAdmin(createAdmin(ctx.api));
-        const rows = async (path: string) => (await ctx.call("GET", `/api/v1/${path}/rows?teamId=team_ops`, { token: TOKENS.sessionAda })).json.data;
+        const rows = async (path: string) =>
+          (await ctx.call("GET", `/api/v1/${path}/rows?teamId=team_ops`, { token: TOKENS.sessionAda })).json.data;
         return { ...ctx, send, rows, again: opened.again };
       }
 
-      const hook = (config: Record<string, unknown>, name = "Orders hook") => ({ teamId: "team_ops", name, type: "webhook", config });
+      const hook = (config: Record<string, unknown>, name = "Orders hook") => ({
+        teamId: "team_ops",
+        name,
+        type: "webhook",
+        config,
+      });
 
       it("keeps a webhook's signing secret, retention and endpoint id when a put omits them; an explicit null removes them, audited", async (t) => {
         if (skip) return t.skip(skip);
         const { api, call, send } = await world();
-        const created = await send("PUT", "/connections/conn_hook", hook({ signingSecret: "s3cret-s3cret", retainRows: 5 }));
+        const created = await send(
+          "PUT",
+          "/connections/conn_hook",
+          hook({ signingSecret: "s3cret-s3cret", retainRows: 5 }),
+        );
         expect(created.status).toBe(201);
         const endpointId = created.json.config.endpointId as string;
         const deliver = () =>
-          api.fetch(new Request(`http://dataport.test/api/webhooks/${endpointId}`, { method: "POST", headers: { "content-type": "application/json" }, body: '{"n":1}' }));
+          api.fetch(
+            new Request(`http://dataport.test/api/webhooks/${endpointId}`, {
+              method: "POST",
+              headers: { "content-type": "application/json" },
+              body: '{"n":1}',
+            }),
+          );
         expect((await deliver()).status).toBe(401);
 
         const renamed = await send("PUT", "/connections/conn_hook", hook({}, "Renamed hook"));
         expect(renamed.status).toBe(200);
-        expect(renamed.json).toMatchObject({ name: "Renamed hook", config: { endpointId, signed: true, retainRows: 5 } });
+        expect(renamed.json).toMatchObject({
+          name: "Renamed hook",
+          config: { endpointId, signed: true, retainRows: 5 },
+        });
         expect((await deliver()).status).toBe(401);
 
-        const unsigned = await send("PUT", "/connections/conn_hook", hook({ signingSecret: null, retainRows: null }, "Renamed hook"));
+        const unsigned = await send(
+          "PUT",
+          "/connections/conn_hook",
+          hook({ signingSecret: null, retainRows: null }, "Renamed hook"),
+        );
         expect(unsigned.json.config).toEqual({ endpointId, signed: false });
         expect((await deliver()).status).toBe(200);
 
         const audit = await call("GET", "/api/v1/audit?limit=1000&format=raw", { token: TOKENS.sync });
-        const updates = (audit.json.events as Array<{ action: string; target: { id: string }; details?: Record<string, unknown> }>).filter(
-          (e) => e.action === "connection.updated" && e.target.id === "conn_hook",
-        );
+        const updates = (
+          audit.json.events as Array<{ action: string; target: { id: string }; details?: Record<string, unknown> }>
+        ).filter((e) => e.action === "connection.updated" && e.target.id === "conn_hook");
         expect(updates.map((e) => e.details ?? null)).toEqual([null, { signingSecret: "removed" }]);
         expect(JSON.stringify(audit.json)).not.toContain("s3cret");
       });
@@ -70,7 +93,9 @@ for (const kind of STORE_KINDS) {
         ];
         const body = { teamId: "team_ops", name: "Declared", type: "upload", connectionId: null, source: null };
         expect((await send("PUT", "/datasets/ds_decl", { ...body, columns: declared })).status).toBe(201);
-        expect((await send("PUT", "/datasets/ds_decl/rows", [{ id: 1, meta: { x: 1, tags: ["a"] } }])).json).toMatchObject({ rowCount: 1, columns: declared });
+        expect(
+          (await send("PUT", "/datasets/ds_decl/rows", [{ id: 1, meta: { x: 1, tags: ["a"] } }])).json,
+        ).toMatchObject({ rowCount: 1, columns: declared });
         expect(await rows("datasets/ds_decl")).toEqual([{ id: 1, meta: { x: 1, tags: ["a"] } }]);
 
         const renamed = await send("PUT", "/datasets/ds_decl", { ...body, name: "Renamed" });
@@ -89,40 +114,78 @@ for (const kind of STORE_KINDS) {
         if (skip) return t.skip(skip);
         const { call, send } = await world();
         const columns = [{ name: "dept", type: "string" }];
-        expect((await send("PUT", "/tables/tbl_keep", { teamId: "team_ops", name: "Budgets", columns })).status).toBe(201);
+        expect((await send("PUT", "/tables/tbl_keep", { teamId: "team_ops", name: "Budgets", columns })).status).toBe(
+          201,
+        );
         const renamed = await send("PUT", "/tables/tbl_keep", { teamId: "team_ops", name: "Budgets 2027" });
         expect(renamed.json).toMatchObject({ name: "Budgets 2027", columns });
-        const write = (body: unknown) => call("POST", "/api/v1/tables/tbl_keep/rows", { token: TOKENS.sessionAda, body });
+        const write = (body: unknown) =>
+          call("POST", "/api/v1/tables/tbl_keep/rows", { token: TOKENS.sessionAda, body });
         expect((await write({ amount: 5 })).status).toBe(422);
-        expect((await send("PUT", "/tables/tbl_keep", { teamId: "team_ops", name: "Budgets 2027", columns: null })).json.columns).toEqual([]);
+        expect(
+          (await send("PUT", "/tables/tbl_keep", { teamId: "team_ops", name: "Budgets 2027", columns: null })).json
+            .columns,
+        ).toEqual([]);
         expect((await write({ amount: 5 })).status).toBe(201);
       });
 
       it("serves table rows as declared: a dropped column leaves the rows, a type change converts or is refused with 409 writing nothing", async (t) => {
         if (skip) return t.skip(skip);
         const { call, send } = await world();
-        const put = (columns: unknown) => send("PUT", "/tables/tbl_shape", { teamId: "team_ops", name: "Shape", columns });
-        expect((await put([{ name: "code", type: "string" }, { name: "note", type: "string" }])).status).toBe(201);
-        const first = await call("POST", "/api/v1/tables/tbl_shape/rows", { token: TOKENS.sessionAda, body: { code: "12", note: "a" } });
-        const second = await call("POST", "/api/v1/tables/tbl_shape/rows", { token: TOKENS.sessionAda, body: { code: "x7", note: "b" } });
+        const put = (columns: unknown) =>
+          send("PUT", "/tables/tbl_shape", { teamId: "team_ops", name: "Shape", columns });
+        expect(
+          (
+            await put([
+              { name: "code", type: "string" },
+              { name: "note", type: "string" },
+            ])
+          ).status,
+        ).toBe(201);
+        const first = await call("POST", "/api/v1/tables/tbl_shape/rows", {
+          token: TOKENS.sessionAda,
+          body: { code: "12", note: "a" },
+        });
+        const second = await call("POST", "/api/v1/tables/tbl_shape/rows", {
+          token: TOKENS.sessionAda,
+          body: { code: "x7", note: "b" },
+        });
         const values = async () =>
-          ((await call("GET", "/api/v1/tables/tbl_shape/rows", { token: TOKENS.sessionAda })).json.data as Array<Record<string, unknown>>).map(
-            ({ _id, _createdAt, _updatedAt, ...rest }) => rest,
-          );
+          (
+            (await call("GET", "/api/v1/tables/tbl_shape/rows", { token: TOKENS.sessionAda })).json.data as Array<
+              Record<string, unknown>
+            >
+          ).map(({ _id, _createdAt, _updatedAt, ...rest }) => rest);
 
         // Even with note's values let go, a value that does not convert refuses the whole change.
-        const refused = await send("PUT", "/tables/tbl_shape", { teamId: "team_ops", name: "Shape", columns: [{ name: "code", type: "number" }], dropColumns: ["note"] });
+        const refused = await send("PUT", "/tables/tbl_shape", {
+          teamId: "team_ops",
+          name: "Shape",
+          columns: [{ name: "code", type: "number" }],
+          dropColumns: ["note"],
+        });
         expect(refused.status).toBe(409);
-        expect(refused.json.error).toMatchObject({ code: "conflict", details: { column: "code", rowId: second.json._id, value: "x7" } });
+        expect(refused.json.error).toMatchObject({
+          code: "conflict",
+          details: { column: "code", rowId: second.json._id, value: "x7" },
+        });
         expect(await values()).toEqual([
           { code: "12", note: "a" },
           { code: "x7", note: "b" },
         ]);
-        expect((await send("GET", "/tables/tbl_shape")).json.columns).toEqual([{ name: "code", type: "string" }, { name: "note", type: "string" }]);
+        expect((await send("GET", "/tables/tbl_shape")).json.columns).toEqual([
+          { name: "code", type: "string" },
+          { name: "note", type: "string" },
+        ]);
 
         // Dropping the values of `note` is said out loud (Revision 3).
         expect((await put([{ name: "code", type: "string" }])).json.error.details).toEqual({ dropColumns: ["note"] });
-        const dropped = await send("PUT", "/tables/tbl_shape", { teamId: "team_ops", name: "Shape", columns: [{ name: "code", type: "string" }], dropColumns: ["note"] });
+        const dropped = await send("PUT", "/tables/tbl_shape", {
+          teamId: "team_ops",
+          name: "Shape",
+          columns: [{ name: "code", type: "string" }],
+          dropColumns: ["note"],
+        });
         expect(dropped.status).toBe(200);
         expect(await values()).toEqual([{ code: "12" }, { code: "x7" }]);
         await call("DELETE", `/api/v1/tables/tbl_shape/rows/${second.json._id}`, { token: TOKENS.sessionAda });
@@ -141,24 +204,58 @@ for (const kind of STORE_KINDS) {
           { n: "12", label: "a", extra: true },
           { n: "7", label: "b", extra: false },
         ]);
-        const declared = await send("PUT", "/datasets/ds_shape", { ...body, columns: [{ name: "n", type: "number" }, { name: "label", type: "string" }], dropColumns: ["extra"] });
+        const declared = await send("PUT", "/datasets/ds_shape", {
+          ...body,
+          columns: [
+            { name: "n", type: "number" },
+            { name: "label", type: "string" },
+          ],
+          dropColumns: ["extra"],
+        });
         expect(declared.status).toBe(200);
-        expect(declared.json).toMatchObject({ rowCount: 2, columnsDeclared: true, columns: [{ name: "n", type: "number" }, { name: "label", type: "string" }] });
+        expect(declared.json).toMatchObject({
+          rowCount: 2,
+          columnsDeclared: true,
+          columns: [
+            { name: "n", type: "number" },
+            { name: "label", type: "string" },
+          ],
+        });
         expect(await rows("datasets/ds_shape")).toEqual([
           { n: 12, label: "a" },
           { n: 7, label: "b" },
         ]);
 
-        const refused = await send("PUT", "/datasets/ds_shape", { ...body, columns: [{ name: "n", type: "number" }, { name: "label", type: "boolean" }] });
+        const refused = await send("PUT", "/datasets/ds_shape", {
+          ...body,
+          columns: [
+            { name: "n", type: "number" },
+            { name: "label", type: "boolean" },
+          ],
+        });
         expect(refused.status).toBe(409);
-        expect(refused.json.error).toMatchObject({ code: "conflict", details: { column: "label", line: 1, value: "a" } });
+        expect(refused.json.error).toMatchObject({
+          code: "conflict",
+          details: { column: "label", line: 1, value: "a" },
+        });
         expect(await rows("datasets/ds_shape")).toEqual([
           { n: 12, label: "a" },
           { n: 7, label: "b" },
         ]);
-        expect((await send("GET", "/datasets/ds_shape")).json.columns).toEqual([{ name: "n", type: "number" }, { name: "label", type: "string" }]);
+        expect((await send("GET", "/datasets/ds_shape")).json.columns).toEqual([
+          { name: "n", type: "number" },
+          { name: "label", type: "string" },
+        ]);
 
-        expect((await send("PUT", "/datasets/ds_shape", { ...body, columns: [{ name: "z", type: "date" }], dropColumns: ["n", "label"] })).status).toBe(200);
+        expect(
+          (
+            await send("PUT", "/datasets/ds_shape", {
+              ...body,
+              columns: [{ name: "z", type: "date" }],
+              dropColumns: ["n", "label"],
+            })
+          ).status,
+        ).toBe(200);
         expect(await rows("datasets/ds_shape")).toEqual([{}, {}]);
       });
 
@@ -187,14 +284,22 @@ for (const kind of STORE_KINDS) {
           await send("PUT", "/users/usr%2Fx", { email: "x@x.test", name: "X", businessAdmin: false }),
           await send("PUT", "/users/usr%20x/memberships/team_ops", { role: "viewer" }),
           await send("PUT", "/connections/conn%20x/signing-secret", { secret: "s3cret-s3cret" }),
-          await send("PUT", "/datasets/ds%0Ax", { teamId: "team_ops", name: "X", type: "upload", connectionId: null, source: null }),
+          await send("PUT", "/datasets/ds%0Ax", {
+            teamId: "team_ops",
+            name: "X",
+            type: "upload",
+            connectionId: null,
+            source: null,
+          }),
           await send("POST", "/datasets/ds%20x/rows", [{ a: 1 }]),
           await send("POST", "/datasets/ds%20x/refresh", {}),
           await send("PUT", "/tables/tbl%20x", { teamId: "team_ops", name: "X", columns: [] }),
           await send("PUT", "/dashboards/dash%20x/versions/1", { teamId: "team_ops", name: "X", published: false }),
         ];
         expect(elsewhere.map((a) => [a.status, a.json.error.details.path])).toEqual(elsewhere.map(() => [422, "$.id"]));
-        const events = await send("POST", "/audit-events", [{ id: "evt 1", teamId: "team_ops", time: "2026-11-01T11:00:00Z", category: "audit", action: "x.y" }]);
+        const events = await send("POST", "/audit-events", [
+          { id: "evt 1", teamId: "team_ops", time: "2026-11-01T11:00:00Z", category: "audit", action: "x.y" },
+        ]);
         expect(events.json.error).toMatchObject({ code: "validation_failed", details: { path: "$[0].id" } });
       });
 
@@ -204,7 +309,13 @@ for (const kind of STORE_KINDS) {
         const created = await send("PUT", "/connections/conn_feed", hook({}, "Feed"));
         const endpointId = created.json.config.endpointId as string;
         const deliver = (n: number) =>
-          api.fetch(new Request(`http://dataport.test/api/webhooks/${endpointId}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ n }) }));
+          api.fetch(
+            new Request(`http://dataport.test/api/webhooks/${endpointId}`, {
+              method: "POST",
+              headers: { "content-type": "application/json" },
+              body: JSON.stringify({ n }),
+            }),
+          );
         expect((await deliver(1)).status).toBe(200);
         const datasetId = "ds_conn_feed";
         const dataset = (await send("GET", `/datasets/${datasetId}`)).json;
@@ -216,7 +327,11 @@ for (const kind of STORE_KINDS) {
           source: null,
           columns: [{ name: "n", type: "string" }],
         });
-        expect([redeclare.status, redeclare.json.error.code, redeclare.json.error.details]).toEqual([409, "conflict", { datasetId, rowCount: 1 }]);
+        expect([redeclare.status, redeclare.json.error.code, redeclare.json.error.details]).toEqual([
+          409,
+          "conflict",
+          { datasetId, rowCount: 1 },
+        ]);
         expect((await deliver(2)).status).toBe(200);
         expect((await rows(`datasets/${datasetId}`)).map((r: { n: number }) => r.n)).toEqual([1, 2]);
       });
@@ -224,18 +339,37 @@ for (const kind of STORE_KINDS) {
       it("answers racing creates of one id with one 201 and otherwise 200", async (t) => {
         if (skip) return t.skip(skip);
         const { send } = await world();
-        const version = { teamId: "team_ops", name: "Board", description: null, published: false, publishedAt: null, datasetIds: [] };
-        const boards = await Promise.all(Array.from({ length: 20 }, () => send("PUT", "/dashboards/dash_race/versions/1", version)));
+        const version = {
+          teamId: "team_ops",
+          name: "Board",
+          description: null,
+          published: false,
+          publishedAt: null,
+          datasetIds: [],
+        };
+        const boards = await Promise.all(
+          Array.from({ length: 20 }, () => send("PUT", "/dashboards/dash_race/versions/1", version)),
+        );
         expect(statuses(boards)).toEqual({ 201: 1, 200: 19 });
-        const versions = await Promise.all([2, 3, 4].map((n) => send("PUT", `/dashboards/dash_race/versions/${n}`, version)));
+        const versions = await Promise.all(
+          [2, 3, 4].map((n) => send("PUT", `/dashboards/dash_race/versions/${n}`, version)),
+        );
         expect(versions.map((a) => a.status)).toEqual([201, 201, 201]);
-        expect((await send("GET", "/dashboards/dash_race")).json.versions.map((v: { version: number }) => v.version)).toEqual([1, 2, 3, 4]);
+        expect(
+          (await send("GET", "/dashboards/dash_race")).json.versions.map((v: { version: number }) => v.version),
+        ).toEqual([1, 2, 3, 4]);
 
-        const hooks = await Promise.all(Array.from({ length: 10 }, () => send("PUT", "/connections/conn_race", hook({ signingSecret: "s3cret-s3cret" }))));
+        const hooks = await Promise.all(
+          Array.from({ length: 10 }, () =>
+            send("PUT", "/connections/conn_race", hook({ signingSecret: "s3cret-s3cret" })),
+          ),
+        );
         expect(statuses(hooks)).toEqual({ 201: 1, 200: 9 });
         expect(new Set(hooks.map((a) => a.json.config.endpointId)).size).toBe(1);
         const shared = { endpointId: "whk_shared_endpoint_1" };
-        const taken = await Promise.all(["conn_one", "conn_two"].map((id) => send("PUT", `/connections/${id}`, hook(shared))));
+        const taken = await Promise.all(
+          ["conn_one", "conn_two"].map((id) => send("PUT", `/connections/${id}`, hook(shared))),
+        );
         expect(statuses(taken)).toEqual({ 201: 1, 422: 1 });
         expect(taken.find((a) => a.status === 422)!.json.error.details).toEqual({ path: "$.config.endpointId" });
       });
@@ -246,22 +380,48 @@ for (const kind of STORE_KINDS) {
         const other = createDataApi({ storage: await again!(), clock: createFixedClock(NOW), adminToken: ADMIN_TOKEN });
         const sendOther = via === "http" ? httpAdmin(other) : functionAdmin(createAdmin(other));
         const body = hook({ retainRows: 10 });
-        const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 === 0 ? send : sendOther)("PUT", "/connections/conn_twice", body)));
+        const answers = await Promise.all(
+          Array.from({ length: 8 }, (_, i) => (i % 2 === 0 ? send : sendOther)("PUT", "/connections/conn_twice", body)),
+        );
         expect(statuses(answers)).toEqual({ 201: 1, 200: 7 });
       });
 
-      it.runIf(kind.name !== "memory")("answers racing dashboard-version creates from two instances with one 201 and keeps every racing version", async (t) => {
-        if (skip) return t.skip(skip);
-        const { send, again } = await world();
-        const other = createDataApi({ storage: await again!(), clock: createFixedClock(NOW), adminToken: ADMIN_TOKEN });
-        const sendOther = via === "http" ? httpAdmin(other) : functionAdmin(createAdmin(other));
-        const version = { teamId: "team_ops", name: "Board", description: null, published: false, publishedAt: null, datasetIds: [] };
-        const one = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 === 0 ? send : sendOther)("PUT", "/dashboards/dash_twice/versions/1", version)));
-        expect(statuses(one)).toEqual({ 201: 1, 200: 19 });
-        const many = await Promise.all([2, 3, 4, 5, 6, 7].map((n) => (n % 2 === 0 ? send : sendOther)("PUT", `/dashboards/dash_twice/versions/${n}`, version)));
-        expect(many.map((a) => a.status)).toEqual([201, 201, 201, 201, 201, 201]);
-        expect((await sendOther("GET", "/dashboards/dash_twice")).json.versions.map((v: { version: number }) => v.version)).toEqual([1, 2, 3, 4, 5, 6, 7]);
-      });
+      it.runIf(kind.name !== "memory")(
+        "answers racing dashboard-version creates from two instances with one 201 and keeps every racing version",
+        async (t) => {
+          if (skip) return t.skip(skip);
+          const { send, again } = await world();
+          const other = createDataApi({
+            storage: await again!(),
+            clock: createFixedClock(NOW),
+            adminToken: ADMIN_TOKEN,
+          });
+          const sendOther = via === "http" ? httpAdmin(other) : functionAdmin(createAdmin(other));
+          const version = {
+            teamId: "team_ops",
+            name: "Board",
+            description: null,
+            published: false,
+            publishedAt: null,
+            datasetIds: [],
+          };
+          const one = await Promise.all(
+            Array.from({ length: 20 }, (_, i) =>
+              (i % 2 === 0 ? send : sendOther)("PUT", "/dashboards/dash_twice/versions/1", version),
+            ),
+          );
+          expect(statuses(one)).toEqual({ 201: 1, 200: 19 });
+          const many = await Promise.all(
+            [2, 3, 4, 5, 6, 7].map((n) =>
+              (n % 2 === 0 ? send : sendOther)("PUT", `/dashboards/dash_twice/versions/${n}`, version),
+            ),
+          );
+          expect(many.map((a) => a.status)).toEqual([201, 201, 201, 201, 201, 201]);
+          expect(
+            (await sendOther("GET", "/dashboards/dash_twice")).json.versions.map((v: { version: number }) => v.version),
+          ).toEqual([1, 2, 3, 4, 5, 6, 7]);
+        },
+      );
 
       it("never lets a deleted user's keys reach the business audit feed again, even when the id is created again", async (t) => {
         if (skip) return t.skip(skip);
@@ -270,7 +430,14 @@ for (const kind of STORE_KINDS) {
         await send("PUT", "/users/usr_boss", boss);
         await send("PUT", "/users/usr_boss/memberships/team_ops", { role: "admin" });
         const newKey = async () =>
-          (await send("POST", "/teams/team_ops/api-keys", { name: "Feed", scopes: ["data:read", "audit:read"], allowlist: {}, createdBy: "usr_boss" })).json.token as string;
+          (
+            await send("POST", "/teams/team_ops/api-keys", {
+              name: "Feed",
+              scopes: ["data:read", "audit:read"],
+              allowlist: {},
+              createdBy: "usr_boss",
+            })
+          ).json.token as string;
         const token = await newKey();
         const feed = (key: string) => call("GET", "/api/v1/audit?limit=1", { token: key });
         expect((await feed(token)).status).toBe(200);

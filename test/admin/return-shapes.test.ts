@@ -56,12 +56,23 @@ const CALLS = {
   createSession: (a) => a.createSession({ userId: "usr_new" }),
   getSession: async (a) => a.getSession((await a.createSession({ userId: "usr_new" })).id),
   deleteSession: async (a) => a.deleteSession((await a.createSession({ userId: "usr_new" })).id),
-  createApiKey: (a) => a.createApiKey({ teamId: "team_new", name: "Sync", createdBy: "usr_new", scopes: ["data:read"] }),
+  createApiKey: (a) =>
+    a.createApiKey({ teamId: "team_new", name: "Sync", createdBy: "usr_new", scopes: ["data:read"] }),
   listApiKeys: (a) => a.listApiKeys("team_new"),
   getApiKey: async (a) => a.getApiKey((await a.listApiKeys("team_new"))[0]!.id),
   revokeApiKey: async (a) => a.revokeApiKey((await a.listApiKeys("team_new"))[0]!.id),
   deleteApiKey: async (a) => a.deleteApiKey((await a.listApiKeys("team_new"))[0]!.id),
-  recordAuditEvent: (a) => a.recordAuditEvent({ teamId: "team_new", category: "audit", action: "report.shared", actor: null, target: null, outcome: "success", ip: null, userAgent: null }),
+  recordAuditEvent: (a) =>
+    a.recordAuditEvent({
+      teamId: "team_new",
+      category: "audit",
+      action: "report.shared",
+      actor: null,
+      target: null,
+      outcome: "success",
+      ip: null,
+      userAgent: null,
+    }),
   putConnection: (a) => a.putConnection("conn_hook", { teamId: "team_new", name: "Hook", type: "webhook", config: {} }),
   getConnection: (a) => a.getConnection("conn_hook"),
   listConnections: (a) => a.listConnections(),
@@ -77,23 +88,28 @@ const CALLS = {
   getWebhookDelivery: async (a) => a.getWebhookDelivery("conn_hook", await refusedDelivery()),
   replayWebhookDelivery: async (a) => a.replayWebhookDelivery("conn_hook", await refusedDelivery()),
   replayWebhookDeliveries: (a) => a.replayWebhookDeliveries("conn_hook", { outcome: "refused" }),
-  putDataset: (a) => a.putDataset("ds_new", { teamId: "team_new", name: "New", type: "upload", connectionId: null, source: null }),
+  putDataset: (a) =>
+    a.putDataset("ds_new", { teamId: "team_new", name: "New", type: "upload", connectionId: null, source: null }),
   getDataset: (a) => a.getDataset("ds_new"),
   listDatasets: (a) => a.listDatasets(),
-  uploadDatasetRows: (a) => a.uploadDatasetRows("ds_new", "replace", { chunks: chunksOf('[{"a":1}]'), contentType: "application/json" }),
+  uploadDatasetRows: (a) =>
+    a.uploadDatasetRows("ds_new", "replace", { chunks: chunksOf('[{"a":1}]'), contentType: "application/json" }),
   writeDatasetRows: (a) => a.writeDatasetRows("ds_new", "append", [{ a: 2 }]),
   refreshDataset: (a) => a.refreshDataset("ds_stores"),
   putTable: (a) => a.putTable("tbl_new", { teamId: "team_new", name: "Notes", columns: [] }),
   getTable: (a) => a.getTable("tbl_new"),
   listTables: (a) => a.listTables(),
   tableEditLog: (a) => a.tableEditLog("tbl_new"),
-  putDashboardVersion: (a) => a.putDashboardVersion("dash_new", 1, { teamId: "team_new", name: "New", published: true }),
+  putDashboardVersion: (a) =>
+    a.putDashboardVersion("dash_new", 1, { teamId: "team_new", name: "New", published: true }),
   getDashboard: (a) => a.getDashboard("dash_new"),
   listDashboards: (a) => a.listDashboards(),
   recordDashboardViews: (a) => a.recordDashboardViews([{ dashboardId: "dash_new", at: NOW, visitorId: "vis_1" }]),
-  recordRefreshRuns: (a) => a.recordRefreshRuns([{ datasetId: "ds_new", startedAt: NOW, durationMs: 3, rowsProcessed: 2 }]),
+  recordRefreshRuns: (a) =>
+    a.recordRefreshRuns([{ datasetId: "ds_new", startedAt: NOW, durationMs: 3, rowsProcessed: 2 }]),
   recordCreditUsage: (a) => a.recordCreditUsage([{ teamId: "team_new", at: NOW, category: "export", credits: 1 }]),
-  recordAuditEvents: (a) => a.recordAuditEvents([{ teamId: "team_new", time: NOW, category: "audit", action: "report.shared" }]),
+  recordAuditEvents: (a) =>
+    a.recordAuditEvents([{ teamId: "team_new", time: NOW, category: "audit", action: "report.shared" }]),
   recordDashboardError: (a) => a.recordDashboardError({ dashboardId: "dash_new", message: "query timed out" }),
   deleteDashboard: (a) => a.deleteDashboard("dash_new"),
   deleteTable: (a) => a.deleteTable("tbl_new"),
@@ -110,8 +126,26 @@ let store: Storage | null = null;
 let refusals = 0;
 async function refusedDelivery(): Promise<string> {
   const id = `whd_refused_${++refusals}`;
-  const detail = { sourceIp: null, deliveryKey: null, headers: {}, body: '{"n":1}', bodyEncoding: "utf8", bodyTruncated: false, contentType: "application/json", verifiedBy: null, suppressed: 0, replayOf: null } as const;
-  const refusal = { id, connectionId: "conn_hook", receivedAt: NOW, reason: "signature_invalid", status: 401, detail } as const;
+  const detail = {
+    sourceIp: null,
+    deliveryKey: null,
+    headers: {},
+    body: '{"n":1}',
+    bodyEncoding: "utf8",
+    bodyTruncated: false,
+    contentType: "application/json",
+    verifiedBy: null,
+    suppressed: 0,
+    replayOf: null,
+  } as const;
+  const refusal = {
+    id,
+    connectionId: "conn_hook",
+    receivedAt: NOW,
+    reason: "signature_invalid",
+    status: 401,
+    detail,
+  } as const;
   await store!.webhooks.recordWebhookDeliveries({ refusals: [refusal], counts: [], keep: { size: 1000, afterMs: 0 } });
   return id;
 }
@@ -122,8 +156,18 @@ async function* chunksOf(text: string): AsyncIterable<Uint8Array> {
 
 /** The rule in the types: a function answers `Put<T>` exactly when its name starts with `put`. */
 type Answer<K extends keyof Admin> = Awaited<ReturnType<Admin[K]>>;
-type Breaking = { [K in keyof Admin]: K extends `put${string}` ? (Answer<K> extends Put<unknown> ? never : K) : Answer<K> extends Put<unknown> ? K : never }[keyof Admin];
-type Paging = { [K in keyof Admin]: Answer<K> extends ListPage<unknown> ? (K extends `list${string}` ? never : K) : never }[keyof Admin];
+type Breaking = {
+  [K in keyof Admin]: K extends `put${string}`
+    ? Answer<K> extends Put<unknown>
+      ? never
+      : K
+    : Answer<K> extends Put<unknown>
+      ? K
+      : never;
+}[keyof Admin];
+type Paging = {
+  [K in keyof Admin]: Answer<K> extends ListPage<unknown> ? (K extends `list${string}` ? never : K) : never;
+}[keyof Admin];
 const noneBreaks: [Breaking, Paging] extends [never, never] ? true : false = true;
 
 describe("what the admin functions answer", () => {
@@ -141,7 +185,11 @@ describe("what the admin functions answer", () => {
     const broken = Object.entries(answered).filter(([name, shape]) => !promised(name).includes(shape));
     expect(broken).toEqual([]);
     // Collections page; one owner's items come whole.
-    expect(Object.keys(answered).filter((name) => answered[name] === "page").sort()).toEqual([
+    expect(
+      Object.keys(answered)
+        .filter((name) => answered[name] === "page")
+        .sort(),
+    ).toEqual([
       "listBusinesses",
       "listConnections",
       "listDashboards",
@@ -151,7 +199,11 @@ describe("what the admin functions answer", () => {
       "listUsers",
       "listWebhookDeliveries",
     ]);
-    expect(Object.keys(answered).filter((name) => answered[name] === "array").sort()).toEqual(["listApiKeys", "listMemberships", "tableEditLog"]);
+    expect(
+      Object.keys(answered)
+        .filter((name) => answered[name] === "array")
+        .sort(),
+    ).toEqual(["listApiKeys", "listMemberships", "tableEditLog"]);
   });
 
   it("answers created: true for a new id and false for a replaced one, with the object as a get answers it", async () => {
@@ -159,10 +211,22 @@ describe("what the admin functions answer", () => {
     const admin = createAdmin(api);
     const first = await admin.putTeam("team_new", { name: "New", plan: "pro" });
     const again = await admin.putTeam("team_new", { name: "Renamed", plan: "team" });
-    expect(first).toEqual({ created: true, value: { id: "team_new", name: "New", plan: "pro", businessId: null, isPersonal: false } });
-    expect(again).toEqual({ created: false, value: { id: "team_new", name: "Renamed", plan: "team", businessId: null, isPersonal: false } });
+    expect(first).toEqual({
+      created: true,
+      value: { id: "team_new", name: "New", plan: "pro", businessId: null, isPersonal: false },
+    });
+    expect(again).toEqual({
+      created: false,
+      value: { id: "team_new", name: "Renamed", plan: "team", businessId: null, isPersonal: false },
+    });
     expect(await admin.getTeam("team_new")).toEqual(again.value);
-    const dataset = await admin.putDataset("ds_new", { teamId: "team_ops", name: "New", type: "upload", connectionId: null, source: null });
+    const dataset = await admin.putDataset("ds_new", {
+      teamId: "team_ops",
+      name: "New",
+      type: "upload",
+      connectionId: null,
+      source: null,
+    });
     expect(dataset.created).toBe(true);
     expect(await admin.getDataset("ds_new")).toEqual(dataset.value);
   });

@@ -72,14 +72,21 @@ describe("client against the API (api.fetch, no network)", () => {
       { region: "APAC", count: 1, "sum(amount)": 99, "max(order_id)": "A-4" },
       { region: "AMER", count: 1, "sum(amount)": 30, "max(order_id)": "A-2" },
     ]);
-    expect(page.metadata).toMatchObject({ matchedRows: 4, totalGroups: 3, hasMore: true, totals: { count: 4, "sum(amount)": 148.75 } });
+    expect(page.metadata).toMatchObject({
+      matchedRows: 4,
+      totalGroups: 3,
+      hasMore: true,
+      totals: { count: 4, "sum(amount)": 148.75 },
+    });
     expectTypeOf(page.data[0]!.count).toEqualTypeOf<number>();
     expectTypeOf(page.data[0]!["sum(amount)"]).toEqualTypeOf<number | null>();
     expectTypeOf(page.metadata.totals.count).toEqualTypeOf<number>();
     expectTypeOf(page.metadata.groupBy).toEqualTypeOf<"region"[]>();
     const whole = await dp.tables.aggregate("tbl_targets", { metrics: ["count", "sum(target)"] });
     expect(whole.data).toEqual([{ count: 1, "sum(target)": 120000 }]);
-    const refused = await dp.datasets.aggregate("ds_orders", { metrics: ["median(amount)" as "count"] }).catch((e: unknown) => e);
+    const refused = await dp.datasets
+      .aggregate("ds_orders", { metrics: ["median(amount)" as "count"] })
+      .catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(DataportError);
     expect((refused as DataportError).status).toBe(400);
   });
@@ -89,7 +96,11 @@ describe("client against the API (api.fetch, no network)", () => {
     const spy = fakeFetch((request) => api.fetch(request));
     const dp = createClient({ baseUrl: BASE, token: TOKENS.sync, fetch: spy.fetch });
     const rows: Array<{ order_id: string }> = [];
-    for await (const row of dp.datasets.iterateRows<{ order_id: string }>("ds_orders", { pageSize: 2, columns: ["order_id"] })) rows.push(row);
+    for await (const row of dp.datasets.iterateRows<{ order_id: string }>("ds_orders", {
+      pageSize: 2,
+      columns: ["order_id"],
+    }))
+      rows.push(row);
     expect(rows.map((r) => r.order_id)).toEqual(["A-1", "A-2", "A-3", "A-4", "A-5"]);
     expect(rows[0]).toEqual({ order_id: "A-1" });
     const searches = spy.requests.map((r) => new URL(r.url).searchParams);
@@ -140,7 +151,12 @@ describe("client against the API (api.fetch, no network)", () => {
     const regions: unknown[] = [];
     for await (const row of dp.tables.iterateRows("tbl_targets", { pageSize: 2 })) regions.push(row.region);
     expect(regions).toEqual(["EMEA", "AMER", "APAC", "LATAM"]);
-    const updated = await dp.tables.update("tbl_targets", "row_1", { target: 5 }, { expectedUpdatedAt: "2026-10-01T00:00:00.000Z" });
+    const updated = await dp.tables.update(
+      "tbl_targets",
+      "row_1",
+      { target: 5 },
+      { expectedUpdatedAt: "2026-10-01T00:00:00.000Z" },
+    );
     expect(updated).toMatchObject({ _id: "row_1", target: 5 });
     const stale = await dp.tables
       .update("tbl_targets", "row_1", { target: 6 }, { expectedUpdatedAt: "2026-10-01T00:00:00.000Z" })
@@ -169,7 +185,13 @@ describe("client against the API (api.fetch, no network)", () => {
     const { api } = await setup();
     const spy = fakeFetch((request) => api.fetch(request));
     const dp = createClient({ baseUrl: BASE, token: TOKENS.sync, fetch: spy.fetch });
-    const result = await dp.connections.query("conn_retail", { filters: { city: "Lyon" }, orderBy: "store_id", orderDirection: "DESC", limit: 10, noCache: true });
+    const result = await dp.connections.query("conn_retail", {
+      filters: { city: "Lyon" },
+      orderBy: "store_id",
+      orderDirection: "DESC",
+      limit: 10,
+      noCache: true,
+    });
     expect(result).toMatchObject({ success: true, data: [{ store_id: "S1", city: "Lyon" }], cached: false });
     expect(new URL(spy.requests[0]!.url).search).toBe(
       `?limit=10&filters=${encodeURIComponent('{"city":"Lyon"}')}&orderBy=store_id&orderDirection=DESC`,
@@ -189,7 +211,11 @@ describe("client against the API (api.fetch, no network)", () => {
     const spy = fakeFetch((request) => api.fetch(request));
     const dp = createClient({ baseUrl: BASE, token: TOKENS.sync, fetch: spy.fetch });
     const seen: string[] = [];
-    for await (const row of dp.connections.iterateRows<{ store_id: string }>("conn_retail", { pageSize: 2, orderBy: "store_id", orderDirection: "DESC" })) {
+    for await (const row of dp.connections.iterateRows<{ store_id: string }>("conn_retail", {
+      pageSize: 2,
+      orderBy: "store_id",
+      orderDirection: "DESC",
+    })) {
       seen.push(row.store_id);
     }
     expect(seen).toEqual(["S5", "S4", "S3", "S2", "S1"]);
@@ -225,9 +251,18 @@ describe("client against the API (api.fetch, no network)", () => {
 
 describe("retries", () => {
   it("retries 5xx with exponential, jittered backoff and returns the eventual answer", async () => {
-    const { fetch, requests } = fakeFetch((_r, i) => (i < 2 ? json(503, envelope("internal")) : json(200, { kind: "api-key" })));
+    const { fetch, requests } = fakeFetch((_r, i) =>
+      i < 2 ? json(503, envelope("internal")) : json(200, { kind: "api-key" }),
+    );
     const { waits, sleep } = fakeSleep();
-    const dp = createClient({ baseUrl: BASE, token: "t", fetch, sleep, random: () => 0.5, retry: { baseDelayMs: 100 } });
+    const dp = createClient({
+      baseUrl: BASE,
+      token: "t",
+      fetch,
+      sleep,
+      random: () => 0.5,
+      retry: { baseDelayMs: 100 },
+    });
     await expect(dp.me()).resolves.toEqual({ kind: "api-key" });
     expect(requests).toHaveLength(3);
     expect(waits).toEqual([50, 100]);
@@ -255,17 +290,34 @@ describe("retries", () => {
     const waits: number[] = [];
     await Promise.all(
       draws.map(async (draw) => {
-        const { fetch } = fakeFetch((_r, i) => (i === 0 ? json(429, envelope("rate_limited"), { "retry-after": "4" }) : json(200, { kind: "api-key" })));
-        const dp = createClient({ baseUrl: BASE, token: "t", fetch, random: () => draw, sleep: async (ms) => void waits.push(ms) });
+        const { fetch } = fakeFetch((_r, i) =>
+          i === 0 ? json(429, envelope("rate_limited"), { "retry-after": "4" }) : json(200, { kind: "api-key" }),
+        );
+        const dp = createClient({
+          baseUrl: BASE,
+          token: "t",
+          fetch,
+          random: () => draw,
+          sleep: async (ms) => void waits.push(ms),
+        });
         await dp.me();
       }),
     );
     // Never sooner than Retry-After; spread over up to half of it more.
     expect(waits).toEqual([4000, 4500, 5000, 5500, 5998]);
     // A Retry-After of 0 still spreads over baseDelayMs.
-    const zero = fakeFetch((_r, i) => (i === 0 ? json(503, envelope("storage_unavailable"), { "retry-after": "0" }) : json(200, { kind: "api-key" })));
+    const zero = fakeFetch((_r, i) =>
+      i === 0 ? json(503, envelope("storage_unavailable"), { "retry-after": "0" }) : json(200, { kind: "api-key" }),
+    );
     const { waits: zeroWaits, sleep } = fakeSleep();
-    await createClient({ baseUrl: BASE, token: "t", fetch: zero.fetch, sleep, random: () => 0.5, retry: { baseDelayMs: 200 } }).me();
+    await createClient({
+      baseUrl: BASE,
+      token: "t",
+      fetch: zero.fetch,
+      sleep,
+      random: () => 0.5,
+      retry: { baseDelayMs: 200 },
+    }).me();
     expect(zeroWaits).toEqual([100]);
   });
 
@@ -289,7 +341,12 @@ describe("retries", () => {
     });
     const { sleep } = fakeSleep();
     const dp = createClient({ baseUrl: BASE, token: "t", fetch, sleep });
-    await expect(dp.me()).rejects.toMatchObject({ status: 400, code: "unexpected_response", envelope: null, requestId: "edge-1" });
+    await expect(dp.me()).rejects.toMatchObject({
+      status: 400,
+      code: "unexpected_response",
+      envelope: null,
+      requestId: "edge-1",
+    });
     expect(requests).toHaveLength(2);
   });
 
@@ -314,7 +371,9 @@ describe("retries", () => {
 
   it("sends an Idempotency-Key on PATCH (the same on its retries) and none on GET or DELETE", async () => {
     const { sleep } = fakeSleep();
-    const { fetch, requests } = fakeFetch((_request, i) => (i === 1 ? json(503, envelope("internal")) : json(200, { deleted: true })));
+    const { fetch, requests } = fakeFetch((_request, i) =>
+      i === 1 ? json(503, envelope("internal")) : json(200, { deleted: true }),
+    );
     const dp = createClient({ baseUrl: BASE, token: "t", fetch, sleep });
     await dp.tables.delete("tbl_targets", "row_1");
     await dp.tables.update("tbl_targets", "row_1", { target: 1 }, { expectedUpdatedAt: "2026-10-01T00:00:00.000Z" });
@@ -336,7 +395,12 @@ describe("retries", () => {
       return i === 0 ? json(503, envelope("internal")) : response;
     });
     const dp = createClient({ baseUrl: BASE, token: TOKENS.sync, fetch: lossy.fetch, sleep });
-    const updated = await dp.tables.update("tbl_targets", "row_1", { target: 5 }, { expectedUpdatedAt: "2026-10-01T00:00:00.000Z" });
+    const updated = await dp.tables.update(
+      "tbl_targets",
+      "row_1",
+      { target: 5 },
+      { expectedUpdatedAt: "2026-10-01T00:00:00.000Z" },
+    );
     expect(updated).toMatchObject({ _id: "row_1", target: 5 });
     expect(dp.meta(updated)).toMatchObject({ attempts: 2, status: 200 });
     expect(dp.meta(updated)!.headers.get("idempotent-replayed")).toBe("true");
@@ -385,7 +449,15 @@ describe("paging /tables/{id}/rows", () => {
       return json(200, {
         success: true,
         data,
-        metadata: { tableId: "t", tableName: "T", totalRows: 5, returnedRows: data.length, offset, hasMore: offset + data.length < 5, columns: ["n"] },
+        metadata: {
+          tableId: "t",
+          tableName: "T",
+          totalRows: 5,
+          returnedRows: data.length,
+          offset,
+          hasMore: offset + data.length < 5,
+          columns: ["n"],
+        },
       });
     });
     const dp = createClient({ baseUrl: BASE, token: "t", fetch });
@@ -408,7 +480,15 @@ describe("collect({ max })", () => {
       return json(200, {
         success: true,
         data,
-        metadata: { tableId: "t", tableName: "T", totalRows: total, returnedRows: data.length, offset, hasMore: offset + data.length < total, columns: ["n"] },
+        metadata: {
+          tableId: "t",
+          tableName: "T",
+          totalRows: total,
+          returnedRows: data.length,
+          offset,
+          hasMore: offset + data.length < total,
+          columns: ["n"],
+        },
       });
     });
   }
@@ -424,7 +504,9 @@ describe("collect({ max })", () => {
   it("returns every item when there are fewer than max, and works on any async iterable", async () => {
     const { fetch } = pagedTable(3);
     const dp = createClient({ baseUrl: BASE, token: "t", fetch });
-    expect((await dp.tables.iterateRows("tbl_1", { pageSize: 2 }).collect({ max: 100 })).map((r) => r.n)).toEqual([0, 1, 2]);
+    expect((await dp.tables.iterateRows("tbl_1", { pageSize: 2 }).collect({ max: 100 })).map((r) => r.n)).toEqual([
+      0, 1, 2,
+    ]);
     async function* letters() {
       yield* ["a", "b", "c"];
     }
@@ -445,24 +527,40 @@ describe("per-request options, hooks and headers", () => {
     await createClient({ baseUrl: BASE, token: "t", fetch }).me();
     await createClient({ baseUrl: BASE, token: "t", fetch, headers: { "User-Agent": "warehouse-sync/1.4" } }).me();
     await createClient({ baseUrl: BASE, token: "t", fetch, userAgent: "mine/2" }).me();
-    const version = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
-    expect(requests.map((r) => r.headers.get("user-agent"))).toEqual([`dataport-client/${version} node/${process.versions.node}`, "warehouse-sync/1.4", "mine/2"]);
+    const version = (
+      JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }
+    ).version;
+    expect(requests.map((r) => r.headers.get("user-agent"))).toEqual([
+      `dataport-client/${version} node/${process.versions.node}`,
+      "warehouse-sync/1.4",
+      "mine/2",
+    ]);
   });
 
   it("numbers retries in Dataport-Retry-Count and tells onRequest about every attempt, token masked", async () => {
     const { sleep } = fakeSleep();
-    const { fetch, requests } = fakeFetch((_request, i) => (i < 2 ? json(503, envelope("internal")) : json(200, { kind: "api-key" })));
+    const { fetch, requests } = fakeFetch((_request, i) =>
+      i < 2 ? json(503, envelope("internal")) : json(200, { kind: "api-key" }),
+    );
     const seen: Array<{ attempt: number; method: string; url: string; authorization: string | undefined }> = [];
     const dp = createClient({
       baseUrl: BASE,
       token: "secret-token",
       fetch,
       sleep,
-      onRequest: (info) => seen.push({ attempt: info.attempt, method: info.method, url: info.url, authorization: info.headers.authorization }),
+      onRequest: (info) =>
+        seen.push({
+          attempt: info.attempt,
+          method: info.method,
+          url: info.url,
+          authorization: info.headers.authorization,
+        }),
     });
     await dp.me();
     expect(requests.map((r) => r.headers.get("dataport-retry-count"))).toEqual([null, "1", "2"]);
-    expect(seen).toEqual([1, 2, 3].map((attempt) => ({ attempt, method: "GET", url: `${BASE}/me`, authorization: "Bearer ***" })));
+    expect(seen).toEqual(
+      [1, 2, 3].map((attempt) => ({ attempt, method: "GET", url: `${BASE}/me`, authorization: "Bearer ***" })),
+    );
   });
 
   it("reports how long a call took, retry waits included, to onResponse and meta()", async () => {
@@ -472,7 +570,14 @@ describe("per-request options, hooks and headers", () => {
       return json(200, { kind: "api-key" });
     });
     const metas: number[] = [];
-    const dp = createClient({ baseUrl: BASE, token: "t", fetch, retry: { baseDelayMs: 20 }, random: () => 1, onResponse: (meta) => metas.push(meta.durationMs) });
+    const dp = createClient({
+      baseUrl: BASE,
+      token: "t",
+      fetch,
+      retry: { baseDelayMs: 20 },
+      random: () => 1,
+      onResponse: (meta) => metas.push(meta.durationMs),
+    });
     const me = await dp.me();
     expect(metas).toHaveLength(1);
     expect(metas[0]).toBeGreaterThanOrEqual(45);
@@ -514,7 +619,11 @@ describe("audit poller", () => {
     const dp = createClient({ baseUrl: BASE, token: "t", fetch, sleep, teamId: "team_ops" });
     const seen: string[] = [];
     const cursors: string[] = [];
-    for await (const page of dp.audit.poll<{ id: string }>({ signal: controller.signal, category: ["data_access"], since: "2026-10-01T00:00:00Z" })) {
+    for await (const page of dp.audit.poll<{ id: string }>({
+      signal: controller.signal,
+      category: ["data_access"],
+      since: "2026-10-01T00:00:00Z",
+    })) {
       seen.push(...page.events.map((e) => e.id));
       cursors.push(page.cursor);
     }
@@ -561,11 +670,21 @@ describe("audit poller", () => {
     };
     const dp = createClient({ baseUrl: BASE, token: TOKENS.sync, fetch: api.fetch, sleep });
     const events: Array<{ id: string; action: string }> = [];
-    for await (const page of dp.audit.poll<{ id: string; action: string }>({ format: "raw", category: ["data_access"], limit: 1, signal: controller.signal })) {
+    for await (const page of dp.audit.poll<{ id: string; action: string }>({
+      format: "raw",
+      category: ["data_access"],
+      limit: 1,
+      signal: controller.signal,
+    })) {
       expect(page.events).toHaveLength(1);
       events.push(...page.events);
     }
-    expect(events.slice(0, 2).map((e) => e.id).sort()).toEqual(["evt_f1", "evt_f3"]);
+    expect(
+      events
+        .slice(0, 2)
+        .map((e) => e.id)
+        .sort(),
+    ).toEqual(["evt_f1", "evt_f3"]);
     expect(events.slice(2).map((e) => e.action)).toEqual(["table.row.created"]);
     expect(waits).toEqual([5000, 5000, 5000, 5000]);
   });
@@ -615,7 +734,13 @@ describe("change feeds: changes and follow", () => {
       if (page.cursor === "c3") controller.abort();
     }
     expect(seen).toEqual(["r1", "r2", "r3"]);
-    expect(requests.map((r) => new URL(r.url).search)).toEqual(["?cursor=c0&wait=20", "?cursor=c1&wait=20", "?cursor=c1&wait=20", "?cursor=c1&wait=20", "?cursor=c1&wait=20"]);
+    expect(requests.map((r) => new URL(r.url).search)).toEqual([
+      "?cursor=c0&wait=20",
+      "?cursor=c1&wait=20",
+      "?cursor=c1&wait=20",
+      "?cursor=c1&wait=20",
+      "?cursor=c1&wait=20",
+    ]);
     // Two failures in a row: the backoff doubles; a success resets it.
     expect(waits).toEqual([250, 500]);
   });
@@ -634,7 +759,11 @@ describe("change feeds: changes and follow", () => {
     const controller = new AbortController();
     const seen: unknown[] = [];
     const following = (async () => {
-      for await (const page of dp.tables.follow("tbl_targets", { cursor: read.metadata.changesCursor, wait: 5, signal: controller.signal })) {
+      for await (const page of dp.tables.follow("tbl_targets", {
+        cursor: read.metadata.changesCursor,
+        wait: 5,
+        signal: controller.signal,
+      })) {
         seen.push(...page.changes.map((c) => (c.op === "insert" ? c.row.region : c.op)));
         if (seen.length === 2) controller.abort();
       }

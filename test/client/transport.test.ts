@@ -66,12 +66,29 @@ describe("timeout", () => {
 
   it("bounds a fetch that ignores its signal, and a body that never ends", async () => {
     const ignoring = hangingFetch({ honoursSignal: false });
-    const dp = createClient({ baseUrl: BASE, token: "t", fetch: ignoring.fetch, sleep: noWait, retry: { retries: 0 }, timeoutMs: 30 });
+    const dp = createClient({
+      baseUrl: BASE,
+      token: "t",
+      fetch: ignoring.fetch,
+      sleep: noWait,
+      retry: { retries: 0 },
+      timeoutMs: 30,
+    });
     await expect(dp.me()).rejects.toMatchObject({ code: "timeout" });
 
     // Headers arrive, the body never finishes.
-    const stalled = () => new Response(new ReadableStream({ start: (c) => c.enqueue(new TextEncoder().encode('{"kind":')) }), { status: 200 });
-    const slowBody = createClient({ baseUrl: BASE, token: "t", fetch: async () => stalled(), sleep: noWait, retry: { retries: 0 }, timeoutMs: 30 });
+    const stalled = () =>
+      new Response(new ReadableStream({ start: (c) => c.enqueue(new TextEncoder().encode('{"kind":')) }), {
+        status: 200,
+      });
+    const slowBody = createClient({
+      baseUrl: BASE,
+      token: "t",
+      fetch: async () => stalled(),
+      sleep: noWait,
+      retry: { retries: 0 },
+      timeoutMs: 30,
+    });
     await expect(slowBody.me()).rejects.toBeInstanceOf(TimeoutError);
   });
 
@@ -80,7 +97,14 @@ describe("timeout", () => {
       await new Promise((resolve) => setTimeout(resolve, ms));
       return json(200, { kind: "api-key" });
     };
-    const tight = createClient({ baseUrl: BASE, token: "t", fetch: slow(60), sleep: noWait, retry: { retries: 0 }, timeoutMs: 10 });
+    const tight = createClient({
+      baseUrl: BASE,
+      token: "t",
+      fetch: slow(60),
+      sleep: noWait,
+      retry: { retries: 0 },
+      timeoutMs: 10,
+    });
     await expect(tight.me()).rejects.toMatchObject({ code: "timeout" });
     await expect(tight.me({ timeoutMs: 2000 })).resolves.toEqual({ kind: "api-key" });
     const unbounded = createClient({ baseUrl: BASE, token: "t", fetch: slow(60), retry: { retries: 0 }, timeoutMs: 0 });
@@ -113,7 +137,13 @@ describe("errors", () => {
       [413, "payload_too_large", DataportError],
     ];
     for (const [status, code, Class] of cases) {
-      const dp = createClient({ baseUrl: BASE, token: "t", fetch: async () => json(status, envelope(code), { "retry-after": "3600" }), sleep: noWait, retry: { retries: 0 } });
+      const dp = createClient({
+        baseUrl: BASE,
+        token: "t",
+        fetch: async () => json(status, envelope(code), { "retry-after": "3600" }),
+        sleep: noWait,
+        retry: { retries: 0 },
+      });
       const error = await dp.me().catch((e: unknown) => e);
       expect(error, String(status)).toBeInstanceOf(Class);
       expect(error).toBeInstanceOf(DataportError);
@@ -123,7 +153,10 @@ describe("errors", () => {
   });
 
   it("turns a 200 that is not JSON into a DataportError (unexpected_response), not a SyntaxError", async () => {
-    const html = new Response("<html><body>Sign in to the proxy</body></html>", { status: 200, headers: { "content-type": "text/html", "x-request-id": "edge-7" } });
+    const html = new Response("<html><body>Sign in to the proxy</body></html>", {
+      status: 200,
+      headers: { "content-type": "text/html", "x-request-id": "edge-7" },
+    });
     const dp = createClient({ baseUrl: BASE, token: "t", fetch: async () => html });
     const error = await dp.datasets.list().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(DataportError);
@@ -148,7 +181,12 @@ describe("errors", () => {
     });
     const error = await dp.me().catch((e: unknown) => e);
     expect(error).toBeInstanceOf(NetworkError);
-    expect(error).toMatchObject({ code: "network_error", status: 0, cause: failure, message: "GET /me failed: fetch failed" });
+    expect(error).toMatchObject({
+      code: "network_error",
+      status: 0,
+      cause: failure,
+      message: "GET /me failed: fetch failed",
+    });
     expect(attempts).toHaveLength(3);
   });
 });
@@ -157,7 +195,12 @@ describe("response metadata", () => {
   it("gives callers the request id, rate-limit headers and attempts of each answer", async () => {
     const { api } = await setup({ apiRatePerSecond: 5 });
     const seen: ResponseMeta[] = [];
-    const dp = createClient({ baseUrl: BASE, token: TOKENS.sync, fetch: api.fetch, onResponse: (meta) => seen.push(meta) });
+    const dp = createClient({
+      baseUrl: BASE,
+      token: TOKENS.sync,
+      fetch: api.fetch,
+      onResponse: (meta) => seen.push(meta),
+    });
     const me = await dp.me();
     const meta = dp.meta(me)!;
     expect(meta).toMatchObject({ status: 200, attempts: 1, retryAfter: null, rateLimit: { limit: 10, remaining: 9 } });
@@ -182,7 +225,13 @@ describe("response metadata", () => {
   });
 
   it("counts the attempts a call took and reports the rate limit of a final 429", async () => {
-    const headers = { "retry-after": "120", "ratelimit-limit": "10", "ratelimit-remaining": "0", "ratelimit-reset": "120", "x-request-id": "r-429" };
+    const headers = {
+      "retry-after": "120",
+      "ratelimit-limit": "10",
+      "ratelimit-remaining": "0",
+      "ratelimit-reset": "120",
+      "x-request-id": "r-429",
+    };
     const { fetch } = { fetch: async () => json(429, envelope("rate_limited"), headers) };
     const dp = createClient({ baseUrl: BASE, token: "t", fetch, sleep: noWait });
     const error = (await dp.me().catch((e: unknown) => e)) as DataportError;

@@ -55,7 +55,9 @@ describe("client types equal the response schemas", () => {
     expectTypeOf<client.ErrorCode>().toEqualTypeOf<ErrorCode>();
     expectTypeOf<client.ErrorCode>().toEqualTypeOf<Out<typeof common.errorCodeSchema>>();
     expectTypeOf<client.ErrorEnvelope>().toEqualTypeOf<Out<typeof common.errorEnvelopeSchema>>();
-    expectTypeOf<client.DataportError["code"]>().toEqualTypeOf<ErrorCode | "timeout" | "network_error" | "unexpected_response">();
+    expectTypeOf<client.DataportError["code"]>().toEqualTypeOf<
+      ErrorCode | "timeout" | "network_error" | "unexpected_response"
+    >();
   });
 
   it("type-checks (the assertions above are types: the compiler runs them)", () => {
@@ -67,7 +69,10 @@ describe("client types equal the response schemas", () => {
     const problems = ts
       .getPreEmitDiagnostics(program)
       .filter((d) => d.file?.fileName === file)
-      .map((d) => `${d.file!.getLineAndCharacterOfPosition(d.start ?? 0).line + 1}: ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`);
+      .map(
+        (d) =>
+          `${d.file!.getLineAndCharacterOfPosition(d.start ?? 0).line + 1}: ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`,
+      );
     expect(problems).toEqual([]);
   }, 60_000);
 });

@@ -193,7 +193,9 @@ const params: fc.Arbitrary<AggregateParams> = fc
       .map((p) => Object.fromEntries(Object.entries(p).filter(([, v]) => v !== undefined)) as AggregateParams);
   });
 
-/** Whether the order or `having` compares sums or means, which stores may round differently: then sums must be exact. */
+/**
+ * Whether the order or `having` compares sums or means, which stores may round differently: then sums must be exact.
+ */
 function comparesSums(query: AggregateQuery): boolean {
   const named = (field: string) => /^(sum|avg)\(/.test(field);
   const inHaving = JSON.stringify(query.having ?? {}).match(/"column":"(sum|avg)\(/) !== null;
@@ -231,7 +233,10 @@ async function answers(query: AggregateQuery, reference: Row[], target: Target) 
     // The stores' own aggregate of the declared copy: the typed copy, or the JSON under a `where`.
     out.push({ store: "sqlite, declared", answer: await sqlite.rows.aggregateDatasetRows("ds_agg_declared", query) });
     if (postgres)
-      out.push({ store: "postgres, declared", answer: await postgres.rows.aggregateDatasetRows("ds_agg_declared", query) });
+      out.push({
+        store: "postgres, declared",
+        answer: await postgres.rows.aggregateDatasetRows("ds_agg_declared", query),
+      });
   }
   const expected = evaluateAggregate(reference, query);
   for (const { store, answer } of out)
@@ -577,7 +582,10 @@ describe("the typed copy of declared columns (dataset-values.ts)", () => {
       const seq = s.db.prepare("SELECT seq FROM datasets WHERE id = 'ds_copy'").pluck().get() as number | undefined;
       if (seq === undefined) return { copied: 0, rows: 0 };
       const range = [BigInt(seq) * 2n ** 43n, BigInt(seq + 1) * 2n ** 43n];
-      const copied = s.db.prepare("SELECT count(*) FROM dataset_values WHERE row_key >= ? AND row_key < ?").pluck().get(...range);
+      const copied = s.db
+        .prepare("SELECT count(*) FROM dataset_values WHERE row_key >= ? AND row_key < ?")
+        .pluck()
+        .get(...range);
       const rows = s.db.prepare("SELECT count(*) FROM dataset_rows WHERE dataset_seq = ?").pluck().get(seq);
       return { copied: Number(copied), rows: Number(rows) };
     }
@@ -596,7 +604,10 @@ describe("the typed copy of declared columns (dataset-values.ts)", () => {
     ] as const) {
       if (!store) continue;
       const check = async (rows: Row[], copied: "all" | "none") => {
-        const answer = withinRounding(await store.rows.aggregateDatasetRows("ds_copy", QUERY), evaluateAggregate(rows, QUERY));
+        const answer = withinRounding(
+          await store.rows.aggregateDatasetRows("ds_copy", QUERY),
+          evaluateAggregate(rows, QUERY),
+        );
         expect({ name, answer }).toEqual({ name, answer: evaluateAggregate(rows, QUERY) });
         const { copied: n, rows: all } = await counts(store, name);
         expect({ name, copied: n }).toEqual({ name, copied: copied === "all" ? all : 0 });
@@ -607,7 +618,12 @@ describe("the typed copy of declared columns (dataset-values.ts)", () => {
       await writeRows(store, "ds_copy", "append", more, DECLARED);
       await check([...first, ...more], "all");
       // Another declaration (d no longer a datetime, a's slot moved): the copy is made again.
-      await put(store, [{ name: "it's", type: "string" }, { name: "d", type: "string" }, { name: "b", type: "number" }, { name: "a", type: "string" }]);
+      await put(store, [
+        { name: "it's", type: "string" },
+        { name: "d", type: "string" },
+        { name: "b", type: "number" },
+        { name: "a", type: "string" },
+      ]);
       await check([...first, ...more], "all");
       await put(store, [{ name: "a", type: "string" }]);
       await check([...first, ...more], "all");

@@ -7,5 +7,13 @@ import { REDIS_URL, redisSkipReason } from "../support/services.js";
 const skip = await redisSkipReason();
 const prefix = `dp_test:${process.pid}:${Date.now()}:`;
 
-runRateLimiterConformance("redis", () => createRedisRateLimiter({ url: REDIS_URL, prefix }), skip ? { skip } : { shared: true, ping: true });
-runCacheConformance("redis", ({ clock }) => createRedisCache({ url: REDIS_URL, prefix, clock }), skip ? { skip } : { shared: true, ping: true, flights: true });
+runRateLimiterConformance(
+  "redis",
+  () => createRedisRateLimiter({ url: REDIS_URL, prefix }),
+  skip ? { skip } : { shared: true, ping: true },
+);
+runCacheConformance(
+  "redis",
+  ({ clock }) => createRedisCache({ url: REDIS_URL, prefix, clock }),
+  skip ? { skip } : { shared: true, ping: true, flights: true },
+);

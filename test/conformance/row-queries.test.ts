@@ -27,7 +27,8 @@ afterAll(() => dropSchemas(schemas));
 const COLUMNS = ["a", "b", "it's"];
 const COLUMN_SET = new Set(COLUMNS);
 const value = fc.oneof(
-  // "\\u0000" is a backslash and five characters: text PostgreSQL's row indexes leave out (their condition is textual), read without them.
+  // "\\u0000" is a backslash and five characters: text PostgreSQL's row indexes leave out (their condition is textual),
+  // read without them.
   fc.constantFrom(0, 1, -1, 2.5, 10, 1e21, "", "a", "B", "ab", "é", "😀", "\uffff", "10", "\\u0000", true, false, null),
   fc.integer({ min: -3, max: 3 }),
   fc.constantFrom(["a"], [1, 2], { k: 1 }, { k: "x", j: [true] }, []),
@@ -42,7 +43,10 @@ const operand = (op: string) => {
     case "gte":
     case "lt":
     case "lte":
-      return fc.oneof(fc.integer({ min: -3, max: 11 }), fc.constantFrom("", "a", "ab", "B", "é", "10", "a\u0000", "ab\u0000c", "\u0000"));
+      return fc.oneof(
+        fc.integer({ min: -3, max: 11 }),
+        fc.constantFrom("", "a", "ab", "B", "é", "10", "a\u0000", "ab\u0000c", "\u0000"),
+      );
     case "in":
     case "nin":
       return fc.array(operandValue, { minLength: 1, maxLength: 4 });
@@ -56,7 +60,10 @@ const operand = (op: string) => {
   }
 };
 const test = fc
-  .tuple(fc.constantFrom(...COLUMNS), fc.constantFrom("eq", "ne", "gt", "gte", "lt", "lte", "in", "nin", "isNull", "contains", "startsWith"))
+  .tuple(
+    fc.constantFrom(...COLUMNS),
+    fc.constantFrom("eq", "ne", "gt", "gte", "lt", "lte", "in", "nin", "isNull", "contains", "startsWith"),
+  )
   .chain(([column, op]) => operand(op).map((x) => ({ [column]: { [op]: x } })));
 const where: fc.Arbitrary<Record<string, unknown>> = fc.letrec<{ node: Record<string, unknown> }>((tie) => ({
   node: fc.oneof(
@@ -66,9 +73,11 @@ const where: fc.Arbitrary<Record<string, unknown>> = fc.letrec<{ node: Record<st
     fc.record({ or: fc.array(tie("node"), { minLength: 1, maxLength: 3 }) }),
   ),
 })).node;
-const sort = fc.uniqueArray(fc.constantFrom(...COLUMNS), { maxLength: 3 }).chain((cols) =>
-  fc.tuple(...cols.map((c) => fc.boolean().map((d) => `${d ? "-" : ""}${c}`))).map((parts) => parts.join(",")),
-);
+const sort = fc
+  .uniqueArray(fc.constantFrom(...COLUMNS), { maxLength: 3 })
+  .chain((cols) =>
+    fc.tuple(...cols.map((c) => fc.boolean().map((d) => `${d ? "-" : ""}${c}`))).map((parts) => parts.join(",")),
+  );
 
 async function stores(): Promise<Array<[string, Storage]>> {
   const out: Array<[string, Storage]> = [
@@ -91,14 +100,32 @@ async function replaceRows(store: Storage, rows: readonly Row[], declared: boole
 }
 
 /** A page, and the pages after it by `lastKey`, as the store answers them. */
-async function answer(store: Storage, query: { where: ReturnType<typeof parseWhere>; sort: SortKey[]; offset: number; limit: number }) {
-  const page = await store.rows.readDatasetRows("ds_fuzz", { offset: query.offset, limit: query.limit, columns: null, filters: null, where: query.where, sort: query.sort });
+async function answer(
+  store: Storage,
+  query: { where: ReturnType<typeof parseWhere>; sort: SortKey[]; offset: number; limit: number },
+) {
+  const page = await store.rows.readDatasetRows("ds_fuzz", {
+    offset: query.offset,
+    limit: query.limit,
+    columns: null,
+    filters: null,
+    where: query.where,
+    sort: query.sort,
+  });
   const rows: Row[] = [];
   for await (const r of page.rows) rows.push({ ...r });
   const paged: Row[] = [];
   let after: RowKey | null = null;
   for (let i = 0; i < 50; i++) {
-    const next = await store.rows.readDatasetRows("ds_fuzz", { offset: 0, limit: 2, columns: null, filters: null, where: query.where, sort: query.sort, after });
+    const next = await store.rows.readDatasetRows("ds_fuzz", {
+      offset: 0,
+      limit: 2,
+      columns: null,
+      filters: null,
+      where: query.where,
+      sort: query.sort,
+      after,
+    });
     const got: Row[] = [];
     for await (const r of next.rows) got.push({ ...r });
     paged.push(...got);
@@ -113,25 +140,33 @@ describe("row queries across stores", () => {
     const all = await stores();
     try {
       await fc.assert(
-        fc.asyncProperty(fc.array(row, { maxLength: 12 }), where, sort, fc.nat(3), fc.integer({ min: 0, max: 6 }), fc.boolean(), async (rows, w, s, offset, limit, declared) => {
-          let parsed: ReturnType<typeof parseWhere>;
-          try {
-            parsed = parseWhere(w, COLUMN_SET);
-          } catch {
-            fc.pre(false); // nested past the limit: the parser's business, tested below
-            return;
-          }
-          const query = { where: parsed, sort: s === "" ? [] : parseSort(s, COLUMN_SET), offset, limit };
-          const answers = [];
-          for (const [name, store] of all) {
-            await replaceRows(store, rows, declared);
-            answers.push({ name, ...(await answer(store, query)) });
-          }
-          const [reference, ...others] = answers;
-          for (const other of others) expect({ ...other, name: reference!.name }).toEqual(reference);
-          // Cursor pages visit exactly the matching rows, in the read's order.
-          expect(reference!.paged.length).toBe(reference!.total);
-        }),
+        fc.asyncProperty(
+          fc.array(row, { maxLength: 12 }),
+          where,
+          sort,
+          fc.nat(3),
+          fc.integer({ min: 0, max: 6 }),
+          fc.boolean(),
+          async (rows, w, s, offset, limit, declared) => {
+            let parsed: ReturnType<typeof parseWhere>;
+            try {
+              parsed = parseWhere(w, COLUMN_SET);
+            } catch {
+              fc.pre(false); // nested past the limit: the parser's business, tested below
+              return;
+            }
+            const query = { where: parsed, sort: s === "" ? [] : parseSort(s, COLUMN_SET), offset, limit };
+            const answers = [];
+            for (const [name, store] of all) {
+              await replaceRows(store, rows, declared);
+              answers.push({ name, ...(await answer(store, query)) });
+            }
+            const [reference, ...others] = answers;
+            for (const other of others) expect({ ...other, name: reference!.name }).toEqual(reference);
+            // Cursor pages visit exactly the matching rows, in the read's order.
+            expect(reference!.paged.length).toBe(reference!.total);
+          },
+        ),
         { numRuns: RUNS },
       );
     } finally {
@@ -162,44 +197,67 @@ describe("row queries across stores", () => {
     });
     try {
       for (const [, store] of all) {
-        for (const t of tables) await store.tables.putTable({ id: t.id, teamId: "team_ops", name: t.id, columns: t.columns, rowCount: 0, updatedAt: "2026-11-01T00:00:00.000Z" });
+        for (const t of tables)
+          await store.tables.putTable({
+            id: t.id,
+            teamId: "team_ops",
+            name: t.id,
+            columns: t.columns,
+            rowCount: 0,
+            updatedAt: "2026-11-01T00:00:00.000Z",
+          });
       }
       await fc.assert(
-        fc.asyncProperty(fc.array(row, { maxLength: 10 }), where, sort, fc.nat(3), fc.integer({ min: 0, max: 6 }), fc.constantFrom(...tables.map((t) => t.id)), async (rows, w, s, offset, limit, tableId) => {
-          let parsed: ReturnType<typeof parseWhere>;
-          try {
-            parsed = parseWhere(w, COLUMN_SET);
-          } catch {
-            fc.pre(false);
-            return;
-          }
-          const query = { where: parsed, sort: s === "" ? [] : parseSort(s, COLUMN_SET) };
-          const answers = [];
-          for (const [name, store] of all) {
-            // The table's rows become `rows`, at one fixed time on every store.
-            for (const rowId of held.get(`${name}:${tableId}`) ?? []) {
-              await store.tables.deleteTableRow({ tableId, rowId, actor: ACTOR, now: NOW, auditEvent: event(rowId) });
+        fc.asyncProperty(
+          fc.array(row, { maxLength: 10 }),
+          where,
+          sort,
+          fc.nat(3),
+          fc.integer({ min: 0, max: 6 }),
+          fc.constantFrom(...tables.map((t) => t.id)),
+          async (rows, w, s, offset, limit, tableId) => {
+            let parsed: ReturnType<typeof parseWhere>;
+            try {
+              parsed = parseWhere(w, COLUMN_SET);
+            } catch {
+              fc.pre(false);
+              return;
             }
-            const ids = rows.map((_, i) => `row_${i}`);
-            for (const [i, values] of rows.entries()) {
-              await store.tables.insertTableRow({ tableId, rowId: ids[i]!, values, actor: ACTOR, now: NOW, auditEvent: event(ids[i]!) });
+            const query = { where: parsed, sort: s === "" ? [] : parseSort(s, COLUMN_SET) };
+            const answers = [];
+            for (const [name, store] of all) {
+              // The table's rows become `rows`, at one fixed time on every store.
+              for (const rowId of held.get(`${name}:${tableId}`) ?? []) {
+                await store.tables.deleteTableRow({ tableId, rowId, actor: ACTOR, now: NOW, auditEvent: event(rowId) });
+              }
+              const ids = rows.map((_, i) => `row_${i}`);
+              for (const [i, values] of rows.entries()) {
+                await store.tables.insertTableRow({
+                  tableId,
+                  rowId: ids[i]!,
+                  values,
+                  actor: ACTOR,
+                  now: NOW,
+                  auditEvent: event(ids[i]!),
+                });
+              }
+              held.set(`${name}:${tableId}`, ids);
+              const page = await store.tables.listTableRows(tableId, { offset, limit, ...query });
+              const paged: Row[] = [];
+              let after: RowKey | null = null;
+              for (let i = 0; i < 50; i++) {
+                const next = await store.tables.listTableRows(tableId, { offset: 0, limit: 2, ...query, after });
+                paged.push(...next.rows);
+                if (next.rows.length < 2 || next.lastKey === null) break;
+                after = next.lastKey;
+              }
+              answers.push({ name, total: page.totalRows, rows: page.rows, paged });
             }
-            held.set(`${name}:${tableId}`, ids);
-            const page = await store.tables.listTableRows(tableId, { offset, limit, ...query });
-            const paged: Row[] = [];
-            let after: RowKey | null = null;
-            for (let i = 0; i < 50; i++) {
-              const next = await store.tables.listTableRows(tableId, { offset: 0, limit: 2, ...query, after });
-              paged.push(...next.rows);
-              if (next.rows.length < 2 || next.lastKey === null) break;
-              after = next.lastKey;
-            }
-            answers.push({ name, total: page.totalRows, rows: page.rows, paged });
-          }
-          const [reference, ...others] = answers;
-          for (const other of others) expect({ ...other, name: reference!.name }).toEqual(reference);
-          expect(reference!.paged.length).toBe(reference!.total);
-        }),
+            const [reference, ...others] = answers;
+            for (const other of others) expect({ ...other, name: reference!.name }).toEqual(reference);
+            expect(reference!.paged.length).toBe(reference!.total);
+          },
+        ),
         { numRuns: Math.ceil(RUNS / 2) },
       );
     } finally {
@@ -208,7 +266,12 @@ describe("row queries across stores", () => {
   });
 
   it("parses any where or sort into a condition or a 400 invalid_parameter, nothing else", () => {
-    const anything = fc.oneof(fc.jsonValue({ maxDepth: 6 }), where, fc.record({ and: fc.jsonValue() }), fc.dictionary(fc.constantFrom(...COLUMNS, "x", "__proto__"), fc.jsonValue()));
+    const anything = fc.oneof(
+      fc.jsonValue({ maxDepth: 6 }),
+      where,
+      fc.record({ and: fc.jsonValue() }),
+      fc.dictionary(fc.constantFrom(...COLUMNS, "x", "__proto__"), fc.jsonValue()),
+    );
     fc.assert(
       fc.property(anything, fc.string(), (w, s) => {
         for (const parse of [() => parseWhere(w, COLUMN_SET), () => parseSort(s, COLUMN_SET)]) {

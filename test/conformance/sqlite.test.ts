@@ -27,19 +27,22 @@ const closeFile = (store: Storage) => {
 
 /** Each file store's path, so a second instance can open the same file. */
 const paths = new WeakMap<Storage, string>();
-const fileStore = (options: { loopBudgetMs?: number } = {}) => async () => {
-  const path = join(dir, `store-${++n}.db`);
-  const store = createSqliteStorage({ path, driver, ...options });
-  paths.set(store, path);
-  return store;
-};
+const fileStore =
+  (options: { loopBudgetMs?: number } = {}) =>
+  async () => {
+    const path = join(dir, `store-${++n}.db`);
+    const store = createSqliteStorage({ path, driver, ...options });
+    paths.set(store, path);
+    return store;
+  };
 const sameFile = async (store: Storage) => createSqliteStorage({ path: paths.get(store)!, driver });
 
 runStorageConformance(`${label} (file)`, fileStore(), { makeUnavailable: closeFile, sameDatabase: sameFile });
-runStorageConformance(`${label} (:memory:)`, async () => createSqliteStorage({ path: ":memory:", driver }), { makeUnavailable: closeFile });
+runStorageConformance(`${label} (:memory:)`, async () => createSqliteStorage({ path: ":memory:", driver }), {
+  makeUnavailable: closeFile,
+});
 // Every read with conditions, filters or a sort on a reader thread (see src/sqlite/row-reads.ts).
-runStorageConformance(
-  `${label} (file, reads on reader threads)`,
-  fileStore({ loopBudgetMs: 0 }),
-  { makeUnavailable: closeFile, sameDatabase: sameFile },
-);
+runStorageConformance(`${label} (file, reads on reader threads)`, fileStore({ loopBudgetMs: 0 }), {
+  makeUnavailable: closeFile,
+  sameDatabase: sameFile,
+});

@@ -82,12 +82,16 @@ export function hostileFixture() {
       teamId: "team_ops",
       name: "Free-form notes",
       columns: [],
-      rows: [{ _id: "row_free_1", note: "seed", _createdAt: "2026-10-01T00:00:00Z", _updatedAt: "2026-10-01T00:00:00Z" }],
+      rows: [
+        { _id: "row_free_1", note: "seed", _createdAt: "2026-10-01T00:00:00Z", _updatedAt: "2026-10-01T00:00:00Z" },
+      ],
       updatedAt: "2026-10-01T00:00:00Z",
     },
   ] as typeof fixture.tables;
   fixture.apiKeys = fixture.apiKeys.map((key) =>
-    key.id === "key_sync" ? { ...key, allowlist: { ...key.allowlist, tables: [...key.allowlist.tables, FREE_TABLE] } } : key,
+    key.id === "key_sync"
+      ? { ...key, allowlist: { ...key.allowlist, tables: [...key.allowlist.tables, FREE_TABLE] } }
+      : key,
   );
   // Refresh runs of an allowlisted dataset and of one outside the sync key's allowlist (ds_secret).
   const runs = ["ds_stores", "ds_secret"].map((datasetId) => ({
@@ -118,7 +122,11 @@ export interface HostileApi {
    * One request with `path` sent as it is (percent-encoding, dot segments and
    * all), the way the Node adapter hands a request target to the core.
    */
-  send(method: string, path: string, init?: { token?: string; body?: string | Uint8Array; headers?: Record<string, string> }): Promise<Answer>;
+  send(
+    method: string,
+    path: string,
+    init?: { token?: string; body?: string | Uint8Array; headers?: Record<string, string> },
+  ): Promise<Answer>;
 }
 
 /** The API over a seeded store, rate limits off (the fuzz sends many requests at one instant). */
@@ -139,11 +147,20 @@ export async function hostileApi(
     logger: (message, error) => logged.push(`${message}: ${error instanceof Error ? error.stack : String(error)}`),
     ...apiOptions,
   });
-  async function send(method: string, path: string, init: { token?: string; body?: string | Uint8Array; headers?: Record<string, string> } = {}) {
+  async function send(
+    method: string,
+    path: string,
+    init: { token?: string; body?: string | Uint8Array; headers?: Record<string, string> } = {},
+  ) {
     const sent: Record<string, string> = {};
     for (const [name, value] of Object.entries(init.headers ?? {})) sent[name.toLowerCase()] = value;
     if (init.token) sent.authorization = `Bearer ${init.token}`;
-    const bytes = init.body === undefined ? new Uint8Array(0) : typeof init.body === "string" ? new TextEncoder().encode(init.body) : init.body;
+    const bytes =
+      init.body === undefined
+        ? new Uint8Array(0)
+        : typeof init.body === "string"
+          ? new TextEncoder().encode(init.body)
+          : init.body;
     if (init.body !== undefined) {
       sent["content-type"] ??= "application/json";
       sent["content-length"] = String(bytes.byteLength);
@@ -199,15 +216,25 @@ export interface Counts {
   hookRows: number;
 }
 
-/** The counts, read through the API; each read must succeed (the table and the dataset are still readable, filtered too). */
+/**
+ * The counts, read through the API; each read must succeed (the table and the dataset are still readable, filtered
+ * too).
+ */
 export async function counts(h: HostileApi): Promise<Counts> {
   const table = await h.send("GET", `/api/v1/tables/${FREE_TABLE}/rows?limit=1`, { token: TOKENS.sync });
-  if (table.status !== 200) throw new Error(`the free table is no longer readable: ${table.status} ${table.text.slice(0, 300)}`);
+  if (table.status !== 200)
+    throw new Error(`the free table is no longer readable: ${table.status} ${table.text.slice(0, 300)}`);
   const hook = await h.send("GET", `/api/v1/datasets/${HOOK_DATASET}/rows?maxRows=1`, { token: TOKENS.sessionAda });
-  if (hook.status !== 200) throw new Error(`the webhook dataset is no longer readable: ${hook.status} ${hook.text.slice(0, 300)}`);
-  const filtered = await h.send("GET", `/api/v1/datasets/${HOOK_DATASET}/rows?maxRows=1&filters=${encodeURIComponent('{"event":"seed"}')}`, {
-    token: TOKENS.sessionAda,
-  });
-  if (filtered.status !== 200) throw new Error(`a filtered read of the webhook dataset fails: ${filtered.status} ${filtered.text.slice(0, 300)}`);
+  if (hook.status !== 200)
+    throw new Error(`the webhook dataset is no longer readable: ${hook.status} ${hook.text.slice(0, 300)}`);
+  const filtered = await h.send(
+    "GET",
+    `/api/v1/datasets/${HOOK_DATASET}/rows?maxRows=1&filters=${encodeURIComponent('{"event":"seed"}')}`,
+    {
+      token: TOKENS.sessionAda,
+    },
+  );
+  if (filtered.status !== 200)
+    throw new Error(`a filtered read of the webhook dataset fails: ${filtered.status} ${filtered.text.slice(0, 300)}`);
   return { tableRows: table.json.metadata.totalRows, hookRows: hook.json.metadata.totalRows };
 }

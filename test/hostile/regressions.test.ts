@@ -59,8 +59,17 @@ for (const store of cases) {
       await opened?.close();
     });
 
-    /** Send a write that must be refused with `status`/`code`; the counts stay as they were and everything stays readable. */
-    async function refusedWrite(method: string, path: string, init: Parameters<HostileApi["send"]>[2], status: number, code: string) {
+    /**
+     * Send a write that must be refused with `status`/`code`; the counts stay as they were and everything stays
+     * readable.
+     */
+    async function refusedWrite(
+      method: string,
+      path: string,
+      init: Parameters<HostileApi["send"]>[2],
+      status: number,
+      code: string,
+    ) {
       const before: Counts = await counts(h);
       const answer = await h.send(method, path, init);
       expectHandled(answer, `${method} ${path}`);
@@ -105,7 +114,13 @@ for (const store of cases) {
       });
 
       it("in webhook payloads: 400 invalid_body, nothing stored, filtered reads still answer", async () => {
-        for (const body of ['{"event":"a\\u0000b"}', '{"event":"\\ud800"}', '{"event":"\\udfff x"}', '{"a\\u0000":1}', '{"deep":{"list":[1,"\\u0000"]}}']) {
+        for (const body of [
+          '{"event":"a\\u0000b"}',
+          '{"event":"\\ud800"}',
+          '{"event":"\\udfff x"}',
+          '{"a\\u0000":1}',
+          '{"deep":{"list":[1,"\\u0000"]}}',
+        ]) {
           const answer = await refusedWrite("POST", `/api/webhooks/${HOOK}`, { body }, 400, "invalid_body");
           expect(answer.json.error.message).toMatch(/NUL|surrogate/);
         }
@@ -117,12 +132,24 @@ for (const store of cases) {
           "invalid_body",
         );
         expect(form.json.error.message).toMatch(/NUL/);
-        const deep = await refusedWrite("POST", `/api/webhooks/${HOOK}`, { body: '{"a":{"b":"\\ud800"}}' }, 400, "invalid_body");
+        const deep = await refusedWrite(
+          "POST",
+          `/api/webhooks/${HOOK}`,
+          { body: '{"a":{"b":"\\ud800"}}' },
+          400,
+          "invalid_body",
+        );
         expect(deep.json.error.details).toEqual({ path: "a.b" });
       });
 
       it("in table writes (POST, PATCH, with an Idempotency-Key): 400 invalid_body, the table unchanged", async () => {
-        await refusedWrite("POST", `/api/v1/tables/${FREE_TABLE}/rows`, { token: TOKENS.sync, body: '{"note":"\\u0000"}' }, 400, "invalid_body");
+        await refusedWrite(
+          "POST",
+          `/api/v1/tables/${FREE_TABLE}/rows`,
+          { token: TOKENS.sync, body: '{"note":"\\u0000"}' },
+          400,
+          "invalid_body",
+        );
         await refusedWrite(
           "POST",
           `/api/v1/tables/${FREE_TABLE}/rows`,
@@ -130,18 +157,29 @@ for (const store of cases) {
           400,
           "invalid_body",
         );
-        await refusedWrite("PATCH", `/api/v1/tables/${FREE_TABLE}/rows/row_free_1`, { token: TOKENS.sync, body: '{"note":"x\\u0000"}' }, 400, "invalid_body");
+        await refusedWrite(
+          "PATCH",
+          `/api/v1/tables/${FREE_TABLE}/rows/row_free_1`,
+          { token: TOKENS.sync, body: '{"note":"x\\u0000"}' },
+          400,
+          "invalid_body",
+        );
         const row = await h.send("GET", `/api/v1/tables/${FREE_TABLE}/rows`, { token: TOKENS.sync });
         expect(row.json.data.find((r: { _id: string }) => r._id === "row_free_1").note).toBe("seed");
       });
 
       it("paired surrogates are ordinary text: stored and read back as sent", async () => {
         const text = "emoji 😀 and 𝄞";
-        const created = await h.send("POST", `/api/v1/tables/${FREE_TABLE}/rows`, { token: TOKENS.sync, body: JSON.stringify({ note: text }) });
+        const created = await h.send("POST", `/api/v1/tables/${FREE_TABLE}/rows`, {
+          token: TOKENS.sync,
+          body: JSON.stringify({ note: text }),
+        });
         expect(created.status).toBe(201);
         const delivered = await h.send("POST", `/api/webhooks/${HOOK}`, { body: '{"event":"\\ud83d\\ude00"}' });
         expect(delivered.status).toBe(200);
-        const read = await h.send("GET", `/api/v1/datasets/${HOOK_DATASET}/rows?filters=${q('{"event":"😀"}')}`, { token: TOKENS.sessionAda });
+        const read = await h.send("GET", `/api/v1/datasets/${HOOK_DATASET}/rows?filters=${q('{"event":"😀"}')}`, {
+          token: TOKENS.sessionAda,
+        });
         expect(read.status).toBe(200);
         expect(read.json.data.map((r: { event: string }) => r.event)).toEqual(["😀"]);
         const rows = await h.send("GET", `/api/v1/tables/${FREE_TABLE}/rows?limit=1000`, { token: TOKENS.sync });
@@ -158,7 +196,13 @@ for (const store of cases) {
           ["PATCH", `/api/v1/tables/${FREE_TABLE}/rows/row_free_1`, {}],
           ["POST", `/api/webhooks/${HOOK}`, {}],
         ] as const) {
-          const answer = await refusedWrite(method, path, { token: TOKENS.sync, body: tooDeep, headers }, 400, "invalid_body");
+          const answer = await refusedWrite(
+            method,
+            path,
+            { token: TOKENS.sync, body: tooDeep, headers },
+            400,
+            "invalid_body",
+          );
           expect(answer.json.error.message).toMatch(/nested more than 64 levels/);
         }
       });
@@ -167,14 +211,18 @@ for (const store of cases) {
         for (const body of [nest(5000), `{"a":${nestArrays(20_000)}}`, `{"a":"${"[".repeat(10_000)}"}`]) {
           const answer = await h.send("POST", `/api/v1/tables/${FREE_TABLE}/rows`, { token: TOKENS.sync, body });
           expectHandled(answer, "deep body");
-          if (body.startsWith('{"a":"')) expect(answer.status).toBe(201); // brackets inside a string are text, not nesting
+          if (body.startsWith('{"a":"'))
+            expect(answer.status).toBe(201); // brackets inside a string are text, not nesting
           else expect(answer.json.error.code).toBe("invalid_body");
         }
       });
 
       it("exactly the limit is accepted, stored and read back", async () => {
         const atLimit = nest(MAX_JSON_DEPTH, '"bottom"');
-        const created = await h.send("POST", `/api/v1/tables/${FREE_TABLE}/rows`, { token: TOKENS.sync, body: atLimit });
+        const created = await h.send("POST", `/api/v1/tables/${FREE_TABLE}/rows`, {
+          token: TOKENS.sync,
+          body: atLimit,
+        });
         expect(created.status).toBe(201);
         expect(JSON.stringify(created.json.a)).toBe(atLimit.slice('{"a":'.length, -1));
         const delivered = await h.send("POST", `/api/webhooks/${HOOK}`, { body: atLimit });
@@ -183,12 +231,20 @@ for (const store of cases) {
       });
 
       it("filters and params one level too deep are 400 invalid_parameter", async () => {
-        const filters = await h.send("GET", `/api/v1/datasets/${HOOK_DATASET}/rows?filters=${q(`{"event":${nest(MAX_JSON_DEPTH)}}`)}`, {
-          token: TOKENS.sessionAda,
-        });
+        const filters = await h.send(
+          "GET",
+          `/api/v1/datasets/${HOOK_DATASET}/rows?filters=${q(`{"event":${nest(MAX_JSON_DEPTH)}}`)}`,
+          {
+            token: TOKENS.sessionAda,
+          },
+        );
         expectHandled(filters, "deep filters");
         expect(filters.json.error).toMatchObject({ code: "invalid_parameter", details: { parameter: "filters" } });
-        const params = await h.send("GET", `/api/v1/connections/conn_retail/query?format=geojson&params=${q(nest(5000))}`, { token: TOKENS.sessionAda });
+        const params = await h.send(
+          "GET",
+          `/api/v1/connections/conn_retail/query?format=geojson&params=${q(nest(5000))}`,
+          { token: TOKENS.sessionAda },
+        );
         expectHandled(params, "deep params");
         expect(params.json.error).toMatchObject({ code: "invalid_parameter", details: { parameter: "params" } });
       });
@@ -196,17 +252,39 @@ for (const store of cases) {
 
     describe("numbers", () => {
       it("a number that is not finite is 400 invalid_body, not a silent null", async () => {
-        for (const body of ['{"amount":1e400}', '{"amount":-1e400}', `{"amount":1${"0".repeat(400)}}`, '{"list":[1,2,1e999]}']) {
-          await refusedWrite("POST", `/api/v1/tables/${FREE_TABLE}/rows`, { token: TOKENS.sync, body }, 400, "invalid_body");
+        for (const body of [
+          '{"amount":1e400}',
+          '{"amount":-1e400}',
+          `{"amount":1${"0".repeat(400)}}`,
+          '{"list":[1,2,1e999]}',
+        ]) {
+          await refusedWrite(
+            "POST",
+            `/api/v1/tables/${FREE_TABLE}/rows`,
+            { token: TOKENS.sync, body },
+            400,
+            "invalid_body",
+          );
           await refusedWrite("POST", `/api/webhooks/${HOOK}`, { body }, 400, "invalid_body");
         }
-        await refusedWrite("PATCH", `/api/v1/tables/${FREE_TABLE}/rows/row_free_1`, { token: TOKENS.sync, body: '{"amount":1e400}' }, 400, "invalid_body");
-        const filters = await h.send("GET", `/api/v1/datasets/${HOOK_DATASET}/rows?filters=${q('{"event":1e400}')}`, { token: TOKENS.sessionAda });
+        await refusedWrite(
+          "PATCH",
+          `/api/v1/tables/${FREE_TABLE}/rows/row_free_1`,
+          { token: TOKENS.sync, body: '{"amount":1e400}' },
+          400,
+          "invalid_body",
+        );
+        const filters = await h.send("GET", `/api/v1/datasets/${HOOK_DATASET}/rows?filters=${q('{"event":1e400}')}`, {
+          token: TOKENS.sessionAda,
+        });
         expect(filters.json.error).toMatchObject({ code: "invalid_parameter", details: { parameter: "filters" } });
       });
 
       it("the largest finite numbers are kept as sent", async () => {
-        const created = await h.send("POST", `/api/v1/tables/${FREE_TABLE}/rows`, { token: TOKENS.sync, body: '{"big":1.7976931348623157e308,"tiny":5e-324}' });
+        const created = await h.send("POST", `/api/v1/tables/${FREE_TABLE}/rows`, {
+          token: TOKENS.sync,
+          body: '{"big":1.7976931348623157e308,"tiny":5e-324}',
+        });
         expect(created.status).toBe(201);
         const rows = await h.send("GET", `/api/v1/tables/${FREE_TABLE}/rows?limit=1000`, { token: TOKENS.sync });
         const stored = rows.json.data.find((r: { _id: string }) => r._id === created.json._id);
@@ -214,7 +292,11 @@ for (const store of cases) {
       });
 
       it("offsets are bounded: past 2^31 - 1 is 400 invalid_parameter, up to it an empty page", async () => {
-        for (const path of [`/api/v1/datasets/ds_orders/rows`, `/api/v1/datasets/${HOOK_DATASET}/rows`, `/api/v1/tables/${FREE_TABLE}/rows`]) {
+        for (const path of [
+          `/api/v1/datasets/ds_orders/rows`,
+          `/api/v1/datasets/${HOOK_DATASET}/rows`,
+          `/api/v1/tables/${FREE_TABLE}/rows`,
+        ]) {
           const past = await h.send("GET", `${path}?offset=${MAX_INT_PARAM + 1}`, { token: TOKENS.sync });
           expectHandled(past, path);
           expect(past.json.error).toMatchObject({ code: "invalid_parameter", details: { parameter: "offset" } });
@@ -226,13 +308,21 @@ for (const store of cases) {
           expect(last.json.data).toEqual([]);
           expect(last.json.metadata.hasMore).toBe(false);
         }
-        const filtered = await h.send("GET", `/api/v1/datasets/${HOOK_DATASET}/rows?offset=${MAX_INT_PARAM}&filters=${q('{"event":"seed"}')}`, {
-          token: TOKENS.sessionAda,
-        });
+        const filtered = await h.send(
+          "GET",
+          `/api/v1/datasets/${HOOK_DATASET}/rows?offset=${MAX_INT_PARAM}&filters=${q('{"event":"seed"}')}`,
+          {
+            token: TOKENS.sessionAda,
+          },
+        );
         expect(filtered.status).toBe(200);
-        const maxRows = await h.send("GET", `/api/v1/datasets/ds_orders/rows?maxRows=${MAX_INT_PARAM + 1}`, { token: TOKENS.sync });
+        const maxRows = await h.send("GET", `/api/v1/datasets/ds_orders/rows?maxRows=${MAX_INT_PARAM + 1}`, {
+          token: TOKENS.sync,
+        });
         expect(maxRows.json.error).toMatchObject({ code: "invalid_parameter", details: { parameter: "maxRows" } });
-        const connection = await h.send("GET", `/api/v1/connections/conn_retail/query?offset=${MAX_INT_PARAM + 1}`, { token: TOKENS.sync });
+        const connection = await h.send("GET", `/api/v1/connections/conn_retail/query?offset=${MAX_INT_PARAM + 1}`, {
+          token: TOKENS.sync,
+        });
         expect(connection.json.error).toMatchObject({ code: "invalid_parameter", details: { parameter: "offset" } });
       });
     });
@@ -262,7 +352,12 @@ for (const store of cases) {
         try {
           const before = await counts(h);
           const { port } = server.address() as AddressInfo;
-          const status = await rawPost(port, `/api/webhooks/%2e%2e/v1/tables/${FREE_TABLE}/rows`, TOKENS.sync, '{"note":"smuggled"}');
+          const status = await rawPost(
+            port,
+            `/api/webhooks/%2e%2e/v1/tables/${FREE_TABLE}/rows`,
+            TOKENS.sync,
+            '{"note":"smuggled"}',
+          );
           expect(status).toBe(404);
           expect(await counts(h)).toEqual(before);
         } finally {
@@ -275,15 +370,24 @@ for (const store of cases) {
       it("a short id that looks like a long id's hash is not a duplicate of it", async () => {
         const long = `evt-${"x".repeat(300)}`;
         const before = await counts(h);
-        const first = await h.send("POST", `/api/webhooks/${HOOK}`, { body: '{"n":1}', headers: { "idempotency-key": long } });
+        const first = await h.send("POST", `/api/webhooks/${HOOK}`, {
+          body: '{"n":1}',
+          headers: { "idempotency-key": long },
+        });
         expect(first.json).toMatchObject({ ok: true, duplicate: false });
         // What the hashed key used to be, sent as a short id; and the new hashed form, sent as a short id.
         for (const lookalike of [`sha256:${sha256Hex(`h:${long}`)}`, `#${sha256Hex(`h:${long}`)}`]) {
-          const second = await h.send("POST", `/api/webhooks/${HOOK}`, { body: '{"n":2}', headers: { "idempotency-key": lookalike } });
+          const second = await h.send("POST", `/api/webhooks/${HOOK}`, {
+            body: '{"n":2}',
+            headers: { "idempotency-key": lookalike },
+          });
           expect(second.json).toMatchObject({ ok: true, duplicate: false });
           expect(second.json.id).not.toBe(first.json.id);
         }
-        const again = await h.send("POST", `/api/webhooks/${HOOK}`, { body: '{"n":1}', headers: { "idempotency-key": long } });
+        const again = await h.send("POST", `/api/webhooks/${HOOK}`, {
+          body: '{"n":1}',
+          headers: { "idempotency-key": long },
+        });
         expect(again.json).toEqual({ ok: true, id: first.json.id, duplicate: true });
         expect((await counts(h)).hookRows).toBe(before.hookRows + 3);
       });
@@ -310,15 +414,21 @@ for (const store of cases) {
     describe("upstream errors never carry secrets", () => {
       it("an ArcGIS error echoing its request URL answers 502 without the token or query string", async () => {
         const token = "tok_SUPER_SECRET_4242";
-        const upstream = await fakeArcgis((url) => ({ error: { code: 498, message: `Invalid token for ${url}; token=${token}` } }));
+        const upstream = await fakeArcgis((url) => ({
+          error: { code: 498, message: `Invalid token for ${url}; token=${token}` },
+        }));
         const own = await store.open();
         const api = await hostileApi(own, { fixture: (f) => withArcgis(f, upstream.url, token) });
         try {
-          const answer = await api.send("GET", "/api/v1/connections/conn_gis/query?format=geojson", { token: TOKENS.sessionAda });
+          const answer = await api.send("GET", "/api/v1/connections/conn_gis/query?format=geojson", {
+            token: TOKENS.sessionAda,
+          });
           expect(answer.status).toBe(502);
           expect(answer.text).not.toContain(token);
           expect(answer.text).not.toContain("f=geojson");
-          expect(answer.json.error.message).toMatch(/reported an error 498: Invalid token for http:\/\/127\.0\.0\.1:\d+\/arcgis\/0\/query\?\[redacted\]/);
+          expect(answer.json.error.message).toMatch(
+            /reported an error 498: Invalid token for http:\/\/127\.0\.0\.1:\d+\/arcgis\/0\/query\?\[redacted\]/,
+          );
           expect(api.logged).toEqual([]);
         } finally {
           await upstream.close();
@@ -336,18 +446,24 @@ for (const store of cases) {
               isSpatial: () => false,
               async query(connection, query) {
                 if (query.limit === 7) throw new Error(`socket hang up talking to ${String(connection.config.url)}`);
-                throw new UpstreamUnavailableError(`connect failed: ${String(connection.config.url)} (password ${secret})`);
+                throw new UpstreamUnavailableError(
+                  `connect failed: ${String(connection.config.url)} (password ${secret})`,
+                );
               },
             },
           },
         });
         try {
-          const unavailable = await api.send("GET", "/api/v1/connections/conn_custom/query", { token: TOKENS.sessionAda });
+          const unavailable = await api.send("GET", "/api/v1/connections/conn_custom/query", {
+            token: TOKENS.sessionAda,
+          });
           expect(unavailable.status).toBe(502);
           expect(unavailable.text).not.toContain(secret);
           expect(unavailable.text).not.toContain("sslkey");
           expect(unavailable.json.error.message).toContain("postgres://[redacted]@db.internal:5432/sales");
-          const crashed = await api.send("GET", "/api/v1/connections/conn_custom/query?limit=7", { token: TOKENS.sessionAda });
+          const crashed = await api.send("GET", "/api/v1/connections/conn_custom/query?limit=7", {
+            token: TOKENS.sessionAda,
+          });
           expect(crashed.status).toBe(500); // a connector's bug stays a 500 ...
           expect(api.logged.join("\n")).toContain("socket hang up");
           expect(api.logged.join("\n")).not.toContain(secret); // ... but its log line carries no secret
@@ -382,7 +498,10 @@ describe("dedupKeyOf namespaces", () => {
 describe("the example server", () => {
   it("sets header, request, keep-alive and idle timeouts, and checks them every second", async () => {
     const running = await startServer(
-      parseServerArgs(["--port", "0", "--db", ":memory:", "--log", "none"], { fixture: "examples/demo/space.json", db: ":memory:" }),
+      parseServerArgs(["--port", "0", "--db", ":memory:", "--log", "none"], {
+        fixture: "examples/demo/space.json",
+        db: ":memory:",
+      }),
       { fs: await import("node:fs"), env: {} },
     );
     try {
@@ -391,7 +510,13 @@ describe("the example server", () => {
       expect(server.requestTimeout).toBe(SERVER_TIMEOUTS.requestMs);
       expect(server.keepAliveTimeout).toBe(SERVER_TIMEOUTS.keepAliveMs);
       expect(server.timeout).toBe(SERVER_TIMEOUTS.idleMs);
-      expect(SERVER_TIMEOUTS).toMatchObject({ headersMs: 15_000, requestMs: 120_000, keepAliveMs: 65_000, idleMs: 60_000, checkEveryMs: 1000 });
+      expect(SERVER_TIMEOUTS).toMatchObject({
+        headersMs: 15_000,
+        requestMs: 120_000,
+        keepAliveMs: 65_000,
+        idleMs: 60_000,
+        checkEveryMs: 1000,
+      });
     } finally {
       await running.close();
     }
@@ -401,17 +526,25 @@ describe("the example server", () => {
     const config = parseServerArgs(["--webhook-rate", "0"], { fixture: "f.json", db: ":memory:" });
     expect(config.webhookRatePerSecond).toBe(0);
     expect(() => parseServerArgs(["--webhook-rate=-1"], { fixture: "f.json", db: ":memory:" })).toThrow(UsageError);
-    expect(() => parseServerArgs(["--webhook-rate=-1"], { fixture: "f.json", db: ":memory:" })).toThrow(/--webhook-rate must be a number of at least 0/);
+    expect(() => parseServerArgs(["--webhook-rate=-1"], { fixture: "f.json", db: ":memory:" })).toThrow(
+      /--webhook-rate must be a number of at least 0/,
+    );
     // With the limit off, a burst far past any bucket is stored in full and carries no RateLimit headers.
     const own = await cases[0]!.open();
     const h = await hostileApi(own, { webhookRatePerSecond: config.webhookRatePerSecond });
-    const answers = await Promise.all(Array.from({ length: 300 }, (_, i) => h.send("POST", `/api/webhooks/${HOOK}`, { body: JSON.stringify({ i }) })));
+    const answers = await Promise.all(
+      Array.from({ length: 300 }, (_, i) => h.send("POST", `/api/webhooks/${HOOK}`, { body: JSON.stringify({ i }) })),
+    );
     expect(answers.map((a) => a.status)).toEqual(answers.map(() => 200));
     expect(answers.some((a) => "ratelimit-limit" in a.headers)).toBe(false);
     await own.close();
     // The same API with a limit refuses part of such a burst (so the check above can fail).
     const limited = await hostileApi(await cases[0]!.open(), { webhookRatePerSecond: 5 });
-    const burst = await Promise.all(Array.from({ length: 30 }, (_, i) => limited.send("POST", `/api/webhooks/${HOOK}`, { body: JSON.stringify({ i }) })));
+    const burst = await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        limited.send("POST", `/api/webhooks/${HOOK}`, { body: JSON.stringify({ i }) }),
+      ),
+    );
     expect(burst.filter((a) => a.status === 429).length).toBeGreaterThan(0);
   });
 });
@@ -420,7 +553,13 @@ describe("the example server", () => {
 function rawPost(port: number, path: string, token: string, body: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(
-      { host: "127.0.0.1", port, method: "POST", path, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } },
+      {
+        host: "127.0.0.1",
+        port,
+        method: "POST",
+        path,
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      },
       (res) => {
         res.resume();
         res.on("end", () => resolve(res.statusCode ?? 0));
@@ -440,7 +579,10 @@ async function fakeArcgis(answer: (url: string) => unknown): Promise<{ url: stri
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}/arcgis`, close: () => new Promise((resolve) => server.close(() => resolve())) };
+  return {
+    url: `http://127.0.0.1:${port}/arcgis`,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
 }
 
 function withArcgis(fixture: HostileFixture, url: string, token: string) {
@@ -448,7 +590,14 @@ function withArcgis(fixture: HostileFixture, url: string, token: string) {
     ...fixture,
     connections: [
       ...fixture.connections,
-      { id: "conn_gis", teamId: "team_ops", name: "GIS", type: "arcgis", config: { url, token }, createdAt: "2026-10-05T00:00:00Z" },
+      {
+        id: "conn_gis",
+        teamId: "team_ops",
+        name: "GIS",
+        type: "arcgis",
+        config: { url, token },
+        createdAt: "2026-10-05T00:00:00Z",
+      },
     ],
     datasets: [
       ...fixture.datasets,
@@ -473,7 +622,14 @@ function withCustomConnection(fixture: HostileFixture, url: string) {
     ...fixture,
     connections: [
       ...fixture.connections,
-      { id: "conn_custom", teamId: "team_ops", name: "Custom", type: "custom", config: { url }, createdAt: "2026-10-05T00:00:00Z" },
+      {
+        id: "conn_custom",
+        teamId: "team_ops",
+        name: "Custom",
+        type: "custom",
+        config: { url },
+        createdAt: "2026-10-05T00:00:00Z",
+      },
     ],
     datasets: [
       ...fixture.datasets,
@@ -492,4 +648,3 @@ function withCustomConnection(fixture: HostileFixture, url: string) {
     ],
   };
 }
-

@@ -29,19 +29,31 @@ interface Server {
 }
 
 async function start(args: string[]): Promise<Server> {
-  const child = spawn(process.execPath, ["--import", "tsx", join(root, "examples/server/main.ts"), "--port", "0", "--log", "none", ...args], {
-    cwd: root,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", join(root, "examples/server/main.ts"), "--port", "0", "--log", "none", ...args],
+    {
+      cwd: root,
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let output = "";
   child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
   child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-  const url = await waitFor(() => /listening on (http:\/\/\S+)/.exec(output)?.[1], 30_000, () => `server did not start:\n${output}`);
+  const url = await waitFor(
+    () => /listening on (http:\/\/\S+)/.exec(output)?.[1],
+    30_000,
+    () => `server did not start:\n${output}`,
+  );
   return { child, url, port: Number(new URL(url).port), output: () => output, exited };
 }
 
-async function waitFor<T>(probe: () => T | undefined | Promise<T | undefined>, timeoutMs: number, message: () => string): Promise<T> {
+async function waitFor<T>(
+  probe: () => T | undefined | Promise<T | undefined>,
+  timeoutMs: number,
+  message: () => string,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const found = await probe();
@@ -84,7 +96,12 @@ async function refusesConnections(port: number): Promise<boolean> {
 async function storedRows(db: string): Promise<Row[]> {
   const store = createSqliteStorage({ path: db });
   try {
-    const page = await store.rows.readDatasetRows("ds_shop_events", { offset: 0, limit: null, columns: null, filters: null });
+    const page = await store.rows.readDatasetRows("ds_shop_events", {
+      offset: 0,
+      limit: null,
+      columns: null,
+      filters: null,
+    });
     const rows: Row[] = [];
     for await (const row of page.rows) rows.push({ ...row });
     return rows;
@@ -103,16 +120,30 @@ describe("graceful drain of the example server on SIGTERM", () => {
     // Let the server start on the request (headers parsed, body being read) before the signal.
     await new Promise((r) => setTimeout(r, 300));
     server.child.kill("SIGTERM");
-    await waitFor(() => (/SIGTERM, draining/.test(server.output()) ? true : undefined), 10_000, () => `no drain line:\n${server.output()}`);
+    await waitFor(
+      () => (/SIGTERM, draining/.test(server.output()) ? true : undefined),
+      10_000,
+      () => `no drain line:\n${server.output()}`,
+    );
     // New connections are refused while the in-flight request still runs.
-    expect(await waitFor(async () => ((await refusesConnections(server.port)) ? true : undefined), 5_000, () => "still accepting")).toBe(true);
+    expect(
+      await waitFor(
+        async () => ((await refusesConnections(server.port)) ? true : undefined),
+        5_000,
+        () => "still accepting",
+      ),
+    ).toBe(true);
     expect(server.child.exitCode).toBeNull();
 
     delivery.finish();
     await delivery.closed;
     const response = delivery.response();
     expect(response).toMatch(/^HTTP\/1\.1 200 /);
-    const ack = JSON.parse(response.slice(response.indexOf("\r\n\r\n") + 4)) as { ok: boolean; id: string; duplicate: boolean };
+    const ack = JSON.parse(response.slice(response.indexOf("\r\n\r\n") + 4)) as {
+      ok: boolean;
+      id: string;
+      duplicate: boolean;
+    };
     expect(ack).toMatchObject({ ok: true, duplicate: false });
     expect(await server.exited).toBe(0);
     expect(server.output()).toContain("drained, store closed");
@@ -141,15 +172,24 @@ describe("graceful drain of the example server on SIGTERM", () => {
 
 describe("the example server's close()", () => {
   it("turns readiness to 503 draining as soon as the drain starts", async () => {
-    const config = parseServerArgs(["--db", ":memory:", "--port", "0", "--log", "none", "--drain-timeout", "5"], { fixture: "/space.json", db: ":memory:" });
-    const running = await startServer(config, { fs: Volume.fromJSON({ "/space.json": JSON.stringify(testFixture()) }) as never, env: {} });
+    const config = parseServerArgs(["--db", ":memory:", "--port", "0", "--log", "none", "--drain-timeout", "5"], {
+      fixture: "/space.json",
+      db: ":memory:",
+    });
+    const running = await startServer(config, {
+      fs: Volume.fromJSON({ "/space.json": JSON.stringify(testFixture()) }) as never,
+      env: {},
+    });
     const before = await running.api.fetch(new Request("http://x/api/health/ready"));
     expect(before.status).toBe(200);
     const closing = running.close();
     expect(running.api.draining).toBe(true);
     const during = await running.api.fetch(new Request("http://x/api/health/ready"));
     expect(during.status).toBe(503);
-    expect(await during.json()).toEqual({ status: "draining", checks: { storage: "ok", rateLimiter: "ok", cache: "ok" } });
+    expect(await during.json()).toEqual({
+      status: "draining",
+      checks: { storage: "ok", rateLimiter: "ok", cache: "ok" },
+    });
     await closing;
   });
 });

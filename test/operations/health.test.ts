@@ -10,7 +10,14 @@ import { createRedisCache, createRedisRateLimiter } from "../../src/redis/index.
 import { createSqliteStorage } from "../../src/sqlite/index.js";
 import { setup } from "../support/api.js";
 import { TOKENS } from "../support/fixture.js";
-import { dropSchemas, POSTGRES_URL, postgresSkipReason, REDIS_URL, redisSkipReason, testSchema } from "../support/services.js";
+import {
+  dropSchemas,
+  POSTGRES_URL,
+  postgresSkipReason,
+  REDIS_URL,
+  redisSkipReason,
+  testSchema,
+} from "../support/services.js";
 
 const pgSkip = await postgresSkipReason();
 const redisSkip = await redisSkipReason();
@@ -57,7 +64,10 @@ describe("GET /api/health/live and /api/health/ready", () => {
   it("turns ready to 503 when the store rejects its ping, and back to 200 when it answers again", async () => {
     const store = createMemoryStorage();
     let down = false;
-    const flaky: Storage = { ...store, ping: async () => (down ? Promise.reject(new Error("connection refused")) : undefined) };
+    const flaky: Storage = {
+      ...store,
+      ping: async () => (down ? Promise.reject(new Error("connection refused")) : undefined),
+    };
     const { call } = await setup({ storage: flaky });
     expect((await call("GET", "/api/health/ready")).status).toBe(200);
     down = true;
@@ -93,50 +103,56 @@ describe("GET /api/health/live and /api/health/ready", () => {
     expect(res.json.checks.storage).toBe("error");
   });
 
-  it.skipIf(!!pgSkip)("checks PostgreSQL with a round trip: 503 while the server cannot be reached, 200 when it can again", async () => {
-    const schema = testSchema();
-    schemas.push(schema);
-    // A pool the test owns, whose idle connections go away quickly, so the next ping opens a new one.
-    const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 2, idleTimeoutMillis: 20 });
-    pool.on("error", () => {});
-    try {
-      const storage = await createPostgresStorage({ pool, schema });
-      const { call } = await setup({ storage, healthTimeoutMs: 1500 });
-      expect((await call("GET", "/api/health/ready")).json).toEqual({ status: "ok", checks: ALL_OK });
-      const options = (pool as unknown as { options: { connectionString: string } }).options;
-      const reachable = options.connectionString;
-      // The database "goes away": every new connection is refused.
-      const unreachable = new URL(reachable);
-      unreachable.hostname = "127.0.0.1";
-      unreachable.port = "1";
-      options.connectionString = unreachable.toString();
-      await new Promise((r) => setTimeout(r, 100));
-      const down = await call("GET", "/api/health/ready");
-      expect(down.status).toBe(503);
-      expect(down.json).toEqual({ status: "unavailable", checks: { ...ALL_OK, storage: "error" } });
-      options.connectionString = reachable;
-      expect((await call("GET", "/api/health/ready")).status).toBe(200);
-    } finally {
-      await pool.end();
-    }
-  });
+  it.skipIf(!!pgSkip)(
+    "checks PostgreSQL with a round trip: 503 while the server cannot be reached, 200 when it can again",
+    async () => {
+      const schema = testSchema();
+      schemas.push(schema);
+      // A pool the test owns, whose idle connections go away quickly, so the next ping opens a new one.
+      const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 2, idleTimeoutMillis: 20 });
+      pool.on("error", () => {});
+      try {
+        const storage = await createPostgresStorage({ pool, schema });
+        const { call } = await setup({ storage, healthTimeoutMs: 1500 });
+        expect((await call("GET", "/api/health/ready")).json).toEqual({ status: "ok", checks: ALL_OK });
+        const options = (pool as unknown as { options: { connectionString: string } }).options;
+        const reachable = options.connectionString;
+        // The database "goes away": every new connection is refused.
+        const unreachable = new URL(reachable);
+        unreachable.hostname = "127.0.0.1";
+        unreachable.port = "1";
+        options.connectionString = unreachable.toString();
+        await new Promise((r) => setTimeout(r, 100));
+        const down = await call("GET", "/api/health/ready");
+        expect(down.status).toBe(503);
+        expect(down.json).toEqual({ status: "unavailable", checks: { ...ALL_OK, storage: "error" } });
+        options.connectionString = reachable;
+        expect((await call("GET", "/api/health/ready")).status).toBe(200);
+      } finally {
+        await pool.end();
+      }
+    },
+  );
 
-  it.skipIf(!!redisSkip)("pings a Redis rate limiter and cache: ok when reachable, 503 naming the rate limiter when not", async () => {
-    const prefix = `dp_test:${process.pid}:health:`;
-    const rateLimiter = createRedisRateLimiter({ url: REDIS_URL, prefix });
-    const cache = createRedisCache({ url: REDIS_URL, prefix });
-    const gone = createRedisRateLimiter({ url: "redis://127.0.0.1:1", prefix });
-    try {
-      const up = await setup({ rateLimiter, cache });
-      expect((await up.call("GET", "/api/health/ready")).json).toEqual({ status: "ok", checks: ALL_OK });
-      const down = await setup({ rateLimiter: gone, cache, healthTimeoutMs: 500 });
-      const res = await down.call("GET", "/api/health/ready");
-      expect(res.status).toBe(503);
-      expect(res.json).toEqual({ status: "unavailable", checks: { ...ALL_OK, rateLimiter: "error" } });
-    } finally {
-      await Promise.all([rateLimiter.close(), cache.close(), gone.close()]);
-    }
-  });
+  it.skipIf(!!redisSkip)(
+    "pings a Redis rate limiter and cache: ok when reachable, 503 naming the rate limiter when not",
+    async () => {
+      const prefix = `dp_test:${process.pid}:health:`;
+      const rateLimiter = createRedisRateLimiter({ url: REDIS_URL, prefix });
+      const cache = createRedisCache({ url: REDIS_URL, prefix });
+      const gone = createRedisRateLimiter({ url: "redis://127.0.0.1:1", prefix });
+      try {
+        const up = await setup({ rateLimiter, cache });
+        expect((await up.call("GET", "/api/health/ready")).json).toEqual({ status: "ok", checks: ALL_OK });
+        const down = await setup({ rateLimiter: gone, cache, healthTimeoutMs: 500 });
+        const res = await down.call("GET", "/api/health/ready");
+        expect(res.status).toBe(503);
+        expect(res.json).toEqual({ status: "unavailable", checks: { ...ALL_OK, rateLimiter: "error" } });
+      } finally {
+        await Promise.all([rateLimiter.close(), cache.close(), gone.close()]);
+      }
+    },
+  );
 
   it("answers 503 draining once api.drain() is called, with the checks still reported, while liveness stays 200", async () => {
     const { api, call } = await setup();

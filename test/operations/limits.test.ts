@@ -24,7 +24,11 @@ describe("API rate limit per credential (apiRatePerSecond)", () => {
     const { call, clock } = await setup({ apiRatePerSecond: 1 });
     const first = await call("GET", "/api/v1/me", { token: TOKENS.sync });
     expect(first.status).toBe(200);
-    expect([first.headers.get("ratelimit-limit"), first.headers.get("ratelimit-remaining"), first.headers.get("ratelimit-reset")]).toEqual(["2", "1", "1"]);
+    expect([
+      first.headers.get("ratelimit-limit"),
+      first.headers.get("ratelimit-remaining"),
+      first.headers.get("ratelimit-reset"),
+    ]).toEqual(["2", "1", "1"]);
     expect(first.headers.get("access-control-expose-headers")).toContain("RateLimit-Remaining");
     const second = await call("GET", "/api/v1/datasets", { token: TOKENS.sync });
     expect(second.status).toBe(200);
@@ -44,7 +48,10 @@ describe("API rate limit per credential (apiRatePerSecond)", () => {
     const first = await call("GET", "/api/v1/me", { token: TOKENS.sync });
     expect(first.status).toBe(200);
     // A bucket of 100 (twice the rate) that an empty one fills in 2 s; 99 left, full again in 1 s.
-    expect([first.headers.get("ratelimit-policy"), first.headers.get("ratelimit")]).toEqual(['"api";q=100;w=2', '"api";r=99;t=1']);
+    expect([first.headers.get("ratelimit-policy"), first.headers.get("ratelimit")]).toEqual([
+      '"api";q=100;w=2',
+      '"api";r=99;t=1',
+    ]);
     expect(first.headers.get("ratelimit-limit")).toBeNull();
     expect(first.headers.get("access-control-expose-headers")).toBe("X-Request-Id, RateLimit, RateLimit-Policy");
     const second = await call("GET", "/api/v1/me", { token: TOKENS.sync });
@@ -54,8 +61,15 @@ describe("API rate limit per credential (apiRatePerSecond)", () => {
   it("sends both generations with rateLimitHeaders: both, on answers and on the 429", async () => {
     const { call } = await setup({ apiRatePerSecond: 0.5, rateLimitHeaders: "both" });
     const first = await call("GET", "/api/v1/me", { token: TOKENS.sync });
-    expect([first.headers.get("ratelimit-limit"), first.headers.get("ratelimit-remaining"), first.headers.get("ratelimit-reset")]).toEqual(["1", "0", "2"]);
-    expect([first.headers.get("ratelimit-policy"), first.headers.get("ratelimit")]).toEqual(['"api";q=1;w=2', '"api";r=0;t=2']);
+    expect([
+      first.headers.get("ratelimit-limit"),
+      first.headers.get("ratelimit-remaining"),
+      first.headers.get("ratelimit-reset"),
+    ]).toEqual(["1", "0", "2"]);
+    expect([first.headers.get("ratelimit-policy"), first.headers.get("ratelimit")]).toEqual([
+      '"api";q=1;w=2',
+      '"api";r=0;t=2',
+    ]);
     const refused = await call("GET", "/api/v1/me", { token: TOKENS.sync });
     expect(refused.status).toBe(429);
     expect([refused.headers.get("retry-after"), refused.headers.get("ratelimit")]).toEqual(["2", '"api";r=0;t=2']);
@@ -79,7 +93,8 @@ describe("API rate limit per credential (apiRatePerSecond)", () => {
 
   it("is checked right after authentication: a bad token is 401 and spends nothing; a refused plan still spends a token", async () => {
     const { call } = await setup({ apiRatePerSecond: 0.5 });
-    for (let i = 0; i < 3; i++) expect((await call("GET", "/api/v1/me", { token: "dp_test_unknown_0000000000000" })).status).toBe(401);
+    for (let i = 0; i < 3; i++)
+      expect((await call("GET", "/api/v1/me", { token: "dp_test_unknown_0000000000000" })).status).toBe(401);
     expect((await call("GET", "/api/v1/me", { token: TOKENS.freeTeam })).status).toBe(403);
     expect((await call("GET", "/api/v1/me", { token: TOKENS.freeTeam })).status).toBe(429);
     expect((await call("GET", "/api/v1/me", { token: TOKENS.sync })).status).toBe(200);
@@ -104,7 +119,10 @@ describe("API rate limit per credential (apiRatePerSecond)", () => {
 
   it.skipIf(!!redisSkip)("is shared across instances through Redis", async () => {
     const prefix = `dp_test:${process.pid}:${Date.now()}:apirate:`;
-    const limiters = [createRedisRateLimiter({ url: REDIS_URL, prefix }), createRedisRateLimiter({ url: REDIS_URL, prefix })];
+    const limiters = [
+      createRedisRateLimiter({ url: REDIS_URL, prefix }),
+      createRedisRateLimiter({ url: REDIS_URL, prefix }),
+    ];
     try {
       const a = await setup({ apiRatePerSecond: 1, rateLimiter: limiters[0] });
       const b = await setup({ apiRatePerSecond: 1, rateLimiter: limiters[1] });
@@ -128,7 +146,10 @@ describe("timeouts", () => {
     const res = await call("GET", "/api/v1/datasets/ds_orders", { token: TOKENS.sync });
     expect(performance.now() - started).toBeLessThan(2000);
     expect(res.status).toBe(503);
-    expect(res.json.error).toMatchObject({ code: "storage_unavailable", message: "the store did not answer within 80 ms; retry later" });
+    expect(res.json.error).toMatchObject({
+      code: "storage_unavailable",
+      message: "the store did not answer within 80 ms; retry later",
+    });
     expect(res.headers.get("retry-after")).toBe("1");
     // Calls that answer in time are unaffected.
     expect((await call("GET", "/api/v1/me", { token: TOKENS.sync })).status).toBe(200);
@@ -157,7 +178,10 @@ describe("timeouts", () => {
     const res = await call("GET", "/api/v1/connections/conn_retail/query", { token: TOKENS.sync });
     expect(performance.now() - started).toBeLessThan(2000);
     expect(res.status).toBe(504);
-    expect(res.json.error).toMatchObject({ code: "upstream_timeout", message: "the upstream of this connection did not answer within 80 ms" });
+    expect(res.json.error).toMatchObject({
+      code: "upstream_timeout",
+      message: "the upstream of this connection did not answer within 80 ms",
+    });
     expect(signal?.aborted).toBe(true);
   });
 });

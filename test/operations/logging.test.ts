@@ -24,9 +24,13 @@ describe("request log lines", () => {
   it("carry the request id, method, route template, status, duration and credential, and nothing from the URL or headers", async () => {
     const { logger, lines } = recordingLogger();
     const { call } = await setup({ logger });
-    const res = await call("GET", `/api/v1/datasets/ds_orders/rows?maxRows=1&filters=%7B%22region%22%3A%22EMEA%22%7D&access_token=${TOKENS.readOnly}`, {
-      token: TOKENS.sync,
-    });
+    const res = await call(
+      "GET",
+      `/api/v1/datasets/ds_orders/rows?maxRows=1&filters=%7B%22region%22%3A%22EMEA%22%7D&access_token=${TOKENS.readOnly}`,
+      {
+        token: TOKENS.sync,
+      },
+    );
     expect(res.status).toBe(200);
     expect(lines).toHaveLength(1);
     const line = lines[0]!;
@@ -45,7 +49,8 @@ describe("request log lines", () => {
     expect(line.durationMs).toBeGreaterThan(0);
     expect(line.durationMs).toBeLessThan(5000);
     const text = JSON.stringify(line);
-    for (const secret of [TOKENS.sync, TOKENS.readOnly, "access_token", "maxRows", "EMEA", "ds_orders", "?"]) expect(text).not.toContain(secret);
+    for (const secret of [TOKENS.sync, TOKENS.readOnly, "access_token", "maxRows", "EMEA", "ds_orders", "?"])
+      expect(text).not.toContain(secret);
   });
 
   it("names a session's user, an anonymous caller, a refused token's error code, and no route for an unknown path", async () => {
@@ -54,9 +59,32 @@ describe("request log lines", () => {
     await call("GET", "/api/v1/datasets?teamId=team_ops", { token: TOKENS.sessionAda });
     await call("GET", "/api/v1/me", { token: "dp_test_not_a_real_token_000000" });
     await call("GET", "/api/v1/no/such/thing?token=abc");
-    expect(lines.map(({ route, status, errorCode, credentialKind, keyId, userId }) => ({ route, status, errorCode, credentialKind, keyId, userId }))).toEqual([
-      { route: "/api/v1/datasets", status: 200, errorCode: null, credentialKind: "session-token", keyId: null, userId: "usr_ada" },
-      { route: "/api/v1/me", status: 401, errorCode: "unauthorized", credentialKind: "anonymous", keyId: null, userId: null },
+    expect(
+      lines.map(({ route, status, errorCode, credentialKind, keyId, userId }) => ({
+        route,
+        status,
+        errorCode,
+        credentialKind,
+        keyId,
+        userId,
+      })),
+    ).toEqual([
+      {
+        route: "/api/v1/datasets",
+        status: 200,
+        errorCode: null,
+        credentialKind: "session-token",
+        keyId: null,
+        userId: "usr_ada",
+      },
+      {
+        route: "/api/v1/me",
+        status: 401,
+        errorCode: "unauthorized",
+        credentialKind: "anonymous",
+        keyId: null,
+        userId: null,
+      },
       { route: null, status: 404, errorCode: "not_found", credentialKind: "anonymous", keyId: null, userId: null },
     ]);
     expect(JSON.stringify(lines)).not.toContain("dp_test_not_a_real_token");
@@ -70,9 +98,15 @@ describe("request log lines", () => {
     const res = await call("POST", "/api/webhooks/hook-gh", { body, headers: { "x-hub-signature-256": signature } });
     expect(res.status).toBe(200);
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ method: "POST", route: "/api/webhooks/:id", status: 200, credentialKind: "anonymous" });
+    expect(lines[0]).toMatchObject({
+      method: "POST",
+      route: "/api/webhooks/:id",
+      status: 200,
+      credentialKind: "anonymous",
+    });
     const text = JSON.stringify(lines);
-    for (const secret of [signature, signature.slice(7), "4111", "hook-gh", WEBHOOK_SECRETS.github]) expect(text).not.toContain(secret);
+    for (const secret of [signature, signature.slice(7), "4111", "hook-gh", WEBHOOK_SECRETS.github])
+      expect(text).not.toContain(secret);
   });
 
   it("logs a 500's cause with its stack and request id, while the client sees only the id", async () => {
@@ -90,7 +124,11 @@ describe("request log lines", () => {
     const { call } = await setup({ logger, storage: broken });
     const res = await call("GET", "/api/v1/datasets/ds_orders", { token: TOKENS.sync });
     expect(res.status).toBe(500);
-    expect(res.json.error).toEqual({ code: "internal", message: "internal error", requestId: res.headers.get("x-request-id") });
+    expect(res.json.error).toEqual({
+      code: "internal",
+      message: "internal error",
+      requestId: res.headers.get("x-request-id"),
+    });
     expect(res.text).not.toContain("disk on fire");
     const unexpected = errors.filter((e) => e.message === "unexpected error");
     expect(unexpected).toHaveLength(1);
@@ -102,7 +140,10 @@ describe("request log lines", () => {
   it("keeps the older function form of logger: errors only, with the request id in the message", async () => {
     const seen: string[] = [];
     const store = createMemoryStorage();
-    const broken: Storage = { ...store, catalog: { ...store.catalog, getDataset: () => Promise.reject(new Error("boom")) } };
+    const broken: Storage = {
+      ...store,
+      catalog: { ...store.catalog, getDataset: () => Promise.reject(new Error("boom")) },
+    };
     const { call } = await setup({ logger: (message) => seen.push(message), storage: broken });
     const res = await call("GET", "/api/v1/datasets/ds_orders", { token: TOKENS.sync });
     expect(seen).toContain(`unexpected error (request ${res.json.error.requestId})`);
@@ -135,7 +176,10 @@ describe("createJsonLogger", () => {
     const written: string[] = [];
     const logger = createJsonLogger({ write: (line) => written.push(line), now: () => Date.parse(NOW) });
     const store = createMemoryStorage();
-    const broken: Storage = { ...store, catalog: { ...store.catalog, getDataset: () => Promise.reject(new TypeError("bad row")) } };
+    const broken: Storage = {
+      ...store,
+      catalog: { ...store.catalog, getDataset: () => Promise.reject(new TypeError("bad row")) },
+    };
     const { call } = await setup({ logger, storage: broken });
     await call("GET", "/api/v1/me", { token: TOKENS.sync });
     const failed = await call("GET", "/api/v1/datasets/ds_orders", { token: TOKENS.sync });
@@ -159,7 +203,12 @@ describe("createJsonLogger", () => {
     expect(error).toMatchObject({ msg: "unexpected error", time: NOW, requestId: failed.json.error.requestId });
     expect(error.error).toMatchObject({ name: "TypeError", message: "bad row" });
     expect(error.error.stack).toContain("TypeError: bad row");
-    expect(parsed.at(-1)).toMatchObject({ level: "info", status: 500, errorCode: "internal", requestId: failed.json.error.requestId });
+    expect(parsed.at(-1)).toMatchObject({
+      level: "info",
+      status: 500,
+      errorCode: "internal",
+      requestId: failed.json.error.requestId,
+    });
   });
 
   it("writes errors only with requests: false", () => {
@@ -167,6 +216,10 @@ describe("createJsonLogger", () => {
     const logger = createJsonLogger({ write: (line) => written.push(line), requests: false });
     expect(logger.request).toBeUndefined();
     logger.error("could not record an API call", "plain reason");
-    expect(JSON.parse(written[0]!)).toMatchObject({ level: "error", msg: "could not record an API call", error: '"plain reason"' });
+    expect(JSON.parse(written[0]!)).toMatchObject({
+      level: "error",
+      msg: "could not record an API call",
+      error: '"plain reason"',
+    });
   });
 });

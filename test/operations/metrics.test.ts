@@ -49,13 +49,22 @@ function parseExposition(text: string): Exposition {
     }
     if (consumed !== body.length) throw new Error(`bad labels in: ${line}`);
     const text = sample[3]!.toLowerCase();
-    const number = text.endsWith("nan") ? Number.NaN : text.endsWith("inf") ? (text.startsWith("-") ? -Infinity : Infinity) : Number(text);
+    const number = text.endsWith("nan")
+      ? Number.NaN
+      : text.endsWith("inf")
+        ? text.startsWith("-")
+          ? -Infinity
+          : Infinity
+        : Number(text);
     samples.push({ name: sample[1]!, labels, value: number });
   }
   return { samples, types, help };
 }
 
-/** The value of the one sample with this name and exactly these labels (0 when absent, as Prometheus treats a missing counter). */
+/**
+ * The value of the one sample with this name and exactly these labels (0 when absent, as Prometheus treats a missing
+ * counter).
+ */
 function value(exposition: Exposition, name: string, labels: Record<string, string> = {}): number {
   const found = exposition.samples.filter((s) => s.name === name && sameLabels(s.labels, labels));
   if (found.length > 1) throw new Error(`${name} ${JSON.stringify(labels)} matches ${found.length} samples`);
@@ -83,7 +92,8 @@ function scriptedConnector(): Connector & { calls: number } {
     isSpatial: () => false,
     async query() {
       connector.calls++;
-      if (connector.calls === 1) return { kind: "rows" as const, rows: [{ store_id: "S1", city: "Lyon" }], hasMore: false };
+      if (connector.calls === 1)
+        return { kind: "rows" as const, rows: [{ store_id: "S1", city: "Lyon" }], hasMore: false };
       throw new UpstreamThrottledError("slow down", 3);
     },
   };
@@ -100,14 +110,23 @@ describe("GET /api/metrics", () => {
 
   it("requires the metrics token when one is set: 401 without it or with a wrong one", async () => {
     const { call } = await setup({ metrics: createPrometheusMetrics(), metricsToken: METRICS_TOKEN });
-    for (const authorization of [undefined, "Bearer wrong", `Bearer ${METRICS_TOKEN}x`, `Bearer ${METRICS_TOKEN.slice(0, -1)}`, `Basic ${METRICS_TOKEN}`, "Bearer"]) {
+    for (const authorization of [
+      undefined,
+      "Bearer wrong",
+      `Bearer ${METRICS_TOKEN}x`,
+      `Bearer ${METRICS_TOKEN.slice(0, -1)}`,
+      `Basic ${METRICS_TOKEN}`,
+      "Bearer",
+    ]) {
       const res = await call("GET", "/api/metrics", { headers: authorization ? { authorization } : {} });
       expect(res.status, String(authorization)).toBe(401);
       expect(res.json.error.code).toBe("unauthorized");
       expect(res.headers.get("www-authenticate")).toBe("Bearer");
       expect(res.text).not.toContain(METRICS_TOKEN);
     }
-    expect((await call("GET", "/api/metrics", { headers: { authorization: `bearer ${METRICS_TOKEN}` } })).status).toBe(200);
+    expect((await call("GET", "/api/metrics", { headers: { authorization: `bearer ${METRICS_TOKEN}` } })).status).toBe(
+      200,
+    );
   });
 
   it("serves without a token when none is set", async () => {
@@ -120,7 +139,12 @@ describe("GET /api/metrics", () => {
   it("counts requests, webhooks, upstream calls, cache results, audit lag and storage operations, in a parseable exposition", async () => {
     const connector = scriptedConnector();
     const metrics = createPrometheusMetrics();
-    const { api, call, clock } = await setup({ fixture: webhookFixture(), metrics, metricsToken: METRICS_TOKEN, connectors: { memory: connector } });
+    const { api, call, clock } = await setup({
+      fixture: webhookFixture(),
+      metrics,
+      metricsToken: METRICS_TOKEN,
+      connectors: { memory: connector },
+    });
 
     // Requests by route template and status.
     await call("GET", "/api/v1/me", { token: TOKENS.sync });
@@ -132,18 +156,32 @@ describe("GET /api/metrics", () => {
 
     // Webhooks: stored, duplicate, rejected by reason.
     const delivery = { "idempotency-key": "delivery-1" };
-    expect((await call("POST", "/api/webhooks/hook-open", { body: { a: 1 }, headers: delivery })).json.duplicate).toBe(false);
-    expect((await call("POST", "/api/webhooks/hook-open", { body: { a: 1 }, headers: delivery })).json.duplicate).toBe(true);
+    expect((await call("POST", "/api/webhooks/hook-open", { body: { a: 1 }, headers: delivery })).json.duplicate).toBe(
+      false,
+    );
+    expect((await call("POST", "/api/webhooks/hook-open", { body: { a: 1 }, headers: delivery })).json.duplicate).toBe(
+      true,
+    );
     await call("POST", "/api/webhooks/hook-open", { body: { b: 2 } });
-    expect((await call("POST", "/api/webhooks/hook-open", { body: "{not json", headers: { "content-type": "application/json" } })).status).toBe(400);
+    expect(
+      (
+        await call("POST", "/api/webhooks/hook-open", {
+          body: "{not json",
+          headers: { "content-type": "application/json" },
+        })
+      ).status,
+    ).toBe(400);
     expect((await call("POST", "/api/webhooks/hook-gh", { body: { a: 1 } })).status).toBe(401);
     expect((await call("POST", "/api/webhooks/no-such-hook", { body: { a: 1 } })).status).toBe(404);
 
-    // Connection queries: miss (upstream ok), hit, then no-cache: the upstream throttles, the last good result is served stale.
+    // Connection queries: miss (upstream ok), hit, then no-cache: the upstream throttles, the last good result is
+    // served stale.
     const query = "/api/v1/connections/conn_retail/query?limit=5";
     expect((await call("GET", query, { token: TOKENS.sync })).json.cached).toBe(false);
     expect((await call("GET", query, { token: TOKENS.sync })).json.cached).toBe(true);
-    expect((await call("GET", query, { token: TOKENS.sync, headers: { "cache-control": "no-cache" } })).json.stale).toBe(true);
+    expect(
+      (await call("GET", query, { token: TOKENS.sync, headers: { "cache-control": "no-cache" } })).json.stale,
+    ).toBe(true);
     expect(connector.calls).toBe(2);
 
     // Audit feed lag: an event stored now, read 65 s later.
@@ -165,15 +203,24 @@ describe("GET /api/metrics", () => {
     const me = { method: "GET", route: "/api/v1/me" };
     expect(value(m, "dataport_http_requests_total", { ...me, status: "200" })).toBe(2);
     expect(value(m, "dataport_http_requests_total", { ...me, status: "401" })).toBe(1);
-    expect(value(m, "dataport_http_requests_total", { method: "GET", route: "/api/v1/datasets/:id/rows", status: "200" })).toBe(2);
+    expect(
+      value(m, "dataport_http_requests_total", { method: "GET", route: "/api/v1/datasets/:id/rows", status: "200" }),
+    ).toBe(2);
     expect(value(m, "dataport_http_requests_total", { method: "GET", route: "none", status: "404" })).toBe(1);
-    expect(value(m, "dataport_http_requests_total", { method: "POST", route: "/api/webhooks/:id", status: "200" })).toBe(3);
+    expect(
+      value(m, "dataport_http_requests_total", { method: "POST", route: "/api/webhooks/:id", status: "200" }),
+    ).toBe(3);
     // No series carries a raw URL or id.
     expect(m.samples.every((s) => !/ds_orders|hook-open|nowhere|\?/.test(s.labels.route ?? ""))).toBe(true);
 
     // The histogram: cumulative buckets ending in +Inf = count, and a positive sum.
     const okMe = { ...me, status: "200" };
-    const buckets = m.samples.filter((s) => s.name === "dataport_http_request_duration_seconds_bucket" && s.labels.route === me.route && s.labels.status === "200");
+    const buckets = m.samples.filter(
+      (s) =>
+        s.name === "dataport_http_request_duration_seconds_bucket" &&
+        s.labels.route === me.route &&
+        s.labels.status === "200",
+    );
     expect(buckets.length).toBeGreaterThan(5);
     for (let i = 1; i < buckets.length; i++) expect(buckets[i]!.value).toBeGreaterThanOrEqual(buckets[i - 1]!.value);
     expect(buckets.at(-1)!.labels.le).toBe("+Inf");
@@ -198,8 +245,12 @@ describe("GET /api/metrics", () => {
 
     expect(value(m, "dataport_audit_feed_lag_seconds")).toBe(65);
 
-    expect(value(m, "dataport_storage_operation_duration_seconds_count", { operation: "ingestWebhookRow", outcome: "ok" })).toBe(3);
-    expect(value(m, "dataport_storage_operation_duration_seconds_count", { operation: "findApiKeyWithTeam", outcome: "ok" })).toBeGreaterThanOrEqual(8);
+    expect(
+      value(m, "dataport_storage_operation_duration_seconds_count", { operation: "ingestWebhookRow", outcome: "ok" }),
+    ).toBe(3);
+    expect(
+      value(m, "dataport_storage_operation_duration_seconds_count", { operation: "findApiKeyWithTeam", outcome: "ok" }),
+    ).toBeGreaterThanOrEqual(8);
     // Process metrics are opt-in.
     expect(m.samples.some((s) => s.name.startsWith("dataport_process_"))).toBe(false);
   });
@@ -207,7 +258,10 @@ describe("GET /api/metrics", () => {
   it("counts upstream and storage timeouts by outcome", async () => {
     const store = createMemoryStorage();
     let hang = false;
-    const slow: Storage = { ...store, catalog: { ...store.catalog, getDataset: (id) => (hang ? new Promise(() => {}) : store.catalog.getDataset(id)) } };
+    const slow: Storage = {
+      ...store,
+      catalog: { ...store.catalog, getDataset: (id) => (hang ? new Promise(() => {}) : store.catalog.getDataset(id)) },
+    };
     const never: Connector = { isSpatial: () => false, query: () => new Promise(() => {}) };
     const { call } = await setup({
       storage: slow,
@@ -223,9 +277,19 @@ describe("GET /api/metrics", () => {
     const m = await scrape(call);
     expect(value(m, "dataport_upstream_calls_total", { connection_type: "memory", outcome: "timeout" })).toBe(1);
     expect(value(m, "dataport_connection_cache_total", { connection_type: "memory", result: "miss" })).toBe(1);
-    expect(value(m, "dataport_storage_operation_duration_seconds_count", { operation: "getDataset", outcome: "timeout" })).toBe(1);
-    expect(value(m, "dataport_http_requests_total", { method: "GET", route: "/api/v1/datasets/:id", status: "503" })).toBe(1);
-    expect(value(m, "dataport_http_requests_total", { method: "GET", route: "/api/v1/connections/:id/query", status: "504" })).toBe(1);
+    expect(
+      value(m, "dataport_storage_operation_duration_seconds_count", { operation: "getDataset", outcome: "timeout" }),
+    ).toBe(1);
+    expect(
+      value(m, "dataport_http_requests_total", { method: "GET", route: "/api/v1/datasets/:id", status: "503" }),
+    ).toBe(1);
+    expect(
+      value(m, "dataport_http_requests_total", {
+        method: "GET",
+        route: "/api/v1/connections/:id/query",
+        status: "504",
+      }),
+    ).toBe(1);
   });
 
   it("keeps each API's series in its own registry and can add process metrics", async () => {
@@ -236,15 +300,21 @@ describe("GET /api/metrics", () => {
     await one.call("GET", "/api/health/live");
     const exposedA = parseExposition((await a.expose()).body);
     const exposedB = parseExposition((await b.expose()).body);
-    expect(value(exposedA, "dataport_http_requests_total", { method: "GET", route: "/api/health/live", status: "200" })).toBe(1);
-    expect(value(exposedB, "dataport_http_requests_total", { method: "GET", route: "/api/health/live", status: "200" })).toBe(0);
+    expect(
+      value(exposedA, "dataport_http_requests_total", { method: "GET", route: "/api/health/live", status: "200" }),
+    ).toBe(1);
+    expect(
+      value(exposedB, "dataport_http_requests_total", { method: "GET", route: "/api/health/live", status: "200" }),
+    ).toBe(0);
     expect(exposedA.samples.some((s) => s.name === "dataport_process_cpu_seconds_total")).toBe(true);
   });
 });
 
 describe("the exposition parser used above", () => {
   it("reads escapes and refuses malformed lines", () => {
-    const parsed = parseExposition('# TYPE x counter\nx{a="q\\"uote",b="back\\\\slash"} 3\ny 1.5e+3\nz Nan\nw{le="+Inf"} +Inf\n');
+    const parsed = parseExposition(
+      '# TYPE x counter\nx{a="q\\"uote",b="back\\\\slash"} 3\ny 1.5e+3\nz Nan\nw{le="+Inf"} +Inf\n',
+    );
     expect(parsed.samples).toEqual([
       { name: "x", labels: { a: 'q"uote', b: "back\\slash" }, value: 3 },
       { name: "y", labels: {}, value: 1500 },

@@ -5,7 +5,9 @@ import { type GroupDialect, type GroupOutcome, groupCommit } from "../../src/sql
 /** Every settlement of `promises`, as "ok:value" or "error:message", in input order. */
 async function outcomes(promises: Promise<unknown>[]): Promise<string[]> {
   const settled = await Promise.allSettled(promises);
-  return settled.map((s) => (s.status === "fulfilled" ? `ok:${String(s.value)}` : `error:${(s.reason as Error).message}`));
+  return settled.map((s) =>
+    s.status === "fulfilled" ? `ok:${String(s.value)}` : `error:${(s.reason as Error).message}`,
+  );
 }
 
 /** A store that commits synchronously (SQLite's shape): the groups it committed, and the committed values. */
@@ -14,7 +16,8 @@ function syncStore(options: { limit?: number; refuse?: (n: number) => boolean; f
   const committed: number[] = [];
   const dialect: GroupDialect<number, string> = {
     limit: options.limit ?? 100,
-    reported: (error) => ((error as Error).message === "disk I/O error" ? storageUnavailable(undefined, { cause: error }) : error),
+    reported: (error) =>
+      (error as Error).message === "disk I/O error" ? storageUnavailable(undefined, { cause: error }) : error,
     commit(inputs) {
       groups.push([...inputs]);
       if (options.fault) throw new Error("disk I/O error");
@@ -40,7 +43,10 @@ describe("group commit (sql/group-commit.ts)", () => {
     expect(store.groups).toEqual([[1, 2, 3]]);
     // The next turn is the next group.
     expect(await Promise.all([store.commit.add(4), store.commit.add(5)])).toEqual(["#4", "#5"]);
-    expect(store.groups).toEqual([[1, 2, 3], [4, 5]]);
+    expect(store.groups).toEqual([
+      [1, 2, 3],
+      [4, 5],
+    ]);
   });
 
   it("bounds a group: past `limit` inputs the group is committed and the next one starts", async () => {
@@ -66,7 +72,10 @@ describe("group commit (sql/group-commit.ts)", () => {
     const settled = await Promise.allSettled([1, 2, 3].map((n) => store.commit.add(n)));
     expect(store.groups).toEqual([[1, 2, 3]]);
     for (const s of settled) {
-      expect(s).toMatchObject({ status: "rejected", reason: { status: 503, code: "storage_unavailable", headers: { "retry-after": "1" } } });
+      expect(s).toMatchObject({
+        status: "rejected",
+        reason: { status: 503, code: "storage_unavailable", headers: { "retry-after": "1" } },
+      });
     }
   });
 
@@ -114,7 +123,10 @@ describe("group commit (sql/group-commit.ts)", () => {
     release();
     expect(await Promise.all(first)).toEqual([1, 2]);
     await new Promise((resolve) => setImmediate(resolve));
-    expect(groups).toEqual([[1, 2], [3, 4, 5]]);
+    expect(groups).toEqual([
+      [1, 2],
+      [3, 4, 5],
+    ]);
     release();
     await new Promise((resolve) => setImmediate(resolve));
     await new Promise((resolve) => setImmediate(resolve));
@@ -147,7 +159,10 @@ describe("group commit (sql/group-commit.ts)", () => {
     expect(transactions).toEqual([[1, 3]]); // all settled by the shortcut: no transaction
     shortcutFails = true;
     expect(await Promise.all([6, 7].map((n) => commit.add(n)))).toEqual(["tx #6", "tx #7"]);
-    expect(transactions).toEqual([[1, 3], [6, 7]]);
+    expect(transactions).toEqual([
+      [1, 3],
+      [6, 7],
+    ]);
   });
 
   it("commits each alone after an asynchronous group fails for one input's reason", async () => {

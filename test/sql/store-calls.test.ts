@@ -9,7 +9,9 @@ const never = () => new Promise<never>(() => {});
 /** Metrics that keep only the storage calls. */
 function storageCalls(): { metrics: Metrics; calls: Array<[string, StorageOutcome]> } {
   const calls: Array<[string, StorageOutcome]> = [];
-  const metrics = { storageOperation: (name: string, outcome: StorageOutcome) => calls.push([name, outcome]) } as unknown as Metrics;
+  const metrics = {
+    storageOperation: (name: string, outcome: StorageOutcome) => calls.push([name, outcome]),
+  } as unknown as Metrics;
   return { metrics, calls };
 }
 
@@ -38,9 +40,23 @@ describe("the store-call wrapper (sql/store-calls.ts)", () => {
     });
     const bulk = [
       wrapped.rows.replaceDatasetRows("ds_x", { rows: [], columns: [], refreshedAt: "2026-01-01T00:00:00.000Z" }),
-      wrapped.rows.writeDatasetRows({ datasetId: "ds_x", mode: "append", rows: (async function* () {})(), columns: () => [], updatedAt: "" }),
-    ].map((p) => p.then(() => "settled", () => "settled"));
-    const waited = await Promise.race([Promise.all(bulk), new Promise((resolve) => setTimeout(() => resolve("still running"), 300))]);
+      wrapped.rows.writeDatasetRows({
+        datasetId: "ds_x",
+        mode: "append",
+        rows: (async function* () {})(),
+        columns: () => [],
+        updatedAt: "",
+      }),
+    ].map((p) =>
+      p.then(
+        () => "settled",
+        () => "settled",
+      ),
+    );
+    const waited = await Promise.race([
+      Promise.all(bulk),
+      new Promise((resolve) => setTimeout(() => resolve("still running"), 300)),
+    ]);
     expect(waited).toBe("still running");
   });
 
@@ -49,9 +65,14 @@ describe("the store-call wrapper (sql/store-calls.ts)", () => {
     const lost = Object.assign(new Error("Connection terminated unexpectedly"), { code: "ECONNRESET" });
     store.identity.getTeam = () => Promise.reject(lost);
     store.identity.getUser = () => Promise.reject(new TypeError("a bug"));
-    const reported = (error: unknown) => ((error as { code?: string }).code === "ECONNRESET" ? storageUnavailable(undefined, { cause: error }) : error);
+    const reported = (error: unknown) =>
+      (error as { code?: string }).code === "ECONNRESET" ? storageUnavailable(undefined, { cause: error }) : error;
     const wrapped = wrapStoreCalls(store, { timeoutMs: 0, reported });
-    await expect(wrapped.identity.getTeam("team_x")).rejects.toMatchObject({ status: 503, code: "storage_unavailable", cause: lost });
+    await expect(wrapped.identity.getTeam("team_x")).rejects.toMatchObject({
+      status: 503,
+      code: "storage_unavailable",
+      cause: lost,
+    });
     await expect(wrapped.identity.getUser("usr_x")).rejects.toThrow(TypeError);
     // The lifecycle is not wrapped.
     await expect(wrapped.ping()).resolves.toBeUndefined();
@@ -85,6 +106,10 @@ describe("the store-call wrapper (sql/store-calls.ts)", () => {
     await wrapped.identity.getTeam("team_x");
     await wrapped.identity.getUser("usr_x").catch(() => {});
     await wrapped.identity.getBusiness("biz_x").catch(() => {});
-    expect(calls).toEqual([["getTeam", "ok"], ["getUser", "error"], ["getBusiness", "timeout"]]);
+    expect(calls).toEqual([
+      ["getTeam", "ok"],
+      ["getUser", "error"],
+      ["getBusiness", "timeout"],
+    ]);
   });
 });

@@ -53,11 +53,25 @@ const COLUMNS: Column[] = [
   { name: "i", type: "number" },
 ];
 
-function rowsWrite(datasetId: string, mode: "replace" | "append", rows: AsyncIterable<Row> | Iterable<Row>): DatasetRowsWrite {
-  return { datasetId, mode, rows: rows as AsyncIterable<Row>, columns: () => COLUMNS, updatedAt: "2026-11-02T00:00:00.000Z" };
+function rowsWrite(
+  datasetId: string,
+  mode: "replace" | "append",
+  rows: AsyncIterable<Row> | Iterable<Row>,
+): DatasetRowsWrite {
+  return {
+    datasetId,
+    mode,
+    rows: rows as AsyncIterable<Row>,
+    columns: () => COLUMNS,
+    updatedAt: "2026-11-02T00:00:00.000Z",
+  };
 }
 
-async function* generate(count: number, v: string, options: { pauseEvery?: number; throwAt?: number; onRow?: (i: number) => Promise<void> | void } = {}): AsyncGenerator<Row> {
+async function* generate(
+  count: number,
+  v: string,
+  options: { pauseEvery?: number; throwAt?: number; onRow?: (i: number) => Promise<void> | void } = {},
+): AsyncGenerator<Row> {
   for (let i = 0; i < count; i++) {
     if (options.throwAt === i) throw new Error(`upstream broke at row ${i}`);
     if (options.pauseEvery && i % options.pauseEvery === 0) await new Promise((r) => setImmediate(r));
@@ -73,7 +87,9 @@ async function collect(rows: AsyncIterable<Row>): Promise<Row[]> {
 }
 
 async function all(s: SqliteStorage, datasetId: string): Promise<Row[]> {
-  return collect((await s.rows.readDatasetRows(datasetId, { offset: 0, limit: null, columns: null, filters: null })).rows);
+  return collect(
+    (await s.rows.readDatasetRows(datasetId, { offset: 0, limit: null, columns: null, filters: null })).rows,
+  );
 }
 
 function seqOf(s: SqliteStorage, datasetId: string): number {
@@ -83,7 +99,11 @@ function seqOf(s: SqliteStorage, datasetId: string): number {
 /** Every row stored for the dataset at any position (window, staged or not yet swept). */
 function storedRows(s: SqliteStorage, datasetId: string): number {
   const seq = seqOf(s, datasetId);
-  return (s.db.prepare("SELECT count(*) AS n FROM dataset_rows WHERE row_key >= ? AND row_key < ?").get(rowKey(seq, 0), rowKey(seq + 1, 0)) as { n: number }).n;
+  return (
+    s.db
+      .prepare("SELECT count(*) AS n FROM dataset_rows WHERE row_key >= ? AND row_key < ?")
+      .get(rowKey(seq, 0), rowKey(seq + 1, 0)) as { n: number }
+  ).n;
 }
 
 /**
@@ -119,7 +139,12 @@ describe("sqlite: streamed bulk row writes", () => {
     let stagedWhileStreaming = -1;
     const page = async (reader: SqliteStorage, k: number) => {
       const offset = (k * 7919) % 2990;
-      const result = await reader.rows.readDatasetRows("ds_orders", { offset, limit: 10, columns: null, filters: null });
+      const result = await reader.rows.readDatasetRows("ds_orders", {
+        offset,
+        limit: 10,
+        columns: null,
+        filters: null,
+      });
       const rows = await collect(result.rows);
       const v = result.totalRows === OLD ? "old" : "new";
       expect([OLD, NEW]).toContain(result.totalRows);
@@ -129,7 +154,12 @@ describe("sqlite: streamed bulk row writes", () => {
       seen[v]++;
       if (k % 4 !== 0) return;
       // Exactly one row has i = 5, old or new, also while staged rows exist.
-      const filtered = await reader.rows.readDatasetRows("ds_orders", { offset: 0, limit: 10, columns: ["i"], filters: { i: 5 } });
+      const filtered = await reader.rows.readDatasetRows("ds_orders", {
+        offset: 0,
+        limit: 10,
+        columns: ["i"],
+        filters: { i: 5 },
+      });
       expect(filtered.totalRows).toBe(1);
       expect(await collect(filtered.rows)).toEqual([{ i: 5 }]);
     };
@@ -142,7 +172,9 @@ describe("sqlite: streamed bulk row writes", () => {
     });
 
     // A large read on the other connection that starts during the write holds its snapshot: all old.
-    const longRead = (await other.rows.readDatasetRows("ds_orders", { offset: 1000, limit: null, columns: ["v"], filters: null })).rows[Symbol.asyncIterator]();
+    const longRead = (
+      await other.rows.readDatasetRows("ds_orders", { offset: 1000, limit: null, columns: ["v"], filters: null })
+    ).rows[Symbol.asyncIterator]();
     let longFirst: IteratorResult<Row> | null = null;
     // One created during the write but first pulled after it: it reads the window of its snapshot, the new rows
     // (not the old positions, being swept).
@@ -152,7 +184,10 @@ describe("sqlite: streamed bulk row writes", () => {
       pauseEvery: 500,
       onRow: async (i) => {
         if (i === 50_000) longFirst = await longRead.next();
-        if (i === 60_000) lateRead = (await other.rows.readDatasetRows("ds_orders", { offset: 1000, limit: null, columns: ["v"], filters: null })).rows;
+        if (i === 60_000)
+          lateRead = (
+            await other.rows.readDatasetRows("ds_orders", { offset: 1000, limit: null, columns: ["v"], filters: null })
+          ).rows;
         // Rows are written as they come, not collected until the end.
         if (i === 150_000) stagedWhileStreaming = storedRows(other, "ds_orders") - OLD;
       },
@@ -161,7 +196,12 @@ describe("sqlite: streamed bulk row writes", () => {
     let unswept = 0;
     const whileSweeping = onPublished(other, "ds_orders", NEW, async () => {
       unswept = storedRows(other, "ds_orders") - NEW;
-      const filtered = await other.rows.readDatasetRows("ds_orders", { offset: 0, limit: 10, columns: null, filters: { i: OLD - 1 } });
+      const filtered = await other.rows.readDatasetRows("ds_orders", {
+        offset: 0,
+        limit: 10,
+        columns: null,
+        filters: { i: OLD - 1 },
+      });
       expect(filtered.totalRows).toBe(1);
       expect(await collect(filtered.rows)).toEqual([{ v: "new", i: OLD - 1 }]);
     });
@@ -184,8 +224,14 @@ describe("sqlite: streamed bulk row writes", () => {
     expect(late.every((r) => r.v === "new")).toBe(true);
     expect(rest.every((r) => r.v === "old")).toBe(true);
 
-    expect(await other.catalog.getDataset("ds_orders")).toMatchObject({ rowCount: NEW, columns: COLUMNS, updatedAt: "2026-11-02T00:00:00.000Z" });
-    const tail = await collect((await other.rows.readDatasetRows("ds_orders", { offset: NEW - 2, limit: 5, columns: null, filters: null })).rows);
+    expect(await other.catalog.getDataset("ds_orders")).toMatchObject({
+      rowCount: NEW,
+      columns: COLUMNS,
+      updatedAt: "2026-11-02T00:00:00.000Z",
+    });
+    const tail = await collect(
+      (await other.rows.readDatasetRows("ds_orders", { offset: NEW - 2, limit: 5, columns: null, filters: null })).rows,
+    );
     expect(tail).toEqual([
       { v: "new", i: NEW - 2 },
       { v: "new", i: NEW - 1 },
@@ -212,9 +258,13 @@ describe("sqlite: streamed bulk row writes", () => {
       expect(await s.catalog.getDataset("ds_orders")).toEqual(dataset);
       expect(storedRows(s, "ds_orders")).toBe(before.length);
       expect(staging(s)).toEqual([]);
-      expect(s.db.prepare("SELECT stage_from FROM datasets WHERE id = 'ds_orders'").get()).toEqual({ stage_from: null });
+      expect(s.db.prepare("SELECT stage_from FROM datasets WHERE id = 'ds_orders'").get()).toEqual({
+        stage_from: null,
+      });
       // The dataset takes the next write.
-      expect(await s.rows.writeDatasetRows(rowsWrite("ds_orders", "append", generate(3, "more")))).toEqual({ rowCount: before.length + 3 });
+      expect(await s.rows.writeDatasetRows(rowsWrite("ds_orders", "append", generate(3, "more")))).toEqual({
+        rowCount: before.length + 3,
+      });
     });
   }
 
@@ -262,7 +312,8 @@ describe("sqlite: streamed bulk row writes", () => {
     // Deliveries at rows 1500 and 2500 of the bulk write: each reaches the staged range and moves it.
     const rows = generate(6000, "bulk", {
       onRow: async (i) => {
-        if (i === 1500 || i === 2500 || i === 5999) expect(await s.webhooks.ingestWebhookRow(hook(i, `k${i}`))).toEqual({ id: `hook_${i}`, duplicate: false });
+        if (i === 1500 || i === 2500 || i === 5999)
+          expect(await s.webhooks.ingestWebhookRow(hook(i, `k${i}`))).toEqual({ id: `hook_${i}`, duplicate: false });
       },
     });
     expect(await s.rows.writeDatasetRows(rowsWrite("ds_conn_hook", "append", rows))).toEqual({ rowCount: 6006 });
@@ -285,7 +336,9 @@ describe("sqlite: streamed bulk row writes", () => {
       expect(storedRows(s, "ds_conn_hook")).toBeGreaterThan(3000);
       expect(await s.webhooks.ingestWebhookRow(hook(100, "m29999"))).toEqual({ id: "hook_100", duplicate: false });
     });
-    expect(await s.rows.writeDatasetRows(rowsWrite("ds_conn_hook", "replace", replacement))).toEqual({ rowCount: 3000 });
+    expect(await s.rows.writeDatasetRows(rowsWrite("ds_conn_hook", "replace", replacement))).toEqual({
+      rowCount: 3000,
+    });
     await whileSweeping;
     expect(await s.webhooks.ingestWebhookRow(hook(101, "during"))).toEqual({ id: "hook_101", duplicate: false });
     expect(await s.webhooks.ingestWebhookRow(hook(102, "k1500"))).toEqual({ id: "hook_102", duplicate: false });
@@ -313,9 +366,11 @@ describe("sqlite: streamed bulk row writes", () => {
     expect([...blocks].sort()).toEqual(["a", "b", "c"]);
     expect(blocks.indexOf("a")).toBeLessThan(blocks.indexOf("c"));
     const sizes: Record<string, number> = { a: 3000, b: 3000, c: 2000 };
-    for (const v of blocks) expect(added.filter((r) => r.v === v).map((r) => r.i)).toEqual(Array.from({ length: sizes[v]! }, (_, i) => i));
+    for (const v of blocks)
+      expect(added.filter((r) => r.v === v).map((r) => r.i)).toEqual(Array.from({ length: sizes[v]! }, (_, i) => i));
     // Each write returned the count right after it: the blocks before it plus its own.
-    const countAfter = (v: string) => base + blocks.slice(0, blocks.indexOf(v) + 1).reduce((sum, b) => sum + sizes[b]!, 0);
+    const countAfter = (v: string) =>
+      base + blocks.slice(0, blocks.indexOf(v) + 1).reduce((sum, b) => sum + sizes[b]!, 0);
     expect(results.map((r) => r.rowCount)).toEqual(["a", "b", "c"].map(countAfter));
     expect(staging(s)).toEqual([]);
   });
@@ -323,14 +378,29 @@ describe("sqlite: streamed bulk row writes", () => {
   it("takes over the claim of a process that died while staging, and deletes what it staged", async () => {
     const s = await seeded();
     const seq = seqOf(s, "ds_orders");
-    const { next_position: next } = s.db.prepare("SELECT next_position FROM datasets WHERE seq = ?").get(seq) as { next_position: number };
-    s.db.prepare("INSERT INTO dataset_stagings (dataset_seq, owner, from_position, end_position, heartbeat_ms) VALUES (?, 'dead', ?, ?, 0)").run(seq, next, next + 2);
+    const { next_position: next } = s.db.prepare("SELECT next_position FROM datasets WHERE seq = ?").get(seq) as {
+      next_position: number;
+    };
+    s.db
+      .prepare(
+        "INSERT INTO dataset_stagings (dataset_seq, owner, from_position, end_position, heartbeat_ms) VALUES (?, 'dead', ?, ?, 0)",
+      )
+      .run(seq, next, next + 2);
     s.db.prepare("UPDATE datasets SET stage_from = ? WHERE seq = ?").run(next, seq);
     const insert = s.db.prepare("INSERT INTO dataset_rows (row_key, dataset_seq, position, data) VALUES (?, ?, ?, ?)");
     for (const p of [next, next + 1]) insert.run(rowKey(seq, p), seq, p, '{"v":"orphan"}');
 
-    expect(await s.rows.writeDatasetRows(rowsWrite("ds_orders", "append", [{ v: "new", i: 0 }]))).toEqual({ rowCount: 6 });
-    expect((await all(s, "ds_orders")).map((r) => r.v ?? r.order_id)).toEqual(["A-1", "A-2", "A-3", "A-4", "A-5", "new"]);
+    expect(await s.rows.writeDatasetRows(rowsWrite("ds_orders", "append", [{ v: "new", i: 0 }]))).toEqual({
+      rowCount: 6,
+    });
+    expect((await all(s, "ds_orders")).map((r) => r.v ?? r.order_id)).toEqual([
+      "A-1",
+      "A-2",
+      "A-3",
+      "A-4",
+      "A-5",
+      "new",
+    ]);
     expect(storedRows(s, "ds_orders")).toBe(6);
     expect(staging(s)).toEqual([]);
   });
@@ -343,7 +413,9 @@ describe("sqlite: streamed bulk row writes", () => {
         if (i === 3000) expect(await s.catalog.deleteDataset("ds_orders")).toBe(true);
       },
     });
-    await expect(s.rows.writeDatasetRows(rowsWrite("ds_orders", "replace", rows))).rejects.toThrow(/deleted or its claim taken over/);
+    await expect(s.rows.writeDatasetRows(rowsWrite("ds_orders", "replace", rows))).rejects.toThrow(
+      /deleted or its claim taken over/,
+    );
     expect(await s.catalog.getDataset("ds_orders")).toBeNull();
     expect(s.db.prepare("SELECT count(*) AS n FROM dataset_rows WHERE dataset_seq = ?").get(seq)).toEqual({ n: 0 });
     expect(staging(s)).toEqual([]);
@@ -352,12 +424,24 @@ describe("sqlite: streamed bulk row writes", () => {
   it("replaceDatasetRows (a refresh) goes the same way and sets lastRefreshedAt", async () => {
     const s = await seeded();
     const rows = Array.from({ length: 2500 }, (_, i) => ({ store_id: `S${i}` }));
-    await s.rows.replaceDatasetRows("ds_stores", { rows, columns: [{ name: "store_id", type: "string" }], refreshedAt: "2026-11-03T00:00:00.000Z" });
-    expect(await s.catalog.getDataset("ds_stores")).toMatchObject({ rowCount: 2500, lastRefreshedAt: "2026-11-03T00:00:00.000Z", updatedAt: "2026-11-03T00:00:00.000Z" });
+    await s.rows.replaceDatasetRows("ds_stores", {
+      rows,
+      columns: [{ name: "store_id", type: "string" }],
+      refreshedAt: "2026-11-03T00:00:00.000Z",
+    });
+    expect(await s.catalog.getDataset("ds_stores")).toMatchObject({
+      rowCount: 2500,
+      lastRefreshedAt: "2026-11-03T00:00:00.000Z",
+      updatedAt: "2026-11-03T00:00:00.000Z",
+    });
     expect((await all(s, "ds_stores")).at(-1)).toEqual({ store_id: "S2499" });
     // A bulk write keeps lastRefreshedAt.
     await s.rows.writeDatasetRows(rowsWrite("ds_stores", "replace", [{ v: "x", i: 0 }]));
-    expect(await s.catalog.getDataset("ds_stores")).toMatchObject({ rowCount: 1, lastRefreshedAt: "2026-11-03T00:00:00.000Z", updatedAt: "2026-11-02T00:00:00.000Z" });
+    expect(await s.catalog.getDataset("ds_stores")).toMatchObject({
+      rowCount: 1,
+      lastRefreshedAt: "2026-11-03T00:00:00.000Z",
+      updatedAt: "2026-11-02T00:00:00.000Z",
+    });
     expect(storedRows(s, "ds_stores")).toBe(1);
   });
 });
@@ -366,18 +450,33 @@ describe("sqlite: migration 3", () => {
   it("gives existing sessions the fixture's id form and no expiry, and audit event ids to the first event of each id", () => {
     const path = file();
     const old = new Database(path);
-    migrate(old, MIGRATIONS.filter((m) => m.version <= 2));
+    migrate(
+      old,
+      MIGRATIONS.filter((m) => m.version <= 2),
+    );
     old.prepare("INSERT INTO sessions (token_hash, user_id) VALUES (?, ?)").run("ab".repeat(32), "usr_ada");
-    const event = (id: string, action: string) => JSON.stringify({ id, teamId: "team_ops", time: "2026-11-01T00:00:00Z", category: "audit", action });
-    const audit = old.prepare("INSERT INTO audit_events (team_id, category, time_ms, stored_at, event) VALUES ('team_ops', 'audit', 0, 0, ?)");
-    for (const [id, action] of [["e1", "first"], ["e2", "only"], ["e1", "copy"]]) audit.run(event(id!, action!));
+    const event = (id: string, action: string) =>
+      JSON.stringify({ id, teamId: "team_ops", time: "2026-11-01T00:00:00Z", category: "audit", action });
+    const audit = old.prepare(
+      "INSERT INTO audit_events (team_id, category, time_ms, stored_at, event) VALUES ('team_ops', 'audit', 0, 0, ?)",
+    );
+    for (const [id, action] of [
+      ["e1", "first"],
+      ["e2", "only"],
+      ["e1", "copy"],
+    ])
+      audit.run(event(id!, action!));
     old.close();
 
     const s = store(path);
     expect(s.db.prepare("SELECT id, token_hash, user_id, expires_at FROM sessions").all()).toEqual([
       { id: `sess_${"ab".repeat(12)}`, token_hash: "ab".repeat(32), user_id: "usr_ada", expires_at: null },
     ]);
-    expect(s.db.prepare("SELECT position, event_id, event ->> '$.action' AS action FROM audit_events ORDER BY position").all()).toEqual([
+    expect(
+      s.db
+        .prepare("SELECT position, event_id, event ->> '$.action' AS action FROM audit_events ORDER BY position")
+        .all(),
+    ).toEqual([
       { position: 1, event_id: "e1", action: "first" },
       { position: 2, event_id: "e2", action: "only" },
       { position: 3, event_id: null, action: "copy" },
@@ -386,11 +485,29 @@ describe("sqlite: migration 3", () => {
 
   it("refuses an audit event id already stored; appendAuditEvents stores the new ones at consecutive positions", async () => {
     const s = await seeded();
-    const e = (id: string) => ({ id, teamId: "team_ops", time: "2026-11-01T00:00:00.000Z", category: "audit" as const, action: "t", actor: null, target: null, outcome: "success", ip: null, userAgent: null });
+    const e = (id: string) => ({
+      id,
+      teamId: "team_ops",
+      time: "2026-11-01T00:00:00.000Z",
+      category: "audit" as const,
+      action: "t",
+      actor: null,
+      target: null,
+      outcome: "success",
+      ip: null,
+      userAgent: null,
+    });
     await s.audit.appendAuditEvent(e("x1"), 10);
     await expect(s.audit.appendAuditEvent(e("x1"), 11)).rejects.toThrow(/UNIQUE/);
     expect(await s.audit.appendAuditEvents([e("x1"), e("x2"), e("x2"), e("x3")], 12)).toBe(2);
-    const page = await s.audit.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: 100, limit: 100 });
+    const page = await s.audit.readAuditEvents({
+      teamIds: ["team_ops"],
+      categories: ["audit"],
+      after: null,
+      since: null,
+      storedBefore: 100,
+      limit: 100,
+    });
     const mine = page.events.filter((p) => p.event.id.startsWith("x"));
     expect(mine.map((p) => p.event.id)).toEqual(["x1", "x2", "x3"]);
     expect(Number(mine[2]!.position) - Number(mine[1]!.position)).toBe(1);

@@ -36,16 +36,26 @@ function hostConnection(driver: SqliteDriverName, path: string): { db: { close()
     return { db, selectOne: () => db.prepare("SELECT 1 AS one").get() };
   }
   if (driver === "node:sqlite") {
-    const { DatabaseSync } = process.getBuiltinModule("node:sqlite") as { DatabaseSync: new (path: string) => { prepare(s: string): { get(): unknown }; close(): void } };
+    const { DatabaseSync } = process.getBuiltinModule("node:sqlite") as {
+      DatabaseSync: new (path: string) => { prepare(s: string): { get(): unknown }; close(): void };
+    };
     const db = new DatabaseSync(path);
     return { db, selectOne: () => ({ ...(db.prepare("SELECT 1 AS one").get() as object) }) };
   }
-  const { Database } = require("bun:sqlite") as { Database: new (path: string) => { prepare(s: string): { get(): unknown }; close(): void } };
+  const { Database } = require("bun:sqlite") as {
+    Database: new (path: string) => { prepare(s: string): { get(): unknown }; close(): void };
+  };
   const db = new Database(path);
   return { db, selectOne: () => db.prepare("SELECT 1 AS one").get() };
 }
 
-const sorted: RowQuery = { offset: 0, limit: 3, columns: ["order_id"], filters: null, sort: [{ column: "amount", descending: true }] };
+const sorted: RowQuery = {
+  offset: 0,
+  limit: 3,
+  columns: ["order_id"],
+  filters: null,
+  sort: [{ column: "amount", descending: true }],
+};
 
 describe(`sqlite driver (${runtime}, ${expected})`, () => {
   it("runs a store on the runtime's default binding, or on the one DATAPORT_SQLITE_DRIVER names", async () => {
@@ -82,21 +92,30 @@ describe(`sqlite driver (${runtime}, ${expected})`, () => {
     expect(() => createSqliteStorage({ path: file(), driver: "sqlite3" as SqliteDriverName })).toThrow(
       'createSqliteStorage: driver must be "better-sqlite3", "node:sqlite" or "bun:sqlite" (got "sqlite3")',
     );
-    expect(() => createSqliteStorage({ database: {} })).toThrow(/database must be an open connection of better-sqlite3/);
+    expect(() => createSqliteStorage({ database: {} })).toThrow(
+      /database must be an open connection of better-sqlite3/,
+    );
     const host = hostConnection(expected, file());
     try {
-      expect(() => createSqliteStorage({ path: file(), database: host.db })).toThrow("give either database (a connection the host opened) or path and driver, not both");
+      expect(() => createSqliteStorage({ path: file(), database: host.db })).toThrow(
+        "give either database (a connection the host opened) or path and driver, not both",
+      );
     } finally {
       host.db.close();
     }
-    if (runtime !== "bun") expect(() => createSqliteStorage({ path: file(), driver: "bun:sqlite" })).toThrow('dataport/sqlite: driver "bun:sqlite" runs on Bun only');
+    if (runtime !== "bun")
+      expect(() => createSqliteStorage({ path: file(), driver: "bun:sqlite" })).toThrow(
+        'dataport/sqlite: driver "bun:sqlite" runs on Bun only',
+      );
   });
 
   it("names better-sqlite3 in src/ only where it is loaded (drivers.ts): every other module speaks the driver interface", () => {
     const src = new URL("../../src/", import.meta.url);
     const naming = (readdirSync(src, { recursive: true }) as string[])
       .filter((file) => file.endsWith(".ts"))
-      .filter((file) => /from\s+["']better-sqlite3["']|import\(["']better-sqlite3["']\)/.test(readFileSync(new URL(file, src), "utf8")));
+      .filter((file) =>
+        /from\s+["']better-sqlite3["']|import\(["']better-sqlite3["']\)/.test(readFileSync(new URL(file, src), "utf8")),
+      );
     expect(naming).toEqual([]);
   });
 });

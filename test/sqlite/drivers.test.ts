@@ -48,35 +48,59 @@ const bun = runtimeBinary("bun");
 /** This process's environment without vitest's own variables (a nested vitest must not take itself for a worker). */
 function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1", FORCE_COLOR: "0", ...extra };
-  for (const key of Object.keys(env)) if (key.startsWith("VITEST") || key === "TEST" || key === "NODE_OPTIONS") delete env[key];
+  for (const key of Object.keys(env))
+    if (key.startsWith("VITEST") || key === "TEST" || key === "NODE_OPTIONS") delete env[key];
   return env;
 }
 
 function run(bin: string, args: string[], env: Record<string, string>) {
-  return spawnSync(bin, args, { cwd: ROOT, encoding: "utf8", timeout: RUN_TIMEOUT_MS, env: childEnv(env), maxBuffer: 256 * 1024 * 1024 });
+  return spawnSync(bin, args, {
+    cwd: ROOT,
+    encoding: "utf8",
+    timeout: RUN_TIMEOUT_MS,
+    env: childEnv(env),
+    maxBuffer: 256 * 1024 * 1024,
+  });
 }
 
 /** A Node with node:sqlite and its SQL functions (22.13 and later), or why not. */
 function nodeWithSqlite(): string | null {
   if (!existsSync(node22)) return `${node22} is not installed (npm install)`;
-  const probe = spawnSync(node22, ["-e", "process.stdout.write(String(typeof process.getBuiltinModule?.('node:sqlite')?.DatabaseSync?.prototype?.function))"], { encoding: "utf8" });
-  return probe.stdout === "function" ? null : `${node22} has no node:sqlite with SQL functions (${probe.stderr.trim() || probe.stdout})`;
+  const probe = spawnSync(
+    node22,
+    [
+      "-e",
+      "process.stdout.write(String(typeof process.getBuiltinModule?.('node:sqlite')?.DatabaseSync?.prototype?.function))",
+    ],
+    { encoding: "utf8" },
+  );
+  return probe.stdout === "function"
+    ? null
+    : `${node22} has no node:sqlite with SQL functions (${probe.stderr.trim() || probe.stdout})`;
 }
 
 const nodeMissing = nodeWithSqlite();
 if (nodeMissing !== null) console.warn(`[drivers] SKIPPED the SQLite suites on node:sqlite: ${nodeMissing}`);
-if (!bun.runnable) console.warn(`[drivers] SKIPPED the SQLite suites on bun:sqlite: the bun binary cannot run here (${bun.reason})`);
+if (!bun.runnable)
+  console.warn(`[drivers] SKIPPED the SQLite suites on bun:sqlite: the bun binary cannot run here (${bun.reason})`);
 
 describe.skipIf(nodeMissing !== null)("the SQLite store on Node 22 with node:sqlite", () => {
-  it("passes the conformance suites, the durability test and the SQLite tests", () => {
-    const result = run(node22, ["node_modules/vitest/vitest.mjs", "run", "--reporter=verbose", ...FILES], { DATAPORT_SQLITE_DRIVER: "node:sqlite", DATAPORT_TEST_SQLITE_DRIVER: "node:sqlite" });
-    const output = `${result.stdout}\n${result.stderr}`;
-    const tests = /Tests\s+(?:(\d+) failed \| )?(\d+) passed/.exec(output);
-    expect(result.status, output.slice(-6000)).toBe(0);
-    expect(tests?.[1], "failed").toBeUndefined();
-    expect(Number(tests?.[2])).toBeGreaterThanOrEqual(AT_LEAST);
-    expect(output).toContain("sqlite driver (node, node:sqlite)");
-  }, RUN_TIMEOUT_MS);
+  it(
+    "passes the conformance suites, the durability test and the SQLite tests",
+    () => {
+      const result = run(node22, ["node_modules/vitest/vitest.mjs", "run", "--reporter=verbose", ...FILES], {
+        DATAPORT_SQLITE_DRIVER: "node:sqlite",
+        DATAPORT_TEST_SQLITE_DRIVER: "node:sqlite",
+      });
+      const output = `${result.stdout}\n${result.stderr}`;
+      const tests = /Tests\s+(?:(\d+) failed \| )?(\d+) passed/.exec(output);
+      expect(result.status, output.slice(-6000)).toBe(0);
+      expect(tests?.[1], "failed").toBeUndefined();
+      expect(Number(tests?.[2])).toBeGreaterThanOrEqual(AT_LEAST);
+      expect(output).toContain("sqlite driver (node, node:sqlite)");
+    },
+    RUN_TIMEOUT_MS,
+  );
 
   it("falls back to node:sqlite where better-sqlite3's addon was built for another Node (here: Node 20's)", () => {
     const script = `import("./src/sqlite/index.ts").then(async ({ createSqliteStorage }) => {
@@ -91,15 +115,22 @@ describe.skipIf(nodeMissing !== null)("the SQLite store on Node 22 with node:sql
 });
 
 describe.skipIf(!bun.runnable)("the SQLite store on Bun with bun:sqlite", () => {
-  it("passes the conformance suites, the durability test and the SQLite tests", () => {
-    // --timeout: vitest.config.ts's testTimeout, which bun test does not read (its default is 5 s).
-    const result = run(bun.bin, ["test", "--timeout", "20000", ...FILES.map((f) => `./${f}`)], { DATAPORT_SQLITE_DRIVER: "bun:sqlite", DATAPORT_TEST_SQLITE_DRIVER: "bun:sqlite" });
-    const output = `${result.stdout}\n${result.stderr}`;
-    expect(result.status, output.slice(-6000)).toBe(0);
-    expect(/^\s*(\d+) fail$/m.exec(output)?.[1]).toBe("0");
-    expect(Number(/^\s*(\d+) pass$/m.exec(output)?.[1])).toBeGreaterThanOrEqual(AT_LEAST);
-    expect(output).toContain("sqlite driver (bun, bun:sqlite)");
-  }, RUN_TIMEOUT_MS);
+  it(
+    "passes the conformance suites, the durability test and the SQLite tests",
+    () => {
+      // --timeout: vitest.config.ts's testTimeout, which bun test does not read (its default is 5 s).
+      const result = run(bun.bin, ["test", "--timeout", "20000", ...FILES.map((f) => `./${f}`)], {
+        DATAPORT_SQLITE_DRIVER: "bun:sqlite",
+        DATAPORT_TEST_SQLITE_DRIVER: "bun:sqlite",
+      });
+      const output = `${result.stdout}\n${result.stderr}`;
+      expect(result.status, output.slice(-6000)).toBe(0);
+      expect(/^\s*(\d+) fail$/m.exec(output)?.[1]).toBe("0");
+      expect(Number(/^\s*(\d+) pass$/m.exec(output)?.[1])).toBeGreaterThanOrEqual(AT_LEAST);
+      expect(output).toContain("sqlite driver (bun, bun:sqlite)");
+    },
+    RUN_TIMEOUT_MS,
+  );
 });
 
 describe("a Node without better-sqlite3 and without node:sqlite (Node 20, the addon not installed)", () => {

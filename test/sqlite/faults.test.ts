@@ -39,15 +39,24 @@ function store(path: string, options: Partial<Parameters<typeof createSqliteStor
 
 /** What the API logs (a usage record or an audit event that could not be stored), kept out of the test output. */
 const logged: string[] = [];
-const setup = (storage: SqliteStorage) => baseSetup({ storage, fixture: webhookFixture(), logger: (message) => logged.push(message) });
+const setup = (storage: SqliteStorage) =>
+  baseSetup({ storage, fixture: webhookFixture(), logger: (message) => logged.push(message) });
 type Call = Awaited<ReturnType<typeof setup>>["call"];
 
-const writeRow = (call: Call, region = "EMEA") => call("POST", "/api/v1/tables/tbl_targets/rows", { token: TOKENS.sync, body: { region, target: 1 } });
+const writeRow = (call: Call, region = "EMEA") =>
+  call("POST", "/api/v1/tables/tbl_targets/rows", { token: TOKENS.sync, body: { region, target: 1 } });
 const deliver = (call: Call) => call("POST", "/api/webhooks/hook-open", { body: { n: 1 } });
 const ready = (call: Call) => call("GET", "/api/health/ready");
 
-function expectUnavailable(res: { status: number; json: { error: { code: string } }; headers: Headers }, retryAfter: string) {
-  expect([res.status, res.json.error.code, res.headers.get("retry-after")]).toEqual([503, "storage_unavailable", retryAfter]);
+function expectUnavailable(
+  res: { status: number; json: { error: { code: string } }; headers: Headers },
+  retryAfter: string,
+) {
+  expect([res.status, res.json.error.code, res.headers.get("retry-after")]).toEqual([
+    503,
+    "storage_unavailable",
+    retryAfter,
+  ]);
 }
 
 /** Another process on the file holding SQLite's write lock (an open IMMEDIATE transaction) until `release()`. */
@@ -94,7 +103,7 @@ function fillDisk(mountDir: string): { release(): void } {
   const fd = openSync(filler, "w");
   const chunk = Buffer.alloc(64 * 1024, 1);
   try {
-    for (let size = chunk.length; size >= 1; ) {
+    for (let size = chunk.length; size >= 1;) {
       try {
         writeSync(fd, chunk, 0, size);
       } catch {
@@ -167,7 +176,9 @@ describe("sqlite: a store that cannot write says so", () => {
     expect((await write).status).toBe(201);
     expect((await delivery).status).toBe(200);
     const rows = await call("GET", "/api/v1/tables/tbl_targets/rows", { token: TOKENS.sync });
-    expect(rows.json.data.filter((r: { region?: string }) => r.region === "written once the lock was released")).toHaveLength(1);
+    expect(
+      rows.json.data.filter((r: { region?: string }) => r.region === "written once the lock was released"),
+    ).toHaveLength(1);
   }, 60_000);
 
   it("a full disk: writes, deliveries and replaces answer 503 at once, ready says so, and all recover when space comes back", async () => {
@@ -208,7 +219,14 @@ describe("sqlite: a store that cannot write says so", () => {
       () => storage.credentials.findApiKeyWithTeam!("a-token-hash"),
       () => storage.catalog.getDataset("ds_orders"),
       () => storage.rows.readDatasetRows("ds_orders", { offset: 0, limit: 10, columns: null, filters: null }),
-      () => storage.rows.readDatasetRows("ds_orders", { offset: 0, limit: 10, columns: null, filters: null, sort: [{ column: "id", descending: true }] }),
+      () =>
+        storage.rows.readDatasetRows("ds_orders", {
+          offset: 0,
+          limit: 10,
+          columns: null,
+          filters: null,
+          sort: [{ column: "id", descending: true }],
+        }),
       () => storage.webhooks.getWebhookEndpoint("hook-open"),
     ]) {
       const failed = await call().then(

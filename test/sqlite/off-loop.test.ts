@@ -29,15 +29,27 @@ function store(options: Partial<Parameters<typeof createSqliteStorage>[0]> = {})
   return storage;
 }
 
-/** Rows enough that sorting them by an unindexed column takes far longer than the deadlines below (about 400 ms warm and 900 ms cold on a quiet 2-core machine, against 250 ms). */
+/**
+ * Rows enough that sorting them by an unindexed column takes far longer than the deadlines below (about 400 ms warm and
+ * 900 ms cold on a quiet 2-core machine, against 250 ms).
+ */
 const MANY = 600_000;
 /** The deadline of the reads that must be ended (a sort finishing within it would answer 200). */
 const DEADLINE_MS = 250;
 const SORTED = "/api/v1/datasets/ds_orders/rows?sort=name&maxRows=100";
 
-const sortedBy = (column: string): RowQuery => ({ offset: 0, limit: 5, columns: null, filters: null, sort: [{ column, descending: false }] });
+const sortedBy = (column: string): RowQuery => ({
+  offset: 0,
+  limit: 5,
+  columns: null,
+  filters: null,
+  sort: [{ column, descending: false }],
+});
 
-/** The reader threads started (from the TypeScript sources a thread takes a while): a read that goes off the loop answers. */
+/**
+ * The reader threads started (from the TypeScript sources a thread takes a while): a read that goes off the loop
+ * answers.
+ */
 async function threadsStarted(storage: SqliteStorage, datasetId: string): Promise<void> {
   for (let tries = 0; ; tries++) {
     try {
@@ -63,7 +75,8 @@ describe("sqlite: reads that scan run on reader threads", () => {
     expect(res.status).toBe(503);
     expect(res.json.error.code).toBe("storage_unavailable");
     expect(res.headers.get("retry-after")).toBe("1");
-    // The event loop answered while the sort ran on its thread (on the loop, none would have come back before it ended).
+    // The event loop answered while the sort ran on its thread (on the loop, none would have come back before it
+    // ended).
     expect(answered).toBeGreaterThanOrEqual(2);
 
     // The statement was interrupted at its deadline, not left running: the same read at the store says so, and the
@@ -81,7 +94,8 @@ describe("sqlite: reads that scan run on reader threads", () => {
   it("an input-table page sorted past callTimeoutMs is ended with 503 too, and the loop answers meanwhile", async () => {
     const storage = store({ callTimeoutMs: DEADLINE_MS });
     const { call } = await setup({ storage });
-    // tbl_targets without declared columns (so without row indexes); its rows straight into the file (the API writes them one by one).
+    // tbl_targets without declared columns (so without row indexes); its rows straight into the file (the API writes
+    // them one by one).
     const targets = (await storage.tables.getTable("tbl_targets"))!;
     await storage.tables.putTable({ ...targets, columns: [] });
     storage.db
@@ -93,7 +107,11 @@ describe("sqlite: reads that scan run on reader threads", () => {
     const slow = call("GET", "/api/v1/tables/tbl_targets/rows?sort=name&maxRows=10", { token: TOKENS.sync });
     const answered = await liveWhile(call, slow);
     const res = await slow;
-    expect([res.status, res.json.error?.code, res.headers.get("retry-after")]).toEqual([503, "storage_unavailable", "1"]);
+    expect([res.status, res.json.error?.code, res.headers.get("retry-after")]).toEqual([
+      503,
+      "storage_unavailable",
+      "1",
+    ]);
     expect(answered).toBeGreaterThanOrEqual(2);
   }, 60_000);
 
@@ -106,10 +124,29 @@ describe("sqlite: reads that scan run on reader threads", () => {
     }
     const queries: RowQuery[] = [
       { offset: 3, limit: 4, columns: ["id", "name"], filters: null, sort: [{ column: "name", descending: true }] },
-      { offset: 0, limit: 3, columns: null, filters: null, where: { kind: "test", column: "amount", op: "lt", operand: 50 } },
+      {
+        offset: 0,
+        limit: 3,
+        columns: null,
+        filters: null,
+        where: { kind: "test", column: "amount", op: "lt", operand: 50 },
+      },
       // Streamed (more than one page), with a JSON filter only JS can check, after a cursor.
-      { offset: 2, limit: 1500, columns: null, filters: { name: "n7919" }, sort: [{ column: "amount", descending: false }] },
-      { offset: 0, limit: null, columns: null, filters: null, where: { kind: "test", column: "id", op: "gte", operand: 199_000 }, after: { values: [], position: 199_500 } },
+      {
+        offset: 2,
+        limit: 1500,
+        columns: null,
+        filters: { name: "n7919" },
+        sort: [{ column: "amount", descending: false }],
+      },
+      {
+        offset: 0,
+        limit: null,
+        columns: null,
+        filters: null,
+        where: { kind: "test", column: "id", op: "gte", operand: 199_000 },
+        after: { values: [], position: 199_500 },
+      },
     ];
     for (const query of queries) {
       const read = async (storage: SqliteStorage) => {
@@ -136,13 +173,19 @@ describe("sqlite: reads that scan run on reader threads", () => {
     expect(res.json.error.code).toBe("storage_unavailable");
     expect(res.headers.get("retry-after")).toBe("1");
     // The store goes on: a short read answers.
-    expect((await call("GET", "/api/v1/datasets/ds_orders/rows?maxRows=2", { token: TOKENS.sync })).json.data).toHaveLength(2);
+    expect(
+      (await call("GET", "/api/v1/datasets/ds_orders/rows?maxRows=2", { token: TOKENS.sync })).json.data,
+    ).toHaveLength(2);
   }, 60_000);
 
   it("a reader thread that cannot open the file (deleted under the store) answers 503, not a 500", async () => {
     const path = join(dir, `gone-${++n}.db`);
     const logged: string[] = [];
-    const storage = createSqliteStorage({ path, loopBudgetMs: 0, log: (message, error) => logged.push(`${message} ${String(error)}`) });
+    const storage = createSqliteStorage({
+      path,
+      loopBudgetMs: 0,
+      log: (message, error) => logged.push(`${message} ${String(error)}`),
+    });
     stores.push(storage);
     const { call } = await setup({ storage });
     rmSync(path);
@@ -150,6 +193,8 @@ describe("sqlite: reads that scan run on reader threads", () => {
     expect(res.status).toBe(503);
     expect(res.json.error.code).toBe("storage_unavailable");
     expect(res.headers.get("retry-after")).toBe("10");
-    expect(logged).toEqual(["SQLite cannot write (the file failed); answering 503 storage_unavailable until a write succeeds SQLITE_CANTOPEN: unable to open database file"]);
+    expect(logged).toEqual([
+      "SQLite cannot write (the file failed); answering 503 storage_unavailable until a write succeeds SQLITE_CANTOPEN: unable to open database file",
+    ]);
   }, 60_000);
 });

@@ -25,10 +25,14 @@ afterAll(async () => {
 });
 
 async function start(db: string, port: number): Promise<string> {
-  const child = spawn(process.execPath, ["--import", "tsx", join(root, "test/support/sqlite-ingest-server.ts"), db, String(port)], {
-    cwd: root,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", join(root, "test/support/sqlite-ingest-server.ts"), db, String(port)],
+    {
+      cwd: root,
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   children.push(child);
   let output = "";
   return new Promise<string>((resolve, reject) => {
@@ -44,7 +48,11 @@ async function start(db: string, port: number): Promise<string> {
 }
 
 async function post(url: string, body: object, dedup?: string): Promise<{ id: string; duplicate: boolean }> {
-  const res = await fetch(url, { method: "POST", body: JSON.stringify(body), headers: dedup ? { "x-dedup": dedup } : {} });
+  const res = await fetch(url, {
+    method: "POST",
+    body: JSON.stringify(body),
+    headers: dedup ? { "x-dedup": dedup } : {},
+  });
   expect(res.status).toBe(200);
   return (await res.json()) as { id: string; duplicate: boolean };
 }

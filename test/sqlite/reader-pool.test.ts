@@ -48,31 +48,59 @@ const causeOf = (error: unknown) => ((error as ApiError).cause as Error).message
 describe("sqlite: reader threads", () => {
   it("run a read-only statement with its parameters, and refuse a write", async () => {
     const readers = await pool(10_000);
-    expect(await readers.call({ kind: "statement", text: "SELECT ? + ? AS sum, ? AS text", params: [2, 3, "é"], mode: "get" })).toEqual({ sum: 5, text: "é" });
-    expect(await readers.call({ kind: "statement", text: counting(1000, true), params: [], mode: "all" })).toEqual([{ n: 1000 }]);
-    const write = await readers.call({ kind: "statement", text: "INSERT INTO meta (key, value) VALUES ('x', 'y') RETURNING key", params: [], mode: "all" }).catch((e: unknown) => e);
+    expect(
+      await readers.call({
+        kind: "statement",
+        text: "SELECT ? + ? AS sum, ? AS text",
+        params: [2, 3, "é"],
+        mode: "get",
+      }),
+    ).toEqual({ sum: 5, text: "é" });
+    expect(await readers.call({ kind: "statement", text: counting(1000, true), params: [], mode: "all" })).toEqual([
+      { n: 1000 },
+    ]);
+    const write = await readers
+      .call({
+        kind: "statement",
+        text: "INSERT INTO meta (key, value) VALUES ('x', 'y') RETURNING key",
+        params: [],
+        mode: "all",
+      })
+      .catch((e: unknown) => e);
     expect((write as { code?: string }).code).toBe("SQLITE_READONLY");
   }, 60_000);
 
   it("end a statement that checks the deadline at the deadline (503), and answer the next call at once", async () => {
     const readers = await pool(300);
     const started = performance.now();
-    const ended = await readers.call({ kind: "statement", text: counting(2_000_000_000, true), params: [], mode: "get" }).catch((e: unknown) => e);
+    const ended = await readers
+      .call({ kind: "statement", text: counting(2_000_000_000, true), params: [], mode: "get" })
+      .catch((e: unknown) => e);
     expect(ended).toBeInstanceOf(ApiError);
-    expect([(ended as ApiError).status, (ended as ApiError).code, (ended as ApiError).headers]).toEqual([503, "storage_unavailable", { "retry-after": "1" }]);
+    expect([(ended as ApiError).status, (ended as ApiError).code, (ended as ApiError).headers]).toEqual([
+      503,
+      "storage_unavailable",
+      { "retry-after": "1" },
+    ]);
     expect(causeOf(ended)).toBe("the statement was ended at its deadline");
     // Counting to two billion takes minutes; the thread stopped at the deadline.
     expect(performance.now() - started).toBeLessThan(5000);
-    expect(await readers.call({ kind: "statement", text: "SELECT 2 AS two", params: [], mode: "get" })).toEqual({ two: 2 });
+    expect(await readers.call({ kind: "statement", text: "SELECT 2 AS two", params: [], mode: "get" })).toEqual({
+      two: 2,
+    });
   }, 60_000);
 
   it("give a statement that cannot be ended a grace period, then stop its thread and go on with a new one", async () => {
     const readers = await pool(300);
-    const stuck = await readers.call({ kind: "statement", text: counting(2_000_000_000, false), params: [], mode: "get" }).catch((e: unknown) => e);
+    const stuck = await readers
+      .call({ kind: "statement", text: counting(2_000_000_000, false), params: [], mode: "get" })
+      .catch((e: unknown) => e);
     expect((stuck as ApiError).status).toBe(503);
     expect(causeOf(stuck)).toBe("the statement did not end at its deadline: its reader thread was stopped");
     for (let tries = 0; ; tries++) {
-      const next = await readers.call({ kind: "statement", text: "SELECT 3 AS three", params: [], mode: "get" }).catch((e: unknown) => e);
+      const next = await readers
+        .call({ kind: "statement", text: "SELECT 3 AS three", params: [], mode: "get" })
+        .catch((e: unknown) => e);
       if (!(next instanceof ApiError) || tries > 50) {
         expect(next).toEqual({ three: 3 });
         break;
@@ -83,9 +111,13 @@ describe("sqlite: reader threads", () => {
   it("reject what waits for a busy thread past its deadline, without running it", async () => {
     const readers = await pool(400);
     // Holds the one thread past its own deadline, until its grace period ends.
-    const first = readers.call({ kind: "statement", text: counting(2_000_000_000, false), params: [], mode: "get" }).catch((e: unknown) => e);
+    const first = readers
+      .call({ kind: "statement", text: counting(2_000_000_000, false), params: [], mode: "get" })
+      .catch((e: unknown) => e);
     await new Promise((resolve) => setTimeout(resolve, 100));
-    const second = await readers.call({ kind: "statement", text: "SELECT 4 AS four", params: [], mode: "get" }).catch((e: unknown) => e);
+    const second = await readers
+      .call({ kind: "statement", text: "SELECT 4 AS four", params: [], mode: "get" })
+      .catch((e: unknown) => e);
     expect(causeOf(second)).toBe("no reader thread was free before the deadline");
     expect(causeOf(await first)).toBe("the statement did not end at its deadline: its reader thread was stopped");
   }, 60_000);

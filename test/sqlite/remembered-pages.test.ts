@@ -42,7 +42,13 @@ const COLUMNS: Column[] = [{ name: "v", type: "string" }];
 
 /** A dataset holding rows { v } in this order. */
 function write(s: SqliteStorage, id: string, mode: "replace" | "append", values: string[]) {
-  return writeRows(s, id, mode, values.map((v) => ({ v }) as Row), COLUMNS);
+  return writeRows(
+    s,
+    id,
+    mode,
+    values.map((v) => ({ v }) as Row),
+    COLUMNS,
+  );
 }
 
 /** A new dataset holding `values`, made through the catalog as a host's admin call makes one. */
@@ -54,7 +60,11 @@ async function made(s: SqliteStorage, id: string, values: string[]): Promise<voi
 const PAGE: RowQuery = { offset: 0, limit: 3, columns: null, filters: null };
 
 /** The page's batches of texts as handed over, and the values they hold. */
-async function read(s: SqliteStorage, id: string, query: Partial<RowQuery> = {}): Promise<{ batches: (readonly string[])[]; values: string[] }> {
+async function read(
+  s: SqliteStorage,
+  id: string,
+  query: Partial<RowQuery> = {},
+): Promise<{ batches: (readonly string[])[]; values: string[] }> {
   // As a rows request does: the record first (access, columns), then the page.
   await s.catalog.getDataset(id);
   const page = await s.rows.readDatasetRows(id, { ...PAGE, ...query });
@@ -80,7 +90,9 @@ describe("remembered plain pages on SQLite", () => {
     expect(joinedTexts(again.batches[0]!)).toBe(joinedTexts(first.batches[0]!));
     // The same rows through another limit that ends at the same position: the same range, the same page.
     const shorter = await s.rows.readDatasetRows("ds_memo", { ...PAGE, limit: 3, offset: 1 });
-    expect(await shorter.rowsJson![Symbol.asyncIterator]().next()).toMatchObject({ value: ['{"v":"b"}', '{"v":"c"}', '{"v":"d"}'] });
+    expect(await shorter.rowsJson![Symbol.asyncIterator]().next()).toMatchObject({
+      value: ['{"v":"b"}', '{"v":"c"}', '{"v":"d"}'],
+    });
   });
 
   it("keeps nothing with pageMemoryBytes 0, and refuses a bad size", async () => {

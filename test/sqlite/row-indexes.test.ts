@@ -42,13 +42,18 @@ async function loaded(declared = true): Promise<SqliteStorage> {
 
 function indexNames(storage: SqliteStorage, table = "dataset_rows"): string[] {
   return storage.db
-    .prepare<[string], { name: string }>("SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = ? AND name LIKE 'rx1%' ORDER BY name")
+    .prepare<[string], { name: string }>(
+      "SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = ? AND name LIKE 'rx1%' ORDER BY name",
+    )
     .all(table)
     .map((r) => r.name);
 }
 
 /** The read's rows, and the query plans of the statements it prepared. */
-async function traced(storage: SqliteStorage, query: Partial<RowQuery>): Promise<{ rows: Row[]; total: number; plans: string[][]; lastKey: RowQuery["after"] }> {
+async function traced(
+  storage: SqliteStorage,
+  query: Partial<RowQuery>,
+): Promise<{ rows: Row[]; total: number; plans: string[][]; lastKey: RowQuery["after"] }> {
   const { db } = storage;
   const texts: string[] = [];
   const prepare = db.prepare.bind(db);
@@ -57,13 +62,24 @@ async function traced(storage: SqliteStorage, query: Partial<RowQuery>): Promise
     return prepare(text);
   }) as typeof db.prepare;
   try {
-    const page = await storage.rows.readDatasetRows("ds_idx", { offset: 0, limit: 5, columns: null, filters: null, ...query });
+    const page = await storage.rows.readDatasetRows("ds_idx", {
+      offset: 0,
+      limit: 5,
+      columns: null,
+      filters: null,
+      ...query,
+    });
     const rows: Row[] = [];
     for await (const r of page.rows) rows.push({ ...r });
     const plans = texts
       .filter((t) => t.includes("dataset_rows"))
       // The plan does not depend on the bound values (no statistics): NULL for each placeholder.
-      .map((t) => prepare(`EXPLAIN QUERY PLAN ${t}`).all(...new Array((t.match(/\?/g) ?? []).length).fill(null)) as Array<{ detail: string }>)
+      .map(
+        (t) =>
+          prepare(`EXPLAIN QUERY PLAN ${t}`).all(...new Array((t.match(/\?/g) ?? []).length).fill(null)) as Array<{
+            detail: string;
+          }>,
+      )
       .map((lines) => lines.map((l) => l.detail));
     return { rows, total: page.totalRows, plans, lastKey: page.lastKey() };
   } finally {
@@ -132,7 +148,8 @@ describe("row indexes (SQLite)", () => {
         // A sort only of the few rows the seeks found (their merge), or of a lookup's matches.
         plan.forEach((line, i) => {
           if (!line.includes("TEMP B-TREE") || /^SCAN \(subquery-\d+\)$/.test(plan[i - 1] ?? "")) return;
-          for (const access of plan.filter((l) => l.includes("dataset_rows"))) expect(access, `${label}:\n${text}`).toMatch(/^SEARCH .*\(<expr>=\?\)$/);
+          for (const access of plan.filter((l) => l.includes("dataset_rows")))
+            expect(access, `${label}:\n${text}`).toMatch(/^SEARCH .*\(<expr>=\?\)$/);
         });
         if (label === "sort asc") expect(text).not.toContain("TEMP B-TREE");
       }
@@ -155,7 +172,14 @@ describe("row indexes (SQLite)", () => {
   it("an input table's declared columns are indexed while declared", async () => {
     const storage = createSqliteStorage({ path: ":memory:" });
     open.push(storage);
-    const table: TableRecord = { id: "tbl_idx", teamId: "team_ops", name: "t", columns: [{ name: "score", type: "number" }], rowCount: 0, updatedAt: "2026-11-01T00:00:00.000Z" };
+    const table: TableRecord = {
+      id: "tbl_idx",
+      teamId: "team_ops",
+      name: "t",
+      columns: [{ name: "score", type: "number" }],
+      rowCount: 0,
+      updatedAt: "2026-11-01T00:00:00.000Z",
+    };
     await storage.tables.putTable(table);
     expect(indexNames(storage, "table_rows")).toHaveLength(1);
     await storage.tables.putTable({ ...table, columns: [] });
@@ -177,7 +201,8 @@ describe("sqlite: a range bounded on both sides", () => {
     expect([...boundedColumns(parseWhere({ or: [{ at: { gte: "a" } }, { at: { lt: "b" } }] }, names))]).toEqual([]);
     const dialect = sqliteRowDialect("data", "row_key", { indexed: names, bounded: boundedColumns(both) });
     const text = renderPositional(conditionSql(both, dialect)).text.replace(/\s+/g, " ");
-    // `at`: both kind bounds (text begins at '', blobs at X'') carry the unary plus; `n`, bounded once, keeps its kind bound in the range.
+    // `at`: both kind bounds (text begins at '', blobs at X'') carry the unary plus; `n`, bounded once, keeps its kind
+    // bound in the range.
     expect(text.match(/\+\(CASE json_type\(data, '\$\."at"'\)/g)).toHaveLength(2);
     expect(text).not.toContain(`+(CASE json_type(data, '$."n"')`);
     expect(text).toContain(`'$."n"') WHEN 'integer'`);
@@ -186,7 +211,15 @@ describe("sqlite: a range bounded on both sides", () => {
 
 describe("sqlite: counts of reads with conditions", () => {
   const count = async (storage: SqliteStorage, where: unknown) =>
-    (await storage.rows.readDatasetRows("ds_idx", { offset: 0, limit: 0, columns: null, filters: null, where: parseWhere(where, NAMES) })).totalRows;
+    (
+      await storage.rows.readDatasetRows("ds_idx", {
+        offset: 0,
+        limit: 0,
+        columns: null,
+        filters: null,
+        where: parseWhere(where, NAMES),
+      })
+    ).totalRows;
   const write = (storage: SqliteStorage, mode: "replace" | "append", rows: Row[]) =>
     writeRows(storage, "ds_idx", mode, rows, COLUMNS);
 
@@ -195,17 +228,27 @@ describe("sqlite: counts of reads with conditions", () => {
     const where = { code: { eq: "c7" } };
     expect(await count(storage, where)).toBe(30);
     // Rows never change in place; changing one behind the store's back shows the count is not made again.
-    storage.db.prepare("UPDATE dataset_rows SET data = json_set(data, '$.code', 'c7') WHERE position = 0 AND dataset_seq = (SELECT seq FROM datasets WHERE id = 'ds_idx')").run();
+    storage.db
+      .prepare(
+        "UPDATE dataset_rows SET data = json_set(data, '$.code', 'c7') WHERE position = 0 AND dataset_seq = (SELECT seq FROM datasets WHERE id = 'ds_idx')",
+      )
+      .run();
     expect(await count(storage, where)).toBe(30);
     expect(await count(storage, { code: { eq: "c8" } })).toBe(30);
 
     await write(storage, "append", [{ id: 9001, code: "c7", amount: 1 }]);
     expect(await count(storage, where)).toBe(32);
-    await write(storage, "replace", [{ id: 1, code: "c7", amount: 1 }, { id: 2, code: "c9", amount: 2 }]);
+    await write(storage, "replace", [
+      { id: 1, code: "c7", amount: 1 },
+      { id: 2, code: "c9", amount: 2 },
+    ]);
     expect(await count(storage, where)).toBe(1);
     await storage.catalog.deleteDataset("ds_idx");
     await storage.catalog.putDataset(dataset(true));
-    await write(storage, "replace", [{ id: 1, code: "c9", amount: 1 }, { id: 2, code: "c9", amount: 2 }]);
+    await write(storage, "replace", [
+      { id: 1, code: "c9", amount: 1 },
+      { id: 2, code: "c9", amount: 2 },
+    ]);
     expect(await count(storage, where)).toBe(0);
   });
 });
@@ -216,7 +259,11 @@ describe("sqlite: a sorted page under a condition matching many rows", () => {
       const storage = createSqliteStorage({ path: ":memory:" });
       open.push(storage);
       await storage.catalog.putDataset(dataset(declared));
-      const rows = Array.from({ length: 12_000 }, (_, i): Row => ({ id: i, code: `c${(i * 7) % 500}`, amount: (i * 7919) % 12_000 }));
+      const rows = Array.from({ length: 12_000 }, (_, i): Row => ({
+        id: i,
+        code: `c${(i * 7) % 500}`,
+        amount: (i * 7919) % 12_000,
+      }));
       await writeRows(storage, "ds_idx", "replace", rows, COLUMNS);
       return storage;
     };
@@ -247,8 +294,20 @@ describe("sqlite: an input table's reads choose its row indexes", () => {
     const make = async (declared: boolean) => {
       const storage = createSqliteStorage({ path: ":memory:" });
       open.push(storage);
-      const columns: Column[] = declared ? [{ name: "score", type: "number" }, { name: "team", type: "string" }] : [];
-      await storage.tables.putTable({ id: "tbl_idx", teamId: "team_ops", name: "t", columns, rowCount: 0, updatedAt: "2026-11-01T00:00:00.000Z" });
+      const columns: Column[] = declared
+        ? [
+            { name: "score", type: "number" },
+            { name: "team", type: "string" },
+          ]
+        : [];
+      await storage.tables.putTable({
+        id: "tbl_idx",
+        teamId: "team_ops",
+        name: "t",
+        columns,
+        rowCount: 0,
+        updatedAt: "2026-11-01T00:00:00.000Z",
+      });
       for (let i = 0; i < 300; i++) {
         await storage.tables.insertTableRow({
           tableId: "tbl_idx",
@@ -256,7 +315,18 @@ describe("sqlite: an input table's reads choose its row indexes", () => {
           values: { score: (i * 37) % 300, team: `t${i % 7}` },
           actor,
           now: Date.parse("2026-11-01T00:00:00.000Z") + i,
-          auditEvent: { id: `evt_t${declared}_${i}`, teamId: "team_ops", time: "2026-11-01T00:00:00.000Z", category: "audit", action: "table.row.created", actor, target: null, outcome: "success", ip: null, userAgent: null },
+          auditEvent: {
+            id: `evt_t${declared}_${i}`,
+            teamId: "team_ops",
+            time: "2026-11-01T00:00:00.000Z",
+            category: "audit",
+            action: "table.row.created",
+            actor,
+            target: null,
+            outcome: "success",
+            ip: null,
+            userAgent: null,
+          },
         });
       }
       return storage;
@@ -264,7 +334,12 @@ describe("sqlite: an input table's reads choose its row indexes", () => {
     const indexed = await make(true);
     const plain = await make(false);
     const names = new Set(["score", "team", "_id"]);
-    const query = { offset: 0, limit: 5, where: parseWhere({ team: { eq: "t3" }, score: { gte: 10 } }, names), sort: parseSort("-score", names) };
+    const query = {
+      offset: 0,
+      limit: 5,
+      where: parseWhere({ team: { eq: "t3" }, score: { gte: 10 } }, names),
+      sort: parseSort("-score", names),
+    };
     const texts: string[] = [];
     const prepare = indexed.db.prepare.bind(indexed.db);
     indexed.db.prepare = ((text: string) => {
@@ -277,8 +352,12 @@ describe("sqlite: an input table's reads choose its row indexes", () => {
     expect(page.rows.map((r) => r._id)).toEqual(expected.rows.map((r) => r._id));
     expect(page.totalRows).toBe(expected.totalRows);
     expect(texts.find((t) => t.includes("count(*)"))).toContain(`INDEXED BY "${tableIndexName("tbl_idx", "team")}"`);
-    expect(texts.find((t) => t.includes("sort_value_"))).toContain(`INDEXED BY "${tableIndexName("tbl_idx", "score")}"`);
+    expect(texts.find((t) => t.includes("sort_value_"))).toContain(
+      `INDEXED BY "${tableIndexName("tbl_idx", "score")}"`,
+    );
     const next = await indexed.tables.listTableRows("tbl_idx", { ...query, after: page.lastKey, count: false });
-    expect(next.rows.map((r) => r._id)).toEqual((await plain.tables.listTableRows("tbl_idx", { ...query, after: expected.lastKey })).rows.map((r) => r._id));
+    expect(next.rows.map((r) => r._id)).toEqual(
+      (await plain.tables.listTableRows("tbl_idx", { ...query, after: expected.lastKey })).rows.map((r) => r._id),
+    );
   });
 });

@@ -23,20 +23,32 @@ describe("rows metadata on SQLite", () => {
       const { call } = await setup({ storage });
       const first = await call("GET", "/api/v1/datasets/ds_orders/rows?maxRows=2", { token: TOKENS.sync });
       expect(first.status).toBe(200);
-      const suffix = (res: { text: string; json: { metadata: unknown } }) => res.text.slice(res.text.indexOf(`"metadata":`));
+      const suffix = (res: { text: string; json: { metadata: unknown } }) =>
+        res.text.slice(res.text.indexOf(`"metadata":`));
       expect(suffix(first)).toBe(`"metadata":${JSON.stringify(first.json.metadata)}}`);
-      expect(first.json.metadata).toMatchObject({ datasetId: "ds_orders", totalRows: 5, returnedRows: 2, offset: 0, hasMore: true });
+      expect(first.json.metadata).toMatchObject({
+        datasetId: "ds_orders",
+        totalRows: 5,
+        returnedRows: 2,
+        offset: 0,
+        hasMore: true,
+      });
 
       // Another connection (another process would do the same) renames it to a name JSON must escape.
       const record = (await other.catalog.getDataset("ds_orders"))!;
       const name = 'Orders "2027" \\ \u2028 \u00e9';
       await other.catalog.putDataset({ ...record, name });
-      for (const url of ["/api/v1/datasets/ds_orders/rows?maxRows=2", "/api/v1/datasets/ds_orders/rows?maxRows=2&columns=amount,order_id"]) {
+      for (const url of [
+        "/api/v1/datasets/ds_orders/rows?maxRows=2",
+        "/api/v1/datasets/ds_orders/rows?maxRows=2&columns=amount,order_id",
+      ]) {
         const res = await call("GET", url, { token: TOKENS.sync });
         expect(res.json.metadata.datasetName).toBe(name);
         expect(suffix(res)).toBe(`"metadata":${JSON.stringify(res.json.metadata)}}`);
       }
-      const picked = await call("GET", "/api/v1/datasets/ds_orders/rows?maxRows=2&columns=amount,order_id", { token: TOKENS.sync });
+      const picked = await call("GET", "/api/v1/datasets/ds_orders/rows?maxRows=2&columns=amount,order_id", {
+        token: TOKENS.sync,
+      });
       expect(picked.json.metadata.columns).toEqual(["amount", "order_id"]);
       expect(picked.json.metadata.columnTypes).toEqual({ amount: "number", order_id: "string" });
       // The read of every column still answers with the record's columns after the picked one.

@@ -12,11 +12,17 @@ describe("the SQLite store's SQL", () => {
     // A bare `LIMIT ?` in SQL text or a template (`LIMIT ${…}`, rendered as `?`); comments aside.
     const isCode = (line: string) => !/^\s*(\*|\/\/|\/\*)/.test(line);
     const bare = sources.flatMap(({ name, text }) =>
-      text.split("\n").flatMap((line, i) => (isCode(line) && /LIMIT (\?|\$\{)/.test(line) ? [`${name}:${i + 1}: ${line.trim()}`] : [])),
+      text
+        .split("\n")
+        .flatMap((line, i) =>
+          isCode(line) && /LIMIT (\?|\$\{)/.test(line) ? [`${name}:${i + 1}: ${line.trim()}`] : [],
+        ),
     );
     expect(bare).toEqual([]);
     // The scan reads the store's statements: 14 bound limits in seven files (a plain page is bounded by its positions).
-    const bound = sources.flatMap(({ text }) => text.split("\n").filter((line) => isCode(line) && /LIMIT \+(\?|\$\{)/.test(line)));
+    const bound = sources.flatMap(({ text }) =>
+      text.split("\n").filter((line) => isCode(line) && /LIMIT \+(\?|\$\{)/.test(line)),
+    );
     expect(bound).toHaveLength(14);
   });
 
@@ -25,7 +31,11 @@ describe("the SQLite store's SQL", () => {
     db.exec("CREATE TABLE t (k INTEGER PRIMARY KEY, v TEXT NOT NULL)");
     const insert = db.prepare("INSERT INTO t VALUES (?, ?)");
     for (let k = 1; k <= 10; k++) insert.run(k, `v${k}`);
-    const page = db.prepare<[number, number, number, number], string>("SELECT v FROM t WHERE k > ? AND k < ? ORDER BY k LIMIT +? OFFSET ?").pluck();
+    const page = db
+      .prepare<[number, number, number, number], string>(
+        "SELECT v FROM t WHERE k > ? AND k < ? ORDER BY k LIMIT +? OFFSET ?",
+      )
+      .pluck();
     expect(page.all(2, 9, 3, 0)).toEqual(["v3", "v4", "v5"]);
     expect(page.all(2, 9, 2, 1)).toEqual(["v4", "v5"]);
     expect(page.all(0, 11, 100, 8)).toEqual(["v9", "v10"]);

@@ -55,7 +55,18 @@ async function collect(rows: AsyncIterable<Row>): Promise<Row[]> {
 const ACTOR = { type: "api-key", id: "key_sync", name: "Warehouse sync" } as const;
 
 function auditEvent(id: string, time = "2026-11-01T00:00:00.000Z", teamId = "team_ops"): AuditEvent {
-  return { id, teamId, time, category: "audit", action: "test", actor: null, target: null, outcome: "success", ip: null, userAgent: null };
+  return {
+    id,
+    teamId,
+    time,
+    category: "audit",
+    action: "test",
+    actor: null,
+    target: null,
+    outcome: "success",
+    ip: null,
+    userAgent: null,
+  };
 }
 
 function hook(i: number, dedupKey: string | null = null) {
@@ -75,11 +86,15 @@ function hook(i: number, dedupKey: string | null = null) {
 describe("sqlite: schema and durability", () => {
   it("refuses to open without a path or with a bad busy timeout, instead of a private database in memory", () => {
     const open = (options: unknown) => () => createSqliteStorage(options as Parameters<typeof createSqliteStorage>[0]);
-    expect(open(undefined)).toThrow('createSqliteStorage needs { path }: a database file, or ":memory:" (got no options)');
+    expect(open(undefined)).toThrow(
+      'createSqliteStorage needs { path }: a database file, or ":memory:" (got no options)',
+    );
     expect(open({})).toThrow('createSqliteStorage needs { path }: a database file, or ":memory:" (got path undefined)');
     expect(open({ path: 42 })).toThrow("(got path number)");
     for (const busyTimeoutMs of [-1, Number.NaN, Infinity, "5000"]) {
-      expect(open({ path: ":memory:", busyTimeoutMs })).toThrow("createSqliteStorage: busyTimeoutMs must be a finite number of milliseconds, 0 or more");
+      expect(open({ path: ":memory:", busyTimeoutMs })).toThrow(
+        "createSqliteStorage: busyTimeoutMs must be a finite number of milliseconds, 0 or more",
+      );
     }
   });
 
@@ -96,7 +111,12 @@ describe("sqlite: schema and durability", () => {
     const again = store(path);
     expect(again.db.prepare("SELECT count(*) AS n FROM schema_migrations").get()).toEqual({ n: MIGRATIONS.length });
     expect(await again.seed(parseFixture(conformanceFixture()))).toBe("kept");
-    const page = await again.rows.readDatasetRows("ds_conn_hook", { offset: 0, limit: null, columns: null, filters: null });
+    const page = await again.rows.readDatasetRows("ds_conn_hook", {
+      offset: 0,
+      limit: null,
+      columns: null,
+      filters: null,
+    });
     expect(page.totalRows).toBe(1);
     expect(await collect(page.rows)).toEqual([{ _id: "row_1", n: 1, _receivedAt: "2026-11-01T00:00:00.000Z" }]);
   });
@@ -108,21 +128,33 @@ describe("sqlite: schema and durability", () => {
         "EXPLAIN QUERY PLAN SELECT position, data FROM dataset_rows WHERE row_key > ? AND row_key < ? ORDER BY row_key LIMIT 1000 OFFSET 0",
       )
       .all(rowKey(1, 900_000), rowKey(1, 1_000_000)) as { detail: string }[];
-    expect(plan.map((p) => p.detail).join(" ")).toBe("SEARCH dataset_rows USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)");
+    expect(plan.map((p) => p.detail).join(" ")).toBe(
+      "SEARCH dataset_rows USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)",
+    );
   });
 
   it("moves rows stored under the first schema to one-integer row keys (migration 2), in order, dedup keys kept", async () => {
     const path = file();
     const old = new Database(path);
-    migrate(old, MIGRATIONS.filter((m) => m.version === 1));
-    old.prepare("INSERT INTO datasets (seq, id, team_id, name, type, columns, updated_at, first_position, next_position) VALUES (3, 'ds_old', 'team_ops', 'Old', 'upload', '[]', 'x', 1, 4)").run();
+    migrate(
+      old,
+      MIGRATIONS.filter((m) => m.version === 1),
+    );
+    old
+      .prepare(
+        "INSERT INTO datasets (seq, id, team_id, name, type, columns, updated_at, first_position, next_position) VALUES (3, 'ds_old', 'team_ops', 'Old', 'upload', '[]', 'x', 1, 4)",
+      )
+      .run();
     const insert = old.prepare("INSERT INTO dataset_rows (dataset_seq, position, dedup_key, data) VALUES (?, ?, ?, ?)");
-    for (const position of [3, 1, 2]) insert.run(3, position, position === 2 ? "h:two" : null, JSON.stringify({ p: position }));
+    for (const position of [3, 1, 2])
+      insert.run(3, position, position === 2 ? "h:two" : null, JSON.stringify({ p: position }));
     insert.run(4, 0, null, JSON.stringify({ other: true }));
     old.close();
 
     const s = store(path);
-    expect(s.db.prepare("SELECT row_key, dataset_seq, position, dedup_key FROM dataset_rows ORDER BY row_key").all()).toEqual([
+    expect(
+      s.db.prepare("SELECT row_key, dataset_seq, position, dedup_key FROM dataset_rows ORDER BY row_key").all(),
+    ).toEqual([
       { row_key: 3 * 2 ** 43 + 1, dataset_seq: 3, position: 1, dedup_key: null },
       { row_key: 3 * 2 ** 43 + 2, dataset_seq: 3, position: 2, dedup_key: "h:two" },
       { row_key: 3 * 2 ** 43 + 3, dataset_seq: 3, position: 3, dedup_key: null },
@@ -137,21 +169,41 @@ describe("sqlite: schema and durability", () => {
 describe("sqlite: dataset rows", () => {
   it("pages deep offsets by position, filters with JSON types and streams large reads", async () => {
     const s = await seeded();
-    const rows = Array.from({ length: 2500 }, (_, i) => ({ i, even: i % 2 === 0, tag: i % 3 === 0 ? "x" : null, obj: { a: i % 5, b: 1 } }));
+    const rows = Array.from({ length: 2500 }, (_, i) => ({
+      i,
+      even: i % 2 === 0,
+      tag: i % 3 === 0 ? "x" : null,
+      obj: { a: i % 5, b: 1 },
+    }));
     await s.rows.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
     const deep = await s.rows.readDatasetRows("ds_stores", { offset: 2400, limit: 3, columns: ["i"], filters: null });
     expect(deep.totalRows).toBe(2500);
     expect(await collect(deep.rows)).toEqual([{ i: 2400 }, { i: 2401 }, { i: 2402 }]);
 
-    const filtered = await s.rows.readDatasetRows("ds_stores", { offset: 2, limit: 2, columns: ["i"], filters: { even: true, tag: "x" } });
+    const filtered = await s.rows.readDatasetRows("ds_stores", {
+      offset: 2,
+      limit: 2,
+      columns: ["i"],
+      filters: { even: true, tag: "x" },
+    });
     expect(filtered.totalRows).toBe(417); // i ≡ 0 (mod 6) below 2500
     expect(await collect(filtered.rows)).toEqual([{ i: 12 }, { i: 18 }]);
 
-    const nulls = await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: 2, columns: ["i"], filters: { tag: null, missing: null } });
+    const nulls = await s.rows.readDatasetRows("ds_stores", {
+      offset: 0,
+      limit: 2,
+      columns: ["i"],
+      filters: { tag: null, missing: null },
+    });
     expect(nulls.totalRows).toBe(2500 - 834);
     expect(await collect(nulls.rows)).toEqual([{ i: 1 }, { i: 2 }]);
 
-    const objects = await s.rows.readDatasetRows("ds_stores", { offset: 1, limit: 2, columns: ["i"], filters: { obj: { b: 1, a: 4 } } });
+    const objects = await s.rows.readDatasetRows("ds_stores", {
+      offset: 1,
+      limit: 2,
+      columns: ["i"],
+      filters: { obj: { b: 1, a: 4 } },
+    });
     expect(objects.totalRows).toBe(500);
     expect(await collect(objects.rows)).toEqual([{ i: 9 }, { i: 14 }]);
 
@@ -165,10 +217,27 @@ describe("sqlite: dataset rows", () => {
   it("keeps __proto__ and constructor columns as plain data on every read path", async () => {
     const s = await seeded();
     const hostile = JSON.parse('{"__proto__": {"polluted": 1}, "constructor": "c", "a": 1}') as Row;
-    await s.rows.replaceDatasetRows("ds_stores", { rows: Array.from({ length: 1500 }, () => hostile), columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
-    const small = await collect((await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: 1, columns: null, filters: null })).rows);
-    const streamed = await collect((await s.rows.readDatasetRows("ds_stores", { offset: 1499, limit: null, columns: null, filters: null })).rows);
-    const picked = await collect((await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: 1, columns: ["__proto__"], filters: { constructor: "c" } })).rows);
+    await s.rows.replaceDatasetRows("ds_stores", {
+      rows: Array.from({ length: 1500 }, () => hostile),
+      columns: [],
+      refreshedAt: "2026-11-01T00:00:00.000Z",
+    });
+    const small = await collect(
+      (await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: 1, columns: null, filters: null })).rows,
+    );
+    const streamed = await collect(
+      (await s.rows.readDatasetRows("ds_stores", { offset: 1499, limit: null, columns: null, filters: null })).rows,
+    );
+    const picked = await collect(
+      (
+        await s.rows.readDatasetRows("ds_stores", {
+          offset: 0,
+          limit: 1,
+          columns: ["__proto__"],
+          filters: { constructor: "c" },
+        })
+      ).rows,
+    );
     for (const row of [...small, ...streamed, ...picked]) {
       expect(Object.hasOwn(row, "__proto__")).toBe(true);
       expect(Object.getOwnPropertyDescriptor(row, "__proto__")?.value).toEqual({ polluted: 1 });
@@ -185,7 +254,12 @@ describe("sqlite: dataset rows", () => {
     const rows = [0, 1, 2].map((i) => Object.fromEntries(odd.map((k) => [k, i % 2 === 0 ? `v${k}` : null])));
     await s.rows.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
     for (const key of odd) {
-      const page = await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: 10, columns: [key], filters: { [key]: `v${key}` } });
+      const page = await s.rows.readDatasetRows("ds_stores", {
+        offset: 0,
+        limit: 10,
+        columns: [key],
+        filters: { [key]: `v${key}` },
+      });
       expect(page.totalRows).toBe(2);
       expect(await collect(page.rows)).toEqual([{ [key]: `v${key}` }, { [key]: `v${key}` }]);
     }
@@ -193,12 +267,20 @@ describe("sqlite: dataset rows", () => {
 
   it("hands rows over as their JSON text when no columns are picked, identical to serialising the rows", async () => {
     const s = await seeded();
-    const rows = Array.from({ length: 1500 }, (_, i) => JSON.parse(`{"i":${i},"__proto__":{"x":1},"s":"é\\u0000","n":${i / 3}}`) as Row);
+    const rows = Array.from(
+      { length: 1500 },
+      (_, i) => JSON.parse(`{"i":${i},"__proto__":{"x":1},"s":"é\\u0000","n":${i / 3}}`) as Row,
+    );
     await s.rows.replaceDatasetRows("ds_stores", { rows, columns: [], refreshedAt: "2026-11-01T00:00:00.000Z" });
     for (const query of [
       { offset: 3, limit: 10, columns: null, filters: null },
       { offset: 1000, limit: null, columns: null, filters: null },
-      { offset: 1, limit: null, columns: null, filters: JSON.parse('{"__proto__": {"x": 1}}') as Record<string, unknown> },
+      {
+        offset: 1,
+        limit: null,
+        columns: null,
+        filters: JSON.parse('{"__proto__": {"x": 1}}') as Record<string, unknown>,
+      },
     ]) {
       const texts: string[] = [];
       for await (const batch of (await s.rows.readDatasetRows("ds_stores", query)).rowsJson!) texts.push(...batch);
@@ -206,7 +288,9 @@ describe("sqlite: dataset rows", () => {
       expect(texts).toEqual(objects.map((r) => JSON.stringify(r)));
       expect(texts.length).toBeGreaterThan(0);
     }
-    expect((await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: 1, columns: ["i"], filters: null })).rowsJson).toBeUndefined();
+    expect(
+      (await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: 1, columns: ["i"], filters: null })).rowsJson,
+    ).toBeUndefined();
   });
 
   it("a streamed read sees one snapshot although a refresh commits in the middle", async () => {
@@ -216,18 +300,28 @@ describe("sqlite: dataset rows", () => {
     const page = await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: null, columns: ["v"], filters: null });
     const iterator = page.rows[Symbol.asyncIterator]();
     const seen: unknown[] = [(await iterator.next()).value];
-    await s.rows.replaceDatasetRows("ds_stores", { rows: [{ v: "new", i: 0 }], columns: [], refreshedAt: "2026-11-02T00:00:00.000Z" });
+    await s.rows.replaceDatasetRows("ds_stores", {
+      rows: [{ v: "new", i: 0 }],
+      columns: [],
+      refreshedAt: "2026-11-02T00:00:00.000Z",
+    });
     for (let next = await iterator.next(); !next.done; next = await iterator.next()) seen.push(next.value);
     expect(seen).toHaveLength(1200);
     expect(seen.every((r) => (r as Row).v === "old")).toBe(true);
-    expect(await collect((await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: 10, columns: ["v"], filters: null })).rows)).toEqual([{ v: "new" }]);
+    expect(
+      await collect(
+        (await s.rows.readDatasetRows("ds_stores", { offset: 0, limit: 10, columns: ["v"], filters: null })).rows,
+      ),
+    ).toEqual([{ v: "new" }]);
   });
 });
 
 describe("sqlite: webhooks", () => {
   it("de-duplicates 20 concurrent deliveries of one key into one row (group commit)", async () => {
     const s = await seeded();
-    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => s.webhooks.ingestWebhookRow(hook(i, "delivery-1"))));
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => s.webhooks.ingestWebhookRow(hook(i, "delivery-1"))),
+    );
     expect(results.filter((r) => !r.duplicate)).toEqual([{ id: "row_0", duplicate: false }]);
     expect(results.filter((r) => r.duplicate).every((r) => r.id === "row_0")).toBe(true);
     expect((await s.catalog.getDataset("ds_conn_hook"))?.rowCount).toBe(1);
@@ -236,7 +330,12 @@ describe("sqlite: webhooks", () => {
   it("trims beyond retainRows with their dedup keys, widens columns and moves updatedAt", async () => {
     const s = await seeded();
     for (let i = 1; i <= 5; i++) await s.webhooks.ingestWebhookRow(hook(i, `k${i}`));
-    const page = await s.rows.readDatasetRows("ds_conn_hook", { offset: 0, limit: null, columns: ["n"], filters: null });
+    const page = await s.rows.readDatasetRows("ds_conn_hook", {
+      offset: 0,
+      limit: null,
+      columns: ["n"],
+      filters: null,
+    });
     expect(page.totalRows).toBe(3);
     expect(await collect(page.rows)).toEqual([{ n: 3 }, { n: 4 }, { n: 5 }]);
     expect(await s.catalog.getDataset("ds_conn_hook")).toMatchObject({
@@ -269,9 +368,22 @@ describe("sqlite: webhooks", () => {
       endpoint: { endpointId: "ep_new", signingSecret: "s1", retainRows: 10 },
       dataset: { id: "ds_new", name: "New" },
     });
-    expect(await s.webhooks.updateWebhookSettings("conn_new", { signingSecret: null, retainRows: 5 })).toMatchObject({ signingSecret: null, retainRows: 5, datasetId: "ds_new" });
-    expect(await s.catalog.getDataset("ds_new")).toMatchObject({ type: "connection", connectionId: "conn_new", rowCount: 0, columns: [] });
-    expect((await s.catalog.getConnection("conn_new"))?.config).toEqual({ endpointId: "ep_new", signingSecret: null, retainRows: 5 });
+    expect(await s.webhooks.updateWebhookSettings("conn_new", { signingSecret: null, retainRows: 5 })).toMatchObject({
+      signingSecret: null,
+      retainRows: 5,
+      datasetId: "ds_new",
+    });
+    expect(await s.catalog.getDataset("ds_new")).toMatchObject({
+      type: "connection",
+      connectionId: "conn_new",
+      rowCount: 0,
+      columns: [],
+    });
+    expect((await s.catalog.getConnection("conn_new"))?.config).toEqual({
+      endpointId: "ep_new",
+      signingSecret: null,
+      retainRows: 5,
+    });
     expect(await s.webhooks.updateWebhookSettings("nope", { retainRows: 1 })).toBeNull();
     expect(await s.webhooks.getWebhookEndpoint("nope")).toBeNull();
   });
@@ -290,7 +402,10 @@ describe("sqlite: webhooks", () => {
     await other.webhooks.updateWebhookSettings("conn_hook", { signingSecret: "whsec_two" });
     expect((await s.webhooks.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_two");
     // …with an overlap: the remembered endpoint gives way to one with the previous secret.
-    await other.webhooks.updateWebhookSettings("conn_hook", { signingSecret: "whsec_three", previousSecretValidUntil: "2026-11-02T00:00:00.000Z" });
+    await other.webhooks.updateWebhookSettings("conn_hook", {
+      signingSecret: "whsec_three",
+      previousSecretValidUntil: "2026-11-02T00:00:00.000Z",
+    });
     expect(await s.webhooks.getWebhookEndpoint("ep_shop")).toMatchObject({
       signingSecret: "whsec_three",
       previousSecret: { secret: "whsec_two", validUntilMs: Date.parse("2026-11-02T00:00:00.000Z") },
@@ -304,25 +419,84 @@ describe("sqlite: input tables", () => {
   it("advances _updatedAt strictly within one millisecond and refuses a stale write", async () => {
     const s = await seeded();
     const now = Date.parse("2026-11-01T00:00:00.000Z");
-    const row = await s.tables.insertTableRow({ tableId: "tbl_targets", rowId: "r2", values: { region: "APAC", target: 1 }, actor: ACTOR, now, auditEvent: auditEvent("e1") });
-    expect(row).toEqual({ _id: "r2", region: "APAC", target: 1, _createdAt: "2026-11-01T00:00:00.000Z", _updatedAt: "2026-11-01T00:00:00.000Z" });
+    const row = await s.tables.insertTableRow({
+      tableId: "tbl_targets",
+      rowId: "r2",
+      values: { region: "APAC", target: 1 },
+      actor: ACTOR,
+      now,
+      auditEvent: auditEvent("e1"),
+    });
+    expect(row).toEqual({
+      _id: "r2",
+      region: "APAC",
+      target: 1,
+      _createdAt: "2026-11-01T00:00:00.000Z",
+      _updatedAt: "2026-11-01T00:00:00.000Z",
+    });
     const base = { tableId: "tbl_targets", rowId: "r2", actor: ACTOR, now, auditEvent: auditEvent("e2") };
-    const a = await s.tables.updateTableRow({ ...base, patch: { target: 2 }, expectedUpdatedAt: row._updatedAt as string });
-    const b = await s.tables.updateTableRow({ ...base, patch: { target: 3 }, expectedUpdatedAt: row._updatedAt as string });
+    const a = await s.tables.updateTableRow({
+      ...base,
+      patch: { target: 2 },
+      expectedUpdatedAt: row._updatedAt as string,
+    });
+    const b = await s.tables.updateTableRow({
+      ...base,
+      patch: { target: 3 },
+      expectedUpdatedAt: row._updatedAt as string,
+    });
     expect(a).toMatchObject({ status: "ok", row: { target: 2, _updatedAt: "2026-11-01T00:00:00.001Z" } });
     expect(b).toEqual({ status: "conflict", current: { ...(a as { row: Row }).row } });
-    const c = await s.tables.updateTableRow({ ...base, patch: { target: 4 }, expectedUpdatedAt: null, auditEvent: auditEvent("e2b") });
-    expect(c).toMatchObject({ status: "ok", row: { target: 4, _updatedAt: "2026-11-01T00:00:00.002Z", _createdAt: "2026-11-01T00:00:00.000Z" } });
-    expect(await s.tables.deleteTableRow({ tableId: "tbl_targets", rowId: "r2", actor: ACTOR, now, auditEvent: auditEvent("e3") })).toMatchObject({ status: "ok" });
-    expect(await s.tables.deleteTableRow({ tableId: "tbl_targets", rowId: "r2", actor: ACTOR, now, auditEvent: auditEvent("e4") })).toEqual({ status: "not_found" });
-    expect((await s.tables.listEditLog("tbl_targets")).map((e) => [e.op, e.rowId, e.actor.id, (e.after ?? e.before)?.target])).toEqual([
+    const c = await s.tables.updateTableRow({
+      ...base,
+      patch: { target: 4 },
+      expectedUpdatedAt: null,
+      auditEvent: auditEvent("e2b"),
+    });
+    expect(c).toMatchObject({
+      status: "ok",
+      row: { target: 4, _updatedAt: "2026-11-01T00:00:00.002Z", _createdAt: "2026-11-01T00:00:00.000Z" },
+    });
+    expect(
+      await s.tables.deleteTableRow({
+        tableId: "tbl_targets",
+        rowId: "r2",
+        actor: ACTOR,
+        now,
+        auditEvent: auditEvent("e3"),
+      }),
+    ).toMatchObject({ status: "ok" });
+    expect(
+      await s.tables.deleteTableRow({
+        tableId: "tbl_targets",
+        rowId: "r2",
+        actor: ACTOR,
+        now,
+        auditEvent: auditEvent("e4"),
+      }),
+    ).toEqual({ status: "not_found" });
+    expect(
+      (await s.tables.listEditLog("tbl_targets")).map((e) => [
+        e.op,
+        e.rowId,
+        e.actor.id,
+        (e.after ?? e.before)?.target,
+      ]),
+    ).toEqual([
       ["create", "r2", "key_sync", 1],
       ["update", "r2", "key_sync", 2],
       ["update", "r2", "key_sync", 4],
       ["delete", "r2", "key_sync", 4],
     ]);
     expect((await s.tables.getTable("tbl_targets"))?.rowCount).toBe(1);
-    const audit = await s.audit.readAuditEvents({ teamIds: ["team_ops"], categories: ["audit"], after: null, since: null, storedBefore: now, limit: 10 });
+    const audit = await s.audit.readAuditEvents({
+      teamIds: ["team_ops"],
+      categories: ["audit"],
+      after: null,
+      since: null,
+      storedBefore: now,
+      limit: 10,
+    });
     expect(audit.events.map((e) => e.event.id)).toEqual(["e1", "e2", "e2b", "e3"]);
   });
 
@@ -365,16 +539,26 @@ describe("sqlite: input tables", () => {
 describe("sqlite: audit", () => {
   it("pages by position with a horizon, since and hasMore; positions survive deletion", async () => {
     const s = await seeded();
-    for (let i = 1; i <= 5; i++) await s.audit.appendAuditEvent(auditEvent(`a${i}`, `2026-11-0${i}T00:00:00.000Z`), 100 * i);
+    for (let i = 1; i <= 5; i++)
+      await s.audit.appendAuditEvent(auditEvent(`a${i}`, `2026-11-0${i}T00:00:00.000Z`), 100 * i);
     await s.audit.appendAuditEvent(auditEvent("other", "2026-11-01T00:00:00.000Z", "team_mkt"), 150);
     const q = { teamIds: ["team_ops"], categories: ["audit" as const], since: null, storedBefore: 400, limit: 2 };
     const first = await s.audit.readAuditEvents({ ...q, after: null });
     expect(first.events.map((e) => e.event.id)).toEqual(["a1", "a2"]);
     expect(first.hasMore).toBe(true);
     const second = await s.audit.readAuditEvents({ ...q, after: first.events[1]!.position });
-    expect(second.events.map((e) => [e.event.id, e.storedAt])).toEqual([["a3", 300], ["a4", 400]]);
+    expect(second.events.map((e) => [e.event.id, e.storedAt])).toEqual([
+      ["a3", 300],
+      ["a4", 400],
+    ]);
     expect(second.hasMore).toBe(false);
-    const since = await s.audit.readAuditEvents({ ...q, after: null, since: "2026-11-03T00:00:00.000Z", storedBefore: 1000, limit: 10 });
+    const since = await s.audit.readAuditEvents({
+      ...q,
+      after: null,
+      since: "2026-11-03T00:00:00.000Z",
+      storedBefore: 1000,
+      limit: 10,
+    });
     expect(since.events.map((e) => e.event.id)).toEqual(["a3", "a4", "a5"]);
 
     const last = Number(since.events.at(-1)!.position);
@@ -395,7 +579,8 @@ describe("sqlite: what requests record (group commit)", () => {
     const s = await seeded(path);
     await s.audit.appendAuditEvent(auditEvent("dup"), 100);
     const reader = new Database(path, { readonly: true });
-    const storedBy = (id: string) => reader.prepare("SELECT count(*) AS n FROM audit_events WHERE event_id = ?").get(id) as { n: number };
+    const storedBy = (id: string) =>
+      reader.prepare("SELECT count(*) AS n FROM audit_events WHERE event_id = ?").get(id) as { n: number };
     try {
       const appends = ["g1", "g2", "dup", "g3"].map((id) => s.audit.appendAuditEvent(auditEvent(id), 200));
       // Queued, not yet committed: nothing is visible to another connection until the group commits.
@@ -417,10 +602,14 @@ describe("sqlite: what requests record (group commit)", () => {
     const reader = new Database(path, { readonly: true });
     try {
       const res = await api.fetch(
-        new Request("http://x/api/v1/datasets/ds_orders/rows?maxRows=2", { headers: { authorization: "Bearer dp_test_sync_0000000000000000" } }),
+        new Request("http://x/api/v1/datasets/ds_orders/rows?maxRows=2", {
+          headers: { authorization: "Bearer dp_test_sync_0000000000000000" },
+        }),
       );
       // No turn of the event loop passes between the answer and this count.
-      const audited = reader.prepare("SELECT count(*) AS n FROM audit_events WHERE category = 'data_access'").get() as { n: number };
+      const audited = reader.prepare("SELECT count(*) AS n FROM audit_events WHERE category = 'data_access'").get() as {
+        n: number;
+      };
       expect(res.status).toBe(200);
       expect(audited.n).toBe(1);
     } finally {
@@ -463,7 +652,8 @@ describe("sqlite: the usage log sums a turn's calls", () => {
     const again = await s.usage.spaceApiUsage({ teamId: "team_ops", fromDay: "2026-11-24", toDay: "2026-11-24" });
     expect(again.map((r) => r.calls)).toEqual([50]);
 
-    // A read of the counters in the middle of a turn commits the calls before it; the calls after it are the next group's.
+    // A read of the counters in the middle of a turn commits the calls before it; the calls after it are the next
+    // group's.
     const before = [call(200, 1, "2026-11-24T12:00:01.000Z"), call(200, 1, "2026-11-24T12:00:02.000Z")];
     const midTurn = s.usage.spaceApiUsage({ teamId: "team_ops", fromDay: "2026-11-24", toDay: "2026-11-24" });
     const after = call(500, 1, "2026-11-24T12:00:03.000Z");

@@ -94,13 +94,25 @@ describe("sqlite: admin writes are visible at once", () => {
       { method: "identity.deleteMembership", args: ["usr_ada", "team_ops"] },
       { method: "catalog.putConnection", args: [rotated("whsec_from_child")] },
     ];
-    const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", join(root, "test/sqlite/support/store-calls.ts"), path, JSON.stringify(calls)], { cwd: root });
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ["--import", "tsx", join(root, "test/sqlite/support/store-calls.ts"), path, JSON.stringify(calls)],
+      { cwd: root },
+    );
     expect(stdout.trim().split("\n")).toEqual(['"updated"', "true", '"updated"']);
     await expectChanged(s, "whsec_from_child");
 
     await promisify(execFile)(
       process.execPath,
-      ["--import", "tsx", join(root, "test/sqlite/support/store-calls.ts"), path, JSON.stringify([{ method: "webhooks.updateWebhookSettings", args: ["conn_hook", { signingSecret: "whsec_2" }] }])],
+      [
+        "--import",
+        "tsx",
+        join(root, "test/sqlite/support/store-calls.ts"),
+        path,
+        JSON.stringify([
+          { method: "webhooks.updateWebhookSettings", args: ["conn_hook", { signingSecret: "whsec_2" }] },
+        ]),
+      ],
       { cwd: root },
     );
     expect((await s.webhooks.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_2");
@@ -114,13 +126,21 @@ describe("sqlite: admin writes are visible at once", () => {
 
     await s.catalog.putConnection({ ...HOOK, config: { ...HOOK.config, endpointId: "ep_moved" } });
     expect(await s.webhooks.getWebhookEndpoint("ep_shop")).toBeNull();
-    expect(await s.webhooks.getWebhookEndpoint("ep_moved")).toMatchObject({ connectionId: "conn_hook", datasetId: "ds_conn_hook", signingSecret: "whsec_old" });
-    expect(s.db.prepare("SELECT endpoint_id FROM connections WHERE id = 'conn_hook'").get()).toEqual({ endpoint_id: "ep_moved" });
+    expect(await s.webhooks.getWebhookEndpoint("ep_moved")).toMatchObject({
+      connectionId: "conn_hook",
+      datasetId: "ds_conn_hook",
+      signingSecret: "whsec_old",
+    });
+    expect(s.db.prepare("SELECT endpoint_id FROM connections WHERE id = 'conn_hook'").get()).toEqual({
+      endpoint_id: "ep_moved",
+    });
 
     // Not a webhook any more: no endpoint.
     await s.catalog.putConnection({ ...HOOK, type: "memory", config: { endpointId: "ep_moved" } });
     expect(await s.webhooks.getWebhookEndpoint("ep_moved")).toBeNull();
-    expect(s.db.prepare("SELECT endpoint_id FROM connections WHERE id = 'conn_hook'").get()).toEqual({ endpoint_id: null });
+    expect(s.db.prepare("SELECT endpoint_id FROM connections WHERE id = 'conn_hook'").get()).toEqual({
+      endpoint_id: null,
+    });
 
     await s.catalog.putConnection(HOOK);
     expect((await s.webhooks.getWebhookEndpoint("ep_shop"))?.signingSecret).toBe("whsec_old");
@@ -138,7 +158,9 @@ describe("sqlite: admin writes are visible at once", () => {
       dataset: { id: "ds_two", name: "Two" },
     });
     const two = await s.catalog.getConnection("conn_two");
-    await expect(s.catalog.putConnection({ ...two!, config: { ...two!.config, endpointId: "ep_shop" } })).rejects.toThrow(/endpoint id ep_shop/);
+    await expect(
+      s.catalog.putConnection({ ...two!, config: { ...two!.config, endpointId: "ep_shop" } }),
+    ).rejects.toThrow(/endpoint id ep_shop/);
     await expect(s.catalog.putConnection({ ...HOOK, id: "conn_three" })).rejects.toThrow(/endpoint id ep_shop/);
     expect(await s.catalog.getConnection("conn_two")).toEqual(two);
     expect(await s.catalog.getConnection("conn_three")).toBeNull();
@@ -152,17 +174,38 @@ describe("sqlite: admin writes are visible at once", () => {
     const now = Date.parse("2026-11-01T12:00:00.000Z");
     const hash = sha256Hex("sess_token_new");
     expect(await s.credentials.findSessionUser(hash, now)).toBeNull();
-    await other.credentials.insertSession({ id: "sess_new", tokenHash: hash, userId: "usr_bob", expiresAt: "2026-11-01T13:00:00.000Z" });
+    await other.credentials.insertSession({
+      id: "sess_new",
+      tokenHash: hash,
+      userId: "usr_bob",
+      expiresAt: "2026-11-01T13:00:00.000Z",
+    });
     expect(await s.credentials.findSessionUser(hash, now)).toBe("usr_bob");
     expect(await s.credentials.findSessionUser(hash, Date.parse("2026-11-01T13:00:00.000Z"))).toBeNull(); // at expiresAt: expired
-    expect(await s.credentials.getSession("sess_new")).toEqual({ id: "sess_new", tokenHash: hash, userId: "usr_bob", expiresAt: "2026-11-01T13:00:00.000Z" });
-    await expect(s.credentials.insertSession({ id: "sess_new", tokenHash: sha256Hex("x"), userId: "usr_bob", expiresAt: null })).rejects.toThrow();
-    await expect(s.credentials.insertSession({ id: "sess_other", tokenHash: hash, userId: "usr_bob", expiresAt: null })).rejects.toThrow();
-    await expect(s.credentials.insertSession({ id: "sess_bad", tokenHash: sha256Hex("y"), userId: "usr_bob", expiresAt: "soon" })).rejects.toThrow(/expiresAt/);
+    expect(await s.credentials.getSession("sess_new")).toEqual({
+      id: "sess_new",
+      tokenHash: hash,
+      userId: "usr_bob",
+      expiresAt: "2026-11-01T13:00:00.000Z",
+    });
+    await expect(
+      s.credentials.insertSession({ id: "sess_new", tokenHash: sha256Hex("x"), userId: "usr_bob", expiresAt: null }),
+    ).rejects.toThrow();
+    await expect(
+      s.credentials.insertSession({ id: "sess_other", tokenHash: hash, userId: "usr_bob", expiresAt: null }),
+    ).rejects.toThrow();
+    await expect(
+      s.credentials.insertSession({ id: "sess_bad", tokenHash: sha256Hex("y"), userId: "usr_bob", expiresAt: "soon" }),
+    ).rejects.toThrow(/expiresAt/);
     expect(await s.credentials.getSession("sess_bad")).toBeNull();
     // Fixture sessions: the id form of the fixture loader, never expiring.
     const adaHash = sha256Hex(TOKENS.sessionAda);
-    expect(await s.credentials.getSession(`sess_${adaHash.slice(0, 24)}`)).toEqual({ id: `sess_${adaHash.slice(0, 24)}`, tokenHash: adaHash, userId: "usr_ada", expiresAt: null });
+    expect(await s.credentials.getSession(`sess_${adaHash.slice(0, 24)}`)).toEqual({
+      id: `sess_${adaHash.slice(0, 24)}`,
+      tokenHash: adaHash,
+      userId: "usr_ada",
+      expiresAt: null,
+    });
 
     expect(await other.credentials.deleteSession("sess_new")).toBe(true);
     expect(await s.credentials.findSessionUser(hash, now)).toBeNull();
@@ -189,7 +232,13 @@ describe("sqlite: the remembered key lookup", () => {
 
     const fresh = sha256Hex("dp_test_fresh_0000000000000000");
     expect(await s.credentials.findApiKeyWithTeam!(fresh)).toBeNull();
-    await s.credentials.insertApiKey({ ...first!.key, id: "key_fresh", tokenHash: fresh, revokedAt: null, creatorDeleted: false });
+    await s.credentials.insertApiKey({
+      ...first!.key,
+      id: "key_fresh",
+      tokenHash: fresh,
+      revokedAt: null,
+      creatorDeleted: false,
+    });
     expect((await s.credentials.findApiKeyWithTeam!(fresh))?.key.id).toBe("key_fresh");
   });
 });
@@ -197,7 +246,18 @@ describe("sqlite: the remembered key lookup", () => {
 describe("sqlite: the remembered dataset records", () => {
   const actor = { type: "api-key", id: "key_sync", name: "Warehouse sync" } as const;
   const event = (id: string) =>
-    ({ id, teamId: "team_ops", time: "2026-11-24T00:00:00.000Z", category: "audit", action: "table.row.created", actor, target: null, outcome: "success", ip: null, userAgent: null }) as const;
+    ({
+      id,
+      teamId: "team_ops",
+      time: "2026-11-24T00:00:00.000Z",
+      category: "audit",
+      action: "table.row.created",
+      actor,
+      target: null,
+      outcome: "success",
+      ip: null,
+      userAgent: null,
+    }) as const;
   const columns = [{ name: "region", type: "string" as const }];
   async function* rows(n: number) {
     for (let i = 0; i < n; i++) yield { region: `r${i}` };
@@ -210,10 +270,27 @@ describe("sqlite: the remembered dataset records", () => {
     expect(Object.isFrozen(first?.columns[0])).toBe(true);
     expect(await s.catalog.getDataset("ds_orders")).toBe(first); // remembered: the same frozen record
 
-    await s.rows.writeDatasetRows({ datasetId: "ds_orders", mode: "append", rows: rows(4), columns: () => columns, updatedAt: "2026-11-24T01:00:00.000Z" });
-    expect(await s.catalog.getDataset("ds_orders")).toMatchObject({ rowCount: first!.rowCount + 4, updatedAt: "2026-11-24T01:00:00.000Z" });
-    await s.rows.replaceDatasetRows("ds_orders", { rows: [{ region: "EMEA" }], columns, refreshedAt: "2026-11-24T02:00:00.000Z" });
-    expect(await s.catalog.getDataset("ds_orders")).toMatchObject({ rowCount: 1, lastRefreshedAt: "2026-11-24T02:00:00.000Z", columns });
+    await s.rows.writeDatasetRows({
+      datasetId: "ds_orders",
+      mode: "append",
+      rows: rows(4),
+      columns: () => columns,
+      updatedAt: "2026-11-24T01:00:00.000Z",
+    });
+    expect(await s.catalog.getDataset("ds_orders")).toMatchObject({
+      rowCount: first!.rowCount + 4,
+      updatedAt: "2026-11-24T01:00:00.000Z",
+    });
+    await s.rows.replaceDatasetRows("ds_orders", {
+      rows: [{ region: "EMEA" }],
+      columns,
+      refreshedAt: "2026-11-24T02:00:00.000Z",
+    });
+    expect(await s.catalog.getDataset("ds_orders")).toMatchObject({
+      rowCount: 1,
+      lastRefreshedAt: "2026-11-24T02:00:00.000Z",
+      columns,
+    });
     await s.catalog.putDataset({ ...first!, name: "Orders (renamed)" });
     expect((await s.catalog.getDataset("ds_orders"))?.name).toBe("Orders (renamed)");
 
@@ -228,11 +305,21 @@ describe("sqlite: the remembered dataset records", () => {
         retainRows: 3,
         receivedAt: `2026-11-24T00:00:0${i}.000Z`,
       });
-      expect(await s.catalog.getDataset("ds_conn_hook")).toMatchObject({ rowCount: Math.min(i, 3), updatedAt: `2026-11-24T00:00:0${i}.000Z` });
+      expect(await s.catalog.getDataset("ds_conn_hook")).toMatchObject({
+        rowCount: Math.min(i, 3),
+        updatedAt: `2026-11-24T00:00:0${i}.000Z`,
+      });
     }
 
     const table = await s.catalog.getDataset("tbl_targets");
-    await s.tables.insertTableRow({ tableId: "tbl_targets", rowId: "row_new", values: { region: "APAC" }, actor, now: Date.parse("2026-11-24T03:00:00.000Z"), auditEvent: event("evt_memo_1") });
+    await s.tables.insertTableRow({
+      tableId: "tbl_targets",
+      rowId: "row_new",
+      values: { region: "APAC" },
+      actor,
+      now: Date.parse("2026-11-24T03:00:00.000Z"),
+      auditEvent: event("evt_memo_1"),
+    });
     expect((await s.catalog.getDataset("tbl_targets"))?.rowCount).toBe(table!.rowCount + 1);
 
     expect(await s.catalog.deleteDataset("ds_orders")).toBe(true);
@@ -251,7 +338,10 @@ describe("sqlite: the remembered dataset records", () => {
     // A real second process, through plain SQL on the file.
     await promisify(execFile)(
       process.execPath,
-      ["-e", `${OPEN_FILE} const db = open(${JSON.stringify(path)}); db.exec("PRAGMA busy_timeout = 5000"); db.prepare("UPDATE datasets SET name = 'Stores (from another process)' WHERE id = 'ds_stores'").run(); db.close();`],
+      [
+        "-e",
+        `${OPEN_FILE} const db = open(${JSON.stringify(path)}); db.exec("PRAGMA busy_timeout = 5000"); db.prepare("UPDATE datasets SET name = 'Stores (from another process)' WHERE id = 'ds_stores'").run(); db.close();`,
+      ],
       { cwd: root },
     );
     expect((await s.catalog.getDataset("ds_stores"))?.name).toBe("Stores (from another process)");
@@ -269,11 +359,16 @@ describe("sqlite: reads of a remembered dataset record", () => {
       const reply = await api.handle({
         method: "GET",
         url: `http://localhost/api/v1/datasets/ds_stores/rows?maxRows=1${query}`,
-        headers: { get: (name: string) => (name === "authorization" ? `Bearer ${TOKENS.sync}` : null), keys: () => ["authorization"] },
+        headers: {
+          get: (name: string) => (name === "authorization" ? `Bearer ${TOKENS.sync}` : null),
+          keys: () => ["authorization"],
+        },
         clientAddress: "127.0.0.1",
         readBody: async () => new Uint8Array(),
       });
-      return JSON.parse(String(reply.body)) as { metadata: { columns: string[]; columnTypes: Record<string, string | null>; datasetName: string } };
+      return JSON.parse(String(reply.body)) as {
+        metadata: { columns: string[]; columnTypes: Record<string, string | null>; datasetName: string };
+      };
     };
     const before = (await read()).metadata;
     expect((await read()).metadata).toEqual(before); // the record is remembered: the same facts
@@ -283,8 +378,15 @@ describe("sqlite: reads of a remembered dataset record", () => {
     ];
     const current = (await s.catalog.getDataset("ds_stores"))!;
     expect(current.type).toBe("connection");
-    await admin.putDataset("ds_stores", { teamId: current.teamId, name: "Stores v2", type: "connection", connectionId: current.connectionId, source: current.source, columns: declared,
-      dropColumns: current.columns.map((c) => c.name).filter((name) => !declared.some((d) => d.name === name)) });
+    await admin.putDataset("ds_stores", {
+      teamId: current.teamId,
+      name: "Stores v2",
+      type: "connection",
+      connectionId: current.connectionId,
+      source: current.source,
+      columns: declared,
+      dropColumns: current.columns.map((c) => c.name).filter((name) => !declared.some((d) => d.name === name)),
+    });
     const after = (await read()).metadata;
     expect(after.datasetName).toBe("Stores v2");
     expect(after.columns).toEqual(["store_id", "opened"]);

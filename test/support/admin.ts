@@ -10,7 +10,12 @@ export interface AdminAnswer {
 }
 
 /** How a test sends an admin operation: over HTTP, or through the admin function the route calls. */
-export type AdminSend = (method: string, path: string, body?: unknown, headers?: Record<string, string>) => Promise<AdminAnswer>;
+export type AdminSend = (
+  method: string,
+  path: string,
+  body?: unknown,
+  headers?: Record<string, string>,
+) => Promise<AdminAnswer>;
 
 /** Over HTTP: `/api/admin/v1` with the admin token. */
 export function httpAdmin(api: Pick<DataApi, "fetch">, token = ADMIN_TOKEN): AdminSend {
@@ -38,16 +43,27 @@ export function functionAdmin(admin: Admin): AdminSend {
     const parts = route!.split("/").filter(Boolean).map(decodeURIComponent);
     const params = new URLSearchParams(query);
     const list = { limit: params.has("limit") ? Number(params.get("limit")) : undefined, cursor: params.get("cursor") };
-    const put = (p: Promise<{ created: boolean; value: unknown }>) => p.then((r) => ({ status: r.created ? 201 : 200, json: r.value }));
+    const put = (p: Promise<{ created: boolean; value: unknown }>) =>
+      p.then((r) => ({ status: r.created ? 201 : 200, json: r.value }));
     const ok = (p: Promise<unknown>, status = 200) => p.then((json) => ({ status, json: json ?? null }));
     const gone = (p: Promise<void>) => p.then(() => ({ status: 204, json: null }));
     const key = `${method} /${parts.map((part, i) => (i % 2 === 1 ? ":" : part)).join("/")}`;
     const [a, id, c, d] = parts as [string, string, string, string];
     const collections: Record<string, { put: any; get: any; list: any; remove: any }> = {
-      businesses: { put: admin.putBusiness, get: admin.getBusiness, list: admin.listBusinesses, remove: admin.deleteBusiness },
+      businesses: {
+        put: admin.putBusiness,
+        get: admin.getBusiness,
+        list: admin.listBusinesses,
+        remove: admin.deleteBusiness,
+      },
       teams: { put: admin.putTeam, get: admin.getTeam, list: admin.listTeams, remove: admin.deleteTeam },
       users: { put: admin.putUser, get: admin.getUser, list: admin.listUsers, remove: admin.deleteUser },
-      connections: { put: admin.putConnection, get: admin.getConnection, list: admin.listConnections, remove: admin.deleteConnection },
+      connections: {
+        put: admin.putConnection,
+        get: admin.getConnection,
+        list: admin.listConnections,
+        remove: admin.deleteConnection,
+      },
       datasets: { put: admin.putDataset, get: admin.getDataset, list: admin.listDatasets, remove: admin.deleteDataset },
       tables: { put: admin.putTable, get: admin.getTable, list: admin.listTables, remove: admin.deleteTable },
       dashboards: { put: null, get: admin.getDashboard, list: admin.listDashboards, remove: admin.deleteDashboard },
@@ -69,7 +85,12 @@ export function functionAdmin(admin: Admin): AdminSend {
         case "DELETE /sessions/:":
           return await gone(admin.deleteSession(id, by));
         case "POST /teams/:/api-keys":
-          return await ok(admin.createApiKey({ ...(body as object), teamId: id } as never).then(({ key, token }) => ({ ...key, token })), 201);
+          return await ok(
+            admin
+              .createApiKey({ ...(body as object), teamId: id } as never)
+              .then(({ key, token }) => ({ ...key, token })),
+            201,
+          );
         case "GET /teams/:/api-keys":
           return await ok(admin.listApiKeys(id).then((data) => ({ data })));
         case "GET /api-keys/:":
@@ -84,7 +105,9 @@ export function functionAdmin(admin: Admin): AdminSend {
         case "POST /datasets/:/refresh":
           return await ok(admin.refreshDataset(id, (body ?? {}) as never));
         case "PUT /dashboards/:/versions/:":
-          return await put(admin.putDashboardVersion(id, /^[1-9][0-9]*$/.test(d) ? Number(d) : Number.NaN, body as never, by));
+          return await put(
+            admin.putDashboardVersion(id, /^[1-9][0-9]*$/.test(d) ? Number(d) : Number.NaN, body as never, by),
+          );
         case "POST /dashboard-views":
           return await ok(admin.recordDashboardViews(body as never, by), 201);
         case "POST /refresh-runs":

@@ -13,7 +13,11 @@ export async function setup(options: DataApiOptions & { fixture?: unknown } = {}
   const clock = createFixedClock(NOW);
   await storage.seed(parseFixture(options.fixture ?? testFixture()));
   const api = createDataApi({ clock, ...options, storage });
-  async function call(method: string, path: string, init: { token?: string; body?: unknown; headers?: Record<string, string> } = {}) {
+  async function call(
+    method: string,
+    path: string,
+    init: { token?: string; body?: unknown; headers?: Record<string, string> } = {},
+  ) {
     const headers: Record<string, string> = { ...init.headers };
     if (init.token) headers.authorization = `Bearer ${init.token}`;
     let body: string | undefined;
@@ -21,7 +25,9 @@ export async function setup(options: DataApiOptions & { fixture?: unknown } = {}
       body = typeof init.body === "string" ? init.body : JSON.stringify(init.body);
       headers["content-type"] ??= "application/json";
     }
-    const response = await api.fetch(new Request(`http://dataport.test${path}`, { method, headers, body }), { clientAddress: "198.51.100.7" });
+    const response = await api.fetch(new Request(`http://dataport.test${path}`, { method, headers, body }), {
+      clientAddress: "198.51.100.7",
+    });
     const text = await response.text();
     let json: any = null;
     try {
@@ -30,7 +36,13 @@ export async function setup(options: DataApiOptions & { fixture?: unknown } = {}
       json = null;
     }
     // Every response a handler test sees must be one the OpenAPI document describes.
-    assertMatchesDocument(api, { method, path, status: response.status, contentType: response.headers.get("content-type"), json });
+    assertMatchesDocument(api, {
+      method,
+      path,
+      status: response.status,
+      contentType: response.headers.get("content-type"),
+      json,
+    });
     return { status: response.status, headers: response.headers, json, text };
   }
   return { api, storage, clock, call };

@@ -22,7 +22,13 @@ export function uploadDataset(id: string, name: string, columns: Column[], decla
 }
 
 /** A streamed bulk write of `rows` into a dataset (replacing or appending), as an upload makes one. */
-export function writeRows(store: Pick<Storage, "rows">, datasetId: string, mode: "replace" | "append", rows: Iterable<Row>, columns: Column[]) {
+export function writeRows(
+  store: Pick<Storage, "rows">,
+  datasetId: string,
+  mode: "replace" | "append",
+  rows: Iterable<Row>,
+  columns: Column[],
+) {
   return store.rows.writeDatasetRows({
     datasetId,
     mode,

@@ -35,9 +35,18 @@ if (process.argv[1]?.endsWith("export-server.ts")) {
   await storage.seed(parseFixture(testFixture()));
   const api = createDataApi({ storage });
   const admin = createAdmin(api);
-  await admin.putDataset("ds_export", { teamId: "team_ops", name: "Export", type: "upload", connectionId: null, source: null, columns: EXPORT_COLUMNS.map((c) => ({ ...c })) });
+  await admin.putDataset("ds_export", {
+    teamId: "team_ops",
+    name: "Export",
+    type: "upload",
+    connectionId: null,
+    source: null,
+    columns: EXPORT_COLUMNS.map((c) => ({ ...c })),
+  });
   await admin.writeDatasetRows("ds_export", "replace", rows(Number(process.argv[3])));
-  const server = createServer(toNodeHandler(api)).listen(0, "127.0.0.1", () => console.log(`listening on http://127.0.0.1:${(server.address() as AddressInfo).port}`));
+  const server = createServer(toNodeHandler(api)).listen(0, "127.0.0.1", () =>
+    console.log(`listening on http://127.0.0.1:${(server.address() as AddressInfo).port}`),
+  );
   process.on("SIGTERM", () => {
     server.closeAllConnections();
     void storage.close().finally(() => process.exit(0));

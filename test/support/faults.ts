@@ -46,9 +46,13 @@ export async function startPrivateRedis(): Promise<PrivateRedis> {
   const port = await freePort();
   let child: ChildProcess | null = null;
   const start = async () => {
-    const server = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const server = spawn(
+      "redis-server",
+      ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+      {
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     child = server;
     await new Promise<void>((resolve, reject) => {
       let out = "";
@@ -235,7 +239,12 @@ const TERMINATED = errorResponse({
 });
 
 function errorResponse(fields: Record<string, string>): Buffer {
-  const body = Buffer.from(`${Object.entries(fields).map(([k, v]) => `${k}${v}\0`).join("")}\0`, "utf8");
+  const body = Buffer.from(
+    `${Object.entries(fields)
+      .map(([k, v]) => `${k}${v}\0`)
+      .join("")}\0`,
+    "utf8",
+  );
   const head = Buffer.alloc(5);
   head.write("E", 0, "latin1");
   head.writeInt32BE(body.length + 4, 1);

@@ -19,11 +19,24 @@ export function importGraph(root: string): Map<string, string[]> {
       if (target !== null) targets.add(relative(root, target));
     };
     const visit = (node: ts.Node): void => {
-      if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier && ts.isStringLiteral(node.moduleSpecifier)) {
+      if (
+        (ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) &&
+        node.moduleSpecifier &&
+        ts.isStringLiteral(node.moduleSpecifier)
+      ) {
         add(node.moduleSpecifier.text);
-      } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument) && ts.isStringLiteral(node.argument.literal)) {
+      } else if (
+        ts.isImportTypeNode(node) &&
+        ts.isLiteralTypeNode(node.argument) &&
+        ts.isStringLiteral(node.argument.literal)
+      ) {
         add(node.argument.literal.text);
-      } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword && node.arguments[0] && ts.isStringLiteral(node.arguments[0])) {
+      } else if (
+        ts.isCallExpression(node) &&
+        node.expression.kind === ts.SyntaxKind.ImportKeyword &&
+        node.arguments[0] &&
+        ts.isStringLiteral(node.arguments[0])
+      ) {
         add(node.arguments[0].text);
       }
       ts.forEachChild(node, visit);
@@ -55,7 +68,10 @@ export function folderGraph(graph: Map<string, string[]>): Map<string, Map<strin
   return folders;
 }
 
-/** The circles of a graph: every strongly connected component of more than one file (or a file importing itself), each sorted. */
+/**
+ * The circles of a graph: every strongly connected component of more than one file (or a file importing itself), each
+ * sorted.
+ */
 export function importCycles(graph: Map<string, string[]>): string[][] {
   // Tarjan's algorithm, iterative so a deep graph cannot overflow the stack.
   const index = new Map<string, number>();

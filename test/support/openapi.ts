@@ -1,6 +1,11 @@
 import { z } from "zod";
 import type { DataApi } from "../../src/server/api.js";
-import { createOpenApiDocument, type JsonSchema, type OpenApiDocument, type OpenApiResponse } from "../../src/routes/openapi-document.js";
+import {
+  createOpenApiDocument,
+  type JsonSchema,
+  type OpenApiDocument,
+  type OpenApiResponse,
+} from "../../src/routes/openapi-document.js";
 
 /**
  * Checks responses against the OpenAPI document the API serves. `setup().call`
@@ -37,7 +42,9 @@ export function assertMatchesDocument(api: Pick<DataApi, "routes">, check: Respo
   const where = `${check.method} ${template}`;
   const documented = operation.responses[String(check.status)];
   if (!documented) {
-    throw new Error(`${where} answered ${check.status}, which the OpenAPI document does not list; declare it in the route's responses`);
+    throw new Error(
+      `${where} answered ${check.status}, which the OpenAPI document does not list; declare it in the route's responses`,
+    );
   }
   const response = resolve<OpenApiResponse>(document, documented);
   const schema = response.content?.["application/json"]?.schema;

@@ -29,7 +29,11 @@ export function postgresStores(options: { prefix?: string; maxConnections: numbe
     },
     /** A store on `schema` (a new one by default), seeded with the file's fixture unless `seed` is false. */
     async store(schema = schemaOf(), seed = true): Promise<PostgresStorage> {
-      const made = await createPostgresStorage({ connectionString: POSTGRES_URL, schema: schemaOf(schema), maxConnections: options.maxConnections });
+      const made = await createPostgresStorage({
+        connectionString: POSTGRES_URL,
+        schema: schemaOf(schema),
+        maxConnections: options.maxConnections,
+      });
       open.push(made);
       if (seed) await made.seed(parseFixture((options.fixture ?? conformanceFixture)()));
       return made;

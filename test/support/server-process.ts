@@ -25,7 +25,8 @@ export function watchOutput(
         resolve(match[1]!);
       }
     });
-    if (options.exitRejects) child.once("exit", () => setTimeout(() => reject(new Error(`exited before listening:\n${text}`)), 100));
+    if (options.exitRejects)
+      child.once("exit", () => setTimeout(() => reject(new Error(`exited before listening:\n${text}`)), 100));
   });
   return { url, output: () => text, closed };
 }

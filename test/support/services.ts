@@ -36,7 +36,12 @@ export function postgresSkipReason(): Promise<string | undefined> {
 /** undefined when Redis answers, else the reason to skip. */
 export function redisSkipReason(): Promise<string | undefined> {
   return probe("Redis", async () => {
-    const redis = new Redis(REDIS_URL, { lazyConnect: true, connectTimeout: 2000, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    const redis = new Redis(REDIS_URL, {
+      lazyConnect: true,
+      connectTimeout: 2000,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
     redis.on("error", () => {});
     try {
       await redis.connect();

@@ -30,7 +30,12 @@ const prefix = `row_${process.pid}_${Date.now()}`;
 createServer((req, res) => {
   if (req.method === "GET") {
     void (async () => {
-      const page = await storage.rows.readDatasetRows("ds_conn_hook", { offset: 0, limit: null, columns: null, filters: null });
+      const page = await storage.rows.readDatasetRows("ds_conn_hook", {
+        offset: 0,
+        limit: null,
+        columns: null,
+        filters: null,
+      });
       const rows: unknown[] = [];
       for await (const row of page.rows) rows.push(row);
       res.end(JSON.stringify({ data: rows }));
@@ -43,13 +48,20 @@ createServer((req, res) => {
     const row = { _id: `${prefix}_${++ids}`, ...(JSON.parse(Buffer.concat(chunks).toString("utf8")) as object) };
     const dedup = req.headers["x-dedup"];
     Promise.resolve(
-      storage.webhooks.ingestWebhookRow({ datasetId: "ds_conn_hook", dedupKey: typeof dedup === "string" ? dedup : null, row, columns: inferColumns([row]), retainRows: 1_000_000, receivedAt: new Date().toISOString() }),
+      storage.webhooks.ingestWebhookRow({
+        datasetId: "ds_conn_hook",
+        dedupKey: typeof dedup === "string" ? dedup : null,
+        row,
+        columns: inferColumns([row]),
+        retainRows: 1_000_000,
+        receivedAt: new Date().toISOString(),
+      }),
     ).then(
-        (result) => res.end(JSON.stringify({ ok: true, ...result })),
-        () => {
-          res.statusCode = 500;
-          res.end();
-        },
-      );
+      (result) => res.end(JSON.stringify({ ok: true, ...result })),
+      () => {
+        res.statusCode = 500;
+        res.end();
+      },
+    );
   });
 }).listen(Number(port), "127.0.0.1", () => console.log(`listening on http://127.0.0.1:${port}`));

@@ -18,7 +18,9 @@ export function memoryRows(state: MemoryState): RowStore & RowWrites {
   const writable = (id: string): DatasetRecord => {
     const found = state.datasets.get(id);
     if (found) return found;
-    throw new Error(state.tables.has(id) ? `${id} is an input table: its rows change one by one` : `unknown dataset ${id}`);
+    throw new Error(
+      state.tables.has(id) ? `${id} is an input table: its rows change one by one` : `unknown dataset ${id}`,
+    );
   };
 
   /**
@@ -43,7 +45,9 @@ export function memoryRows(state: MemoryState): RowStore & RowWrites {
       const rows = state.datasetRows.get(datasetId) ?? [];
       const first = () => state.firstPositions.get(rows) ?? 0;
       if (query.where || query.sort?.length || query.after) return queriedRows(rows, first(), query);
-      const totalRows = query.filters ? rows.reduce((n, r) => n + (matchesFilters(r, query.filters) ? 1 : 0), 0) : rows.length;
+      const totalRows = query.filters
+        ? rows.reduce((n, r) => n + (matchesFilters(r, query.filters) ? 1 : 0), 0)
+        : rows.length;
       const last: { key: RowKey | null } = { key: null };
       const page: RowPage = { totalRows, rows: new PageOf(rows, query, first, last), lastKey: () => last.key };
       return page;
@@ -55,7 +59,13 @@ export function memoryRows(state: MemoryState): RowStore & RowWrites {
       const columns = cloneJson(data.columns);
       putRows(datasetId, rows, true);
       state.dedupKeys.delete(datasetId);
-      state.datasets.set(datasetId, { ...found, columns, rowCount: rows.length, lastRefreshedAt: data.refreshedAt, updatedAt: data.refreshedAt });
+      state.datasets.set(datasetId, {
+        ...found,
+        columns,
+        rowCount: rows.length,
+        lastRefreshedAt: data.refreshedAt,
+        updatedAt: data.refreshedAt,
+      });
       appendChange(state, datasetId, Date.parse(data.refreshedAt) || 0, { op: "reset", at: data.refreshedAt });
     },
 
@@ -68,15 +78,19 @@ export function memoryRows(state: MemoryState): RowStore & RowWrites {
       // Checked again: the dataset may have gone while the rows came in.
       const found = writable(write.datasetId);
       // The rows stored NOW, not when the write began: writes to one dataset land one after the other.
-      const rows = write.mode === "replace" ? incoming : [...(state.datasetRows.get(write.datasetId) ?? []), ...incoming];
+      const rows =
+        write.mode === "replace" ? incoming : [...(state.datasetRows.get(write.datasetId) ?? []), ...incoming];
       // A new array, never a change to the old one: a read under way keeps the rows it started on.
       putRows(write.datasetId, rows, write.mode === "replace");
       if (write.mode === "replace") state.dedupKeys.delete(write.datasetId);
       state.datasets.set(write.datasetId, { ...found, columns, rowCount: rows.length, updatedAt: write.updatedAt });
       // The write's changes land in the same step: a replace starts followers over, an append adds its rows.
       const storedAt = Date.parse(write.updatedAt) || 0;
-      if (write.mode === "replace") appendChange(state, write.datasetId, storedAt, { op: "reset", at: write.updatedAt });
-      else for (const row of incoming) appendChange(state, write.datasetId, storedAt, { op: "insert", rowId: null, row, at: write.updatedAt });
+      if (write.mode === "replace")
+        appendChange(state, write.datasetId, storedAt, { op: "reset", at: write.updatedAt });
+      else
+        for (const row of incoming)
+          appendChange(state, write.datasetId, storedAt, { op: "insert", rowId: null, row, at: write.updatedAt });
       return { rowCount: rows.length };
     },
   };
@@ -156,4 +170,3 @@ class PageOf implements AsyncIterableIterator<Row> {
     }
   }
 }
-

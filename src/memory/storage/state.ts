@@ -100,7 +100,9 @@ export interface MemoryState {
   changeLog: MemoryChangeLog;
 }
 
-/** A change as the memory log keeps it: its row is the stored row itself (rows are replaced, never changed in place). */
+/**
+ * A change as the memory log keeps it: its row is the stored row itself (rows are replaced, never changed in place).
+ */
 export interface ChangeEntry {
   position: number;
   storedAt: number;

@@ -135,7 +135,10 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
     },
 
     async aggregateTableRows(tableId, query) {
-      return evaluateAggregate((state.tableRows.get(tableId)?.entries ?? []).map((entry) => entry.row), query);
+      return evaluateAggregate(
+        (state.tableRows.get(tableId)?.entries ?? []).map((entry) => entry.row),
+        query,
+      );
     },
     async listTableRows(tableId, query) {
       return queriedTableRows(state.tableRows.get(tableId)?.entries ?? [], query);
@@ -173,7 +176,8 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
       const index = entries.findIndex((e) => e.row._id === rowId);
       const current: Row | undefined = entries[index]?.row;
       if (!current) return { status: "not_found" };
-      if (expectedUpdatedAt != null && changedSince(current, expectedUpdatedAt)) return { status: "conflict", current: cloneJson(current) };
+      if (expectedUpdatedAt != null && changedSince(current, expectedUpdatedAt))
+        return { status: "conflict", current: cloneJson(current) };
       assertNewAuditId(state, auditEvent.id);
       entries.splice(index, 1);
       const at = new Date(now).toISOString();
@@ -210,7 +214,8 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
       if (stored && reshape) {
         stored.entries = stored.entries.map(({ position, row }) => ({ position, row: reshape(cloneJson(row)) }));
         // The table's `updatedAt` is when the declaration was stored.
-        if (stored.entries.length > 0) appendChange(state, table.id, Date.parse(table.updatedAt) || 0, { op: "reset", at: table.updatedAt });
+        if (stored.entries.length > 0)
+          appendChange(state, table.id, Date.parse(table.updatedAt) || 0, { op: "reset", at: table.updatedAt });
       }
       const result = state.tables.has(table.id) ? "updated" : "created";
       state.tables.set(table.id, { ...cloneJson(table), rowCount: stored?.entries.length ?? 0 });

@@ -1,14 +1,13 @@
 import { widenColumns } from "../../domain/columns.js";
 import type { ConnectionRecord } from "../../domain/model.js";
 import { emptyRow } from "../../domain/rows.js";
-import { endpointFromConnection as endpointOf, newWebhookConfig, webhookConfigWith } from "../../domain/webhook-config.js";
-import { utcDay } from "../../domain/days.js";
 import {
-  type DeliveryCount,
-  type DeliveryLogEntry,
-  entryMatches,
-  type InboxKeep,
-} from "../../domain/webhook-inbox.js";
+  endpointFromConnection as endpointOf,
+  newWebhookConfig,
+  webhookConfigWith,
+} from "../../domain/webhook-config.js";
+import { utcDay } from "../../domain/days.js";
+import { type DeliveryCount, type DeliveryLogEntry, entryMatches, type InboxKeep } from "../../domain/webhook-inbox.js";
 import type { WebhookDelivery, WebhookStore } from "../../ports/storage/webhooks.js";
 import { appendChange } from "./changes.js";
 import { cloneJson, type DedupKeys, type MemoryState } from "./state.js";
@@ -61,12 +60,18 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
   const counters = new Map<string, DeliveryCount>();
   let seq = 0;
 
-  /** An entry appended, then the connection's log kept to `keep`. The entry is the store's from now on (reads answer copies). */
+  /**
+   * An entry appended, then the connection's log kept to `keep`. The entry is the store's from now on (reads answer
+   * copies).
+   */
   function append(entry: Omit<DeliveryLogEntry, "seq">, keep: InboxKeep): void {
     let entries = log.get(entry.connectionId);
     if (!entries) log.set(entry.connectionId, (entries = []));
     const { id, connectionId, receivedAt, outcome, reason, status, rowId, detail } = entry;
-    entries.push({ entry: { seq: ++seq, id, connectionId, receivedAt, outcome, reason, status, rowId, detail }, receivedMs: Date.parse(receivedAt) });
+    entries.push({
+      entry: { seq: ++seq, id, connectionId, receivedAt, outcome, reason, status, rowId, detail },
+      receivedMs: Date.parse(receivedAt),
+    });
     while (entries.length > keep.size) entries.shift();
     // The age bound every so many appends (reads apply it exactly).
     if (++sinceAgeCheck < 64) return;
@@ -123,7 +128,12 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
       const stored = Object.assign(emptyRow(), row); // a copy: the caller keeps its row
       rows.push(stored);
       const storedAt = Date.parse(receivedAt);
-      appendChange(state, datasetId, storedAt, { op: "insert", rowId: id, row: stored, at: new Date(storedAt).toISOString() });
+      appendChange(state, datasetId, storedAt, {
+        op: "insert",
+        rowId: id,
+        row: stored,
+        at: new Date(storedAt).toISOString(),
+      });
       if (dedupKey !== null) {
         index.rowIdByKey.set(dedupKey, id);
         index.keyByRowId.set(id, dedupKey);
@@ -140,7 +150,19 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
     async recordWebhookDeliveries({ refusals, counts, keep }) {
       for (const r of refusals) {
         const detail = cloneJson(r.detail);
-        append({ id: r.id, connectionId: r.connectionId, receivedAt: r.receivedAt, outcome: "refused", reason: r.reason, status: r.status, rowId: null, detail }, keep);
+        append(
+          {
+            id: r.id,
+            connectionId: r.connectionId,
+            receivedAt: r.receivedAt,
+            outcome: "refused",
+            reason: r.reason,
+            status: r.status,
+            rowId: null,
+            detail,
+          },
+          keep,
+        );
       }
       for (const c of counts) count(c.connectionId, c.day, c.kind, c.n);
     },
@@ -179,7 +201,8 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
 
     async createWebhookConnection({ connection, endpoint, dataset }) {
       if (state.connections.has(connection.id)) throw new Error(`connection ${connection.id} exists`);
-      if (state.datasets.has(dataset.id) || state.tables.has(dataset.id)) throw new Error(`dataset ${dataset.id} exists`);
+      if (state.datasets.has(dataset.id) || state.tables.has(dataset.id))
+        throw new Error(`dataset ${dataset.id} exists`);
       if (lookup(endpoint.endpointId)) throw new Error("endpointId is taken");
       const record: ConnectionRecord = {
         ...connection,

@@ -3,7 +3,9 @@ import type { Change } from "../../domain/changes.js";
 export type { Change, ChangeOp } from "../../domain/changes.js";
 
 export interface StoredChange {
-  /** The change's position in the store's change log: a decimal string, increasing in the order changes became readable. */
+  /**
+   * The change's position in the store's change log: a decimal string, increasing in the order changes became readable.
+   */
   position: string;
   change: Change;
 }

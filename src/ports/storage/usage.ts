@@ -8,8 +8,16 @@ export interface SpaceQuery extends DayWindow {
 }
 
 /** The space objects of GET /space/{object}. */
-export type SpaceObject = "dashboard-usage" | "refresh-history" | "credit-usage" | "api-usage" | "dataset-usage" | "webhook-deliveries";
-export const SPACE_OBJECTS: readonly SpaceObject[] = ["dashboard-usage", "refresh-history", "credit-usage", "api-usage", "dataset-usage", "webhook-deliveries"];
+export type SpaceObject =
+  "dashboard-usage" | "refresh-history" | "credit-usage" | "api-usage" | "dataset-usage" | "webhook-deliveries";
+export const SPACE_OBJECTS: readonly SpaceObject[] = [
+  "dashboard-usage",
+  "refresh-history",
+  "credit-usage",
+  "api-usage",
+  "dataset-usage",
+  "webhook-deliveries",
+];
 
 /** `dashboard-usage`: one row per dashboard of the team per UTC day with at least one (non-editor) view. */
 export interface DashboardUsageRow {
@@ -42,7 +50,9 @@ export interface RefreshHistoryRow {
   rows_processed: number;
   /** Mean `durationMs` of the day's runs, rounded half up to an integer. */
   avg_duration_ms: number;
-  /** `error` of the day's latest failed run (greatest `startedAt`; on a tie the one stored last); null when none failed. */
+  /**
+   * `error` of the day's latest failed run (greatest `startedAt`; on a tie the one stored last); null when none failed.
+   */
   last_error: string | null;
 }
 
@@ -93,7 +103,10 @@ export interface DatasetUsageRow {
   column_count: number;
   last_refreshed_at: string | null;
   updated_at: string;
-  /** `error` of the dataset's latest refresh run (greatest `startedAt`) when that run failed; else null (also without runs). */
+  /**
+   * `error` of the dataset's latest refresh run (greatest `startedAt`) when that run failed; else null (also without
+   * runs).
+   */
   last_refresh_error: string | null;
   /** Names of the team's dashboards whose `datasetIds` include the dataset, sorted (binary order). */
   dashboards: string[];
@@ -142,7 +155,19 @@ export interface ApiUsageCounter {
 /** The counter `call` belongs to (on `day`, its UTC day), with nothing counted yet. */
 export function usageCounterFor(call: ApiCallRecord, day: string): ApiUsageCounter {
   const { teamId, method, route, credentialKind, credentialId, credentialName } = call;
-  return { day, teamId, method, route, credentialKind, credentialId, credentialName, calls: 0, errors: 0, serverErrors: 0, latencySum: 0 };
+  return {
+    day,
+    teamId,
+    method,
+    route,
+    credentialKind,
+    credentialId,
+    credentialName,
+    calls: 0,
+    errors: 0,
+    serverErrors: 0,
+    latencySum: 0,
+  };
 }
 
 /** `call` counted in `counter`: a call, an error from 400 on, a server error from 500 on, its latency. */
@@ -153,7 +178,9 @@ export function countCall(counter: ApiUsageCounter, call: ApiCallRecord): void {
   counter.latencySum += call.latencyMs;
 }
 
-/** A dataset's API reads summed: how many, and the latest (`lastMs` its epoch ms, 0 when `lastAt` is not an instant). */
+/**
+ * A dataset's API reads summed: how many, and the latest (`lastMs` its epoch ms, 0 when `lastAt` is not an instant).
+ */
 export interface DatasetReadCounter {
   reads: number;
   lastAt: string;
@@ -177,7 +204,15 @@ export function usageSums(): UsageSums {
 /** `call` added to `sums`: its day's counter and, for a successful read of rows, its dataset's reads. */
 export function sumCall(sums: UsageSums, call: ApiCallRecord): void {
   const day = utcDay(call.at);
-  const key = JSON.stringify([day, call.teamId, call.method, call.route, call.credentialKind, call.credentialId, call.credentialName]);
+  const key = JSON.stringify([
+    day,
+    call.teamId,
+    call.method,
+    call.route,
+    call.credentialKind,
+    call.credentialId,
+    call.credentialName,
+  ]);
   let counter = sums.calls.get(key);
   if (!counter) sums.calls.set(key, (counter = usageCounterFor(call, day)));
   countCall(counter, call);

@@ -1,7 +1,14 @@
 import type { Column, Row } from "../../domain/model.js";
 import type { WebhookSignature } from "../../domain/signature-schemes.js";
 import type { WebhookEndpoint, WebhookSettings } from "../../domain/webhook-config.js";
-import type { DeliveryCount, DeliveryLogEntry, DeliveryLogInput, DeliveryLogQuery, InboxKeep, RefusalLogInput } from "../../domain/webhook-inbox.js";
+import type {
+  DeliveryCount,
+  DeliveryLogEntry,
+  DeliveryLogInput,
+  DeliveryLogQuery,
+  InboxKeep,
+  RefusalLogInput,
+} from "../../domain/webhook-inbox.js";
 
 /**
  * Webhook endpoints and the rows delivered to them (de-duplication, retention).
@@ -56,7 +63,12 @@ export interface WebhookStore {
    */
   createWebhookConnection(input: {
     connection: { id: string; teamId: string; name: string; createdAt: string };
-    endpoint: { endpointId: string; signingSecret: string | null; retainRows: number | null; signature?: WebhookSignature | null };
+    endpoint: {
+      endpointId: string;
+      signingSecret: string | null;
+      retainRows: number | null;
+      signature?: WebhookSignature | null;
+    };
     dataset: { id: string; name: string };
   }): Promise<WebhookEndpoint>;
 
@@ -72,7 +84,11 @@ export interface WebhookStore {
    * updated. Entries of connections that are gone are still written (they
    * are unreachable and trimmed by age).
    */
-  recordWebhookDeliveries(batch: { refusals: readonly RefusalLogInput[]; counts: readonly DeliveryCount[]; keep: InboxKeep }): Promise<void>;
+  recordWebhookDeliveries(batch: {
+    refusals: readonly RefusalLogInput[];
+    counts: readonly DeliveryCount[];
+    keep: InboxKeep;
+  }): Promise<void>;
   /**
    * An endpoint's log entries matching `query`, at most `query.limit`,
    * newest (highest `seq`) or oldest first, within `query.keep`. `seq`
@@ -87,7 +103,11 @@ export interface WebhookStore {
    * connection's name) whose day is within the window, in any order.
    * Counters of deleted connections are not answered.
    */
-  webhookDeliveryCounts(query: { teamId: string; fromDay: string; toDay: string }): Promise<Array<DeliveryCount & { connection: string }>>;
+  webhookDeliveryCounts(query: {
+    teamId: string;
+    fromDay: string;
+    toDay: string;
+  }): Promise<Array<DeliveryCount & { connection: string }>>;
 }
 
 /**

@@ -21,22 +21,46 @@ const READS: readonly Call[] = [
   ["tables.getTable", (s) => s.tables.getTable("tbl_targets")],
   ["tables.getTableRow", (s) => s.tables.getTableRow("tbl_targets", "row_1")],
   ["webhooks.getWebhookEndpoint", (s) => s.webhooks.getWebhookEndpoint("wh_conformance_unknown")],
-  ["webhooks.listWebhookDeliveries", (s) => s.webhooks.listWebhookDeliveries("conn_retail", { limit: 10, order: "newest", keep: { size: 10, afterMs: 0 } })],
-  ["webhooks.getWebhookDelivery", (s) => s.webhooks.getWebhookDelivery("conn_retail", "whd_none", { size: 10, afterMs: 0 })],
-  ["webhooks.webhookDeliveryCounts", (s) => s.webhooks.webhookDeliveryCounts({ teamId: "team_ops", fromDay: "2026-10-31", toDay: "2026-11-01" })],
+  [
+    "webhooks.listWebhookDeliveries",
+    (s) =>
+      s.webhooks.listWebhookDeliveries("conn_retail", { limit: 10, order: "newest", keep: { size: 10, afterMs: 0 } }),
+  ],
+  [
+    "webhooks.getWebhookDelivery",
+    (s) => s.webhooks.getWebhookDelivery("conn_retail", "whd_none", { size: 10, afterMs: 0 }),
+  ],
+  [
+    "webhooks.webhookDeliveryCounts",
+    (s) => s.webhooks.webhookDeliveryCounts({ teamId: "team_ops", fromDay: "2026-10-31", toDay: "2026-11-01" }),
+  ],
   ["audit.readAuditEvents", (s) => s.audit.readAuditEvents(auditQuery)],
   ["dashboards.listDashboards", (s) => s.dashboards.listDashboards(["team_ops"])],
-  ["usage.spaceCreditUsage", (s) => s.usage.spaceCreditUsage({ teamId: "team_ops", fromDay: "2026-10-31", toDay: "2026-11-01" })],
+  [
+    "usage.spaceCreditUsage",
+    (s) => s.usage.spaceCreditUsage({ teamId: "team_ops", fromDay: "2026-10-31", toDay: "2026-11-01" }),
+  ],
 ];
 
 /** Writes of every area, the core's own among them (a table row, a webhook delivery, an audit event). */
 const WRITES: readonly Call[] = [
-  ["identity.putTeam", (s) => s.identity.putTeam({ id: "team_new", name: "New", plan: "pro", businessId: null, isPersonal: false })],
+  [
+    "identity.putTeam",
+    (s) => s.identity.putTeam({ id: "team_new", name: "New", plan: "pro", businessId: null, isPersonal: false }),
+  ],
   ["credentials.revokeApiKey", (s) => s.credentials.revokeApiKey("key_sync", new Date(NOW).toISOString())],
   ["catalog.deleteDataset", (s) => s.catalog.deleteDataset("ds_orders")],
   [
     "tables.insertTableRow",
-    (s) => s.tables.insertTableRow({ tableId: "tbl_targets", rowId: "row_new", values: { region: "APAC" }, actor: KEY, now: NOW, auditEvent: rowEvent }),
+    (s) =>
+      s.tables.insertTableRow({
+        tableId: "tbl_targets",
+        rowId: "row_new",
+        values: { region: "APAC" },
+        actor: KEY,
+        now: NOW,
+        auditEvent: rowEvent,
+      }),
   ],
   [
     "webhooks.ingestWebhookRow",
@@ -62,11 +86,17 @@ const WRITES: readonly Call[] = [
         keep: { size: 10, afterMs: 0 },
       }),
   ],
-  ["audit.appendAuditEvent", (s) => s.audit.appendAuditEvent(event("evt_fault", "team_ops", "audit", "2026-11-01T11:00:00Z"), NOW)],
+  [
+    "audit.appendAuditEvent",
+    (s) => s.audit.appendAuditEvent(event("evt_fault", "team_ops", "audit", "2026-11-01T11:00:00Z"), NOW),
+  ],
   ["dashboards.deleteDashboard", (s) => s.dashboards.deleteDashboard("dash_none")],
   [
     "usage.appendCreditUsage",
-    (s) => s.usage.appendCreditUsage([{ teamId: "team_ops", at: "2026-11-01T10:00:00Z", category: "query", credits: 1, userId: null }]),
+    (s) =>
+      s.usage.appendCreditUsage([
+        { teamId: "team_ops", at: "2026-11-01T10:00:00Z", category: "query", credits: 1, userId: null },
+      ]),
   ],
 ];
 
@@ -92,9 +122,14 @@ const rowEvent: AuditEvent = {
  * a driver's error nor a wait without end. Skipped for a store that cannot
  * fail (no `makeUnavailable`: memory).
  */
-export function describeFaultConformance(name: string, factory: StorageFactory, options: ConformanceOptions = {}): void {
+export function describeFaultConformance(
+  name: string,
+  factory: StorageFactory,
+  options: ConformanceOptions = {},
+): void {
   const { makeUnavailable } = options;
-  const skip = options.skip ?? (makeUnavailable === undefined ? "the store cannot fail (no makeUnavailable)" : undefined);
+  const skip =
+    options.skip ?? (makeUnavailable === undefined ? "the store cannot fail (no makeUnavailable)" : undefined);
   describe.skipIf(skip !== undefined)(`${name}: faults`, () => {
     const seeded = seededStore(factory, options);
     const cutOff = async () => {
@@ -131,12 +166,16 @@ function describeFailure(error: unknown): string {
   const { status, code, headers } = error as { status?: unknown; code?: unknown; headers?: Record<string, string> };
   if (status === 503 && code === "storage_unavailable") {
     const retryAfter = headers?.["retry-after"];
-    return retryAfter !== undefined && /^[1-9][0-9]*$/.test(retryAfter) ? "503" : `503 without a Retry-After of whole seconds (${retryAfter})`;
+    return retryAfter !== undefined && /^[1-9][0-9]*$/.test(retryAfter)
+      ? "503"
+      : `503 without a Retry-After of whole seconds (${retryAfter})`;
   }
   return `${String(status ?? "no status")} ${String(code ?? (error as Error)?.name)}: ${String((error as Error)?.message)}`;
 }
 
-/** A read of a dataset's rows to the end: a store may meet the fault when the call is made or while its rows are read. */
+/**
+ * A read of a dataset's rows to the end: a store may meet the fault when the call is made or while its rows are read.
+ */
 async function readAll(store: Storage, datasetId: string): Promise<number> {
   const page = await store.rows.readDatasetRows(datasetId, { offset: 0, limit: null, columns: null, filters: null });
   let n = 0;

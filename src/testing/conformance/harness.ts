@@ -47,7 +47,11 @@ export async function loadSpace(store: Storage, space: SeedSpace, options: Confo
  * A store seeded with the conformance fixture (or `fixture` when given),
  * closed after the test. Use inside `it(...)`.
  */
-export function seededStore(factory: StorageFactory, options: ConformanceOptions = {}, fixture: () => unknown = conformanceFixture): () => Promise<Storage> {
+export function seededStore(
+  factory: StorageFactory,
+  options: ConformanceOptions = {},
+  fixture: () => unknown = conformanceFixture,
+): () => Promise<Storage> {
   const fresh = emptyStore(factory);
   return async () => {
     const store = await fresh();
@@ -73,7 +77,10 @@ export function emptyStore(factory: StorageFactory): () => Promise<Storage> {
  * Every item of an id-paged listing, read `limit` at a time from the start;
  * also checks each page's size and that ids strictly increase.
  */
-export async function readAllPages<T extends { id: string }>(list: (page: IdPage) => Promise<T[]>, limit: number): Promise<T[]> {
+export async function readAllPages<T extends { id: string }>(
+  list: (page: IdPage) => Promise<T[]>,
+  limit: number,
+): Promise<T[]> {
   const out: T[] = [];
   let after: string | null = null;
   for (let pages = 0; pages < 1000; pages++) {

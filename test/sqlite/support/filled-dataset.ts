@@ -24,11 +24,10 @@ export function fillRows(storage: SqliteStorage, datasetId: string, rows: number
        SELECT ? * 8796093022208 + i, ?, i, json_object('id', i, 'name', 'n' || ((i * 7919) % 1000003), 'amount', ((i * 2654435761) % 1000003) / 100.0)
        FROM n`,
     ).run(rows, seq, seq);
-    db.prepare("UPDATE datasets SET first_position = 0, next_position = ?, columns = ?, columns_declared = 0 WHERE seq = ?").run(
-      rows,
-      JSON.stringify(FILLED_COLUMNS),
-      seq,
-    );
+    db.prepare(
+      "UPDATE datasets SET first_position = 0, next_position = ?, columns = ?, columns_declared = 0 WHERE seq = ?",
+    ).run(rows, JSON.stringify(FILLED_COLUMNS), seq);
   })();
-  // Row indexes of declared columns it may have had are left alone: the columns are no longer declared, so no read uses them.
+  // Row indexes of declared columns it may have had are left alone: the columns are no longer declared, so no read uses
+  // them.
 }
