@@ -81,7 +81,8 @@ export const signingSecretBody = z
       .max(MAX_SECRET_OVERLAP_SECONDS, `overlapSeconds is at most ${MAX_SECRET_OVERLAP_SECONDS} (7 days)`)
       .optional()
       .describe(
-        "how long the secret being replaced stays valid too (default 0: from now on only the new one); not with a null secret",
+        "how long the secret being replaced stays valid too (default 0: from now on only the new one); not with a " +
+          "null secret",
       ),
   })
   .strict()

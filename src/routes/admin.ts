@@ -317,7 +317,8 @@ export const adminRoutes: AdminRoute<any, any, any>[] = [
   route(
     "GET",
     "/connections/:id/deliveries",
-    "A webhook connection's delivery log, newest first: stored, duplicate and refused deliveries (outcome, reason, since, limit, cursor)",
+    "A webhook connection's delivery log, newest first: stored, duplicate and refused deliveries (outcome, reason, " +
+      "since, limit, cursor)",
     ({ params, query }, ctx) => ctx.admin.listWebhookDeliveries(params.id!, query),
     {
       query: listQuery.extend(answers.webhookDeliveryQuerySchema.shape),
@@ -341,7 +342,8 @@ export const adminRoutes: AdminRoute<any, any, any>[] = [
   route(
     "POST",
     "/connections/:id/deliveries/:deliveryId/replay",
-    "Ingest a delivery's kept body again as a new delivery, without signature check or rate limit; de-duplication applies (audited)",
+    "Ingest a delivery's kept body again as a new delivery, without signature check or rate limit; de-duplication " +
+      "applies (audited)",
     ({ params }, ctx) => ctx.admin.replayWebhookDelivery(params.id!, params.deliveryId!, by(ctx)),
     { responses: { 200: answers.webhookDeliveryRecordSchema } },
   ),

@@ -35,7 +35,8 @@ export const changeRoutes = [
     scope: "data:read",
     tag: "Input tables",
     summary:
-      "The table's row changes after a cursor, each once, in order (long-poll with wait; SSE with Accept: text/event-stream)",
+      "The table's row changes after a cursor, each once, in order (long-poll with wait; SSE with Accept: " +
+      "text/event-stream)",
     query: changesQuery,
     responses,
     alsoProduces: ["text/event-stream"],
@@ -49,7 +50,8 @@ export const changeRoutes = [
     scope: "data:read",
     tag: "Datasets",
     summary:
-      "The dataset's row changes after a cursor, each once, in order (long-poll with wait; SSE with Accept: text/event-stream)",
+      "The dataset's row changes after a cursor, each once, in order (long-poll with wait; SSE with Accept: " +
+      "text/event-stream)",
     query: changesQuery,
     responses,
     alsoProduces: ["text/event-stream"],

@@ -56,7 +56,8 @@ export const dashboardRoutes = [
     scope: "dashboards:read",
     tag: "Space activity",
     summary:
-      "Aggregated space activity: dashboard-usage, refresh-history, credit-usage, api-usage, dataset-usage, webhook-deliveries",
+      "Aggregated space activity: dashboard-usage, refresh-history, credit-usage, api-usage, dataset-usage, " +
+      "webhook-deliveries",
     query: spaceQuery,
     responses: { 200: spaceObjectPageSchema },
     handle: ({ params, query }, ctx) => spaceActivity(ctx, params.object!, query),

@@ -24,7 +24,8 @@ export const docsRoutes = [
     auth: "none",
     tag: "Meta",
     summary:
-      "This API's interactive reference, an HTML page rendering the OpenAPI document (no authentication; every asset served from this origin)",
+      "This API's interactive reference, an HTML page rendering the OpenAPI document (no authentication; every " +
+      "asset served from this origin)",
     produces: "text/html; charset=utf-8",
     query: pageQuery,
     responses: { 404: errorEnvelopeSchema },

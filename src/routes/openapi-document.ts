@@ -114,19 +114,22 @@ const ERROR_RESPONSES: Record<number, { name: string; codes: string }> = {
   412: {
     name: "PreconditionFailed",
     codes:
-      "`precondition_failed`: `If-Match` names a version the row no longer has (details.current holds the row, `ETag` its tag)",
+      "`precondition_failed`: `If-Match` names a version the row no longer has (details.current holds the row, " +
+      "`ETag` its tag)",
   },
   410: {
     name: "Gone",
     codes:
-      "`cursor_expired`: changes after this cursor are no longer kept (`changeRetentionDays`): re-read the rows and follow their `changesCursor`",
+      "`cursor_expired`: changes after this cursor are no longer kept (`changeRetentionDays`): re-read the rows " +
+      "and follow their `changesCursor`",
   },
   413: { name: "PayloadTooLarge", codes: "`payload_too_large`" },
   415: { name: "UnsupportedMediaType", codes: "`unsupported_media_type`" },
   422: {
     name: "UnprocessableEntity",
     codes:
-      "`validation_failed` (details.unknownColumns / invalidColumns; on the admin API details.path names the first problem), `idempotency_key_reused`",
+      "`validation_failed` (details.unknownColumns / invalidColumns; on the admin API details.path names the first " +
+      "problem), `idempotency_key_reused`",
   },
   429: { name: "TooManyRequests", codes: "`rate_limited`, with `Retry-After` (seconds) and `RateLimit-*` headers" },
   500: { name: "InternalError", codes: "`internal`; the message reveals no internals" },
@@ -134,7 +137,8 @@ const ERROR_RESPONSES: Record<number, { name: string; codes: string }> = {
   503: {
     name: "ServiceUnavailable",
     codes:
-      "`storage_unavailable`: the database is unavailable or a storage call ran past the storage timeout; `rate_limiter_unavailable`: the rate limiter cannot be asked (both with `Retry-After`)",
+      "`storage_unavailable`: the database is unavailable or a storage call ran past the storage timeout; " +
+      "`rate_limiter_unavailable`: the rate limiter cannot be asked (both with `Retry-After`)",
   },
   504: {
     name: "GatewayTimeout",
@@ -272,7 +276,9 @@ export function createOpenApiDocument(
         WwwAuthenticate: { description: "`Bearer`.", schema: { type: "string" } },
         ETag: {
           description:
-            "A strong entity tag of the content: send it back in `If-None-Match` to be told 304 while it is unchanged, or (a table row's) in `If-Match` to change only that version. A compressed answer's tag ends in `-gzip` or `-br`.",
+            "A strong entity tag of the content: send it back in `If-None-Match` to be told 304 while it is " +
+            "unchanged, or (a table row's) in `If-Match` to change only that version. A compressed answer's tag " +
+            "ends in `-gzip` or `-br`.",
           schema: { type: "string" },
         },
         Deprecation: {
@@ -439,7 +445,8 @@ function conditionalParameters(route: RouteDef): OpenApiParameter[] {
       in: "header",
       required: false,
       description:
-        "The `ETag` of an answer the client holds: while the content is unchanged the answer is 304 with no body (still a read, audited and counted), else the full answer with its new `ETag`.",
+        "The `ETag` of an answer the client holds: while the content is unchanged the answer is 304 with no body " +
+        "(still a read, audited and counted), else the full answer with its new `ETag`.",
       schema: { type: "string" },
     });
   }
@@ -449,7 +456,8 @@ function conditionalParameters(route: RouteDef): OpenApiParameter[] {
       in: "header",
       required: false,
       description:
-        "The row's `ETag` (from the answer that wrote or listed it): the change applies only to that version of the row, else 412 `precondition_failed` with the current row. The HTTP form of `expectedUpdatedAt`.",
+        "The row's `ETag` (from the answer that wrote or listed it): the change applies only to that version of " +
+        "the row, else 412 `precondition_failed` with the current row. The HTTP form of `expectedUpdatedAt`.",
       schema: { type: "string" },
     });
   }

@@ -47,7 +47,8 @@ export const ADMIN_DESCRIPTION = [
     "behind the activity endpoints.",
   "",
   "* **Authentication**: every call sends `Authorization: Bearer <admin token>` (the server's `adminToken`, compared " +
-    "in constant time); API keys and session tokens are refused with 401. Mounted only when an admin token is configured.",
+    "in constant time); API keys and session tokens are refused with 401. Mounted only when an admin token is " +
+    "configured.",
   "* **Actor**: `X-Actor-User-Id` names the host user a change is recorded for in the audit feed (a known user, else " +
     "422); without it the host is the actor.",
   "* **Shapes**: the fixture format's field names, enums and timestamps. An unknown field or a reference to an unknown " +

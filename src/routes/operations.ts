@@ -27,7 +27,8 @@ export const operationsRoutes = [
     auth: "none",
     tag: "Operations",
     summary:
-      "Readiness: a round trip to the store (and Redis when used), each check bounded; 503 when one fails or the API is draining",
+      "Readiness: a round trip to the store (and Redis when used), each check bounded; 503 when one fails or the " +
+      "API is draining",
     responses: { 200: readinessSchema, 503: readinessSchema },
     logged: false,
     handle: (_input, ctx) => readiness(ctx),

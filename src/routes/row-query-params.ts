@@ -20,13 +20,15 @@ export const rowQueryParams = {
       "strings before booleans before objects and arrays; ties by stored order.",
   ),
   cursor: describedText(
-    "metadata.nextCursor of the previous page: continues right after it (keyset paging) under the same where, filters and sort; not with offset.",
+    "metadata.nextCursor of the previous page: continues right after it (keyset paging) under the same where, " +
+      "filters and sort; not with offset.",
   ),
   format: z
     .enum(["json", "csv", "ndjson"])
     .optional()
     .describe(
-      "json (default), csv (RFC 4180, header line, CRLF) or ndjson, streamed as a download; Accept: text/csv or application/x-ndjson chooses the same.",
+      "json (default), csv (RFC 4180, header line, CRLF) or ndjson, streamed as a download; Accept: text/csv or " +
+        "application/x-ndjson chooses the same.",
     ),
 };
 

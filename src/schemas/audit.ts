@@ -28,7 +28,8 @@ export const auditEventSchema = z
 export const ocsfEventSchema = ocsfApiActivitySchema.meta({
   id: "OcsfApiActivity",
   description:
-    "An audit event as OCSF 1.3.0 API Activity (class 6003), the raw event kept under `unmapped` (format=ocsf, the default)",
+    "An audit event as OCSF 1.3.0 API Activity (class 6003), the raw event kept under `unmapped` (format=ocsf, the " +
+    "default)",
 });
 
 export const auditPageSchema = z

@@ -37,5 +37,6 @@ export const changesPageSchema = z
   .meta({
     id: "ChangesPage",
     description:
-      "One page of a change feed. With `Accept: text/event-stream` the same changes come as Server-Sent Events: `id:` the cursor after the change, `event: change`, `data:` the change as JSON.",
+      "One page of a change feed. With `Accept: text/event-stream` the same changes come as Server-Sent Events: " +
+      "`id:` the cursor after the change, `event: change`, `data:` the change as JSON.",
   });

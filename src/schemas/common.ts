@@ -72,5 +72,6 @@ export const teamIdParam = z
   .min(1)
   .optional()
   .describe(
-    "the team (space) to read: required for a session token; with an API key optional, and another team than the key's is 404",
+    "the team (space) to read: required for a session token; with an API key optional, and another team than the " +
+      "key's is 404",
   );

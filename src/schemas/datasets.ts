@@ -39,12 +39,14 @@ export const datasetRowsPageSchema = z
         .string()
         .nullable()
         .describe(
-          "pass as cursor for the next page (keyset paging: deep pages cost what the first does); null on the last page",
+          "pass as cursor for the next page (keyset paging: deep pages cost what the first does); null on the last " +
+            "page",
         ),
       changesCursor: z
         .string()
         .describe(
-          "where the change feed stood when this read began: follow GET …/changes from the first page's changesCursor to keep a copy",
+          "where the change feed stood when this read began: follow GET …/changes from the first page's " +
+            "changesCursor to keep a copy",
         ),
     }),
   })

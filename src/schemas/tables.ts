@@ -26,7 +26,8 @@ export const tableRowsPageSchema = z
       changesCursor: z
         .string()
         .describe(
-          "where the change feed stood when this read began: follow GET …/changes from the first page's changesCursor to keep a copy",
+          "where the change feed stood when this read began: follow GET …/changes from the first page's " +
+            "changesCursor to keep a copy",
         ),
     }),
   })

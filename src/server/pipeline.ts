@@ -350,7 +350,8 @@ const API_REFUSAL = "too many requests for this credential; retry later";
 const PREFLIGHT_HEADERS: Readonly<Record<string, string>> = {
   "access-control-allow-methods": "GET, POST, PATCH, DELETE, OPTIONS",
   "access-control-allow-headers":
-    "Content-Type, Authorization, Idempotency-Key, Cache-Control, If-None-Match, If-Match, X-Webhook-Signature, X-Hub-Signature-256, Webhook-Id, Webhook-Timestamp, Webhook-Signature, Dataport-Retry-Count",
+    "Content-Type, Authorization, Idempotency-Key, Cache-Control, If-None-Match, If-Match, X-Webhook-Signature, " +
+    "X-Hub-Signature-256, Webhook-Id, Webhook-Timestamp, Webhook-Signature, Dataport-Retry-Count",
   "access-control-max-age": "86400",
 };
 

@@ -28,7 +28,8 @@ export function sqliteAudit({ db }: SqliteHandle, group: RecordWrites): AuditSto
   // The horizon: the first position after `after` stored later than `storedBefore`. Only events
   // younger than the horizon are visited (index on stored_at), a handful in a live log.
   const heldBack = db.prepare<[number, number], { position: number | null }>(
-    "SELECT min(position) AS position FROM audit_events INDEXED BY audit_events_by_stored_at WHERE stored_at > ? AND position > ?",
+    "SELECT min(position) AS position FROM audit_events INDEXED BY audit_events_by_stored_at WHERE stored_at > ? " +
+      "AND position > ?",
   );
   const page = db.prepare<
     [number, number, string, string, number | null, number | null, number],
@@ -93,7 +94,8 @@ export function sqliteAudit({ db }: SqliteHandle, group: RecordWrites): AuditSto
 /** Append one event (callers inside a transaction get it in that transaction); throws when its id is stored already. */
 export function appendAuditStatement(db: Database.Database): (event: AuditEvent, storedAt: number) => void {
   const insert = db.prepare(
-    "INSERT INTO audit_events (event_id, team_id, category, time_ms, stored_at, target_id, event) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    "INSERT INTO audit_events (event_id, team_id, category, time_ms, stored_at, target_id, event) VALUES (?, ?, ?, " +
+      "?, ?, ?, ?)",
   );
   return (event, storedAt) => {
     const time = Date.parse(event.time);

@@ -321,7 +321,8 @@ function statements(db: Database.Database) {
       "SELECT owner, from_position, end_position, heartbeat_ms FROM dataset_stagings WHERE dataset_seq = ?",
     ),
     insertClaim: db.prepare<[number, string, number, number, number]>(
-      "INSERT INTO dataset_stagings (dataset_seq, owner, from_position, end_position, heartbeat_ms) VALUES (?, ?, ?, ?, ?)",
+      "INSERT INTO dataset_stagings (dataset_seq, owner, from_position, end_position, heartbeat_ms) VALUES (?, ?, " +
+        "?, ?, ?)",
     ),
     setOwner: db.prepare<[string, number, number]>(
       "UPDATE dataset_stagings SET owner = ?, heartbeat_ms = ? WHERE dataset_seq = ?",

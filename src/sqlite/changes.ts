@@ -47,7 +47,8 @@ export function sqliteChangeFeeds({ db }: SqliteHandle): ChangeFeedReads & Chang
     [string, number, number],
     { position: number; op: ChangeOp; row_id: string | null; row: string | null; stored_at: number }
   >(
-    "SELECT position, op, row_id, row, stored_at FROM changes WHERE feed_id = ? AND position > ? ORDER BY position LIMIT +?",
+    "SELECT position, op, row_id, row, stored_at FROM changes WHERE feed_id = ? AND position > ? ORDER BY position " +
+      "LIMIT +?",
   );
   // The AUTOINCREMENT counter: the highest position ever given, trimmed or not.
   const last = db.prepare<[], number | null>("SELECT seq FROM sqlite_sequence WHERE name = 'changes'").pluck();

@@ -47,7 +47,8 @@ export function syncDatasetValues(db: Database.Database, seq: number, columns: r
     `INSERT INTO dataset_values (${COLUMNS}) ${copiedRows(
       "r.data",
       "r.row_key",
-      "FROM dataset_rows r JOIN dataset_value_layouts l ON l.dataset_seq = r.dataset_seq WHERE r.row_key >= ? AND r.row_key < ?",
+      "FROM dataset_rows r JOIN dataset_value_layouts l ON l.dataset_seq = r.dataset_seq WHERE r.row_key >= ? AND " +
+        "r.row_key < ?",
     )}`,
   ).run(from, to);
 }

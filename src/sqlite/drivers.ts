@@ -56,7 +56,8 @@ export function adoptDatabase(database: HostDatabase): { driver: SqliteDriverNam
     return { driver: "node:sqlite", db: nodeDatabase(database as NodeSqliteDatabase), path: location };
   }
   throw new TypeError(
-    "createSqliteStorage: database must be an open connection of better-sqlite3 (new Database(path)), node:sqlite (new DatabaseSync(path)) or bun:sqlite (new Database(path))",
+    "createSqliteStorage: database must be an open connection of better-sqlite3 (new Database(path)), node:sqlite " +
+      "(new DatabaseSync(path)) or bun:sqlite (new Database(path))",
   );
 }
 
@@ -95,7 +96,8 @@ export function chooseDriver(): SqliteDriverName {
   if (nodeSqlite === null) return "node:sqlite";
   throw new Error(
     `dataport/sqlite: no SQLite driver on Node ${process.versions.node}: ${describe(betterSqlite3Failure)}, and ${nodeSqlite}. ` +
-      "Install better-sqlite3 (npm install better-sqlite3; it builds a native addon where no prebuilt one fits), or run on Node 22.13 or later, Bun or Deno.",
+      "Install better-sqlite3 (npm install better-sqlite3; it builds a native addon where no prebuilt one fits), " +
+      "or run on Node 22.13 or later, Bun or Deno.",
     { cause: betterSqlite3Failure },
   );
 }

@@ -241,7 +241,8 @@ function identityWrites(handle: SqliteHandle): IdentityWrites {
   );
   const putMembership = put<Membership>(
     "SELECT 1 FROM memberships WHERE user_id = ? AND team_id = ?",
-    "INSERT INTO memberships (user_id, team_id, role) VALUES (?, ?, ?) ON CONFLICT (user_id, team_id) DO UPDATE SET role = excluded.role",
+    "INSERT INTO memberships (user_id, team_id, role) VALUES (?, ?, ?) ON CONFLICT (user_id, team_id) DO UPDATE " +
+      "SET role = excluded.role",
     (m) => [m.userId, m.teamId, m.role],
   );
   const removeBusiness = statementWrite(db, db.prepare<[string]>("DELETE FROM businesses WHERE id = ?"));

@@ -246,7 +246,8 @@ export const MIGRATIONS: readonly Migration[] = [
 /** Bring the database up to the newest version; returns the versions applied now. */
 export function migrate(db: Database, migrations: readonly Migration[] = MIGRATIONS): number[] {
   db.exec(
-    "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at " +
+      "TEXT NOT NULL)",
   );
   const applied = new Set(
     db

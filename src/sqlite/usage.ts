@@ -215,7 +215,8 @@ function usageWrites(db: Database.Database): UsageWrites {
 
 export function refreshRunStatement(db: Database.Database): (run: RefreshRun) => void {
   const insert = db.prepare(
-    "INSERT INTO refresh_runs (dataset_id, day, started_at, started_ms, duration_ms, rows_processed, error) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    "INSERT INTO refresh_runs (dataset_id, day, started_at, started_ms, duration_ms, rows_processed, error) VALUES " +
+      "(?, ?, ?, ?, ?, ?, ?)",
   );
   return (r) => {
     const started = Date.parse(r.startedAt);

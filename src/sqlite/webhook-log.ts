@@ -41,7 +41,8 @@ type ChunkEntry = Omit<DeliveryLogEntry, "connectionId">;
  */
 export function sqliteDeliveryLog(db: Database.Database) {
   const insertChunk = db.prepare<[string, number, number, number, number, string]>(
-    "INSERT INTO webhook_deliveries (connection_id, first_seq, last_seq, first_ms, last_ms, entries) VALUES (?, ?, ?, ?, ?, ?)",
+    "INSERT INTO webhook_deliveries (connection_id, first_seq, last_seq, first_ms, last_ms, entries) VALUES (?, ?, " +
+      "?, ?, ?, ?)",
   );
   const lastSeq = db.prepare<[string], { last_seq: number }>(
     "SELECT last_seq FROM webhook_deliveries WHERE connection_id = ? ORDER BY first_seq DESC LIMIT 1",
@@ -55,7 +56,8 @@ export function sqliteDeliveryLog(db: Database.Database) {
   );
   /** A connection's chunks holding seqs from `floor` on, below `before`, newest first. */
   const chunksDown = db.prepare<[string, number, number], { entries: string }>(
-    "SELECT entries FROM webhook_deliveries WHERE connection_id = ? AND last_seq >= ? AND first_seq < ? ORDER BY first_seq DESC",
+    "SELECT entries FROM webhook_deliveries WHERE connection_id = ? AND last_seq >= ? AND first_seq < ? ORDER BY " +
+      "first_seq DESC",
   );
   const countsOf = db.prepare<
     [string, string, string],

@@ -54,7 +54,8 @@ export function sqliteWebhooks(handle: SqliteHandle): WebhookStore & { flush(): 
     "UPDATE connections SET config = ?, endpoint_id = ? WHERE id = ?",
   );
   const insertConnection = db.prepare(
-    "INSERT INTO connections (id, team_id, name, type, config, created_at, endpoint_id) VALUES (?, ?, ?, 'webhook', ?, ?, ?)",
+    "INSERT INTO connections (id, team_id, name, type, config, created_at, endpoint_id) VALUES (?, ?, ?, " +
+      "'webhook', ?, ?, ?)",
   );
   const insertDataset = db.prepare(
     `INSERT INTO datasets (id, team_id, name, type, connection_id, source, columns, last_refreshed_at, updated_at)
@@ -280,7 +281,8 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
 function lastTrimmedStatement(db: Database.Database): (seq: number, from: number, below: number) => string | null {
   const last = db
     .prepare<[number, bigint, bigint], string | null>(
-      "SELECT data ->> '$._id' FROM dataset_rows WHERE dataset_seq = ? AND row_key >= ? AND row_key < ? ORDER BY row_key DESC LIMIT 1",
+      "SELECT data ->> '$._id' FROM dataset_rows WHERE dataset_seq = ? AND row_key >= ? AND row_key < ? ORDER BY " +
+        "row_key DESC LIMIT 1",
     )
     .pluck();
   return (seq, from, below) => {
