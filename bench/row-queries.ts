@@ -62,7 +62,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import pg from "pg";
-import { ensureDatabase, processMemory, resetPeak } from "./support.js";
+import { ensureDatabase, processMemory, resetPeak, ROW_QUERY_SCENARIOS } from "./support.js";
 import type { Row } from "../src/domain/model.js";
 import {
   built,
@@ -108,17 +108,6 @@ const DATASET_INPUT = {
 } as const;
 const FIXTURE = new URL("../examples/demo/space.json", import.meta.url);
 
-/** As bench/run.ts lists them. */
-const ROW_QUERY_SCENARIOS = [
-  "rowquery-sqlite",
-  "rowquery-postgres",
-  "export-sqlite",
-  "export-postgres",
-  "export-memory",
-  "export-table-sqlite",
-  "aggregate-sqlite",
-  "aggregate-postgres",
-] as const;
 type ScenarioName = (typeof ROW_QUERY_SCENARIOS)[number];
 type StoreKind = "sqlite" | "postgres" | "memory";
 
@@ -631,9 +620,9 @@ async function aggregateScenario(kind: "sqlite" | "postgres"): Promise<void> {
       overJson.push(performance.now() - started);
       repeats.push((await timed(url(1))).ms);
     }
-    const download = performance.now();
-    const got = await downloadLines(`${server.origin}/api/v1/datasets/${DATASET}/rows${q({ format: "ndjson" })}`);
-    const downloadMs = performance.now() - download;
+    const downloadStarted = performance.now();
+    const got = (await download(`${server.origin}/api/v1/datasets/${DATASET}/rows${q({ format: "ndjson" })}`)).count;
+    const downloadMs = performance.now() - downloadStarted;
     if (got !== ROWS) throw new Error(`the NDJSON download had ${got} lines`);
     const med = (xs: number[]) => quantile(xs, 0.5);
     const ratio = (a: number, b: number, goal: number) =>
@@ -734,12 +723,6 @@ async function bareAggregate(
     overJson: async () => ({ groups: (await client.query(text, [DATASET])).rowCount ?? 0 }),
     close: () => client.end(),
   };
-}
-
-/** The lines of a whole download, counted as they come. */
-async function downloadLines(url: string): Promise<number> {
-  const got = await download(url);
-  return got.count;
 }
 
 function quantile(values: number[], q: number): number {

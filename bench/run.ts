@@ -34,7 +34,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import autocannon from "autocannon";
 import pg from "pg";
-import { ensureDatabase } from "./support.js";
+import { ensureDatabase, ROW_QUERY_SCENARIOS } from "./support.js";
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
 /**
@@ -493,21 +493,8 @@ async function run(scenario: Scenario): Promise<void> {
   }
 }
 
-/**
- * Opt-in scenarios (a 1,000,000-row dataset each; see bench/row-queries.ts):
- * run only when a word given is a prefix of their name (`rowquery`,
- * `export`, `rowquery-sqlite`…), never in a run without names.
- */
-const ROW_QUERY_SCENARIOS = [
-  "rowquery-sqlite",
-  "rowquery-postgres",
-  "export-sqlite",
-  "export-postgres",
-  "export-memory",
-  "export-table-sqlite",
-  "aggregate-sqlite",
-  "aggregate-postgres",
-];
+// Opt-in scenarios (ROW_QUERY_SCENARIOS, a 1,000,000-row dataset each; see bench/row-queries.ts): run only when
+// a word given is a prefix of their name (`rowquery`, `export`, `rowquery-sqlite`…), never in a run without names.
 const rowQueryNames = ROW_QUERY_SCENARIOS.filter((name) => filters.some((f) => name.startsWith(f)));
 if (rowQueryNames.length > 0) {
   const child = spawn(process.execPath, ["--import", "tsx", "bench/row-queries.ts", ...rowQueryNames], {

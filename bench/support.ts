@@ -33,3 +33,15 @@ export function resetPeak(pid: number): boolean {
     return false;
   }
 }
+
+/** The opt-in scenarios of bench/row-queries.ts (a 1,000,000-row dataset each), as bench/run.ts selects them. */
+export const ROW_QUERY_SCENARIOS = [
+  "rowquery-sqlite",
+  "rowquery-postgres",
+  "export-sqlite",
+  "export-postgres",
+  "export-memory",
+  "export-table-sqlite",
+  "aggregate-sqlite",
+  "aggregate-postgres",
+] as const;

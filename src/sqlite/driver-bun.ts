@@ -1,5 +1,5 @@
 import type { Database, FunctionOptions, RunResult, Statement } from "./driver.js";
-import { closedConnection, sqliteCodeOf, transactionOf } from "./driver-shared.js";
+import { closedConnection, firstValue, sqliteCodeOf, transactionOf } from "./driver-shared.js";
 
 /*
  * `bun:sqlite` as the store's `Database`. Its API is better-sqlite3's in
@@ -60,7 +60,7 @@ export function bunDatabase(raw: BunSqliteDatabase): Database {
     },
     pragma(source, options) {
       const rows = db.prepare<[], Record<string, unknown>>(`PRAGMA ${source}`).all();
-      return options?.simple ? (rows[0] === undefined ? undefined : Object.values(rows[0])[0]) : rows;
+      return options?.simple ? firstValue(rows[0]) : rows;
     },
     function(name, options, fn) {
       raw.function(name, { deterministic: options.deterministic === true, varargs: options.varargs === true }, fn);
@@ -134,7 +134,7 @@ class BunStatement {
     }
     const plucked = this.#plucked;
     try {
-      for (const row of rows) yield plucked ? Object.values(row as object)[0] : row;
+      for (const row of rows) yield plucked ? firstValue(row as Record<string, unknown>) : row;
     } catch (error) {
       throw translated(error);
     }

@@ -1,5 +1,5 @@
 import type { Database, FunctionOptions, RunResult, Statement } from "./driver.js";
-import { closedConnection, sqliteCodeOf, transactionOf } from "./driver-shared.js";
+import { closedConnection, firstValue, sqliteCodeOf, transactionOf } from "./driver-shared.js";
 
 /*
  * `node:sqlite` (Node 22.13 and later, Deno) as the store's `Database`. What
@@ -146,12 +146,6 @@ class NodeStatement {
   #first(row: unknown): unknown {
     return Array.isArray(row) ? row[0] : firstValue(row as Record<string, unknown>);
   }
-}
-
-function firstValue(row: Record<string, unknown> | undefined): unknown {
-  if (row === undefined) return undefined;
-  for (const key in row) return row[key];
-  return undefined;
 }
 
 /** node:sqlite's error with SQLite's code name as `code`, or the closed-connection TypeError. */

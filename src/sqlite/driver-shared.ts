@@ -106,3 +106,10 @@ export function transactionOf<F extends Parameters<Database["transaction"]>[0]>(
     exclusive: kind("BEGIN EXCLUSIVE"),
   }) as unknown as Transaction<F>;
 }
+
+/** The first column's value of a row read as an object (undefined for no row). */
+export function firstValue(row: Record<string, unknown> | undefined): unknown {
+  if (row === undefined) return undefined;
+  for (const key in row) return row[key];
+  return undefined;
+}
