@@ -277,7 +277,8 @@ const KNOWN_PACKAGES = new Set([
   "dataport",
   ...Object.keys({ ...pkg.dependencies, ...pkg.devDependencies, ...pkg.peerDependencies }),
 ]);
-const BENCH = fs.readFileSync(join(root, "bench/run.ts"), "utf8");
+// bench/run.ts and the scenario names it imports (bench/support.ts).
+const BENCH = ["bench/run.ts", "bench/support.ts"].map((file) => fs.readFileSync(join(root, file), "utf8")).join("\n");
 const SERVER_DEFAULTS = { fixture: DEMO_FIXTURE, db: ":memory:" };
 
 function mustExist(path: string, where: string): void {
