@@ -1,19 +1,26 @@
-import type {
-  Change,
-  ChangeFeedReads,
-  ChangeRetention,
-  StoredChange,
-  WatchChanges,
-} from "../../ports/storage/changes.js";
+import { changeFromRecord, type ChangeOp } from "../../domain/changes.js";
+import type { Row } from "../../domain/model.js";
+import type { ChangeFeedReads, ChangeRetention, StoredChange, WatchChanges } from "../../ports/storage/changes.js";
 import { type ChangeEntry, cloneJson, type MemoryState } from "./state.js";
 
-/** Append a change of `feedId` at the next position (the caller's write and this land in one step). */
-export function appendChange(state: MemoryState, feedId: string, storedAt: number, change: Change): void {
+/**
+ * Append a change of `feedId` at the next position (the caller's write and
+ * this land in one step), as `ChangeRecord`'s columns: `rowId` is a trim's
+ * `upTo`, `row` the stored row itself (never changed in place after).
+ */
+export function appendChange(
+  state: MemoryState,
+  feedId: string,
+  storedAt: number,
+  op: ChangeOp,
+  rowId: string | null = null,
+  row: Row | null = null,
+): void {
   const log = state.changeLog;
   let entries = log.feeds.get(feedId);
   if (!entries) log.feeds.set(feedId, (entries = []));
-  entries.push({ position: ++log.last, storedAt, change });
-  for (const listener of log.listeners) listener(feedId);
+  entries.push({ position: ++log.last, op, rowId, row, storedAt });
+  if (log.listeners.size > 0) for (const listener of log.listeners) listener(feedId);
 }
 
 /** A table's or dataset's changes go with it. */
@@ -38,7 +45,15 @@ export function memoryChangeFeeds(state: MemoryState): ChangeFeedReads & ChangeR
       const entries = log.feeds.get(feedId) ?? [];
       const start = firstIndexAfter(entries, from);
       const page = entries.slice(start, start + limit);
-      const changes = page.map((e): StoredChange => ({ position: String(e.position), change: cloneJson(e.change) }));
+      const changes = page.map((e): StoredChange => ({
+        position: String(e.position),
+        change: changeFromRecord({
+          op: e.op,
+          rowId: e.rowId,
+          row: e.row === null ? null : cloneJson(e.row),
+          storedAt: e.storedAt,
+        }),
+      }));
       return { changes, hasMore: start + limit < entries.length, expired: false };
     },
     async head() {

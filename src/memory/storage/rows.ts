@@ -66,7 +66,7 @@ export function memoryRows(state: MemoryState): RowStore & RowWrites {
         lastRefreshedAt: data.refreshedAt,
         updatedAt: data.refreshedAt,
       });
-      appendChange(state, datasetId, Date.parse(data.refreshedAt) || 0, { op: "reset", at: data.refreshedAt });
+      appendChange(state, datasetId, Date.parse(data.refreshedAt) || 0, "reset");
     },
 
     async writeDatasetRows(write) {
@@ -86,11 +86,8 @@ export function memoryRows(state: MemoryState): RowStore & RowWrites {
       state.datasets.set(write.datasetId, { ...found, columns, rowCount: rows.length, updatedAt: write.updatedAt });
       // The write's changes land in the same step: a replace starts followers over, an append adds its rows.
       const storedAt = Date.parse(write.updatedAt) || 0;
-      if (write.mode === "replace")
-        appendChange(state, write.datasetId, storedAt, { op: "reset", at: write.updatedAt });
-      else
-        for (const row of incoming)
-          appendChange(state, write.datasetId, storedAt, { op: "insert", rowId: null, row, at: write.updatedAt });
+      if (write.mode === "replace") appendChange(state, write.datasetId, storedAt, "reset");
+      else for (const row of incoming) appendChange(state, write.datasetId, storedAt, "insert", null, row);
       return { rowCount: rows.length };
     },
   };

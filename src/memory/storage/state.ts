@@ -15,7 +15,7 @@ import type {
   User,
 } from "../../domain/model.js";
 import type { StoredAuditEvent } from "../../ports/storage/audit.js";
-import type { Change } from "../../domain/changes.js";
+import type { ChangeRecord } from "../../domain/changes.js";
 import type { EditLogEntry } from "../../ports/storage/tables.js";
 import type { ApiUsageCounter } from "../../ports/storage/usage.js";
 
@@ -101,12 +101,12 @@ export interface MemoryState {
 }
 
 /**
- * A change as the memory log keeps it: its row is the stored row itself (rows are replaced, never changed in place).
+ * A change as the memory log keeps it (`ChangeRecord`'s columns): its row is
+ * the stored row itself (rows are replaced, never changed in place), and its
+ * `at` is made from `storedAt` when it is read, as the SQL stores do.
  */
-export interface ChangeEntry {
+export interface ChangeEntry extends ChangeRecord {
   position: number;
-  storedAt: number;
-  change: Change;
 }
 
 /**

@@ -69,7 +69,7 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
     touchTable(tableId, 1, stamp);
     const at = new Date(now).toISOString();
     logEdit({ tableId, rowId, op: "create", actor, at, before: null, after: row });
-    appendChange(state, tableId, now, { op: "insert", rowId, row, at });
+    appendChange(state, tableId, now, "insert", rowId, row);
     appendAuditEntry(state, auditEvent, now);
     return cloneJson(row);
   }
@@ -89,7 +89,7 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
     touchTable(tableId, 0, stamp);
     const at = new Date(now).toISOString();
     logEdit({ tableId, rowId, op: "update", actor, at, before: current, after: row });
-    appendChange(state, tableId, now, { op: "update", rowId, row, at });
+    appendChange(state, tableId, now, "update", rowId, row);
     appendAuditEntry(state, auditEvent, now);
     return { status: "ok", row: cloneJson(row) };
   }
@@ -183,7 +183,7 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
       const at = new Date(now).toISOString();
       touchTable(tableId, -1, at);
       logEdit({ tableId, rowId, op: "delete", actor, at, before: current, after: null });
-      appendChange(state, tableId, now, { op: "delete", rowId, at });
+      appendChange(state, tableId, now, "delete", rowId);
       appendAuditEntry(state, auditEvent, now);
       return { status: "ok", row: cloneJson(current) };
     },
@@ -214,8 +214,7 @@ export function memoryTables(state: MemoryState): TableStore & TableWrites {
       if (stored && reshape) {
         stored.entries = stored.entries.map(({ position, row }) => ({ position, row: reshape(cloneJson(row)) }));
         // The table's `updatedAt` is when the declaration was stored.
-        if (stored.entries.length > 0)
-          appendChange(state, table.id, Date.parse(table.updatedAt) || 0, { op: "reset", at: table.updatedAt });
+        if (stored.entries.length > 0) appendChange(state, table.id, Date.parse(table.updatedAt) || 0, "reset");
       }
       const result = state.tables.has(table.id) ? "updated" : "created";
       state.tables.set(table.id, { ...cloneJson(table), rowCount: stored?.entries.length ?? 0 });

@@ -50,7 +50,7 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
     let upTo = "";
     for (let i = 0; i < excess; i++) forget(index, (upTo = rows.shift()!._id as string));
     state.datasets.get(datasetId)!.rowCount = retainRows;
-    appendChange(state, datasetId, storedAt, { op: "trim", upTo, at: new Date(storedAt).toISOString() });
+    appendChange(state, datasetId, storedAt, "trim", upTo);
   }
 
   // The delivery log: entries per connection, oldest first (each with its receipt time in ms), and the daily counters.
@@ -128,12 +128,7 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
       const stored = Object.assign(emptyRow(), row); // a copy: the caller keeps its row
       rows.push(stored);
       const storedAt = Date.parse(receivedAt);
-      appendChange(state, datasetId, storedAt, {
-        op: "insert",
-        rowId: id,
-        row: stored,
-        at: new Date(storedAt).toISOString(),
-      });
+      appendChange(state, datasetId, storedAt, "insert", id, stored);
       if (dedupKey !== null) {
         index.rowIdByKey.set(dedupKey, id);
         index.keyByRowId.set(id, dedupKey);
