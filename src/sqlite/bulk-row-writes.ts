@@ -3,6 +3,7 @@ import type * as Database from "./driver.js";
 import { type ApiError, storageUnavailable } from "../base/api-error.js";
 import type { Column, Row } from "../domain/model.js";
 import { rowKey, type SqliteHandle, writeTransaction } from "./db.js";
+import { firstNamedRowSql } from "./changes.js";
 import { rowBatches } from "../storage/row-batches.js";
 
 /**
@@ -204,7 +205,7 @@ export function bulkRowWriter(handle: SqliteHandle): (write: BulkRowsWrite) => P
   /** Old rows below the window (a replace's, or left by a crash), in small transactions. */
   const sweep = async (seq: number, datasetId: string) => {
     try {
-      while (sql.deleteBelowFirst.run(rowKey(seq, 0), seq, datasetId, DELETE_BATCH).changes === DELETE_BATCH)
+      while (sql.deleteBelowFirst.run(rowKey(seq, 0), seq, datasetId, datasetId, DELETE_BATCH).changes === DELETE_BATCH)
         await nextTurn();
     } catch {
       // The write is visible already; a later write's sweep removes what is left.
@@ -348,11 +349,12 @@ function statements(db: Database.Database) {
     ),
     deleteRange: db.prepare<[bigint, bigint]>("DELETE FROM dataset_rows WHERE row_key >= ? AND row_key < ?"),
     // Bounded by the dataset's current window in the same statement, so nothing of a dataset
-    // created since (with this seq) or of the window itself is touched.
-    deleteBelowFirst: db.prepare<[bigint, number, string, number]>(
+    // created since (with this seq) or of the window itself is touched, nor a row a change still names.
+    deleteBelowFirst: db.prepare<[bigint, number, string, string, number]>(
       `DELETE FROM dataset_rows WHERE row_key IN (
          SELECT row_key FROM dataset_rows WHERE row_key >= ?
-           AND row_key < (SELECT seq * 8796093022208 + first_position FROM datasets WHERE seq = ? AND id = ?)
+           AND row_key < min((SELECT seq * 8796093022208 + first_position FROM datasets WHERE seq = ? AND id = ?),
+                             ${firstNamedRowSql("?")})
          LIMIT +?)`,
     ),
     // The write's changes, in the publishing transaction (see changes.ts): a replace's reset, an append's inserts.

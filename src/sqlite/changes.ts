@@ -30,6 +30,33 @@ export function appendChangeStatement(db: Database.Database): AppendChange {
   };
 }
 
+/**
+ * Append the insert change of a webhook row stored at `rowKey` in the
+ * caller's transaction, naming the row instead of copying it: webhook rows
+ * never change in place, and a row retention moved below its dataset's
+ * window stays in `dataset_rows` until no change names it (`rowsNamedBelow`).
+ * A read joins the row back.
+ */
+export type AppendInsertByRef = (feedId: string, storedAt: number, rowId: string, rowKey: bigint) => void;
+
+export function appendInsertByRefStatement(db: Database.Database): AppendInsertByRef {
+  const insert = db.prepare<[string, string, bigint, number]>(
+    "INSERT INTO changes (feed_id, op, row_id, row_ref, stored_at) VALUES (?, 'insert', ?, ?, ?)",
+  );
+  return (feedId, storedAt, rowId, rowKey) => {
+    insert.run(feedId, rowId, rowKey, storedAt);
+  };
+}
+
+/**
+ * SQL of the lowest `row_key` a change of the dataset `feedSql` (its id)
+ * still names, or the highest key when none does: rows below a dataset's
+ * window are deleted only below it (retention and a bulk write's sweep).
+ */
+export function firstNamedRowSql(feedSql: string): string {
+  return `coalesce((SELECT min(row_ref) FROM changes WHERE feed_id = ${feedSql} AND row_ref IS NOT NULL), 9223372036854775807)`;
+}
+
 /** Remove a table's or dataset's changes with it (in the caller's transaction). */
 export function forgetFeedStatement(db: Database.Database): (feedId: string) => void {
   const remove = db.prepare<[string]>("DELETE FROM changes WHERE feed_id = ?");
@@ -47,15 +74,28 @@ export function sqliteChangeFeeds({ db }: SqliteHandle): ChangeFeedReads & Chang
     [string, number, number],
     { position: number; op: ChangeOp; row_id: string | null; row: string | null; stored_at: number }
   >(
-    "SELECT position, op, row_id, row, stored_at FROM changes WHERE feed_id = ? AND position > ? ORDER BY position " +
+    "SELECT c.position, c.op, c.row_id, coalesce(c.row, r.data) AS row, c.stored_at FROM changes c " +
+      "LEFT JOIN dataset_rows r ON r.row_key = c.row_ref WHERE c.feed_id = ? AND c.position > ? ORDER BY c.position " +
       "LIMIT +?",
   );
   // The AUTOINCREMENT counter: the highest position ever given, trimmed or not.
   const last = db.prepare<[], number | null>("SELECT seq FROM sqlite_sequence WHERE name = 'changes'").pluck();
-  // Retention removes a prefix of positions: up to the first change stored at or after the cutoff.
+  // Retention removes a prefix of positions: up to the first change stored at or after the cutoff (looked for among
+  // the next TRIM_MAX_POSITIONS only, so a call reads no more than it may remove).
   const firstYoung = db
-    .prepare<[number], number | null>("SELECT position FROM changes WHERE stored_at >= ? ORDER BY position LIMIT 1")
+    .prepare<[number, number, number], number | null>(
+      "SELECT position FROM changes WHERE position >= ? AND position < ? AND stored_at >= ? ORDER BY position LIMIT 1",
+    )
     .pluck();
+  const feedsIn = db
+    .prepare<[number, number], string>("SELECT DISTINCT feed_id FROM changes WHERE position >= ? AND position <= ?")
+    .pluck();
+  // Webhook rows below their dataset's window that no change names any more (see appendInsertByRefStatement).
+  const deleteBelow = db.prepare<[string, string, string]>(
+    `DELETE FROM dataset_rows WHERE row_key >= (SELECT seq * 8796093022208 FROM datasets WHERE id = ?)
+       AND row_key < min((SELECT seq * 8796093022208 + first_position FROM datasets WHERE id = ?), ${firstNamedRowSql("?")})`,
+  );
+  const rowsBelow = { run: (feedId: string) => deleteBelow.run(feedId, feedId, feedId) };
   const lowest = db.prepare<[], number | null>("SELECT min(position) FROM changes").pluck();
   const mark = db.prepare<[number, number]>(
     `INSERT INTO change_feeds (feed_id, trimmed_through)
@@ -63,17 +103,18 @@ export function sqliteChangeFeeds({ db }: SqliteHandle): ChangeFeedReads & Chang
      ON CONFLICT (feed_id) DO UPDATE SET trimmed_through = max(trimmed_through, excluded.trimmed_through)`,
   );
   const remove = db.prepare<[number, number]>("DELETE FROM changes WHERE position >= ? AND position <= ?");
-  const trim = writeTransaction(db, (storedBefore: number) => {
+  /** One short transaction of retention; true when it removed all it may (call again). */
+  const trim = writeTransaction(db, (storedBefore: number): boolean => {
     const from = lowest.get();
-    if (from === null || from === undefined) return;
-    const young = firstYoung.get(storedBefore);
-    const through = Math.min(
-      young === null || young === undefined ? Number.MAX_SAFE_INTEGER : young - 1,
-      from + TRIM_MAX_POSITIONS - 1,
-    );
-    if (through < from) return;
+    if (from === null || from === undefined) return false;
+    const young = firstYoung.get(from, from + TRIM_MAX_POSITIONS, storedBefore);
+    const through = young === null || young === undefined ? from + TRIM_MAX_POSITIONS - 1 : young - 1;
+    if (through < from) return false;
+    const feeds = feedsIn.all(from, through);
     mark.run(from, through);
     remove.run(from, through);
+    for (const feedId of feeds) rowsBelow.run(feedId);
+    return young === null || young === undefined;
   });
   const readPage = db.transaction((feedId: string, after: string | null, limit: number) => {
     const through = trimmed.get(feedId) ?? 0;
@@ -107,7 +148,8 @@ export function sqliteChangeFeeds({ db }: SqliteHandle): ChangeFeedReads & Chang
       return String(last.get() ?? 0);
     },
     async trimChanges(storedBefore) {
-      await trim(storedBefore);
+      // Short transactions one after another, other requests between them, until nothing older is left.
+      while (await trim(storedBefore)) await new Promise<void>((resolve) => setImmediate(resolve));
     },
   };
 }

@@ -241,6 +241,17 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE TABLE change_feeds (feed_id TEXT PRIMARY KEY, trimmed_through INTEGER NOT NULL) WITHOUT ROWID;
     `,
   },
+  {
+    version: 9,
+    name: "webhook inserts in the change log name their row",
+    sql: `
+      -- A webhook delivery's insert change names its row (dataset_rows.row_key) instead of holding a
+      -- copy: webhook rows never change in place, and a row retention moved below its dataset's window
+      -- stays until no change names it (src/sqlite/changes.ts). Older changes keep their copies.
+      ALTER TABLE changes ADD COLUMN row_ref INTEGER;
+      CREATE INDEX changes_by_row_ref ON changes (feed_id, row_ref) WHERE row_ref IS NOT NULL;
+    `,
+  },
 ];
 
 /** Bring the database up to the newest version; returns the versions applied now. */

@@ -11,7 +11,7 @@ import {
 import type { WebhookDelivery, WebhookReceipt, WebhookStore } from "../ports/storage/webhooks.js";
 import { groupCommit } from "../sql/group-commit.js";
 import { stagingMover } from "./bulk-row-writes.js";
-import { appendChangeStatement } from "./changes.js";
+import { appendChangeStatement, appendInsertByRefStatement } from "./changes.js";
 import { parseJson, rememberedReads, rowKey, type SqliteHandle, writeTransaction } from "./db.js";
 import { reportsOwnFaults } from "../sql/store-calls.js";
 import { type SqliteDeliveryLog, sqliteDeliveryLog } from "./webhook-log.js";
@@ -192,15 +192,18 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
   const duplicate = db.prepare<[number, string], { position: number; id: string | null }>(
     "SELECT position, data ->> '$._id' AS id FROM dataset_rows WHERE dataset_seq = ? AND dedup_key = ?",
   );
-  const forgetKey = db.prepare<[number, string]>("DELETE FROM dataset_rows WHERE dataset_seq = ? AND dedup_key = ?");
+  // The row stays (a change may name it: see trimming below), its key is free again.
+  const forgetKey = db.prepare<[number, string]>(
+    "UPDATE dataset_rows SET dedup_key = NULL WHERE dataset_seq = ? AND dedup_key = ?",
+  );
   const insert = db.prepare<[bigint, number, number, string | null, string]>(
     "INSERT INTO dataset_rows (row_key, dataset_seq, position, dedup_key, data) VALUES (?, ?, ?, ?, ?)",
   );
-  const trim = db.prepare<[bigint, bigint]>("DELETE FROM dataset_rows WHERE row_key >= ? AND row_key < ?");
   const save = db.prepare<[string, string, number, number, number]>(
     "UPDATE datasets SET columns = ?, updated_at = ?, first_position = ?, next_position = ? WHERE seq = ?",
   );
   const change = appendChangeStatement(db);
+  const inserted = appendInsertByRefStatement(db);
   const lastTrimmed = lastTrimmedStatement(db);
 
   return writeTransaction(db, (inputs: readonly WebhookDelivery[]): WebhookReceipt[] => {
@@ -241,13 +244,9 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
       }
       // A bulk write is staging right above the window: move its rows out of the way (rare).
       if (ds.stageFrom !== null && ds.next >= ds.stageFrom) ds.stageFrom = makeRoom(ds.seq);
-      insert.run(rowKey(ds.seq, ds.next), ds.seq, ds.next, input.dedupKey, JSON.stringify(input.row as Row));
-      change(input.datasetId, Date.parse(input.receivedAt), {
-        op: "insert",
-        rowId: String(input.row._id),
-        row: input.row,
-        at: input.receivedAt,
-      });
+      const key = rowKey(ds.seq, ds.next);
+      insert.run(key, ds.seq, ds.next, input.dedupKey, JSON.stringify(input.row as Row));
+      inserted(input.datasetId, Date.parse(input.receivedAt), String(input.row._id), key);
       ds.next += 1;
       if (rowChangesColumns((ds.types ??= new Map(ds.columns.map((c) => [c.name, c.type] as const))), input.row)) {
         ds.columns = widenColumns(ds.columns, input.columns) ?? ds.columns;
@@ -264,8 +263,9 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
       if (!ds.dirty) continue;
       if (ds.first > ds.firstBefore) {
         // One trim change per dataset and batch, after the batch's inserts: a follower ends where the rows do.
+        // The rows only leave the window: their insert changes name them, and the change log's retention
+        // deletes them with the last change naming them (changes.ts).
         const upTo = lastTrimmed(ds.seq, ds.firstBefore, ds.first);
-        trim.run(rowKey(ds.seq, ds.firstBefore), rowKey(ds.seq, ds.first));
         if (upTo !== null) change(id, Date.parse(ds.updatedAt), { op: "trim", upTo, at: ds.updatedAt });
       }
       save.run(JSON.stringify(ds.columns), ds.updatedAt, ds.first, ds.next, ds.seq);
@@ -296,7 +296,6 @@ function trimStatement(db: Database.Database): (datasetId: string, retainRows: n
   const load = db.prepare<[string], { seq: number; first_position: number; next_position: number }>(
     "SELECT seq, first_position, next_position FROM datasets WHERE id = ?",
   );
-  const trim = db.prepare<[bigint, bigint]>("DELETE FROM dataset_rows WHERE row_key >= ? AND row_key < ?");
   const save = db.prepare<[number, number]>("UPDATE datasets SET first_position = ? WHERE seq = ?");
   const change = appendChangeStatement(db);
   const lastTrimmed = lastTrimmedStatement(db);
@@ -305,8 +304,8 @@ function trimStatement(db: Database.Database): (datasetId: string, retainRows: n
     if (!at) return;
     const keepFrom = at.next_position - retainRows;
     if (keepFrom <= at.first_position) return;
+    // The rows leave the window (deleted by the change log's retention, as a delivery's trim).
     const upTo = lastTrimmed(at.seq, at.first_position, keepFrom);
-    trim.run(rowKey(at.seq, at.first_position), rowKey(at.seq, keepFrom));
     save.run(keepFrom, at.seq);
     // The settings carry no time: the trim is stored at the store's clock.
     const now = Date.now();
