@@ -1,3 +1,4 @@
+import { LRUCache } from "lru-cache";
 import type { AuthedContext } from "../context/handler.js";
 import { encodeChangeCursor } from "../domain/changes.js";
 
@@ -9,10 +10,24 @@ export const CHANGES_CURSOR_HEADER = "dataport-changes-cursor";
  * "Hand-off from a read"): read it BEFORE the rows, so every change up to it is in them.
  */
 export async function tableChangesCursor(ctx: AuthedContext, tableId: string): Promise<string> {
-  return encodeChangeCursor({ feedId: tableId, position: await ctx.storage.tables.tableChangesHead(tableId) });
+  return sealed(tableId, await ctx.storage.tables.tableChangesHead(tableId));
 }
 
 /** The same for an upload, connection or webhook dataset. */
 export async function datasetChangesCursor(ctx: AuthedContext, datasetId: string): Promise<string> {
-  return encodeChangeCursor({ feedId: datasetId, position: await ctx.storage.rows.datasetChangesHead(datasetId) });
+  return sealed(datasetId, await ctx.storage.rows.datasetChangesHead(datasetId));
+}
+
+/**
+ * The last cursor sealed per feed: a feed's head moves only with its writes, so reads between two writes hand over
+ * the same cursor, sealed (a SHA-256) once. Feed ids are those the caller was allowed to read.
+ */
+const lastSealed = new LRUCache<string, { position: string; cursor: string }>({ max: 1000 });
+
+function sealed(feedId: string, position: string): string {
+  const known = lastSealed.get(feedId);
+  if (known !== undefined && known.position === position) return known.cursor;
+  const cursor = encodeChangeCursor({ feedId, position });
+  lastSealed.set(feedId, { position, cursor });
+  return cursor;
 }
