@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
-import pg from "../peers/pg.js";
+import type pg from "../peers/pg.js";
 import { withTimeout } from "../base/timeout.js";
-import { quoteIdent } from "../sql/literals.js";
+import { LOST, type SchemaListener } from "./listener.js";
 
 /**
  * Whether the catalog (connections, and which datasets exist and belong to
@@ -9,9 +9,9 @@ import { quoteIdent } from "../sql/literals.js";
  * endpoints) can be remembered between changes.
  *
  * Migration 4's triggers notify the schema's channel on every such change,
- * whoever makes it. One dedicated client per store LISTENs there (opened on
- * first use, not taken from the pool); a notification, this process's own
- * catalog write, or losing the listening connection changes `version()`.
+ * whoever makes it. The store's listening connection (listener.ts, shared
+ * with the change feeds) LISTENs there; a notification, this process's own
+ * catalog write, or losing or regaining that connection changes `version()`.
  *
  * A notification reaches the listener a little after its writer hears
  * COMMIT succeed (a few hundred µs here), so a change made just before a
@@ -43,74 +43,35 @@ export interface CatalogWatch {
   sync(): Promise<void>;
   /** This process committed a catalog change (heard again later through the channel; this is at once). */
   changed(): void;
-  close(): Promise<void>;
 }
 
-/** A lost listener is reconnected on use, at most this often. */
-const RETRY_MS = 1000;
-
-export function watchCatalog(pool: pg.Pool, schemaName: string, options: { syncTimeoutMs: number }): CatalogWatch {
+export function watchCatalog(
+  listener: SchemaListener,
+  schemaName: string,
+  options: { syncTimeoutMs: number },
+): CatalogWatch {
   const channel = catalogChannel(schemaName);
   let counter = 0;
-  let client: pg.Client | null = null;
-  let connecting = false;
-  let retryAt = 0;
-  let closed = false;
   /** The round trip on its way, and the one the callers that came meanwhile wait for. */
   let syncing: Promise<void> | null = null;
   let nextSync: Promise<void> | null = null;
-
-  const lose = (lost: pg.Client) => {
-    counter++;
-    lost.emit(LOST);
-    if (client === lost) client = null;
-    lost.removeAllListeners("notification");
-    // A stalled connection would not answer a polite goodbye: its socket is closed at once.
-    (lost as unknown as { connection?: { stream?: { destroy?: () => void } } }).connection?.stream?.destroy?.();
-    lost.end().catch(() => {});
-    retryAt = Date.now() + RETRY_MS;
-  };
-
-  const listen = () => {
-    if (closed || connecting || client || Date.now() < retryAt) return;
-    connecting = true;
-    // Named so operators (and tests) can tell it apart: one per store, idle but for `select 1`.
-    const candidate = new pg.Client(listenerConfig(pool.options, listenerName(schemaName)));
-    candidate.on("notification", (message) => {
-      if (message.channel === channel) counter++;
-    });
-    // A dropped connection must not crash the process; it only stops the remembering.
-    candidate.on("error", () => lose(candidate));
-    candidate.on("end", () => lose(candidate));
-    candidate
-      .connect()
-      .then(() => candidate.query(`listen ${quoteIdent(channel)}`))
-      .then(
-        () => {
-          connecting = false;
-          if (closed) {
-            candidate.end().catch(() => {});
-            return;
-          }
-          counter++;
-          client = candidate;
-        },
-        () => {
-          connecting = false;
-          lose(candidate);
-        },
-      );
-  };
+  listener.on({
+    notification(name) {
+      if (name === channel) counter++;
+    },
+    listening: () => counter++,
+    lost: () => counter++,
+  });
 
   return {
     version() {
-      if (client) return counter;
-      listen();
+      if (listener.listening()) return counter;
+      listener.start();
       return null;
     },
     sync() {
-      const listener = client;
-      if (!listener) return Promise.resolve();
+      const client = listener.listening();
+      if (!client) return Promise.resolve();
       if (syncing) {
         // The round trip on its way may have been sent before the caller's change: wait for the next.
         return (nextSync ??= syncing.then(() => {
@@ -119,7 +80,7 @@ export function watchCatalog(pool: pg.Pool, schemaName: string, options: { syncT
         }));
       }
       const confirmed = withTimeout(
-        barrier(listener),
+        barrier(client),
         options.syncTimeoutMs,
         () => new Error("the listening connection did not answer"),
       );
@@ -129,7 +90,7 @@ export function watchCatalog(pool: pg.Pool, schemaName: string, options: { syncT
         },
         () => {
           syncing = null;
-          lose(listener);
+          listener.lose(client);
         },
       );
       return syncing;
@@ -137,20 +98,8 @@ export function watchCatalog(pool: pg.Pool, schemaName: string, options: { syncT
     changed() {
       counter++;
     },
-    async close() {
-      closed = true;
-      const open = client;
-      client = null;
-      if (open) {
-        open.removeAllListeners("end");
-        await open.end().catch(() => {});
-      }
-    },
   };
 }
-
-/** Emitted on a listening client that is given up, so a barrier waiting on it ends. */
-const LOST = "dataport:lost";
 
 /** The part of `pg`'s connection a barrier uses (not in its public types). */
 interface ProtocolConnection {
@@ -201,25 +150,4 @@ export function listenerName(schemaName: string): string {
  */
 export function catalogChannel(schemaName: string): string {
   return `dataport_catalog_${createHash("md5").update(schemaName).digest("hex")}`;
-}
-
-/**
- * The pool's connection settings with the listener's own application name.
- * `pg` lets a connection string's parameters win over the config's fields,
- * so a name given in the URL (`?application_name=…`) is replaced there too.
- */
-function listenerConfig(options: pg.PoolConfig, name: string): pg.ClientConfig {
-  const config: pg.ClientConfig = { ...options, application_name: name };
-  if (typeof options.connectionString === "string" && /^postgres(ql)?:\/\//i.test(options.connectionString)) {
-    try {
-      const url = new URL(options.connectionString);
-      if (url.searchParams.has("application_name")) {
-        url.searchParams.set("application_name", name);
-        config.connectionString = url.toString();
-      }
-    } catch {
-      // Not a URL pg would parse either: the config's name stands.
-    }
-  }
-  return config;
 }

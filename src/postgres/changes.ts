@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { PoolClient } from "pg";
 import { type Change, changeFromRecord, changeRecord, type ChangeOp } from "../domain/changes.js";
 import type { Row } from "../domain/model.js";
@@ -5,8 +6,12 @@ import type { ChangeFeedReads, ChangeRetention, StoredChange, WatchChanges } fro
 import { type Db, json, num } from "./db.js";
 import { feedPositions, readToHorizon } from "./feed-horizon.js";
 import { pollingWatch } from "../storage/change-feeds.js";
+import type { SchemaListener } from "./listener.js";
 
-/** How often a watched log looks at its sequence for writes of any instance, in ms. */
+/**
+ * How often a watched log looks at its sequence for writes of any instance while it cannot hear notifications (no
+ * listening connection), in ms.
+ */
 const WATCH_INTERVAL_MS = 250;
 
 /** Changes one retention call removes at most, so it stays one short statement. */
@@ -36,17 +41,33 @@ export interface PostgresChangeLog extends ChangeFeedReads, ChangeRetention {
   /** Append one change in the caller's transaction (its own statement). */
   append(client: PoolClient, feedId: string, storedAt: number, change: Change): Promise<void>;
   /**
-   * The log's signal: its sequence, looked at every WATCH_INTERVAL_MS while
-   * someone listens (one query per instance). A position is drawn before
-   * its write commits, so a reader woken by it that finds nothing yet looks
-   * again shortly (the handler's rule).
+   * The log's signal: migration 13's trigger notifies the schema's changes
+   * channel as a statement's changes commit, with the feed's id (one
+   * notification per feed, folded within a transaction by PostgreSQL; an
+   * empty payload, any feed, when a statement recorded many feeds), and the
+   * store's listening connection hears it: no query while waiting, however
+   * many wait. While that connection is down (not open yet, lost, being
+   * reconnected every second), the sequence is looked at every
+   * WATCH_INTERVAL_MS instead (one query per instance), and every waiter
+   * is woken once as hearing stops and once as it starts again, so a change
+   * notified while not listening is never a lost wake-up. A woken reader may
+   * still find the feed held back by another open write (the handler looks
+   * again shortly). Without `options.notifications`, the sequence
+   * is looked at always.
    */
   watch: WatchChanges;
   /** SQL deleting a feed's changes and its retention mark (a dataset's or table's delete), `$1` the feed id. */
   forgetSql(): string[];
 }
 
-export function postgresChangeLog(db: Db, options: { visibilityWaitMs?: number } = {}): PostgresChangeLog {
+export function postgresChangeLog(
+  db: Db,
+  options: {
+    visibilityWaitMs?: number;
+    /** The store's listening connection, listening on `channel` (`changesChannel` of the schema). */
+    notifications?: { listener: SchemaListener; channel: string };
+  } = {},
+): PostgresChangeLog {
   const { t } = db;
   const waitMs = options.visibilityWaitMs ?? 50;
   const feed = feedPositions(db, "change_positions");
@@ -74,13 +95,16 @@ export function postgresChangeLog(db: Db, options: { visibilityWaitMs?: number }
      select feed_id, max(position) from removed group by feed_id
      on conflict (feed_id) do update set trimmed_through = greatest(${t("change_feeds")}.trimmed_through, excluded.trimmed_through)`;
   const lastSql = `select coalesce(pg_sequence_last_value('${t("change_positions").replaceAll("'", "''")}'::regclass), 0)::text as last`;
+  const polling = pollingWatch(
+    async () => (await db.query<{ last: string }>(lastSql))[0]?.last ?? "0",
+    WATCH_INTERVAL_MS,
+    () => !db.pool.ending,
+    (message, error) => db.log(message, error),
+  );
   return {
-    watch: pollingWatch(
-      async () => (await db.query<{ last: string }>(lastSql))[0]?.last ?? "0",
-      WATCH_INTERVAL_MS,
-      () => !db.pool.ending,
-      (message, error) => db.log(message, error),
-    ),
+    watch: options.notifications
+      ? notifiedWatch(options.notifications.listener, options.notifications.channel, polling)
+      : polling,
     insertSql,
     positionSql: (feedSql) => feed.nextPositionSql(feedSql),
     async append(client, feedId, storedAt, change) {
@@ -139,5 +163,62 @@ export function publishChangesSql(t: Db["t"]): { reset: string; inserts: string 
     inserts: `insert into ${t("changes")} (feed_id, position, op, row_id, row, stored_at)
       select $1, ${position}, 'insert', null, r.row, $2
         from (select row from ${t("dataset_rows")} where dataset_id = $1 and pos >= $3 and pos < $4 order by pos) r`,
+  };
+}
+
+/**
+ * The channel migration 13's trigger notifies for a schema's changes: its
+ * name's md5, as the catalog's (catalog-events.ts), so any schema name fits.
+ */
+export function changesChannel(schemaName: string): string {
+  return `dataport_changes_${createHash("md5").update(schemaName).digest("hex")}`;
+}
+
+/**
+ * A `WatchChanges` woken by `listener`'s notifications on `channel` (the
+ * payload a feed id; empty: any feed), with `fallback` while it does not
+ * listen. The connection is held open while someone watches.
+ */
+function notifiedWatch(listener: SchemaListener, channel: string, fallback: WatchChanges): WatchChanges {
+  const watchers = new Set<(feedId: string | null) => void>();
+  let release: (() => void) | null = null;
+  let stopFallback: (() => void) | null = null;
+  const wake = (feedId: string | null) => {
+    for (const watcher of watchers) watcher(feedId);
+  };
+  /** Look at the fallback exactly while someone watches and nothing is heard. */
+  const follow = () => {
+    if (watchers.size > 0 && !listener.listening()) stopFallback ??= fallback(wake);
+    else if (stopFallback) {
+      stopFallback();
+      stopFallback = null;
+    }
+  };
+  listener.on({
+    notification(name, payload) {
+      if (name === channel) wake(payload === "" ? null : payload);
+    },
+    // What was committed while nothing was heard may have been missed: every waiter looks once.
+    listening() {
+      follow();
+      wake(null);
+    },
+    lost() {
+      follow();
+      wake(null);
+    },
+  });
+  return (onChange) => {
+    watchers.add(onChange);
+    if (watchers.size === 1) {
+      release = listener.hold();
+      follow();
+    }
+    return () => {
+      if (!watchers.delete(onChange) || watchers.size > 0) return;
+      release?.();
+      release = null;
+      follow();
+    };
   };
 }

@@ -4,11 +4,12 @@ import pg from "../peers/pg.js";
 import type { Storage } from "../ports/storage.js";
 import { wrapStoreCalls } from "../sql/store-calls.js";
 import { postgresAudit } from "./audit.js";
-import { postgresChangeLog } from "./changes.js";
+import { changesChannel, postgresChangeLog } from "./changes.js";
 import { datasetChangeFeeds } from "../storage/change-feeds.js";
 import { postgresCatalog } from "./catalog.js";
 import { type OpenReads, postgresRows } from "./rows.js";
-import { watchCatalog } from "./catalog-events.js";
+import { catalogChannel, listenerName, watchCatalog } from "./catalog-events.js";
+import { schemaListener } from "./listener.js";
 import { briefly, createDb, type Db, DEFAULT_BOUNDS, guardClients, storeFault } from "./db.js";
 import { postgresDashboards } from "./dashboards.js";
 import { postgresCredentials, postgresIdentity } from "./identity.js";
@@ -136,10 +137,15 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
     lockMs: options.lockTimeoutMs ?? DEFAULT_BOUNDS.lockMs,
   });
   await ensureDatasetValues(db);
-  const watch = watchCatalog(pool, schema, { syncTimeoutMs: options.freshnessTimeoutMs ?? 500 });
+  // One listening connection for the catalog's notifications and the change feeds' wake-ups.
+  const listener = schemaListener(pool, listenerName(schema), [catalogChannel(schema), changesChannel(schema)]);
+  const watch = watchCatalog(listener, schema, { syncTimeoutMs: options.freshnessTimeoutMs ?? 500 });
   const seen = sessionReads();
   const reads: OpenReads = new Set();
-  const changes = postgresChangeLog(db, { visibilityWaitMs: options.auditVisibilityWaitMs });
+  const changes = postgresChangeLog(db, {
+    visibilityWaitMs: options.auditVisibilityWaitMs,
+    notifications: { listener, channel: changesChannel(schema) },
+  });
   const { settled: deliveriesSettled, ...webhooks } = postgresWebhooks(db, watch, changes);
   const { flushUsage, ...usage } = postgresUsage(db, log);
   let closed = false;
@@ -179,7 +185,7 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
         await deliveriesSettled();
         await flushUsage();
         await Promise.all([...reads].map((read) => read.end(false)));
-        await watch.close();
+        await listener.close();
         if (owned) await pool.end();
       },
       db,

@@ -416,6 +416,34 @@ create table {s}.change_feeds (feed_id text primary key, trimmed_through bigint 
 alter table {s}.datasets add column trim_from bigint;
 `,
   },
+  {
+    version: 13,
+    name: "change log notifications",
+    sql: `
+-- Long-polling readers of the change feeds are woken by a notification on the
+-- schema's own channel (md5 of its name, as migration 4's), sent as a
+-- statement's changes commit: one per feed the statement recorded, its id the
+-- payload, or one with an empty payload (every waiter looks) when it recorded
+-- more than 8 feeds or an id too long for a payload. PostgreSQL folds
+-- identical notifications of one transaction into one.
+create function {s}.notify_changes() returns trigger language plpgsql as $$
+declare
+  feeds text[];
+begin
+  select array_agg(feed_id) into feeds from (select distinct feed_id from new_changes limit 9) f;
+  if feeds is null then
+    return null;
+  elsif cardinality(feeds) > 8 or exists (select from unnest(feeds) f where octet_length(f) > 1000) then
+    perform pg_notify('dataport_changes_' || md5(TG_TABLE_SCHEMA), '');
+  else
+    perform pg_notify('dataport_changes_' || md5(TG_TABLE_SCHEMA), f) from unnest(feeds) f;
+  end if;
+  return null;
+end $$;
+create trigger changes_notify after insert on {s}.changes referencing new table as new_changes
+  for each statement execute function {s}.notify_changes();
+`,
+  },
 ];
 
 /**

@@ -66,7 +66,13 @@ export interface ChangeFeedReads {
  * the store (within about a second), with the feed's id when the store
  * knows it and null when it does not (then every waiting reader looks).
  * Returns a function that stops the calls. A store without it leaves its
- * readers to look every second.
+ * readers to look every second. It MAY also call with null when it cannot
+ * tell what it missed (a signal lost and regained). How each store knows:
+ * the memory store signals its own writes; SQLite looks at its counter
+ * every 200 ms while someone listens; PostgreSQL hears a NOTIFY per
+ * committed statement's feed on one listening connection per process, and
+ * looks at its sequence every 250 ms only while that connection is down.
+ * Waiting costs no store query per reader, and on PostgreSQL none at all.
  */
 export type WatchChanges = (onChange: (feedId: string | null) => void) => () => void;
 
