@@ -1,5 +1,6 @@
 import type { AggregateAnswer, AggregateQuery, Metric } from "../domain/aggregate-query.js";
 import type { Row } from "../domain/model.js";
+import type { RowCondition } from "../domain/row-query-model.js";
 import { join, raw, type Sql, sql } from "./fragments.js";
 import { conditionSql, orderSql, type SqlDialect, TRUE } from "./row-compiler.js";
 import { emptyRow } from "../domain/rows.js";
@@ -231,6 +232,17 @@ export function usedColumns(query: AggregateQuery): Column[] {
     ...query.metrics.flatMap((m) => (m.column === null ? [] : [m.column])),
   ];
   return [...new Set(names)].map((name, index) => ({ index, name }));
+}
+
+/**
+ * Every column the query reads from the rows: its keys', its metrics' and its `where`'s (with `filters`). (`having`
+ * reads the answer's fields, made from the keys and metrics.)
+ */
+export function readColumns(query: AggregateQuery): string[] {
+  const names = new Set(usedColumns(query).map((c) => c.name));
+  const visit = (c: RowCondition) => (c.kind === "test" ? names.add(c.column) : c.of.forEach(visit));
+  if (query.where) visit(query.where);
+  return [...names];
 }
 
 function bucketPrefix(column: Column): string {
