@@ -104,8 +104,10 @@ export function sqliteValuesAggregateDialect(slots: ReadonlyMap<string, Slot>): 
         const value = sql`${raw(`v${i}`)} AS ${x(column)}`;
         return j === null ? [value] : [value, raw(`h${j} AS h${column.index}`), raw(`w${j} AS w${column.index}`)];
       });
-      return sql`SELECT ${items.length > 0 ? join(items, ", ") : raw("1 AS one")} ${from} LIMIT -1 OFFSET 0`;
+      // Not fenced: the values are plain columns, and a GROUP BY of them (`pregroup`) may then walk an index.
+      return sql`SELECT ${items.length > 0 ? join(items, ", ") : raw("1 AS one")} ${from}`;
     },
+    pregroup: true,
     identity: (column) =>
       sql`(CASE WHEN ${isStructure(column)} THEN CAST(char(2) || dataport_canonical_json(${structureText(column)}) AS BLOB) ELSE ${x(column)} END)`,
     present: (column) => sql`${x(column)} IS NOT NULL`,
