@@ -777,8 +777,12 @@ describe("the issue's question over the typed copy (issue #39)", () => {
       await store.catalog.putDataset(uploadDataset("ds_orders_copy", "orders", ORDER_COLUMNS, true));
       await writeRows(store, "ds_orders_copy", "replace", orders, ORDER_COLUMNS);
       expect(evaluateAggregate(orders, QUESTION)).toEqual(expected(1));
-      const answer = async () => ({ name, answer: await store.rows.aggregateDatasetRows("ds_orders_copy", QUESTION) });
-      expect(await answer()).toEqual({ name, answer: expected(1) });
+      // Within the rounding the stores may differ by (an older SQLite writes 15 digits of a double).
+      const answer = async (times: number) => ({
+        name,
+        answer: withinRounding(await store.rows.aggregateDatasetRows("ds_orders_copy", QUESTION), expected(times)),
+      });
+      expect(await answer(1)).toEqual({ name, answer: expected(1) });
       // The copy changed behind the rows' back (amounts × 10, the rows' JSON untouched): the answer follows the copy,
       // so it is the copy that was read, `where` and all.
       if (name === "sqlite") {
@@ -802,32 +806,33 @@ describe("the issue's question over the typed copy (issue #39)", () => {
           `update ${p.db.t("dataset_values")} set ${v} = to_json((${v}::text)::numeric * 10) where dataset_id = 'ds_orders_copy'`,
         );
       }
-      expect(await answer()).toEqual({ name, answer: expected(10) });
+      expect(await answer(10)).toEqual({ name, answer: expected(10) });
       // `filters` too.
       const emea = parseAggregateQuery(
         { ...QUESTION_PARAMS, where: undefined, filters: { region: "EMEA" } },
         new Set(ORDER_COLUMNS.map((c) => c.name)),
       );
       const { groups, totals } = expected(10);
-      expect({ name, answer: await store.rows.aggregateDatasetRows("ds_orders_copy", emea) }).toEqual({
+      const emeaOnly = {
+        groups: groups.filter((g) => g.region === "EMEA"),
+        matchedRows: 3,
+        totalGroups: 2,
+        totals: { count: 3, "sum(amount)": 350, "avg(amount)": 350 / 3 },
+      };
+      expect({
         name,
-        answer: {
-          groups: groups.filter((g) => g.region === "EMEA"),
-          matchedRows: 3,
-          totalGroups: 2,
-          totals: { count: 3, "sum(amount)": 350, "avg(amount)": 350 / 3 },
-        },
-      });
+        answer: withinRounding(await store.rows.aggregateDatasetRows("ds_orders_copy", emea), emeaOnly),
+      }).toEqual({ name, answer: emeaOnly });
       expect(totals["sum(amount)"]).toBe(850);
       // A column of `where` outside the copy (an undeclared one) reads the JSON text: the rows as written.
       const outside = parseAggregateQuery(
         { ...QUESTION_PARAMS, where: { region: { in: ["EMEA", "APAC"] }, note: { isNull: true } } },
         new Set([...ORDER_COLUMNS.map((c) => c.name), "note"]),
       );
-      expect({ name, answer: await store.rows.aggregateDatasetRows("ds_orders_copy", outside) }).toEqual({
+      expect({
         name,
-        answer: expected(1),
-      });
+        answer: withinRounding(await store.rows.aggregateDatasetRows("ds_orders_copy", outside), expected(1)),
+      }).toEqual({ name, answer: expected(1) });
     }
   });
 });
