@@ -1,5 +1,5 @@
 import type { AggregateAnswer, AggregateQuery } from "../domain/aggregate-query.js";
-import { aggregateAnswer, aggregateSql, type AggregateSqlRow, usedColumns } from "../sql/aggregate-compiler.js";
+import { aggregateAnswer, aggregateSql, type AggregateSqlRow, readColumns } from "../sql/aggregate-compiler.js";
 import { slotsOf } from "../sql/dataset-values.js";
 import { raw, renderNumbered, type Sql, sql } from "../sql/fragments.js";
 import { postgresAggregateDialect } from "./aggregate-sql.js";
@@ -35,19 +35,19 @@ export function postgresAggregates(db: Db, timeoutMs: number) {
     try {
       const [found] = (await lease.client.query<{ unparsable: boolean }>(target.unparsable, target.params)).rows;
       const doc = found?.unparsable ? SANE_ROW : "row";
-      // The typed copy of declared columns (dataset-values-sql.ts) when it holds every column read, without `where`.
+      // The typed copy of declared columns (dataset-values-sql.ts) when it holds every column read (keys, metrics,
+      // `where` and `filters`): a column of `where` is its slot's `json`, what `row -> name` is.
       const layout =
-        target.values && !found?.unparsable && query.where === null
-          ? await valueLayoutOf(lease.client, t, target.values.datasetId)
-          : null;
-      const slots = slotsOf(
-        layout,
-        usedColumns(query).map((c) => c.name),
-      );
+        target.values && !found?.unparsable ? await valueLayoutOf(lease.client, t, target.values.datasetId) : null;
+      const slots = slotsOf(layout, readColumns(query));
       const statement = aggregateSql(
         query,
         slots && target.values
-          ? { table: raw(t("dataset_values")), scope: target.values.scope, rowDialect: postgresRowDialect(doc, "pos") }
+          ? {
+              table: raw(t("dataset_values")),
+              scope: target.values.scope,
+              rowDialect: postgresRowDialect(doc, "pos", { member: (name) => raw(`v${slots.get(name)!.slot}`) }),
+            }
           : { table: raw(t(target.table)), scope: target.scope, rowDialect: postgresRowDialect(doc, "pos") },
         postgresAggregateDialect(doc, slots),
       );

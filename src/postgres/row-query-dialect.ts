@@ -62,12 +62,17 @@ export const SANE_ROW = String.raw`(CASE WHEN ${UNPARSABLE} THEN regexp_replace(
 export function postgresRowDialect(
   doc: string,
   position: string,
-  options: { indexed?: ReadonlySet<string> } = {},
+  options: {
+    indexed?: ReadonlySet<string>;
+    /** Where a column's `json` value is read instead of `doc -> name` (the aggregates' typed copy; never indexed). */
+    member?: (name: string) => Sql;
+  } = {},
 ): PostgresRowDialect {
   const column = raw(doc);
   const indexed = options.indexed ?? NO_COLUMNS;
-  const member = (name: string): Sql => sql`(${column} -> ${name}::text)`;
-  const textOf = (name: string): Sql => sql`(${column} ->> ${name}::text)`;
+  const own = options.member;
+  const member = (name: string): Sql => (own ? own(name) : sql`(${column} -> ${name}::text)`);
+  const textOf = (name: string): Sql => (own ? sql`(${own(name)} #>> '{}')` : sql`(${column} ->> ${name}::text)`);
   const kindOf = (name: string): Sql => sql`json_typeof(${member(name)})`;
   const terms = (name: string) => sortTermsSql(doc, name);
 

@@ -1,5 +1,6 @@
 import type { AggregateAnswer, AggregateQuery, Metric } from "../domain/aggregate-query.js";
 import type { Row } from "../domain/model.js";
+import type { RowCondition } from "../domain/row-query-model.js";
 import { join, raw, type Sql, sql } from "./fragments.js";
 import { conditionSql, orderSql, type SqlDialect, TRUE } from "./row-compiler.js";
 import { emptyRow } from "../domain/rows.js";
@@ -76,6 +77,11 @@ export interface AggregateDialect extends BucketSqlDialect {
   jsonObject(fields: ReadonlyArray<readonly [string, Sql]>): Sql;
   /** The row-query dialect reading the JSON object column `doc` (a group), for `having` and the order. */
   fields(doc: string): SqlDialect;
+  /**
+   * Whether the values read are kept as they are grouped (the typed copy on SQLite): then an aggregate may group them
+   * as stored first (see `pregrouped`), each metric's aggregates being `count`, `sum`, `min` or `max` of one value.
+   */
+  pregroup?: boolean;
   /** A column's time buckets as stored (the typed copy), read instead of computing them; absent or null: computed. */
   storedBuckets?(column: Column): StoredBuckets | null;
 }
@@ -102,14 +108,17 @@ export function aggregateSql(
   const columns = usedColumns(query);
   const where = query.where ? conditionSql(query.where, target.rowDialect) : TRUE;
   const values = dialect.values(sql`FROM ${target.table} WHERE ${target.scope} AND ${where}`, columns);
-  const { rows, keys } = keyedRows(query, columns, values, dialect);
   const metrics = query.metrics.map((m, n) => metricSql(m, columns, `a${n}_`, query, values, dialect));
+  const pre = pregrouped(query, columns, values, metrics, dialect);
+  const { rows, keys } = pre ?? keyedRows(query, columns, values, dialect);
   const grouped = sql`SELECT ${join(
     [
       ...keys.map((k) => raw(k.key)),
       ...keys.flatMap((k) => (k.text ? [sql`${dialect.leastText(raw(k.text))} AS ${raw(k.text)}`] : [])),
-      raw("count(*) AS n"),
-      ...metrics.flatMap((m) => m.aggregates.map(([name, expression]) => sql`${expression} AS ${raw(name)}`)),
+      raw(pre ? "sum(n) AS n" : "count(*) AS n"),
+      ...(pre?.aggregates ?? metrics.flatMap((m) => m.aggregates)).map(
+        ([name, expression]) => sql`${expression} AS ${raw(name)}`,
+      ),
     ],
     ", ",
   )} FROM (${rows}) AS r${
@@ -186,6 +195,88 @@ function keyedRows(
   return { rows: sql`SELECT *, ${selectList(added)} FROM (${rows}) AS k`, keys };
 }
 
+/**
+ * The groups made in two steps, when the dialect keeps values as it groups
+ * them (`pregroup`: SQLite's typed copy) and every metric can be merged
+ * (no `countDistinct`) and every bucket is stored: first the matching rows
+ * grouped by their stored values (`p<j>`: a key column's stored value, a
+ * bucket's stored hour or week cut to it, or for a quarter to the month)
+ * with each metric's partial aggregates (`count`, `sum` and `count` of
+ * numbers, `min`, `max`), a plain `GROUP BY` of stored columns that SQLite
+ * can walk in an index's order; then those few rows keyed and grouped as
+ * the rows are (`keyedRows`), the partials merged (counts added, sums added
+ * again, the least of least values). The same groups and metrics: every key
+ * is a function of its stored value, and JSON-equal values stored apart
+ * (objects' key order) meet in the second step.
+ */
+function pregrouped(
+  query: AggregateQuery,
+  columns: readonly Column[],
+  values: Sql,
+  metrics: readonly MetricSql[],
+  dialect: AggregateDialect,
+): { rows: Sql; keys: KeySql[]; aggregates: Array<readonly [string, Sql]> } | null {
+  if (!dialect.pregroup) return null;
+  if (query.metrics.some((m) => m.fn === "countDistinct")) return null;
+  const at = (name: string) => columns.find((c) => c.name === name)!;
+  const cuts: Array<readonly [string, Sql]> = [];
+  const keys: KeySql[] = [];
+  const added: Array<readonly [string, Sql]> = [];
+  for (const [j, k] of query.groupBy.entries()) {
+    const column = at(k.column);
+    const p = raw(`p${j}`);
+    keys.push({ name: k.name, key: `k${j}`, text: k.bucket === null ? `r${j}` : null });
+    if (k.bucket === null) {
+      // The second step reads the stored value as a column of its own (`x<index>`, past the columns read).
+      const own: Column = { index: columns.length + j, name: column.name };
+      cuts.push([`x${own.index}`, raw(`x${column.index}`)]);
+      added.push([`k${j}`, dialect.identity(own)], [`r${j}`, dialect.structureText(own)]);
+      continue;
+    }
+    const stored = dialect.storedBuckets?.(column) ?? null;
+    if (stored === null) return null;
+    const cut = { hour: 13, day: 10, month: 7, quarter: 7, year: 4, week: 0 }[k.bucket];
+    cuts.push([
+      `p${j}`,
+      k.bucket === "week"
+        ? stored.week
+        : cut === 13
+          ? stored.hour
+          : sql`substr(${stored.hour}, 1, ${raw(String(cut))})`,
+    ]);
+    added.push([`k${j}`, storedBucketSql(k.bucket, { hour: p, week: p }, dialect)]);
+  }
+  const partials: Array<readonly [string, Sql]> = [];
+  const aggregates: Array<readonly [string, Sql]> = [];
+  for (const [n, m] of query.metrics.entries()) {
+    if (m.column === null) continue;
+    for (const [name, expression] of metrics[n]!.aggregates) {
+      partials.push([name, expression]);
+      // count(c) and the count of numbers: added; a sum: added again (with the dialect's compensation); min, max.
+      const merged =
+        m.fn === "min" || m.fn === "max"
+          ? sql`${raw(m.fn)}(${raw(name)})`
+          : name === `a${n}_s`
+            ? dialect.sum(raw(name))
+            : sql`sum(${raw(name)})`;
+      aggregates.push([name, merged]);
+    }
+  }
+  const first = sql`SELECT ${join(
+    [...cuts, ["n", raw("count(*)")] as const, ...partials].map(([name, e]) => sql`${e} AS ${raw(name)}`),
+    ", ",
+  )} FROM (${values}) AS v${
+    cuts.length > 0
+      ? sql` GROUP BY ${join(
+          cuts.map(([name]) => raw(name)),
+          ", ",
+        )}`
+      : raw("")
+  }`;
+  const rows = added.length > 0 ? sql`SELECT *, ${selectList(added)} FROM (${first}) AS p` : first;
+  return { rows, keys, aggregates };
+}
+
 /** A row of the statement (`part` 0: a group of the page, by `ord`; 1: the totals, `ord` the number of groups). */
 export interface AggregateSqlRow {
   part: number | string;
@@ -231,6 +322,17 @@ export function usedColumns(query: AggregateQuery): Column[] {
     ...query.metrics.flatMap((m) => (m.column === null ? [] : [m.column])),
   ];
   return [...new Set(names)].map((name, index) => ({ index, name }));
+}
+
+/**
+ * Every column the query reads from the rows: its keys', its metrics' and its `where`'s (with `filters`). (`having`
+ * reads the answer's fields, made from the keys and metrics.)
+ */
+export function readColumns(query: AggregateQuery): string[] {
+  const names = new Set(usedColumns(query).map((c) => c.name));
+  const visit = (c: RowCondition) => (c.kind === "test" ? names.add(c.column) : c.of.forEach(visit));
+  if (query.where) visit(query.where);
+  return [...names];
 }
 
 function bucketPrefix(column: Column): string {

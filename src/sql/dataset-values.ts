@@ -16,8 +16,8 @@ import type { Column } from "../domain/model.js";
  * column holding a string holds that string): a layout that no longer
  * matches the declaration is slower, never wrong. The stores' triggers
  * keep the copy on every write of the rows (see the stores' dataset-values.ts).
- * An aggregate whose columns are all in the copy and that has no `where`
- * reads the copy; any other reads the JSON.
+ * An aggregate whose columns (keys, metrics, `where` and `filters`) are all
+ * in the copy reads the copy; any other reads the JSON.
  */
 
 /** Slots of the copy: the first SLOTS declared columns (whose names a JSON path can hold) are copied. */

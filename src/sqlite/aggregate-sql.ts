@@ -2,6 +2,9 @@ import type { AggregateDialect, Column, MetricSql } from "../sql/aggregate-compi
 import type { Slot } from "../sql/dataset-values.js";
 import { join, raw, type Sql, sql } from "../sql/fragments.js";
 import { quoteLiteral } from "../sql/literals.js";
+import type { RowTest } from "../domain/row-query-model.js";
+import { canonicalJson } from "../domain/rows.js";
+import { operatorSql, splitByKind, type SqlDialect } from "../sql/row-compiler.js";
 import { plainPath, sqliteRowDialect } from "./row-query-dialect.js";
 
 /**
@@ -101,8 +104,10 @@ export function sqliteValuesAggregateDialect(slots: ReadonlyMap<string, Slot>): 
         const value = sql`${raw(`v${i}`)} AS ${x(column)}`;
         return j === null ? [value] : [value, raw(`h${j} AS h${column.index}`), raw(`w${j} AS w${column.index}`)];
       });
-      return sql`SELECT ${items.length > 0 ? join(items, ", ") : raw("1 AS one")} ${from} LIMIT -1 OFFSET 0`;
+      // Not fenced: the values are plain columns, and a GROUP BY of them (`pregroup`) may then walk an index.
+      return sql`SELECT ${items.length > 0 ? join(items, ", ") : raw("1 AS one")} ${from}`;
     },
+    pregroup: true,
     identity: (column) =>
       sql`(CASE WHEN ${isStructure(column)} THEN CAST(char(2) || dataport_canonical_json(${structureText(column)}) AS BLOB) ELSE ${x(column)} END)`,
     present: (column) => sql`${x(column)} IS NOT NULL`,
@@ -119,6 +124,78 @@ export function sqliteValuesAggregateDialect(slots: ReadonlyMap<string, Slot>): 
     },
     storedBuckets: (column) =>
       slot(column).times !== null ? { hour: raw(`h${column.index}`), week: raw(`w${column.index}`) } : null,
+  };
+}
+
+/**
+ * `where` and `filters` over the typed copy (`dataset-values-sql.ts`), for
+ * an aggregate whose every column is in it: a column is its slot `v<i>`,
+ * whose SQL type is the JSON value's kind (a number, a text, a blob 0x01 +
+ * `true`/`false` or 0x02 + an object's or array's JSON text; NULL for null
+ * and absent). Each test matches exactly the rows the JSON dialect
+ * (`sqliteRowDialect`, unindexed) matches: the same values, compared the
+ * same way, read from the copy instead of the text.
+ */
+export function sqliteValuesRowDialect(slots: ReadonlyMap<string, Slot>): SqlDialect {
+  const v = (name: string) => raw(`v${slots.get(name)!.slot}`);
+  const isNumber = (name: string) => sql`typeof(${v(name)}) IN ('integer', 'real')`;
+  const isText = (name: string) => sql`typeof(${v(name)}) = 'text'`;
+  const isStructure = (name: string) => sql`(typeof(${v(name)}) = 'blob' AND substr(${v(name)}, 1, 1) = X'02')`;
+  const canonical = (name: string) => sql`dataport_canonical_json(CAST(substr(${v(name)}, 2) AS TEXT))`;
+  const nullish = (name: string) => sql`${v(name)} IS NULL`;
+  const present = (name: string) => sql`${v(name)} IS NOT NULL`;
+  const equals = (name: string, value: unknown): Sql => {
+    if (value === null) return nullish(name);
+    if (typeof value === "string") return sql`(${isText(name)} AND ${v(name)} = ${value})`;
+    if (typeof value === "number") return sql`(${isNumber(name)} AND ${v(name)} = ${value})`;
+    if (typeof value === "boolean") return sql`${v(name)} = ${raw(value ? TRUE_BLOB : FALSE_BLOB)}`;
+    // The canonical text tells an array from an object (`[` or `{`) as well as their members apart.
+    return sql`(${isStructure(name)} AND ${canonical(name)} = ${canonicalJson(value)})`;
+  };
+  const oneOf = (name: string, values: readonly unknown[]): Sql => {
+    const kinds = splitByKind(values);
+    const parts: Sql[] = [];
+    if (kinds.strings.length > 0)
+      parts.push(
+        sql`(${isText(name)} AND ${v(name)} IN (SELECT value FROM json_each(${JSON.stringify(kinds.strings)})))`,
+      );
+    if (kinds.numbers.length > 0)
+      parts.push(
+        sql`(${isNumber(name)} AND ${v(name)} IN (SELECT value FROM json_each(${JSON.stringify(kinds.numbers)})))`,
+      );
+    for (const b of new Set(kinds.booleans)) parts.push(equals(name, b));
+    if (kinds.structures.length > 0) {
+      const texts = JSON.stringify(kinds.structures.map(canonicalJson));
+      parts.push(sql`(${isStructure(name)} AND ${canonical(name)} IN (SELECT value FROM json_each(${texts})))`);
+    }
+    return parts.length === 0 ? raw("(1 = 0)") : sql`(${join(parts, " OR ")})`;
+  };
+  const rank = (name: string) =>
+    sql`(CASE typeof(${v(name)}) WHEN 'integer' THEN 0 WHEN 'real' THEN 0 WHEN 'text' THEN 1
+      WHEN 'blob' THEN (CASE substr(${v(name)}, 1, 1) WHEN X'01' THEN 2 ELSE 3 END) ELSE 4 END)`;
+  return {
+    test: (test: RowTest) =>
+      operatorSql(test, {
+        equals,
+        differs: (name, value) => sql`(${present(name)} AND NOT ${equals(name, value)})`,
+        present,
+        nullish,
+        oneOf,
+        compare: (name, op, operand) =>
+          sql`(${typeof operand === "number" ? isNumber(name) : isText(name)} AND ${v(name)} ${raw(op)} ${operand})`,
+        contains: (name, operand) => sql`(${isText(name)} AND instr(${v(name)}, ${operand}) > 0)`,
+        startsWith: (name, operand) =>
+          sql`(${isText(name)} AND substr(${v(name)}, 1, length(${operand})) = ${operand})`,
+      }),
+    rank,
+    num: (name) => sql`(CASE WHEN ${isNumber(name)} THEN ${v(name)} END)`,
+    text: (name) =>
+      sql`(CASE typeof(${v(name)}) WHEN 'text' THEN ${v(name)} WHEN 'blob' THEN CAST(substr(${v(name)}, 2) AS TEXT) END)`,
+    rankValue: (value) => sql`${value}`,
+    numValue: (value) => sql`${value}`,
+    textValue: (value) => sql`${value}`,
+    position: raw("row_key"),
+    positionValue: (value) => sql`${value}`,
   };
 }
 

@@ -4,11 +4,12 @@ import {
   aggregateAnswer,
   aggregateSql,
   type AggregateSqlRow,
-  usedColumns,
+  readColumns,
 } from "../sql/aggregate-compiler.js";
+import type { SqlDialect } from "../sql/row-compiler.js";
 import { slotsOf } from "../sql/dataset-values.js";
 import { raw, renderPositional, type Sql, sql } from "../sql/fragments.js";
-import { sqliteAggregateDialect, sqliteValuesAggregateDialect } from "./aggregate-sql.js";
+import { sqliteAggregateDialect, sqliteValuesAggregateDialect, sqliteValuesRowDialect } from "./aggregate-sql.js";
 import { valueLayoutOf } from "./dataset-values.js";
 import type { SqliteHandle } from "./db.js";
 import { longRead } from "./long-reads.js";
@@ -28,31 +29,26 @@ import { DEADLINE_CHECK } from "./statement-deadline.js";
  */
 export function sqliteAggregates(handle: SqliteHandle) {
   const rowsOf = async (
-    target: { table: Sql; scope: Sql; check?: Sql },
+    target: { table: Sql; scope: Sql; check?: Sql; rowDialect: SqlDialect },
     query: AggregateQuery,
     dialect: AggregateDialect,
   ) => {
     const scope = sql`${raw(DEADLINE_CHECK)} AND ${target.scope}`;
-    const { text, params } = renderPositional(
-      aggregateSql(query, { ...target, scope, rowDialect: ROW_DIALECT }, dialect),
-    );
+    const { text, params } = renderPositional(aggregateSql(query, { ...target, scope }, dialect));
     return longRead<AggregateSqlRow[]>(handle, text, params, "all");
   };
   const run = async (table: string, scope: Sql, query: AggregateQuery): Promise<AggregateAnswer> =>
-    aggregateAnswer(await rowsOf({ table: raw(table), scope }, query, AGGREGATE_DIALECT));
+    aggregateAnswer(await rowsOf({ table: raw(table), scope, rowDialect: ROW_DIALECT }, query, AGGREGATE_DIALECT));
   const window = (column: string, datasetId: string) =>
     sql`(SELECT ${raw(column)} FROM datasets WHERE id = ${datasetId})`;
   const layoutOf = valueLayoutOf(handle.db);
   /**
-   * Over the typed copy (dataset-values.ts) when it holds every column the query reads and it has no `where`; else
-   * null.
+   * Over the typed copy (dataset-values.ts) when it holds every column the query reads (keys, metrics, `where` and
+   * `filters`); else null.
    */
   const fromValues = async (datasetId: string, query: AggregateQuery): Promise<AggregateAnswer | null> => {
-    const layout = query.where === null ? layoutOf(datasetId) : null;
-    const slots = slotsOf(
-      layout,
-      usedColumns(query).map((c) => c.name),
-    );
+    const layout = layoutOf(datasetId);
+    const slots = slotsOf(layout, readColumns(query));
     if (layout === null || slots === null) return null;
     const key = (column: string) =>
       sql`(SELECT seq * ${raw(String(2n ** 43n))} + ${raw(column)} FROM datasets WHERE id = ${datasetId})`;
@@ -61,7 +57,7 @@ export function sqliteAggregates(handle: SqliteHandle) {
     // JSON.
     const check = sql`((SELECT layout FROM dataset_value_layouts WHERE dataset_seq = ${window("seq", datasetId)}) = ${layout.text})`;
     const rows = await rowsOf(
-      { table: raw("dataset_values"), scope, check },
+      { table: raw("dataset_values"), scope, check, rowDialect: sqliteValuesRowDialect(slots) },
       query,
       sqliteValuesAggregateDialect(slots),
     );

@@ -40,6 +40,29 @@ const SPARE_CONNECTIONS = 2;
 
 class DeadlinePassed extends Error {}
 
+/**
+ * The page cache (KiB) while a statement request runs (an aggregate: a scan
+ * and a sort). A scan reads each page once, so a larger cache only fills
+ * (the driver's default is 16 MB, kept by the thread once touched), and
+ * SQLite's sorter sorts in memory runs of the cache's size: in runs of 2 MB
+ * (merged from temporary files) it sorted faster than in 16 MB ones.
+ * Measured, `groupBy=fragile,month(shippedAt)&metrics=count,sum,avg` over
+ * 300,000 rows of the typed copy, the statement alone: 273–277 ms CPU and
+ * ~30 MB less RSS with 2 MB, 347–427 ms with 16 MB (load 5–6 on 2 cores).
+ */
+const STATEMENT_CACHE_KIB = 2000;
+
+/** `work` with the connection's page cache at STATEMENT_CACHE_KIB, then as it was. */
+function withSmallCache<T>(db: Database.Database, work: () => T): T {
+  const before = db.pragma("cache_size", { simple: true }) as number;
+  db.pragma(`cache_size = -${STATEMENT_CACHE_KIB}`);
+  try {
+    return work();
+  } finally {
+    db.pragma(`cache_size = ${Number(before)}`);
+  }
+}
+
 interface Session {
   db: Database.Database;
   batches: Generator<Fetched[], void, undefined> | null;
@@ -99,7 +122,7 @@ function serve(port: MessagePort, data: ReaderThreadData): void {
         const statement = prepared(db, request.text);
         const { mode, params } = request;
         const run = () => (mode === "all" ? statement.all(...params) : statement.get(...params));
-        return answer(db, timeoutMs, run);
+        return withSmallCache(db, () => answer(db, timeoutMs, run));
       }
       case "stream": {
         const id = envelope.session!;

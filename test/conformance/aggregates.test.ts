@@ -137,21 +137,28 @@ const operand = fc.oneof(
   fc.integer({ min: -3, max: 12 }),
   fc.constantFrom("", "a", "2026", "2026-03", "é", null, 0.5, 1e21),
 );
+/** Operands of the equality tests (`eq`, `ne`, `in`, `nin`): any JSON value, as rows hold them. */
+const equalOperand = fc.oneof(
+  operand,
+  fc.constantFrom(true, false, "5", [1], [], { k: 1 }, { j: 2, k: 1 }, ["a", { x: null }]),
+);
 const test = (fields: readonly string[]) =>
   fc
     .tuple(
       fc.constantFrom(...fields),
-      fc.constantFrom("eq", "ne", "gt", "gte", "lt", "lte", "isNull", "in", "startsWith"),
+      fc.constantFrom("eq", "ne", "gt", "gte", "lt", "lte", "isNull", "in", "nin", "startsWith", "contains"),
     )
     .chain(([field, op]) => {
       const value =
         op === "isNull"
           ? fc.boolean()
-          : op === "in"
-            ? fc.array(operand, { minLength: 1, maxLength: 3 })
-            : op === "startsWith"
-              ? fc.constantFrom("a", "20", "2")
-              : operand.filter((v) => v !== null || op === "eq" || op === "ne");
+          : op === "in" || op === "nin"
+            ? fc.array(equalOperand, { minLength: 1, maxLength: 3 })
+            : op === "startsWith" || op === "contains"
+              ? fc.constantFrom("a", "20", "2", "-0", "é")
+              : op === "eq" || op === "ne"
+                ? equalOperand
+                : operand.filter((v) => v !== null);
       return value.map((v) => ({ [field]: { [op]: v } }));
     });
 const condition = (fields: readonly string[]) =>
@@ -230,7 +237,7 @@ async function answers(query: AggregateQuery, reference: Row[], target: Target) 
   const out = [{ store: "sqlite", answer: sqliteAggregate(sqlite, target, query) }];
   if (postgres) out.push({ store: "postgres", answer: await postgresAggregate(postgres, target, query) });
   if ("dataset" in target) {
-    // The stores' own aggregate of the declared copy: the typed copy, or the JSON under a `where`.
+    // The stores' own aggregate of the declared dataset: over the typed copy, `where` and `filters` included.
     out.push({ store: "sqlite, declared", answer: await sqlite.rows.aggregateDatasetRows("ds_agg_declared", query) });
     if (postgres)
       out.push({
@@ -638,6 +645,194 @@ describe("the typed copy of declared columns (dataset-values.ts)", () => {
       await put(store);
       await writeRows(store, "ds_copy", "replace", first, DECLARED);
       await check(first, "all");
+    }
+  });
+});
+
+describe("the typed copy grouped in two steps (stored values, then keys)", () => {
+  // Stored values finer than the keys: months of one quarter, and JSON-equal objects stored with their keys in
+  // another order, are one group each; their partial counts, sums, least and greatest values are merged. (The
+  // third row is 2026-04-01T01 in UTC: the second quarter.)
+  const rows: Row[] = [
+    { a: { k: 1, j: 2 }, b: 1, d: "2026-01-05" },
+    { a: { j: 2, k: 1 }, b: 2.5, d: "2026-02-05" },
+    { a: { j: 2, k: 1 }, b: "x", d: "2026-03-31T23:00:00-02:00" },
+    { a: { k: 1, j: 2 }, b: 4, d: "2026-04-01" },
+    { a: "x", b: 8, d: "2026-03-01" },
+    { a: "x", b: null, d: "2026-01-01" },
+  ];
+  const QUERY = parseAggregateQuery(
+    { groupBy: "a,quarter(d)", metrics: "count,count(b),sum(b),avg(b),min(b),max(b),min(d)" },
+    COLUMN_SET,
+  );
+
+  it("answers as the reference does (SQLite, PostgreSQL)", async () => {
+    const expected = evaluateAggregate(rows, QUERY);
+    expect(expected.groups).toEqual([
+      {
+        a: "x",
+        "quarter(d)": "2026-Q1",
+        count: 2,
+        "count(b)": 1,
+        "sum(b)": 8,
+        "avg(b)": 8,
+        "min(b)": 8,
+        "max(b)": 8,
+        "min(d)": "2026-01-01",
+      },
+      {
+        a: { k: 1, j: 2 },
+        "quarter(d)": "2026-Q1",
+        count: 2,
+        "count(b)": 2,
+        "sum(b)": 3.5,
+        "avg(b)": 1.75,
+        "min(b)": 1,
+        "max(b)": 2.5,
+        "min(d)": "2026-01-05",
+      },
+      {
+        a: { k: 1, j: 2 },
+        "quarter(d)": "2026-Q2",
+        count: 2,
+        "count(b)": 2,
+        "sum(b)": 4,
+        "avg(b)": 4,
+        "min(b)": 4,
+        "max(b)": "x",
+        "min(d)": "2026-03-31T23:00:00-02:00",
+      },
+    ]);
+    for (const [name, store] of [
+      ["sqlite", sqlite],
+      ["postgres", postgres],
+    ] as const) {
+      if (!store) continue;
+      await store.catalog.putDataset(uploadDataset("ds_two_steps", "two steps", DECLARED, true));
+      await writeRows(store, "ds_two_steps", "replace", rows, DECLARED);
+      const answer = await store.rows.aggregateDatasetRows("ds_two_steps", QUERY);
+      expect({ name, answer: withinRounding(answer, expected) }).toEqual({ name, answer: expected });
+    }
+  });
+});
+
+describe("the issue's question over the typed copy (issue #39)", () => {
+  // "Sum and average of amount per region per month, EMEA and APAC only, biggest first, with the grand total."
+  const ORDER_COLUMNS: Column[] = [
+    { name: "order", type: "string" },
+    { name: "region", type: "string" },
+    { name: "ordered_on", type: "date" },
+    { name: "amount", type: "number" },
+  ];
+  const orders: Row[] = [
+    { order: "o1", region: "EMEA", ordered_on: "2026-01-05", amount: 10 },
+    { order: "o2", region: "EMEA", ordered_on: "2026-01-20", amount: 20 },
+    { order: "o3", region: "EMEA", ordered_on: "2026-02-03", amount: 5 },
+    { order: "o4", region: "APAC", ordered_on: "2026-01-10", amount: 40 },
+    { order: "o5", region: "APAC", ordered_on: "2026-02-14", amount: 7.5 },
+    { order: "o6", region: "APAC", ordered_on: "2026-02-28", amount: 2.5 },
+    { order: "o7", region: "AMER", ordered_on: "2026-01-01", amount: 100 },
+  ];
+  const QUESTION_PARAMS: AggregateParams = {
+    groupBy: "region,month(ordered_on)",
+    metrics: "count,sum(amount),avg(amount)",
+    where: { region: { in: ["EMEA", "APAC"] } },
+    sort: "-sum(amount)",
+  };
+  const QUESTION = parseAggregateQuery(QUESTION_PARAMS, new Set(ORDER_COLUMNS.map((c) => c.name)));
+  /** The answer with every amount multiplied by `times` (1: the rows as written). */
+  const expected = (times: number) => ({
+    groups: [
+      {
+        region: "APAC",
+        "month(ordered_on)": "2026-01",
+        count: 1,
+        "sum(amount)": 40 * times,
+        "avg(amount)": 40 * times,
+      },
+      {
+        region: "EMEA",
+        "month(ordered_on)": "2026-01",
+        count: 2,
+        "sum(amount)": 30 * times,
+        "avg(amount)": 15 * times,
+      },
+      { region: "APAC", "month(ordered_on)": "2026-02", count: 2, "sum(amount)": 10 * times, "avg(amount)": 5 * times },
+      { region: "EMEA", "month(ordered_on)": "2026-02", count: 1, "sum(amount)": 5 * times, "avg(amount)": 5 * times },
+    ],
+    matchedRows: 6,
+    totalGroups: 4,
+    totals: { count: 6, "sum(amount)": 85 * times, "avg(amount)": (85 * times) / 6 },
+  });
+  /** The slot of `amount` in the dataset's copy (its layout lists the copied columns in slot order). */
+  const amountSlot = (layout: string) =>
+    (JSON.parse(layout) as Array<[string, unknown]>).findIndex(([n]) => n === "amount");
+
+  it("is answered from the typed copy, `where` included, with the reference's numbers (SQLite, PostgreSQL)", async () => {
+    for (const [name, store] of [
+      ["sqlite", sqlite],
+      ["postgres", postgres],
+    ] as const) {
+      if (!store) continue;
+      await store.catalog.putDataset(uploadDataset("ds_orders_copy", "orders", ORDER_COLUMNS, true));
+      await writeRows(store, "ds_orders_copy", "replace", orders, ORDER_COLUMNS);
+      expect(evaluateAggregate(orders, QUESTION)).toEqual(expected(1));
+      // Within the rounding the stores may differ by (an older SQLite writes 15 digits of a double).
+      const answer = async (times: number) => ({
+        name,
+        answer: withinRounding(await store.rows.aggregateDatasetRows("ds_orders_copy", QUESTION), expected(times)),
+      });
+      expect(await answer(1)).toEqual({ name, answer: expected(1) });
+      // The copy changed behind the rows' back (amounts × 10, the rows' JSON untouched): the answer follows the copy,
+      // so it is the copy that was read, `where` and all.
+      if (name === "sqlite") {
+        const s = store as SqliteStorage;
+        const seq = s.db.prepare("SELECT seq FROM datasets WHERE id = 'ds_orders_copy'").pluck().get() as number;
+        const layout = s.db
+          .prepare("SELECT layout FROM dataset_value_layouts WHERE dataset_seq = ?")
+          .pluck()
+          .get(seq) as string;
+        const v = `v${amountSlot(layout)}`;
+        s.db
+          .prepare(`UPDATE dataset_values SET ${v} = ${v} * 10 WHERE row_key >= ? AND row_key < ?`)
+          .run(BigInt(seq) * 2n ** 43n, BigInt(seq + 1) * 2n ** 43n);
+      } else {
+        const p = store as PostgresStorage;
+        const [found] = await p.db.query<{ layout: string }>(
+          `select layout from ${p.db.t("dataset_value_layouts")} where dataset_id = 'ds_orders_copy'`,
+        );
+        const v = `v${amountSlot(found!.layout)}`;
+        await p.db.query(
+          `update ${p.db.t("dataset_values")} set ${v} = to_json((${v}::text)::numeric * 10) where dataset_id = 'ds_orders_copy'`,
+        );
+      }
+      expect(await answer(10)).toEqual({ name, answer: expected(10) });
+      // `filters` too.
+      const emea = parseAggregateQuery(
+        { ...QUESTION_PARAMS, where: undefined, filters: { region: "EMEA" } },
+        new Set(ORDER_COLUMNS.map((c) => c.name)),
+      );
+      const { groups, totals } = expected(10);
+      const emeaOnly = {
+        groups: groups.filter((g) => g.region === "EMEA"),
+        matchedRows: 3,
+        totalGroups: 2,
+        totals: { count: 3, "sum(amount)": 350, "avg(amount)": 350 / 3 },
+      };
+      expect({
+        name,
+        answer: withinRounding(await store.rows.aggregateDatasetRows("ds_orders_copy", emea), emeaOnly),
+      }).toEqual({ name, answer: emeaOnly });
+      expect(totals["sum(amount)"]).toBe(850);
+      // A column of `where` outside the copy (an undeclared one) reads the JSON text: the rows as written.
+      const outside = parseAggregateQuery(
+        { ...QUESTION_PARAMS, where: { region: { in: ["EMEA", "APAC"] }, note: { isNull: true } } },
+        new Set([...ORDER_COLUMNS.map((c) => c.name), "note"]),
+      );
+      expect({
+        name,
+        answer: withinRounding(await store.rows.aggregateDatasetRows("ds_orders_copy", outside), expected(1)),
+      }).toEqual({ name, answer: expected(1) });
     }
   });
 });
