@@ -1,4 +1,4 @@
-import { createHash } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import type { PoolClient } from "pg";
 import { type Change, changeFromRecord, changeRecord, type ChangeOp } from "../domain/changes.js";
 import type { Row } from "../domain/model.js";
@@ -46,16 +46,22 @@ export interface PostgresChangeLog extends ChangeFeedReads, ChangeRetention {
    * notification per feed, folded within a transaction by PostgreSQL; an
    * empty payload, any feed, when a statement recorded many feeds), and the
    * store's listening connection hears it: no query while waiting, however
-   * many wait. While that connection is down (not open yet, lost, being
-   * reconnected every second), the sequence is looked at every
-   * WATCH_INTERVAL_MS instead (one query per instance), and every waiter
-   * is woken once as hearing stops and once as it starts again, so a change
-   * notified while not listening is never a lost wake-up. A woken reader may
-   * still find the feed held back by another open write (the handler looks
-   * again shortly). Without `options.notifications`, the sequence
-   * is looked at always.
+   * many wait. The trigger notifies only while some instance has someone
+   * watching (its row in `change_waiters`, written as the first watcher
+   * comes, refreshed every 10 s, deleted 3 s after the last one left): a
+   * write nobody waits for sends nothing. While this instance does not hear
+   * (its connection not open yet, lost, being reconnected every second; its
+   * row not written yet, or its refresh failing), the sequence is looked at
+   * every WATCH_INTERVAL_MS instead (one query per instance), and every
+   * waiter is woken once as hearing stops and once as it starts again, so a
+   * change not notified or not heard meanwhile is never a lost wake-up. A
+   * woken reader may still find the feed held back by another open write
+   * (the handler looks again shortly). Without `options.notifications`, the
+   * sequence is looked at always.
    */
   watch: WatchChanges;
+  /** Stop watching for good and delete this instance's row in `change_waiters` (the store's `close`). */
+  close(): Promise<void>;
   /** SQL deleting a feed's changes and its retention mark (a dataset's or table's delete), `$1` the feed id. */
   forgetSql(): string[];
 }
@@ -101,10 +107,12 @@ export function postgresChangeLog(
     () => !db.pool.ending,
     (message, error) => db.log(message, error),
   );
+  const notified = options.notifications
+    ? notifiedWatch(db, options.notifications.listener, options.notifications.channel, polling)
+    : null;
   return {
-    watch: options.notifications
-      ? notifiedWatch(options.notifications.listener, options.notifications.channel, polling)
-      : polling,
+    watch: notified?.watch ?? polling,
+    close: async () => notified?.close(),
     insertSql,
     positionSql: (feedSql) => feed.nextPositionSql(feedSql),
     async append(client, feedId, storedAt, change) {
@@ -174,51 +182,169 @@ export function changesChannel(schemaName: string): string {
   return `dataport_changes_${createHash("md5").update(schemaName).digest("hex")}`;
 }
 
+/** How long an instance's row in `change_waiters` is good for after each refresh, in s (the trigger's `until`). */
+const WAITERS_TTL_S = 30;
+
+/** How often an instance with waiting readers pushes its `until` ahead, in ms. */
+const WAITERS_REFRESH_MS = 10_000;
+
+/**
+ * How long the row stays after the last reader stopped waiting, in ms: a reader that comes back meanwhile (the next
+ * long-poll of a client following a feed) finds writers still notifying, and costs no registration and no wake-up.
+ */
+const WAITERS_LINGER_MS = 3000;
+
 /**
  * A `WatchChanges` woken by `listener`'s notifications on `channel` (the
  * payload a feed id; empty: any feed), with `fallback` while it does not
- * listen. The connection is held open while someone watches.
+ * hear them. The connection is held open while someone watches.
+ *
+ * Writers notify only while some instance has a row in `change_waiters`
+ * (migration 13's trigger): this one upserts its row as someone starts
+ * watching, pushes its `until` ahead every WAITERS_REFRESH_MS while anyone
+ * does, and deletes it WAITERS_LINGER_MS after the last one stopped (and on
+ * `close`). It hears writes only while it listens AND its row is known
+ * good; otherwise the fallback runs. As hearing starts (the row written, the
+ * connection listening) every waiter looks once: a write whose trigger ran
+ * before the row was visible was not notified, and it committed before that
+ * look, or holds the feed's horizon back so the reader looks again until it
+ * has.
  */
-function notifiedWatch(listener: SchemaListener, channel: string, fallback: WatchChanges): WatchChanges {
+function notifiedWatch(
+  db: Db,
+  listener: SchemaListener,
+  channel: string,
+  fallback: WatchChanges,
+): { watch: WatchChanges; close(): Promise<void> } {
   const watchers = new Set<(feedId: string | null) => void>();
+  const instanceId = randomUUID();
+  const table = db.t("change_waiters");
+  const registerSql = `insert into ${table} (instance_id, until) values ($1, now() + interval '${WAITERS_TTL_S} seconds')
+    on conflict (instance_id) do update set until = excluded.until`;
+  // Rows of instances gone without a goodbye (a crash) are cleared as an instance registers.
+  const clearSql = `delete from ${table} where until < now() - interval '1 hour'`;
+  const unregisterSql = `delete from ${table} where instance_id = $1`;
   let release: (() => void) | null = null;
   let stopFallback: (() => void) | null = null;
+  /** The row is wanted (someone watches, or did under WAITERS_LINGER_MS ago): refreshed meanwhile. */
+  let refresh: ReturnType<typeof setInterval> | null = null;
+  let linger: ReturnType<typeof setTimeout> | null = null;
+  /** The last write of the row succeeded and none since failed or hangs: writers see it. */
+  let registered = false;
+  /** Registrations and removals, one after the other (on separate pooled connections they could cross). */
+  let queue: Promise<void> = Promise.resolve();
+  let pending = 0;
+  let heard = false;
+  let closed = false;
+  let failing = false;
+
   const wake = (feedId: string | null) => {
     for (const watcher of watchers) watcher(feedId);
   };
-  /** Look at the fallback exactly while someone watches and nothing is heard. */
-  const follow = () => {
-    if (watchers.size > 0 && !listener.listening()) stopFallback ??= fallback(wake);
+  /**
+   * Follow hearing: look at the fallback exactly while someone watches and nothing is heard, and let every waiter
+   * look once as hearing starts or stops (what was committed meanwhile may not have been notified, or not heard).
+   */
+  const update = () => {
+    const now = registered && listener.listening() !== null;
+    if (watchers.size > 0 && !now && !closed) stopFallback ??= fallback(wake);
     else if (stopFallback) {
       stopFallback();
       stopFallback = null;
     }
+    if (now === heard || closed) return;
+    heard = now;
+    wake(null);
   };
+  const serially = (work: () => Promise<void>) => {
+    pending++;
+    queue = queue.then(work).finally(() => pending--);
+  };
+  const register = () =>
+    serially(async () => {
+      if (refresh === null || closed) return;
+      try {
+        if (!registered) await db.query(clearSql);
+        await db.query(registerSql, [instanceId]);
+        registered = refresh !== null && !closed;
+        failing = false;
+      } catch (error) {
+        registered = false;
+        if (!failing)
+          db.log("the change feeds' waiters could not be registered; waiting readers look at the log", error);
+        failing = true;
+      }
+      update();
+    });
+  const refreshNow = () => {
+    // The previous write is still on its way: the row may run out before it lands.
+    if (pending > 0 && registered) {
+      registered = false;
+      update();
+    }
+    register();
+  };
+  const unregister = () => {
+    if (refresh !== null) clearInterval(refresh);
+    refresh = null;
+    registered = false;
+    update();
+    serially(async () => {
+      await db.query(unregisterSql, [instanceId]).catch(() => {
+        // Gone with the connection: the row runs out by itself within WAITERS_TTL_S.
+      });
+    });
+  };
+
   listener.on({
     notification(name, payload) {
       if (name === channel) wake(payload === "" ? null : payload);
     },
-    // What was committed while nothing was heard may have been missed: every waiter looks once.
     listening() {
-      follow();
-      wake(null);
+      // After a lost connection the database may have restarted (its unlogged rows gone): the row is written again.
+      if (refresh !== null && !registered && pending === 0) register();
+      update();
     },
     lost() {
-      follow();
-      wake(null);
+      registered = false;
+      update();
     },
   });
-  return (onChange) => {
+
+  const watch: WatchChanges = (onChange) => {
     watchers.add(onChange);
-    if (watchers.size === 1) {
+    if (watchers.size === 1 && !closed) {
       release = listener.hold();
-      follow();
+      if (linger !== null) clearTimeout(linger);
+      linger = null;
+      if (refresh === null) {
+        refresh = setInterval(refreshNow, WAITERS_REFRESH_MS);
+        refresh.unref?.();
+        register();
+      }
+      update();
     }
     return () => {
       if (!watchers.delete(onChange) || watchers.size > 0) return;
       release?.();
       release = null;
-      follow();
+      update();
+      if (refresh === null || closed) return;
+      linger = setTimeout(() => {
+        linger = null;
+        if (watchers.size === 0) unregister();
+      }, WAITERS_LINGER_MS);
+      linger.unref?.();
     };
+  };
+  return {
+    watch,
+    async close() {
+      closed = true;
+      if (linger !== null) clearTimeout(linger);
+      linger = null;
+      if (refresh !== null) unregister();
+      await queue;
+    },
   };
 }

@@ -185,6 +185,8 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
         await deliveriesSettled();
         await flushUsage();
         await Promise.all([...reads].map((read) => read.end(false)));
+        // This instance's readers no longer wait: writers stop notifying for them.
+        await changes.close();
         await listener.close();
         if (owned) await pool.end();
       },

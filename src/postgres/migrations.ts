@@ -426,10 +426,21 @@ alter table {s}.datasets add column trim_from bigint;
 -- payload, or one with an empty payload (every waiter looks) when it recorded
 -- more than 8 feeds or an id too long for a payload. PostgreSQL folds
 -- identical notifications of one transaction into one.
+--
+-- Only while some instance has readers waiting: each such instance keeps a row
+-- in change_waiters, its until pushed 30 s ahead every 10 s, and deletes it
+-- when its readers are gone. A NOTIFY wakes every listening connection of the
+-- database and serialises notifying commits, so a write nobody waits for sends
+-- none. Unlogged: a crash empties it, and the instances, whose listening
+-- connections the crash ended, register again as they listen again.
+create unlogged table {s}.change_waiters (instance_id text primary key, until timestamptz not null);
 create function {s}.notify_changes() returns trigger language plpgsql as $$
 declare
   feeds text[];
 begin
+  if not exists (select from {s}.change_waiters where until > now()) then
+    return null;
+  end if;
   select array_agg(feed_id) into feeds from (select distinct feed_id from new_changes limit 9) f;
   if feeds is null then
     return null;
