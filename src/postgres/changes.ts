@@ -258,7 +258,11 @@ function notifiedWatch(
   };
   const serially = (work: () => Promise<void>) => {
     pending++;
-    queue = queue.then(work).finally(() => pending--);
+    // `work` catches its own failures; a surprise one must not stop the queue.
+    queue = queue
+      .then(work)
+      .catch((error: unknown) => db.log("the change feeds' waiters could not be updated", error))
+      .finally(() => pending--);
   };
   const register = () =>
     serially(async () => {
