@@ -70,8 +70,10 @@ export interface ChangeFeedReads {
  * tell what it missed (a signal lost and regained). How each store knows:
  * the memory store signals its own writes; SQLite looks at its counter
  * every 200 ms while someone listens; PostgreSQL hears a NOTIFY per
- * committed statement's feed on one listening connection per process, and
- * looks at its sequence every 250 ms only while that connection is down.
+ * committed statement's feed on one listening connection per process
+ * (writers notify only while some instance is subscribed: its row in
+ * `change_waiters`), and looks at its sequence every 250 ms only while that
+ * connection is down.
  * Waiting costs no store query per reader, and on PostgreSQL none at all.
  */
 export type WatchChanges = (onChange: (feedId: string | null) => void) => () => void;
