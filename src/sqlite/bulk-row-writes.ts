@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type * as Database from "./driver.js";
 import { type ApiError, storageUnavailable } from "../base/api-error.js";
 import type { Column, Row } from "../domain/model.js";
-import { rowKey, type SqliteHandle, writeTransaction } from "./db.js";
+import { nextTurn, rowKey, type SqliteHandle, writeTransaction } from "./db.js";
 import { firstNamedRowSql } from "./changes.js";
 import { rowBatches } from "../storage/row-batches.js";
 
@@ -442,11 +442,6 @@ function noop(): void {}
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** Let other requests run between staging or cleanup transactions. */
-function nextTurn(): Promise<void> {
-  return new Promise((resolve) => setImmediate(resolve));
 }
 
 /**

@@ -3,7 +3,7 @@ import { type Change, changeFromRecord, changeRecord, type ChangeOp } from "../d
 import type { Row } from "../domain/model.js";
 import type { ChangeFeedReads, ChangeRetention, StoredChange, WatchChanges } from "../ports/storage/changes.js";
 import { pollingWatch } from "../storage/change-feeds.js";
-import { parseJsonOrNull, type SqliteHandle, writeTransaction } from "./db.js";
+import { nextTurn, parseJsonOrNull, type SqliteHandle, writeTransaction } from "./db.js";
 
 /** How often a watched log looks for changes committed by any process on the file, in ms. */
 const WATCH_INTERVAL_MS = 200;
@@ -34,7 +34,7 @@ export function appendChangeStatement(db: Database.Database): AppendChange {
  * Append the insert change of a webhook row stored at `rowKey` in the
  * caller's transaction, naming the row instead of copying it: webhook rows
  * never change in place, and a row retention moved below its dataset's
- * window stays in `dataset_rows` until no change names it (`rowsNamedBelow`).
+ * window stays in `dataset_rows` until no change names it (`deleteUnnamedBelow`).
  * A read joins the row back.
  */
 export type AppendInsertByRef = (feedId: string, storedAt: number, rowId: string, rowKey: bigint) => void;
@@ -91,11 +91,11 @@ export function sqliteChangeFeeds({ db }: SqliteHandle): ChangeFeedReads & Chang
     .prepare<[number, number], string>("SELECT DISTINCT feed_id FROM changes WHERE position >= ? AND position <= ?")
     .pluck();
   // Webhook rows below their dataset's window that no change names any more (see appendInsertByRefStatement).
-  const deleteBelow = db.prepare<[string, string, string]>(
+  const unnamedBelow = db.prepare<[string, string, string]>(
     `DELETE FROM dataset_rows WHERE row_key >= (SELECT seq * 8796093022208 FROM datasets WHERE id = ?)
        AND row_key < min((SELECT seq * 8796093022208 + first_position FROM datasets WHERE id = ?), ${firstNamedRowSql("?")})`,
   );
-  const rowsBelow = { run: (feedId: string) => deleteBelow.run(feedId, feedId, feedId) };
+  const deleteUnnamedBelow = (feedId: string) => unnamedBelow.run(feedId, feedId, feedId);
   const lowest = db.prepare<[], number | null>("SELECT min(position) FROM changes").pluck();
   const mark = db.prepare<[number, number]>(
     `INSERT INTO change_feeds (feed_id, trimmed_through)
@@ -113,7 +113,7 @@ export function sqliteChangeFeeds({ db }: SqliteHandle): ChangeFeedReads & Chang
     const feeds = feedsIn.all(from, through);
     mark.run(from, through);
     remove.run(from, through);
-    for (const feedId of feeds) rowsBelow.run(feedId);
+    for (const feedId of feeds) deleteUnnamedBelow(feedId);
     return young === null || young === undefined;
   });
   const readPage = db.transaction((feedId: string, after: string | null, limit: number) => {
@@ -149,7 +149,7 @@ export function sqliteChangeFeeds({ db }: SqliteHandle): ChangeFeedReads & Chang
     },
     async trimChanges(storedBefore) {
       // Short transactions one after another, other requests between them, until nothing older is left.
-      while (await trim(storedBefore)) await new Promise<void>((resolve) => setImmediate(resolve));
+      while (await trim(storedBefore)) await nextTurn();
     },
   };
 }

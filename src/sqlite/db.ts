@@ -354,6 +354,11 @@ export function rowKey(seq: number, position: number): bigint {
   return BigInt(seq) * ROW_KEY_SPAN + BigInt(position);
 }
 
+/** Let other requests run between the short transactions of a long piece of work (cleanups, staging). */
+export function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
 export interface RememberedReads<V extends object> {
   /**
    * The cache, emptied first when anything can have changed it. `dataVersion`:

@@ -1,10 +1,9 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Change } from "../../domain/changes.js";
 import type { Actor, AuditEvent, Row } from "../../domain/model.js";
-import { parseFixture } from "../../fixture/load.js";
 import type { Storage } from "../../ports/storage.js";
 import type { ChangesPage, StoredChange } from "../../ports/storage/changes.js";
-import { type ConformanceOptions, loadSpace, type StorageFactory } from "./harness.js";
+import { type ConformanceOptions, seededStore, type StorageFactory } from "./harness.js";
 import { webhookFixture } from "./webhooks.js";
 
 const NOW = Date.parse("2026-11-01T12:00:00.000Z");
@@ -143,16 +142,7 @@ export function describeChangesConformance(
   options: ConformanceOptions = {},
 ): void {
   describe.skipIf(!!options.skip)(`${name}: changes`, () => {
-    const open: Storage[] = [];
-    afterEach(async () => {
-      await Promise.all(open.splice(0).map((s) => s.close()));
-    });
-    const seeded = async () => {
-      const store = await factory();
-      open.push(store);
-      await loadSpace(store, parseFixture(webhookFixture()), options);
-      return store;
-    };
+    const seeded = seededStore(factory, options, webhookFixture);
 
     it("records a table's inserts, updates and deletes with the whole row, in order, after the head", async () => {
       const store = await seeded();

@@ -1,10 +1,9 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { Column, Row } from "../../domain/model.js";
-import { parseFixture } from "../../fixture/load.js";
 import type { Storage } from "../../ports/storage.js";
 import type { RowQuery } from "../../ports/storage/rows.js";
 import { conformanceFixture } from "./fixture.js";
-import { type ConformanceOptions, loadSpace, type StorageFactory } from "./harness.js";
+import { type ConformanceOptions, seededStore, type StorageFactory } from "./harness.js";
 
 /** Secrets of the webhook fixture: GitHub's and Standard Webhooks' published test secrets. */
 export const WEBHOOK_SECRETS = {
@@ -96,16 +95,7 @@ export function describeWebhooksConformance(
   options: ConformanceOptions = {},
 ): void {
   describe.skipIf(!!options.skip)(`${name}: webhooks`, () => {
-    const open: Storage[] = [];
-    afterEach(async () => {
-      await Promise.all(open.splice(0).map((s) => s.close()));
-    });
-    const seeded = async () => {
-      const store = await factory();
-      open.push(store);
-      await loadSpace(store, parseFixture(webhookFixture()), options);
-      return store;
-    };
+    const seeded = seededStore(factory, options, webhookFixture);
 
     it("finds an endpoint by its path segment, with its dataset, secret and retention", async () => {
       const store = await seeded();
