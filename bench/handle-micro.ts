@@ -75,6 +75,16 @@ async function run(calls: number): Promise<void> {
 /** Calls per round (MICRO_CALLS, default 30,000; the warm-up is two thirds of that). */
 const N = Number(process.env.MICRO_CALLS ?? 30_000);
 await run(Math.round((N * 2) / 3 / CONCURRENCY) * CONCURRENCY);
+if (process.env.MICRO_CALLGRIND) {
+  // Under `valgrind --tool=callgrind --instr-atstart=no`: count the instructions of N warm calls only.
+  const { execFileSync } = await import("node:child_process");
+  execFileSync("callgrind_control", ["-i", "on", String(process.pid)]);
+  await run(N);
+  execFileSync("callgrind_control", ["-i", "off", String(process.pid)]);
+  console.log(which, N, "calls counted");
+  await storage.close();
+  process.exit(0);
+}
 let best = Number.POSITIVE_INFINITY;
 for (let round = 0; round < 7; round++) {
   const before = process.cpuUsage();

@@ -31,21 +31,32 @@ export function appendChangeStatement(db: Database.Database): AppendChange {
 }
 
 /**
- * Append the insert change of a webhook row stored at `rowKey` in the
- * caller's transaction, naming the row instead of copying it: webhook rows
- * never change in place, and a row retention moved below its dataset's
- * window stays in `dataset_rows` until no change names it (`deleteUnnamedBelow`).
- * A read joins the row back.
+ * Append the insert changes of `count` webhook rows a batch stored one after
+ * another, from `firstRowKey` on, in the caller's transaction: ONE change row
+ * that names the rows instead of copying them and covers `count` positions
+ * of the log (the next ones; its `position` is the last of them). Webhook
+ * rows never change in place, and a row retention moved below its dataset's
+ * window stays in `dataset_rows` until no change names it
+ * (`deleteUnnamedBelow`). A read expands the range, each row at its own
+ * position with its own `_id` and `_receivedAt`, so it reads as one change per
+ * row: a cursor may stop inside a range.
  */
-export type AppendInsertByRef = (feedId: string, storedAt: number, rowId: string, rowKey: bigint) => void;
+export type AppendInsertRange = (feedId: string, storedAt: number, firstRowKey: bigint, count: number) => void;
 
-export function appendInsertByRefStatement(db: Database.Database): AppendInsertByRef {
-  const insert = db.prepare<[string, string, bigint, number]>(
-    "INSERT INTO changes (feed_id, op, row_id, row_ref, stored_at) VALUES (?, 'insert', ?, ?, ?)",
+export function appendInsertRangeStatement(db: Database.Database): AppendInsertRange {
+  const last = lastPositionStatement(db);
+  const insert = db.prepare<[number, string, bigint, number, number]>(
+    "INSERT INTO changes (position, feed_id, op, row_ref, row_span, stored_at) VALUES (?, ?, 'insert', ?, ?, ?)",
   );
-  return (feedId, storedAt, rowId, rowKey) => {
-    insert.run(feedId, rowId, rowKey, storedAt);
+  return (feedId, storedAt, firstRowKey, count) => {
+    // Under the write lock: no other process gives positions until this transaction ends.
+    insert.run((last.get() ?? 0) + count, feedId, firstRowKey, count, storedAt);
   };
+}
+
+/** The highest position the log ever gave (its AUTOINCREMENT counter), trimmed or not. */
+function lastPositionStatement(db: Database.Database) {
+  return db.prepare<[], number | null>("SELECT seq FROM sqlite_sequence WHERE name = 'changes'").pluck();
 }
 
 /**
@@ -67,19 +78,33 @@ export function forgetFeedStatement(db: Database.Database): (feedId: string) => 
   };
 }
 
+/** A stored change as a page reads it. */
+interface PageRow {
+  position: number;
+  op: ChangeOp;
+  row_id: string | null;
+  row: string | null;
+  stored_at: number;
+  row_ref: string | null;
+  row_span: number | null;
+}
+
 /** Reads of every feed of the log, and its retention. */
 export function sqliteChangeFeeds({ db }: SqliteHandle): ChangeFeedReads & ChangeRetention & { watch: WatchChanges } {
   const trimmed = db.prepare<[string], number>("SELECT trimmed_through FROM change_feeds WHERE feed_id = ?").pluck();
-  const page = db.prepare<
-    [string, number, number],
-    { position: number; op: ChangeOp; row_id: string | null; row: string | null; stored_at: number }
-  >(
-    "SELECT c.position, c.op, c.row_id, coalesce(c.row, r.data) AS row, c.stored_at FROM changes c " +
-      "LEFT JOIN dataset_rows r ON r.row_key = c.row_ref WHERE c.feed_id = ? AND c.position > ? ORDER BY c.position " +
-      "LIMIT +?",
+  // A change with a copy, or naming one row (row_ref), or a range of rows (row_ref and row_span: expanded by `spanned`).
+  const page = db.prepare<[string, number, number], PageRow>(
+    "SELECT c.position, c.op, c.row_id, coalesce(c.row, r.data) AS row, c.stored_at, " +
+      // As text: a row key passes 2^53 (rowKey).
+      "CAST(c.row_ref AS TEXT) AS row_ref, c.row_span " +
+      "FROM changes c LEFT JOIN dataset_rows r ON r.row_key = c.row_ref AND c.row_span IS NULL " +
+      "WHERE c.feed_id = ? AND c.position > ? ORDER BY c.position LIMIT +?",
   );
-  // The AUTOINCREMENT counter: the highest position ever given, trimmed or not.
-  const last = db.prepare<[], number | null>("SELECT seq FROM sqlite_sequence WHERE name = 'changes'").pluck();
+  const spanned = db.prepare<[bigint, bigint, number], { id: string | null; at: string | null; row: string }>(
+    "SELECT data ->> '$._id' AS id, data ->> '$._receivedAt' AS at, data AS row FROM dataset_rows " +
+      "WHERE row_key >= ? AND row_key < ? ORDER BY row_key LIMIT +?",
+  );
+  const last = lastPositionStatement(db);
   // Retention removes a prefix of positions: up to the first change stored at or after the cutoff (looked for among
   // the next TRIM_MAX_POSITIONS only, so a call reads no more than it may remove).
   const firstYoung = db
@@ -116,10 +141,37 @@ export function sqliteChangeFeeds({ db }: SqliteHandle): ChangeFeedReads & Chang
     for (const feedId of feeds) deleteUnnamedBelow(feedId);
     return young === null || young === undefined;
   });
-  const readPage = db.transaction((feedId: string, after: string | null, limit: number) => {
+  /** Up to `limit + 1` changes after the cursor, in position order, as stored changes (ranges expanded). */
+  const readPage = db.transaction((feedId: string, after: string | null, limit: number): StoredChange[] | null => {
     const through = trimmed.get(feedId) ?? 0;
     if (after !== null && Number(after) < through) return null;
-    return page.all(feedId, after === null ? through : Number(after), limit + 1);
+    const from = after === null ? through : Number(after);
+    const changes: StoredChange[] = [];
+    // Each stored change yields one change at least: limit + 1 of them are enough.
+    for (const r of page.all(feedId, from, limit + 1)) {
+      if (r.row_span === null) {
+        const record = { op: r.op, rowId: r.row_id, row: parseJsonOrNull<Row>(r.row), storedAt: r.stored_at };
+        changes.push({ position: String(r.position), change: changeFromRecord(record) });
+      } else {
+        // Positions position - span + 1 … position, one per row from row_ref on; those at or before the cursor skipped.
+        const firstPosition = r.position - r.row_span + 1;
+        const skip = Math.max(0, from + 1 - firstPosition);
+        const ref = BigInt(r.row_ref!);
+        const rows = spanned.all(ref + BigInt(skip), ref + BigInt(r.row_span), limit + 1 - changes.length);
+        rows.forEach((row, i) => {
+          const at = row.at === null ? Number.NaN : Date.parse(row.at);
+          const record = {
+            op: "insert" as const,
+            rowId: row.id === null ? null : String(row.id),
+            row: parseJsonOrNull<Row>(row.row),
+            storedAt: Number.isNaN(at) ? r.stored_at : at,
+          };
+          changes.push({ position: String(firstPosition + skip + i), change: changeFromRecord(record) });
+        });
+      }
+      if (changes.length > limit) break;
+    }
+    return changes;
   });
   return {
     // The store's own signal: the AUTOINCREMENT counter, which every process's commit of a change moves.
@@ -131,18 +183,9 @@ export function sqliteChangeFeeds({ db }: SqliteHandle): ChangeFeedReads & Chang
     ),
     async read(feedId, { after, limit }) {
       // One snapshot for the retention mark and the page: a trim by another process cannot fall between them.
-      const rows = readPage(feedId, after, limit);
-      if (rows === null) return { changes: [], hasMore: false, expired: true };
-      const changes = rows.slice(0, limit).map((r): StoredChange => ({
-        position: String(r.position),
-        change: changeFromRecord({
-          op: r.op,
-          rowId: r.row_id,
-          row: parseJsonOrNull<Row>(r.row),
-          storedAt: r.stored_at,
-        }),
-      }));
-      return { changes, hasMore: rows.length > limit, expired: false };
+      const changes = readPage(feedId, after, limit);
+      if (changes === null) return { changes: [], hasMore: false, expired: true };
+      return { changes: changes.slice(0, limit), hasMore: changes.length > limit, expired: false };
     },
     async head() {
       return String(last.get() ?? 0);

@@ -252,6 +252,16 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX changes_by_row_ref ON changes (feed_id, row_ref) WHERE row_ref IS NOT NULL;
     `,
   },
+  {
+    version: 10,
+    name: "a batch's webhook inserts are one change row",
+    sql: `
+      -- The inserts of the rows a group commit stored in one dataset, at consecutive positions and row keys,
+      -- are one change row: row_ref the first row, row_span how many, position the last of the positions
+      -- it covers (src/sqlite/changes.ts expands it). NULL: one change (a copy, or the one row row_ref names).
+      ALTER TABLE changes ADD COLUMN row_span INTEGER;
+    `,
+  },
 ];
 
 /** Bring the database up to the newest version; returns the versions applied now. */

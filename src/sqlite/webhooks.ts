@@ -11,7 +11,7 @@ import {
 import type { WebhookDelivery, WebhookReceipt, WebhookStore } from "../ports/storage/webhooks.js";
 import { groupCommit } from "../sql/group-commit.js";
 import { stagingMover } from "./bulk-row-writes.js";
-import { appendChangeStatement, appendInsertByRefStatement } from "./changes.js";
+import { appendChangeStatement, appendInsertRangeStatement } from "./changes.js";
 import { parseJson, rememberedReads, rowKey, type SqliteHandle, writeTransaction } from "./db.js";
 import { reportsOwnFaults } from "../sql/store-calls.js";
 import { type SqliteDeliveryLog, sqliteDeliveryLog } from "./webhook-log.js";
@@ -161,6 +161,12 @@ interface DatasetState {
   firstBefore: number;
   first: number;
   next: number;
+  /** `next` before this batch: the batch's rows are at nextBefore … next - 1. */
+  nextBefore: number;
+  /** The row key of the batch's first row (null: none stored yet). */
+  insertedFrom: bigint | null;
+  /** The latest `receivedAt` of the batch's rows, in epoch ms. */
+  insertedAt: number;
   /** Where a bulk write's staged rows begin (null: none is staging). */
   stageFrom: number | null;
   columns: Column[];
@@ -203,7 +209,7 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
     "UPDATE datasets SET columns = ?, updated_at = ?, first_position = ?, next_position = ? WHERE seq = ?",
   );
   const change = appendChangeStatement(db);
-  const inserted = appendInsertByRefStatement(db);
+  const inserted = appendInsertRangeStatement(db);
   const lastTrimmed = lastTrimmedStatement(db);
 
   return writeTransaction(db, (inputs: readonly WebhookDelivery[]): WebhookReceipt[] => {
@@ -219,6 +225,9 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
           firstBefore: row.first_position,
           first: row.first_position,
           next: row.next_position,
+          nextBefore: row.next_position,
+          insertedFrom: null,
+          insertedAt: 0,
           stageFrom: row.stage_from,
           columns: parseJson(row.columns),
           updatedAt: row.updated_at,
@@ -246,7 +255,8 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
       if (ds.stageFrom !== null && ds.next >= ds.stageFrom) ds.stageFrom = makeRoom(ds.seq);
       const key = rowKey(ds.seq, ds.next);
       insert.run(key, ds.seq, ds.next, input.dedupKey, JSON.stringify(input.row as Row));
-      inserted(input.datasetId, Date.parse(input.receivedAt), String(input.row._id), key);
+      ds.insertedFrom ??= key;
+      ds.insertedAt = Math.max(ds.insertedAt, Date.parse(input.receivedAt));
       ds.next += 1;
       if (rowChangesColumns((ds.types ??= new Map(ds.columns.map((c) => [c.name, c.type] as const))), input.row)) {
         ds.columns = widenColumns(ds.columns, input.columns) ?? ds.columns;
@@ -261,6 +271,8 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
     });
     for (const [id, ds] of datasets) {
       if (!ds.dirty) continue;
+      // The batch's rows of the dataset, at consecutive positions: one change row names them all (changes.ts).
+      if (ds.insertedFrom !== null) inserted(id, ds.insertedAt, ds.insertedFrom, ds.next - ds.nextBefore);
       if (ds.first > ds.firstBefore) {
         // One trim change per dataset and batch, after the batch's inserts: a follower ends where the rows do.
         // The rows only leave the window: their insert changes name them, and the change log's retention

@@ -43,9 +43,10 @@ function deliver(s: SqliteStorage, i: number, at: number, dedupKey: string | nul
   return s.webhooks.ingestWebhookRow({
     datasetId: HOOK,
     dedupKey,
-    row: { _id: `wh${i}`, n: i, note: "x".repeat(200) },
+    row: { _id: `wh${i}`, _receivedAt: new Date(at).toISOString(), n: i, note: "x".repeat(200) },
     columns: [
       { name: "_id", type: "string" },
+      { name: "_receivedAt", type: "string" },
       { name: "n", type: "number" },
       { name: "note", type: "string" },
     ],
@@ -76,7 +77,12 @@ describe("sqlite: webhook inserts name their rows", () => {
     const page = await s.rows.readDatasetChanges(HOOK, { after: null, limit: 100 });
     const inserts = page.changes.map((c) => c.change).filter((c) => c.op === "insert");
     expect(inserts.map((c) => (c.op === "insert" ? c.row : null))).toEqual(
-      Array.from({ length: 8 }, (_, k) => ({ _id: `wh${k + 1}`, n: k + 1, note: "x".repeat(200) })),
+      Array.from({ length: 8 }, (_, k) => ({
+        _id: `wh${k + 1}`,
+        _receivedAt: new Date(T0 + (k + 1) * 1000).toISOString(),
+        n: k + 1,
+        note: "x".repeat(200),
+      })),
     );
     // Retention removes the changes stored before wh6: the rows only they named go with them, the window stays.
     await s.rows.trimDatasetChanges(T0 + 6000);
@@ -104,7 +110,55 @@ describe("sqlite: webhook inserts name their rows", () => {
     expect(await deliver(s, 11, T0 + 11_000, "k5")).toEqual({ id: "wh5", duplicate: true });
     const page = await s.rows.readDatasetChanges(HOOK, { after: null, limit: 100 });
     const first = page.changes[0]!.change;
-    expect(first.op === "insert" ? first.row : null).toEqual({ _id: "wh1", n: 1, note: "x".repeat(200) });
+    expect(first.op === "insert" ? first.row : null).toEqual({
+      _id: "wh1",
+      _receivedAt: new Date(T0 + 1000).toISOString(),
+      n: 1,
+      note: "x".repeat(200),
+    });
+  });
+
+  it("a group commit's inserts are one change row, read as one change per row; a cursor may stop inside it", async () => {
+    const s = await seeded();
+    await deliver(s, 1, T0 + 1000);
+    // Five deliveries in one turn: one group commit, rows wh2…wh6, one change row covering five positions.
+    const batch = await Promise.all([2, 3, 4, 5, 6].map((i) => deliver(s, i, T0 + i * 1000)));
+    expect(batch.map((r) => r.id)).toEqual(["wh2", "wh3", "wh4", "wh5", "wh6"]);
+    const stored = s.db
+      .prepare("SELECT op, row_span FROM changes WHERE feed_id = ? ORDER BY position")
+      .all(HOOK) as Array<{ op: string; row_span: number | null }>;
+    expect(stored).toEqual([
+      { op: "insert", row_span: 1 },
+      { op: "insert", row_span: 5 },
+      { op: "trim", row_span: null },
+    ]);
+    const seen: string[] = [];
+    const positions: number[] = [];
+    let after: string | null = null;
+    for (let pages = 0; pages < 10; pages++) {
+      const page = await s.rows.readDatasetChanges(HOOK, { after, limit: 2 });
+      for (const { position, change } of page.changes) {
+        positions.push(Number(position));
+        if (change.op === "insert") seen.push(`${change.rowId}@${change.at}`);
+        else seen.push(change.op === "trim" ? `trim:${change.upTo}` : change.op);
+      }
+      if (page.changes.length > 0) after = page.changes.at(-1)!.position;
+      if (!page.hasMore) break;
+    }
+    // Each row once, in order, at its own position and its own time; then the batch's trim (retainRows 3).
+    expect(seen).toEqual([
+      ...[1, 2, 3, 4, 5, 6].map((i) => `wh${i}@${new Date(T0 + i * 1000).toISOString()}`),
+      "trim:wh3",
+    ]);
+    expect(positions).toEqual([1, 2, 3, 4, 5, 6, 7].map((k) => positions[0]! + k - 1));
+    // The head is the last position given; a cursor in the middle of the range continues inside it.
+    expect(await s.rows.datasetChangesHead(HOOK)).toBe(String(positions[6]));
+    const inside = await s.rows.readDatasetChanges(HOOK, { after: String(positions[3]), limit: 100 });
+    expect(inside.changes.map((c) => (c.change.op === "insert" ? c.change.rowId : c.change.op))).toEqual([
+      "wh5",
+      "wh6",
+      "trim",
+    ]);
   });
 
   it("retention removes a log larger than one transaction's share in several, all of it", async () => {
