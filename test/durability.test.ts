@@ -179,15 +179,31 @@ async function killNine(target: Target, name: string): Promise<Outcome | null> {
           .all(target.datasetId) as { id: string }[]
       ).map((r) => r.id),
     );
+    // An insert change names one row (row_id), or a group commit's rows from row_ref on (row_span of them).
     const changed = (
-      file.prepare("SELECT row_id AS id FROM changes WHERE feed_id = ? AND op = 'insert'").all(target.datasetId) as {
-        id: string;
-      }[]
+      file
+        .prepare(
+          `SELECT row_id AS id FROM changes WHERE feed_id = ? AND op = 'insert' AND row_span IS NULL
+           UNION ALL
+           SELECT json_extract(r.data, '$._id') FROM changes c
+             JOIN dataset_rows r ON r.row_key >= c.row_ref AND r.row_key < c.row_ref + c.row_span
+            WHERE c.feed_id = ? AND c.op = 'insert'`,
+        )
+        .all(target.datasetId, target.datasetId) as { id: string }[]
     ).map((r) => r.id);
+    // Positions a range covers whose row is gone: a change without its row.
+    const spanned = file
+      .prepare("SELECT coalesce(sum(row_span), 0) AS n FROM changes WHERE feed_id = ? AND op = 'insert'")
+      .get(target.datasetId) as { n: number };
+    const single = file
+      .prepare("SELECT count(*) AS n FROM changes WHERE feed_id = ? AND op = 'insert' AND row_span IS NULL")
+      .get(target.datasetId) as { n: number };
+    const rangesWithoutRows = Number(spanned.n) - (changed.length - Number(single.n));
     file.close();
     const outcome: Outcome = {
       rowsWithoutChange: [...rowIds].filter((id) => !changed.includes(id)).length,
-      changesWithoutRow: changed.filter((id) => !rowIds.has(id)).length + (changed.length - new Set(changed).size),
+      changesWithoutRow:
+        changed.filter((id) => !rowIds.has(id)).length + (changed.length - new Set(changed).size) + rangesWithoutRows,
       sent: next + 1,
       acknowledged: acknowledged.size,
       lost: [...acknowledged].filter((s) => !counts.has(s)),
