@@ -4,6 +4,7 @@ import { describe, expect, expectTypeOf, it } from "vitest";
 import type { Admin, ChangeOptions } from "../src/admin/index.js";
 import type { AdminClient, RowsUpload } from "../src/admin-client/index.js";
 import type { RequestOptions } from "../src/client/index.js";
+import { diagnosticsIn } from "./support/typecheck.js";
 
 /**
  * Each admin client method takes the arguments of the admin function its
@@ -150,13 +151,10 @@ describe("admin client methods mirror the admin functions", () => {
     const { options } = ts.parseJsonConfigFileContent(config.config, ts.sys, root);
     const file = join(import.meta.dirname, "admin-client-types.test.ts");
     const program = ts.createProgram([file], { ...options, noEmit: true });
-    const problems = ts
-      .getPreEmitDiagnostics(program)
-      .filter((d) => d.file?.fileName === file)
-      .map(
-        (d) =>
-          `${d.file!.getLineAndCharacterOfPosition(d.start ?? 0).line + 1}: ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`,
-      );
+    const problems = diagnosticsIn(program, (name) => name === file).map(
+      (d) =>
+        `${d.file!.getLineAndCharacterOfPosition(d.start ?? 0).line + 1}: ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`,
+    );
     expect(problems).toEqual([]);
   }, 120_000);
 });

@@ -2,6 +2,7 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "nod
 import { join } from "node:path";
 import ts from "typescript";
 import { afterAll, describe, expect, it } from "vitest";
+import { diagnosticsIn } from "./support/typecheck.js";
 
 /**
  * Every TypeScript example in README.md and docs/ is type-checked against the
@@ -93,10 +94,9 @@ describe("TypeScript examples in README.md and docs/", () => {
       baseUrl: root,
       paths: Object.fromEntries(Object.entries(SUBPATHS).map(([name, file]) => [name, [file]])),
     });
-    const problems = ts
-      .getPreEmitDiagnostics(program)
-      .filter((d) => d.file?.fileName.startsWith(out))
-      .map((d) => `${d.file!.fileName.slice(out.length + 1)}: ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`);
+    const problems = diagnosticsIn(program, (name) => name.startsWith(out)).map(
+      (d) => `${d.file!.fileName.slice(out.length + 1)}: ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`,
+    );
     expect(problems).toEqual([]);
   }, 60_000);
 });

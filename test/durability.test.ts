@@ -49,8 +49,8 @@ function fixtureFile(): string {
 interface Target {
   /** The dataset the deliveries land in. */
   datasetId: string;
-  /** argv after `node --import tsx` for a server on `db` at `port`. */
-  command(db: string, port: number): string[];
+  /** argv after `node --import tsx` for a server on `db`, on a port the kernel picks (other files run meanwhile). */
+  command(db: string): string[];
   post(url: string, seq: number): Promise<Response>;
   /** Every stored `durability_seq`, read after the restart. */
   storedSeqs(url: string): Promise<number[]>;
@@ -58,7 +58,7 @@ interface Target {
 
 const exampleServer: Target = {
   datasetId: DATASET,
-  command: (db, port) => {
+  command: (db) => {
     const fixture = fixtureFile();
     return [
       join(root, "examples/server/main.ts"),
@@ -67,7 +67,7 @@ const exampleServer: Target = {
       "--fixture",
       fixture,
       "--port",
-      String(port),
+      "0",
       "--webhook-rate",
       "1000000",
     ];
@@ -90,7 +90,7 @@ const exampleServer: Target = {
 /** The store alone behind bare node:http: proves the SQLite commit path whatever the receiver does. */
 const bareStore: Target = {
   datasetId: "ds_conn_hook",
-  command: (db, port) => [join(root, "test/support/sqlite-ingest-server.ts"), db, String(port)],
+  command: (db) => [join(root, "test/support/sqlite-ingest-server.ts"), db, "0"],
   post: (url, seq) =>
     fetch(url, { method: "POST", body: JSON.stringify({ durability_seq: seq, note: `payload ${seq}` }) }),
   storedSeqs: async (url) => seqsOf((await (await fetch(url)).json()) as { data: Record<string, unknown>[] }),
@@ -100,8 +100,8 @@ function seqsOf(body: { data: Record<string, unknown>[] }): number[] {
   return body.data.map((r) => r.durability_seq).filter((s): s is number => typeof s === "number");
 }
 
-async function startServer(target: Target, db: string, port: number): Promise<Server> {
-  return startServerProcess(target.command(db, port));
+async function startServer(target: Target, db: string): Promise<Server> {
+  return startServerProcess(target.command(db));
 }
 
 async function stop(server: Server, signal: NodeJS.Signals): Promise<void> {
@@ -130,8 +130,7 @@ interface Outcome {
  */
 async function killNine(target: Target, name: string): Promise<Outcome | null> {
   const db = join(dir, `${name}.sqlite`);
-  const port = 19_000 + Math.floor(Math.random() * 500);
-  let server = await startServer(target, db, port);
+  let server = await startServer(target, db);
   try {
     const probe = await target.post(server.url, -1);
     await probe.arrayBuffer();
@@ -163,7 +162,7 @@ async function killNine(target: Target, name: string): Promise<Outcome | null> {
     killed = true;
     await Promise.all(workers);
 
-    server = await startServer(target, db, port + 1);
+    server = await startServer(target, db);
     const counts = new Map<number, number>();
     for (const s of await target.storedSeqs(server.url)) counts.set(s, (counts.get(s) ?? 0) + 1);
     // A write and its change are one commit: after the kill, every stored row has its change and no change lacks its
@@ -257,7 +256,6 @@ describe(`durability on SQLite, ${DRIVER} (kill -9)`, () => {
 describe(`what reads record on SQLite, ${DRIVER} (kill -9)`, () => {
   it("every answered read's audit event survives kill -9; usage counts lose at most the last turn's reads", async () => {
     const db = join(dir, "reads.sqlite");
-    const port = 19_600 + Math.floor(Math.random() * 300);
     const args = [
       join(root, "examples/server/main.ts"),
       "--db",
@@ -266,8 +264,11 @@ describe(`what reads record on SQLite, ${DRIVER} (kill -9)`, () => {
       join(root, "examples/demo/space.json"),
       "--api-rate",
       "0",
+      // A port the kernel picks: other test files run meanwhile.
+      "--port",
+      "0",
     ];
-    let server = await startServerProcess([...args, "--port", String(port)]);
+    let server = await startServerProcess(args);
     const agent = `durability-reads-${Date.now()}`;
     const clients = 12;
     let sent = 0;
@@ -295,7 +296,7 @@ describe(`what reads record on SQLite, ${DRIVER} (kill -9)`, () => {
     await Promise.all(Array.from({ length: clients }, client));
     await killed;
 
-    server = await startServerProcess([...args, "--port", String(port + 1)]);
+    server = await startServerProcess(args);
     try {
       // Through the driver the servers ran on (the file is read as they wrote it).
       const file = openDatabase(DRIVER, db, { readonly: true });

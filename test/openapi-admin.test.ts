@@ -11,6 +11,7 @@ import { admin } from "../src/routes/route-def.js";
 import { setup } from "./support/api.js";
 import { ADMIN_TOKEN } from "./support/admin.js";
 import { assertMatchesDocument, findPath } from "./support/openapi.js";
+import { diagnosticsIn } from "./support/typecheck.js";
 
 /**
  * The admin API described for every language: each request body and each
@@ -458,11 +459,8 @@ function typeCheck(out: string, files: string[]): string[] {
     noEmit: true,
     skipLibCheck: true,
   });
-  return ts
-    .getPreEmitDiagnostics(program)
-    .filter((d) => d.file?.fileName.startsWith(out))
-    .map((d) => {
-      const { line } = d.file!.getLineAndCharacterOfPosition(d.start ?? 0);
-      return `${d.file!.fileName.slice(out.length + 1)}:${line + 1}: ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`;
-    });
+  return diagnosticsIn(program, (name) => name.startsWith(out)).map((d) => {
+    const { line } = d.file!.getLineAndCharacterOfPosition(d.start ?? 0);
+    return `${d.file!.fileName.slice(out.length + 1)}:${line + 1}: ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`;
+  });
 }

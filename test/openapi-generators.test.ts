@@ -6,6 +6,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { createDataApi } from "../src/server/api.js";
 import { createOpenApiDocument, type OpenApiDocument } from "../src/routes/openapi-document.js";
 import { adminMount } from "../src/routes/index.js";
+import { diagnosticsIn } from "./support/typecheck.js";
 
 /**
  * What a client generator makes of the document: openapi-typescript turns it
@@ -187,13 +188,10 @@ function typeCheck(files: string[], options: ts.CompilerOptions = {}): string[] 
     skipLibCheck: true,
     ...options,
   });
-  return ts
-    .getPreEmitDiagnostics(program)
-    .filter((d) => d.file?.fileName.startsWith(out))
-    .map((d) => {
-      const { line } = d.file!.getLineAndCharacterOfPosition(d.start ?? 0);
-      return `${d.file!.fileName.slice(out.length + 1)}:${line + 1}: ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`;
-    });
+  return diagnosticsIn(program, (name) => name.startsWith(out)).map((d) => {
+    const { line } = d.file!.getLineAndCharacterOfPosition(d.start ?? 0);
+    return `${d.file!.fileName.slice(out.length + 1)}:${line + 1}: ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`;
+  });
 }
 
 /** `METHOD path` of every operation in the document. */

@@ -13,6 +13,7 @@ import type * as datasets from "../../src/schemas/datasets.js";
 import type * as identity from "../../src/schemas/identity.js";
 import type * as tables from "../../src/schemas/tables.js";
 import type * as webhooks from "../../src/schemas/webhooks.js";
+import { diagnosticsIn } from "../support/typecheck.js";
 
 /**
  * The client's hand-written types (it carries no schema library) are the
@@ -66,13 +67,10 @@ describe("client types equal the response schemas", () => {
     const { options } = ts.parseJsonConfigFileContent(config.config, ts.sys, root);
     const file = join(import.meta.dirname, "types.test.ts");
     const program = ts.createProgram([file], { ...options, noEmit: true });
-    const problems = ts
-      .getPreEmitDiagnostics(program)
-      .filter((d) => d.file?.fileName === file)
-      .map(
-        (d) =>
-          `${d.file!.getLineAndCharacterOfPosition(d.start ?? 0).line + 1}: ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`,
-      );
+    const problems = diagnosticsIn(program, (name) => name === file).map(
+      (d) =>
+        `${d.file!.getLineAndCharacterOfPosition(d.start ?? 0).line + 1}: ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`,
+    );
     expect(problems).toEqual([]);
   }, 60_000);
 });

@@ -17,6 +17,11 @@ import { uploadDataset, writeRows } from "../support/datasets.js";
  * parser answers any input with a condition or a 400, never anything else.
  */
 const RUNS = Number(process.env.DATAPORT_FUZZ_RUNS ?? 60);
+/**
+ * A property's limit: its runs write and page three stores each (seconds in all on an idle machine, several
+ * times that beside the other test files, and on Node 22 and Bun in test/sqlite/drivers.test.ts).
+ */
+const RUN_TIMEOUT = (runs: number) => 20_000 + runs * 1000;
 const NOW = Date.parse("2026-11-01T00:00:00.000Z");
 const ACTOR: Actor = { type: "api-key", id: "key_fuzz", name: "Fuzz" };
 const skip = await postgresSkipReason();
@@ -136,134 +141,148 @@ async function answer(
 }
 
 describe("row queries across stores", () => {
-  it("memory, SQLite and PostgreSQL answer the same page, and the same pages by cursor", async () => {
-    const all = await stores();
-    try {
-      await fc.assert(
-        fc.asyncProperty(
-          fc.array(row, { maxLength: 12 }),
-          where,
-          sort,
-          fc.nat(3),
-          fc.integer({ min: 0, max: 6 }),
-          fc.boolean(),
-          async (rows, w, s, offset, limit, declared) => {
-            let parsed: ReturnType<typeof parseWhere>;
-            try {
-              parsed = parseWhere(w, COLUMN_SET);
-            } catch {
-              fc.pre(false); // nested past the limit: the parser's business, tested below
-              return;
-            }
-            const query = { where: parsed, sort: s === "" ? [] : parseSort(s, COLUMN_SET), offset, limit };
-            const answers = [];
-            for (const [name, store] of all) {
-              await replaceRows(store, rows, declared);
-              answers.push({ name, ...(await answer(store, query)) });
-            }
-            const [reference, ...others] = answers;
-            for (const other of others) expect({ ...other, name: reference!.name }).toEqual(reference);
-            // Cursor pages visit exactly the matching rows, in the read's order.
-            expect(reference!.paged.length).toBe(reference!.total);
-          },
-        ),
-        { numRuns: RUNS },
-      );
-    } finally {
-      for (const [, store] of all) await store.close();
-    }
-  });
-
-  it("memory, SQLite and PostgreSQL answer the same input-table pages, declared columns (indexed) or not", async () => {
-    const all = await stores();
-    const tables = [
-      { id: "tbl_declared", columns: COLUMNS.map((name) => ({ name, type: "string" as const })) },
-      { id: "tbl_free", columns: [] },
-    ];
-    const held = new Map<string, string[]>();
-    let events = 0;
-    const event = (rowId: string): AuditEvent => ({
-      id: `evt_rq_${++events}`,
-      teamId: "team_ops",
-      time: "2026-11-01T00:00:00.000Z",
-      category: "audit",
-      action: "table.row.created",
-      actor: ACTOR,
-      target: { type: "table_row", id: rowId },
-      outcome: "success",
-      ip: null,
-      userAgent: null,
-      details: {},
-    });
-    try {
-      for (const [, store] of all) {
-        for (const t of tables)
-          await store.tables.putTable({
-            id: t.id,
-            teamId: "team_ops",
-            name: t.id,
-            columns: t.columns,
-            rowCount: 0,
-            updatedAt: "2026-11-01T00:00:00.000Z",
-          });
+  it(
+    "memory, SQLite and PostgreSQL answer the same page, and the same pages by cursor",
+    async () => {
+      const all = await stores();
+      try {
+        await fc.assert(
+          fc.asyncProperty(
+            fc.array(row, { maxLength: 12 }),
+            where,
+            sort,
+            fc.nat(3),
+            fc.integer({ min: 0, max: 6 }),
+            fc.boolean(),
+            async (rows, w, s, offset, limit, declared) => {
+              let parsed: ReturnType<typeof parseWhere>;
+              try {
+                parsed = parseWhere(w, COLUMN_SET);
+              } catch {
+                fc.pre(false); // nested past the limit: the parser's business, tested below
+                return;
+              }
+              const query = { where: parsed, sort: s === "" ? [] : parseSort(s, COLUMN_SET), offset, limit };
+              const answers = [];
+              for (const [name, store] of all) {
+                await replaceRows(store, rows, declared);
+                answers.push({ name, ...(await answer(store, query)) });
+              }
+              const [reference, ...others] = answers;
+              for (const other of others) expect({ ...other, name: reference!.name }).toEqual(reference);
+              // Cursor pages visit exactly the matching rows, in the read's order.
+              expect(reference!.paged.length).toBe(reference!.total);
+            },
+          ),
+          { numRuns: RUNS },
+        );
+      } finally {
+        for (const [, store] of all) await store.close();
       }
-      await fc.assert(
-        fc.asyncProperty(
-          fc.array(row, { maxLength: 10 }),
-          where,
-          sort,
-          fc.nat(3),
-          fc.integer({ min: 0, max: 6 }),
-          fc.constantFrom(...tables.map((t) => t.id)),
-          async (rows, w, s, offset, limit, tableId) => {
-            let parsed: ReturnType<typeof parseWhere>;
-            try {
-              parsed = parseWhere(w, COLUMN_SET);
-            } catch {
-              fc.pre(false);
-              return;
-            }
-            const query = { where: parsed, sort: s === "" ? [] : parseSort(s, COLUMN_SET) };
-            const answers = [];
-            for (const [name, store] of all) {
-              // The table's rows become `rows`, at one fixed time on every store.
-              for (const rowId of held.get(`${name}:${tableId}`) ?? []) {
-                await store.tables.deleteTableRow({ tableId, rowId, actor: ACTOR, now: NOW, auditEvent: event(rowId) });
+    },
+    RUN_TIMEOUT(RUNS),
+  );
+
+  it(
+    "memory, SQLite and PostgreSQL answer the same input-table pages, declared columns (indexed) or not",
+    async () => {
+      const all = await stores();
+      const tables = [
+        { id: "tbl_declared", columns: COLUMNS.map((name) => ({ name, type: "string" as const })) },
+        { id: "tbl_free", columns: [] },
+      ];
+      const held = new Map<string, string[]>();
+      let events = 0;
+      const event = (rowId: string): AuditEvent => ({
+        id: `evt_rq_${++events}`,
+        teamId: "team_ops",
+        time: "2026-11-01T00:00:00.000Z",
+        category: "audit",
+        action: "table.row.created",
+        actor: ACTOR,
+        target: { type: "table_row", id: rowId },
+        outcome: "success",
+        ip: null,
+        userAgent: null,
+        details: {},
+      });
+      try {
+        for (const [, store] of all) {
+          for (const t of tables)
+            await store.tables.putTable({
+              id: t.id,
+              teamId: "team_ops",
+              name: t.id,
+              columns: t.columns,
+              rowCount: 0,
+              updatedAt: "2026-11-01T00:00:00.000Z",
+            });
+        }
+        await fc.assert(
+          fc.asyncProperty(
+            fc.array(row, { maxLength: 10 }),
+            where,
+            sort,
+            fc.nat(3),
+            fc.integer({ min: 0, max: 6 }),
+            fc.constantFrom(...tables.map((t) => t.id)),
+            async (rows, w, s, offset, limit, tableId) => {
+              let parsed: ReturnType<typeof parseWhere>;
+              try {
+                parsed = parseWhere(w, COLUMN_SET);
+              } catch {
+                fc.pre(false);
+                return;
               }
-              const ids = rows.map((_, i) => `row_${i}`);
-              for (const [i, values] of rows.entries()) {
-                await store.tables.insertTableRow({
-                  tableId,
-                  rowId: ids[i]!,
-                  values,
-                  actor: ACTOR,
-                  now: NOW,
-                  auditEvent: event(ids[i]!),
-                });
+              const query = { where: parsed, sort: s === "" ? [] : parseSort(s, COLUMN_SET) };
+              const answers = [];
+              for (const [name, store] of all) {
+                // The table's rows become `rows`, at one fixed time on every store.
+                for (const rowId of held.get(`${name}:${tableId}`) ?? []) {
+                  await store.tables.deleteTableRow({
+                    tableId,
+                    rowId,
+                    actor: ACTOR,
+                    now: NOW,
+                    auditEvent: event(rowId),
+                  });
+                }
+                const ids = rows.map((_, i) => `row_${i}`);
+                for (const [i, values] of rows.entries()) {
+                  await store.tables.insertTableRow({
+                    tableId,
+                    rowId: ids[i]!,
+                    values,
+                    actor: ACTOR,
+                    now: NOW,
+                    auditEvent: event(ids[i]!),
+                  });
+                }
+                held.set(`${name}:${tableId}`, ids);
+                const page = await store.tables.listTableRows(tableId, { offset, limit, ...query });
+                const paged: Row[] = [];
+                let after: RowKey | null = null;
+                for (let i = 0; i < 50; i++) {
+                  const next = await store.tables.listTableRows(tableId, { offset: 0, limit: 2, ...query, after });
+                  paged.push(...next.rows);
+                  if (next.rows.length < 2 || next.lastKey === null) break;
+                  after = next.lastKey;
+                }
+                answers.push({ name, total: page.totalRows, rows: page.rows, paged });
               }
-              held.set(`${name}:${tableId}`, ids);
-              const page = await store.tables.listTableRows(tableId, { offset, limit, ...query });
-              const paged: Row[] = [];
-              let after: RowKey | null = null;
-              for (let i = 0; i < 50; i++) {
-                const next = await store.tables.listTableRows(tableId, { offset: 0, limit: 2, ...query, after });
-                paged.push(...next.rows);
-                if (next.rows.length < 2 || next.lastKey === null) break;
-                after = next.lastKey;
-              }
-              answers.push({ name, total: page.totalRows, rows: page.rows, paged });
-            }
-            const [reference, ...others] = answers;
-            for (const other of others) expect({ ...other, name: reference!.name }).toEqual(reference);
-            expect(reference!.paged.length).toBe(reference!.total);
-          },
-        ),
-        { numRuns: Math.ceil(RUNS / 2) },
-      );
-    } finally {
-      for (const [, store] of all) await store.close();
-    }
-  });
+              const [reference, ...others] = answers;
+              for (const other of others) expect({ ...other, name: reference!.name }).toEqual(reference);
+              expect(reference!.paged.length).toBe(reference!.total);
+            },
+          ),
+          { numRuns: Math.ceil(RUNS / 2) },
+        );
+      } finally {
+        for (const [, store] of all) await store.close();
+      }
+    },
+    RUN_TIMEOUT(Math.ceil(RUNS / 2)),
+  );
 
   it("parses any where or sort into a condition or a 400 invalid_parameter, nothing else", () => {
     const anything = fc.oneof(

@@ -24,10 +24,11 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function start(db: string, port: number): Promise<string> {
+/** A server on `db`, on a port the kernel picks (other test files run at the same time); its URL. */
+async function start(db: string): Promise<string> {
   const child = spawn(
     process.execPath,
-    ["--import", "tsx", join(root, "test/support/sqlite-ingest-server.ts"), db, String(port)],
+    ["--import", "tsx", join(root, "test/support/sqlite-ingest-server.ts"), db, "0"],
     {
       cwd: root,
       stdio: ["ignore", "pipe", "pipe"],
@@ -60,9 +61,8 @@ async function post(url: string, body: object, dedup?: string): Promise<{ id: st
 describe("sqlite: two processes on one file", () => {
   it("stores every concurrent delivery and de-duplicates one delivery sent to both", async () => {
     const db = join(dir, "shared.sqlite");
-    const port = 19_600 + Math.floor(Math.random() * 300);
-    const a = await start(db, port);
-    const b = await start(db, port + 1);
+    const a = await start(db);
+    const b = await start(db);
     const distinct = Array.from({ length: 300 }, (_, i) => post(i % 2 ? a : b, { n: i }));
     const copies = Array.from({ length: 20 }, (_, i) => post(i % 2 ? a : b, { n: "copy" }, "delivery-1"));
     await Promise.all(distinct);

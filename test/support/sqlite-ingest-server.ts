@@ -3,10 +3,12 @@
  * `ingestWebhookRow` directly (no receiver, no API): POST / stores the JSON
  * body as one row and answers 200 only after the promise resolves (the row
  * is committed); an `x-dedup` header is its de-duplication key; GET /
- * returns every stored row. Prints `listening on URL`.
+ * returns every stored row. Prints `listening on URL` (port 0: one the
+ * kernel picks, as the test files do, several of which may run at once).
  *   node --import tsx test/support/sqlite-ingest-server.ts <db> <port>
  */
 import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { inferColumns } from "../../src/domain/columns.js";
 import { parseFixture } from "../../src/fixture/load.js";
 import { createSqliteStorage } from "../../src/sqlite/index.js";
@@ -27,7 +29,7 @@ await storage.seed(parseFixture(fixture));
 let ids = 0;
 const prefix = `row_${process.pid}_${Date.now()}`;
 
-createServer((req, res) => {
+const server = createServer((req, res) => {
   if (req.method === "GET") {
     void (async () => {
       const page = await storage.rows.readDatasetRows("ds_conn_hook", {
@@ -64,4 +66,7 @@ createServer((req, res) => {
       },
     );
   });
-}).listen(Number(port), "127.0.0.1", () => console.log(`listening on http://127.0.0.1:${port}`));
+});
+server.listen(Number(port), "127.0.0.1", () =>
+  console.log(`listening on http://127.0.0.1:${(server.address() as AddressInfo).port}`),
+);
