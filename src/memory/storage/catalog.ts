@@ -3,7 +3,7 @@ import { tableAsDataset } from "../../domain/rows.js";
 import type { CatalogStore, CatalogWrites } from "../../ports/storage/catalog.js";
 import { compare, pageById } from "./order.js";
 import { forgetFeed } from "./changes.js";
-import { cloneJson, type MemoryState } from "./state.js";
+import { cloneJson, liveCount, type MemoryState } from "./state.js";
 
 /**
  * Connections and datasets (their rows: rows.ts). Every write does its checks and
@@ -75,7 +75,7 @@ export function memoryCatalog(state: MemoryState): CatalogStore & CatalogWrites 
     },
     async putDataset(record) {
       const current = state.datasetRows.get(record.id);
-      const stored = { ...cloneJson(record), rowCount: current?.length ?? 0 };
+      const stored = { ...cloneJson(record), rowCount: current ? liveCount(state, current) : 0 };
       // The flag only when declared, as the durable stores answer.
       if (stored.columnsDeclared !== true) delete stored.columnsDeclared;
       const result = state.datasets.has(record.id) ? "updated" : "created";

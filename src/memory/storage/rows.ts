@@ -6,7 +6,7 @@ import { matchesFilters, selectColumns } from "../../domain/rows.js";
 import type { RowPage, RowQuery, RowStore, RowWrites } from "../../ports/storage/rows.js";
 import { appendChange } from "./changes.js";
 import { queriedRows } from "./queried-rows.js";
-import { cloneJson, type MemoryState } from "./state.js";
+import { cloneJson, liveCount, liveRows, type MemoryState } from "./state.js";
 
 /**
  * The rows of upload and connection datasets. A write does its checks and
@@ -32,24 +32,36 @@ export function memoryRows(state: MemoryState): RowStore & RowWrites {
    */
   const putRows = (datasetId: string, rows: Row[], replaced: boolean): void => {
     const before = state.datasetRows.get(datasetId);
-    const first = before ? (state.firstPositions.get(before) ?? 0) + (replaced ? before.length : 0) : 0;
+    const first = before
+      ? replaced
+        ? (state.firstPositions.get(before) ?? 0) + before.length
+        : liveRows(state, before).first
+      : 0;
     state.firstPositions.set(rows, first);
     state.datasetRows.set(datasetId, rows);
   };
 
   return {
     async aggregateDatasetRows(datasetId, query) {
-      return evaluateAggregate(state.datasetRows.get(datasetId) ?? [], query);
+      const rows = state.datasetRows.get(datasetId);
+      return evaluateAggregate(rows ? liveRows(state, rows).rows : [], query);
     },
     async readDatasetRows(datasetId, query) {
       const rows = state.datasetRows.get(datasetId) ?? [];
+      if (query.where || query.sort?.length || query.after) {
+        const live = liveRows(state, rows);
+        return queriedRows(live.rows, live.first, query);
+      }
+      // Read as the trims under way leave them (`first`, `trimmed`): retention only moves the front.
       const first = () => state.firstPositions.get(rows) ?? 0;
-      if (query.where || query.sort?.length || query.after) return queriedRows(rows, first(), query);
-      const totalRows = query.filters
-        ? rows.reduce((n, r) => n + (matchesFilters(r, query.filters) ? 1 : 0), 0)
-        : rows.length;
+      const trimmed = () => state.trimmedFront.get(rows) ?? 0;
+      let totalRows = liveCount(state, rows);
+      if (query.filters) {
+        totalRows = 0;
+        for (let i = trimmed(); i < rows.length; i++) if (matchesFilters(rows[i]!, query.filters)) totalRows++;
+      }
       const last: { key: RowKey | null } = { key: null };
-      const page: RowPage = { totalRows, rows: new PageOf(rows, query, first, last), lastKey: () => last.key };
+      const page: RowPage = { totalRows, rows: new PageOf(rows, query, first, trimmed, last), lastKey: () => last.key };
       return page;
     },
     async replaceDatasetRows(datasetId, data) {
@@ -78,8 +90,8 @@ export function memoryRows(state: MemoryState): RowStore & RowWrites {
       // Checked again: the dataset may have gone while the rows came in.
       const found = writable(write.datasetId);
       // The rows stored NOW, not when the write began: writes to one dataset land one after the other.
-      const rows =
-        write.mode === "replace" ? incoming : [...(state.datasetRows.get(write.datasetId) ?? []), ...incoming];
+      const stored = state.datasetRows.get(write.datasetId);
+      const rows = write.mode === "replace" || !stored ? incoming : [...liveRows(state, stored).rows, ...incoming];
       // A new array, never a change to the old one: a read under way keeps the rows it started on.
       putRows(write.datasetId, rows, write.mode === "replace");
       if (write.mode === "replace") state.dedupKeys.delete(write.datasetId);
@@ -115,6 +127,8 @@ class PageOf implements AsyncIterableIterator<Row> {
     private readonly rows: readonly Row[],
     private readonly query: RowQuery,
     private readonly first: () => number,
+    /** Rows at the front of `rows` retention has trimmed, read afresh at each step. */
+    private readonly trimmed: () => number,
     private readonly last: { key: RowKey | null },
   ) {}
 
@@ -144,12 +158,13 @@ class PageOf implements AsyncIterableIterator<Row> {
 
   /** The next row of the page (a fresh copy), or null at its end. */
   private step(): Row | null {
-    const { rows, query, first } = this;
+    const { rows, query, first, trimmed } = this;
     const limit = query.limit ?? Number.POSITIVE_INFINITY;
     if (this.returned >= limit) return null;
-    let position = this.position === null ? first() + (query.filters ? 0 : query.offset) : this.position + 1;
+    let position =
+      this.position === null ? first() + trimmed() + (query.filters ? 0 : query.offset) : this.position + 1;
     for (; ; position++) {
-      const i = Math.max(0, position - first());
+      const i = Math.max(trimmed(), position - first());
       position = i + first();
       if (i >= rows.length) return null;
       const row = rows[i]!;

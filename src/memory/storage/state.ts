@@ -74,6 +74,13 @@ export interface MemoryState {
    * an append: where it started), so positions only grow.
    */
   firstPositions: WeakMap<Row[], number>;
+  /**
+   * How many rows at the front of a row array retention has trimmed: they are no longer the dataset's (readers start
+   * after them, see `liveRows`). Trimming marks them here and drops them from the array only now and then, many at a
+   * time (`trimFront`): V8 moves the whole array to drop one row whenever the garbage collector is marking, and a
+   * webhook dataset at its retention trims a row per delivery.
+   */
+  trimmedFront: WeakMap<Row[], number>;
   /** Dedup keys per webhook dataset; a key is kept exactly as long as its row. */
   dedupKeys: Map<string, DedupKeys>;
   tables: Map<string, TableRecord>;
@@ -145,6 +152,7 @@ export function createMemoryState(): MemoryState {
     datasets: new Map(),
     datasetRows: new Map(),
     firstPositions: new WeakMap(),
+    trimmedFront: new WeakMap(),
     dedupKeys: new Map(),
     tables: new Map(),
     tableRows: new Map(),
@@ -159,6 +167,35 @@ export function createMemoryState(): MemoryState {
     auditIds: new Set(),
     changeLog: createChangeLog(),
   };
+}
+
+/** A dataset's rows (none trimmed) and the position of the first of them: a copy when retention has trimmed any. */
+export function liveRows(state: MemoryState, rows: Row[]): { rows: Row[]; first: number } {
+  const trimmed = state.trimmedFront.get(rows) ?? 0;
+  const first = (state.firstPositions.get(rows) ?? 0) + trimmed;
+  return { rows: trimmed === 0 ? rows : rows.slice(trimmed), first };
+}
+
+/** How many rows a row array holds for its dataset (those retention trimmed not counted). */
+export function liveCount(state: MemoryState, rows: readonly Row[]): number {
+  return rows.length - (state.trimmedFront.get(rows as Row[]) ?? 0);
+}
+
+/**
+ * Trim the `n` oldest rows of a dataset's row array in place (a read under way sees it); the `_id` of each is handed
+ * to `each`, oldest first. The trimmed rows leave the array only once they are a quarter of it, all at once.
+ */
+export function trimFront(state: MemoryState, rows: Row[], n: number, each: (row: Row) => void): void {
+  const from = state.trimmedFront.get(rows) ?? 0;
+  const to = from + n;
+  for (let i = from; i < to; i++) each(rows[i]!);
+  if (to >= 16 && to * 4 >= rows.length) {
+    rows.splice(0, to);
+    state.firstPositions.set(rows, (state.firstPositions.get(rows) ?? 0) + to);
+    state.trimmedFront.delete(rows);
+  } else {
+    state.trimmedFront.set(rows, to);
+  }
 }
 
 /** A deep copy of a JSON value, so callers never hold references into the store. */

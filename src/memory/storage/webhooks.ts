@@ -10,7 +10,7 @@ import { utcDay } from "../../domain/days.js";
 import { type DeliveryCount, type DeliveryLogEntry, entryMatches, type InboxKeep } from "../../domain/webhook-inbox.js";
 import type { WebhookDelivery, WebhookStore } from "../../ports/storage/webhooks.js";
 import { appendChange } from "./changes.js";
-import { cloneJson, type DedupKeys, type MemoryState } from "./state.js";
+import { cloneJson, type DedupKeys, liveCount, type MemoryState, trimFront } from "./state.js";
 
 /**
  * Webhook ingest on the shared state. The webhook dataset is an ordinary
@@ -41,20 +41,19 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
   /** Trim to `retainRows`, recording a `trim` change stored at `storedAt` (epoch ms). */
   function trim(datasetId: string, retainRows: number, storedAt: number): void {
     const rows = state.datasetRows.get(datasetId);
-    if (!rows || rows.length <= retainRows) return;
+    if (!rows) return;
+    const excess = liveCount(state, rows) - retainRows;
+    if (excess <= 0) return;
     const index = keysOf(datasetId);
-    // In place, so a read under way sees the trim (see `firstPositions`); `shift`, not `splice`: V8 drops
-    // the front of a large array without moving the rest, and at capacity every delivery trims one row.
-    const excess = rows.length - retainRows;
-    state.firstPositions.set(rows, (state.firstPositions.get(rows) ?? 0) + excess);
+    // In place, so a read under way sees the trim (see `trimmedFront`).
     let upTo = "";
-    for (let i = 0; i < excess; i++) forget(index, (upTo = rows.shift()!._id as string));
+    trimFront(state, rows, excess, (row) => forget(index, (upTo = row._id as string)));
     state.datasets.get(datasetId)!.rowCount = retainRows;
     appendChange(state, datasetId, storedAt, "trim", upTo);
   }
 
   // The delivery log: entries per connection, oldest first (each with its receipt time in ms), and the daily counters.
-  const log = new Map<string, Array<{ entry: DeliveryLogEntry; receivedMs: number }>>();
+  const log = new Map<string, ConnectionLog>();
   /** Appends to a connection's log since its entries were last checked against the age bound. */
   let sinceAgeCheck = 0;
   const counters = new Map<string, DeliveryCount>();
@@ -65,42 +64,75 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
    * copies).
    */
   function append(entry: Omit<DeliveryLogEntry, "seq">, keep: InboxKeep): void {
-    let entries = log.get(entry.connectionId);
-    if (!entries) log.set(entry.connectionId, (entries = []));
     const { id, connectionId, receivedAt, outcome, reason, status, rowId, detail } = entry;
-    entries.push({
-      entry: { seq: ++seq, id, connectionId, receivedAt, outcome, reason, status, rowId, detail },
-      receivedMs: Date.parse(receivedAt),
-    });
-    while (entries.length > keep.size) entries.shift();
-    // The age bound every so many appends (reads apply it exactly).
-    if (++sinceAgeCheck < 64) return;
-    sinceAgeCheck = 0;
-    while (entries.length > 0 && entries[0]!.receivedMs < keep.afterMs) entries.shift();
+    const stored = { seq: ++seq, id, connectionId, receivedAt, outcome, reason, status, rowId, detail };
+    push(stored, Date.parse(receivedAt), keep);
   }
 
+  /** A numbered entry (received at `receivedMs`) appended, then the connection's log kept to `keep`. */
+  function push(entry: DeliveryLogEntry, receivedMs: number, keep: InboxKeep): void {
+    let entries = log.get(entry.connectionId);
+    if (!entries) log.set(entry.connectionId, (entries = { items: [], head: 0 }));
+    const { items } = entries;
+    items.push({ entry, receivedMs });
+    let { head } = entries;
+    if (items.length - head > keep.size) head = items.length - keep.size;
+    // The age bound every so many appends (reads apply it exactly).
+    if (++sinceAgeCheck >= 64) {
+      sinceAgeCheck = 0;
+      while (head < items.length && items[head]!.receivedMs < keep.afterMs) head++;
+    }
+    // Dropped entries leave the array many at a time: V8 moves the whole array to drop one while the garbage
+    // collector is marking.
+    if (head >= 16 && head * 2 >= items.length) {
+      items.splice(0, head);
+      head = 0;
+    }
+    entries.head = head;
+  }
+
+  /** The counter `count` moved last: deliveries in a row mostly move the same one. */
+  let lastCounter: DeliveryCount | null = null;
+
   function count(connectionId: string, day: string, kind: string, n: number): void {
+    const last = lastCounter;
+    if (last !== null && last.connectionId === connectionId && last.day === day && last.kind === kind) {
+      last.n += n;
+      return;
+    }
     const key = `${connectionId}\u0000${day}\u0000${kind}`;
-    const found = counters.get(key);
+    let found = counters.get(key);
     if (found) found.n += n;
-    else counters.set(key, { connectionId, day, kind, n });
+    else counters.set(key, (found = { connectionId, day, kind, n }));
+    lastCounter = found;
   }
 
   /** The connection's entries within `keep`, oldest first (the store's own objects: copy before answering). */
   function kept(connectionId: string, keep: InboxKeep): DeliveryLogEntry[] {
-    const entries = log.get(connectionId) ?? [];
+    const entries = log.get(connectionId);
+    if (!entries) return [];
+    const { items, head } = entries;
     const out: DeliveryLogEntry[] = [];
-    for (let i = Math.max(0, entries.length - keep.size); i < entries.length; i++) {
-      if (entries[i]!.receivedMs >= keep.afterMs) out.push(entries[i]!.entry);
+    for (let i = Math.max(head, items.length - keep.size); i < items.length; i++) {
+      if (items[i]!.receivedMs >= keep.afterMs) out.push(items[i]!.entry);
     }
     return out;
   }
 
   /** A stored or duplicate delivery's entry, in the same call as the delivery (atomic with it). */
-  function logDelivery(input: WebhookDelivery["log"], outcome: "stored" | "duplicate", rowId: string): void {
+  function logDelivery(
+    input: WebhookDelivery["log"],
+    outcome: "stored" | "duplicate",
+    rowId: string,
+    delivery: WebhookDelivery,
+    receivedMs: number | null,
+  ): void {
     if (!input) return;
     const { id, connectionId, receivedAt, detail } = input;
-    append({ id, connectionId, receivedAt, outcome, reason: null, status: 200, rowId, detail }, input.keep);
+    const entry = { seq: ++seq, id, connectionId, receivedAt, outcome, reason: null, status: 200, rowId, detail };
+    // The delivery's own time is parsed once for the row's change and its entry.
+    const ms = receivedMs !== null && receivedAt === delivery.receivedAt ? receivedMs : Date.parse(receivedAt);
+    push(entry, ms, input.keep);
     count(connectionId, utcDay(receivedAt), outcome, 1);
   }
 
@@ -118,7 +150,7 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
       if (dedupKey !== null) {
         const first = index.rowIdByKey.get(dedupKey);
         if (first !== undefined) {
-          logDelivery(delivery.log, "duplicate", first);
+          logDelivery(delivery.log, "duplicate", first, delivery, null);
           return { id: first, duplicate: true };
         }
       }
@@ -135,10 +167,10 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
       }
       const widened = widenColumns(dataset.columns, delivery.columns);
       if (widened) dataset.columns = widened;
-      dataset.rowCount = rows.length;
+      dataset.rowCount = liveCount(state, rows);
       dataset.updatedAt = receivedAt;
       trim(datasetId, Math.max(1, retainRows), storedAt);
-      logDelivery(delivery.log, "stored", id);
+      logDelivery(delivery.log, "stored", id, delivery, storedAt);
       return { id, duplicate: false };
     },
 
@@ -221,6 +253,12 @@ export function memoryWebhooks(state: MemoryState): WebhookStore {
       return endpointOf(record, dataset.id);
     },
   };
+}
+
+/** A connection's delivery log: the entries from `head` on are kept, oldest first; those before it are dropped. */
+interface ConnectionLog {
+  items: Array<{ entry: DeliveryLogEntry; receivedMs: number }>;
+  head: number;
 }
 
 /** A trimmed row's dedup key goes with it. */
