@@ -81,6 +81,57 @@ describe("memory store", () => {
     expect(seen).toEqual(["A-1", "A-2", "A-3", "A-4", "A-5", "N-1", "N-2"]);
   });
 
+  it("retention's trimmed rows leave its array many at a time: reads, counts, keys and appends see only the window", async () => {
+    const storage = createMemoryStorage();
+    await storage.seed(parseFixture(testFixture()));
+    const ids = (page: { rows: AsyncIterable<Record<string, unknown>> }) =>
+      (async () => {
+        const out: unknown[] = [];
+        for await (const row of page.rows) out.push(row._id);
+        return out;
+      })();
+    const deliver = (i: number, dedupKey: string | null = `k${i}`) =>
+      storage.webhooks.ingestWebhookRow({
+        datasetId: "ds_orders",
+        dedupKey,
+        row: { _id: `N-${i}`, n: i, even: i % 2 === 0 },
+        columns: [],
+        retainRows: 10,
+        receivedAt: "2026-11-01T00:00:00.000Z",
+      });
+    // A streaming read started before many trims (several drops of the trimmed rows) goes on where it was.
+    const early = await storage.rows.readDatasetRows("ds_orders", { ...all, limit: null });
+    const earlyRows = early.rows[Symbol.asyncIterator]();
+    await earlyRows.next();
+    for (let i = 0; i < 200; i++) {
+      await deliver(i);
+      // The fixture's five rows go first; from the tenth delivery on the window is deliveries only.
+      const expected = Array.from({ length: 10 }, (_, k) => `N-${i - 9 + k}`);
+      const page = await storage.rows.readDatasetRows("ds_orders", { ...all, limit: null });
+      if (i >= 9) {
+        expect(page.totalRows).toBe(10);
+        expect(await ids(page)).toEqual(expected);
+        const offset = await storage.rows.readDatasetRows("ds_orders", { ...all, offset: 3, limit: 2 });
+        expect(await ids(offset)).toEqual(expected.slice(3, 5));
+        const filtered = await storage.rows.readDatasetRows("ds_orders", { ...all, filters: { even: true } });
+        expect(filtered.totalRows).toBe(5);
+        expect((await storage.catalog.getDataset("ds_orders"))?.rowCount).toBe(10);
+      }
+    }
+    const rest: unknown[] = [];
+    for (let next = await earlyRows.next(); !next.done; next = await earlyRows.next()) rest.push(next.value._id);
+    expect(rest).toEqual(Array.from({ length: 10 }, (_, k) => `N-${190 + k}`));
+    // A trimmed row's key is free again; a retained one's is not.
+    expect(await deliver(1000, "k150")).toEqual({ id: "N-1000", duplicate: false });
+    expect(await deliver(1001, "k199")).toEqual({ id: "N-199", duplicate: true });
+    // A sorted read and an append start from the window too.
+    const sorted = await storage.rows.readDatasetRows("ds_orders", {
+      ...all,
+      sort: [{ column: "n", descending: false }],
+    });
+    expect((await ids(sorted)).slice(0, 2)).toEqual(["N-191", "N-192"]);
+  });
+
   it("counts API calls per day, team, method, route and credential, today's and earlier days' alike", async () => {
     const storage = createMemoryStorage();
     await storage.seed(parseFixture(testFixture()));
