@@ -80,6 +80,8 @@ export function sqliteDeliveryLog(db: Database.Database) {
   let pending = new Map<string, Pending>();
   /** The batch's counters by connection, day and kind. */
   let batchCounts = new Map<string, DeliveryCount>();
+  /** The counter `delivered` moved last, and what it was moved for: deliveries in a row mostly move the same one. */
+  let lastCount: { counter: DeliveryCount; receivedAt: string; outcome: string } | null = null;
 
   function add(connectionId: string, keep: InboxKeep, entry: Omit<ChunkEntry, "seq">): void {
     let at = pending.get(connectionId);
@@ -151,6 +153,7 @@ export function sqliteDeliveryLog(db: Database.Database) {
     beginBatch() {
       pending = new Map();
       batchCounts = new Map();
+      lastCount = null;
     },
     /** A stored or duplicate delivery's entry, inside the ingest transaction. */
     delivered(log: IngestLog, outcome: "stored" | "duplicate", rowId: string) {
@@ -163,11 +166,26 @@ export function sqliteDeliveryLog(db: Database.Database) {
         rowId,
         detail: log.detail,
       });
+      const last = lastCount;
+      // The same connection and outcome received at the same instant: the same day's counter.
+      if (
+        last !== null &&
+        last.receivedAt === log.receivedAt &&
+        last.outcome === outcome &&
+        last.counter.connectionId === log.connectionId
+      ) {
+        last.counter.n++;
+        return;
+      }
       const day = utcDay(log.receivedAt);
       const key = `${log.connectionId}\u0000${day}\u0000${outcome}`;
-      const counter = batchCounts.get(key);
+      let counter = batchCounts.get(key);
       if (counter) counter.n++;
-      else batchCounts.set(key, { connectionId: log.connectionId, day, kind: countKind(outcome, null), n: 1 });
+      else {
+        counter = { connectionId: log.connectionId, day, kind: countKind(outcome, null), n: 1 };
+        batchCounts.set(key, counter);
+      }
+      lastCount = { counter, receivedAt: log.receivedAt, outcome };
     },
     /** The batch's chunks and counters, once per connection, day and kind. */
     endBatch() {

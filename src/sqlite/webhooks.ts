@@ -167,6 +167,8 @@ interface DatasetState {
   insertedFrom: bigint | null;
   /** The latest `receivedAt` of the batch's rows, in epoch ms. */
   insertedAt: number;
+  /** The `receivedAt` last parsed for `insertedAt` (deliveries of one batch mostly share their millisecond). */
+  parsedAt: string | null;
   /** Where a bulk write's staged rows begin (null: none is staging). */
   stageFrom: number | null;
   columns: Column[];
@@ -228,6 +230,7 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
           nextBefore: row.next_position,
           insertedFrom: null,
           insertedAt: 0,
+          parsedAt: null,
           stageFrom: row.stage_from,
           columns: parseJson(row.columns),
           updatedAt: row.updated_at,
@@ -256,7 +259,10 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
       const key = rowKey(ds.seq, ds.next);
       insert.run(key, ds.seq, ds.next, input.dedupKey, JSON.stringify(input.row as Row));
       ds.insertedFrom ??= key;
-      ds.insertedAt = Math.max(ds.insertedAt, Date.parse(input.receivedAt));
+      if (input.receivedAt !== ds.parsedAt) {
+        ds.parsedAt = input.receivedAt;
+        ds.insertedAt = Math.max(ds.insertedAt, Date.parse(input.receivedAt));
+      }
       ds.next += 1;
       if (rowChangesColumns((ds.types ??= new Map(ds.columns.map((c) => [c.name, c.type] as const))), input.row)) {
         ds.columns = widenColumns(ds.columns, input.columns) ?? ds.columns;
