@@ -173,6 +173,8 @@ interface DatasetState {
   stageFrom: number | null;
   columns: Column[];
   updatedAt: string;
+  /** The dedup keys of the batch's rows of the dataset (not written yet: see `rows` in ingestTransaction). */
+  batchKeys: Map<string, PendingRow> | null;
   /** name → type of `columns`, built when first needed in a batch. */
   types: Map<string, ColumnType | null> | null;
   dirty: boolean;
@@ -204,9 +206,7 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
   const forgetKey = db.prepare<[number, string]>(
     "UPDATE dataset_rows SET dedup_key = NULL WHERE dataset_seq = ? AND dedup_key = ?",
   );
-  const insert = db.prepare<[bigint, number, number, string | null, string]>(
-    "INSERT INTO dataset_rows (row_key, dataset_seq, position, dedup_key, data) VALUES (?, ?, ?, ?, ?)",
-  );
+  const insertRows = rowsInserter(db);
   const save = db.prepare<[string, string, number, number, number]>(
     "UPDATE datasets SET columns = ?, updated_at = ?, first_position = ?, next_position = ? WHERE seq = ?",
   );
@@ -216,6 +216,10 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
 
   return writeTransaction(db, (inputs: readonly WebhookDelivery[]): WebhookReceipt[] => {
     log.beginBatch();
+    // The batch's rows, written together before anything reads them back (one statement per ROWS_PER_INSERT rows):
+    // each statement runs the typed copy's trigger (dataset-values-sql.ts) with one frame and one statement journal
+    // for all its rows, where a statement per row paid both per row.
+    const rows: PendingRow[] = [];
     const datasets = new Map<string, DatasetState>();
     const state = (id: string): DatasetState => {
       let found = datasets.get(id);
@@ -231,6 +235,7 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
           insertedFrom: null,
           insertedAt: 0,
           parsedAt: null,
+          batchKeys: null,
           stageFrom: row.stage_from,
           columns: parseJson(row.columns),
           updatedAt: row.updated_at,
@@ -244,7 +249,18 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
     const results = inputs.map((input): WebhookReceipt => {
       const ds = state(input.datasetId);
       if (input.dedupKey !== null) {
-        const seen = duplicate.get(ds.seq, input.dedupKey);
+        // A row of this batch first: it is not written yet.
+        const mine = ds.batchKeys?.get(input.dedupKey);
+        if (mine !== undefined) {
+          if (mine.position >= ds.first) {
+            if (input.log) log.delivered(input.log, "duplicate", mine.id);
+            return { id: mine.id, duplicate: true };
+          }
+          // Below the window already (a small retention): its key is free again, as below.
+          mine.dedupKey = null;
+          ds.batchKeys!.delete(input.dedupKey);
+        }
+        const seen = mine === undefined ? duplicate.get(ds.seq, input.dedupKey) : undefined;
         if (seen) {
           if (seen.position >= ds.first) {
             if (input.log) log.delivered(input.log, "duplicate", String(seen.id));
@@ -255,9 +271,21 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
         }
       }
       // A bulk write is staging right above the window: move its rows out of the way (rare).
-      if (ds.stageFrom !== null && ds.next >= ds.stageFrom) ds.stageFrom = makeRoom(ds.seq);
+      if (ds.stageFrom !== null && ds.next >= ds.stageFrom) {
+        insertRows(rows);
+        ds.stageFrom = makeRoom(ds.seq);
+      }
       const key = rowKey(ds.seq, ds.next);
-      insert.run(key, ds.seq, ds.next, input.dedupKey, JSON.stringify(input.row as Row));
+      const pendingRow: PendingRow = {
+        key,
+        seq: ds.seq,
+        position: ds.next,
+        dedupKey: input.dedupKey,
+        data: JSON.stringify(input.row as Row),
+        id: String(input.row._id),
+      };
+      rows.push(pendingRow);
+      if (input.dedupKey !== null) (ds.batchKeys ??= new Map()).set(input.dedupKey, pendingRow);
       ds.insertedFrom ??= key;
       if (input.receivedAt !== ds.parsedAt) {
         ds.parsedAt = input.receivedAt;
@@ -275,6 +303,7 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
       if (input.log) log.delivered(input.log, "stored", String(input.row._id));
       return { id: String(input.row._id), duplicate: false };
     });
+    insertRows(rows);
     for (const [id, ds] of datasets) {
       if (!ds.dirty) continue;
       // The batch's rows of the dataset, at consecutive positions: one change row names them all (changes.ts).
@@ -291,6 +320,50 @@ function ingestTransaction(db: Database.Database, log: SqliteDeliveryLog) {
     log.endBatch();
     return results;
   });
+}
+
+/** A row of the batch under way, written by `rowsInserter` (its dedup key may be freed before). */
+interface PendingRow {
+  key: bigint;
+  seq: number;
+  position: number;
+  dedupKey: string | null;
+  data: string;
+  id: string;
+}
+
+/** Rows one INSERT statement writes at most. */
+const ROWS_PER_INSERT = 32;
+
+/**
+ * Write rows of `dataset_rows` in order, ROWS_PER_INSERT to a statement (one prepared statement per count, made when
+ * first needed), and empty the list.
+ */
+function rowsInserter(db: Database.Database): (rows: PendingRow[]) => void {
+  const statements = new Map<number, Database.Statement<unknown[]>>();
+  const statementFor = (count: number) => {
+    let found = statements.get(count);
+    if (!found) {
+      const values = Array.from({ length: count }, () => "(?, ?, ?, ?, ?)").join(", ");
+      found = db.prepare<unknown[]>(
+        `INSERT INTO dataset_rows (row_key, dataset_seq, position, dedup_key, data) VALUES ${values}`,
+      );
+      statements.set(count, found);
+    }
+    return found;
+  };
+  return (rows) => {
+    for (let from = 0; from < rows.length; from += ROWS_PER_INSERT) {
+      const count = Math.min(ROWS_PER_INSERT, rows.length - from);
+      const params: unknown[] = [];
+      for (let i = from; i < from + count; i++) {
+        const r = rows[i]!;
+        params.push(r.key, r.seq, r.position, r.dedupKey, r.data);
+      }
+      statementFor(count).run(...params);
+    }
+    rows.length = 0;
+  };
 }
 
 /**
