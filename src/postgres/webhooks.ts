@@ -632,10 +632,14 @@ function fastIngestStatement(t: Db["t"], log: PostgresDeliveryLog, changes: Post
                union all
                select id, 'trim', up_to, null, stored_at, 1, 0 from trims
                 order by g, k) q
-     ), swept as (
+     ), sweeps as materialized (
        -- From the sweep mark as this statement's snapshot saw it: at or below the current one, so nothing is missed.
-       delete from ${t("dataset_rows")} r using applied a, before b
-        where b.id = a.id and r.dataset_id = a.id and r.pos >= b.swept_below and r.pos < a.swept_below
+       -- Both bounds in one relation, so the delete's index scan is bounded by both (with them from two, the
+       -- planner bounded it below only and filtered the dataset's whole window).
+       select a.id, b.swept_below as lo, a.swept_below as hi from applied a join before b on b.id = a.id
+        where a.swept_below > b.swept_below
+     ), swept as (
+       delete from ${t("dataset_rows")} r using sweeps s where r.dataset_id = s.id and r.pos >= s.lo and r.pos < s.hi
      )${log.fastLogSql(6)}
      select x.n, a.id is not null as applied, h.id as dup_id
        from x left join applied a on a.id = x.dataset_id left join held h on h.n = x.n`,
