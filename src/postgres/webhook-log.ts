@@ -47,8 +47,14 @@ export function postgresDeliveryLog(db: Db) {
   const deliveries = t("webhook_deliveries");
   const counters = t("webhook_delivery_counts");
   const sinceTrim = new Map<string, number>();
-  const floor = (connection: string, size: string) =>
-    `coalesce((select f.seq from ${deliveries} f where f.connection_id = ${connection} order by f.seq desc offset ${size} limit 1), 0)`;
+  /**
+   * Per connection, the count floor of this instance's last trim: every entry below it was deleted then, so the next
+   * trim reads from there (from the connection's first entry, it read every entry deleted before, which stay in the
+   * index until a vacuum).
+   */
+  const trimmedBelow = new Map<string, number>();
+  const floor = (connection: string, size: string, from = "0") =>
+    `coalesce((select f.seq from ${deliveries} f where f.connection_id = ${connection} and f.seq >= ${from} order by f.seq desc offset ${size} limit 1), 0)`;
   const upsertCounts = `on conflict (connection_id, day, kind) do update set n = ${counters}.n + excluded.n`;
 
   /**
@@ -62,11 +68,19 @@ export function postgresDeliveryLog(db: Db) {
       return;
     }
     sinceTrim.delete(connectionId);
+    const from = trimmedBelow.get(connectionId) ?? 0;
     void db
-      .query(
-        `delete from ${deliveries} where connection_id = $1 and (received_ms < $2 or seq < ${floor("$1", "$3")})`,
-        [connectionId, keep.afterMs, Math.max(0, keep.size - 1)],
+      .query<{ below: string }>(
+        `with f as materialized (select ${floor("$1", "$3", "$4")} as below),
+              d as (delete from ${deliveries} where connection_id = $1 and seq >= $4
+                      and (received_ms < $2 or seq < (select below from f)))
+         select below from f`,
+        [connectionId, keep.afterMs, Math.max(0, keep.size - 1), from],
       )
+      .then(([row]) => {
+        const below = num(row?.below ?? 0);
+        if (below > (trimmedBelow.get(connectionId) ?? 0)) trimmedBelow.set(connectionId, below);
+      })
       .catch(() => {});
   }
 
