@@ -1,6 +1,6 @@
 import type { Pool } from "pg";
 import { quoteIdent } from "../sql/literals.js";
-import { datasetValuesSql } from "./dataset-values-sql.js";
+import { datasetValuesInsertSql, datasetValuesSql } from "./dataset-values-sql.js";
 import { bounded, checkout, DEFAULT_BOUNDS } from "./db.js";
 
 export interface Migration {
@@ -484,6 +484,14 @@ insert into {s}.webhook_delivery_seqs (connection_id, last_seq)
 select connection_id, max(seq) from {s}.webhook_deliveries group by connection_id;
 drop table {s}.webhook_deliveries;
 `,
+  },
+  {
+    version: 15,
+    name: "inserts into dataset_rows copy their typed values themselves",
+    // Generated from the copy's SQL when the migration runs, as migration 11's.
+    get sql() {
+      return datasetValuesInsertSql();
+    },
   },
 ];
 
