@@ -109,8 +109,6 @@ export async function readDatasetRows(
   const asked = { offset: checked.before + query.offset, format, ifNoneMatch: read.ifNoneMatch };
   const unchanged = await notModified(ctx, target, tag, asked);
   if (unchanged !== null) return unchanged;
-  // Where the dataset's change feed stands, read BEFORE the rows: every change up to it is in what follows.
-  const changesCursor = await datasetChangesCursor(ctx, dataset.id);
   const page = await ctx.storage.rows.readDatasetRows(id, {
     offset: query.offset,
     limit: query.maxRows ?? null,
@@ -119,7 +117,10 @@ export async function readDatasetRows(
     ...(checked.where && { where: checked.where }),
     ...(checked.sort && { sort: checked.sort }),
     ...(checked.after && { after: checked.after }),
+    changesHead: true,
   });
+  // Where the dataset's change feed stood when the rows were read: every change up to it is in the page.
+  const changesCursor = datasetChangesCursor(dataset.id, page.changesHead!);
   const offset = checked.before + query.offset;
   const available = Math.max(0, page.totalRows - offset);
   const returnedRows = Math.min(available, query.maxRows ?? available);
