@@ -105,7 +105,7 @@ export async function readDatasetRows(
   const checked = checkRowQuery(dataset.id, known, query);
   const format = exportFormat(query.format, read.accept);
   const target = { type: "dataset" as const, id: dataset.id, teamId: dataset.teamId };
-  const tag = rowsTag(dataset, { ...rowsRequest(query), format }, ctx.clock.now());
+  const tag = rowsTag(dataset, rowsRequest(query, format), ctx.clock.now());
   const asked = { offset: checked.before + query.offset, format, ifNoneMatch: read.ifNoneMatch };
   const unchanged = await notModified(ctx, target, tag, asked);
   if (unchanged !== null) return unchanged;
@@ -154,8 +154,8 @@ export async function readDatasetRows(
   return tagged(typeof body === "string" ? Reply.jsonText(200, body) : Reply.jsonStream(body), tag);
 }
 
-/** What a dataset page depends on besides the dataset: every parameter of the read as sent (`format` apart). */
-function rowsRequest(query: RowsQuery): Record<string, unknown> {
+/** What a dataset page depends on besides the dataset: every parameter of the read as sent, and its format. */
+function rowsRequest(query: RowsQuery, format: string): Record<string, unknown> {
   const { maxRows, offset, columns, filters, where, sort, cursor } = query;
   return {
     read: "dataset-rows",
@@ -166,6 +166,7 @@ function rowsRequest(query: RowsQuery): Record<string, unknown> {
     where: where ?? null,
     sort: sort ?? null,
     cursor: cursor ?? null,
+    format,
   };
 }
 
