@@ -120,7 +120,7 @@ export async function readDatasetRows(
     changesHead: true,
   });
   // Where the dataset's change feed stood when the rows were read: every change up to it is in the page.
-  const changesCursor = datasetChangesCursor(dataset.id, page.changesHead!);
+  const changesCursor = datasetChangesCursor(dataset.id, page.changesHead);
   const offset = checked.before + query.offset;
   const available = Math.max(0, page.totalRows - offset);
   const returnedRows = Math.min(available, query.maxRows ?? available);
