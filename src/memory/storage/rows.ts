@@ -44,12 +44,17 @@ export function memoryRows(state: MemoryState): RowStore & RowWrites {
     async readDatasetRows(datasetId, query) {
       const rows = state.datasetRows.get(datasetId) ?? [];
       const first = () => state.firstPositions.get(rows) ?? 0;
-      if (query.where || query.sort?.length || query.after) return queriedRows(rows, first(), query);
-      const totalRows = query.filters
-        ? rows.reduce((n, r) => n + (matchesFilters(r, query.filters) ? 1 : 0), 0)
-        : rows.length;
-      const last: { key: RowKey | null } = { key: null };
-      const page: RowPage = { totalRows, rows: new PageOf(rows, query, first, last), lastKey: () => last.key };
+      let page: RowPage;
+      if (query.where || query.sort?.length || query.after) page = queriedRows(rows, first(), query);
+      else {
+        const totalRows = query.filters
+          ? rows.reduce((n, r) => n + (matchesFilters(r, query.filters) ? 1 : 0), 0)
+          : rows.length;
+        const last: { key: RowKey | null } = { key: null };
+        page = { totalRows, rows: new PageOf(rows, query, first, last), lastKey: () => last.key };
+      }
+      // The same synchronous step as the rows array it pages: the head of that very state.
+      if (query.changesHead) page.changesHead = String(state.changeLog.last);
       return page;
     },
     async replaceDatasetRows(datasetId, data) {
