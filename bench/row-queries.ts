@@ -661,6 +661,8 @@ async function bareAggregate(
     // The page cache Dataport's reader thread runs an aggregate with (src/sqlite/reader-thread.ts): SQLite's sorter
     // sorts in runs of the cache's size, faster in 2 MB runs than in the driver's default 16 MB.
     db.pragma("cache_size = -2000");
+    // And the sorter's helper threads it runs with (STATEMENT_SORTER_THREADS there).
+    db.pragma("threads = 2");
     const at = db.prepare("SELECT seq, first_position, next_position FROM datasets WHERE id = ?").get(DATASET) as {
       seq: number;
       first_position: number;

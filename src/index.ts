@@ -85,4 +85,5 @@ export { endpointFromConnection, newWebhookConfig, webhookConfigWith } from "./d
 export { generateApiKeyToken, isWellFormedApiKeyToken } from "./domain/tokens.js";
 export { createOpenApiDocument, type OpenApiDocument, type OpenApiOptions } from "./routes/openapi-document.js";
 export { mountStorage, readOnlyArea, type HostAreas, type SuppliedArea } from "./storage/mount.js";
+export { headBeforePage } from "./storage/change-feeds.js";
 export { STORAGE_AREAS } from "./ports/storage.js";

@@ -161,7 +161,12 @@ describe("Node adapter over a real socket", () => {
           closed = true;
         }
       }
-      return { totalRows: page.totalRows, rows: counted(), lastKey: () => page.lastKey() };
+      return {
+        totalRows: page.totalRows,
+        rows: counted(),
+        lastKey: () => page.lastKey(),
+        changesHead: page.changesHead,
+      };
     };
     const url = await listen(toNodeHandler(api));
     await new Promise<void>((resolve) => {

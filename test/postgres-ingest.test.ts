@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import type { Column, Row } from "../src/domain/model.js";
 import { listenerName } from "../src/postgres/catalog-events.js";
+import { syncDatasetValues } from "../src/postgres/dataset-values.js";
 import { createPostgresStorage, type PostgresStorage } from "../src/postgres/index.js";
 import { postgresStores } from "./support/postgres-stores.js";
 import { POSTGRES_URL, postgresSkipReason, testSchema } from "./support/services.js";
@@ -168,6 +169,32 @@ describe.skipIf(!!skip)("postgres webhook ingest", () => {
     expect(await ids(a)).toEqual(["row_697", "row_698", "row_699"]);
     expect((await a.catalog.getDataset("ds_hook"))!.rowCount).toBe(3);
     expect(await stored()).toBeLessThan(3 + 256 + 100);
+  });
+
+  it("copies the typed values of a dataset with a layout on either path, as a rebuild of the copy makes them", async () => {
+    const [a, b] = await pair();
+    const columns: Column[] = [
+      { name: "n", type: "number" },
+      { name: "_receivedAt", type: "datetime" },
+    ];
+    await a.db.transaction((c) => syncDatasetValues(c, a.db.t, "ds_hook", columns));
+    // The transaction path (a learns the dataset), the one-statement path, and a widening batch from b.
+    for (const round of [0, 1])
+      await Promise.all(Array.from({ length: 20 }, (_, i) => deliver(a, `row_${round * 100 + i}`)));
+    await Promise.all(Array.from({ length: 5 }, (_, i) => deliver(b, `wide_${i}`, { fields: { n: i, extra: "x" } })));
+    const copy = async () =>
+      (
+        await a.db.query<{ n: string; digest: string | null }>(
+          `select count(*) as n, md5(string_agg(v::text, '|' order by v.pos)) as digest
+             from ${a.db.t("dataset_values")} v where dataset_id = 'ds_hook'`,
+        )
+      )[0]!;
+    const kept = await copy();
+    expect(Number(kept.n)).toBe(45);
+    await a.db.transaction((c) => syncDatasetValues(c, a.db.t, "ds_hook", null));
+    expect(Number((await copy()).n)).toBe(0);
+    await a.db.transaction((c) => syncDatasetValues(c, a.db.t, "ds_hook", columns));
+    expect(await copy()).toEqual(kept);
   });
 
   it("widens columns another instance changed, and refuses a delivery to an unknown dataset without failing its batch", async () => {

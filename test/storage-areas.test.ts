@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createMemoryStorage } from "../src/memory/index.js";
-import type { IdentityStore } from "../src/ports/storage.js";
+import type { IdentityStore, RowQuery } from "../src/ports/storage.js";
+import { decodeChangeCursor } from "../src/domain/changes.js";
 import { hasKeyWithTeamLookup } from "../src/storage/areas.js";
 import { assertWritable, mountStorage } from "../src/storage/mount.js";
 import { wrapStoreCalls } from "../src/sql/store-calls.js";
@@ -74,7 +75,8 @@ describe("storage areas", () => {
       ],
     );
     const rows = {
-      readDatasetRows: host.rows.readDatasetRows,
+      // A host's store that knows nothing of `changesHead`: mountStorage reads the head before its page.
+      readDatasetRows: (id: string, query: RowQuery) => host.rows.readDatasetRows(id, { ...query, changesHead: false }),
       aggregateDatasetRows: host.rows.aggregateDatasetRows,
       replaceDatasetRows: host.rows.replaceDatasetRows,
       // Its rows' change feeds: written with its rows, so served by it too.
@@ -88,6 +90,9 @@ describe("storage areas", () => {
     });
     const read = await call("GET", "/api/v1/datasets/ds_orders/rows", { token: TOKENS.sync });
     expect(read.json.data).toEqual([{ order_id: "H-1", amount: 1 }]);
+    const head = await host.rows.datasetChangesHead("ds_orders");
+    expect(Number(head)).toBeGreaterThan(0);
+    expect(decodeChangeCursor(read.json.metadata.changesCursor)).toEqual({ feedId: "ds_orders", position: head });
     const upload = await httpAdmin(api)("POST", "/datasets/ds_orders/rows", [{ order_id: "X" }]);
     expect([upload.status, upload.json.error.code, upload.json.error.message]).toEqual([
       405,

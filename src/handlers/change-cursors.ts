@@ -13,9 +13,14 @@ export async function tableChangesCursor(ctx: AuthedContext, tableId: string): P
   return sealed(tableId, await ctx.storage.tables.tableChangesHead(tableId));
 }
 
-/** The same for an upload, connection or webhook dataset. */
-export async function datasetChangesCursor(ctx: AuthedContext, datasetId: string): Promise<string> {
-  return sealed(datasetId, await ctx.storage.rows.datasetChangesHead(datasetId));
+/**
+ * The same for an upload, connection or webhook dataset, from the head its page carries (`RowQuery.changesHead`:
+ * read in the page's snapshot or before it).
+ */
+export function datasetChangesCursor(datasetId: string, head: string | undefined): string {
+  // A store's contract (RowStore.readDatasetRows); a host's own Storage built without mountStorage may miss it.
+  if (head === undefined) throw new Error("the rows area's page has no changesHead: wrap the area in headBeforePage");
+  return sealed(datasetId, head);
 }
 
 /**

@@ -105,12 +105,10 @@ export async function readDatasetRows(
   const checked = checkRowQuery(dataset.id, known, query);
   const format = exportFormat(query.format, read.accept);
   const target = { type: "dataset" as const, id: dataset.id, teamId: dataset.teamId };
-  const tag = rowsTag(dataset, { ...rowsRequest(query), format }, ctx.clock.now());
+  const tag = rowsTag(dataset, rowsRequest(query, format), ctx.clock.now());
   const asked = { offset: checked.before + query.offset, format, ifNoneMatch: read.ifNoneMatch };
   const unchanged = await notModified(ctx, target, tag, asked);
   if (unchanged !== null) return unchanged;
-  // Where the dataset's change feed stands, read BEFORE the rows: every change up to it is in what follows.
-  const changesCursor = await datasetChangesCursor(ctx, dataset.id);
   const page = await ctx.storage.rows.readDatasetRows(id, {
     offset: query.offset,
     limit: query.maxRows ?? null,
@@ -119,7 +117,10 @@ export async function readDatasetRows(
     ...(checked.where && { where: checked.where }),
     ...(checked.sort && { sort: checked.sort }),
     ...(checked.after && { after: checked.after }),
+    changesHead: true,
   });
+  // Where the dataset's change feed stood when the rows were read: every change up to it is in the page.
+  const changesCursor = datasetChangesCursor(dataset.id, page.changesHead);
   const offset = checked.before + query.offset;
   const available = Math.max(0, page.totalRows - offset);
   const returnedRows = Math.min(available, query.maxRows ?? available);
@@ -153,8 +154,8 @@ export async function readDatasetRows(
   return tagged(typeof body === "string" ? Reply.jsonText(200, body) : Reply.jsonStream(body), tag);
 }
 
-/** What a dataset page depends on besides the dataset: every parameter of the read as sent (`format` apart). */
-function rowsRequest(query: RowsQuery): Record<string, unknown> {
+/** What a dataset page depends on besides the dataset: every parameter of the read as sent, and its format. */
+function rowsRequest(query: RowsQuery, format: string): Record<string, unknown> {
   const { maxRows, offset, columns, filters, where, sort, cursor } = query;
   return {
     read: "dataset-rows",
@@ -165,6 +166,7 @@ function rowsRequest(query: RowsQuery): Record<string, unknown> {
     where: where ?? null,
     sort: sort ?? null,
     cursor: cursor ?? null,
+    format,
   };
 }
 

@@ -28,8 +28,7 @@ export const SETTLE_MS = 2000;
 
 /** The tag of a rows read (null: the target changed too recently to be tagged). */
 export function rowsTag(target: DatasetRecord | TableRecord, request: object, now: number): string | null {
-  const { updatedAt, lastRefreshedAt } = target as Partial<DatasetRecord> & TableRecord;
-  if (!settled(updatedAt, now) || (lastRefreshedAt != null && !settled(lastRefreshedAt, now))) return null;
+  if (!settledRecord(target, now)) return null;
   // A remembered record's tags by the request's own JSON (its parameters in the order they came): the same
   // request asked again is tagged without sorting or hashing; the tag itself hashes the canonical text, so the
   // same request with its keys in another order is tagged alike.
@@ -64,6 +63,20 @@ export function rowTag(row: Row): string | null {
 export function stampOfRowTag(tag: string): string | null {
   return /^"[\x21\x23-\x7e]{1,64}"$/.test(tag) ? tag.slice(1, -1) : null;
 }
+
+/**
+ * Whether no write can still share the record's stamps. Once a remembered (frozen) record is, it stays so: a later
+ * write makes a new record.
+ */
+function settledRecord(target: DatasetRecord | TableRecord, now: number): boolean {
+  if (settledRecords.has(target)) return true;
+  const { updatedAt, lastRefreshedAt } = target as Partial<DatasetRecord> & TableRecord;
+  if (!settled(updatedAt, now) || (lastRefreshedAt != null && !settled(lastRefreshedAt, now))) return false;
+  if (Object.isFrozen(target)) settledRecords.add(target);
+  return true;
+}
+
+const settledRecords = new WeakSet<object>();
 
 function settled(stamp: string, now: number): boolean {
   const at = Date.parse(stamp);

@@ -151,7 +151,8 @@ export function tagged(reply: Reply, tag: string | null): Reply {
 /** `format`, else what `Accept` asks for first among the formats offered, else JSON. */
 export function exportFormat(format: ExportFormat | undefined, accept: string | null): ExportFormat {
   if (format !== undefined) return format;
-  for (const part of (accept ?? "").split(",")) {
+  if (accept === null || accept === "*/*") return "json";
+  for (const part of accept.split(",")) {
     const type = part.split(";")[0]!.trim().toLowerCase();
     if (type === "text/csv") return "csv";
     if (type === "application/x-ndjson") return "ndjson";

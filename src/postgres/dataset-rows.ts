@@ -4,6 +4,7 @@ import type { DatasetRowsWrite } from "../ports/storage/rows.js";
 import type { Row } from "../domain/model.js";
 import { bounded, checkout, type Db, json, type Lease, num } from "./db.js";
 import { publishChangesSql } from "./changes.js";
+import { copyInsertedSql } from "./dataset-values-sql.js";
 import { rowBatches } from "../storage/row-batches.js";
 
 /**
@@ -257,8 +258,12 @@ async function insertRows(
 ): Promise<void> {
   if (texts.length === 0) return;
   await client.query(
-    `insert into ${t("dataset_rows")} (dataset_id, pos, row)
-     select $1, $2::bigint + ord - 1, value from json_array_elements($3::json) with ordinality as e(value, ord)`,
+    `with rows as (
+       select $1::text as dataset_id, $2::bigint + ord - 1 as pos, value as row
+         from json_array_elements($3::json) with ordinality as e(value, ord)
+     ), inserted as (
+       insert into ${t("dataset_rows")} (dataset_id, pos, row) select dataset_id, pos, row from rows
+     ) ${copyInsertedSql("rows", t)}`,
     [datasetId, from, `[${texts.join(",")}]`],
   );
 }

@@ -13,10 +13,12 @@ import { postgresAggregateDialect } from "./aggregate-sql.js";
  * string, computed by the aggregates' bucket SQL (`time-bucket-compiler.ts`).
  *
  * Statement triggers on `dataset_rows` keep it from their transition tables
- * (one set-based statement per write statement, whatever writes the rows:
- * bulk writes, their staging and publishing moves, refreshes, webhook
- * ingest, retention trims, deletes). A layout changes with a declaration
- * only (`syncDatasetValues`, in putDataset's transaction and the seed's).
+ * (one set-based statement per write statement, whatever updates or deletes
+ * the rows: staging and publishing moves, retention trims, deletes); every
+ * INSERT into `dataset_rows` hands its rows of datasets with a layout to
+ * `dataset_values_insert` itself (`copyInsertedSql`: bulk writes, refreshes,
+ * webhook ingest). A layout changes with a declaration only
+ * (`syncDatasetValues`, in putDataset's transaction and the seed's).
  */
 
 const VALUE_COLUMNS = [
@@ -68,9 +70,41 @@ export function copiedRows(rows: string, layouts: string): string {
   return text;
 }
 
+const UPDATES = VALUE_COLUMNS.map((c) => `${c} = excluded.${c}`).join(", ");
+
+/**
+ * Migration 15 (`{s}` the schema): the insert trigger captured every inserted row in a transition table, of a dataset
+ * with a layout or not (most webhook datasets have none); every INSERT into `dataset_rows` now hands its rows of
+ * datasets with a layout to `dataset_values_insert` itself (`copyInsertedSql`).
+ */
+export function datasetValuesInsertSql(): string {
+  const rows = "(select * from unnest(p_ids, p_positions, p_rows) as u(dataset_id, pos, row))";
+  return `
+create function {s}.dataset_values_insert(p_ids text[], p_positions bigint[], p_rows json[]) returns bigint
+language plpgsql volatile as $fn$
+begin
+  insert into {s}.dataset_values (${COLUMNS})
+    ${copiedRows(rows, "{s}.dataset_value_layouts")}
+    on conflict (dataset_id, pos) do update set ${UPDATES};
+  return cardinality(p_ids);
+end $fn$;
+drop trigger dataset_values_after_insert on {s}.dataset_rows;
+`;
+}
+
+/**
+ * A query copying the rows an INSERT into `dataset_rows` writes, `rows` a relation of them (dataset_id, pos, row),
+ * when some are of a dataset with a layout (one row, `copied`; none else): the copy's SQL is planned and started in
+ * `dataset_values_insert` only then.
+ */
+export function copyInsertedSql(rows: string, t: (table: string) => string): string {
+  return `select ${t("dataset_values_insert")}(array_agg(c.dataset_id), array_agg(c.pos), array_agg(c.row)) as copied
+    from ${rows} c where c.dataset_id in (select l.dataset_id from ${t("dataset_value_layouts")} l) having count(*) > 0`;
+}
+
 /** The schema (a migration step, `{s}` the schema): tables, the trigger function and its triggers. */
 export function datasetValuesSql(): string {
-  const updates = VALUE_COLUMNS.map((c) => `${c} = excluded.${c}`).join(", ");
+  const updates = UPDATES;
   return `
 create table {s}.dataset_value_layouts (
   dataset_id text primary key, layout text not null,

@@ -5,7 +5,7 @@ import type { Storage } from "../ports/storage.js";
 import { wrapStoreCalls } from "../sql/store-calls.js";
 import { postgresAudit } from "./audit.js";
 import { changesChannel, postgresChangeLog } from "./changes.js";
-import { datasetChangeFeeds } from "../storage/change-feeds.js";
+import { datasetChangeFeeds, headBeforePage } from "../storage/change-feeds.js";
 import { postgresCatalog } from "./catalog.js";
 import { type OpenReads, postgresRows } from "./rows.js";
 import { catalogChannel, listenerName, watchCatalog } from "./catalog-events.js";
@@ -161,7 +161,7 @@ export async function createPostgresStorage(options: PostgresStorageOptions = {}
       identity,
       credentials: { ...postgresCredentials(db, seen), teamsFrom: identity },
       catalog: postgresCatalog(db, watch),
-      rows: { ...postgresRows(db, reads, aggregates), ...datasetChangeFeeds(changes) },
+      rows: headBeforePage({ ...postgresRows(db, reads, aggregates), ...datasetChangeFeeds(changes) }),
       tables: { ...postgresTables(db, changes), aggregateTableRows: aggregates.aggregateTableRows },
       webhooks,
       audit: postgresAudit(db, { visibilityWaitMs: options.auditVisibilityWaitMs }),

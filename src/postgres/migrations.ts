@@ -1,6 +1,6 @@
 import type { Pool } from "pg";
 import { quoteIdent } from "../sql/literals.js";
-import { datasetValuesSql } from "./dataset-values-sql.js";
+import { datasetValuesInsertSql, datasetValuesSql } from "./dataset-values-sql.js";
 import { bounded, checkout, DEFAULT_BOUNDS } from "./db.js";
 
 export interface Migration {
@@ -454,6 +454,44 @@ end $$;
 create trigger changes_notify after insert on {s}.changes referencing new table as new_changes
   for each statement execute function {s}.notify_changes();
 `,
+  },
+  {
+    version: 14,
+    name: "the webhook delivery log in chunks",
+    sql: `
+-- The delivery log as on SQLite (src/postgres/webhook-log.ts): a connection's
+-- entries numbered 1, 2, 3… by its row in webhook_delivery_seqs (bumped by
+-- the writing statement, whose lock orders the writers of every instance),
+-- stored in chunks of consecutive seqs, one row per connection per writing
+-- statement. entries: a JSON array of the entries (id, receivedAt, outcome,
+-- reason, status, rowId, detail), the first one's seq first_seq.
+create table {s}.webhook_delivery_seqs (connection_id text primary key, last_seq bigint not null);
+create table {s}.webhook_delivery_chunks (
+  connection_id text not null, first_seq bigint not null, last_seq bigint not null,
+  first_ms bigint not null, last_ms bigint not null, entries json not null,
+  primary key (connection_id, first_seq)
+);
+-- The entries kept so far, one a chunk, numbered consecutively per connection
+-- (reads count the newest entries by seq) up to the connection's highest seq
+-- before, which its next seqs continue.
+insert into {s}.webhook_delivery_chunks (connection_id, first_seq, last_seq, first_ms, last_ms, entries)
+select connection_id, n, n, received_ms, received_ms,
+       json_build_array(json_build_object('id', id, 'receivedAt', received_at, 'outcome', outcome, 'reason', reason,
+         'status', status, 'rowId', row_id, 'detail', detail))
+  from (select d.*, max(seq) over w - count(*) over w + row_number() over (w order by seq) as n
+          from {s}.webhook_deliveries d window w as (partition by connection_id)) e;
+insert into {s}.webhook_delivery_seqs (connection_id, last_seq)
+select connection_id, max(seq) from {s}.webhook_deliveries group by connection_id;
+drop table {s}.webhook_deliveries;
+`,
+  },
+  {
+    version: 15,
+    name: "inserts into dataset_rows copy their typed values themselves",
+    // Generated from the copy's SQL when the migration runs, as migration 11's.
+    get sql() {
+      return datasetValuesInsertSql();
+    },
   },
 ];
 

@@ -14,6 +14,7 @@ import type { CatalogWatch } from "./catalog-events.js";
 import type { PostgresChangeLog } from "./changes.js";
 import { type Db, json, num, type Statement, statement, storeFault } from "./db.js";
 import { makeRoomForDeliveries } from "./dataset-rows.js";
+import { copyInsertedSql } from "./dataset-values-sql.js";
 import { type PostgresDeliveryLog, postgresDeliveryLog } from "./webhook-log.js";
 
 /** Endpoints remembered at most (found ones only: unknown ids are looked up every time). */
@@ -448,11 +449,14 @@ function changesOf(
 function ingestBatchSql(t: Db["t"], changes: PostgresChangeLog): string {
   return `with rows as materialized (
        select value, n from json_array_elements($4::json) with ordinality as r(value, n)
-     ), inserted as (
-       insert into ${t("dataset_rows")} (dataset_id, pos, dedup_key, row)
-       select x.dataset_id, x.pos, x.dedup_key, r.value
+     ), batch as not materialized (
+       select x.dataset_id, x.pos, x.dedup_key, r.value as row
          from unnest($1::text[], $2::bigint[], $3::text[]) with ordinality as x(dataset_id, pos, dedup_key, n)
          join rows r using (n)
+     ), inserted as (
+       insert into ${t("dataset_rows")} (dataset_id, pos, dedup_key, row) select dataset_id, pos, dedup_key, row from batch
+     ), copied as (
+       ${copyInsertedSql("batch", t)}
      ), changed as (
        insert into ${t("changes")} (feed_id, position, op, row_id, row, stored_at)
        select q.feed_id, ${changes.positionSql("q.feed_id")}, q.op, q.row_id, q.row, q.stored_at
@@ -473,7 +477,7 @@ function ingestBatchSql(t: Db["t"], changes: PostgresChangeLog): string {
         set first_pos = w.first_pos, next_pos = w.next_pos, row_count = w.next_pos - w.first_pos, updated_at = w.updated_at,
             swept_below = coalesce(w.swept_below, d.swept_below), stage_from = w.stage_from, columns = coalesce(w.columns::json, d.columns)
        from json_to_recordset($8::json) as w(id text, first_pos bigint, next_pos bigint, updated_at text, swept_below bigint, stage_from bigint, columns text)
-      where d.id = w.id`;
+      where d.id = w.id and (select count(*) from copied) >= 0`;
 }
 
 /** Datasets' columns as stored (JSON text) and as a name → type map, by dataset id. */
@@ -607,11 +611,14 @@ function fastIngestStatement(t: Db["t"], log: PostgresDeliveryLog, changes: Post
           and (d.stage_from is null or d.next_pos + c.added <= d.stage_from)
           and not exists (select 1 from held h where h.dataset_id = d.id and h.pos < greatest(d.first_pos, d.next_pos + c.added - c.retain))
        returning d.id, d.next_pos - c.added as base, d.swept_below, d.trim_from, d.first_pos
-     ), inserted as (
-       insert into ${t("dataset_rows")} (dataset_id, pos, dedup_key, row)
-       select f.dataset_id, a.base + f.k - 1, f.dedup_key, r.value
+     ), stored as not materialized (
+       select f.dataset_id, a.base + f.k - 1 as pos, f.dedup_key, r.value as row
          from fresh f join applied a on a.id = f.dataset_id
          join rows r on r.n = f.n
+     ), inserted as (
+       insert into ${t("dataset_rows")} (dataset_id, pos, dedup_key, row) select dataset_id, pos, dedup_key, row from stored
+     ), copied as (
+       ${copyInsertedSql("stored", t)}
      ), trims as (
        -- The last row below the moved window: one of this statement's, or a stored one. A stored row this
        -- statement cannot see (committed by another instance while it waited) leaves upTo null, which the
@@ -632,13 +639,18 @@ function fastIngestStatement(t: Db["t"], log: PostgresDeliveryLog, changes: Post
                union all
                select id, 'trim', up_to, null, stored_at, 1, 0 from trims
                 order by g, k) q
-     ), swept as (
+     ), sweeps as materialized (
        -- From the sweep mark as this statement's snapshot saw it: at or below the current one, so nothing is missed.
-       delete from ${t("dataset_rows")} r using applied a, before b
-        where b.id = a.id and r.dataset_id = a.id and r.pos >= b.swept_below and r.pos < a.swept_below
+       -- Both bounds in one relation, so the delete's index scan is bounded by both (with them from two, the
+       -- planner bounded it below only and filtered the dataset's whole window).
+       select a.id, b.swept_below as lo, a.swept_below as hi from applied a join before b on b.id = a.id
+        where a.swept_below > b.swept_below
+     ), swept as (
+       delete from ${t("dataset_rows")} r using sweeps s where r.dataset_id = s.id and r.pos >= s.lo and r.pos < s.hi
      )${log.fastLogSql(6)}
      select x.n, a.id is not null as applied, h.id as dup_id
-       from x left join applied a on a.id = x.dataset_id left join held h on h.n = x.n`,
+       from x left join applied a on a.id = x.dataset_id left join held h on h.n = x.n
+      where (select count(*) from copied) >= 0`,
   );
 }
 

@@ -44,7 +44,7 @@ export function appendChangeStatement(db: Database.Database): AppendChange {
 export type AppendInsertRange = (feedId: string, storedAt: number, firstRowKey: bigint, count: number) => void;
 
 export function appendInsertRangeStatement(db: Database.Database): AppendInsertRange {
-  const last = lastPositionStatement(db);
+  const last = lastChangePositionStatement(db);
   const insert = db.prepare<[number, string, bigint, number, number]>(
     "INSERT INTO changes (position, feed_id, op, row_ref, row_span, stored_at) VALUES (?, ?, 'insert', ?, ?, ?)",
   );
@@ -55,7 +55,7 @@ export function appendInsertRangeStatement(db: Database.Database): AppendInsertR
 }
 
 /** The highest position the log ever gave (its AUTOINCREMENT counter), trimmed or not. */
-function lastPositionStatement(db: Database.Database) {
+export function lastChangePositionStatement(db: Database.Database) {
   return db.prepare<[], number | null>("SELECT seq FROM sqlite_sequence WHERE name = 'changes'").pluck();
 }
 
@@ -104,7 +104,7 @@ export function sqliteChangeFeeds({ db }: SqliteHandle): ChangeFeedReads & Chang
     "SELECT data ->> '$._id' AS id, data ->> '$._receivedAt' AS at, data AS row FROM dataset_rows " +
       "WHERE row_key >= ? AND row_key < ? ORDER BY row_key LIMIT +?",
   );
-  const last = lastPositionStatement(db);
+  const last = lastChangePositionStatement(db);
   // Retention removes a prefix of positions: up to the first change stored at or after the cutoff (looked for among
   // the next TRIM_MAX_POSITIONS only, so a call reads no more than it may remove).
   const firstYoung = db

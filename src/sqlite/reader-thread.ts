@@ -52,14 +52,27 @@ class DeadlinePassed extends Error {}
  */
 const STATEMENT_CACHE_KIB = 2000;
 
-/** `work` with the connection's page cache at STATEMENT_CACHE_KIB, then as it was. */
-function withSmallCache<T>(db: Database.Database, work: () => T): T {
-  const before = db.pragma("cache_size", { simple: true }) as number;
+/**
+ * Helper threads SQLite's sorter may start for a statement request (`PRAGMA threads`): it sorts
+ * its runs side by side and merges them. An aggregate's `GROUP BY` sorts every matching row (SQLite
+ * has no hash aggregate), and sorting is most of its time. Measured, 1,000,000 rows grouped into 60
+ * groups by a text column and a month, the statement alone on 2 cores (load 3): 480–540 ms with
+ * none, 315–440 ms with 2, for 10–15 % more CPU in all. Row reads, which stream and hold a thread
+ * for their client's pace, keep the default (none).
+ */
+const STATEMENT_SORTER_THREADS = 2;
+
+/** `work` with the connection's page cache at STATEMENT_CACHE_KIB and the sorter's threads, then as they were. */
+function withStatementSettings<T>(db: Database.Database, work: () => T): T {
+  const cache = db.pragma("cache_size", { simple: true }) as number;
+  const threads = db.pragma("threads", { simple: true }) as number;
   db.pragma(`cache_size = -${STATEMENT_CACHE_KIB}`);
+  db.pragma(`threads = ${STATEMENT_SORTER_THREADS}`);
   try {
     return work();
   } finally {
-    db.pragma(`cache_size = ${Number(before)}`);
+    db.pragma(`cache_size = ${Number(cache)}`);
+    db.pragma(`threads = ${Number(threads)}`);
   }
 }
 
@@ -122,7 +135,7 @@ function serve(port: MessagePort, data: ReaderThreadData): void {
         const statement = prepared(db, request.text);
         const { mode, params } = request;
         const run = () => (mode === "all" ? statement.all(...params) : statement.get(...params));
-        return withSmallCache(db, () => answer(db, timeoutMs, run));
+        return withStatementSettings(db, () => answer(db, timeoutMs, run));
       }
       case "stream": {
         const id = envelope.session!;

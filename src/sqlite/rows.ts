@@ -9,6 +9,7 @@ import type { DatasetRecords } from "./dataset-records.js";
 import { type Positions, SMALL_READ } from "./dataset-reads.js";
 import { dataVersionOf, prepared, type RememberedReads, rememberedReads, rowKey, type SqliteHandle } from "./db.js";
 import { ensureDatasetValues } from "./dataset-values.js";
+import { lastChangePositionStatement } from "./changes.js";
 import { ensureRowIndexes } from "./row-indexes.js";
 import { emptyPage, MovedOffLoop, parsedRow, queriedReads } from "./row-reads.js";
 
@@ -37,23 +38,43 @@ export function sqliteRows(handle: SqliteHandle, records: DatasetRecords): RowSt
     if (!at) return null;
     const range = plainRange(at, query);
     const texts = isEmpty(range) ? [] : memo.current(data).get(pageKey(at.seq, range));
-    return texts ? plainPageOf(texts, at, range.start, query.columns) : null;
+    if (!texts) return null;
+    const head = query.changesHead ? heads.current(data).get(HEAD)?.position : undefined;
+    if (query.changesHead && head === undefined) return null;
+    return withHead(plainPageOf(texts, at, range.start, query.columns), head);
+  };
+  // Where the change log stands, remembered as the records are: every write that appends a change writes its
+  // dataset's or input table's record too (`datasetsVersion`), and another process's commit moves data_version.
+  const heads = rememberedReads<{ position: string }>(db, () => handle.datasetsVersion, 1);
+  const lastChange = lastChangePositionStatement(db);
+  /** The log's head now (inside a read transaction: in its snapshot, with `data` read in the same one). */
+  const changesHead = (data?: number): string => {
+    const memo = heads.current(data);
+    let known = memo.get(HEAD);
+    if (known === undefined) memo.set(HEAD, (known = { position: String(lastChange.get() ?? 0) }));
+    return known.position;
   };
   const queried = queriedReads(handle);
   // One read transaction: the window, the count and a small page come from one snapshot, even
   // when another process publishes a bulk write in between (a streamed page takes its own).
   const read = db.transaction((datasetId: string, query: RowQuery): RowPage => {
+    const head = query.changesHead ? changesHead(dataVersion()) : undefined;
     const at = positions.get(datasetId);
-    if (!at) return emptyPage(0);
-    return isPlainPage(query) ? plainPage(db, pages, at, query) : queried.onLoop(at, query);
+    if (!at) return withHead(emptyPage(0), head);
+    return withHead(isPlainPage(query) ? plainPage(db, pages, at, query) : queried.onLoop(at, query), head);
   });
+  /** A read on a reader thread, in a snapshot of its own: the head is read before it. */
+  const readOffLoop = async (datasetId: string, query: RowQuery): Promise<RowPage> => {
+    const head = query.changesHead ? changesHead() : undefined;
+    return withHead(await queried.offLoop(datasetId, query), head);
+  };
   /** A read on the loop while it is short, else on a reader thread (see row-reads.ts). */
   const readRows = (datasetId: string, query: RowQuery): RowPage | Promise<RowPage> => {
-    if (!isPlainPage(query) && queried.knownSlow(datasetId, query)) return queried.offLoop(datasetId, query);
+    if (!isPlainPage(query) && queried.knownSlow(datasetId, query)) return readOffLoop(datasetId, query);
     try {
       return read(datasetId, query);
     } catch (error) {
-      if (error instanceof MovedOffLoop) return queried.offLoop(datasetId, query);
+      if (error instanceof MovedOffLoop) return readOffLoop(datasetId, query);
       throw error;
     }
   };
@@ -87,6 +108,15 @@ export function sqliteRows(handle: SqliteHandle, records: DatasetRecords): RowSt
       return bulkWrite(write);
     },
   };
+}
+
+/** The one key of the change log's remembered head. */
+const HEAD = "head";
+
+/** `page`, carrying the change log's head when it was asked for. */
+function withHead(page: RowPage, head: string | undefined): RowPage {
+  if (head !== undefined) page.changesHead = head;
+  return page;
 }
 
 /** A small page in stored order without conditions: the common read. */

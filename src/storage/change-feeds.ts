@@ -1,4 +1,5 @@
 import type { ChangeFeedReads, ChangeRetention, DatasetChangeFeeds, WatchChanges } from "../ports/storage/changes.js";
+import type { RowPage, RowQuery, RowStore } from "../ports/storage/rows.js";
 
 /** A store's change log as the dataset rows' area serves it (`DatasetChangeFeeds`). */
 export function datasetChangeFeeds(
@@ -61,4 +62,24 @@ export function pollingWatch(
       if (listeners.size === 0) stop();
     };
   };
+}
+
+/**
+ * `rows` whose pages carry `changesHead` when asked, for a store (or a host's
+ * rows area) that reads its feed's head apart from its pages: the head is
+ * read BEFORE the page, so every change up to it is in the page's rows. A
+ * page that already carries its own keeps it. Everything else is `rows`' own.
+ */
+export function headBeforePage<R extends RowStore & Pick<DatasetChangeFeeds, "datasetChangesHead">>(rows: R): R {
+  const readDatasetRows = async (datasetId: string, query: RowQuery): Promise<RowPage> => {
+    if (!query.changesHead) return rows.readDatasetRows(datasetId, query);
+    const head = await rows.datasetChangesHead(datasetId);
+    const page = await rows.readDatasetRows(datasetId, query);
+    if (page.changesHead === undefined) page.changesHead = head;
+    return page;
+  };
+  return new Proxy(rows, {
+    get: (target, name, receiver) =>
+      name === "readDatasetRows" ? readDatasetRows : Reflect.get(target, name, receiver),
+  });
 }

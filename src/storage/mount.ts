@@ -7,6 +7,7 @@ import {
   type StorageAreas,
 } from "../ports/storage.js";
 import { withAreas } from "./areas.js";
+import { headBeforePage } from "./change-feeds.js";
 
 /** An area as a host supplies it: its reads (`StorageAreaReads`), and any of its other writes (none: read-only). */
 export type SuppliedArea<A extends StorageArea> = StorageAreaReads[A] & Partial<StorageAreas[A]>;
@@ -39,7 +40,9 @@ export function mountStorage(base: Storage, areas: HostAreas): Storage {
   for (const [name, supplied] of Object.entries(areas) as [StorageArea, object | undefined][]) {
     if (supplied === undefined) continue;
     if (!STORAGE_AREAS.includes(name)) throw new TypeError(`mountStorage: unknown storage area '${name}'`);
-    mounted[name] = readOnlyWhereMissing(name, supplied);
+    const area = readOnlyWhereMissing(name, supplied);
+    // A host's rows area reads its change feed's head apart from its pages: read before the page, for the hand-off.
+    mounted[name] = name === "rows" ? headBeforePage(area as StorageAreas["rows"]) : area;
   }
   return withAreas(base, mounted);
 }

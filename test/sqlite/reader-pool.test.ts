@@ -56,6 +56,15 @@ describe("sqlite: reader threads", () => {
         mode: "get",
       }),
     ).toEqual({ sum: 5, text: "é" });
+    // A statement request (an aggregate's scan and sort) runs with a 2 MB page cache and two sorter threads.
+    expect(
+      await readers.call({
+        kind: "statement",
+        text: "SELECT (SELECT threads FROM pragma_threads) AS threads, (SELECT cache_size FROM pragma_cache_size) AS cache",
+        params: [],
+        mode: "get",
+      }),
+    ).toEqual({ threads: 2, cache: -2000 });
     expect(await readers.call({ kind: "statement", text: counting(1000, true), params: [], mode: "all" })).toEqual([
       { n: 1000 },
     ]);

@@ -163,6 +163,30 @@ describe("remembered plain pages on SQLite", () => {
     expect((await read(writer, "ds_memo")).values).toEqual(["third-1", "third-2"]);
   });
 
+  it.each([
+    ["this process", false],
+    ["another connection on the file", true],
+  ])("hands over the change log's head with a remembered page, moved when %s writes", async (_, elsewhere) => {
+    const { path, s } = await seeded();
+    const writer = elsewhere ? store(path) : s;
+    await made(s, "ds_memo", ["a", "b"]);
+    const headed = async () => {
+      const page = await s.rows.readDatasetRows("ds_memo", { ...PAGE, limit: 2, changesHead: true });
+      for await (const _ of page.rowsJson!);
+      return page.changesHead;
+    };
+    const first = await headed();
+    expect(first).toBe(await s.rows.datasetChangesHead("ds_memo"));
+    // Read again: the page and the head both from memory (no statement but PRAGMA data_version).
+    expect(await headed()).toBe(first);
+    // An append beyond the page leaves the page's rows as they were but moves the head.
+    await write(writer, "ds_memo", "append", ["c", "d"]);
+    const second = await headed();
+    expect(Number(second)).toBeGreaterThan(Number(first));
+    expect(second).toBe(await s.rows.datasetChangesHead("ds_memo"));
+    expect((await s.rows.readDatasetChanges("ds_memo", { after: first!, limit: 10 })).changes).toHaveLength(2);
+  });
+
   it("sees webhook deliveries and their retention trims in the next read", async () => {
     const { s } = await seeded();
     await s.webhooks.createWebhookConnection({

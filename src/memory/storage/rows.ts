@@ -48,20 +48,24 @@ export function memoryRows(state: MemoryState): RowStore & RowWrites {
     },
     async readDatasetRows(datasetId, query) {
       const rows = state.datasetRows.get(datasetId) ?? [];
+      let page: RowPage;
       if (query.where || query.sort?.length || query.after) {
         const live = liveRows(state, rows);
-        return queriedRows(live.rows, live.first, query);
+        page = queriedRows(live.rows, live.first, query);
+      } else {
+        // Read as the trims under way leave them (`first`, `trimmed`): retention only moves the front.
+        const first = () => state.firstPositions.get(rows) ?? 0;
+        const trimmed = () => state.trimmedFront.get(rows) ?? 0;
+        let totalRows = liveCount(state, rows);
+        if (query.filters) {
+          totalRows = 0;
+          for (let i = trimmed(); i < rows.length; i++) if (matchesFilters(rows[i]!, query.filters)) totalRows++;
+        }
+        const last: { key: RowKey | null } = { key: null };
+        page = { totalRows, rows: new PageOf(rows, query, first, trimmed, last), lastKey: () => last.key };
       }
-      // Read as the trims under way leave them (`first`, `trimmed`): retention only moves the front.
-      const first = () => state.firstPositions.get(rows) ?? 0;
-      const trimmed = () => state.trimmedFront.get(rows) ?? 0;
-      let totalRows = liveCount(state, rows);
-      if (query.filters) {
-        totalRows = 0;
-        for (let i = trimmed(); i < rows.length; i++) if (matchesFilters(rows[i]!, query.filters)) totalRows++;
-      }
-      const last: { key: RowKey | null } = { key: null };
-      const page: RowPage = { totalRows, rows: new PageOf(rows, query, first, trimmed, last), lastKey: () => last.key };
+      // The same synchronous step as the rows array it pages: the head of that very state.
+      if (query.changesHead) page.changesHead = String(state.changeLog.last);
       return page;
     },
     async replaceDatasetRows(datasetId, data) {

@@ -34,6 +34,11 @@ export interface RowQuery {
    * position `lastKey` reported). Absent or null: from the first row.
    */
   after?: RowKey | null;
+  /**
+   * Also tell where the dataset's change feed stands (`RowPage.changesHead`):
+   * the rows read's hand-off to the feed (../shared/changes.md).
+   */
+  changesHead?: boolean;
 }
 
 export interface RowPage {
@@ -63,6 +68,14 @@ export interface RowPage {
    * the new rows.
    */
   lastKey(): RowKey | null;
+  /**
+   * Set when the query asked for it (`changesHead`): a position of the
+   * dataset's change feed (as `datasetChangesHead` gives) such that every
+   * change up to it is in the page's rows, read in the page's own snapshot or
+   * before it. Following the feed from there misses nothing written after the
+   * rows were read.
+   */
+  changesHead?: string;
 }
 
 /**
@@ -75,7 +88,9 @@ export interface RowStore {
   /**
    * Rows of an upload or connection dataset (never an input table). Column
    * names in `columns` and `filters` have been checked against the dataset's
-   * columns by the caller.
+   * columns by the caller. With `changesHead` asked, the page MUST carry it
+   * (`headBeforePage` in src/storage/change-feeds.ts gives it to a store that
+   * reads the head apart from its pages).
    */
   readDatasetRows(datasetId: string, query: RowQuery): Promise<RowPage>;
   /**

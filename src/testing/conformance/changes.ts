@@ -288,6 +288,43 @@ export function describeChangesConformance(
       expect(applyChanges([], [...changes, ...more])).toEqual(await datasetRows(store, HOOK));
     });
 
+    it("hands a page read with changesHead over to the feed: its head is the feed's, later writes follow it", async () => {
+      const store = await seeded();
+      const page = async (limit: number | null) => {
+        const read = await store.rows.readDatasetRows(HOOK, {
+          offset: 0,
+          limit,
+          columns: null,
+          filters: null,
+          changesHead: true,
+        });
+        const rows: Row[] = [];
+        for await (const row of read.rows) rows.push({ ...row });
+        return { head: read.changesHead, rows };
+      };
+      for (let i = 1; i <= 3; i++) await deliver(store, `wh${i}`, 10);
+      // Asked again (a store may answer the second from what it remembers), and whole.
+      const first = await page(2);
+      expect(first.rows.map((r) => r._id)).toEqual(["wh1", "wh2"]);
+      expect(first.head).toBe(await store.rows.datasetChangesHead(HOOK));
+      expect((await page(2)).head).toBe(first.head);
+      const whole = await page(null);
+      expect(whole.head).toBe(first.head);
+      // A write to another feed (an input table's row) and a delivery: the head moves past both.
+      await insert(store, "row_head", { name: "x" });
+      await deliver(store, "wh4", 10);
+      const later = await page(2);
+      expect(later.head).toBe(await store.rows.datasetChangesHead(HOOK));
+      expect(later.head).not.toBe(first.head);
+      const changes = await follow(datasetFeed(store), first.head!);
+      expect(changes.map((c) => c.change)).toEqual<Change[]>([
+        { op: "insert", rowId: "wh4", row: { _id: "wh4", n: 4 }, at: iso(T0) },
+      ]);
+      expect(applyChanges(whole.rows, changes)).toEqual(await datasetRows(store, HOOK));
+      // From the later head, nothing yet.
+      expect(await follow(datasetFeed(store), later.head!)).toEqual([]);
+    });
+
     it("keeps a copy equal to a webhook dataset whose concurrent deliveries retention trims", async () => {
       const store = await seeded();
       const head = await store.rows.datasetChangesHead(HOOK);
