@@ -106,9 +106,11 @@ export async function readDatasetRows(
   const format = exportFormat(query.format, read.accept);
   const target = { type: "dataset" as const, id: dataset.id, teamId: dataset.teamId };
   const tag = rowsTag(dataset, rowsRequest(query, format), ctx.clock.now());
-  const asked = { offset: checked.before + query.offset, format, ifNoneMatch: read.ifNoneMatch };
-  const unchanged = await notModified(ctx, target, tag, asked);
-  if (unchanged !== null) return unchanged;
+  if (read.ifNoneMatch !== null) {
+    const asked = { offset: checked.before + query.offset, format, ifNoneMatch: read.ifNoneMatch };
+    const unchanged = await notModified(ctx, target, tag, asked);
+    if (unchanged !== null) return unchanged;
+  }
   const page = await ctx.storage.rows.readDatasetRows(id, {
     offset: query.offset,
     limit: query.maxRows ?? null,
