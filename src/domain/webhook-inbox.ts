@@ -112,6 +112,19 @@ export interface RefusalLogInput extends DeliveryLogInput {
   status: number;
 }
 
+/** A refusal as the log's entry, but for what a store numbers (`seq`) and keys it by (`connectionId`). */
+export function refusalEntry(r: RefusalLogInput): Omit<DeliveryLogEntry, "seq" | "connectionId"> {
+  return {
+    id: r.id,
+    receivedAt: r.receivedAt,
+    outcome: "refused",
+    reason: r.reason,
+    status: r.status,
+    rowId: null,
+    detail: r.detail,
+  };
+}
+
 /** A daily counter: `kind` is `stored`, `duplicate` or `refused:<reason>`. */
 export interface DeliveryCount {
   connectionId: string;

@@ -4,7 +4,7 @@ import type { DatasetRowsWrite } from "../ports/storage/rows.js";
 import type { Row } from "../domain/model.js";
 import { bounded, checkout, type Db, json, type Lease, num } from "./db.js";
 import { publishChangesSql } from "./changes.js";
-import { copyInsertedSql } from "./dataset-values-sql.js";
+import { insertJsonRowsSql } from "./dataset-values-sql.js";
 import { rowBatches } from "../storage/row-batches.js";
 
 /**
@@ -257,15 +257,7 @@ async function insertRows(
   texts: readonly string[],
 ): Promise<void> {
   if (texts.length === 0) return;
-  await client.query(
-    `with rows as (
-       select $1::text as dataset_id, $2::bigint + ord - 1 as pos, value as row
-         from json_array_elements($3::json) with ordinality as e(value, ord)
-     ), inserted as (
-       insert into ${t("dataset_rows")} (dataset_id, pos, row) select dataset_id, pos, row from rows
-     ) ${copyInsertedSql("rows", t)}`,
-    [datasetId, from, `[${texts.join(",")}]`],
-  );
+  await client.query(insertJsonRowsSql(t), [datasetId, from, `[${texts.join(",")}]`]);
 }
 
 /**

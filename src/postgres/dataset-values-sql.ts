@@ -102,6 +102,19 @@ export function copyInsertedSql(rows: string, t: (table: string) => string): str
     from ${rows} c where c.dataset_id in (select l.dataset_id from ${t("dataset_value_layouts")} l) having count(*) > 0`;
 }
 
+/**
+ * The statement inserting the rows of a JSON array (`$3`, as text) into dataset `$1` at positions `$2`, `$2 + 1`…,
+ * their typed values copied when the dataset has a layout (`copyInsertedSql`).
+ */
+export function insertJsonRowsSql(t: (table: string) => string): string {
+  return `with rows as (
+       select $1::text as dataset_id, $2::bigint + ord - 1 as pos, value as row
+         from json_array_elements($3::json) with ordinality as e(value, ord)
+     ), inserted as (
+       insert into ${t("dataset_rows")} (dataset_id, pos, row) select dataset_id, pos, row from rows
+     ) ${copyInsertedSql("rows", t)}`;
+}
+
 /** The schema (a migration step, `{s}` the schema): tables, the trigger function and its triggers. */
 export function datasetValuesSql(): string {
   const updates = UPDATES;

@@ -10,7 +10,7 @@ import type { RowPage, RowQuery, RowStore, RowWrites } from "../ports/storage/ro
 import { renderNumbered } from "../sql/fragments.js";
 import { afterSql, conditionSql, orderSql } from "../sql/row-compiler.js";
 import { bulkRowWriter } from "./dataset-rows.js";
-import { copyInsertedSql } from "./dataset-values-sql.js";
+import { insertJsonRowsSql } from "./dataset-values-sql.js";
 import { begun, bounded, type Db, isConnectionLost, json, type Lease, num, storeFault } from "./db.js";
 import {
   HAS_JSONB,
@@ -72,15 +72,7 @@ export async function insertDatasetRows(
 ): Promise<void> {
   for (let start = 0; start < rows.length; start += WRITE_BATCH) {
     const batch = rows.slice(start, start + WRITE_BATCH);
-    await client.query(
-      `with rows as (
-         select $1::text as dataset_id, $2::bigint + ord - 1 as pos, value as row
-           from json_array_elements($3::json) with ordinality as e(value, ord)
-       ), inserted as (
-         insert into ${t("dataset_rows")} (dataset_id, pos, row) select dataset_id, pos, row from rows
-       ) ${copyInsertedSql("rows", t)}`,
-      [datasetId, firstPos + start, json(batch)],
-    );
+    await client.query(insertJsonRowsSql(t), [datasetId, firstPos + start, json(batch)]);
   }
 }
 

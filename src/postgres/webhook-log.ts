@@ -10,6 +10,7 @@ import {
   entryMatches,
   type InboxKeep,
   type RefusalLogInput,
+  refusalEntry,
   sumCounts,
 } from "../domain/webhook-inbox.js";
 import type { IngestLog, WebhookDelivery } from "../ports/storage/webhooks.js";
@@ -228,17 +229,7 @@ export function postgresDeliveryLog(db: Db) {
       await db.query(appendEntriesSql, [
         refusals.map((r) => r.connectionId),
         refusals.map((r) => Date.parse(r.receivedAt)),
-        refusals.map((r) =>
-          entryText({
-            id: r.id,
-            receivedAt: r.receivedAt,
-            outcome: "refused",
-            reason: r.reason,
-            status: r.status,
-            rowId: null,
-            detail: r.detail,
-          }),
-        ),
+        refusals.map((r) => entryText(refusalEntry(r))),
         ...countParams(counts),
       ]);
       for (const r of refusals) wrote(r.connectionId, batch.keep);

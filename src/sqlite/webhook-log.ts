@@ -10,6 +10,7 @@ import {
   entryMatches,
   type InboxKeep,
   type RefusalLogInput,
+  refusalEntry,
   sumCounts,
 } from "../domain/webhook-inbox.js";
 import type { IngestLog } from "../ports/storage/webhooks.js";
@@ -196,17 +197,7 @@ export function sqliteDeliveryLog(db: Database.Database) {
     /** Refusals and counters, inside the caller's transaction. */
     record(batch: { refusals: readonly RefusalLogInput[]; counts: readonly DeliveryCount[]; keep: InboxKeep }) {
       pending = new Map();
-      for (const r of batch.refusals) {
-        add(r.connectionId, batch.keep, {
-          id: r.id,
-          receivedAt: r.receivedAt,
-          outcome: "refused",
-          reason: r.reason,
-          status: r.status,
-          rowId: null,
-          detail: r.detail,
-        });
-      }
+      for (const r of batch.refusals) add(r.connectionId, batch.keep, refusalEntry(r));
       writePending();
       for (const c of sumCounts(batch.counts)) addCount.run(c.connectionId, c.day, c.kind, c.n);
     },
