@@ -63,10 +63,10 @@ export function sqliteRows(handle: SqliteHandle, records: DatasetRecords): RowSt
     if (!at) return withHead(emptyPage(0), head);
     return withHead(isPlainPage(query) ? plainPage(db, pages, at, query) : queried.onLoop(at, query), head);
   });
-  /** A read on a reader thread, in a snapshot of its own: the head is read before it. */
-  const readOffLoop = async (datasetId: string, query: RowQuery): Promise<RowPage> => {
+  /** A read on a reader thread, in a snapshot of its own: the head is read before it (here, so a fault is reported). */
+  const readOffLoop = (datasetId: string, query: RowQuery): Promise<RowPage> => {
     const head = query.changesHead ? changesHead() : undefined;
-    return withHead(await queried.offLoop(datasetId, query), head);
+    return queried.offLoop(datasetId, query).then((page) => withHead(page, head));
   };
   /** A read on the loop while it is short, else on a reader thread (see row-reads.ts). */
   const readRows = (datasetId: string, query: RowQuery): RowPage | Promise<RowPage> => {
