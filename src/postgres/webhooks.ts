@@ -477,7 +477,9 @@ function ingestBatchSql(t: Db["t"], changes: PostgresChangeLog): string {
         set first_pos = w.first_pos, next_pos = w.next_pos, row_count = w.next_pos - w.first_pos, updated_at = w.updated_at,
             swept_below = coalesce(w.swept_below, d.swept_below), stage_from = w.stage_from, columns = coalesce(w.columns::json, d.columns)
        from json_to_recordset($8::json) as w(id text, first_pos bigint, next_pos bigint, updated_at text, swept_below bigint, stage_from bigint, columns text)
-      where d.id = w.id and (select count(*) from copied) >= 0`;
+      where d.id = w.id
+        -- copied is a plain query (not a data-modifying one): PostgreSQL runs it only where it is referenced.
+        and (select count(*) from copied) >= 0`;
 }
 
 /** Datasets' columns as stored (JSON text) and as a name → type map, by dataset id. */
@@ -650,6 +652,7 @@ function fastIngestStatement(t: Db["t"], log: PostgresDeliveryLog, changes: Post
      )${log.fastLogSql(6)}
      select x.n, a.id is not null as applied, h.id as dup_id
        from x left join applied a on a.id = x.dataset_id left join held h on h.n = x.n
+      -- copied is a plain query (not a data-modifying one): PostgreSQL runs it only where it is referenced.
       where (select count(*) from copied) >= 0`,
   );
 }
